@@ -1,0 +1,212 @@
+"""Accuracy of fitgate's plan against vLLM's own startup figures.
+
+Runs every case of ``../shared/calibration/cases.jsonl`` (measured vLLM starts with real model
+configs in ``../shared/calibration/models/``) through ``fitgate.sizing.plan`` and prints, per case
+and as medians / 90th percentiles, the relative error of
+
+* weights per GPU ("Model loading took X GiB", rank 0),
+* available KV cache memory ("Available KV cache memory", rank 0),
+* num_blocks (min over workers) and the reported KV tokens,
+
+and whether the verdict agrees with what happened (started -> Fits/Tight; failed -> DoesNotFit;
+failed after KV sizing -> not Fits).
+
+Usage: python benchmarks/accuracy.py [--calibration DIR] [--markdown] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fitgate.checkpoints.catalog import find_entry, load_catalog
+from fitgate.checkpoints.facts import ModelFacts, to_model_input
+from fitgate.checkpoints.local import load_directory
+from fitgate.sizing.gpus import GpuModel, gpu_catalog
+from fitgate.sizing.plan import Plan, ServingConfig, Verdict, plan
+from fitgate.sizing.units import GiB
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
+#: Version assumed for cases whose log does not print one: the V0 logs use the pre-0.6.5 profiler
+#: format; the undated V1 logs print the 0.10+ "Actual usage" line and show the pre-0.17 sampler.
+UNDATED = {"V0": "0.6.4", "V1": "0.11.0"}
+
+
+@dataclass
+class Row:
+    case: str
+    model: str
+    status: str
+    verdict: str
+    verdict_ok: bool
+    errors: dict[str, float | None]
+    predicted: dict[str, float]
+    measured: dict[str, float | None]
+    skipped: str = ""
+
+
+def _gpu(case: dict[str, Any]) -> GpuModel:
+    text = str(case.get("gpu") or "").lower()
+    best: GpuModel | None = None
+    best_len = 0
+    for model in gpu_catalog():
+        for alias in (model.name, *model.aliases):
+            a = alias.lower()
+            if len(a) > 3 and a in text and len(a) > best_len:
+                best, best_len = model, len(a)
+    total = case.get("gpu_total_gib")
+    if best is None:
+        best = GpuModel(name="unknown", memory_bytes=int((total or 79.19) * GiB))
+    if total:
+        best = GpuModel(**{**best.__dict__, "memory_bytes": int(total * GiB)})
+    if best.name.startswith("A100") and total and total < 60:
+        best = GpuModel(**{**best.__dict__, "name": "A100-40GB"})
+    return best
+
+
+def _facts(case: dict[str, Any], calibration: Path) -> ModelFacts | None:
+    repo = str(case["model"]).split(" (")[0]
+    folder = calibration / "models" / repo.replace("/", "__")
+    if folder.is_dir():
+        return load_directory(folder, repo)
+    if find_entry(repo):
+        return load_catalog(repo)
+    return None
+
+
+def _version(case: dict[str, Any]) -> tuple[str, str | None]:
+    engine = str(case.get("vllm_engine") or "V1").split()[0]
+    version = case.get("vllm_version")
+    if version:
+        return str(version).split()[0], engine if engine in ("V0", "V1") else None
+    return UNDATED.get(engine, "0.11.0"), engine if engine in ("V0", "V1") else None
+
+
+def _dtype(value: object) -> str:
+    text = str(value or "auto").replace("torch.", "")
+    return text if text in ("bfloat16", "float16", "float32") else "auto"
+
+
+def run_case(case: dict[str, Any], calibration: Path) -> Row:
+    measured = case["measured"]
+    facts = _facts(case, calibration)
+    base = Row(case["id"], case["model"], case["status"], "-", False, {}, {}, {})
+    if facts is None:
+        base.skipped = "no public config.json for this model"
+        return base
+    version, engine = _version(case)
+    serving = ServingConfig(
+        max_model_len=case.get("max_model_len"),
+        kv_cache_dtype=case.get("kv_cache_dtype") or "auto",
+        dtype=_dtype(case.get("dtype")),
+        quantization=case.get("runtime_quantization"),
+        tensor_parallel_size=case.get("tensor_parallel_size") or 1,
+        pipeline_parallel_size=case.get("pipeline_parallel_size") or 1,
+        gpu_memory_utilization=case["gpu_memory_utilization"],
+        max_num_seqs=case.get("max_num_seqs"),
+        max_num_batched_tokens=case.get("max_num_batched_tokens"),
+        block_size=case.get("block_size"),
+        enforce_eager=bool(case.get("enforce_eager")),
+        vllm_version=version,
+        engine=engine,
+    )
+    result: Plan = plan(to_model_input(facts), _gpu(case), serving)
+    rank0 = result.ranks[0]
+    predicted = {
+        "weights_gib": rank0.weights.total_bytes / GiB,
+        "activation_peak_gib": rank0.profile.activation_bytes / GiB,
+        "non_torch_gib": rank0.profile.non_torch_bytes / GiB,
+        "kv_available_gib": rank0.available_kv_bytes / GiB,
+        "gpu_blocks": float(result.kv.num_blocks),
+        "kv_tokens": float(result.kv.reported_tokens),
+        "max_concurrency": result.kv.max_concurrency,
+    }
+    errors: dict[str, float | None] = {}
+    for key, value in predicted.items():
+        truth = measured.get(key)
+        if truth is None or key in ("activation_peak_gib", "non_torch_gib"):
+            continue
+        errors[key] = (value - truth) / abs(truth) if truth else None
+    started = case["status"] == "ok"
+    if started:
+        ok = result.verdict in (Verdict.FITS, Verdict.TIGHT)
+    elif case["status"] == "failed_after_kv_sizing":
+        ok = result.verdict is not Verdict.FITS
+    else:
+        ok = result.verdict is Verdict.DOES_NOT_FIT
+    return Row(case["id"], case["model"], case["status"], result.verdict.value, ok, errors, predicted, dict(measured))
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summarize(rows: list[Row]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"cases": len(rows), "sized": sum(1 for r in rows if not r.skipped)}
+    for key in ("weights_gib", "kv_available_gib", "gpu_blocks", "kv_tokens"):
+        vals = [abs(r.errors[key]) for r in rows if r.errors.get(key) is not None]  # type: ignore[arg-type]
+        summary[key] = {
+            "n": len(vals),
+            "median_abs_pct": 100 * statistics.median(vals) if vals else None,
+            "p90_abs_pct": 100 * _pct(vals, 0.9) if vals else None,
+            "max_abs_pct": 100 * max(vals) if vals else None,
+        }
+    sized = [r for r in rows if not r.skipped]
+    summary["verdicts_agree"] = f"{sum(r.verdict_ok for r in sized)}/{len(sized)}"
+    return summary
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calibration", type=Path, default=DEFAULT_CALIBRATION)
+    parser.add_argument("--markdown", action="store_true", help="print the per-case table as Markdown")
+    parser.add_argument("--json", action="store_true", help="print one JSON line with the summary at the end")
+    args = parser.parse_args(argv)
+    cases_file = args.calibration / "cases.jsonl"
+    if not cases_file.is_file():
+        print(f"accuracy: {cases_file} not found (pass --calibration DIR)", file=sys.stderr)
+        return 2
+    cases = [json.loads(line) for line in cases_file.read_text().splitlines() if line.strip()]
+    rows = [run_case(c, args.calibration) for c in cases]
+    sep = " | " if args.markdown else "  "
+    header = ["case", "status", "verdict", "weights", "avail KV", "blocks", "tokens"]
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+    else:
+        print(sep.join(header))
+    for r in rows:
+        cells = [r.case[:64], r.status, (r.verdict + ("" if r.verdict_ok else " (!)")) if not r.skipped else "skipped"]
+        if r.skipped:
+            cells += [r.skipped, "", "", ""]
+        else:
+            cells += [_fmt(r.errors.get(k)) for k in ("weights_gib", "kv_available_gib", "gpu_blocks", "kv_tokens")]
+        print(("| " + sep.join(cells) + " |") if args.markdown else sep.join(cells))
+    summary = summarize(rows)
+    print()
+    for key in ("weights_gib", "kv_available_gib", "gpu_blocks", "kv_tokens"):
+        s = summary[key]
+        print(f"{key:18s} n={s['n']:3d}  median |err| {s['median_abs_pct']:.2f}%  p90 {s['p90_abs_pct']:.2f}%  max {s['max_abs_pct']:.2f}%")
+    print(f"verdicts agree with the outcome: {summary['verdicts_agree']} (skipped: {summary['cases'] - summary['sized']})")
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""Domain errors of the sizing core.
+
+Every error names the field, the value it got and what it accepts, so that the CLI and the
+admission webhook can show it as one line to the user without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SizingError(ValueError):
+    """Bad or incomplete input to the sizing core.
+
+    Attributes:
+        field: The input field at fault (a CLI flag, a spec path or a config.json key).
+        value: The value that was given (None when the field is missing).
+        expected: What the field accepts, in words ("an integer >= 1", "one of auto, fp8").
+    """
+
+    def __init__(self, field: str, value: object, expected: str, detail: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        self.detail = detail
+        shown = "missing" if value is None else repr(value)
+        text = f"{field}: {shown} is not valid; expected {expected}"
+        if detail:
+            text += f" ({detail})"
+        super().__init__(text)
+
+
+class UnknownArchitectureError(SizingError):
+    """The model's architecture is not one the sizing core knows how to size."""

@@ -1,0 +1,95 @@
+"""The GPU catalog: device memory as CUDA reports it, GPU Feature Discovery names, speeds.
+
+``data/gpus.json`` is the data; this module only looks entries up. ``memory_bytes`` is the total that
+``torch.cuda.mem_get_info()`` reports (H100 80GB: 79.19 GiB, not 80 GB), because that is what vLLM
+multiplies by ``gpu_memory_utilization``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.units import GiB
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """One GPU model (or a custom memory size when ``name`` is ``custom``)."""
+
+    name: str
+    memory_bytes: int
+    vendor: str = "nvidia"
+    architecture: str = "unknown"
+    aliases: tuple[str, ...] = ()
+    memory_basis: str = ""
+    label_memory_mib: int = 0
+    memory_bandwidth_gbps: float = 0.0
+    bf16_dense_tflops: float = 0.0
+
+    @property
+    def is_a100(self) -> bool:
+        """vLLM gives A100s the small default batch even with 80 GB (its name test is 'a100')."""
+        return "a100" in self.name.lower()
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", name.lower())
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> tuple[tuple[GpuModel, ...], dict[str, GpuModel]]:
+    raw = json.loads(resources.files("fitgate.sizing").joinpath("data/gpus.json").read_text())
+    models = tuple(
+        GpuModel(
+            name=g["name"],
+            memory_bytes=int(g["memory_bytes"]),
+            vendor=g["vendor"],
+            architecture=g["architecture"],
+            aliases=tuple(g["aliases"]),
+            memory_basis=g["memory_basis"],
+            label_memory_mib=int(g["label_memory_mib"]),
+            memory_bandwidth_gbps=float(g["memory_bandwidth_gbps"]),
+            bf16_dense_tflops=float(g["bf16_dense_tflops"]),
+        )
+        for g in raw["gpus"]
+    )
+    index: dict[str, GpuModel] = {}
+    for model in models:
+        for alias in (model.name, *model.aliases):
+            index.setdefault(_key(alias), model)
+    return models, index
+
+
+def gpu_catalog() -> tuple[GpuModel, ...]:
+    """Every GPU in the catalog."""
+    return _catalog()[0]
+
+
+def find_gpu(name: str) -> GpuModel | None:
+    """The catalog entry for a name or alias (case and punctuation ignored), or None.
+
+    GPU Feature Discovery's ``-SHARED`` suffix (time-slicing) is ignored.
+    """
+    cleaned = re.sub(r"-SHARED$", "", name.strip(), flags=re.IGNORECASE)
+    return _catalog()[1].get(_key(cleaned))
+
+
+def lookup_gpu(name: str, field: str = "gpu") -> GpuModel:
+    """Like :func:`find_gpu` but an unknown name is a :class:`SizingError` listing the choices."""
+    model = find_gpu(name)
+    if model is None:
+        names = ", ".join(m.name for m in gpu_catalog())
+        raise SizingError(field, name, f"a GPU from the catalog ({names}) or --gpu-memory SIZE")
+    return model
+
+
+def custom_gpu(memory_bytes: int, name: str = "custom") -> GpuModel:
+    """A GPU known only by its memory (``--gpu-memory``), e.g. a MIG slice."""
+    if memory_bytes < GiB // 2:
+        raise SizingError("gpu_memory", memory_bytes, "at least 0.5 GiB of device memory")
+    return GpuModel(name=name, memory_bytes=memory_bytes, memory_basis="given")

@@ -1,0 +1,248 @@
+"""From layers to vLLM's KV cache layout: per-GPU specs, layer groups, blocks, tokens, concurrency.
+
+Follows ``vllm/v1/core/kv_cache_utils.py`` (``get_kv_cache_groups``, ``get_num_blocks``,
+``_report_kv_cache_config``, ``get_max_concurrency_for_kv_cache_config``) and, for hybrid
+attention + Mamba models, ``HybridAttentionMambaModelConfig`` (see shared/reference/vllm-memory.md
+sections 5-7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fitgate.sizing.architecture import MLA, Attention, LinearAttention, Mamba, ModelArchitecture
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.kv_specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    ServingShape,
+    SlidingWindowSpec,
+    spec_kind,
+)
+from fitgate.sizing.units import cdiv
+from fitgate.sizing.versions import VllmAccounting
+
+DEFAULT_BLOCK_SIZE = 16
+
+
+def _mamba_state_bytes(mixer: Mamba | LinearAttention, tp: int, state_dtype_bytes: int) -> int:
+    """Conv plus SSM/recurrent state of one request on one GPU (vLLM MambaStateShapeCalculator)."""
+    if isinstance(mixer, LinearAttention):
+        key_dim = mixer.num_k_heads * mixer.head_k_dim
+        value_dim = mixer.num_v_heads * mixer.head_v_dim
+        conv = (mixer.conv_kernel - 1) * ((2 * key_dim + value_dim) // tp)
+        recurrent = (mixer.num_v_heads // tp) * mixer.head_k_dim * mixer.head_v_dim
+        return (conv + recurrent) * state_dtype_bytes
+    if mixer.version == 1:
+        conv = (mixer.d_inner // tp) * (mixer.d_conv - 1)
+        ssm = (mixer.d_inner // tp) * mixer.d_state
+        return (conv + ssm) * state_dtype_bytes
+    groups = mixer.n_groups if mixer.n_groups % tp == 0 else mixer.n_groups + (tp - mixer.n_groups % tp)
+    conv_dim = mixer.d_inner + 2 * groups * mixer.d_state
+    conv = (mixer.d_conv - 1) * (conv_dim // tp)
+    ssm = (mixer.num_heads // tp) * mixer.head_dim * mixer.d_state
+    return (conv + ssm) * state_dtype_bytes
+
+
+def layer_specs(
+    arch: ModelArchitecture,
+    layer_indices: Sequence[int],
+    tp: int,
+    kv_dtype_bytes: int,
+    model_dtype_bytes: int,
+    block_size: int,
+    accounting: VllmAccounting,
+) -> list[KVCacheSpec]:
+    """The KV cache spec of each layer in ``layer_indices`` on one GPU.
+
+    KV heads per GPU are ``max(1, kv_heads // tp)`` (replicated when TP exceeds them); the MLA
+    latent is not sharded. Without the hybrid KV cache manager every attention layer is full.
+    """
+    specs: list[KVCacheSpec] = []
+    for i in layer_indices:
+        mixer = arch.layers[i].mixer
+        if mixer is None:
+            continue
+        if isinstance(mixer, Attention):
+            heads = max(1, mixer.num_kv_heads // tp)
+            if mixer.sliding_window and accounting.hybrid_kv_manager:
+                specs.append(SlidingWindowSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.sliding_window))
+            elif mixer.chunk_size and accounting.chunked_local_hybrid:
+                specs.append(ChunkedLocalAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.chunk_size))
+            else:
+                specs.append(FullAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes))
+        elif isinstance(mixer, MLA):
+            head = mixer.kv_lora_rank + mixer.qk_rope_head_dim
+            specs.append(MLAAttentionSpec(block_size, head, kv_dtype_bytes, accounting.mla_align_bytes))
+        else:
+            specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes)))
+    return specs
+
+
+def hybrid_block_size(specs: Sequence[KVCacheSpec], block_size: int | None) -> int:
+    """vLLM's attention block size for attention + Mamba hybrids, so one attention page >= one state.
+
+    ``attn_block_size = 16 * cdiv(mamba_page, 16 * attention_bytes_per_token)``; a user block size
+    is kept only when it is at least that.
+    """
+    mamba = [s.state_bytes for s in specs if isinstance(s, MambaSpec)]
+    attention = [s.bytes_per_token for s in specs if not isinstance(s, MambaSpec)]
+    if not mamba or not attention:
+        return block_size or DEFAULT_BLOCK_SIZE
+    per_token = max(attention)
+    needed = 16 * cdiv(max(mamba), 16 * per_token)
+    return needed if block_size is None or block_size < needed else block_size
+
+
+@dataclass(frozen=True)
+class KVGroup:
+    """Layers that share block ids: one spec, ``num_layers`` real layers (<= group size)."""
+
+    spec: KVCacheSpec
+    num_layers: int
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """The KV cache layout vLLM derives for one GPU."""
+
+    groups: tuple[KVGroup, ...]
+    group_size: int  # tensors that share each block id (layers per group, padded)
+    page_size_bytes: int  # one block of one tensor
+    block_size: int  # tokens per block (smallest over groups)
+    specs: tuple[KVCacheSpec, ...]  # every layer, for the one-request check
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Memory one block id takes across the group's tensors."""
+        return self.page_size_bytes * self.group_size
+
+    @property
+    def bytes_per_token(self) -> int:
+        """KV bytes one token costs across all attention layers of this GPU (full-length view)."""
+        return sum(s.bytes_per_token for s in self.specs)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Spec kinds present, e.g. ('full', 'sliding_window')."""
+        return tuple(sorted({spec_kind(s) for s in self.specs}))
+
+
+def _unify_page_sizes(specs: list[KVCacheSpec]) -> list[KVCacheSpec]:
+    """Give smaller attention pages a proportionally larger block so every page is equal (0.19)."""
+    pages = {s.page_size_bytes for s in specs}
+    if len(pages) == 1:
+        return specs
+    biggest = max(pages)
+    out: list[KVCacheSpec] = []
+    for s in specs:
+        if s.page_size_bytes == biggest:
+            out.append(s)
+        elif isinstance(s, MambaSpec):
+            out.append(s.with_page_size(biggest))
+        elif biggest % s.page_size_bytes == 0:
+            out.append(s.with_block_size(s.block_size * (biggest // s.page_size_bytes)))
+        else:
+            raise SizingError(
+                "kv_cache",
+                f"page sizes {sorted(pages)}",
+                "layer page sizes that divide each other (vLLM cannot unify them either)",
+            )
+    return out
+
+
+def build_layout(specs: list[KVCacheSpec], accounting: VllmAccounting) -> KVLayout:
+    """Group the layers of one GPU as ``get_kv_cache_groups`` does.
+
+    One spec type → one group whose size is the number of layers. Several types → pages are made
+    equal and layers are split by type into groups of ``min(#layers per type)`` (or the max, when
+    max < 1.25 x min), the last group of a type padded.
+    """
+    if not specs:
+        raise SizingError("model", "no attention or state layers on this GPU", "a model with a KV cache")
+    has_mamba = any(isinstance(s, MambaSpec) for s in specs)
+    if has_mamba:
+        # Hybrid models: Mamba states are padded up to the attention page (HybridAttentionMambaModelConfig).
+        attention_pages = [s.page_size_bytes for s in specs if not isinstance(s, MambaSpec)]
+        target = max([*attention_pages, *(s.state_bytes for s in specs if isinstance(s, MambaSpec))])
+        specs = [s.with_page_size(target) if isinstance(s, MambaSpec) else s for s in specs]
+    by_spec: dict[KVCacheSpec, int] = {}
+    for s in specs:
+        by_spec[s] = by_spec.get(s, 0) + 1
+    if len(by_spec) == 1:
+        (spec, n), = by_spec.items()
+        return KVLayout((KVGroup(spec, n),), n, spec.page_size_bytes, _block_of(spec, specs), tuple(specs))
+    kinds = {spec_kind(s) for s in by_spec}
+    if len(kinds) == 1 and not has_mamba:
+        # Same type, different shapes: one group with per-layer tensors (UniformTypeKVCacheSpecs).
+        page = sum(s.page_size_bytes for s in specs)
+        first = specs[0]
+        return KVLayout((KVGroup(first, len(specs)),), 1, page, _block_of(first, specs), tuple(specs))
+    unified = _unify_page_sizes(specs)
+    by_spec = {}
+    for s in unified:
+        by_spec[s] = by_spec.get(s, 0) + 1
+    counts = list(by_spec.values())
+    group_size = min(counts)
+    if max(counts) < group_size * 1.25:
+        group_size = max(counts)
+    groups: list[KVGroup] = []
+    for spec, n in by_spec.items():
+        for start in range(0, n, group_size):
+            groups.append(KVGroup(spec, min(group_size, n - start)))
+    page = unified[0].page_size_bytes
+    block = min(_block_of(g.spec, unified) for g in groups)
+    return KVLayout(tuple(groups), group_size, page, block, tuple(specs))
+
+
+def _block_of(spec: KVCacheSpec, specs: Sequence[KVCacheSpec]) -> int:
+    if isinstance(spec, MambaSpec):
+        attention = [s for s in specs if not isinstance(s, MambaSpec)]
+        return min((s.block_size for s in attention), default=DEFAULT_BLOCK_SIZE)
+    return spec.block_size
+
+
+def num_blocks(layout: KVLayout, available_bytes: int) -> int:
+    """``available // page_size // group_size`` (0 when nothing is available)."""
+    if available_bytes <= 0:
+        return 0
+    return available_bytes // layout.page_size_bytes // layout.group_size
+
+
+def one_request_bytes(layout: KVLayout, shape: ServingShape) -> int:
+    """KV memory one request of ``max_model_len`` tokens needs on this GPU (vLLM's startup check)."""
+    return sum(s.max_memory_usage_bytes(shape) for s in layout.specs)
+
+
+def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAccounting) -> int:
+    """Block ids one max-length request takes (the divisor of 'Maximum concurrency')."""
+    if accounting.tokens_report == "blocks":
+        return cdiv(shape.max_model_len, layout.block_size)
+    if accounting.tokens_report == "derived":
+        return sum(cdiv(g.spec.max_memory_usage_bytes(shape), layout.page_size_bytes) for g in layout.groups)
+    largest = max(g.num_layers for g in layout.groups)
+    per_request = largest * sum(g.spec.max_memory_usage_bytes(shape) for g in layout.groups)
+    if len(layout.groups) == 1 and layout.group_size == 1:
+        per_request = one_request_bytes(layout, shape)
+        return cdiv(per_request, layout.page_size_bytes)
+    return cdiv(per_request, layout.page_size_bytes * largest)
+
+
+def max_concurrency(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> float:
+    """vLLM's 'Maximum concurrency for N tokens per request: X.XXx'."""
+    if accounting.tokens_report == "blocks":
+        return blocks * layout.block_size / shape.max_model_len
+    return blocks / blocks_per_request(layout, shape, accounting)
+
+
+def reported_tokens(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> int:
+    """vLLM's 'GPU KV cache size: N tokens' for this version."""
+    if accounting.tokens_report == "blocks":
+        return blocks * layout.block_size
+    if accounting.tokens_report == "groups":
+        return blocks // len(layout.groups) * layout.block_size
+    return int(max_concurrency(layout, blocks, shape, accounting) * shape.max_model_len)

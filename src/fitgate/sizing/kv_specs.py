@@ -1,0 +1,184 @@
+"""KV cache specs: one small frozen dataclass per attention / cache type, as vLLM's kv_cache_interface.
+
+Each spec is per layer and per GPU (heads already divided by tensor parallelism) and has two
+formulas: the bytes of one page (one block of ``block_size`` tokens of this layer) and the most
+memory one request of ``max_model_len`` tokens can use in this layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fitgate.sizing.units import cdiv
+
+
+@dataclass(frozen=True)
+class ServingShape:
+    """The serving settings the KV formulas depend on (not the whole engine config)."""
+
+    max_model_len: int
+    max_num_batched_tokens: int
+    block_size: int
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec:
+    """Full (global) attention: MHA, GQA or MQA. K and V per token per KV head."""
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype_bytes: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """K and V bytes of one token in this layer."""
+        return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        """One block of this layer: ``2 * block_size * kv_heads * head_size * dtype``."""
+        return self.block_size * self.bytes_per_token
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """One request of max_model_len tokens: ``cdiv(max_model_len, block_size)`` pages."""
+        return cdiv(shape.max_model_len, self.block_size) * self.page_size_bytes
+
+    def with_block_size(self, block_size: int) -> FullAttentionSpec:
+        """The same spec with another block size (page-size unification)."""
+        return replace(self, block_size=block_size)
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec:
+    """Sliding-window attention: a request never needs more than the window plus one batch."""
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype_bytes: int
+    sliding_window: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """K and V bytes of one token in this layer."""
+        return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        """One block of this layer."""
+        return self.block_size * self.bytes_per_token
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """``(cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1)`` pages."""
+        tokens = min(self.sliding_window - 1 + shape.max_num_batched_tokens, shape.max_model_len)
+        return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
+
+    def with_block_size(self, block_size: int) -> SlidingWindowSpec:
+        """The same spec with another block size."""
+        return replace(self, block_size=block_size)
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec:
+    """Llama 4 chunked local attention: at most one chunk plus one batch of tokens."""
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype_bytes: int
+    attention_chunk_size: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """K and V bytes of one token in this layer."""
+        return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        """One block of this layer."""
+        return self.block_size * self.bytes_per_token
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """``cdiv(min(chunk + max_num_batched_tokens, max_model_len), block)`` pages."""
+        tokens = min(self.attention_chunk_size + shape.max_num_batched_tokens, shape.max_model_len)
+        return cdiv(tokens, self.block_size) * self.page_size_bytes
+
+    def with_block_size(self, block_size: int) -> ChunkedLocalAttentionSpec:
+        """The same spec with another block size."""
+        return replace(self, block_size=block_size)
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec:
+    """DeepSeek MLA: one latent vector (kv_lora_rank + rope dims) per token, no K/V pair, not TP-sharded."""
+
+    block_size: int
+    head_size: int
+    dtype_bytes: int
+    align_bytes: int = 1  # vLLM V0 0.7.x padded each entry to a multiple of 256 bytes
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Latent bytes of one token in this layer (``head_size * dtype``, no factor 2)."""
+        raw = self.head_size * self.dtype_bytes
+        return cdiv(raw, self.align_bytes) * self.align_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        """One block of this layer."""
+        return self.block_size * self.bytes_per_token
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """Like full attention: ``cdiv(max_model_len, block_size)`` pages."""
+        return cdiv(shape.max_model_len, self.block_size) * self.page_size_bytes
+
+    def with_block_size(self, block_size: int) -> MLAAttentionSpec:
+        """The same spec with another block size."""
+        return replace(self, block_size=block_size)
+
+
+@dataclass(frozen=True)
+class MambaSpec:
+    """Mamba / linear-attention state: a fixed number of bytes per request, whatever its length.
+
+    ``state_bytes`` is the sum over the layer's state tensors (conv state and SSM / recurrent
+    state) for one request on one GPU. ``page_size_bytes`` may be padded up to the attention
+    page size in hybrid models.
+    """
+
+    state_bytes: int
+    padded_page_bytes: int = 0
+
+    @property
+    def bytes_per_token(self) -> int:
+        """State does not grow with tokens."""
+        return 0
+
+    @property
+    def page_size_bytes(self) -> int:
+        """One state, padded when vLLM unified the page size with attention layers."""
+        return max(self.state_bytes, self.padded_page_bytes)
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """One page per request, independent of length."""
+        return self.page_size_bytes
+
+    def with_page_size(self, page_bytes: int) -> MambaSpec:
+        """The same state padded to ``page_bytes``."""
+        return replace(self, padded_page_bytes=page_bytes)
+
+
+AttentionLikeSpec = FullAttentionSpec | SlidingWindowSpec | ChunkedLocalAttentionSpec | MLAAttentionSpec
+KVCacheSpec = AttentionLikeSpec | MambaSpec
+
+
+def spec_kind(spec: KVCacheSpec) -> str:
+    """A short stable name of the spec type, used for grouping and display."""
+    return {
+        FullAttentionSpec: "full",
+        SlidingWindowSpec: "sliding_window",
+        ChunkedLocalAttentionSpec: "chunked_local",
+        MLAAttentionSpec: "mla",
+        MambaSpec: "mamba",
+    }[type(spec)]

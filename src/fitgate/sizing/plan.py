@@ -1,0 +1,523 @@
+"""The per-GPU memory plan: vLLM's budget, term by term, and the verdict.
+
+For each worker (tensor rank 0 of every pipeline stage; tensor ranks are symmetric)::
+
+    requested    = total_gpu_memory x gpu_memory_utilization           (ceil from 0.19)
+    non_kv       = weights + activation peak + non-torch (+ CUDA graphs from 0.21)
+    available_kv = requested - non_kv                                   "Available KV cache memory"
+    num_blocks   = available_kv // page_size // group_size, then min over workers
+
+The verdict follows from the numbers (see :func:`plan`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile
+from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, MLA, ModelArchitecture, Quantization
+from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, normalize_model_dtype
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.kv_layout import (
+    KVLayout,
+    blocks_per_request,
+    build_layout,
+    hybrid_block_size,
+    layer_specs,
+    max_concurrency,
+    num_blocks,
+    one_request_bytes,
+    reported_tokens,
+)
+from fitgate.sizing.kv_specs import ServingShape
+from fitgate.sizing.units import GiB, cdiv, fmt_gib
+from fitgate.sizing.versions import VllmAccounting, accounting_for
+from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
+
+TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
+MAX_CONTEXT = 1 << 24
+
+
+class Verdict(StrEnum):
+    """Whether a deployment fits its GPUs."""
+
+    FITS = "Fits"
+    TIGHT = "Tight"
+    DOES_NOT_FIT = "DoesNotFit"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One finding behind a verdict: a CamelCase code and a sentence with the numbers."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """The vLLM engine settings that change memory (``None``: vLLM's default)."""
+
+    max_model_len: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    enforce_eager: bool = False
+    vllm_version: str | None = None
+    engine: str | None = None
+    offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The peak a service must hold: this many concurrent requests of this many tokens each."""
+
+    concurrency: int
+    context_tokens: int
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """A model as the sizing core needs it: architecture plus weight inventory."""
+
+    name: str
+    arch: ModelArchitecture
+    inventory: WeightInventory
+
+
+@dataclass(frozen=True)
+class ResolvedServing:
+    """Serving settings after vLLM's defaults are applied."""
+
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    block_size: int
+    block_size_given: bool
+    dtype: str
+    kv_cache_dtype: str
+    kv_dtype_bytes: int
+    quantization: str | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpu_memory_utilization: float
+    enforce_eager: bool
+    vllm_version: str
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """The budget of one worker (tensor rank 0 of pipeline stage ``pp_rank``)."""
+
+    pp_rank: int
+    layers: range
+    weights: RankWeights
+    profile: ProfileEstimate
+    requested_bytes: int
+    non_kv_bytes: int
+    available_kv_bytes: int
+    layout: KVLayout
+    num_blocks: int
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """The per-GPU breakdown shown to users (the rank with the fewest KV blocks)."""
+
+    capacity_bytes: int
+    budget_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    kv_cache_bytes: int
+    headroom_bytes: int
+    outside_budget_bytes: int
+
+
+@dataclass(frozen=True)
+class KVSummary:
+    """The KV pool as vLLM reports it."""
+
+    bytes_per_token: int
+    page_size_bytes: int
+    block_size: int
+    num_blocks: int
+    num_groups: int
+    kinds: tuple[str, ...]
+    reported_tokens: int
+    max_concurrency: float
+    one_request_bytes: int
+    workload_blocks: int | None
+    workload_fraction: float | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The result of sizing one deployment on one GPU model."""
+
+    model: str
+    gpu: GpuModel
+    serving: ResolvedServing
+    workload: Workload | None
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    per_gpu: PerGpu
+    kv: KVSummary
+    ranks: tuple[RankPlan, ...]
+    binding_rank: int
+    weights_estimated: bool
+    max_model_len_that_fits: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def default_batch(gpu: GpuModel, accounting: VllmAccounting, offline: bool) -> tuple[int, int]:
+    """vLLM's default (max_num_batched_tokens, max_num_seqs) for this card (reference section 9)."""
+    big = gpu.memory_bytes >= 70 * GiB and not (accounting.a100_small_tier and gpu.is_a100)
+    if accounting.big_gpu_tier_bytes is not None and gpu.memory_bytes >= accounting.big_gpu_tier_bytes:
+        return 16384, 1024
+    if big:
+        return (16384 if offline else 8192), 1024
+    return (8192 if offline else 2048), 256
+
+
+def _positive_int(value: int | None, name: str, low: int, high: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SizingError(name, value, f"an integer from {low} to {high}")
+    return value
+
+
+def resolve_serving(
+    arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig, accounting: VllmAccounting
+) -> ResolvedServing:
+    """Validate the settings and fill in vLLM's defaults; errors name the flag, value and range."""
+    tp = _positive_int(serving.tensor_parallel_size, "tensor_parallel_size", 1, 64) or 1
+    pp = _positive_int(serving.pipeline_parallel_size, "pipeline_parallel_size", 1, 64) or 1
+    if tp * pp > 64:
+        raise SizingError("tensor_parallel_size x pipeline_parallel_size", tp * pp, "at most 64 GPUs")
+    heads = arch.attention_heads
+    if heads and heads % tp:
+        raise SizingError(
+            "tensor_parallel_size", tp, f"a divisor of the model's {heads} attention heads", "vLLM shards heads evenly"
+        )
+    kv = arch.kv_heads
+    if kv and kv % tp and tp % kv:
+        raise SizingError("tensor_parallel_size", tp, f"a divisor or multiple of the model's {kv} KV heads")
+    if pp > arch.num_layers:
+        raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
+    gmu = serving.gpu_memory_utilization
+    if isinstance(gmu, bool) or not isinstance(gmu, int | float) or not 0 < gmu <= 1:
+        raise SizingError("gpu_memory_utilization", gmu, "a fraction greater than 0 and at most 1")
+    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or arch.max_position_embeddings
+    dtype = arch.dtype if serving.dtype in ("auto", "", None) else normalize_model_dtype(serving.dtype, "dtype")
+    if arch.dtype == "float32" and serving.dtype in ("auto", "", None):
+        dtype = "bfloat16"  # vLLM serves float32 checkpoints in bfloat16 unless --dtype float32
+    kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
+    quant = serving.quantization
+    if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
+        raise SizingError("quantization", quant, "one of " + ", ".join(RUNTIME_QUANTIZATION) + " for an unquantized checkpoint")
+    default_tokens, default_seqs = default_batch(gpu, accounting, serving.offline)
+    seqs = _positive_int(serving.max_num_seqs, "max_num_seqs", 1, 65536) or default_seqs
+    if accounting.engine == "V0":
+        chunked = max_len > 32768
+        default_tokens = 2048 if chunked else max(max_len, 2048)
+        seqs = serving.max_num_seqs or 256
+    tokens = _positive_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
+    block = _positive_int(serving.block_size, "block_size", 1, 4096)
+    if block is not None and block % 16 and block not in (1, 8):
+        raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
+    return ResolvedServing(
+        max_model_len=max_len,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        block_size=block or _default_block_size(arch, gpu),
+        block_size_given=block is not None,
+        dtype=dtype,
+        kv_cache_dtype=serving.kv_cache_dtype,
+        kv_dtype_bytes=kv_bytes,
+        quantization=quant,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        gpu_memory_utilization=float(gmu),
+        enforce_eager=serving.enforce_eager,
+        vllm_version=accounting.label,
+    )
+
+
+def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
+    """16 on CUDA and ROCm; MLA on Blackwell uses CUTLASS MLA with 128-token blocks."""
+    if any(isinstance(layer.mixer, MLA) for layer in arch.layers) and gpu.architecture == "blackwell":
+        return 128
+    return 16
+
+
+def _runtime_quantization(arch: ModelArchitecture, name: str | None) -> Quantization | None:
+    if name is None or arch.quantization is not None:
+        return None
+    return RUNTIME_QUANTIZATION[name]
+
+
+def _rank(
+    model: ModelInput,
+    gpu: GpuModel,
+    rs: ResolvedServing,
+    accounting: VllmAccounting,
+    pp_rank: int,
+    layers: range,
+) -> RankPlan:
+    arch = model.arch
+    tp, pp = rs.tensor_parallel_size, rs.pipeline_parallel_size
+    weights = weights_per_rank(
+        arch,
+        model.inventory,
+        tp=tp,
+        pp=pp,
+        pp_rank=pp_rank,
+        dtype=rs.dtype,
+        runtime_quantization=_runtime_quantization(arch, rs.quantization),
+    )
+    dtype_bytes = MODEL_DTYPES[rs.dtype]
+    profile = estimate_profile(
+        arch,
+        layers=layers,
+        last_stage=pp_rank == pp - 1,
+        tp=tp,
+        pp=pp,
+        dtype_bytes=dtype_bytes,
+        max_num_batched_tokens=rs.max_num_batched_tokens,
+        max_num_seqs=rs.max_num_seqs,
+        enforce_eager=rs.enforce_eager,
+        accounting=accounting,
+    )
+    specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
+    block = hybrid_block_size(specs, rs.block_size if rs.block_size_given else None)
+    if block != rs.block_size:
+        specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting)
+    layout = build_layout(specs, accounting)
+    product = gpu.memory_bytes * rs.gpu_memory_utilization
+    requested = math.ceil(product) if accounting.requested_ceil else int(product)
+    non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
+    if accounting.cudagraph_in_budget:
+        non_kv += profile.cuda_graph_bytes
+    available = requested - non_kv
+    return RankPlan(pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available))
+
+
+def plan(
+    model: ModelInput,
+    gpu: GpuModel,
+    serving: ServingConfig | None = None,
+    workload: Workload | None = None,
+) -> Plan:
+    """Size ``model`` on ``gpu`` with ``serving`` settings; the verdict comes with its reasons.
+
+    DoesNotFit when weights and the profiling pass leave no KV memory, when the KV pool cannot hold
+    one ``max_model_len`` request (vLLM refuses to start), when the declared workload needs more KV
+    than the pool, or when the card cannot even provide ``total x gmu`` at start-up. Tight when a
+    requirement uses more than 90 % of what is available, or when the memory outside the budget
+    cannot hold CUDA graphs, the CUDA context and the sampler warm-up. Fits otherwise.
+
+    Raises:
+        SizingError: A setting is out of range or inconsistent with the model.
+    """
+    serving = serving or ServingConfig()
+    accounting = accounting_for(serving.vllm_version, serving.engine)
+    rs = resolve_serving(model.arch, gpu, serving, accounting)
+    if workload is not None:
+        _positive_int(workload.concurrency, "concurrency", 1, 1 << 20)
+        _positive_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
+    stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
+    ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
+    binding = min(range(len(ranks)), key=lambda i: (ranks[i].num_blocks, ranks[i].available_kv_bytes))
+    worst = ranks[binding]
+    blocks = worst.num_blocks
+    shape = ServingShape(rs.max_model_len, rs.max_num_batched_tokens, worst.layout.block_size)
+    one_request = max(one_request_bytes(r.layout, ServingShape(rs.max_model_len, rs.max_num_batched_tokens, r.layout.block_size)) for r in ranks)
+    workload_blocks = None
+    workload_fraction = None
+    if workload is not None:
+        wshape = ServingShape(workload.context_tokens, rs.max_num_batched_tokens, worst.layout.block_size)
+        workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
+        workload_fraction = workload_blocks / blocks if blocks else float("inf")
+    conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
+    kv = KVSummary(
+        bytes_per_token=sum(r.layout.bytes_per_token for r in ranks),
+        page_size_bytes=worst.layout.page_size_bytes,
+        block_size=worst.layout.block_size,
+        num_blocks=blocks,
+        num_groups=len(worst.layout.groups),
+        kinds=worst.layout.kinds,
+        reported_tokens=reported_tokens(worst.layout, blocks, shape, accounting) if blocks else 0,
+        max_concurrency=conc,
+        one_request_bytes=one_request,
+        workload_blocks=workload_blocks,
+        workload_fraction=workload_fraction,
+    )
+    pool_bytes = blocks * worst.layout.bytes_per_block
+    required_kv = one_request
+    if workload_blocks is not None:
+        required_kv = max(required_kv, workload_blocks * worst.layout.bytes_per_block)
+    outside = gpu.memory_bytes - worst.requested_bytes
+    per_gpu = PerGpu(
+        capacity_bytes=gpu.memory_bytes,
+        budget_bytes=worst.requested_bytes,
+        weights_bytes=worst.weights.total_bytes,
+        activation_bytes=worst.profile.activation_bytes,
+        non_torch_bytes=worst.profile.non_torch_bytes,
+        cuda_graph_bytes=worst.profile.cuda_graph_bytes,
+        kv_cache_bytes=max(0, pool_bytes),
+        headroom_bytes=worst.available_kv_bytes - required_kv,
+        outside_budget_bytes=outside,
+    )
+    verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting)
+    return Plan(
+        model=model.name,
+        gpu=gpu,
+        serving=rs,
+        workload=workload,
+        verdict=verdict,
+        reasons=reasons,
+        per_gpu=per_gpu,
+        kv=kv,
+        ranks=ranks,
+        binding_rank=binding,
+        weights_estimated=model.inventory.estimated,
+        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, accounting, model.arch.max_position_embeddings),
+        notes=_notes(model, rs, accounting),
+    )
+
+
+def _notes(model: ModelInput, rs: ResolvedServing, accounting: VllmAccounting) -> tuple[str, ...]:
+    notes = []
+    if model.inventory.estimated:
+        notes.append("weights estimated from config.json (no safetensors metadata or total size)")
+    if any(getattr(layer.mixer, "chunk_size", None) for layer in model.arch.layers):
+        notes.append(
+            "chunked local attention is sized as full attention: vLLM disables the hybrid KV cache manager "
+            "for it unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1"
+        )
+    if not accounting.cudagraph_in_budget and not rs.enforce_eager:
+        notes.append("CUDA graphs are captured after KV sizing and must fit outside the gpu_memory_utilization budget")
+    return tuple(notes)
+
+
+def _verdict(
+    rs: ResolvedServing,
+    worst: RankPlan,
+    kv: KVSummary,
+    g: PerGpu,
+    workload: Workload | None,
+    accounting: VllmAccounting,
+) -> tuple[Verdict, tuple[Reason, ...]]:
+    hard: list[Reason] = []
+    soft: list[Reason] = []
+    budget, avail = g.budget_bytes, worst.available_kv_bytes
+    if g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
+        hard.append(Reason(
+            "GpuMemoryUtilizationTooHigh",
+            f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} of a {fmt_gib(g.capacity_bytes)} "
+            f"card, but the CUDA context already holds ~{fmt_gib(CUDA_CONTEXT_BYTES)}: vLLM refuses to start",
+        ))
+    if avail <= 0:
+        hard.append(Reason(
+            "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
+            f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
+            f"{fmt_gib(g.non_torch_bytes)} = {fmt_gib(worst.non_kv_bytes)} per GPU exceed the "
+            f"{fmt_gib(budget)} budget ({rs.gpu_memory_utilization} x {fmt_gib(g.capacity_bytes)}): "
+            "no memory left for the KV cache",
+        ))
+    elif kv.one_request_bytes > avail:
+        hard.append(Reason(
+            "KVCacheTooSmallForMaxModelLen",
+            f"one {rs.max_model_len}-token request needs {fmt_gib(kv.one_request_bytes)} of KV cache per GPU but only "
+            f"{fmt_gib(avail)} is left after {fmt_gib(worst.non_kv_bytes)} of weights and activations",
+        ))
+    elif workload is not None and kv.workload_blocks is not None and kv.workload_blocks > kv.num_blocks:
+        hard.append(Reason(
+            "WorkloadExceedsKVCache",
+            f"{workload.concurrency} concurrent requests x {workload.context_tokens} tokens need {kv.workload_blocks} KV "
+            f"blocks per GPU; the pool has {kv.num_blocks} (max concurrency {kv.max_concurrency:.2f} at "
+            f"{rs.max_model_len} tokens)",
+        ))
+    if hard:
+        return Verdict.DOES_NOT_FIT, tuple(hard)
+    if worst.non_kv_bytes > TIGHT_FRACTION * budget:
+        soft.append(Reason(
+            "WeightsNearBudget",
+            f"weights and activations take {fmt_gib(worst.non_kv_bytes)} of the {fmt_gib(budget)} budget "
+            f"({worst.non_kv_bytes / budget:.0%})",
+        ))
+    if kv.workload_fraction is not None and kv.workload_fraction > TIGHT_FRACTION:
+        soft.append(Reason(
+            "WorkloadNearKVCapacity",
+            f"the declared workload uses {kv.workload_fraction:.0%} of the KV pool ({kv.workload_blocks} of "
+            f"{kv.num_blocks} blocks)",
+        ))
+    elif kv.one_request_bytes > TIGHT_FRACTION * avail:
+        soft.append(Reason(
+            "MaxModelLenNearKVCapacity",
+            f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
+        ))
+    reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
+    if not accounting.cudagraph_in_budget:
+        reserve += worst.profile.cuda_graph_bytes
+    if g.outside_budget_bytes < reserve:
+        soft.append(Reason(
+            "LowHeadroomOutsideBudget",
+            f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
+            f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)}) "
+            f"and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
+        ))
+    if soft:
+        return Verdict.TIGHT, tuple(soft)
+    msg = f"{kv.num_blocks} KV blocks ({kv.reported_tokens} tokens) per GPU"
+    if workload is not None and kv.workload_fraction is not None:
+        msg += f"; the workload uses {kv.workload_fraction:.0%} of them"
+    return Verdict.FITS, (Reason("Fits", msg),)
+
+
+def max_model_len_that_fits(
+    ranks: tuple[RankPlan, ...], rs: ResolvedServing, accounting: VllmAccounting, model_max: int
+) -> int:
+    """The largest max_model_len whose one-request KV fits every worker (0 if none).
+
+    A binary search over the pure predicate ``fits(n)``, like vLLM's ``estimate_max_model_len``.
+    In V0 the profiling batch grows with max_model_len, so the budget used here is only exact
+    for V1; V0 callers should re-plan the returned value.
+    """
+
+    def fits(n: int) -> bool:
+        for r in ranks:
+            shape = ServingShape(n, rs.max_num_batched_tokens, r.layout.block_size)
+            if r.available_kv_bytes <= 0 or one_request_bytes(r.layout, shape) > r.available_kv_bytes:
+                return False
+        return True
+
+    high = max(model_max, rs.max_model_len)
+    if not fits(1):
+        return 0
+    if fits(high):
+        return high
+    low = 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return low

@@ -1,0 +1,434 @@
+"""Weight bytes per GPU, as vLLM's 'Model loading took X GiB' reports them.
+
+A :class:`WeightInventory` is a compact list of the checkpoint's tensors, aggregated by decoder
+layer and *role* (how tensor parallelism shards it). It is built either from real tensor metadata
+(safetensors headers: exact) or from the architecture (estimated), and may be rescaled to a known
+stored total (``model.safetensors.index.json`` ``total_size`` or per-dtype parameter counts).
+
+:func:`weights_per_rank` then applies vLLM's loading rules for one (TP, PP) rank: vocab-parallel
+embedding and lm_head padded to 64 rows, column/row-parallel linears and experts divided by TP,
+replicated norms, routers and MLA latent projections, KV projections replicated when TP exceeds the
+KV heads, layers partitioned over pipeline stages like ``get_pp_indices``, runtime ``--dtype`` and
+``--quantization fp8`` casts, and the buffers vLLM allocates while loading (the rotary cos/sin cache
+and MLA's absorbed ``kv_b_proj`` copies).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fitgate.sizing.architecture import (
+    MLA,
+    Attention,
+    DenseMLP,
+    LinearAttention,
+    Mamba,
+    ModelArchitecture,
+    MoE,
+    Quantization,
+)
+from fitgate.sizing.dtypes import MODEL_DTYPES, tensor_dtype_bytes
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.units import cdiv, round_up
+
+VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
+
+
+class Role(StrEnum):
+    """How a tensor is placed across tensor-parallel ranks."""
+
+    EMBED = "embed"  # vocab-parallel rows, first pipeline stage
+    LM_HEAD = "lm_head"  # vocab-parallel rows, last pipeline stage
+    COLUMN = "column"  # output dim split by TP
+    ROW = "row"  # input dim split by TP
+    KV_PROJ = "kv_proj"  # split by TP, replicated when TP > KV heads
+    EXPERT = "expert"  # MoE experts, split by TP (all experts resident)
+    REPLICATED = "replicated"  # norms, routers, MLA latent projections
+    VISION = "vision"  # multimodal encoder, first stage, split by TP
+    SKIPPED = "skipped"  # stored but not loaded (MTP layers, rotary buffers)
+
+
+@dataclass(frozen=True)
+class WeightEntry:
+    """Tensors of one layer and role, aggregated.
+
+    Attributes:
+        layer: Decoder layer index, or None for embeddings, head, final norm and vision tower.
+        role: Placement across ranks.
+        numel: Elements (logical parameters; packed 4-bit counts each 4-bit value once).
+        stored_bytes: Bytes in the checkpoint.
+        quantized: Stored in a quantized format (kept as stored when loading).
+        linear: A linear layer's weight, which runtime ``--quantization fp8`` would quantize.
+    """
+
+    layer: int | None
+    role: Role
+    numel: int
+    stored_bytes: int
+    quantized: bool = False
+    linear: bool = False
+
+
+@dataclass(frozen=True)
+class WeightInventory:
+    """The checkpoint's tensors, aggregated; ``source`` says how exact it is."""
+
+    entries: tuple[WeightEntry, ...]
+    source: str  # "safetensors" (exact per tensor), "total" (scaled to a known total), "config" (estimated)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Total bytes of the checkpoint's tensors."""
+        return sum(e.stored_bytes for e in self.entries)
+
+    @property
+    def estimated(self) -> bool:
+        """True when no real size of the checkpoint was known."""
+        return self.source == "config"
+
+    def scaled_to(self, total_bytes: int, source: str = "total") -> WeightInventory:
+        """The same shape of inventory, rescaled so that the stored bytes add up to ``total_bytes``."""
+        current = self.stored_bytes
+        if total_bytes <= 0 or current <= 0:
+            raise SizingError("weights.total_size", total_bytes, "a positive number of bytes")
+        ratio = total_bytes / current
+        return WeightInventory(
+            tuple(
+                WeightEntry(e.layer, e.role, round(e.numel * ratio), round(e.stored_bytes * ratio), e.quantized, e.linear)
+                for e in self.entries
+            ),
+            source,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Inventory from the architecture (no weight metadata)
+
+
+class _Builder:
+    def __init__(self, arch: ModelArchitecture) -> None:
+        self.arch = arch
+        self.dtype_bytes = MODEL_DTYPES[arch.dtype]
+        self.quant = arch.quantization
+        self.rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
+
+    def add(self, layer: int | None, role: Role, numel: int, linear: bool = False) -> None:
+        stored, quantized = self._stored(role, numel, linear)
+        key = (layer, role, quantized, linear)
+        acc = self.rows.setdefault(key, [0, 0])
+        acc[0] += numel
+        acc[1] += stored
+
+    def _stored(self, role: Role, numel: int, linear: bool) -> tuple[int, bool]:
+        q = self.quant
+        if q is None or not linear or (q.experts_only and role is not Role.EXPERT):
+            return numel * self.dtype_bytes, False
+        return quantized_bytes(numel, q), True
+
+    def inventory(self) -> WeightInventory:
+        return WeightInventory(
+            tuple(WeightEntry(k[0], k[1], v[0], v[1], k[2], k[3]) for k, v in self.rows.items()),
+            "config",
+        )
+
+
+def quantized_bytes(numel: int, q: Quantization) -> int:
+    """Bytes of ``numel`` weights stored with ``q``: packed values plus scales (and zero points)."""
+    values = numel * q.weight_bits / 8
+    scales = (numel / q.group_size if q.group_size else numel / 4096) * q.scale_bytes
+    return int(values + scales)
+
+
+def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
+    q_out = m.num_heads * m.head_dim * (2 if m.gated_q else 1)
+    kv_out = m.num_kv_heads * m.head_dim
+    b.add(i, Role.COLUMN, hidden * q_out, linear=True)
+    b.add(i, Role.KV_PROJ, 2 * hidden * kv_out, linear=True)
+    b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
+    if b.arch.attention_bias:
+        b.add(i, Role.COLUMN, q_out + 2 * kv_out)
+    if m.sinks:
+        b.add(i, Role.COLUMN, m.num_heads)
+    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text"}:
+        b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
+
+
+def _mla_params(b: _Builder, i: int, m: MLA, hidden: int) -> None:
+    qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+    if m.q_lora_rank:
+        b.add(i, Role.REPLICATED, hidden * m.q_lora_rank, linear=True)  # q_a_proj
+        b.add(i, Role.REPLICATED, m.q_lora_rank)  # q_a_layernorm
+        b.add(i, Role.COLUMN, m.q_lora_rank * m.num_heads * qk_head, linear=True)  # q_b_proj
+    else:
+        b.add(i, Role.COLUMN, hidden * m.num_heads * qk_head, linear=True)  # q_proj
+    b.add(i, Role.REPLICATED, hidden * (m.kv_lora_rank + m.qk_rope_head_dim), linear=True)  # kv_a_proj_with_mqa
+    b.add(i, Role.REPLICATED, m.kv_lora_rank)  # kv_a_layernorm
+    b.add(i, Role.COLUMN, m.kv_lora_rank * m.num_heads * (m.qk_nope_head_dim + m.v_head_dim), linear=True)
+    b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
+
+
+def _mamba_params(b: _Builder, i: int, m: Mamba, hidden: int) -> None:
+    if m.version == 1:
+        b.add(i, Role.COLUMN, hidden * 2 * m.d_inner, linear=True)
+        b.add(i, Role.COLUMN, m.d_inner * m.d_conv + m.d_inner * (m.dt_rank + 2 * m.d_state))
+        b.add(i, Role.COLUMN, m.dt_rank * m.d_inner + m.d_inner * m.d_state + 2 * m.d_inner)
+    else:
+        conv_dim = m.d_inner + 2 * m.n_groups * m.d_state
+        b.add(i, Role.COLUMN, hidden * (m.d_inner + conv_dim + m.num_heads), linear=True)
+        b.add(i, Role.COLUMN, conv_dim * m.d_conv + 3 * m.num_heads + m.d_inner)
+    b.add(i, Role.ROW, m.d_inner * hidden, linear=True)
+
+
+def _linear_attention_params(b: _Builder, i: int, m: LinearAttention, hidden: int) -> None:
+    key_dim, value_dim = m.num_k_heads * m.head_k_dim, m.num_v_heads * m.head_v_dim
+    b.add(i, Role.COLUMN, hidden * (2 * key_dim + 2 * value_dim + 2 * m.num_v_heads), linear=True)
+    b.add(i, Role.COLUMN, (2 * key_dim + value_dim) * m.conv_kernel + 2 * m.num_v_heads)
+    b.add(i, Role.REPLICATED, m.head_v_dim)
+    b.add(i, Role.ROW, value_dim * hidden, linear=True)
+
+
+def _ffn_params(b: _Builder, i: int, ffn: DenseMLP | MoE, hidden: int) -> None:
+    if isinstance(ffn, DenseMLP):
+        mats = 3 if ffn.gated else 2
+        b.add(i, Role.COLUMN, hidden * ffn.intermediate_size * (mats - 1), linear=True)
+        b.add(i, Role.ROW, ffn.intermediate_size * hidden, linear=True)
+        if not ffn.gated:
+            b.add(i, Role.COLUMN, ffn.intermediate_size + hidden)  # fc1/fc2 biases
+        return
+    mats = 3 if ffn.gated else 2
+    b.add(i, Role.EXPERT, ffn.num_experts * mats * hidden * ffn.expert_intermediate_size, linear=True)
+    if b.arch.model_type == "gpt_oss":
+        b.add(i, Role.EXPERT, ffn.num_experts * (2 * ffn.expert_intermediate_size + hidden))  # biases
+    b.add(i, Role.REPLICATED, hidden * ffn.num_experts + ffn.num_experts)  # router
+    if ffn.shared_intermediate_size:
+        b.add(i, Role.COLUMN, 2 * hidden * ffn.shared_intermediate_size, linear=True)
+        b.add(i, Role.ROW, ffn.shared_intermediate_size * hidden, linear=True)
+
+
+def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
+    """Estimate the checkpoint's tensors from the architecture alone (standard layouts)."""
+    b = _Builder(arch)
+    hidden = arch.hidden_size
+    norms_per_layer = 4 if arch.model_type in {"gemma2", "gemma3", "gemma3_text"} else 2
+    for i, layer in enumerate(arch.layers):
+        m = layer.mixer
+        if isinstance(m, Attention):
+            _attention_params(b, i, m, hidden)
+        elif isinstance(m, MLA):
+            _mla_params(b, i, m, hidden)
+        elif isinstance(m, Mamba):
+            _mamba_params(b, i, m, hidden)
+        elif isinstance(m, LinearAttention):
+            _linear_attention_params(b, i, m, hidden)
+        if layer.ffn is not None:
+            _ffn_params(b, i, layer.ffn, hidden)
+        parts = (m is not None) + (layer.ffn is not None)
+        norm_numel = hidden * (norms_per_layer if parts == 2 else 1)
+        b.add(i, Role.REPLICATED, norm_numel * (2 if arch.norm_has_bias else 1))
+    b.add(None, Role.EMBED, arch.vocab_size * hidden)
+    if not arch.tie_word_embeddings:
+        b.add(None, Role.LM_HEAD, arch.vocab_size * hidden)
+    b.add(None, Role.REPLICATED, hidden)
+    if arch.vision is not None:
+        b.add(None, Role.VISION, arch.vision.num_params + arch.vision.hidden_size * hidden)
+    if arch.mtp_layers:
+        # Multi-token-prediction layers are stored but vLLM does not load them without speculative decoding.
+        last = arch.layers[-1]
+        per_layer = _Builder(arch)
+        if isinstance(last.mixer, MLA):
+            _mla_params(per_layer, 0, last.mixer, hidden)
+        elif isinstance(last.mixer, Attention):
+            _attention_params(per_layer, 0, last.mixer, hidden)
+        if last.ffn is not None:
+            _ffn_params(per_layer, 0, last.ffn, hidden)
+        numel = sum(v[0] for v in per_layer.rows.values()) + 2 * hidden * hidden
+        stored = sum(v[1] for v in per_layer.rows.values()) + 2 * hidden * hidden * b.dtype_bytes
+        acc = b.rows.setdefault((None, Role.SKIPPED, False, False), [0, 0])
+        acc[0] += numel * arch.mtp_layers
+        acc[1] += stored * arch.mtp_layers
+    return b.inventory()
+
+
+# --------------------------------------------------------------------------------------------
+# Inventory from real tensor metadata (safetensors headers)
+
+_LAYER_RE = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
+_QUANT_SUFFIXES = (
+    "qweight", "qzeros", "scales", "g_idx", "weight_scale", "weight_scale_inv", "weight_packed",
+    "weight_zero_point", "weight_shape", "input_scale", "weight_global_scale", "_blocks", "_scales",
+)
+
+
+def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
+    """(layer, role) of a Hugging Face tensor name, by the standard module names."""
+    lowered = name.lower()
+    if "rotary_emb.inv_freq" in lowered or lowered.startswith("mtp.") or ".mtp." in lowered:
+        return None, Role.SKIPPED
+    if re.search(r"(^|\.)(vision_tower|vision_model|visual|vit|image_newline|multi_modal_projector|mm_projector|vision_encoder)\b", lowered):
+        return None, Role.VISION
+    match = _LAYER_RE.search(lowered)
+    layer = int(match.group(1)) if match else None
+    if layer is not None and layer >= num_layers:
+        return None, Role.SKIPPED  # e.g. DeepSeek-V3's MTP layer 61
+    if layer is None:
+        if any(k in lowered for k in ("embed_tokens", "wte.", "word_embeddings", "tok_embeddings", "embedding.weight")):
+            return None, Role.EMBED
+        if lowered.startswith("lm_head") or lowered.startswith("output.") or ".lm_head." in lowered:
+            return None, Role.LM_HEAD
+        return None, Role.REPLICATED
+    if "norm" in lowered or ".ln_" in lowered or "layernorm" in lowered:
+        return layer, Role.REPLICATED
+    if "kv_a_proj_with_mqa" in lowered or "q_a_proj" in lowered:
+        return layer, Role.REPLICATED
+    if ".experts." in lowered and "shared_expert" not in lowered:
+        return layer, Role.EXPERT
+    if re.search(r"\.(gate|router)\.(weight|bias|e_score_correction_bias)$", lowered) or "mlp.router" in lowered:
+        return layer, Role.REPLICATED
+    if re.search(r"\.(k_proj|v_proj)\.", lowered):
+        return layer, Role.KV_PROJ
+    if re.search(r"\.(o_proj|down_proj|out_proj|dense|fc2|w2|c_proj|wo)\.", lowered):
+        return layer, Role.ROW
+    return layer, Role.COLUMN
+
+
+def inventory_from_tensors(
+    tensors: Iterable[tuple[str, str, Sequence[int]]], arch: ModelArchitecture
+) -> WeightInventory:
+    """Aggregate real tensors ``(name, dtype, shape)`` from safetensors headers into an inventory."""
+    rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
+    for name, dtype, shape in tensors:
+        numel = 1
+        for dim in shape:
+            if not isinstance(dim, int) or dim < 0:
+                raise SizingError(f"safetensors:{name}.shape", list(shape), "a list of non-negative integers")
+            numel *= dim
+        elem = tensor_dtype_bytes(dtype, f"safetensors:{name}.dtype")
+        layer, role = classify_tensor(name, arch.num_layers)
+        lowered = name.lower()
+        quantized = lowered.endswith(_QUANT_SUFFIXES) or dtype.upper() in {"I32", "U8", "I8", "F8_E4M3", "F8_E5M2", "U32"}
+        linear = (
+            not quantized
+            and lowered.endswith(".weight")
+            and role in {Role.COLUMN, Role.ROW, Role.KV_PROJ, Role.EXPERT}
+        ) or ("kv_a_proj_with_mqa.weight" in lowered or "q_a_proj.weight" in lowered)
+        key = (layer, role, quantized, linear)
+        acc = rows.setdefault(key, [0, 0])
+        acc[0] += numel
+        acc[1] += int(numel * elem)
+    if not rows:
+        raise SizingError("safetensors", "no tensors", "at least one tensor in the checkpoint headers")
+    return WeightInventory(tuple(WeightEntry(k[0], k[1], v[0], v[1], k[2], k[3]) for k, v in rows.items()), "safetensors")
+
+
+def bytes_from_dtype_counts(counts: Mapping[str, int]) -> int:
+    """Stored bytes from per-dtype parameter counts (the Hub's ``safetensors.parameters``)."""
+    total = 0
+    for dtype, count in counts.items():
+        if not isinstance(count, int) or count < 0:
+            raise SizingError(f"safetensors.parameters.{dtype}", count, "a non-negative integer")
+        total += int(count * tensor_dtype_bytes(dtype, f"safetensors.parameters.{dtype}"))
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# Per-rank loaded bytes
+
+
+def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
+    """vLLM's ``get_pp_indices``: equal shares, the remainder to the stages before the last."""
+    if pp < 1 or pp > num_layers:
+        raise SizingError("pipeline_parallel_size", pp, f"an integer from 1 to num_hidden_layers ({num_layers})")
+    per = num_layers // pp
+    parts = [per] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    out, start = [], 0
+    for n in parts:
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Bytes one GPU holds after loading."""
+
+    total_bytes: int
+    tensors_bytes: int
+    rotary_cache_bytes: int
+    mla_absorbed_bytes: int
+    embedding_bytes: int
+
+
+def _mxfp4_expert_padding(arch: ModelArchitecture, tp: int) -> float:
+    """vLLM (Hopper, triton kernels) pads MXFP4 experts: intermediate/TP to 128, hidden to 256."""
+    moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
+    if moe is None:
+        return 1.0
+    inter = moe.expert_intermediate_size // tp
+    return (round_up(inter, 128) * round_up(arch.hidden_size, 256)) / (inter * arch.hidden_size)
+
+
+def weights_per_rank(
+    arch: ModelArchitecture,
+    inventory: WeightInventory,
+    *,
+    tp: int,
+    pp: int,
+    pp_rank: int,
+    dtype: str,
+    runtime_quantization: Quantization | None = None,
+) -> RankWeights:
+    """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading."""
+    dtype_bytes = MODEL_DTYPES[dtype]
+    stages = pp_layer_ranges(arch.num_layers, pp)
+    layers = stages[pp_rank]
+    first, last = pp_rank == 0, pp_rank == pp - 1
+    kv = arch.kv_heads
+    kv_factor = (max(1, kv // tp) / kv) if kv else 1 / tp
+    vocab_factor = cdiv(round_up(arch.vocab_size, VOCAB_PADDING), tp) / arch.vocab_size
+    mxfp4 = _mxfp4_expert_padding(arch, tp) if arch.quantization and arch.quantization.method == "mxfp4" else 1.0
+    total = 0.0
+    embedding = 0.0
+    for e in inventory.entries:
+        if e.role is Role.SKIPPED:
+            continue
+        if e.layer is not None and e.layer not in layers:
+            continue
+        if e.layer is None and e.role in {Role.EMBED, Role.VISION} and not first:
+            continue
+        if e.layer is None and e.role in {Role.LM_HEAD, Role.REPLICATED} and not last:
+            continue
+        if e.quantized:
+            size = float(e.stored_bytes)
+        elif runtime_quantization is not None and e.linear and e.role is not Role.EMBED:
+            size = float(quantized_bytes(e.numel, runtime_quantization))
+        else:
+            size = float(e.numel * dtype_bytes)
+        if e.role in {Role.EMBED, Role.LM_HEAD}:
+            size *= vocab_factor
+            embedding += size
+        elif e.role in {Role.COLUMN, Role.ROW, Role.VISION}:
+            size /= tp
+        elif e.role is Role.EXPERT:
+            size = size / tp * (mxfp4 if e.quantized else 1.0)
+        elif e.role is Role.KV_PROJ:
+            size *= kv_factor
+        total += size
+    if pp > 1 and last and not first and arch.tie_word_embeddings:
+        # The last stage builds its own lm_head from the tied embedding.
+        tied = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
+        total += tied
+        embedding += tied
+    rotary = arch.rope_cache_positions * arch.rotary_dim * dtype_bytes
+    absorbed = 0
+    for i in layers:
+        m = arch.layers[i].mixer
+        if isinstance(m, MLA):
+            # MLA backends keep W_UK / W_UV copies of kv_b_proj, dequantized, next to it.
+            absorbed += m.kv_lora_rank * (m.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * dtype_bytes
+    tensors = int(total)
+    return RankWeights(tensors + rotary + absorbed, tensors, rotary, absorbed, int(embedding))
