@@ -191,7 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(sep.join(header))
     for r in rows:
-        cells = [r.case[:64], r.status, (r.verdict + ("" if r.verdict_ok else " (!)")) if not r.skipped else "skipped"]
+        cells = [
+            r.case[:64],
+            r.status,
+            (r.verdict + ("" if r.verdict_ok else " (!)")) if not r.skipped else "skipped",
+        ]
         if r.skipped:
             cells += [r.skipped, "", "", ""]
         else:
@@ -201,8 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for key in ("weights_gib", "kv_available_gib", "gpu_blocks", "kv_tokens"):
         s = summary[key]
-        print(f"{key:18s} n={s['n']:3d}  median |err| {s['median_abs_pct']:.2f}%  p90 {s['p90_abs_pct']:.2f}%  max {s['max_abs_pct']:.2f}%")
-    print(f"verdicts agree with the outcome: {summary['verdicts_agree']} (skipped: {summary['cases'] - summary['sized']})")
+        print(
+            f"{key:18s} n={s['n']:3d}  median |err| {s['median_abs_pct']:.2f}%  "
+            f"p90 {s['p90_abs_pct']:.2f}%  max {s['max_abs_pct']:.2f}%"
+        )
+    print(
+        f"verdicts agree with the outcome: {summary['verdicts_agree']} (skipped: {summary['cases'] - summary['sized']})"
+    )
     if args.json:
         print(json.dumps(summary))
     return 0

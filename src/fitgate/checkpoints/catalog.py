@@ -7,6 +7,7 @@ model's ``config.json``, ``weights.json`` (stored bytes and how they are known) 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -33,8 +34,6 @@ def _dir() -> Traversable:
 
 
 def _read_json(entry: Traversable, name: str) -> Any:
-    import json
-
     return json.loads(entry.joinpath(name).read_text())
 
 

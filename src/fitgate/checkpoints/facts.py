@@ -83,8 +83,10 @@ def tensor_list(header: Mapping[str, Any], file: str) -> list[tuple[str, str, tu
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if not isinstance(info, Mapping) or not isinstance(info.get("dtype"), str) or not isinstance(
-            info.get("shape"), Sequence
+        if (
+            not isinstance(info, Mapping)
+            or not isinstance(info.get("dtype"), str)
+            or not isinstance(info.get("shape"), Sequence)
         ):
             raise CheckpointError(f"{file}:{name}", info, "a tensor entry with dtype and shape")
         out.append((name, info["dtype"], tuple(int(d) for d in info["shape"])))

@@ -42,7 +42,9 @@ def parse_safetensors_header(data: bytes, file: str, file_size: int | None = Non
     if length > MAX_SAFETENSORS_HEADER_BYTES:
         raise CheckpointError(file, f"header length {length}", f"at most {MAX_SAFETENSORS_HEADER_BYTES} bytes")
     if file_size is not None and 8 + length > file_size:
-        raise CheckpointError(file, f"header length {length}", f"a header within the file's {file_size} bytes (truncated?)")
+        raise CheckpointError(
+            file, f"header length {length}", f"a header within the file's {file_size} bytes (truncated?)"
+        )
     if len(data) < 8 + length:
         raise CheckpointError(file, f"{len(data) - 8} header bytes", f"{length} bytes (truncated header)")
     try:

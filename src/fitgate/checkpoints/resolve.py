@@ -26,6 +26,8 @@ def resolve(ref: str, revision: str | None = None) -> ModelFacts:
     if path.exists() or text.startswith((".", "/", "~")):
         return load_directory(path, ref)
     if not _REPO_RE.match(text):
-        raise CheckpointError("model", ref, "a directory in Hugging Face layout or a repo id such as org/name[@revision]")
+        raise CheckpointError(
+            "model", ref, "a directory in Hugging Face layout or a repo id such as org/name[@revision]"
+        )
     repo_id = text.split("@", 1)[0]
     return load_catalog(repo_id, ref)

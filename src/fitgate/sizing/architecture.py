@@ -171,6 +171,11 @@ class ModelArchitecture:
         return len(self.layers)
 
     @property
+    def derived_max_model_len(self) -> int:
+        """The longest context vLLM accepts for this model (``max_position_embeddings`` after RoPE scaling)."""
+        return max(self.max_position_embeddings, self.rope_cache_positions)
+
+    @property
     def is_moe(self) -> bool:
         """Whether any layer is a mixture of experts."""
         return any(isinstance(layer.ffn, MoE) for layer in self.layers)
@@ -218,7 +223,7 @@ class _Cfg:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+    def int_(self, key: str, default: int | None = None, minimum: int = 1) -> int:
         value = self.data.get(key, default)
         if value is None:
             raise SizingError(f"{self.prefix}:{key}", None, f"an integer >= {minimum}")
@@ -228,9 +233,9 @@ class _Cfg:
         return value
 
     def opt_int(self, key: str, minimum: int = 1) -> int | None:
-        return self.int(key, minimum=minimum) if self.has(key) else None
+        return self.int_(key, minimum=minimum) if self.has(key) else None
 
-    def bool(self, key: str, default: bool) -> bool:
+    def bool_(self, key: str, default: bool) -> bool:
         value = self.data.get(key, default)
         if value is None:
             return default
@@ -238,7 +243,7 @@ class _Cfg:
             raise SizingError(f"{self.prefix}:{key}", value, "true or false")
         return value
 
-    def float(self, key: str, default: float) -> float:
+    def float_(self, key: str, default: float) -> float:
         value = self.data.get(key, default)
         if value is None:
             return default
@@ -246,11 +251,11 @@ class _Cfg:
             raise SizingError(f"{self.prefix}:{key}", value, "a positive number")
         return float(value)
 
-    def str(self, key: str, default: str = "") -> str:
+    def str_(self, key: str, default: str = "") -> str:
         value = self.data.get(key, default)
         return default if value is None else str(value)
 
-    def list(self, key: str) -> list[Any] | None:
+    def list_(self, key: str) -> list[Any] | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -289,7 +294,16 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "GraniteMoeHybridForCausalLM": "granite_hybrid",
 }
 
-_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "granite", "granitemoe", "phi", "granitemoehybrid"}
+_TIED_BY_DEFAULT = {
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "granite",
+    "granitemoe",
+    "phi",
+    "granitemoehybrid",
+}
 
 
 def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
@@ -318,23 +332,26 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     top = _Cfg(config)
     text_data = config.get("text_config")
     if isinstance(text_data, Mapping):
-        text = _Cfg({**{k: v for k, v in config.items() if k != "text_config"}, **text_data}, "config.json:text_config")
+        text = _Cfg(
+            {**{k: v for k, v in config.items() if k != "text_config"}, **text_data},
+            "config.json:text_config",
+        )
     else:
         text = top
-    model_type = text.str("model_type", top.str("model_type"))
+    model_type = text.str_("model_type", top.str_("model_type"))
     dtype = normalize_model_dtype(
-        text.str("torch_dtype", "") or text.str("dtype", "") or top.str("torch_dtype", "") or "bfloat16",
+        text.str_("torch_dtype", "") or text.str_("dtype", "") or top.str_("torch_dtype", "") or "bfloat16",
         f"{text.prefix}:torch_dtype",
     )
     builder = _FAMILIES[family]
     layers, extras = builder(text, model_type)
-    hidden = text.int("hidden_size")
-    heads = text.int("num_attention_heads", 1) if text.has("num_attention_heads") else 1
-    head_dim = text.int("head_dim") if text.has("head_dim") else max(1, hidden // heads)
-    rotary_dim = int(head_dim * text.float("partial_rotary_factor", 1.0))
+    hidden = text.int_("hidden_size")
+    heads = text.int_("num_attention_heads", 1) if text.has("num_attention_heads") else 1
+    head_dim = text.int_("head_dim") if text.has("head_dim") else max(1, hidden // heads)
+    rotary_dim = int(head_dim * text.float_("partial_rotary_factor", 1.0))
     if family == "mla":
-        rotary_dim = text.int("qk_rope_head_dim")
-    max_pos = text.int("max_position_embeddings", 8192)
+        rotary_dim = text.int_("qk_rope_head_dim")
+    max_pos = text.int_("max_position_embeddings", 8192)
     rope_positions = _rope_cache_positions(text, max_pos)
     quant = parse_quantization(config.get("quantization_config") or text.data.get("quantization_config"))
     return ModelArchitecture(
@@ -342,8 +359,10 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         model_type=model_type,
         dtype=dtype,
         hidden_size=hidden,
-        vocab_size=text.int("vocab_size"),
-        tie_word_embeddings=top.bool("tie_word_embeddings", text.bool("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
+        vocab_size=text.int_("vocab_size"),
+        tie_word_embeddings=top.bool_(
+            "tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)
+        ),
         layers=tuple(layers),
         max_position_embeddings=max_pos,
         rotary_dim=rotary_dim,
@@ -358,7 +377,11 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
 
 
 def _rope_cache_positions(text: _Cfg, max_pos: int) -> int:
-    """Positions in vLLM's rotary cos/sin cache (a replicated buffer counted with the weights)."""
+    """Positions in vLLM's rotary cos/sin cache (a replicated buffer counted with the weights).
+
+    This is also vLLM's derived maximum model length: YaRN scales the original context by its
+    factor; linear and dynamic scaling scale max_position_embeddings; Llama 3 / LongRoPE do not.
+    """
     scaling = text.data.get("rope_scaling") or {}
     if isinstance(scaling, Mapping):
         kind = str(scaling.get("rope_type") or scaling.get("type") or "")
@@ -366,27 +389,25 @@ def _rope_cache_positions(text: _Cfg, max_pos: int) -> int:
         original = scaling.get("original_max_position_embeddings")
         if kind in {"yarn", "deepseek_yarn"} and isinstance(factor, int | float) and isinstance(original, int):
             return int(original * factor)
-        if kind in {"dynamic"} and isinstance(factor, int | float):
+        if kind in {"dynamic", "linear"} and isinstance(factor, int | float):
             return int(max_pos * factor)
     return max_pos
 
 
 def _attention(text: _Cfg, window: int | None = None, chunk: int | None = None) -> Attention:
-    hidden = text.int("hidden_size")
-    heads = text.int("num_attention_heads")
-    kv_heads = text.int("num_key_value_heads", heads) if text.has("num_key_value_heads") else heads
+    hidden = text.int_("hidden_size")
+    heads = text.int_("num_attention_heads")
+    kv_heads = text.int_("num_key_value_heads", heads) if text.has("num_key_value_heads") else heads
     if kv_heads > heads or heads % kv_heads:
-        raise SizingError(
-            f"{text.prefix}:num_key_value_heads", kv_heads, f"a divisor of num_attention_heads ({heads})"
-        )
-    head_dim = text.int("head_dim") if text.has("head_dim") else hidden // heads
+        raise SizingError(f"{text.prefix}:num_key_value_heads", kv_heads, f"a divisor of num_attention_heads ({heads})")
+    head_dim = text.int_("head_dim") if text.has("head_dim") else hidden // heads
     if head_dim < 1:
         raise SizingError(f"{text.prefix}:head_dim", head_dim, "an integer >= 1")
     return Attention(heads, kv_heads, head_dim, head_dim, sliding_window=window, chunk_size=chunk)
 
 
 def _layer_types(text: _Cfg, n: int) -> list[str] | None:
-    types = text.list("layer_types")
+    types = text.list_("layer_types")
     if types is None:
         return None
     if len(types) < n:
@@ -403,24 +424,24 @@ def _sliding_pattern(text: _Cfg, model_type: str, n: int) -> list[bool]:
     if not isinstance(window, int) or window <= 0:
         return [False] * n
     if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}:
-        if not text.bool("use_sliding_window", False):
+        if not text.bool_("use_sliding_window", False):
             return [False] * n
-        first = text.int("max_window_layers", n, minimum=0)
+        first = text.int_("max_window_layers", n, minimum=0)
         return [i >= first for i in range(n)]
     if model_type == "gemma2":
         return [i % 2 == 0 for i in range(n)]
     if model_type in {"gemma3", "gemma3_text"}:
-        pattern = text.int("sliding_window_pattern", 6)
+        pattern = text.int_("sliding_window_pattern", 6)
         return [(i + 1) % pattern != 0 for i in range(n)]
     return [True] * n  # Mistral v0.1-style: every layer slides
 
 
 def _dense(text: _Cfg, key: str = "intermediate_size", gated: bool = True) -> DenseMLP:
-    return DenseMLP(text.int(key), gated)
+    return DenseMLP(text.int_(key), gated)
 
 
 def _family_llama(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
+    n = text.int_("num_hidden_layers")
     sliding = _sliding_pattern(text, model_type, n)
     window = text.data.get("sliding_window")
     layers = []
@@ -431,7 +452,7 @@ def _family_llama(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, i
 
 
 def _family_phi2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
+    n = text.int_("num_hidden_layers")
     return [Layer(_attention(text), _dense(text, gated=False)) for _ in range(n)], {}
 
 
@@ -439,25 +460,27 @@ def _moe_from(text: _Cfg, model_type: str) -> MoE:
     experts = None
     for key in ("num_local_experts", "num_experts", "n_routed_experts"):
         if text.has(key):
-            experts = text.int(key)
+            experts = text.int_(key)
             break
     if experts is None:
         raise SizingError(f"{text.prefix}:num_experts", None, "the number of experts (num_local_experts/num_experts)")
-    top_k = text.int("num_experts_per_tok") if text.has("num_experts_per_tok") else text.int("experts_per_token", 2)
+    top_k = text.int_("num_experts_per_tok") if text.has("num_experts_per_tok") else text.int_("experts_per_token", 2)
     key = "moe_intermediate_size" if text.has("moe_intermediate_size") else "intermediate_size"
-    shared = text.int("shared_expert_intermediate_size", minimum=0) if text.has("shared_expert_intermediate_size") else 0
+    shared = (
+        text.int_("shared_expert_intermediate_size", minimum=0) if text.has("shared_expert_intermediate_size") else 0
+    )
     if text.has("n_shared_experts"):
-        shared = text.int("n_shared_experts", minimum=0) * text.int(key)
-    return MoE(experts, top_k, text.int(key), shared)
+        shared = text.int_("n_shared_experts", minimum=0) * text.int_(key)
+    return MoE(experts, top_k, text.int_(key), shared)
 
 
 def _family_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
+    n = text.int_("num_hidden_layers")
     sliding = _sliding_pattern(text, model_type, n)
     window = text.data.get("sliding_window")
     moe = _moe_from(text, model_type)
-    step = text.int("decoder_sparse_step", 1)
-    dense_only = set(text.list("mlp_only_layers") or [])
+    step = text.int_("decoder_sparse_step", 1)
+    dense_only = set(text.list_("mlp_only_layers") or [])
     layers = []
     for i in range(n):
         w = window if sliding[i] and isinstance(window, int) else None
@@ -470,40 +493,40 @@ def _family_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int
 
 
 def _family_mla(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
-    heads = text.int("num_attention_heads")
+    n = text.int_("num_hidden_layers")
+    heads = text.int_("num_attention_heads")
     q_lora = text.opt_int("q_lora_rank")
     mla = MLA(
         heads,
         q_lora,
-        text.int("kv_lora_rank"),
-        text.int("qk_nope_head_dim"),
-        text.int("qk_rope_head_dim"),
-        text.int("v_head_dim"),
+        text.int_("kv_lora_rank"),
+        text.int_("qk_nope_head_dim"),
+        text.int_("qk_rope_head_dim"),
+        text.int_("v_head_dim"),
     )
-    first_dense = text.int("first_k_dense_replace", 0, minimum=0)
-    freq = text.int("moe_layer_freq", 1)
+    first_dense = text.int_("first_k_dense_replace", 0, minimum=0)
+    freq = text.int_("moe_layer_freq", 1)
     has_experts = text.has("n_routed_experts")
     moe = _moe_from(text, model_type) if has_experts else None
     layers = []
     for i in range(n):
         is_moe = moe is not None and i >= first_dense and i % freq == 0
         layers.append(Layer(mla, moe if is_moe and moe is not None else _dense(text)))
-    return layers, {"mtp_layers": text.int("num_nextn_predict_layers", 0, minimum=0)}
+    return layers, {"mtp_layers": text.int_("num_nextn_predict_layers", 0, minimum=0)}
 
 
 def _family_llama4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
+    n = text.int_("num_hidden_layers")
     chunk = text.opt_int("attention_chunk_size")
-    no_rope = text.list("no_rope_layers")
-    step = text.int("interleave_moe_layer_step", 1)
+    no_rope = text.list_("no_rope_layers")
+    step = text.int_("interleave_moe_layer_step", 1)
     moe = MoE(
-        text.int("num_local_experts"),
-        text.int("num_experts_per_tok", 1),
-        text.int("intermediate_size"),
-        shared_intermediate_size=text.int("intermediate_size"),
+        text.int_("num_local_experts"),
+        text.int_("num_experts_per_tok", 1),
+        text.int_("intermediate_size"),
+        shared_intermediate_size=text.int_("intermediate_size"),
     )
-    dense = DenseMLP(text.int("intermediate_size_mlp")) if text.has("intermediate_size_mlp") else _dense(text)
+    dense = DenseMLP(text.int_("intermediate_size_mlp")) if text.has("intermediate_size_mlp") else _dense(text)
     layers = []
     for i in range(n):
         # no_rope_layers[i] == 1 means the layer uses RoPE and chunked local attention;
@@ -515,15 +538,15 @@ def _family_llama4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, 
 
 
 def _family_qwen3_next(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
+    n = text.int_("num_hidden_layers")
     types = _layer_types(text, n)
-    interval = text.int("full_attention_interval", 4)
+    interval = text.int_("full_attention_interval", 4)
     linear = LinearAttention(
-        text.int("linear_num_key_heads"),
-        text.int("linear_num_value_heads"),
-        text.int("linear_key_head_dim"),
-        text.int("linear_value_head_dim"),
-        text.int("linear_conv_kernel_dim", 4),
+        text.int_("linear_num_key_heads"),
+        text.int_("linear_num_value_heads"),
+        text.int_("linear_key_head_dim"),
+        text.int_("linear_value_head_dim"),
+        text.int_("linear_conv_kernel_dim", 4),
     )
     att = _attention(text)
     att = Attention(att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim, gated_q=True)
@@ -532,7 +555,7 @@ def _family_qwen3_next(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[s
     for i in range(n):
         full = types[i] == "full_attention" if types else (i + 1) % interval == 0
         layers.append(Layer(att if full else linear, moe))
-    return layers, {"mtp_layers": text.int("num_nextn_predict_layers", 0, minimum=0)}
+    return layers, {"mtp_layers": text.int_("num_nextn_predict_layers", 0, minimum=0)}
 
 
 def _mamba2(text: _Cfg, prefix: str = "mamba_") -> Mamba:
@@ -542,25 +565,27 @@ def _mamba2(text: _Cfg, prefix: str = "mamba_") -> Mamba:
                 return name
         return names[0]
 
-    heads = text.int(key(f"{prefix}num_heads", f"{prefix}n_heads", "mamba_num_heads"))
-    head_dim = text.int(key(f"{prefix}head_dim", f"{prefix}d_head", "mamba_head_dim"))
+    heads = text.int_(key(f"{prefix}num_heads", f"{prefix}n_heads", "mamba_num_heads"))
+    head_dim = text.int_(key(f"{prefix}head_dim", f"{prefix}d_head", "mamba_head_dim"))
     return Mamba(
         version=2,
         d_inner=heads * head_dim,
-        d_state=text.int(key("ssm_state_size", f"{prefix}d_state", "mamba_d_state")),
-        d_conv=text.int(key("conv_kernel", f"{prefix}d_conv", "mamba_d_conv")),
-        n_groups=text.int(key("n_groups", f"{prefix}n_groups", "mamba_n_groups"), 1),
+        d_state=text.int_(key("ssm_state_size", f"{prefix}d_state", "mamba_d_state")),
+        d_conv=text.int_(key("conv_kernel", f"{prefix}d_conv", "mamba_d_conv")),
+        n_groups=text.int_(key("n_groups", f"{prefix}n_groups", "mamba_n_groups"), 1),
         num_heads=heads,
         head_dim=head_dim,
     )
 
 
 def _family_nemotron_h(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    pattern = text.str("hybrid_override_pattern")
-    n = text.int("num_hidden_layers")
+    pattern = text.str_("hybrid_override_pattern")
+    n = text.int_("num_hidden_layers")
     if len(pattern) != n or not re.fullmatch(r"[M*\-E]+", pattern):
         raise SizingError(
-            f"{text.prefix}:hybrid_override_pattern", pattern or None, f"{n} characters of M (mamba), * (attention), - (MLP)"
+            f"{text.prefix}:hybrid_override_pattern",
+            pattern or None,
+            f"{n} characters of M (mamba), * (attention), - (MLP)",
         )
     mamba = _mamba2(text)
     layers: list[Layer] = []
@@ -572,22 +597,22 @@ def _family_nemotron_h(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[s
         elif ch == "E":
             layers.append(Layer(None, _moe_from(text, model_type)))
         else:
-            layers.append(Layer(None, DenseMLP(text.int("intermediate_size"), gated=False)))
+            layers.append(Layer(None, DenseMLP(text.int_("intermediate_size"), gated=False)))
     return layers, {}
 
 
 def _family_jamba(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
-    hidden = text.int("hidden_size")
-    period, offset = text.int("attn_layer_period", 8), text.int("attn_layer_offset", 4, minimum=0)
-    e_period, e_offset = text.int("expert_layer_period", 2), text.int("expert_layer_offset", 1, minimum=0)
-    d_inner = text.int("mamba_expand", 2) * hidden
+    n = text.int_("num_hidden_layers")
+    hidden = text.int_("hidden_size")
+    period, offset = text.int_("attn_layer_period", 8), text.int_("attn_layer_offset", 4, minimum=0)
+    e_period, e_offset = text.int_("expert_layer_period", 2), text.int_("expert_layer_offset", 1, minimum=0)
+    d_inner = text.int_("mamba_expand", 2) * hidden
     mamba = Mamba(
         version=1,
         d_inner=d_inner,
-        d_state=text.int("mamba_d_state", 16),
-        d_conv=text.int("mamba_d_conv", 4),
-        dt_rank=text.int("mamba_dt_rank", -(-hidden // 16)),
+        d_state=text.int_("mamba_d_state", 16),
+        d_conv=text.int_("mamba_d_conv", 4),
+        dt_rank=text.int_("mamba_dt_rank", -(-hidden // 16)),
     )
     moe = _moe_from(text, model_type)
     layers = []
@@ -598,26 +623,34 @@ def _family_jamba(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, i
 
 
 def _family_granite_hybrid(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
-    n = text.int("num_hidden_layers")
+    n = text.int_("num_hidden_layers")
     types = _layer_types(text, n) or ["mamba"] * n
-    expand = text.int("mamba_expand", 2)
-    heads = text.int("mamba_n_heads")
+    expand = text.int_("mamba_expand", 2)
+    heads = text.int_("mamba_n_heads")
     mamba = Mamba(
         version=2,
-        d_inner=expand * text.int("hidden_size"),
-        d_state=text.int("mamba_d_state"),
-        d_conv=text.int("mamba_d_conv", 4),
-        n_groups=text.int("mamba_n_groups", 1),
+        d_inner=expand * text.int_("hidden_size"),
+        d_state=text.int_("mamba_d_state"),
+        d_conv=text.int_("mamba_d_conv", 4),
+        n_groups=text.int_("mamba_n_groups", 1),
         num_heads=heads,
-        head_dim=text.int("mamba_d_head") if text.has("mamba_d_head") else expand * text.int("hidden_size") // heads,
+        head_dim=text.int_("mamba_d_head") if text.has("mamba_d_head") else expand * text.int_("hidden_size") // heads,
     )
-    experts = text.int("num_local_experts", 0, minimum=0)
+    experts = text.int_("num_local_experts", 0, minimum=0)
     ffn: FeedForward
     if experts:
-        ffn = MoE(experts, text.int("num_experts_per_tok"), text.int("intermediate_size"),
-                  text.int("shared_intermediate_size", 0, minimum=0))
+        ffn = MoE(
+            experts,
+            text.int_("num_experts_per_tok"),
+            text.int_("intermediate_size"),
+            text.int_("shared_intermediate_size", 0, minimum=0),
+        )
     else:
-        ffn = DenseMLP(text.int("shared_intermediate_size") if text.has("shared_intermediate_size") else text.int("intermediate_size"))
+        ffn = DenseMLP(
+            text.int_("shared_intermediate_size")
+            if text.has("shared_intermediate_size")
+            else text.int_("intermediate_size")
+        )
     return [Layer(_attention(text) if t == "attention" else mamba, ffn) for t in types], {}
 
 
@@ -639,9 +672,9 @@ def _parse_vision(config: Mapping[str, Any]) -> VisionEncoder | None:
     if not isinstance(vision, Mapping):
         return None
     cfg = _Cfg(vision, "config.json:vision_config")
-    hidden = cfg.int("hidden_size", 1152)
-    layers = cfg.int("num_hidden_layers", cfg.int("depth", 27) if cfg.has("depth") else 27)
-    inter = cfg.int("intermediate_size", 4 * hidden)
+    hidden = cfg.int_("hidden_size", 1152)
+    layers = cfg.int_("num_hidden_layers", cfg.int_("depth", 27) if cfg.has("depth") else 27)
+    inter = cfg.int_("intermediate_size", 4 * hidden)
     # A ViT block: 4*h^2 attention + 2*h*i MLP (+ biases/norms, ignored); plus a projector h x text hidden.
     params = layers * (4 * hidden * hidden + 2 * hidden * inter)
     return VisionEncoder(hidden, layers, inter, params)
@@ -684,7 +717,7 @@ def parse_quantization(qc: object) -> Quantization | None:
         return Quantization("modelopt_fp4", 4, 16, 1.0)
     if method == "bitsandbytes":
         four_bit = bool(qc.get("load_in_4bit", True))
-        return Quantization("bitsandbytes", 4 if four_bit else 8, 64 if four_bit else 0, 4.0 if four_bit else 4.0)
+        return Quantization("bitsandbytes", 4 if four_bit else 8, 64 if four_bit else 0, 4.0)
     if method in {"fbgemm_fp8", "ptpc_fp8"}:
         return Quantization(method, 8, 0, 4.0)
     raise SizingError(
@@ -696,6 +729,6 @@ def parse_quantization(qc: object) -> Quantization | None:
 
 #: Runtime ``--quantization`` values fitgate can size, mapped to how weights end up stored.
 RUNTIME_QUANTIZATION: dict[str, Quantization] = {
-    "fp8": Quantization("fp8", 8, 0, 4.0),
+    "fp8": Quantization("fp8", 8, 0, 0.0),  # online fp8: one fp32 scale per tensor (negligible)
     "bitsandbytes": Quantization("bitsandbytes", 4, 64, 4.0),
 }

@@ -33,7 +33,7 @@ class GpuModel:
 
     @property
     def is_a100(self) -> bool:
-        """vLLM gives A100s the small default batch even with 80 GB (its name test is 'a100')."""
+        """VLLM gives A100s the small default batch even with 80 GB (its name test is 'a100')."""
         return "a100" in self.name.lower()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from fitgate.sizing.architecture import MLA, Attention, LinearAttention, Mamba, ModelArchitecture
 from fitgate.sizing.errors import SizingError
@@ -72,7 +73,9 @@ def layer_specs(
             if mixer.sliding_window and accounting.hybrid_kv_manager:
                 specs.append(SlidingWindowSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.sliding_window))
             elif mixer.chunk_size and accounting.chunked_local_hybrid:
-                specs.append(ChunkedLocalAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.chunk_size))
+                specs.append(
+                    ChunkedLocalAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.chunk_size)
+                )
             else:
                 specs.append(FullAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes))
         elif isinstance(mixer, MLA):
@@ -84,7 +87,7 @@ def layer_specs(
 
 
 def hybrid_block_size(specs: Sequence[KVCacheSpec], block_size: int | None) -> int:
-    """vLLM's attention block size for attention + Mamba hybrids, so one attention page >= one state.
+    """VLLM's attention block size for attention + Mamba hybrids, so one attention page >= one state.
 
     ``attn_block_size = 16 * cdiv(mamba_page, 16 * attention_bytes_per_token)``; a user block size
     is kept only when it is at least that.
@@ -124,7 +127,15 @@ class KVLayout:
     @property
     def bytes_per_token(self) -> int:
         """KV bytes one token costs across all attention layers of this GPU (full-length view)."""
-        return sum(s.bytes_per_token for s in self.specs)
+        return sum(n * s.bytes_per_token for s, n in self.spec_counts)
+
+    @cached_property
+    def spec_counts(self) -> tuple[tuple[KVCacheSpec, int], ...]:
+        """Distinct layer specs with how many layers use each (for fast per-request sums)."""
+        counts: dict[KVCacheSpec, int] = {}
+        for s in self.specs:
+            counts[s] = counts.get(s, 0) + 1
+        return tuple(counts.items())
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -174,7 +185,7 @@ def build_layout(specs: list[KVCacheSpec], accounting: VllmAccounting) -> KVLayo
     for s in specs:
         by_spec[s] = by_spec.get(s, 0) + 1
     if len(by_spec) == 1:
-        (spec, n), = by_spec.items()
+        ((spec, n),) = by_spec.items()
         return KVLayout((KVGroup(spec, n),), n, spec.page_size_bytes, _block_of(spec, specs), tuple(specs))
     kinds = {spec_kind(s) for s in by_spec}
     if len(kinds) == 1 and not has_mamba:
@@ -215,7 +226,7 @@ def num_blocks(layout: KVLayout, available_bytes: int) -> int:
 
 def one_request_bytes(layout: KVLayout, shape: ServingShape) -> int:
     """KV memory one request of ``max_model_len`` tokens needs on this GPU (vLLM's startup check)."""
-    return sum(s.max_memory_usage_bytes(shape) for s in layout.specs)
+    return sum(n * s.max_memory_usage_bytes(shape) for s, n in layout.spec_counts)
 
 
 def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAccounting) -> int:
@@ -233,14 +244,14 @@ def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAc
 
 
 def max_concurrency(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> float:
-    """vLLM's 'Maximum concurrency for N tokens per request: X.XXx'."""
+    """VLLM's 'Maximum concurrency for N tokens per request: X.XXx'."""
     if accounting.tokens_report == "blocks":
         return blocks * layout.block_size / shape.max_model_len
     return blocks / blocks_per_request(layout, shape, accounting)
 
 
 def reported_tokens(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> int:
-    """vLLM's 'GPU KV cache size: N tokens' for this version."""
+    """VLLM's 'GPU KV cache size: N tokens' for this version."""
     if accounting.tokens_report == "blocks":
         return blocks * layout.block_size
     if accounting.tokens_report == "groups":

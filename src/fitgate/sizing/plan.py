@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile
-from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, MLA, ModelArchitecture, Quantization
+from fitgate.sizing.architecture import MLA, RUNTIME_QUANTIZATION, ModelArchitecture, Quantization
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, normalize_model_dtype
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
@@ -33,7 +33,7 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.units import GiB, cdiv, fmt_gib
+from fitgate.sizing.units import GiB, fmt_gib
 from fitgate.sizing.versions import VllmAccounting, accounting_for
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
@@ -185,7 +185,7 @@ class Plan:
 
 
 def default_batch(gpu: GpuModel, accounting: VllmAccounting, offline: bool) -> tuple[int, int]:
-    """vLLM's default (max_num_batched_tokens, max_num_seqs) for this card (reference section 9)."""
+    """VLLM's default (max_num_batched_tokens, max_num_seqs) for this card (reference section 9)."""
     big = gpu.memory_bytes >= 70 * GiB and not (accounting.a100_small_tier and gpu.is_a100)
     if accounting.big_gpu_tier_bytes is not None and gpu.memory_bytes >= accounting.big_gpu_tier_bytes:
         return 16384, 1024
@@ -213,7 +213,10 @@ def resolve_serving(
     heads = arch.attention_heads
     if heads and heads % tp:
         raise SizingError(
-            "tensor_parallel_size", tp, f"a divisor of the model's {heads} attention heads", "vLLM shards heads evenly"
+            "tensor_parallel_size",
+            tp,
+            f"a divisor of the model's {heads} attention heads",
+            "vLLM shards heads evenly",
         )
     kv = arch.kv_heads
     if kv and kv % tp and tp % kv:
@@ -223,14 +226,25 @@ def resolve_serving(
     gmu = serving.gpu_memory_utilization
     if isinstance(gmu, bool) or not isinstance(gmu, int | float) or not 0 < gmu <= 1:
         raise SizingError("gpu_memory_utilization", gmu, "a fraction greater than 0 and at most 1")
-    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or arch.max_position_embeddings
+    model_max = arch.derived_max_model_len
+    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or model_max
+    if max_len > model_max:
+        raise SizingError(
+            "max_model_len",
+            max_len,
+            f"at most the model's {model_max} tokens (max_position_embeddings with RoPE scaling)",
+        )
     dtype = arch.dtype if serving.dtype in ("auto", "", None) else normalize_model_dtype(serving.dtype, "dtype")
     if arch.dtype == "float32" and serving.dtype in ("auto", "", None):
         dtype = "bfloat16"  # vLLM serves float32 checkpoints in bfloat16 unless --dtype float32
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
     quant = serving.quantization
     if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
-        raise SizingError("quantization", quant, "one of " + ", ".join(RUNTIME_QUANTIZATION) + " for an unquantized checkpoint")
+        raise SizingError(
+            "quantization",
+            quant,
+            "one of " + ", ".join(RUNTIME_QUANTIZATION) + " for an unquantized checkpoint",
+        )
     default_tokens, default_seqs = default_batch(gpu, accounting, serving.offline)
     seqs = _positive_int(serving.max_num_seqs, "max_num_seqs", 1, 65536) or default_seqs
     if accounting.engine == "V0":
@@ -315,7 +329,9 @@ def _rank(
     if accounting.cudagraph_in_budget:
         non_kv += profile.cuda_graph_bytes
     available = requested - non_kv
-    return RankPlan(pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available))
+    return RankPlan(
+        pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
+    )
 
 
 def plan(
@@ -347,13 +363,16 @@ def plan(
     worst = ranks[binding]
     blocks = worst.num_blocks
     shape = ServingShape(rs.max_model_len, rs.max_num_batched_tokens, worst.layout.block_size)
-    one_request = max(one_request_bytes(r.layout, ServingShape(rs.max_model_len, rs.max_num_batched_tokens, r.layout.block_size)) for r in ranks)
+    one_request = max(
+        one_request_bytes(r.layout, ServingShape(rs.max_model_len, rs.max_num_batched_tokens, r.layout.block_size))
+        for r in ranks
+    )
     workload_blocks = None
     workload_fraction = None
     if workload is not None:
         wshape = ServingShape(workload.context_tokens, rs.max_num_batched_tokens, worst.layout.block_size)
         workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
-        workload_fraction = workload_blocks / blocks if blocks else float("inf")
+        workload_fraction = workload_blocks / blocks if blocks else None
     conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
     kv = KVSummary(
         bytes_per_token=sum(r.layout.bytes_per_token for r in ranks),
@@ -397,7 +416,7 @@ def plan(
         ranks=ranks,
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
-        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, accounting, model.arch.max_position_embeddings),
+        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.derived_max_model_len),
         notes=_notes(model, rs, accounting),
     )
 
@@ -428,61 +447,81 @@ def _verdict(
     soft: list[Reason] = []
     budget, avail = g.budget_bytes, worst.available_kv_bytes
     if g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
-        hard.append(Reason(
-            "GpuMemoryUtilizationTooHigh",
-            f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} of a {fmt_gib(g.capacity_bytes)} "
-            f"card, but the CUDA context already holds ~{fmt_gib(CUDA_CONTEXT_BYTES)}: vLLM refuses to start",
-        ))
+        hard.append(
+            Reason(
+                "GpuMemoryUtilizationTooHigh",
+                f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} "
+                f"of a {fmt_gib(g.capacity_bytes)} "
+                f"card, but the CUDA context already holds ~{fmt_gib(CUDA_CONTEXT_BYTES)}: vLLM refuses to start",
+            )
+        )
     if avail <= 0:
-        hard.append(Reason(
-            "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
-            f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
-            f"{fmt_gib(g.non_torch_bytes)} = {fmt_gib(worst.non_kv_bytes)} per GPU exceed the "
-            f"{fmt_gib(budget)} budget ({rs.gpu_memory_utilization} x {fmt_gib(g.capacity_bytes)}): "
-            "no memory left for the KV cache",
-        ))
+        hard.append(
+            Reason(
+                "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
+                f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
+                f"{fmt_gib(g.non_torch_bytes)} = {fmt_gib(worst.non_kv_bytes)} per GPU exceed the "
+                f"{fmt_gib(budget)} budget ({rs.gpu_memory_utilization} x {fmt_gib(g.capacity_bytes)}): "
+                "no memory left for the KV cache",
+            )
+        )
     elif kv.one_request_bytes > avail:
-        hard.append(Reason(
-            "KVCacheTooSmallForMaxModelLen",
-            f"one {rs.max_model_len}-token request needs {fmt_gib(kv.one_request_bytes)} of KV cache per GPU but only "
-            f"{fmt_gib(avail)} is left after {fmt_gib(worst.non_kv_bytes)} of weights and activations",
-        ))
+        hard.append(
+            Reason(
+                "KVCacheTooSmallForMaxModelLen",
+                f"one {rs.max_model_len}-token request needs {fmt_gib(kv.one_request_bytes)} of KV cache "
+                f"per GPU but only "
+                f"{fmt_gib(avail)} is left after {fmt_gib(worst.non_kv_bytes)} of weights and activations",
+            )
+        )
     elif workload is not None and kv.workload_blocks is not None and kv.workload_blocks > kv.num_blocks:
-        hard.append(Reason(
-            "WorkloadExceedsKVCache",
-            f"{workload.concurrency} concurrent requests x {workload.context_tokens} tokens need {kv.workload_blocks} KV "
-            f"blocks per GPU; the pool has {kv.num_blocks} (max concurrency {kv.max_concurrency:.2f} at "
-            f"{rs.max_model_len} tokens)",
-        ))
+        hard.append(
+            Reason(
+                "WorkloadExceedsKVCache",
+                f"{workload.concurrency} concurrent requests x {workload.context_tokens} tokens need "
+                f"{kv.workload_blocks} KV "
+                f"blocks per GPU; the pool has {kv.num_blocks} (max concurrency {kv.max_concurrency:.2f} at "
+                f"{rs.max_model_len} tokens)",
+            )
+        )
     if hard:
         return Verdict.DOES_NOT_FIT, tuple(hard)
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:
-        soft.append(Reason(
-            "WeightsNearBudget",
-            f"weights and activations take {fmt_gib(worst.non_kv_bytes)} of the {fmt_gib(budget)} budget "
-            f"({worst.non_kv_bytes / budget:.0%})",
-        ))
+        soft.append(
+            Reason(
+                "WeightsNearBudget",
+                f"weights and activations take {fmt_gib(worst.non_kv_bytes)} of the {fmt_gib(budget)} budget "
+                f"({worst.non_kv_bytes / budget:.0%})",
+            )
+        )
     if kv.workload_fraction is not None and kv.workload_fraction > TIGHT_FRACTION:
-        soft.append(Reason(
-            "WorkloadNearKVCapacity",
-            f"the declared workload uses {kv.workload_fraction:.0%} of the KV pool ({kv.workload_blocks} of "
-            f"{kv.num_blocks} blocks)",
-        ))
+        soft.append(
+            Reason(
+                "WorkloadNearKVCapacity",
+                f"the declared workload uses {kv.workload_fraction:.0%} of the KV pool ({kv.workload_blocks} of "
+                f"{kv.num_blocks} blocks)",
+            )
+        )
     elif kv.one_request_bytes > TIGHT_FRACTION * avail:
-        soft.append(Reason(
-            "MaxModelLenNearKVCapacity",
-            f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
-        ))
+        soft.append(
+            Reason(
+                "MaxModelLenNearKVCapacity",
+                f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
+            )
+        )
     reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
     if not accounting.cudagraph_in_budget:
         reserve += worst.profile.cuda_graph_bytes
     if g.outside_budget_bytes < reserve:
-        soft.append(Reason(
-            "LowHeadroomOutsideBudget",
-            f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
-            f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)}) "
-            f"and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
-        ))
+        soft.append(
+            Reason(
+                "LowHeadroomOutsideBudget",
+                f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
+                f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), "
+                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)}) "
+                f"and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
+            )
+        )
     if soft:
         return Verdict.TIGHT, tuple(soft)
     msg = f"{kv.num_blocks} KV blocks ({kv.reported_tokens} tokens) per GPU"
@@ -491,9 +530,7 @@ def _verdict(
     return Verdict.FITS, (Reason("Fits", msg),)
 
 
-def max_model_len_that_fits(
-    ranks: tuple[RankPlan, ...], rs: ResolvedServing, accounting: VllmAccounting, model_max: int
-) -> int:
+def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
     """The largest max_model_len whose one-request KV fits every worker (0 if none).
 
     A binary search over the pure predicate ``fits(n)``, like vLLM's ``estimate_max_model_len``.
@@ -508,7 +545,7 @@ def max_model_len_that_fits(
                 return False
         return True
 
-    high = max(model_max, rs.max_model_len)
+    high = model_max
     if not fits(1):
         return 0
     if fits(high):

@@ -97,7 +97,14 @@ class WeightInventory:
         ratio = total_bytes / current
         return WeightInventory(
             tuple(
-                WeightEntry(e.layer, e.role, round(e.numel * ratio), round(e.stored_bytes * ratio), e.quantized, e.linear)
+                WeightEntry(
+                    e.layer,
+                    e.role,
+                    round(e.numel * ratio),
+                    round(e.stored_bytes * ratio),
+                    e.quantized,
+                    e.linear,
+                )
                 for e in self.entries
             ),
             source,
@@ -257,8 +264,19 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
 
 _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
 _QUANT_SUFFIXES = (
-    "qweight", "qzeros", "scales", "g_idx", "weight_scale", "weight_scale_inv", "weight_packed",
-    "weight_zero_point", "weight_shape", "input_scale", "weight_global_scale", "_blocks", "_scales",
+    "qweight",
+    "qzeros",
+    "scales",
+    "g_idx",
+    "weight_scale",
+    "weight_scale_inv",
+    "weight_packed",
+    "weight_zero_point",
+    "weight_shape",
+    "input_scale",
+    "weight_global_scale",
+    "_blocks",
+    "_scales",
 )
 
 
@@ -267,7 +285,10 @@ def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
     lowered = name.lower()
     if "rotary_emb.inv_freq" in lowered or lowered.startswith("mtp.") or ".mtp." in lowered:
         return None, Role.SKIPPED
-    if re.search(r"(^|\.)(vision_tower|vision_model|visual|vit|image_newline|multi_modal_projector|mm_projector|vision_encoder)\b", lowered):
+    if re.search(
+        r"(^|\.)(vision_tower|vision_model|visual|vit|image_newline|multi_modal_projector|mm_projector|vision_encoder)\b",
+        lowered,
+    ):
         return None, Role.VISION
     match = _LAYER_RE.search(lowered)
     layer = int(match.group(1)) if match else None
@@ -308,11 +329,16 @@ def inventory_from_tensors(
         elem = tensor_dtype_bytes(dtype, f"safetensors:{name}.dtype")
         layer, role = classify_tensor(name, arch.num_layers)
         lowered = name.lower()
-        quantized = lowered.endswith(_QUANT_SUFFIXES) or dtype.upper() in {"I32", "U8", "I8", "F8_E4M3", "F8_E5M2", "U32"}
+        quantized = lowered.endswith(_QUANT_SUFFIXES) or dtype.upper() in {
+            "I32",
+            "U8",
+            "I8",
+            "F8_E4M3",
+            "F8_E5M2",
+            "U32",
+        }
         linear = (
-            not quantized
-            and lowered.endswith(".weight")
-            and role in {Role.COLUMN, Role.ROW, Role.KV_PROJ, Role.EXPERT}
+            not quantized and lowered.endswith(".weight") and role in {Role.COLUMN, Role.ROW, Role.KV_PROJ, Role.EXPERT}
         ) or ("kv_a_proj_with_mqa.weight" in lowered or "q_a_proj.weight" in lowered)
         key = (layer, role, quantized, linear)
         acc = rows.setdefault(key, [0, 0])
@@ -320,7 +346,9 @@ def inventory_from_tensors(
         acc[1] += int(numel * elem)
     if not rows:
         raise SizingError("safetensors", "no tensors", "at least one tensor in the checkpoint headers")
-    return WeightInventory(tuple(WeightEntry(k[0], k[1], v[0], v[1], k[2], k[3]) for k, v in rows.items()), "safetensors")
+    return WeightInventory(
+        tuple(WeightEntry(k[0], k[1], v[0], v[1], k[2], k[3]) for k, v in rows.items()), "safetensors"
+    )
 
 
 def bytes_from_dtype_counts(counts: Mapping[str, int]) -> int:
@@ -338,7 +366,7 @@ def bytes_from_dtype_counts(counts: Mapping[str, int]) -> int:
 
 
 def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
-    """vLLM's ``get_pp_indices``: equal shares, the remainder to the stages before the last."""
+    """VLLM's ``get_pp_indices``: equal shares, the remainder to the stages before the last."""
     if pp < 1 or pp > num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"an integer from 1 to num_hidden_layers ({num_layers})")
     per = num_layers // pp
@@ -363,8 +391,14 @@ class RankWeights:
     embedding_bytes: int
 
 
+_FIRST_STAGE_ROLES = frozenset({Role.EMBED, Role.VISION})
+_LAST_STAGE_ROLES = frozenset({Role.LM_HEAD, Role.REPLICATED})
+_VOCAB_ROLES = frozenset({Role.EMBED, Role.LM_HEAD})
+_TP_SPLIT_ROLES = frozenset({Role.COLUMN, Role.ROW, Role.VISION})
+
+
 def _mxfp4_expert_padding(arch: ModelArchitecture, tp: int) -> float:
-    """vLLM (Hopper, triton kernels) pads MXFP4 experts: intermediate/TP to 128, hidden to 256."""
+    """VLLM (Hopper, triton kernels) pads MXFP4 experts: intermediate/TP to 128, hidden to 256."""
     moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
     if moe is None:
         return 1.0
@@ -394,28 +428,28 @@ def weights_per_rank(
     total = 0.0
     embedding = 0.0
     for e in inventory.entries:
-        if e.role is Role.SKIPPED:
+        role = e.role
+        if role is Role.SKIPPED:
             continue
-        if e.layer is not None and e.layer not in layers:
-            continue
-        if e.layer is None and e.role in {Role.EMBED, Role.VISION} and not first:
-            continue
-        if e.layer is None and e.role in {Role.LM_HEAD, Role.REPLICATED} and not last:
+        if e.layer is None:
+            if (role in _FIRST_STAGE_ROLES and not first) or (role in _LAST_STAGE_ROLES and not last):
+                continue
+        elif e.layer not in layers:
             continue
         if e.quantized:
             size = float(e.stored_bytes)
-        elif runtime_quantization is not None and e.linear and e.role is not Role.EMBED:
+        elif runtime_quantization is not None and e.linear and role is not Role.EMBED:
             size = float(quantized_bytes(e.numel, runtime_quantization))
         else:
             size = float(e.numel * dtype_bytes)
-        if e.role in {Role.EMBED, Role.LM_HEAD}:
+        if role in _VOCAB_ROLES:
             size *= vocab_factor
             embedding += size
-        elif e.role in {Role.COLUMN, Role.ROW, Role.VISION}:
+        elif role in _TP_SPLIT_ROLES:
             size /= tp
-        elif e.role is Role.EXPERT:
+        elif role is Role.EXPERT:
             size = size / tp * (mxfp4 if e.quantized else 1.0)
-        elif e.role is Role.KV_PROJ:
+        elif role is Role.KV_PROJ:
             size *= kv_factor
         total += size
     if pp > 1 and last and not first and arch.tie_word_embeddings:

@@ -1,0 +1,383 @@
+"""The ``fitgate`` command line: ``plan``, ``catalog list`` and ``gpus``.
+
+Exit codes: 0 the deployment fits (Fits or Tight), 1 it does not fit (DoesNotFit), 2 bad input
+(one line on stderr naming the field, the value and what is accepted; never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from fitgate import __version__
+from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
+from fitgate.checkpoints.catalog import catalog_entries
+from fitgate.sizing import (
+    DEFAULT_VLLM_VERSION,
+    EngineArg,
+    GpuModel,
+    Plan,
+    ServingConfig,
+    SizingError,
+    Suggestion,
+    Verdict,
+    Workload,
+    custom_gpu,
+    gpu_catalog,
+    lookup_gpu,
+    plan,
+    recommend,
+    suggest,
+    vllm_argv,
+)
+from fitgate.sizing.dtypes import KV_CACHE_DTYPES
+from fitgate.sizing.units import GiB, fmt_gib, parse_size
+
+EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
+PLAN_SCHEMA = "fitgate.io/plan/v1"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"fitgate: error: {message} (see fitgate {self.prog.split()[-1]} --help)\n")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = _Parser(prog="fitgate", description="Plan vLLM's per-GPU memory before deploying.")
+    parser.add_argument("--version", action="version", version=f"fitgate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="size one model on one GPU model, as vLLM will")
+    p.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
+    p.add_argument("--revision", help="branch, tag or commit of a repo id")
+    gpu = p.add_argument_group("GPU (one of --gpu or --gpu-memory is required)")
+    gpu.add_argument("--gpu", help="a GPU from `fitgate gpus` (e.g. H100, NVIDIA-H100-80GB-HBM3, L4)")
+    gpu.add_argument("--gpu-memory", help="device memory as CUDA reports it, e.g. 79.19GiB, 81559MiB, 80GB")
+    p.add_argument("--tensor-parallel-size", "-tp", type=_int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=_int, default=1)
+    p.add_argument("--max-model-len", type=_int, help="default: the model's max_position_embeddings")
+    p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
+    p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
+    p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
+    p.add_argument("--gpu-memory-utilization", type=_float, default=0.9)
+    p.add_argument("--max-num-seqs", type=_int)
+    p.add_argument("--max-num-batched-tokens", type=_int)
+    p.add_argument("--block-size", type=_int)
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument(
+        "--vllm-version",
+        default=DEFAULT_VLLM_VERSION,
+        help=f"accounting of this release (default {DEFAULT_VLLM_VERSION})",
+    )
+    p.add_argument(
+        "--offline-llm",
+        action="store_true",
+        help="size the offline LLM class (bigger default batch) instead of `vllm serve`",
+    )
+    p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
+    p.add_argument("--context-tokens", type=_int, help="tokens per request of that workload (default: max-model-len)")
+    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+    c = sub.add_parser("catalog", help="the built-in model catalog")
+    c.add_argument("action", choices=("list",))
+    c.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+    g = sub.add_parser("gpus", help="the GPU catalog")
+    g.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _gpu(args: argparse.Namespace) -> GpuModel:
+    if not args.gpu and not args.gpu_memory:
+        raise SizingError("--gpu", None, "a GPU name (see `fitgate gpus`) or --gpu-memory SIZE")
+    if args.gpu:
+        model = lookup_gpu(args.gpu, "--gpu")
+        if args.gpu_memory:
+            return GpuModel(**{**model.__dict__, "memory_bytes": parse_size(args.gpu_memory, "--gpu-memory")})
+        return model
+    return custom_gpu(parse_size(args.gpu_memory, "--gpu-memory"))
+
+
+def _serving(args: argparse.Namespace) -> ServingConfig:
+    return ServingConfig(
+        max_model_len=args.max_model_len,
+        kv_cache_dtype=args.kv_cache_dtype,
+        dtype=args.dtype,
+        quantization=args.quantization,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size,
+        enforce_eager=args.enforce_eager,
+        vllm_version=args.vllm_version,
+        offline=args.offline_llm,
+    )
+
+
+def _workload(args: argparse.Namespace, serving: ServingConfig, default_len: int) -> Workload | None:
+    if args.concurrency is None and args.context_tokens is None:
+        return None
+    if args.concurrency is None:
+        raise SizingError("--concurrency", None, "a number of concurrent requests when --context-tokens is given")
+    return Workload(args.concurrency, args.context_tokens or serving.max_model_len or default_len)
+
+
+def plan_document(
+    facts: ModelFacts,
+    result: Plan,
+    suggestions: tuple[Suggestion, ...],
+    recommended: Plan,
+    args_out: tuple[EngineArg, ...],
+    from_suggestion: Suggestion | None,
+) -> dict[str, Any]:
+    """The ``--output json`` contract (docs/plan-json.md); schema ``fitgate.io/plan/v1``."""
+    rs, g, kv = result.serving, result.per_gpu, result.kv
+    return {
+        "schema": PLAN_SCHEMA,
+        "model": {
+            "name": result.model,
+            "source": facts.source,
+            "revision": facts.revision,
+            "weights_basis": facts.weights_basis,
+        },
+        "gpu": {
+            "name": result.gpu.name,
+            "memory_bytes": result.gpu.memory_bytes,
+            "count": rs.tensor_parallel_size * rs.pipeline_parallel_size,
+        },
+        "vllm_version": rs.vllm_version,
+        "verdict": result.verdict.value,
+        "reasons": [{"code": r.code, "message": r.message} for r in result.reasons],
+        "per_gpu": {
+            "capacity_bytes": g.capacity_bytes,
+            "budget_bytes": g.budget_bytes,
+            "weights_bytes": g.weights_bytes,
+            "activation_bytes": g.activation_bytes,
+            "non_torch_bytes": g.non_torch_bytes,
+            "cuda_graph_bytes": g.cuda_graph_bytes,
+            "kv_cache_bytes": g.kv_cache_bytes,
+            "headroom_bytes": g.headroom_bytes,
+            "outside_budget_bytes": g.outside_budget_bytes,
+        },
+        "kv_cache": {
+            "bytes_per_token": kv.bytes_per_token,
+            "page_size_bytes": kv.page_size_bytes,
+            "block_size": kv.block_size,
+            "num_blocks": kv.num_blocks,
+            "num_groups": kv.num_groups,
+            "kinds": list(kv.kinds),
+            "reported_tokens": kv.reported_tokens,
+            "max_concurrency": round(kv.max_concurrency, 4),
+            "one_request_bytes": kv.one_request_bytes,
+        },
+        "max_model_len": rs.max_model_len,
+        "max_model_len_that_fits": result.max_model_len_that_fits,
+        "serving": {
+            "tensor_parallel_size": rs.tensor_parallel_size,
+            "pipeline_parallel_size": rs.pipeline_parallel_size,
+            "gpu_memory_utilization": rs.gpu_memory_utilization,
+            "dtype": rs.dtype,
+            "kv_cache_dtype": rs.kv_cache_dtype,
+            "quantization": rs.quantization,
+            "max_num_seqs": rs.max_num_seqs,
+            "max_num_batched_tokens": rs.max_num_batched_tokens,
+            "block_size": kv.block_size,
+            "enforce_eager": rs.enforce_eager,
+        },
+        "workload": None
+        if result.workload is None
+        else {
+            "concurrency": result.workload.concurrency,
+            "context_tokens": result.workload.context_tokens,
+            "kv_blocks": kv.workload_blocks,
+            "pool_fraction": None if kv.workload_fraction is None else round(kv.workload_fraction, 4),
+        },
+        "ranks": [
+            {
+                "pp_rank": r.pp_rank,
+                "layers": [r.layers.start, r.layers.stop],
+                "weights_bytes": r.weights.total_bytes,
+                "activation_bytes": r.profile.activation_bytes,
+                "non_torch_bytes": r.profile.non_torch_bytes,
+                "cuda_graph_bytes": r.profile.cuda_graph_bytes,
+                "available_kv_bytes": r.available_kv_bytes,
+                "num_blocks": r.num_blocks,
+            }
+            for r in result.ranks
+        ],
+        "engine_args": [{"name": a.name, "value": a.value, "reason": a.reason} for a in args_out],
+        "vllm_args": vllm_argv(args_out),
+        "recommended_change": None if from_suggestion is None else dict(from_suggestion.changes),
+        "suggestions": [
+            {"changes": dict(s.changes), "verdict": s.verdict.value, "summary": s.summary} for s in suggestions
+        ],
+        "notes": list(result.notes),
+    }
+
+
+def _bar(n_bytes: int, capacity: int, width: int = 40) -> str:
+    filled = max(0, min(width, round(width * n_bytes / capacity))) if capacity else 0
+    return "█" * filled + "·" * (width - filled)
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    """The human-readable breakdown of a plan document."""
+    g, kv, s = doc["per_gpu"], doc["kv_cache"], doc["serving"]
+    cap = g["capacity_bytes"]
+    lines = [
+        f"fitgate plan: {doc['model']['name']} on {doc['gpu']['count']} x {doc['gpu']['name']} "
+        f"({fmt_gib(cap)} each), vLLM {doc['vllm_version']}",
+        f"  TP {s['tensor_parallel_size']} x PP {s['pipeline_parallel_size']}, max_model_len {doc['max_model_len']}, "
+        f"dtype {s['dtype']}, kv {s['kv_cache_dtype']}, gpu_memory_utilization {s['gpu_memory_utilization']}, "
+        f"max_num_seqs {s['max_num_seqs']}, max_num_batched_tokens {s['max_num_batched_tokens']}",
+        "",
+        f"verdict: {doc['verdict']}",
+    ]
+    lines += [f"  - {r['message']}" for r in doc["reasons"]]
+    free = max(
+        0,
+        g["budget_bytes"] - g["weights_bytes"] - g["activation_bytes"] - g["non_torch_bytes"] - g["kv_cache_bytes"],
+    )
+    lines += ["", "per GPU (GiB)"]
+    for label, value in (
+        ("weights", g["weights_bytes"]),
+        ("activation peak", g["activation_bytes"]),
+        ("non-torch", g["non_torch_bytes"]),
+        ("KV cache", g["kv_cache_bytes"]),
+        ("unused in budget", free),
+        ("outside budget", g["outside_budget_bytes"]),
+    ):
+        lines.append(f"  {label:17s}{value / GiB:8.2f}  {_bar(value, cap)}")
+    lines.append(
+        f"  {'budget':17s}{g['budget_bytes'] / GiB:8.2f}  of {fmt_gib(cap)}; "
+        f"CUDA graphs ~{fmt_gib(g['cuda_graph_bytes'])} are captured outside it"
+    )
+    lines += [
+        "",
+        f"KV cache: {kv['bytes_per_token']} B/token per GPU ({'+'.join(kv['kinds'])}), "
+        f"block {kv['block_size']} tokens, "
+        f"{kv['num_blocks']} blocks in {kv['num_groups']} group(s)",
+        f"  GPU KV cache size: {kv['reported_tokens']} tokens; maximum concurrency for {doc['max_model_len']} tokens "
+        f"per request: {kv['max_concurrency']:.2f}x",
+        f"  longest max_model_len that fits: {doc['max_model_len_that_fits']}",
+    ]
+    if doc["workload"]:
+        w = doc["workload"]
+        frac = "-" if w["pool_fraction"] is None else f"{100 * w['pool_fraction']:.0f}%"
+        lines.append(
+            f"  workload {w['concurrency']} x {w['context_tokens']} tokens: "
+            f"{w['kv_blocks']} blocks ({frac} of the pool)"
+        )
+    if doc["suggestions"]:
+        lines += ["", "changes that would fit (smallest first):"]
+        for sug in doc["suggestions"]:
+            flags = " ".join(f"{k} {v}" for k, v in sug["changes"].items())
+            lines.append(f"  {flags:34s} {sug['summary']}")
+    lines += [
+        "",
+        "recommended vLLM args" + (f" (with {doc['recommended_change']})" if doc["recommended_change"] else "") + ":",
+    ]
+    for arg in doc["engine_args"]:
+        lines.append(f"  {arg['name'] + ' ' + arg['value']:36s} # {arg['reason']}")
+    lines.append("  vllm serve " + doc["model"]["name"] + " " + " ".join(doc["vllm_args"]))
+    if doc["notes"]:
+        lines += ["", *[f"note: {n}" for n in doc["notes"]]]
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``fitgate plan``."""
+    ref = args.model if not args.revision or "@" in args.model else f"{args.model}@{args.revision}"
+    facts = resolve(ref)
+    model = to_model_input(facts)
+    gpu = _gpu(args)
+    serving = _serving(args)
+    workload = _workload(args, serving, model.arch.derived_max_model_len)
+    result = plan(model, gpu, serving, workload)
+    suggestions = suggest(model, gpu, serving, workload, result)
+    recommended, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
+    doc = plan_document(facts, result, suggestions, recommended, args_out, chosen)
+    print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc))
+    return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """``fitgate catalog list``."""
+    entries = catalog_entries()
+    if args.output == "json":
+        print(
+            json.dumps(
+                [{"repo_id": e.repo_id, "total_size": e.total_size, "basis": e.basis} for e in entries],
+                indent=2,
+            )
+        )
+        return 0
+    print(f"{'MODEL':44s} {'WEIGHTS':>10s}  BASIS")
+    for e in entries:
+        size = fmt_gib(e.total_size) if e.total_size else "estimated"
+        print(f"{e.repo_id:44s} {size:>10s}  {e.basis}")
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    """``fitgate gpus``."""
+    models = gpu_catalog()
+    if args.output == "json":
+        print(json.dumps([m.__dict__ for m in models], indent=2))
+        return 0
+    print(f"{'GPU':14s} {'MEMORY':>11s} {'BW GB/s':>8s} {'BF16 TF':>8s}  ALIASES")
+    for m in models:
+        print(
+            f"{m.name:14s} {fmt_gib(m.memory_bytes):>11s} {m.memory_bandwidth_gbps:8.0f} {m.bf16_dense_tflops:8.0f}  "
+            + ", ".join(m.aliases[:3])
+        )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fitgate`` console script."""
+    args = build_parser().parse_args(argv)
+    handlers = {"plan": cmd_plan, "catalog": cmd_catalog, "gpus": cmd_gpus}
+    try:
+        return handlers[args.command](args)
+    except (SizingError, CheckpointError) as exc:
+        print(f"fitgate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug: say so in one line unless debugging
+        if os.environ.get("FITGATE_DEBUG"):
+            raise
+        print(
+            f"fitgate: internal error: {type(exc).__name__}: {exc} (set FITGATE_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return 70
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""Shared fixtures: real model configs from the built-in catalog (each with its SOURCE.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fitgate.checkpoints import resolve, to_model_input
+from fitgate.sizing import ModelInput
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = REPO / "src" / "fitgate" / "checkpoints" / "catalog"
+CALIBRATION = REPO.parent / "shared" / "calibration"
+
+
+def catalog_config(repo_id: str) -> dict[str, Any]:
+    """The real config.json of a catalog model (source recorded in its SOURCE.md)."""
+    data: dict[str, Any] = json.loads((CATALOG / repo_id.replace("/", "__") / "config.json").read_text())
+    return data
+
+
+def model(repo_id: str) -> ModelInput:
+    """A catalog model as the sizing core sees it."""
+    return to_model_input(resolve(repo_id))
+
+
+@pytest.fixture(scope="session")
+def calibration_cases() -> list[dict[str, Any]]:
+    cases_file = CALIBRATION / "cases.jsonl"
+    if not cases_file.is_file():
+        pytest.skip(f"calibration set not found at {CALIBRATION} (it sits beside the repository)")
+    return [json.loads(line) for line in cases_file.read_text().splitlines() if line.strip()]

@@ -1,0 +1,116 @@
+"""The config.json parser, on real configs from the catalog and on broken ones."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from fitgate.sizing.architecture import MLA, Attention, LinearAttention, MoE, parse_config
+from fitgate.sizing.errors import SizingError, UnknownArchitectureError
+from tests.conftest import catalog_config
+
+
+def test_llama_31_8b() -> None:
+    arch = parse_config(catalog_config("meta-llama/Llama-3.1-8B-Instruct"))
+    assert arch.num_layers == 32
+    first = arch.layers[0].mixer
+    assert isinstance(first, Attention)
+    assert (first.num_heads, first.num_kv_heads, first.head_dim) == (32, 8, 128)
+    assert arch.dtype == "bfloat16" and arch.vocab_size == 128256 and not arch.tie_word_embeddings
+    assert arch.derived_max_model_len == 131072  # llama3 rope scaling does not stretch max_position_embeddings
+
+
+def test_gemma2_alternates_sliding_and_global_layers() -> None:
+    arch = parse_config(catalog_config("google/gemma-2-9b-it"))
+    windows = [layer.mixer.sliding_window for layer in arch.layers if isinstance(layer.mixer, Attention)]
+    assert windows[:4] == [4096, None, 4096, None]
+    assert windows.count(4096) == 21 and windows.count(None) == 21
+    assert arch.tie_word_embeddings  # Gemma ties lm_head to the embedding
+
+
+def test_gpt_oss_reads_layer_types_and_mxfp4() -> None:
+    arch = parse_config(catalog_config("openai/gpt-oss-20b"))
+    kinds = [layer.mixer.sliding_window for layer in arch.layers if isinstance(layer.mixer, Attention)]
+    assert kinds.count(128) == 12 and kinds.count(None) == 12
+    assert arch.quantization is not None and arch.quantization.method == "mxfp4"
+    assert isinstance(arch.layers[0].ffn, MoE) and arch.layers[0].ffn.num_experts == 32
+
+
+def test_qwen25_sliding_window_is_off_unless_use_sliding_window() -> None:
+    arch = parse_config(catalog_config("Qwen/Qwen2.5-7B-Instruct"))
+    assert all(isinstance(layer.mixer, Attention) and layer.mixer.sliding_window is None for layer in arch.layers)
+
+
+def test_deepseek_mla_and_moe_layout() -> None:
+    arch = parse_config(catalog_config("deepseek-ai/DeepSeek-V3"))
+    mla = arch.layers[0].mixer
+    assert isinstance(mla, MLA) and mla.kv_lora_rank + mla.qk_rope_head_dim == 576
+    assert [isinstance(layer.ffn, MoE) for layer in arch.layers[:4]] == [False, False, False, True]
+    assert arch.mtp_layers == 1 and arch.quantization is not None and arch.quantization.method == "fp8"
+
+
+def test_qwen3_next_is_hybrid_linear_attention() -> None:
+    arch = parse_config(catalog_config("Qwen/Qwen3-Next-80B-A3B-Thinking"))
+    full = [i for i, layer in enumerate(arch.layers) if isinstance(layer.mixer, Attention)]
+    linear = [i for i, layer in enumerate(arch.layers) if isinstance(layer.mixer, LinearAttention)]
+    assert full == list(range(3, 48, 4)) and len(linear) == 36
+
+
+def test_nested_text_config_is_read() -> None:
+    text = catalog_config("meta-llama/Llama-3.1-8B-Instruct")
+    config = {
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "model_type": "mistral3",
+        "text_config": {**text, "model_type": "mistral"},
+        "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 4096},
+    }
+    arch = parse_config(config)
+    assert arch.num_layers == 32 and arch.vision is not None and arch.vision.num_layers == 24
+
+
+def _broken(repo: str, **changes: Any) -> dict[str, Any]:
+    config = copy.deepcopy(catalog_config(repo))
+    for key, value in changes.items():
+        if value is ...:
+            config.pop(key)
+        else:
+            config[key] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"hidden_size": ...}, r"config.json:hidden_size: missing is not valid; expected an integer >= 1"),
+        (
+            {"num_hidden_layers": 0},
+            r"config.json:num_hidden_layers: 0 is not valid; expected an integer from 1 to 1024",
+        ),
+        ({"num_attention_heads": "32"}, r"config.json:num_attention_heads: '32' is not valid"),
+        (
+            {"num_key_value_heads": 5},
+            r"num_key_value_heads: 5 is not valid; expected a divisor of num_attention_heads \(32\)",
+        ),
+        ({"vocab_size": 10**12}, r"config.json:vocab_size: 1000000000000 is not valid"),
+        ({"torch_dtype": "int3"}, r"torch_dtype: 'int3' is not valid; expected one of auto, bfloat16"),
+        ({"architectures": []}, r"config.json:architectures: \[\] is not valid"),
+    ],
+)
+def test_bad_configs_name_the_key(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(SizingError, match=message):
+        parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", **changes))
+
+
+def test_unknown_architecture_names_it() -> None:
+    with pytest.raises(
+        UnknownArchitectureError, match=r"architectures: 'BertModel' is not valid; expected a supported"
+    ):
+        parse_config({"architectures": ["BertModel"], "hidden_size": 768})
+
+
+def test_unknown_quantization_method() -> None:
+    config = _broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config={"quant_method": "hqq"})
+    with pytest.raises(SizingError, match=r"quant_method: 'hqq' is not valid"):
+        parse_config(config)

@@ -1,0 +1,242 @@
+"""The fitgate CLI, as a user runs it: exit codes, the JSON contract, local checkpoints."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from fitgate.cli import main
+from tests.conftest import catalog_config
+
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(capsys, "plan", *argv, "--output", "json")
+    assert err == ""
+    return code, json.loads(out)
+
+
+def write_tiny_checkpoint(path: Path) -> int:
+    """A real safetensors checkpoint of a 2-layer Llama (float16 arrays; header dtype F16)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(TINY))
+    h, i, v, kv = 256, 512, 1024, 2 * 64
+    tensors = {
+        "model.embed_tokens.weight": np.zeros((v, h), np.float16),
+        "lm_head.weight": np.zeros((v, h), np.float16),
+        "model.norm.weight": np.zeros((h,), np.float16),
+    }
+    for n in range(2):
+        p = f"model.layers.{n}."
+        tensors |= {
+            p + "self_attn.q_proj.weight": np.zeros((h, h), np.float16),
+            p + "self_attn.k_proj.weight": np.zeros((kv, h), np.float16),
+            p + "self_attn.v_proj.weight": np.zeros((kv, h), np.float16),
+            p + "self_attn.o_proj.weight": np.zeros((h, h), np.float16),
+            p + "mlp.gate_proj.weight": np.zeros((i, h), np.float16),
+            p + "mlp.up_proj.weight": np.zeros((i, h), np.float16),
+            p + "mlp.down_proj.weight": np.zeros((h, i), np.float16),
+            p + "input_layernorm.weight": np.zeros((h,), np.float16),
+            p + "post_attention_layernorm.weight": np.zeros((h,), np.float16),
+        }
+    save_file(dict(list(tensors.items())[:10]), str(path / "model-00001-of-00002.safetensors"))
+    save_file(dict(list(tensors.items())[10:]), str(path / "model-00002-of-00002.safetensors"))
+    return sum(t.nbytes for t in tensors.values())
+
+
+def test_plan_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = plan_json(
+        capsys,
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100",
+        "--max-model-len",
+        "8192",
+        "--concurrency",
+        "16",
+        "--context-tokens",
+        "8000",
+    )
+    assert code == 0 and doc["schema"] == "fitgate.io/plan/v1"
+    assert doc["verdict"] in ("Fits", "Tight") and doc["reasons"]
+    for key in (
+        "capacity_bytes",
+        "budget_bytes",
+        "weights_bytes",
+        "activation_bytes",
+        "non_torch_bytes",
+        "cuda_graph_bytes",
+        "kv_cache_bytes",
+        "headroom_bytes",
+    ):
+        assert isinstance(doc["per_gpu"][key], int)
+    for key in ("bytes_per_token", "block_size", "num_blocks", "reported_tokens", "max_concurrency"):
+        assert key in doc["kv_cache"]
+    assert doc["max_model_len"] == 8192 and doc["max_model_len_that_fits"] >= 8192
+    names = [a["name"] for a in doc["engine_args"]]
+    assert {
+        "--max-model-len",
+        "--kv-cache-dtype",
+        "--tensor-parallel-size",
+        "--gpu-memory-utilization",
+        "--max-num-seqs",
+    } <= set(names)
+    assert all(a["reason"] for a in doc["engine_args"])
+    assert doc["vllm_args"][:2] == ["--max-model-len", "8192"]
+    assert doc["workload"]["concurrency"] == 16 and doc["suggestions"] == []
+    # the parts add up: budget = weights + activation + non-torch + KV pool + the unused remainder (< 1 block)
+    g = doc["per_gpu"]
+    rest = g["budget_bytes"] - g["weights_bytes"] - g["activation_bytes"] - g["non_torch_bytes"] - g["kv_cache_bytes"]
+    assert 0 <= rest < doc["kv_cache"]["page_size_bytes"] * 32
+
+
+def test_misfit_exits_1_with_suggestions(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = plan_json(
+        capsys,
+        "--model",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "--gpu",
+        "NVIDIA-H100-80GB-HBM3",
+        "--max-model-len",
+        "32768",
+    )
+    assert code == 1 and doc["verdict"] == "DoesNotFit"
+    assert doc["suggestions"] and doc["recommended_change"]
+
+
+def test_text_output_is_a_readable_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu-memory", "81559MiB", "--max-model-len", "16384"
+    )
+    assert code == 0
+    assert "verdict: Fits" in out and "KV cache" in out and "vllm serve Qwen/Qwen3-8B" in out and "█" in out
+
+
+def test_local_safetensors_checkpoint_is_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stored = write_tiny_checkpoint(tmp_path / "tiny")
+    code, doc = plan_json(capsys, "--model", str(tmp_path / "tiny"), "--gpu-memory", "8GiB")
+    assert code == 0 and doc["model"]["weights_basis"] == "safetensors"
+    # bf16 tensors as stored + rotary cache 2048 positions x 64 dims x 2 B
+    assert doc["per_gpu"]["weights_bytes"] == stored + 2048 * 64 * 2
+    assert doc["kv_cache"]["bytes_per_token"] == 2 * 2 * 2 * 64 * 2  # layers x K,V x kv heads x head dim x 2 B
+
+
+def test_config_only_directory_is_estimated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(catalog_config("mistralai/Mistral-7B-Instruct-v0.3")))
+    code, doc = plan_json(capsys, "--model", str(tmp_path), "--gpu", "L40S", "--max-model-len", "8192")
+    assert code == 0 and doc["model"]["weights_basis"] == "estimated"
+    assert any("estimated" in n for n in doc["notes"])
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (
+            lambda d: (d / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_'),
+            "malformed JSON",
+        ),
+        (
+            lambda d: (d / "config.json").write_text(json.dumps({**TINY, "hidden_size": -4})),
+            "config.json:hidden_size: -4",
+        ),
+        (
+            lambda d: (d / "config.json").write_text(json.dumps({**TINY, "architectures": ["T5Model"]})),
+            "'T5Model' is not valid",
+        ),
+        (lambda d: (d / "config.json").write_text("x" * (2 << 20)), "at most 1048576 bytes"),
+    ],
+)
+def test_bad_checkpoint_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: Any, message: str
+) -> None:
+    setup(tmp_path)
+    code, out, err = run(capsys, "plan", "--model", str(tmp_path), "--gpu", "H100")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("fitgate: error: ") and message in err
+
+
+def test_truncated_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 5000) + b'{"a": {"dtype": "F16"')
+    code, _, err = run(capsys, "plan", "--model", str(tmp_path), "--gpu", "H100")
+    assert code == 2 and "model.safetensors" in err and "truncated" in err
+
+
+def test_oversized_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 10**12) + b"{}")
+    code, _, err = run(capsys, "plan", "--model", str(tmp_path), "--gpu", "H100")
+    assert code == 2 and "at most 100000000 bytes" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gpu", "H100"], "the following arguments are required: --model"),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "3"],
+            "tensor_parallel_size: 3 is not valid",
+        ),
+        (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "Z9000"], "--gpu: 'Z9000' is not valid"),
+        (["--model", "meta-llama/Llama-3.1-8B"], "--gpu: missing is not valid"),
+        (["--model", "meta-llama/Llama-3.1-8B", "--gpu-memory", "lots"], "--gpu-memory: 'lots' is not valid"),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "1e5"],
+            "'1e5' is not an integer",
+        ),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--dtype", "fp4"],
+            "dtype: 'fp4' is not valid",
+        ),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "-1"],
+            "gpu_memory_utilization: -1",
+        ),
+        (["--model", "nobody/nothing", "--gpu", "H100"], "model: 'nobody/nothing' is not valid"),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--context-tokens", "100"],
+            "--concurrency: missing",
+        ),
+    ],
+)
+def test_bad_flags_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    try:
+        code: object = main(["plan", *argv])
+    except SystemExit as exc:  # argparse's own errors exit through SystemExit
+        code = exc.code
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_catalog_and_gpus_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "catalog", "list")
+    assert code == 0 and "meta-llama/Llama-3.1-8B-Instruct" in out
+    code, out, _ = run(capsys, "gpus", "--output", "json")
+    assert code == 0 and any(g["name"] == "H100-SXM" for g in json.loads(out))

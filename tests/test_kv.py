@@ -1,0 +1,185 @@
+"""Known-answer KV cache tests: one per attention kind, the arithmetic in the comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.kv_layout import (
+    KVGroup,
+    KVLayout,
+    build_layout,
+    hybrid_block_size,
+    layer_specs,
+    num_blocks,
+    one_request_bytes,
+    reported_tokens,
+)
+from fitgate.sizing.kv_specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    ServingShape,
+    SlidingWindowSpec,
+)
+from fitgate.sizing.units import GiB
+from fitgate.sizing.versions import accounting_for
+from tests.conftest import catalog_config, model
+
+V019 = accounting_for("0.19.0")
+
+
+def specs(repo: str, tp: int = 1, kv_bytes: int = 2, block: int = 16, version: str = "0.19.0"):
+    arch = parse_config(catalog_config(repo))
+    return arch, layer_specs(arch, range(arch.num_layers), tp, kv_bytes, 2, block, accounting_for(version))
+
+
+def test_gqa_8b_is_128_kib_per_token_and_16_gib_at_128k() -> None:
+    # 32 layers x 2 (K,V) x 8 kv heads x 128 head dim x 2 B = 131072 B = 128 KiB/token
+    # 131072 B x 131072 tokens = 16 GiB for one 128k-token request
+    _, s = specs("meta-llama/Llama-3.1-8B-Instruct")
+    assert sum(x.bytes_per_token for x in s) == 128 * 1024
+    layout = build_layout(s, V019)
+    assert one_request_bytes(layout, ServingShape(131072, 8192, 16)) == 16 * GiB
+
+
+def test_seed_70b_example() -> None:
+    # 80 layers x 2 x 8 kv heads x 128 x 2 B = 327680 B/token.
+    # One 32768-token request: 327680 x 32768 = 10,737,418,240 B = 10.7 GB (the seed's "10.7 GB").
+    # The seed's 16 concurrent requests need 16 x that = 171.8 GB: KV, not weights, is what breaks the box.
+    _, s = specs("meta-llama/Llama-3.1-70B-Instruct")
+    per_token = sum(x.bytes_per_token for x in s)
+    assert per_token == 327680
+    one = one_request_bytes(build_layout(s, V019), ServingShape(32768, 8192, 16))
+    assert one == 10_737_418_240
+    assert 16 * one == 171_798_691_840
+
+
+def test_full_attention_page() -> None:
+    # page = 2 x block 16 x 8 heads x 128 x 2 B = 65536 B; 8192 tokens -> cdiv(8192, 16) = 512 pages
+    spec = FullAttentionSpec(16, 8, 128, 2)
+    assert spec.page_size_bytes == 65536
+    assert spec.max_memory_usage_bytes(ServingShape(8192, 8192, 16)) == 512 * 65536
+    assert spec.max_memory_usage_bytes(ServingShape(8193, 8192, 16)) == 513 * 65536
+
+
+def test_sliding_window_caps_one_request() -> None:
+    # window 4096, batch 2048: min(4096 - 1 + 2048, 32768) = 6143 tokens -> cdiv(6143, 16) + 1 = 385 pages
+    spec = SlidingWindowSpec(16, 8, 256, 2, 4096)
+    assert spec.max_memory_usage_bytes(ServingShape(32768, 2048, 16)) == 385 * spec.page_size_bytes
+    # ... and only saves memory when window + batch < max_model_len: min(4095 + 8192, 8192) = 8192 -> 513 pages
+    assert spec.max_memory_usage_bytes(ServingShape(8192, 8192, 16)) == 513 * spec.page_size_bytes
+
+
+def test_chunked_local_attention() -> None:
+    # chunk 8192 + batch 8192 = 16384 tokens (< 131072) -> 1024 pages of 16 x 2 x 8 x 128 x 2 = 65536 B = 64 MiB
+    spec = ChunkedLocalAttentionSpec(16, 8, 128, 2, 8192)
+    assert spec.max_memory_usage_bytes(ServingShape(131072, 8192, 16)) == 64 * 1024 * 1024
+
+
+def test_mla_latent_is_not_sharded_by_tp() -> None:
+    # DeepSeek-V3: 61 layers x (512 + 64) x 2 B = 70272 B/token, no K/V factor 2, the same at TP 1 and TP 8
+    _, tp1 = specs("deepseek-ai/DeepSeek-V3", tp=1)
+    _, tp8 = specs("deepseek-ai/DeepSeek-V3", tp=8)
+    assert all(isinstance(x, MLAAttentionSpec) for x in tp1)
+    assert sum(x.bytes_per_token for x in tp1) == sum(x.bytes_per_token for x in tp8) == 61 * 576 * 2
+
+
+def test_v0_pads_mla_entries_to_256_bytes() -> None:
+    # vLLM 0.7 V0: 576 x 2 B = 1152 B rounded up to 1280 B -> 61 x 1280 = 78080 B/token (+11 %)
+    _, s = specs("deepseek-ai/DeepSeek-V3", version="0.7.3")
+    assert sum(x.bytes_per_token for x in s) == 78080
+
+
+def test_tp_splits_kv_heads_then_replicates() -> None:
+    # 8 kv heads: TP2 -> 4 heads/GPU = 65536 B/token; TP8 -> 1 head; TP16 -> still 1 head (replicated):
+    # 32 x 2 x 1 x 128 x 2 = 16384 B/token at both TP8 and TP16
+    _, tp2 = specs("meta-llama/Llama-3.1-8B-Instruct", tp=2)
+    _, tp8 = specs("meta-llama/Llama-3.1-8B-Instruct", tp=8)
+    _, tp16 = specs("meta-llama/Llama-3.1-8B-Instruct", tp=16)
+    assert sum(x.bytes_per_token for x in tp2) == 65536
+    assert sum(x.bytes_per_token for x in tp8) == sum(x.bytes_per_token for x in tp16) == 16384
+
+
+def test_fp8_kv_halves_bytes_and_doubles_tokens_not_pool() -> None:
+    # 131072 -> 65536 B/token; the pool in GiB is unchanged, the token count doubles (measured:
+    # 476,016 -> 952,032 tokens at 58.11 GiB on H100, vLLM 0.19)
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    h100 = lookup_gpu("H100")
+    auto = plan(m, h100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95))
+    fp8 = plan(m, h100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, kv_cache_dtype="fp8"))
+    assert fp8.kv.bytes_per_token * 2 == auto.kv.bytes_per_token == 131072
+    assert fp8.ranks[0].available_kv_bytes == auto.ranks[0].available_kv_bytes
+    assert fp8.kv.reported_tokens == 2 * auto.kv.reported_tokens
+
+
+def test_hybrid_sliding_groups_gpt_oss_tp2() -> None:
+    # 12 sliding + 12 full layers, 8 kv heads / TP2 = 4, head 64:
+    # page = 16 x 2 x 4 x 64 x 2 B = 16384 B; group size min(12, 12) = 12 -> 2 groups.
+    # vLLM 0.19 printed 59.32 GiB available: 63,694,364,999 B // 16384 // 12 = 323,966 blocks (it printed
+    # 323,972 from the unrounded figure); tokens = blocks // 2 groups x 16.
+    _, s = specs("openai/gpt-oss-20b", tp=2)
+    layout = build_layout(s, V019)
+    assert layout.page_size_bytes == 16384 and layout.group_size == 12 and len(layout.groups) == 2
+    blocks = num_blocks(layout, int(59.32 * GiB))
+    assert blocks == int(59.32 * GiB) // 16384 // 12 == 323966
+
+
+def test_hybrid_mamba_page_unification_qwen3_next() -> None:
+    # Gated DeltaNet state per request per layer at TP1:
+    #   conv (4 - 1) x (2 x 16 x 128 + 32 x 128) = 24576; recurrent 32 x 128 x 128 = 524288
+    #   (24576 + 524288) x 2 B = 1,097,728 B
+    # attention: 2 kv heads x 256 x 2 (K,V) x 2 B = 2048 B/token
+    # attention block = 16 x cdiv(1097728, 16 x 2048) = 16 x 34 = 544 tokens; page = 544 x 2048 = 1,114,112 B
+    arch, s = specs("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    states = [x for x in s if isinstance(x, MambaSpec)]
+    assert states[0].state_bytes == 1_097_728
+    block = hybrid_block_size(s, None)
+    assert block == 544
+    s = layer_specs(arch, range(arch.num_layers), 1, 2, 2, block, V019)
+    layout = build_layout(s, V019)
+    # 12 attention layers, 36 state layers: group size 12 -> 1 attention + 3 state groups, all pages equal
+    assert layout.page_size_bytes == 544 * 2048 == 1_114_112
+    assert layout.group_size == 12 and len(layout.groups) == 4
+    # fp8 KV at TP4 (1 kv head per GPU, state / 4): state = (3 x 8192 / 4 + 8 x 128 x 128) x 2 B = 274,432 B;
+    # bf16: 1024 B/token -> block 16 x cdiv(274432, 16384) = 272, page 278,528 B;
+    # fp8:   512 B/token -> block 16 x cdiv(274432, 8192) = 544, page 278,528 B (same bytes per page).
+    # An 8192-token request takes cdiv(8192, 272) + 3 state groups = 34 pages in bf16 and
+    # cdiv(8192, 544) + 3 = 19 pages in fp8: fp8 buys 34 / 19 = 1.79x concurrency, not 2x.
+    m = model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    h200 = lookup_gpu("H200")
+    bf16 = plan(m, h200, ServingConfig(max_model_len=8192, tensor_parallel_size=4, gpu_memory_utilization=0.95))
+    fp8 = plan(
+        m,
+        h200,
+        ServingConfig(max_model_len=8192, tensor_parallel_size=4, gpu_memory_utilization=0.95, kv_cache_dtype="fp8"),
+    )
+    assert (bf16.kv.block_size, fp8.kv.block_size) == (272, 544)
+    assert bf16.kv.page_size_bytes == fp8.kv.page_size_bytes == 278528
+    gain = fp8.kv.max_concurrency / bf16.kv.max_concurrency
+    assert gain == pytest.approx(34 / 19, rel=1e-3)
+
+
+def test_unequal_attention_pages_are_unified() -> None:
+    # Two layer types with pages 65536 and 32768 B: the smaller gets block 32 so both pages are 65536 B.
+    s = [FullAttentionSpec(16, 8, 128, 2)] * 4 + [SlidingWindowSpec(16, 4, 128, 2, 1024)] * 4
+    layout = build_layout(list(s), V019)
+    assert layout.page_size_bytes == 65536
+    assert {g.spec.block_size for g in layout.groups} == {16, 32}
+    assert layout.block_size == 16
+
+
+def test_without_hybrid_manager_sliding_costs_full() -> None:
+    # vLLM 0.8: no hybrid allocator, Gemma-2's sliding layers are sized as full attention.
+    _, s = specs("google/gemma-2-9b-it", version="0.8.5")
+    assert all(isinstance(x, FullAttentionSpec) for x in s)
+
+
+@pytest.mark.parametrize(("version", "expected"), [("0.19.0", 130304), ("0.8.5", 48867 * 16)])
+def test_reported_tokens_by_version(version: str, expected: int) -> None:
+    # vLLM 0.19 reports blocks // groups x block: Gemma-3-12B-like 6 groups, 48,867 blocks -> 48867 // 6 x 16 = 130,304
+    spec = FullAttentionSpec(16, 8, 256, 2)
+    layout = KVLayout(tuple(KVGroup(spec, 8) for _ in range(6)), 8, spec.page_size_bytes, 16, (spec,) * 48)
+    assert reported_tokens(layout, 48867, ServingShape(8192, 8192, 16), accounting_for(version)) == expected

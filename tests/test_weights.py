@@ -1,0 +1,145 @@
+"""Known-answer weight tests: bytes per GPU after loading, arithmetic in the comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, parse_config
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.weights import (
+    Role,
+    classify_tensor,
+    inventory_from_architecture,
+    pp_layer_ranges,
+    weights_per_rank,
+)
+from tests.conftest import catalog_config, model
+
+# Llama-3.1-8B, per layer: q 4096x4096 + k,v 1024x4096 each + o 4096x4096 = 41,943,040
+#                          gate, up, down 14336x4096 each = 176,160,768; two norms 8,192 -> 218,112,000 params
+LAYER = 218_112_000
+EMBED = 128256 * 4096  # 525,336,576 params, embed_tokens and (untied) lm_head each
+ROTARY = 131072 * 128 * 2  # vLLM's cos/sin cache: max positions x rotary dim x 2 B = 33,554,432 B
+NORMS = 32 * 2 * 4096 + 4096  # replicated across TP ranks
+
+
+def test_inventory_matches_the_hub_parameter_count() -> None:
+    # 32 x 218,112,000 + 2 x 525,336,576 + 4,096 = 8,030,261,248 params = index total 16,060,522,496 B / 2
+    inv = inventory_from_architecture(parse_config(catalog_config("meta-llama/Llama-3.1-8B-Instruct")))
+    assert inv.stored_bytes == 2 * (32 * LAYER + 2 * EMBED + 4096) == 16_060_522_496
+
+
+def test_tp1_is_checkpoint_plus_rotary_cache() -> None:
+    # 16,060,522,496 + 33,554,432 = 16,094,076,928 B = 14.99 GiB ("Model loading took 14.99 GiB", vLLM 0.19 H100)
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    w = weights_per_rank(m.arch, m.inventory, tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    assert w.total_bytes == 16_060_522_496 + ROTARY
+    assert round(w.total_bytes / 2**30, 2) == 14.99
+
+
+def test_tp2_shards_everything_but_norms_and_rotary() -> None:
+    # (16,060,522,496 - 2 x 266,240 norm bytes) / 2 + 532,480 + 33,554,432 = 8,064,081,920 B = 7.51 GiB
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    w = weights_per_rank(m.arch, m.inventory, tp=2, pp=1, pp_rank=0, dtype="bfloat16")
+    assert w.total_bytes == (16_060_522_496 - 2 * NORMS) // 2 + 2 * NORMS + ROTARY == 8_064_081_920
+
+
+def test_pp_puts_embedding_first_and_lm_head_last() -> None:
+    # stage 0: 16 layers + embed_tokens = (16 x 218,112,000 + 525,336,576) x 2 B + rotary = 8,063,811,584 B (7.51 GiB)
+    # stage 1: 16 layers + final norm + lm_head = stage 0 + 4,096 x 2 B
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    first = weights_per_rank(m.arch, m.inventory, tp=1, pp=2, pp_rank=0, dtype="bfloat16")
+    last = weights_per_rank(m.arch, m.inventory, tp=1, pp=2, pp_rank=1, dtype="bfloat16")
+    assert first.total_bytes == (16 * LAYER + EMBED) * 2 + ROTARY == 8_063_811_584
+    assert last.total_bytes == first.total_bytes + 4096 * 2
+
+
+@pytest.mark.parametrize(
+    ("layers", "pp", "expected"),
+    [(32, 2, [16, 16]), (26, 4, [6, 7, 7, 6]), (61, 4, [15, 15, 16, 15]), (5, 5, [1, 1, 1, 1, 1])],
+)
+def test_pp_partition_matches_get_pp_indices(layers: int, pp: int, expected: list[int]) -> None:
+    # vLLM gives the remainder to the stages before the last: range(2, remainder + 2) -> partitions[-i] += 1
+    assert [len(r) for r in pp_layer_ranges(layers, pp)] == expected
+
+
+def test_pp_larger_than_layers_is_an_error() -> None:
+    with pytest.raises(SizingError, match="pipeline_parallel_size: 33 is not valid"):
+        pp_layer_ranges(32, 33)
+
+
+def test_runtime_fp8_quantizes_linear_layers_only() -> None:
+    # linear weights 32 x 218,103,808 = 6,979,321,856 params -> 1 B each (one fp32 scale per tensor);
+    # embed_tokens, lm_head (2 x 525,336,576 x 2 B) and norms stay bf16, plus the rotary cache:
+    # 6,979,321,856 + 2,101,346,304 + 532,480 + 33,554,432 = 9,114,755,072 B = 8.49 GiB (vLLM 0.19 printed 8.49)
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    w = weights_per_rank(
+        m.arch,
+        m.inventory,
+        tp=1,
+        pp=1,
+        pp_rank=0,
+        dtype="bfloat16",
+        runtime_quantization=RUNTIME_QUANTIZATION["fp8"],
+    )
+    linear = 32 * (LAYER - 8192)
+    assert w.total_bytes == linear + 2 * EMBED * 2 + NORMS * 2 + ROTARY == 9_114_755_072
+    assert round(w.total_bytes / 2**30, 2) == 8.49
+
+
+def test_float32_doubles_float_weights() -> None:
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    bf16 = weights_per_rank(m.arch, m.inventory, tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    fp32 = weights_per_rank(m.arch, m.inventory, tp=1, pp=1, pp_rank=0, dtype="float32")
+    assert fp32.total_bytes == 2 * bf16.total_bytes
+
+
+def test_mla_latent_projection_is_replicated() -> None:
+    # DeepSeek-V2-Lite: kv_a_proj_with_mqa (2048 x 576) is a ReplicatedLinear: every TP rank holds all of it,
+    # so TP2 keeps more than half of TP1's bytes.
+    m = model("deepseek-ai/DeepSeek-V2-Lite-Chat")
+    tp1 = weights_per_rank(m.arch, m.inventory, tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    tp2 = weights_per_rank(m.arch, m.inventory, tp=2, pp=1, pp_rank=0, dtype="bfloat16")
+    replicated = sum(e.stored_bytes for e in m.inventory.entries if e.role is Role.REPLICATED)
+    assert replicated > 27 * 2048 * 576 * 2
+    assert tp2.tensors_bytes == pytest.approx((tp1.tensors_bytes - replicated) / 2 + replicated, rel=1e-6)
+    # MLA backends also keep W_UK/W_UV copies of kv_b_proj: 27 x 512 x 16 heads x (128 + 128) x 2 B
+    assert tp1.mla_absorbed_bytes == 27 * 512 * 16 * 256 * 2
+
+
+def test_kv_projection_replicated_when_tp_exceeds_kv_heads() -> None:
+    # 8 KV heads at TP16: each rank keeps 1 whole head of k_proj/v_proj (1/8), not 1/16.
+    m = model("meta-llama/Llama-3.1-70B-Instruct")
+    kv_proj = sum(e.numel for e in m.inventory.entries if e.role is Role.KV_PROJ)
+    tp8 = weights_per_rank(m.arch, m.inventory, tp=8, pp=1, pp_rank=0, dtype="bfloat16")
+    tp16 = weights_per_rank(m.arch, m.inventory, tp=16, pp=1, pp_rank=0, dtype="bfloat16")
+    assert tp8.tensors_bytes - tp16.tensors_bytes < (tp8.tensors_bytes - kv_proj * 2 / 8) / 2 + 1
+
+
+def test_moe_experts_all_resident() -> None:
+    # Qwen3-30B-A3B activates 3B parameters but all 128 experts are loaded: 56.88 GiB at TP1 (vLLM 0.19)
+    m = model("Qwen/Qwen3-30B-A3B")
+    w = weights_per_rank(m.arch, m.inventory, tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    assert round(w.total_bytes / 2**30, 2) == 56.88
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [
+        ("model.embed_tokens.weight", Role.EMBED),
+        ("lm_head.weight", Role.LM_HEAD),
+        ("model.layers.3.self_attn.k_proj.weight", Role.KV_PROJ),
+        ("model.layers.3.self_attn.o_proj.weight", Role.ROW),
+        ("model.layers.3.mlp.gate_up_proj.weight", Role.COLUMN),
+        ("model.layers.3.mlp.experts.7.down_proj.weight", Role.EXPERT),
+        ("model.layers.3.mlp.shared_experts.down_proj.weight", Role.ROW),
+        ("model.layers.3.mlp.gate.weight", Role.REPLICATED),
+        ("model.layers.3.self_attn.kv_a_proj_with_mqa.weight", Role.REPLICATED),
+        ("model.layers.3.input_layernorm.weight", Role.REPLICATED),
+        ("model.layers.61.mlp.experts.0.up_proj.weight", Role.SKIPPED),
+        ("model.layers.0.self_attn.rotary_emb.inv_freq", Role.SKIPPED),
+        ("vision_tower.blocks.0.attn.qkv.weight", Role.VISION),
+    ],
+)
+def test_tensor_names_map_to_roles(name: str, role: Role) -> None:
+    assert classify_tensor(name, num_layers=61)[1] is role
