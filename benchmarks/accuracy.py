@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
 #: Version assumed for cases whose log does not print one: the V0 logs use the pre-0.6.5 profiler
 #: format; the undated V1 logs print the 0.10+ "Actual usage" line and show the pre-0.17 sampler.
 UNDATED = {"V0": "0.6.4", "V1": "0.11.0"}
+#: Cases that name no exact repository; shared/calibration/README.md points them at these checkpoints.
+ALIASES = {"Llama2-7B": "meta-llama/Llama-2-7b-hf", "Llama2-70B": "meta-llama/Llama-2-70b-hf"}
 
 
 @dataclass
@@ -58,7 +61,7 @@ def _gpu(case: dict[str, Any]) -> GpuModel:
     for model in gpu_catalog():
         for alias in (model.name, *model.aliases):
             a = alias.lower()
-            if len(a) > 3 and a in text and len(a) > best_len:
+            if len(a) > 3 and re.search(rf"(?<![a-z0-9]){re.escape(a)}(?![a-z0-9])", text) and len(a) > best_len:
                 best, best_len = model, len(a)
     total = case.get("gpu_total_gib")
     if best is None:
@@ -72,6 +75,7 @@ def _gpu(case: dict[str, Any]) -> GpuModel:
 
 def _facts(case: dict[str, Any], calibration: Path) -> ModelFacts | None:
     repo = str(case["model"]).split(" (")[0]
+    repo = ALIASES.get(repo, repo)
     folder = calibration / "models" / repo.replace("/", "__")
     if folder.is_dir():
         return load_directory(folder, repo)
