@@ -7,7 +7,7 @@ MODEL  ?= meta-llama/Llama-3.1-8B-Instruct
 GPU    ?= H100
 ARGS   ?= --max-model-len 32768 --concurrency 16 --context-tokens 32000
 
-.PHONY: setup plan test unit lint bench accuracy speed controlplane cluster-up cluster-down e2e clean
+.PHONY: setup plan test unit lint bench accuracy speed controlplane tools cluster-up cluster-down e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,16 @@ setup: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/fitgate plan --model $(MODEL) --gpu $(GPU) $(ARGS)
 
-## The whole test suite: lint + types + import contracts + unit/integration tests.
+## The whole test suite: lint + types + import contracts + unit/integration tests + e2e on a real
+## kube-apiserver (built from Go modules on first use, then cached in .cache/kube/bin).
 test: $(STAMP)
+	$(BIN)/python -m pytest tests e2e
+
+unit: $(STAMP)
 	$(BIN)/python -m pytest tests
 
-unit: test
+e2e: $(STAMP)
+	$(BIN)/python -m pytest e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks e2e
@@ -39,6 +44,16 @@ accuracy: $(STAMP)
 	$(BIN)/python benchmarks/accuracy.py
 speed: $(STAMP)
 	$(BIN)/python benchmarks/speed.py
+
+## The e2e control plane: build kube-apiserver + etcd, install kubectl + helm, start/stop it.
+controlplane:
+	bash e2e/controlplane/build.sh
+tools: $(STAMP)
+	$(BIN)/python -m e2e.tools
+cluster-up: $(STAMP) tools
+	$(BIN)/python -m e2e.cluster up
+cluster-down: $(STAMP)
+	$(BIN)/python -m e2e.cluster down
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

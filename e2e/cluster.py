@@ -1,0 +1,395 @@
+"""A real Kubernetes control plane on loopback: etcd + kube-apiserver built from Go modules.
+
+No kubelet, scheduler or controller-manager (envtest-style): CRDs, admission webhooks, RBAC, Events
+and Helm releases are all served by kube-apiserver alone. Everything listens on 127.0.0.1 on free
+ports; certificates are generated per run (a CA, a serving certificate with an IP SAN for 127.0.0.1,
+a service-account signing key, an admin client certificate and token).
+
+    python -m e2e.cluster up      # build if needed, start in the background, write .cache/kube/kubeconfig
+    python -m e2e.cluster down    # stop it
+    python -m e2e.cluster status
+
+Tests use :class:`ControlPlane` directly (``e2e/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "kube"
+BIN = Path(os.environ.get("FITGATE_KUBE_BIN", CACHE / "bin"))
+DEFAULT_DIR = CACHE / "cluster"
+KUBECONFIG = CACHE / "kubeconfig"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def build() -> None:
+    """Compile kube-apiserver and etcd into ``.cache/kube/bin`` (skipped when up to date)."""
+    subprocess.run(["bash", str(ROOT / "e2e" / "controlplane" / "build.sh")], check=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Certificates
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A throw-away CA that signs the API server's, clients' and webhooks' certificates."""
+
+    key: rsa.RSAPrivateKey
+    cert: x509.Certificate
+
+    @classmethod
+    def create(cls, name: str = "fitgate-e2e-ca") -> CertificateAuthority:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = dt.datetime.now(dt.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=7))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(key, cert)
+
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(
+        self,
+        common_name: str,
+        *,
+        ips: tuple[str, ...] = (),
+        dns: tuple[str, ...] = (),
+        organizations: tuple[str, ...] = (),
+        server: bool = True,
+    ) -> tuple[bytes, bytes]:
+        """A (cert PEM, key PEM) pair signed by this CA; servers get SANs (Go ignores the CN)."""
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        now = dt.datetime.now(dt.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=7))
+            .add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
+        )
+        sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+        sans += [x509.DNSName(name) for name in dns]
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+        return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+    def write(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "ca.crt").write_bytes(self.pem)
+        (directory / "ca.key").write_bytes(
+            self.key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+            )
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> CertificateAuthority:
+        key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), password=None)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise TypeError("ca.key is not an RSA key")
+        return cls(key, x509.load_pem_x509_certificate((directory / "ca.crt").read_bytes()))
+
+
+def _write_pki(pki: Path) -> tuple[CertificateAuthority, str]:
+    ca = CertificateAuthority.create()
+    ca.write(pki)
+    cert, key = ca.issue(
+        "kube-apiserver",
+        ips=("127.0.0.1", "10.0.0.1"),
+        dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+    )
+    (pki / "apiserver.crt").write_bytes(cert)
+    (pki / "apiserver.key").write_bytes(key)
+    cert, key = ca.issue("admin", organizations=("system:masters",), server=False)
+    (pki / "admin.crt").write_bytes(cert)
+    (pki / "admin.key").write_bytes(key)
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (pki / "sa.key").write_bytes(
+        sa.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+    )
+    (pki / "sa.pub").write_bytes(
+        sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    token = secrets.token_hex(16)
+    (pki.parent / "tokens.csv").write_text(f'{token},admin,1000,"system:masters"\n')
+    return ca, token
+
+
+# --------------------------------------------------------------------------------------------
+# Processes
+
+
+@dataclass
+class ControlPlane:
+    """etcd + kube-apiserver in ``directory``; logs stay there (``etcd.log``, ``apiserver.log``)."""
+
+    directory: Path
+    api_port: int = 0
+    etcd_port: int = 0
+    token: str = ""
+    pids: dict[str, int] = field(default_factory=dict)
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def ca(self) -> CertificateAuthority:
+        return CertificateAuthority.load(self.directory / "pki")
+
+    def start(self, *, detach: bool = False, timeout: float = 90.0) -> ControlPlane:
+        """Start etcd and kube-apiserver, wait for ``/readyz`` and write an admin kubeconfig."""
+        for binary in ("etcd", "kube-apiserver"):
+            if not (BIN / binary).is_file():
+                raise RuntimeError(f"{BIN / binary} is missing: run e2e/controlplane/build.sh (make controlplane)")
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+        pki = self.directory / "pki"
+        pki.mkdir(parents=True)
+        _, self.token = _write_pki(pki)
+        self.etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
+        etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(BIN / "etcd"),
+                f"--data-dir={self.directory / 'etcd-data'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            detach,
+        )
+        self._spawn(
+            "apiserver",
+            [
+                str(BIN / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--token-auth-file={self.directory / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={pki}",
+                "--v=1",
+            ],
+            detach,
+        )
+        try:
+            self._wait_ready(timeout)
+        except Exception:
+            self.stop()
+            raise
+        self._write_kubeconfig()
+        (self.directory / "state.json").write_text(
+            json.dumps({"api_port": self.api_port, "etcd_port": self.etcd_port, "pids": self.pids})
+        )
+        return self
+
+    def _spawn(self, name: str, argv: list[str], detach: bool) -> None:
+        with (self.directory / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=detach)
+        self._procs.append(proc)
+        self.pids[name] = proc.pid
+
+    def _wait_ready(self, timeout: float) -> None:
+        context = ssl.create_default_context(cafile=str(self.directory / "pki" / "ca.crt"))
+        request = urllib.request.Request(f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"})
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for proc in self._procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{proc.args[0]} exited with {proc.returncode}; see the logs in {self.directory}"  # type: ignore[index]
+                    )
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = str(exc)
+            time.sleep(0.25)
+        raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s ({last}); logs in {self.directory}")
+
+    def _write_kubeconfig(self) -> None:
+        pki = self.directory / "pki"
+        self.kubeconfig.write_text(
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            "clusters:\n"
+            "- name: fitgate-e2e\n"
+            "  cluster:\n"
+            f"    server: {self.server}\n"
+            f"    certificate-authority: {pki / 'ca.crt'}\n"
+            "users:\n"
+            "- name: admin\n"
+            "  user:\n"
+            f"    token: {self.token}\n"
+            "contexts:\n"
+            "- name: fitgate-e2e\n"
+            "  context: {cluster: fitgate-e2e, user: admin, namespace: default}\n"
+            "current-context: fitgate-e2e\n"
+        )
+        self.kubeconfig.chmod(0o600)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM both processes (apiserver first), then SIGKILL what is left."""
+        for name in ("apiserver", "etcd"):
+            pid = self.pids.get(name)
+            if pid is None:
+                continue
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            _wait_pid(pid, timeout)
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        self.pids.clear()
+
+    @classmethod
+    def attach(cls, directory: Path) -> ControlPlane:
+        """A handle on a control plane started by ``up`` (to stop it)."""
+        state = json.loads((directory / "state.json").read_text())
+        cp = cls(directory, state["api_port"], state["etcd_port"])
+        cp.pids = {k: int(v) for k, v in state["pids"].items()}
+        return cp
+
+
+def _wait_pid(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            finished, _ = os.waitpid(pid, os.WNOHANG)
+            if finished:
+                return
+        except ChildProcessError:  # not our child (started by `up`): poll for existence
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="fitgate's e2e control plane (etcd + kube-apiserver on loopback)")
+    parser.add_argument("action", choices=("up", "down", "status", "build"))
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    if args.action == "build":
+        build()
+        return 0
+    if args.action == "up":
+        if (args.dir / "state.json").exists():
+            ControlPlane.attach(args.dir).stop()
+        build()
+        started = time.monotonic()
+        cp = ControlPlane(args.dir).start(detach=True)
+        shutil.copy(cp.kubeconfig, KUBECONFIG)
+        print(f"control plane ready in {time.monotonic() - started:.1f}s at {cp.server}")
+        print(f"export KUBECONFIG={KUBECONFIG}")
+        return 0
+    if not (args.dir / "state.json").exists():
+        print("no control plane is running (no state in {args.dir})")
+        return 0 if args.action == "down" else 1
+    cp = ControlPlane.attach(args.dir)
+    if args.action == "down":
+        cp.stop()
+        (args.dir / "state.json").unlink()
+        KUBECONFIG.unlink(missing_ok=True)
+        print("control plane stopped")
+        return 0
+    alive = {}
+    for name, pid in cp.pids.items():
+        try:
+            os.kill(pid, 0)
+            alive[name] = True
+        except ProcessLookupError:
+            alive[name] = False
+    print(json.dumps({"server": cp.server, "alive": alive}))
+    return 0 if all(alive.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Session fixtures for the e2e tests: a real control plane, kubectl and helm.
+
+``FITGATE_E2E_KUBECONFIG`` points the suite at an existing cluster (e2e/kind/run.sh sets it);
+otherwise a local etcd + kube-apiserver is built (cached) and started for the session. Its logs are
+kept when a test failed and the path is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import cluster, tools
+
+RUNS = cluster.CACHE / "runs"
+
+
+@dataclass
+class Kube:
+    """A reachable cluster and the real clients to drive it."""
+
+    kubeconfig: Path
+    bin_dir: Path
+    control_plane: cluster.ControlPlane | None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
+
+    def run(
+        self, tool: str, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(self.bin_dir / tool), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{tool} {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("kubectl", *args, **kw)
+
+    def helm(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("helm", *args, **kw)
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def wait_for(self, predicate: Any, timeout: float = 30, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(0.2)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def kube(request: pytest.FixtureRequest) -> Iterator[Kube]:
+    bin_dir = tools.install()
+    external = os.environ.get("FITGATE_E2E_KUBECONFIG")
+    if external:
+        yield Kube(Path(external), bin_dir, None)
+        return
+    cluster.build()
+    run_dir = RUNS / time.strftime("%Y%m%d-%H%M%S")
+    cp = cluster.ControlPlane(run_dir).start()
+    try:
+        yield Kube(cp.kubeconfig, bin_dir, cp)
+    finally:
+        cp.stop()
+        if request.session.testsfailed:
+            print(f"\ne2e: control-plane logs kept in {run_dir} (etcd.log, apiserver.log)")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> str:
+    """A fresh namespace per test (namespaces are never finalized without kube-controller-manager)."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kube.kubectl("create", "namespace", name)
+    return name
