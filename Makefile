@@ -7,7 +7,7 @@ MODEL  ?= meta-llama/Llama-3.1-8B-Instruct
 GPU    ?= H100
 ARGS   ?= --max-model-len 32768 --concurrency 16 --context-tokens 32000
 
-.PHONY: setup plan test unit lint bench accuracy speed controlplane tools cluster-up cluster-down e2e clean
+.PHONY: setup plan test unit lint bench accuracy speed hub-bench controlplane tools cluster-up cluster-down e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ setup: $(STAMP)
 
 ## The main job, offline on the built-in catalog: plan a model on a GPU (override MODEL, GPU, ARGS).
 plan: $(STAMP)
-	$(BIN)/fitgate plan --model $(MODEL) --gpu $(GPU) $(ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/fitgate plan --model $(MODEL) --gpu $(GPU) $(ARGS)
 
 ## The whole test suite: lint + types + import contracts + unit/integration tests + e2e on a real
 ## kube-apiserver (built from Go modules on first use, then cached in .cache/kube/bin).
@@ -39,11 +39,13 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## Accuracy against vLLM's startup logs (../shared/calibration) and plan speed.
-bench: accuracy speed
+bench: accuracy speed hub-bench
 accuracy: $(STAMP)
 	$(BIN)/python benchmarks/accuracy.py
 speed: $(STAMP)
 	$(BIN)/python benchmarks/speed.py
+hub-bench: $(STAMP)
+	$(BIN)/python benchmarks/hub.py
 
 ## The e2e control plane: build kube-apiserver + etcd, install kubectl + helm, start/stop it.
 controlplane:

@@ -26,14 +26,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     args = parser.parse_args()
-    prepared = [(to_model_input(resolve(m)), lookup_gpu(g), s, w) for m, g, s, w in CASES]
+    prepared = [(to_model_input(resolve(m, source="catalog")), lookup_gpu(g), s, w) for m, g, s, w in CASES]
     timings: list[float] = []
     for i in range(args.n):
         model, gpu, serving, workload = prepared[i % len(prepared)]
         start = time.perf_counter()
         plan(model, gpu, serving, workload)
         timings.append((time.perf_counter() - start) * 1000)
-    misfit = to_model_input(resolve("meta-llama/Llama-3.1-70B-Instruct"))
+    misfit = to_model_input(resolve("meta-llama/Llama-3.1-70B-Instruct", source="catalog"))
     h100 = lookup_gpu("H100")
     serving = ServingConfig(max_model_len=32768)
     with_suggestions: list[float] = []

@@ -24,7 +24,15 @@ def catalog_config(repo_id: str) -> dict[str, Any]:
 
 def model(repo_id: str) -> ModelInput:
     """A catalog model as the sizing core sees it."""
-    return to_model_input(resolve(repo_id))
+    return to_model_input(resolve(repo_id, source="catalog"))
+
+
+@pytest.fixture(autouse=True)
+def _no_hub_no_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Unit tests never reach the real Hub or the user's cache; Hub tests use the loopback server."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("FITGATE_CACHE_DIR", str(tmp_path_factory.mktemp("fitgate-cache")))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
 
 
 @pytest.fixture(scope="session")

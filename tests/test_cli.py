@@ -218,7 +218,9 @@ def test_oversized_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixt
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "-1"],
             "gpu_memory_utilization: -1",
         ),
-        (["--model", "nobody/nothing", "--gpu", "H100"], "model: 'nobody/nothing' is not valid"),
+        (["--model", "nobody/nothing", "--gpu", "H100"], "model: 'nobody/nothing': cannot reach"),
+        (["--model", "nobody/nothing", "--gpu", "H100", "--source", "catalog"], "model: 'nobody/nothing' is not valid"),
+        (["--model", "http://169.254.169.254/x", "--gpu", "H100"], "is not valid; expected a Hugging Face repo id"),
         (
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--context-tokens", "100"],
             "--concurrency: missing",

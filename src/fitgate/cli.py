@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from fitgate import __version__
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
 from fitgate.checkpoints.catalog import catalog_entries
+from fitgate.checkpoints.resolve import SOURCES
 from fitgate.sizing import (
     DEFAULT_VLLM_VERSION,
     EngineArg,
@@ -71,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="size one model on one GPU model, as vLLM will")
     p.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
     p.add_argument("--revision", help="branch, tag or commit of a repo id")
+    p.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="auto",
+        help="where a repo id is resolved: auto (Hub, else the built-in catalog), hub, catalog, path",
+    )
     gpu = p.add_argument_group("GPU (one of --gpu or --gpu-memory is required)")
     gpu.add_argument("--gpu", help="a GPU from `fitgate gpus` (e.g. H100, NVIDIA-H100-80GB-HBM3, L4)")
     gpu.add_argument("--gpu-memory", help="device memory as CUDA reports it, e.g. 79.19GiB, 81559MiB, 80GB")
@@ -237,7 +244,7 @@ def plan_document(
         "suggestions": [
             {"changes": dict(s.changes), "verdict": s.verdict.value, "summary": s.summary} for s in suggestions
         ],
-        "notes": list(result.notes),
+        "notes": [*facts.notes, *result.notes],
     }
 
 
@@ -313,8 +320,7 @@ def render_text(doc: dict[str, Any]) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``fitgate plan``."""
-    ref = args.model if not args.revision or "@" in args.model else f"{args.model}@{args.revision}"
-    facts = resolve(ref)
+    facts = resolve(args.model, args.revision, source=args.source)
     model = to_model_input(facts)
     gpu = _gpu(args)
     serving = _serving(args)

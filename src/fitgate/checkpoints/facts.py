@@ -16,13 +16,21 @@ from fitgate.sizing.weights import (
 
 
 class CheckpointError(ValueError):
-    """A checkpoint cannot be read; the message names the file or reference and what is wrong."""
+    """A checkpoint cannot be read; the message names the file or reference and what is wrong.
 
-    def __init__(self, field: str, value: object, expected: str) -> None:
+    ``transient`` is True for failures that may go away (timeouts, 5xx, an unreachable Hub), so
+    callers can retry later; False for definitive ones (not found, access refused, malformed files).
+    """
+
+    def __init__(self, field: str, value: object, expected: str, *, transient: bool = False, problem: str = "") -> None:
         self.field = field
         self.value = value
         self.expected = expected
-        super().__init__(f"{field}: {value!r} is not valid; expected {expected}")
+        self.transient = transient
+        if problem:
+            super().__init__(f"{field}: {value!r}: {problem}")
+        else:
+            super().__init__(f"{field}: {value!r} is not valid; expected {expected}")
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class ModelFacts:
         source: ``local``, ``catalog`` or ``hub``.
         revision: The immutable revision (commit sha) where known.
         origin: Where the files came from (a path, or the catalog entry's provenance).
+        notes: How the facts were obtained when that matters (a catalog fallback, a stale ref).
     """
 
     ref: str
@@ -50,6 +59,7 @@ class ModelFacts:
     source: str = "local"
     revision: str | None = None
     origin: str = ""
+    notes: tuple[str, ...] = ()
 
     @property
     def weights_basis(self) -> str:

@@ -1,33 +1,82 @@
-"""``resolve(ref)``: a local directory, or a Hugging Face repo id served from the built-in catalog."""
+"""``resolve(ref)``: one place that turns a model reference into :class:`ModelFacts`.
+
+A reference is a directory in Hugging Face layout (a local path or a mounted PVC), or a Hugging
+Face repo id ``org/name[@revision]``. ``source`` chooses where a repo id is looked up:
+
+* ``hub``: the Hugging Face Hub (cached; see :mod:`fitgate.checkpoints.hub`);
+* ``catalog``: the built-in catalog only (no network);
+* ``path``: the reference must be a directory;
+* ``auto`` (default): a directory if the reference is a path; otherwise the Hub, falling back to the
+  catalog when the Hub cannot be reached or ``HF_HUB_OFFLINE`` is set. A definitive Hub answer (not
+  found, gated) is never papered over by the catalog.
+"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fitgate.checkpoints.catalog import load_catalog
+from fitgate.checkpoints.catalog import find_entry, load_catalog
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts
 from fitgate.checkpoints.local import load_directory
 
-_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}(@[A-Za-z0-9._/-]{1,200})?$")
+if TYPE_CHECKING:
+    from fitgate.checkpoints.hub import HubSource
+
+SOURCES = ("auto", "hub", "catalog", "path")
+_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
-def resolve(ref: str, revision: str | None = None) -> ModelFacts:
+def parse_repo_ref(ref: str, revision: str | None = None) -> tuple[str, str | None]:
+    """Split ``org/name@rev`` into (repo id, revision), validating both (no URLs, no path tricks)."""
+    text = ref.strip()
+    repo_id, _, inline = text.partition("@")
+    rev = revision or inline or None
+    if not _REPO_RE.match(repo_id) or ".." in repo_id:
+        raise CheckpointError("model", ref, "a Hugging Face repo id such as org/name[@revision] or a directory")
+    if rev is not None and (not _REVISION_RE.match(rev) or ".." in rev):
+        raise CheckpointError("revision", rev, "a branch, tag or commit sha (letters, digits, . _ - /)")
+    return repo_id, rev
+
+
+def _is_path(text: str) -> bool:
+    return text.startswith((".", "/", "~")) or Path(text).expanduser().exists()
+
+
+def resolve(
+    ref: str,
+    revision: str | None = None,
+    *,
+    source: str = "auto",
+    hub: HubSource | None = None,
+) -> ModelFacts:
     """Turn a model reference into :class:`ModelFacts`.
 
-    ``ref`` is a directory in Hugging Face layout, or ``org/name[@revision]``. Repo ids resolve
-    from the built-in catalog (the Hub resolver plugs in here).
-
     Raises:
-        CheckpointError: Not a directory and not a known repo id, or the files are malformed.
+        CheckpointError: the reference is malformed, not found, refused, or unreachable with nothing
+            cached (``transient`` tells these apart).
     """
+    if source not in SOURCES:
+        raise CheckpointError("source", source, "one of " + ", ".join(SOURCES))
     text = ref.strip()
-    path = Path(text).expanduser()
-    if path.exists() or text.startswith((".", "/", "~")):
-        return load_directory(path, ref)
-    if not _REPO_RE.match(text):
-        raise CheckpointError(
-            "model", ref, "a directory in Hugging Face layout or a repo id such as org/name[@revision]"
-        )
-    repo_id = text.split("@", 1)[0]
-    return load_catalog(repo_id, ref)
+    if source == "path" or (source == "auto" and _is_path(text)):
+        return load_directory(Path(text).expanduser(), ref)
+    repo_id, rev = parse_repo_ref(text, revision)
+    if source == "catalog":
+        return load_catalog(repo_id, ref)
+    if hub is None:
+        from fitgate.checkpoints.hub import HubSource  # noqa: PLC0415 - keeps `--source catalog` import-light
+
+        hub = HubSource()
+    try:
+        return hub.resolve(repo_id, rev, ref)
+    except CheckpointError as exc:
+        if source == "hub" or not exc.transient or find_entry(repo_id) is None:
+            raise
+        facts = load_catalog(repo_id, ref)
+        note = f"resolved from the built-in catalog: {exc}"
+        if rev and rev != "main":
+            note += f" (the catalog has one version; revision {rev} was not checked)"
+        return ModelFacts(**{**facts.__dict__, "notes": (*facts.notes, note)})

@@ -1,0 +1,298 @@
+"""Checkpoint facts from the Hugging Face Hub, with the ``huggingface_hub`` client.
+
+Reads only what sizing needs: the repo's commit sha (``model_info``), ``config.json`` (refused over
+1 MiB) and the safetensors headers (``get_safetensors_metadata``: HTTP Range reads of each shard's
+header, never tensor data). Honours ``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE``.
+
+* Revisions: a branch or tag is pinned to its commit sha; facts are cached per sha (immutable) and
+  the branch → sha mapping for ``ref_ttl_s``. When the Hub cannot be reached, a cached mapping is
+  used even if it is stale (and the facts say so).
+* Limits: every request has a timeout; timeouts, connection errors and 5xx are retried with
+  exponential backoff within an overall deadline; 404/401/403 are not retried.
+* Safety: only the configured endpoint is contacted (a reference is a repo id, never a URL), and
+  the token never appears in an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx2
+from huggingface_hub import HfApi, constants, get_session, hf_hub_url, hf_raise_for_status, set_client_factory
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    NotASafetensorsRepoError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+    SafetensorsParsingError,
+)
+from huggingface_hub.utils._http import hf_request_event_hook
+from huggingface_hub.utils.tqdm import disable_progress_bars
+
+from fitgate.checkpoints.cache import FactsCache
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts
+from fitgate.checkpoints.local import MAX_CONFIG_BYTES
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    """How to reach the Hub.
+
+    Attributes:
+        endpoint: Base URL (``HF_ENDPOINT``, default https://huggingface.co); the only host contacted.
+        token: Access token for gated/private repos (``HF_TOKEN``); never logged.
+        offline: Do not contact the Hub (``HF_HUB_OFFLINE=1``).
+        timeout_s: Per-request timeout.
+        deadline_s: Overall time for one resolution, retries included.
+        retries: Extra attempts after a transient failure.
+    """
+
+    endpoint: str = constants.ENDPOINT
+    token: str | None = None
+    offline: bool = False
+    timeout_s: float = 5.0
+    deadline_s: float = 30.0
+    retries: int = 2
+
+    @classmethod
+    def from_env(cls) -> HubSettings:
+        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_TIMEOUT``."""
+        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+        return cls(
+            endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
+            token=os.environ.get("HF_TOKEN") or None,
+            offline=offline,
+            timeout_s=float(os.environ.get("FITGATE_HUB_TIMEOUT", "5")),
+            deadline_s=float(os.environ.get("FITGATE_HUB_DEADLINE", "30")),
+        )
+
+
+_CLIENT_LOCK = threading.Lock()
+_CLIENT_STATE: dict[str, float] = {}
+
+
+def _install_client(timeout_s: float) -> None:
+    """Give huggingface_hub's shared HTTP client a timeout (its default client has none)."""
+    with _CLIENT_LOCK:
+        if _CLIENT_STATE.get("timeout_s") == timeout_s:
+            return
+        # the default client's request hook (user agent, auth headers), plus our timeouts
+        hooks: dict[str, list[Callable[..., Any]]] = {"request": [hf_request_event_hook]}
+
+        def factory() -> httpx2.Client:
+            return httpx2.Client(
+                event_hooks=hooks,
+                follow_redirects=True,
+                timeout=httpx2.Timeout(timeout_s, connect=min(timeout_s, 3.0)),
+            )
+
+        set_client_factory(factory)
+        disable_progress_bars()  # an operator's log is no place for tqdm
+        _CLIENT_STATE["timeout_s"] = timeout_s
+
+
+class HubSource:
+    """Resolve ``org/name[@revision]`` on one Hub endpoint."""
+
+    def __init__(self, settings: HubSettings | None = None, cache: FactsCache | None = None) -> None:
+        self.settings = settings or HubSettings.from_env()
+        self.cache = cache or FactsCache()
+        self.api = HfApi(endpoint=self.settings.endpoint, token=self.settings.token or False)
+        _install_client(self.settings.timeout_s)
+
+    # -- public -----------------------------------------------------------------------------
+
+    def resolve(self, repo_id: str, revision: str | None = None, ref: str | None = None) -> ModelFacts:
+        """Facts of ``repo_id`` at ``revision`` (default ``main``), from the cache or the Hub.
+
+        Raises:
+            CheckpointError: not found, gated without access, malformed files (``transient=False``),
+                or the Hub unreachable with nothing cached (``transient=True``).
+        """
+        revision = revision or "main"
+        ref = ref or f"{repo_id}@{revision}"
+        endpoint = self.settings.endpoint
+        if SHA_RE.match(revision):
+            cached = self.cache.get(endpoint, repo_id, revision)
+            if cached is not None:
+                return cached
+        else:
+            pinned = self.cache.get_ref(endpoint, repo_id, revision)
+            if pinned is not None and pinned.age_s <= self.cache.ref_ttl_s:
+                cached = self.cache.get(endpoint, repo_id, pinned.sha)
+                if cached is not None:
+                    return cached
+        if self.settings.offline:
+            return self._stale_or_raise(repo_id, revision, ref, "HF_HUB_OFFLINE is set")
+        try:
+            facts = self._fetch(repo_id, revision, ref)
+        except CheckpointError as exc:
+            if exc.transient:
+                return self._stale_or_raise(repo_id, revision, ref, str(exc))
+            raise
+        if not SHA_RE.match(revision) and facts.revision:
+            self.cache.put_ref(endpoint, repo_id, revision, facts.revision)
+        self.cache.put(endpoint, repo_id, facts)
+        return facts
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _stale_or_raise(self, repo_id: str, revision: str, ref: str, why: str) -> ModelFacts:
+        endpoint = self.settings.endpoint
+        sha = revision if SHA_RE.match(revision) else None
+        if sha is None:
+            pinned = self.cache.get_ref(endpoint, repo_id, revision)
+            sha = pinned.sha if pinned else None
+        cached = self.cache.get(endpoint, repo_id, sha) if sha else None
+        if cached is not None:
+            note = f"the Hub could not be reached ({self._scrub(why)}); using cached facts of commit {sha}"
+            return ModelFacts(**{**cached.__dict__, "notes": (*cached.notes, note)})
+        raise CheckpointError(
+            "model",
+            ref,
+            "",
+            transient=True,
+            problem=f"cannot reach {endpoint} and no cached facts ({self._scrub(why)})",
+        )
+
+    def _call(self, what: str, ref: str, fn: Callable[[], T], deadline: float) -> T:
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except CheckpointError:
+                raise
+            except Exception as exc:
+                error = self._translate(exc, what, ref)
+                attempt += 1
+                delay = 0.5 * 2 ** (attempt - 1)
+                if not error.transient or attempt > self.settings.retries or time.monotonic() + delay > deadline:
+                    raise error from None
+                time.sleep(delay)
+
+    def _translate(self, exc: Exception, what: str, ref: str) -> CheckpointError:
+        text = self._scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if isinstance(exc, GatedRepoError):
+            hint = (
+                "the token was refused (request access on the model page)"
+                if self.settings.token
+                else ("set HF_TOKEN to a token with access")
+            )
+            return CheckpointError("model", ref, "", problem=f"gated repository: {hint}")
+        if isinstance(exc, RevisionNotFoundError):
+            return CheckpointError("model", ref, "", problem="revision not found on the Hub")
+        if isinstance(exc, RepositoryNotFoundError):
+            extra = "" if self.settings.token else " (for a private repo, set HF_TOKEN)"
+            return CheckpointError("model", ref, "", problem=f"repository not found or not accessible{extra}")
+        if isinstance(exc, EntryNotFoundError):
+            return CheckpointError("model", ref, "", problem=f"{what} not found in the repository")
+        if isinstance(exc, SafetensorsParsingError):
+            return CheckpointError("model", ref, "", problem=f"malformed safetensors header: {text}")
+        if isinstance(exc, OfflineModeIsEnabled):
+            return CheckpointError("model", ref, "", transient=True, problem="offline mode is enabled")
+        if isinstance(exc, HfHubHTTPError):
+            status = exc.response.status_code if exc.response is not None else 0
+            transient = status >= 500 or status == 429
+            return CheckpointError("model", ref, "", transient=transient, problem=f"Hub error {status} reading {what}")
+        if isinstance(exc, httpx2.TimeoutException | TimeoutError):
+            return CheckpointError(
+                "model", ref, "", transient=True, problem=f"timed out after {self.settings.timeout_s:g}s reading {what}"
+            )
+        if isinstance(exc, httpx2.TransportError | ConnectionError | OSError):
+            return CheckpointError("model", ref, "", transient=True, problem=f"cannot connect reading {what}: {text}")
+        return CheckpointError(
+            "model", ref, "", problem=f"unexpected error reading {what}: {type(exc).__name__}: {text}"
+        )
+
+    def _scrub(self, text: str) -> str:
+        token = self.settings.token
+        return text.replace(token, "***") if token else text
+
+    def _fetch(self, repo_id: str, revision: str, ref: str) -> ModelFacts:
+        deadline = time.monotonic() + self.settings.deadline_s
+        timeout = self.settings.timeout_s
+        info = self._call(
+            "model info",
+            ref,
+            lambda: self.api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout),
+            deadline,
+        )
+        sha = info.sha or revision
+        sizes = {s.rfilename: s.size for s in (info.siblings or [])}
+        if "config.json" in sizes and (sizes["config.json"] or 0) > MAX_CONFIG_BYTES:
+            raise CheckpointError(
+                "model",
+                ref,
+                "",
+                problem=f"config.json is {sizes['config.json']} bytes, more than the {MAX_CONFIG_BYTES}-byte limit",
+            )
+        config = self._call("config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref), deadline)
+        tensors: list[tuple[str, str, tuple[int, ...]]] = []
+        total_size = None
+        notes: list[str] = []
+        meta = self._call("safetensors headers", ref, lambda: self._safetensors(repo_id, sha), deadline)
+        if meta is not None:
+            for file_meta in meta.files_metadata.values():
+                for name, info_t in file_meta.tensors.items():
+                    tensors.append((name, info_t.dtype, tuple(info_t.shape)))
+            if isinstance(meta.metadata, dict) and isinstance(meta.metadata.get("total_size"), int):
+                total_size = meta.metadata["total_size"]
+        counts = None
+        st = getattr(info, "safetensors", None)
+        if not tensors and st is not None and getattr(st, "parameters", None):
+            counts = dict(st.parameters)
+        if not tensors and counts is None:
+            notes.append("no safetensors weights in the repository: weights estimated from config.json")
+        return ModelFacts(
+            ref=ref,
+            name=repo_id,
+            config=config,
+            tensors=tuple(tensors) or None,
+            total_size=total_size,
+            dtype_counts=counts,
+            source="hub",
+            revision=sha,
+            origin=f"{self.settings.endpoint}/{repo_id}@{sha}",
+            notes=tuple(notes),
+        )
+
+    def _safetensors(self, repo_id: str, sha: str) -> Any:
+        try:
+            return self.api.get_safetensors_metadata(repo_id, revision=sha, timeout=self.settings.timeout_s)
+        except NotASafetensorsRepoError:
+            return None
+
+    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str) -> Any:
+        url = hf_hub_url(repo_id, filename, revision=sha, endpoint=self.settings.endpoint)
+        headers = self.api._build_hf_headers()  # the client's own auth and user-agent headers
+        body = b""
+        with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout_s) as response:
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_CONFIG_BYTES:
+                    raise CheckpointError(
+                        "model", ref, "", problem=f"{filename} is larger than {MAX_CONFIG_BYTES} bytes"
+                    )
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise CheckpointError("model", ref, "", problem=f"{filename} is not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise CheckpointError("model", ref, "", problem=f"{filename} is not a JSON object")
+        return data
