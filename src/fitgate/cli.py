@@ -110,6 +110,27 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=("list",))
     c.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
+    k = sub.add_parser("check", help="evaluate ModelDeployment manifests offline (CI, GitOps); exit 1 on DoesNotFit")
+    k.add_argument("files", nargs="+", help="YAML files with ModelDeployment documents ('-' for stdin)")
+    k.add_argument("--gpu", help="evaluate on this GPU (default: each manifest's placement.gpuProduct)")
+    k.add_argument("--gpus-per-node", type=_int, default=8, help="GPUs per node of that pool (default 8)")
+    k.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+    o = sub.add_parser("operator", help="run the Kubernetes operator and admission webhook (kopf)")
+    o.add_argument("--namespace", "-n", action="append", default=[], help="watch only these namespaces (repeatable)")
+    o.add_argument("--peering", help="kopf peering name for several replicas (default: standalone)")
+    o.add_argument("--webhook-port", type=_int, help="admission webhook port; 0 disables (env FITGATE_WEBHOOK_PORT)")
+    o.add_argument("--webhook-host", help="host/IP the API server reaches the webhook at (managed configuration)")
+    o.add_argument("--webhook-cert", help="serving certificate file (env FITGATE_WEBHOOK_CERT)")
+    o.add_argument("--webhook-key", help="serving key file (env FITGATE_WEBHOOK_KEY)")
+    o.add_argument("--webhook-ca", help="CA bundle file for a managed configuration (env FITGATE_WEBHOOK_CA)")
+    o.add_argument("--webhook-managed", help="name of a ValidatingWebhookConfiguration kopf keeps up to date")
+    o.add_argument("--metrics-port", type=_int, help="/metrics, /healthz, /readyz port (env FITGATE_METRICS_PORT)")
+    o.add_argument("--resync-seconds", type=_float, help="re-evaluation period (env FITGATE_RESYNC_SECONDS)")
+    o.add_argument("--unknown-policy", choices=("Allow", "Warn", "Reject"), help="admission on Unknown verdicts")
+    o.add_argument("--liveness", help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
+    o.add_argument("--verbose", action="store_true")
+
     g = sub.add_parser("gpus", help="the GPU catalog")
     g.add_argument("--output", "-o", choices=("text", "json"), default="text")
     return parser
@@ -366,10 +387,53 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """``fitgate check FILE...``: the admission decision, offline."""
+    from fitgate.operator.offline import check_files  # noqa: PLC0415 - keeps `fitgate plan` light
+
+    results = check_files(args.files, gpu_name=args.gpu, gpus_per_node=args.gpus_per_node)
+    if args.output == "json":
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        for r in results:
+            print(r.line())
+    if any(r.verdict == "Invalid" for r in results):
+        return EXIT_USAGE
+    return EXIT_DOES_NOT_FIT if any(r.verdict == "DoesNotFit" for r in results) else EXIT_FITS
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    """``fitgate operator``: kopf with fitgate's handlers."""
+    flags = {
+        "FITGATE_WEBHOOK_PORT": args.webhook_port,
+        "FITGATE_WEBHOOK_HOST": args.webhook_host,
+        "FITGATE_WEBHOOK_CERT": args.webhook_cert,
+        "FITGATE_WEBHOOK_KEY": args.webhook_key,
+        "FITGATE_WEBHOOK_CA": args.webhook_ca,
+        "FITGATE_WEBHOOK_MANAGED": args.webhook_managed,
+        "FITGATE_METRICS_PORT": args.metrics_port,
+        "FITGATE_RESYNC_SECONDS": args.resync_seconds,
+        "FITGATE_UNKNOWN_POLICY": args.unknown_policy,
+        "FITGATE_PEERING": args.peering,
+    }
+    for key, value in flags.items():
+        if value is not None:
+            os.environ[key] = str(value)
+    from fitgate.operator.run import run_operator  # noqa: PLC0415 - imports kopf only for this command
+
+    return run_operator(namespaces=tuple(args.namespace), liveness=args.liveness, verbose=args.verbose)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
     args = build_parser().parse_args(argv)
-    handlers = {"plan": cmd_plan, "catalog": cmd_catalog, "gpus": cmd_gpus}
+    handlers = {
+        "plan": cmd_plan,
+        "catalog": cmd_catalog,
+        "gpus": cmd_gpus,
+        "check": cmd_check,
+        "operator": cmd_operator,
+    }
     try:
         return handlers[args.command](args)
     except (SizingError, CheckpointError) as exc:

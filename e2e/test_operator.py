@@ -1,0 +1,316 @@
+"""The operator end to end: the real API server, the real `fitgate operator` process, kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster import free_port
+from e2e.conftest import Kube
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[1]
+FITGATE = Path(sys.executable).parent / "fitgate"
+
+NODES = [
+    # GPU Feature Discovery labels of real node types.
+    (
+        "e2e-h100",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu.memory": "81559",
+            "nvidia.com/gpu.count": "8",
+            "nvidia.com/gpu.family": "hopper",
+        },
+        {"nvidia.com/gpu": "8"},
+    ),
+    (
+        "e2e-l4",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-L4",
+            "nvidia.com/gpu.memory": "23034",
+            "nvidia.com/gpu.count": "1",
+            "nvidia.com/gpu.family": "ada-lovelace",
+        },
+        {"nvidia.com/gpu": "1"},
+    ),
+    (
+        "e2e-a100-mig",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+            "nvidia.com/gpu.memory": "4864",
+            "nvidia.com/gpu.count": "56",
+            "nvidia.com/mig.strategy": "single",
+            "nvidia.com/mig.capable": "true",
+        },
+        {"nvidia.com/gpu": "56"},
+    ),
+]
+
+
+def node_manifest(name: str, labels: dict[str, str], allocatable: dict[str, str]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "status": {
+                "capacity": {"cpu": "64", "memory": "512Gi", **allocatable},
+                "allocatable": {"cpu": "64", "memory": "512Gi", **allocatable},
+            },
+        }
+    )
+
+
+def mdep(name: str, spec: dict[str, Any]) -> str:
+    return json.dumps(
+        {"apiVersion": "fitgate.io/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": name}, "spec": spec}
+    )
+
+
+FITS = {
+    "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+    "serving": {"maxModelLen": 32768},
+    "workload": {"concurrentRequests": 8, "contextTokens": 32000},
+}
+MISFIT = {"model": {"name": "meta-llama/Llama-3.1-70B-Instruct"}, "serving": {"maxModelLen": 32768}}
+TIGHT = {
+    "model": {"name": "Qwen/Qwen3-30B-A3B"},
+    "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
+    "workload": {"concurrentRequests": 19, "contextTokens": 8192},
+    "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
+}
+
+
+class Operator:
+    def __init__(self, kube: Kube, workdir: Path) -> None:
+        self.kube = kube
+        self.workdir = workdir
+        self.metrics_port = free_port()
+        self.webhook_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = workdir / "operator.log"
+        assert kube.control_plane is not None
+        cert, key = kube.control_plane.ca.issue("fitgate-webhook", ips=("127.0.0.1",), dns=("localhost",))
+        (workdir / "tls.crt").write_bytes(cert)
+        (workdir / "tls.key").write_bytes(key)
+        (workdir / "ca.crt").write_bytes(kube.control_plane.ca.pem)
+
+    def start(self) -> None:
+        env = {
+            **self.kube.env,
+            "HF_HUB_OFFLINE": "1",
+            "FITGATE_CACHE_DIR": str(self.workdir / "cache"),
+            "FITGATE_WEBHOOK_ADDR": "127.0.0.1",
+            "FITGATE_METRICS_ADDR": "127.0.0.1",
+        }
+        argv = [
+            str(FITGATE),
+            "operator",
+            "--verbose",
+            "--resync-seconds",
+            "2",
+            "--webhook-port",
+            str(self.webhook_port),
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-cert",
+            str(self.workdir / "tls.crt"),
+            "--webhook-key",
+            str(self.workdir / "tls.key"),
+            "--webhook-ca",
+            str(self.workdir / "ca.crt"),
+            "--webhook-managed",
+            "fitgate-e2e.fitgate.io",
+            "--metrics-port",
+            str(self.metrics_port),
+        ]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.kube.wait_for(self.ready, timeout=60, what=f"the operator to be ready (log: {self.log})")
+        self.kube.wait_for(
+            lambda: (
+                self.kube.kubectl(
+                    "get", "validatingwebhookconfiguration", "fitgate-e2e.fitgate.io", check=False
+                ).returncode
+                == 0
+            ),
+            timeout=30,
+            what="the managed webhook configuration",
+        )
+
+    def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    if kube.control_plane is None:
+        pytest.skip("the operator e2e runs the webhook on 127.0.0.1: needs the loopback control plane")
+    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
+    kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
+    for name, labels, allocatable in NODES:
+        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    op = Operator(kube, tmp_path_factory.mktemp("operator"))
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        if os.environ.get("FITGATE_E2E_KEEP"):
+            print(f"operator log: {op.log}")
+
+
+def status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    return dict(kube.get("mdep", name, "-n", namespace).get("status") or {})
+
+
+def wait_verdict(kube: Kube, namespace: str, name: str, verdict: str, timeout: float = 45) -> dict[str, Any]:
+    return dict(
+        kube.wait_for(
+            lambda: (s := status(kube, namespace, name)).get("verdict") == verdict and s,
+            timeout=timeout,
+            what=f"{name} to be {verdict}",
+        )
+    )
+
+
+def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operator, namespace: str) -> None:
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-8b", FITS))
+    st = wait_verdict(kube, namespace, "llama-8b", "Fits")
+    assert st["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and st["perGPU"]["weightsBytes"] > 0
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Validated": "True", "Fits": "True"}
+    assert st["observedGeneration"] == 1 and st["recommendedMaxModelLen"] >= 32768
+    table = kube.kubectl("get", "mdep", "llama-8b", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "MODEL", "GPU", "TP", "VERDICT", "HEADROOM", "MAX-CONC", "AGE"]
+    row = table[1].split()
+    assert row[:5] == ["llama-8b", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA-H100-80GB-HBM3", "1", "Fits"]
+    assert row[5].endswith("Gi") and float(row[6]) > 8
+    annotations = kube.get("mdep", "llama-8b", "-n", namespace)["metadata"]["annotations"]
+    assert (
+        annotations["fitgate.io/verdict"] == "Fits"
+        and "--max-model-len 32768" in annotations["fitgate.io/recommended-args"]
+    )
+    spec = kube.get("mdep", "llama-8b", "-n", namespace)["spec"]
+    assert spec == FITS  # nothing the user wrote was rewritten or defaulted
+
+
+def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, namespace: str) -> None:
+    result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-70b", MISFIT), check=False)
+    assert result.returncode != 0
+    assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr
+    assert "smallest change that fits: --tensor-parallel-size" in result.stderr
+    assert kube.kubectl("get", "mdep", "llama-70b", "-n", namespace, check=False).returncode != 0
+
+
+def test_tight_is_admitted_with_a_warning(kube: Kube, operator: Operator, namespace: str) -> None:
+    result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("qwen-moe", TIGHT))
+    assert "Warning: fitgate: verdict Tight" in result.stderr
+    wait_verdict(kube, namespace, "qwen-moe", "Tight")
+
+
+def test_dry_run_returns_the_verdict_and_stores_nothing(kube: Kube, operator: Operator, namespace: str) -> None:
+    result = kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=mdep("dry", FITS))
+    assert "fitgate (dry run): verdict Fits" in result.stderr
+    assert kube.kubectl("get", "mdep", "dry", "-n", namespace, check=False).returncode != 0
+    denied = kube.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=mdep("dry70", MISFIT), check=False
+    )
+    assert denied.returncode != 0 and "does not fit" in denied.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (
+            {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "serving": {"tensorParallelSize": 100}},
+            "spec.serving.tensorParallelSize",
+        ),
+        (
+            {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "serving": {"kvCacheDtype": "int4"}},
+            "spec.serving.kvCacheDtype",
+        ),
+        (
+            {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "serving": {"tensorParallelSize": 3}},
+            "tensor_parallel_size: 3 is not valid",
+        ),
+        ({"serving": {"maxModelLen": 1024}}, "spec.model"),
+    ],
+)
+def test_invalid_specs_are_refused_naming_the_field(
+    kube: Kube, operator: Operator, namespace: str, spec: dict[str, Any], field: str
+) -> None:
+    result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("bad", spec), check=False)
+    assert result.returncode != 0 and field in result.stderr, result.stderr
+
+
+def test_metrics_are_scraped(kube: Kube, operator: Operator, namespace: str) -> None:
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("scraped", FITS))
+    wait_verdict(kube, namespace, "scraped", "Fits")
+    text = operator.metrics()
+    assert f'fitgate_deployment_verdict{{name="scraped",namespace="{namespace}",verdict="Fits"}} 1.0' in text
+    assert "fitgate_admission_requests_total" in text and "fitgate_reconcile_duration_seconds_bucket" in text
+
+
+def test_restart_keeps_status(kube: Kube, operator: Operator, namespace: str) -> None:
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("steady", FITS))
+    before = wait_verdict(kube, namespace, "steady", "Fits")
+    operator.stop()
+    operator.start()
+    time.sleep(5)  # two resync periods: give a restarted operator the chance to (wrongly) rewrite status
+    after = status(kube, namespace, "steady")
+    assert after == before
+    events = kube.get("events", "-n", namespace, "--field-selector", "involvedObject.name=steady")["items"]
+    assert [e["reason"] for e in events] == ["Fits"]
+
+
+def test_removing_the_only_fitting_pool(kube: Kube, operator: Operator, namespace: str) -> None:
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("pool", FITS))
+    wait_verdict(kube, namespace, "pool", "Fits")
+    name, labels, allocatable = NODES[0]
+    kube.kubectl("delete", "node", name)
+    try:
+        st = wait_verdict(kube, namespace, "pool", "DoesNotFit")
+        assert {p["gpuProduct"] for p in st["pools"]} == {"NVIDIA-L4", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}
+        kube.wait_for(
+            lambda: any(
+                e["reason"] == "DoesNotFit" and e["type"] == "Warning"
+                for e in kube.get("events", "-n", namespace, "--field-selector", "involvedObject.name=pool")["items"]
+            ),
+            timeout=20,
+            what="a DoesNotFit Warning event",
+        )
+    finally:
+        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    wait_verdict(kube, namespace, "pool", "Fits")

@@ -1,0 +1,1 @@
+"""The Kubernetes side: ModelDeployment API, GPU inventory, evaluation, kopf handlers, metrics."""

@@ -1,0 +1,319 @@
+"""The ModelDeployment API (group ``fitgate.io``, version ``v1alpha1``) as pydantic models.
+
+These models are the single source of truth: ``crds/fitgate.io_modeldeployments.yaml`` is generated
+from them (``python -m fitgate.operator.crd``) and a test fails when the two drift. The webhook and
+``fitgate check`` validate specs with them, so their error messages name the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+GROUP = "fitgate.io"
+VERSION = "v1alpha1"
+KIND = "ModelDeployment"
+PLURAL = "modeldeployments"
+SINGULAR = "modeldeployment"
+SHORT_NAMES = ("mdep",)
+
+MAX_CONTEXT = 1 << 24
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class ModelRef(_Spec):
+    """Which checkpoint to serve."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=512,
+        description="A Hugging Face repo id (org/name), a catalog name, or a directory path (a mounted PVC) "
+        "in Hugging Face layout.",
+    )
+    revision: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Branch, tag or commit sha of a Hub repo. Default: main. Resolved to a commit sha in status.",
+    )
+    source: Literal["auto", "hub", "catalog", "path"] = Field(
+        default="auto",
+        description="Where name is resolved: hub (the Hugging Face Hub), catalog (fitgate's built-in catalog, "
+        "for air-gapped clusters), path (a directory), or auto (a path if it looks like one, else the Hub, "
+        "falling back to the catalog when the Hub is unreachable). Default: auto.",
+    )
+
+
+class Engine(_Spec):
+    """The inference engine and the release whose memory accounting applies."""
+
+    name: Literal["vllm"] = Field(default="vllm", description="The engine. Only vllm is supported. Default: vllm.")
+    version: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?$",
+        description="vLLM release (0.19.0) or image tag (v0.19.0-cu128). Default: the release fitgate is "
+        "calibrated on (0.19.0).",
+    )
+
+
+class Serving(_Spec):
+    """vLLM engine settings that change memory; unset fields take vLLM's defaults."""
+
+    max_model_len: int | None = Field(
+        default=None,
+        alias="maxModelLen",
+        ge=1,
+        le=MAX_CONTEXT,
+        description="--max-model-len: the longest request in tokens. Default: the model's context length.",
+    )
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        default="auto",
+        alias="kvCacheDtype",
+        description="--kv-cache-dtype: auto stores the KV cache in the model dtype; fp8 halves it. Default: auto.",
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
+    )
+    quantization: Literal["fp8", "bitsandbytes"] | None = Field(
+        default=None,
+        description="--quantization applied while loading an unquantized checkpoint. Default: none (a quantized "
+        "checkpoint is detected from its config).",
+    )
+    tensor_parallel_size: int = Field(
+        default=1,
+        alias="tensorParallelSize",
+        ge=1,
+        le=64,
+        description="--tensor-parallel-size: GPUs each layer is split over. Default: 1.",
+    )
+    pipeline_parallel_size: int = Field(
+        default=1,
+        alias="pipelineParallelSize",
+        ge=1,
+        le=64,
+        description="--pipeline-parallel-size: stages the layers are split into. Default: 1.",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        alias="gpuMemoryUtilization",
+        gt=0,
+        le=1,
+        description="--gpu-memory-utilization: the fraction of each GPU's total memory vLLM may use. Default: 0.9.",
+    )
+    max_num_seqs: int | None = Field(
+        default=None,
+        alias="maxNumSeqs",
+        ge=1,
+        le=65536,
+        description="--max-num-seqs. Default: vLLM's (1024 on >= 70 GiB GPUs other than A100, else 256).",
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        alias="maxNumBatchedTokens",
+        ge=1,
+        le=MAX_CONTEXT,
+        description="--max-num-batched-tokens; sets the activation peak. Default: vLLM's (8192 or 2048 by GPU).",
+    )
+    enable_prefix_caching: bool = Field(
+        default=True,
+        alias="enablePrefixCaching",
+        description="--enable-prefix-caching. Does not change the memory plan. Default: true.",
+    )
+
+
+class WorkloadSpec(_Spec):
+    """The peak the service must hold, checked against the KV cache pool."""
+
+    concurrent_requests: int = Field(
+        alias="concurrentRequests", ge=1, le=1_000_000, description="Requests in flight at the same time."
+    )
+    context_tokens: int = Field(
+        alias="contextTokens", ge=1, le=MAX_CONTEXT, description="Tokens (prompt + output) of each request."
+    )
+
+
+class Placement(_Spec):
+    """Which GPU nodes the deployment may land on."""
+
+    gpu_product: str | None = Field(
+        default=None,
+        alias="gpuProduct",
+        max_length=128,
+        description="A GPU Feature Discovery product (nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3), an "
+        "AMD product name or a catalog GPU name. Default: any GPU node.",
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        alias="nodeSelector",
+        description="Node labels the nodes must carry, as in a Pod's nodeSelector. Default: none.",
+    )
+
+
+class Policy(_Spec):
+    """What the admission webhook does with a misfit."""
+
+    on_misfit: Literal["Reject", "Warn"] = Field(
+        default="Reject",
+        alias="onMisfit",
+        description="Reject refuses a DoesNotFit deployment at apply time; Warn admits it with a warning. "
+        "Default: Reject.",
+    )
+
+
+_SPEC_RULES: list[Any] = [
+    {
+        "rule": "!has(self.serving) || (has(self.serving.tensorParallelSize) ? self.serving.tensorParallelSize : 1) * "
+        "(has(self.serving.pipelineParallelSize) ? self.serving.pipelineParallelSize : 1) <= 64",
+        "message": "tensorParallelSize x pipelineParallelSize must be at most 64 GPUs",
+        "fieldPath": ".serving",
+    },
+    {
+        "rule": "!has(self.workload) || !has(self.serving) || !has(self.serving.maxModelLen) || "
+        "self.workload.contextTokens <= self.serving.maxModelLen",
+        "message": "workload.contextTokens cannot exceed serving.maxModelLen",
+        "fieldPath": ".workload.contextTokens",
+    },
+]
+
+
+class ModelDeploymentSpec(_Spec):
+    """A model served with vLLM: checkpoint, engine settings, expected workload and GPU placement."""
+
+    model: ModelRef = Field(description="The checkpoint to serve.")
+    engine: Engine = Field(default_factory=Engine, description="The inference engine.")
+    serving: Serving = Field(default_factory=Serving, description="vLLM engine settings.")
+    workload: WorkloadSpec | None = Field(default=None, description="The peak load the deployment must hold.")
+    placement: Placement = Field(default_factory=Placement, description="Which GPU nodes it may land on.")
+    policy: Policy = Field(default_factory=Policy, description="What admission does with a misfit.")
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, frozen=True, json_schema_extra={"x-kubernetes-validations": _SPEC_RULES}
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Status
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class PerGPU(_Status):
+    """The per-GPU memory plan on the best-fitting pool, in bytes."""
+
+    capacity_bytes: int = Field(alias="capacityBytes", description="Device memory as CUDA reports it.")
+    budget_bytes: int = Field(alias="budgetBytes", description="capacity x gpuMemoryUtilization.")
+    weights_bytes: int = Field(alias="weightsBytes", description="Weights on one GPU after loading.")
+    kv_cache_bytes: int = Field(alias="kvCacheBytes", description="The KV cache pool vLLM allocates.")
+    activation_bytes: int = Field(alias="activationBytes", description="Peak of the profiling forward pass.")
+    overhead_bytes: int = Field(alias="overheadBytes", description="Non-torch memory (NCCL, cuBLAS workspaces).")
+    headroom_bytes: int = Field(
+        alias="headroomBytes",
+        description="KV memory left after the workload (or one maxModelLen request); negative when it does not fit.",
+    )
+
+
+class KVCacheStatus(_Status):
+    """The KV cache pool."""
+
+    bytes_per_token: int = Field(alias="bytesPerToken", description="KV bytes of one token on one GPU.")
+    capacity_tokens: int = Field(alias="capacityTokens", description="vLLM's 'GPU KV cache size' in tokens.")
+    max_concurrency: float = Field(alias="maxConcurrency", description="Requests of maxModelLen tokens the pool holds.")
+
+
+class EngineArgStatus(_Status):
+    """A recommended vLLM engine argument."""
+
+    name: str = Field(description="The flag, e.g. --max-model-len.")
+    value: str = Field(description="Its value.")
+    reason: str = Field(description="Why this value.")
+
+
+class PoolStatus(_Status):
+    """The verdict on one pool of identical GPU nodes."""
+
+    gpu_product: str = Field(alias="gpuProduct", description="The pool's GPU product (or MIG profile).")
+    nodes: int = Field(description="Nodes in the pool.")
+    gpus_per_node: int = Field(alias="gpusPerNode", description="Allocatable GPUs per node.")
+    verdict: Literal["Fits", "Tight", "DoesNotFit", "Unknown"] = Field(description="The verdict on this pool.")
+    headroom_bytes: int | None = Field(default=None, alias="headroomBytes", description="Headroom per GPU.")
+
+
+class Condition(_Status):
+    """A Kubernetes condition."""
+
+    type: str = Field(description="Validated or Fits.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="One CamelCase word.")
+    message: str = Field(description="A sentence with the numbers.")
+    last_transition_time: str = Field(alias="lastTransitionTime", description="When status last changed.")
+    observed_generation: int = Field(alias="observedGeneration", description="The generation it reflects.")
+
+
+class ResolvedModel(_Status):
+    """What the checkpoint reference resolved to."""
+
+    revision: str | None = Field(default=None, description="The commit sha, when known.")
+    source: str = Field(description="hub, catalog or path.")
+    weights_basis: str = Field(alias="weightsBasis", description="safetensors, total_size, dtype_counts or estimated.")
+
+
+class ModelDeploymentStatus(_Status):
+    """What fitgate found."""
+
+    observed_generation: int | None = Field(
+        default=None, alias="observedGeneration", description="The generation this status reflects."
+    )
+    verdict: Literal["Fits", "Tight", "DoesNotFit", "Unknown"] | None = Field(
+        default=None, description="Fits, Tight, DoesNotFit or Unknown."
+    )
+    reason: str | None = Field(default=None, description="CamelCase reason of the verdict.")
+    message: str | None = Field(default=None, description="The verdict with its numbers.")
+    gpu_product: str | None = Field(default=None, alias="gpuProduct", description="The best-fitting GPU pool.")
+    headroom: str | None = Field(default=None, description="perGPU.headroomBytes in GiB, for kubectl get.")
+    tensor_parallel_size: int | None = Field(
+        default=None, alias="tensorParallelSize", description="The tensor parallelism evaluated (spec or default)."
+    )
+    per_gpu: PerGPU | None = Field(default=None, alias="perGPU", description="Per-GPU memory plan.")
+    kv_cache: KVCacheStatus | None = Field(default=None, alias="kvCache", description="The KV cache pool.")
+    recommended_max_model_len: int | None = Field(
+        default=None, alias="recommendedMaxModelLen", description="The longest maxModelLen that fits."
+    )
+    engine_args: list[EngineArgStatus] | None = Field(
+        default=None, alias="engineArgs", description="Recommended vLLM engine args."
+    )
+    pools: list[PoolStatus] | None = Field(default=None, description="Verdict per GPU pool.")
+    resolved_model: ResolvedModel | None = Field(
+        default=None, alias="resolvedModel", description="The resolved checkpoint."
+    )
+    inventory_hash: str | None = Field(
+        default=None, alias="inventoryHash", description="Fingerprint of the GPU inventory evaluated."
+    )
+    conditions: list[Condition] | None = Field(default=None, description="Validated and Fits conditions.")
+
+
+def parse_spec(spec: Any) -> ModelDeploymentSpec:
+    """Validate a raw ``spec``; :class:`SpecError` names every bad field."""
+    try:
+        return ModelDeploymentSpec.model_validate(dict(spec or {}))
+    except ValidationError as exc:
+        raise SpecError(exc) from None
+
+
+class SpecError(ValueError):
+    """An invalid ModelDeployment spec; the message lists ``spec.<path>: problem (got value)``."""
+
+    def __init__(self, exc: ValidationError) -> None:
+        parts = []
+        for err in exc.errors():
+            path = ".".join(str(p) for p in err["loc"])
+            value = err.get("input")
+            shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+            parts.append(f"spec.{path}: {err['msg']}{shown}")
+        super().__init__("; ".join(parts))

@@ -1,0 +1,82 @@
+"""Operator settings: from ``FITGATE_*`` environment variables, overridable by ``fitgate operator`` flags."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _flag(name: str, default: bool) -> bool:
+    return _env(name, "true" if default else "false").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Everything the operator process is configured with.
+
+    Attributes:
+        webhook_port: Port of the admission webhook server (0 disables it).
+        webhook_addr: Address it listens on.
+        webhook_host: Host name or IP the API server uses to reach it (for a managed configuration).
+        webhook_cert, webhook_key: Serving certificate and key files (mounted by the chart; reloaded on change).
+        webhook_ca: CA bundle file written into a managed configuration's caBundle.
+        webhook_managed: Name of a ValidatingWebhookConfiguration kopf creates and keeps up to date
+            (out-of-cluster development); empty when the chart installs its own.
+        metrics_addr, metrics_port: /metrics, /healthz and /readyz.
+        resync_s: How often every ModelDeployment is re-evaluated against the current GPU inventory.
+        admission_resolve_s: How long admission waits for a first checkpoint resolution before answering
+            Unknown (the Hub is never allowed to hang admission).
+        reconcile_resolve_s: How long reconcile waits for a resolution before retrying later.
+        unknown_policy: What admission does with an Unknown verdict: Allow, Warn (admit with a warning) or Reject.
+        namespaces: Namespaces to watch (empty: all).
+        standalone: Run without kopf peering (single replica).
+        peering: kopf peering object name for HA (several replicas, one active reconciler).
+    """
+
+    webhook_port: int = 9443
+    webhook_addr: str = "0.0.0.0"
+    webhook_host: str | None = None
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+    webhook_ca: str | None = None
+    webhook_managed: str | None = None
+    metrics_addr: str = "0.0.0.0"
+    metrics_port: int = 8080
+    resync_s: float = 60.0
+    admission_resolve_s: float = 1.0
+    reconcile_resolve_s: float = 20.0
+    unknown_policy: Literal["Allow", "Warn", "Reject"] = "Warn"
+    namespaces: tuple[str, ...] = ()
+    standalone: bool = True
+    peering: str | None = None
+
+    @classmethod
+    def from_env(cls) -> OperatorConfig:
+        """Settings from ``FITGATE_*`` variables (the chart sets these)."""
+        policy = _env("FITGATE_UNKNOWN_POLICY", "Warn")
+        if policy not in ("Allow", "Warn", "Reject"):
+            raise ValueError(f"FITGATE_UNKNOWN_POLICY: {policy!r} is not valid; expected Allow, Warn or Reject")
+        namespaces = tuple(n for n in _env("FITGATE_NAMESPACES", "").split(",") if n.strip())
+        return cls(
+            webhook_port=int(_env("FITGATE_WEBHOOK_PORT", "9443")),
+            webhook_addr=_env("FITGATE_WEBHOOK_ADDR", "0.0.0.0"),
+            webhook_host=os.environ.get("FITGATE_WEBHOOK_HOST") or None,
+            webhook_cert=os.environ.get("FITGATE_WEBHOOK_CERT") or None,
+            webhook_key=os.environ.get("FITGATE_WEBHOOK_KEY") or None,
+            webhook_ca=os.environ.get("FITGATE_WEBHOOK_CA") or None,
+            webhook_managed=os.environ.get("FITGATE_WEBHOOK_MANAGED") or None,
+            metrics_addr=_env("FITGATE_METRICS_ADDR", "0.0.0.0"),
+            metrics_port=int(_env("FITGATE_METRICS_PORT", "8080")),
+            resync_s=float(_env("FITGATE_RESYNC_SECONDS", "60")),
+            admission_resolve_s=float(_env("FITGATE_ADMISSION_RESOLVE_SECONDS", "1.0")),
+            reconcile_resolve_s=float(_env("FITGATE_RECONCILE_RESOLVE_SECONDS", "20")),
+            unknown_policy=policy,  # type: ignore[arg-type]
+            namespaces=namespaces,
+            standalone=_flag("FITGATE_STANDALONE", True),
+            peering=os.environ.get("FITGATE_PEERING") or None,
+        )

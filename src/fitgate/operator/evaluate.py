@@ -1,0 +1,319 @@
+"""The one evaluation shared by the admission webhook, reconcile and ``fitgate check``.
+
+``evaluate(spec, model, gpus)`` plans the deployment on every GPU pool it may land on and returns
+the verdict (the best pool's: the deployment fits if some pool it may land on fits), the message with
+the numbers and the smallest change that fits, admission warnings, and the status to write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fitgate.checkpoints.facts import ModelFacts
+from fitgate.operator.api import ModelDeploymentSpec
+from fitgate.operator.inventory import GpuPool, NodeGPUs, group_pools, inventory_hash, matches_placement
+from fitgate.sizing import (
+    EngineArg,
+    ModelInput,
+    Plan,
+    ServingConfig,
+    SizingError,
+    Suggestion,
+    Verdict,
+    Workload,
+    engine_args,
+    plan,
+    suggest,
+)
+from fitgate.sizing.units import GiB, fmt_gib
+
+_RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    """The plan on one pool (``plan`` is None when the pool cannot host the deployment at all)."""
+
+    pool: GpuPool
+    verdict: Verdict
+    plan: Plan | None
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything admission and reconcile need."""
+
+    verdict: Verdict
+    reason: str
+    message: str
+    warnings: tuple[str, ...]
+    pools: tuple[PoolResult, ...] = ()
+    best: PoolResult | None = None
+    suggestions: tuple[Suggestion, ...] = ()
+    engine_args: tuple[EngineArg, ...] = ()
+    inventory_hash: str = ""
+    facts: ModelFacts | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
+    """The sizing core's settings from a spec."""
+    s = spec.serving
+    return ServingConfig(
+        max_model_len=s.max_model_len,
+        kv_cache_dtype=s.kv_cache_dtype,
+        dtype=s.dtype,
+        quantization=s.quantization,
+        tensor_parallel_size=s.tensor_parallel_size,
+        pipeline_parallel_size=s.pipeline_parallel_size,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        vllm_version=spec.engine.version,
+    )
+
+
+def workload_of(spec: ModelDeploymentSpec) -> Workload | None:
+    """The declared workload, if any."""
+    w = spec.workload
+    return None if w is None else Workload(w.concurrent_requests, w.context_tokens)
+
+
+def unknown(reason: str, message: str, facts: ModelFacts | None = None, inv: str = "") -> Evaluation:
+    """An Unknown verdict with its reason (missing inputs)."""
+    return Evaluation(
+        Verdict.UNKNOWN, reason, message, (f"fitgate: verdict Unknown: {message}",), inventory_hash=inv, facts=facts
+    )
+
+
+def evaluate(
+    spec: ModelDeploymentSpec,
+    model: ModelInput | None,
+    gpus: Iterable[NodeGPUs],
+    *,
+    facts: ModelFacts | None = None,
+    model_error: str | None = None,
+    with_suggestions: bool = True,
+) -> Evaluation:
+    """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring."""
+    all_gpus = list(gpus)
+    eligible = [g for g in all_gpus if matches_placement(g, spec.placement.gpu_product, spec.placement.node_selector)]
+    inv = inventory_hash(eligible)
+    if model is None:
+        return unknown("CheckpointUnavailable", model_error or "the checkpoint has not been resolved yet", facts, inv)
+    if not all_gpus:
+        return unknown(
+            "NoGPUInventory",
+            "no node advertises GPUs (GPU Feature Discovery or AMD labels, allocatable nvidia.com/gpu or amd.com/gpu)",
+            facts,
+            inv,
+        )
+    serving = serving_config(spec)
+    workload = workload_of(spec)
+    need = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
+    pools = group_pools(eligible)
+    if not pools:
+        where = spec.placement.gpu_product or "any GPU"
+        if spec.placement.node_selector:
+            where += f" with nodeSelector {dict(spec.placement.node_selector)}"
+        msg = f"no GPU node matches the placement ({where})"
+        return Evaluation(Verdict.DOES_NOT_FIT, "NoMatchingGPUPool", msg, (), inventory_hash=inv, facts=facts)
+    results: list[PoolResult] = []
+    for pool in pools:
+        if pool.gpus_per_node < need:
+            results.append(
+                PoolResult(
+                    pool,
+                    Verdict.DOES_NOT_FIT,
+                    None,
+                    "NotEnoughGPUsPerNode",
+                    f"{pool.product}: {need} GPUs per replica (TP x PP) but nodes have {pool.gpus_per_node}",
+                )
+            )
+            continue
+        try:
+            p = plan(model, pool.gpu, serving, workload)
+        except SizingError as exc:
+            results.append(PoolResult(pool, Verdict.UNKNOWN, None, "InvalidSettings", f"spec.serving: {exc}"))
+            continue
+        results.append(PoolResult(pool, p.verdict, p, p.reasons[0].code, f"{pool.product}: {p.reasons[0].message}"))
+    invalid = next((r for r in results if r.reason == "InvalidSettings"), None)
+    if invalid is not None:  # a setting the model cannot take, whatever the GPU
+        return Evaluation(
+            Verdict.UNKNOWN,
+            "InvalidSettings",
+            invalid.message,
+            (f"fitgate: invalid settings: {invalid.message}",),
+            tuple(results),
+            None,
+            inventory_hash=inv,
+            facts=facts,
+        )
+    best = min(results, key=lambda r: (_RANK[r.verdict], -(r.plan.per_gpu.headroom_bytes if r.plan else -(1 << 62))))
+    suggestions: tuple[Suggestion, ...] = ()
+    if with_suggestions and best.plan is not None and best.verdict is Verdict.DOES_NOT_FIT:
+        suggestions = suggest(model, best.pool.gpu, serving, workload, best.plan)
+    args = engine_args(best.plan, serving) if best.plan is not None else ()
+    message = _message(best, suggestions, len(results))
+    warnings: list[str] = []
+    if best.verdict is Verdict.TIGHT:
+        warnings.append(f"fitgate: verdict Tight on {best.pool.product}: {best.message.split(': ', 1)[-1]}")
+    misfits = [r for r in results if r.verdict is Verdict.DOES_NOT_FIT]
+    if best.verdict in (Verdict.FITS, Verdict.TIGHT) and misfits:
+        names = ", ".join(r.pool.product for r in misfits)
+        warnings.append(f"fitgate: it does not fit on {names}; set placement.gpuProduct to keep it off those nodes")
+    if best.verdict is Verdict.UNKNOWN:
+        warnings.append(f"fitgate: verdict Unknown: {best.message}")
+    notes = tuple(facts.notes) if facts else ()
+    return Evaluation(
+        best.verdict, best.reason, message, tuple(warnings), tuple(results), best, suggestions, args, inv, facts, notes
+    )
+
+
+def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) -> str:
+    text = best.message
+    if best.plan is not None:
+        g, kv = best.plan.per_gpu, best.plan.kv
+        text += (
+            f" [per GPU: weights {fmt_gib(g.weights_bytes)}, activation {fmt_gib(g.activation_bytes)}, "
+            f"KV pool {fmt_gib(g.kv_cache_bytes)} of a {fmt_gib(g.budget_bytes)} budget; "
+            f"max concurrency {kv.max_concurrency:.2f}]"
+        )
+    if suggestions:
+        text += "; smallest change that fits: " + suggestions[0].flags
+    if pools > 1:
+        text += f" (best of {pools} GPU pools)"
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Status
+
+
+def _gib_text(n: int) -> str:
+    return f"{n / GiB:.1f}Gi"
+
+
+def condition(
+    old: Iterable[Mapping[str, Any]] | None,
+    ctype: str,
+    status: str,
+    reason: str,
+    message: str,
+    generation: int,
+    now: str,
+) -> dict[str, Any]:
+    """A condition; ``lastTransitionTime`` only moves when ``status`` changes (no flapping)."""
+    previous = next((c for c in old or () if c.get("type") == ctype), None)
+    since = previous.get("lastTransitionTime") if previous and previous.get("status") == status else None
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message[:32000],
+        "lastTransitionTime": since or now,
+        "observedGeneration": generation,
+    }
+
+
+def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``status`` to write for an evaluation."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    old_conditions = (old_status or {}).get("conditions")
+    validated = ev.verdict is not Verdict.UNKNOWN
+    fits = {Verdict.FITS: "True", Verdict.TIGHT: "True", Verdict.DOES_NOT_FIT: "False"}.get(ev.verdict, "Unknown")
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "verdict": ev.verdict.value,
+        "reason": ev.reason,
+        "message": ev.message[:32000],
+        "inventoryHash": ev.inventory_hash,
+        "conditions": [
+            condition(
+                old_conditions,
+                "Validated",
+                "True" if validated else "Unknown",
+                "Evaluated" if validated else ev.reason,
+                "planned against the cluster's GPUs" if validated else ev.message,
+                generation,
+                now,
+            ),
+            condition(old_conditions, "Fits", fits, ev.reason, ev.message, generation, now),
+        ],
+        "pools": [
+            {
+                "gpuProduct": r.pool.product,
+                "nodes": len(r.pool.nodes),
+                "gpusPerNode": r.pool.gpus_per_node,
+                "verdict": r.verdict.value,
+                "headroomBytes": r.plan.per_gpu.headroom_bytes if r.plan else None,
+            }
+            for r in ev.pools
+        ],
+    }
+    if ev.facts is not None:
+        status["resolvedModel"] = {
+            "revision": ev.facts.revision,
+            "source": ev.facts.source,
+            "weightsBasis": ev.facts.weights_basis,
+        }
+    best = ev.best
+    if best is not None and best.plan is not None:
+        p = best.plan
+        g = p.per_gpu
+        status.update(
+            {
+                "gpuProduct": best.pool.product,
+                "tensorParallelSize": p.serving.tensor_parallel_size,
+                "headroom": _gib_text(g.headroom_bytes),
+                "perGPU": {
+                    "capacityBytes": g.capacity_bytes,
+                    "budgetBytes": g.budget_bytes,
+                    "weightsBytes": g.weights_bytes,
+                    "kvCacheBytes": g.kv_cache_bytes,
+                    "activationBytes": g.activation_bytes,
+                    "overheadBytes": g.non_torch_bytes,
+                    "headroomBytes": g.headroom_bytes,
+                },
+                "kvCache": {
+                    "bytesPerToken": p.kv.bytes_per_token,
+                    "capacityTokens": p.kv.reported_tokens,
+                    "maxConcurrency": round(p.kv.max_concurrency, 2),
+                },
+                "recommendedMaxModelLen": p.max_model_len_that_fits,
+                "engineArgs": [{"name": a.name, "value": a.value, "reason": a.reason} for a in ev.engine_args],
+            }
+        )
+    else:
+        status.update(
+            {
+                "gpuProduct": None,
+                "tensorParallelSize": None,
+                "headroom": None,
+                "perGPU": None,
+                "kvCache": None,
+                "recommendedMaxModelLen": None,
+                "engineArgs": None,
+            }
+        )
+    return status
+
+
+def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:
+    """Whether writing ``new_status`` would change anything but timestamps (to avoid needless patches)."""
+    if not old_status:
+        return False
+
+    def strip(s: Mapping[str, Any]) -> Any:
+        out = {k: v for k, v in s.items() if k != "conditions"}
+        out["conditions"] = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in s.get("conditions") or []
+        ]
+        return out
+
+    return bool(strip(old_status) == strip(new_status))

@@ -1,0 +1,212 @@
+"""kopf handlers: parse, call :mod:`fitgate.operator.logic`, patch. Nothing else lives here.
+
+kopf decorators return the functions unchanged, so tests call these directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import kopf
+
+from fitgate.operator.api import GROUP, PLURAL, VERSION
+from fitgate.operator.config import OperatorConfig
+from fitgate.operator.inventory import NodeGPUs, parse_node
+from fitgate.operator.logic import admit, reconcile
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.store import FactsStore
+
+MD = (GROUP, VERSION, PLURAL)
+_RESYNC_S = OperatorConfig.from_env().resync_s
+
+
+def _config(memo: Any) -> OperatorConfig:
+    config = getattr(memo, "config", None)
+    return config if isinstance(config, OperatorConfig) else OperatorConfig.from_env()
+
+
+@kopf.on.startup()
+async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """Configure kopf and start the metrics server.
+
+    * Progress and the last-handled spec are kept in ``fitgate.io/*`` annotations, never in status
+      (the structural schema would prune kopf's fields).
+    * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself.
+    * The webhook server uses the certificate files the deployment mounts (reloaded when they change).
+    """
+    config = _config(memo)
+    memo.config = config
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="fitgate.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 8
+    if config.webhook_port:
+        settings.admission.server = kopf.WebhookServer(
+            addr=config.webhook_addr,
+            port=config.webhook_port,
+            host=config.webhook_host,
+            certfile=config.webhook_cert,
+            pkeyfile=config.webhook_key,
+            cafile=config.webhook_ca,
+        )
+        if config.webhook_managed:
+            settings.admission.managed = config.webhook_managed
+    metrics = Metrics()
+    await metrics.serve(config.metrics_addr, config.metrics_port)
+    memo.metrics = metrics
+    memo.store = FactsStore()
+    metrics.ready = True
+    logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
+
+
+@kopf.on.cleanup()
+async def operator_cleanup(*, memo: Any, **_: Any) -> None:
+    """Stop the metrics server."""
+    metrics = getattr(memo, "metrics", None)
+    if isinstance(metrics, Metrics):
+        metrics.ready = False
+        await metrics.close()
+
+
+@kopf.index("", "v1", "nodes")
+def gpu_nodes(*, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -> dict[str, list[NodeGPUs]] | None:
+    """Index: node name -> its GPUs. A node whose labels cannot be read is logged and left out."""
+    try:
+        gpus = parse_node(body)
+    except Exception as exc:  # a malformed node must never break the index
+        logger.warning("ignoring GPUs of node %s: %s", name, exc)
+        return None
+    return {name: gpus} if gpus else None
+
+
+def _all_gpus(index: kopf.Index[str, list[NodeGPUs]] | None) -> list[NodeGPUs]:
+    out: list[NodeGPUs] = []
+    for store in (index or {}).values():
+        for gpus in store:
+            out.extend(gpus)
+    return out
+
+
+async def _reconcile(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
+    logger: kopf.Logger,
+) -> float | None:
+    started = time.perf_counter()
+    metrics: Metrics = memo.metrics
+    outcome = await reconcile(
+        raw_spec=spec,
+        old_status=dict(status),
+        generation=int(body.meta.get("generation") or 0),
+        namespace=body.meta.namespace or "",
+        name=body.meta.name or "",
+        nodes=_all_gpus(gpu_nodes),
+        store=memo.store,
+        metrics=metrics,
+        config=memo.config,
+    )
+    if outcome.status is not None:
+        patch.status.update(outcome.status)
+    current = body.meta.annotations
+    for key, value in outcome.annotations.items():
+        if current.get(key) != value:
+            patch.metadata.annotations[key] = value
+    if outcome.event is not None:
+        kind, reason, message = outcome.event
+        kopf.event(body, type=kind, reason=reason, message=message)
+        logger.info("verdict %s: %s", reason, message)
+    for kind, count in memo.store.errors.items():
+        metrics.resolution_errors.labels(kind).inc(count)
+    memo.store.errors.clear()
+    metrics.reconcile_seconds.observe(time.perf_counter() - started)
+    return outcome.retry_in_s
+
+
+@kopf.on.resume(*MD)
+@kopf.on.create(*MD)
+@kopf.on.update(*MD, field="spec")
+async def modeldeployment_reconcile(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Evaluate a created, changed or resumed ModelDeployment and write its status."""
+    retry = await _reconcile(
+        body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger
+    )
+    if retry is not None:
+        raise kopf.TemporaryError("checkpoint resolution pending or transiently failing", delay=retry)
+
+
+@kopf.timer(*MD, interval=_RESYNC_S, initial_delay=_RESYNC_S)
+async def modeldeployment_resync(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Re-evaluate on a period: node changes (a pool removed, GPUs added) reach every deployment."""
+    await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
+
+
+@kopf.on.delete(*MD, optional=True)
+def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+    """Forget a deleted deployment's metrics (optional: never blocks deletion with a finalizer)."""
+    metrics = getattr(memo, "metrics", None)
+    if isinstance(metrics, Metrics):
+        metrics.forget(namespace or "", name or "")
+
+
+@kopf.on.validate(*MD, id="fit", operations=["CREATE", "UPDATE"])
+async def modeldeployment_validate(
+    *,
+    spec: kopf.Spec,
+    dryrun: bool,
+    warnings: list[str],
+    memo: Any,
+    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
+    old: kopf.Body | None = None,
+    **_: Any,
+) -> None:
+    """Admission: deny what cannot fit, warn on Tight and Unknown; same evaluation as reconcile.
+
+    Updates that leave the spec alone (annotations, labels) are always admitted: a deployment that
+    stopped fitting because a node pool went away must still be annotatable and deletable.
+    """
+    started = time.perf_counter()
+    metrics: Metrics = memo.metrics
+    if old is not None and dict(old.get("spec") or {}) == dict(spec):
+        metrics.admission.labels("unchanged").inc()
+        return
+    outcome = await admit(
+        raw_spec=spec, nodes=_all_gpus(gpu_nodes), store=memo.store, config=memo.config, dryrun=bool(dryrun)
+    )
+    warnings.extend(_short(w) for w in outcome.warnings)
+    metrics.admission.labels(outcome.result).inc()
+    metrics.admission_seconds.observe(time.perf_counter() - started)
+    if not outcome.allowed:
+        raise kopf.AdmissionError(outcome.message, code=422)
+
+
+def _short(text: str, limit: int = 1200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,194 @@
+"""The cluster's GPUs, from Node objects: GPU Feature Discovery and AMD labels, allocatable GPUs, MIG.
+
+Pure functions over Node dicts (the kopf index calls :func:`parse_node`). A malformed label never
+raises: the node is kept with what could be read and a note, or skipped when no GPU can be read.
+
+* NVIDIA (GPU Feature Discovery): ``nvidia.com/gpu.product`` (``-SHARED`` suffix under time-slicing),
+  ``nvidia.com/gpu.memory`` (MiB per GPU, nvidia-smi's total), ``nvidia.com/gpu.count``, allocatable
+  ``nvidia.com/gpu``; MIG single strategy (the product ends in ``-MIG-<profile>`` and the memory label
+  is per MIG device) and mixed strategy (allocatable ``nvidia.com/mig-<profile>`` resources with
+  ``nvidia.com/mig-<profile>.memory`` labels).
+* AMD (GPU Operator node labeller): ``amd.com/gpu.product-name``, ``amd.com/gpu.vram`` (e.g. ``64G``),
+  allocatable ``amd.com/gpu``.
+
+Device memory comes from the GPU catalog by product (what CUDA reports); unknown products fall back
+to the memory label minus the ~470 MiB the driver keeps (measured on H100: 81559 MiB by nvidia-smi,
+79.19 GiB by CUDA).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.units import GiB, MiB
+
+DRIVER_RESERVED_BYTES = 470 * MiB
+_MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
+
+
+@dataclass(frozen=True)
+class NodeGPUs:
+    """The GPUs of one kind on one node."""
+
+    node: str
+    labels: Mapping[str, str]
+    product: str
+    gpu: GpuModel
+    count: int
+    vendor: str = "nvidia"
+    mig_profile: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def pool_key(self) -> str:
+        """Nodes with the same key form one pool."""
+        return f"{self.vendor}/{self.product}/{self.gpu.memory_bytes}"
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """Identical GPUs on one or more nodes."""
+
+    product: str
+    gpu: GpuModel
+    nodes: tuple[str, ...]
+    gpus_per_node: int
+    vendor: str = "nvidia"
+    mig_profile: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _int(value: object) -> int | None:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+def _gpu_for(product: str, memory_mib: int | None, vendor: str) -> tuple[GpuModel | None, tuple[str, ...]]:
+    known = find_gpu(product)
+    if known is not None:
+        return known, ()
+    if memory_mib:
+        total = memory_mib * MiB - (DRIVER_RESERVED_BYTES if vendor == "nvidia" else 16 * MiB)
+        if total >= GiB // 2:
+            note = f"{product} is not in the GPU catalog: its memory label ({memory_mib} MiB) minus the driver's share"
+            return GpuModel(name=product, memory_bytes=total, vendor=vendor, memory_basis="node label"), (note,)
+    return None, (f"{product}: unknown GPU without a usable memory label",)
+
+
+def _amd_vram_mib(text: str) -> int | None:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([GMT])i?B?\s*", text or "", flags=re.IGNORECASE)
+    if not match:
+        return None
+    scale = {"M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2).upper()]
+    return int(float(match.group(1)) * scale)
+
+
+def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
+    """The GPUs a Node offers (empty for nodes without GPUs or unreadable labels)."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", "?"))
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    status = node.get("status") or {}
+    allocatable = {str(k): v for k, v in (status.get("allocatable") or status.get("capacity") or {}).items()}
+    found: list[NodeGPUs] = []
+
+    product = labels.get("nvidia.com/gpu.product")
+    if product:
+        product = re.sub(r"-SHARED$", "", product)
+        count = _int(allocatable.get("nvidia.com/gpu"))
+        if count is None:
+            count = _int(labels.get("nvidia.com/gpu.count"))
+        memory = _int(labels.get("nvidia.com/gpu.memory"))
+        notes: tuple[str, ...] = ()
+        mig = re.search(r"-MIG-(\d+g\.\d+gb)$", product)
+        if mig:  # MIG single strategy: every allocatable GPU is one MIG device
+            gpu, notes = _mig_gpu(product, mig.group(1), memory)
+            mig_profile: str | None = mig.group(1)
+        else:
+            gpu, notes = _gpu_for(product, memory, "nvidia")
+            mig_profile = None
+        if gpu is not None and count:
+            found.append(NodeGPUs(name, labels, product, gpu, count, "nvidia", mig_profile, notes))
+        # MIG mixed strategy: nvidia.com/mig-<profile> resources next to (or instead of) whole GPUs
+        for resource, value in allocatable.items():
+            m = re.fullmatch(r"nvidia\.com/mig-(\d+g\.\d+gb)", resource)
+            n = _int(value)
+            if not m or not n:
+                continue
+            profile = m.group(1)
+            mig_memory = _int(labels.get(f"nvidia.com/mig-{profile}.memory"))
+            gpu_mig, mig_notes = _mig_gpu(f"{product}-MIG-{profile}", profile, mig_memory)
+            if gpu_mig is not None:
+                found.append(
+                    NodeGPUs(name, labels, f"{product}-MIG-{profile}", gpu_mig, n, "nvidia", profile, mig_notes)
+                )
+
+    amd_product = labels.get("amd.com/gpu.product-name")
+    if amd_product:
+        count = _int(allocatable.get("amd.com/gpu"))
+        gpu, notes = _gpu_for(amd_product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
+        if gpu is not None and count:
+            found.append(NodeGPUs(name, labels, amd_product, gpu, count, "amd", None, notes))
+    return found
+
+
+def _mig_gpu(product: str, profile: str, memory_mib: int | None) -> tuple[GpuModel | None, tuple[str, ...]]:
+    """A MIG slice as a GPU: its memory label if present, else the profile's nominal GB."""
+    match = _MIG_PROFILE.match(profile)
+    if memory_mib:
+        total = memory_mib * MiB
+    elif match:
+        total = int(match.group(2)) * 1000**3
+    else:
+        return None, (f"{product}: unreadable MIG profile {profile!r}",)
+    return GpuModel(name=product, memory_bytes=total, memory_basis="MIG profile"), ()
+
+
+def group_pools(gpus: Iterable[NodeGPUs]) -> list[GpuPool]:
+    """Pools of identical GPUs; ``gpus_per_node`` is the smallest count in the pool."""
+    by_key: dict[str, list[NodeGPUs]] = {}
+    for g in gpus:
+        by_key.setdefault(g.pool_key, []).append(g)
+    pools = []
+    for members in by_key.values():
+        first = members[0]
+        notes = tuple(sorted({n for m in members for n in m.notes}))
+        pools.append(
+            GpuPool(
+                first.product,
+                first.gpu,
+                tuple(sorted(m.node for m in members)),
+                min(m.count for m in members),
+                first.vendor,
+                first.mig_profile,
+                notes,
+            )
+        )
+    return sorted(pools, key=lambda p: (-p.gpu.memory_bytes, p.product))
+
+
+def matches_placement(g: NodeGPUs, gpu_product: str | None, node_selector: Mapping[str, str]) -> bool:
+    """Whether a node's GPUs satisfy a ModelDeployment's placement."""
+    if any(g.labels.get(k) != v for k, v in node_selector.items()):
+        return False
+    if not gpu_product:
+        return True
+    if gpu_product.lower() == g.product.lower():
+        return True
+    wanted = find_gpu(gpu_product)
+    return wanted is not None and g.mig_profile is None and wanted.name == g.gpu.name
+
+
+def inventory_hash(gpus: Iterable[NodeGPUs]) -> str:
+    """A short fingerprint of the inventory, to notice node changes."""
+    rows = sorted((g.node, g.product, g.gpu.memory_bytes, g.count) for g in gpus)
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]

@@ -1,0 +1,144 @@
+"""What reconcile and admission decide, as plain async functions (no kopf): the handlers only call these.
+
+Both go through :func:`fitgate.operator.evaluate.evaluate`, so the webhook and the status always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitgate.operator.api import ModelDeploymentSpec, SpecError, parse_spec
+from fitgate.operator.config import OperatorConfig
+from fitgate.operator.evaluate import Evaluation, evaluate, same_outcome, status_of, unknown
+from fitgate.operator.inventory import NodeGPUs
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.store import FactsStore
+from fitgate.sizing import Verdict, vllm_argv
+
+VERDICT_ANNOTATION = "fitgate.io/verdict"
+ARGS_ANNOTATION = "fitgate.io/recommended-args"
+
+
+@dataclass(frozen=True)
+class ReconcileOutcome:
+    """What to patch and post after evaluating one ModelDeployment."""
+
+    status: dict[str, Any] | None  # None: nothing changed, no patch
+    annotations: dict[str, str]
+    event: tuple[str, str, str] | None  # (type, reason, message) when the verdict changed
+    evaluation: Evaluation
+    retry_in_s: float | None = None  # resolution still pending or transiently failing
+
+
+@dataclass(frozen=True)
+class AdmissionOutcome:
+    """The webhook's answer."""
+
+    allowed: bool
+    message: str
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    result: str = "allowed"  # allowed | warned | denied
+
+
+async def _evaluate(
+    spec: ModelDeploymentSpec, nodes: Iterable[NodeGPUs], store: FactsStore, timeout_s: float, blocking: bool
+) -> tuple[Evaluation, bool]:
+    """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient)."""
+    known = await store.get(spec.model, timeout_s) if blocking else store.peek(spec.model)
+    if known is None and not blocking:
+        known = await store.get(spec.model, timeout_s)
+    if known is None:
+        return unknown("CheckpointResolving", f"resolving {spec.model.name} is still in progress"), True
+    if known.model is None:
+        reason = "CheckpointUnavailable" if known.transient else "CheckpointInvalid"
+        return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
+    return evaluate(spec, known.model, nodes, facts=known.facts), False
+
+
+async def reconcile(
+    *,
+    raw_spec: Mapping[str, Any],
+    old_status: Mapping[str, Any] | None,
+    generation: int,
+    namespace: str,
+    name: str,
+    nodes: Iterable[NodeGPUs],
+    store: FactsStore,
+    metrics: Metrics,
+    config: OperatorConfig,
+) -> ReconcileOutcome:
+    """Evaluate a ModelDeployment and say what to write; idempotent (no patch when nothing changed)."""
+    retry: float | None = None
+    try:
+        spec = parse_spec(raw_spec)
+    except SpecError as exc:
+        ev = unknown("InvalidSpec", str(exc))
+    else:
+        ev, pending = await _evaluate(spec, nodes, store, config.reconcile_resolve_s, blocking=True)
+        if pending:
+            retry = min(max(config.resync_s, 5.0), 60.0)
+    new_status = status_of(ev, generation, old_status)
+    changed = not same_outcome(old_status, new_status)
+    plan = ev.best.plan if ev.best else None
+    annotations = {
+        VERDICT_ANNOTATION: ev.verdict.value,
+        ARGS_ANNOTATION: " ".join(vllm_argv(ev.engine_args)) if ev.engine_args else "",
+    }
+    previous = (old_status or {}).get("verdict")
+    event = None
+    if previous != ev.verdict.value:
+        kind = "Normal" if ev.verdict is Verdict.FITS else "Warning"
+        event = (kind, ev.verdict.value, ev.message[:1000])
+    required = None
+    if plan is not None:
+        g = plan.per_gpu
+        required = (
+            g.weights_bytes
+            + g.activation_bytes
+            + g.non_torch_bytes
+            + max(0, g.kv_cache_bytes - max(0, g.headroom_bytes))
+        )
+    metrics.observe(
+        namespace,
+        name,
+        ev.verdict.value,
+        required,
+        plan.per_gpu.headroom_bytes if plan else None,
+        plan.kv.reported_tokens if plan else None,
+    )
+    return ReconcileOutcome(new_status if changed else None, annotations, event, ev, retry)
+
+
+async def admit(
+    *,
+    raw_spec: Mapping[str, Any],
+    nodes: Iterable[NodeGPUs],
+    store: FactsStore,
+    config: OperatorConfig,
+    dryrun: bool,
+) -> AdmissionOutcome:
+    """The admission decision: deny DoesNotFit when policy.onMisfit is Reject, warn on Tight and Unknown."""
+    try:
+        spec = parse_spec(raw_spec)
+    except SpecError as exc:
+        return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied")
+    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, blocking=False)
+    warnings = list(ev.warnings)
+    if dryrun:
+        warnings.insert(0, f"fitgate (dry run): verdict {ev.verdict.value}: {ev.message}")
+    if ev.verdict is Verdict.DOES_NOT_FIT:
+        text = f"fitgate: {spec.model.name} does not fit: {ev.message}"
+        if spec.policy.on_misfit == "Reject":
+            return AdmissionOutcome(False, text, tuple(warnings), "denied")
+        return AdmissionOutcome(True, text, (text, *warnings), "warned")
+    if ev.verdict is Verdict.UNKNOWN:
+        if ev.reason == "InvalidSettings":  # a setting the model cannot take (TP not dividing its heads...)
+            return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {ev.message}", tuple(warnings), "denied")
+        if config.unknown_policy == "Reject":
+            return AdmissionOutcome(False, f"fitgate: cannot verify the fit: {ev.message}", tuple(warnings), "denied")
+        if config.unknown_policy == "Allow":
+            return AdmissionOutcome(True, ev.message, (), "allowed")
+        return AdmissionOutcome(True, ev.message, tuple(warnings), "warned")
+    return AdmissionOutcome(True, ev.message, tuple(warnings), "warned" if ev.verdict is Verdict.TIGHT else "allowed")

@@ -1,0 +1,122 @@
+"""Prometheus metrics, owned by one :class:`Metrics` object with its own registry, plus /healthz and /readyz.
+
+Names are prefixed ``fitgate_`` with the unit as suffix; labels are bounded (namespace/name of
+ModelDeployments, a fixed set of results and verdicts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+VERDICTS = ("Fits", "Tight", "DoesNotFit", "Unknown")
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """fitgate's metrics and the tiny HTTP server that exposes them."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.verdict = Gauge(
+            "fitgate_deployment_verdict",
+            "1 for the current verdict of a ModelDeployment, else 0",
+            ["namespace", "name", "verdict"],
+            registry=self.registry,
+        )
+        self.required = Gauge(
+            "fitgate_deployment_required_bytes",
+            "Per-GPU bytes the deployment needs (weights, activation, non-torch, KV for its workload)",
+            ["namespace", "name"],
+            registry=self.registry,
+        )
+        self.headroom = Gauge(
+            "fitgate_deployment_headroom_bytes",
+            "Per-GPU KV bytes left after the workload",
+            ["namespace", "name"],
+            registry=self.registry,
+        )
+        self.kv_tokens = Gauge(
+            "fitgate_deployment_kv_capacity_tokens",
+            "KV cache size in tokens as vLLM reports it",
+            ["namespace", "name"],
+            registry=self.registry,
+        )
+        self.admission = Counter(
+            "fitgate_admission_requests_total", "Admission reviews by result", ["result"], registry=self.registry
+        )
+        self.admission_seconds = Histogram(
+            "fitgate_admission_duration_seconds",
+            "Time to answer an admission review",
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.reconcile_seconds = Histogram(
+            "fitgate_reconcile_duration_seconds",
+            "Time to evaluate and patch status",
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.resolution_errors = Counter(
+            "fitgate_checkpoint_resolution_errors_total",
+            "Checkpoint resolutions that failed, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.ready = False
+        self._runner: web.AppRunner | None = None
+
+    def observe(
+        self, namespace: str, name: str, verdict: str, required: int | None, headroom: int | None, tokens: int | None
+    ) -> None:
+        """Record a deployment's latest evaluation."""
+        for v in VERDICTS:
+            self.verdict.labels(namespace, name, v).set(1 if v == verdict else 0)
+        for gauge, value in ((self.required, required), (self.headroom, headroom), (self.kv_tokens, tokens)):
+            if value is None:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(namespace, name)
+            else:
+                gauge.labels(namespace, name).set(value)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted deployment's series."""
+        for v in VERDICTS:
+            with contextlib.suppress(KeyError):
+                self.verdict.remove(namespace, name, v)
+        for gauge in (self.required, self.headroom, self.kv_tokens):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, name)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format."""
+        return generate_latest(self.registry)
+
+    async def serve(self, host: str, port: int) -> None:
+        """Serve /metrics, /healthz and /readyz."""
+        app = web.Application()
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(body=self.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        async def healthz(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        async def readyz(_: web.Request) -> web.Response:
+            return web.Response(text="ready" if self.ready else "starting", status=200 if self.ready else 503)
+
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+
+    async def close(self) -> None:
+        """Stop the HTTP server."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,28 @@
+"""Run kopf with fitgate's handlers (``fitgate operator``)."""
+
+from __future__ import annotations
+
+import random
+
+import kopf
+
+from fitgate.operator.config import OperatorConfig
+
+
+def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, verbose: bool = False) -> int:
+    """Block running the operator until it is stopped (SIGTERM/SIGINT)."""
+    config = OperatorConfig.from_env()
+    namespaces = namespaces or config.namespaces
+    from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers with kopf
+
+    kopf.configure(verbose=verbose)
+    kopf.run(
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        standalone=config.peering is None,
+        peering_name=config.peering,
+        priority=random.randint(0, 32767) if config.peering else None,
+        liveness_endpoint=liveness,
+        memo=kopf.Memo(config=config),
+    )
+    return 0

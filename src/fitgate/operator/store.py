@@ -1,0 +1,101 @@
+"""Checkpoint facts for the operator: resolved in worker threads, cached in memory, never blocking admission.
+
+* :meth:`FactsStore.peek` returns what is known now (facts, an error, or nothing) and starts a
+  background resolution when nothing is known: the webhook never waits on the Hub.
+* :meth:`FactsStore.get` waits for a resolution up to a timeout (reconcile).
+* Transient failures (Hub unreachable, 5xx, timeouts) are remembered for ``retry_after_s`` so a
+  broken Hub is not hammered; definitive ones (not found, gated) until the spec changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
+from fitgate.operator.api import ModelRef
+from fitgate.sizing import ModelInput, SizingError
+
+
+@dataclass(frozen=True)
+class Known:
+    """What is known about one model reference."""
+
+    facts: ModelFacts | None
+    model: ModelInput | None
+    error: str | None
+    transient: bool
+    at: float
+
+
+Resolver = Callable[[str, str | None, str], ModelFacts]
+
+
+def _key(ref: ModelRef) -> tuple[str, str, str]:
+    return (ref.name, ref.revision or "", ref.source)
+
+
+class FactsStore:
+    """In-memory facts per model reference, resolved off the event loop."""
+
+    def __init__(self, resolver: Resolver | None = None, retry_after_s: float = 30.0, ttl_s: float = 600.0) -> None:
+        self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source))
+        self._known: dict[tuple[str, str, str], Known] = {}
+        self._tasks: dict[tuple[str, str, str], asyncio.Task[Known]] = {}
+        self.retry_after_s = retry_after_s
+        self.ttl_s = ttl_s
+        self.errors: dict[str, int] = {}
+
+    def _fresh(self, known: Known | None) -> bool:
+        if known is None:
+            return False
+        age = time.monotonic() - known.at
+        if known.error is not None:
+            return not known.transient or age < self.retry_after_s
+        return age < self.ttl_s
+
+    def peek(self, ref: ModelRef) -> Known | None:
+        """What is known now; starts a resolution in the background if nothing fresh is."""
+        key = _key(ref)
+        known = self._known.get(key)
+        if not self._fresh(known):
+            self._start(ref)
+        return known
+
+    async def get(self, ref: ModelRef, timeout_s: float) -> Known | None:
+        """Resolve (or reuse) within ``timeout_s``; None if still resolving."""
+        key = _key(ref)
+        known = self._known.get(key)
+        if self._fresh(known):
+            return known
+        task = self._start(ref)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except TimeoutError:
+            return known
+
+    def _start(self, ref: ModelRef) -> asyncio.Task[Known]:
+        key = _key(ref)
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self._resolve(ref))
+            self._tasks[key] = task
+        return task
+
+    async def _resolve(self, ref: ModelRef) -> Known:
+        key = _key(ref)
+        try:
+            facts = await asyncio.to_thread(self._resolver, ref.name, ref.revision, ref.source)
+            model = to_model_input(facts)
+            known = Known(facts, model, None, False, time.monotonic())
+        except CheckpointError as exc:
+            kind = "transient" if exc.transient else "permanent"
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+            known = Known(None, None, str(exc), exc.transient, time.monotonic())
+        except SizingError as exc:
+            self.errors["permanent"] = self.errors.get("permanent", 0) + 1
+            known = Known(None, None, str(exc), False, time.monotonic())
+        self._known[key] = known
+        return known

@@ -1,0 +1,449 @@
+"""The operator without a cluster: API/CRD, GPU inventory, the shared evaluation, handlers called directly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+
+from fitgate.checkpoints import resolve
+from fitgate.operator import handlers
+from fitgate.operator.api import SpecError, parse_spec
+from fitgate.operator.config import OperatorConfig
+from fitgate.operator.crd import crd, render
+from fitgate.operator.evaluate import evaluate, same_outcome, status_of
+from fitgate.operator.inventory import group_pools, inventory_hash, parse_node
+from fitgate.operator.logic import admit, reconcile
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.offline import check_files
+from fitgate.operator.store import FactsStore
+from fitgate.sizing import Verdict
+from tests.conftest import model
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def node(name: str, labels: dict[str, str], allocatable: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+# Real GPU Feature Discovery label sets.
+H100 = node(
+    "h100-0",
+    {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.family": "hopper",
+    },
+    {"nvidia.com/gpu": "8"},
+)
+L4 = node(
+    "l4-0",
+    {"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.memory": "23034", "nvidia.com/gpu.count": "1"},
+    {"nvidia.com/gpu": "1"},
+)
+A100_MIG_SINGLE = node(
+    "a100-mig-0",
+    {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/gpu.memory": "4864",
+        "nvidia.com/gpu.count": "56",
+        "nvidia.com/mig.strategy": "single",
+    },
+    {"nvidia.com/gpu": "56"},
+)
+A100_MIG_MIXED = node(
+    "a100-mixed-0",
+    {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig-3g.40gb.memory": "40192",
+    },
+    {"nvidia.com/gpu": "6", "nvidia.com/mig-3g.40gb": "4"},
+)
+MI300X = node(
+    "mi300x-0", {"amd.com/gpu.product-name": "Instinct_MI300X", "amd.com/gpu.vram": "192G"}, {"amd.com/gpu": "8"}
+)
+
+
+def gpus(*nodes: dict[str, Any]) -> list[Any]:
+    return [g for n in nodes for g in parse_node(n)]
+
+
+SPEC = {
+    "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+    "serving": {"maxModelLen": 32768},
+    "workload": {"concurrentRequests": 8, "contextTokens": 32000},
+}
+MISFIT = {
+    "model": {"name": "meta-llama/Llama-3.1-70B-Instruct", "source": "catalog"},
+    "serving": {"maxModelLen": 32768},
+}
+
+
+# -- API and CRD --------------------------------------------------------------------------------
+
+
+def test_crd_in_repo_matches_the_models() -> None:
+    assert (REPO / "crds" / "fitgate.io_modeldeployments.yaml").read_text() == render(), (
+        "crds/ drifted from src/fitgate/operator/api.py: run python -m fitgate.operator.crd > crds/...yaml"
+    )
+
+
+def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
+    def walk(schema: dict[str, Any], path: str) -> None:
+        for key, sub in schema.get("properties", {}).items():
+            assert sub.get("description"), f"{path}.{key} has no description"
+            walk(sub, f"{path}.{key}")
+
+    version = crd()["spec"]["versions"][0]
+    walk(version["schema"]["openAPIV3Schema"]["properties"]["spec"], "spec")
+    columns = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["MODEL", "GPU", "TP", "VERDICT", "HEADROOM", "MAX-CONC", "AGE"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({}, "spec.model: Field required"),
+        ({"model": {"name": ""}}, "spec.model.name: String should have at least 1 character"),
+        (
+            {"model": {"name": "a/b"}, "serving": {"tensorParallelSize": 0}},
+            "spec.serving.tensorParallelSize: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            {"model": {"name": "a/b"}, "serving": {"gpuMemoryUtilization": 1.2}},
+            "spec.serving.gpuMemoryUtilization: Input should be less than or equal to 1 (got 1.2)",
+        ),
+        (
+            {"model": {"name": "a/b"}, "serving": {"kvCacheDtype": "int4"}},
+            "spec.serving.kvCacheDtype: Input should be 'auto', 'fp8'",
+        ),
+        (
+            {"model": {"name": "a/b"}, "serving": {"surprise": 1}},
+            "spec.serving.surprise: Extra inputs are not permitted",
+        ),
+        (
+            {"model": {"name": "a/b"}, "policy": {"onMisfit": "Ignore"}},
+            "spec.policy.onMisfit: Input should be 'Reject' or 'Warn'",
+        ),
+    ],
+)
+def test_bad_specs_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        parse_spec(spec)
+    assert message in str(exc.value)
+
+
+# -- Inventory ----------------------------------------------------------------------------------
+
+
+def test_gfd_nodes_become_pools() -> None:
+    pools = group_pools(gpus(H100, node("h100-1", H100["metadata"]["labels"], {"nvidia.com/gpu": "8"}), L4))
+    h100, l4 = pools
+    assert (h100.product, h100.nodes, h100.gpus_per_node) == ("NVIDIA-H100-80GB-HBM3", ("h100-0", "h100-1"), 8)
+    assert round(h100.gpu.memory_bytes / 2**30, 2) == 79.19  # the catalog's CUDA total, not the 81559 MiB label
+    assert l4.gpus_per_node == 1
+
+
+def test_mig_single_and_mixed_strategies() -> None:
+    single = gpus(A100_MIG_SINGLE)
+    assert [(g.mig_profile, g.count, g.gpu.memory_bytes) for g in single] == [("1g.5gb", 56, 4864 * 2**20)]
+    mixed = gpus(A100_MIG_MIXED)
+    assert {g.product: g.count for g in mixed} == {"NVIDIA-A100-SXM4-80GB": 6, "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb": 4}
+
+
+def test_amd_labels() -> None:
+    (g,) = gpus(MI300X)
+    assert g.vendor == "amd" and g.gpu.name == "MI300X" and g.count == 8
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"nvidia.com/gpu.product": "NVIDIA-Z9000", "nvidia.com/gpu.memory": "lots"},
+        {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "-3"},
+        {"nvidia.com/gpu.product": "", "amd.com/gpu.vram": "??"},
+        {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-banana"},
+    ],
+)
+def test_malformed_labels_never_crash_the_index(labels: dict[str, str]) -> None:
+    body = kopf.Body(node("bad", labels, {"nvidia.com/gpu": "many"}))
+    assert handlers.gpu_nodes(name="bad", body=body, logger=logging.getLogger("test")) is None
+
+
+def test_unknown_product_falls_back_to_the_memory_label() -> None:
+    (g,) = gpus(
+        node(
+            "x",
+            {"nvidia.com/gpu.product": "NVIDIA-Future-96GB", "nvidia.com/gpu.memory": "98304"},
+            {"nvidia.com/gpu": "4"},
+        )
+    )
+    assert g.gpu.memory_bytes == 98304 * 2**20 - 470 * 2**20 and g.notes
+
+
+# -- Evaluation ---------------------------------------------------------------------------------
+
+
+def test_best_pool_decides_and_misfit_pools_warn() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4))
+    assert ev.verdict is Verdict.FITS and ev.best is not None and ev.best.pool.product == "NVIDIA-H100-80GB-HBM3"
+    assert {r.pool.product: r.verdict for r in ev.pools} == {
+        "NVIDIA-H100-80GB-HBM3": Verdict.FITS,
+        "NVIDIA-L4": Verdict.DOES_NOT_FIT,
+    }
+    assert any("does not fit on NVIDIA-L4" in w for w in ev.warnings)
+
+
+def test_removing_the_fitting_pool_turns_it_does_not_fit() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(L4, A100_MIG_SINGLE))
+    assert ev.verdict is Verdict.DOES_NOT_FIT
+
+
+def test_placement_filters_pools() -> None:
+    spec = parse_spec({**SPEC, "placement": {"gpuProduct": "NVIDIA-L4"}})
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4))
+    assert [r.pool.product for r in ev.pools] == ["NVIDIA-L4"] and ev.verdict is Verdict.DOES_NOT_FIT
+    none = evaluate(
+        parse_spec({**SPEC, "placement": {"gpuProduct": "B200"}}), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100)
+    )
+    assert none.verdict is Verdict.DOES_NOT_FIT and none.reason == "NoMatchingGPUPool"
+
+
+def test_tp_larger_than_the_node() -> None:
+    spec = parse_spec({**MISFIT, "serving": {"maxModelLen": 32768, "tensorParallelSize": 8}})
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100, L4))
+    assert ev.verdict is Verdict.FITS
+    assert {r.pool.product: r.reason for r in ev.pools}["NVIDIA-L4"] == "NotEnoughGPUsPerNode"
+
+
+def test_no_gpu_nodes_is_unknown() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), [])
+    assert ev.verdict is Verdict.UNKNOWN and ev.reason == "NoGPUInventory"
+
+
+def test_misfit_message_has_numbers_and_the_smallest_change() -> None:
+    ev = evaluate(parse_spec(MISFIT), model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100))
+    assert ev.verdict is Verdict.DOES_NOT_FIT
+    assert "131.45 GiB" in ev.message and "smallest change that fits: --tensor-parallel-size" in ev.message
+
+
+def test_status_is_stable_and_conditions_do_not_flap() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100))
+    first = status_of(ev, 1, None)
+    old = {**first, "conditions": [{**c, "lastTransitionTime": "2020-01-01T00:00:00Z"} for c in first["conditions"]]}
+    second = status_of(ev, 1, old)
+    assert [c["lastTransitionTime"] for c in second["conditions"]] == ["2020-01-01T00:00:00Z"] * 2
+    assert same_outcome(old, second)
+    assert second["verdict"] == "Fits" and second["perGPU"]["weightsBytes"] > 0 and second["headroom"].endswith("Gi")
+    assert inventory_hash(gpus(H100)) == second["inventoryHash"]
+
+
+# -- Handlers, called directly --------------------------------------------------------------------
+
+
+class FakeStore(FactsStore):
+    def __init__(self) -> None:
+        super().__init__(resolver=lambda name, rev, source: resolve(name, rev, source="catalog"))
+
+
+def memo() -> kopf.Memo:
+    return kopf.Memo(
+        config=OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Warn"),
+        store=FakeStore(),
+        metrics=Metrics(),
+    )
+
+
+def index(*nodes: dict[str, Any]) -> dict[str, list[list[Any]]]:
+    return {n["metadata"]["name"]: [parse_node(n)] for n in nodes}
+
+
+def validate(spec: dict[str, Any], nodes: dict[str, Any], m: kopf.Memo, dryrun: bool = False) -> list[str]:
+    warnings: list[str] = []
+    asyncio.run(
+        handlers.modeldeployment_validate(
+            spec=kopf.Body({"spec": spec}).spec, dryrun=dryrun, warnings=warnings, memo=m, gpu_nodes=nodes
+        )
+    )  # type: ignore[arg-type]
+    return warnings
+
+
+def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
+    m = memo()
+    assert validate(SPEC, index(H100), m) == []
+    with pytest.raises(kopf.AdmissionError) as exc:
+        validate(MISFIT, index(H100), m)
+    assert "does not fit" in str(exc.value) and "--tensor-parallel-size" in str(exc.value)
+    text = m.metrics.exposition().decode()
+    assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
+    assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
+
+
+def test_validate_warns_on_warn_policy_and_dry_run() -> None:
+    m = memo()
+    warnings = validate({**MISFIT, "policy": {"onMisfit": "Warn"}}, index(H100), m)
+    assert warnings and "does not fit" in warnings[0]
+    dry = validate(SPEC, index(H100), m, dryrun=True)
+    assert dry[0].startswith("fitgate (dry run): verdict Fits")
+
+
+def test_validate_rejects_an_invalid_spec_naming_the_field() -> None:
+    with pytest.raises(kopf.AdmissionError, match=r"spec\.serving\.tensorParallelSize"):
+        validate({**SPEC, "serving": {"tensorParallelSize": 0}}, index(H100), memo())
+
+
+def test_validate_answers_unknown_fast_when_the_hub_is_slow() -> None:
+    m = memo()
+
+    def slow(name: str, rev: str | None, source: str) -> Any:
+        time.sleep(5)
+        raise AssertionError("not reached in time")
+
+    m.store = FactsStore(resolver=slow)
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, admission_resolve_s=0.3, unknown_policy="Warn")
+    warnings: list[str] = []
+
+    async def timed() -> float:
+        started = time.monotonic()
+        spec = kopf.Body({"spec": {**SPEC, "model": {"name": "acme/slow"}}}).spec
+        await handlers.modeldeployment_validate(
+            spec=spec, dryrun=False, warnings=warnings, memo=m, gpu_nodes=index(H100)
+        )  # type: ignore[arg-type]
+        return time.monotonic() - started
+
+    # the answer comes within the admission budget (the resolution thread finishes in the background)
+    assert asyncio.run(timed()) < 2.0
+    assert any("Unknown" in w for w in warnings)
+
+
+def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.MonkeyPatch) -> None:
+    posted: list[tuple[str, str]] = []
+    monkeypatch.setattr(kopf, "event", lambda body, type, reason, message: posted.append((type, reason)))
+    m = memo()
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 3, "annotations": {}},
+            "spec": SPEC,
+            "status": {},
+        }
+    )
+    patch = kopf.Patch()
+    asyncio.run(
+        handlers.modeldeployment_reconcile(
+            body=body,
+            spec=body.spec,
+            status=body.status,
+            patch=patch,
+            memo=m,
+            gpu_nodes=index(H100, L4),  # type: ignore[arg-type]
+            logger=logging.getLogger("test"),
+        )
+    )
+    status = patch["status"]
+    assert status["verdict"] == "Fits" and status["observedGeneration"] == 3
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Validated": "True", "Fits": "True"}
+    assert patch["metadata"]["annotations"]["fitgate.io/verdict"] == "Fits"
+    assert "--max-model-len 32768" in patch["metadata"]["annotations"]["fitgate.io/recommended-args"]
+    assert posted == [("Normal", "Fits")]
+    assert (
+        'fitgate_deployment_verdict{name="llama",namespace="ml",verdict="Fits"} 1.0' in m.metrics.exposition().decode()
+    )
+    # the same inputs again: nothing to patch, no new event
+    body2 = kopf.Body(
+        {**dict(body), "status": status, "metadata": {**body.metadata, "annotations": patch["metadata"]["annotations"]}}
+    )
+    patch2 = kopf.Patch()
+    asyncio.run(
+        handlers.modeldeployment_reconcile(
+            body=body2,
+            spec=body2.spec,
+            status=body2.status,
+            patch=patch2,
+            memo=m,
+            gpu_nodes=index(H100, L4),  # type: ignore[arg-type]
+            logger=logging.getLogger("test"),
+        )
+    )
+    assert not patch2 and posted == [("Normal", "Fits")]
+
+
+def test_reconcile_does_not_rewrite_the_spec() -> None:
+    m = memo()
+    outcome = asyncio.run(
+        reconcile(
+            raw_spec=SPEC,
+            old_status=None,
+            generation=1,
+            namespace="ml",
+            name="x",
+            nodes=gpus(H100),
+            store=m.store,
+            metrics=m.metrics,
+            config=m.config,
+        )
+    )
+    assert SPEC["serving"] == {"maxModelLen": 32768}  # untouched
+    assert outcome.status is not None and "spec" not in outcome.status
+
+
+def test_admit_unknown_policy_reject() -> None:
+    m = memo()
+    config = OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Reject")
+    outcome = asyncio.run(admit(raw_spec=SPEC, nodes=[], store=m.store, config=config, dryrun=False))
+    assert not outcome.allowed and "cannot verify" in outcome.message
+
+
+# -- fitgate check --------------------------------------------------------------------------------
+
+
+def test_check_the_examples() -> None:
+    results = {
+        Path(r.source.split("#")[0]).name: r.verdict
+        for r in check_files(sorted(str(p) for p in (REPO / "examples").glob("*.yaml")))
+    }
+    assert results == {
+        "fits-gpt-oss-l40s.yaml": "Fits",
+        "fits-llama-8b-h100.yaml": "Fits",
+        "misfit-llama-70b-h100.yaml": "DoesNotFit",
+        "tight-qwen3-30b-h100.yaml": "Tight",
+    }
+
+
+def test_check_reports_invalid_documents(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": "fitgate.io/v1alpha1",
+                    "kind": "ModelDeployment",
+                    "metadata": {"name": "b"},
+                    "spec": {
+                        "model": {"name": "a/b"},
+                        "serving": {"tensorParallelSize": 99},
+                        "placement": {"gpuProduct": "H100"},
+                    },
+                },
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ignored"}},
+            ]
+        )
+    )
+    (result,) = check_files([str(bad)])
+    assert result.verdict == "Invalid" and "spec.serving.tensorParallelSize" in result.message
