@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.cluster import free_port
 from e2e.conftest import Kube
+from e2e.operator_process import Operator
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
-FITGATE = Path(sys.executable).parent / "fitgate"
 
 NODES = [
     # GPU Feature Discovery labels of real node types.
@@ -90,88 +85,6 @@ TIGHT = {
     "workload": {"concurrentRequests": 19, "contextTokens": 8192},
     "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
 }
-
-
-class Operator:
-    def __init__(self, kube: Kube, workdir: Path) -> None:
-        self.kube = kube
-        self.workdir = workdir
-        self.metrics_port = free_port()
-        self.webhook_port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = workdir / "operator.log"
-        assert kube.control_plane is not None
-        cert, key = kube.control_plane.ca.issue("fitgate-webhook", ips=("127.0.0.1",), dns=("localhost",))
-        (workdir / "tls.crt").write_bytes(cert)
-        (workdir / "tls.key").write_bytes(key)
-        (workdir / "ca.crt").write_bytes(kube.control_plane.ca.pem)
-
-    def start(self) -> None:
-        env = {
-            **self.kube.env,
-            "HF_HUB_OFFLINE": "1",
-            "FITGATE_CACHE_DIR": str(self.workdir / "cache"),
-            "FITGATE_WEBHOOK_ADDR": "127.0.0.1",
-            "FITGATE_METRICS_ADDR": "127.0.0.1",
-        }
-        argv = [
-            str(FITGATE),
-            "operator",
-            "--verbose",
-            "--resync-seconds",
-            "2",
-            "--webhook-port",
-            str(self.webhook_port),
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-cert",
-            str(self.workdir / "tls.crt"),
-            "--webhook-key",
-            str(self.workdir / "tls.key"),
-            "--webhook-ca",
-            str(self.workdir / "ca.crt"),
-            "--webhook-managed",
-            "fitgate-e2e.fitgate.io",
-            "--metrics-port",
-            str(self.metrics_port),
-        ]
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.kube.wait_for(self.ready, timeout=60, what=f"the operator to be ready (log: {self.log})")
-        self.kube.wait_for(
-            lambda: (
-                self.kube.kubectl(
-                    "get", "validatingwebhookconfiguration", "fitgate-e2e.fitgate.io", check=False
-                ).returncode
-                == 0
-            ),
-            timeout=30,
-            what="the managed webhook configuration",
-        )
-
-    def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
-            return r.read().decode()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
 
 
 @pytest.fixture(scope="module")

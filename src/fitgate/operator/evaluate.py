@@ -14,7 +14,7 @@ from typing import Any
 
 from fitgate.checkpoints.facts import ModelFacts
 from fitgate.operator.api import ModelDeploymentSpec
-from fitgate.operator.inventory import GpuPool, NodeGPUs, group_pools, inventory_hash, matches_placement
+from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.sizing import (
     EngineArg,
     ModelInput,
@@ -94,19 +94,18 @@ def unknown(reason: str, message: str, facts: ModelFacts | None = None, inv: str
 def evaluate(
     spec: ModelDeploymentSpec,
     model: ModelInput | None,
-    gpus: Iterable[NodeGPUs],
+    gpus: Inventory | Iterable[NodeGPUs],
     *,
     facts: ModelFacts | None = None,
     model_error: str | None = None,
     with_suggestions: bool = True,
 ) -> Evaluation:
     """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring."""
-    all_gpus = list(gpus)
-    eligible = [g for g in all_gpus if matches_placement(g, spec.placement.gpu_product, spec.placement.node_selector)]
-    inv = inventory_hash(eligible)
+    inventory = gpus if isinstance(gpus, Inventory) else Inventory(gpus)
+    pools, inv = inventory.select(spec.placement.gpu_product, spec.placement.node_selector)
     if model is None:
         return unknown("CheckpointUnavailable", model_error or "the checkpoint has not been resolved yet", facts, inv)
-    if not all_gpus:
+    if not inventory:
         return unknown(
             "NoGPUInventory",
             "no node advertises GPUs (GPU Feature Discovery or AMD labels, allocatable nvidia.com/gpu or amd.com/gpu)",
@@ -116,7 +115,6 @@ def evaluate(
     serving = serving_config(spec)
     workload = workload_of(spec)
     need = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
-    pools = group_pools(eligible)
     if not pools:
         where = spec.placement.gpu_product or "any GPU"
         if spec.placement.node_selector:

@@ -13,7 +13,7 @@ import kopf
 
 from fitgate.operator.api import GROUP, PLURAL, VERSION
 from fitgate.operator.config import OperatorConfig
-from fitgate.operator.inventory import NodeGPUs, parse_node
+from fitgate.operator.inventory import Inventory, NodeGPUs, parse_node
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore
@@ -73,8 +73,12 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
 
 
 @kopf.index("", "v1", "nodes")
-def gpu_nodes(*, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -> dict[str, list[NodeGPUs]] | None:
+def gpu_nodes(
+    *, name: str, body: kopf.Body, logger: kopf.Logger, memo: Any = None, **_: Any
+) -> dict[str, list[NodeGPUs]] | None:
     """Index: node name -> its GPUs. A node whose labels cannot be read is logged and left out."""
+    if memo is not None:  # any node event may change the inventory: drop the cached snapshot
+        memo.inventory_version = getattr(memo, "inventory_version", 0) + 1
     try:
         gpus = parse_node(body)
     except Exception as exc:  # a malformed node must never break the index
@@ -83,12 +87,16 @@ def gpu_nodes(*, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -> d
     return {name: gpus} if gpus else None
 
 
-def _all_gpus(index: kopf.Index[str, list[NodeGPUs]] | None) -> list[NodeGPUs]:
-    out: list[NodeGPUs] = []
-    for store in (index or {}).values():
-        for gpus in store:
-            out.extend(gpus)
-    return out
+def _inventory(index: kopf.Index[str, list[NodeGPUs]] | None, memo: Any) -> Inventory:
+    """The GPU inventory, rebuilt only when a node event arrived or a node disappeared."""
+    stores = list((index or {}).values())
+    stamp = (getattr(memo, "inventory_version", 0), len(stores))
+    cached = getattr(memo, "inventory", None)
+    if isinstance(cached, Inventory) and getattr(memo, "inventory_stamp", None) == stamp:
+        return cached
+    inventory = Inventory(g for store in stores for gpus in store for g in gpus)
+    memo.inventory, memo.inventory_stamp = inventory, stamp
+    return inventory
 
 
 async def _reconcile(
@@ -109,7 +117,7 @@ async def _reconcile(
         generation=int(body.meta.get("generation") or 0),
         namespace=body.meta.namespace or "",
         name=body.meta.name or "",
-        nodes=_all_gpus(gpu_nodes),
+        nodes=_inventory(gpu_nodes, memo),
         store=memo.store,
         metrics=metrics,
         config=memo.config,
@@ -199,7 +207,7 @@ async def modeldeployment_validate(
         metrics.admission.labels("unchanged").inc()
         return
     outcome = await admit(
-        raw_spec=spec, nodes=_all_gpus(gpu_nodes), store=memo.store, config=memo.config, dryrun=bool(dryrun)
+        raw_spec=spec, nodes=_inventory(gpu_nodes, memo), store=memo.store, config=memo.config, dryrun=bool(dryrun)
     )
     warnings.extend(_short(w) for w in outcome.warnings)
     metrics.admission.labels(outcome.result).inc()

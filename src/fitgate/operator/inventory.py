@@ -188,6 +188,31 @@ def matches_placement(g: NodeGPUs, gpu_product: str | None, node_selector: Mappi
     return wanted is not None and g.mig_profile is None and wanted.name == g.gpu.name
 
 
+class Inventory:
+    """A snapshot of the cluster's GPUs with pools cached per placement.
+
+    Evaluating thousands of deployments against thousands of nodes groups the nodes once per
+    distinct placement instead of once per deployment.
+    """
+
+    def __init__(self, gpus: Iterable[NodeGPUs]) -> None:
+        self.gpus = tuple(gpus)
+        self._cache: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[GpuPool], str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.gpus)
+
+    def select(self, gpu_product: str | None, node_selector: Mapping[str, str]) -> tuple[list[GpuPool], str]:
+        """Pools matching a placement and the fingerprint of the nodes behind them."""
+        key = (gpu_product or "", tuple(sorted(node_selector.items())))
+        hit = self._cache.get(key)
+        if hit is None:
+            eligible = [g for g in self.gpus if matches_placement(g, gpu_product, node_selector)]
+            hit = (group_pools(eligible), inventory_hash(eligible))
+            self._cache[key] = hit
+        return hit
+
+
 def inventory_hash(gpus: Iterable[NodeGPUs]) -> str:
     """A short fingerprint of the inventory, to notice node changes."""
     rows = sorted((g.node, g.product, g.gpu.memory_bytes, g.count) for g in gpus)

@@ -12,7 +12,7 @@ from typing import Any
 from fitgate.operator.api import ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.evaluate import Evaluation, evaluate, same_outcome, status_of, unknown
-from fitgate.operator.inventory import NodeGPUs
+from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore
 from fitgate.sizing import Verdict, vllm_argv
@@ -42,8 +42,38 @@ class AdmissionOutcome:
     result: str = "allowed"  # allowed | warned | denied
 
 
+class EvaluationCache:
+    """Recent evaluations keyed by (spec, inventory snapshot, checkpoint facts): the same spec against
+    the same cluster is answered without planning again (GitOps re-applies, dry runs, retries).
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._entries: dict[str, tuple[object, object, Evaluation]] = {}
+
+    def get(self, key: str, inventory: object, known: object) -> Evaluation | None:
+        """The cached evaluation if it was made with these very inventory and facts objects."""
+        hit = self._entries.get(key)
+        if hit is None or hit[0] is not inventory or hit[1] is not known:
+            return None
+        return hit[2]
+
+    def put(self, key: str, inventory: object, known: object, evaluation: Evaluation) -> None:
+        """Remember an evaluation, dropping the oldest when full."""
+        if len(self._entries) >= self.size:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = (inventory, known, evaluation)
+
+
+_CACHE = EvaluationCache()
+
+
 async def _evaluate(
-    spec: ModelDeploymentSpec, nodes: Iterable[NodeGPUs], store: FactsStore, timeout_s: float, blocking: bool
+    spec: ModelDeploymentSpec,
+    nodes: Inventory | Iterable[NodeGPUs],
+    store: FactsStore,
+    timeout_s: float,
+    blocking: bool,
 ) -> tuple[Evaluation, bool]:
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient)."""
     known = await store.get(spec.model, timeout_s) if blocking else store.peek(spec.model)
@@ -54,7 +84,13 @@ async def _evaluate(
     if known.model is None:
         reason = "CheckpointUnavailable" if known.transient else "CheckpointInvalid"
         return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
-    return evaluate(spec, known.model, nodes, facts=known.facts), False
+    inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
+    key = spec.model_dump_json()
+    cached = _CACHE.get(key, inventory, known)
+    if cached is None:
+        cached = evaluate(spec, known.model, inventory, facts=known.facts)
+        _CACHE.put(key, inventory, known, cached)
+    return cached, False
 
 
 async def reconcile(
@@ -64,7 +100,7 @@ async def reconcile(
     generation: int,
     namespace: str,
     name: str,
-    nodes: Iterable[NodeGPUs],
+    nodes: Inventory | Iterable[NodeGPUs],
     store: FactsStore,
     metrics: Metrics,
     config: OperatorConfig,
@@ -114,7 +150,7 @@ async def reconcile(
 async def admit(
     *,
     raw_spec: Mapping[str, Any],
-    nodes: Iterable[NodeGPUs],
+    nodes: Inventory | Iterable[NodeGPUs],
     store: FactsStore,
     config: OperatorConfig,
     dryrun: bool,

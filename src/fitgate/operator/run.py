@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
 import kopf
@@ -16,6 +17,9 @@ def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, 
     from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers with kopf
 
     kopf.configure(verbose=verbose)
+    if not verbose:  # one access-log line per admission review is noise at production rates
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # per-handler success lines
     kopf.run(
         clusterwide=not namespaces,
         namespaces=namespaces,

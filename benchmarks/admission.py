@@ -1,0 +1,139 @@
+"""Admission latency of the real webhook: AdmissionReview POSTs to a running `fitgate operator`.
+
+Starts the loopback control plane (e2e/controlplane, built if needed), installs the CRD and GPU nodes
+(H100, L4, MIG A100), runs `fitgate operator` with its TLS webhook on 127.0.0.1, warms the
+checkpoint cache with one review, then sends ``--requests`` AdmissionReviews from ``--concurrency``
+concurrent clients over HTTPS (keep-alive): a rotation of a fitting, a tight and a misfit spec
+(the misfit computes its suggestions). Latency is measured at the client.
+
+Usage: python benchmarks/admission.py [--concurrency N ...] [--requests M]
+Ends with one JSON line per concurrency: {"concurrency": N, "p50_ms": ..., "p99_ms": ..., ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from e2e import cluster, tools
+from e2e.conftest import Kube
+from e2e.operator_process import Operator
+from e2e.test_operator import FITS, MISFIT, NODES, TIGHT, node_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def review(spec: dict[str, Any]) -> dict[str, Any]:
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    obj = {
+        "apiVersion": "fitgate.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "fitgate.io", "version": "v1alpha1", "kind": "ModelDeployment"},
+            "resource": {"group": "fitgate.io", "version": "v1alpha1", "resource": "modeldeployments"},
+            "requestKind": {"group": "fitgate.io", "version": "v1alpha1", "kind": "ModelDeployment"},
+            "requestResource": {"group": "fitgate.io", "version": "v1alpha1", "resource": "modeldeployments"},
+            "name": name,
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "bench", "groups": ["system:masters"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+async def run(url: str, ca: Path, concurrency: int, requests: int) -> list[float]:
+    context = ssl.create_default_context(cafile=str(ca))
+    specs = [FITS, TIGHT, MISFIT]
+    latencies: list[float] = []
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(i)
+    connector = aiohttp.TCPConnector(ssl=context, limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            while True:
+                try:
+                    i = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                body = review(specs[i % len(specs)])
+                start = time.perf_counter()
+                async with session.post(url, json=body) as response:
+                    payload = await response.json()
+                latencies.append((time.perf_counter() - start) * 1000)
+                assert payload["response"]["uid"] == body["request"]["uid"]
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 50])
+    parser.add_argument("--requests", type=int, default=600)
+    args = parser.parse_args()
+    cluster.build()
+    bin_dir = tools.install()
+    with tempfile.TemporaryDirectory() as tmp:
+        cp = cluster.ControlPlane(Path(tmp) / "cp").start()
+        kube = Kube(cp.kubeconfig, bin_dir, cp)
+        op = None
+        try:
+            kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
+            kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
+            for name, labels, allocatable in NODES:
+                kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+            workdir = Path(tmp) / "op"
+            workdir.mkdir()
+            op = Operator(kube, workdir, resync_s=600, verbose=False)
+            op.start()
+            url = f"https://127.0.0.1:{op.webhook_port}/fit"
+            asyncio.run(run(url, workdir / "ca.crt", 1, 6))  # warm the checkpoint cache
+            for n in args.concurrency:
+                lat = sorted(asyncio.run(run(url, workdir / "ca.crt", n, args.requests)))
+                print(
+                    json.dumps(
+                        {
+                            "concurrency": n,
+                            "requests": len(lat),
+                            "p50_ms": round(statistics.median(lat), 2),
+                            "p99_ms": round(lat[int(0.99 * (len(lat) - 1))], 2),
+                            "max_ms": round(lat[-1], 2),
+                        }
+                    ),
+                    flush=True,
+                )
+        finally:
+            if op is not None:
+                op.stop()
+            cp.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
