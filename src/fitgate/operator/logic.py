@@ -43,8 +43,10 @@ class AdmissionOutcome:
 
 
 class EvaluationCache:
-    """Recent evaluations keyed by (spec, inventory snapshot, checkpoint facts): the same spec against
-    the same cluster is answered without planning again (GitOps re-applies, dry runs, retries).
+    """Recent evaluations keyed by (spec, inventory snapshot, checkpoint facts).
+
+    The same spec against the same cluster is answered without planning again (GitOps re-applies,
+    dry runs, retries).
     """
 
     def __init__(self, size: int = 1024) -> None:
