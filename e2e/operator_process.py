@@ -15,22 +15,44 @@ FITGATE = Path(sys.executable).parent / "fitgate"
 
 
 class Operator:
-    """`fitgate operator` with a webhook certificate from the control plane's CA, on 127.0.0.1."""
+    """`fitgate operator` as a real process on 127.0.0.1, its webhook certificate from the control plane's CA.
 
-    def __init__(self, kube: Any, workdir: Path, resync_s: float = 2.0, verbose: bool = True) -> None:
+    ``managed`` names the ValidatingWebhookConfiguration kopf maintains (None: someone else, e.g. the
+    Helm chart, installs it); ``certs`` gives existing tls.crt/tls.key/ca.crt files instead of
+    issuing new ones; ``kubeconfig`` runs the operator with other credentials (a ServiceAccount token).
+    """
+
+    def __init__(
+        self,
+        kube: Any,
+        workdir: Path,
+        *,
+        resync_s: float = 2.0,
+        verbose: bool = True,
+        managed: str | None = "fitgate-e2e.fitgate.io",
+        certs: Path | None = None,
+        webhook_port: int | None = None,
+        kubeconfig: Path | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
         self.kube = kube
         self.workdir = workdir
         self.metrics_port = free_port()
-        self.webhook_port = free_port()
+        self.webhook_port = webhook_port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = workdir / "operator.log"
         self.resync_s = resync_s
         self.verbose = verbose
-        assert kube.control_plane is not None
-        cert, key = kube.control_plane.ca.issue("fitgate-webhook", ips=("127.0.0.1",), dns=("localhost",))
-        (workdir / "tls.crt").write_bytes(cert)
-        (workdir / "tls.key").write_bytes(key)
-        (workdir / "ca.crt").write_bytes(kube.control_plane.ca.pem)
+        self.managed = managed
+        self.kubeconfig = kubeconfig
+        self.extra_args = extra_args
+        self.certs = certs or workdir
+        if certs is None:
+            assert kube.control_plane is not None
+            cert, key = kube.control_plane.ca.issue("fitgate-webhook", ips=("127.0.0.1",), dns=("localhost",))
+            (workdir / "tls.crt").write_bytes(cert)
+            (workdir / "tls.key").write_bytes(key)
+            (workdir / "ca.crt").write_bytes(kube.control_plane.ca.pem)
 
     def start(self) -> None:
         env = {
@@ -40,40 +62,41 @@ class Operator:
             "FITGATE_WEBHOOK_ADDR": "127.0.0.1",
             "FITGATE_METRICS_ADDR": "127.0.0.1",
         }
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
         argv = [
             str(FITGATE),
             "operator",
             *(["--verbose"] if self.verbose else []),
             "--resync-seconds",
-            "2",
+            str(self.resync_s),
             "--webhook-port",
             str(self.webhook_port),
             "--webhook-host",
             "127.0.0.1",
             "--webhook-cert",
-            str(self.workdir / "tls.crt"),
+            str(self.certs / "tls.crt"),
             "--webhook-key",
-            str(self.workdir / "tls.key"),
+            str(self.certs / "tls.key"),
             "--webhook-ca",
-            str(self.workdir / "ca.crt"),
-            "--webhook-managed",
-            "fitgate-e2e.fitgate.io",
+            str(self.certs / "ca.crt"),
+            *(["--webhook-managed", self.managed] if self.managed else []),
             "--metrics-port",
             str(self.metrics_port),
+            *self.extra_args,
         ]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         self.kube.wait_for(self.ready, timeout=60, what=f"the operator to be ready (log: {self.log})")
-        self.kube.wait_for(
-            lambda: (
-                self.kube.kubectl(
-                    "get", "validatingwebhookconfiguration", "fitgate-e2e.fitgate.io", check=False
-                ).returncode
-                == 0
-            ),
-            timeout=30,
-            what="the managed webhook configuration",
-        )
+        if self.managed:
+            self.kube.wait_for(
+                lambda: (
+                    self.kube.kubectl("get", "validatingwebhookconfiguration", self.managed, check=False).returncode
+                    == 0
+                ),
+                timeout=30,
+                what="the managed webhook configuration",
+            )
 
     def ready(self) -> bool:
         assert self.proc is not None

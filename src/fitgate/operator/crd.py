@@ -150,9 +150,22 @@ def render() -> str:
     return header + yaml.safe_dump(crd(), sort_keys=False, width=100)
 
 
+def render_helm() -> str:
+    """The CRD as the Helm chart's template: behind ``crds.enabled``, kept on uninstall with ``crds.keep``."""
+    body = yaml.safe_dump(crd(), sort_keys=False, width=100)
+    anchor = "    fitgate.io/generated-by: python -m fitgate.operator.crd\n"
+    body = body.replace(
+        anchor,
+        anchor + "    {{- if .Values.crds.keep }}\n    helm.sh/resource-policy: keep\n    {{- end }}\n"
+        '  labels:\n    {{- include "fitgate.labels" . | nindent 4 }}\n',
+    )
+    header = "{{- /* Generated from src/fitgate/operator/api.py by `python -m fitgate.operator.crd --helm`. */}}\n"
+    return header + "{{- if .Values.crds.enabled }}\n" + body + "{{- end }}\n"
+
+
 def main() -> int:
-    """Print the CRD."""
-    sys.stdout.write(render())
+    """Print the CRD (``--helm``: as the chart's template)."""
+    sys.stdout.write(render_helm() if "--helm" in sys.argv[1:] else render())
     return 0
 
 

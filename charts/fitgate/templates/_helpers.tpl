@@ -1,0 +1,57 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "fitgate.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "fitgate.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "fitgate.labels" -}}
+app.kubernetes.io/name: {{ include "fitgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "fitgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fitgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "fitgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "fitgate.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "fitgate.webhookService" -}}
+{{- printf "%s-webhook" (include "fitgate.fullname" .) -}}
+{{- end -}}
+
+{{- define "fitgate.webhookSecret" -}}
+{{- printf "%s-webhook-tls" (include "fitgate.fullname" .) -}}
+{{- end -}}
+
+{{/* Contradictory values fail the render with a message saying what to change. */}}
+{{- define "fitgate.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.operator.peering.enabled) -}}
+{{- fail "replicaCount > 1 needs operator.peering.enabled=true (otherwise every replica reconciles and they fight over status)" -}}
+{{- end -}}
+{{- if and .Values.webhook.certManager.enabled .Values.webhook.caBundle -}}
+{{- fail "webhook.caBundle is for url mode with your own certificate; with webhook.certManager.enabled cert-manager injects the CA" -}}
+{{- end -}}
+{{- if and .Values.webhook.url (not (hasPrefix "https://" .Values.webhook.url)) -}}
+{{- fail "webhook.url must start with https:// (the API server only calls webhooks over TLS)" -}}
+{{- end -}}
+{{- if and .Values.webhook.certManager.enabled .Values.webhook.url -}}
+{{- fail "webhook.url (an operator outside the cluster) cannot use a cert-manager certificate mounted into the pod: set webhook.caBundle or use the chart-generated certificate" -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,56 @@
+"""The RBAC the operator needs, derived from the handlers registered with kopf.
+
+The Helm chart's ClusterRole must grant exactly these rules (a test renders the chart and compares),
+so adding a handler on a new resource without granting it, or granting more than is used, fails CI.
+
+Mapping from handler kinds to verbs:
+
+* indexers (``@kopf.index``): list, watch;
+* resource handlers and timers (``@kopf.on.create/update/resume/delete``, ``@kopf.timer``): get, list,
+  watch and patch on the resource (annotations, kopf's progress annotations) and patch on its
+  ``/status`` subresource;
+* kopf itself: create Events (``kopf.event``), list/watch CRDs (resource discovery), and with peering
+  get/list/watch/patch ``clusterkopfpeerings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kopf
+
+
+@dataclass(frozen=True, order=True)
+class Rule:
+    """One (group, resource) with its verbs."""
+
+    group: str
+    resource: str
+    verbs: tuple[str, ...]
+
+
+def _selectors(registry: object, name: str) -> set[tuple[str, str]]:
+    sub = getattr(registry, name)
+    out = set()
+    for selector in sub.get_all_selectors():
+        out.add((selector.group or "", selector.plural or selector.any_name or ""))
+    return out
+
+
+def required_rules(*, peering: bool) -> list[Rule]:
+    """The rules the registered handlers need (import :mod:`fitgate.operator.handlers` first)."""
+    from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers
+
+    # kopf keeps the registries per handler kind in private attributes; they are stable across 1.3x-1.4x.
+    registry = kopf.get_default_registry()
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for key in _selectors(registry, "_indexing") | _selectors(registry, "_watching"):
+        verbs.setdefault(key, set()).update({"list", "watch"})
+    for key in _selectors(registry, "_changing") | _selectors(registry, "_spawning"):
+        verbs.setdefault(key, set()).update({"get", "list", "watch", "patch"})
+        verbs.setdefault((key[0], f"{key[1]}/status"), set()).add("patch")
+    verbs.setdefault(("", "events"), set()).add("create")
+    verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
+    if peering:
+        verbs.setdefault(("kopf.dev", "clusterkopfpeerings"), set()).update({"get", "list", "watch", "patch"})
+    return sorted(Rule(group, resource, tuple(sorted(v))) for (group, resource), v in verbs.items())

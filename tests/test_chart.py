@@ -1,0 +1,173 @@
+"""The Helm chart, tested like code: lint, render every knob, validate against Kubernetes 1.37 schemas."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e import tools
+
+from fitgate.operator.crd import render, render_helm
+from fitgate.operator.rbac import required_rules
+
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "charts" / "fitgate"
+CUSTOM_KINDS = {"CustomResourceDefinition", "ClusterKopfPeering", "ServiceMonitor", "Certificate", "Issuer"}
+
+KNOBS: dict[str, list[str]] = {
+    "default": [],
+    "no-crds": ["--set", "crds.enabled=false"],
+    "crds-not-kept": ["--set", "crds.keep=false"],
+    "single-replica": ["--set", "replicaCount=1", "--set", "operator.peering.enabled=false"],
+    "cert-manager": ["--set", "webhook.certManager.enabled=true"],
+    "cert-manager-issuer": [
+        "--set",
+        "webhook.certManager.enabled=true",
+        "--set",
+        "webhook.certManager.issuerRef.name=ca",
+        "--set",
+        "webhook.certManager.issuerRef.kind=ClusterIssuer",
+    ],
+    "url-mode": ["--set", "webhook.url=https://127.0.0.1:9443"],
+    "no-webhook": ["--set", "webhook.enabled=false"],
+    "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true"],
+    "network-policy": ["--set", "networkPolicy.enabled=true"],
+    "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
+    "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
+    "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
+}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return tools.install() / "helm"
+
+
+def render_chart(helm: Path, *args: str) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [str(helm), "template", "fitgate", str(CHART), "-n", "fitgate-system", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def test_lint(helm: Path) -> None:
+    result = subprocess.run([str(helm), "lint", "--strict", str(CHART)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("knob", sorted(KNOBS))
+def test_every_knob_renders_valid_kubernetes_1_37(helm: Path, knob: str, tmp_path: Path) -> None:
+    docs = render_chart(helm, *KNOBS[knob])
+    builtin = [d for d in docs if d["kind"] not in CUSTOM_KINDS]
+    path = tmp_path / "rendered.yaml"
+    path.write_text(yaml.safe_dump_all(builtin))
+    bin_dir = Path(sys.executable).parent
+    result = subprocess.run(
+        [str(bin_dir / "kubernetes-validate"), "-k", "1.37.0", "--strict", "--quiet", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    kinds = {d["kind"] for d in docs}
+    assert ("ValidatingWebhookConfiguration" in kinds) == (knob != "no-webhook")
+    assert ("CustomResourceDefinition" in kinds) == (knob != "no-crds")
+
+
+def test_pods_are_hardened(helm: Path) -> None:
+    (deploy,) = [d for d in render_chart(helm) if d["kind"] == "Deployment"]
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert deploy["spec"]["replicas"] == 2
+    assert (
+        pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    )
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"] and sc["capabilities"]["drop"] == ["ALL"]
+    assert (
+        container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    )
+    assert pod["topologySpreadConstraints"] and container["resources"]["requests"]
+
+
+def test_chart_crd_template_is_generated() -> None:
+    assert (CHART / "templates" / "crd-modeldeployments.yaml").read_text() == render_helm(), (
+        "run python -m fitgate.operator.crd --helm > charts/fitgate/templates/crd-modeldeployments.yaml")
+
+
+def test_chart_crd_equals_crds_dir(helm: Path) -> None:
+    (chart_crd,) = [d for d in render_chart(helm) if d["kind"] == "CustomResourceDefinition"]
+    committed = yaml.safe_load(render())
+    assert chart_crd["spec"] == committed["spec"]
+    assert yaml.safe_load((REPO / "crds" / "fitgate.io_modeldeployments.yaml").read_text()) == committed
+    assert chart_crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    (not_kept,) = [d for d in render_chart(helm, "--set", "crds.keep=false") if d["kind"] == "CustomResourceDefinition"]
+    assert "helm.sh/resource-policy" not in not_kept["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("peering", [True, False])
+def test_cluster_role_grants_exactly_what_the_code_uses(helm: Path, peering: bool) -> None:
+    args = [] if peering else ["--set", "replicaCount=1", "--set", "operator.peering.enabled=false"]
+    (role,) = [d for d in render_chart(helm, *args) if d["kind"] == "ClusterRole"]
+    granted = sorted(
+        (g, r, tuple(sorted(rule["verbs"])))
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    )
+    needed = sorted((r.group, r.resource, r.verbs) for r in required_rules(peering=peering))
+    assert granted == needed
+
+
+def test_webhook_configuration(helm: Path) -> None:
+    docs = render_chart(helm)
+    (vwc,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    hook = vwc["webhooks"][0]
+    assert hook["sideEffects"] == "None" and hook["failurePolicy"] == "Fail" and hook["timeoutSeconds"] == 10
+    assert hook["clientConfig"]["service"]["path"] == "/fit" and hook["clientConfig"]["caBundle"]
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]
+    assert excluded["operator"] == "NotIn" and {"kube-system", "fitgate-system"} <= set(excluded["values"])
+    (url_vwc,) = [
+        d
+        for d in render_chart(helm, "--set", "webhook.url=https://127.0.0.1:9443")
+        if d["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    assert url_vwc["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/fit"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "surprise=1"], "additional properties 'surprise' not allowed"),
+        (["--set", "replicaCount=two"], "want integer"),
+        (["--set", "webhook.failurePolicy=Sometimes"], "failurePolicy"),
+        (["--set", "operator.unknownPolicy=Maybe"], "unknownPolicy"),
+        (["--set", "replicaCount=3", "--set", "operator.peering.enabled=false"], "needs operator.peering.enabled=true"),
+        (["--set", "webhook.url=http://10.0.0.1:9443"], "must start with https://"),
+        (["--set", "webhook.certManager.enabled=true", "--set", "webhook.caBundle=x"], "cert-manager injects the CA"),
+    ],
+)
+def test_bad_values_fail_with_a_message(helm: Path, args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [str(helm), "template", "fitgate", str(CHART), *args], capture_output=True, text=True, check=False
+    )
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_every_value_is_documented() -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line and not line.startswith((" ", "#")) and ":" in line:
+            assert lines[i - 1].startswith("#"), f"top-level value {line.split(':')[0]} has no comment above it"
+    readme = (CHART / "README.md").read_text()
+    for key in yaml.safe_load((CHART / "values.yaml").read_text()):
+        assert f"`{key}`" in readme
