@@ -101,7 +101,8 @@ def test_pods_are_hardened(helm: Path) -> None:
 
 def test_chart_crd_template_is_generated() -> None:
     assert (CHART / "templates" / "crd-modeldeployments.yaml").read_text() == render_helm(), (
-        "run python -m fitgate.operator.crd --helm > charts/fitgate/templates/crd-modeldeployments.yaml")
+        "run python -m fitgate.operator.crd --helm > charts/fitgate/templates/crd-modeldeployments.yaml"
+    )
 
 
 def test_chart_crd_equals_crds_dir(helm: Path) -> None:

@@ -270,6 +270,7 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "llama",
     "Qwen3ForCausalLM": "llama",
+    "Qwen2_5_VLForConditionalGeneration": "llama",
     "GraniteForCausalLM": "llama",
     "Phi3ForCausalLM": "llama",
     "GemmaForCausalLM": "llama",
@@ -372,7 +373,8 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         mtp_layers=extras.get("mtp_layers", 0),
         max_capture_size_override=992 if family == "moe" and model_type == "gpt_oss" else None,
         norm_has_bias=family == "phi2",
-        attention_bias=bool(text.data.get("attention_bias")) or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi"},
+        attention_bias=bool(text.data.get("attention_bias"))
+        or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl"},
     )
 
 
@@ -382,7 +384,7 @@ def _rope_cache_positions(text: _Cfg, max_pos: int) -> int:
     This is also vLLM's derived maximum model length: YaRN scales the original context by its
     factor; linear and dynamic scaling scale max_position_embeddings; Llama 3 / LongRoPE do not.
     """
-    scaling = text.data.get("rope_scaling") or {}
+    scaling = text.data.get("rope_scaling") or text.data.get("rope_parameters") or {}  # transformers 5 renamed it
     if isinstance(scaling, Mapping):
         kind = str(scaling.get("rope_type") or scaling.get("type") or "")
         factor = scaling.get("factor")
@@ -423,7 +425,7 @@ def _sliding_pattern(text: _Cfg, model_type: str, n: int) -> list[bool]:
         return [t == "sliding_attention" for t in types]
     if not isinstance(window, int) or window <= 0:
         return [False] * n
-    if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}:
+    if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl"}:
         if not text.bool_("use_sliding_window", False):
             return [False] * n
         first = text.int_("max_window_layers", n, minimum=0)
