@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fitgate.sizing.architecture import MLA, Attention, LinearAttention, MoE, parse_config
+from fitgate.sizing.architecture import MLA, Attention, LinearAttention, Mamba, MoE, parse_config, parse_quantization
 from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from tests.conftest import catalog_config
 
@@ -114,3 +114,105 @@ def test_unknown_quantization_method() -> None:
     config = _broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config={"quant_method": "hqq"})
     with pytest.raises(SizingError, match=r"quant_method: 'hqq' is not valid"):
         parse_config(config)
+
+
+# Parser rules on minimal configs written for these tests (the keys real configs of these families use).
+
+
+def test_jamba_places_attention_and_experts_by_period() -> None:
+    config = {
+        "architectures": ["JambaForCausalLM"],
+        "model_type": "jamba",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 65536,
+        "intermediate_size": 14336,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "num_experts": 16,
+        "num_experts_per_tok": 2,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    }
+    arch = parse_config(config)
+    attention = [i for i, layer in enumerate(arch.layers) if isinstance(layer.mixer, Attention)]
+    assert attention == [4, 12, 20, 28]
+    assert [isinstance(layer.ffn, MoE) for layer in arch.layers[:4]] == [False, True, False, True]
+
+
+def test_granite_4_hybrid_reads_layer_types() -> None:
+    config = {
+        "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid",
+        "hidden_size": 1536,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "vocab_size": 100352,
+        "intermediate_size": 512,
+        "shared_intermediate_size": 1024,
+        "layer_types": ["mamba", "mamba", "mamba", "attention"],
+        "mamba_n_heads": 48,
+        "mamba_d_head": 64,
+        "mamba_d_state": 128,
+        "mamba_n_groups": 1,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "num_local_experts": 0,
+    }
+    arch = parse_config(config)
+    assert [type(layer.mixer).__name__ for layer in arch.layers] == ["Mamba", "Mamba", "Mamba", "Attention"]
+    mamba = arch.layers[0].mixer
+    assert isinstance(mamba, Mamba) and mamba.d_inner == 48 * 64
+
+
+def test_gemma3_text_sliding_pattern() -> None:
+    config = {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "hidden_size": 2560,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "vocab_size": 262208,
+        "intermediate_size": 10240,
+        "sliding_window": 1024,
+        "sliding_window_pattern": 6,
+    }
+    arch = parse_config(config)
+    full = [
+        i
+        for i, layer in enumerate(arch.layers)
+        if isinstance(layer.mixer, Attention) and not layer.mixer.sliding_window
+    ]
+    assert full == [5, 11] and arch.tie_word_embeddings
+
+
+@pytest.mark.parametrize(
+    ("qc", "method", "bits"),
+    [
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq", 4),
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}, "gptq", 4),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", 8),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 128, "type": "int"}}},
+            },
+            "compressed-tensors",
+            4,
+        ),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "modelopt_fp4", 4),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes", 4),
+        ({"quant_method": "mxfp4"}, "mxfp4", 4),
+    ],
+)
+def test_quantization_configs(qc: dict[str, Any], method: str, bits: int) -> None:
+    q = parse_quantization(qc)
+    assert q is not None and q.method == method and q.weight_bits == bits
