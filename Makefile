@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## The main job, offline on the built-in catalog: plan a model on a GPU (override MODEL, GPU, ARGS).
+## A DoesNotFit verdict (exit 1) is a result, not a failure of the job; bad input (exit 2) fails.
 plan: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/fitgate plan --model $(MODEL) --gpu $(GPU) $(ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/fitgate plan --model $(MODEL) --gpu $(GPU) $(ARGS); rc=$$?; [ $$rc -le 1 ]
 
 ## The whole test suite: lint + types + import contracts + unit/integration tests + e2e on a real
 ## kube-apiserver (built from Go modules on first use, then cached in .cache/kube/bin).

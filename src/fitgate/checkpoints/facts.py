@@ -27,6 +27,7 @@ class CheckpointError(ValueError):
         self.value = value
         self.expected = expected
         self.transient = transient
+        self.problem = problem or f"{value!r} is not valid; expected {expected}"
         if problem:
             super().__init__(f"{field}: {value!r}: {problem}")
         else:

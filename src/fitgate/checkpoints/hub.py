@@ -141,7 +141,7 @@ class HubSource:
             facts = self._fetch(repo_id, revision, ref)
         except CheckpointError as exc:
             if exc.transient:
-                return self._stale_or_raise(repo_id, revision, ref, str(exc))
+                return self._stale_or_raise(repo_id, revision, ref, exc.problem)
             raise
         if not SHA_RE.match(revision) and facts.revision:
             self.cache.put_ref(endpoint, repo_id, revision, facts.revision)
@@ -158,7 +158,7 @@ class HubSource:
             sha = pinned.sha if pinned else None
         cached = self.cache.get(endpoint, repo_id, sha) if sha else None
         if cached is not None:
-            note = f"the Hub could not be reached ({self._scrub(why)}); using cached facts of commit {sha}"
+            note = f"the Hub could not be reached ({self._scrub(why)}); using the cached facts of commit {sha}"
             return ModelFacts(**{**cached.__dict__, "notes": (*cached.notes, note)})
         raise CheckpointError(
             "model",

@@ -76,7 +76,8 @@ def resolve(
         if source == "hub" or not exc.transient or find_entry(repo_id) is None:
             raise
         facts = load_catalog(repo_id, ref)
-        note = f"resolved from the built-in catalog: {exc}"
+        why = "HF_HUB_OFFLINE is set" if hub.settings.offline else f"the Hub could not be reached: {exc.problem}"
+        note = f"resolved from the built-in catalog ({why})"
         if rev and rev != "main":
             note += f" (the catalog has one version; revision {rev} was not checked)"
         return ModelFacts(**{**facts.__dict__, "notes": (*facts.notes, note)})
