@@ -8,6 +8,7 @@ memory one request of ``max_model_len`` tokens can use in this layer.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 from fitgate.sizing.units import cdiv
 
@@ -22,8 +23,8 @@ class ServingShape:
 
 
 @dataclass(frozen=True)
-class FullAttentionSpec:
-    """Full (global) attention: MHA, GQA or MQA. K and V per token per KV head."""
+class _KVHeadsSpec:
+    """K and V per token per KV head: the page arithmetic shared by the softmax-attention specs."""
 
     block_size: int
     num_kv_heads: int
@@ -32,81 +33,50 @@ class FullAttentionSpec:
 
     @property
     def bytes_per_token(self) -> int:
-        """K and V bytes of one token in this layer."""
+        """K and V bytes of one token in this layer: ``2 * kv_heads * head_size * dtype``."""
         return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
 
     @property
     def page_size_bytes(self) -> int:
-        """One block of this layer: ``2 * block_size * kv_heads * head_size * dtype``."""
+        """One block of this layer: ``block_size * bytes_per_token``."""
         return self.block_size * self.bytes_per_token
 
-    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
-        """One request of max_model_len tokens: ``cdiv(max_model_len, block_size)`` pages."""
-        return cdiv(shape.max_model_len, self.block_size) * self.page_size_bytes
-
-    def with_block_size(self, block_size: int) -> FullAttentionSpec:
+    def with_block_size(self, block_size: int) -> Self:
         """The same spec with another block size (page-size unification)."""
         return replace(self, block_size=block_size)
 
 
 @dataclass(frozen=True)
-class SlidingWindowSpec:
+class FullAttentionSpec(_KVHeadsSpec):
+    """Full (global) attention: MHA, GQA or MQA."""
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """One request of max_model_len tokens: ``cdiv(max_model_len, block_size)`` pages."""
+        return cdiv(shape.max_model_len, self.block_size) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(_KVHeadsSpec):
     """Sliding-window attention: a request never needs more than the window plus one batch."""
 
-    block_size: int
-    num_kv_heads: int
-    head_size: int
-    dtype_bytes: int
     sliding_window: int
-
-    @property
-    def bytes_per_token(self) -> int:
-        """K and V bytes of one token in this layer."""
-        return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
-
-    @property
-    def page_size_bytes(self) -> int:
-        """One block of this layer."""
-        return self.block_size * self.bytes_per_token
 
     def max_memory_usage_bytes(self, shape: ServingShape) -> int:
         """``(cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1)`` pages."""
         tokens = min(self.sliding_window - 1 + shape.max_num_batched_tokens, shape.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
 
-    def with_block_size(self, block_size: int) -> SlidingWindowSpec:
-        """The same spec with another block size."""
-        return replace(self, block_size=block_size)
-
 
 @dataclass(frozen=True)
-class ChunkedLocalAttentionSpec:
+class ChunkedLocalAttentionSpec(_KVHeadsSpec):
     """Llama 4 chunked local attention: at most one chunk plus one batch of tokens."""
 
-    block_size: int
-    num_kv_heads: int
-    head_size: int
-    dtype_bytes: int
     attention_chunk_size: int
-
-    @property
-    def bytes_per_token(self) -> int:
-        """K and V bytes of one token in this layer."""
-        return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
-
-    @property
-    def page_size_bytes(self) -> int:
-        """One block of this layer."""
-        return self.block_size * self.bytes_per_token
 
     def max_memory_usage_bytes(self, shape: ServingShape) -> int:
         """``cdiv(min(chunk + max_num_batched_tokens, max_model_len), block)`` pages."""
         tokens = min(self.attention_chunk_size + shape.max_num_batched_tokens, shape.max_model_len)
         return cdiv(tokens, self.block_size) * self.page_size_bytes
-
-    def with_block_size(self, block_size: int) -> ChunkedLocalAttentionSpec:
-        """The same spec with another block size."""
-        return replace(self, block_size=block_size)
 
 
 @dataclass(frozen=True)
