@@ -4,7 +4,7 @@
   background resolution when nothing is known: the webhook never waits on the Hub.
 * :meth:`FactsStore.get` waits for a resolution up to a timeout (reconcile).
 * Transient failures (Hub unreachable, 5xx, timeouts) are remembered for ``retry_after_s`` so a
-  broken Hub is not hammered; definitive ones (not found, gated) until the spec changes.
+  broken Hub is not hammered; definitive ones (not found, gated) and facts for ``ttl_s``.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class FactsStore:
         if known is None:
             return False
         age = time.monotonic() - known.at
-        if known.error is not None:
-            return not known.transient or age < self.retry_after_s
-        return age < self.ttl_s
+        if known.error is not None and known.transient:
+            return age < self.retry_after_s
+        return age < self.ttl_s  # facts, and definitive errors (access may be granted later)
 
     def peek(self, ref: ModelRef) -> Known | None:
         """What is known now; starts a resolution in the background if nothing fresh is."""
