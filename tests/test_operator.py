@@ -12,9 +12,9 @@ import kopf
 import pytest
 import yaml
 
-from fitgate.checkpoints import resolve
+from fitgate.checkpoints import CheckpointError, resolve
 from fitgate.operator import handlers
-from fitgate.operator.api import SpecError, parse_spec
+from fitgate.operator.api import ModelRef, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.crd import crd, render
 from fitgate.operator.evaluate import evaluate, same_outcome, status_of
@@ -447,3 +447,23 @@ def test_check_reports_invalid_documents(tmp_path: Path) -> None:
     )
     (result,) = check_files([str(bad)])
     assert result.verdict == "Invalid" and "spec.serving.tensorParallelSize" in result.message
+
+
+def test_facts_store_does_not_hammer_a_broken_hub() -> None:
+    calls: list[str] = []
+
+    def broken(name: str, rev: str | None, source: str) -> Any:
+        calls.append(name)
+        raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub")
+
+    store = FactsStore(resolver=broken, retry_after_s=60)
+    ref = ModelRef(name="acme/x")
+
+    async def twice() -> tuple[Any, Any]:
+        first = await store.get(ref, 5)
+        second = await store.get(ref, 5)
+        return first, second
+
+    first, second = asyncio.run(twice())
+    assert first is second and first.transient and "cannot reach" in first.error
+    assert calls == ["acme/x"] and store.errors == {"transient": 1}
