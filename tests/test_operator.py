@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve
-from fitgate.operator import handlers
+from fitgate.operator import handlers, logic
 from fitgate.operator.api import ModelRef, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.crd import crd, render
@@ -266,6 +267,7 @@ def memo() -> kopf.Memo:
         config=OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Warn"),
         store=FakeStore(),
         metrics=Metrics(),
+        shared=handlers.Shared(),
     )
 
 
@@ -467,3 +469,21 @@ def test_facts_store_does_not_hammer_a_broken_hub() -> None:
     first, second = asyncio.run(twice())
     assert first is second and first.transient and "cannot reach" in first.error
     assert calls == ["acme/x"] and store.errors == {"transient": 1}
+
+
+def test_admission_reuses_evaluations_across_memo_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kopf hands every review a shallow copy of the memo; the inventory snapshot and the evaluation
+    # cache must survive that, or every review plans again.
+    calls: list[int] = []
+    real = logic.evaluate
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", counting)
+    m = memo()
+    nodes = index(H100)
+    for _ in range(3):
+        validate({**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 1000}}, nodes, copy.copy(m))
+    assert len(calls) == 1

@@ -59,6 +59,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
     memo.store = FactsStore()
+    memo.shared = Shared()
     metrics.ready = True
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
 
@@ -77,8 +78,8 @@ def gpu_nodes(
     *, name: str, body: kopf.Body, logger: kopf.Logger, memo: Any = None, **_: Any
 ) -> dict[str, list[NodeGPUs]] | None:
     """Index: node name -> its GPUs. A node whose labels cannot be read is logged and left out."""
-    if memo is not None:  # any node event may change the inventory: drop the cached snapshot
-        memo.inventory_version = getattr(memo, "inventory_version", 0) + 1
+    if memo is not None and isinstance(getattr(memo, "shared", None), Shared):
+        memo.shared.inventory_version += 1  # any node event may change the inventory
     try:
         gpus = parse_node(body)
     except Exception as exc:  # a malformed node must never break the index
@@ -87,15 +88,30 @@ def gpu_nodes(
     return {name: gpus} if gpus else None
 
 
+class Shared:
+    """State shared by all handler calls.
+
+    kopf gives each object (and each admission review) a shallow copy of the operator's memo, so
+    anything mutable must live in one object that the copies share.
+    """
+
+    def __init__(self) -> None:
+        self.inventory_version = 0
+        self.inventory: Inventory | None = None
+        self.inventory_stamp: tuple[int, int] | None = None
+
+
 def _inventory(index: kopf.Index[str, list[NodeGPUs]] | None, memo: Any) -> Inventory:
     """The GPU inventory, rebuilt only when a node event arrived or a node disappeared."""
     stores = list((index or {}).values())
-    stamp = (getattr(memo, "inventory_version", 0), len(stores))
-    cached = getattr(memo, "inventory", None)
-    if isinstance(cached, Inventory) and getattr(memo, "inventory_stamp", None) == stamp:
-        return cached
+    shared = getattr(memo, "shared", None)
+    if not isinstance(shared, Shared):
+        return Inventory(g for store in stores for gpus in store for g in gpus)
+    stamp = (shared.inventory_version, len(stores))
+    if shared.inventory is not None and shared.inventory_stamp == stamp:
+        return shared.inventory
     inventory = Inventory(g for store in stores for gpus in store for g in gpus)
-    memo.inventory, memo.inventory_stamp = inventory, stamp
+    shared.inventory, shared.inventory_stamp = inventory, stamp
     return inventory
 
 
