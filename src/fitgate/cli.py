@@ -180,7 +180,6 @@ def plan_document(
     facts: ModelFacts,
     result: Plan,
     suggestions: tuple[Suggestion, ...],
-    recommended: Plan,
     args_out: tuple[EngineArg, ...],
     from_suggestion: Suggestion | None,
 ) -> dict[str, Any]:
@@ -348,8 +347,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     workload = _workload(args, serving, model.arch.derived_max_model_len)
     result = plan(model, gpu, serving, workload)
     suggestions = suggest(model, gpu, serving, workload, result)
-    recommended, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
-    doc = plan_document(facts, result, suggestions, recommended, args_out, chosen)
+    _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
+    doc = plan_document(facts, result, suggestions, args_out, chosen)
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
 
