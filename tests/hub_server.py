@@ -260,22 +260,25 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return
             self._error(404, "NotFound", "no such endpoint", head)
 
-        def _commit(self, repo: HubRepo, rev: str, head: bool) -> str | None:
-            sha = repo.refs.get(rev) or (rev if rev in repo.commits else None)
-            if sha is None:
-                self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
-            return sha
-
-        def _model_info(self, repo_id: str, rev: str, head: bool) -> None:
+        def _open(self, repo_id: str, rev: str, head: bool) -> tuple[HubRepo, str] | None:
+            """The repo and the commit ``rev`` names, or None after answering 404/401/403."""
             repo = hub._repo(repo_id)
             if repo is None:
                 self._error(404, "RepoNotFound", "Repository not found", head)
-                return
+                return None
             if not self._authorized(repo, head):
-                return
-            sha = self._commit(repo, rev, head)
+                return None
+            sha = repo.refs.get(rev) or (rev if rev in repo.commits else None)
             if sha is None:
+                self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+                return None
+            return repo, sha
+
+        def _model_info(self, repo_id: str, rev: str, head: bool) -> None:
+            opened = self._open(repo_id, rev, head)
+            if opened is None:
                 return
+            repo, sha = opened
             files = repo.commits[sha]
             info = {
                 "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
@@ -295,15 +298,10 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
 
         def _resolve(self, repo_id: str, rev: str, filename: str, head: bool) -> None:
-            repo = hub._repo(repo_id)
-            if repo is None:
-                self._error(404, "RepoNotFound", "Repository not found", head)
+            opened = self._open(repo_id, rev, head)
+            if opened is None:
                 return
-            if not self._authorized(repo, head):
-                return
-            sha = self._commit(repo, rev, head)
-            if sha is None:
-                return
+            repo, sha = opened
             content = repo.commits[sha].get(filename)
             if content is None:
                 self._error(404, "EntryNotFound", f"{filename} does not exist", head)
