@@ -7,13 +7,18 @@ MODEL  ?= meta-llama/Llama-3.1-8B-Instruct
 GPU    ?= H100
 ARGS   ?= --max-model-len 32768 --concurrency 16 --context-tokens 32000
 
-.PHONY: setup plan test unit lint bench accuracy speed hub-bench controlplane tools cluster-up cluster-down e2e clean
+.PHONY: constraints setup plan test unit lint bench accuracy speed hub-bench controlplane tools cluster-up cluster-down e2e clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package the tests ran with (regenerate with `make constraints`), so a fresh
+# machine installs the same versions CI saw.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+constraints: $(STAMP)
+	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
 
 setup: $(STAMP)
 
