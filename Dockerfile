@@ -2,9 +2,9 @@
 #   docker build -t ghcr.io/fitgate/fitgate:0.1.0 .
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY src ./src
-RUN pip install --no-cache-dir --prefix=/install .
+RUN pip install --no-cache-dir --prefix=/install -c constraints.txt .
 
 FROM python:3.11-slim
 COPY --from=build /install /usr/local
