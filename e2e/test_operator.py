@@ -135,8 +135,9 @@ def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operat
         annotations["fitgate.io/verdict"] == "Fits"
         and "--max-model-len 32768" in annotations["fitgate.io/recommended-args"]
     )
-    spec = kube.get("mdep", "llama-8b", "-n", namespace)["spec"]
-    assert spec == FITS  # nothing the user wrote was rewritten or defaulted
+    obj = kube.get("mdep", "llama-8b", "-n", namespace)
+    assert obj["spec"] == FITS  # nothing the user wrote was rewritten or defaulted
+    assert not obj["metadata"].get("finalizers")  # deletion is never blocked by fitgate
 
 
 def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, namespace: str) -> None:
