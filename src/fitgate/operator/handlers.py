@@ -19,6 +19,7 @@ from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore
 
 MD = (GROUP, VERSION, PLURAL)
+FINALIZER = "fitgate.io/finalizer"
 _RESYNC_S = OperatorConfig.from_env().resync_s
 
 
@@ -39,6 +40,9 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     config = _config(memo)
     memo.config = config
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
+    # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
+    # deletion); name it after fitgate so users know whose it is.
+    settings.persistence.finalizer = FINALIZER
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="fitgate.io", key="last-handled-configuration"
     )
