@@ -34,6 +34,7 @@ class Operator:
         webhook_port: int | None = None,
         kubeconfig: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.workdir = workdir
@@ -46,6 +47,7 @@ class Operator:
         self.managed = managed
         self.kubeconfig = kubeconfig
         self.extra_args = extra_args
+        self.extra_env = dict(extra_env or {})
         self.certs = certs or workdir
         if certs is None:
             assert kube.control_plane is not None
@@ -61,6 +63,7 @@ class Operator:
             "FITGATE_CACHE_DIR": str(self.workdir / "cache"),
             "FITGATE_WEBHOOK_ADDR": "127.0.0.1",
             "FITGATE_METRICS_ADDR": "127.0.0.1",
+            **self.extra_env,
         }
         if self.kubeconfig is not None:
             env["KUBECONFIG"] = str(self.kubeconfig)

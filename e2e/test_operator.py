@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
 from e2e.conftest import Kube
 from e2e.operator_process import Operator
@@ -87,6 +91,40 @@ TIGHT = {
 }
 
 
+GEMMA3_TINY = {
+    # A small model of the Gemma 3 text architecture: 5 sliding-window layers per full-attention layer.
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "vocab_size": 512,
+    "max_position_embeddings": 8192,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16",
+}
+
+
+def user_catalog(workdir: Path) -> Path:
+    """A user catalog made the way a user makes one: `fitgate catalog add` on a model directory."""
+    model = workdir / "gemma-3-tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(GEMMA3_TINY, indent=2))
+    save_file({"model.embed_tokens.weight": np.zeros((512, 64), np.float16)}, str(model / "model.safetensors"))
+    catalog = workdir / "catalog"
+    fitgate = Path(sys.executable).parent / "fitgate"
+    subprocess.run(
+        [str(fitgate), "catalog", "add", str(model), "--repo-id", "acme/gemma-3-tiny", "--into", str(catalog)],
+        check=True,
+        capture_output=True,
+    )
+    return catalog
+
+
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     if kube.control_plane is None:
@@ -95,7 +133,8 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     for name, labels, allocatable in NODES:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
-    op = Operator(kube, tmp_path_factory.mktemp("operator"))
+    workdir = tmp_path_factory.mktemp("operator")
+    op = Operator(kube, workdir, extra_env={"FITGATE_CATALOG_PATH": str(user_catalog(workdir))})
     op.start()
     try:
         yield op
@@ -231,3 +270,22 @@ def test_removing_the_only_fitting_pool(kube: Kube, operator: Operator, namespac
     finally:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
     wait_verdict(kube, namespace, "pool", "Fits")
+
+
+def test_a_user_catalog_model_resolves_offline(kube: Kube, operator: Operator, namespace: str) -> None:
+    spec = {
+        "model": {"name": "acme/gemma-3-tiny", "source": "catalog"},
+        "serving": {"maxModelLen": 8192},
+        "placement": {"gpuProduct": "NVIDIA-L4"},
+    }
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("user-catalog", spec))
+    s = wait_verdict(kube, namespace, "user-catalog", "Fits")
+    assert s["resolvedModel"]["source"] == "catalog" and s["resolvedModel"]["weightsBasis"] == "safetensors"
+    # The same figures as planning the model directory itself with the CLI.
+    fitgate = Path(sys.executable).parent / "fitgate"
+    argv = [str(fitgate), "plan", "--model", str(operator.workdir / "gemma-3-tiny"), "--gpu", "L4"]
+    out = subprocess.run([*argv, "--max-model-len", "8192", "-o", "json"], check=True, capture_output=True, text=True)
+    direct = json.loads(out.stdout)["per_gpu"]
+    assert s["perGPU"]["weightsBytes"] == direct["weights_bytes"]
+    assert s["perGPU"]["kvCacheBytes"] == direct["kv_cache_bytes"]
+    assert "user catalog" in operator.log.read_text()

@@ -38,6 +38,7 @@ KNOBS: dict[str, list[str]] = {
     "network-policy": ["--set", "networkPolicy.enabled=true"],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
+    "catalog-volume": ["--set", "operator.catalog.volume.persistentVolumeClaim.claimName=fitgate-catalog"],
     "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
 }
 
@@ -100,6 +101,22 @@ def test_pods_are_hardened(helm: Path) -> None:
         and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     )
     assert pod["topologySpreadConstraints"] and container["resources"]["requests"]
+
+
+def test_catalog_volume_is_mounted_read_only_and_named_in_the_catalog_path(helm: Path) -> None:
+    def pod(*args: str) -> dict[str, Any]:
+        (deploy,) = [d for d in render_chart(helm, *args) if d["kind"] == "Deployment"]
+        spec: dict[str, Any] = deploy["spec"]["template"]["spec"]
+        return spec
+
+    plain = pod()
+    assert "FITGATE_CATALOG_PATH" not in {e["name"] for e in plain["containers"][0]["env"]}
+    assert "catalog" not in {v["name"] for v in plain["volumes"]}
+    spec = pod("--set", "operator.catalog.volume.configMap.name=my-catalog")
+    container = spec["containers"][0]
+    assert {"name": "FITGATE_CATALOG_PATH", "value": "/etc/fitgate/catalog"} in container["env"]
+    assert {"name": "catalog", "mountPath": "/etc/fitgate/catalog", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "catalog", "configMap": {"name": "my-catalog"}} in spec["volumes"]
 
 
 def test_chart_crd_template_is_generated() -> None:

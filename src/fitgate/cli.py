@@ -1,4 +1,4 @@
-"""The ``fitgate`` command line: ``plan``, ``catalog list`` and ``gpus``.
+"""The ``fitgate`` command line: ``plan``, ``check``, ``catalog list|add``, ``gpus`` and ``operator``.
 
 Exit codes: 0 the deployment fits (Fits or Tight), 1 it does not fit (DoesNotFit), 2 bad input
 (one line on stderr naming the field, the value and what is accepted; never a traceback).
@@ -11,12 +11,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from fitgate import __version__
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
-from fitgate.checkpoints.catalog import catalog_entries
-from fitgate.checkpoints.resolve import SOURCES
+from fitgate.checkpoints.catalog import BUILT_IN, CATALOG_PATH_ENV, catalog_entries, user_catalog_dirs
+from fitgate.checkpoints.catalog_add import add_to_catalog
+from fitgate.checkpoints.resolve import SOURCES, parse_repo_ref
 from fitgate.sizing import (
     DEFAULT_VLLM_VERSION,
     EngineArg,
@@ -106,9 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-tokens", type=_int, help="tokens per request of that workload (default: max-model-len)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
-    c = sub.add_parser("catalog", help="the built-in model catalog")
-    c.add_argument("action", choices=("list",))
-    c.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    c = sub.add_parser("catalog", help="the model catalog (built-in, plus FITGATE_CATALOG_PATH directories)")
+    csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    cl = csub.add_parser("list", help="list the catalog's models and how their weight bytes are known")
+    cl.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    ca = csub.add_parser(
+        "add",
+        help="store a checkpoint's config.json and safetensors headers as a catalog entry, for offline use",
+    )
+    ca.add_argument("model", help="a Hugging Face layout directory, or a repo id org/name[@revision]")
+    ca.add_argument("--repo-id", help="the repo id the entry answers to (default: the repo id given as MODEL)")
+    ca.add_argument("--revision", help="branch, tag or commit of a repo id")
+    ca.add_argument("--source", choices=SOURCES, default="auto", help="where MODEL is resolved (as for plan)")
+    ca.add_argument(
+        "--into",
+        help=f"the user catalog directory to write to (default: the first directory in {CATALOG_PATH_ENV})",
+    )
+    ca.add_argument("--force", action="store_true", help="replace an existing entry of the same repo id")
 
     k = sub.add_parser("check", help="evaluate ModelDeployment manifests offline (CI, GitOps); exit 1 on DoesNotFit")
     k.add_argument("files", nargs="+", help="YAML files with ModelDeployment documents ('-' for stdin)")
@@ -354,12 +370,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    """``fitgate catalog list``."""
+    """``fitgate catalog list|add``."""
+    if args.action == "add":
+        return _catalog_add(args)
     entries = catalog_entries()
     if args.output == "json":
         print(
             json.dumps(
-                [{"repo_id": e.repo_id, "total_size": e.total_size, "basis": e.basis} for e in entries],
+                [
+                    {"repo_id": e.repo_id, "total_size": e.total_size, "basis": e.basis, "location": e.location}
+                    for e in entries
+                ],
                 indent=2,
             )
         )
@@ -367,7 +388,35 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     print(f"{'MODEL':44s} {'WEIGHTS':>10s}  BASIS")
     for e in entries:
         size = fmt_gib(e.total_size) if e.total_size else "estimated"
-        print(f"{e.repo_id:44s} {size:>10s}  {e.basis}")
+        where = "" if e.location == BUILT_IN else f" [{e.location}]"
+        print(f"{e.repo_id:44s} {size:>10s}  {e.basis}{where}")
+    return 0
+
+
+def _catalog_add(args: argparse.Namespace) -> int:
+    """``fitgate catalog add MODEL``: resolve MODEL (headers only) and store it as a user catalog entry."""
+    into = args.into or next(iter(user_catalog_dirs()), None)
+    if not into:
+        raise CheckpointError("--into", None, f"a user catalog directory (or set {CATALOG_PATH_ENV})")
+    facts = resolve(args.model, args.revision, source=args.source)
+    if facts.source == "catalog" and args.source != "catalog":
+        raise CheckpointError(
+            "model", args.model, "a checkpoint read from the Hub or a directory (this one came from the catalog)"
+        )
+    config_bytes = None
+    if facts.source == "local":
+        config_bytes = (Path(facts.origin) / "config.json").read_bytes()
+        repo_id = args.repo_id
+        if not repo_id:
+            raise CheckpointError("--repo-id", None, "the Hugging Face repo id this directory holds (org/name)")
+    else:
+        repo_id = args.repo_id or facts.name
+    repo_id, _ = parse_repo_ref(repo_id)
+    target = add_to_catalog(facts, repo_id, Path(into), config_bytes=config_bytes, force=args.force)
+    total = next((e.total_size for e in catalog_entries() if e.location != BUILT_IN and e.repo_id == repo_id), None)
+    print(f"added {repo_id} to {target} ({fmt_gib(total) if total else 'weights estimated'})")
+    if str(Path(into).expanduser()) not in {str(Path(d).expanduser()) for d in user_catalog_dirs()}:
+        print(f"note: set {CATALOG_PATH_ENV}={into} for fitgate to use it", file=sys.stderr)
     return 0
 
 

@@ -1,59 +1,162 @@
-"""The built-in catalog: real ``config.json`` files and weight sizes of popular open models.
+"""The model catalog: real ``config.json`` files and weight sizes, for air-gapped clusters and offline use.
 
-For air-gapped clusters and offline use. Each entry lives in ``catalog/<org>__<name>/`` with the
-model's ``config.json``, ``weights.json`` (stored bytes and how they are known) and ``SOURCE.md``
-(where every file came from).
+Each entry is a folder ``<org>__<name>/`` with the model's ``config.json``, ``weights.json`` (stored
+bytes, how they are known, and optionally the per-tensor list read from safetensors headers) and
+``SOURCE.md`` (where every file came from).
+
+Two kinds of catalog are searched, in this order:
+
+* user catalogs: the directories named in ``FITGATE_CATALOG_PATH`` (``os.pathsep``-separated), filled
+  with ``fitgate catalog add`` on a machine that can read the checkpoint (a Hub connection or the
+  model's directory); an entry there takes precedence over a built-in entry of the same repo id;
+* the built-in catalog shipped in this package.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts
 
 _ROOT = "catalog"
+#: Environment variable naming user catalog directories.
+CATALOG_PATH_ENV = "FITGATE_CATALOG_PATH"
+BUILT_IN = "built-in"
+_MAX_CONFIG_BYTES = 1 << 20
+_MAX_WEIGHTS_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One catalog model."""
+    """One catalog model; ``location`` is ``built-in`` or the user catalog directory it is in."""
 
     repo_id: str
     directory: str
     total_size: int | None
     basis: str
+    location: str = BUILT_IN
 
 
-def _dir() -> Traversable:
+def _builtin_dir() -> Traversable:
     return resources.files("fitgate.checkpoints").joinpath(_ROOT)
 
 
-def _read_json(entry: Traversable, name: str) -> Any:
-    return json.loads(entry.joinpath(name).read_text())
+def user_catalog_dirs() -> tuple[str, ...]:
+    """The user catalog directories named in ``FITGATE_CATALOG_PATH``, in order."""
+    return tuple(p for p in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if p.strip())
 
 
-@lru_cache(maxsize=1)
-def catalog_entries() -> tuple[CatalogEntry, ...]:
-    """Every catalog entry, sorted by repo id."""
+def _read_json(entry: Traversable, name: str, limit: int) -> Any:
+    path = entry.joinpath(name)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(str(path), None, f"a readable file ({exc.strerror or exc})") from exc
+    if len(data) > limit:
+        raise CheckpointError(str(path), f"{len(data)} bytes", f"at most {limit} bytes")
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({exc})") from exc
+
+
+def _weights(entry: Traversable) -> dict[str, Any]:
+    weights = _read_json(entry, "weights.json", _MAX_WEIGHTS_BYTES)
+    where = str(entry.joinpath("weights.json"))
+    if not isinstance(weights, dict) or not isinstance(weights.get("repo_id"), str):
+        raise CheckpointError(where, weights if not isinstance(weights, dict) else None, "an object with repo_id")
+    total = weights.get("total_size")
+    if total is not None and (not isinstance(total, int) or isinstance(total, bool) or total <= 0):
+        raise CheckpointError(f"{where}:total_size", total, "a positive number of bytes or null")
+    return weights
+
+
+def _tensors(weights: dict[str, Any], where: str) -> tuple[tuple[str, str, tuple[int, ...]], ...] | None:
+    rows = weights.get("tensors")
+    if rows is None:
+        return None
     out = []
-    for entry in _dir().iterdir():
+    if isinstance(rows, list):
+        for row in rows:
+            if (
+                isinstance(row, list)
+                and len(row) == 3
+                and isinstance(row[0], str)
+                and isinstance(row[1], str)
+                and isinstance(row[2], list)
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in row[2])
+            ):
+                out.append((row[0], row[1], tuple(row[2])))
+                continue
+            raise CheckpointError(f"{where}:tensors", row, "[name, dtype, [dims...]] rows")
+    if not out:
+        raise CheckpointError(f"{where}:tensors", rows, "a non-empty list of [name, dtype, [dims...]] rows")
+    return tuple(out)
+
+
+def _scan(root: Traversable, location: str) -> list[CatalogEntry]:
+    out = []
+    for entry in root.iterdir():
         if not entry.is_dir() or not entry.joinpath("config.json").is_file():
             continue
-        weights = _read_json(entry, "weights.json")
+        weights = _weights(entry)
         out.append(
             CatalogEntry(
                 repo_id=str(weights["repo_id"]),
                 directory=entry.name,
                 total_size=weights.get("total_size"),
                 basis=str(weights.get("basis", "")),
+                location=location,
             )
         )
-    return tuple(sorted(out, key=lambda e: e.repo_id.lower()))
+    return out
+
+
+@lru_cache(maxsize=8)
+def _entries(user_dirs: tuple[str, ...], stamps: tuple[float, ...]) -> tuple[CatalogEntry, ...]:
+    del stamps  # part of the cache key only: an entry added or changed in a user catalog is seen at once
+    seen: dict[str, CatalogEntry] = {}
+    for d in user_dirs:
+        path = Path(d).expanduser()
+        if not path.is_dir():
+            raise CheckpointError(CATALOG_PATH_ENV, d, "directories of catalog entries (see `fitgate catalog add`)")
+        for e in _scan(path, str(path)):
+            seen.setdefault(e.repo_id.lower(), e)
+    for e in _scan(_builtin_dir(), BUILT_IN):
+        seen.setdefault(e.repo_id.lower(), e)
+    return tuple(sorted(seen.values(), key=lambda e: e.repo_id.lower()))
+
+
+def _stamp(d: str) -> float:
+    """A change stamp of a user catalog: the newest mtime of the directory and its entries' weights.json."""
+    root = Path(d).expanduser()
+    try:
+        newest = root.stat().st_mtime
+        for entry in os.scandir(root):
+            weights = Path(entry.path) / "weights.json"
+            if entry.is_dir() and weights.is_file():
+                newest = max(newest, weights.stat().st_mtime, Path(entry.path).stat().st_mtime)
+    except OSError:
+        return -1.0
+    return newest
+
+
+def catalog_entries() -> tuple[CatalogEntry, ...]:
+    """Every catalog entry (user catalogs first, then built-in; one per repo id), sorted by repo id.
+
+    Raises:
+        CheckpointError: a ``FITGATE_CATALOG_PATH`` directory is missing, or an entry's weights.json is malformed.
+    """
+    dirs = user_catalog_dirs()
+    return _entries(dirs, tuple(_stamp(d) for d in dirs))
 
 
 def find_entry(repo_id: str) -> CatalogEntry | None:
@@ -62,25 +165,45 @@ def find_entry(repo_id: str) -> CatalogEntry | None:
     return next((e for e in catalog_entries() if e.repo_id.lower() == wanted), None)
 
 
+def _folder(entry: CatalogEntry) -> Traversable:
+    root: Traversable = _builtin_dir() if entry.location == BUILT_IN else Path(entry.location)
+    return root.joinpath(entry.directory)
+
+
 def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
     """Facts of a catalog model.
 
     Raises:
-        CheckpointError: The repo id is not in the catalog.
+        CheckpointError: The repo id is not in the catalog, or its files are malformed.
     """
     entry = find_entry(repo_id)
     if entry is None:
         names = ", ".join(e.repo_id for e in catalog_entries())
         raise CheckpointError("model", repo_id, f"a local directory or a catalog model ({names})")
-    folder = _dir().joinpath(entry.directory)
-    weights = _read_json(folder, "weights.json")
+    folder = _folder(entry)
+    weights = _weights(folder)
+    config = _read_json(folder, "config.json", _MAX_CONFIG_BYTES)
+    if not isinstance(config, dict):
+        raise CheckpointError(str(folder.joinpath("config.json")), type(config).__name__, "a JSON object")
+    where = "" if entry.location == BUILT_IN else f" in {entry.location}"
     return ModelFacts(
         ref=ref or repo_id,
         name=entry.repo_id,
-        config=_read_json(folder, "config.json"),
+        config=config,
+        tensors=_tensors(weights, str(folder.joinpath("weights.json"))),
         total_size=weights.get("total_size"),
         dtype_counts=weights.get("dtype_counts"),
         source="catalog",
         revision=weights.get("revision"),
-        origin=f"fitgate catalog ({entry.basis})",
+        origin=f"fitgate catalog{where} ({entry.basis})",
     )
+
+
+def entry_dirname(repo_id: str) -> str:
+    """The folder name of a repo id's entry: ``org/name`` -> ``org__name``."""
+    return repo_id.replace("/", "__")
+
+
+def tensor_rows(tensors: Sequence[tuple[str, str, tuple[int, ...]]]) -> list[list[Any]]:
+    """The JSON form of a tensor list in weights.json."""
+    return [[name, dtype, list(shape)] for name, dtype, shape in tensors]

@@ -6,11 +6,14 @@ kopf decorators return the functions unchanged, so tests call these directly.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
 import kopf
 
+from fitgate.checkpoints import CheckpointError
+from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries, user_catalog_dirs
 from fitgate.operator.api import GROUP, PLURAL, VERSION
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory, NodeGPUs, parse_node
@@ -66,6 +69,12 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     memo.shared = Shared()
     metrics.ready = True
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
+    try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
+        users = [e for e in catalog_entries() if e.location != BUILT_IN]
+        if user_catalog_dirs():
+            logger.info("user catalog %s: %d entries", os.pathsep.join(user_catalog_dirs()), len(users))
+    except CheckpointError as exc:
+        logger.error("user catalog not usable: %s", exc)
 
 
 @kopf.on.cleanup()

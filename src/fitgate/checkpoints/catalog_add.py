@@ -1,0 +1,101 @@
+"""``fitgate catalog add``: write a resolved checkpoint into a user catalog directory.
+
+On a machine that can read the checkpoint (a Hub connection, or the model's directory) this stores
+what sizing needs (``config.json`` and the per-tensor list from the safetensors headers, never
+weight data) as a catalog entry. Copy or mount that directory where the Hub cannot be reached and
+name it in ``FITGATE_CATALOG_PATH``; the operator and the CLI then resolve the repo id offline with
+the same result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fitgate.checkpoints.catalog import entry_dirname, tensor_rows
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, to_model_input
+
+
+def _basis(facts: ModelFacts, stored_bytes: int) -> str:
+    if facts.tensors:
+        return f"safetensors headers ({len(facts.tensors)} tensors, {stored_bytes} bytes)"
+    if facts.total_size:
+        return "total_size of model.safetensors.index.json"
+    return "estimated from config.json (no safetensors headers or index were found)"
+
+
+def add_to_catalog(
+    facts: ModelFacts,
+    repo_id: str,
+    into: Path,
+    *,
+    config_bytes: bytes | None = None,
+    force: bool = False,
+) -> Path:
+    """Write ``facts`` as the catalog entry of ``repo_id`` under ``into``; return the entry folder.
+
+    ``config_bytes`` is the original ``config.json`` when it was read from a file (kept byte for
+    byte); otherwise the decoded config is written as JSON.
+
+    Raises:
+        CheckpointError: the config is not one fitgate can size, or the entry exists and ``force`` is off.
+        SizingError: the architecture or a tensor is not understood (from the sizing core).
+    """
+    model = to_model_input(facts)  # refuse what could not be planned later
+    stored = model.inventory.stored_bytes if facts.tensors else (facts.total_size or 0)
+    into = into.expanduser()
+    into.mkdir(parents=True, exist_ok=True)
+    target = into / entry_dirname(repo_id)
+    if target.exists() and not force:
+        raise CheckpointError(
+            "catalog entry", str(target), "a repo id not yet in this catalog (pass --force to replace the entry)"
+        )
+    config_data = config_bytes if config_bytes is not None else (json.dumps(facts.config, indent=2) + "\n").encode()
+    basis = _basis(facts, stored)
+    weights: dict[str, object] = {
+        "repo_id": repo_id,
+        "revision": facts.revision,
+        "total_size": stored or None,
+        "basis": basis,
+        "source": facts.origin or facts.ref,
+    }
+    if facts.tensors:
+        weights["tensors"] = tensor_rows(facts.tensors)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    source = "\n".join(
+        (
+            f"# {repo_id}",
+            "",
+            f"Added by `fitgate catalog add` on {now}.",
+            "",
+            f"- Resolved from: {facts.source} `{facts.origin or facts.ref}`"
+            + (f" at revision `{facts.revision}`" if facts.revision else ""),
+            f"- config.json: sha256 `{hashlib.sha256(config_data).hexdigest()}`, {len(config_data)} bytes"
+            + (", copied byte for byte" if config_bytes is not None else ", re-serialised from the decoded JSON"),
+            f"- weights.json: {basis}",
+            "",
+        )
+    )
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=into))
+    try:
+        (staging / "config.json").write_bytes(config_data)
+        (staging / "weights.json").write_text(json.dumps(weights, indent=1) + "\n")
+        (staging / "SOURCE.md").write_text(source)
+        os.chmod(staging, 0o755)
+        if target.exists():
+            old = into / f".{target.name}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+            staging.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
