@@ -17,6 +17,8 @@ from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.checkpoints.catalog import catalog_entries
 from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.weights import inventory_from_architecture
 from tests.hub_server import HubRepo, HubServer
 from tests.test_hub import SHA_MAIN, llama8b_files, tiny_files
 
@@ -184,3 +186,14 @@ def test_a_broken_user_catalog_names_the_file(tmp_path: Path, monkeypatch: pytes
     (entry / "weights.json").write_text(json.dumps({"repo_id": "acme/broken", "total_size": -1}))
     with pytest.raises(CheckpointError, match=r"weights.json:total_size: -1 is not valid"):
         catalog_entries()
+
+
+def test_catalog_totals_that_claim_to_equal_the_config_tensor_list_do() -> None:
+    # An entry whose weights.json says its total equals the tensor list implied by config.json is checked here:
+    # e.g. Llama-3.2-1B-Instruct: 2 B x 1,235,814,400 parameters (embeddings tied) = 2,471,628,800 B.
+    claimed = [e for e in catalog_entries() if "equal to the tensor list implied by config.json" in e.basis]
+    assert len(claimed) >= 4
+    for e in claimed:
+        facts = resolve(e.repo_id, source="catalog")
+        derived = inventory_from_architecture(parse_config(facts.config)).stored_bytes
+        assert derived == e.total_size, e.repo_id
