@@ -116,33 +116,16 @@ def test_unknown_quantization_method() -> None:
         parse_config(config)
 
 
-# Parser rules on minimal configs written for these tests (the keys real configs of these families use).
-
-
 def test_jamba_places_attention_and_experts_by_period() -> None:
-    config = {
-        "architectures": ["JambaForCausalLM"],
-        "model_type": "jamba",
-        "hidden_size": 4096,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "vocab_size": 65536,
-        "intermediate_size": 14336,
-        "attn_layer_period": 8,
-        "attn_layer_offset": 4,
-        "expert_layer_period": 2,
-        "expert_layer_offset": 1,
-        "num_experts": 16,
-        "num_experts_per_tok": 2,
-        "mamba_d_state": 16,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-    }
-    arch = parse_config(config)
+    # AI21-Jamba-1.5-Mini: attention every 8th layer from layer 4, experts every 2nd layer from layer 1.
+    arch = parse_config(catalog_config("ai21labs/AI21-Jamba-1.5-Mini"))
     attention = [i for i, layer in enumerate(arch.layers) if isinstance(layer.mixer, Attention)]
     assert attention == [4, 12, 20, 28]
     assert [isinstance(layer.ffn, MoE) for layer in arch.layers[:4]] == [False, True, False, True]
+    assert sum(isinstance(layer.ffn, MoE) for layer in arch.layers) == 16
+
+
+# Parser rules on minimal configs written for these tests (the keys real configs of these families use).
 
 
 def test_granite_4_hybrid_reads_layer_types() -> None:
