@@ -188,6 +188,9 @@ def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, names
     assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr
     assert "smallest change that fits: --tensor-parallel-size" in result.stderr
     assert kube.kubectl("get", "mdep", "llama-70b", "-n", namespace, check=False).returncode != 0
+    # A denial is the webhook working, not an operator error: kopf's ERROR line for it is turned into INFO.
+    denial = [line for line in operator.log.read_text().splitlines() if "failed permanently: fitgate:" in line]
+    assert denial and all("[INFO" in line for line in denial), denial
 
 
 def test_tight_is_admitted_with_a_warning(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -23,6 +23,7 @@ from fitgate.operator.inventory import group_pools, inventory_hash, parse_node
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.offline import check_files
+from fitgate.operator.run import DenialsAreNotErrors
 from fitgate.operator.store import FactsStore
 from fitgate.sizing import Verdict
 from tests.conftest import model
@@ -487,3 +488,15 @@ def test_admission_reuses_evaluations_across_memo_copies(monkeypatch: pytest.Mon
     for _ in range(3):
         validate({**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 1000}}, nodes, copy.copy(m))
     assert len(calls) == 1
+
+
+def test_admission_denials_are_not_logged_as_errors() -> None:
+    def record(level: int, msg: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", level, __file__, 1, msg, None, None)
+
+    denial = "Webhook 'fit' failed permanently: fitgate: meta-llama/Llama-3.1-70B-Instruct does not fit: ..."
+    assert not DenialsAreNotErrors(verbose=False).filter(record(logging.ERROR, denial))
+    shown = record(logging.ERROR, denial)
+    assert DenialsAreNotErrors(verbose=True).filter(shown) and shown.levelname == "INFO"
+    crash = record(logging.ERROR, "Webhook 'fit' failed with an exception. Will retry.")
+    assert DenialsAreNotErrors(verbose=False).filter(crash) and crash.levelname == "ERROR"

@@ -5,6 +5,7 @@ kopf decorators return the functions unchanged, so tests call these directly.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -75,6 +76,10 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
             logger.info("user catalog %s: %d entries", os.pathsep.join(user_catalog_dirs()), len(users))
     except CheckpointError as exc:
         logger.error("user catalog not usable: %s", exc)
+    # Everything loaded so far (kopf, pydantic schemas, the catalogs) lives as long as the process: move
+    # it out of the collector's reach so that full collections, which pause admission answers, stay short.
+    gc.collect()
+    gc.freeze()
 
 
 @kopf.on.cleanup()

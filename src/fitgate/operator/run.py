@@ -10,6 +10,27 @@ import kopf
 from fitgate.operator.config import OperatorConfig
 
 
+class DenialsAreNotErrors(logging.Filter):
+    """kopf logs every admission denial at ERROR ("Webhook 'fit' failed permanently: fitgate: ...").
+
+    A denial is the webhook doing its job (counted in ``fitgate_admission_requests_total{result="denied"}``),
+    not an operator error that should page someone: it is logged at INFO when verbose, else not at all.
+    """
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Drop (or, verbose, downgrade to INFO) kopf's ERROR line for a fitgate admission denial."""
+        message = str(record.msg)
+        if record.levelno >= logging.ERROR and "failed permanently: fitgate: " in message:
+            if not self.verbose:
+                return False
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, verbose: bool = False) -> int:
     """Block running the operator until it is stopped (SIGTERM/SIGINT)."""
     config = OperatorConfig.from_env()
@@ -17,6 +38,7 @@ def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, 
     from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers with kopf
 
     kopf.configure(verbose=verbose)
+    logging.getLogger("kopf.objects").addFilter(DenialsAreNotErrors(verbose))
     if not verbose:  # one access-log line per admission review is noise at production rates
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # per-handler success lines
