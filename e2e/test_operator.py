@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
+from tests.conftest import GEMMA3_TINY
 
 from e2e.conftest import Kube
 from e2e.operator_process import Operator
@@ -88,24 +89,6 @@ TIGHT = {
     "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
     "workload": {"concurrentRequests": 19, "contextTokens": 8192},
     "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
-}
-
-
-GEMMA3_TINY = {
-    # A small model of the Gemma 3 text architecture: 5 sliding-window layers per full-attention layer.
-    "architectures": ["Gemma3ForCausalLM"],
-    "model_type": "gemma3_text",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 6,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 1,
-    "head_dim": 16,
-    "vocab_size": 512,
-    "max_position_embeddings": 8192,
-    "sliding_window": 512,
-    "sliding_window_pattern": 6,
-    "torch_dtype": "bfloat16",
 }
 
 

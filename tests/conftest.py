@@ -15,6 +15,24 @@ REPO = Path(__file__).resolve().parents[1]
 CATALOG = REPO / "src" / "fitgate" / "checkpoints" / "catalog"
 CALIBRATION = REPO.parent / "shared" / "calibration"
 
+#: A small model of the Gemma 3 text architecture (5 sliding-window layers per full-attention layer), for
+#: user-catalog tests that write a whole checkpoint directory with the safetensors library.
+GEMMA3_TINY: dict[str, Any] = {
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "vocab_size": 512,
+    "max_position_embeddings": 8192,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16",
+}
+
 
 def catalog_config(repo_id: str) -> dict[str, Any]:
     """The real config.json of a catalog model (source recorded in its SOURCE.md)."""

@@ -19,25 +19,9 @@ from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.weights import inventory_from_architecture
+from tests.conftest import GEMMA3_TINY
 from tests.hub_server import HubRepo, HubServer
 from tests.test_hub import SHA_MAIN, llama8b_files, tiny_files
-
-GEMMA3_TEXT = {
-    # The text part of a Gemma 3 config: 5 sliding-window layers per full-attention layer.
-    "architectures": ["Gemma3ForCausalLM"],
-    "model_type": "gemma3_text",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 6,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 1,
-    "head_dim": 16,
-    "vocab_size": 512,
-    "max_position_embeddings": 8192,
-    "sliding_window": 512,
-    "sliding_window_pattern": 6,
-    "torch_dtype": "bfloat16",
-}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -132,7 +116,7 @@ def test_a_user_entry_takes_precedence_over_the_built_in_one(
 def test_added_from_a_directory_keeps_config_json_byte_for_byte(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = model_dir(tmp_path, GEMMA3_TEXT)
+    src = model_dir(tmp_path, GEMMA3_TINY)
     catalog = tmp_path / "catalog"
     monkeypatch.setenv("FITGATE_CATALOG_PATH", str(catalog))
     code, _, err = run(capsys, "catalog", "add", str(src))
@@ -158,7 +142,7 @@ def test_added_from_a_directory_keeps_config_json_byte_for_byte(
 def test_bad_input_is_a_clear_error_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = model_dir(tmp_path, {**GEMMA3_TEXT, "architectures": ["TotallyNewForCausalLM"], "model_type": "new"})
+    src = model_dir(tmp_path, {**GEMMA3_TINY, "architectures": ["TotallyNewForCausalLM"], "model_type": "new"})
     catalog = tmp_path / "catalog"
     code, _, err = run(capsys, "catalog", "add", str(src), "--repo-id", "acme/new")
     assert code == 2 and "--into: None is not valid; expected a user catalog directory" in err
@@ -178,7 +162,7 @@ def test_a_broken_user_catalog_names_the_file(tmp_path: Path, monkeypatch: pytes
         catalog_entries()
     entry = tmp_path / "cat" / "acme__broken"
     entry.mkdir(parents=True)
-    (entry / "config.json").write_text(json.dumps(GEMMA3_TEXT))
+    (entry / "config.json").write_text(json.dumps(GEMMA3_TINY))
     (entry / "weights.json").write_text(json.dumps({"repo_id": "acme/broken", "tensors": [["x", "BF16", "64"]]}))
     monkeypatch.setenv("FITGATE_CATALOG_PATH", str(tmp_path / "cat"))
     with pytest.raises(CheckpointError, match=r"acme__broken/weights.json:tensors: \['x', 'BF16', '64'\]"):
