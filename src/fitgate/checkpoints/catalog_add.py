@@ -29,6 +29,15 @@ def _basis(facts: ModelFacts, stored_bytes: int) -> str:
     return "estimated from config.json (no safetensors headers or index were found)"
 
 
+def _weights_json(fields: dict[str, object], facts: ModelFacts) -> str:
+    """weights.json: the fields indented, then one tensor ``[name, dtype, [dims]]`` per line (compact, diffable)."""
+    head = json.dumps(fields, indent=1)
+    if not facts.tensors:
+        return head + "\n"
+    rows = ",\n  ".join(json.dumps(row, separators=(",", ":")) for row in tensor_rows(facts.tensors))
+    return head[:-2] + ',\n "tensors": [\n  ' + rows + "\n ]\n}\n"
+
+
 def add_to_catalog(
     facts: ModelFacts,
     repo_id: str,
@@ -64,8 +73,6 @@ def add_to_catalog(
         "basis": basis,
         "source": facts.origin or facts.ref,
     }
-    if facts.tensors:
-        weights["tensors"] = tensor_rows(facts.tensors)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     source = "\n".join(
         (
@@ -84,7 +91,7 @@ def add_to_catalog(
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=into))
     try:
         (staging / "config.json").write_bytes(config_data)
-        (staging / "weights.json").write_text(json.dumps(weights, indent=1) + "\n")
+        (staging / "weights.json").write_text(_weights_json(weights, facts))
         (staging / "SOURCE.md").write_text(source)
         os.chmod(staging, 0o755)
         if target.exists():
