@@ -103,6 +103,7 @@ def test_a_user_entry_takes_precedence_over_the_built_in_one(
     online(monkeypatch, hub)
     code, _, err = run(capsys, "catalog", "add", "meta-llama/Llama-3.1-8B-Instruct", "--source", "hub")
     assert code == 0, err  # --into defaults to the first FITGATE_CATALOG_PATH directory
+    assert "takes precedence over the built-in one (total_size of the real model.safetensors.index.json)" in err
     user = resolve("meta-llama/Llama-3.1-8B-Instruct", source="catalog")
     assert user.weights_basis == "safetensors" and len(user.tensors or ()) == 291
     assert f"fitgate catalog in {catalog}" in user.origin

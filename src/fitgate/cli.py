@@ -16,7 +16,13 @@ from typing import Any, NoReturn
 
 from fitgate import __version__
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
-from fitgate.checkpoints.catalog import BUILT_IN, CATALOG_PATH_ENV, catalog_entries, user_catalog_dirs
+from fitgate.checkpoints.catalog import (
+    BUILT_IN,
+    CATALOG_PATH_ENV,
+    catalog_entries,
+    find_builtin,
+    user_catalog_dirs,
+)
 from fitgate.checkpoints.catalog_add import add_to_catalog
 from fitgate.checkpoints.resolve import SOURCES, parse_repo_ref
 from fitgate.sizing import (
@@ -412,8 +418,11 @@ def _catalog_add(args: argparse.Namespace) -> int:
     else:
         repo_id = args.repo_id or facts.name
     repo_id, _ = parse_repo_ref(repo_id)
+    built_in = find_builtin(repo_id)
     target = add_to_catalog(facts, repo_id, Path(into), config_bytes=config_bytes, force=args.force)
-    total = next((e.total_size for e in catalog_entries() if e.location != BUILT_IN and e.repo_id == repo_id), None)
+    if built_in is not None:
+        print(f"note: this entry takes precedence over the built-in one ({built_in.basis})", file=sys.stderr)
+    total = json.loads((target / "weights.json").read_text()).get("total_size")
     print(f"added {repo_id} to {target} ({fmt_gib(total) if total else 'weights estimated'})")
     if str(Path(into).expanduser()) not in {str(Path(d).expanduser()) for d in user_catalog_dirs()}:
         print(f"note: set {CATALOG_PATH_ENV}={into} for fitgate to use it", file=sys.stderr)

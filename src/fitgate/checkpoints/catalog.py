@@ -165,6 +165,12 @@ def find_entry(repo_id: str) -> CatalogEntry | None:
     return next((e for e in catalog_entries() if e.repo_id.lower() == wanted), None)
 
 
+def find_builtin(repo_id: str) -> CatalogEntry | None:
+    """The built-in entry for a repo id (case-insensitive), whatever the user catalogs hold."""
+    wanted = repo_id.lower()
+    return next((e for e in _entries((), ()) if e.location == BUILT_IN and e.repo_id.lower() == wanted), None)
+
+
 def _folder(entry: CatalogEntry) -> Traversable:
     root: Traversable = _builtin_dir() if entry.location == BUILT_IN else Path(entry.location)
     return root.joinpath(entry.directory)
