@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +127,47 @@ class Operator:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+
+
+def admission_review(spec: dict[str, Any], name: str = "review") -> dict[str, Any]:
+    """An AdmissionReview of a ModelDeployment CREATE, as the API server sends it."""
+    obj = {
+        "apiVersion": "fitgate.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+    kind = {"group": "fitgate.io", "version": "v1alpha1", "kind": "ModelDeployment"}
+    resource = {"group": "fitgate.io", "version": "v1alpha1", "resource": "modeldeployments"}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": kind,
+            "resource": resource,
+            "requestKind": kind,
+            "requestResource": resource,
+            "name": name,
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "e2e", "groups": ["system:masters"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def post_review(op: Operator, review: dict[str, Any]) -> dict[str, Any]:
+    """POST one AdmissionReview to an operator's webhook over TLS; the response part of the answer."""
+    context = ssl.create_default_context(cafile=str(op.certs / "ca.crt"))
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{op.webhook_port}/fit",
+        data=json.dumps(review).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10, context=context) as r:
+        answer: dict[str, Any] = json.loads(r.read())
+    return dict(answer["response"])

@@ -22,6 +22,7 @@ from fitgate.operator.evaluate import evaluate, same_outcome, status_of
 from fitgate.operator.inventory import group_pools, inventory_hash, parse_node
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.offline import check_files
 from fitgate.operator.run import DenialsAreNotErrors
 from fitgate.operator.store import FactsStore
@@ -500,3 +501,21 @@ def test_admission_denials_are_not_logged_as_errors() -> None:
     assert DenialsAreNotErrors(verbose=True).filter(shown) and shown.levelname == "INFO"
     crash = record(logging.ERROR, "Webhook 'fit' failed with an exception. Will retry.")
     assert DenialsAreNotErrors(verbose=False).filter(crash) and crash.levelname == "ERROR"
+
+
+def test_node_watch_keeps_the_gpu_nodes_and_counts_changes() -> None:
+    watch = NodeWatch(api_factory=lambda: None)
+    assert not watch.synced.is_set()
+    cpu_only = node("cpu-0", {}, {"cpu": "64"})
+    watch.replace([H100, L4, cpu_only])
+    assert watch.synced.is_set() and watch.version == 1
+    first = watch.inventory()
+    assert sorted(g.node for g in first.gpus) == ["h100-0", "l4-0"] and watch.inventory() is first  # cached
+    watch.apply("MODIFIED", H100)  # same GPUs (a heartbeat): no change
+    watch.apply("ADDED", node("cpu-1", {}, {"cpu": "8"}))  # no GPUs: no change
+    assert watch.version == 1
+    watch.apply("DELETED", L4)
+    assert watch.version == 2 and [g.node for g in watch.inventory().gpus] == ["h100-0"]
+    bad = node("bad-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "many"})
+    watch.apply("ADDED", bad)  # unreadable allocatable: left out, never raised
+    assert [g.node for g in watch.inventory().gpus] == ["h100-0"]

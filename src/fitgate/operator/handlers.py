@@ -5,6 +5,7 @@ kopf decorators return the functions unchanged, so tests call these directly.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
@@ -20,6 +21,7 @@ from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory, NodeGPUs, parse_node
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.store import FactsStore
 
 MD = (GROUP, VERSION, PLURAL)
@@ -68,7 +70,11 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     memo.metrics = metrics
     memo.store = FactsStore()
     memo.shared = Shared()
-    metrics.ready = True
+    nodewatch = NodeWatch()
+    nodewatch.start()
+    memo.nodewatch = nodewatch
+    # Ready (and so behind the webhook Service) once this replica has listed the nodes itself.
+    memo.shared.ready_task = asyncio.create_task(_ready_when_synced(nodewatch, metrics))
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
     try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
         users = [e for e in catalog_entries() if e.location != BUILT_IN]
@@ -82,9 +88,18 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     gc.freeze()
 
 
+async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
+    while not nodewatch.synced.is_set():
+        await asyncio.sleep(0.1)
+    metrics.ready = True
+
+
 @kopf.on.cleanup()
 async def operator_cleanup(*, memo: Any, **_: Any) -> None:
-    """Stop the metrics server."""
+    """Stop the node watch and the metrics server."""
+    nodewatch = getattr(memo, "nodewatch", None)
+    if isinstance(nodewatch, NodeWatch):
+        nodewatch.stop()
     metrics = getattr(memo, "metrics", None)
     if isinstance(metrics, Metrics):
         metrics.ready = False
@@ -117,10 +132,18 @@ class Shared:
         self.inventory_version = 0
         self.inventory: Inventory | None = None
         self.inventory_stamp: tuple[int, int] | None = None
+        self.ready_task: asyncio.Task[None] | None = None
 
 
 def _inventory(index: kopf.Index[str, list[NodeGPUs]] | None, memo: Any) -> Inventory:
-    """The GPU inventory, rebuilt only when a node event arrived or a node disappeared."""
+    """The GPU inventory the evaluation uses.
+
+    This replica's own node watch once it has listed the nodes (kopf peering pauses the kopf index on
+    standby replicas), else kopf's index, rebuilt only after a node event.
+    """
+    nodewatch = getattr(memo, "nodewatch", None)
+    if isinstance(nodewatch, NodeWatch) and nodewatch.synced.is_set():
+        return nodewatch.inventory()
     stores = list((index or {}).values())
     shared = getattr(memo, "shared", None)
     if not isinstance(shared, Shared):

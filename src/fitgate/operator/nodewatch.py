@@ -1,0 +1,140 @@
+"""A live view of the cluster's GPU nodes that every replica keeps, whatever kopf peering pauses.
+
+With kopf peering (the chart runs 2 replicas), kopf pauses *all* of a standby replica's watches while
+a peer with a higher priority is active, the node index included. The webhook Service sends reviews
+to every replica, so a standby would answer from an empty or stale inventory ("no node advertises
+GPUs": a misfit admitted with a warning). Each replica therefore keeps its own list+watch of Nodes
+with the Kubernetes client, in a thread, independent of peering; admission and reconcile read it.
+
+The watch is re-listed every ``relist_s`` (and after any error, with backoff), so a missed event
+heals by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fitgate.operator.inventory import Inventory, NodeGPUs, parse_node
+
+logger = logging.getLogger("fitgate.nodewatch")
+
+ApiFactory = Callable[[], Any]
+
+
+def _core_v1() -> Any:
+    """A CoreV1Api from the in-cluster service account, else the kubeconfig (``KUBECONFIG``)."""
+    from kubernetes import client, config  # noqa: PLC0415 - only the operator needs the client
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.CoreV1Api()
+
+
+class NodeWatch:
+    """Node name -> its GPUs, kept current by a background list+watch; :meth:`inventory` reads it."""
+
+    def __init__(self, api_factory: ApiFactory | None = None, relist_s: float = 300.0) -> None:
+        self._api_factory = api_factory or _core_v1
+        self.relist_s = relist_s
+        self._lock = threading.Lock()
+        self._gpus: dict[str, list[NodeGPUs]] = {}
+        self._version = 0
+        self._inventory: tuple[int, Inventory] | None = None
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors = 0
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Bumped by every change of the node set."""
+        return self._version
+
+    def inventory(self) -> Inventory:
+        """The current inventory (rebuilt only after a change)."""
+        with self._lock:
+            if self._inventory is None or self._inventory[0] != self._version:
+                self._inventory = (self._version, Inventory(g for gpus in self._gpus.values() for g in gpus))
+            return self._inventory[1]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _parse(self, node: Mapping[str, Any]) -> list[NodeGPUs]:
+        try:
+            return parse_node(node)
+        except Exception as exc:  # a malformed node must never break the view
+            name = (node.get("metadata") or {}).get("name", "?")
+            logger.warning("ignoring GPUs of node %s: %s", name, exc)
+            return []
+
+    def replace(self, nodes: list[Mapping[str, Any]]) -> None:
+        """Set the whole node list (a LIST answer)."""
+        gpus = {str(n["metadata"]["name"]): self._parse(n) for n in nodes}
+        with self._lock:
+            self._gpus = {k: v for k, v in gpus.items() if v}
+            self._version += 1
+        self.synced.set()
+
+    def apply(self, event_type: str, node: Mapping[str, Any]) -> None:
+        """Apply one watch event (ADDED, MODIFIED, DELETED)."""
+        name = str(node["metadata"]["name"])
+        gpus = [] if event_type == "DELETED" else self._parse(node)
+        with self._lock:
+            if gpus:
+                if self._gpus.get(name) == gpus:
+                    return
+                self._gpus[name] = gpus
+            elif self._gpus.pop(name, None) is None:
+                return
+            self._version += 1
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start listing and watching in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name="fitgate-nodewatch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to stop (it ends at the next event or watch timeout)."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        from kubernetes import watch  # noqa: PLC0415
+
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                api = self._api_factory()
+                listed = json.loads(api.list_node(_preload_content=False).data)
+                self.replace(list(listed.get("items") or []))
+                version = listed["metadata"]["resourceVersion"]
+                backoff = 1.0
+                stream = watch.Watch().stream(
+                    api.list_node,
+                    resource_version=version,
+                    timeout_seconds=int(self.relist_s),
+                    allow_watch_bookmarks=True,
+                )
+                for event in stream:
+                    if self._stop.is_set():
+                        return
+                    kind, raw = event.get("type"), event.get("raw_object") or {}
+                    if kind == "ERROR":  # e.g. 410 Gone: the resource version is too old; list again
+                        logger.info("node watch: %s; listing again", raw.get("message", raw))
+                        break
+                    if kind in {"ADDED", "MODIFIED", "DELETED"}:
+                        self.apply(str(kind), raw)
+            except Exception as exc:  # network, auth, API errors: keep the last view, retry with backoff
+                self.errors += 1
+                logger.warning("node watch failed (%s: %s); retrying in %.0f s", type(exc).__name__, exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
