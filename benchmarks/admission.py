@@ -22,7 +22,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -30,39 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from e2e import cluster, tools
 from e2e.conftest import Kube
-from e2e.operator_process import Operator
+from e2e.operator_process import Operator, admission_review
 from e2e.test_operator import FITS, MISFIT, NODES, TIGHT, node_manifest
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def review(spec: dict[str, Any]) -> dict[str, Any]:
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    obj = {
-        "apiVersion": "fitgate.io/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": spec,
-    }
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "fitgate.io", "version": "v1alpha1", "kind": "ModelDeployment"},
-            "resource": {"group": "fitgate.io", "version": "v1alpha1", "resource": "modeldeployments"},
-            "requestKind": {"group": "fitgate.io", "version": "v1alpha1", "kind": "ModelDeployment"},
-            "requestResource": {"group": "fitgate.io", "version": "v1alpha1", "resource": "modeldeployments"},
-            "name": name,
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "bench", "groups": ["system:masters"]},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
 
 
 async def run(url: str, ca: Path, concurrency: int, requests: int) -> list[float]:
@@ -81,7 +51,7 @@ async def run(url: str, ca: Path, concurrency: int, requests: int) -> list[float
                     i = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                body = review(specs[i % len(specs)])
+                body = admission_review(specs[i % len(specs)], f"bench-{uuid.uuid4().hex[:8]}")
                 start = time.perf_counter()
                 async with session.post(url, json=body) as response:
                     payload = await response.json()

@@ -50,6 +50,7 @@ class NodeWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self._api: Any = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -99,7 +100,15 @@ class NodeWatch:
     # -- the thread ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start listing and watching in a daemon thread."""
+        """Start listing and watching in a daemon thread.
+
+        The client is imported and configured here, in the caller's thread, so that its many
+        long-lived objects exist before the operator freezes its start-up objects out of the GC.
+        """
+        try:
+            self._api = self._api_factory()
+        except Exception as exc:  # no credentials yet: the thread keeps trying
+            logger.warning("node watch: no Kubernetes client yet (%s: %s)", type(exc).__name__, exc)
         self._thread = threading.Thread(target=self._run, name="fitgate-nodewatch", daemon=True)
         self._thread.start()
 
@@ -108,12 +117,14 @@ class NodeWatch:
         self._stop.set()
 
     def _run(self) -> None:
-        from kubernetes import watch  # noqa: PLC0415
+        from kubernetes import watch  # noqa: PLC0415 - imported by start() already
 
         backoff = 1.0
         while not self._stop.is_set():
             try:
-                api = self._api_factory()
+                if self._api is None:
+                    self._api = self._api_factory()
+                api = self._api
                 listed = json.loads(api.list_node(_preload_content=False).data)
                 self.replace(list(listed.get("items") or []))
                 version = listed["metadata"]["resourceVersion"]
@@ -134,6 +145,7 @@ class NodeWatch:
                     if kind in {"ADDED", "MODIFIED", "DELETED"}:
                         self.apply(str(kind), raw)
             except Exception as exc:  # network, auth, API errors: keep the last view, retry with backoff
+                self._api = None  # configure again (credentials may have changed)
                 self.errors += 1
                 logger.warning("node watch failed (%s: %s); retrying in %.0f s", type(exc).__name__, exc, backoff)
                 self._stop.wait(backoff)
