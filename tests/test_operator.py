@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
 import time
 from pathlib import Path
@@ -504,10 +505,23 @@ def test_admission_denials_are_not_logged_as_errors() -> None:
 
 
 def test_node_watch_keeps_the_gpu_nodes_and_counts_changes() -> None:
-    watch = NodeWatch(api_factory=lambda: None)
-    assert not watch.synced.is_set()
     cpu_only = node("cpu-0", {}, {"cpu": "64"})
-    watch.replace([H100, L4, cpu_only])
+
+    class Api:  # the CoreV1Api list_node call, as the API server pages it (limit / continue)
+        def __init__(self) -> None:
+            self.calls: list[dict[str, Any]] = []
+
+        def list_node(self, **kwargs: Any) -> Any:
+            self.calls.append(kwargs)
+            items, token = ([H100, L4], "next") if "_continue" not in kwargs else ([cpu_only], None)
+            meta = {"resourceVersion": "42", **({"continue": token} if token else {})}
+            return type("Response", (), {"data": json.dumps({"items": items, "metadata": meta}).encode()})()
+
+    api = Api()
+    watch = NodeWatch(api_factory=lambda: api, page_size=2)
+    assert not watch.synced.is_set()
+    assert watch._list(api) == "42"
+    assert [c.get("_continue") for c in api.calls] == [None, "next"] and api.calls[0]["limit"] == 2
     assert watch.synced.is_set() and watch.version == 1
     first = watch.inventory()
     assert sorted(g.node for g in first.gpus) == ["h100-0", "l4-0"] and watch.inventory() is first  # cached

@@ -39,9 +39,10 @@ def _core_v1() -> Any:
 class NodeWatch:
     """Node name -> its GPUs, kept current by a background list+watch; :meth:`inventory` reads it."""
 
-    def __init__(self, api_factory: ApiFactory | None = None, relist_s: float = 300.0) -> None:
+    def __init__(self, api_factory: ApiFactory | None = None, relist_s: float = 300.0, page_size: int = 500) -> None:
         self._api_factory = api_factory or _core_v1
         self.relist_s = relist_s
+        self.page_size = page_size
         self._lock = threading.Lock()
         self._gpus: dict[str, list[NodeGPUs]] = {}
         self._version = 0
@@ -76,13 +77,32 @@ class NodeWatch:
             logger.warning("ignoring GPUs of node %s: %s", name, exc)
             return []
 
-    def replace(self, nodes: list[Mapping[str, Any]]) -> None:
-        """Set the whole node list (a LIST answer)."""
-        gpus = {str(n["metadata"]["name"]): self._parse(n) for n in nodes}
+    def replace(self, gpus: Mapping[str, list[NodeGPUs]]) -> None:
+        """Set the whole node set (from a complete LIST)."""
         with self._lock:
             self._gpus = {k: v for k, v in gpus.items() if v}
             self._version += 1
         self.synced.set()
+
+    def _list(self, api: Any) -> str:
+        """LIST all nodes in pages (a node object is tens of kB; thousands must not sit in memory at once).
+
+        Returns the resource version to watch from.
+        """
+        gpus: dict[str, list[NodeGPUs]] = {}
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
+            if token:
+                kwargs["_continue"] = token
+            page = json.loads(api.list_node(**kwargs).data)
+            for node in page.get("items") or []:
+                gpus[str(node["metadata"]["name"])] = self._parse(node)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                self.replace(gpus)
+                return str(meta["resourceVersion"])
 
     def apply(self, event_type: str, node: Mapping[str, Any]) -> None:
         """Apply one watch event (ADDED, MODIFIED, DELETED)."""
@@ -125,9 +145,7 @@ class NodeWatch:
                 if self._api is None:
                     self._api = self._api_factory()
                 api = self._api
-                listed = json.loads(api.list_node(_preload_content=False).data)
-                self.replace(list(listed.get("items") or []))
-                version = listed["metadata"]["resourceVersion"]
+                version = self._list(api)
                 backoff = 1.0
                 stream = watch.Watch().stream(
                     api.list_node,
