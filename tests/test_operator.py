@@ -530,6 +530,8 @@ def test_node_watch_keeps_the_gpu_nodes_and_counts_changes() -> None:
     assert watch.version == 1
     watch.apply("DELETED", L4)
     assert watch.version == 2 and [g.node for g in watch.inventory().gpus] == ["h100-0"]
+    watch.replace({"h100-0": list(watch.inventory().gpus)})  # a periodic relist finding the same GPUs
+    assert watch.version == 2
     bad = node("bad-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "many"})
     watch.apply("ADDED", bad)  # unreadable allocatable: left out, never raised
     assert [g.node for g in watch.inventory().gpus] == ["h100-0"]

@@ -79,9 +79,11 @@ class NodeWatch:
 
     def replace(self, gpus: Mapping[str, list[NodeGPUs]]) -> None:
         """Set the whole node set (from a complete LIST)."""
+        fresh = {k: v for k, v in gpus.items() if v}
         with self._lock:
-            self._gpus = {k: v for k, v in gpus.items() if v}
-            self._version += 1
+            if fresh != self._gpus or not self.synced.is_set():
+                self._gpus = fresh
+                self._version += 1
         self.synced.set()
 
     def _list(self, api: Any) -> str:
