@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from tests.conftest import GEMMA3_TINY
+from tests.conftest import GEMMA3_TINY, configmap_mount
 
 from e2e.conftest import Kube
 from e2e.operator_process import Operator
@@ -92,20 +92,21 @@ TIGHT = {
 }
 
 
-def user_catalog(workdir: Path) -> Path:
-    """A user catalog made the way a user makes one: `fitgate catalog add` on a model directory."""
+def user_catalog(kube: Kube, workdir: Path) -> Path:
+    """A user catalog made the way a user makes one for a cluster: `fitgate catalog add --flat` on a model
+    directory, `kubectl create configmap --from-file`, mounted as the kubelet projects a ConfigMap."""
     model = workdir / "gemma-3-tiny"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(GEMMA3_TINY, indent=2))
     save_file({"model.embed_tokens.weight": np.zeros((512, 64), np.float16)}, str(model / "model.safetensors"))
-    catalog = workdir / "catalog"
+    flat = workdir / "catalog"
     fitgate = Path(sys.executable).parent / "fitgate"
-    subprocess.run(
-        [str(fitgate), "catalog", "add", str(model), "--repo-id", "acme/gemma-3-tiny", "--into", str(catalog)],
-        check=True,
-        capture_output=True,
-    )
-    return catalog
+    argv = [str(fitgate), "catalog", "add", str(model), "--repo-id", "acme/gemma-3-tiny", "--into", str(flat), "--flat"]
+    subprocess.run(argv, check=True, capture_output=True)
+    kube.kubectl("delete", "configmap", "fitgate-catalog", "-n", "default", "--ignore-not-found")
+    kube.kubectl("create", "configmap", "fitgate-catalog", "-n", "default", f"--from-file={flat}")
+    data = kube.get("configmap", "fitgate-catalog", "-n", "default")["data"]
+    return configmap_mount({key: value.encode() for key, value in data.items()}, workdir / "mount")
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     for name, labels, allocatable in NODES:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
     workdir = tmp_path_factory.mktemp("operator")
-    op = Operator(kube, workdir, extra_env={"FITGATE_CATALOG_PATH": str(user_catalog(workdir))})
+    op = Operator(kube, workdir, extra_env={"FITGATE_CATALOG_PATH": str(user_catalog(kube, workdir))})
     op.start()
     try:
         yield op

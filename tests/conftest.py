@@ -34,6 +34,20 @@ GEMMA3_TINY: dict[str, Any] = {
 }
 
 
+def configmap_mount(files: dict[str, bytes], where: Path) -> Path:
+    """A directory laid out as the kubelet projects a ConfigMap: real files in a hidden, timestamped
+    folder, ``..data`` pointing at it, and one symlink per key through ``..data``."""
+    where.mkdir()
+    stamp = where / "..2026_12_02_12_00_00.000000001"
+    stamp.mkdir()
+    for key, data in files.items():
+        (stamp / key).write_bytes(data)
+    (where / "..data").symlink_to(stamp.name)
+    for key in files:
+        (where / key).symlink_to(f"..data/{key}")
+    return where
+
+
 def catalog_config(repo_id: str) -> dict[str, Any]:
     """The real config.json of a catalog model (source recorded in its SOURCE.md)."""
     data: dict[str, Any] = json.loads((CATALOG / repo_id.replace("/", "__") / "config.json").read_text())

@@ -19,7 +19,7 @@ from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.weights import inventory_from_architecture
-from tests.conftest import GEMMA3_TINY
+from tests.conftest import GEMMA3_TINY, configmap_mount
 from tests.hub_server import HubRepo, HubServer
 from tests.test_hub import SHA_MAIN, llama8b_files, tiny_files
 
@@ -182,3 +182,25 @@ def test_catalog_totals_that_claim_to_equal_the_config_tensor_list_do() -> None:
         facts = resolve(e.repo_id, source="catalog")
         derived = inventory_from_architecture(parse_config(facts.config)).stored_bytes
         assert derived == e.total_size, e.repo_id
+
+
+def test_flat_entries_mounted_from_a_configmap_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = model_dir(tmp_path, GEMMA3_TINY)
+    flat = tmp_path / "flat"
+    argv = ("catalog", "add", str(src), "--repo-id", "acme/gemma-3-tiny", "--into", str(flat))
+    code, _, err = run(capsys, *argv, "--flat")
+    assert code == 0, err
+    names = sorted(p.name for p in flat.iterdir())
+    assert names == [f"acme__gemma-3-tiny.{n}" for n in ("SOURCE.md", "config.json", "weights.json")]
+    # The same entry once more as a folder is refused: one layout per repo id.
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "one layout per repo id" in err
+    mount = configmap_mount({p.name: p.read_bytes() for p in flat.iterdir()}, tmp_path / "mount")
+    monkeypatch.setenv("FITGATE_CATALOG_PATH", str(mount))
+    facts = resolve("acme/gemma-3-tiny", source="catalog")
+    assert facts.weights_basis == "safetensors" and facts.config == GEMMA3_TINY
+    direct = plan(to_model_input(resolve(str(src))), lookup_gpu("L4"), ServingConfig(max_model_len=8192))
+    via_mount = plan(to_model_input(facts), lookup_gpu("L4"), ServingConfig(max_model_len=8192))
+    assert via_mount.per_gpu == direct.per_gpu and via_mount.kv == direct.kv

@@ -36,13 +36,18 @@ _MAX_WEIGHTS_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One catalog model; ``location`` is ``built-in`` or the user catalog directory it is in."""
+    """One catalog model; ``location`` is ``built-in`` or the user catalog directory it is in.
+
+    An entry is a folder ``<org>__<name>/`` with ``config.json`` and ``weights.json``, or (``flat``, the
+    layout a ConfigMap mount gives) the files ``<org>__<name>.config.json`` and ``<org>__<name>.weights.json``.
+    """
 
     repo_id: str
     directory: str
     total_size: int | None
     basis: str
     location: str = BUILT_IN
+    flat: bool = False  # <directory>.config.json / <directory>.weights.json beside each other (a ConfigMap)
 
 
 def _builtin_dir() -> Traversable:
@@ -54,8 +59,7 @@ def user_catalog_dirs() -> tuple[str, ...]:
     return tuple(p for p in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if p.strip())
 
 
-def _read_json(entry: Traversable, name: str, limit: int) -> Any:
-    path = entry.joinpath(name)
+def _read_json(path: Traversable, limit: int) -> Any:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -68,9 +72,9 @@ def _read_json(entry: Traversable, name: str, limit: int) -> Any:
         raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({exc})") from exc
 
 
-def _weights(entry: Traversable) -> dict[str, Any]:
-    weights = _read_json(entry, "weights.json", _MAX_WEIGHTS_BYTES)
-    where = str(entry.joinpath("weights.json"))
+def _weights(path: Traversable) -> dict[str, Any]:
+    weights = _read_json(path, _MAX_WEIGHTS_BYTES)
+    where = str(path)
     if not isinstance(weights, dict) or not isinstance(weights.get("repo_id"), str):
         raise CheckpointError(where, weights if not isinstance(weights, dict) else None, "an object with repo_id")
     total = weights.get("total_size")
@@ -102,19 +106,32 @@ def _tensors(weights: dict[str, Any], where: str) -> tuple[tuple[str, str, tuple
     return tuple(out)
 
 
+FLAT_CONFIG, FLAT_WEIGHTS = ".config.json", ".weights.json"
+
+
 def _scan(root: Traversable, location: str) -> list[CatalogEntry]:
     out = []
-    for entry in root.iterdir():
-        if not entry.is_dir() or not entry.joinpath("config.json").is_file():
+    for item in root.iterdir():
+        if item.name.startswith("."):  # staging folders of `catalog add`, a ConfigMap mount's ..data
             continue
-        weights = _weights(entry)
+        if item.is_dir() and item.joinpath("config.json").is_file():
+            weights_file, name, flat = item.joinpath("weights.json"), item.name, False
+        elif item.name.endswith(FLAT_WEIGHTS):
+            name, flat = item.name[: -len(FLAT_WEIGHTS)], True
+            if not root.joinpath(name + FLAT_CONFIG).is_file():
+                raise CheckpointError(str(item), name + FLAT_CONFIG, "a config file beside it")
+            weights_file = item
+        else:
+            continue
+        weights = _weights(weights_file)
         out.append(
             CatalogEntry(
                 repo_id=str(weights["repo_id"]),
-                directory=entry.name,
+                directory=name,
                 total_size=weights.get("total_size"),
                 basis=str(weights.get("basis", "")),
                 location=location,
+                flat=flat,
             )
         )
     return out
@@ -141,6 +158,9 @@ def _stamp(d: str) -> float:
     try:
         newest = root.stat().st_mtime
         for entry in os.scandir(root):
+            if entry.name.endswith(FLAT_WEIGHTS):
+                newest = max(newest, entry.stat().st_mtime)
+                continue
             weights = Path(entry.path) / "weights.json"
             if entry.is_dir() and weights.is_file():
                 newest = max(newest, weights.stat().st_mtime, Path(entry.path).stat().st_mtime)
@@ -171,9 +191,13 @@ def find_builtin(repo_id: str) -> CatalogEntry | None:
     return next((e for e in _entries((), ()) if e.location == BUILT_IN and e.repo_id.lower() == wanted), None)
 
 
-def _folder(entry: CatalogEntry) -> Traversable:
+def _files(entry: CatalogEntry) -> tuple[Traversable, Traversable]:
+    """An entry's config.json and weights.json."""
     root: Traversable = _builtin_dir() if entry.location == BUILT_IN else Path(entry.location)
-    return root.joinpath(entry.directory)
+    if entry.flat:
+        return root.joinpath(entry.directory + FLAT_CONFIG), root.joinpath(entry.directory + FLAT_WEIGHTS)
+    folder = root.joinpath(entry.directory)
+    return folder.joinpath("config.json"), folder.joinpath("weights.json")
 
 
 def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
@@ -186,17 +210,17 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
     if entry is None:
         names = ", ".join(e.repo_id for e in catalog_entries())
         raise CheckpointError("model", repo_id, f"a local directory or a catalog model ({names})")
-    folder = _folder(entry)
-    weights = _weights(folder)
-    config = _read_json(folder, "config.json", _MAX_CONFIG_BYTES)
+    config_file, weights_file = _files(entry)
+    weights = _weights(weights_file)
+    config = _read_json(config_file, _MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
-        raise CheckpointError(str(folder.joinpath("config.json")), type(config).__name__, "a JSON object")
+        raise CheckpointError(str(config_file), type(config).__name__, "a JSON object")
     where = "" if entry.location == BUILT_IN else f" in {entry.location}"
     return ModelFacts(
         ref=ref or repo_id,
         name=entry.repo_id,
         config=config,
-        tensors=_tensors(weights, str(folder.joinpath("weights.json"))),
+        tensors=_tensors(weights, str(weights_file)),
         total_size=weights.get("total_size"),
         dtype_counts=weights.get("dtype_counts"),
         source="catalog",

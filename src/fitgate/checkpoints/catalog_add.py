@@ -17,7 +17,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fitgate.checkpoints.catalog import entry_dirname, tensor_rows
+from fitgate.checkpoints.catalog import FLAT_WEIGHTS, entry_dirname, tensor_rows
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts, to_model_input
 
 
@@ -38,6 +38,12 @@ def _weights_json(fields: dict[str, object], facts: ModelFacts) -> str:
     return head[:-2] + ',\n "tensors": [\n  ' + rows + "\n ]\n}\n"
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def add_to_catalog(
     facts: ModelFacts,
     repo_id: str,
@@ -45,11 +51,14 @@ def add_to_catalog(
     *,
     config_bytes: bytes | None = None,
     force: bool = False,
+    flat: bool = False,
 ) -> Path:
     """Write ``facts`` as the catalog entry of ``repo_id`` under ``into``; return the entry folder.
 
     ``config_bytes`` is the original ``config.json`` when it was read from a file (kept byte for
-    byte); otherwise the decoded config is written as JSON.
+    byte); otherwise the decoded config is written as JSON. ``flat`` writes ``<org>__<name>.config.json``,
+    ``.weights.json`` and ``.SOURCE.md`` side by side instead of a folder (``kubectl create configmap
+    --from-file=DIR`` takes such a directory as it is); the path returned is then the weights file.
 
     Raises:
         CheckpointError: the config is not one fitgate can size, or the entry exists and ``force`` is off.
@@ -59,7 +68,10 @@ def add_to_catalog(
     stored = model.inventory.stored_bytes if facts.tensors else (facts.total_size or 0)
     into = into.expanduser()
     into.mkdir(parents=True, exist_ok=True)
-    target = into / entry_dirname(repo_id)
+    target = into / (entry_dirname(repo_id) + (FLAT_WEIGHTS if flat else ""))
+    other = into / (entry_dirname(repo_id) + ("" if flat else FLAT_WEIGHTS))
+    if other.exists():
+        raise CheckpointError("catalog entry", str(other), "one layout per repo id in a catalog (remove it first)")
     if target.exists() and not force:
         raise CheckpointError(
             "catalog entry", str(target), "a repo id not yet in this catalog (pass --force to replace the entry)"
@@ -88,11 +100,22 @@ def add_to_catalog(
             "",
         )
     )
+    files = {
+        "config.json": config_data,
+        "weights.json": _weights_json(weights, facts).encode(),
+        "SOURCE.md": source.encode(),
+    }
+    if flat:
+        stem = entry_dirname(repo_id)
+        for name, data in files.items():  # weights last: an entry is visible once its weights file is
+            if name != "weights.json":
+                _write_atomic(into / f"{stem}.{name}", data)
+        _write_atomic(target, files["weights.json"])
+        return target
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=into))
     try:
-        (staging / "config.json").write_bytes(config_data)
-        (staging / "weights.json").write_text(_weights_json(weights, facts))
-        (staging / "SOURCE.md").write_text(source)
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
         os.chmod(staging, 0o755)
         if target.exists():
             old = into / f".{target.name}.old"
