@@ -14,7 +14,6 @@ Two kinds of catalog are searched, in this order:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts
+from fitgate.checkpoints.local import read_json
 
 _ROOT = "catalog"
 #: Environment variable naming user catalog directories.
@@ -59,21 +59,8 @@ def user_catalog_dirs() -> tuple[str, ...]:
     return tuple(p for p in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if p.strip())
 
 
-def _read_json(path: Traversable, limit: int) -> Any:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CheckpointError(str(path), None, f"a readable file ({exc.strerror or exc})") from exc
-    if len(data) > limit:
-        raise CheckpointError(str(path), f"{len(data)} bytes", f"at most {limit} bytes")
-    try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({exc})") from exc
-
-
 def _weights(path: Traversable) -> dict[str, Any]:
-    weights = _read_json(path, _MAX_WEIGHTS_BYTES)
+    weights = read_json(path, _MAX_WEIGHTS_BYTES)
     where = str(path)
     if not isinstance(weights, dict) or not isinstance(weights.get("repo_id"), str):
         raise CheckpointError(where, weights if not isinstance(weights, dict) else None, "an object with repo_id")
@@ -212,7 +199,7 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
         raise CheckpointError("model", repo_id, f"a local directory or a catalog model ({names})")
     config_file, weights_file = _files(entry)
     weights = _weights(weights_file)
-    config = _read_json(config_file, _MAX_CONFIG_BYTES)
+    config = read_json(config_file, _MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise CheckpointError(str(config_file), type(config).__name__, "a JSON object")
     where = "" if entry.location == BUILT_IN else f" in {entry.location}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,22 @@ MAX_INDEX_BYTES = 64 << 20
 MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
 
 
-def read_json(path: Path, limit: int) -> Any:
-    """Decode a JSON file no larger than ``limit`` bytes; errors name the file."""
+def read_json(path: Path | Traversable, limit: int) -> Any:
+    """Decode a JSON file no larger than ``limit`` bytes; errors name the file.
+
+    A real file's size is checked before it is read; a package resource (the built-in catalog) is read,
+    then checked.
+    """
     try:
-        size = path.stat().st_size
+        size = path.stat().st_size if isinstance(path, Path) else None
+        data = path.read_bytes() if size is None or size <= limit else b""
     except OSError as exc:
-        raise CheckpointError(str(path), None, f"a readable file ({exc.strerror})") from exc
+        raise CheckpointError(str(path), None, f"a readable file ({exc.strerror or exc})") from exc
+    size = len(data) if size is None else size
     if size > limit:
         raise CheckpointError(str(path), f"{size} bytes", f"at most {limit} bytes")
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({exc})") from exc
 
