@@ -18,7 +18,7 @@ from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries, user_catalog_dirs
 from fitgate.operator.api import GROUP, PLURAL, VERSION
 from fitgate.operator.config import OperatorConfig
-from fitgate.operator.inventory import Inventory, NodeGPUs, parse_node
+from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import NodeWatch
@@ -113,11 +113,7 @@ def gpu_nodes(
     """Index: node name -> its GPUs. A node whose labels cannot be read is logged and left out."""
     if memo is not None and isinstance(getattr(memo, "shared", None), Shared):
         memo.shared.inventory_version += 1  # any node event may change the inventory
-    try:
-        gpus = parse_node(body)
-    except Exception as exc:  # a malformed node must never break the index
-        logger.warning("ignoring GPUs of node %s: %s", name, exc)
-        return None
+    gpus = node_gpus(body, logger)
     return {name: gpus} if gpus else None
 
 

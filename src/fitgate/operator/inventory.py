@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -139,6 +140,15 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
         if gpu is not None and count:
             found.append(NodeGPUs(name, labels, amd_product, gpu, count, "amd", None, notes))
     return found
+
+
+def node_gpus(node: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> list[NodeGPUs]:
+    """:func:`parse_node`, but a node whose labels cannot be read is logged and counts as no GPUs."""
+    try:
+        return parse_node(node)
+    except Exception as exc:  # a malformed node must never break an inventory
+        logger.warning("ignoring GPUs of node %s: %s", (node.get("metadata") or {}).get("name", "?"), exc)
+        return []
 
 
 def _mig_gpu(product: str, profile: str, memory_mib: int | None) -> tuple[GpuModel | None, tuple[str, ...]]:

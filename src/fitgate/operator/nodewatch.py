@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fitgate.operator.inventory import Inventory, NodeGPUs, parse_node
+from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 
 logger = logging.getLogger("fitgate.nodewatch")
 
@@ -69,14 +69,6 @@ class NodeWatch:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _parse(self, node: Mapping[str, Any]) -> list[NodeGPUs]:
-        try:
-            return parse_node(node)
-        except Exception as exc:  # a malformed node must never break the view
-            name = (node.get("metadata") or {}).get("name", "?")
-            logger.warning("ignoring GPUs of node %s: %s", name, exc)
-            return []
-
     def replace(self, gpus: Mapping[str, list[NodeGPUs]]) -> None:
         """Set the whole node set (from a complete LIST)."""
         fresh = {k: v for k, v in gpus.items() if v}
@@ -99,7 +91,7 @@ class NodeWatch:
                 kwargs["_continue"] = token
             page = json.loads(api.list_node(**kwargs).data)
             for node in page.get("items") or []:
-                gpus[str(node["metadata"]["name"])] = self._parse(node)
+                gpus[str(node["metadata"]["name"])] = node_gpus(node, logger)
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
@@ -109,7 +101,7 @@ class NodeWatch:
     def apply(self, event_type: str, node: Mapping[str, Any]) -> None:
         """Apply one watch event (ADDED, MODIFIED, DELETED)."""
         name = str(node["metadata"]["name"])
-        gpus = [] if event_type == "DELETED" else self._parse(node)
+        gpus = [] if event_type == "DELETED" else node_gpus(node, logger)
         with self._lock:
             if gpus:
                 if self._gpus.get(name) == gpus:
