@@ -425,10 +425,11 @@ def _catalog_add(args: argparse.Namespace) -> int:
         repo_id = args.repo_id or facts.name
     repo_id, _ = parse_repo_ref(repo_id)
     built_in = find_builtin(repo_id)
-    target = add_to_catalog(facts, repo_id, Path(into), config_bytes=config_bytes, force=args.force, flat=args.flat)
+    target, total = add_to_catalog(
+        facts, repo_id, Path(into), config_bytes=config_bytes, force=args.force, flat=args.flat
+    )
     if built_in is not None:
         print(f"note: this entry takes precedence over the built-in one ({built_in.basis})", file=sys.stderr)
-    total = json.loads((target if args.flat else target / "weights.json").read_text()).get("total_size")
     print(f"added {repo_id} to {target} ({fmt_gib(total) if total else 'weights estimated'})")
     if str(Path(into).expanduser()) not in {str(Path(d).expanduser()) for d in user_catalog_dirs()}:
         print(f"note: set {CATALOG_PATH_ENV}={into} for fitgate to use it", file=sys.stderr)

@@ -52,13 +52,14 @@ def add_to_catalog(
     config_bytes: bytes | None = None,
     force: bool = False,
     flat: bool = False,
-) -> Path:
-    """Write ``facts`` as the catalog entry of ``repo_id`` under ``into``; return the entry folder.
+) -> tuple[Path, int | None]:
+    """Write ``facts`` as the catalog entry of ``repo_id`` under ``into``; return the entry and its stored bytes.
 
     ``config_bytes`` is the original ``config.json`` when it was read from a file (kept byte for
     byte); otherwise the decoded config is written as JSON. ``flat`` writes ``<org>__<name>.config.json``,
     ``.weights.json`` and ``.SOURCE.md`` side by side instead of a folder (``kubectl create configmap
-    --from-file=DIR`` takes such a directory as it is); the path returned is then the weights file.
+    --from-file=DIR`` takes such a directory as it is); the path returned is then the weights file. The
+    stored bytes are None when they are only estimated from the config.
 
     Raises:
         CheckpointError: the config is not one fitgate can size, or the entry exists and ``force`` is off.
@@ -111,7 +112,7 @@ def add_to_catalog(
             if name != "weights.json":
                 _write_atomic(into / f"{stem}.{name}", data)
         _write_atomic(target, files["weights.json"])
-        return target
+        return target, stored or None
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=into))
     try:
         for name, data in files.items():
@@ -128,4 +129,4 @@ def add_to_catalog(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return target
+    return target, stored or None
