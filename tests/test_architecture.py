@@ -83,7 +83,15 @@ def _broken(repo: str, **changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"hidden_size": ...}, r"config.json:hidden_size: missing is not valid; expected an integer >= 1"),
+        (
+            {"hidden_size": ..., "model_type": "not-in-transformers"},
+            r"config.json:hidden_size: missing is not valid; expected an integer >= 1",
+        ),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": float("nan")}}, r"rope_scaling.factor: nan is not valid"),
+        (
+            {"intermediate_size": 10**30},
+            r"intermediate_size: '1000000000\.\.\.000000 \(31 digits\)' is not valid; expected an integer within 64 bits",
+        ),
         (
             {"num_hidden_layers": 0},
             r"config.json:num_hidden_layers: 0 is not valid; expected an integer from 1 to 1024",
@@ -101,6 +109,14 @@ def _broken(repo: str, **changes: Any) -> dict[str, Any]:
 def test_bad_configs_name_the_key(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(SizingError, match=message):
         parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", **changes))
+
+
+def test_missing_key_takes_the_transformers_default() -> None:
+    # LlamaConfig's default intermediate_size is 11008 (transformers LlamaConfig.__init__), which is
+    # what vLLM builds when config.json omits the key; fitgate reads the same value.
+    arch = parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", intermediate_size=...))
+    ffn = arch.layers[0].ffn
+    assert ffn is not None and getattr(ffn, "intermediate_size", None) == 11008
 
 
 def test_unknown_architecture_names_it() -> None:

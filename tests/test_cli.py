@@ -169,7 +169,7 @@ def test_config_only_directory_is_estimated(tmp_path: Path, capsys: pytest.Captu
             lambda d: (d / "config.json").write_text(json.dumps({**TINY, "architectures": ["T5Model"]})),
             "'T5Model' is not valid",
         ),
-        (lambda d: (d / "config.json").write_text("x" * (2 << 20)), "at most 1048576 bytes"),
+        (lambda d: (d / "config.json").write_text("x" * (9 << 20)), "at most 8388608 bytes"),
     ],
 )
 def test_bad_checkpoint_is_one_line_exit_2(

@@ -68,7 +68,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
             {SHA_MAIN: {"config.json": tiny_files()["config.json"], "pytorch_model.bin": b"\0" * 1024}},
             {"main": SHA_MAIN},
         ),
-        HubRepo("acme/huge-config", {SHA_MAIN: {"config.json": b" " * (2 << 20)}}, {"main": SHA_MAIN}),
+        HubRepo("acme/huge-config", {SHA_MAIN: {"config.json": b" " * (9 << 20)}}, {"main": SHA_MAIN}),
         HubRepo(
             "acme/bad-header",
             {
@@ -172,7 +172,7 @@ def test_oversized_and_truncated_headers(hub: HubServer, tmp_path: Path) -> None
 
 
 def test_oversized_config_is_refused(hub: HubServer, tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="more than the 1048576-byte limit"):
+    with pytest.raises(CheckpointError, match="more than the 8388608-byte limit"):
         source(hub, tmp_path).resolve("acme/huge-config")
 
 

@@ -30,7 +30,7 @@ _ROOT = "catalog"
 #: Environment variable naming user catalog directories.
 CATALOG_PATH_ENV = "FITGATE_CATALOG_PATH"
 BUILT_IN = "built-in"
-_MAX_CONFIG_BYTES = 1 << 20
+_MAX_CONFIG_BYTES = 8 << 20  # as checkpoints.local.MAX_CONFIG_BYTES
 _MAX_WEIGHTS_BYTES = 64 << 20
 
 

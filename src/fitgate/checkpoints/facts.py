@@ -74,6 +74,20 @@ class ModelFacts:
         return "estimated"
 
 
+def with_hf_quant_config(config: dict[str, Any], hf_quant: object, file: str) -> dict[str, Any]:
+    """The config with NVIDIA ModelOpt's ``hf_quant_config.json`` as its ``quantization_config``.
+
+    ModelOpt exports (NVFP4 / FP8 checkpoints) keep their quantization in that file; vLLM reads it
+    when ``config.json`` has no ``quantization_config`` (and uses ``quant_method: modelopt``), so
+    fitgate does the same. A config that already declares its quantization is left as it is.
+    """
+    if not isinstance(hf_quant, Mapping):
+        raise CheckpointError(file, type(hf_quant).__name__, "a JSON object")
+    if config.get("quantization_config") is not None:
+        return config
+    return {**config, "quantization_config": {"quant_method": "modelopt", **hf_quant}}
+
+
 def to_model_input(facts: ModelFacts) -> ModelInput:
     """Parse the config and build the weight inventory from the best weight facts available."""
     arch = parse_config(facts.config)

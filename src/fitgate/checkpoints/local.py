@@ -13,9 +13,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, tensor_list
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, tensor_list, with_hf_quant_config
 
-MAX_CONFIG_BYTES = 1 << 20
+#: Real configs reach megabytes when they list per-layer quantization (MiniMax-M3-NVFP4: 3.1 MB).
+MAX_CONFIG_BYTES = 8 << 20
 MAX_INDEX_BYTES = 64 << 20
 #: The safetensors format caps the JSON header at 100 MB.
 MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
@@ -87,6 +88,9 @@ def load_directory(path: Path, ref: str | None = None) -> ModelFacts:
     config = read_json(config_path, MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise CheckpointError(str(config_path), type(config).__name__, "a JSON object")
+    quant_path = path / "hf_quant_config.json"
+    if quant_path.is_file():
+        config = with_hf_quant_config(config, read_json(quant_path, MAX_CONFIG_BYTES), str(quant_path))
     shards = sorted(path.glob("*.safetensors"))
     tensors: list[tuple[str, str, tuple[int, ...]]] = []
     for shard in shards:

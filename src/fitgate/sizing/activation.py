@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.architecture import DenseMLP, ModelArchitecture, MoE
+from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.units import GiB, MiB
 from fitgate.sizing.versions import VllmAccounting
 

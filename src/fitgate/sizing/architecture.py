@@ -10,195 +10,55 @@ Supported families are those listed in :data:`SUPPORTED_ARCHITECTURES`; anything
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from fitgate.sizing.dtypes import normalize_model_dtype
 from fitgate.sizing.errors import SizingError, UnknownArchitectureError
+from fitgate.sizing.hf_config import normalize
+from fitgate.sizing.model import (
+    MLA,
+    Attention,
+    DenseMLP,
+    FeedForward,
+    Layer,
+    LinearAttention,
+    Mamba,
+    Mixer,
+    ModelArchitecture,
+    MoE,
+    Quantization,
+    VisionEncoder,
+)
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION, parse_quantization
 
-# --------------------------------------------------------------------------------------------
-# Token mixers
-
-
-@dataclass(frozen=True)
-class Attention:
-    """Softmax attention (MHA when kv heads == heads, GQA when fewer, MQA when one).
-
-    ``sliding_window`` limits attention to the last N tokens; ``chunk_size`` is Llama 4's chunked
-    local attention. At most one of them is set.
-    """
-
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    v_head_dim: int
-    sliding_window: int | None = None
-    chunk_size: int | None = None
-    gated_q: bool = False  # Qwen3-Next: q_proj also produces an output gate (2x width)
-    sinks: bool = False  # gpt-oss: one learned sink logit per head
-
-
-@dataclass(frozen=True)
-class MLA:
-    """DeepSeek multi-head latent attention: one compressed latent (kv_lora_rank + rope dims) per token."""
-
-    num_heads: int
-    q_lora_rank: int | None
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-
-
-@dataclass(frozen=True)
-class Mamba:
-    """A Mamba (v1) or Mamba2 state-space mixer; its cache is a fixed-size state per request."""
-
-    version: int
-    d_inner: int  # intermediate width (expand * hidden, or heads * head_dim for Mamba2)
-    d_state: int
-    d_conv: int
-    n_groups: int = 1
-    num_heads: int = 0  # Mamba2 only
-    head_dim: int = 0  # Mamba2 only
-    dt_rank: int = 0  # Mamba1 only
-
-
-@dataclass(frozen=True)
-class LinearAttention:
-    """Gated DeltaNet linear attention (Qwen3-Next): conv state plus a recurrent matrix state."""
-
-    num_k_heads: int
-    num_v_heads: int
-    head_k_dim: int
-    head_v_dim: int
-    conv_kernel: int
-
-
-Mixer = Attention | MLA | Mamba | LinearAttention
-
-# --------------------------------------------------------------------------------------------
-# Feed-forward blocks
-
-
-@dataclass(frozen=True)
-class DenseMLP:
-    """A dense MLP; ``gated`` MLPs (SwiGLU/GeGLU) have gate and up projections."""
-
-    intermediate_size: int
-    gated: bool = True
-
-
-@dataclass(frozen=True)
-class MoE:
-    """A mixture-of-experts block. All experts are resident in GPU memory."""
-
-    num_experts: int
-    top_k: int
-    expert_intermediate_size: int
-    shared_intermediate_size: int = 0
-    gated: bool = True
-
-
-FeedForward = DenseMLP | MoE
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One decoder layer: an optional token mixer and an optional feed-forward block."""
-
-    mixer: Mixer | None
-    ffn: FeedForward | None
-
-
-@dataclass(frozen=True)
-class Quantization:
-    """What ``quantization_config`` says about how the checkpoint's weights are stored.
-
-    Attributes:
-        method: vLLM's name for the method (``fp8``, ``compressed-tensors``, ``awq``, ``gptq``,
-            ``mxfp4``, ``nvfp4``/``modelopt_fp4``, ``bitsandbytes``...).
-        weight_bits: Bits per stored weight element of quantized linear layers.
-        group_size: Elements per scale (0 = per channel / per tensor).
-        scale_bytes: Bytes of one scale (plus zero point where stored).
-        experts_only: Only expert weights are quantized (gpt-oss MXFP4).
-    """
-
-    method: str
-    weight_bits: float
-    group_size: int = 0
-    scale_bytes: float = 0.0
-    experts_only: bool = False
-
-
-@dataclass(frozen=True)
-class VisionEncoder:
-    """Size of a multimodal model's vision tower, for weights and the encoder's profiling pass."""
-
-    hidden_size: int
-    num_layers: int
-    intermediate_size: int
-    num_params: int
-
-
-@dataclass(frozen=True)
-class ModelArchitecture:
-    """A decoder-only language model, as vLLM will build it."""
-
-    architecture: str
-    model_type: str
-    dtype: str
-    hidden_size: int
-    vocab_size: int
-    tie_word_embeddings: bool
-    layers: tuple[Layer, ...]
-    max_position_embeddings: int
-    rotary_dim: int
-    rope_cache_positions: int
-    quantization: Quantization | None = None
-    vision: VisionEncoder | None = None
-    mtp_layers: int = 0
-    max_capture_size_override: int | None = None
-    norm_has_bias: bool = False
-    attention_bias: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def num_layers(self) -> int:
-        """Number of decoder layers."""
-        return len(self.layers)
-
-    @property
-    def derived_max_model_len(self) -> int:
-        """The longest context vLLM accepts for this model (``max_position_embeddings`` after RoPE scaling)."""
-        return max(self.max_position_embeddings, self.rope_cache_positions)
-
-    @property
-    def is_moe(self) -> bool:
-        """Whether any layer is a mixture of experts."""
-        return any(isinstance(layer.ffn, MoE) for layer in self.layers)
-
-    @property
-    def attention_heads(self) -> int:
-        """Query heads of the first attention-like layer (for TP divisibility checks)."""
-        for layer in self.layers:
-            if isinstance(layer.mixer, Attention | MLA):
-                return layer.mixer.num_heads
-        return 0
-
-    @property
-    def kv_heads(self) -> int:
-        """KV heads of the first softmax-attention layer (0 for MLA / attention-free models)."""
-        for layer in self.layers:
-            if isinstance(layer.mixer, Attention):
-                return layer.mixer.num_kv_heads
-        return 0
-
+__all__ = [
+    "MLA",
+    "RUNTIME_QUANTIZATION",
+    "SUPPORTED_ARCHITECTURES",
+    "Attention",
+    "DenseMLP",
+    "FeedForward",
+    "Layer",
+    "LinearAttention",
+    "Mamba",
+    "Mixer",
+    "MoE",
+    "ModelArchitecture",
+    "Quantization",
+    "VisionEncoder",
+    "parse_config",
+    "parse_quantization",
+]
 
 # --------------------------------------------------------------------------------------------
 # Parsing helpers
+
+#: The longest context fitgate sizes (vLLM's cos/sin cache holds one row per position).
+MAX_POSITIONS = 1 << 24
 
 _MAX_REASONABLE = {
     "hidden_size": 131072,
@@ -209,7 +69,7 @@ _MAX_REASONABLE = {
     "intermediate_size": 1048576,
     "vocab_size": 16777216,
     "num_experts": 16384,
-    "max_position_embeddings": 1 << 30,
+    "max_position_embeddings": MAX_POSITIONS,
 }
 
 
@@ -223,11 +83,11 @@ class _Cfg:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def int_(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+    def int_(self, key: str, default: int | None = None, minimum: int = 1, limit: int | None = None) -> int:
         value = self.data.get(key, default)
         if value is None:
             raise SizingError(f"{self.prefix}:{key}", None, f"an integer >= {minimum}")
-        limit = _MAX_REASONABLE.get(key, 1 << 40)
+        limit = limit or _MAX_REASONABLE.get(key, 1 << 40)
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= limit:
             raise SizingError(f"{self.prefix}:{key}", value, f"an integer from {minimum} to {limit}")
         return value
@@ -243,12 +103,17 @@ class _Cfg:
             raise SizingError(f"{self.prefix}:{key}", value, "true or false")
         return value
 
-    def float_(self, key: str, default: float) -> float:
+    def float_(self, key: str, default: float, maximum: float = 1e6) -> float:
         value = self.data.get(key, default)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise SizingError(f"{self.prefix}:{key}", value, "a positive number")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 < value <= maximum
+        ):
+            raise SizingError(f"{self.prefix}:{key}", value, f"a number greater than 0 and at most {maximum:g}")
         return float(value)
 
     def str_(self, key: str, default: str = "") -> str:
@@ -264,8 +129,55 @@ class _Cfg:
         return value
 
 
-#: Architectures (``config.json:architectures[0]``) and the family parser that handles each.
+#: Architectures vLLM 0.33 no longer serves natively (``_PREVIOUSLY_SUPPORTED_MODELS`` in
+#: vllm/model_executor/models/registry.py), with the last release that did.
+NOT_SERVED: dict[str, str] = {
+    "MllamaForConditionalGeneration": "0.10.2",
+    "Phi4MultimodalForCausalLM": "0.12.0",
+}
+
+#: Architectures (``config.json:architectures[0]``) and the family parser that handles each. The
+#: families follow vLLM 0.33's model classes (vllm/model_executor/models/registry.py): the same
+#: layer pattern keys, the same attention kinds, the same MoE placement rules.
 SUPPORTED_ARCHITECTURES: dict[str, str] = {
+    # dense decoders, sliding windows from layer_types or the global window
+    "Ministral3ForCausalLM": "llama",
+    "MiMoForCausalLM": "llama",
+    "Olmo2ForCausalLM": "llama",
+    "Olmo3ForCausalLM": "llama",
+    "Exaone4ForCausalLM": "llama",
+    "SmolLM3ForCausalLM": "llama",
+    "Ernie4_5ForCausalLM": "llama",
+    "Cohere2ForCausalLM": "llama",
+    "Glm4ForCausalLM": "llama",
+    "HunYuanDenseV1ForCausalLM": "llama",
+    "Qwen2VLForConditionalGeneration": "llama",
+    "Qwen3VLForConditionalGeneration": "llama",
+    "LlavaForConditionalGeneration": "llama",
+    "LlavaNextForConditionalGeneration": "llama",
+    "LlavaOnevisionForConditionalGeneration": "llama",
+    "Idefics3ForConditionalGeneration": "llama",
+    "InternVLForConditionalGeneration": "llama",
+    "Gemma3nForConditionalGeneration": "llama",
+    # mixtures of experts with softmax attention
+    "MiniMaxM2ForCausalLM": "moe",
+    "PhiMoEForCausalLM": "moe",
+    "Glm4MoeForCausalLM": "moe",
+    "Ernie4_5_MoeForCausalLM": "moe",
+    "HunYuanMoEV1ForCausalLM": "moe",
+    "Qwen3VLMoeForConditionalGeneration": "moe",
+    "Step3p5ForCausalLM": "moe",
+    # multi-head latent attention (DeepSeek V2/V3 layout), sparse-attention indexer where configured
+    "DeepseekV32ForCausalLM": "mla",
+    "GlmMoeDsaForCausalLM": "mla",
+    "Glm4MoeLiteForCausalLM": "mla",
+    "KimiK25ForConditionalGeneration": "mla",
+    "KimiVLForConditionalGeneration": "mla",
+    # Gated DeltaNet hybrids (Qwen3-Next layout), dense or MoE
+    "Qwen3_5ForCausalLM": "qwen3_next",
+    "Qwen3_5MoeForCausalLM": "qwen3_next",
+    "Qwen3_5ForConditionalGeneration": "qwen3_next",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_next",
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "llama",
@@ -324,14 +236,24 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         raise SizingError("config.json:architectures", archs, "a list naming the model class")
     arch = archs[0]
     family = SUPPORTED_ARCHITECTURES.get(arch)
+    if arch in NOT_SERVED:
+        raise UnknownArchitectureError(
+            "config.json:architectures",
+            arch,
+            f"an architecture vLLM 0.33 serves (vLLM dropped {arch} after {NOT_SERVED[arch]})",
+        )
     if family is None:
         raise UnknownArchitectureError(
             "config.json:architectures",
             arch,
             "a supported architecture: " + ", ".join(sorted(SUPPORTED_ARCHITECTURES)),
         )
+    config, normalize_notes = normalize(config)
     top = _Cfg(config)
-    text_data = config.get("text_config")
+    text_data = next(
+        (config[k] for k in ("text_config", "language_config", "llm_config") if isinstance(config.get(k), Mapping)),
+        None,
+    )
     if isinstance(text_data, Mapping):
         text = _Cfg(
             {**{k: v for k, v in config.items() if k != "text_config"}, **text_data},
@@ -349,7 +271,21 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     hidden = text.int_("hidden_size")
     heads = text.int_("num_attention_heads", 1) if text.has("num_attention_heads") else 1
     head_dim = text.int_("head_dim") if text.has("head_dim") else max(1, hidden // heads)
-    rotary_dim = int(head_dim * text.float_("partial_rotary_factor", 1.0))
+    rope_params = text.data.get("rope_parameters")
+    explicit_rotary = text.has("rotary_dim")
+    if (
+        not text.has("partial_rotary_factor")
+        and isinstance(rope_params, Mapping)
+        and "partial_rotary_factor" in rope_params
+    ):
+        rotary_dim = int(
+            head_dim
+            * _Cfg(rope_params, f"{text.prefix}:rope_parameters").float_("partial_rotary_factor", 1.0, maximum=1.0)
+        )
+    else:
+        rotary_dim = int(head_dim * text.float_("partial_rotary_factor", 1.0, maximum=1.0))
+    if explicit_rotary:
+        rotary_dim = text.int_("rotary_dim", limit=head_dim)  # MiniMax M2: vLLM reads config.rotary_dim
     if family == "mla":
         rotary_dim = text.int_("qk_rope_head_dim")
     max_pos = text.int_("max_position_embeddings", 8192)
@@ -374,7 +310,8 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         max_capture_size_override=992 if family == "moe" and model_type == "gpt_oss" else None,
         norm_has_bias=family == "phi2",
         attention_bias=bool(text.data.get("attention_bias"))
-        or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl"},
+        or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},
+        notes=normalize_notes,
     )
 
 
@@ -384,15 +321,19 @@ def _rope_cache_positions(text: _Cfg, max_pos: int) -> int:
     This is also vLLM's derived maximum model length: YaRN scales the original context by its
     factor; linear and dynamic scaling scale max_position_embeddings; Llama 3 / LongRoPE do not.
     """
-    scaling = text.data.get("rope_scaling") or text.data.get("rope_parameters") or {}  # transformers 5 renamed it
+    key = "rope_scaling" if text.data.get("rope_scaling") else "rope_parameters"  # transformers 5 renamed it
+    scaling = text.data.get(key) or {}
     if isinstance(scaling, Mapping):
         kind = str(scaling.get("rope_type") or scaling.get("type") or "")
-        factor = scaling.get("factor")
-        original = scaling.get("original_max_position_embeddings")
-        if kind in {"yarn", "deepseek_yarn"} and isinstance(factor, int | float) and isinstance(original, int):
-            return int(original * factor)
-        if kind in {"dynamic", "linear"} and isinstance(factor, int | float):
-            return int(max_pos * factor)
+        if kind not in {"yarn", "deepseek_yarn", "dynamic", "linear"}:
+            return max_pos
+        rope = _Cfg(scaling, f"{text.prefix}:{key}")
+        factor = rope.float_("factor", 1.0, maximum=1024)
+        if kind in {"yarn", "deepseek_yarn"} and rope.has("original_max_position_embeddings"):
+            original = rope.int_("original_max_position_embeddings", limit=MAX_POSITIONS)
+            return min(int(original * factor), MAX_POSITIONS)
+        if kind in {"dynamic", "linear"}:
+            return min(int(max_pos * factor), MAX_POSITIONS)
     return max_pos
 
 
@@ -458,22 +399,62 @@ def _family_phi2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, in
     return [Layer(_attention(text), _dense(text, gated=False)) for _ in range(n)], {}
 
 
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
+def _has_experts(text: _Cfg) -> bool:
+    return any(text.has(k) and text.data.get(k) not in (0, 1) for k in _EXPERT_KEYS)
+
+
 def _moe_from(text: _Cfg, model_type: str) -> MoE:
     experts = None
-    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+    for key in _EXPERT_KEYS:
         if text.has(key):
             experts = text.int_(key)
             break
     if experts is None:
         raise SizingError(f"{text.prefix}:num_experts", None, "the number of experts (num_local_experts/num_experts)")
-    top_k = text.int_("num_experts_per_tok") if text.has("num_experts_per_tok") else text.int_("experts_per_token", 2)
+    top_k_key = next((k for k in ("num_experts_per_tok", "experts_per_token", "moe_k") if text.has(k)), "")
+    top_k = text.int_(top_k_key) if top_k_key else 2
     key = "moe_intermediate_size" if text.has("moe_intermediate_size") else "intermediate_size"
-    shared = (
-        text.int_("shared_expert_intermediate_size", minimum=0) if text.has("shared_expert_intermediate_size") else 0
-    )
-    if text.has("n_shared_experts"):
-        shared = text.int_("n_shared_experts", minimum=0) * text.int_(key)
-    return MoE(experts, top_k, text.int_(key), shared)
+    expert = text.int_(key)
+    shared = 0
+    for shared_key in ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "share_expert_dim"):
+        if text.has(shared_key):
+            shared = text.int_(shared_key, minimum=0)
+            break
+    if not shared and text.has("shared_intermediate_size") and model_type != "granitemoehybrid":
+        shared = text.int_("shared_intermediate_size", minimum=0)
+    if not shared and text.has("n_shared_experts"):
+        shared = text.int_("n_shared_experts", minimum=0) * expert
+    return MoE(experts, top_k, expert, shared)
+
+
+def _moe_layers(text: _Cfg, n: int) -> list[bool]:
+    """Which layers hold experts, by the family's key (vLLM reads the same ones).
+
+    ``mlp_only_layers`` / ``decoder_sparse_step`` (Qwen MoE), ``first_k_dense_replace`` and an
+    integer ``moe_layer_freq`` (DeepSeek, GLM, Step), a per-layer ``moe_layer_freq`` list (MiniMax M3,
+    MiMo-V2), ``mlp_layer_types`` ("dense"/"sparse"); otherwise every layer.
+    """
+    freq = text.data.get("moe_layer_freq")
+    if isinstance(freq, list):
+        if len(freq) < n:
+            raise SizingError(f"{text.prefix}:moe_layer_freq", f"{len(freq)} entries", f"{n} entries")
+        return [bool(v) for v in freq[:n]]
+    kinds = text.list_("mlp_layer_types")
+    if kinds is not None and len(kinds) >= n:
+        return [str(k) in {"sparse", "moe"} for k in kinds[:n]]
+    dense_only = {v for v in (text.list_("mlp_only_layers") or []) if isinstance(v, int) and not isinstance(v, bool)}
+    step = text.int_("decoder_sparse_step", 1)
+    first_dense = text.int_("first_k_dense_replace", 0, minimum=0)
+    every = text.int_("moe_layer_freq", 1) if isinstance(freq, int) else 1
+    return [i not in dense_only and (i + 1) % step == 0 and i >= first_dense and i % every == 0 for i in range(n)]
+
+
+def _dense_ffn(text: _Cfg) -> DenseMLP:
+    key = "dense_intermediate_size" if text.has("dense_intermediate_size") else "intermediate_size"
+    return DenseMLP(text.int_(key))
 
 
 def _family_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
@@ -481,17 +462,23 @@ def _family_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int
     sliding = _sliding_pattern(text, model_type, n)
     window = text.data.get("sliding_window")
     moe = _moe_from(text, model_type)
-    step = text.int_("decoder_sparse_step", 1)
-    dense_only = set(text.list_("mlp_only_layers") or [])
+    placement = _moe_layers(text, n)
+    dense = _dense_ffn(text)
     layers = []
     for i in range(n):
         w = window if sliding[i] and isinstance(window, int) else None
         att = _attention(text, window=w)
         if model_type == "gpt_oss":
             att = Attention(att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim, w, sinks=True)
-        is_moe = i not in dense_only and (i + 1) % step == 0
-        layers.append(Layer(att, moe if is_moe else _dense(text)))
-    return layers, {}
+        layers.append(Layer(att, moe if placement[i] else dense))
+    return layers, {"mtp_layers": _mtp_layers(text)}
+
+
+def _mtp_layers(text: _Cfg) -> int:
+    for key in ("num_nextn_predict_layers", "num_mtp_modules", "mtp_num_layers"):
+        if text.has(key):
+            return text.int_(key, 0, minimum=0)
+    return 0
 
 
 def _family_mla(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
@@ -506,15 +493,36 @@ def _family_mla(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int
         text.int_("qk_rope_head_dim"),
         text.int_("v_head_dim"),
     )
-    first_dense = text.int_("first_k_dense_replace", 0, minimum=0)
-    freq = text.int_("moe_layer_freq", 1)
-    has_experts = text.has("n_routed_experts")
+    if text.has("index_topk") and text.has("index_head_dim"):
+        # Sparse attention (DeepSeek V3.2 / GLM-5): vllm/model_executor/models/deepseek_v2.py builds an
+        # indexer with its own cache on every layer unless index_topk_freq / index_topk_pattern skip it.
+        mla = MLA(
+            mla.num_heads,
+            mla.q_lora_rank,
+            mla.kv_lora_rank,
+            mla.qk_nope_head_dim,
+            mla.qk_rope_head_dim,
+            mla.v_head_dim,
+            index_head_dim=text.int_("index_head_dim"),
+        )
+    has_experts = _has_experts(text)
     moe = _moe_from(text, model_type) if has_experts else None
+    placement = _moe_layers(text, n)
+    dense = _dense(text)
+    freq = text.int_("index_topk_freq", 1)
+    pattern = text.data.get("index_topk_pattern")
+    offset = text.int_("index_skip_topk_offset", 0, minimum=0)
     layers = []
     for i in range(n):
-        is_moe = moe is not None and i >= first_dense and i % freq == 0
-        layers.append(Layer(mla, moe if is_moe and moe is not None else _dense(text)))
-    return layers, {"mtp_layers": text.int_("num_nextn_predict_layers", 0, minimum=0)}
+        layer_mla = mla
+        if mla.index_head_dim:
+            skip = max(i - offset + 1, 0) % freq != 0 or (
+                isinstance(pattern, list | str) and i < len(pattern) and pattern[i] == "S"
+            )
+            if skip:
+                layer_mla = replace(mla, index_head_dim=0)
+        layers.append(Layer(layer_mla, moe if moe is not None and placement[i] else dense))
+    return layers, {"mtp_layers": _mtp_layers(text)}
 
 
 def _family_llama4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
@@ -552,12 +560,12 @@ def _family_qwen3_next(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[s
     )
     att = _attention(text)
     att = Attention(att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim, gated_q=True)
-    moe = _moe_from(text, model_type)
+    ffn: FeedForward = _moe_from(text, model_type) if _has_experts(text) else _dense(text)
     layers = []
     for i in range(n):
         full = types[i] == "full_attention" if types else (i + 1) % interval == 0
-        layers.append(Layer(att if full else linear, moe))
-    return layers, {"mtp_layers": text.int_("num_nextn_predict_layers", 0, minimum=0)}
+        layers.append(Layer(att if full else linear, ffn))
+    return layers, {"mtp_layers": _mtp_layers(text)}
 
 
 def _mamba2(text: _Cfg, prefix: str = "mamba_") -> Mamba:
@@ -580,9 +588,31 @@ def _mamba2(text: _Cfg, prefix: str = "mamba_") -> Mamba:
     )
 
 
+#: ``layers_block_type`` names (Nemotron 3 configs; transformers 5 writes the second spelling).
+_BLOCK_TYPE_CHARS = {
+    "mamba": "M",
+    "linear_attention": "M",
+    "attention": "*",
+    "full_attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
+
+
 def _family_nemotron_h(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
     pattern = text.str_("hybrid_override_pattern")
-    n = text.int_("num_hidden_layers")
+    block_types = text.list_("layers_block_type")
+    if not pattern and block_types is not None:
+        # Nemotron 3 configs give the per-layer kinds instead of the pattern string (transformers 5).
+        unknown = next((t for t in block_types if t not in _BLOCK_TYPE_CHARS), None)
+        if unknown is not None:
+            raise SizingError(
+                f"{text.prefix}:layers_block_type",
+                unknown,
+                "mamba, attention, mlp or moe (or linear_attention, full_attention)",
+            )
+        pattern = "".join(_BLOCK_TYPE_CHARS[t] for t in block_types)
+    n = text.int_("num_hidden_layers", len(pattern) or None)
     if len(pattern) != n or not re.fullmatch(r"[M*\-E]+", pattern):
         raise SizingError(
             f"{text.prefix}:hybrid_override_pattern",
@@ -597,7 +627,10 @@ def _family_nemotron_h(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[s
         elif ch == "*":
             layers.append(Layer(_attention(text), None))
         elif ch == "E":
-            layers.append(Layer(None, _moe_from(text, model_type)))
+            # relu2 experts: up and down projections only (vllm nemotron_h.py NemotronHMoE)
+            moe = _moe_from(text, model_type)
+            latent = text.int_("moe_latent_size", 0, minimum=0) if text.has("moe_latent_size") else 0
+            layers.append(Layer(None, replace(moe, gated=False, latent_size=latent)))
         else:
             layers.append(Layer(None, DenseMLP(text.int_("intermediate_size"), gated=False)))
     return layers, {}
@@ -680,57 +713,3 @@ def _parse_vision(config: Mapping[str, Any]) -> VisionEncoder | None:
     # A ViT block: 4*h^2 attention + 2*h*i MLP (+ biases/norms, ignored); plus a projector h x text hidden.
     params = layers * (4 * hidden * hidden + 2 * hidden * inter)
     return VisionEncoder(hidden, layers, inter, params)
-
-
-def parse_quantization(qc: object) -> Quantization | None:
-    """Read ``quantization_config`` into a :class:`Quantization` (None for unquantized checkpoints)."""
-    if qc is None:
-        return None
-    if not isinstance(qc, Mapping):
-        raise SizingError("config.json:quantization_config", qc, "a JSON object")
-    method = str(qc.get("quant_method", "")).lower()
-    if method == "fp8":
-        block = qc.get("weight_block_size")
-        group = block[0] * block[1] if isinstance(block, list) and len(block) == 2 else 0
-        return Quantization("fp8", 8, group, 4.0)
-    if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        bits, group, kind = 8.0, 0, "int"
-        for grp in groups.values() if isinstance(groups, Mapping) else []:
-            weights = grp.get("weights") if isinstance(grp, Mapping) else None
-            if isinstance(weights, Mapping):
-                bits = float(weights.get("num_bits", 8))
-                group = int(weights.get("group_size") or 0)
-                kind = str(weights.get("type", "int"))
-                break
-        scale = 2.0 if bits < 8 or kind == "int" else 4.0
-        return Quantization("compressed-tensors", bits, group, scale)
-    if method in {"awq", "gptq", "awq_marlin", "gptq_marlin"}:
-        bits = float(qc.get("bits", qc.get("w_bit", 4)))
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 0)
-        # fp16 scale per group plus a packed zero point (bits/8 bytes) per group
-        return Quantization(method.removesuffix("_marlin"), bits, max(group, 0), 2.0 + bits / 8)
-    if method == "mxfp4":
-        return Quantization("mxfp4", 4, 32, 1.0, experts_only=True)
-    if method in {"modelopt", "modelopt_fp4", "nvfp4"}:
-        algo = str(qc.get("quant_algo", "")).upper()
-        if "FP8" in algo:
-            return Quantization("modelopt", 8, 0, 4.0)
-        return Quantization("modelopt_fp4", 4, 16, 1.0)
-    if method == "bitsandbytes":
-        four_bit = bool(qc.get("load_in_4bit", True))
-        return Quantization("bitsandbytes", 4 if four_bit else 8, 64 if four_bit else 0, 4.0)
-    if method in {"fbgemm_fp8", "ptpc_fp8"}:
-        return Quantization(method, 8, 0, 4.0)
-    raise SizingError(
-        "config.json:quantization_config.quant_method",
-        method or None,
-        "one of fp8, compressed-tensors, awq, gptq, mxfp4, modelopt, modelopt_fp4, bitsandbytes, fbgemm_fp8",
-    )
-
-
-#: Runtime ``--quantization`` values fitgate can size, mapped to how weights end up stored.
-RUNTIME_QUANTIZATION: dict[str, Quantization] = {
-    "fp8": Quantization("fp8", 8, 0, 0.0),  # online fp8: one fp32 scale per tensor (negligible)
-    "bitsandbytes": Quantization("bitsandbytes", 4, 64, 4.0),
-}

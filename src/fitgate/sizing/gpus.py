@@ -30,6 +30,7 @@ class GpuModel:
     label_memory_mib: int = 0
     memory_bandwidth_gbps: float = 0.0
     bf16_dense_tflops: float = 0.0
+    interconnect: str = "pcie"  # "nvlink": SXM/NVL boards whose GPUs talk over NVLink/NVSwitch
 
     @property
     def is_a100(self) -> bool:
@@ -55,6 +56,7 @@ def _catalog() -> tuple[tuple[GpuModel, ...], dict[str, GpuModel]]:
             label_memory_mib=int(g["label_memory_mib"]),
             memory_bandwidth_gbps=float(g["memory_bandwidth_gbps"]),
             bf16_dense_tflops=float(g["bf16_dense_tflops"]),
+            interconnect=str(g.get("interconnect", "pcie")),
         )
         for g in raw["gpus"]
     )

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from fitgate.sizing.architecture import MLA, Attention, LinearAttention, Mamba, ModelArchitecture
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_specs import (
     ChunkedLocalAttentionSpec,
@@ -24,10 +23,13 @@ from fitgate.sizing.kv_specs import (
     SlidingWindowSpec,
     spec_kind,
 )
+from fitgate.sizing.model import MLA, Attention, LinearAttention, Mamba, ModelArchitecture
 from fitgate.sizing.units import cdiv
 from fitgate.sizing.versions import VllmAccounting
 
 DEFAULT_BLOCK_SIZE = 16
+#: One token of a sparse-MLA fp8 cache (``fp8_ds_mla``): 512 x fp8 + 4 x fp32 scales + 64 x bf16 rope.
+FP8_DS_MLA_BYTES = 656
 
 
 def _mamba_state_bytes(mixer: Mamba | LinearAttention, tp: int, state_dtype_bytes: int) -> int:
@@ -80,7 +82,17 @@ def layer_specs(
                 specs.append(FullAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes))
         elif isinstance(mixer, MLA):
             head = mixer.kv_lora_rank + mixer.qk_rope_head_dim
-            specs.append(MLAAttentionSpec(block_size, head, kv_dtype_bytes, accounting.mla_align_bytes))
+            if mixer.index_head_dim and kv_dtype_bytes == 1:
+                # Sparse MLA with an fp8 cache stores "fp8_ds_mla" entries: 512 fp8 latent values, 4 fp32
+                # scales and 64 bf16 rope values = 656 bytes a token (vllm/v1/kv_cache_interface.py).
+                specs.append(MLAAttentionSpec(block_size, FP8_DS_MLA_BYTES, 1))
+            else:
+                specs.append(MLAAttentionSpec(block_size, head, kv_dtype_bytes, accounting.mla_align_bytes))
+            if mixer.index_head_dim:
+                # The indexer's own cache: fp8 keys plus one fp32 scale per 128 values, uint8
+                # (DeepseekV32IndexerCache: head_dim + head_dim // 128 * 4 -> 132 bytes a token).
+                index_bytes = mixer.index_head_dim + mixer.index_head_dim // 128 * 4
+                specs.append(MLAAttentionSpec(block_size, index_bytes, 1))
         else:
             specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes)))
     return specs

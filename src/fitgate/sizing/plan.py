@@ -13,16 +13,12 @@ The verdict follows from the numbers (see :func:`plan`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from enum import StrEnum
 
-from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile
-from fitgate.sizing.architecture import MLA, RUNTIME_QUANTIZATION, ModelArchitecture, Quantization
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, normalize_model_dtype
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
-    KVLayout,
     blocks_per_request,
     build_layout,
     hybrid_block_size,
@@ -33,152 +29,32 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
+from fitgate.sizing.model import MLA, ModelArchitecture, Quantization
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
+from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import GiB, fmt_gib
 from fitgate.sizing.versions import VllmAccounting, accounting_for
-from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
+from fitgate.sizing.weights import pp_layer_ranges, weights_per_rank
 
+#: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
+KV_CACHE_MEMORY_SINCE = (0, 11, 0)
 TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
 MAX_CONTEXT = 1 << 24
 
-
-class Verdict(StrEnum):
-    """Whether a deployment fits its GPUs."""
-
-    FITS = "Fits"
-    TIGHT = "Tight"
-    DOES_NOT_FIT = "DoesNotFit"
-    UNKNOWN = "Unknown"
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One finding behind a verdict: a CamelCase code and a sentence with the numbers."""
-
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    """The vLLM engine settings that change memory (``None``: vLLM's default)."""
-
-    max_model_len: int | None = None
-    kv_cache_dtype: str = "auto"
-    dtype: str = "auto"
-    quantization: str | None = None
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    block_size: int | None = None
-    enforce_eager: bool = False
-    vllm_version: str | None = None
-    engine: str | None = None
-    offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
-
-
-@dataclass(frozen=True)
-class Workload:
-    """The peak a service must hold: this many concurrent requests of this many tokens each."""
-
-    concurrency: int
-    context_tokens: int
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """A model as the sizing core needs it: architecture plus weight inventory."""
-
-    name: str
-    arch: ModelArchitecture
-    inventory: WeightInventory
-
-
-@dataclass(frozen=True)
-class ResolvedServing:
-    """Serving settings after vLLM's defaults are applied."""
-
-    max_model_len: int
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    block_size: int
-    block_size_given: bool
-    dtype: str
-    kv_cache_dtype: str
-    kv_dtype_bytes: int
-    quantization: str | None
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    gpu_memory_utilization: float
-    enforce_eager: bool
-    vllm_version: str
-
-
-@dataclass(frozen=True)
-class RankPlan:
-    """The budget of one worker (tensor rank 0 of pipeline stage ``pp_rank``)."""
-
-    pp_rank: int
-    layers: range
-    weights: RankWeights
-    profile: ProfileEstimate
-    requested_bytes: int
-    non_kv_bytes: int
-    available_kv_bytes: int
-    layout: KVLayout
-    num_blocks: int
-
-
-@dataclass(frozen=True)
-class PerGpu:
-    """The per-GPU breakdown shown to users (the rank with the fewest KV blocks)."""
-
-    capacity_bytes: int
-    budget_bytes: int
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    cuda_graph_bytes: int
-    kv_cache_bytes: int
-    headroom_bytes: int
-    outside_budget_bytes: int
-
-
-@dataclass(frozen=True)
-class KVSummary:
-    """The KV pool as vLLM reports it."""
-
-    bytes_per_token: int
-    page_size_bytes: int
-    block_size: int
-    num_blocks: int
-    num_groups: int
-    kinds: tuple[str, ...]
-    reported_tokens: int
-    max_concurrency: float
-    one_request_bytes: int
-    workload_blocks: int | None
-    workload_fraction: float | None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The result of sizing one deployment on one GPU model."""
-
-    model: str
-    gpu: GpuModel
-    serving: ResolvedServing
-    workload: Workload | None
-    verdict: Verdict
-    reasons: tuple[Reason, ...]
-    per_gpu: PerGpu
-    kv: KVSummary
-    ranks: tuple[RankPlan, ...]
-    binding_rank: int
-    weights_estimated: bool
-    max_model_len_that_fits: int
-    notes: tuple[str, ...] = field(default_factory=tuple)
+__all__ = [
+    "KVSummary",
+    "ModelInput",
+    "PerGpu",
+    "Plan",
+    "RankPlan",
+    "Reason",
+    "ResolvedServing",
+    "ServingConfig",
+    "Verdict",
+    "Workload",
+    "plan",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,6 +128,13 @@ def resolve_serving(
         default_tokens = 2048 if chunked else max(max_len, 2048)
         seqs = serving.max_num_seqs or 256
     tokens = _positive_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
+    kv_memory = _positive_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
+    if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
+        since = ".".join(map(str, KV_CACHE_MEMORY_SINCE))
+        raise SizingError("kv_cache_memory_bytes", kv_memory, f"vLLM {since} or later (--kv-cache-memory-bytes)")
+    interconnect = serving.interconnect or gpu.interconnect
+    if interconnect not in ("nvlink", "pcie"):
+        raise SizingError("interconnect", interconnect, "nvlink or pcie")
     block = _positive_int(serving.block_size, "block_size", 1, 4096)
     if block is not None and block % 16 and block not in (1, 8):
         raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
@@ -270,12 +153,21 @@ def resolve_serving(
         gpu_memory_utilization=float(gmu),
         enforce_eager=serving.enforce_eager,
         vllm_version=accounting.label,
+        kv_cache_memory_bytes=kv_memory,
+        interconnect=interconnect,
     )
 
 
 def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
-    """16 on CUDA and ROCm; MLA on Blackwell uses CUTLASS MLA with 128-token blocks."""
-    if any(isinstance(layer.mixer, MLA) for layer in arch.layers) and gpu.architecture == "blackwell":
+    """16 on CUDA and ROCm; MLA on Blackwell uses CUTLASS MLA with 128-token blocks; sparse MLA 64.
+
+    vllm/platforms/cuda.py: FlashMLA-sparse (DeepSeek V3.2, GLM-5) and FlashMLA use 64-token blocks,
+    CUTLASS MLA on Blackwell 128.
+    """
+    mla = [layer.mixer for layer in arch.layers if isinstance(layer.mixer, MLA)]
+    if mla and any(m.index_head_dim for m in mla):
+        return 64
+    if mla and gpu.architecture == "blackwell":
         return 128
     return 16
 
@@ -319,16 +211,22 @@ def _rank(
         accounting=accounting,
     )
     specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
-    block = hybrid_block_size(specs, rs.block_size if rs.block_size_given else None)
+    block = hybrid_block_size(specs, rs.block_size)
     if block != rs.block_size:
         specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting)
     layout = build_layout(specs, accounting)
-    product = gpu.memory_bytes * rs.gpu_memory_utilization
-    requested = math.ceil(product) if accounting.requested_ceil else int(product)
     non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
     if accounting.cudagraph_in_budget:
         non_kv += profile.cuda_graph_bytes
-    available = requested - non_kv
+    if rs.kv_cache_memory_bytes is not None:
+        # --kv-cache-memory-bytes: the pool is that number; gpu_memory_utilization is ignored and what
+        # vLLM holds is the non-KV memory plus the pool (reference section 4).
+        requested = non_kv + rs.kv_cache_memory_bytes
+        available = rs.kv_cache_memory_bytes
+    else:
+        product = gpu.memory_bytes * rs.gpu_memory_utilization
+        requested = math.ceil(product) if accounting.requested_ceil else int(product)
+        available = requested - non_kv
     return RankPlan(
         pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
     )
@@ -446,7 +344,17 @@ def _verdict(
     hard: list[Reason] = []
     soft: list[Reason] = []
     budget, avail = g.budget_bytes, worst.available_kv_bytes
-    if g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
+    if rs.kv_cache_memory_bytes is not None and g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
+        hard.append(
+            Reason(
+                "KVCacheMemoryExceedsGpu",
+                f"kv_cache_memory_bytes {fmt_gib(rs.kv_cache_memory_bytes)} + weights and activations "
+                f"{fmt_gib(worst.non_kv_bytes)} = {fmt_gib(budget)} per GPU, more than the "
+                f"{fmt_gib(g.capacity_bytes - CUDA_CONTEXT_BYTES)} a {fmt_gib(g.capacity_bytes)} card has "
+                "after its CUDA context: vLLM runs out of memory allocating the KV cache",
+            )
+        )
+    elif g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
         hard.append(
             Reason(
                 "GpuMemoryUtilizationTooHigh",

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fitgate.sizing.architecture import (
+from fitgate.sizing.dtypes import MODEL_DTYPES, tensor_dtype_bytes
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.model import (
     MLA,
     Attention,
     DenseMLP,
@@ -30,8 +32,6 @@ from fitgate.sizing.architecture import (
     MoE,
     Quantization,
 )
-from fitgate.sizing.dtypes import MODEL_DTYPES, tensor_dtype_bytes
-from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import cdiv, round_up
 
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
@@ -206,12 +206,15 @@ def _ffn_params(b: _Builder, i: int, ffn: DenseMLP | MoE, hidden: int) -> None:
             b.add(i, Role.COLUMN, ffn.intermediate_size + hidden)  # fc1/fc2 biases
         return
     mats = 3 if ffn.gated else 2
-    b.add(i, Role.EXPERT, ffn.num_experts * mats * hidden * ffn.expert_intermediate_size, linear=True)
+    width = ffn.latent_size or hidden
+    b.add(i, Role.EXPERT, ffn.num_experts * mats * width * ffn.expert_intermediate_size, linear=True)
+    if ffn.latent_size:
+        b.add(i, Role.REPLICATED, 2 * hidden * ffn.latent_size, linear=True)  # fc1/fc2 latent projections
     if b.arch.model_type == "gpt_oss":
         b.add(i, Role.EXPERT, ffn.num_experts * (2 * ffn.expert_intermediate_size + hidden))  # biases
     b.add(i, Role.REPLICATED, hidden * ffn.num_experts + ffn.num_experts)  # router
     if ffn.shared_intermediate_size:
-        b.add(i, Role.COLUMN, 2 * hidden * ffn.shared_intermediate_size, linear=True)
+        b.add(i, Role.COLUMN, (mats - 1) * hidden * ffn.shared_intermediate_size, linear=True)
         b.add(i, Role.ROW, ffn.shared_intermediate_size * hidden, linear=True)
 
 

@@ -1,0 +1,136 @@
+"""Read ``config.json`` the way vLLM does: with transformers' defaults and key aliases.
+
+vLLM builds its model config with ``AutoConfig`` (transformers' ``CONFIG_MAPPING[model_type]``, plus a
+small registry of its own for model types transformers lacks), so the values it sizes with are the
+class's: omitted keys take the class defaults, alias keys (``attribute_map``: ``n_head`` ->
+``num_attention_heads``, ``layer_types`` -> ``layers_block_type``) are renamed, and nested sub-configs
+(``text_config``, ``vision_config``) get their own class's defaults, even when the file omits them.
+
+fitgate applies the same defaults and aliases from a table generated from transformers' classes
+(``data/hf_defaults.json``, ``scripts/gen_hf_defaults.py``) rather than importing transformers at run
+time. Why: the defaults that are plain values fit in a table, while those a class computes from other
+keys (``head_dim`` from ``hidden_size``, ``layer_types`` from a pattern) are left out of it by the
+generator and computed by fitgate's parser from the file's own values, as the class would; and
+importing transformers alone takes longer than the 1.2 s a cold ``fitgate plan`` may take (measured
+here: 5-20 s for ``from transformers import CONFIG_MAPPING`` on this 2-core machine). The test
+``tests/test_hf_defaults.py`` regenerates the table from the installed transformers and proves it
+equal to the committed file, and proves that every real config of the test corpus parses to the same
+architecture through the table as through transformers' own classes.
+
+A model type the table does not know is read as written (fitgate's parser has its own defaults).
+Before any of this, integers beyond 64 bits and nesting deeper than :data:`MAX_DEPTH` are refused
+anywhere in the file, with the key path that holds them (floats are checked where they are read).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from fitgate.sizing.errors import SizingError
+
+MAX_DEPTH = 32
+_INT64 = 1 << 63
+
+
+def check_numbers(value: object, path: str = "config.json", depth: int = 0) -> None:
+    """Refuse integers beyond 64 bits and deep nesting anywhere in a JSON value.
+
+    Raises:
+        SizingError: Naming the key path, the value and the limit.
+    """
+    if depth > MAX_DEPTH:
+        raise SizingError(path, "nesting deeper than 32 levels", f"at most {MAX_DEPTH} levels of objects and lists")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, float):
+        # Not refused here: real configs hold infinities where nothing is sized from them
+        # (Nemotron-H's time_step_limit [0.0, Infinity]); the parser checks every float it reads.
+        return
+    if isinstance(value, int):
+        if not -_INT64 <= value < _INT64:
+            raise SizingError(path, _short(value), "an integer within 64 bits")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            check_numbers(item, f"{path}:{key}" if depth == 0 else f"{path}.{key}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_numbers(item, f"{path}[{i}]", depth + 1)
+        return
+    raise SizingError(path, type(value).__name__, "a JSON value")
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else text[:10] + "..." + text[-6:] + f" ({len(text)} digits)"
+
+
+@lru_cache(maxsize=1)
+def _table() -> Mapping[str, Any]:
+    raw = json.loads(resources.files("fitgate.sizing").joinpath("data/hf_defaults.json").read_text())
+    table: Mapping[str, Any] = raw["model_types"]
+    return table
+
+
+def known_model_type(model_type: str) -> bool:
+    """Whether transformers (as of the generated table) has a configuration class for ``model_type``."""
+    return model_type in _table()
+
+
+#: Model types vLLM builds with another type's class (its ``_CONFIG_REGISTRY`` in
+#: vllm/transformers_utils/config.py, 0.33.0 L122-176): the defaults are that class's.
+VLLM_CONFIG_CLASSES = {"kimi_k2": "deepseek_v3", "deepseek_v32": "deepseek_v3"}
+
+
+def normalize(config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The config as vLLM sees it: class defaults filled in, aliases renamed, sub-configs completed.
+
+    Returns the filled-in mapping and notes (for example that the model type is not one transformers
+    knows, so the raw keys were used).
+
+    Raises:
+        SizingError: A number in the file is not finite, too large, or nested too deep.
+    """
+    check_numbers(config)
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        return dict(config), ("config.json has no model_type: read as written, without transformers' defaults",)
+    model_type = VLLM_CONFIG_CLASSES.get(model_type, model_type)
+    if model_type not in _table():
+        return dict(config), (f"transformers does not know model_type {model_type!r}: config.json read as written",)
+    return _fill(config, model_type), ()
+
+
+def _fill(raw: Mapping[str, Any], model_type: str, depth: int = 0) -> dict[str, Any]:
+    entry = _table().get(model_type)
+    if entry is None or depth > 2:
+        return dict(raw)
+    aliases: Mapping[str, str] = entry["aliases"]
+    out: dict[str, Any] = dict(entry["defaults"])
+    for key, value in raw.items():
+        out[aliases.get(key, key)] = value
+    out["model_type"] = model_type  # the class's, as its to_dict() writes it
+    sub_configs: Mapping[str, str | None] = entry["sub_configs"]
+    for key, sub_type in sub_configs.items():
+        sub_raw = raw.get(key)
+        if sub_raw is None:
+            # A composite class builds a missing text config from the top-level keys (Qwen2.5-VL's
+            # language model is written at the top level), any other missing sub-config from defaults.
+            sub_raw = (
+                {k: v for k, v in raw.items() if not isinstance(v, Mapping) and k != "model_type"}
+                if key == "text_config"
+                else {}
+            )
+        if not isinstance(sub_raw, Mapping):
+            continue
+        named = sub_raw.get("model_type")
+        named = VLLM_CONFIG_CLASSES.get(named, named) if isinstance(named, str) else None
+        chosen = named if named in _table() else sub_type
+        if chosen:
+            out[key] = _fill(sub_raw, chosen, depth + 1)
+    return out

@@ -1,0 +1,195 @@
+"""What fitgate knows about a model: its layers, token mixers, feed-forward blocks and storage.
+
+These frozen types sit at the bottom of the sizing core: the config parser
+(:mod:`fitgate.sizing.architecture`) builds them, and the weight, KV-cache and profiling arithmetic
+reads them. They hold no arithmetic beyond a few derived properties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------------------------
+# Token mixers
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Softmax attention (MHA when kv heads == heads, GQA when fewer, MQA when one).
+
+    ``sliding_window`` limits attention to the last N tokens; ``chunk_size`` is Llama 4's chunked
+    local attention. At most one of them is set.
+    """
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    sliding_window: int | None = None
+    chunk_size: int | None = None
+    gated_q: bool = False  # Qwen3-Next: q_proj also produces an output gate (2x width)
+    sinks: bool = False  # gpt-oss: one learned sink logit per head
+
+
+@dataclass(frozen=True)
+class MLA:
+    """DeepSeek multi-head latent attention: one compressed latent (kv_lora_rank + rope dims) per token."""
+
+    num_heads: int
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    #: DeepSeek V3.2 / GLM-5 sparse attention: the lightning indexer's head size (0: none). An
+    #: indexed layer caches one ``index_head_dim + index_head_dim // 128 * 4``-byte key per token
+    #: (fp8 values plus one fp32 scale per 128), vLLM ``DeepseekV32IndexerCache``.
+    index_head_dim: int = 0
+
+
+@dataclass(frozen=True)
+class Mamba:
+    """A Mamba (v1) or Mamba2 state-space mixer; its cache is a fixed-size state per request."""
+
+    version: int
+    d_inner: int  # intermediate width (expand * hidden, or heads * head_dim for Mamba2)
+    d_state: int
+    d_conv: int
+    n_groups: int = 1
+    num_heads: int = 0  # Mamba2 only
+    head_dim: int = 0  # Mamba2 only
+    dt_rank: int = 0  # Mamba1 only
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Gated DeltaNet linear attention (Qwen3-Next): conv state plus a recurrent matrix state."""
+
+    num_k_heads: int
+    num_v_heads: int
+    head_k_dim: int
+    head_v_dim: int
+    conv_kernel: int
+
+
+Mixer = Attention | MLA | Mamba | LinearAttention
+
+# --------------------------------------------------------------------------------------------
+# Feed-forward blocks
+
+
+@dataclass(frozen=True)
+class DenseMLP:
+    """A dense MLP; ``gated`` MLPs (SwiGLU/GeGLU) have gate and up projections."""
+
+    intermediate_size: int
+    gated: bool = True
+
+
+@dataclass(frozen=True)
+class MoE:
+    """A mixture-of-experts block. All experts are resident in GPU memory."""
+
+    num_experts: int
+    top_k: int
+    expert_intermediate_size: int
+    shared_intermediate_size: int = 0
+    gated: bool = True
+    #: Latent MoE (Nemotron 3 Super/Ultra ``moe_latent_size``): experts work in this width, with one
+    #: hidden -> latent and one latent -> hidden projection shared by all experts (0: hidden size).
+    latent_size: int = 0
+
+
+FeedForward = DenseMLP | MoE
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One decoder layer: an optional token mixer and an optional feed-forward block."""
+
+    mixer: Mixer | None
+    ffn: FeedForward | None
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """What ``quantization_config`` says about how the checkpoint's weights are stored.
+
+    Attributes:
+        method: vLLM's name for the method (``fp8``, ``compressed-tensors``, ``awq``, ``gptq``,
+            ``mxfp4``, ``nvfp4``/``modelopt_fp4``, ``bitsandbytes``...).
+        weight_bits: Bits per stored weight element of quantized linear layers.
+        group_size: Elements per scale (0 = per channel / per tensor).
+        scale_bytes: Bytes of one scale (plus zero point where stored).
+        experts_only: Only expert weights are quantized (gpt-oss MXFP4).
+    """
+
+    method: str
+    weight_bits: float
+    group_size: int = 0
+    scale_bytes: float = 0.0
+    experts_only: bool = False
+
+
+@dataclass(frozen=True)
+class VisionEncoder:
+    """Size of a multimodal model's vision tower, for weights and the encoder's profiling pass."""
+
+    hidden_size: int
+    num_layers: int
+    intermediate_size: int
+    num_params: int
+
+
+@dataclass(frozen=True)
+class ModelArchitecture:
+    """A decoder-only language model, as vLLM will build it."""
+
+    architecture: str
+    model_type: str
+    dtype: str
+    hidden_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    layers: tuple[Layer, ...]
+    max_position_embeddings: int
+    rotary_dim: int
+    rope_cache_positions: int
+    quantization: Quantization | None = None
+    vision: VisionEncoder | None = None
+    mtp_layers: int = 0
+    max_capture_size_override: int | None = None
+    norm_has_bias: bool = False
+    attention_bias: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of decoder layers."""
+        return len(self.layers)
+
+    @property
+    def derived_max_model_len(self) -> int:
+        """The longest context vLLM accepts for this model (``max_position_embeddings`` after RoPE scaling)."""
+        return max(self.max_position_embeddings, self.rope_cache_positions)
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether any layer is a mixture of experts."""
+        return any(isinstance(layer.ffn, MoE) for layer in self.layers)
+
+    @property
+    def attention_heads(self) -> int:
+        """Query heads of the first attention-like layer (for TP divisibility checks)."""
+        for layer in self.layers:
+            if isinstance(layer.mixer, Attention | MLA):
+                return layer.mixer.num_heads
+        return 0
+
+    @property
+    def kv_heads(self) -> int:
+        """KV heads of the first softmax-attention layer (0 for MLA / attention-free models)."""
+        for layer in self.layers:
+            if isinstance(layer.mixer, Attention):
+                return layer.mixer.num_kv_heads
+        return 0

@@ -1,0 +1,119 @@
+"""How a checkpoint's weights are stored: ``quantization_config`` and runtime ``--quantization``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.model import Quantization
+
+_FIELD = "config.json:quantization_config"
+
+
+def _number(qc: Mapping[str, Any], key: str, default: float, low: float, high: float, *, integer: bool) -> float:
+    """A number of ``quantization_config``, checked where it enters (finite, in range, integral)."""
+    value = qc.get(key, default)
+    if value is None:
+        value = default
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and low <= value <= high
+        and (not integer or float(value).is_integer())
+    )
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        raise SizingError(f"{_FIELD}.{key}", value, f"{kind} from {low:g} to {high:g}")
+    return float(value)
+
+
+def _modelopt(qc: Mapping[str, Any]) -> Quantization:
+    """NVIDIA ModelOpt: ``quant_algo`` at the top or under ``quantization`` (hf_quant_config.json layout)."""
+    inner = qc.get("quantization")
+    source = inner if isinstance(inner, Mapping) else qc
+    algo = str(source.get("quant_algo") or qc.get("quant_algo") or "").upper()
+    if algo in {"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"}:
+        return Quantization("modelopt", 8, 0, 4.0)
+    if "NVFP4" in algo or algo in {"MIXED_PRECISION", "W4A8_NVFP4_FP8", "W4A16_NVFP4"}:
+        # NVFP4: two 4-bit values a byte plus one fp8 scale per 16 elements (and an fp32 global
+        # scale per tensor, negligible). MIXED_PRECISION checkpoints keep some layers in FP8; they
+        # are sized as NVFP4 throughout (weights from safetensors headers, when read, are exact).
+        group = int(_number(source, "group_size", 16, 1, 1 << 20, integer=True))
+        return Quantization("modelopt_fp4", 4, group, 1.0)
+    raise SizingError(f"{_FIELD}.quant_algo", algo or None, "FP8, NVFP4 or MIXED_PRECISION (NVIDIA ModelOpt)")
+
+
+def parse_quantization(qc: object) -> Quantization | None:
+    """Read ``quantization_config`` into a :class:`Quantization` (None for unquantized checkpoints).
+
+    Every number is checked where it enters: bits and group sizes must be finite integers in range;
+    an error names the key (``config.json:quantization_config.bits``), the value and the range.
+    """
+    if qc is None:
+        return None
+    if not isinstance(qc, Mapping):
+        raise SizingError(_FIELD, qc, "a JSON object")
+    method = str(qc.get("quant_method") or "").lower()
+    producer = qc.get("producer")
+    if not method and isinstance(producer, Mapping) and producer.get("name") == "modelopt":
+        method = "modelopt"  # vLLM's ModelOpt configs accept a producer block without quant_method
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        group = 0
+        if block is not None:
+            if not isinstance(block, list) or len(block) != 2:
+                raise SizingError(f"{_FIELD}.weight_block_size", block, "two integers, e.g. [128, 128]")
+            sizes = {"weight_block_size[0]": block[0], "weight_block_size[1]": block[1]}
+            rows = _number(sizes, "weight_block_size[0]", 128, 1, 1 << 16, integer=True)
+            cols = _number(sizes, "weight_block_size[1]", 128, 1, 1 << 16, integer=True)
+            group = int(rows * cols)
+        return Quantization("fp8", 8, group, 4.0)
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        bits, group, kind = 8.0, 0, "int"
+        if not isinstance(groups, Mapping):
+            raise SizingError(f"{_FIELD}.config_groups", groups, "a JSON object of quantization groups")
+        for grp in groups.values():
+            weights = grp.get("weights") if isinstance(grp, Mapping) else None
+            if isinstance(weights, Mapping):
+                bits = _number(weights, "num_bits", 8, 1, 16, integer=True)
+                group = int(_number(weights, "group_size", 0, 0, 1 << 20, integer=True))
+                kind = str(weights.get("type", "int"))
+                break
+        if kind == "float" and bits == 4:
+            # NVFP4 / MXFP4 in compressed-tensors: fp8 (NVFP4, 16) or e8m0 (MXFP4, 32) group scales
+            return Quantization("compressed-tensors", 4, group or 16, 1.0)
+        scale = 2.0 if bits < 8 or kind == "int" else 4.0
+        return Quantization("compressed-tensors", bits, group, scale)
+    if method in {"awq", "gptq", "awq_marlin", "gptq_marlin"}:
+        bits = _number(qc, "bits" if "bits" in qc else "w_bit", 4, 2, 8, integer=True)
+        key = "group_size" if "group_size" in qc else "q_group_size"
+        group = int(_number(qc, key, 128, -1, 1 << 20, integer=True))
+        # fp16 scale per group plus a packed zero point (bits/8 bytes) per group
+        return Quantization(method.removesuffix("_marlin"), bits, max(group, 0), 2.0 + bits / 8)
+    if method == "mxfp4":
+        return Quantization("mxfp4", 4, 32, 1.0, experts_only=True)
+    if method in {"modelopt", "modelopt_fp4", "nvfp4", "modelopt_mixed"}:
+        return _modelopt(qc)
+    if method == "bitsandbytes":
+        four_bit = qc.get("load_in_4bit", True)
+        if not isinstance(four_bit, bool):
+            raise SizingError(f"{_FIELD}.load_in_4bit", four_bit, "true or false")
+        return Quantization("bitsandbytes", 4 if four_bit else 8, 64 if four_bit else 0, 4.0)
+    if method in {"fbgemm_fp8", "ptpc_fp8"}:
+        return Quantization(method, 8, 0, 4.0)
+    raise SizingError(
+        f"{_FIELD}.quant_method",
+        method or None,
+        "one of fp8, compressed-tensors, awq, gptq, mxfp4, modelopt, modelopt_fp4, bitsandbytes, fbgemm_fp8",
+    )
+
+
+#: Runtime ``--quantization`` values fitgate can size, mapped to how weights end up stored.
+RUNTIME_QUANTIZATION: dict[str, Quantization] = {
+    "fp8": Quantization("fp8", 8, 0, 0.0),  # online fp8: one fp32 scale per tensor (negligible)
+    "bitsandbytes": Quantization("bitsandbytes", 4, 64, 4.0),
+}

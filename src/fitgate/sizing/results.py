@@ -1,0 +1,105 @@
+"""What a plan says: the verdict, its reasons and the per-GPU numbers behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fitgate.sizing.activation import ProfileEstimate
+from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.kv_layout import KVLayout
+from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.serving import ResolvedServing, Workload
+from fitgate.sizing.weights import RankWeights, WeightInventory
+
+
+class Verdict(StrEnum):
+    """Whether a deployment fits its GPUs."""
+
+    FITS = "Fits"
+    TIGHT = "Tight"
+    DOES_NOT_FIT = "DoesNotFit"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One finding behind a verdict: a CamelCase code and a sentence with the numbers."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """A model as the sizing core needs it: architecture plus weight inventory."""
+
+    name: str
+    arch: ModelArchitecture
+    inventory: WeightInventory
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """The budget of one worker (tensor rank 0 of pipeline stage ``pp_rank``)."""
+
+    pp_rank: int
+    layers: range
+    weights: RankWeights
+    profile: ProfileEstimate
+    requested_bytes: int
+    non_kv_bytes: int
+    available_kv_bytes: int
+    layout: KVLayout
+    num_blocks: int
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """The per-GPU breakdown shown to users (the rank with the fewest KV blocks)."""
+
+    capacity_bytes: int
+    budget_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    kv_cache_bytes: int
+    headroom_bytes: int
+    outside_budget_bytes: int
+
+
+@dataclass(frozen=True)
+class KVSummary:
+    """The KV pool as vLLM reports it."""
+
+    bytes_per_token: int
+    page_size_bytes: int
+    block_size: int
+    num_blocks: int
+    num_groups: int
+    kinds: tuple[str, ...]
+    reported_tokens: int
+    max_concurrency: float
+    one_request_bytes: int
+    workload_blocks: int | None
+    workload_fraction: float | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The result of sizing one deployment on one GPU model."""
+
+    model: str
+    gpu: GpuModel
+    serving: ResolvedServing
+    workload: Workload | None
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    per_gpu: PerGpu
+    kv: KVSummary
+    ranks: tuple[RankPlan, ...]
+    binding_rank: int
+    weights_estimated: bool
+    max_model_len_that_fits: int
+    notes: tuple[str, ...] = field(default_factory=tuple)

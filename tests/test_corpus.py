@@ -1,0 +1,89 @@
+"""Every real config.json of the corpus plans, or is refused naming its architecture.
+
+``tests/corpus`` holds real Hugging Face configs of distinct checkpoints, most of them 2025-2026
+families, each copied from a public repository that vendors it (``SOURCE.md`` beside each names
+repository@commit:path). Their real sizes are not vendored, so the weights are checked against the
+parameter count in the checkpoint's name (``Qwen3-30B-A3B`` -> 30B), which the model cards state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fitgate.checkpoints.facts import to_model_input
+from fitgate.checkpoints.local import load_directory
+from fitgate.sizing import ServingConfig, custom_gpu, plan
+from fitgate.sizing.errors import SizingError, UnknownArchitectureError
+from fitgate.sizing.units import GiB
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+DIRS = sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())
+
+#: Architectures vLLM 0.33 serves that fitgate does not size yet (each refused with its name), and
+#: the ones vLLM itself no longer serves. The test fails when one starts to plan or another stops.
+REFUSED = {
+    "DeciLMForCausalLM",  # Llama-Nemotron Super: per-layer variable blocks
+    "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
+    "Exaone4_5_ForConditionalGeneration",
+    "Gemma4ForConditionalGeneration",  # global_head_dim, KV-shared layers
+    "KimiK3ForConditionalGeneration",
+    "Lfm2VlForConditionalGeneration",  # short-conv state
+    "MiMoV2FlashForCausalLM",  # per-kind head sizes and sinks
+    "MiniMaxM3ForCausalLM",  # sparse attention config
+    "MiniMaxM3SparseForConditionalGeneration",
+    "MllamaForConditionalGeneration",  # vLLM dropped it after 0.10.2
+    "Step3p7FlashForCausalLM",
+}
+
+#: Names that round: the model cards' own totals (Meta: Llama 3.2 1B has 1.23B parameters; Qwen:
+#: Qwen2.5-VL-7B has 8.29B with its vision tower).
+PUBLISHED_PARAMETERS = {"meta-llama__Llama-3.2-1B-Instruct": 1.23e9, "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9}
+
+
+def _architecture(path: Path) -> str:
+    archs = json.loads((path / "config.json").read_text()).get("architectures") or ["?"]
+    return str(archs[0])
+
+
+def test_corpus_is_large_and_mostly_recent() -> None:
+    assert len(DIRS) >= 80
+    with_source = [d for d in DIRS if (d / "SOURCE.md").is_file()]
+    assert len(with_source) == len(DIRS)
+
+
+@pytest.mark.parametrize("path", DIRS, ids=lambda p: p.name)
+def test_plans_or_names_the_architecture(path: Path) -> None:
+    arch = _architecture(path)
+    if arch in REFUSED:
+        with pytest.raises(UnknownArchitectureError, match=re.escape(arch)):
+            to_model_input(load_directory(path))
+        return
+    try:
+        model = to_model_input(load_directory(path))
+    except SizingError as exc:  # a real config refused for a key: the defect this test exists for
+        pytest.fail(f"{path.name} ({arch}) refused: {exc}")
+    # On one card big enough for any of them, vLLM's budget arithmetic must give sane numbers.
+    result = plan(model, custom_gpu(16384 * GiB), ServingConfig(max_model_len=4096))
+    assert result.per_gpu.weights_bytes > 0
+    assert result.kv.bytes_per_token > 0
+    assert result.kv.num_blocks > 0
+
+
+NAMED = [d for d in DIRS if re.search(r"[-_]\d+(\.\d+)?[bB]([-_]|$)", d.name.split("__")[1] + "-")]
+
+
+@pytest.mark.parametrize("path", NAMED, ids=lambda p: p.name)
+def test_parameters_match_the_name(path: Path) -> None:
+    if _architecture(path) in REFUSED:
+        pytest.skip("refused architecture")
+    match = re.search(r"[-_](\d+(?:\.\d+)?)[bB](?:[-_]|$)", path.name.split("__")[1] + "-")
+    assert match is not None
+    claimed = PUBLISHED_PARAMETERS.get(path.name, float(match.group(1)) * 1e9)
+    counted = sum(e.numel for e in to_model_input(load_directory(path)).inventory.entries)
+    # Names round (7B is 7.6B for Qwen2.5-7B); an architecture read wrong is off by far more
+    # (Nemotron 3's latent experts read as hidden-width experts came out 5-10x too large).
+    assert 0.9 <= counted / claimed <= 1.1, f"{counted / 1e9:.2f}B parameters for a {claimed / 1e9:g}B checkpoint"
