@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -96,9 +97,10 @@ def test_workload_in_the_top_ten_percent_is_tight() -> None:
 def test_gpt_oss_at_095_is_not_fits() -> None:
     # vLLM 0.19 on H100 sized the KV cache for gpt-oss-20b at gmu 0.95 and then ran out of memory
     # warming up the sampler: 3.96 GiB outside the budget cannot hold graphs + context + sampler.
-    p = plan(model("openai/gpt-oss-20b"), H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95))
+    v19 = ServingConfig(max_model_len=8192, vllm_version="0.19.0")
+    p = plan(model("openai/gpt-oss-20b"), H100, replace(v19, gpu_memory_utilization=0.95))
     assert p.verdict is Verdict.TIGHT and "LowHeadroomOutsideBudget" in codes(p)
-    ok = plan(model("openai/gpt-oss-20b"), H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.9))
+    ok = plan(model("openai/gpt-oss-20b"), H100, replace(v19, gpu_memory_utilization=0.9))
     assert ok.verdict is Verdict.FITS
 
 
@@ -122,12 +124,50 @@ def test_pipeline_blocks_are_the_minimum_over_stages() -> None:
     assert p.binding_rank == 1
 
 
-def test_cuda_graphs_enter_the_budget_from_021() -> None:
+def test_cuda_graph_budget_by_release() -> None:
+    # envs.py: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is "0" in 0.19.0 (L1654) and "1" from 0.20.0
+    # (L1725): available KV = requested - non_kv - estimate. Same gmu (0.9) and batch on both, so the
+    # two budgets differ by exactly the estimate.
     m = model("meta-llama/Llama-3.1-8B-Instruct")
-    v19 = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.19.0"))
-    v21 = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.21.0"))
-    r19, r21 = v19.ranks[0], v21.ranks[0]
-    assert r19.available_kv_bytes - r21.available_kv_bytes == r21.profile.cuda_graph_bytes > 0
+    cfg = ServingConfig(max_model_len=8192, gpu_memory_utilization=0.9)
+    v19 = plan(m, H100, replace(cfg, vllm_version="0.19.0")).ranks[0]
+    v20 = plan(m, H100, replace(cfg, vllm_version="0.20.0")).ranks[0]
+    assert v19.available_kv_bytes - v20.available_kv_bytes == v20.profile.cuda_graph_bytes > 0
+    # 0.23-0.24 run Llama on the V2 model runner, whose profile_cudagraph_memory() returns 0
+    # (gpu/model_runner.py 0.24.0 L684-686): nothing deducted; 0.25 moved Llama back to V1, and
+    # from 0.29 V2 estimates graphs for real (gpu/cudagraph_utils.py 0.29.0 L712-718).
+    v24 = plan(m, H100, replace(cfg, vllm_version="0.24.0"))
+    v25 = plan(m, H100, replace(cfg, vllm_version="0.25.0"))
+    v29 = plan(m, H100, replace(cfg, vllm_version="0.29.0"))
+    assert not v24.per_gpu.cuda_graphs_in_budget
+    assert v25.per_gpu.cuda_graphs_in_budget and v29.per_gpu.cuda_graphs_in_budget
+    assert v24.ranks[0].available_kv_bytes - v25.ranks[0].available_kv_bytes == v25.per_gpu.cuda_graph_bytes
+    # --enforce-eager captures no graphs: nothing deducted on any release.
+    assert not plan(m, H100, replace(cfg, enforce_eager=True)).per_gpu.cuda_graphs_in_budget
+
+
+def test_default_gpu_memory_utilization_by_release() -> None:
+    # config/cache.py: 0.9 up to 0.19.1 (0.19.0 L41), 0.92 from 0.20.0 (L66; 0.33.0 L215).
+    # H100: 79.19 GiB x 0.92 = 72.85 GiB requested (ceil), x 0.9 = 71.27 GiB.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    old = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.19.0"))
+    new = plan(m, H100, ServingConfig(max_model_len=8192))
+    assert old.serving.gpu_memory_utilization == 0.9 and new.serving.gpu_memory_utilization == 0.92
+    assert new.per_gpu.budget_bytes == math.ceil(H100.memory_bytes * 0.92)
+    assert new.serving.vllm_version == "0.33.0"
+
+
+def test_kv_cache_memory_bytes_is_the_pool() -> None:
+    # --kv-cache-memory-bytes skips profiling and ignores gmu (gpu_worker.py 0.33.0 L656-681): the
+    # pool is that number. Llama-3.1-8B, bf16: 32 layers x 2 x 8 heads x 128 x 2 B = 128 KiB a token,
+    # one 16-token block = 2 MiB, so 10 GiB hold 10 GiB / 2 MiB = 5120 blocks.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(m, H100, ServingConfig(max_model_len=8192, kv_cache_memory_bytes=10 * GiB))
+    assert p.kv.bytes_per_token == 131072 and p.kv.num_blocks == 5120
+    assert p.ranks[0].available_kv_bytes == 10 * GiB and not p.per_gpu.cuda_graphs_in_budget
+    # 75 GiB of KV next to 15 GiB of weights cannot fit an 79.19 GiB card.
+    too_big = plan(m, H100, ServingConfig(max_model_len=8192, kv_cache_memory_bytes=75 * GiB))
+    assert too_big.verdict is Verdict.DOES_NOT_FIT and "KVCacheMemoryExceedsGpu" in codes(too_big)
 
 
 def test_v0_profiles_a_max_model_len_batch() -> None:

@@ -95,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
     p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
-    p.add_argument("--gpu-memory-utilization", type=_float, default=0.9)
+    p.add_argument(
+        "--gpu-memory-utilization", type=_float, default=None, help="default: the release's (0.92 from vLLM 0.20)"
+    )
     p.add_argument("--max-num-seqs", type=_int)
     p.add_argument("--max-num-batched-tokens", type=_int)
     p.add_argument("--block-size", type=_int)
@@ -236,6 +238,7 @@ def plan_document(
             "activation_bytes": g.activation_bytes,
             "non_torch_bytes": g.non_torch_bytes,
             "cuda_graph_bytes": g.cuda_graph_bytes,
+            "cuda_graphs_in_budget": g.cuda_graphs_in_budget,
             "kv_cache_bytes": g.kv_cache_bytes,
             "headroom_bytes": g.headroom_bytes,
             "outside_budget_bytes": g.outside_budget_bytes,
@@ -315,23 +318,35 @@ def render_text(doc: dict[str, Any]) -> str:
         f"verdict: {doc['verdict']}",
     ]
     lines += [f"  - {r['message']}" for r in doc["reasons"]]
+    graphs = g["cuda_graph_bytes"] if g["cuda_graphs_in_budget"] else 0
     free = max(
         0,
-        g["budget_bytes"] - g["weights_bytes"] - g["activation_bytes"] - g["non_torch_bytes"] - g["kv_cache_bytes"],
+        g["budget_bytes"]
+        - g["weights_bytes"]
+        - g["activation_bytes"]
+        - g["non_torch_bytes"]
+        - graphs
+        - g["kv_cache_bytes"],
     )
     lines += ["", "per GPU (GiB)"]
-    for label, value in (
+    rows = [
         ("weights", g["weights_bytes"]),
         ("activation peak", g["activation_bytes"]),
         ("non-torch", g["non_torch_bytes"]),
+    ]
+    if graphs:
+        rows.append(("CUDA graphs", graphs))
+    rows += [
         ("KV cache", g["kv_cache_bytes"]),
         ("unused in budget", free),
         ("outside budget", g["outside_budget_bytes"]),
-    ):
+    ]
+    for label, value in rows:
         lines.append(f"  {label:17s}{value / GiB:8.2f}  {_bar(value, cap)}")
+    where = "inside it (vLLM's estimate)" if graphs else "outside it"
     lines.append(
         f"  {'budget':17s}{g['budget_bytes'] / GiB:8.2f}  of {fmt_gib(cap)}; "
-        f"CUDA graphs ~{fmt_gib(g['cuda_graph_bytes'])} are captured outside it"
+        f"CUDA graphs ~{fmt_gib(g['cuda_graph_bytes'])} are captured {where}"
     )
     lines += [
         "",

@@ -56,8 +56,7 @@ class Engine(_Spec):
         default=None,
         max_length=64,
         pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?$",
-        description="vLLM release (0.19.0) or image tag (v0.19.0-cu128). Default: the release fitgate is "
-        "calibrated on (0.19.0).",
+        description="vLLM release (0.33.0) or image tag (v0.33.0-cu130). Default: the current release (0.33.0).",
     )
 
 
@@ -98,12 +97,13 @@ class Serving(_Spec):
         le=64,
         description="--pipeline-parallel-size: stages the layers are split into. Default: 1.",
     )
-    gpu_memory_utilization: float = Field(
-        default=0.9,
+    gpu_memory_utilization: float | None = Field(
+        default=None,
         alias="gpuMemoryUtilization",
         gt=0,
         le=1,
-        description="--gpu-memory-utilization: the fraction of each GPU's total memory vLLM may use. Default: 0.9.",
+        description="--gpu-memory-utilization: the fraction of each GPU's total memory vLLM may use. Default: the "
+        "release's (0.92 from vLLM 0.20, 0.9 before).",
     )
     max_num_seqs: int | None = Field(
         default=None,

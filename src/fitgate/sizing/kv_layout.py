@@ -245,7 +245,7 @@ def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAc
     """Block ids one max-length request takes (the divisor of 'Maximum concurrency')."""
     if accounting.tokens_report == "blocks":
         return cdiv(shape.max_model_len, layout.block_size)
-    if accounting.tokens_report == "derived":
+    if accounting.concurrency_sum_groups:
         return sum(cdiv(g.spec.max_memory_usage_bytes(shape), layout.page_size_bytes) for g in layout.groups)
     largest = max(g.num_layers for g in layout.groups)
     per_request = largest * sum(g.spec.max_memory_usage_bytes(shape) for g in layout.groups)

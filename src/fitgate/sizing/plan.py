@@ -100,6 +100,8 @@ def resolve_serving(
     if pp > arch.num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
     gmu = serving.gpu_memory_utilization
+    if gmu is None:
+        gmu = accounting.default_gpu_memory_utilization
     if isinstance(gmu, bool) or not isinstance(gmu, int | float) or not 0 < gmu <= 1:
         raise SizingError("gpu_memory_utilization", gmu, "a fraction greater than 0 and at most 1")
     model_max = arch.derived_max_model_len
@@ -216,7 +218,7 @@ def _rank(
         specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting)
     layout = build_layout(specs, accounting)
     non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
-    if accounting.cudagraph_in_budget:
+    if _graphs_in_budget(arch, rs, accounting):
         non_kv += profile.cuda_graph_bytes
     if rs.kv_cache_memory_bytes is not None:
         # --kv-cache-memory-bytes: the pool is that number; gpu_memory_utilization is ignored and what
@@ -229,6 +231,20 @@ def _rank(
         available = requested - non_kv
     return RankPlan(
         pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
+    )
+
+
+def _graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:
+    """Whether vLLM deducts its CUDA-graph estimate from the KV budget for this run.
+
+    Not with ``--kv-cache-memory-bytes`` (no profiling: gpu_worker.py 0.33.0 L656-681), not under
+    ``--enforce-eager``, not on a V2-runner model of 0.22-0.28 (its estimate is a stub returning 0).
+    """
+    return (
+        accounting.cudagraph_in_budget
+        and not rs.enforce_eager
+        and rs.kv_cache_memory_bytes is None
+        and not accounting.v2_runner_without_cudagraph_estimate(arch.architecture)
     )
 
 
@@ -300,6 +316,7 @@ def plan(
         kv_cache_bytes=max(0, pool_bytes),
         headroom_bytes=worst.available_kv_bytes - required_kv,
         outside_budget_bytes=outside,
+        cuda_graphs_in_budget=_graphs_in_budget(model.arch, rs, accounting),
     )
     verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting)
     return Plan(
@@ -315,20 +332,20 @@ def plan(
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
         max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.derived_max_model_len),
-        notes=_notes(model, rs, accounting),
+        notes=_notes(model, rs, per_gpu, accounting),
     )
 
 
-def _notes(model: ModelInput, rs: ResolvedServing, accounting: VllmAccounting) -> tuple[str, ...]:
+def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting) -> tuple[str, ...]:
     notes = []
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
-    if any(getattr(layer.mixer, "chunk_size", None) for layer in model.arch.layers):
+    if not accounting.chunked_local_hybrid and any(getattr(m.mixer, "chunk_size", None) for m in model.arch.layers):
         notes.append(
-            "chunked local attention is sized as full attention: vLLM disables the hybrid KV cache manager "
-            "for it unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1"
+            f"chunked local attention is sized as full attention: vLLM {accounting.label} disables the hybrid KV "
+            "cache manager for it unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (the default from 0.14)"
         )
-    if not accounting.cudagraph_in_budget and not rs.enforce_eager:
+    if not g.cuda_graphs_in_budget and not rs.enforce_eager:
         notes.append("CUDA graphs are captured after KV sizing and must fit outside the gpu_memory_utilization budget")
     return tuple(notes)
 
@@ -418,7 +435,7 @@ def _verdict(
             )
         )
     reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
-    if not accounting.cudagraph_in_budget:
+    if not g.cuda_graphs_in_budget:
         reserve += worst.profile.cuda_graph_bytes
     if g.outside_budget_bytes < reserve:
         soft.append(

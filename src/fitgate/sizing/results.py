@@ -67,6 +67,7 @@ class PerGpu:
     kv_cache_bytes: int
     headroom_bytes: int
     outside_budget_bytes: int
+    cuda_graphs_in_budget: bool = False  # vLLM deducted its CUDA-graph estimate from the KV budget
 
 
 @dataclass(frozen=True)

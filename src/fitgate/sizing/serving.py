@@ -15,7 +15,7 @@ class ServingConfig:
     quantization: str | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # None: the release's default (0.9, 0.92 from 0.20)
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     block_size: int | None = None

@@ -1,9 +1,9 @@
 """How each vLLM release accounts memory: the differences that change the numbers.
 
-Source: ``shared/reference/vllm-memory.md`` (read from the vLLM wheels 0.8.5, 0.10.2, 0.11.0, 0.19.0
-and 0.33.0) and the measured startup logs in ``shared/calibration``. Where a behaviour is known at
-two releases but not where it changed in between, the switch is placed at the release the comment
-names and the README says so.
+Source: the official PyPI wheels of every release from 0.10.2 to 0.33.0 except 0.12.0 (``pip download
+--no-deps vllm==X``, read not run; file:line below are of the wheel of the release named, as in
+``docs/vllm-releases.md``), ``shared/reference/vllm-memory.md`` and the measured startup logs in
+``shared/calibration``. Each switch sits at the first release whose source has the new behaviour.
 """
 
 from __future__ import annotations
@@ -13,11 +13,52 @@ from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
 
-#: The release whose accounting ``plan`` uses when none is given: the newest release with measured
-#: startup logs in the calibration set (61 runs of vLLM 0.19.0 on H100).
-DEFAULT_VLLM_VERSION = "0.19.0"
+#: The release whose accounting ``plan`` uses when none is given: the current vLLM release.
+DEFAULT_VLLM_VERSION = "0.33.0"
 _OLDEST = (0, 5, 0)
-_NEWEST = (0, 40, 0)
+#: 0.34 sizes the KV cache after warm-up from measured free memory (v1/worker/extensible_kv_cache.py)
+#: and defaults gpu_memory_utilization to 1.0: a different model, not a switch of this one.
+_NEWEST = (0, 33, 99)
+
+#: Architectures measured by the V2 model runner, by release (config/vllm.py
+#: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``: 0.22.0 L69, 0.23.0 L69-75, 0.24.0 L68-77, 0.25.0 L68-74,
+#: 0.27.1 L69-99, 0.28.0); from 0.29.0 every model runs on V2 (0.29.0 L645-677, 0.33.0 L731-767).
+#: Up to 0.28 V2's ``profile_cudagraph_memory()`` returns 0 (gpu/model_runner.py 0.21.0 L598-600,
+#: 0.27.1 L749-751): those models get no CUDA-graph deduction even with the estimate on.
+_V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"Qwen3ForCausalLM"})),
+    ((0, 23, 0), frozenset({"Qwen3ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"})),
+    (
+        (0, 24, 0),
+        frozenset(
+            {
+                "Qwen3ForCausalLM",
+                "LlamaForCausalLM",
+                "MistralForCausalLM",
+                "DeepseekV2ForCausalLM",
+                "Qwen2MoeForCausalLM",
+                "GraniteMoeForCausalLM",
+            }
+        ),
+    ),
+    ((0, 25, 0), frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})),
+    (
+        (0, 27, 1),
+        frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "KimiK3ForCausalLM"}),
+    ),
+    (
+        (0, 28, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "Qwen2MoeForCausalLM",
+                "GraniteMoeForCausalLM",
+                "KimiK3ForCausalLM",
+                "DeepseekV4ForCausalLM",
+            }
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -29,16 +70,25 @@ class VllmAccounting:
         engine: ``V1`` (0.8+, default since 0.8) or ``V0``.
         hybrid_kv_manager: Sliding-window / chunked / Mamba layers get their own groups (0.10+);
             before, every attention layer is sized as full attention.
-        chunked_local_hybrid: Chunked local attention (Llama 4) keeps its own group. vLLM 0.11-0.19
-            disable the hybrid manager for it unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1,
-            so chunked layers cost full-length KV; fitgate assumes the default.
+        chunked_local_hybrid: Chunked local attention (Llama 4) keeps its own group. Up to 0.13
+            VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "0" and the hybrid manager
+            is disabled for it (chunked layers cost full-length KV; envs.py 0.13.0 L1432-1433); from
+            0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932).
         requested_ceil: ``requested = ceil(total * gmu)`` (0.19+) instead of a float product.
-        cudagraph_in_budget: The CUDA-graph estimate is subtracted from the KV budget (0.21+).
+        cudagraph_in_budget: The CUDA-graph estimate is subtracted from the KV budget: envs.py
+            ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" from 0.20.0 (envs.py 0.20.0
+            L1725; opt-in "0" in 0.18.0 L1636 and 0.19.0 L1654); gpu_worker.py 0.33.0 L720-757.
         tokens_report: How ``GPU KV cache size: N tokens`` is computed: ``blocks`` (N = blocks x
             block size; V0 and 0.8), ``groups`` (blocks // groups x block size; 0.10-0.20) or
-            ``derived`` (int(max concurrency x max_model_len); 0.21+).
+            ``derived`` (int(max concurrency x max_model_len); kv_cache_utils.py 0.21.0 L1686-1716).
+        concurrency_sum_groups: ``Maximum concurrency`` divides by the sum over groups of each
+            group's pages (kv_cache_utils.py 0.27.0 L951), not the group-size formula of 0.10-0.26.
         big_gpu_tier_bytes: Cards at least this large get the 16384-token batch in ``vllm serve``
-            (0.33: 160 GiB), else None.
+            (160 GiB, arg_utils.py 0.28.0 L2582, 0.33.0 L2973), else None.
+        default_gpu_memory_utilization: 0.9 up to 0.19.1, 0.92 from 0.20.0 (config/cache.py 0.19.0
+            L41, 0.20.0 L66, 0.33.0 L215).
+        max_capture_size_blackwell: The largest CUDA-graph capture size on Blackwell (1024 from
+            0.28.0, config/vllm.py 0.28.0 L1938), else 512 like other cards.
         a100_small_tier: A100s get the small defaults even with 80 GB (0.10+).
         sampler_bytes_per_logit: Bytes of the profiling sampler pass per (sequence x vocab)
             element; larger before 0.17 (see activation.py).
@@ -53,11 +103,25 @@ class VllmAccounting:
     requested_ceil: bool
     cudagraph_in_budget: bool
     tokens_report: str
+    concurrency_sum_groups: bool
     big_gpu_tier_bytes: int | None
+    default_gpu_memory_utilization: float
+    max_capture_size_blackwell: int
     a100_small_tier: bool
     sampler_bytes_per_logit: float
     sampler_base_bytes: int
     mla_align_bytes: int
+
+    def v2_runner_without_cudagraph_estimate(self, architecture: str) -> bool:
+        """Whether nothing is deducted for CUDA graphs because this model runs on a stub V2 runner.
+
+        The V2 model runner of 0.22-0.28 estimates no CUDA-graph memory (returns 0).
+        """
+        listed = frozenset[str]()
+        for since, archs in _V2_ARCHITECTURES:
+            if self.version >= since:
+                listed = archs
+        return self.engine == "V1" and (0, 22, 0) <= self.version < (0, 29, 0) and architecture in listed
 
     @property
     def label(self) -> str:
@@ -75,7 +139,11 @@ def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int
         raise SizingError(field, text, "a vLLM release such as 0.19.0 (or an image tag like v0.19.0)")
     version = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     if not _OLDEST <= version <= _NEWEST:
-        raise SizingError(field, text, "a vLLM release from 0.5.0 to 0.40.0")
+        raise SizingError(
+            field,
+            text,
+            "a vLLM release from 0.5.0 to 0.33.x (0.34 sizes the KV cache after warm-up, which fitgate does not model)",
+        )
     return version
 
 
@@ -94,11 +162,14 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         version=version,
         engine="V0" if v0 else "V1",
         hybrid_kv_manager=not v0 and version >= (0, 10, 0),
-        chunked_local_hybrid=False,
+        chunked_local_hybrid=not v0 and version >= (0, 14, 0),
         requested_ceil=version >= (0, 19, 0),
-        cudagraph_in_budget=version >= (0, 21, 0),
+        cudagraph_in_budget=not v0 and version >= (0, 20, 0),
         tokens_report="blocks" if v0 or version < (0, 10, 0) else ("groups" if version < (0, 21, 0) else "derived"),
-        big_gpu_tier_bytes=160 * 1024**3 if version >= (0, 33, 0) else None,
+        concurrency_sum_groups=not v0 and version >= (0, 27, 0),
+        big_gpu_tier_bytes=160 * 1024**3 if version >= (0, 28, 0) else None,
+        default_gpu_memory_utilization=0.92 if version >= (0, 20, 0) else 0.9,
+        max_capture_size_blackwell=1024 if version >= (0, 28, 0) else 512,
         a100_small_tier=version >= (0, 10, 0),
         # Fitted on the calibration logs: 14.35 B per logit on 0.19 (8 dense models); Qwen3-14B
         # profiled 5.64 GiB on 0.15/0.16 and 2.23 GiB on 0.17/0.18, and the undated V1 runs of one
