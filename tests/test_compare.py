@@ -110,6 +110,7 @@ def test_json_contract_on_a_real_log(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_predicted_is_what_plan_prints_for_the_same_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --gpu H100 the catalog's total (79.19 GiB to the byte) is the one the log printed, so it is kept."""
     doc = compare_json(capsys, "--log", str(write_log(tmp_path, LLAMA)), "--gpu", "H100")
     code = main(
         [
@@ -118,8 +119,6 @@ def test_predicted_is_what_plan_prints_for_the_same_flags(tmp_path: Path, capsys
             "meta-llama/Llama-3.1-8B-Instruct",
             "--gpu",
             "H100",
-            "--gpu-memory",
-            str(round(79.19 * GiB)),  # bytes: the log's 79.19 GiB, rounded to the byte as compare does
             "--max-model-len",
             "8192",
             "--gpu-memory-utilization",

@@ -104,8 +104,8 @@ def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]
     total_gib = log.observed.gpu_total_gib
     total = log.observed.bytes("gpu_total_gib")
     if named is not None:
-        if total is None or total == named.memory_bytes:
-            return named, []
+        if total_gib is None or total is None or abs(named.memory_bytes / GiB - total_gib) < _TOTAL_TOLERANCE_GIB:
+            return named, []  # the catalog's figure is the same total, to more digits
         note = f"planned with the device total the log printed ({fmt_gib(total)}), not {fmt_gib(named.memory_bytes)}"
         return GpuModel(**{**named.__dict__, "memory_bytes": total}), [note]
     if total is None or total_gib is None:
@@ -250,7 +250,7 @@ def render_compare_text(doc: dict[str, Any]) -> str:
         "",
     ]
     failure = o["failure"]
-    outcome = o["outcome"] + ("" if failure is None else f" ({failure['kind']}): {failure['message']}")
+    outcome = o["outcome"] + ("" if failure is None else f" ({failure['kind']}): {failure['message'][:160]}")
     agrees = {True: "agrees", False: "DISAGREES", None: "-"}[doc["verdict_agrees"]]
     lines += [f"observed: {outcome}", f"fitgate:  {p['verdict']} ({agrees})", ""]
     lines.append(f"  {'per GPU (rank 0)':22s}{'predicted':>14s}{'observed':>14s}{'error':>10s}")

@@ -1,6 +1,6 @@
 """Read a vLLM start-up log: the settings the engine ran with and the memory figures it printed.
 
-One narrow parser for ``kubectl logs`` output of vLLM 0.2 to 0.33, with or without the process prefix
+One narrow parser for ``kubectl logs`` output of vLLM 0.6 to 0.33, with or without the process prefix
 vLLM adds (``(EngineCore_DP0 pid=243)``, ``(VllmWorker TP0 pid=..)``, ``(Worker_PP1 pid=..)``) or the
 one ``kubectl logs --prefix`` adds (``[pod/x/c]``). It reads, where printed:
 
