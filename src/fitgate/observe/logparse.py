@@ -237,6 +237,31 @@ _FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("out_of_memory", re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory")),
 )
 _GENERIC_FAILURE = re.compile(r"Engine core initialization failed|Engine process failed to start|EngineDeadError")
+_ANY_FAILURE = re.compile("|".join([*(p.pattern for _, p in _FAILURES), _GENERIC_FAILURE.pattern]))
+
+#: Words one of which every line a step reads contains; other lines are not looked at further.
+_TRIGGERS = (
+    "args: ",
+    "vllm serve ",
+    "LLM engine",
+    "version",
+    "Defaulting ",
+    "Chunked prefill",
+    "emory",
+    "took",
+    "weights take",
+    "KV cache size",
+    "kv_cache_size",
+    "blocks",
+    "Maximum concurrency",
+    "raph",
+    "max seq len",
+    "OutOfMemoryError",
+    "Engine core initialization failed",
+    "Engine process failed to start",
+    "EngineDeadError",
+)
+_TRIGGER = re.compile("|".join(re.escape(word) for word in _TRIGGERS))
 
 _SETTING_KEYS = {
     "model": str,
@@ -349,6 +374,8 @@ class _Reader:
             return
         if "\x00" in raw:
             self.binary += 1
+            return
+        if not _TRIGGER.search(raw):  # serving traffic: most lines of a long log
             return
         line = _ANSI.sub("", raw) if "\x1b" in raw else raw
         self._rank0 = _is_rank0(line)
@@ -546,12 +573,13 @@ def _step_profile(r: _Reader, line: str) -> None:
 
 
 def _step_kv(r: _Reader, line: str) -> None:
-    if "KV" in line or "kv_cache" in line:
+    if "KV cache memory" in line or "KV Cache is" in line or "kv_cache" in line:
         for pattern in (_KV_AVAILABLE, _REST_FOR_KV, _KV_CACHE_SIZE):
             match = pattern.search(line)
             if match:
                 r.put("kv_available_gib", _num(match.group(1)), _DETAIL)
                 break
+    if "KV cache size" in line:
         match = _KV_TOKENS.search(line)
         if match:
             r.put("kv_tokens", _count(match.group(1)), _DETAIL)
@@ -582,6 +610,8 @@ def _step_cuda_graphs(r: _Reader, line: str) -> None:
 
 
 def _step_failure(r: _Reader, line: str) -> None:
+    if not _ANY_FAILURE.search(line):
+        return
     for kind, pattern in _FAILURES:
         match = pattern.search(line)
         if match:
