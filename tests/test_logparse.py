@@ -7,6 +7,7 @@ repository is not checked out beside ``shared/`` (a git worktree).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -317,3 +318,80 @@ def test_missing_file_and_directory_are_log_errors(tmp_path: Path) -> None:
         read_log(tmp_path / "absent.log")
     with pytest.raises(LogError, match="this is a directory"):
         read_log(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------
+# Whole real logs (tests/fixtures/vllm-logs/*.log.gz): hundreds of other lines, tracebacks, warnings.
+
+FULL_LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
+
+
+def _full_log(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_bytes(gzip.decompress((FULL_LOGS / f"{name}.gz").read_bytes()))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "case_id"),
+    [
+        (
+            "deepseek-ai-deepseek-v2---h100-80gb--tp1pp1dp1--8192.log",
+            "llmd-v0190-deepseek-ai-deepseek-v2---h100-80gb--tp1pp1dp1--8192",
+        ),
+        (
+            "meta-llama-llama-3-1-8b---h100-80gb--tp1pp2dp1--8192.log",
+            "llmd-v0190-meta-llama-llama-3-1-8b---h100-80gb--tp1pp2dp1--8192",
+        ),
+        (
+            "openai-gpt-oss-20b--h100-80gb--tp1pp1dp1--8192.FAILED.log",
+            "llmd-v0190-openai-gpt-oss-20b--h100-80gb--tp1pp1dp1--8192-FAILED",
+        ),
+    ],
+)
+def test_whole_logs_read_like_their_calibration_case(tmp_path: Path, name: str, case_id: str) -> None:
+    case = _fixture_case(case_id)
+    log = read_log(_full_log(tmp_path, name))
+    assert log.lines_read > 300  # a whole log, not the case's 16 lines
+    for figure in FIGURES:
+        assert getattr(log.observed, figure) == case["measured"].get(figure), figure
+    assert log.observed.gpu_total_gib == case["gpu_total_gib"]
+    for setting in SETTINGS:
+        assert getattr(log.settings, setting) == case[setting], setting
+    assert (log.settings.model, log.settings.vllm_version) == (case["model"], case["vllm_version"])
+    assert case_status(log) == case["status"]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "message"),
+    [
+        (
+            "codellama-codellama-34b---h100-80gb--tp2pp1dp1--8192.FAILED.log",
+            "insufficient_free_memory",
+            "ValueError: Free memory on device cuda:1 (60.87/79.19 GiB) on startup is less than desired GPU memory",
+        ),
+        (
+            "google-gemma-2-9b-it--h100-80gb--tp1pp1dp1--8192.FAILED.log",
+            "error",
+            "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: https://huggingface.co/google/",
+        ),
+        (
+            "qwen-qwen3-14b--h100-80gb--tp5pp1dp1--8192.FAILED.log",
+            "error",
+            "AssertionError: 151936 is not divisible by 5",
+        ),
+    ],
+)
+def test_whole_failed_logs_name_the_root_cause(tmp_path: Path, name: str, kind: str, message: str) -> None:
+    log = read_log(_full_log(tmp_path, name))
+    assert log.outcome == "failed" and log.failure is not None
+    assert (log.failure.kind, log.failure.message[: len(message)]) == (kind, message)
+    assert case_status(log) == "failed_before_kv_sizing" and not log.kv_sized
+    assert log.settings.max_model_len == 8192 and log.settings.gpu_memory_utilization == 0.95
+
+
+def test_a_python_traceback_alone_is_not_a_vllm_log(tmp_path: Path) -> None:
+    path = tmp_path / "other.log"
+    path.write_text('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyError: 1\n')
+    with pytest.raises(LogError, match="no vLLM start-up line"):
+        read_log(path)

@@ -186,8 +186,8 @@ def _error_pct(predicted: float, observed: float | None) -> float | None:
 def verdict_agrees(verdict: str, log: StartupLog) -> bool | None:
     """Whether the plan's verdict matches what happened (None when the log does not say how it ended).
 
-    Started: Fits or Tight. KV cache too small or none left: DoesNotFit. Failed after the KV cache was
-    sized (out of memory during graph capture or sampler warm-up): anything but Fits.
+    Started: Fits or Tight. KV cache too small or none left: DoesNotFit. Out of memory after the KV cache
+    was sized (graph capture, sampler warm-up): anything but Fits.
     """
     if log.outcome == "unknown":
         return None
@@ -195,9 +195,9 @@ def verdict_agrees(verdict: str, log: StartupLog) -> bool | None:
         return verdict in ("Fits", "Tight")
     if log.failure.kind in ("kv_too_small", "no_kv_memory"):
         return verdict == "DoesNotFit"
-    if log.kv_sized:
+    if log.failure.kind == "out_of_memory" and log.kv_sized:
         return verdict != "Fits"
-    return None
+    return None  # not a question of memory (a gated model, a bad setting, a busy GPU)
 
 
 def compare_document(log: StartupLog, log_path: str, plan_doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:

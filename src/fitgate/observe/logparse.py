@@ -127,7 +127,9 @@ class Failure:
     Attributes:
         kind: ``kv_too_small`` (one max_model_len request does not fit the KV cache), ``no_kv_memory``
             (nothing left for the KV cache), ``insufficient_free_memory`` (less free memory at start-up
-            than gpu_memory_utilization asks for), ``out_of_memory`` (CUDA OOM) or ``engine_failed``.
+            than gpu_memory_utilization asks for), ``out_of_memory`` (CUDA OOM), ``error`` (another
+            exception ended a traceback: a gated model, a bad setting) or ``engine_failed`` (only vLLM's
+            generic "Engine core initialization failed" was seen).
         message: The error line from the exception name on, cut to :data:`MAX_FAILURE_CHARS`.
     """
 
@@ -155,6 +157,14 @@ class StartupLog:
         """Whether the log shows the KV cache sized (available memory, tokens or blocks printed)."""
         o = self.observed
         return any(v is not None for v in (o.kv_available_gib, o.kv_tokens, o.gpu_blocks, o.max_concurrency))
+
+    @property
+    def is_vllm(self) -> bool:
+        """Whether any line is one vLLM prints (a Python traceback alone is not)."""
+        printed = any(getattr(self.settings, f.name) is not None for f in fields(RunSettings)) or any(
+            getattr(self.observed, f.name) is not None for f in fields(Observed)
+        )
+        return printed or (self.failure is not None and self.failure.kind != "error")
 
     @property
     def outcome(self) -> str:
@@ -237,6 +247,9 @@ _FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("out_of_memory", re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory")),
 )
 _GENERIC_FAILURE = re.compile(r"Engine core initialization failed|Engine process failed to start|EngineDeadError")
+# The last line of a Python traceback: the exception, right after the prefix or log header, not indented.
+_TRACEBACK = "Traceback (most recent call last)"
+_EXCEPTION_LINE = re.compile(r"(?:^|[)\]Z] )((?:[A-Za-z_]\w*\.){0,4}[A-Za-z_]\w*(?:Error|Exception)): ")
 _ANY_FAILURE = re.compile("|".join([*(p.pattern for _, p in _FAILURES), _GENERIC_FAILURE.pattern]))
 
 #: Words one of which every line a step reads contains; other lines are not looked at further.
@@ -260,6 +273,9 @@ _TRIGGERS = (
     "Engine core initialization failed",
     "Engine process failed to start",
     "EngineDeadError",
+    "Traceback",
+    "Error: ",
+    "Exception: ",
 )
 _TRIGGER = re.compile("|".join(re.escape(word) for word in _TRIGGERS))
 
@@ -357,6 +373,8 @@ class _Reader:
         self.kept: list[str] = []
         self._rank0 = True
         self._hit = False
+        self.in_traceback = False
+        self.error_failure: Failure | None = None
 
     def put(self, name: str, value: object, priority: int) -> None:
         if value is None:
@@ -398,6 +416,8 @@ class _Reader:
         failure = Failure(kind, message)
         if kind == "engine_failed":
             self.generic_failure = self.generic_failure or failure
+        elif kind == "error":
+            self.error_failure = self.error_failure or failure
         elif self.failure is None:
             self.failure = failure
 
@@ -408,7 +428,7 @@ class _Reader:
         return StartupLog(
             settings=settings,
             observed=observed,
-            failure=self.failure or self.generic_failure,
+            failure=self.failure or self.error_failure or self.generic_failure,
             lines_read=self.lines,
             lines_recognised=self.recognised,
             lines_too_long=self.too_long,
@@ -610,6 +630,15 @@ def _step_cuda_graphs(r: _Reader, line: str) -> None:
 
 
 def _step_failure(r: _Reader, line: str) -> None:
+    if _TRACEBACK in line:
+        r.in_traceback = True
+    elif r.in_traceback:
+        match = _EXCEPTION_LINE.search(line)
+        if match:
+            r.in_traceback = False
+            if not _ANY_FAILURE.search(line):
+                r.fail("error", line, match.start(1))
+                return
     if not _ANY_FAILURE.search(line):
         return
     for kind, pattern in _FAILURES:
@@ -691,7 +720,7 @@ def read_log(path: str | Path) -> StartupLog:
     except OSError as exc:
         raise LogError("--log", where, "a readable log file", exc.strerror or type(exc).__name__) from None
     log = reader.result(size, truncated)
-    if log.lines_recognised == 0:
+    if not log.is_vllm:
         detail = f"no vLLM start-up line in {log.lines_read} lines ({log.bytes_read} bytes)"
         if log.lines_binary:
             detail += f"; {log.lines_binary} lines of binary data"
