@@ -231,8 +231,10 @@ _ACTIVATION = re.compile(r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NU
 _REST_FOR_KV = re.compile(r"the rest (?:of the memory )?reserved for KV Cache is\s+" + _NUM + r"\s*GiB")
 _KV_AVAILABLE = re.compile(r"(?:Available KV cache memory:|available_kv_cache_memory)\s+" + _NUM + r"\s*GiB")
 _KV_CACHE_SIZE = re.compile(r"\bkv_cache_size=" + _NUM + r"\s*GiB")
-_KV_TOKENS = re.compile(r"GPU KV cache size: " + _COUNT + r" tokens")
-_BLOCKS = re.compile(r"(?:num_gpu_blocks is:|(?<![A-Za-z])(?:GPU|CUDA|cuda|gpu) blocks:)\s*" + _COUNT)
+# "%s KV cache size: %s tokens" and "# %s blocks: %d" name the device: GPU / cuda on CUDA, others elsewhere
+_DEVICES = r"(?:GPU|gpu|CUDA|cuda|ROCm|rocm|XPU|xpu|HPU|hpu|TPU|tpu|NPU|npu)"
+_KV_TOKENS = re.compile(r"(?<![A-Za-z])" + _DEVICES + r" KV cache size: " + _COUNT + r" tokens")
+_BLOCKS = re.compile(r"(?:num_gpu_blocks is:|(?<![A-Za-z])" + _DEVICES + r" blocks:)\s*" + _COUNT)
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _COUNT + r" tokens per request: " + _NUM + r"x")
 _CG_ESTIMATED = re.compile(r"Estimated CUDA graph memory: " + _NUM + r"\s*GiB")
 _CG_CAPTURED = re.compile(r"Graph capturing finished in \d+(?:\.\d+)? secs?, took " + _NUM + r"\s*GiB")
