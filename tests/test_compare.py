@@ -220,3 +220,20 @@ def test_garbage_exits_2_with_one_line(
 def test_missing_log_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--log", str(tmp_path / "nope.log"))
     assert code == 2 and err.startswith("fitgate: error: --log: ") and err.count("\n") == 1
+
+
+def test_an_unresolvable_model_in_the_log_asks_for_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [ln.replace("meta-llama/Llama-3.1-8B-Instruct", "/opt/models/llama") for ln in CASES[LLAMA]["raw_lines"]]
+    path = tmp_path / "local.log"
+    path.write_text("\n".join(lines))
+    code, out, err = run(capsys, "--log", str(path))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "model named in the log: '/opt/models/llama'" in err and "pass --model" in err
+
+
+def test_two_start_ups_in_one_log_are_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "twice.log"
+    path.write_text("\n".join(CASES[LLAMA]["raw_lines"] * 2))
+    doc = compare_json(capsys, "--log", str(path))
+    assert any("2 start-ups" in note for note in doc["notes"])
+    assert doc["observed"]["weights_bytes"] == round(14.99 * GiB)

@@ -408,7 +408,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise SizingError("--model", None, "a model to plan (the log names none)")
     gpu, gpu_notes = compare.gpu_of(log, named)
     serving, notes = compare.serving_config(log, args.vllm_version)
-    facts = resolve(ref, source=args.source)
+    try:
+        facts = resolve(ref, source=args.source)
+    except CheckpointError as exc:
+        if args.model:
+            raise
+        hint = f"{exc.problem[:240]}; pass --model with its directory or repo id"
+        raise CheckpointError("model named in the log", ref, "", transient=exc.transient, problem=hint) from None
     model = to_model_input(facts)
     result = plan(model, gpu, serving)
     suggestions = suggest(model, gpu, serving, None, result)

@@ -63,6 +63,8 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
     """The ServingConfig of the run a log shows, and notes on what the log did not print."""
     s = log.settings
     notes: list[str] = []
+    if log.starts > 1:
+        notes.append(f"the log holds {log.starts} start-ups; where a line repeats, the first one was read")
     version = vllm_version or s.vllm_version
     if version is None:
         version = DEFAULT_VLLM_VERSION

@@ -151,6 +151,7 @@ class StartupLog:
     bytes_read: int
     truncated: bool
     raw_lines: tuple[str, ...]
+    starts: int = 0  # "non-default args" / "args: Namespace" lines: one per `vllm serve` start
 
     @property
     def kv_sized(self) -> bool:
@@ -376,6 +377,7 @@ class _Reader:
         self._rank0 = True
         self._hit = False
         self.in_traceback = False
+        self.starts = 0
         self.error_failure: Failure | None = None
 
     def put(self, name: str, value: object, priority: int) -> None:
@@ -438,6 +440,7 @@ class _Reader:
             bytes_read=bytes_read,
             truncated=truncated,
             raw_lines=tuple(self.kept),
+            starts=self.starts,
         )
 
 
@@ -461,6 +464,7 @@ def _step_args(r: _Reader, line: str) -> None:
         return
     match = _ARGS_DICT.search(line)
     if match:
+        r.starts += 1
         text = match.group(1)
         parsed: object = None
         if len(text) <= MAX_ARGS_CHARS:
@@ -478,6 +482,7 @@ def _step_args(r: _Reader, line: str) -> None:
         return
     match = _ARGS_NAMESPACE.search(line)
     if match:
+        r.starts += 1
         pairs = [(m.group(1), _literal(m.group(2))) for m in _KEY_VALUE.finditer(match.group(1))]
         _settings_from(r, pairs, _ARG, _ARG_NAMES)
 
