@@ -195,6 +195,7 @@ def test_as_case_prints_the_calibration_format(
     }
     for key in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "gpu_total_gib"):
         assert row[key] is None or row[key] == case[key], key
+    assert row["gpu"] == "H100-SXM (given with --gpu)"
 
 
 @pytest.mark.parametrize(
@@ -237,3 +238,12 @@ def test_two_start_ups_in_one_log_are_noted(tmp_path: Path, capsys: pytest.Captu
     doc = compare_json(capsys, "--log", str(path))
     assert any("2 start-ups" in note for note in doc["notes"])
     assert doc["observed"]["weights_bytes"] == round(14.99 * GiB)
+
+
+def test_as_case_names_the_gpu_from_the_printed_total(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--log", str(write_log(tmp_path, V0_TOO_SMALL)), "--as-case")
+    row = json.loads(out)
+    assert code == 0 and row["gpu_total_gib"] == 22.07 and row["status"] == "failed_kv_too_small"
+    assert row["gpu"] == "22.07GiB (not named; from the device total the log printed)"  # no catalog GPU is 22.07
+    code, out, _ = run(capsys, "--log", str(write_log(tmp_path, LLAMA)), "--as-case")
+    assert json.loads(out)["gpu"].startswith("H100-PCIe/H100-SXM (not named")

@@ -401,7 +401,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     log = read_log(args.log)
     named = lookup_gpu(args.gpu, "--gpu") if args.gpu else None
     if args.as_case:
-        print(json.dumps(compare.case_document(log, args.log, named.name if named else None)))
+        print(json.dumps(compare.case_document(log, args.log, named)))
         return EXIT_FITS
     ref = args.model or log.settings.model
     if not ref:

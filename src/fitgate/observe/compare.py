@@ -288,9 +288,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48] or "model"
 
 
-def case_document(log: StartupLog, log_path: str, gpu_name: str | None) -> dict[str, Any]:
+def case_document(log: StartupLog, log_path: str, named: GpuModel | None) -> dict[str, Any]:
     """The run as one calibration case, in the format of ``shared/calibration/cases.jsonl``."""
     s, o = log.settings, log.observed
+    if named is not None:
+        gpu = f"{named.name} (given with --gpu)"
+    elif o.gpu_total_gib is not None:
+        gpu = f"{gpu_of(log, None)[0].name} (not named; from the device total the log printed)"
+    else:
+        gpu = "not stated (pass --gpu)"
     digest = hashlib.sha256("\n".join(log.raw_lines).encode()).hexdigest()
     engine = s.engine or (None if s.vllm_version is None else "V1")
     notes = [
@@ -305,7 +311,7 @@ def case_document(log: StartupLog, log_path: str, gpu_name: str | None) -> dict[
         "vllm_version": s.vllm_version,
         "vllm_engine": engine,
         "model": s.model,
-        "gpu": gpu_name or "not stated (pass --gpu)",
+        "gpu": gpu,
         "gpu_total_gib": o.gpu_total_gib,
         "gpu_total_gib_basis": "printed in log" if o.gpu_total_gib is not None else "not printed",
         "tensor_parallel_size": s.tensor_parallel_size,
