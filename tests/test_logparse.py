@@ -395,3 +395,15 @@ def test_a_python_traceback_alone_is_not_a_vllm_log(tmp_path: Path) -> None:
     path.write_text('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyError: 1\n')
     with pytest.raises(LogError, match="no vLLM start-up line"):
         read_log(path)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig"])
+def test_a_log_saved_by_windows_powershell_reads_the_same(tmp_path: Path, encoding: str) -> None:
+    """PowerShell 5's `kubectl logs pod > f` writes UTF-16 with a byte-order mark."""
+    case = _fixture_case("llmd-v0190-meta-llama-llama-3-1-8b---h100-80gb--tp1pp1dp1--8192")
+    path = tmp_path / "vllm.log"
+    text = "\r\n".join(case["raw_lines"]) + "\r\n"
+    path.write_bytes(("\ufeff" + text).encode(encoding) if encoding == "utf-16-be" else text.encode(encoding))
+    log = read_log(path)
+    assert log.observed == parse_lines(case["raw_lines"]).observed
+    assert log.settings == parse_lines(case["raw_lines"]).settings and log.lines_binary == 0

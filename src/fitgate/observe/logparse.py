@@ -18,7 +18,8 @@ so that a test can compare them exactly with the numbers in the log; ``Observed.
 Where several ranks print a figure, tensor/pipeline rank 0 wins; where several lines print the same
 figure, the more detailed one wins (the profiler's "weights memory" over "Model loading took").
 
-Bounded: lines longer than :data:`MAX_LINE_BYTES` are skipped unread, reading stops after
+UTF-8 (invalid bytes replaced) or UTF-16 with a byte-order mark (PowerShell 5 redirection). Bounded: lines
+longer than :data:`MAX_LINE_BYTES` are skipped unread, reading stops after
 :data:`MAX_LOG_BYTES`, and nothing in a log can raise anything but :class:`LogError` from
 :func:`read_log`.
 """
@@ -26,6 +27,8 @@ Bounded: lines longer than :data:`MAX_LINE_BYTES` are skipped unread, reading st
 from __future__ import annotations
 
 import ast
+import codecs
+import io
 import re
 import shlex
 from collections.abc import Callable, Iterable
@@ -710,6 +713,36 @@ def _read_stream(stream: BinaryIO, reader: _Reader) -> tuple[int, bool]:
     return total, stream.read(1) != b""
 
 
+def _read_utf16(stream: BinaryIO, reader: _Reader) -> tuple[int, bool]:
+    """Like :func:`_read_stream` for a UTF-16 file (Windows PowerShell 5 writes ``kubectl logs > f`` so)."""
+    text = io.TextIOWrapper(stream, encoding="utf-16", errors="replace", newline="")
+    try:
+        return _read_text(text, reader)
+    finally:
+        text.detach()  # the caller closes the file
+
+
+def _read_text(text: io.TextIOWrapper, reader: _Reader) -> tuple[int, bool]:
+    limit = MAX_LINE_BYTES // 2
+    total = 0
+    while total < MAX_LOG_BYTES:
+        line = text.readline(limit + 1)
+        if not line:
+            return total, False
+        total += 2 * len(line)
+        if len(line) > limit:
+            reader.lines += 1
+            reader.too_long += 1
+            while not line.endswith("\n") and total < MAX_LOG_BYTES:
+                line = text.readline(limit)
+                if not line:
+                    return total, False
+                total += 2 * len(line)
+            continue
+        reader.feed(line.rstrip("\r\n"))
+    return total, text.read(1) != ""
+
+
 def read_log(path: str | Path) -> StartupLog:
     """Read a vLLM start-up log file (``-`` is not accepted: give a file).
 
@@ -721,7 +754,9 @@ def read_log(path: str | Path) -> StartupLog:
     reader = _Reader()
     try:
         with Path(path).open("rb") as stream:
-            size, truncated = _read_stream(stream, reader)
+            utf16 = stream.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+            stream.seek(0)
+            size, truncated = (_read_utf16 if utf16 else _read_stream)(stream, reader)
     except IsADirectoryError:
         raise LogError("--log", where, "a log file (this is a directory)") from None
     except OSError as exc:
