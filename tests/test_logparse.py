@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fitgate.observe import LogError, logparse, parse_lines, read_log
 from fitgate.observe.compare import case_status
@@ -407,3 +409,45 @@ def test_a_log_saved_by_windows_powershell_reads_the_same(tmp_path: Path, encodi
     log = read_log(path)
     assert log.observed == parse_lines(case["raw_lines"]).observed
     assert log.settings == parse_lines(case["raw_lines"]).settings and log.lines_binary == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Any input: no exception but LogError, whatever the bytes (hypothesis).
+
+_REAL = _fixture_case("llmd-v0190-openai-gpt-oss-20b--h100-80gb--tp1pp1dp1--8192-FAILED")["raw_lines"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=300),
+            st.sampled_from(_REAL).flatmap(
+                lambda line: st.tuples(st.integers(0, len(line)), st.integers(0, len(line)), st.text(max_size=20)).map(
+                    lambda cut: line[: cut[0]] + cut[2] + line[cut[1] :]
+                )
+            ),
+        ),
+        max_size=30,
+    )
+)
+def test_mangled_real_lines_never_raise(lines: list[str]) -> None:
+    log = parse_lines(lines)
+    assert log.outcome in ("started", "failed", "unknown")
+    assert log.lines_read == len(lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=4096))
+def test_any_bytes_are_a_log_or_a_log_error(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "any.log"
+    path.write_bytes(data)
+    message = ""
+    try:
+        log = read_log(path)
+    except LogError as exc:
+        message = str(exc)
+    if message:
+        assert "\n" not in message and message.startswith("--log: ")
+    else:
+        assert log.is_vllm
