@@ -4,6 +4,7 @@
 plans the settings a log ran with and lines the prediction up against the printed figures.
 """
 
-from fitgate.observe.logparse import Failure, LogError, Observed, RunSettings, StartupLog, parse_lines, read_log
+from fitgate.observe.logparse import parse_lines, read_log
+from fitgate.observe.records import Failure, LogError, Observed, RunSettings, StartupLog
 
 __all__ = ["Failure", "LogError", "Observed", "RunSettings", "StartupLog", "parse_lines", "read_log"]
