@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--as-case",
         action="store_true",
-        help="print the run as one calibration case (a JSON line in benchmarks' cases.jsonl format); plans nothing",
+        help="print the run as one calibration case (one JSON line, as in the calibration cases.jsonl); plans nothing",
     )
 
     c = sub.add_parser("catalog", help="the model catalog (built-in, plus FITGATE_CATALOG_PATH directories)")
