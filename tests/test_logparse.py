@@ -299,8 +299,10 @@ def test_reading_stops_at_the_byte_cap(tmp_path: Path, monkeypatch: pytest.Monke
         (b"y" * (2 * 64 * 1024), "1 lines over 65536 bytes skipped"),
         (b"\x00\x01" * 1000 + b"\nAvailable KV cache memory: 3 GiB\x00\n", "lines of binary data"),
         ("Grüße, not a vLLM log at all\n".encode("latin-1"), "no vLLM start-up line in 1 lines"),
+        (b"\xff\xfe" + bytes(range(256)) * 9 + b"\x00", "no vLLM start-up line"),
+        (b"\xff\xfe" + "z".encode("utf-16-le") * (40 * 1024), "1 lines over 65536 bytes skipped"),
     ],
-    ids=["binary", "empty", "one-huge-line", "nul-bytes", "latin-1-text"],
+    ids=["binary", "empty", "one-huge-line", "nul-bytes", "latin-1-text", "utf-16-garbage", "utf-16-huge-line"],
 )
 def test_garbage_is_a_log_error(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "garbage.log"
