@@ -1,4 +1,4 @@
-"""The ``fitgate`` command line: ``plan``, ``check``, ``catalog list|add``, ``gpus`` and ``operator``.
+"""The ``fitgate`` command line: ``plan``, ``compare``, ``check``, ``catalog list|add``, ``gpus`` and ``operator``.
 
 Exit codes: 0 the deployment fits (Fits or Tight), 1 it does not fit (DoesNotFit), 2 bad input
 (one line on stderr naming the field, the value and what is accepted; never a traceback).
@@ -115,6 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
     p.add_argument("--context-tokens", type=_int, help="tokens per request of that workload (default: max-model-len)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+    cmp = sub.add_parser("compare", help="set fitgate's plan beside what a vLLM start-up log printed")
+    cmp.add_argument("--log", required=True, help="the log file (`kubectl logs POD > FILE`), prefixes and all")
+    cmp.add_argument("--model", help="where to resolve the checkpoint from (default: the model the log names)")
+    cmp.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
+    cmp.add_argument("--gpu", help="the GPU it ran on (default: the catalog GPU of the total the log prints)")
+    cmp.add_argument("--vllm-version", help="plan with this release's accounting (default: the one the log prints)")
+    cmp.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    cmp.add_argument(
+        "--as-case",
+        action="store_true",
+        help="print the run as one calibration case (one JSON line, as in the calibration cases.jsonl); plans nothing",
+    )
 
     c = sub.add_parser("catalog", help="the model catalog (built-in, plus FITGATE_CATALOG_PATH directories)")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -396,6 +409,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``fitgate compare --log FILE``: predicted against observed, term by term (docs/compare-json.md)."""
+    from fitgate.observe import compare, read_log  # noqa: PLC0415 - keeps `fitgate plan` light
+
+    log = read_log(args.log)
+    named = lookup_gpu(args.gpu, "--gpu") if args.gpu else None
+    if args.as_case:
+        print(json.dumps(compare.case_document(log, args.log, named)))
+        return EXIT_FITS
+    ref = args.model or log.settings.model
+    if not ref:
+        raise SizingError("--model", None, "a model to plan (the log names none)")
+    gpu, gpu_notes = compare.gpu_of(log, named)
+    serving, notes = compare.serving_config(log, args.vllm_version)
+    try:
+        facts = resolve(ref, source=args.source)
+    except CheckpointError as exc:
+        if args.model:
+            raise
+        hint = f"{exc.problem[:240]}; pass --model with its directory or repo id"
+        raise CheckpointError("model named in the log", ref, "", transient=exc.transient, problem=hint) from None
+    model = to_model_input(facts)
+    result = plan(model, gpu, serving)
+    suggestions = suggest(model, gpu, serving, None, result)
+    _, args_out, chosen = recommend(model, gpu, serving, None, result, suggestions)
+    plan_doc = plan_document(facts, result, suggestions, args_out, chosen)
+    doc = compare.compare_document(log, args.log, plan_doc, [*gpu_notes, *notes])
+    print(json.dumps(doc, indent=2) if args.output == "json" else compare.render_compare_text(doc))
+    return EXIT_FITS
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
     """``fitgate catalog list|add``."""
     if args.action == "add":
@@ -508,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {
         "plan": cmd_plan,
+        "compare": cmd_compare,
         "catalog": cmd_catalog,
         "gpus": cmd_gpus,
         "check": cmd_check,

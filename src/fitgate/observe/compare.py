@@ -1,0 +1,344 @@
+"""Predicted against observed: the settings of a start-up log as a plan, and the figures side by side.
+
+Pure: takes a :class:`~fitgate.observe.logparse.StartupLog` and the plan document ``fitgate plan
+--output json`` prints (``docs/plan-json.md``), returns dicts and text. The CLI resolves the checkpoint
+and runs the plan in between (``fitgate compare``, ``docs/compare-json.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fitgate.observe.records import StartupLog
+from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
+from fitgate.sizing.units import GiB, fmt_gib
+
+COMPARE_SCHEMA = "fitgate.io/compare/v1"
+#: ``--quantization`` values that quantize an unquantized checkpoint while loading (planned as such; for a
+#: checkpoint that is already quantized the plan ignores them, as vLLM does).
+RUNTIME_QUANTIZATION = ("fp8", "bitsandbytes")
+_MODEL_DTYPES = ("bfloat16", "float16", "float32")
+#: Two GPUs are the same size when their totals agree to the log's precision (two decimals of GiB).
+_TOTAL_TOLERANCE_GIB = 0.006
+
+
+@dataclass(frozen=True)
+class Term:
+    """One figure compared: its JSON key, its label, where the plan document holds it."""
+
+    key: str
+    label: str
+    unit: str  # "bytes", "tokens", "blocks" or "x"
+
+
+TERMS = (
+    Term("weights_bytes", "weights", "bytes"),
+    Term("activation_bytes", "activation peak", "bytes"),
+    Term("non_torch_bytes", "non-torch", "bytes"),
+    Term("cuda_graph_bytes", "CUDA graphs", "bytes"),
+    Term("kv_available_bytes", "available KV cache", "bytes"),
+    Term("kv_tokens", "GPU KV cache tokens", "tokens"),
+    Term("num_gpu_blocks", "GPU blocks", "blocks"),
+    Term("max_concurrency", "max concurrency", "x"),
+)
+
+
+def _dtype(text: str | None) -> str:
+    name = (text or "auto").removeprefix("torch.")
+    return name if name in _MODEL_DTYPES else "auto"
+
+
+def runtime_quantization(log: StartupLog) -> str | None:
+    """The ``--quantization`` to plan with: the one given, else a load-time one vLLM reported."""
+    s = log.settings
+    if s.quantization_arg:
+        return s.quantization_arg
+    return s.quantization if s.quantization in RUNTIME_QUANTIZATION else None
+
+
+def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[ServingConfig, list[str]]:
+    """The ServingConfig of the run a log shows, and notes on what the log did not print."""
+    s = log.settings
+    notes: list[str] = []
+    if log.starts > 1:
+        notes.append(f"the log holds {log.starts} start-ups; where a line repeats, the first one was read")
+    version = vllm_version or s.vllm_version
+    if version is None:
+        version = DEFAULT_VLLM_VERSION
+        notes.append(f"the log prints no vLLM version; planned with {version} (pass --vllm-version)")
+    if s.gpu_memory_utilization is None:
+        notes.append("the log prints no gpu_memory_utilization; planned with vLLM's default 0.9")
+    for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if getattr(s, name) is None:
+            notes.append(f"the log prints no {name}; planned with 1")
+    engine = s.engine if s.engine == "V0" and not vllm_version else None
+    serving = ServingConfig(
+        max_model_len=s.max_model_len,
+        kv_cache_dtype=s.kv_cache_dtype or "auto",
+        dtype=_dtype(s.dtype),
+        quantization=runtime_quantization(log),
+        tensor_parallel_size=s.tensor_parallel_size or 1,
+        pipeline_parallel_size=s.pipeline_parallel_size or 1,
+        gpu_memory_utilization=s.gpu_memory_utilization if s.gpu_memory_utilization is not None else 0.9,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        block_size=s.block_size,
+        enforce_eager=bool(s.enforce_eager),
+        vllm_version=version,
+        engine=engine,
+        offline=s.usage_context == "LLM_CLASS",
+    )
+    return serving, notes
+
+
+def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]]:
+    """The GPU to plan on, with the device total the log printed.
+
+    The one named (``--gpu``), else the catalog GPU of that total (a custom GPU of that size when several
+    catalog GPUs share it and differ in kind).
+
+    Raises:
+        SizingError: no GPU named and the log prints no total.
+    """
+    total_gib = log.observed.gpu_total_gib
+    total = log.observed.bytes("gpu_total_gib")
+    if named is not None:
+        if total_gib is None or total is None or abs(named.memory_bytes / GiB - total_gib) < _TOTAL_TOLERANCE_GIB:
+            return named, []  # the catalog's figure is the same total, to more digits
+        note = f"planned with the device total the log printed ({fmt_gib(total)}), not {fmt_gib(named.memory_bytes)}"
+        return GpuModel(**{**named.__dict__, "memory_bytes": total}), [note]
+    if total is None or total_gib is None:
+        raise SizingError("--gpu", None, "a GPU from `fitgate gpus` (the log prints no GPU total)")
+    same = [g for g in gpu_catalog() if abs(g.memory_bytes / GiB - total_gib) < _TOTAL_TOLERANCE_GIB]
+    kinds = {(g.architecture, g.is_a100, g.vendor) for g in same}
+    if not same or len(kinds) > 1:
+        return custom_gpu(total, name=f"{total_gib:.2f}GiB"), [
+            f"GPU not named: planned on a {total_gib:.2f} GiB device (pass --gpu for its defaults)"
+        ]
+    names = "/".join(g.name for g in same)
+    gpu = GpuModel(**{**same[0].__dict__, "name": names, "memory_bytes": total})
+    return gpu, [f"GPU not named: {names} from the total the log printed ({total_gib:.2f} GiB)"]
+
+
+def observed_document(log: StartupLog) -> dict[str, Any]:
+    """``observed`` of the compare contract: bytes and counts as printed, None where not printed."""
+    o = log.observed
+    return {
+        "weights_bytes": o.bytes("weights_gib"),
+        "activation_bytes": o.bytes("activation_peak_gib"),
+        "non_torch_bytes": o.bytes("non_torch_gib"),
+        "cuda_graph_bytes": o.bytes("cuda_graph_gib"),
+        "kv_available_bytes": o.bytes("kv_available_gib"),
+        "kv_tokens": o.kv_tokens,
+        "num_gpu_blocks": o.gpu_blocks,
+        "max_concurrency": o.max_concurrency,
+        "gpu_total_bytes": o.bytes("gpu_total_gib"),
+        "outcome": log.outcome,
+        "failure": None if log.failure is None else {"kind": log.failure.kind, "message": log.failure.message},
+        "total_non_kv_bytes": o.bytes("total_non_kv_gib"),
+        "cuda_graph_estimated_bytes": o.bytes("cuda_graph_estimated_gib"),
+    }
+
+
+def settings_document(log: StartupLog) -> dict[str, Any]:
+    """``settings`` of the compare contract: what the log printed (None where it printed nothing)."""
+    s = log.settings
+    return {
+        "model": s.model,
+        "vllm_version": s.vllm_version,
+        "tensor_parallel_size": s.tensor_parallel_size,
+        "pipeline_parallel_size": s.pipeline_parallel_size,
+        "max_model_len": s.max_model_len,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "max_num_seqs": s.max_num_seqs,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "engine": s.engine,
+        "dtype": s.dtype,
+        "quantization": s.quantization,
+        "block_size": s.block_size,
+        "enforce_eager": s.enforce_eager,
+    }
+
+
+def predicted_terms(plan_doc: dict[str, Any]) -> dict[str, int | float]:
+    """The plan's figures for the same terms: tensor rank 0 of pipeline stage 0, as the log prints them."""
+    rank0, kv = plan_doc["ranks"][0], plan_doc["kv_cache"]
+    return {
+        "weights_bytes": rank0["weights_bytes"],
+        "activation_bytes": rank0["activation_bytes"],
+        "non_torch_bytes": rank0["non_torch_bytes"],
+        "cuda_graph_bytes": rank0["cuda_graph_bytes"],
+        "kv_available_bytes": rank0["available_kv_bytes"],
+        "kv_tokens": kv["reported_tokens"],
+        "num_gpu_blocks": kv["num_blocks"],
+        "max_concurrency": kv["max_concurrency"],
+    }
+
+
+def _error_pct(predicted: float, observed: float | None) -> float | None:
+    if observed is None or observed == 0:
+        return None
+    return round(100 * (predicted - observed) / abs(observed), 2)
+
+
+def verdict_agrees(verdict: str, log: StartupLog) -> bool | None:
+    """Whether the plan's verdict matches what happened (None when the log does not say how it ended).
+
+    Started: Fits or Tight. KV cache too small or none left: DoesNotFit. Out of memory after the KV cache
+    was sized (graph capture, sampler warm-up): anything but Fits.
+    """
+    if log.outcome == "unknown":
+        return None
+    if log.failure is None:
+        return verdict in ("Fits", "Tight")
+    if log.failure.kind in ("kv_too_small", "no_kv_memory"):
+        return verdict == "DoesNotFit"
+    if log.failure.kind == "out_of_memory" and log.kv_sized:
+        return verdict != "Fits"
+    return None  # not a question of memory (a gated model, a bad setting, a busy GPU)
+
+
+def compare_document(log: StartupLog, log_path: str, plan_doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """The ``--output json`` contract of ``fitgate compare`` (docs/compare-json.md)."""
+    observed = observed_document(log)
+    predicted = predicted_terms(plan_doc)
+    return {
+        "schema": COMPARE_SCHEMA,
+        "log": {
+            "path": log_path,
+            "lines_read": log.lines_read,
+            "lines_recognised": log.lines_recognised,
+            "lines_too_long": log.lines_too_long,
+            "bytes_read": log.bytes_read,
+            "truncated": log.truncated,
+        },
+        "settings": settings_document(log),
+        "observed": observed,
+        "predicted": plan_doc,
+        "errors": {t.key: _error_pct(predicted[t.key], observed[t.key]) for t in TERMS},
+        "verdict_agrees": verdict_agrees(plan_doc["verdict"], log),
+        "notes": notes,
+    }
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return fmt_gib(value)
+    if unit == "x":
+        return f"{value:.2f}x"
+    return f"{int(value):,}"
+
+
+def render_compare_text(doc: dict[str, Any]) -> str:
+    """The human-readable table of a compare document."""
+    s, o, p = doc["settings"], doc["observed"], doc["predicted"]
+    predicted = predicted_terms(p)
+    serving = p["serving"]
+    lines = [
+        f"fitgate compare: {p['model']['name']} on {p['gpu']['count']} x {p['gpu']['name']} "
+        f"({fmt_gib(p['gpu']['memory_bytes'])} each), vLLM {p['vllm_version']}",
+        f"  TP {serving['tensor_parallel_size']} x PP {serving['pipeline_parallel_size']}, "
+        f"max_model_len {p['max_model_len']}, dtype {serving['dtype']}, kv {serving['kv_cache_dtype']}, "
+        f"gpu_memory_utilization {serving['gpu_memory_utilization']}, max_num_seqs {serving['max_num_seqs']}, "
+        f"max_num_batched_tokens {serving['max_num_batched_tokens']}",
+        f"  log {doc['log']['path']}: {doc['log']['lines_recognised']} of {doc['log']['lines_read']} lines recognised; "
+        f"model in log: {s['model'] or '-'}",
+        "",
+    ]
+    failure = o["failure"]
+    outcome = o["outcome"] + ("" if failure is None else f" ({failure['kind']}): {failure['message'][:160]}")
+    agrees = {True: "agrees", False: "DISAGREES", None: "-"}[doc["verdict_agrees"]]
+    lines += [f"observed: {outcome}", f"fitgate:  {p['verdict']} ({agrees})", ""]
+    lines.append(f"  {'per GPU (rank 0)':22s}{'predicted':>14s}{'observed':>14s}{'error':>10s}")
+    for term in TERMS:
+        err = doc["errors"][term.key]
+        lines.append(
+            f"  {term.label:22s}{_fmt(predicted[term.key], term.unit):>14s}{_fmt(o[term.key], term.unit):>14s}"
+            f"{'-' if err is None else f'{err:+.1f}%':>10s}"
+        )
+    lines.append("  (- : the log does not print this figure; errors are (predicted - observed) / observed)")
+    notes = [*doc["notes"], *p["notes"]]
+    if notes:
+        lines += ["", *[f"note: {n}" for n in notes]]
+    return "\n".join(lines)
+
+
+def case_status(log: StartupLog) -> str:
+    """The calibration ``status`` of a run (shared/calibration/README.md).
+
+    Plus two this tool adds: ``failed_before_kv_sizing`` (the failure came before the KV cache was sized)
+    and ``unknown`` (the log ends before the KV cache was sized, with no failure).
+    """
+    if log.failure is None:
+        return "ok" if log.kv_sized else "unknown"
+    if log.failure.kind == "kv_too_small":
+        return "failed_kv_too_small"
+    if log.failure.kind == "no_kv_memory":
+        return "failed_no_kv_memory"
+    return "failed_after_kv_sizing" if log.kv_sized else "failed_before_kv_sizing"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48] or "model"
+
+
+def case_document(log: StartupLog, log_path: str, named: GpuModel | None) -> dict[str, Any]:
+    """The run as one calibration case, in the format of ``shared/calibration/cases.jsonl``."""
+    s, o = log.settings, log.observed
+    if named is not None:
+        gpu = f"{named.name} (given with --gpu)"
+    elif o.gpu_total_gib is not None:
+        gpu = f"{gpu_of(log, None)[0].name} (not named; from the device total the log printed)"
+    else:
+        gpu = "not stated (pass --gpu)"
+    digest = hashlib.sha256("\n".join(log.raw_lines).encode()).hexdigest()
+    engine = s.engine or (None if s.vllm_version is None else "V1")
+    notes = [
+        "Read by `fitgate compare --as-case` from a start-up log; figures and settings as printed (null: not printed).",
+    ]
+    if log.failure is not None:
+        notes.append(f"Failure ({log.failure.kind}): {log.failure.message}")
+    return {
+        "id": f"user-{_slug(s.model or 'unknown')}-{digest[:12]}",
+        "source": f"vLLM start-up log {log_path} (sha256 of the recognised lines {digest})",
+        "source_kind": "user_log",
+        "vllm_version": s.vllm_version,
+        "vllm_engine": engine,
+        "model": s.model,
+        "gpu": gpu,
+        "gpu_total_gib": o.gpu_total_gib,
+        "gpu_total_gib_basis": "printed in log" if o.gpu_total_gib is not None else "not printed",
+        "tensor_parallel_size": s.tensor_parallel_size,
+        "pipeline_parallel_size": s.pipeline_parallel_size,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "max_model_len": s.max_model_len,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "dtype": s.dtype,
+        "quantization": s.quantization or s.quantization_arg,
+        "block_size": s.block_size,
+        "enforce_eager": s.enforce_eager,
+        "max_num_seqs": s.max_num_seqs,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "status": case_status(log),
+        "measured": {
+            "weights_gib": o.weights_gib,
+            "non_torch_gib": o.non_torch_gib,
+            "activation_peak_gib": o.activation_peak_gib,
+            "kv_available_gib": o.kv_available_gib,
+            "kv_tokens": o.kv_tokens,
+            "gpu_blocks": o.gpu_blocks,
+            "max_concurrency": o.max_concurrency,
+            "cuda_graph_gib": o.cuda_graph_gib,
+            "cuda_graph_estimated_gib": o.cuda_graph_estimated_gib,
+            "total_non_kv_gib": o.total_non_kv_gib,
+        },
+        "raw_lines": list(log.raw_lines),
+        "notes": " ".join(notes),
+        "runtime_quantization": runtime_quantization(log),
+    }
