@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fitgate.checkpoints.facts import to_model_input
+from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, suggest
 from fitgate.sizing.advice import apply_suggestion
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.kv_layout import layer_specs
+from fitgate.sizing.kv_specs import MambaSpec
 from fitgate.sizing.units import GiB
+from fitgate.sizing.versions import accounting_for
 from tests.conftest import model
+
+CORPUS = Path(__file__).parent / "corpus"
 
 H100 = lookup_gpu("NVIDIA-H100-80GB-HBM3")
 
@@ -242,3 +250,58 @@ def test_bad_workload_names_the_field() -> None:
             ServingConfig(max_model_len=8192),
             Workload(0, 100),
         )
+
+
+def test_tp_communication_memory_by_interconnect() -> None:
+    # Buffers made before vLLM's start snapshot (NCCL communicators, custom all-reduce, symmetric
+    # memory) are outside the budget on every box; what the profiling pass adds at TP > 1 is NCCL's
+    # NVLink SHARP memory on NVSwitch boards (0.19 H100 SXM logs: 2.07 GiB at TP2, +0.04 GiB per two
+    # ranks) and, from vLLM 0.29, FlashInfer's all-reduce workspace (Hopper TP2: 64 MiB). PCIe cards
+    # add nothing TP-specific: the TP1 figure, 0.25 GiB.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    cfg = ServingConfig(max_model_len=8192, tensor_parallel_size=2)
+    sxm_019 = plan(m, H100, replace(cfg, vllm_version="0.19.0")).per_gpu.non_torch_bytes
+    sxm_033 = plan(m, H100, cfg).per_gpu.non_torch_bytes
+    pcie_033 = plan(m, H100, replace(cfg, interconnect="pcie")).per_gpu.non_torch_bytes
+    l40s = plan(m, lookup_gpu("L40S"), cfg).per_gpu.non_torch_bytes
+    assert sxm_019 == int(2.07 * GiB)
+    assert sxm_033 == int(2.07 * GiB) + 64 * 1024**2
+    assert pcie_033 == l40s == int(0.25 * GiB)
+    tp8 = plan(model("meta-llama/Llama-3.1-70B-Instruct"), H100, replace(cfg, tensor_parallel_size=8))
+    assert tp8.per_gpu.non_torch_bytes == int((2.07 + 0.04 * 6) * GiB) + 1024**2 // 2
+    # A product string naming PCIe picks the PCIe board of a product sold both ways.
+    assert lookup_gpu("NVIDIA-A100-PCIE-40GB").interconnect == "pcie"
+    assert lookup_gpu("NVIDIA-A100-SXM4-80GB").interconnect == "nvlink"
+
+
+def test_sparse_mla_indexer_cache() -> None:
+    # DeepSeek-V3.2 (tests/corpus, real config): 61 MLA layers, kv_lora_rank 512 + rope 64 = 576
+    # values x 2 B = 1152 B a token, plus the indexer's fp8 key with one fp32 scale per 128 values:
+    # 128 + 128 // 128 x 4 = 132 B -> 61 x (1152 + 132) = 78,324 B a token on every TP rank (the
+    # latent is not sharded); FlashMLA-sparse blocks are 64 tokens. With an fp8 cache the latent
+    # is stored as fp8_ds_mla: 656 B -> 61 x (656 + 132) = 48,068 B.
+
+    root = CORPUS
+    m = to_model_input(load_directory(root / "deepseek-ai__DeepSeek-V3.2"))
+    h200 = lookup_gpu("H200")
+    bf16 = plan(m, h200, ServingConfig(max_model_len=32768, tensor_parallel_size=8))
+    fp8 = plan(m, h200, ServingConfig(max_model_len=32768, tensor_parallel_size=8, kv_cache_dtype="fp8"))
+    assert bf16.kv.bytes_per_token == 61 * (1152 + 132) == 78_324
+    assert fp8.kv.bytes_per_token == 61 * (656 + 132) == 48_068
+    assert bf16.kv.block_size == 64
+
+
+def test_qwen35_hybrid_gated_deltanet_state() -> None:
+    # Qwen3.5-27B (tests/corpus, real config): 64 layers, every 4th full attention (16 layers,
+    # 4 KV heads x 256 x 2 (K,V) x 2 B = 4 KiB a token each), the rest Gated DeltaNet whose per-request
+    # state is conv (4 - 1) x (2 x 16 x 128 + 48 x 128) = 3 x 10240 values plus recurrent
+    # 48 x 128 x 128 values, x 2 B = 61,440 + 1,572,864 = 1,634,304 B per layer at TP1.
+
+    root = CORPUS
+    arch = to_model_input(load_directory(root / "Qwen__Qwen3.5-27B")).arch
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    states = [s for s in specs if isinstance(s, MambaSpec)]
+    attention = [s for s in specs if not isinstance(s, MambaSpec)]
+    assert len(states) == 48 and len(attention) == 16
+    assert states[0].state_bytes == (3 * (2 * 16 * 128 + 48 * 128) + 48 * 128 * 128) * 2 == 1_634_304
+    assert attention[0].bytes_per_token == 4 * 256 * 2 * 2

@@ -103,6 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=_int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
+        "--kv-cache-memory-bytes",
+        type=_int,
+        help="vLLM's --kv-cache-memory-bytes: the KV pool per GPU in bytes (gpu_memory_utilization is then ignored)",
+    )
+    p.add_argument(
+        "--interconnect",
+        choices=("nvlink", "pcie"),
+        help="what links the GPUs of a replica (default: the GPU catalog's: nvlink for SXM/NVL boards)",
+    )
+    p.add_argument(
         "--vllm-version",
         default=DEFAULT_VLLM_VERSION,
         help=f"accounting of this release (default {DEFAULT_VLLM_VERSION})",
@@ -202,6 +212,8 @@ def _serving(args: argparse.Namespace) -> ServingConfig:
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
+        interconnect=getattr(args, "interconnect", None),
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,

@@ -66,6 +66,7 @@ def estimate_profile(
     max_num_seqs: int,
     enforce_eager: bool,
     accounting: VllmAccounting,
+    fabric: str = "pcie",
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU."""
     hidden = arch.hidden_size
@@ -91,23 +92,47 @@ def estimate_profile(
         sampler_bytes=sampler,
         forward_bytes=forward,
         moe_workspace_bytes=workspace,
-        non_torch_bytes=non_torch_bytes(tp, pp, accounting),
+        non_torch_bytes=non_torch_bytes(tp, pp, accounting, fabric),
         cuda_graph_bytes=0 if enforce_eager else cuda_graph_bytes(arch, len(layers), accounting),
     )
 
 
-def non_torch_bytes(tp: int, pp: int, accounting: VllmAccounting) -> int:
-    """Growth of non-torch memory during profiling (0.19 H100: 0.25 GiB at TP1, ~2.1 GiB at TP2-4).
+#: FlashInfer's all-reduce workspace per GPU (flashinfer_all_reduce.py 0.33.0 L142-250: sized for
+#: max_size per capability and world size), created lazily in the profiling pass from 0.29.0, when
+#: VLLM_ALLREDUCE_USE_FLASHINFER became "1" (envs.py 0.29.0 L1864-1865). Hopper / Blackwell only.
+_FLASHINFER_AR_BYTES = {
+    "hopper": {2: 64 * MiB, 4: 2 * MiB, 8: MiB // 2},
+    "blackwell": {2: 64 * MiB, 4: 32 * MiB, 8: MiB},
+}
 
-    Pipeline stages without tensor parallelism measured 0.07 GiB; releases before 0.18 measured
-    0.13 GiB at TP1 and 0.55 GiB at TP2.
+
+def non_torch_bytes(tp: int, pp: int, accounting: VllmAccounting, fabric: str = "pcie") -> int:
+    """Growth of non-torch memory during profiling, by what the box allocates after the start snapshot.
+
+    From vLLM's source (docs/vllm-releases.md section 5): NCCL communicators (warmed up), custom
+    all-reduce IPC buffers and torch symmetric memory are created in
+    ``init_worker_distributed_environment``, *before* the snapshot, so they sit outside the budget on
+    every box. What grows during the profiling pass is cuBLAS / attention workspaces (the TP1
+    figure: 0.25 GiB on 0.18+, 0.13 GiB before, fitted on the calibration logs) plus, on NVSwitch
+    boards (``fabric`` ``nvswitch-hopper`` or ``nvswitch-blackwell``: SXM / NVL boards of those
+    generations), NCCL's NVLink SHARP buffers, allocated on the first collectives of the profiling
+    forward: the 0.19 H100 SXM logs measured 2.07 GiB at TP2 and ~0.04 GiB more per two ranks
+    (fitted on 8 TP2/TP4 runs), 0.55 GiB at TP2 before 0.18. PCIe cards and NVLink bridges without
+    NVSwitch add nothing TP-specific after the snapshot (8 x L40S TP8 on 0.10.2 measured 0.18 GiB,
+    like TP1), and from 0.29 FlashInfer's all-reduce workspace joins on Hopper/Blackwell. Pipeline
+    stages without tensor parallelism measured 0.07 GiB.
     """
     recent = accounting.version >= (0, 18, 0) and accounting.engine == "V1"
+    base = int(0.25 * GiB) if recent else int(0.13 * GiB)
     if tp > 1:
-        return int((2.07 + 0.04 * (tp - 2)) * GiB) if recent else int(0.55 * GiB)
+        nvswitch = fabric.startswith("nvswitch-")
+        total = (int((2.07 + 0.04 * (tp - 2)) * GiB) if recent else int(0.55 * GiB)) if nvswitch else base
+        if nvswitch and accounting.version >= (0, 29, 0):
+            total += _FLASHINFER_AR_BYTES[fabric.removeprefix("nvswitch-")].get(tp, 0)
+        return total
     if pp > 1:
         return int(0.07 * GiB)
-    return int(0.25 * GiB) if recent else int(0.13 * GiB)
+    return base
 
 
 def cuda_graph_bytes(arch: ModelArchitecture, num_layers: int, accounting: VllmAccounting) -> int:

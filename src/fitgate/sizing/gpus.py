@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -78,7 +78,12 @@ def find_gpu(name: str) -> GpuModel | None:
     GPU Feature Discovery's ``-SHARED`` suffix (time-slicing) is ignored.
     """
     cleaned = re.sub(r"-SHARED$", "", name.strip(), flags=re.IGNORECASE)
-    return _catalog()[1].get(_key(cleaned))
+    model = _catalog()[1].get(_key(cleaned))
+    if model is not None and "pcie" in cleaned.lower() and model.interconnect != "pcie":
+        # One catalog entry serves both boards of a product (A100-80GB SXM4 and PCIe): the
+        # product string says which one this is.
+        model = replace(model, interconnect="pcie")
+    return model
 
 
 def lookup_gpu(name: str, field: str = "gpu") -> GpuModel:

@@ -211,6 +211,7 @@ def _rank(
         max_num_seqs=rs.max_num_seqs,
         enforce_eager=rs.enforce_eager,
         accounting=accounting,
+        fabric=_fabric(gpu, rs.interconnect),
     )
     specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
     block = hybrid_block_size(specs, rs.block_size)
@@ -232,6 +233,13 @@ def _rank(
     return RankPlan(
         pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
     )
+
+
+def _fabric(gpu: GpuModel, interconnect: str) -> str:
+    """What connects the TP ranks: NVSwitch with NVLink SHARP (Hopper/Blackwell NVLink boards) or not."""
+    if interconnect == "nvlink" and gpu.architecture in ("hopper", "blackwell"):
+        return f"nvswitch-{gpu.architecture}"
+    return interconnect
 
 
 def _graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:
