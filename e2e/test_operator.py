@@ -177,6 +177,30 @@ def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, names
     assert denial and all("[INFO" in line for line in denial), denial
 
 
+def test_kubectl_edit_into_a_misfit_shows_the_whole_denial(
+    kube: Kube, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    """`kubectl edit` prints only the causes of a 422 ("... is invalid"); the denial must keep its numbers."""
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("edited", FITS))
+    wait_verdict(kube, namespace, "edited", "Fits")
+    editor = tmp_path / "editor.py"  # what a user does in $EDITOR: swap the 8B model for the 70B one
+    editor.write_text(
+        "import pathlib, sys\n"
+        "p = pathlib.Path(sys.argv[-1])\n"
+        "p.write_text(p.read_text().replace('Llama-3.1-8B-Instruct', 'Llama-3.1-70B-Instruct'))\n"
+    )
+    edit = {"KUBE_EDITOR": f"{sys.executable} {editor}"}
+    result = kube.kubectl("edit", "mdep", "edited", "-n", namespace, env=edit, check=False)
+    assert result.returncode != 0
+    assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr, result.stderr
+    assert "smallest change that fits: --tensor-parallel-size" in result.stderr
+    assert "is invalid" not in result.stderr
+    assert kube.get("mdep", "edited", "-n", namespace)["spec"]["model"]["name"] == FITS["model"]["name"]
+    # apply of the same change shows it too
+    applied = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("edited", MISFIT), check=False)
+    assert applied.returncode != 0 and "131.45 GiB" in applied.stderr, applied.stderr
+
+
 def test_tight_is_admitted_with_a_warning(kube: Kube, operator: Operator, namespace: str) -> None:
     result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("qwen-moe", TIGHT))
     assert "Warning: fitgate: verdict Tight" in result.stderr

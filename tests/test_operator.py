@@ -294,6 +294,8 @@ def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
     with pytest.raises(kopf.AdmissionError) as exc:
         validate(MISFIT, index(H100), m)
     assert "does not fit" in str(exc.value) and "--tensor-parallel-size" in str(exc.value)
+    # not 422: kubectl edit/apply read a 422 as "Invalid" and print only details.causes (none here)
+    assert exc.value.code == 403
     text = m.metrics.exposition().decode()
     assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
     assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
@@ -308,8 +310,9 @@ def test_validate_warns_on_warn_policy_and_dry_run() -> None:
 
 
 def test_validate_rejects_an_invalid_spec_naming_the_field() -> None:
-    with pytest.raises(kopf.AdmissionError, match=r"spec\.serving\.tensorParallelSize"):
+    with pytest.raises(kopf.AdmissionError, match=r"spec\.serving\.tensorParallelSize") as exc:
         validate({**SPEC, "serving": {"tensorParallelSize": 0}}, index(H100), memo())
+    assert exc.value.code == 400
 
 
 def test_validate_answers_unknown_fast_when_the_hub_is_slow() -> None:

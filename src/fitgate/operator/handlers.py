@@ -266,7 +266,7 @@ async def modeldeployment_validate(
     metrics.admission.labels(outcome.result).inc()
     metrics.admission_seconds.observe(time.perf_counter() - started)
     if not outcome.allowed:
-        raise kopf.AdmissionError(outcome.message, code=422)
+        raise kopf.AdmissionError(outcome.message, code=outcome.code)
 
 
 def _short(text: str, limit: int = 1200) -> str:

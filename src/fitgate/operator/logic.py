@@ -17,6 +17,12 @@ from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore
 from fitgate.sizing import Verdict, vllm_argv
 
+#: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
+#: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
+#: would print "... is invalid" and drop the numbers and the fix. 400 and 403 show the whole message.
+DENIED_INVALID = 400  # the spec cannot be served whatever the GPUs (BadRequest)
+DENIED_MISFIT = 403  # the policy refuses a deployment that does not fit (Forbidden)
+
 VERDICT_ANNOTATION = "fitgate.io/verdict"
 ARGS_ANNOTATION = "fitgate.io/recommended-args"
 
@@ -40,6 +46,7 @@ class AdmissionOutcome:
     message: str
     warnings: tuple[str, ...] = field(default_factory=tuple)
     result: str = "allowed"  # allowed | warned | denied
+    code: int = DENIED_MISFIT  # the HTTP code of a denial
 
 
 class EvaluationCache:
@@ -161,7 +168,7 @@ async def admit(
     try:
         spec = parse_spec(raw_spec)
     except SpecError as exc:
-        return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied")
+        return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
     ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, blocking=False)
     warnings = list(ev.warnings)
     if dryrun:
@@ -173,7 +180,8 @@ async def admit(
         return AdmissionOutcome(True, text, (text, *warnings), "warned")
     if ev.verdict is Verdict.UNKNOWN:
         if ev.reason == "InvalidSettings":  # a setting the model cannot take (TP not dividing its heads...)
-            return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {ev.message}", tuple(warnings), "denied")
+            text = f"fitgate: invalid ModelDeployment: {ev.message}"
+            return AdmissionOutcome(False, text, tuple(warnings), "denied", DENIED_INVALID)
         if config.unknown_policy == "Reject":
             return AdmissionOutcome(False, f"fitgate: cannot verify the fit: {ev.message}", tuple(warnings), "denied")
         if config.unknown_policy == "Allow":
