@@ -233,13 +233,28 @@ def test_dry_run_returns_the_verdict_and_stores_nothing(kube: Kube, operator: Op
             "tensor_parallel_size: 3 is not valid",
         ),
         ({"serving": {"maxModelLen": 1024}}, "spec.model"),
+        (  # the CRD's CEL rule
+            {
+                "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+                "serving": {"maxModelLen": 4096},
+                "workload": {"concurrentRequests": 2, "contextTokens": 8192},
+            },
+            "spec.workload.contextTokens",
+        ),
     ],
 )
 def test_invalid_specs_are_refused_naming_the_field(
-    kube: Kube, operator: Operator, namespace: str, spec: dict[str, Any], field: str
+    kube: Kube, operator: Operator, namespace: str, spec: dict[str, Any], field: str, tmp_path: Path
 ) -> None:
     result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("bad", spec), check=False)
     assert result.returncode != 0 and field in result.stderr, result.stderr
+    # `fitgate check` in CI refuses the same manifest, naming the same field (exit 2, one line)
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(mdep("bad", spec))
+    fitgate = Path(sys.executable).parent / "fitgate"
+    argv = [str(fitgate), "check", "--gpu", "H100", str(manifest)]
+    check = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert check.returncode == 2 and check.stdout.count("\n") == 1 and field in check.stdout, check
 
 
 def test_metrics_are_scraped(kube: Kube, operator: Operator, namespace: str) -> None:

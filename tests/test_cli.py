@@ -195,6 +195,9 @@ def test_oversized_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and "at most 100000000 bytes" in err
 
 
+CONC_2 = ("--concurrency", "2", "--context-tokens")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -225,6 +228,14 @@ def test_oversized_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixt
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--context-tokens", "100"],
             "--concurrency: missing",
         ),
+        (  # the CRD's CEL rule: the API server refuses contextTokens > maxModelLen, so does plan
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "4096", *CONC_2, "8192"],
+            "--context-tokens: 8192 is not valid; expected at most --max-model-len 4096",
+        ),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--concurrency", "2", "--context-tokens", "200000"],
+            "--context-tokens: 200000 is not valid; expected at most the model's 131072 tokens",
+        ),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -242,3 +253,33 @@ def test_catalog_and_gpus_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "meta-llama/Llama-3.1-8B-Instruct" in out
     code, out, _ = run(capsys, "gpus", "--output", "json")
     assert code == 0 and any(g["name"] == "H100-SXM" for g in json.loads(out))
+
+
+def manifest(tmp_path: Path, spec: dict[str, Any]) -> str:
+    path = tmp_path / "md.yaml"
+    doc = {"apiVersion": "fitgate.io/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": "m"}, "spec": spec}
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (  # CEL rule of the CRD
+            {"serving": {"maxModelLen": 4096}, "workload": {"concurrentRequests": 2, "contextTokens": 8192}},
+            "spec.workload.contextTokens: workload.contextTokens cannot exceed serving.maxModelLen (got 8192 > ",
+        ),
+        (  # CEL rule of the CRD
+            {"serving": {"tensorParallelSize": 16, "pipelineParallelSize": 8}},
+            "spec.serving: tensorParallelSize x pipelineParallelSize must be at most 64 GPUs (got 16 x 8)",
+        ),
+        ({"serving": {"kvCacheDtype": "int4"}}, "spec.serving.kvCacheDtype"),  # schema enum
+        ({"serving": {"tensorParallelSize": 3}}, "tensor_parallel_size: 3 is not valid"),  # the webhook's 400
+    ],
+)
+def test_check_refuses_what_the_api_server_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, Any], field: str
+) -> None:
+    spec = {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "placement": {"gpuProduct": "H100"}, **spec}
+    code, out, _ = run(capsys, "check", manifest(tmp_path, spec))
+    assert code == 2 and out.count("\n") == 1 and ": Invalid: " in out and field in out, out

@@ -201,7 +201,11 @@ def _workload(args: argparse.Namespace, serving: ServingConfig, default_len: int
         return None
     if args.concurrency is None:
         raise SizingError("--concurrency", None, "a number of concurrent requests when --context-tokens is given")
-    return Workload(args.concurrency, args.context_tokens or serving.max_model_len or default_len)
+    longest = serving.max_model_len or default_len
+    if args.context_tokens is not None and args.context_tokens > longest:  # the CRD's CEL rule, as a flag
+        limit = f"--max-model-len {longest}" if serving.max_model_len else f"the model's {longest} tokens"
+        raise SizingError("--context-tokens", args.context_tokens, f"at most {limit} (vLLM refuses longer requests)")
+    return Workload(args.concurrency, args.context_tokens or longest)
 
 
 def plan_document(

@@ -7,6 +7,8 @@ from them (``python -m fitgate.operator.crd``) and a test fails when the two dri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -165,20 +167,50 @@ class Policy(_Spec):
     )
 
 
-_SPEC_RULES: list[Any] = [
-    {
-        "rule": "!has(self.serving) || (has(self.serving.tensorParallelSize) ? self.serving.tensorParallelSize : 1) * "
+@dataclass(frozen=True)
+class SpecRule:
+    """A cross-field rule of the spec, written once: CEL for the API server, Python for the rest.
+
+    The webhook, reconcile and ``fitgate check`` run the Python twin, so CI rejects exactly what
+    ``kubectl apply`` rejects.
+    """
+
+    rule: str  # CEL, in the CRD's x-kubernetes-validations
+    message: str
+    field_path: str
+    holds: Callable[[ModelDeploymentSpec], bool]
+    got: Callable[[ModelDeploymentSpec], str]
+
+    def crd(self) -> dict[str, Any]:
+        """The rule as the CRD carries it."""
+        return {"rule": self.rule, "message": self.message, "fieldPath": self.field_path}
+
+
+SPEC_RULES: tuple[SpecRule, ...] = (
+    SpecRule(
+        "!has(self.serving) || (has(self.serving.tensorParallelSize) ? self.serving.tensorParallelSize : 1) * "
         "(has(self.serving.pipelineParallelSize) ? self.serving.pipelineParallelSize : 1) <= 64",
-        "message": "tensorParallelSize x pipelineParallelSize must be at most 64 GPUs",
-        "fieldPath": ".serving",
-    },
-    {
-        "rule": "!has(self.workload) || !has(self.serving) || !has(self.serving.maxModelLen) || "
+        "tensorParallelSize x pipelineParallelSize must be at most 64 GPUs",
+        ".serving",
+        lambda s: s.serving.tensor_parallel_size * s.serving.pipeline_parallel_size <= 64,
+        lambda s: f"{s.serving.tensor_parallel_size} x {s.serving.pipeline_parallel_size}",
+    ),
+    SpecRule(
+        "!has(self.workload) || !has(self.serving) || !has(self.serving.maxModelLen) || "
         "self.workload.contextTokens <= self.serving.maxModelLen",
-        "message": "workload.contextTokens cannot exceed serving.maxModelLen",
-        "fieldPath": ".workload.contextTokens",
-    },
-]
+        "workload.contextTokens cannot exceed serving.maxModelLen",
+        ".workload.contextTokens",
+        lambda s: (
+            s.workload is None
+            or s.serving.max_model_len is None
+            or s.workload.context_tokens <= s.serving.max_model_len
+        ),
+        lambda s: f"{s.workload.context_tokens if s.workload else None} > maxModelLen {s.serving.max_model_len}",
+    ),
+)
+
+
+_CRD_RULES: list[Any] = [r.crd() for r in SPEC_RULES]
 
 
 class ModelDeploymentSpec(_Spec):
@@ -192,7 +224,10 @@ class ModelDeploymentSpec(_Spec):
     policy: Policy = Field(default_factory=Policy, description="What admission does with a misfit.")
 
     model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, frozen=True, json_schema_extra={"x-kubernetes-validations": _SPEC_RULES}
+        extra="forbid",
+        populate_by_name=True,
+        frozen=True,
+        json_schema_extra={"x-kubernetes-validations": _CRD_RULES},
     )
 
 
@@ -299,17 +334,28 @@ class ModelDeploymentStatus(_Status):
 
 
 def parse_spec(spec: Any) -> ModelDeploymentSpec:
-    """Validate a raw ``spec``; :class:`SpecError` names every bad field."""
+    """Validate a raw ``spec`` against the schema and the CRD's CEL rules, as the API server does.
+
+    Raises:
+        SpecError: naming every bad field.
+    """
     try:
-        return ModelDeploymentSpec.model_validate(dict(spec or {}))
+        parsed = ModelDeploymentSpec.model_validate(dict(spec or {}))
     except ValidationError as exc:
         raise SpecError(exc) from None
+    broken = [f"spec{r.field_path}: {r.message} (got {r.got(parsed)})" for r in SPEC_RULES if not r.holds(parsed)]
+    if broken:
+        raise SpecError("; ".join(broken))
+    return parsed
 
 
 class SpecError(ValueError):
     """An invalid ModelDeployment spec; the message lists ``spec.<path>: problem (got value)``."""
 
-    def __init__(self, exc: ValidationError) -> None:
+    def __init__(self, exc: ValidationError | str) -> None:
+        if isinstance(exc, str):
+            super().__init__(exc)
+            return
         parts = []
         for err in exc.errors():
             path = ".".join(str(p) for p in err["loc"])

@@ -78,6 +78,8 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     pool = NodeGPUs("offline", labels, product, gpu, gpus_per_node)
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})})
     ev = evaluate(spec_offline, model, [pool], facts=facts)
+    if ev.reason == "InvalidSettings":  # the webhook refuses these whatever the GPUs
+        return CheckResult(source, name, "Invalid", ev.message, product)
     return CheckResult(source, name, ev.verdict.value, ev.message, product)
 
 
