@@ -283,3 +283,18 @@ def test_check_refuses_what_the_api_server_refuses(
     spec = {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "placement": {"gpuProduct": "H100"}, **spec}
     code, out, _ = run(capsys, "check", manifest(tmp_path, spec))
     assert code == 2 and out.count("\n") == 1 and ": Invalid: " in out and field in out, out
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        ([], "(see fitgate --help)"),
+        (["plan"], "(see fitgate plan --help)"),
+        (["catalog", "add"], "(see fitgate catalog add --help)"),
+    ],
+)
+def test_usage_errors_point_at_the_right_help(capsys: pytest.CaptureFixture[str], argv: list[str], hint: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.rstrip().endswith(hint), err

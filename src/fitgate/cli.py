@@ -54,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"fitgate: error: {message} (see fitgate {self.prog.split()[-1]} --help)\n")
+        self.exit(EXIT_USAGE, f"fitgate: error: {message} (see {self.prog} --help)\n")
 
 
 def _int(text: str) -> int:
