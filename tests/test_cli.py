@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import struct
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,21 @@ def test_local_safetensors_checkpoint_is_exact(tmp_path: Path, capsys: pytest.Ca
     # bf16 tensors as stored + rotary cache 2048 positions x 64 dims x 2 B
     assert doc["per_gpu"]["weights_bytes"] == stored + 2048 * 64 * 2
     assert doc["kv_cache"]["bytes_per_token"] == 2 * 2 * 2 * 64 * 2  # layers x K,V x kv heads x head dim x 2 B
+
+
+def test_a_directory_model_is_served_by_its_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tiny_checkpoint(tmp_path / "my models" / "tiny")  # a bare "tiny" would be looked up on the Hub
+    code, doc = plan_json(capsys, "--model", str(tmp_path / "my models" / "tiny"), "--gpu-memory", "8GiB")
+    assert code == 0
+    assert doc["vllm_command"] == shlex.join(["vllm", "serve", str(tmp_path / "my models" / "tiny"), *doc["vllm_args"]])
+    code, out, _ = run(capsys, "plan", "--model", str(tmp_path / "my models" / "tiny"), "--gpu-memory", "8GiB")
+    assert f"  vllm serve '{tmp_path}/my models/tiny' --max-model-len 2048 " in out
+
+
+def test_a_pinned_revision_is_served(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("--model", "Qwen/Qwen3-8B@main", "--source", "catalog", "--gpu", "H100")
+    _, doc = plan_json(capsys, *argv)
+    assert doc["vllm_command"].startswith("vllm serve Qwen/Qwen3-8B --revision main --max-model-len ")
 
 
 def test_config_only_directory_is_estimated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from fitgate.sizing import (
     recommend,
     suggest,
     vllm_argv,
+    vllm_command,
 )
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
@@ -214,9 +216,14 @@ def plan_document(
     suggestions: tuple[Suggestion, ...],
     args_out: tuple[EngineArg, ...],
     from_suggestion: Suggestion | None,
+    revision: str | None = None,
 ) -> dict[str, Any]:
-    """The ``--output json`` contract (docs/plan-json.md); schema ``fitgate.io/plan/v1``."""
+    """The ``--output json`` contract (docs/plan-json.md); schema ``fitgate.io/plan/v1``.
+
+    ``revision`` is the one the user asked for; ``vllm serve`` gets it so that it loads what was planned.
+    """
     rs, g, kv = result.serving, result.per_gpu, result.kv
+    served = facts.origin if facts.source == "local" else result.model
     return {
         "schema": PLAN_SCHEMA,
         "model": {
@@ -292,6 +299,7 @@ def plan_document(
         ],
         "engine_args": [{"name": a.name, "value": a.value, "reason": a.reason} for a in args_out],
         "vllm_args": vllm_argv(args_out),
+        "vllm_command": shlex.join(vllm_command(served, args_out, None if facts.source == "local" else revision)),
         "recommended_change": None if from_suggestion is None else dict(from_suggestion.changes),
         "suggestions": [
             {"changes": dict(s.changes), "verdict": s.verdict.value, "summary": s.summary} for s in suggestions
@@ -364,7 +372,7 @@ def render_text(doc: dict[str, Any]) -> str:
     ]
     for arg in doc["engine_args"]:
         lines.append(f"  {arg['name'] + ' ' + arg['value']:36s} # {arg['reason']}")
-    lines.append("  vllm serve " + doc["model"]["name"] + " " + " ".join(doc["vllm_args"]))
+    lines.append("  " + doc["vllm_command"])
     if doc["notes"]:
         lines += ["", *[f"note: {n}" for n in doc["notes"]]]
     return "\n".join(lines)
@@ -380,7 +388,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     result = plan(model, gpu, serving, workload)
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
-    doc = plan_document(facts, result, suggestions, args_out, chosen)
+    revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
+    doc = plan_document(facts, result, suggestions, args_out, chosen, revision)
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
 

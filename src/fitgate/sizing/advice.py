@@ -220,6 +220,18 @@ def vllm_argv(args: tuple[EngineArg, ...]) -> list[str]:
     return argv
 
 
+def vllm_command(model: str, args: tuple[EngineArg, ...], revision: str | None = None) -> list[str]:
+    """The whole ``vllm serve`` argv.
+
+    ``model`` is what vLLM must be given to find the checkpoint: a directory's path (a bare name
+    would be looked up on the Hub), or a repo id with the revision that was planned.
+    """
+    argv = ["vllm", "serve", model]
+    if revision:
+        argv += ["--revision", revision]
+    return argv + vllm_argv(args)
+
+
 def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingConfig:
     """The serving settings with a suggestion's engine flags applied (workload changes are ignored)."""
     fields: dict[str, tuple[str, Callable[[str], object]]] = {
