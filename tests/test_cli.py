@@ -129,6 +129,11 @@ def test_misfit_exits_1_with_suggestions(capsys: pytest.CaptureFixture[str]) -> 
     )
     assert code == 1 and doc["verdict"] == "DoesNotFit"
     assert doc["suggestions"] and doc["recommended_change"]
+    assert all(s["verdict"] in ("Fits", "Tight") and s["gpus"] >= 1 for s in doc["suggestions"])
+    _, out, _ = run(
+        capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--max-model-len", "32768"
+    )
+    assert "recommended vLLM args (with --tensor-parallel-size " in out and "{" not in out  # no dict reprs
 
 
 def test_text_output_is_a_readable_breakdown(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, suggest
+from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, recommend, suggest
 from fitgate.sizing.advice import apply_suggestion
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import GiB
@@ -152,8 +152,34 @@ def test_suggestions_really_fit() -> None:
     p = plan(m, H100, serving)
     found = suggest(m, H100, serving, None, p)
     assert found, "a 70B model on H100s must have a way to fit"
+    for s in found:  # each verdict is a real plan of the changed settings
+        assert plan(m, H100, apply_suggestion(serving, s)).verdict is s.verdict
+    assert any(s.verdict is Verdict.FITS for s in found)
+    assert [s.gpus for s in found] == sorted(s.gpus for s in found)  # fewer GPUs first
+
+
+def test_when_no_single_change_fits_tight_and_combined_fixes_are_offered() -> None:
+    # gemma-2-9b-it on one L4 (22.06 GiB): 17.22 GiB of weights leave 1.36 GiB of KV for an 8192-token
+    # request that needs 2.30 GiB. Each single change only reaches Tight.
+    m, l4 = model("google/gemma-2-9b-it"), lookup_gpu("L4")
+    serving = ServingConfig()
+    p = plan(m, l4, serving)
+    assert p.verdict is Verdict.DOES_NOT_FIT
+    found = suggest(m, l4, serving, None, p)
+    by_flags = {s.flags: s for s in found}
+    for flags in ("--kv-cache-dtype fp8", "--max-model-len 4096", "--quantization fp8"):
+        assert by_flags[flags].verdict is Verdict.TIGHT  # offered, and flagged
+    fits = [s for s in found if s.verdict is Verdict.FITS]
+    assert fits and all(len(s.changes) == 2 for s in fits)  # only a combination reaches Fits
     for s in found:
-        assert plan(m, H100, apply_suggestion(serving, s)).verdict is Verdict.FITS
+        assert plan(m, l4, apply_suggestion(serving, s)).verdict is s.verdict
+    # ranked by cost: GPUs, then what is given up (a bigger budget before fp8 KV before fp8 weights)
+    keys = [(s.gpus, s.cost) for s in found]
+    assert keys == sorted(keys) and found[0].gpus == 1
+    assert found.index(by_flags["--kv-cache-dtype fp8"]) < found.index(by_flags["--quantization fp8"])
+    # the recommended args take the cheapest that Fits, not a Tight one
+    _, _, chosen = recommend(m, l4, serving, None, p, found)
+    assert chosen is fits[0]
 
 
 def test_fp8_kv_is_suggested_when_kv_is_short() -> None:

@@ -302,7 +302,8 @@ def plan_document(
         "vllm_command": shlex.join(vllm_command(served, args_out, None if facts.source == "local" else revision)),
         "recommended_change": None if from_suggestion is None else dict(from_suggestion.changes),
         "suggestions": [
-            {"changes": dict(s.changes), "verdict": s.verdict.value, "summary": s.summary} for s in suggestions
+            {"changes": dict(s.changes), "verdict": s.verdict.value, "gpus": s.gpus, "summary": s.summary}
+            for s in suggestions
         ],
         "notes": [*facts.notes, *result.notes],
     }
@@ -311,6 +312,10 @@ def plan_document(
 def _bar(n_bytes: int, capacity: int, width: int = 40) -> str:
     filled = max(0, min(width, round(width * n_bytes / capacity))) if capacity else 0
     return "█" * filled + "·" * (width - filled)
+
+
+def _flags(changes: dict[str, str]) -> str:
+    return " ".join(f"{k} {v}" for k, v in changes.items())
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -362,13 +367,16 @@ def render_text(doc: dict[str, Any]) -> str:
             f"{w['kv_blocks']} blocks ({frac} of the pool)"
         )
     if doc["suggestions"]:
-        lines += ["", "changes that would fit (smallest first):"]
+        lines += ["", "changes that would fit (fewest GPUs first, then least given up; Tight ones flagged):"]
         for sug in doc["suggestions"]:
-            flags = " ".join(f"{k} {v}" for k, v in sug["changes"].items())
-            lines.append(f"  {flags:34s} {sug['summary']}")
+            flags = _flags(sug["changes"])
+            flag = "[Tight] " if sug["verdict"] == "Tight" else ""
+            lines.append(f"  {flags:34s} {flag}{sug['gpus']} GPU(s): {sug['summary']}")
     lines += [
         "",
-        "recommended vLLM args" + (f" (with {doc['recommended_change']})" if doc["recommended_change"] else "") + ":",
+        "recommended vLLM args"
+        + (f" (with {_flags(doc['recommended_change'])})" if doc["recommended_change"] else "")
+        + ":",
     ]
     for arg in doc["engine_args"]:
         lines.append(f"  {arg['name'] + ' ' + arg['value']:36s} # {arg['reason']}")

@@ -182,8 +182,11 @@ def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) 
             f"KV pool {fmt_gib(g.kv_cache_bytes)} of a {fmt_gib(g.budget_bytes)} budget; "
             f"max concurrency {kv.max_concurrency:.2f}]"
         )
-    if suggestions:
-        text += "; smallest change that fits: " + suggestions[0].flags
+    fits = next((s for s in suggestions if s.verdict is Verdict.FITS), None)
+    if fits is not None:
+        text += "; smallest change that fits: " + fits.flags + f" ({fits.gpus} GPU{'s' if fits.gpus > 1 else ''})"
+    if suggestions and suggestions[0] is not fits:
+        text += f"; cheaper but Tight: {suggestions[0].flags}"
     if pools > 1:
         text += f" (best of {pools} GPU pools)"
     return text
