@@ -162,6 +162,14 @@ def test_a_directory_model_is_served_by_its_path(tmp_path: Path, capsys: pytest.
     assert f"  vllm serve '{tmp_path}/my models/tiny' --max-model-len 2048 " in out
 
 
+def test_on_a_t4_the_command_has_dtype_half(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "T4", "--max-model-len", "4096")
+    _, doc = plan_json(capsys, *argv)
+    assert doc["serving"]["dtype"] == "float16" and " --dtype half" in doc["vllm_command"]
+    code, _, err = run(capsys, "plan", *argv, "--dtype", "bfloat16")
+    assert code == 2 and "dtype: 'bfloat16' is not valid" in err and "compute capability 7.5" in err
+
+
 def test_a_pinned_revision_is_served(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("--model", "Qwen/Qwen3-8B@main", "--source", "catalog", "--gpu", "H100")
     _, doc = plan_json(capsys, *argv)

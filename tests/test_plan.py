@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, recommend, suggest
-from fitgate.sizing.advice import apply_suggestion
+from fitgate.sizing.advice import apply_suggestion, engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import GiB
 from tests.conftest import model
@@ -228,3 +228,42 @@ def test_bad_workload_names_the_field() -> None:
             ServingConfig(max_model_len=8192),
             Workload(0, 100),
         )
+
+
+# -- dtype on GPUs without bfloat16 (compute capability < 8.0) -------------------------------------
+
+
+def test_a_bfloat16_model_runs_in_float16_on_a_t4_and_the_command_says_so() -> None:
+    m, t4 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("Tesla-T4")
+    assert t4.compute_capability == "7.5" and H100.compute_capability == "9.0"
+    p = plan(m, t4, ServingConfig(max_model_len=4096))
+    assert p.serving.dtype == "float16"
+    args = {a.name: a for a in engine_args(p, ServingConfig(max_model_len=4096))}
+    assert args["--dtype"].value == "half" and "no bfloat16" in args["--dtype"].reason
+    # on an H100 nothing changes: the checkpoint's bfloat16, no --dtype flag
+    h100 = plan(m, H100, ServingConfig(max_model_len=4096))
+    assert h100.serving.dtype == "bfloat16" and "--dtype" not in {a.name for a in engine_args(h100, ServingConfig())}
+    # fp8 weights need compute capability 8.0: never suggested on a T4
+    flags = {f for s in suggest(m, t4, ServingConfig(max_model_len=4096), None, p) for f, _ in s.changes}
+    assert "--quantization" not in flags
+
+
+def test_a_model_vllm_refuses_in_float16_runs_in_float32_without_bfloat16() -> None:
+    # Gemma 2 is never run in float16 by vLLM: on a V100 it falls back to float32, twice the weight bytes
+    m = model("google/gemma-2-9b-it")
+    v100 = plan(m, lookup_gpu("V100-32GB"), ServingConfig(max_model_len=4096))
+    a100 = plan(m, lookup_gpu("A100-80GB"), ServingConfig(max_model_len=4096))
+    assert (v100.serving.dtype, a100.serving.dtype) == ("float32", "bfloat16")
+    assert abs(v100.per_gpu.weights_bytes - 2 * a100.per_gpu.weights_bytes) < 0.01 * v100.per_gpu.weights_bytes
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "dtype", "message"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "T4", "bfloat16", "compute capability 7.5 has no bfloat16"),
+        ("google/gemma-2-9b-it", "H100", "float16", "vLLM refuses float16 for gemma2"),
+    ],
+)
+def test_a_dtype_vllm_cannot_run_is_refused(name: str, gpu: str, dtype: str, message: str) -> None:
+    with pytest.raises(SizingError, match=rf"dtype: '{dtype}' is not valid.*{message}"):
+        plan(model(name), lookup_gpu(gpu), ServingConfig(max_model_len=4096, dtype=dtype))

@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from fitgate.sizing.dtypes import compute_capability_at_least, has_bfloat16
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.units import fmt_gib
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
+#: vLLM's ``--quantization fp8`` needs compute capability 8.0 (``Fp8Config.get_min_capability``; weight-only
+#: Marlin kernels below 8.9): not offered on a T4 or V100.
+FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY = (8, 0)
 TP_CHOICES = (2, 4, 8, 16)
 
 
@@ -142,7 +146,8 @@ def _moves(
                 )
             ]
         )
-    if model.arch.quantization is None and rs.quantization is None:
+    fp8_weights = compute_capability_at_least(gpu.compute_capability, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY)
+    if model.arch.quantization is None and rs.quantization is None and fp8_weights:
         kinds.append(
             [
                 _Move(
@@ -335,6 +340,15 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         )
     if serving.dtype not in ("auto", "", None):
         args.append(EngineArg("--dtype", rs.dtype, "requested model dtype"))
+    elif not has_bfloat16(result.gpu.compute_capability):
+        args.append(
+            EngineArg(
+                "--dtype",
+                "half" if rs.dtype == "float16" else rs.dtype,
+                f"{result.gpu.name} (compute capability {result.gpu.compute_capability}) has no bfloat16: vLLM runs "
+                f"the model in {rs.dtype} there, and older releases refuse to start without this flag",
+            )
+        )
     if rs.quantization:
         args.append(EngineArg("--quantization", rs.quantization, "weights quantized while loading"))
     if rs.enforce_eager:
