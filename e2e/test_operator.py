@@ -315,3 +315,27 @@ def test_a_user_catalog_model_resolves_offline(kube: Kube, operator: Operator, n
     assert s["perGPU"]["weightsBytes"] == direct["weights_bytes"]
     assert s["perGPU"]["kvCacheBytes"] == direct["kv_cache_bytes"]
     assert "user catalog" in operator.log.read_text()
+
+
+def test_an_offline_model_in_no_catalog_is_one_event_not_a_retry_storm(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    spec = {"model": {"name": "acme/not-anywhere"}, "serving": {"maxModelLen": 4096}}
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("missing", spec))
+    kube.wait_for(
+        lambda: status(kube, namespace, "missing").get("reason") == "CheckpointNotInCatalog",
+        timeout=45,
+        what="reason CheckpointNotInCatalog",
+    )
+    assert status(kube, namespace, "missing")["verdict"] == "Unknown"
+
+    def events() -> list[dict[str, Any]]:
+        items = kube.get("events", "-n", namespace, "--field-selector", "involvedObject.name=missing")["items"]
+        return [e for e in items if e["reason"] == "Unknown"]
+
+    kube.wait_for(events, timeout=20, what="the Unknown event")
+    time.sleep(3)  # a retry would come within seconds (the operator runs with a short resync)
+    assert len(events()) == 1 and events()[0].get("count", 1) == 1
+    log = operator.log.read_text()
+    assert "failed temporarily" not in log, log[-3000:]
+    assert f"[{namespace}/missing] verdict Unknown" in log, log[-3000:]  # the line names the object

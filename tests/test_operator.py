@@ -538,3 +538,41 @@ def test_node_watch_keeps_the_gpu_nodes_and_counts_changes() -> None:
     bad = node("bad-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "many"})
     watch.apply("ADDED", bad)  # unreadable allocatable: left out, never raised
     assert [g.node for g in watch.inventory().gpus] == ["h100-0"]
+
+
+def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry() -> None:
+    """HF_HUB_OFFLINE and no catalog entry: nothing will change until an entry is added, so no retry storm."""
+    from fitgate.checkpoints import CheckpointError  # noqa: PLC0415
+
+    def offline(name: str, rev: str | None, source: str) -> Any:
+        raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub (HF_HUB_OFFLINE is set)")
+
+    m = memo()
+    m.store = FactsStore(resolver=offline, offline=True)
+    spec = {**SPEC, "model": {"name": "acme/not-anywhere"}}
+
+    def once(old: dict[str, Any] | None) -> Any:
+        return asyncio.run(
+            reconcile(
+                raw_spec=spec,
+                old_status=old,
+                generation=1,
+                namespace="ml",
+                name="x",
+                nodes=gpus(H100),
+                store=m.store,
+                metrics=m.metrics,
+                config=m.config,
+            )
+        )
+
+    first = once(None)
+    assert first.retry_in_s is None  # no TemporaryError, no ERROR line every 60 s
+    assert first.status["verdict"] == "Unknown" and first.status["reason"] == "CheckpointNotInCatalog"
+    assert "fitgate catalog add" in first.status["message"]
+    assert first.event is not None and first.event[0] == "Warning"
+    again = once(first.status)
+    assert again.event is None and again.status is None and again.retry_in_s is None
+    # online, the same failure is transient: retried
+    m.store = FactsStore(resolver=offline, offline=False)
+    assert once(None).retry_in_s is not None

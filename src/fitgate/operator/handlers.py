@@ -16,6 +16,7 @@ import kopf
 
 from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries, user_catalog_dirs
+from fitgate.checkpoints.hub import HubSettings
 from fitgate.operator.api import GROUP, PLURAL, VERSION
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
@@ -68,7 +69,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore()
+    memo.store = FactsStore(offline=HubSettings.from_env().offline)
     memo.shared = Shared()
     nodewatch = NodeWatch()
     nodewatch.start()

@@ -91,7 +91,7 @@ async def _evaluate(
     if known is None:
         return unknown("CheckpointResolving", f"resolving {spec.model.name} is still in progress"), True
     if known.model is None:
-        reason = "CheckpointUnavailable" if known.transient else "CheckpointInvalid"
+        reason = known.reason or ("CheckpointUnavailable" if known.transient else "CheckpointInvalid")
         return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = spec.model_dump_json()
