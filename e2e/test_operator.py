@@ -146,7 +146,7 @@ def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operat
     kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-8b", FITS))
     st = wait_verdict(kube, namespace, "llama-8b", "Fits")
     assert st["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and st["perGPU"]["weightsBytes"] > 0
-    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Validated": "True", "Fits": "True"}
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Ready": "True", "Fits": "True"}
     assert st["observedGeneration"] == 1 and st["recommendedMaxModelLen"] >= 32768
     table = kube.kubectl("get", "mdep", "llama-8b", "-n", namespace).stdout.splitlines()
     assert table[0].split() == ["NAME", "MODEL", "GPU", "TP", "VERDICT", "HEADROOM", "MAX-CONC", "AGE"]
@@ -336,6 +336,10 @@ def test_an_offline_model_in_no_catalog_is_one_event_not_a_retry_storm(
     kube.wait_for(events, timeout=20, what="the Unknown event")
     time.sleep(3)  # a retry would come within seconds (the operator runs with a short resync)
     assert len(events()) == 1 and events()[0].get("count", 1) == 1
+    assert events()[0]["source"]["component"] == "fitgate" and events()[0]["reportingComponent"] == "fitgate"
+    st = status(kube, namespace, "missing")
+    ready = next(c for c in st["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("False", "CheckpointNotInCatalog", 1)
     log = operator.log.read_text()
     assert "failed temporarily" not in log, log[-3000:]
     assert f"[{namespace}/missing] verdict Unknown" in log, log[-3000:]  # the line names the object

@@ -15,11 +15,12 @@ import pytest
 import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve
+from fitgate.cli import main as cli_main
 from fitgate.operator import handlers, logic
-from fitgate.operator.api import ModelRef, SpecError, parse_spec
+from fitgate.operator.api import ModelDeploymentStatus, ModelRef, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.crd import crd, render
-from fitgate.operator.evaluate import evaluate, same_outcome, status_of
+from fitgate.operator.evaluate import evaluate, same_outcome, status_of, unknown
 from fitgate.operator.inventory import group_pools, inventory_hash, parse_node
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
@@ -27,7 +28,7 @@ from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.offline import check_files
 from fitgate.operator.run import DenialsAreNotErrors
 from fitgate.operator.store import FactsStore
-from fitgate.sizing import Verdict
+from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
 from tests.conftest import model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -366,7 +367,7 @@ def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.Mo
     )
     status = patch["status"]
     assert status["verdict"] == "Fits" and status["observedGeneration"] == 3
-    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Validated": "True", "Fits": "True"}
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Ready": "True", "Fits": "True"}
     assert patch["metadata"]["annotations"]["fitgate.io/verdict"] == "Fits"
     assert "--max-model-len 32768" in patch["metadata"]["annotations"]["fitgate.io/recommended-args"]
     assert posted == [("Normal", "Fits")]
@@ -576,3 +577,101 @@ def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry
     # online, the same failure is transient: retried
     m.store = FactsStore(resolver=offline, offline=False)
     assert once(None).retry_in_s is not None
+
+
+# -- one status contract, one decision path -------------------------------------------------------
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, int]]:
+    return {c["type"]: (c["status"], c["reason"], c["observedGeneration"]) for c in status["conditions"]}
+
+
+TIGHT_SPEC = {
+    "model": {"name": "Qwen/Qwen3-30B-A3B", "source": "catalog"},
+    "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
+    "workload": {"concurrentRequests": 19, "contextTokens": 8192},
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "model_name", "expected"),
+    [
+        (SPEC, "meta-llama/Llama-3.1-8B-Instruct", {"Ready": ("True", "Evaluated", 4), "Fits": ("True", "Fits", 4)}),
+        (TIGHT_SPEC, "Qwen/Qwen3-30B-A3B", {"Ready": ("True", "Evaluated", 4), "Fits": ("True", "Tight", 4)}),
+        (
+            MISFIT,
+            "meta-llama/Llama-3.1-70B-Instruct",
+            {"Ready": ("True", "Evaluated", 4), "Fits": ("False", "WeightsExceedBudget", 4)},
+        ),
+    ],
+)
+def test_conditions_follow_kep_1623_and_tight_has_its_own_reason(
+    spec: dict[str, Any], model_name: str, expected: dict[str, tuple[str, str, int]]
+) -> None:
+    status = status_of(evaluate(parse_spec(spec), model(model_name), gpus(H100)), 4, None)
+    assert conditions(status) == expected
+    assert all(c["lastTransitionTime"].endswith("Z") and c["message"] for c in status["conditions"])
+
+
+def test_unknown_is_ready_unknown_while_pending_and_false_when_it_cannot_be_evaluated() -> None:
+    pending = status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)
+    invalid = status_of(unknown(ReasonCode.INVALID_SPEC, "spec.model: required"), 2, None)
+    assert conditions(pending)["Ready"] == ("Unknown", "CheckpointResolving", 2)
+    assert conditions(invalid)["Ready"] == ("False", "InvalidSpec", 2)
+    assert conditions(invalid)["Fits"] == ("Unknown", "InvalidSpec", 2)
+
+
+def test_status_is_the_pydantic_model_dumped_by_alias() -> None:
+    """What reconcile writes is exactly what the CRD's status schema (generated from the model) describes."""
+    for spec, name in ((SPEC, "meta-llama/Llama-3.1-8B-Instruct"), (MISFIT, "meta-llama/Llama-3.1-70B-Instruct")):
+        status = status_of(evaluate(parse_spec(spec), model(name), gpus(H100, L4)), 1, None)
+        assert ModelDeploymentStatus.model_validate(status).model_dump(by_alias=True, mode="json") == status
+        schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        assert set(status) == set(schema)
+    # a status without a plan clears what an earlier one had (None in a merge patch)
+    cleared = status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)
+    assert cleared["perGPU"] is None and cleared["engineArgs"] is None and cleared["resolvedModel"] is None
+
+
+def test_every_reason_the_plan_gives_is_a_reason_code() -> None:
+    seen = set()
+    for name in ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-30B-A3B"):
+        for gpu in ("H100", "L4", "A10"):
+            for mml in (2048, 32768):
+                for gmu in (0.5, 0.9, 0.99):
+                    try:
+                        p = plan(
+                            model(name), lookup_gpu(gpu), ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu)
+                        )
+                    except SizingError:
+                        continue
+                    seen |= {ReasonCode(r.code) for r in p.reasons}  # ValueError if a code is not in the enum
+    assert len(seen) >= 5
+
+
+def test_the_annotation_recommends_what_fitgate_plan_recommends(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = asyncio.run(
+        reconcile(
+            raw_spec=MISFIT,
+            old_status=None,
+            generation=1,
+            namespace="ml",
+            name="m",
+            nodes=gpus(H100),
+            store=FakeStore(),
+            metrics=Metrics(),
+            config=memo().config,
+        )
+    )
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog"]
+    cli_main([*argv, "--gpu", "NVIDIA-H100-80GB-HBM3", "--max-model-len", "32768", "-o", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert outcome.annotations[logic.ARGS_ANNOTATION] == " ".join(doc["vllm_args"])
+    assert "--tensor-parallel-size 1 " not in outcome.annotations[logic.ARGS_ANNOTATION]  # not the misfit's args
+
+
+def test_check_decides_with_the_webhook_decision() -> None:
+    results = {r.verdict: r for r in check_files([str(REPO / "examples" / "misfit-llama-70b-h100.yaml")])}
+    assert results["DoesNotFit"].admitted is False
+    warn = check_files([str(REPO / "examples" / "tight-qwen3-30b-h100.yaml")])[0]
+    assert warn.verdict == "Tight" and warn.admitted is True

@@ -283,9 +283,12 @@ class PoolStatus(_Status):
 class Condition(_Status):
     """A Kubernetes condition."""
 
-    type: str = Field(description="Validated or Fits.")
+    type: str = Field(
+        description="Ready (evaluated against the current spec and GPU nodes) or Fits (the verdict: True for "
+        "Fits and, with reason Tight, for Tight)."
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str = Field(description="One CamelCase word.")
+    reason: str = Field(description="One CamelCase word (Evaluated, Fits, Tight, WeightsExceedBudget, ...).")
     message: str = Field(description="A sentence with the numbers.")
     last_transition_time: str = Field(alias="lastTransitionTime", description="When status last changed.")
     observed_generation: int = Field(alias="observedGeneration", description="The generation it reflects.")
@@ -330,7 +333,9 @@ class ModelDeploymentStatus(_Status):
     inventory_hash: str | None = Field(
         default=None, alias="inventoryHash", description="Fingerprint of the GPU inventory evaluated."
     )
-    conditions: list[Condition] | None = Field(default=None, description="Validated and Fits conditions.")
+    conditions: list[Condition] | None = Field(
+        default=None, description="Ready and Fits conditions (KEP-1623, with observedGeneration)."
+    )
 
 
 def parse_spec(spec: Any) -> ModelDeploymentSpec:

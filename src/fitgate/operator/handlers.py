@@ -9,6 +9,7 @@ import asyncio
 import gc
 import logging
 import os
+import socket
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ from fitgate.operator.store import FactsStore
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
+REPORTING_COMPONENT = "fitgate"
 _RESYNC_S = OperatorConfig.from_env().resync_s
 
 
@@ -41,7 +43,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
 
     * Progress and the last-handled spec are kept in ``fitgate.io/*`` annotations, never in status
       (the structural schema would prune kopf's fields).
-    * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself.
+    * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself. All are
+      reported by ``fitgate`` (the "From" column of ``kubectl describe``) and this pod, not by "kopf".
     * The webhook server uses the certificate files the deployment mounts (reloaded when they change).
     """
     config = _config(memo)
@@ -54,6 +57,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
         prefix="fitgate.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = REPORTING_COMPONENT
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
     settings.execution.max_workers = 8
     if config.webhook_port:
         settings.admission.server = kopf.WebhookServer(

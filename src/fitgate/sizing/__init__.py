@@ -17,6 +17,7 @@ from fitgate.sizing.architecture import ModelArchitecture, parse_config
 from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from fitgate.sizing.gpus import GpuModel, custom_gpu, find_gpu, gpu_catalog, lookup_gpu
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "ModelArchitecture",
     "ModelInput",
     "Plan",
+    "ReasonCode",
     "ServingConfig",
     "SizingError",
     "Suggestion",

@@ -13,6 +13,7 @@ from fitgate.sizing.dtypes import compute_capability_at_least, has_bfloat16
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.units import fmt_gib
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
@@ -89,7 +90,7 @@ def _moves(
     kinds: list[list[_Move]] = []
     codes = {r.code for r in current.reasons}
     gmus: list[_Move] = []
-    if "LowHeadroomOutsideBudget" in codes or "GpuMemoryUtilizationTooHigh" in codes:
+    if ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET in codes or ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH in codes:
         gmu = round(rs.gpu_memory_utilization - _GMU_STEP, 2)
         while gmu > _MIN_GMU and len(gmus) < 15:
             gmus.append(
@@ -263,7 +264,9 @@ def suggest(
             combined = _shorter(serving, workload, result)  # the context this change's pool holds
             if combined is not None:
                 attempt((move, combined))
-        if result.verdict is Verdict.TIGHT and any(r.code == "LowHeadroomOutsideBudget" for r in result.reasons):
+        if result.verdict is Verdict.TIGHT and any(
+            r.code == ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET for r in result.reasons
+        ):
             gmu = round(result.serving.gpu_memory_utilization - _GMU_STEP, 2)
             while gmu >= _MIN_TIGHT_FIX_GMU:  # leave room outside the budget for CUDA graphs and warm-up
                 lower = _Move(
