@@ -213,6 +213,13 @@ def suggest(
         return ()
     wanted = {Verdict.FITS} if current.verdict is Verdict.TIGHT else {Verdict.FITS, Verdict.TIGHT}
     found: dict[tuple[tuple[str, str], ...], tuple[Suggestion, Plan]] = {}
+    planned: dict[tuple[ServingConfig, Workload | None], Plan | None] = {}
+
+    def dominated(moves: tuple[_Move, ...]) -> bool:
+        """A combination that cannot beat a Fits suggestion already found on both GPUs and cost."""
+        gpus = max((m.serving.tensor_parallel_size for m in moves), default=1) * rs_pp
+        cost = sum(CHANGE_COST.get(flag, 3) for m in moves for flag, _ in m.changes)
+        return any(s.verdict is Verdict.FITS and s.gpus <= gpus and s.cost <= cost for s, _ in found.values())
 
     def attempt(moves: tuple[_Move, ...]) -> Plan | None:
         changes = tuple(c for m in moves for c in m.changes)
@@ -220,7 +227,9 @@ def suggest(
         for m in moves:  # later moves only set their own fields
             new = replace(new, **{k: v for k, v in m.serving.__dict__.items() if v != serving.__dict__[k]})
             wl = m.workload if m.workload is not workload else wl
-        result = _try(model, gpu, new, wl)
+        if (new, wl) not in planned:
+            planned[(new, wl)] = _try(model, gpu, new, wl)
+        result = planned[(new, wl)]
         if result is None:
             return None
         if result.verdict in wanted and changes not in found:
@@ -237,6 +246,7 @@ def suggest(
             found[changes] = (Suggestion(changes, result.verdict, summary, gpus, cost), result)
         return result
 
+    rs_pp = current.serving.pipeline_parallel_size
     kinds = _moves(model, gpu, serving, workload, current)
     shorter = _shorter(serving, workload, current)
     if shorter is not None:
@@ -258,11 +268,11 @@ def suggest(
         partial += tried
     for i, (k, move, result) in enumerate(partial):
         for k2, other, _ in partial[i + 1 :]:
-            if k2 != k:
+            if k2 != k and not dominated((move, other)):
                 attempt((move, other))
         if shorter is None or k != len(kinds) - 1:
             combined = _shorter(serving, workload, result)  # the context this change's pool holds
-            if combined is not None:
+            if combined is not None and not dominated((move, combined)):
                 attempt((move, combined))
         if result.verdict is Verdict.TIGHT and any(
             r.code == ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET for r in result.reasons
@@ -275,6 +285,8 @@ def suggest(
                     workload,
                     f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget",
                 )
+                if dominated((lower, move)):
+                    break
                 fixed = attempt((lower, move))
                 if fixed is None or fixed.verdict is not Verdict.TIGHT:
                     break
