@@ -675,3 +675,124 @@ def test_check_decides_with_the_webhook_decision() -> None:
     assert results["DoesNotFit"].admitted is False
     warn = check_files([str(REPO / "examples" / "tight-qwen3-30b-h100.yaml")])[0]
     assert warn.verdict == "Tight" and warn.admitted is True
+
+
+def test_status_follows_a_node_change_at_once_not_at_the_next_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    m = memo()
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    nodes = NodeWatch(api_factory=lambda: None)
+    nodes.replace({"h100-0": parse_node(H100), "l4-0": parse_node(L4)})
+    m.nodewatch = nodes
+    spec = {**SPEC, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}
+    first = status_of(evaluate(parse_spec(spec), model("meta-llama/Llama-3.1-8B-Instruct"), nodes.inventory()), 1, None)
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 1, "annotations": {}},
+            "spec": spec,
+            "status": first,
+        }
+    )
+    l4_1 = node("l4-1", L4["metadata"]["labels"], L4["status"]["allocatable"])
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        follow = asyncio.create_task(m.shared.changes.follow(nodes, 0.01))
+        patch = kopf.Patch()
+        resync = asyncio.create_task(
+            handlers.modeldeployment_resync(
+                body=body, spec=body.spec, status=body.status, patch=patch, memo=m, logger=logging.getLogger("t")
+            )  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.3)
+        nodes.apply("ADDED", l4_1)  # another L4: not a pool this deployment may land on
+        await asyncio.sleep(0.3)
+        assert not resync.done()
+        started = time.monotonic()
+        nodes.apply("DELETED", H100)  # its only pool is gone
+        await asyncio.wait_for(resync, 5)
+        follow.cancel()
+        return patch, time.monotonic() - started
+
+    patch, took = asyncio.run(scenario())
+    assert took < 2 and patch["status"]["verdict"] == "DoesNotFit"
+    assert patch["status"]["reason"] == "NoMatchingGPUPool"
+
+
+def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    calls: list[str] = []
+
+    def resolver(name: str, rev: str | None, source: str) -> Any:
+        calls.append(name)
+        return resolve(name, rev, source="catalog")
+
+    m = memo()
+    m.store = FactsStore(resolver=resolver)
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 1, "annotations": {}},
+            "spec": SPEC,
+            "status": {},
+        }
+    )
+
+    async def twice() -> kopf.Patch:
+        for handler in (handlers.modeldeployment_reconcile, handlers.modeldeployment_reevaluate):
+            patch = kopf.Patch()
+            await handler(
+                body=body,
+                spec=body.spec,
+                status=body.status,
+                patch=patch,
+                memo=m,
+                gpu_nodes=index(H100),
+                logger=logging.getLogger("t"),
+            )  # type: ignore[arg-type]
+        return patch
+
+    patch = asyncio.run(twice())
+    assert len(calls) == 2  # resolved again, not served from the 10-minute facts cache
+    assert patch["status"]["verdict"] == "Fits"
+
+
+def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deleted deployment's finalizer must not wait for the resync period."""
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    m = memo()
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": SPEC, "status": {}})
+
+    class Stopped:
+        def __init__(self) -> None:
+            self.event = asyncio.Event()
+
+        async def wait(self) -> None:
+            await self.event.wait()
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        stopped = Stopped()
+        patch = kopf.Patch()
+        resync = asyncio.create_task(
+            handlers.modeldeployment_resync(
+                body=body,
+                spec=body.spec,
+                status=body.status,
+                patch=patch,
+                memo=m,
+                gpu_nodes=index(H100),
+                logger=logging.getLogger("t"),
+                stopped=stopped,
+            )  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        stopped.event.set()
+        await asyncio.wait_for(resync, 5)
+        return patch, time.monotonic() - started
+
+    patch, took = asyncio.run(scenario())
+    assert took < 1 and not patch

@@ -92,6 +92,10 @@ class FactsStore:
         except TimeoutError:
             return known
 
+    def forget(self, ref: ModelRef) -> None:
+        """Drop what is known about ``ref``: the next read resolves it again."""
+        self._known.pop(_key(ref), None)
+
     def _start(self, ref: ModelRef) -> asyncio.Task[Known]:
         key = _key(ref)
         task = self._tasks.get(key)
