@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -796,3 +797,13 @@ def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.Mon
 
     patch, took = asyncio.run(scenario())
     assert took < 1 and not patch
+
+
+def test_every_reason_literal_in_the_sizing_core_is_a_reason_code() -> None:
+    """The enum is the one list: a new Reason("...") in the sizing core without a member fails here."""
+    pattern = re.compile(r'Reason\(\s*"([A-Za-z]+)"(?:\s+if\s[^\n]*?else\s+"([A-Za-z]+)")?')
+    found = set()
+    for path in (REPO / "src" / "fitgate" / "sizing").glob("*.py"):
+        for match in pattern.finditer(path.read_text()):
+            found |= {code for code in match.groups() if code}
+    assert found and found <= {c.value for c in ReasonCode}, found - {c.value for c in ReasonCode}
