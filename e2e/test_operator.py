@@ -170,7 +170,7 @@ def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, names
     result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-70b", MISFIT), check=False)
     assert result.returncode != 0
     assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr
-    assert "smallest change that fits: --tensor-parallel-size" in result.stderr
+    assert "smallest change that fits: spec.serving.tensorParallelSize: " in result.stderr
     assert kube.kubectl("get", "mdep", "llama-70b", "-n", namespace, check=False).returncode != 0
     # A denial is the webhook working, not an operator error: kopf's ERROR line for it is turned into INFO.
     denial = [line for line in operator.log.read_text().splitlines() if "failed permanently: fitgate:" in line]
@@ -193,7 +193,7 @@ def test_kubectl_edit_into_a_misfit_shows_the_whole_denial(
     result = kube.kubectl("edit", "mdep", "edited", "-n", namespace, env=edit, check=False)
     assert result.returncode != 0
     assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr, result.stderr
-    assert "smallest change that fits: --tensor-parallel-size" in result.stderr
+    assert "smallest change that fits: spec.serving.tensorParallelSize: " in result.stderr
     assert "is invalid" not in result.stderr
     assert kube.get("mdep", "edited", "-n", namespace)["spec"]["model"]["name"] == FITS["model"]["name"]
     # apply of the same change shows it too

@@ -245,7 +245,7 @@ def test_no_gpu_nodes_is_unknown() -> None:
 def test_misfit_message_has_numbers_and_the_smallest_change() -> None:
     ev = evaluate(parse_spec(MISFIT), model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100))
     assert ev.verdict is Verdict.DOES_NOT_FIT
-    assert "131.45 GiB" in ev.message and "smallest change that fits: --tensor-parallel-size" in ev.message
+    assert "131.45 GiB" in ev.message and "smallest change that fits: spec.serving.tensorParallelSize: " in ev.message
 
 
 def test_status_is_stable_and_conditions_do_not_flap() -> None:

@@ -203,6 +203,26 @@ def evaluate(
     )
 
 
+#: The spec field each suggested change is made in (a vLLM flag, or the workload).
+SPEC_FIELDS = {
+    "--tensor-parallel-size": "spec.serving.tensorParallelSize",
+    "--pipeline-parallel-size": "spec.serving.pipelineParallelSize",
+    "--kv-cache-dtype": "spec.serving.kvCacheDtype",
+    "--max-model-len": "spec.serving.maxModelLen",
+    "--gpu-memory-utilization": "spec.serving.gpuMemoryUtilization",
+    "--quantization": "spec.serving.quantization",
+    "--dtype": "spec.serving.dtype",
+    "workload.concurrentRequests": "spec.workload.concurrentRequests",
+}
+
+
+def _edit(suggestion: Suggestion) -> str:
+    """A suggestion as the spec fields to edit, then the vLLM flags: ``spec.serving.tensorParallelSize: 4 (...)``."""
+    fields = [f"{SPEC_FIELDS.get(flag, flag)}: {value}" for flag, value in suggestion.changes]
+    flags = [f"{flag} {value}" for flag, value in suggestion.changes if flag.startswith("--")]
+    return ", ".join(fields) + (f" [vLLM {' '.join(flags)}]" if flags else "")
+
+
 def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) -> str:
     text = best.message
     if best.plan is not None:
@@ -214,9 +234,9 @@ def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) 
         )
     fits = next((s for s in suggestions if s.verdict is Verdict.FITS), None)
     if fits is not None:
-        text += "; smallest change that fits: " + fits.flags + f" ({fits.gpus} GPU{'s' if fits.gpus > 1 else ''})"
+        text += f"; smallest change that fits: {_edit(fits)} ({fits.gpus} GPU{'s' if fits.gpus > 1 else ''})"
     if suggestions and suggestions[0] is not fits:
-        text += f"; cheaper but Tight: {suggestions[0].flags}"
+        text += f"; cheaper but Tight: {_edit(suggestions[0])}"
     if pools > 1:
         text += f" (best of {pools} GPU pools)"
     return text
