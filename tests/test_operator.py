@@ -136,7 +136,7 @@ def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
         ),
         (
             {"model": {"name": "a/b"}, "serving": {"kvCacheDtype": "int4"}},
-            "spec.serving.kvCacheDtype: Input should be 'auto', 'fp8'",
+            "spec.serving.kvCacheDtype: Input should be 'auto', 'bfloat16', 'fp8'",
         ),
         (
             {"model": {"name": "a/b"}, "serving": {"surprise": 1}},
@@ -807,3 +807,18 @@ def test_every_reason_literal_in_the_sizing_core_is_a_reason_code() -> None:
         for match in pattern.finditer(path.read_text()):
             found |= {code for code in match.groups() if code}
     assert found and found <= {c.value for c in ReasonCode}, found - {c.value for c in ReasonCode}
+
+
+def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
+    """One set of names and limits for the CLI, the sizing core and the CRD."""
+    from typing import get_args  # noqa: PLC0415
+
+    from fitgate.operator.api import Serving, WorkloadSpec  # noqa: PLC0415
+    from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
+    from fitgate.sizing.dtypes import KV_CACHE_DTYPES  # noqa: PLC0415
+
+    assert set(get_args(Serving.model_fields["kv_cache_dtype"].annotation)) == set(KV_CACHE_DTYPES)
+    quantization = Serving.model_fields["quantization"].annotation
+    assert {a for arg in get_args(quantization) for a in get_args(arg)} == set(RUNTIME_QUANTIZATION)
+    limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))
+    assert limit == 1 << 20  # plan()'s concurrency limit

@@ -73,10 +73,11 @@ class Serving(_Spec):
         le=MAX_CONTEXT,
         description="--max-model-len: the longest request in tokens. Default: the model's context length.",
     )
-    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+    kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"] = Field(
         default="auto",
         alias="kvCacheDtype",
-        description="--kv-cache-dtype: auto stores the KV cache in the model dtype; fp8 halves it. Default: auto.",
+        description="--kv-cache-dtype: auto stores the KV cache in the model dtype; fp8 halves it. The values "
+        "vLLM and `fitgate plan` accept. Default: auto.",
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
@@ -132,7 +133,7 @@ class WorkloadSpec(_Spec):
     """The peak the service must hold, checked against the KV cache pool."""
 
     concurrent_requests: int = Field(
-        alias="concurrentRequests", ge=1, le=1_000_000, description="Requests in flight at the same time."
+        alias="concurrentRequests", ge=1, le=1 << 20, description="Requests in flight at the same time."
     )
     context_tokens: int = Field(
         alias="contextTokens", ge=1, le=MAX_CONTEXT, description="Tokens (prompt + output) of each request."
