@@ -153,6 +153,7 @@ def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operat
     row = table[1].split()
     assert row[:5] == ["llama-8b", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA-H100-80GB-HBM3", "1", "Fits"]
     assert row[5].endswith("Gi") and float(row[6]) > 8
+    assert len(row[6].split(".")[1]) == 2  # MAX-CONC always with two decimals
     annotations = kube.get("mdep", "llama-8b", "-n", namespace)["metadata"]["annotations"]
     assert (
         annotations["fitgate.io/verdict"] == "Fits"

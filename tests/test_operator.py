@@ -256,6 +256,7 @@ def test_status_is_stable_and_conditions_do_not_flap() -> None:
     assert [c["lastTransitionTime"] for c in second["conditions"]] == ["2020-01-01T00:00:00Z"] * 2
     assert same_outcome(old, second)
     assert second["verdict"] == "Fits" and second["perGPU"]["weightsBytes"] > 0 and second["headroom"].endswith("Gi")
+    assert second["maxConcurrency"] == f"{second['kvCache']['maxConcurrency']:.2f}"  # the MAX-CONC column
     assert inventory_hash(gpus(H100)) == second["inventoryHash"]
 
 

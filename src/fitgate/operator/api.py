@@ -315,7 +315,16 @@ class ModelDeploymentStatus(_Status):
     reason: str | None = Field(default=None, description="CamelCase reason of the verdict.")
     message: str | None = Field(default=None, description="The verdict with its numbers.")
     gpu_product: str | None = Field(default=None, alias="gpuProduct", description="The best-fitting GPU pool.")
-    headroom: str | None = Field(default=None, description="perGPU.headroomBytes in GiB, for kubectl get.")
+    headroom: str | None = Field(
+        default=None,
+        description="perGPU.headroomBytes in GiB, for kubectl get: KV memory left after the workload (or one "
+        "maxModelLen request); negative: short by that much, it does not fit.",
+    )
+    max_concurrency: str | None = Field(
+        default=None,
+        alias="maxConcurrency",
+        description="kvCache.maxConcurrency with two decimals, for kubectl get (MAX-CONC).",
+    )
     tensor_parallel_size: int | None = Field(
         default=None, alias="tensorParallelSize", description="The tensor parallelism evaluated (spec or default)."
     )

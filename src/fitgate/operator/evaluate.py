@@ -344,6 +344,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
             capacityTokens=p.kv.reported_tokens,
             maxConcurrency=round(p.kv.max_concurrency, 2),
         )
+        status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
         status.recommended_max_model_len = p.max_model_len_that_fits
         status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
     return status.model_dump(by_alias=True, mode="json")
