@@ -228,6 +228,12 @@ def test_placement_filters_pools() -> None:
         parse_spec({**SPEC, "placement": {"gpuProduct": "B200"}}), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100)
     )
     assert none.verdict is Verdict.DOES_NOT_FIT and none.reason == "NoMatchingGPUPool"
+    selected = evaluate(
+        parse_spec({**SPEC, "placement": {"nodeSelector": {"pool": "a", "zone": "b"}}}),
+        model("meta-llama/Llama-3.1-8B-Instruct"),
+        gpus(H100),
+    )
+    assert "nodeSelector pool=a,zone=b" in selected.message and "{" not in selected.message  # no dict repr
 
 
 def test_tp_larger_than_the_node() -> None:

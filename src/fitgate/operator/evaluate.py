@@ -131,7 +131,8 @@ def evaluate(
     if not pools:
         where = spec.placement.gpu_product or "any GPU"
         if spec.placement.node_selector:
-            where += f" with nodeSelector {dict(spec.placement.node_selector)}"
+            labels = ",".join(f"{k}={v}" for k, v in sorted(spec.placement.node_selector.items()))
+            where += f" with nodeSelector {labels}"
         msg = f"no GPU node matches the placement ({where})"
         return Evaluation(
             Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL, msg, (), inventory_hash=inv, facts=facts
