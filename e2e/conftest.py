@@ -38,14 +38,20 @@ class Kube:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
 
     def run(
-        self, tool: str, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
+        self,
+        tool: str,
+        *args: str,
+        stdin: str | None = None,
+        check: bool = True,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [str(self.bin_dir / tool), *args],
             input=stdin,
             capture_output=True,
             text=True,
-            env=self.env,
+            env={**self.env, **(env or {})},
             timeout=timeout,
             check=False,
         )

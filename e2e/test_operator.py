@@ -146,13 +146,14 @@ def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operat
     kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-8b", FITS))
     st = wait_verdict(kube, namespace, "llama-8b", "Fits")
     assert st["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and st["perGPU"]["weightsBytes"] > 0
-    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Validated": "True", "Fits": "True"}
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Ready": "True", "Fits": "True"}
     assert st["observedGeneration"] == 1 and st["recommendedMaxModelLen"] >= 32768
     table = kube.kubectl("get", "mdep", "llama-8b", "-n", namespace).stdout.splitlines()
     assert table[0].split() == ["NAME", "MODEL", "GPU", "TP", "VERDICT", "HEADROOM", "MAX-CONC", "AGE"]
     row = table[1].split()
     assert row[:5] == ["llama-8b", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA-H100-80GB-HBM3", "1", "Fits"]
     assert row[5].endswith("Gi") and float(row[6]) > 8
+    assert len(row[6].split(".")[1]) == 2  # MAX-CONC always with two decimals
     annotations = kube.get("mdep", "llama-8b", "-n", namespace)["metadata"]["annotations"]
     assert (
         annotations["fitgate.io/verdict"] == "Fits"
@@ -170,11 +171,35 @@ def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, names
     result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-70b", MISFIT), check=False)
     assert result.returncode != 0
     assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr
-    assert "smallest change that fits: --tensor-parallel-size" in result.stderr
+    assert "smallest change that fits: spec.serving.tensorParallelSize: " in result.stderr
     assert kube.kubectl("get", "mdep", "llama-70b", "-n", namespace, check=False).returncode != 0
     # A denial is the webhook working, not an operator error: kopf's ERROR line for it is turned into INFO.
     denial = [line for line in operator.log.read_text().splitlines() if "failed permanently: fitgate:" in line]
     assert denial and all("[INFO" in line for line in denial), denial
+
+
+def test_kubectl_edit_into_a_misfit_shows_the_whole_denial(
+    kube: Kube, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    """`kubectl edit` prints only the causes of a 422 ("... is invalid"); the denial must keep its numbers."""
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("edited", FITS))
+    wait_verdict(kube, namespace, "edited", "Fits")
+    editor = tmp_path / "editor.py"  # what a user does in $EDITOR: swap the 8B model for the 70B one
+    editor.write_text(
+        "import pathlib, sys\n"
+        "p = pathlib.Path(sys.argv[-1])\n"
+        "p.write_text(p.read_text().replace('Llama-3.1-8B-Instruct', 'Llama-3.1-70B-Instruct'))\n"
+    )
+    edit = {"KUBE_EDITOR": f"{sys.executable} {editor}"}
+    result = kube.kubectl("edit", "mdep", "edited", "-n", namespace, env=edit, check=False)
+    assert result.returncode != 0
+    assert "denied the request" in result.stderr and "131.45 GiB" in result.stderr, result.stderr
+    assert "smallest change that fits: spec.serving.tensorParallelSize: " in result.stderr
+    assert "is invalid" not in result.stderr
+    assert kube.get("mdep", "edited", "-n", namespace)["spec"]["model"]["name"] == FITS["model"]["name"]
+    # apply of the same change shows it too
+    applied = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("edited", MISFIT), check=False)
+    assert applied.returncode != 0 and "131.45 GiB" in applied.stderr, applied.stderr
 
 
 def test_tight_is_admitted_with_a_warning(kube: Kube, operator: Operator, namespace: str) -> None:
@@ -209,13 +234,28 @@ def test_dry_run_returns_the_verdict_and_stores_nothing(kube: Kube, operator: Op
             "tensor_parallel_size: 3 is not valid",
         ),
         ({"serving": {"maxModelLen": 1024}}, "spec.model"),
+        (  # the CRD's CEL rule
+            {
+                "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+                "serving": {"maxModelLen": 4096},
+                "workload": {"concurrentRequests": 2, "contextTokens": 8192},
+            },
+            "spec.workload.contextTokens",
+        ),
     ],
 )
 def test_invalid_specs_are_refused_naming_the_field(
-    kube: Kube, operator: Operator, namespace: str, spec: dict[str, Any], field: str
+    kube: Kube, operator: Operator, namespace: str, spec: dict[str, Any], field: str, tmp_path: Path
 ) -> None:
     result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("bad", spec), check=False)
     assert result.returncode != 0 and field in result.stderr, result.stderr
+    # `fitgate check` in CI refuses the same manifest, naming the same field (exit 2, one line)
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(mdep("bad", spec))
+    fitgate = Path(sys.executable).parent / "fitgate"
+    argv = [str(fitgate), "check", "--gpu", "H100", str(manifest)]
+    check = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert check.returncode == 2 and check.stdout.count("\n") == 1 and field in check.stdout, check
 
 
 def test_metrics_are_scraped(kube: Kube, operator: Operator, namespace: str) -> None:
@@ -276,3 +316,31 @@ def test_a_user_catalog_model_resolves_offline(kube: Kube, operator: Operator, n
     assert s["perGPU"]["weightsBytes"] == direct["weights_bytes"]
     assert s["perGPU"]["kvCacheBytes"] == direct["kv_cache_bytes"]
     assert "user catalog" in operator.log.read_text()
+
+
+def test_an_offline_model_in_no_catalog_is_one_event_not_a_retry_storm(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    spec = {"model": {"name": "acme/not-anywhere"}, "serving": {"maxModelLen": 4096}}
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("missing", spec))
+    kube.wait_for(
+        lambda: status(kube, namespace, "missing").get("reason") == "CheckpointNotInCatalog",
+        timeout=45,
+        what="reason CheckpointNotInCatalog",
+    )
+    assert status(kube, namespace, "missing")["verdict"] == "Unknown"
+
+    def events() -> list[dict[str, Any]]:
+        items = kube.get("events", "-n", namespace, "--field-selector", "involvedObject.name=missing")["items"]
+        return [e for e in items if e["reason"] == "Unknown"]
+
+    kube.wait_for(events, timeout=20, what="the Unknown event")
+    time.sleep(3)  # a retry would come within seconds (the operator runs with a short resync)
+    assert len(events()) == 1 and events()[0].get("count", 1) == 1
+    assert events()[0]["source"]["component"] == "fitgate" and events()[0]["reportingComponent"] == "fitgate"
+    st = status(kube, namespace, "missing")
+    ready = next(c for c in st["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("False", "CheckpointNotInCatalog", 1)
+    log = operator.log.read_text()
+    assert "failed temporarily" not in log, log[-3000:]
+    assert f"[{namespace}/missing] verdict Unknown" in log, log[-3000:]  # the line names the object

@@ -40,6 +40,7 @@ KNOBS: dict[str, list[str]] = {
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
     "catalog-volume": ["--set", "operator.catalog.volume.persistentVolumeClaim.claimName=fitgate-catalog"],
     "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
+    "name-overrides": ["--set", "nameOverride=gate", "--set", "fullnameOverride=acme-fitgate"],
 }
 
 
@@ -192,3 +193,37 @@ def test_every_value_is_documented() -> None:
     readme = (CHART / "README.md").read_text()
     for key in yaml.safe_load((CHART / "values.yaml").read_text()):
         assert f"`{key}`" in readme
+
+
+@pytest.mark.parametrize(
+    ("args", "prefix"),
+    [
+        ([], "fitgate"),
+        (["--set", "fullnameOverride=acme-gate"], "acme-gate"),
+        (["--set", "nameOverride=gpu"], "fitgate-gpu"),
+    ],
+)
+def test_name_overrides(helm: Path, args: list[str], prefix: str) -> None:
+    docs = render_chart(helm, *args, "--set", "webhook.certManager.enabled=true")
+    names = {d["kind"]: d["metadata"]["name"] for d in docs if d["kind"] != "Service"}
+    assert names["Deployment"] == prefix and names["Certificate"] == f"{prefix}-webhook"
+    services = sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Service")
+    assert services == [f"{prefix}-metrics", f"{prefix}-webhook"]
+
+
+def test_a_long_release_name_keeps_every_suffix_within_63_characters(helm: Path) -> None:
+    release = "a-long-release-name-for-the-gpu-fit-admission-webhook"  # 53 characters, Helm's longest
+    result = subprocess.run(
+        [str(helm), "template", release, str(CHART), "--set", "webhook.certManager.enabled=true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    names = [d["metadata"]["name"] for d in docs]
+    assert all(len(n) <= 63 for n in names), names
+    services = {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+    assert {n.rsplit("-", 1)[-1] for n in services} == {"webhook", "metrics"}, services
+    (webhook,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert webhook["webhooks"][0]["clientConfig"]["service"]["name"] in services

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import struct
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,11 @@ def test_misfit_exits_1_with_suggestions(capsys: pytest.CaptureFixture[str]) -> 
     )
     assert code == 1 and doc["verdict"] == "DoesNotFit"
     assert doc["suggestions"] and doc["recommended_change"]
+    assert all(s["verdict"] in ("Fits", "Tight") and s["gpus"] >= 1 for s in doc["suggestions"])
+    _, out, _ = run(
+        capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--max-model-len", "32768"
+    )
+    assert "recommended vLLM args (with --tensor-parallel-size " in out and "{" not in out  # no dict reprs
 
 
 def test_text_output_is_a_readable_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,6 +159,29 @@ def test_local_safetensors_checkpoint_is_exact(tmp_path: Path, capsys: pytest.Ca
     # bf16 tensors as stored + rotary cache 2048 positions x 64 dims x 2 B
     assert doc["per_gpu"]["weights_bytes"] == stored + 2048 * 64 * 2
     assert doc["kv_cache"]["bytes_per_token"] == 2 * 2 * 2 * 64 * 2  # layers x K,V x kv heads x head dim x 2 B
+
+
+def test_a_directory_model_is_served_by_its_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tiny_checkpoint(tmp_path / "my models" / "tiny")  # a bare "tiny" would be looked up on the Hub
+    code, doc = plan_json(capsys, "--model", str(tmp_path / "my models" / "tiny"), "--gpu-memory", "8GiB")
+    assert code == 0
+    assert doc["vllm_command"] == shlex.join(["vllm", "serve", str(tmp_path / "my models" / "tiny"), *doc["vllm_args"]])
+    code, out, _ = run(capsys, "plan", "--model", str(tmp_path / "my models" / "tiny"), "--gpu-memory", "8GiB")
+    assert f"  vllm serve '{tmp_path}/my models/tiny' --max-model-len 2048 " in out
+
+
+def test_on_a_t4_the_command_has_dtype_half(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "T4", "--max-model-len", "4096")
+    _, doc = plan_json(capsys, *argv)
+    assert doc["serving"]["dtype"] == "float16" and " --dtype half" in doc["vllm_command"]
+    code, _, err = run(capsys, "plan", *argv, "--dtype", "bfloat16")
+    assert code == 2 and "dtype: 'bfloat16' is not valid" in err and "compute capability 7.5" in err
+
+
+def test_a_pinned_revision_is_served(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("--model", "Qwen/Qwen3-8B@main", "--source", "catalog", "--gpu", "H100")
+    _, doc = plan_json(capsys, *argv)
+    assert doc["vllm_command"].startswith("vllm serve Qwen/Qwen3-8B --revision main --max-model-len ")
 
 
 def test_config_only_directory_is_estimated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,6 +232,9 @@ def test_oversized_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and "at most 100000000 bytes" in err
 
 
+CONC_2 = ("--concurrency", "2", "--context-tokens")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -233,6 +265,14 @@ def test_oversized_safetensors_header(tmp_path: Path, capsys: pytest.CaptureFixt
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--context-tokens", "100"],
             "--concurrency: missing",
         ),
+        (  # the CRD's CEL rule: the API server refuses contextTokens > maxModelLen, so does plan
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "4096", *CONC_2, "8192"],
+            "--context-tokens: 8192 is not valid; expected at most --max-model-len 4096",
+        ),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--concurrency", "2", "--context-tokens", "200000"],
+            "--context-tokens: 200000 is not valid; expected at most the model's 131072 tokens",
+        ),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -250,3 +290,48 @@ def test_catalog_and_gpus_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "meta-llama/Llama-3.1-8B-Instruct" in out
     code, out, _ = run(capsys, "gpus", "--output", "json")
     assert code == 0 and any(g["name"] == "H100-SXM" for g in json.loads(out))
+
+
+def manifest(tmp_path: Path, spec: dict[str, Any]) -> str:
+    path = tmp_path / "md.yaml"
+    doc = {"apiVersion": "fitgate.io/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": "m"}, "spec": spec}
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (  # CEL rule of the CRD
+            {"serving": {"maxModelLen": 4096}, "workload": {"concurrentRequests": 2, "contextTokens": 8192}},
+            "spec.workload.contextTokens: workload.contextTokens cannot exceed serving.maxModelLen (got 8192 > ",
+        ),
+        (  # CEL rule of the CRD
+            {"serving": {"tensorParallelSize": 16, "pipelineParallelSize": 8}},
+            "spec.serving: tensorParallelSize x pipelineParallelSize must be at most 64 GPUs (got 16 x 8)",
+        ),
+        ({"serving": {"kvCacheDtype": "int4"}}, "spec.serving.kvCacheDtype"),  # schema enum
+        ({"serving": {"tensorParallelSize": 3}}, "tensor_parallel_size: 3 is not valid"),  # the webhook's 400
+    ],
+)
+def test_check_refuses_what_the_api_server_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, Any], field: str
+) -> None:
+    spec = {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "placement": {"gpuProduct": "H100"}, **spec}
+    code, out, _ = run(capsys, "check", manifest(tmp_path, spec))
+    assert code == 2 and out.count("\n") == 1 and ": Invalid: " in out and field in out, out
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        ([], "(see fitgate --help)"),
+        (["plan"], "(see fitgate plan --help)"),
+        (["catalog", "add"], "(see fitgate catalog add --help)"),
+    ],
+)
+def test_usage_errors_point_at_the_right_help(capsys: pytest.CaptureFixture[str], argv: list[str], hint: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.rstrip().endswith(hint), err

@@ -82,3 +82,22 @@ def test_custom_gpu_needs_real_memory() -> None:
     assert custom_gpu(20 * GiB).memory_bytes == 20 * GiB
     with pytest.raises(SizingError, match="gpu_memory"):
         custom_gpu(1024)
+
+
+def test_every_nvidia_gpu_has_its_compute_capability() -> None:
+    # values of NVIDIA's CUDA GPUs page (developer.nvidia.com/cuda-gpus); AMD GPUs have none
+    for gpu in gpu_catalog():
+        if gpu.vendor == "nvidia":
+            assert gpu.compute_capability is not None, gpu.name
+            major, minor = gpu.compute_capability.split(".")
+            assert 7 <= int(major) <= 12 and minor.isdigit(), gpu
+        else:
+            assert gpu.compute_capability is None
+    assert {
+        g.name: g.compute_capability for g in gpu_catalog() if g.name in ("T4", "V100-16GB", "A100-80GB", "L4")
+    } == {
+        "T4": "7.5",
+        "V100-16GB": "7.0",
+        "A100-80GB": "8.0",
+        "L4": "8.9",
+    }

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ import pytest
 import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve
+from fitgate.cli import main as cli_main
 from fitgate.operator import handlers, logic
-from fitgate.operator.api import ModelRef, SpecError, parse_spec
+from fitgate.operator.api import ModelDeploymentStatus, ModelRef, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.crd import crd, render
-from fitgate.operator.evaluate import evaluate, same_outcome, status_of
+from fitgate.operator.evaluate import evaluate, same_outcome, status_of, unknown
 from fitgate.operator.inventory import group_pools, inventory_hash, parse_node
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
@@ -27,7 +29,7 @@ from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.offline import check_files
 from fitgate.operator.run import DenialsAreNotErrors
 from fitgate.operator.store import FactsStore
-from fitgate.sizing import Verdict
+from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
 from tests.conftest import model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,7 +136,7 @@ def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
         ),
         (
             {"model": {"name": "a/b"}, "serving": {"kvCacheDtype": "int4"}},
-            "spec.serving.kvCacheDtype: Input should be 'auto', 'fp8'",
+            "spec.serving.kvCacheDtype: Input should be 'auto', 'bfloat16', 'fp8'",
         ),
         (
             {"model": {"name": "a/b"}, "serving": {"surprise": 1}},
@@ -226,6 +228,12 @@ def test_placement_filters_pools() -> None:
         parse_spec({**SPEC, "placement": {"gpuProduct": "B200"}}), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100)
     )
     assert none.verdict is Verdict.DOES_NOT_FIT and none.reason == "NoMatchingGPUPool"
+    selected = evaluate(
+        parse_spec({**SPEC, "placement": {"nodeSelector": {"pool": "a", "zone": "b"}}}),
+        model("meta-llama/Llama-3.1-8B-Instruct"),
+        gpus(H100),
+    )
+    assert "nodeSelector pool=a,zone=b" in selected.message and "{" not in selected.message  # no dict repr
 
 
 def test_tp_larger_than_the_node() -> None:
@@ -243,7 +251,7 @@ def test_no_gpu_nodes_is_unknown() -> None:
 def test_misfit_message_has_numbers_and_the_smallest_change() -> None:
     ev = evaluate(parse_spec(MISFIT), model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100))
     assert ev.verdict is Verdict.DOES_NOT_FIT
-    assert "131.45 GiB" in ev.message and "smallest change that fits: --tensor-parallel-size" in ev.message
+    assert "131.45 GiB" in ev.message and "smallest change that fits: spec.serving.tensorParallelSize: " in ev.message
 
 
 def test_status_is_stable_and_conditions_do_not_flap() -> None:
@@ -254,6 +262,7 @@ def test_status_is_stable_and_conditions_do_not_flap() -> None:
     assert [c["lastTransitionTime"] for c in second["conditions"]] == ["2020-01-01T00:00:00Z"] * 2
     assert same_outcome(old, second)
     assert second["verdict"] == "Fits" and second["perGPU"]["weightsBytes"] > 0 and second["headroom"].endswith("Gi")
+    assert second["maxConcurrency"] == f"{second['kvCache']['maxConcurrency']:.2f}"  # the MAX-CONC column
     assert inventory_hash(gpus(H100)) == second["inventoryHash"]
 
 
@@ -294,6 +303,8 @@ def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
     with pytest.raises(kopf.AdmissionError) as exc:
         validate(MISFIT, index(H100), m)
     assert "does not fit" in str(exc.value) and "--tensor-parallel-size" in str(exc.value)
+    # not 422: kubectl edit/apply read a 422 as "Invalid" and print only details.causes (none here)
+    assert exc.value.code == 403
     text = m.metrics.exposition().decode()
     assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
     assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
@@ -308,8 +319,9 @@ def test_validate_warns_on_warn_policy_and_dry_run() -> None:
 
 
 def test_validate_rejects_an_invalid_spec_naming_the_field() -> None:
-    with pytest.raises(kopf.AdmissionError, match=r"spec\.serving\.tensorParallelSize"):
+    with pytest.raises(kopf.AdmissionError, match=r"spec\.serving\.tensorParallelSize") as exc:
         validate({**SPEC, "serving": {"tensorParallelSize": 0}}, index(H100), memo())
+    assert exc.value.code == 400
 
 
 def test_validate_answers_unknown_fast_when_the_hub_is_slow() -> None:
@@ -363,7 +375,7 @@ def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.Mo
     )
     status = patch["status"]
     assert status["verdict"] == "Fits" and status["observedGeneration"] == 3
-    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Validated": "True", "Fits": "True"}
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Ready": "True", "Fits": "True"}
     assert patch["metadata"]["annotations"]["fitgate.io/verdict"] == "Fits"
     assert "--max-model-len 32768" in patch["metadata"]["annotations"]["fitgate.io/recommended-args"]
     assert posted == [("Normal", "Fits")]
@@ -535,3 +547,285 @@ def test_node_watch_keeps_the_gpu_nodes_and_counts_changes() -> None:
     bad = node("bad-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "many"})
     watch.apply("ADDED", bad)  # unreadable allocatable: left out, never raised
     assert [g.node for g in watch.inventory().gpus] == ["h100-0"]
+
+
+def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry() -> None:
+    """HF_HUB_OFFLINE and no catalog entry: nothing will change until an entry is added, so no retry storm."""
+    from fitgate.checkpoints import CheckpointError  # noqa: PLC0415
+
+    def offline(name: str, rev: str | None, source: str) -> Any:
+        raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub (HF_HUB_OFFLINE is set)")
+
+    m = memo()
+    m.store = FactsStore(resolver=offline, offline=True)
+    spec = {**SPEC, "model": {"name": "acme/not-anywhere"}}
+
+    def once(old: dict[str, Any] | None) -> Any:
+        return asyncio.run(
+            reconcile(
+                raw_spec=spec,
+                old_status=old,
+                generation=1,
+                namespace="ml",
+                name="x",
+                nodes=gpus(H100),
+                store=m.store,
+                metrics=m.metrics,
+                config=m.config,
+            )
+        )
+
+    first = once(None)
+    assert first.retry_in_s is None  # no TemporaryError, no ERROR line every 60 s
+    assert first.status["verdict"] == "Unknown" and first.status["reason"] == "CheckpointNotInCatalog"
+    assert "fitgate catalog add" in first.status["message"]
+    assert first.event is not None and first.event[0] == "Warning"
+    again = once(first.status)
+    assert again.event is None and again.status is None and again.retry_in_s is None
+    # online, the same failure is transient: retried
+    m.store = FactsStore(resolver=offline, offline=False)
+    assert once(None).retry_in_s is not None
+
+
+# -- one status contract, one decision path -------------------------------------------------------
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, int]]:
+    return {c["type"]: (c["status"], c["reason"], c["observedGeneration"]) for c in status["conditions"]}
+
+
+TIGHT_SPEC = {
+    "model": {"name": "Qwen/Qwen3-30B-A3B", "source": "catalog"},
+    "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
+    "workload": {"concurrentRequests": 17, "contextTokens": 8192},  # 17 x 512 of 9649 blocks: 90.2 %
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "model_name", "expected"),
+    [
+        (SPEC, "meta-llama/Llama-3.1-8B-Instruct", {"Ready": ("True", "Evaluated", 4), "Fits": ("True", "Fits", 4)}),
+        (TIGHT_SPEC, "Qwen/Qwen3-30B-A3B", {"Ready": ("True", "Evaluated", 4), "Fits": ("True", "Tight", 4)}),
+        (
+            MISFIT,
+            "meta-llama/Llama-3.1-70B-Instruct",
+            {"Ready": ("True", "Evaluated", 4), "Fits": ("False", "WeightsExceedBudget", 4)},
+        ),
+    ],
+)
+def test_conditions_follow_kep_1623_and_tight_has_its_own_reason(
+    spec: dict[str, Any], model_name: str, expected: dict[str, tuple[str, str, int]]
+) -> None:
+    status = status_of(evaluate(parse_spec(spec), model(model_name), gpus(H100)), 4, None)
+    assert conditions(status) == expected
+    assert all(c["lastTransitionTime"].endswith("Z") and c["message"] for c in status["conditions"])
+
+
+def test_unknown_is_ready_unknown_while_pending_and_false_when_it_cannot_be_evaluated() -> None:
+    pending = status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)
+    invalid = status_of(unknown(ReasonCode.INVALID_SPEC, "spec.model: required"), 2, None)
+    assert conditions(pending)["Ready"] == ("Unknown", "CheckpointResolving", 2)
+    assert conditions(invalid)["Ready"] == ("False", "InvalidSpec", 2)
+    assert conditions(invalid)["Fits"] == ("Unknown", "InvalidSpec", 2)
+
+
+def test_status_is_the_pydantic_model_dumped_by_alias() -> None:
+    """What reconcile writes is exactly what the CRD's status schema (generated from the model) describes."""
+    for spec, name in ((SPEC, "meta-llama/Llama-3.1-8B-Instruct"), (MISFIT, "meta-llama/Llama-3.1-70B-Instruct")):
+        status = status_of(evaluate(parse_spec(spec), model(name), gpus(H100, L4)), 1, None)
+        assert ModelDeploymentStatus.model_validate(status).model_dump(by_alias=True, mode="json") == status
+        schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        assert set(status) == set(schema)
+    # a status without a plan clears what an earlier one had (None in a merge patch)
+    cleared = status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)
+    assert cleared["perGPU"] is None and cleared["engineArgs"] is None and cleared["resolvedModel"] is None
+
+
+def test_every_reason_the_plan_gives_is_a_reason_code() -> None:
+    seen = set()
+    for name in ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-30B-A3B"):
+        for gpu in ("H100", "L4", "A10"):
+            for mml in (2048, 32768):
+                for gmu in (0.5, 0.9, 0.99):
+                    try:
+                        p = plan(
+                            model(name), lookup_gpu(gpu), ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu)
+                        )
+                    except SizingError:
+                        continue
+                    seen |= {ReasonCode(r.code) for r in p.reasons}  # ValueError if a code is not in the enum
+    assert len(seen) >= 5
+
+
+def test_the_annotation_recommends_what_fitgate_plan_recommends(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = asyncio.run(
+        reconcile(
+            raw_spec=MISFIT,
+            old_status=None,
+            generation=1,
+            namespace="ml",
+            name="m",
+            nodes=gpus(H100),
+            store=FakeStore(),
+            metrics=Metrics(),
+            config=memo().config,
+        )
+    )
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog"]
+    cli_main([*argv, "--gpu", "NVIDIA-H100-80GB-HBM3", "--max-model-len", "32768", "-o", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert outcome.annotations[logic.ARGS_ANNOTATION] == " ".join(doc["vllm_args"])
+    assert "--tensor-parallel-size 1 " not in outcome.annotations[logic.ARGS_ANNOTATION]  # not the misfit's args
+
+
+def test_check_decides_with_the_webhook_decision() -> None:
+    results = {r.verdict: r for r in check_files([str(REPO / "examples" / "misfit-llama-70b-h100.yaml")])}
+    assert results["DoesNotFit"].admitted is False
+    warn = check_files([str(REPO / "examples" / "tight-qwen3-30b-h100.yaml")])[0]
+    assert warn.verdict == "Tight" and warn.admitted is True
+
+
+def test_status_follows_a_node_change_at_once_not_at_the_next_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    m = memo()
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    nodes = NodeWatch(api_factory=lambda: None)
+    nodes.replace({"h100-0": parse_node(H100), "l4-0": parse_node(L4)})
+    m.nodewatch = nodes
+    spec = {**SPEC, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}
+    first = status_of(evaluate(parse_spec(spec), model("meta-llama/Llama-3.1-8B-Instruct"), nodes.inventory()), 1, None)
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 1, "annotations": {}},
+            "spec": spec,
+            "status": first,
+        }
+    )
+    l4_1 = node("l4-1", L4["metadata"]["labels"], L4["status"]["allocatable"])
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        follow = asyncio.create_task(m.shared.changes.follow(nodes, 0.01))
+        patch = kopf.Patch()
+        resync = asyncio.create_task(
+            handlers.modeldeployment_resync(
+                body=body, spec=body.spec, status=body.status, patch=patch, memo=m, logger=logging.getLogger("t")
+            )  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.3)
+        nodes.apply("ADDED", l4_1)  # another L4: not a pool this deployment may land on
+        await asyncio.sleep(0.3)
+        assert not resync.done()
+        started = time.monotonic()
+        nodes.apply("DELETED", H100)  # its only pool is gone
+        await asyncio.wait_for(resync, 5)
+        follow.cancel()
+        return patch, time.monotonic() - started
+
+    patch, took = asyncio.run(scenario())
+    assert took < 2 and patch["status"]["verdict"] == "DoesNotFit"
+    assert patch["status"]["reason"] == "NoMatchingGPUPool"
+
+
+def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    calls: list[str] = []
+
+    def resolver(name: str, rev: str | None, source: str) -> Any:
+        calls.append(name)
+        return resolve(name, rev, source="catalog")
+
+    m = memo()
+    m.store = FactsStore(resolver=resolver)
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 1, "annotations": {}},
+            "spec": SPEC,
+            "status": {},
+        }
+    )
+
+    async def twice() -> kopf.Patch:
+        for handler in (handlers.modeldeployment_reconcile, handlers.modeldeployment_reevaluate):
+            patch = kopf.Patch()
+            await handler(
+                body=body,
+                spec=body.spec,
+                status=body.status,
+                patch=patch,
+                memo=m,
+                gpu_nodes=index(H100),
+                logger=logging.getLogger("t"),
+            )  # type: ignore[arg-type]
+        return patch
+
+    patch = asyncio.run(twice())
+    assert len(calls) == 2  # resolved again, not served from the 10-minute facts cache
+    assert patch["status"]["verdict"] == "Fits"
+
+
+def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deleted deployment's finalizer must not wait for the resync period."""
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    m = memo()
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": SPEC, "status": {}})
+
+    class Stopped:
+        def __init__(self) -> None:
+            self.event = asyncio.Event()
+
+        async def wait(self) -> None:
+            await self.event.wait()
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        stopped = Stopped()
+        patch = kopf.Patch()
+        resync = asyncio.create_task(
+            handlers.modeldeployment_resync(
+                body=body,
+                spec=body.spec,
+                status=body.status,
+                patch=patch,
+                memo=m,
+                gpu_nodes=index(H100),
+                logger=logging.getLogger("t"),
+                stopped=stopped,
+            )  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        stopped.event.set()
+        await asyncio.wait_for(resync, 5)
+        return patch, time.monotonic() - started
+
+    patch, took = asyncio.run(scenario())
+    assert took < 1 and not patch
+
+
+def test_every_reason_literal_in_the_sizing_core_is_a_reason_code() -> None:
+    """The enum is the one list: a new Reason("...") in the sizing core without a member fails here."""
+    pattern = re.compile(r'Reason\(\s*"([A-Za-z]+)"(?:\s+if\s[^\n]*?else\s+"([A-Za-z]+)")?')
+    found = set()
+    for path in (REPO / "src" / "fitgate" / "sizing").glob("*.py"):
+        for match in pattern.finditer(path.read_text()):
+            found |= {code for code in match.groups() if code}
+    assert found and found <= {c.value for c in ReasonCode}, found - {c.value for c in ReasonCode}
+
+
+def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
+    """One set of names and limits for the CLI, the sizing core and the CRD."""
+    from typing import get_args  # noqa: PLC0415
+
+    from fitgate.operator.api import Serving, WorkloadSpec  # noqa: PLC0415
+    from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
+    from fitgate.sizing.dtypes import KV_CACHE_DTYPES  # noqa: PLC0415
+
+    assert set(get_args(Serving.model_fields["kv_cache_dtype"].annotation)) == set(KV_CACHE_DTYPES)
+    quantization = Serving.model_fields["quantization"].annotation
+    assert {a for arg in get_args(quantization) for a in get_args(arg)} == set(RUNTIME_QUANTIZATION)
+    limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))
+    assert limit == 1 << 20  # plan()'s concurrency limit

@@ -11,8 +11,8 @@ import pytest
 
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
-from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, suggest
-from fitgate.sizing.advice import apply_suggestion
+from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, recommend, suggest
+from fitgate.sizing.advice import apply_suggestion, engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import MambaSpec
@@ -200,8 +200,35 @@ def test_suggestions_really_fit() -> None:
     p = plan(m, H100, serving)
     found = suggest(m, H100, serving, None, p)
     assert found, "a 70B model on H100s must have a way to fit"
+    for s in found:  # each verdict is a real plan of the changed settings
+        assert plan(m, H100, apply_suggestion(serving, s)).verdict is s.verdict
+    assert any(s.verdict is Verdict.FITS for s in found)
+    assert [s.gpus for s in found] == sorted(s.gpus for s in found)  # fewer GPUs first
+
+
+def test_when_no_single_change_fits_tight_and_combined_fixes_are_offered() -> None:
+    # gemma-2-9b-it on one L4 (22.06 GiB), vLLM 0.19 (gmu 0.9, graphs outside the budget): 17.22 GiB of
+    # weights leave 1.36 GiB of KV for an 8192-token request that needs 2.30 GiB. Each single change
+    # only reaches Tight.
+    m, l4 = model("google/gemma-2-9b-it"), lookup_gpu("L4")
+    serving = ServingConfig(vllm_version="0.19.0")
+    p = plan(m, l4, serving)
+    assert p.verdict is Verdict.DOES_NOT_FIT
+    found = suggest(m, l4, serving, None, p)
+    by_flags = {s.flags: s for s in found}
+    for flags in ("--kv-cache-dtype fp8", "--max-model-len 4096", "--quantization fp8"):
+        assert by_flags[flags].verdict is Verdict.TIGHT  # offered, and flagged
+    fits = [s for s in found if s.verdict is Verdict.FITS]
+    assert fits and all(len(s.changes) == 2 for s in fits)  # only a combination reaches Fits
     for s in found:
-        assert plan(m, H100, apply_suggestion(serving, s)).verdict is Verdict.FITS
+        assert plan(m, l4, apply_suggestion(serving, s)).verdict is s.verdict
+    # ranked by cost: GPUs, then what is given up (a bigger budget before fp8 KV before fp8 weights)
+    keys = [(s.gpus, s.cost) for s in found]
+    assert keys == sorted(keys) and found[0].gpus == 1
+    assert found.index(by_flags["--kv-cache-dtype fp8"]) < found.index(by_flags["--quantization fp8"])
+    # the recommended args take the cheapest that Fits, not a Tight one
+    _, _, chosen = recommend(m, l4, serving, None, p, found)
+    assert chosen is fits[0]
 
 
 def test_fp8_kv_is_suggested_when_kv_is_short() -> None:
@@ -305,3 +332,42 @@ def test_qwen35_hybrid_gated_deltanet_state() -> None:
     assert len(states) == 48 and len(attention) == 16
     assert states[0].state_bytes == (3 * (2 * 16 * 128 + 48 * 128) + 48 * 128 * 128) * 2 == 1_634_304
     assert attention[0].bytes_per_token == 4 * 256 * 2 * 2
+
+
+# -- dtype on GPUs without bfloat16 (compute capability < 8.0) -------------------------------------
+
+
+def test_a_bfloat16_model_runs_in_float16_on_a_t4_and_the_command_says_so() -> None:
+    m, t4 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("Tesla-T4")
+    assert t4.compute_capability == "7.5" and H100.compute_capability == "9.0"
+    p = plan(m, t4, ServingConfig(max_model_len=4096))
+    assert p.serving.dtype == "float16"
+    args = {a.name: a for a in engine_args(p, ServingConfig(max_model_len=4096))}
+    assert args["--dtype"].value == "half" and "no bfloat16" in args["--dtype"].reason
+    # on an H100 nothing changes: the checkpoint's bfloat16, no --dtype flag
+    h100 = plan(m, H100, ServingConfig(max_model_len=4096))
+    assert h100.serving.dtype == "bfloat16" and "--dtype" not in {a.name for a in engine_args(h100, ServingConfig())}
+    # fp8 weights need compute capability 8.0: never suggested on a T4
+    flags = {f for s in suggest(m, t4, ServingConfig(max_model_len=4096), None, p) for f, _ in s.changes}
+    assert "--quantization" not in flags
+
+
+def test_a_model_vllm_refuses_in_float16_runs_in_float32_without_bfloat16() -> None:
+    # Gemma 2 is never run in float16 by vLLM: on a V100 it falls back to float32, twice the weight bytes
+    m = model("google/gemma-2-9b-it")
+    v100 = plan(m, lookup_gpu("V100-32GB"), ServingConfig(max_model_len=4096))
+    a100 = plan(m, lookup_gpu("A100-80GB"), ServingConfig(max_model_len=4096))
+    assert (v100.serving.dtype, a100.serving.dtype) == ("float32", "bfloat16")
+    assert abs(v100.per_gpu.weights_bytes - 2 * a100.per_gpu.weights_bytes) < 0.01 * v100.per_gpu.weights_bytes
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "dtype", "message"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "T4", "bfloat16", "compute capability 7.5 has no bfloat16"),
+        ("google/gemma-2-9b-it", "H100", "float16", "vLLM refuses float16 for gemma2"),
+    ],
+)
+def test_a_dtype_vllm_cannot_run_is_refused(name: str, gpu: str, dtype: str, message: str) -> None:
+    with pytest.raises(SizingError, match=rf"dtype: '{dtype}' is not valid.*{message}"):
+        plan(model(name), lookup_gpu(gpu), ServingConfig(max_model_len=4096, dtype=dtype))

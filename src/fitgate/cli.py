@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from fitgate.sizing import (
     recommend,
     suggest,
     vllm_argv,
+    vllm_command,
 )
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
@@ -54,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"fitgate: error: {message} (see fitgate {self.prog.split()[-1]} --help)\n")
+        self.exit(EXIT_USAGE, f"fitgate: error: {message} (see {self.prog} --help)\n")
 
 
 def _int(text: str) -> int:
@@ -228,7 +230,11 @@ def _workload(args: argparse.Namespace, serving: ServingConfig, default_len: int
         return None
     if args.concurrency is None:
         raise SizingError("--concurrency", None, "a number of concurrent requests when --context-tokens is given")
-    return Workload(args.concurrency, args.context_tokens or serving.max_model_len or default_len)
+    longest = serving.max_model_len or default_len
+    if args.context_tokens is not None and args.context_tokens > longest:  # the CRD's CEL rule, as a flag
+        limit = f"--max-model-len {longest}" if serving.max_model_len else f"the model's {longest} tokens"
+        raise SizingError("--context-tokens", args.context_tokens, f"at most {limit} (vLLM refuses longer requests)")
+    return Workload(args.concurrency, args.context_tokens or longest)
 
 
 def plan_document(
@@ -237,9 +243,14 @@ def plan_document(
     suggestions: tuple[Suggestion, ...],
     args_out: tuple[EngineArg, ...],
     from_suggestion: Suggestion | None,
+    revision: str | None = None,
 ) -> dict[str, Any]:
-    """The ``--output json`` contract (docs/plan-json.md); schema ``fitgate.io/plan/v1``."""
+    """The ``--output json`` contract (docs/plan-json.md); schema ``fitgate.io/plan/v1``.
+
+    ``revision`` is the one the user asked for; ``vllm serve`` gets it so that it loads what was planned.
+    """
     rs, g, kv = result.serving, result.per_gpu, result.kv
+    served = facts.origin if facts.source == "local" else result.model
     return {
         "schema": PLAN_SCHEMA,
         "model": {
@@ -316,9 +327,11 @@ def plan_document(
         ],
         "engine_args": [{"name": a.name, "value": a.value, "reason": a.reason} for a in args_out],
         "vllm_args": vllm_argv(args_out),
+        "vllm_command": shlex.join(vllm_command(served, args_out, None if facts.source == "local" else revision)),
         "recommended_change": None if from_suggestion is None else dict(from_suggestion.changes),
         "suggestions": [
-            {"changes": dict(s.changes), "verdict": s.verdict.value, "summary": s.summary} for s in suggestions
+            {"changes": dict(s.changes), "verdict": s.verdict.value, "gpus": s.gpus, "summary": s.summary}
+            for s in suggestions
         ],
         "notes": [*facts.notes, *result.notes],
     }
@@ -327,6 +340,10 @@ def plan_document(
 def _bar(n_bytes: int, capacity: int, width: int = 40) -> str:
     filled = max(0, min(width, round(width * n_bytes / capacity))) if capacity else 0
     return "█" * filled + "·" * (width - filled)
+
+
+def _flags(changes: dict[str, str]) -> str:
+    return " ".join(f"{k} {v}" for k, v in changes.items())
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -390,17 +407,20 @@ def render_text(doc: dict[str, Any]) -> str:
             f"{w['kv_blocks']} blocks ({frac} of the pool)"
         )
     if doc["suggestions"]:
-        lines += ["", "changes that would fit (smallest first):"]
+        lines += ["", "changes that would fit (fewest GPUs first, then least given up; Tight ones flagged):"]
         for sug in doc["suggestions"]:
-            flags = " ".join(f"{k} {v}" for k, v in sug["changes"].items())
-            lines.append(f"  {flags:34s} {sug['summary']}")
+            flags = _flags(sug["changes"])
+            flag = "[Tight] " if sug["verdict"] == "Tight" else ""
+            lines.append(f"  {flags:34s} {flag}{sug['gpus']} GPU(s): {sug['summary']}")
     lines += [
         "",
-        "recommended vLLM args" + (f" (with {doc['recommended_change']})" if doc["recommended_change"] else "") + ":",
+        "recommended vLLM args"
+        + (f" (with {_flags(doc['recommended_change'])})" if doc["recommended_change"] else "")
+        + ":",
     ]
     for arg in doc["engine_args"]:
         lines.append(f"  {arg['name'] + ' ' + arg['value']:36s} # {arg['reason']}")
-    lines.append("  vllm serve " + doc["model"]["name"] + " " + " ".join(doc["vllm_args"]))
+    lines.append("  " + doc["vllm_command"])
     if doc["notes"]:
         lines += ["", *[f"note: {n}" for n in doc["notes"]]]
     return "\n".join(lines)
@@ -416,7 +436,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     result = plan(model, gpu, serving, workload)
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
-    doc = plan_document(facts, result, suggestions, args_out, chosen)
+    revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
+    doc = plan_document(facts, result, suggestions, args_out, chosen, revision)
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
 

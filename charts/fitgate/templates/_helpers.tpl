@@ -1,14 +1,28 @@
-{{/* Names and labels shared by every template. */}}
+{{/* Names and labels shared by every template (cert-manager's _helpers.tpl pattern). */}}
 {{- define "fitgate.name" -}}
-{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "fitgate.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A component's name: the full name truncated before the suffix, so that the suffix survives and the
+name stays within 63 characters. Usage: include "fitgate.component" (list . "-webhook") */}}
+{{- define "fitgate.component" -}}
+{{- $root := index . 0 -}}
+{{- $suffix := index . 1 -}}
+{{- $base := include "fitgate.fullname" $root | trunc (int (sub 63 (len $suffix))) | trimSuffix "-" -}}
+{{- printf "%s%s" $base $suffix -}}
 {{- end -}}
 
 {{- define "fitgate.labels" -}}
@@ -33,11 +47,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "fitgate.webhookService" -}}
-{{- printf "%s-webhook" (include "fitgate.fullname" .) -}}
+{{- include "fitgate.component" (list . "-webhook") -}}
 {{- end -}}
 
 {{- define "fitgate.webhookSecret" -}}
-{{- printf "%s-webhook-tls" (include "fitgate.fullname" .) -}}
+{{- include "fitgate.component" (list . "-webhook-tls") -}}
 {{- end -}}
 
 {{/* Contradictory values fail the render with a message saying what to change. */}}

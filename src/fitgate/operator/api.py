@@ -7,6 +7,8 @@ from them (``python -m fitgate.operator.crd``) and a test fails when the two dri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -70,10 +72,11 @@ class Serving(_Spec):
         le=MAX_CONTEXT,
         description="--max-model-len: the longest request in tokens. Default: the model's context length.",
     )
-    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+    kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"] = Field(
         default="auto",
         alias="kvCacheDtype",
-        description="--kv-cache-dtype: auto stores the KV cache in the model dtype; fp8 halves it. Default: auto.",
+        description="--kv-cache-dtype: auto stores the KV cache in the model dtype; fp8 halves it. The values "
+        "vLLM and `fitgate plan` accept. Default: auto.",
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
@@ -130,7 +133,7 @@ class WorkloadSpec(_Spec):
     """The peak the service must hold, checked against the KV cache pool."""
 
     concurrent_requests: int = Field(
-        alias="concurrentRequests", ge=1, le=1_000_000, description="Requests in flight at the same time."
+        alias="concurrentRequests", ge=1, le=1 << 20, description="Requests in flight at the same time."
     )
     context_tokens: int = Field(
         alias="contextTokens", ge=1, le=MAX_CONTEXT, description="Tokens (prompt + output) of each request."
@@ -165,20 +168,50 @@ class Policy(_Spec):
     )
 
 
-_SPEC_RULES: list[Any] = [
-    {
-        "rule": "!has(self.serving) || (has(self.serving.tensorParallelSize) ? self.serving.tensorParallelSize : 1) * "
+@dataclass(frozen=True)
+class SpecRule:
+    """A cross-field rule of the spec, written once: CEL for the API server, Python for the rest.
+
+    The webhook, reconcile and ``fitgate check`` run the Python twin, so CI rejects exactly what
+    ``kubectl apply`` rejects.
+    """
+
+    rule: str  # CEL, in the CRD's x-kubernetes-validations
+    message: str
+    field_path: str
+    holds: Callable[[ModelDeploymentSpec], bool]
+    got: Callable[[ModelDeploymentSpec], str]
+
+    def crd(self) -> dict[str, Any]:
+        """The rule as the CRD carries it."""
+        return {"rule": self.rule, "message": self.message, "fieldPath": self.field_path}
+
+
+SPEC_RULES: tuple[SpecRule, ...] = (
+    SpecRule(
+        "!has(self.serving) || (has(self.serving.tensorParallelSize) ? self.serving.tensorParallelSize : 1) * "
         "(has(self.serving.pipelineParallelSize) ? self.serving.pipelineParallelSize : 1) <= 64",
-        "message": "tensorParallelSize x pipelineParallelSize must be at most 64 GPUs",
-        "fieldPath": ".serving",
-    },
-    {
-        "rule": "!has(self.workload) || !has(self.serving) || !has(self.serving.maxModelLen) || "
+        "tensorParallelSize x pipelineParallelSize must be at most 64 GPUs",
+        ".serving",
+        lambda s: s.serving.tensor_parallel_size * s.serving.pipeline_parallel_size <= 64,
+        lambda s: f"{s.serving.tensor_parallel_size} x {s.serving.pipeline_parallel_size}",
+    ),
+    SpecRule(
+        "!has(self.workload) || !has(self.serving) || !has(self.serving.maxModelLen) || "
         "self.workload.contextTokens <= self.serving.maxModelLen",
-        "message": "workload.contextTokens cannot exceed serving.maxModelLen",
-        "fieldPath": ".workload.contextTokens",
-    },
-]
+        "workload.contextTokens cannot exceed serving.maxModelLen",
+        ".workload.contextTokens",
+        lambda s: (
+            s.workload is None
+            or s.serving.max_model_len is None
+            or s.workload.context_tokens <= s.serving.max_model_len
+        ),
+        lambda s: f"{s.workload.context_tokens if s.workload else None} > maxModelLen {s.serving.max_model_len}",
+    ),
+)
+
+
+_CRD_RULES: list[Any] = [r.crd() for r in SPEC_RULES]
 
 
 class ModelDeploymentSpec(_Spec):
@@ -192,7 +225,10 @@ class ModelDeploymentSpec(_Spec):
     policy: Policy = Field(default_factory=Policy, description="What admission does with a misfit.")
 
     model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, frozen=True, json_schema_extra={"x-kubernetes-validations": _SPEC_RULES}
+        extra="forbid",
+        populate_by_name=True,
+        frozen=True,
+        json_schema_extra={"x-kubernetes-validations": _CRD_RULES},
     )
 
 
@@ -248,9 +284,12 @@ class PoolStatus(_Status):
 class Condition(_Status):
     """A Kubernetes condition."""
 
-    type: str = Field(description="Validated or Fits.")
+    type: str = Field(
+        description="Ready (evaluated against the current spec and GPU nodes) or Fits (the verdict: True for "
+        "Fits and, with reason Tight, for Tight)."
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str = Field(description="One CamelCase word.")
+    reason: str = Field(description="One CamelCase word (Evaluated, Fits, Tight, WeightsExceedBudget, ...).")
     message: str = Field(description="A sentence with the numbers.")
     last_transition_time: str = Field(alias="lastTransitionTime", description="When status last changed.")
     observed_generation: int = Field(alias="observedGeneration", description="The generation it reflects.")
@@ -276,7 +315,16 @@ class ModelDeploymentStatus(_Status):
     reason: str | None = Field(default=None, description="CamelCase reason of the verdict.")
     message: str | None = Field(default=None, description="The verdict with its numbers.")
     gpu_product: str | None = Field(default=None, alias="gpuProduct", description="The best-fitting GPU pool.")
-    headroom: str | None = Field(default=None, description="perGPU.headroomBytes in GiB, for kubectl get.")
+    headroom: str | None = Field(
+        default=None,
+        description="perGPU.headroomBytes in GiB, for kubectl get: KV memory left after the workload (or one "
+        "maxModelLen request); negative: short by that much, it does not fit.",
+    )
+    max_concurrency: str | None = Field(
+        default=None,
+        alias="maxConcurrency",
+        description="kvCache.maxConcurrency with two decimals, for kubectl get (MAX-CONC).",
+    )
     tensor_parallel_size: int | None = Field(
         default=None, alias="tensorParallelSize", description="The tensor parallelism evaluated (spec or default)."
     )
@@ -295,21 +343,34 @@ class ModelDeploymentStatus(_Status):
     inventory_hash: str | None = Field(
         default=None, alias="inventoryHash", description="Fingerprint of the GPU inventory evaluated."
     )
-    conditions: list[Condition] | None = Field(default=None, description="Validated and Fits conditions.")
+    conditions: list[Condition] | None = Field(
+        default=None, description="Ready and Fits conditions (KEP-1623, with observedGeneration)."
+    )
 
 
 def parse_spec(spec: Any) -> ModelDeploymentSpec:
-    """Validate a raw ``spec``; :class:`SpecError` names every bad field."""
+    """Validate a raw ``spec`` against the schema and the CRD's CEL rules, as the API server does.
+
+    Raises:
+        SpecError: naming every bad field.
+    """
     try:
-        return ModelDeploymentSpec.model_validate(dict(spec or {}))
+        parsed = ModelDeploymentSpec.model_validate(dict(spec or {}))
     except ValidationError as exc:
         raise SpecError(exc) from None
+    broken = [f"spec{r.field_path}: {r.message} (got {r.got(parsed)})" for r in SPEC_RULES if not r.holds(parsed)]
+    if broken:
+        raise SpecError("; ".join(broken))
+    return parsed
 
 
 class SpecError(ValueError):
     """An invalid ModelDeployment spec; the message lists ``spec.<path>: problem (got value)``."""
 
-    def __init__(self, exc: ValidationError) -> None:
+    def __init__(self, exc: ValidationError | str) -> None:
+        if isinstance(exc, str):
+            super().__init__(exc)
+            return
         parts = []
         for err in exc.errors():
             path = ".".join(str(p) for p in err["loc"])

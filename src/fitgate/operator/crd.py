@@ -118,7 +118,7 @@ def crd() -> dict[str, Any]:
                         {"name": "TP", "type": "integer", "jsonPath": ".status.tensorParallelSize"},
                         {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
                         {"name": "Headroom", "type": "string", "jsonPath": ".status.headroom"},
-                        {"name": "Max-Conc", "type": "number", "jsonPath": ".status.kvCache.maxConcurrency"},
+                        {"name": "Max-Conc", "type": "string", "jsonPath": ".status.maxConcurrency"},
                         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
                         {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

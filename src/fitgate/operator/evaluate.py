@@ -13,19 +13,29 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fitgate.checkpoints.facts import ModelFacts
-from fitgate.operator.api import ModelDeploymentSpec
+from fitgate.operator.api import (
+    Condition,
+    EngineArgStatus,
+    KVCacheStatus,
+    ModelDeploymentSpec,
+    ModelDeploymentStatus,
+    PerGPU,
+    PoolStatus,
+    ResolvedModel,
+)
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.sizing import (
     EngineArg,
     ModelInput,
     Plan,
+    ReasonCode,
     ServingConfig,
     SizingError,
     Suggestion,
     Verdict,
     Workload,
-    engine_args,
     plan,
+    recommend,
     suggest,
 )
 from fitgate.sizing.units import GiB, fmt_gib
@@ -40,7 +50,7 @@ class PoolResult:
     pool: GpuPool
     verdict: Verdict
     plan: Plan | None
-    reason: str
+    reason: ReasonCode
     message: str
 
 
@@ -49,7 +59,7 @@ class Evaluation:
     """Everything admission and reconcile need."""
 
     verdict: Verdict
-    reason: str
+    reason: ReasonCode
     message: str
     warnings: tuple[str, ...]
     pools: tuple[PoolResult, ...] = ()
@@ -59,6 +69,7 @@ class Evaluation:
     inventory_hash: str = ""
     facts: ModelFacts | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    recommended_change: Suggestion | None = None  # the suggestion engine_args were taken from (a misfit)
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
@@ -84,7 +95,7 @@ def workload_of(spec: ModelDeploymentSpec) -> Workload | None:
     return None if w is None else Workload(w.concurrent_requests, w.context_tokens)
 
 
-def unknown(reason: str, message: str, facts: ModelFacts | None = None, inv: str = "") -> Evaluation:
+def unknown(reason: ReasonCode, message: str, facts: ModelFacts | None = None, inv: str = "") -> Evaluation:
     """An Unknown verdict with its reason (missing inputs)."""
     return Evaluation(
         Verdict.UNKNOWN, reason, message, (f"fitgate: verdict Unknown: {message}",), inventory_hash=inv, facts=facts
@@ -104,10 +115,12 @@ def evaluate(
     inventory = gpus if isinstance(gpus, Inventory) else Inventory(gpus)
     pools, inv = inventory.select(spec.placement.gpu_product, spec.placement.node_selector)
     if model is None:
-        return unknown("CheckpointUnavailable", model_error or "the checkpoint has not been resolved yet", facts, inv)
+        return unknown(
+            ReasonCode.CHECKPOINT_UNAVAILABLE, model_error or "the checkpoint has not been resolved yet", facts, inv
+        )
     if not inventory:
         return unknown(
-            "NoGPUInventory",
+            ReasonCode.NO_GPU_INVENTORY,
             "no node advertises GPUs (GPU Feature Discovery or AMD labels, allocatable nvidia.com/gpu or amd.com/gpu)",
             facts,
             inv,
@@ -118,9 +131,12 @@ def evaluate(
     if not pools:
         where = spec.placement.gpu_product or "any GPU"
         if spec.placement.node_selector:
-            where += f" with nodeSelector {dict(spec.placement.node_selector)}"
+            labels = ",".join(f"{k}={v}" for k, v in sorted(spec.placement.node_selector.items()))
+            where += f" with nodeSelector {labels}"
         msg = f"no GPU node matches the placement ({where})"
-        return Evaluation(Verdict.DOES_NOT_FIT, "NoMatchingGPUPool", msg, (), inventory_hash=inv, facts=facts)
+        return Evaluation(
+            Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL, msg, (), inventory_hash=inv, facts=facts
+        )
     results: list[PoolResult] = []
     for pool in pools:
         if pool.gpus_per_node < need:
@@ -129,7 +145,7 @@ def evaluate(
                     pool,
                     Verdict.DOES_NOT_FIT,
                     None,
-                    "NotEnoughGPUsPerNode",
+                    ReasonCode.NOT_ENOUGH_GPUS_PER_NODE,
                     f"{pool.product}: {need} GPUs per replica (TP x PP) but nodes have {pool.gpus_per_node}",
                 )
             )
@@ -137,14 +153,15 @@ def evaluate(
         try:
             p = plan(model, pool.gpu, serving, workload)
         except SizingError as exc:
-            results.append(PoolResult(pool, Verdict.UNKNOWN, None, "InvalidSettings", f"spec.serving: {exc}"))
+            results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
             continue
-        results.append(PoolResult(pool, p.verdict, p, p.reasons[0].code, f"{pool.product}: {p.reasons[0].message}"))
-    invalid = next((r for r in results if r.reason == "InvalidSettings"), None)
+        code = ReasonCode(p.reasons[0].code)
+        results.append(PoolResult(pool, p.verdict, p, code, f"{pool.product}: {p.reasons[0].message}"))
+    invalid = next((r for r in results if r.reason is ReasonCode.INVALID_SETTINGS), None)
     if invalid is not None:  # a setting the model cannot take, whatever the GPU
         return Evaluation(
             Verdict.UNKNOWN,
-            "InvalidSettings",
+            ReasonCode.INVALID_SETTINGS,
             invalid.message,
             (f"fitgate: invalid settings: {invalid.message}",),
             tuple(results),
@@ -156,7 +173,10 @@ def evaluate(
     suggestions: tuple[Suggestion, ...] = ()
     if with_suggestions and best.plan is not None and best.verdict is Verdict.DOES_NOT_FIT:
         suggestions = suggest(model, best.pool.gpu, serving, workload, best.plan)
-    args = engine_args(best.plan, serving) if best.plan is not None else ()
+    args: tuple[EngineArg, ...] = ()
+    chosen: Suggestion | None = None
+    if best.plan is not None:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
+        _, args, chosen = recommend(model, best.pool.gpu, serving, workload, best.plan, suggestions)
     message = _message(best, suggestions, len(results))
     warnings: list[str] = []
     if best.verdict is Verdict.TIGHT:
@@ -169,8 +189,39 @@ def evaluate(
         warnings.append(f"fitgate: verdict Unknown: {best.message}")
     notes = tuple(facts.notes) if facts else ()
     return Evaluation(
-        best.verdict, best.reason, message, tuple(warnings), tuple(results), best, suggestions, args, inv, facts, notes
+        best.verdict,
+        best.reason,
+        message,
+        tuple(warnings),
+        tuple(results),
+        best,
+        suggestions,
+        args,
+        inv,
+        facts,
+        notes,
+        chosen,
     )
+
+
+#: The spec field each suggested change is made in (a vLLM flag, or the workload).
+SPEC_FIELDS = {
+    "--tensor-parallel-size": "spec.serving.tensorParallelSize",
+    "--pipeline-parallel-size": "spec.serving.pipelineParallelSize",
+    "--kv-cache-dtype": "spec.serving.kvCacheDtype",
+    "--max-model-len": "spec.serving.maxModelLen",
+    "--gpu-memory-utilization": "spec.serving.gpuMemoryUtilization",
+    "--quantization": "spec.serving.quantization",
+    "--dtype": "spec.serving.dtype",
+    "workload.concurrentRequests": "spec.workload.concurrentRequests",
+}
+
+
+def _edit(suggestion: Suggestion) -> str:
+    """A suggestion as the spec fields to edit, then the vLLM flags: ``spec.serving.tensorParallelSize: 4 (...)``."""
+    fields = [f"{SPEC_FIELDS.get(flag, flag)}: {value}" for flag, value in suggestion.changes]
+    flags = [f"{flag} {value}" for flag, value in suggestion.changes if flag.startswith("--")]
+    return ", ".join(fields) + (f" [vLLM {' '.join(flags)}]" if flags else "")
 
 
 def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) -> str:
@@ -182,8 +233,11 @@ def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) 
             f"KV pool {fmt_gib(g.kv_cache_bytes)} of a {fmt_gib(g.budget_bytes)} budget; "
             f"max concurrency {kv.max_concurrency:.2f}]"
         )
-    if suggestions:
-        text += "; smallest change that fits: " + suggestions[0].flags
+    fits = next((s for s in suggestions if s.verdict is Verdict.FITS), None)
+    if fits is not None:
+        text += f"; smallest change that fits: {_edit(fits)} ({fits.gpus} GPU{'s' if fits.gpus > 1 else ''})"
+    if suggestions and suggestions[0] is not fits:
+        text += f"; cheaper but Tight: {_edit(suggestions[0])}"
     if pools > 1:
         text += f" (best of {pools} GPU pools)"
     return text
@@ -197,6 +251,10 @@ def _gib_text(n: int) -> str:
     return f"{n / GiB:.1f}Gi"
 
 
+#: Reasons that keep a deployment from being evaluated only for now (Ready is Unknown, not False).
+_PENDING = {ReasonCode.CHECKPOINT_RESOLVING, ReasonCode.CHECKPOINT_UNAVAILABLE}
+
+
 def condition(
     old: Iterable[Mapping[str, Any]] | None,
     ctype: str,
@@ -205,101 +263,92 @@ def condition(
     message: str,
     generation: int,
     now: str,
-) -> dict[str, Any]:
-    """A condition; ``lastTransitionTime`` only moves when ``status`` changes (no flapping)."""
+) -> Condition:
+    """A condition (KEP-1623); ``lastTransitionTime`` only moves when ``status`` changes (no flapping)."""
     previous = next((c for c in old or () if c.get("type") == ctype), None)
     since = previous.get("lastTransitionTime") if previous and previous.get("status") == status else None
-    return {
-        "type": ctype,
-        "status": status,
-        "reason": reason,
-        "message": message[:32000],
-        "lastTransitionTime": since or now,
-        "observedGeneration": generation,
-    }
+    return Condition(
+        type=ctype,
+        status=status,  # type: ignore[arg-type]
+        reason=str(reason),
+        message=message[:32000],
+        lastTransitionTime=since or now,
+        observedGeneration=generation,
+    )
+
+
+def conditions_of(
+    ev: Evaluation, generation: int, old: Iterable[Mapping[str, Any]] | None, now: str
+) -> list[Condition]:
+    """``Ready``: evaluated against the current spec and GPU nodes; ``Fits``: the verdict (Tight: reason Tight)."""
+    if ev.verdict is Verdict.UNKNOWN:
+        ready = condition(
+            old, "Ready", "Unknown" if ev.reason in _PENDING else "False", ev.reason, ev.message, generation, now
+        )
+    else:
+        text = f"planned against the cluster's GPUs (inventory {ev.inventory_hash or '-'})"
+        ready = condition(old, "Ready", "True", ReasonCode.EVALUATED, text, generation, now)
+    fits_status, fits_reason = {
+        Verdict.FITS: ("True", ReasonCode.FITS),
+        Verdict.TIGHT: ("True", ReasonCode.TIGHT),
+        Verdict.DOES_NOT_FIT: ("False", ev.reason),
+    }.get(ev.verdict, ("Unknown", ev.reason))
+    message = ev.message if ev.verdict is not Verdict.TIGHT else f"{ev.reason}: {ev.message}"
+    return [ready, condition(old, "Fits", fits_status, fits_reason, message, generation, now)]
 
 
 def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``status`` to write for an evaluation."""
+    """The ``status`` to write for an evaluation: :class:`ModelDeploymentStatus` dumped by alias.
+
+    Every field is present; ``None`` removes a value an earlier status had (a merge patch).
+    """
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    old_conditions = (old_status or {}).get("conditions")
-    validated = ev.verdict is not Verdict.UNKNOWN
-    fits = {Verdict.FITS: "True", Verdict.TIGHT: "True", Verdict.DOES_NOT_FIT: "False"}.get(ev.verdict, "Unknown")
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "verdict": ev.verdict.value,
-        "reason": ev.reason,
-        "message": ev.message[:32000],
-        "inventoryHash": ev.inventory_hash,
-        "conditions": [
-            condition(
-                old_conditions,
-                "Validated",
-                "True" if validated else "Unknown",
-                "Evaluated" if validated else ev.reason,
-                "planned against the cluster's GPUs" if validated else ev.message,
-                generation,
-                now,
-            ),
-            condition(old_conditions, "Fits", fits, ev.reason, ev.message, generation, now),
-        ],
-        "pools": [
-            {
-                "gpuProduct": r.pool.product,
-                "nodes": len(r.pool.nodes),
-                "gpusPerNode": r.pool.gpus_per_node,
-                "verdict": r.verdict.value,
-                "headroomBytes": r.plan.per_gpu.headroom_bytes if r.plan else None,
-            }
+    status = ModelDeploymentStatus(
+        observedGeneration=generation,
+        verdict=ev.verdict.value,
+        reason=str(ev.reason),
+        message=ev.message[:32000],
+        inventoryHash=ev.inventory_hash,
+        conditions=conditions_of(ev, generation, (old_status or {}).get("conditions"), now),
+        pools=[
+            PoolStatus(
+                gpuProduct=r.pool.product,
+                nodes=len(r.pool.nodes),
+                gpusPerNode=r.pool.gpus_per_node,
+                verdict=r.verdict.value,
+                headroomBytes=r.plan.per_gpu.headroom_bytes if r.plan else None,
+            )
             for r in ev.pools
         ],
-    }
-    if ev.facts is not None:
-        status["resolvedModel"] = {
-            "revision": ev.facts.revision,
-            "source": ev.facts.source,
-            "weightsBasis": ev.facts.weights_basis,
-        }
+        resolvedModel=None
+        if ev.facts is None
+        else ResolvedModel(revision=ev.facts.revision, source=ev.facts.source, weightsBasis=ev.facts.weights_basis),
+    )
     best = ev.best
     if best is not None and best.plan is not None:
         p = best.plan
         g = p.per_gpu
-        status.update(
-            {
-                "gpuProduct": best.pool.product,
-                "tensorParallelSize": p.serving.tensor_parallel_size,
-                "headroom": _gib_text(g.headroom_bytes),
-                "perGPU": {
-                    "capacityBytes": g.capacity_bytes,
-                    "budgetBytes": g.budget_bytes,
-                    "weightsBytes": g.weights_bytes,
-                    "kvCacheBytes": g.kv_cache_bytes,
-                    "activationBytes": g.activation_bytes,
-                    "overheadBytes": g.non_torch_bytes,
-                    "headroomBytes": g.headroom_bytes,
-                },
-                "kvCache": {
-                    "bytesPerToken": p.kv.bytes_per_token,
-                    "capacityTokens": p.kv.reported_tokens,
-                    "maxConcurrency": round(p.kv.max_concurrency, 2),
-                },
-                "recommendedMaxModelLen": p.max_model_len_that_fits,
-                "engineArgs": [{"name": a.name, "value": a.value, "reason": a.reason} for a in ev.engine_args],
-            }
+        status.gpu_product = best.pool.product
+        status.tensor_parallel_size = p.serving.tensor_parallel_size
+        status.headroom = _gib_text(g.headroom_bytes)
+        status.per_gpu = PerGPU(
+            capacityBytes=g.capacity_bytes,
+            budgetBytes=g.budget_bytes,
+            weightsBytes=g.weights_bytes,
+            kvCacheBytes=g.kv_cache_bytes,
+            activationBytes=g.activation_bytes,
+            overheadBytes=g.non_torch_bytes,
+            headroomBytes=g.headroom_bytes,
         )
-    else:
-        status.update(
-            {
-                "gpuProduct": None,
-                "tensorParallelSize": None,
-                "headroom": None,
-                "perGPU": None,
-                "kvCache": None,
-                "recommendedMaxModelLen": None,
-                "engineArgs": None,
-            }
+        status.kv_cache = KVCacheStatus(
+            bytesPerToken=p.kv.bytes_per_token,
+            capacityTokens=p.kv.reported_tokens,
+            maxConcurrency=round(p.kv.max_concurrency, 2),
         )
-    return status
+        status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
+        status.recommended_max_model_len = p.max_model_len_that_fits
+        status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
+    return status.model_dump(by_alias=True, mode="json")
 
 
 def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:

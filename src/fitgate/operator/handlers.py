@@ -6,9 +6,11 @@ kopf decorators return the functions unchanged, so tests call these directly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
+import socket
 import time
 from typing import Any
 
@@ -16,17 +18,20 @@ import kopf
 
 from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries, user_catalog_dirs
-from fitgate.operator.api import GROUP, PLURAL, VERSION
+from fitgate.checkpoints.hub import HubSettings
+from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
-from fitgate.operator.nodewatch import NodeWatch
+from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
 from fitgate.operator.store import FactsStore
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
-_RESYNC_S = OperatorConfig.from_env().resync_s
+REPORTING_COMPONENT = "fitgate"
+_TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or the resync period)
+REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
 
 
 def _config(memo: Any) -> OperatorConfig:
@@ -40,7 +45,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
 
     * Progress and the last-handled spec are kept in ``fitgate.io/*`` annotations, never in status
       (the structural schema would prune kopf's fields).
-    * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself.
+    * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself. All are
+      reported by ``fitgate`` (the "From" column of ``kubectl describe``) and this pod, not by "kopf".
     * The webhook server uses the certificate files the deployment mounts (reloaded when they change).
     """
     config = _config(memo)
@@ -53,6 +59,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
         prefix="fitgate.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = REPORTING_COMPONENT
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
     settings.execution.max_workers = 8
     if config.webhook_port:
         settings.admission.server = kopf.WebhookServer(
@@ -68,13 +76,14 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore()
+    memo.store = FactsStore(offline=HubSettings.from_env().offline)
     memo.shared = Shared()
     nodewatch = NodeWatch()
     nodewatch.start()
     memo.nodewatch = nodewatch
     # Ready (and so behind the webhook Service) once this replica has listed the nodes itself.
     memo.shared.ready_task = asyncio.create_task(_ready_when_synced(nodewatch, metrics))
+    memo.shared.follow_task = asyncio.create_task(memo.shared.changes.follow(nodewatch))
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
     try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
         users = [e for e in catalog_entries() if e.location != BUILT_IN]
@@ -97,6 +106,9 @@ async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
 @kopf.on.cleanup()
 async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     """Stop the node watch and the metrics server."""
+    shared = getattr(memo, "shared", None)
+    if isinstance(shared, Shared) and shared.follow_task is not None:
+        shared.follow_task.cancel()
     nodewatch = getattr(memo, "nodewatch", None)
     if isinstance(nodewatch, NodeWatch):
         nodewatch.stop()
@@ -129,6 +141,8 @@ class Shared:
         self.inventory: Inventory | None = None
         self.inventory_stamp: tuple[int, int] | None = None
         self.ready_task: asyncio.Task[None] | None = None
+        self.follow_task: asyncio.Task[None] | None = None
+        self.changes = InventoryChanges()
 
 
 def _inventory(index: kopf.Index[str, list[NodeGPUs]] | None, memo: Any) -> Inventory:
@@ -214,8 +228,67 @@ async def modeldeployment_reconcile(
         raise kopf.TemporaryError("checkpoint resolution pending or transiently failing", delay=retry)
 
 
-@kopf.timer(*MD, interval=_RESYNC_S, initial_delay=_RESYNC_S)
+@kopf.timer(*MD, interval=_TIMER_GAP_S)
 async def modeldeployment_resync(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
+    logger: kopf.Logger,
+    stopped: Any = None,
+    **_: Any,
+) -> None:
+    """Re-evaluate when a node change affects this deployment's GPU pools, and every resync period.
+
+    The timer's call waits (in the event loop, no thread) for an inventory change whose pools for this
+    placement differ from those the status was planned on, or for ``FITGATE_RESYNC_SECONDS``; kopf
+    applies the patch when it returns and calls it again ``_TIMER_GAP_S`` later.
+    """
+    shared = getattr(memo, "shared", None)
+    if isinstance(shared, Shared):
+        waiting = asyncio.ensure_future(_until_affected(shared, spec, status, gpu_nodes, memo))
+        stopping = asyncio.ensure_future(_stopped(stopped))
+        done, _pending = await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        stopping.cancel()
+        if stopping in done:  # deleted, or the operator is exiting: never hold up a finalizer
+            return
+    await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
+
+
+async def _stopped(stopped: Any) -> None:
+    if stopped is None:  # called directly (tests): never stopped
+        await asyncio.Event().wait()
+    await stopped.wait()
+
+
+async def _until_affected(shared: Shared, spec: kopf.Spec, status: kopf.Status, gpu_nodes: Any, memo: Any) -> None:
+    """Return after an inventory change that affects this deployment, or after the resync period."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _config(memo).resync_s
+    seen = shared.changes.version
+    while (left := deadline - loop.time()) > 0:
+        version = await shared.changes.wait(seen, left)
+        if version != seen and _affected(spec, status, _inventory(gpu_nodes, memo)):
+            return
+        seen = version
+
+
+def _affected(spec: kopf.Spec, status: kopf.Status, inventory: Inventory) -> bool:
+    """Whether the pools this spec may land on are not the ones its status was planned on."""
+    try:
+        placement = parse_spec(spec).placement
+    except SpecError:
+        return False  # nothing to plan whatever the nodes
+    _, fingerprint = inventory.select(placement.gpu_product, placement.node_selector)
+    return bool(fingerprint != status.get("inventoryHash"))
+
+
+@kopf.on.field(*MD, field=("metadata", "annotations", REEVALUATE_ANNOTATION))
+async def modeldeployment_reevaluate(
     *,
     body: kopf.Body,
     spec: kopf.Spec,
@@ -226,7 +299,13 @@ async def modeldeployment_resync(
     logger: kopf.Logger,
     **_: Any,
 ) -> None:
-    """Re-evaluate on a period: node changes (a pool removed, GPUs added) reach every deployment."""
+    """Re-evaluate now when the ``fitgate.io/reevaluate`` annotation is set or changed.
+
+    ``kubectl annotate mdep NAME fitgate.io/reevaluate=$(date +%s) --overwrite`` resolves the checkpoint
+    again (a new catalog entry, a new Hub revision) and plans against the current GPU nodes.
+    """
+    with contextlib.suppress(SpecError):
+        memo.store.forget(parse_spec(spec).model)
     await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
 
 
@@ -266,7 +345,7 @@ async def modeldeployment_validate(
     metrics.admission.labels(outcome.result).inc()
     metrics.admission_seconds.observe(time.perf_counter() - started)
     if not outcome.allowed:
-        raise kopf.AdmissionError(outcome.message, code=422)
+        raise kopf.AdmissionError(outcome.message, code=outcome.code)
 
 
 def _short(text: str, limit: int = 1200) -> str:

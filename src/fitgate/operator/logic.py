@@ -15,7 +15,13 @@ from fitgate.operator.evaluate import Evaluation, evaluate, same_outcome, status
 from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore
-from fitgate.sizing import Verdict, vllm_argv
+from fitgate.sizing import ReasonCode, Verdict, vllm_argv
+
+#: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
+#: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
+#: would print "... is invalid" and drop the numbers and the fix. 400 and 403 show the whole message.
+DENIED_INVALID = 400  # the spec cannot be served whatever the GPUs (BadRequest)
+DENIED_MISFIT = 403  # the policy refuses a deployment that does not fit (Forbidden)
 
 VERDICT_ANNOTATION = "fitgate.io/verdict"
 ARGS_ANNOTATION = "fitgate.io/recommended-args"
@@ -40,6 +46,7 @@ class AdmissionOutcome:
     message: str
     warnings: tuple[str, ...] = field(default_factory=tuple)
     result: str = "allowed"  # allowed | warned | denied
+    code: int = DENIED_MISFIT  # the HTTP code of a denial
 
 
 class EvaluationCache:
@@ -82,9 +89,10 @@ async def _evaluate(
     if known is None and not blocking:
         known = await store.get(spec.model, timeout_s)
     if known is None:
-        return unknown("CheckpointResolving", f"resolving {spec.model.name} is still in progress"), True
+        return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
     if known.model is None:
-        reason = "CheckpointUnavailable" if known.transient else "CheckpointInvalid"
+        reason = ReasonCode(known.reason) if known.reason else None
+        reason = reason or (ReasonCode.CHECKPOINT_UNAVAILABLE if known.transient else ReasonCode.CHECKPOINT_INVALID)
         return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = spec.model_dump_json()
@@ -112,7 +120,7 @@ async def reconcile(
     try:
         spec = parse_spec(raw_spec)
     except SpecError as exc:
-        ev = unknown("InvalidSpec", str(exc))
+        ev = unknown(ReasonCode.INVALID_SPEC, str(exc))
     else:
         ev, pending = await _evaluate(spec, nodes, store, config.reconcile_resolve_s, blocking=True)
         if pending:
@@ -157,12 +165,21 @@ async def admit(
     config: OperatorConfig,
     dryrun: bool,
 ) -> AdmissionOutcome:
-    """The admission decision: deny DoesNotFit when policy.onMisfit is Reject, warn on Tight and Unknown."""
+    """The admission decision on a raw spec: parse, evaluate with what the store knows, :func:`decide`."""
     try:
         spec = parse_spec(raw_spec)
     except SpecError as exc:
-        return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied")
+        return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
     ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, blocking=False)
+    return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
+
+
+def decide(spec: ModelDeploymentSpec, ev: Evaluation, unknown_policy: str, *, dryrun: bool = False) -> AdmissionOutcome:
+    """Admit or deny an evaluated spec; the webhook and ``fitgate check`` both decide here.
+
+    DoesNotFit is denied when policy.onMisfit is Reject (else admitted with a warning); settings the
+    model cannot take are denied as invalid; Unknown follows ``unknown_policy``; Tight is warned.
+    """
     warnings = list(ev.warnings)
     if dryrun:
         warnings.insert(0, f"fitgate (dry run): verdict {ev.verdict.value}: {ev.message}")
@@ -172,11 +189,12 @@ async def admit(
             return AdmissionOutcome(False, text, tuple(warnings), "denied")
         return AdmissionOutcome(True, text, (text, *warnings), "warned")
     if ev.verdict is Verdict.UNKNOWN:
-        if ev.reason == "InvalidSettings":  # a setting the model cannot take (TP not dividing its heads...)
-            return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {ev.message}", tuple(warnings), "denied")
-        if config.unknown_policy == "Reject":
+        if ev.reason is ReasonCode.INVALID_SETTINGS:  # a setting the model cannot take (TP not dividing its heads...)
+            text = f"fitgate: invalid ModelDeployment: {ev.message}"
+            return AdmissionOutcome(False, text, tuple(warnings), "denied", DENIED_INVALID)
+        if unknown_policy == "Reject":
             return AdmissionOutcome(False, f"fitgate: cannot verify the fit: {ev.message}", tuple(warnings), "denied")
-        if config.unknown_policy == "Allow":
+        if unknown_policy == "Allow":
             return AdmissionOutcome(True, ev.message, (), "allowed")
         return AdmissionOutcome(True, ev.message, tuple(warnings), "warned")
     return AdmissionOutcome(True, ev.message, tuple(warnings), "warned" if ev.verdict is Verdict.TIGHT else "allowed")

@@ -12,6 +12,8 @@ heals by itself.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -162,3 +164,35 @@ class NodeWatch:
                 logger.warning("node watch failed (%s: %s); retrying in %.0f s", type(exc).__name__, exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
+
+
+class InventoryChanges:
+    """Wakes the ModelDeployments waiting in the event loop when this replica's GPU inventory changes.
+
+    One poller task (:meth:`follow`) reads the node watch's version; every deployment's resync waits
+    on one condition instead of polling by itself.
+    """
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self.version = 0
+
+    async def wait(self, seen: int, timeout_s: float) -> int:
+        """The inventory version once it differs from ``seen``, or ``seen`` after ``timeout_s``."""
+        async with self._cond:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cond.wait_for(lambda: self.version != seen), timeout_s)
+            return self.version
+
+    async def changed(self, version: int) -> None:
+        """Record a new version and wake every waiter."""
+        async with self._cond:
+            self.version = version
+            self._cond.notify_all()
+
+    async def follow(self, nodewatch: NodeWatch, period_s: float = 0.2) -> None:
+        """Forward the node watch's changes (it runs in a thread) to the event loop, until cancelled."""
+        while True:
+            if nodewatch.version != self.version:
+                await self.changed(nodewatch.version)
+            await asyncio.sleep(period_s)

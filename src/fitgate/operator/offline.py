@@ -18,6 +18,7 @@ from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.operator.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.operator.evaluate import evaluate
 from fitgate.operator.inventory import NodeGPUs
+from fitgate.operator.logic import DENIED_INVALID, decide
 from fitgate.sizing import SizingError, find_gpu
 
 
@@ -30,6 +31,7 @@ class CheckResult:
     verdict: str  # Fits | Tight | DoesNotFit | Unknown | Invalid
     message: str
     gpu: str | None = None
+    admitted: bool | None = None  # what the webhook would answer (None: not evaluated)
 
     def line(self) -> str:
         """One line for the terminal."""
@@ -42,6 +44,7 @@ class CheckResult:
             "name": self.name,
             "verdict": self.verdict,
             "gpu": self.gpu,
+            "admitted": self.admitted,
             "message": self.message,
         }
 
@@ -62,7 +65,7 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     try:
         spec = parse_spec(doc.get("spec"))
     except SpecError as exc:
-        return CheckResult(source, name, "Invalid", str(exc))
+        return CheckResult(source, name, "Invalid", str(exc), admitted=False)
     product = gpu_name or spec.placement.gpu_product
     if not product:
         return CheckResult(source, name, "Unknown", "no GPU to check against: pass --gpu or set placement.gpuProduct")
@@ -78,7 +81,10 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     pool = NodeGPUs("offline", labels, product, gpu, gpus_per_node)
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})})
     ev = evaluate(spec_offline, model, [pool], facts=facts)
-    return CheckResult(source, name, ev.verdict.value, ev.message, product)
+    decision = decide(spec, ev, "Warn")  # the webhook's own decision
+    if not decision.allowed and decision.code == DENIED_INVALID:
+        return CheckResult(source, name, "Invalid", ev.message, product, admitted=False)
+    return CheckResult(source, name, ev.verdict.value, ev.message, product, admitted=decision.allowed)
 
 
 def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int = 8) -> list[CheckResult]:

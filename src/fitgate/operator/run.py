@@ -37,7 +37,7 @@ def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, 
     namespaces = namespaces or config.namespaces
     from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers with kopf
 
-    kopf.configure(verbose=verbose)
+    kopf.configure(verbose=verbose, log_prefix=True)  # every line about an object starts with [namespace/name]
     logging.getLogger("kopf.objects").addFilter(DenialsAreNotErrors(verbose))
     if not verbose:  # one access-log line per admission review is noise at production rates
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

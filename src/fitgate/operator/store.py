@@ -28,7 +28,10 @@ class Known:
     error: str | None
     transient: bool
     at: float
+    reason: str = ""  # CamelCase reason of an error, when more precise than transient/permanent
 
+
+NOT_IN_CATALOG = "CheckpointNotInCatalog"
 
 Resolver = Callable[[str, str | None, str], ModelFacts]
 
@@ -40,8 +43,21 @@ def _key(ref: ModelRef) -> tuple[str, str, str]:
 class FactsStore:
     """In-memory facts per model reference, resolved off the event loop."""
 
-    def __init__(self, resolver: Resolver | None = None, retry_after_s: float = 30.0, ttl_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        resolver: Resolver | None = None,
+        retry_after_s: float = 30.0,
+        ttl_s: float = 600.0,
+        *,
+        offline: bool = False,
+    ) -> None:
+        """A store resolving with ``resolver``.
+
+        ``offline``: the Hub is never contacted (``HF_HUB_OFFLINE``), so a model no catalog has is not a
+        transient failure to retry but a permanent one, until a catalog entry is added (seen within ``ttl_s``).
+        """
         self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source))
+        self.offline = offline
         self._known: dict[tuple[str, str, str], Known] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[Known]] = {}
         self.retry_after_s = retry_after_s
@@ -76,6 +92,10 @@ class FactsStore:
         except TimeoutError:
             return known
 
+    def forget(self, ref: ModelRef) -> None:
+        """Drop what is known about ``ref``: the next read resolves it again."""
+        self._known.pop(_key(ref), None)
+
     def _start(self, ref: ModelRef) -> asyncio.Task[Known]:
         key = _key(ref)
         task = self._tasks.get(key)
@@ -91,9 +111,17 @@ class FactsStore:
             model = to_model_input(facts)
             known = Known(facts, model, None, False, time.monotonic())
         except CheckpointError as exc:
-            kind = "transient" if exc.transient else "permanent"
-            self.errors[kind] = self.errors.get(kind, 0) + 1
-            known = Known(None, None, str(exc), exc.transient, time.monotonic())
+            if exc.transient and self.offline and ref.source != "path":
+                self.errors["permanent"] = self.errors.get("permanent", 0) + 1
+                text = (
+                    f"{ref.name} is in no catalog and the Hub is not contacted (HF_HUB_OFFLINE): add it with "
+                    "`fitgate catalog add --flat` to the operator's catalog (chart value operator.catalog.volume)"
+                )
+                known = Known(None, None, text, False, time.monotonic(), NOT_IN_CATALOG)
+            else:
+                kind = "transient" if exc.transient else "permanent"
+                self.errors[kind] = self.errors.get(kind, 0) + 1
+                known = Known(None, None, str(exc), exc.transient, time.monotonic())
         except SizingError as exc:
             self.errors["permanent"] = self.errors.get("permanent", 0) + 1
             known = Known(None, None, str(exc), False, time.monotonic())

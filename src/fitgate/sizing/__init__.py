@@ -4,11 +4,20 @@ No I/O beyond reading its own packaged data, no Kubernetes, no network (an impor
 checks this). Everything is bytes as integers.
 """
 
-from fitgate.sizing.advice import EngineArg, Suggestion, engine_args, recommend, suggest, vllm_argv
+from fitgate.sizing.advice import (
+    EngineArg,
+    Suggestion,
+    engine_args,
+    recommend,
+    suggest,
+    vllm_argv,
+    vllm_command,
+)
 from fitgate.sizing.architecture import ModelArchitecture, parse_config
 from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from fitgate.sizing.gpus import GpuModel, custom_gpu, find_gpu, gpu_catalog, lookup_gpu
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
@@ -18,6 +27,7 @@ __all__ = [
     "ModelArchitecture",
     "ModelInput",
     "Plan",
+    "ReasonCode",
     "ServingConfig",
     "SizingError",
     "Suggestion",
@@ -34,4 +44,5 @@ __all__ = [
     "recommend",
     "suggest",
     "vllm_argv",
+    "vllm_command",
 ]

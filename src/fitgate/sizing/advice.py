@@ -9,22 +9,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from fitgate.sizing.dtypes import compute_capability_at_least, has_bfloat16
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.units import fmt_gib
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
+#: vLLM's ``--quantization fp8`` needs compute capability 8.0 (``Fp8Config.get_min_capability``; weight-only
+#: Marlin kernels below 8.9): not offered on a T4 or V100.
+FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY = (8, 0)
 TP_CHOICES = (2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
 class Suggestion:
-    """One change of settings, the verdict it gives and why."""
+    """One change of settings (one flag or several together), the verdict it gives and what it costs."""
 
     changes: tuple[tuple[str, str], ...]  # (vLLM flag, value)
     verdict: Verdict
     summary: str
+    gpus: int = 1  # GPUs per replica with the change (TP x PP)
+    cost: int = 0  # what is given up besides GPUs (see CHANGE_COST)
 
     @property
     def flags(self) -> str:
@@ -48,104 +55,254 @@ def _try(model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Wor
         return None
 
 
+#: What a change gives up besides GPUs, summed over the changes of a suggestion: nothing (a bigger
+#: budget), decode speed (no CUDA graphs), a little precision (fp8 KV cache), longer requests or
+#: precision of the weights (fp8), and finally capacity the workload asked for.
+CHANGE_COST = {
+    "--gpu-memory-utilization": 0,
+    "--tensor-parallel-size": 0,  # paid in GPUs
+    "--enforce-eager": 1,
+    "--kv-cache-dtype": 1,
+    "--max-model-len": 2,
+    "--quantization": 2,
+    "workload.concurrentRequests": 3,
+}
+_GMU_STEP = 0.01
+_MIN_GMU = 0.5
+_MIN_TIGHT_FIX_GMU = 0.8
+
+
+@dataclass(frozen=True)
+class _Move:
+    """One change to try: the flags, the settings and workload it gives, and why."""
+
+    changes: tuple[tuple[str, str], ...]
+    serving: ServingConfig
+    workload: Workload | None
+    why: str
+
+
+def _moves(
+    model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None, current: Plan
+) -> list[list[_Move]]:
+    """The changes to try, by kind (each kind holds alternatives; a suggestion takes at most one of a kind)."""
+    rs = current.serving
+    kinds: list[list[_Move]] = []
+    codes = {r.code for r in current.reasons}
+    gmus: list[_Move] = []
+    if ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET in codes or ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH in codes:
+        gmu = round(rs.gpu_memory_utilization - _GMU_STEP, 2)
+        while gmu > _MIN_GMU and len(gmus) < 15:
+            gmus.append(
+                _Move(
+                    (("--gpu-memory-utilization", f"{gmu}"),),
+                    replace(serving, gpu_memory_utilization=gmu),
+                    workload,
+                    f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget for CUDA graphs "
+                    "and warm-up",
+                )
+            )
+            gmu = round(gmu - _GMU_STEP, 2)
+        if not rs.enforce_eager:
+            kinds.append(
+                [
+                    _Move(
+                        (("--enforce-eager", "true"),), replace(serving, enforce_eager=True), workload, "no CUDA graphs"
+                    )
+                ]
+            )
+    else:
+        gmu = round(rs.gpu_memory_utilization + _GMU_STEP, 2)
+        while gmu <= SAFE_MAX_GPU_MEMORY_UTILIZATION:
+            gmus.append(
+                _Move(
+                    (("--gpu-memory-utilization", f"{gmu}"),),
+                    replace(serving, gpu_memory_utilization=gmu),
+                    workload,
+                    f"a {fmt_gib(int(gpu.memory_bytes * gmu))} budget",
+                )
+            )
+            gmu = round(gmu + _GMU_STEP, 2)
+    kinds.append(gmus)
+    kinds.append(
+        [
+            _Move(
+                (("--tensor-parallel-size", str(tp)),),
+                replace(serving, tensor_parallel_size=tp),
+                workload,
+                f"weights and KV heads split over {tp} GPUs",
+            )
+            for tp in TP_CHOICES
+            if tp > rs.tensor_parallel_size
+        ]
+    )
+    if rs.kv_dtype_bytes > 1:
+        kinds.append(
+            [
+                _Move(
+                    (("--kv-cache-dtype", "fp8"),),
+                    replace(serving, kv_cache_dtype="fp8"),
+                    workload,
+                    "fp8 KV cache halves bytes per token",
+                )
+            ]
+        )
+    fp8_weights = compute_capability_at_least(gpu.compute_capability, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY)
+    if model.arch.quantization is None and rs.quantization is None and fp8_weights:
+        kinds.append(
+            [
+                _Move(
+                    (("--quantization", "fp8"),),
+                    replace(serving, quantization="fp8"),
+                    workload,
+                    "fp8 weights (or an FP8 / INT4 checkpoint) halve the weight bytes",
+                )
+            ]
+        )
+    if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
+        per_request = current.kv.workload_blocks / workload.concurrency
+        most = int(current.kv.num_blocks / per_request)
+        if 0 < most < workload.concurrency:
+            kinds.append(
+                [
+                    _Move(
+                        (("workload.concurrentRequests", str(most)),),
+                        serving,
+                        Workload(most, workload.context_tokens),
+                        f"the pool holds {most} requests of {workload.context_tokens} tokens",
+                    )
+                ]
+            )
+    return kinds
+
+
+def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) -> _Move | None:
+    """The longest ``--max-model-len`` (rounded down to 1024) that ``result``'s KV pool holds."""
+    fit = result.max_model_len_that_fits
+    if not fit or fit >= result.serving.max_model_len:
+        return None
+    rounded = fit - fit % 1024 if fit >= 2048 else fit
+    if workload is not None and workload.context_tokens > rounded:
+        return None  # the workload's requests would be refused
+    return _Move(
+        (("--max-model-len", str(rounded)),),
+        replace(serving, max_model_len=rounded),
+        workload,
+        f"the longest context that fits is {fit} tokens",
+    )
+
+
 def suggest(
     model: ModelInput,
     gpu: GpuModel,
     serving: ServingConfig,
     workload: Workload | None,
     current: Plan,
-    limit: int = 5,
+    limit: int = 6,
 ) -> tuple[Suggestion, ...]:
-    """The smallest single changes that make a DoesNotFit or Tight deployment fit, least disruptive first."""
+    """Changes that make a DoesNotFit deployment fit (or at least Tight), or a Tight one fit; cheapest first.
+
+    Every candidate is planned again. Single changes come first; when none of a kind reaches Fits,
+    it is combined with one change of another kind (TP 4 + fp8 KV, fp8 KV + a shorter context). A
+    shorter ``--max-model-len`` is computed on the plan it is combined with. Suggestions are ranked
+    by what they cost: fewer GPUs first, then less given up (:data:`CHANGE_COST`), then Fits before
+    Tight, then fewer changes. A change that only reaches Tight is offered (and flagged) only when
+    the deployment does not fit at all.
+    """
     if current.verdict in (Verdict.FITS, Verdict.UNKNOWN):
         return ()
-    rs = current.serving
-    out: list[Suggestion] = []
+    wanted = {Verdict.FITS} if current.verdict is Verdict.TIGHT else {Verdict.FITS, Verdict.TIGHT}
+    found: dict[tuple[tuple[str, str], ...], tuple[Suggestion, Plan]] = {}
+    planned: dict[tuple[ServingConfig, Workload | None], Plan | None] = {}
 
-    def consider(
-        changes: tuple[tuple[str, str], ...], new: ServingConfig, why: str, wl: Workload | None = workload
-    ) -> bool:
-        result = _try(model, gpu, new, wl)
-        if result is None or result.verdict is not Verdict.FITS:
-            return False
-        out.append(
-            Suggestion(
-                changes,
-                result.verdict,
-                f"{why}: {result.kv.num_blocks} KV blocks, max concurrency "
-                f"{result.kv.max_concurrency:.2f}, headroom {fmt_gib(result.per_gpu.headroom_bytes)}",
-            )
-        )
-        return True
+    def dominated(moves: tuple[_Move, ...]) -> bool:
+        """A combination that cannot beat a Fits suggestion already found on both GPUs and cost."""
+        gpus = max((m.serving.tensor_parallel_size for m in moves), default=1) * rs_pp
+        cost = sum(CHANGE_COST.get(flag, 3) for m in moves for flag, _ in m.changes)
+        return any(s.verdict is Verdict.FITS and s.gpus <= gpus and s.cost <= cost for s, _ in found.values())
 
-    codes = {r.code for r in current.reasons}
-    if "LowHeadroomOutsideBudget" in codes or "GpuMemoryUtilizationTooHigh" in codes:
-        for step in range(1, 16):
-            gmu = round(rs.gpu_memory_utilization - 0.01 * step, 2)
-            if gmu <= 0.5:
-                break
-            if consider(
-                (("--gpu-memory-utilization", f"{gmu}"),),
-                replace(serving, gpu_memory_utilization=gmu),
-                f"leave {fmt_gib(gpu.memory_bytes * (1 - gmu))} outside the budget for CUDA graphs and warm-up",
-            ):
-                break
-        if not rs.enforce_eager:
-            consider(
-                (("--enforce-eager", "true"),),
-                replace(serving, enforce_eager=True),
-                "no CUDA graphs to capture",
+    def attempt(moves: tuple[_Move, ...]) -> Plan | None:
+        changes = tuple(c for m in moves for c in m.changes)
+        new, wl = serving, workload
+        for m in moves:  # later moves only set their own fields
+            new = replace(new, **{k: v for k, v in m.serving.__dict__.items() if v != serving.__dict__[k]})
+            wl = m.workload if m.workload is not workload else wl
+        if (new, wl) not in planned:
+            planned[(new, wl)] = _try(model, gpu, new, wl)
+        result = planned[(new, wl)]
+        if result is None:
+            return None
+        if result.verdict in wanted and changes not in found:
+            rs = result.serving
+            gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size
+            cost = sum(CHANGE_COST.get(flag, 3) for flag, _ in changes)
+            summary = (
+                "; ".join(m.why for m in moves)
+                + f": {result.kv.num_blocks} KV blocks, max concurrency {result.kv.max_concurrency:.2f}, "
+                f"headroom {fmt_gib(result.per_gpu.headroom_bytes)}"
             )
-    else:
-        step_gmu = round(rs.gpu_memory_utilization + 0.01, 2)
-        while step_gmu <= SAFE_MAX_GPU_MEMORY_UTILIZATION:
-            if consider(
-                (("--gpu-memory-utilization", f"{step_gmu}"),),
-                replace(serving, gpu_memory_utilization=step_gmu),
-                f"a {fmt_gib(gpu.memory_bytes * step_gmu)} budget",
-            ):
+            if result.verdict is Verdict.TIGHT:
+                summary += f" (Tight: {result.reasons[0].message})"
+            found[changes] = (Suggestion(changes, result.verdict, summary, gpus, cost), result)
+        return result
+
+    rs_pp = current.serving.pipeline_parallel_size
+    kinds = _moves(model, gpu, serving, workload, current)
+    shorter = _shorter(serving, workload, current)
+    if shorter is not None:
+        kinds.append([shorter])
+    partial: list[tuple[int, _Move, Plan]] = []  # single changes that did not reach Fits, to combine
+    for k, alternatives in enumerate(kinds):
+        tried: list[tuple[int, _Move, Plan]] = []
+        for move in alternatives:  # alternatives go from the mildest to the strongest
+            result = attempt((move,))
+            if result is None:
+                continue
+            if result.verdict is Verdict.FITS:
                 break
-            step_gmu = round(step_gmu + 0.01, 2)
-    if rs.kv_dtype_bytes > 1:
-        consider(
-            (("--kv-cache-dtype", "fp8"),),
-            replace(serving, kv_cache_dtype="fp8"),
-            "fp8 KV cache halves bytes per token",
-        )
-    if current.max_model_len_that_fits and current.max_model_len_that_fits < rs.max_model_len:
-        fit = current.max_model_len_that_fits
-        rounded = fit - fit % 1024 if fit >= 2048 else fit
-        consider(
-            (("--max-model-len", str(rounded)),),
-            replace(serving, max_model_len=rounded),
-            f"the longest context that fits is {fit} tokens",
-        )
-    for tp in TP_CHOICES:
-        if tp <= rs.tensor_parallel_size:
-            continue
-        if consider(
-            (("--tensor-parallel-size", str(tp)),),
-            replace(serving, tensor_parallel_size=tp),
-            f"weights and KV heads split over {tp} GPUs",
+            tried.append((k, move, result))
+            if result.verdict is Verdict.TIGHT:
+                break
+        if alternatives and alternatives[0].changes[0][0] == "--gpu-memory-utilization":
+            tried = tried[-1:]  # one budget to combine with: the first that is Tight, else the boldest
+        partial += tried
+    for i, (k, move, result) in enumerate(partial):
+        for k2, other, _ in partial[i + 1 :]:
+            if k2 != k and not dominated((move, other)):
+                attempt((move, other))
+        if shorter is None or k != len(kinds) - 1:
+            combined = _shorter(serving, workload, result)  # the context this change's pool holds
+            if combined is not None and not dominated((move, combined)):
+                attempt((move, combined))
+        if result.verdict is Verdict.TIGHT and any(
+            r.code == ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET for r in result.reasons
         ):
-            break
-    if model.arch.quantization is None and rs.quantization is None:
-        consider(
-            (("--quantization", "fp8"),),
-            replace(serving, quantization="fp8"),
-            "fp8 weights (or an FP8 / INT4 checkpoint) halve the weight bytes",
-        )
-    if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
-        per_request = current.kv.workload_blocks / workload.concurrency
-        most = int(current.kv.num_blocks / per_request)
-        if 0 < most < workload.concurrency:
-            consider(
-                (("workload.concurrentRequests", str(most)),),
-                serving,
-                f"the pool holds {most} requests of {workload.context_tokens} tokens",
-                Workload(most, workload.context_tokens),
-            )
-    return tuple(out[:limit])
+            gmu = round(result.serving.gpu_memory_utilization - _GMU_STEP, 2)
+            while gmu >= _MIN_TIGHT_FIX_GMU:  # leave room outside the budget for CUDA graphs and warm-up
+                lower = _Move(
+                    (("--gpu-memory-utilization", f"{gmu}"),),
+                    replace(serving, gpu_memory_utilization=gmu),
+                    workload,
+                    f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget",
+                )
+                if dominated((lower, move)):
+                    break
+                fixed = attempt((lower, move))
+                if fixed is None or fixed.verdict is not Verdict.TIGHT:
+                    break
+                gmu = round(gmu - _GMU_STEP, 2)
+    ranked = sorted(
+        (s for s, _ in found.values()),
+        key=lambda s: (s.gpus, s.cost, s.verdict is not Verdict.FITS, len(s.changes)),
+    )
+    # drop a suggestion that adds changes to a cheaper one with the same or a better verdict
+    kept: list[Suggestion] = []
+    for s in ranked:
+        if not any(
+            set(k.changes) < set(s.changes) and (k.verdict is Verdict.FITS or k.verdict is s.verdict) for k in kept
+        ):
+            kept.append(s)
+    return tuple(kept[:limit])
 
 
 def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
@@ -198,6 +355,15 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         )
     if serving.dtype not in ("auto", "", None):
         args.append(EngineArg("--dtype", rs.dtype, "requested model dtype"))
+    elif not has_bfloat16(result.gpu.compute_capability):
+        args.append(
+            EngineArg(
+                "--dtype",
+                "half" if rs.dtype == "float16" else rs.dtype,
+                f"{result.gpu.name} (compute capability {result.gpu.compute_capability}) has no bfloat16: vLLM runs "
+                f"the model in {rs.dtype} there, and older releases refuse to start without this flag",
+            )
+        )
     if rs.quantization:
         args.append(EngineArg("--quantization", rs.quantization, "weights quantized while loading"))
     if rs.enforce_eager:
@@ -218,6 +384,18 @@ def vllm_argv(args: tuple[EngineArg, ...]) -> list[str]:
         else:
             argv += [arg.name, arg.value]
     return argv
+
+
+def vllm_command(model: str, args: tuple[EngineArg, ...], revision: str | None = None) -> list[str]:
+    """The whole ``vllm serve`` argv.
+
+    ``model`` is what vLLM must be given to find the checkpoint: a directory's path (a bare name
+    would be looked up on the Hub), or a repo id with the revision that was planned.
+    """
+    argv = ["vllm", "serve", model]
+    if revision:
+        argv += ["--revision", revision]
+    return argv + vllm_argv(args)
 
 
 def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingConfig:
@@ -246,13 +424,18 @@ def recommend(
     current: Plan,
     suggestions: tuple[Suggestion, ...],
 ) -> tuple[Plan, tuple[EngineArg, ...], Suggestion | None]:
-    """The plan to deploy and its engine args: the current one, or the first engine-flag suggestion that fits."""
+    """The plan to deploy and its engine args.
+
+    The current plan unless it does not fit; then the first engine-flag suggestion that Fits, else the
+    first that is Tight.
+    """
     if current.verdict is not Verdict.DOES_NOT_FIT:
         return current, engine_args(current, serving), None
-    for suggestion in suggestions:
-        if all(flag.startswith("--") for flag, _ in suggestion.changes):
-            new = apply_suggestion(serving, suggestion)
-            result = _try(model, gpu, new, workload)
-            if result is not None:
-                return result, engine_args(result, new), suggestion
+    flags_only = [s for s in suggestions if all(flag.startswith("--") for flag, _ in s.changes)]
+    # the cheapest that Fits, else the cheapest that is at least Tight
+    for suggestion in sorted(flags_only, key=lambda s: s.verdict is not Verdict.FITS):
+        new = apply_suggestion(serving, suggestion)
+        result = _try(model, gpu, new, workload)
+        if result is not None:
+            return result, engine_args(result, new), suggestion
     return current, engine_args(current, serving), None

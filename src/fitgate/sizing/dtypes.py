@@ -89,3 +89,50 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
         raise SizingError("kv_cache_dtype", kv_cache_dtype, "one of " + ", ".join(KV_CACHE_DTYPES))
     size = KV_CACHE_DTYPES[kv_cache_dtype]
     return MODEL_DTYPES[model_dtype] if size is None else size
+
+
+#: Model types vLLM refuses to run in float16 (numerical instability): its ``_FLOAT16_NOT_SUPPORTED_MODELS``.
+FLOAT16_UNSUPPORTED_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"})
+#: CUDA has bfloat16 from compute capability 8.0 (Ampere); T4 (7.5) and V100 (7.0) do not.
+BFLOAT16_MIN_COMPUTE_CAPABILITY = (8, 0)
+
+
+def compute_capability_at_least(compute_capability: str | None, least: tuple[int, int]) -> bool:
+    """Whether a CUDA compute capability (``"7.5"``) is at least ``least``; unknown (AMD, custom GPUs) = yes."""
+    if not compute_capability:
+        return True
+    major, _, minor = compute_capability.partition(".")
+    return (int(major), int(minor or 0)) >= least
+
+
+def has_bfloat16(compute_capability: str | None) -> bool:
+    """Whether a GPU of this CUDA compute capability runs bfloat16 (8.0 and later)."""
+    return compute_capability_at_least(compute_capability, BFLOAT16_MIN_COMPUTE_CAPABILITY)
+
+
+def served_dtype(requested: str | None, checkpoint: str, model_type: str, compute_capability: str | None) -> str:
+    """The dtype vLLM runs the model in on a GPU of ``compute_capability``, as its ``_resolve_auto_dtype`` picks it.
+
+    The candidates are the platform's dtypes (bfloat16, float16, float32; no bfloat16 below compute
+    capability 8.0) less float16 for the model types vLLM refuses in float16. ``auto`` keeps the
+    checkpoint's dtype when it is a candidate and otherwise takes the first candidate: a bfloat16
+    checkpoint runs in float16 on a T4, a Gemma 2 one in float32; a float32 checkpoint takes the first
+    candidate too.
+
+    Raises:
+        SizingError: an explicit ``--dtype`` the GPU or the model cannot run.
+    """
+    candidates = [d for d in ("bfloat16", "float16", "float32") if d != "bfloat16" or has_bfloat16(compute_capability)]
+    candidates = [d for d in candidates if d != "float16" or model_type not in FLOAT16_UNSUPPORTED_MODEL_TYPES]
+    if requested in ("auto", "", None):
+        dtype = candidates[0] if checkpoint == "float32" else checkpoint
+        return dtype if dtype in candidates else candidates[0]
+    dtype = normalize_model_dtype(requested, "dtype")
+    if dtype not in candidates:
+        why = (
+            f"vLLM refuses float16 for {model_type} (numerical instability)"
+            if dtype == "float16"
+            else f"compute capability {compute_capability} has no bfloat16 (it needs 8.0)"
+        )
+        raise SizingError("dtype", requested, "one of " + ", ".join(candidates) + " on this GPU", why)
+    return dtype

@@ -25,6 +25,7 @@ class GpuModel:
     memory_bytes: int
     vendor: str = "nvidia"
     architecture: str = "unknown"
+    compute_capability: str | None = None  # CUDA's, as NVIDIA lists it ("7.5"); None for AMD and custom GPUs
     aliases: tuple[str, ...] = ()
     memory_basis: str = ""
     label_memory_mib: int = 0
@@ -51,6 +52,7 @@ def _catalog() -> tuple[tuple[GpuModel, ...], dict[str, GpuModel]]:
             memory_bytes=int(g["memory_bytes"]),
             vendor=g["vendor"],
             architecture=g["architecture"],
+            compute_capability=g.get("compute_capability"),
             aliases=tuple(g["aliases"]),
             memory_basis=g["memory_basis"],
             label_memory_mib=int(g["label_memory_mib"]),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
-from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, normalize_model_dtype
+from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
@@ -112,9 +112,7 @@ def resolve_serving(
             max_len,
             f"at most the model's {model_max} tokens (max_position_embeddings with RoPE scaling)",
         )
-    dtype = arch.dtype if serving.dtype in ("auto", "", None) else normalize_model_dtype(serving.dtype, "dtype")
-    if arch.dtype == "float32" and serving.dtype in ("auto", "", None):
-        dtype = "bfloat16"  # vLLM serves float32 checkpoints in bfloat16 unless --dtype float32
+    dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
     quant = serving.quantization
     if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):

@@ -1,0 +1,40 @@
+"""Every reason code fitgate writes, as one enum: plan reasons, condition reasons and operator reasons.
+
+The values are CamelCase words (Kubernetes condition reasons); being a :class:`~enum.StrEnum`, each
+member is the string itself in JSON, status and messages.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    """Why a verdict is what it is."""
+
+    # The plan: DoesNotFit
+    GPU_MEMORY_UTILIZATION_TOO_HIGH = "GpuMemoryUtilizationTooHigh"
+    WEIGHTS_EXCEED_BUDGET = "WeightsExceedBudget"
+    NO_KV_CACHE_MEMORY = "NoKVCacheMemory"
+    KV_CACHE_MEMORY_EXCEEDS_GPU = "KVCacheMemoryExceedsGpu"
+    KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN = "KVCacheTooSmallForMaxModelLen"
+    WORKLOAD_EXCEEDS_KV_CACHE = "WorkloadExceedsKVCache"
+    # The plan: Tight
+    WEIGHTS_NEAR_BUDGET = "WeightsNearBudget"
+    WORKLOAD_NEAR_KV_CAPACITY = "WorkloadNearKVCapacity"
+    MAX_MODEL_LEN_NEAR_KV_CAPACITY = "MaxModelLenNearKVCapacity"
+    LOW_HEADROOM_OUTSIDE_BUDGET = "LowHeadroomOutsideBudget"
+    # The plan: Fits; and the Fits condition's reasons for a Tight and a Fits verdict
+    FITS = "Fits"
+    TIGHT = "Tight"
+    # The operator: the Ready condition and what keeps a deployment from being evaluated
+    EVALUATED = "Evaluated"
+    INVALID_SPEC = "InvalidSpec"
+    INVALID_SETTINGS = "InvalidSettings"
+    CHECKPOINT_RESOLVING = "CheckpointResolving"
+    CHECKPOINT_UNAVAILABLE = "CheckpointUnavailable"
+    CHECKPOINT_INVALID = "CheckpointInvalid"
+    CHECKPOINT_NOT_IN_CATALOG = "CheckpointNotInCatalog"
+    NO_GPU_INVENTORY = "NoGPUInventory"
+    NO_MATCHING_GPU_POOL = "NoMatchingGPUPool"
+    NOT_ENOUGH_GPUS_PER_NODE = "NotEnoughGPUsPerNode"
