@@ -1,8 +1,11 @@
 """Accuracy of fitgate's plan against vLLM's own startup figures.
 
 Runs every case of ``../shared/calibration/cases.jsonl`` (measured vLLM starts with real model
-configs in ``../shared/calibration/models/``) through ``fitgate.sizing.plan`` and prints, per case
-and as medians / 90th percentiles, the relative error of
+configs in ``../shared/calibration/models/``) and of ``benchmarks/calibration/public-2026.jsonl``
+(public start-up logs of vLLM 0.10-0.29 gathered for the accuracy issue, never used to fit anything;
+their models' configs come from ``tests/corpus`` or the built-in catalog) through
+``fitgate.sizing.plan`` and prints, per case, overall, by vLLM release and by GPU product, the
+relative error of
 
 * weights per GPU ("Model loading took X GiB", rank 0),
 * available KV cache memory ("Available KV cache memory", rank 0),
@@ -11,7 +14,7 @@ and as medians / 90th percentiles, the relative error of
 and whether the verdict agrees with what happened (started -> Fits/Tight; failed -> DoesNotFit;
 failed after KV sizing -> not Fits).
 
-Usage: python benchmarks/accuracy.py [--calibration DIR] [--markdown] [--json]
+Usage: python benchmarks/accuracy.py [--calibration DIR] [--extra FILE ...] [--markdown] [--json]
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ from typing import Any
 from fitgate.checkpoints.catalog import find_entry, load_catalog
 from fitgate.checkpoints.facts import ModelFacts, to_model_input
 from fitgate.checkpoints.local import load_directory
+from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel, gpu_catalog
 from fitgate.sizing.plan import Plan, ServingConfig, Verdict, plan
 from fitgate.sizing.units import GiB
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
+DEFAULT_EXTRA = [ROOT / "benchmarks" / "calibration" / "public-2026.jsonl"]
+CORPUS = ROOT / "tests" / "corpus"
 #: Version assumed for cases whose log does not print one: the V0 logs use the pre-0.6.5 profiler
 #: format; the undated V1 logs print the 0.10+ "Actual usage" line and show the pre-0.17 sampler.
 UNDATED = {"V0": "0.6.4", "V1": "0.11.0"}
@@ -52,6 +58,9 @@ class Row:
     predicted: dict[str, float]
     measured: dict[str, float | None]
     skipped: str = ""
+    release: str = ""
+    gpu: str = ""
+    source: str = ""
 
 
 def _gpu(case: dict[str, Any]) -> GpuModel:
@@ -79,6 +88,8 @@ def _facts(case: dict[str, Any], calibration: Path) -> ModelFacts | None:
     folder = calibration / "models" / repo.replace("/", "__")
     if folder.is_dir():
         return load_directory(folder, repo)
+    if (CORPUS / repo.replace("/", "__")).is_dir():
+        return load_directory(CORPUS / repo.replace("/", "__"), repo)
     if find_entry(repo):
         return load_catalog(repo)
     return None
@@ -99,12 +110,28 @@ def _dtype(value: object) -> str:
 
 def run_case(case: dict[str, Any], calibration: Path) -> Row:
     measured = case["measured"]
-    facts = _facts(case, calibration)
-    base = Row(case["id"], case["model"], case["status"], "-", False, {}, {}, {})
-    if facts is None:
-        base.skipped = "no public config.json for this model"
-        return base
     version, engine = _version(case)
+    base = Row(case["id"], case["model"], case["status"], "-", False, {}, {}, {})
+    base.release = ".".join(version.split(".")[:2]) if case.get("vllm_version") else f"undated {engine or 'V1'}"
+    base.gpu = _gpu(case).name
+    text = str(case.get("gpu") or "").lower()
+    ambiguous = base.gpu == "unknown" or "not named" in text or "not stated" in text
+    if base.gpu.startswith("A100") and not re.search(r"40 ?gb|80 ?gb|40gb|80gb", text):
+        ambiguous = True  # 40 GB or 80 GB: the budget differs by 2x
+    if case.get("gpu_total_gib") is None and ambiguous:
+        base.skipped = "GPU total not printed and the card is not named exactly"
+        return base
+    try:
+        facts = _facts(case, calibration)
+    except (OSError, ValueError) as exc:
+        facts = None
+        base.skipped = f"config unreadable: {exc}"[:80]
+    if facts is None:
+        base.skipped = base.skipped or "no public config.json for this model"
+        return base
+    if not re.match(r"^\d+\.\d+(\.\d+)?$", version):
+        base.skipped = f"release not known exactly ({version})"
+        return base
     serving = ServingConfig(
         max_model_len=case.get("max_model_len"),
         kv_cache_dtype=case.get("kv_cache_dtype") or "auto",
@@ -112,7 +139,7 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         quantization=case.get("runtime_quantization"),
         tensor_parallel_size=case.get("tensor_parallel_size") or 1,
         pipeline_parallel_size=case.get("pipeline_parallel_size") or 1,
-        gpu_memory_utilization=case["gpu_memory_utilization"],
+        gpu_memory_utilization=case.get("gpu_memory_utilization"),  # null: the release's default
         max_num_seqs=case.get("max_num_seqs"),
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
         block_size=case.get("block_size"),
@@ -120,7 +147,11 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         vllm_version=version,
         engine=engine,
     )
-    result: Plan = plan(to_model_input(facts), _gpu(case), serving)
+    try:
+        result: Plan = plan(to_model_input(facts), _gpu(case), serving)
+    except SizingError as exc:
+        base.skipped = f"not sized: {exc}"[:100]
+        return base
     rank0 = result.ranks[0]
     predicted = {
         "weights_gib": rank0.weights.total_bytes / GiB,
@@ -144,7 +175,9 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         ok = result.verdict is not Verdict.FITS
     else:
         ok = result.verdict is Verdict.DOES_NOT_FIT
-    return Row(case["id"], case["model"], case["status"], result.verdict.value, ok, errors, predicted, dict(measured))
+    row = Row(case["id"], case["model"], case["status"], result.verdict.value, ok, errors, predicted, dict(measured))
+    row.release, row.gpu = base.release, base.gpu
+    return row
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -171,6 +204,21 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
     return summary
 
 
+def breakdown(rows: list[Row], attr: str) -> list[tuple[str, int, int, str, str, str]]:
+    """Per release (or GPU): cases, sized, median |err| of weights / available KV, verdicts agreeing."""
+    out = []
+    for key in sorted({getattr(r, attr) for r in rows}):
+        group = [r for r in rows if getattr(r, attr) == key]
+        sized = [r for r in group if not r.skipped]
+        cells = []
+        for term in ("weights_gib", "kv_available_gib"):
+            vals = [abs(r.errors[term]) for r in sized if r.errors.get(term) is not None]  # type: ignore[arg-type]
+            cells.append(f"{100 * statistics.median(vals):.2f}% (n={len(vals)})" if vals else "-")
+        agree = f"{sum(r.verdict_ok for r in sized)}/{len(sized)}"
+        out.append((key, len(group), len(sized), cells[0], cells[1], agree))
+    return out
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
@@ -178,6 +226,9 @@ def _fmt(x: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibration", type=Path, default=DEFAULT_CALIBRATION)
+    parser.add_argument(
+        "--extra", type=Path, action="append", help="more cases in the same format (default: the public 2026 set)"
+    )
     parser.add_argument("--markdown", action="store_true", help="print the per-case table as Markdown")
     parser.add_argument("--json", action="store_true", help="print one JSON line with the summary at the end")
     args = parser.parse_args(argv)
@@ -186,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"accuracy: {cases_file} not found (pass --calibration DIR)", file=sys.stderr)
         return 2
     cases = [json.loads(line) for line in cases_file.read_text().splitlines() if line.strip()]
+    for extra in args.extra or DEFAULT_EXTRA:
+        cases += [json.loads(line) for line in extra.read_text().splitlines() if line.strip()]
     rows = [run_case(c, args.calibration) for c in cases]
     sep = " | " if args.markdown else "  "
     header = ["case", "status", "verdict", "weights", "avail KV", "blocks", "tokens"]
@@ -216,6 +269,21 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"verdicts agree with the outcome: {summary['verdicts_agree']} (skipped: {summary['cases'] - summary['sized']})"
     )
+    for attr, title in (("release", "vLLM release"), ("gpu", "GPU product")):
+        print()
+        head = [title, "cases", "sized", "weights median |err|", "avail KV median |err|", "verdicts"]
+        print(("| " + " | ".join(head) + " |") if args.markdown else "  ".join(head))
+        if args.markdown:
+            print("|" + "---|" * len(head))
+        for line in breakdown(rows, attr):
+            cells = [str(c) for c in line]
+            print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells))
+    recent = [
+        r
+        for r in rows
+        if not r.skipped and r.release[:1].isdigit() and tuple(map(int, r.release.split("."))) >= (0, 21)
+    ]
+    print(f"\nvLLM >= 0.21: {len(recent)} sized cases")
     if args.json:
         print(json.dumps(summary))
     return 0
