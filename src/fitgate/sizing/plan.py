@@ -391,7 +391,9 @@ def _verdict(
             Reason(
                 "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
                 f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
-                f"{fmt_gib(g.non_torch_bytes)} = {fmt_gib(worst.non_kv_bytes)} per GPU exceed the "
+                f"{fmt_gib(g.non_torch_bytes)}"
+                + (f" + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}" if g.cuda_graphs_in_budget else "")
+                + f" = {fmt_gib(worst.non_kv_bytes)} per GPU exceed the "
                 f"{fmt_gib(budget)} budget ({rs.gpu_memory_utilization} x {fmt_gib(g.capacity_bytes)}): "
                 "no memory left for the KV cache",
             )
