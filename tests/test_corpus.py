@@ -29,7 +29,6 @@ REFUSED = {
     "DeciLMForCausalLM",  # Llama-Nemotron Super: per-layer variable blocks
     "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
     "Exaone4_5_ForConditionalGeneration",
-    "Gemma4ForConditionalGeneration",  # global_head_dim, KV-shared layers
     "KimiK3ForConditionalGeneration",
     "Lfm2VlForConditionalGeneration",  # short-conv state
     "MiMoV2FlashForCausalLM",  # per-kind head sizes and sinks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, recommend, suggest
 from fitgate.sizing.advice import apply_suggestion, engine_args
+from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import MambaSpec
@@ -371,3 +373,20 @@ def test_a_model_vllm_refuses_in_float16_runs_in_float32_without_bfloat16() -> N
 def test_a_dtype_vllm_cannot_run_is_refused(name: str, gpu: str, dtype: str, message: str) -> None:
     with pytest.raises(SizingError, match=rf"dtype: '{dtype}' is not valid.*{message}"):
         plan(model(name), lookup_gpu(gpu), ServingConfig(max_model_len=4096, dtype=dtype))
+
+
+def test_gemma4_global_layers_and_kv_sharing() -> None:
+    # Gemma-4-31B (tests/corpus, real config): 60 layers, five sliding (1024 tokens, 16 KV heads x 256)
+    # to one global (4 KV heads x global_head_dim 512, K and V from one projection but both cached):
+    # 50 x 16 x 256 x 2 (K,V) x 2 B + 10 x 4 x 512 x 2 x 2 B = 819,200 + 81,920 = 901,120 B a token.
+    m = to_model_input(load_directory(CORPUS / "nvidia__Gemma-4-31B-IT-NVFP4"))
+    specs = layer_specs(m.arch, range(m.arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert sum(s.bytes_per_token for s in specs) == 50 * 16 * 256 * 2 * 2 + 10 * 4 * 512 * 2 * 2 == 901_120
+    # The last num_kv_shared_layers layers read an earlier layer's cache and add none (gemma4.py L403-406):
+    # with 20 of 60 shared, the first 40 layers keep a cache: 34 sliding and 6 global by the 5:1 pattern.
+    raw = json.loads((CORPUS / "nvidia__Gemma-4-31B-IT-NVFP4" / "config.json").read_text())
+    raw["text_config"]["num_kv_shared_layers"] = 20
+    shared = parse_config(raw)
+    specs = layer_specs(shared, range(shared.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 40
+    assert sum(s.bytes_per_token for s in specs) == 34 * 16 * 256 * 2 * 2 + 6 * 4 * 512 * 2 * 2

@@ -173,6 +173,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Glm4MoeLiteForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
     "KimiVLForConditionalGeneration": "mla",
+    # Gemma 4: sliding / global layers of different head sizes, KV-shared tail, dense + MoE blocks
+    "Gemma4ForCausalLM": "gemma4",
+    "Gemma4ForConditionalGeneration": "gemma4",
     # Gated DeltaNet hybrids (Qwen3-Next layout), dense or MoE
     "Qwen3_5ForCausalLM": "qwen3_next",
     "Qwen3_5MoeForCausalLM": "qwen3_next",
@@ -208,6 +211,8 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
 }
 
 _TIED_BY_DEFAULT = {
+    "gemma4",
+    "gemma4_text",
     "gemma",
     "gemma2",
     "gemma3",
@@ -689,6 +694,69 @@ def _family_granite_hybrid(text: _Cfg, model_type: str) -> tuple[list[Layer], di
     return [Layer(_attention(text) if t == "attention" else mamba, ffn) for t in types], {}
 
 
+def _family_gemma4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """Gemma 4 as vllm/model_executor/models/gemma4.py (0.33.0) builds it.
+
+    ``layer_types`` picks sliding (``head_dim``, ``num_key_value_heads``, ``sliding_window``) or
+    global attention (``global_head_dim``, ``num_global_key_value_heads``; K and V from one projection
+    when ``attention_k_eq_v``) per layer (L449-451, L576-581); the last ``num_kv_shared_layers`` layers
+    read an earlier layer's cache (L403-406, L476-492); every layer has the dense MLP, doubled on
+    KV-shared layers with ``use_double_wide_mlp`` (L596-606), plus an expert block when
+    ``num_experts`` is set (L630-648: ``top_k_experts``, ``moe_intermediate_size``).
+    """
+    n = text.int_("num_hidden_layers")
+    types = _layer_types(text, n)
+    if types is None:
+        raise SizingError(f"{text.prefix}:layer_types", None, f"{n} entries of sliding_attention / full_attention")
+    if text.int_("hidden_size_per_layer_input", 0, minimum=0):
+        raise UnknownArchitectureError(
+            f"{text.prefix}:hidden_size_per_layer_input",
+            text.data.get("hidden_size_per_layer_input"),
+            "0: Gemma 4 per-layer embeddings (E2B/E4B) are not sized by fitgate yet",
+        )
+    heads = text.int_("num_attention_heads")
+    window = text.int_("sliding_window")
+    local_dim = text.int_("head_dim")
+    global_dim = text.int_("global_head_dim", local_dim)
+    local_kv = text.int_("num_key_value_heads", heads)
+    k_eq_v = text.bool_("attention_k_eq_v", False)
+    global_kv = text.int_("num_global_key_value_heads", local_kv) if k_eq_v else local_kv
+    shared = text.int_("num_kv_shared_layers", 0, minimum=0)
+    first_shared = n - shared
+    inter = text.int_("intermediate_size")
+    double = text.bool_("use_double_wide_mlp", False)
+    experts = text.data.get("num_experts")
+    # transformers 5.24 turns global_head_dim / num_global_key_value_heads into per-layer overrides
+    # (``per_layer_config``, keyed by the zero-padded layer index), which vLLM reads (L576-581).
+    per_layer = text.data.get("per_layer_config")
+    overrides = per_layer if isinstance(per_layer, Mapping) else {}
+    layers = []
+    for i in range(n):
+        sliding = types[i] == "sliding_attention"
+        kv, dim = (local_kv, local_dim) if sliding else (global_kv, global_dim)
+        override = overrides.get(f"{i:02d}", overrides.get(str(i)))
+        if isinstance(override, Mapping):
+            layer_cfg = _Cfg(override, f"{text.prefix}:per_layer_config.{i:02d}")
+            dim = layer_cfg.int_("head_dim", dim, limit=4096)
+            kv = layer_cfg.int_("num_key_value_heads", kv, limit=4096)
+        att = Attention(
+            heads,
+            kv,
+            dim,
+            dim,
+            sliding_window=window if sliding else None,
+            k_eq_v=k_eq_v and not sliding,
+            kv_shared=shared > 0 and i >= first_shared,
+        )
+        width = inter * (2 if double and shared > 0 and i >= first_shared else 1)
+        ffn: FeedForward = DenseMLP(width)
+        if experts is not None:
+            expert_key = "moe_intermediate_size" if text.has("moe_intermediate_size") else "expert_intermediate_size"
+            ffn = MoE(text.int_("num_experts"), text.int_("top_k_experts"), text.int_(expert_key), width)
+        layers.append(Layer(att, ffn))
+    return layers, {}
+
+
 _FAMILIES = {
     "llama": _family_llama,
     "phi2": _family_phi2,
@@ -699,6 +767,7 @@ _FAMILIES = {
     "nemotron_h": _family_nemotron_h,
     "jamba": _family_jamba,
     "granite_hybrid": _family_granite_hybrid,
+    "gemma4": _family_gemma4,
 }
 
 

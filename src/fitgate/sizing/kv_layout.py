@@ -71,6 +71,8 @@ def layer_specs(
         if mixer is None:
             continue
         if isinstance(mixer, Attention):
+            if mixer.kv_shared:
+                continue  # reads the cache of an earlier layer of its kind (kv_sharing_target_layer_name)
             heads = max(1, mixer.num_kv_heads // tp)
             if mixer.sliding_window and accounting.hybrid_kv_manager:
                 specs.append(SlidingWindowSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.sliding_window))

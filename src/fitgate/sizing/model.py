@@ -29,6 +29,8 @@ class Attention:
     chunk_size: int | None = None
     gated_q: bool = False  # Qwen3-Next: q_proj also produces an output gate (2x width)
     sinks: bool = False  # gpt-oss: one learned sink logit per head
+    k_eq_v: bool = False  # Gemma 4 global layers: one projection serves K and V (the cache still holds both)
+    kv_shared: bool = False  # Gemma 3n/4: reads an earlier layer's KV cache and has none of its own
 
 
 @dataclass(frozen=True)

@@ -153,13 +153,13 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
     q_out = m.num_heads * m.head_dim * (2 if m.gated_q else 1)
     kv_out = m.num_kv_heads * m.head_dim
     b.add(i, Role.COLUMN, hidden * q_out, linear=True)
-    b.add(i, Role.KV_PROJ, 2 * hidden * kv_out, linear=True)
+    b.add(i, Role.KV_PROJ, (1 if m.k_eq_v else 2) * hidden * kv_out, linear=True)
     b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
     if b.arch.attention_bias:
         b.add(i, Role.COLUMN, q_out + 2 * kv_out)
     if m.sinks:
         b.add(i, Role.COLUMN, m.num_heads)
-    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text"}:
+    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "gemma4_text"}:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
 
 
