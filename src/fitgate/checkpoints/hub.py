@@ -1,8 +1,10 @@
 """Checkpoint facts from the Hugging Face Hub, with the ``huggingface_hub`` client.
 
 Reads only what sizing needs: the repo's commit sha (``model_info``), ``config.json`` (refused over
-1 MiB) and the safetensors headers (``get_safetensors_metadata``: HTTP Range reads of each shard's
-header, never tensor data). Honours ``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE``.
+1 MiB) and the safetensors headers (HTTP Range reads of each shard's header, never tensor data,
+streamed into per-layer totals within :class:`~fitgate.checkpoints.safetensors.HeaderLimits`; the
+shards are those of ``model.safetensors.index.json``'s ``weight_map``, itself streamed). Honours
+``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE``.
 
 * Revisions: a branch or tag is pinned to its commit sha; facts are cached per sha (immutable) and
   the branch → sha mapping for ``ref_ttl_s``. When the Hub cannot be reached, a cached mapping is
@@ -20,7 +22,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,20 +33,23 @@ from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
     HfHubHTTPError,
-    NotASafetensorsRepoError,
     OfflineModeIsEnabled,
     RepositoryNotFoundError,
     RevisionNotFoundError,
-    SafetensorsParsingError,
 )
 from huggingface_hub.utils._http import hf_request_event_hook
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from fitgate.checkpoints.cache import FactsCache
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts
-from fitgate.checkpoints.local import MAX_CONFIG_BYTES
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
+from fitgate.checkpoints.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from fitgate.checkpoints.safetensors import TotalsBuilder, index_shards, stream_object
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+#: Bytes asked for in the first Range read of a shard (its header length and, mostly, all its header).
+PREFETCH_BYTES = 100_000
+#: Bytes of an error answer read for its message.
+MAX_ERROR_BODY_BYTES = 64 << 10
 T = TypeVar("T")
 
 
@@ -199,8 +205,6 @@ class HubSource:
             return CheckpointError("model", ref, "", problem=f"repository not found or not accessible{extra}")
         if isinstance(exc, EntryNotFoundError):
             return CheckpointError("model", ref, "", problem=f"{what} not found in the repository")
-        if isinstance(exc, SafetensorsParsingError):
-            return CheckpointError("model", ref, "", problem=f"malformed safetensors header: {text}")
         if isinstance(exc, OfflineModeIsEnabled):
             return CheckpointError("model", ref, "", transient=True, problem="offline mode is enabled")
         if isinstance(exc, HfHubHTTPError):
@@ -240,16 +244,9 @@ class HubSource:
                 problem=f"config.json is {sizes['config.json']} bytes, more than the {MAX_CONFIG_BYTES}-byte limit",
             )
         config = self._call("config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref), deadline)
-        tensors: list[tuple[str, str, tuple[int, ...]]] = []
-        total_size = None
         notes: list[str] = []
-        meta = self._call("safetensors headers", ref, lambda: self._safetensors(repo_id, sha), deadline)
-        if meta is not None:
-            for file_meta in meta.files_metadata.values():
-                for name, info_t in file_meta.tensors.items():
-                    tensors.append((name, info_t.dtype, tuple(info_t.shape)))
-            if isinstance(meta.metadata, dict) and isinstance(meta.metadata.get("total_size"), int):
-                total_size = meta.metadata["total_size"]
+        headers = self._call("safetensors headers", ref, lambda: self._safetensors(repo_id, sha, sizes), deadline)
+        tensors, total_size = headers if headers is not None else (None, None)
         counts = None
         st = getattr(info, "safetensors", None)
         if not tensors and st is not None and getattr(st, "parameters", None):
@@ -260,7 +257,7 @@ class HubSource:
             ref=ref,
             name=repo_id,
             config=config,
-            tensors=tuple(tensors) or None,
+            tensors=tensors,
             total_size=total_size,
             dtype_counts=counts,
             source="hub",
@@ -269,20 +266,82 @@ class HubSource:
             notes=tuple(notes),
         )
 
-    def _safetensors(self, repo_id: str, sha: str) -> Any:
-        try:
-            return self.api.get_safetensors_metadata(repo_id, revision=sha, timeout=self.settings.timeout_s)
-        except NotASafetensorsRepoError:
-            return None
-
-    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str) -> Any:
+    @contextmanager
+    def _open(self, repo_id: str, filename: str, sha: str, byte_range: str | None = None) -> Iterator[httpx2.Response]:
+        """A streamed GET of one file of the repo; an error answer is raised as huggingface_hub's error."""
         url = hf_hub_url(repo_id, filename, revision=sha, endpoint=self.settings.endpoint)
         headers = self.api._build_hf_headers()  # the client's own auth and user-agent headers
-        body = b""
+        if byte_range:
+            headers["Range"] = f"bytes={byte_range}"
         with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout_s) as response:
             if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
+                body = b""
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ERROR_BODY_BYTES:
+                        break
+                hf_raise_for_status(
+                    httpx2.Response(
+                        response.status_code,
+                        headers=response.headers,
+                        content=body[:MAX_ERROR_BODY_BYTES],
+                        request=response.request,
+                    )
+                )
+            yield response
+
+    def _safetensors(
+        self, repo_id: str, sha: str, sizes: dict[str, int | None]
+    ) -> tuple[TensorTotals | None, int | None] | None:
+        """Tensor totals and index ``total_size`` from the shard headers; None for a repo without safetensors."""
+        total = None
+        if "model.safetensors" in sizes:
+            shards = ["model.safetensors"]
+        elif "model.safetensors.index.json" in sizes:
+            index = "model.safetensors.index.json"
+            if (sizes[index] or 0) > MAX_INDEX_BYTES:
+                raise CheckpointError(f"{repo_id}/{index}", f"{sizes[index]} bytes", f"at most {MAX_INDEX_BYTES} bytes")
+            with self._open(repo_id, index, sha) as response:
+                where = f"{repo_id}/{index}"
+                shards, total = index_shards(where, stream_object(where, response.iter_bytes(), descend="weight_map"))
+            missing = [s for s in shards if s not in sizes]
+            if missing:
+                raise CheckpointError(f"{where}:weight_map", missing[0], "a shard file of the repository")
+        else:
+            return None
+        builder = TotalsBuilder(f"{repo_id}@{sha}")
+        for shard in shards:
+            self._shard_header(repo_id, sha, shard, sizes.get(shard), builder)
+        return builder.totals(), total
+
+    def _shard_header(self, repo_id: str, sha: str, shard: str, size: int | None, builder: TotalsBuilder) -> None:
+        """Range-read one shard's header into ``builder``: the first bytes, then the rest if it is longer."""
+        first = min(PREFETCH_BYTES, size) if size else PREFETCH_BYTES
+        with self._open(repo_id, shard, sha, f"0-{first - 1}") as response:
+            chunks = response.iter_bytes()
+            head = b""
+            for chunk in chunks:
+                head += chunk
+                if len(head) >= 9:
+                    break
+            label = f"{repo_id}/{shard}"
+            length = builder.header_length(label, head[:9], size)
+
+            def header() -> Iterator[bytes]:
+                got = len(head)
+                yield head[8:]
+                for chunk in chunks:
+                    got += len(chunk)
+                    yield chunk
+                if got < 8 + length:
+                    with self._open(repo_id, shard, sha, f"{got}-{8 + length - 1}") as rest:
+                        yield from rest.iter_bytes()
+
+            builder.read_header(label, header(), length)
+
+    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str) -> Any:
+        body = b""
+        with self._open(repo_id, filename, sha) as response:
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_CONFIG_BYTES:
@@ -291,8 +350,9 @@ class HubSource:
                     )
         try:
             data = json.loads(body)
-        except ValueError as exc:
-            raise CheckpointError("model", ref, "", problem=f"{filename} is not valid JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON, or nested too deeply"
+            raise CheckpointError("model", ref, "", problem=f"{filename} is not valid JSON ({reason})") from None
         if not isinstance(data, dict):
             raise CheckpointError("model", ref, "", problem=f"{filename} is not a JSON object")
         return data
