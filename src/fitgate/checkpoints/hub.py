@@ -9,8 +9,11 @@ shards are those of ``model.safetensors.index.json``'s ``weight_map``, itself st
 * Revisions: a branch or tag is pinned to its commit sha; facts are cached per sha (immutable) and
   the branch → sha mapping for ``ref_ttl_s``. When the Hub cannot be reached, a cached mapping is
   used even if it is stale (and the facts say so).
-* Limits: every request has a timeout; timeouts, connection errors and 5xx are retried with
-  exponential backoff within an overall deadline; 404/401/403 are not retried.
+* Limits: every resolution has a wall-clock deadline (``FITGATE_HUB_DEADLINE``) that covers every
+  read, not only the time between retries: a Hub that answers one byte a second is given up on when
+  it passes (and ``auto`` falls back to the catalog). Each read has a timeout too; timeouts,
+  connection errors, 429 and 5xx are retried with exponential backoff (or after ``Retry-After``)
+  within the deadline; 404/401/403 are not retried.
 * Safety: only the configured endpoint is contacted (a reference is a repo id, never a URL), and
   the token never appears in an error message.
 """
@@ -26,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx2
 from huggingface_hub import HfApi, constants, get_session, hf_hub_url, hf_raise_for_status, set_client_factory
@@ -50,6 +54,8 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 PREFETCH_BYTES = 100_000
 #: Bytes of an error answer read for its message.
 MAX_ERROR_BODY_BYTES = 64 << 10
+#: Bytes of the model info answer (the file list of a repo).
+MAX_INFO_BYTES = 16 << 20
 T = TypeVar("T")
 
 
@@ -184,10 +190,19 @@ class HubSource:
             except Exception as exc:
                 error = self._translate(exc, what, ref)
                 attempt += 1
-                delay = 0.5 * 2 ** (attempt - 1)
+                delay = max(0.5 * 2 ** (attempt - 1), _retry_after_s(exc))
                 if not error.transient or attempt > self.settings.retries or time.monotonic() + delay > deadline:
                     raise error from None
                 time.sleep(delay)
+
+    def _past_deadline(self, what: str, ref: str) -> CheckpointError:
+        return CheckpointError(
+            "model",
+            ref,
+            "",
+            transient=True,
+            problem=f"no complete answer within {self.settings.deadline_s:g}s (FITGATE_HUB_DEADLINE) reading {what}",
+        )
 
     def _translate(self, exc: Exception, what: str, ref: str) -> CheckpointError:
         text = self._scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -227,15 +242,9 @@ class HubSource:
 
     def _fetch(self, repo_id: str, revision: str, ref: str) -> ModelFacts:
         deadline = time.monotonic() + self.settings.deadline_s
-        timeout = self.settings.timeout_s
-        info = self._call(
-            "model info",
-            ref,
-            lambda: self.api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout),
-            deadline,
+        sha, sizes, counts = self._call(
+            "model info", ref, lambda: self._model_info(repo_id, revision, ref, deadline), deadline
         )
-        sha = info.sha or revision
-        sizes = {s.rfilename: s.size for s in (info.siblings or [])}
         if "config.json" in sizes and (sizes["config.json"] or 0) > MAX_CONFIG_BYTES:
             raise CheckpointError(
                 "model",
@@ -243,14 +252,16 @@ class HubSource:
                 "",
                 problem=f"config.json is {sizes['config.json']} bytes, more than the {MAX_CONFIG_BYTES}-byte limit",
             )
-        config = self._call("config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref), deadline)
+        config = self._call(
+            "config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref, deadline), deadline
+        )
         notes: list[str] = []
-        headers = self._call("safetensors headers", ref, lambda: self._safetensors(repo_id, sha, sizes), deadline)
+        headers = self._call(
+            "safetensors headers", ref, lambda: self._safetensors(repo_id, sha, sizes, ref, deadline), deadline
+        )
         tensors, total_size = headers if headers is not None else (None, None)
-        counts = None
-        st = getattr(info, "safetensors", None)
-        if not tensors and st is not None and getattr(st, "parameters", None):
-            counts = dict(st.parameters)
+        if tensors:
+            counts = None
         if not tensors and counts is None:
             notes.append("no safetensors weights in the repository: weights estimated from config.json")
         return ModelFacts(
@@ -266,17 +277,31 @@ class HubSource:
             notes=tuple(notes),
         )
 
+    def _file_url(self, repo_id: str, filename: str, sha: str) -> str:
+        return hf_hub_url(repo_id, filename, revision=sha, endpoint=self.settings.endpoint)
+
     @contextmanager
-    def _open(self, repo_id: str, filename: str, sha: str, byte_range: str | None = None) -> Iterator[httpx2.Response]:
-        """A streamed GET of one file of the repo; an error answer is raised as huggingface_hub's error."""
-        url = hf_hub_url(repo_id, filename, revision=sha, endpoint=self.settings.endpoint)
+    def _open(
+        self, url: str, what: str, ref: str, deadline: float, byte_range: str | None = None
+    ) -> Iterator[Iterator[bytes]]:
+        """A streamed GET whose chunks stop at the deadline; an error answer is raised as huggingface_hub's error.
+
+        Each read waits at most the per-read timeout, and no longer than the deadline left.
+        """
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._past_deadline(what, ref)
+        timeout = min(self.settings.timeout_s, left)
         headers = self.api._build_hf_headers()  # the client's own auth and user-agent headers
         if byte_range:
             headers["Range"] = f"bytes={byte_range}"
-        with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout_s) as response:
+        with get_session().stream(
+            "GET", url, headers=headers, timeout=httpx2.Timeout(timeout, connect=min(timeout, 3.0))
+        ) as response:
+            chunks = self._chunks(response, what, ref, deadline)
             if response.status_code >= 400:
                 body = b""
-                for chunk in response.iter_bytes():
+                for chunk in chunks:
                     body += chunk
                     if len(body) > MAX_ERROR_BODY_BYTES:
                         break
@@ -288,10 +313,53 @@ class HubSource:
                         request=response.request,
                     )
                 )
-            yield response
+            yield chunks
+
+    def _chunks(self, response: httpx2.Response, what: str, ref: str, deadline: float) -> Iterator[bytes]:
+        for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise self._past_deadline(what, ref)
+            yield chunk
+
+    def _read(self, url: str, what: str, ref: str, deadline: float, limit: int) -> bytes:
+        body = b""
+        with self._open(url, what, ref, deadline) as chunks:
+            for chunk in chunks:
+                body += chunk
+                if len(body) > limit:
+                    raise CheckpointError("model", ref, "", problem=f"{what} is larger than {limit} bytes")
+        return body
+
+    def _model_info(
+        self, repo_id: str, revision: str, ref: str, deadline: float
+    ) -> tuple[str, dict[str, int | None], dict[str, int] | None]:
+        """(commit sha, {file: size}, parameters per dtype) from ``/api/models/{repo}/revision/{rev}``."""
+        url = f"{self.settings.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}?blobs=true"
+        what = "model info"
+        body = self._read(url, what, ref, deadline, MAX_INFO_BYTES)
+        try:
+            info = json.loads(body)
+        except (ValueError, RecursionError):
+            raise CheckpointError("model", ref, "", problem="the Hub's model info is not valid JSON") from None
+        if not isinstance(info, dict) or not isinstance(info.get("siblings", []), list):
+            raise CheckpointError("model", ref, "", problem="the Hub's model info is not an object with siblings")
+        given = info.get("sha")
+        sha = given if isinstance(given, str) and SHA_RE.match(given) else revision
+        sizes: dict[str, int | None] = {}
+        for sibling in info.get("siblings") or []:
+            name = sibling.get("rfilename") if isinstance(sibling, dict) else None
+            if isinstance(name, str):
+                size = sibling.get("size")
+                sizes[name] = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+        st = info.get("safetensors")
+        params = st.get("parameters") if isinstance(st, dict) else None
+        counts = None
+        if isinstance(params, dict) and params:
+            counts = {str(k): v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+        return sha, sizes, counts or None
 
     def _safetensors(
-        self, repo_id: str, sha: str, sizes: dict[str, int | None]
+        self, repo_id: str, sha: str, sizes: dict[str, int | None], ref: str, deadline: float
     ) -> tuple[TensorTotals | None, int | None] | None:
         """Tensor totals and index ``total_size`` from the shard headers; None for a repo without safetensors."""
         total = None
@@ -301,9 +369,9 @@ class HubSource:
             index = "model.safetensors.index.json"
             if (sizes[index] or 0) > MAX_INDEX_BYTES:
                 raise CheckpointError(f"{repo_id}/{index}", f"{sizes[index]} bytes", f"at most {MAX_INDEX_BYTES} bytes")
-            with self._open(repo_id, index, sha) as response:
-                where = f"{repo_id}/{index}"
-                shards, total = index_shards(where, stream_object(where, response.iter_bytes(), descend="weight_map"))
+            where = f"{repo_id}/{index}"
+            with self._open(self._file_url(repo_id, index, sha), index, ref, deadline) as chunks:
+                shards, total = index_shards(where, stream_object(where, chunks, descend="weight_map"))
             missing = [s for s in shards if s not in sizes]
             if missing:
                 raise CheckpointError(f"{where}:weight_map", missing[0], "a shard file of the repository")
@@ -311,14 +379,24 @@ class HubSource:
             return None
         builder = TotalsBuilder(f"{repo_id}@{sha}")
         for shard in shards:
-            self._shard_header(repo_id, sha, shard, sizes.get(shard), builder)
+            self._shard_header(repo_id, sha, shard, sizes.get(shard), builder, ref, deadline)
         return builder.totals(), total
 
-    def _shard_header(self, repo_id: str, sha: str, shard: str, size: int | None, builder: TotalsBuilder) -> None:
+    def _shard_header(
+        self,
+        repo_id: str,
+        sha: str,
+        shard: str,
+        size: int | None,
+        builder: TotalsBuilder,
+        ref: str,
+        deadline: float,
+    ) -> None:
         """Range-read one shard's header into ``builder``: the first bytes, then the rest if it is longer."""
+        url = self._file_url(repo_id, shard, sha)
+        what = f"the header of {shard}"
         first = min(PREFETCH_BYTES, size) if size else PREFETCH_BYTES
-        with self._open(repo_id, shard, sha, f"0-{first - 1}") as response:
-            chunks = response.iter_bytes()
+        with self._open(url, what, ref, deadline, f"0-{first - 1}") as chunks:
             head = b""
             for chunk in chunks:
                 head += chunk
@@ -334,20 +412,13 @@ class HubSource:
                     got += len(chunk)
                     yield chunk
                 if got < 8 + length:
-                    with self._open(repo_id, shard, sha, f"{got}-{8 + length - 1}") as rest:
-                        yield from rest.iter_bytes()
+                    with self._open(url, what, ref, deadline, f"{got}-{8 + length - 1}") as rest:
+                        yield from rest
 
             builder.read_header(label, header(), length)
 
-    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str) -> Any:
-        body = b""
-        with self._open(repo_id, filename, sha) as response:
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_CONFIG_BYTES:
-                    raise CheckpointError(
-                        "model", ref, "", problem=f"{filename} is larger than {MAX_CONFIG_BYTES} bytes"
-                    )
+    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str, deadline: float) -> Any:
+        body = self._read(self._file_url(repo_id, filename, sha), filename, ref, deadline, MAX_CONFIG_BYTES)
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as exc:
@@ -356,3 +427,13 @@ class HubSource:
         if not isinstance(data, dict):
             raise CheckpointError("model", ref, "", problem=f"{filename} is not a JSON object")
         return data
+
+
+def _retry_after_s(exc: Exception) -> float:
+    """Seconds a 429/503 answer's ``Retry-After`` asks to wait (0 when absent or not a number of seconds)."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("Retry-After", "") if isinstance(response, httpx2.Response) else ""
+    try:
+        return min(max(float(value), 0.0), 3600.0)
+    except ValueError:
+        return 0.0

@@ -5,6 +5,8 @@
 * :meth:`FactsStore.get` waits for a resolution up to a timeout (reconcile).
 * Transient failures (Hub unreachable, 5xx, timeouts) are remembered for ``retry_after_s`` so a
   broken Hub is not hammered; definitive ones (not found, gated) and facts for ``ttl_s``.
+* Resolutions that may reach the Hub run on their own thread pool; catalog and path resolutions run
+  on another, so a slow Hub (each resolution bounded by ``FITGATE_HUB_DEADLINE``) never delays them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
@@ -40,8 +43,17 @@ def _key(ref: ModelRef) -> tuple[str, str, str]:
 class FactsStore:
     """In-memory facts per model reference, resolved off the event loop."""
 
-    def __init__(self, resolver: Resolver | None = None, retry_after_s: float = 30.0, ttl_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        resolver: Resolver | None = None,
+        retry_after_s: float = 30.0,
+        ttl_s: float = 600.0,
+        hub_workers: int = 8,
+        local_workers: int = 4,
+    ) -> None:
         self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source))
+        self._hub_pool = ThreadPoolExecutor(hub_workers, thread_name_prefix="fitgate-hub")
+        self._local_pool = ThreadPoolExecutor(local_workers, thread_name_prefix="fitgate-local")
         self._known: dict[tuple[str, str, str], Known] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[Known]] = {}
         self.retry_after_s = retry_after_s
@@ -87,7 +99,11 @@ class FactsStore:
     async def _resolve(self, ref: ModelRef) -> Known:
         key = _key(ref)
         try:
-            facts = await asyncio.to_thread(self._resolver, ref.name, ref.revision, ref.source)
+            local = ref.source in ("catalog", "path") or ref.name.strip().startswith(("/", ".", "~"))
+            pool = self._local_pool if local else self._hub_pool
+            facts = await asyncio.get_running_loop().run_in_executor(
+                pool, self._resolver, ref.name, ref.revision, ref.source
+            )
             model = to_model_input(facts)
             known = Known(facts, model, None, False, time.monotonic())
         except CheckpointError as exc:
