@@ -91,6 +91,7 @@ class _Fault:
     times: int = 1
     retry_after: str | None = None
     trickle_s: float = 0.0  # seconds between body bytes
+    location: str | None = None  # answer 302 to this URL (``{path}`` is replaced by the request's path)
 
 
 @dataclass
@@ -101,6 +102,7 @@ class HubServer:
     bytes_sent: int = 0
     stopped: bool = False
     requests: list[str] = field(default_factory=list)
+    authorized: list[str] = field(default_factory=list)  # paths of requests that carried a token
     _faults: list[_Fault] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -114,6 +116,10 @@ class HubServer:
         """Answer the next ``times`` requests whose path matches ``pattern`` with ``status`` (and ``Retry-After``)."""
         self._faults.append(_Fault(pattern, status=status, times=times, retry_after=retry_after))
 
+    def redirect(self, pattern: str, location: str, times: int = 1_000_000) -> None:
+        """Answer requests whose path matches ``pattern`` with a 302 to ``location`` (``{path}``: the request's)."""
+        self._faults.append(_Fault(pattern, location=location, times=times))
+
     def trickle(self, pattern: str, bytes_per_s: float = 1.0, times: int = 1_000_000) -> None:
         """Send the bodies of requests whose path matches ``pattern`` one byte at a time (headers at once)."""
         self._faults.append(_Fault(pattern, trickle_s=1.0 / bytes_per_s, times=times))
@@ -126,6 +132,7 @@ class HubServer:
         with self._lock:
             self.bytes_sent = 0
             self.requests.clear()
+            self.authorized.clear()
 
     def __enter__(self) -> HubServer:
         self.start()
@@ -259,12 +266,17 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             path = unquote(urlparse(self.path).path)
             with hub._lock:
                 hub.requests.append(f"{self.command} {path}")
+                if self.headers.get("Authorization"):
+                    hub.authorized.append(path)
             fault = hub._fault_for(path)
             self._trickle_s = 0.0
             if fault is not None:
                 if fault.delay_s:
                     time.sleep(fault.delay_s)
                 self._trickle_s = fault.trickle_s
+                if fault.location is not None:
+                    self._send(302, b"", {"Location": fault.location.replace("{path}", self.path)}, head)
+                    return
                 if fault.status:
                     self._error(fault.status, "ServerError", "injected failure", head, fault.retry_after)
                     return

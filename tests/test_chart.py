@@ -38,6 +38,14 @@ KNOBS: dict[str, list[str]] = {
     "network-policy": ["--set", "networkPolicy.enabled=true"],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
+    "hub-mirror": [
+        "--set",
+        "operator.hub.endpoint=https://hub.mirror.corp",
+        "--set",
+        "operator.hub.cdnHosts={.mirror.corp,files.example.com:8443}",
+        "--set",
+        "operator.hub.deadlineSeconds=10",
+    ],
     "catalog-volume": ["--set", "operator.catalog.volume.persistentVolumeClaim.claimName=fitgate-catalog"],
     "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
 }

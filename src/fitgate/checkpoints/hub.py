@@ -15,11 +15,15 @@ shards are those of ``model.safetensors.index.json``'s ``weight_map``, itself st
   connection errors, 429 and 5xx are retried with exponential backoff (or after ``Retry-After``)
   within the deadline; 404/401/403 are not retried.
 * Safety: only the configured endpoint is contacted (a reference is a repo id, never a URL), and
-  the token never appears in an error message.
+  the token never appears in an error message. Redirects are followed only to the endpoint's own
+  host and port or to the CDN hosts of ``FITGATE_HUB_CDN_HOSTS`` (the Hub's documented ones by
+  default), never to a loopback, private or link-local address unless the endpoint is one, never from
+  https to http, and the token is not sent to another host.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -56,6 +60,17 @@ PREFETCH_BYTES = 100_000
 MAX_ERROR_BODY_BYTES = 64 << 10
 #: Bytes of the model info answer (the file list of a repo).
 MAX_INFO_BYTES = 16 << 20
+#: Where the Hub sends file downloads (its LFS and Xet CDNs); ``FITGATE_HUB_CDN_HOSTS`` replaces the list.
+DEFAULT_CDN_HOSTS = (
+    "cdn-lfs.huggingface.co",
+    "cdn-lfs-us-1.huggingface.co",
+    "cdn-lfs-eu-1.huggingface.co",
+    "cdn-lfs.hf.co",
+    "cdn-lfs-us-1.hf.co",
+    "cdn-lfs-eu-1.hf.co",
+    "cas-bridge.xethub.hf.co",
+)
+MAX_REDIRECTS = 5
 T = TypeVar("T")
 
 
@@ -68,8 +83,10 @@ class HubSettings:
         token: Access token for gated/private repos (``HF_TOKEN``); never logged.
         offline: Do not contact the Hub (``HF_HUB_OFFLINE=1``).
         timeout_s: Per-request timeout.
-        deadline_s: Overall time for one resolution, retries included.
+        deadline_s: Overall time for one resolution, every read and retry included.
         retries: Extra attempts after a transient failure.
+        cdn_hosts: Hosts (``host`` or ``host:port``; ``.example.com`` for its subdomains) redirects may
+            lead to besides the endpoint's own (``FITGATE_HUB_CDN_HOSTS``, comma-separated).
     """
 
     endpoint: str = constants.ENDPOINT
@@ -78,10 +95,11 @@ class HubSettings:
     timeout_s: float = 5.0
     deadline_s: float = 30.0
     retries: int = 2
+    cdn_hosts: tuple[str, ...] = DEFAULT_CDN_HOSTS
 
     @classmethod
     def from_env(cls) -> HubSettings:
-        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_TIMEOUT``."""
+        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_*``."""
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
         return cls(
             endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
@@ -89,6 +107,11 @@ class HubSettings:
             offline=offline,
             timeout_s=float(os.environ.get("FITGATE_HUB_TIMEOUT", "5")),
             deadline_s=float(os.environ.get("FITGATE_HUB_DEADLINE", "30")),
+            cdn_hosts=tuple(
+                h.strip().lower()
+                for h in os.environ.get("FITGATE_HUB_CDN_HOSTS", ",".join(DEFAULT_CDN_HOSTS)).split(",")
+                if h.strip()
+            ),
         )
 
 
@@ -107,7 +130,7 @@ def _install_client(timeout_s: float) -> None:
         def factory() -> httpx2.Client:
             return httpx2.Client(
                 event_hooks=hooks,
-                follow_redirects=True,
+                follow_redirects=False,  # HubSource follows them itself, to allowed hosts only
                 timeout=httpx2.Timeout(timeout_s, connect=min(timeout_s, 3.0)),
             )
 
@@ -295,25 +318,49 @@ class HubSource:
         headers = self.api._build_hf_headers()  # the client's own auth and user-agent headers
         if byte_range:
             headers["Range"] = f"bytes={byte_range}"
-        with get_session().stream(
-            "GET", url, headers=headers, timeout=httpx2.Timeout(timeout, connect=min(timeout, 3.0))
-        ) as response:
-            chunks = self._chunks(response, what, ref, deadline)
-            if response.status_code >= 400:
-                body = b""
-                for chunk in chunks:
-                    body += chunk
-                    if len(body) > MAX_ERROR_BODY_BYTES:
-                        break
-                hf_raise_for_status(
-                    httpx2.Response(
-                        response.status_code,
-                        headers=response.headers,
-                        content=body[:MAX_ERROR_BODY_BYTES],
-                        request=response.request,
+        target = httpx2.URL(url)
+        for _ in range(MAX_REDIRECTS + 1):
+            with get_session().stream(
+                "GET",
+                target,
+                headers=headers,
+                timeout=httpx2.Timeout(timeout, connect=min(timeout, 3.0)),
+                follow_redirects=False,
+            ) as response:
+                if response.has_redirect_location:
+                    following = target.join(response.headers["Location"])
+                    refusal = redirect_refusal(following, self.settings.endpoint, self.settings.cdn_hosts)
+                    if refusal:
+                        raise CheckpointError(
+                            "model",
+                            ref,
+                            "",
+                            problem=f"the Hub redirected {what} to {following.scheme}://{following.netloc.decode()}, "
+                            f"which is {refusal}",
+                        )
+                    if (following.host, following.port) != (target.host, target.port):
+                        headers.pop("authorization", None)  # the token goes to the Hub only
+                        headers.pop("Authorization", None)
+                    target = following
+                    continue
+                chunks = self._chunks(response, what, ref, deadline)
+                if response.status_code >= 400:
+                    body = b""
+                    for chunk in chunks:
+                        body += chunk
+                        if len(body) > MAX_ERROR_BODY_BYTES:
+                            break
+                    hf_raise_for_status(
+                        httpx2.Response(
+                            response.status_code,
+                            headers=response.headers,
+                            content=body[:MAX_ERROR_BODY_BYTES],
+                            request=response.request,
+                        )
                     )
-                )
-            yield chunks
+                yield chunks
+                return
+        raise CheckpointError("model", ref, "", problem=f"more than {MAX_REDIRECTS} redirects reading {what}")
 
     def _chunks(self, response: httpx2.Response, what: str, ref: str, deadline: float) -> Iterator[bytes]:
         for chunk in response.iter_bytes():
@@ -427,6 +474,37 @@ class HubSource:
         if not isinstance(data, dict):
             raise CheckpointError("model", ref, "", problem=f"{filename} is not a JSON object")
         return data
+
+
+def _private(host: str) -> bool:
+    """A loopback, private, link-local or otherwise non-public address (or ``localhost``)."""
+    if host.lower().rstrip(".") == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return not address.is_global
+
+
+def redirect_refusal(target: httpx2.URL, endpoint: str, cdn_hosts: tuple[str, ...]) -> str:
+    """Why a redirect from the Hub ``endpoint`` to ``target`` is not followed ("" when it may be)."""
+    origin = httpx2.URL(endpoint)
+    if target.scheme not in ("http", "https") or (origin.scheme == "https" and target.scheme != "https"):
+        return "not https like the Hub endpoint"
+    default = {"http": 80, "https": 443}
+    port = target.port or default[target.scheme]
+    if (target.host, port) == (origin.host, origin.port or default[origin.scheme]):
+        return ""
+    host = target.host.lower()
+    listed = any(
+        entry in (host, f"{host}:{port}") or (entry.startswith(".") and host.endswith(entry)) for entry in cdn_hosts
+    )
+    if not listed:
+        return "neither the Hub's host nor one of FITGATE_HUB_CDN_HOSTS"
+    if _private(host) and not _private(origin.host):
+        return "a loopback or private address while the Hub endpoint is not"
+    return ""
 
 
 def _retry_after_s(exc: Exception) -> float:
