@@ -23,6 +23,7 @@ from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.store import FactsStore
+from fitgate.operator.webhook import GuardedWebhookServer
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -41,7 +42,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     * Progress and the last-handled spec are kept in ``fitgate.io/*`` annotations, never in status
       (the structural schema would prune kopf's fields).
     * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself.
-    * The webhook server uses the certificate files the deployment mounts (reloaded when they change).
+    * The webhook server uses the certificate files the deployment mounts (reloaded when they change),
+      and answers malformed AdmissionReview bodies with 400 (:mod:`fitgate.operator.webhook`).
     """
     config = _config(memo)
     memo.config = config
@@ -55,7 +57,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 8
     if config.webhook_port:
-        settings.admission.server = kopf.WebhookServer(
+        settings.admission.server = GuardedWebhookServer(
             addr=config.webhook_addr,
             port=config.webhook_port,
             host=config.webhook_host,
