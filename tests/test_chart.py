@@ -37,6 +37,7 @@ KNOBS: dict[str, list[str]] = {
     "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true"],
     "network-policy": ["--set", "networkPolicy.enabled=true"],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
+    "model-roots": ["--set", "operator.modelRoots={/models,/mnt/checkpoints}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
     "hub-mirror": [
         "--set",

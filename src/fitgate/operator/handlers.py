@@ -70,7 +70,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore()
+    memo.store = FactsStore(model_roots=config.model_roots)
     memo.shared = Shared()
     nodewatch = NodeWatch()
     nodewatch.start()

@@ -5,6 +5,7 @@
 * :meth:`FactsStore.get` waits for a resolution up to a timeout (reconcile).
 * Transient failures (Hub unreachable, 5xx, timeouts) are remembered for ``retry_after_s`` so a
   broken Hub is not hammered; definitive ones (not found, gated) and facts for ``ttl_s``.
+* Directories (``source: path``) must lie under ``FITGATE_MODEL_ROOTS``.
 * Resolutions that may reach the Hub run on their own thread pool; catalog and path resolutions run
   on another, so a slow Hub (each resolution bounded by ``FITGATE_HUB_DEADLINE``) never delays them.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
 from fitgate.operator.api import ModelRef
+from fitgate.operator.config import OperatorConfig
 from fitgate.sizing import ModelInput, SizingError
 
 
@@ -50,8 +52,10 @@ class FactsStore:
         ttl_s: float = 600.0,
         hub_workers: int = 8,
         local_workers: int = 4,
+        model_roots: tuple[str, ...] | None = None,
     ) -> None:
-        self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source))
+        roots = OperatorConfig.from_env().model_roots if model_roots is None else model_roots
+        self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source, roots=roots))
         self._hub_pool = ThreadPoolExecutor(hub_workers, thread_name_prefix="fitgate-hub")
         self._local_pool = ThreadPoolExecutor(local_workers, thread_name_prefix="fitgate-local")
         self._known: dict[tuple[str, str, str], Known] = {}
