@@ -17,8 +17,6 @@ from kopf._core.engines import admission, indexing
 from kopf._core.intents import registries
 from kopf._core.reactor import inventory
 
-from fitgate.operator.webhook import GuardedWebhookServer
-
 
 @asynccontextmanager
 async def webhook_url(guarded: bool = True) -> AsyncIterator[str]:
@@ -32,14 +30,18 @@ async def webhook_url(guarded: bool = True) -> AsyncIterator[str]:
         insights=references.Insights(),
         indices=indexing.OperatorIndices(indexing.OperatorIndexers()),
     )
-    server_type = GuardedWebhookServer if guarded else kopf.WebhookServer
-    server = server_type(addr="127.0.0.1", port=0, insecure=True)
-    configs = server(engine)
-    config = await configs.__anext__()
-    try:
-        yield f"{config['url']}/fit"
-    finally:
-        await configs.aclose()
+    server_type = kopf.WebhookServer
+    if guarded:
+        from fitgate.operator.webhook import GuardedWebhookServer  # noqa: PLC0415 - kopf's own server runs without it
+
+        server_type = GuardedWebhookServer
+    async with server_type(addr="127.0.0.1", port=0, insecure=True) as server:  # stops the server on exit
+        configs = server(engine)
+        config = await configs.__anext__()
+        try:
+            yield f"{config['url']}/fit"
+        finally:
+            await configs.aclose()
 
 
 async def post_all(url: str, bodies: Sequence[bytes], timeout_s: float = 10.0) -> list[int]:

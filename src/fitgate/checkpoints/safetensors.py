@@ -85,6 +85,12 @@ def clip(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def label(name: str, limit: int = 200) -> str:
+    """A tensor or key name as it can stand in a one-line message: escaped when not printable, cut."""
+    text = name if name.isprintable() else repr(name)[1:-1]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class ObjectStream:
     """Incremental parser of one JSON object: yields ``(key path, value)`` per entry as bytes arrive.
 
@@ -235,6 +241,7 @@ class TotalsBuilder:
 
     def add(self, file: str, name: str, dtype: object, shape: object) -> None:
         """Add one tensor; errors name the file and the tensor."""
+        where = f"{file}:{label(name)}"
         if self.tensors >= self.limits.max_tensors:
             raise CheckpointError(
                 self.where,
@@ -242,16 +249,16 @@ class TotalsBuilder:
                 f"at most {self.limits.max_tensors} tensors per checkpoint (FITGATE_MAX_TENSORS)",
             )
         if not isinstance(dtype, str) or not 0 < len(dtype) <= 32:
-            raise CheckpointError(f"{file}:{name}.dtype", clip(dtype), "a safetensors dtype such as BF16")
+            raise CheckpointError(f"{where}.dtype", clip(dtype), "a safetensors dtype such as BF16")
         if not isinstance(shape, list) or len(shape) > MAX_DIMS:
-            raise CheckpointError(f"{file}:{name}.shape", clip(shape), f"a list of at most {MAX_DIMS} dimensions")
+            raise CheckpointError(f"{where}.shape", clip(shape), f"a list of at most {MAX_DIMS} dimensions")
         numel = 1
         for dim in shape:
             if not isinstance(dim, int) or isinstance(dim, bool) or dim < 0:
-                raise CheckpointError(f"{file}:{name}.shape", clip(shape), "a list of non-negative integers")
+                raise CheckpointError(f"{where}.shape", clip(shape), "a list of non-negative integers")
             numel *= dim
             if numel > MAX_NUMEL:
-                raise CheckpointError(f"{file}:{name}.shape", clip(shape), f"at most {MAX_NUMEL} elements")
+                raise CheckpointError(f"{where}.shape", clip(shape), f"at most {MAX_NUMEL} elements")
         self.tensors += 1
         self._dtypes[dtype] = self._dtypes.get(dtype, 0) + numel
         if self._batch and file != self._batch_file:
@@ -267,7 +274,7 @@ class TotalsBuilder:
         try:
             part = inventory_from_tensors(self._batch, _ANY_DEPTH)
         except SizingError as exc:  # an unknown dtype: name the file, keep the sizing core's words
-            field = exc.field.removeprefix("safetensors:")
+            field = label(exc.field.removeprefix("safetensors:"), 240)
             raise CheckpointError(f"{self._batch_file}:{field}", clip(exc.value), exc.expected) from None
         finally:
             self._batch.clear()
@@ -328,7 +335,7 @@ class TotalsBuilder:
                 raise CheckpointError(f"{file}:__metadata__", clip(info), "an object of strings")
             return
         if not isinstance(info, dict):
-            raise CheckpointError(f"{file}:{clip(name, 200)}", clip(info), "a tensor entry with dtype and shape")
+            raise CheckpointError(f"{file}:{label(name)}", clip(info), "a tensor entry with dtype and shape")
         self.add(file, name, info.get("dtype"), info.get("shape"))
 
     # -- result -----------------------------------------------------------------------------
@@ -386,7 +393,7 @@ def index_shards(where: str, entries: Iterator[tuple[tuple[str, ...], Any]]) -> 
                 or "/" in value
                 or value.startswith(".")
             ):
-                raise CheckpointError(f"{where}:weight_map.{clip(path[1], 200)}", clip(value), "a shard file name")
+                raise CheckpointError(f"{where}:weight_map.{label(path[1])}", clip(value), "a shard file name")
             if value not in shards and len(shards) >= 100_000:
                 raise CheckpointError(f"{where}:weight_map", "more than 100000 shards", "at most 100000 shards")
             shards.setdefault(value)
