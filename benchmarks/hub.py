@@ -61,7 +61,7 @@ def main() -> int:
                 json.dumps(
                     {
                         "model": repo,
-                        "tensors": len(facts.tensors or ()),
+                        "tensors": facts.tensors.tensor_count if facts.tensors else 0,
                         "requests": requests,
                         "bytes_read": sent,
                         "cold_ms_median": round(1000 * statistics.median(cold), 1),

@@ -10,7 +10,8 @@ Repos have branches/tags pointing at commits, optional access tokens (gated: 401
 403 with a wrong one) and files that are either real bytes or *faithful headers*: a real safetensors
 header followed by virtual zero bytes up to the checkpoint's real size, so the client reads exactly
 what it would read from the Hub without anyone storing weights. Faults (5xx, delays) can be injected
-per path, and every byte sent is counted.
+per path (``fail``, with an optional ``Retry-After``; ``slow``; ``trickle``: the answer's body one byte
+at a time), and every byte sent is counted.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class _Fault:
     status: int = 0
     delay_s: float = 0.0
     times: int = 1
+    retry_after: str | None = None
+    trickle_s: float = 0.0  # seconds between body bytes
+    location: str | None = None  # answer 302 to this URL (``{path}`` is replaced by the request's path)
 
 
 @dataclass
@@ -98,6 +102,7 @@ class HubServer:
     bytes_sent: int = 0
     stopped: bool = False
     requests: list[str] = field(default_factory=list)
+    authorized: list[str] = field(default_factory=list)  # paths of requests that carried a token
     _faults: list[_Fault] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -107,9 +112,17 @@ class HubServer:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def fail(self, pattern: str, status: int, times: int = 1) -> None:
-        """Answer the next ``times`` requests whose path matches ``pattern`` with ``status``."""
-        self._faults.append(_Fault(pattern, status=status, times=times))
+    def fail(self, pattern: str, status: int, times: int = 1, retry_after: str | None = None) -> None:
+        """Answer the next ``times`` requests whose path matches ``pattern`` with ``status`` (and ``Retry-After``)."""
+        self._faults.append(_Fault(pattern, status=status, times=times, retry_after=retry_after))
+
+    def redirect(self, pattern: str, location: str, times: int = 1_000_000) -> None:
+        """Answer requests whose path matches ``pattern`` with a 302 to ``location`` (``{path}``: the request's)."""
+        self._faults.append(_Fault(pattern, location=location, times=times))
+
+    def trickle(self, pattern: str, bytes_per_s: float = 1.0, times: int = 1_000_000) -> None:
+        """Send the bodies of requests whose path matches ``pattern`` one byte at a time (headers at once)."""
+        self._faults.append(_Fault(pattern, trickle_s=1.0 / bytes_per_s, times=times))
 
     def slow(self, pattern: str, delay_s: float, times: int = 1_000_000) -> None:
         """Delay requests whose path matches ``pattern``."""
@@ -119,6 +132,7 @@ class HubServer:
         with self._lock:
             self.bytes_sent = 0
             self.requests.clear()
+            self.authorized.clear()
 
     def __enter__(self) -> HubServer:
         self.start()
@@ -182,6 +196,7 @@ def _slice(content: FileContent, start: int, end: int) -> bytes:
 def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        _trickle_s = 0.0
 
         def log_message(self, *args: Any) -> None:
             return
@@ -207,19 +222,27 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(body) if length is None else length))
             self.end_headers()
-            if not head and body:
+            if not head and body and self._trickle_s:
+                self.wfile.flush()
+                for i in range(len(body)):
+                    if hub.stopped:
+                        return
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+                    with hub._lock:
+                        hub.bytes_sent += 1
+                    time.sleep(self._trickle_s)
+            elif not head and body:
                 self.wfile.write(body)
                 with hub._lock:
                     hub.bytes_sent += len(body)
 
-        def _error(self, status: int, code: str, message: str, head: bool) -> None:
+        def _error(self, status: int, code: str, message: str, head: bool, retry_after: str | None = None) -> None:
             body = json.dumps({"error": message}).encode()
-            self._send(
-                status,
-                body,
-                {"X-Error-Code": code, "X-Error-Message": message, "Content-Type": "application/json"},
-                head,
-            )
+            headers = {"X-Error-Code": code, "X-Error-Message": message, "Content-Type": "application/json"}
+            if retry_after is not None:
+                headers["Retry-After"] = retry_after
+            self._send(status, body, headers, head)
 
         def _authorized(self, repo: HubRepo, head: bool) -> bool:
             if repo.token is None:
@@ -243,12 +266,19 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             path = unquote(urlparse(self.path).path)
             with hub._lock:
                 hub.requests.append(f"{self.command} {path}")
+                if self.headers.get("Authorization"):
+                    hub.authorized.append(path)
             fault = hub._fault_for(path)
+            self._trickle_s = 0.0
             if fault is not None:
                 if fault.delay_s:
                     time.sleep(fault.delay_s)
+                self._trickle_s = fault.trickle_s
+                if fault.location is not None:
+                    self._send(302, b"", {"Location": fault.location.replace("{path}", self.path)}, head)
+                    return
                 if fault.status:
-                    self._error(fault.status, "ServerError", "injected failure", head)
+                    self._error(fault.status, "ServerError", "injected failure", head, fault.retry_after)
                     return
             api = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path)
             if api:

@@ -79,7 +79,9 @@ def test_added_from_the_hub_then_resolved_offline_with_the_same_plan(
     assert "FITGATE_CATALOG_PATH" in err  # the directory is not on the path yet: say how to use it
     entry = json.loads((catalog / "acme__tiny" / "weights.json").read_text())
     # tiny_files: embed_tokens + lm_head, 256 x 64 F16 each = 2 x 256 x 64 x 2 B = 65536 B
-    assert entry["total_size"] == 65536 and entry["revision"] == SHA_MAIN and len(entry["tensors"]) == 2
+    assert (
+        entry["total_size"] == 65536 and entry["revision"] == SHA_MAIN and entry["tensor_totals"]["tensor_count"] == 2
+    )
     via_hub = resolve("acme/tiny")
     hub.stop()
     offline(monkeypatch)
@@ -105,7 +107,7 @@ def test_a_user_entry_takes_precedence_over_the_built_in_one(
     assert code == 0, err  # --into defaults to the first FITGATE_CATALOG_PATH directory
     assert "takes precedence over the built-in one (total_size of the real model.safetensors.index.json)" in err
     user = resolve("meta-llama/Llama-3.1-8B-Instruct", source="catalog")
-    assert user.weights_basis == "safetensors" and len(user.tensors or ()) == 291
+    assert user.weights_basis == "safetensors" and user.tensors is not None and user.tensors.tensor_count == 291
     assert f"fitgate catalog in {catalog}" in user.origin
     # Same checkpoint, two bases: the real headers agree with the built-in index total to the byte.
     assert to_model_input(user).inventory.stored_bytes == built_in.total_size == 16_060_522_496

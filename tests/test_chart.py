@@ -16,7 +16,7 @@ from fitgate.operator.rbac import required_rules
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fitgate"
-CUSTOM_KINDS = {"ClusterKopfPeering", "ServiceMonitor", "Certificate", "Issuer"}  # no upstream schema
+CUSTOM_KINDS = {"ClusterKopfPeering", "KopfPeering", "ServiceMonitor", "Certificate", "Issuer"}  # no upstream schema
 
 KNOBS: dict[str, list[str]] = {
     "default": [],
@@ -37,7 +37,16 @@ KNOBS: dict[str, list[str]] = {
     "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true"],
     "network-policy": ["--set", "networkPolicy.enabled=true"],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
+    "model-roots": ["--set", "operator.modelRoots={/models,/mnt/checkpoints}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
+    "hub-mirror": [
+        "--set",
+        "operator.hub.endpoint=https://hub.mirror.corp",
+        "--set",
+        "operator.hub.cdnHosts={.mirror.corp,files.example.com:8443}",
+        "--set",
+        "operator.hub.deadlineSeconds=10",
+    ],
     "catalog-volume": ["--set", "operator.catalog.volume.persistentVolumeClaim.claimName=fitgate-catalog"],
     "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
     "name-overrides": ["--set", "nameOverride=gate", "--set", "fullnameOverride=acme-fitgate"],
@@ -84,7 +93,7 @@ def test_every_knob_renders_valid_kubernetes_1_37(helm: Path, knob: str, tmp_pat
     assert ("ValidatingWebhookConfiguration" in kinds) == (knob != "no-webhook")
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert ("modeldeployments.fitgate.io" in crds) == (knob != "no-crds")
-    assert "clusterkopfpeerings.kopf.dev" in crds  # from the chart's crds/, installed before the templates
+    assert {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} <= crds  # the chart's crds/, before the templates
 
 
 def test_pods_are_hardened(helm: Path) -> None:
@@ -136,9 +145,13 @@ def test_chart_crd_equals_crds_dir(helm: Path) -> None:
     assert "helm.sh/resource-policy" not in not_kept["metadata"]["annotations"]
 
 
-@pytest.mark.parametrize("peering", [True, False])
-def test_cluster_role_grants_exactly_what_the_code_uses(helm: Path, peering: bool) -> None:
-    args = [] if peering else ["--set", "replicaCount=1", "--set", "operator.peering.enabled=false"]
+@pytest.mark.parametrize("peering", ["cluster", "namespaced", "off"])
+def test_cluster_role_grants_exactly_what_the_code_uses(helm: Path, peering: str) -> None:
+    args = {
+        "cluster": [],
+        "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
+        "off": ["--set", "replicaCount=1", "--set", "operator.peering.enabled=false"],
+    }[peering]
     (role,) = [d for d in render_chart(helm, *args) if d["kind"] == "ClusterRole"]
     granted = sorted(
         (g, r, tuple(sorted(rule["verbs"])))
@@ -146,8 +159,25 @@ def test_cluster_role_grants_exactly_what_the_code_uses(helm: Path, peering: boo
         for g in rule["apiGroups"]
         for r in rule["resources"]
     )
-    needed = sorted((r.group, r.resource, r.verbs) for r in required_rules(peering=peering))
-    assert granted == needed
+    rules = required_rules(peering=peering != "off", namespaced=peering == "namespaced")
+    if peering == "off":  # and watching given namespaces without peering
+        (role,) = [
+            d for d in render_chart(helm, *args, "--set", "operator.watchNamespaces={ml}") if d["kind"] == "ClusterRole"
+        ]
+        assert ("", "namespaces", ("list", "watch")) in [
+            (g, r, tuple(sorted(rule["verbs"])))
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+        ]
+    assert granted == sorted((r.group, r.resource, r.verbs) for r in rules)
+
+
+def test_watched_namespaces_get_their_own_peering_objects(helm: Path) -> None:
+    docs = render_chart(helm, "--set", "operator.watchNamespaces={ml,serving}")
+    peerings = sorted((d["kind"], d["metadata"].get("namespace")) for d in docs if "Peering" in d["kind"])
+    assert peerings == [("KopfPeering", "ml"), ("KopfPeering", "serving")]
+    assert all(d["metadata"]["name"] == "fitgate" for d in docs if d["kind"] == "KopfPeering")
 
 
 def test_webhook_configuration(helm: Path) -> None:

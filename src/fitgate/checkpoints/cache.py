@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import ModelFacts
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
 
 DEFAULT_MAX_BYTES = 256 << 20
+#: Version of the stored facts; entries of another version are resolved again (version 2: tensor totals).
+_FORMAT = 2
 DEFAULT_REF_TTL_S = 600.0
 
 
@@ -85,12 +87,17 @@ class FactsCache:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # LRU: a hit makes the entry recent
-        tensors = data.get("tensors")
+        if data.get("format") != _FORMAT:
+            return None  # written by another version of fitgate: resolve again
+        try:
+            tensors = TensorTotals.from_json(data["tensors"], str(path)) if data.get("tensors") else None
+        except CheckpointError:
+            return None
         return ModelFacts(
             ref=str(data["ref"]),
             name=str(data["name"]),
             config=data["config"],
-            tensors=tuple((t[0], t[1], tuple(t[2])) for t in tensors) if tensors else None,
+            tensors=tensors,
             total_size=data.get("total_size"),
             dtype_counts=data.get("dtype_counts"),
             source=str(data.get("source", "hub")),
@@ -104,10 +111,11 @@ class FactsCache:
         if not facts.revision:
             return
         payload = {
+            "format": _FORMAT,
             "ref": facts.ref,
             "name": facts.name,
             "config": facts.config,
-            "tensors": [[n, d, list(s)] for n, d, s in facts.tensors] if facts.tensors else None,
+            "tensors": facts.tensors.to_json() if facts.tensors else None,
             "total_size": facts.total_size,
             "dtype_counts": dict(facts.dtype_counts) if facts.dtype_counts else None,
             "source": facts.source,

@@ -1,7 +1,8 @@
 """The model catalog: real ``config.json`` files and weight sizes, for air-gapped clusters and offline use.
 
 Each entry is a folder ``<org>__<name>/`` with the model's ``config.json``, ``weights.json`` (stored
-bytes, how they are known, and optionally the per-tensor list read from safetensors headers) and
+bytes, how they are known, and optionally the tensors of the safetensors headers added up per layer and
+role: ``tensor_totals``, or the older per-tensor ``tensors`` rows, added up when read) and
 ``SOURCE.md`` (where every file came from).
 
 Two kinds of catalog are searched, in this order:
@@ -15,7 +16,6 @@ Two kinds of catalog are searched, in this order:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -23,8 +23,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
 from fitgate.checkpoints.local import read_json
+from fitgate.checkpoints.safetensors import TotalsBuilder
 
 _ROOT = "catalog"
 #: Environment variable naming user catalog directories.
@@ -70,11 +71,14 @@ def _weights(path: Traversable) -> dict[str, Any]:
     return weights
 
 
-def _tensors(weights: dict[str, Any], where: str) -> tuple[tuple[str, str, tuple[int, ...]], ...] | None:
+def _tensors(weights: dict[str, Any], where: str) -> TensorTotals | None:
+    """The entry's tensors: ``tensor_totals`` (what ``catalog add`` writes) or ``tensors`` rows, added up."""
+    if weights.get("tensor_totals") is not None:
+        return TensorTotals.from_json(weights["tensor_totals"], f"{where}:tensor_totals")
     rows = weights.get("tensors")
     if rows is None:
         return None
-    out = []
+    builder = TotalsBuilder(where)
     if isinstance(rows, list):
         for row in rows:
             if (
@@ -85,12 +89,13 @@ def _tensors(weights: dict[str, Any], where: str) -> tuple[tuple[str, str, tuple
                 and isinstance(row[2], list)
                 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in row[2])
             ):
-                out.append((row[0], row[1], tuple(row[2])))
+                builder.add(f"{where}:tensors", row[0], row[1], row[2])
                 continue
             raise CheckpointError(f"{where}:tensors", row, "[name, dtype, [dims...]] rows")
-    if not out:
+    totals = builder.totals()
+    if totals is None:
         raise CheckpointError(f"{where}:tensors", rows, "a non-empty list of [name, dtype, [dims...]] rows")
-    return tuple(out)
+    return totals
 
 
 FLAT_CONFIG, FLAT_WEIGHTS = ".config.json", ".weights.json"
@@ -219,8 +224,3 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
 def entry_dirname(repo_id: str) -> str:
     """The folder name of a repo id's entry: ``org/name`` -> ``org__name``."""
     return repo_id.replace("/", "__")
-
-
-def tensor_rows(tensors: Sequence[tuple[str, str, tuple[int, ...]]]) -> list[list[Any]]:
-    """The JSON form of a tensor list in weights.json."""
-    return [[name, dtype, list(shape)] for name, dtype, shape in tensors]

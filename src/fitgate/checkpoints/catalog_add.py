@@ -1,7 +1,7 @@
 """``fitgate catalog add``: write a resolved checkpoint into a user catalog directory.
 
 On a machine that can read the checkpoint (a Hub connection, or the model's directory) this stores
-what sizing needs (``config.json`` and the per-tensor list from the safetensors headers, never
+what sizing needs (``config.json`` and the safetensors headers' tensors added up per layer and role, never
 weight data) as a catalog entry. Copy or mount that directory where the Hub cannot be reached and
 name it in ``FITGATE_CATALOG_PATH``; the operator and the CLI then resolve the repo id offline with
 the same result.
@@ -17,25 +17,27 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fitgate.checkpoints.catalog import FLAT_WEIGHTS, entry_dirname, tensor_rows
+from fitgate.checkpoints.catalog import FLAT_WEIGHTS, entry_dirname
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts, to_model_input
 
 
 def _basis(facts: ModelFacts, stored_bytes: int) -> str:
     if facts.tensors:
-        return f"safetensors headers ({len(facts.tensors)} tensors, {stored_bytes} bytes)"
+        return f"safetensors headers ({facts.tensors.tensor_count} tensors, {stored_bytes} bytes)"
     if facts.total_size:
         return "total_size of model.safetensors.index.json"
     return "estimated from config.json (no safetensors headers or index were found)"
 
 
 def _weights_json(fields: dict[str, object], facts: ModelFacts) -> str:
-    """weights.json: the fields indented, then one tensor ``[name, dtype, [dims]]`` per line (compact, diffable)."""
+    """weights.json: the fields indented, then the tensor totals, one ``[layer, role, ...]`` row per line."""
     head = json.dumps(fields, indent=1)
     if not facts.tensors:
         return head + "\n"
-    rows = ",\n  ".join(json.dumps(row, separators=(",", ":")) for row in tensor_rows(facts.tensors))
-    return head[:-2] + ',\n "tensors": [\n  ' + rows + "\n ]\n}\n"
+    totals = facts.tensors.to_json()
+    rows = ",\n   ".join(json.dumps(row, separators=(",", ":")) for row in totals.pop("rows"))
+    inner = json.dumps(totals, separators=(", ", ": "))[:-1]
+    return head[:-2] + f',\n "tensor_totals": {inner}, "rows": [\n   {rows}\n ]}}\n}}\n'
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

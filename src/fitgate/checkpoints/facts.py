@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.plan import ModelInput
 from fitgate.sizing.weights import (
+    Role,
+    WeightEntry,
+    WeightInventory,
     bytes_from_dtype_counts,
     inventory_from_architecture,
-    inventory_from_tensors,
 )
 
 
@@ -35,6 +37,91 @@ class CheckpointError(ValueError):
 
 
 @dataclass(frozen=True)
+class TensorTotals:
+    """A checkpoint's tensors added up per (layer as numbered, role, quantized, linear), never listed.
+
+    Built while the safetensors headers are read (:mod:`fitgate.checkpoints.safetensors`), before the
+    config is parsed: :meth:`inventory` then moves the rows of layers beyond the config's layers (MTP
+    layers) to ``skipped``, as sizing does for a tensor list.
+
+    Attributes:
+        rows: One entry per (layer, role, quantized, linear), numel and stored bytes summed.
+        tensor_count: Tensors read.
+        dtype_numel: Elements per safetensors dtype, sorted by dtype.
+    """
+
+    rows: tuple[WeightEntry, ...]
+    tensor_count: int
+    dtype_numel: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(
+        cls, rows: Mapping[tuple[int | None, Role, bool, bool], list[int]], count: int, dtypes: Mapping[str, int]
+    ) -> TensorTotals:
+        """Totals from ``{(layer, role, quantized, linear): [numel, stored_bytes]}``."""
+        entries = tuple(
+            WeightEntry(k[0], k[1], v[0], v[1], k[2], k[3])
+            for k, v in sorted(rows.items(), key=lambda kv: (-1 if kv[0][0] is None else kv[0][0], kv[0][1:]))
+        )
+        return cls(entries, count, tuple(sorted(dtypes.items())))
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of all tensors as stored."""
+        return sum(e.stored_bytes for e in self.rows)
+
+    def inventory(self, num_layers: int) -> WeightInventory:
+        """The sizing core's inventory for a model of ``num_layers`` decoder layers."""
+        merged: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
+        for e in self.rows:
+            key = (e.layer, e.role, e.quantized, e.linear)
+            if e.layer is not None and e.layer >= num_layers:
+                # Skipped as sizing skips such a tensor; only the MLA latent projections (replicated) stay linear.
+                key = (None, Role.SKIPPED, e.quantized, e.linear and e.role is Role.REPLICATED)
+            acc = merged.setdefault(key, [0, 0])
+            acc[0] += e.numel
+            acc[1] += e.stored_bytes
+        return WeightInventory(
+            tuple(WeightEntry(k[0], k[1], v[0], v[1], k[2], k[3]) for k, v in merged.items()), "safetensors"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The form stored in the facts cache and in a catalog's weights.json."""
+        return {
+            "tensor_count": self.tensor_count,
+            "dtype_numel": dict(self.dtype_numel),
+            "rows": [[e.layer, str(e.role), e.numel, e.stored_bytes, e.quantized, e.linear] for e in self.rows],
+        }
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> TensorTotals:
+        """Read :meth:`to_json`'s form back; errors name ``where``."""
+        if not isinstance(data, Mapping):
+            raise CheckpointError(where, type(data).__name__, "an object with tensor_count and rows")
+        count, rows, dtypes = data.get("tensor_count"), data.get("rows"), data.get("dtype_numel") or {}
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise CheckpointError(f"{where}.tensor_count", count, "a positive integer")
+        if not isinstance(rows, list) or not rows or not isinstance(dtypes, Mapping):
+            raise CheckpointError(f"{where}.rows", type(rows).__name__, "a non-empty list of rows")
+        out = []
+        roles = {str(r) for r in Role}
+        for row in rows:
+            if not (
+                isinstance(row, list)
+                and len(row) == 6
+                and (row[0] is None or (isinstance(row[0], int) and not isinstance(row[0], bool) and row[0] >= 0))
+                and row[1] in roles
+                and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 62 for n in row[2:4])
+                and all(isinstance(b, bool) for b in row[4:6])
+            ):
+                raise CheckpointError(
+                    f"{where}.rows", str(row)[:120], "[layer|null, role, numel, stored_bytes, quantized, linear] rows"
+                )
+            out.append(WeightEntry(row[0], Role(row[1]), row[2], row[3], row[4], row[5]))
+        return cls(tuple(out), count, tuple(sorted((str(k), int(v)) for k, v in dtypes.items())))
+
+
+@dataclass(frozen=True)
 class ModelFacts:
     """The facts about one checkpoint, from whichever source.
 
@@ -42,7 +129,7 @@ class ModelFacts:
         ref: The reference the user gave.
         name: A display name (the repo id where known).
         config: The decoded ``config.json``.
-        tensors: ``(name, dtype, shape)`` of every tensor, from safetensors headers, when read.
+        tensors: The tensors of the safetensors headers added up (never a tensor list), when read.
         total_size: Stored bytes of all tensors (``model.safetensors.index.json`` metadata).
         dtype_counts: Parameters per safetensors dtype, when that is all that is known.
         source: ``local``, ``catalog`` or ``hub``.
@@ -54,7 +141,7 @@ class ModelFacts:
     ref: str
     name: str
     config: Mapping[str, Any]
-    tensors: tuple[tuple[str, str, tuple[int, ...]], ...] | None = None
+    tensors: TensorTotals | None = None
     total_size: int | None = None
     dtype_counts: Mapping[str, int] | None = None
     source: str = "local"
@@ -92,7 +179,7 @@ def to_model_input(facts: ModelFacts) -> ModelInput:
     """Parse the config and build the weight inventory from the best weight facts available."""
     arch = parse_config(facts.config)
     if facts.tensors:
-        inventory = inventory_from_tensors(facts.tensors, arch)
+        inventory = facts.tensors.inventory(arch.num_layers)
     else:
         inventory = inventory_from_architecture(arch)
         if facts.total_size:
@@ -100,19 +187,3 @@ def to_model_input(facts: ModelFacts) -> ModelInput:
         elif facts.dtype_counts:
             inventory = inventory.scaled_to(bytes_from_dtype_counts(facts.dtype_counts))
     return ModelInput(facts.name, arch, inventory)
-
-
-def tensor_list(header: Mapping[str, Any], file: str) -> list[tuple[str, str, tuple[int, ...]]]:
-    """``(name, dtype, shape)`` of each tensor in a decoded safetensors header."""
-    out = []
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if (
-            not isinstance(info, Mapping)
-            or not isinstance(info.get("dtype"), str)
-            or not isinstance(info.get("shape"), Sequence)
-        ):
-            raise CheckpointError(f"{file}:{name}", info, "a tensor entry with dtype and shape")
-        out.append((name, info["dtype"], tuple(int(d) for d in info["shape"])))
-    return out

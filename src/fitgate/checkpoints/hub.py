@@ -1,28 +1,39 @@
 """Checkpoint facts from the Hugging Face Hub, with the ``huggingface_hub`` client.
 
 Reads only what sizing needs: the repo's commit sha (``model_info``), ``config.json`` (refused over
-1 MiB) and the safetensors headers (``get_safetensors_metadata``: HTTP Range reads of each shard's
-header, never tensor data). Honours ``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE``.
+1 MiB) and the safetensors headers (HTTP Range reads of each shard's header, never tensor data,
+streamed into per-layer totals within :class:`~fitgate.checkpoints.safetensors.HeaderLimits`; the
+shards are those of ``model.safetensors.index.json``'s ``weight_map``, itself streamed). Honours
+``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE``.
 
 * Revisions: a branch or tag is pinned to its commit sha; facts are cached per sha (immutable) and
   the branch → sha mapping for ``ref_ttl_s``. When the Hub cannot be reached, a cached mapping is
   used even if it is stale (and the facts say so).
-* Limits: every request has a timeout; timeouts, connection errors and 5xx are retried with
-  exponential backoff within an overall deadline; 404/401/403 are not retried.
+* Limits: every resolution has a wall-clock deadline (``FITGATE_HUB_DEADLINE``) that covers every
+  read, not only the time between retries: a Hub that answers one byte a second is given up on when
+  it passes (and ``auto`` falls back to the catalog). Each read has a timeout too; timeouts,
+  connection errors, 429 and 5xx are retried with exponential backoff (or after ``Retry-After``)
+  within the deadline; 404/401/403 are not retried.
 * Safety: only the configured endpoint is contacted (a reference is a repo id, never a URL), and
-  the token never appears in an error message.
+  the token never appears in an error message. Redirects are followed only to the endpoint's own
+  host and port or to the CDN hosts of ``FITGATE_HUB_CDN_HOSTS`` (the Hub's documented ones by
+  default), never to a loopback, private or link-local address unless the endpoint is one, never from
+  https to http, and the token is not sent to another host.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx2
 from huggingface_hub import HfApi, constants, get_session, hf_hub_url, hf_raise_for_status, set_client_factory
@@ -30,20 +41,36 @@ from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
     HfHubHTTPError,
-    NotASafetensorsRepoError,
     OfflineModeIsEnabled,
     RepositoryNotFoundError,
     RevisionNotFoundError,
-    SafetensorsParsingError,
 )
 from huggingface_hub.utils._http import hf_request_event_hook
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from fitgate.checkpoints.cache import FactsCache
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts
-from fitgate.checkpoints.local import MAX_CONFIG_BYTES
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
+from fitgate.checkpoints.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from fitgate.checkpoints.safetensors import TotalsBuilder, index_shards, stream_object
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+#: Bytes asked for in the first Range read of a shard (its header length and, mostly, all its header).
+PREFETCH_BYTES = 100_000
+#: Bytes of an error answer read for its message.
+MAX_ERROR_BODY_BYTES = 64 << 10
+#: Bytes of the model info answer (the file list of a repo).
+MAX_INFO_BYTES = 16 << 20
+#: Where the Hub sends file downloads (its LFS and Xet CDNs); ``FITGATE_HUB_CDN_HOSTS`` replaces the list.
+DEFAULT_CDN_HOSTS = (
+    "cdn-lfs.huggingface.co",
+    "cdn-lfs-us-1.huggingface.co",
+    "cdn-lfs-eu-1.huggingface.co",
+    "cdn-lfs.hf.co",
+    "cdn-lfs-us-1.hf.co",
+    "cdn-lfs-eu-1.hf.co",
+    "cas-bridge.xethub.hf.co",
+)
+MAX_REDIRECTS = 5
 T = TypeVar("T")
 
 
@@ -56,8 +83,10 @@ class HubSettings:
         token: Access token for gated/private repos (``HF_TOKEN``); never logged.
         offline: Do not contact the Hub (``HF_HUB_OFFLINE=1``).
         timeout_s: Per-request timeout.
-        deadline_s: Overall time for one resolution, retries included.
+        deadline_s: Overall time for one resolution, every read and retry included.
         retries: Extra attempts after a transient failure.
+        cdn_hosts: Hosts (``host`` or ``host:port``; ``.example.com`` for its subdomains) redirects may
+            lead to besides the endpoint's own (``FITGATE_HUB_CDN_HOSTS``, comma-separated).
     """
 
     endpoint: str = constants.ENDPOINT
@@ -66,10 +95,11 @@ class HubSettings:
     timeout_s: float = 5.0
     deadline_s: float = 30.0
     retries: int = 2
+    cdn_hosts: tuple[str, ...] = DEFAULT_CDN_HOSTS
 
     @classmethod
     def from_env(cls) -> HubSettings:
-        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_TIMEOUT``."""
+        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_*``."""
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
         return cls(
             endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
@@ -77,6 +107,11 @@ class HubSettings:
             offline=offline,
             timeout_s=float(os.environ.get("FITGATE_HUB_TIMEOUT", "5")),
             deadline_s=float(os.environ.get("FITGATE_HUB_DEADLINE", "30")),
+            cdn_hosts=tuple(
+                h.strip().lower()
+                for h in os.environ.get("FITGATE_HUB_CDN_HOSTS", ",".join(DEFAULT_CDN_HOSTS)).split(",")
+                if h.strip()
+            ),
         )
 
 
@@ -95,7 +130,7 @@ def _install_client(timeout_s: float) -> None:
         def factory() -> httpx2.Client:
             return httpx2.Client(
                 event_hooks=hooks,
-                follow_redirects=True,
+                follow_redirects=False,  # HubSource follows them itself, to allowed hosts only
                 timeout=httpx2.Timeout(timeout_s, connect=min(timeout_s, 3.0)),
             )
 
@@ -178,10 +213,19 @@ class HubSource:
             except Exception as exc:
                 error = self._translate(exc, what, ref)
                 attempt += 1
-                delay = 0.5 * 2 ** (attempt - 1)
+                delay = max(0.5 * 2 ** (attempt - 1), _retry_after_s(exc))
                 if not error.transient or attempt > self.settings.retries or time.monotonic() + delay > deadline:
                     raise error from None
                 time.sleep(delay)
+
+    def _past_deadline(self, what: str, ref: str) -> CheckpointError:
+        return CheckpointError(
+            "model",
+            ref,
+            "",
+            transient=True,
+            problem=f"no complete answer within {self.settings.deadline_s:g}s (FITGATE_HUB_DEADLINE) reading {what}",
+        )
 
     def _translate(self, exc: Exception, what: str, ref: str) -> CheckpointError:
         text = self._scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -199,8 +243,6 @@ class HubSource:
             return CheckpointError("model", ref, "", problem=f"repository not found or not accessible{extra}")
         if isinstance(exc, EntryNotFoundError):
             return CheckpointError("model", ref, "", problem=f"{what} not found in the repository")
-        if isinstance(exc, SafetensorsParsingError):
-            return CheckpointError("model", ref, "", problem=f"malformed safetensors header: {text}")
         if isinstance(exc, OfflineModeIsEnabled):
             return CheckpointError("model", ref, "", transient=True, problem="offline mode is enabled")
         if isinstance(exc, HfHubHTTPError):
@@ -223,15 +265,9 @@ class HubSource:
 
     def _fetch(self, repo_id: str, revision: str, ref: str) -> ModelFacts:
         deadline = time.monotonic() + self.settings.deadline_s
-        timeout = self.settings.timeout_s
-        info = self._call(
-            "model info",
-            ref,
-            lambda: self.api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout),
-            deadline,
+        sha, sizes, counts = self._call(
+            "model info", ref, lambda: self._model_info(repo_id, revision, ref, deadline), deadline
         )
-        sha = info.sha or revision
-        sizes = {s.rfilename: s.size for s in (info.siblings or [])}
         if "config.json" in sizes and (sizes["config.json"] or 0) > MAX_CONFIG_BYTES:
             raise CheckpointError(
                 "model",
@@ -239,28 +275,23 @@ class HubSource:
                 "",
                 problem=f"config.json is {sizes['config.json']} bytes, more than the {MAX_CONFIG_BYTES}-byte limit",
             )
-        config = self._call("config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref), deadline)
-        tensors: list[tuple[str, str, tuple[int, ...]]] = []
-        total_size = None
+        config = self._call(
+            "config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref, deadline), deadline
+        )
         notes: list[str] = []
-        meta = self._call("safetensors headers", ref, lambda: self._safetensors(repo_id, sha), deadline)
-        if meta is not None:
-            for file_meta in meta.files_metadata.values():
-                for name, info_t in file_meta.tensors.items():
-                    tensors.append((name, info_t.dtype, tuple(info_t.shape)))
-            if isinstance(meta.metadata, dict) and isinstance(meta.metadata.get("total_size"), int):
-                total_size = meta.metadata["total_size"]
-        counts = None
-        st = getattr(info, "safetensors", None)
-        if not tensors and st is not None and getattr(st, "parameters", None):
-            counts = dict(st.parameters)
+        headers = self._call(
+            "safetensors headers", ref, lambda: self._safetensors(repo_id, sha, sizes, ref, deadline), deadline
+        )
+        tensors, total_size = headers if headers is not None else (None, None)
+        if tensors:
+            counts = None
         if not tensors and counts is None:
             notes.append("no safetensors weights in the repository: weights estimated from config.json")
         return ModelFacts(
             ref=ref,
             name=repo_id,
             config=config,
-            tensors=tuple(tensors) or None,
+            tensors=tensors,
             total_size=total_size,
             dtype_counts=counts,
             source="hub",
@@ -269,30 +300,218 @@ class HubSource:
             notes=tuple(notes),
         )
 
-    def _safetensors(self, repo_id: str, sha: str) -> Any:
-        try:
-            return self.api.get_safetensors_metadata(repo_id, revision=sha, timeout=self.settings.timeout_s)
-        except NotASafetensorsRepoError:
-            return None
+    def _file_url(self, repo_id: str, filename: str, sha: str) -> str:
+        return hf_hub_url(repo_id, filename, revision=sha, endpoint=self.settings.endpoint)
 
-    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str) -> Any:
-        url = hf_hub_url(repo_id, filename, revision=sha, endpoint=self.settings.endpoint)
+    @contextmanager
+    def _open(
+        self, url: str, what: str, ref: str, deadline: float, byte_range: str | None = None
+    ) -> Iterator[Iterator[bytes]]:
+        """A streamed GET whose chunks stop at the deadline; an error answer is raised as huggingface_hub's error.
+
+        Each read waits at most the per-read timeout, and no longer than the deadline left.
+        """
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._past_deadline(what, ref)
+        timeout = min(self.settings.timeout_s, left)
         headers = self.api._build_hf_headers()  # the client's own auth and user-agent headers
-        body = b""
-        with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout_s) as response:
-            if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_CONFIG_BYTES:
-                    raise CheckpointError(
-                        "model", ref, "", problem=f"{filename} is larger than {MAX_CONFIG_BYTES} bytes"
+        if byte_range:
+            headers["Range"] = f"bytes={byte_range}"
+        target = httpx2.URL(url)
+        for _ in range(MAX_REDIRECTS + 1):
+            with get_session().stream(
+                "GET",
+                target,
+                headers=headers,
+                timeout=httpx2.Timeout(timeout, connect=min(timeout, 3.0)),
+                follow_redirects=False,
+            ) as response:
+                if response.has_redirect_location:
+                    following = target.join(response.headers["Location"])
+                    refusal = redirect_refusal(following, self.settings.endpoint, self.settings.cdn_hosts)
+                    if refusal:
+                        raise CheckpointError(
+                            "model",
+                            ref,
+                            "",
+                            problem=f"the Hub redirected {what} to {following.scheme}://{following.netloc.decode()}, "
+                            f"which is {refusal}",
+                        )
+                    if (following.host, following.port) != (target.host, target.port):
+                        headers.pop("authorization", None)  # the token goes to the Hub only
+                        headers.pop("Authorization", None)
+                    target = following
+                    continue
+                chunks = self._chunks(response, what, ref, deadline)
+                if response.status_code >= 400:
+                    body = b""
+                    for chunk in chunks:
+                        body += chunk
+                        if len(body) > MAX_ERROR_BODY_BYTES:
+                            break
+                    hf_raise_for_status(
+                        httpx2.Response(
+                            response.status_code,
+                            headers=response.headers,
+                            content=body[:MAX_ERROR_BODY_BYTES],
+                            request=response.request,
+                        )
                     )
+                yield chunks
+                return
+        raise CheckpointError("model", ref, "", problem=f"more than {MAX_REDIRECTS} redirects reading {what}")
+
+    def _chunks(self, response: httpx2.Response, what: str, ref: str, deadline: float) -> Iterator[bytes]:
+        for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise self._past_deadline(what, ref)
+            yield chunk
+
+    def _read(self, url: str, what: str, ref: str, deadline: float, limit: int) -> bytes:
+        body = b""
+        with self._open(url, what, ref, deadline) as chunks:
+            for chunk in chunks:
+                body += chunk
+                if len(body) > limit:
+                    raise CheckpointError("model", ref, "", problem=f"{what} is larger than {limit} bytes")
+        return body
+
+    def _model_info(
+        self, repo_id: str, revision: str, ref: str, deadline: float
+    ) -> tuple[str, dict[str, int | None], dict[str, int] | None]:
+        """(commit sha, {file: size}, parameters per dtype) from ``/api/models/{repo}/revision/{rev}``."""
+        url = f"{self.settings.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}?blobs=true"
+        what = "model info"
+        body = self._read(url, what, ref, deadline, MAX_INFO_BYTES)
+        try:
+            info = json.loads(body)
+        except (ValueError, RecursionError):
+            raise CheckpointError("model", ref, "", problem="the Hub's model info is not valid JSON") from None
+        if not isinstance(info, dict) or not isinstance(info.get("siblings", []), list):
+            raise CheckpointError("model", ref, "", problem="the Hub's model info is not an object with siblings")
+        given = info.get("sha")
+        sha = given if isinstance(given, str) and SHA_RE.match(given) else revision
+        sizes: dict[str, int | None] = {}
+        for sibling in info.get("siblings") or []:
+            name = sibling.get("rfilename") if isinstance(sibling, dict) else None
+            if isinstance(name, str):
+                size = sibling.get("size")
+                sizes[name] = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+        st = info.get("safetensors")
+        params = st.get("parameters") if isinstance(st, dict) else None
+        counts = None
+        if isinstance(params, dict) and params:
+            counts = {str(k): v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+        return sha, sizes, counts or None
+
+    def _safetensors(
+        self, repo_id: str, sha: str, sizes: dict[str, int | None], ref: str, deadline: float
+    ) -> tuple[TensorTotals | None, int | None] | None:
+        """Tensor totals and index ``total_size`` from the shard headers; None for a repo without safetensors."""
+        total = None
+        if "model.safetensors" in sizes:
+            shards = ["model.safetensors"]
+        elif "model.safetensors.index.json" in sizes:
+            index = "model.safetensors.index.json"
+            if (sizes[index] or 0) > MAX_INDEX_BYTES:
+                raise CheckpointError(f"{repo_id}/{index}", f"{sizes[index]} bytes", f"at most {MAX_INDEX_BYTES} bytes")
+            where = f"{repo_id}/{index}"
+            with self._open(self._file_url(repo_id, index, sha), index, ref, deadline) as chunks:
+                shards, total = index_shards(where, stream_object(where, chunks, descend="weight_map"))
+            missing = [s for s in shards if s not in sizes]
+            if missing:
+                raise CheckpointError(f"{where}:weight_map", missing[0], "a shard file of the repository")
+        else:
+            return None
+        builder = TotalsBuilder(f"{repo_id}@{sha}")
+        for shard in shards:
+            self._shard_header(repo_id, sha, shard, sizes.get(shard), builder, ref, deadline)
+        return builder.totals(), total
+
+    def _shard_header(
+        self,
+        repo_id: str,
+        sha: str,
+        shard: str,
+        size: int | None,
+        builder: TotalsBuilder,
+        ref: str,
+        deadline: float,
+    ) -> None:
+        """Range-read one shard's header into ``builder``: the first bytes, then the rest if it is longer."""
+        url = self._file_url(repo_id, shard, sha)
+        what = f"the header of {shard}"
+        first = min(PREFETCH_BYTES, size) if size else PREFETCH_BYTES
+        with self._open(url, what, ref, deadline, f"0-{first - 1}") as chunks:
+            head = b""
+            for chunk in chunks:
+                head += chunk
+                if len(head) >= 9:
+                    break
+            label = f"{repo_id}/{shard}"
+            length = builder.header_length(label, head[:9], size)
+
+            def header() -> Iterator[bytes]:
+                got = len(head)
+                yield head[8:]
+                for chunk in chunks:
+                    got += len(chunk)
+                    yield chunk
+                if got < 8 + length:
+                    with self._open(url, what, ref, deadline, f"{got}-{8 + length - 1}") as rest:
+                        yield from rest
+
+            builder.read_header(label, header(), length)
+
+    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str, deadline: float) -> Any:
+        body = self._read(self._file_url(repo_id, filename, sha), filename, ref, deadline, MAX_CONFIG_BYTES)
         try:
             data = json.loads(body)
-        except ValueError as exc:
-            raise CheckpointError("model", ref, "", problem=f"{filename} is not valid JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON, or nested too deeply"
+            raise CheckpointError("model", ref, "", problem=f"{filename} is not valid JSON ({reason})") from None
         if not isinstance(data, dict):
             raise CheckpointError("model", ref, "", problem=f"{filename} is not a JSON object")
         return data
+
+
+def _private(host: str) -> bool:
+    """A loopback, private, link-local or otherwise non-public address (or ``localhost``)."""
+    if host.lower().rstrip(".") == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return not address.is_global
+
+
+def redirect_refusal(target: httpx2.URL, endpoint: str, cdn_hosts: tuple[str, ...]) -> str:
+    """Why a redirect from the Hub ``endpoint`` to ``target`` is not followed ("" when it may be)."""
+    origin = httpx2.URL(endpoint)
+    if target.scheme not in ("http", "https") or (origin.scheme == "https" and target.scheme != "https"):
+        return "not https like the Hub endpoint"
+    default = {"http": 80, "https": 443}
+    port = target.port or default[target.scheme]
+    if (target.host, port) == (origin.host, origin.port or default[origin.scheme]):
+        return ""
+    host = target.host.lower()
+    listed = any(
+        entry in (host, f"{host}:{port}") or (entry.startswith(".") and host.endswith(entry)) for entry in cdn_hosts
+    )
+    if not listed:
+        return "neither the Hub's host nor one of FITGATE_HUB_CDN_HOSTS"
+    if _private(host) and not _private(origin.host):
+        return "a loopback or private address while the Hub endpoint is not"
+    return ""
+
+
+def _retry_after_s(exc: Exception) -> float:
+    """Seconds a 429/503 answer's ``Retry-After`` asks to wait (0 when absent or not a number of seconds)."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("Retry-After", "") if isinstance(response, httpx2.Response) else ""
+    try:
+        return min(max(float(value), 0.0), 3600.0)
+    except ValueError:
+        return 0.0

@@ -1,114 +1,158 @@
 """A checkpoint directory in Hugging Face layout (a local path or a mounted PVC).
 
 Reads ``config.json`` (at most 1 MiB), the header of every ``*.safetensors`` file (never the
-tensor data) or else ``model.safetensors.index.json``'s ``total_size``. A directory with only
-``config.json`` works too; the weights are then estimated from the architecture.
+tensor data; added up while read, within :class:`~fitgate.checkpoints.safetensors.HeaderLimits`) or
+else ``model.safetensors.index.json``'s ``total_size``. A directory with only ``config.json`` works
+too; the weights are then estimated from the architecture.
+
+Only regular files are opened (a FIFO, a device or a directory in a file's place is refused, never
+waited on), and a symbolic link must stay inside the model directory; for a snapshot of the Hugging Face
+cache (``models--org--name/snapshots/<rev>``, whose files link to ``../../blobs``) that is the
+``models--org--name`` folder.
 """
 
 from __future__ import annotations
 
+import errno
 import json
-import struct
+import os
+import stat
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, tensor_list, with_hf_quant_config
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, with_hf_quant_config
+from fitgate.checkpoints.safetensors import (
+    HeaderLimits,
+    TotalsBuilder,
+    index_shards,
+    read_local_header,
+    stream_object,
+)
 
 #: Real configs reach megabytes when they list per-layer quantization (MiniMax-M3-NVFP4: 3.1 MB).
 MAX_CONFIG_BYTES = 8 << 20
 MAX_INDEX_BYTES = 64 << 20
-#: The safetensors format caps the JSON header at 100 MB.
-MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
 
 
-def read_json(path: Path | Traversable, limit: int) -> Any:
+def open_regular(path: Path, root: Path | None = None) -> tuple[int, int]:
+    """Open ``path`` for reading if it is a regular file (inside ``root`` when given); (fd, size).
+
+    Never blocks (a FIFO is opened non-blocking, then refused) and never follows a link out of ``root``.
+    """
+    where = str(path)
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CheckpointError(where, "a symbolic link loop", "a regular file") from None
+        raise CheckpointError(where, None, f"a readable file ({exc.strerror or exc})") from None
+    except RuntimeError:  # a link loop, on some Python versions
+        raise CheckpointError(where, "a symbolic link loop", "a regular file") from None
+    if root is not None and not real.is_relative_to(root):
+        raise CheckpointError(where, "a symbolic link out of the model directory", f"a file inside {root}")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise CheckpointError(where, None, f"a readable file ({exc.strerror or exc})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise CheckpointError(where, kind, "a regular file")
+    return fd, info.st_size
+
+
+def _read_fd(fd: int, size: int) -> bytes:
+    chunks = []
+    offset = 0
+    while offset < size:
+        data = os.pread(fd, min(1 << 20, size - offset), offset)
+        if not data:
+            break
+        chunks.append(data)
+        offset += len(data)
+    return b"".join(chunks)
+
+
+def read_json(path: Path | Traversable, limit: int, root: Path | None = None) -> Any:
     """Decode a JSON file no larger than ``limit`` bytes; errors name the file.
 
-    A real file's size is checked before it is read; a package resource (the built-in catalog) is read,
-    then checked.
+    A real file is opened only if it is a regular file (inside ``root`` when given), and its size is
+    checked before it is read; a package resource (the built-in catalog) is read, then checked.
     """
-    try:
-        size = path.stat().st_size if isinstance(path, Path) else None
-        data = path.read_bytes() if size is None or size <= limit else b""
-    except OSError as exc:
-        raise CheckpointError(str(path), None, f"a readable file ({exc.strerror or exc})") from exc
-    size = len(data) if size is None else size
+    if isinstance(path, Path):
+        fd, size = open_regular(path, root)
+        try:
+            data = _read_fd(fd, size) if size <= limit else b""
+        finally:
+            os.close(fd)
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CheckpointError(str(path), None, f"a readable file ({exc.strerror or exc})") from exc
+        size = len(data)
     if size > limit:
         raise CheckpointError(str(path), f"{size} bytes", f"at most {limit} bytes")
     try:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({exc})") from exc
+        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else exc.msg
+        raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({reason})") from None
+    except RecursionError:
+        raise CheckpointError(str(path), "malformed JSON", "JSON nested less deeply") from None
 
 
-def parse_safetensors_header(data: bytes, file: str, file_size: int | None = None) -> dict[str, Any]:
-    """Decode a safetensors header: 8 bytes little-endian length, then that many bytes of JSON."""
-    if len(data) < 8:
-        raise CheckpointError(file, f"{len(data)} bytes", "a safetensors file (8-byte header length first)")
-    (length,) = struct.unpack("<Q", data[:8])
-    if length > MAX_SAFETENSORS_HEADER_BYTES:
-        raise CheckpointError(file, f"header length {length}", f"at most {MAX_SAFETENSORS_HEADER_BYTES} bytes")
-    if file_size is not None and 8 + length > file_size:
-        raise CheckpointError(
-            file, f"header length {length}", f"a header within the file's {file_size} bytes (truncated?)"
-        )
-    if len(data) < 8 + length:
-        raise CheckpointError(file, f"{len(data) - 8} header bytes", f"{length} bytes (truncated header)")
-    try:
-        header = json.loads(data[8 : 8 + length])
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(file, "malformed header", f"a JSON header ({exc})") from exc
-    if not isinstance(header, dict):
-        raise CheckpointError(file, type(header).__name__, "a JSON object header")
-    return header
+def model_root(path: Path) -> Path:
+    """The folder a model directory's links may point into (see the module docstring)."""
+    real = Path(os.path.realpath(path))
+    if real.parent.name == "snapshots" and real.parent.parent.name.startswith("models--"):
+        return real.parent.parent
+    return real
 
 
-def read_safetensors_header(path: Path) -> dict[str, Any]:
-    """Read only the header of a local safetensors file."""
-    size = path.stat().st_size
-    with path.open("rb") as fh:
-        prefix = fh.read(8)
-        if len(prefix) < 8:
-            raise CheckpointError(str(path), f"{len(prefix)} bytes", "a safetensors file (8-byte header length first)")
-        (length,) = struct.unpack("<Q", prefix)
-        if length > MAX_SAFETENSORS_HEADER_BYTES:
-            raise CheckpointError(str(path), f"header length {length}", f"at most {MAX_SAFETENSORS_HEADER_BYTES} bytes")
-        body = fh.read(length)
-    return parse_safetensors_header(prefix + body, str(path), size)
-
-
-def load_directory(path: Path, ref: str | None = None) -> ModelFacts:
+def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | None = None) -> ModelFacts:
     """Facts of a Hugging Face layout directory."""
     if not path.is_dir():
         raise CheckpointError("model", str(path), "a directory with config.json")
+    root = model_root(path)
     config_path = path / "config.json"
-    if not config_path.is_file():
+    if not config_path.exists() and not config_path.is_symlink():
         raise CheckpointError("model", str(path), "a directory that contains config.json")
-    config = read_json(config_path, MAX_CONFIG_BYTES)
+    config = read_json(config_path, MAX_CONFIG_BYTES, root)
     if not isinstance(config, dict):
         raise CheckpointError(str(config_path), type(config).__name__, "a JSON object")
     quant_path = path / "hf_quant_config.json"
     if quant_path.is_file():
-        config = with_hf_quant_config(config, read_json(quant_path, MAX_CONFIG_BYTES), str(quant_path))
-    shards = sorted(path.glob("*.safetensors"))
-    tensors: list[tuple[str, str, tuple[int, ...]]] = []
-    for shard in shards:
-        tensors.extend(tensor_list(read_safetensors_header(shard), str(shard)))
+        quant = read_json(quant_path, MAX_CONFIG_BYTES, root)
+        config = with_hf_quant_config(config, quant, str(quant_path))
+    builder = TotalsBuilder(str(path), limits)
+    for shard in sorted(path.glob("*.safetensors")):
+        fd, size = open_regular(shard, root)
+        try:
+            read_local_header(builder, fd, str(shard), size)
+        finally:
+            os.close(fd)
+    tensors = builder.totals()
     total = None
     index_path = path / "model.safetensors.index.json"
-    if not tensors and index_path.is_file():
-        index = read_json(index_path, MAX_INDEX_BYTES)
-        meta = index.get("metadata") if isinstance(index, dict) else None
-        value = meta.get("total_size") if isinstance(meta, dict) else None
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            raise CheckpointError(f"{index_path}:metadata.total_size", value, "a positive number of bytes")
-        total = int(value)
+    if tensors is None and (index_path.exists() or index_path.is_symlink()):
+        fd, size = open_regular(index_path, root)
+        try:
+            if size > MAX_INDEX_BYTES:
+                raise CheckpointError(str(index_path), f"{size} bytes", f"at most {MAX_INDEX_BYTES} bytes")
+            chunks = (os.pread(fd, 1 << 20, offset) for offset in range(0, size, 1 << 20))
+            _, total = index_shards(str(index_path), stream_object(str(index_path), chunks, descend="weight_map"))
+        finally:
+            os.close(fd)
+        if total is None:
+            raise CheckpointError(f"{index_path}:metadata.total_size", None, "a positive number of bytes")
     return ModelFacts(
         ref=ref or str(path),
         name=path.name.replace("__", "/"),
         config=config,
-        tensors=tuple(tensors) or None,
+        tensors=tensors,
         total_size=total,
         source="local",
         origin=str(path),

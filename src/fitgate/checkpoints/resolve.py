@@ -9,11 +9,17 @@ Face repo id ``org/name[@revision]``. ``source`` chooses where a repo id is look
 * ``auto`` (default): a directory if the reference is a path; otherwise the Hub, falling back to the
   catalog when the Hub cannot be reached or ``HF_HUB_OFFLINE`` is set. A definitive Hub answer (not
   found, gated) is never papered over by the catalog.
+
+With ``roots`` (the operator: ``FITGATE_MODEL_ROOTS``), a directory must lie under one of those roots,
+checked (after resolving links and ``..``) before anything about the path is looked at, so the answer
+for a path outside them says nothing about what is there; no roots means no directories at all.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,8 +47,33 @@ def parse_repo_ref(ref: str, revision: str | None = None) -> tuple[str, str | No
     return repo_id, rev
 
 
-def _is_path(text: str) -> bool:
-    return text.startswith((".", "/", "~")) or Path(text).expanduser().exists()
+def _is_path(text: str, probe: bool = True) -> bool:
+    return text.startswith((".", "/", "~")) or (probe and Path(text).expanduser().exists())
+
+
+def confine(text: str, roots: Sequence[str], ref: str) -> Path:
+    """``text`` as a real path under one of ``roots``; refused otherwise, the same way whatever is there."""
+    named = ", ".join(roots)
+    if not roots:
+        raise CheckpointError(
+            "model",
+            ref,
+            "",
+            problem="directories are not allowed here: no model roots are configured "
+            "(FITGATE_MODEL_ROOTS, chart value operator.modelRoots)",
+        )
+    path = Path(text).expanduser()
+    real = Path(os.path.realpath(path)) if path.is_absolute() else None
+    for root in roots:
+        if real is not None and real.is_relative_to(os.path.realpath(root)):
+            return real
+    raise CheckpointError(
+        "model",
+        ref,
+        "",
+        problem=f"a directory must be an absolute path under {named} "
+        "(FITGATE_MODEL_ROOTS, chart value operator.modelRoots)",
+    )
 
 
 def resolve(
@@ -51,8 +82,9 @@ def resolve(
     *,
     source: str = "auto",
     hub: HubSource | None = None,
+    roots: Sequence[str] | None = None,
 ) -> ModelFacts:
-    """Turn a model reference into :class:`ModelFacts`.
+    """Turn a model reference into :class:`ModelFacts`; ``roots`` limits directories (see the module docstring).
 
     Raises:
         CheckpointError: the reference is malformed, not found, refused, or unreachable with nothing
@@ -61,8 +93,9 @@ def resolve(
     if source not in SOURCES:
         raise CheckpointError("source", source, "one of " + ", ".join(SOURCES))
     text = ref.strip()
-    if source == "path" or (source == "auto" and _is_path(text)):
-        return load_directory(Path(text).expanduser(), ref)
+    if source == "path" or (source == "auto" and _is_path(text, probe=roots is None)):
+        path = Path(text).expanduser() if roots is None else confine(text, roots, ref)
+        return load_directory(path, ref)
     repo_id, rev = parse_repo_ref(text, revision)
     if source == "catalog":
         return load_catalog(repo_id, ref)

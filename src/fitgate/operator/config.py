@@ -33,6 +33,9 @@ class OperatorConfig:
             Unknown (the Hub is never allowed to hang admission).
         reconcile_resolve_s: How long reconcile waits for a resolution before retrying later.
         unknown_policy: What admission does with an Unknown verdict: Allow, Warn (admit with a warning) or Reject.
+        model_roots: Directories under which ``source: path`` models may lie (``FITGATE_MODEL_ROOTS``,
+            ``os.pathsep``-separated); empty: no directories at all (the operator's filesystem is not for
+            every ModelDeployment author to probe).
         namespaces: Namespaces to watch (empty: all).
         standalone: Run without kopf peering (single replica).
         peering: kopf peering object name for HA (several replicas, one active reconciler).
@@ -51,6 +54,7 @@ class OperatorConfig:
     admission_resolve_s: float = 1.0
     reconcile_resolve_s: float = 20.0
     unknown_policy: Literal["Allow", "Warn", "Reject"] = "Warn"
+    model_roots: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
     standalone: bool = True
     peering: str | None = None
@@ -62,6 +66,10 @@ class OperatorConfig:
         if policy not in ("Allow", "Warn", "Reject"):
             raise ValueError(f"FITGATE_UNKNOWN_POLICY: {policy!r} is not valid; expected Allow, Warn or Reject")
         namespaces = tuple(n for n in _env("FITGATE_NAMESPACES", "").split(",") if n.strip())
+        roots = tuple(r.strip() for r in _env("FITGATE_MODEL_ROOTS", "").split(os.pathsep) if r.strip())
+        for root in roots:
+            if not root.startswith("/"):
+                raise ValueError(f"FITGATE_MODEL_ROOTS: {root!r} is not valid; expected absolute directories")
         return cls(
             webhook_port=int(_env("FITGATE_WEBHOOK_PORT", "9443")),
             webhook_addr=_env("FITGATE_WEBHOOK_ADDR", "0.0.0.0"),
@@ -76,6 +84,7 @@ class OperatorConfig:
             admission_resolve_s=float(_env("FITGATE_ADMISSION_RESOLVE_SECONDS", "1.0")),
             reconcile_resolve_s=float(_env("FITGATE_RECONCILE_RESOLVE_SECONDS", "20")),
             unknown_policy=policy,  # type: ignore[arg-type]
+            model_roots=roots,
             namespaces=namespaces,
             standalone=_flag("FITGATE_STANDALONE", True),
             peering=os.environ.get("FITGATE_PEERING") or None,

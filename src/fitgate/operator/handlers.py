@@ -26,6 +26,7 @@ from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
 from fitgate.operator.store import FactsStore
+from fitgate.operator.webhook import GuardedWebhookServer
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -47,7 +48,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
       (the structural schema would prune kopf's fields).
     * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself. All are
       reported by ``fitgate`` (the "From" column of ``kubectl describe``) and this pod, not by "kopf".
-    * The webhook server uses the certificate files the deployment mounts (reloaded when they change).
+    * The webhook server uses the certificate files the deployment mounts (reloaded when they change),
+      and answers malformed AdmissionReview bodies with 400 (:mod:`fitgate.operator.webhook`).
     """
     config = _config(memo)
     memo.config = config
@@ -63,7 +65,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
     settings.execution.max_workers = 8
     if config.webhook_port:
-        settings.admission.server = kopf.WebhookServer(
+        settings.admission.server = GuardedWebhookServer(
             addr=config.webhook_addr,
             port=config.webhook_port,
             host=config.webhook_host,
@@ -76,7 +78,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore(offline=HubSettings.from_env().offline)
+    memo.store = FactsStore(model_roots=config.model_roots, offline=HubSettings.from_env().offline)
     memo.shared = Shared()
     nodewatch = NodeWatch()
     nodewatch.start()

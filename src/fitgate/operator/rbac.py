@@ -10,7 +10,9 @@ Mapping from handler kinds to verbs:
   watch and patch on the resource (annotations, kopf's progress annotations) and patch on its
   ``/status`` subresource;
 * kopf itself: create Events (``kopf.event``), list/watch CRDs (resource discovery), and with peering
-  get/list/watch/patch ``clusterkopfpeerings``.
+  get/list/watch/patch ``clusterkopfpeerings`` (``kopfpeerings`` when it watches given namespaces: kopf
+  then peers per namespace); watching given namespaces, kopf also lists and watches ``namespaces`` (to
+  follow them appearing and going; without it, it logs nine failed attempts, then assumes they exist).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def _selectors(registry: object, name: str) -> set[tuple[str, str]]:
     return out
 
 
-def required_rules(*, peering: bool) -> list[Rule]:
-    """The rules the registered handlers need (import :mod:`fitgate.operator.handlers` first)."""
+def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
+    """The rules the registered handlers need; ``namespaced``: the operator watches given namespaces."""
     from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers
 
     # kopf keeps the registries per handler kind in private attributes; they are stable across 1.3x-1.4x.
@@ -51,6 +53,9 @@ def required_rules(*, peering: bool) -> list[Rule]:
         verbs.setdefault((key[0], f"{key[1]}/status"), set()).add("patch")
     verbs.setdefault(("", "events"), set()).add("create")
     verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
+    if namespaced:
+        verbs.setdefault(("", "namespaces"), set()).update({"list", "watch"})
     if peering:
-        verbs.setdefault(("kopf.dev", "clusterkopfpeerings"), set()).update({"get", "list", "watch", "patch"})
+        peerings = "kopfpeerings" if namespaced else "clusterkopfpeerings"
+        verbs.setdefault(("kopf.dev", peerings), set()).update({"get", "list", "watch", "patch"})
     return sorted(Rule(group, resource, tuple(sorted(v))) for (group, resource), v in verbs.items())

@@ -5,6 +5,9 @@
 * :meth:`FactsStore.get` waits for a resolution up to a timeout (reconcile).
 * Transient failures (Hub unreachable, 5xx, timeouts) are remembered for ``retry_after_s`` so a
   broken Hub is not hammered; definitive ones (not found, gated) and facts for ``ttl_s``.
+* Directories (``source: path``) must lie under ``FITGATE_MODEL_ROOTS``.
+* Resolutions that may reach the Hub run on their own thread pool; catalog and path resolutions run
+  on another, so a slow Hub (each resolution bounded by ``FITGATE_HUB_DEADLINE``) never delays them.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
 from fitgate.operator.api import ModelRef
+from fitgate.operator.config import OperatorConfig
 from fitgate.sizing import ModelInput, SizingError
 
 
@@ -48,6 +53,9 @@ class FactsStore:
         resolver: Resolver | None = None,
         retry_after_s: float = 30.0,
         ttl_s: float = 600.0,
+        hub_workers: int = 8,
+        local_workers: int = 4,
+        model_roots: tuple[str, ...] | None = None,
         *,
         offline: bool = False,
     ) -> None:
@@ -55,8 +63,12 @@ class FactsStore:
 
         ``offline``: the Hub is never contacted (``HF_HUB_OFFLINE``), so a model no catalog has is not a
         transient failure to retry but a permanent one, until a catalog entry is added (seen within ``ttl_s``).
+        Hub resolutions run on their own pool, so a hung Hub never holds catalog or path models.
         """
-        self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source))
+        roots = OperatorConfig.from_env().model_roots if model_roots is None else model_roots
+        self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source, roots=roots))
+        self._hub_pool = ThreadPoolExecutor(hub_workers, thread_name_prefix="fitgate-hub")
+        self._local_pool = ThreadPoolExecutor(local_workers, thread_name_prefix="fitgate-local")
         self.offline = offline
         self._known: dict[tuple[str, str, str], Known] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[Known]] = {}
@@ -107,7 +119,11 @@ class FactsStore:
     async def _resolve(self, ref: ModelRef) -> Known:
         key = _key(ref)
         try:
-            facts = await asyncio.to_thread(self._resolver, ref.name, ref.revision, ref.source)
+            local = ref.source in ("catalog", "path") or ref.name.strip().startswith(("/", ".", "~"))
+            pool = self._local_pool if local else self._hub_pool
+            facts = await asyncio.get_running_loop().run_in_executor(
+                pool, self._resolver, ref.name, ref.revision, ref.source
+            )
             model = to_model_input(facts)
             known = Known(facts, model, None, False, time.monotonic())
         except CheckpointError as exc:

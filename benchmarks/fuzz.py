@@ -1,0 +1,102 @@
+"""Fuzz fitgate's input boundaries with >= 10,000 generated cases and print what became of them.
+
+    python benchmarks/fuzz.py [--cases 10000] [--seed 0] [--unguarded]
+
+Targets and checks are those of tests/fuzzing.py: safetensors files and index files resolved as
+checkpoint directories, AdmissionReview bodies POSTed to the webhook server (``--unguarded``: kopf's own
+server, for comparison). Every case ends accepted or rejected (one line); anything else is counted as
+crash, multiline or slow, and the first few of each are shown. Exit status 1 when any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from tests.fuzzing import (
+    WebhookTarget,
+    check_index,
+    check_safetensors,
+    index_files,
+    review_bodies,
+    safetensors_files,
+)
+
+
+def run(
+    name: str, strategy: st.SearchStrategy[bytes], check: Callable[[bytes], str], cases: int, at: int
+) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    shown: Counter[str] = Counter()
+
+    @seed(at)
+    @settings(
+        max_examples=cases,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(data=strategy)
+    def one(data: bytes) -> None:
+        outcome = check(data)
+        kind = outcome.split(":", 1)[0]
+        counts[kind] += 1
+        if kind not in ("accepted", "rejected") and shown[kind] < 3:
+            shown[kind] += 1
+            print(f"  {name} {outcome[:300]}  <- {data[:120]!r}", file=sys.stderr)
+
+    one()
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=10_000, help="cases in all, split over the three targets")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--unguarded", action="store_true", help="kopf's own webhook server, for comparison")
+    args = parser.parse_args(argv)
+    per = -(-args.cases // 3)
+    results: dict[str, Counter[str]] = {}
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+
+        def in_dir(name: str, check: Callable[[bytes, Path], str]) -> Callable[[bytes], str]:
+            count = iter(range(10**9))
+            return lambda data: check(data, work / name / str(next(count)))  # a fresh directory per case
+
+        targets: list[tuple[str, Any, Callable[[bytes], str]]] = [
+            ("safetensors", safetensors_files(), in_dir("safetensors", check_safetensors)),
+            ("index", index_files, in_dir("index", check_index)),
+        ]
+        for name, strategy, check in targets:
+            start = time.monotonic()
+            results[name] = run(name, strategy, check, per, args.seed)
+            timings[name] = time.monotonic() - start
+        with WebhookTarget(guarded=not args.unguarded) as webhook:
+            start = time.monotonic()
+            results["admission"] = run("admission", review_bodies, webhook.check, per, args.seed)
+            timings["admission"] = time.monotonic() - start
+    kinds = ["accepted", "rejected", "crash", "multiline", "slow"]
+    print(f"{'target':<12}" + "".join(f"{k:>10}" for k in kinds) + f"{'total':>10}{'seconds':>10}")
+    for name, counts in results.items():
+        row = "".join(f"{counts[k]:>10}" for k in kinds)
+        print(f"{name:<12}{row}{sum(counts.values()):>10}{timings[name]:>10.1f}")
+    total = sum((c for c in results.values()), Counter())
+    print(f"{'all':<12}" + "".join(f"{total[k]:>10}" for k in kinds) + f"{sum(total.values()):>10}")
+    return 1 if any(total[k] for k in ("crash", "multiline", "slow")) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

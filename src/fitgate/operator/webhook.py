@@ -1,0 +1,95 @@
+"""The admission webhook server: kopf's, with malformed AdmissionReview bodies answered 400 in one log line.
+
+kopf's server decodes the body and hands it to its admission engine, which indexes ``request.resource``
+and friends: a body of ``null``, ``[]``, ``1``, invalid UTF-8, a ``request`` that is missing or not an
+object, a null ``resource`` or JSON nested too deeply ends in HTTP 500 and a traceback in the log.
+:class:`GuardedWebhookServer` checks the shape kopf relies on first and answers anything else with 400
+and a single warning line; a well-formed review goes to kopf unchanged (aiohttp keeps the body it read).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import aiohttp.web
+import kopf
+
+logger = logging.getLogger("fitgate.webhook")
+
+#: Nesting deeper than this is refused (a ModelDeployment is ~6 levels deep; the review adds 2).
+MAX_DEPTH = 64
+_JSON_TYPES = {
+    type(None): "null",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
+def _kind(value: object) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _too_deep(data: object, limit: int = MAX_DEPTH) -> bool:
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return False
+
+
+def review_problem(data: Any) -> str:
+    """What is wrong with a decoded AdmissionReview for kopf ("" when nothing is)."""
+    if not isinstance(data, dict):
+        return f"expected an AdmissionReview object, got {_kind(data)}"
+    if _too_deep(data):
+        return f"nested more than {MAX_DEPTH} levels deep"
+    request = data.get("request")
+    if not isinstance(request, dict):
+        return f"request: expected an object, got {'nothing' if 'request' not in data else _kind(request)}"
+    resource = request.get("resource")
+    if not isinstance(resource, dict) or not all(isinstance(resource.get(k), str) for k in ("group", "version")):
+        return f"request.resource: expected an object with group, version and resource, got {_kind(resource)}"
+    if not isinstance(resource.get("resource"), str):
+        return "request.resource.resource: expected a string"
+    for key in ("uid", "operation"):
+        if not isinstance(request.get(key), str):
+            return f"request.{key}: expected a string, got {_kind(request.get(key))}"
+    if not isinstance(request.get("userInfo"), dict):
+        return f"request.userInfo: expected an object, got {_kind(request.get('userInfo'))}"
+    new, old = request.get("object"), request.get("oldObject")
+    if not isinstance(new, dict | None) or not isinstance(old, dict | None) or (new is None and old is None):
+        return "request.object / request.oldObject: expected an object (at least one of them)"
+    return ""
+
+
+class GuardedWebhookServer(kopf.WebhookServer):
+    """kopf's webhook server, answering malformed AdmissionReview bodies with 400 and one log line."""
+
+    @staticmethod
+    async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        raw = await request.read()  # aiohttp keeps it: kopf's own request.text() reads the same bytes
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problem = f"the body is not UTF-8 (at byte {exc.start})"
+        except json.JSONDecodeError as exc:
+            problem = f"the body is not JSON ({exc.msg} at character {exc.pos})"
+        except RecursionError:
+            problem = "the body is JSON nested too deeply"
+        else:
+            problem = review_problem(data)
+        if problem:
+            logger.warning("refused a malformed AdmissionReview from %s with HTTP 400: %s", request.remote, problem)
+            return aiohttp.web.json_response({"error": f"malformed AdmissionReview: {problem}"}, status=400)
+        response: aiohttp.web.Response = await kopf.WebhookServer._serve(fn, request)
+        return response
