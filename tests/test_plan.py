@@ -19,7 +19,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import MambaSpec
 from fitgate.sizing.units import GiB
-from fitgate.sizing.versions import accounting_for
+from fitgate.sizing.versions import accounting_for, parse_version
 from tests.conftest import model
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -390,3 +390,12 @@ def test_gemma4_global_layers_and_kv_sharing() -> None:
     specs = layer_specs(shared, range(shared.num_layers), 1, 2, 2, 16, accounting_for())
     assert len(specs) == 40
     assert sum(s.bytes_per_token for s in specs) == 34 * 16 * 256 * 2 * 2 + 6 * 4 * 512 * 2 * 2
+
+
+def test_image_tags_give_the_release() -> None:
+    # vllm/vllm-openai:vX.Y.Z is release X.Y.Z; latest and nightly are sized as the newest modelled one.
+    assert parse_version("v0.24.1-cu129") == (0, 24, 1)
+    assert parse_version("0.19.2rc1.dev212+g8cd174fa3") == (0, 19, 2)
+    assert parse_version("latest") == parse_version("nightly-aarch64") == (0, 33, 0)
+    with pytest.raises(SizingError, match=r"0\.34 sizes the KV cache after warm-up"):
+        parse_version("v0.34.0")

@@ -10,6 +10,7 @@ from fitgate.sizing.weights import (
     Role,
     classify_tensor,
     inventory_from_architecture,
+    inventory_from_tensors,
     pp_layer_ranges,
     weights_per_rank,
 )
@@ -143,3 +144,15 @@ def test_moe_experts_all_resident() -> None:
 )
 def test_tensor_names_map_to_roles(name: str, role: Role) -> None:
     assert classify_tensor(name, num_layers=61)[1] is role
+
+
+def test_a_stored_lm_head_of_a_tied_model_is_not_loaded() -> None:
+    # Llama-3.2-1B ties lm_head to embed_tokens; a checkpoint that stores lm_head.weight anyway
+    # (128256 x 2048 bf16 = 525,336,576 B) loads to the same bytes: vLLM skips it.
+    arch = parse_config(catalog_config("meta-llama/Llama-3.2-1B-Instruct"))
+    assert arch.tie_word_embeddings
+    base = [("model.embed_tokens.weight", "BF16", (128256, 2048)), ("model.norm.weight", "BF16", (2048,))]
+    stored = [*base, ("lm_head.weight", "BF16", (128256, 2048))]
+    plain = weights_per_rank(arch, inventory_from_tensors(base, arch), tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    extra = weights_per_rank(arch, inventory_from_tensors(stored, arch), tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    assert extra.total_bytes == plain.total_bytes

@@ -132,8 +132,16 @@ class VllmAccounting:
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\-_a-zA-Z0-9]*)?$")
 
 
+#: Image tags that name no release: ``vllm/vllm-openai:latest`` is the latest stable release and
+#: ``nightly`` builds are main after it (docs/vllm-releases.md section 9); both are sized as the
+#: newest release fitgate models.
+_MOVING_TAGS = re.compile(r"^(latest|nightly)([-_.].*)?$")
+
+
 def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int]:
-    """Parse ``0.19.0``, ``v0.19.1``, ``0.19`` or an image tag like ``v0.19.0-cu128`` into a tuple."""
+    """Parse ``0.19.0``, ``v0.19.1``, ``0.19``, an image tag like ``v0.19.0-cu128`` or ``latest``."""
+    if _MOVING_TAGS.match(str(text).strip().lower()):
+        text = DEFAULT_VLLM_VERSION
     match = _VERSION_RE.match(str(text).strip())
     if not match:
         raise SizingError(field, text, "a vLLM release such as 0.19.0 (or an image tag like v0.19.0)")

@@ -432,7 +432,9 @@ def weights_per_rank(
     embedding = 0.0
     for e in inventory.entries:
         role = e.role
-        if role is Role.SKIPPED:
+        if role is Role.SKIPPED or (role is Role.LM_HEAD and arch.tie_word_embeddings):
+            # A tied model's lm_head is its embedding: vLLM skips a stored lm_head.weight while loading
+            # (``if self.config.tie_word_embeddings and "lm_head.weight" in name: continue``).
             continue
         if e.layer is None:
             if (role in _FIRST_STAGE_ROLES and not first) or (role in _LAST_STAGE_ROLES and not last):
