@@ -30,7 +30,6 @@ REFUSED = {
     "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
     "Exaone4_5_ForConditionalGeneration",
     "KimiK3ForConditionalGeneration",
-    "Lfm2VlForConditionalGeneration",  # short-conv state
     "MiMoV2FlashForCausalLM",  # per-kind head sizes and sinks
     "MiniMaxM3ForCausalLM",  # sparse attention config
     "MiniMaxM3SparseForConditionalGeneration",

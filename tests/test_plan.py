@@ -399,3 +399,14 @@ def test_image_tags_give_the_release() -> None:
     assert parse_version("latest") == parse_version("nightly-aarch64") == (0, 33, 0)
     with pytest.raises(SizingError, match=r"0\.34 sizes the KV cache after warm-up"):
         parse_version("v0.34.0")
+
+
+def test_lfm2_short_conv_state() -> None:
+    # LFM2.5-VL-1.6B (tests/corpus, real config): conv layers keep the last conv_L_cache - 1 = 2 inputs of
+    # conv_dim 2048 per request: 2048 x 2 x 2 B = 8,192 B (short_conv_state_shape, mamba_utils.py L249-258);
+    # at TP2 each rank holds half the channels: 4,096 B.
+    m = to_model_input(load_directory(CORPUS / "LiquidAI__LFM2.5-VL-1.6B"))
+    for tp, expected in ((1, 8192), (2, 4096)):
+        specs = layer_specs(m.arch, range(m.arch.num_layers), tp, 2, 2, 16, accounting_for())
+        states = [s for s in specs if isinstance(s, MambaSpec)]
+        assert states and all(s.state_bytes == expected == 2048 // tp * 2 * 2 for s in states)

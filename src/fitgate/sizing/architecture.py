@@ -31,6 +31,7 @@ from fitgate.sizing.model import (
     ModelArchitecture,
     MoE,
     Quantization,
+    ShortConv,
     VisionEncoder,
 )
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION, parse_quantization
@@ -175,6 +176,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "KimiVLForConditionalGeneration": "mla",
     # Gemma 4: sliding / global layers of different head sizes, KV-shared tail, dense + MoE blocks
     "Gemma4ForCausalLM": "gemma4",
+    # LFM2: gated short convolutions with a few full-attention layers
+    "Lfm2ForCausalLM": "lfm2",
+    "Lfm2VlForConditionalGeneration": "lfm2",
     "Gemma4ForConditionalGeneration": "gemma4",
     # Gated DeltaNet hybrids (Qwen3-Next layout), dense or MoE
     "Qwen3_5ForCausalLM": "qwen3_next",
@@ -211,6 +215,7 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
 }
 
 _TIED_BY_DEFAULT = {
+    "lfm2",
     "gemma4",
     "gemma4_text",
     "gemma",
@@ -757,6 +762,28 @@ def _family_gemma4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, 
     return layers, {}
 
 
+def _family_lfm2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """LFM2 as vllm/model_executor/models/lfm2.py (0.33.0) builds it.
+
+    ``layer_types[i] == "full_attention"`` is GQA attention, ``"conv"`` a short convolution of width
+    ``conv_dim`` and kernel ``conv_L_cache`` (L435, L298-300, L573-576). The MLP width is adjusted as
+    the model does it (L229-232): ``int(2 x intermediate_size / 3)`` when ``block_auto_adjust_ff_dim``,
+    times ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``.
+    """
+    n = text.int_("num_hidden_layers")
+    types = _layer_types(text, n)
+    if types is None:
+        raise SizingError(f"{text.prefix}:layer_types", None, f"{n} entries of conv / full_attention")
+    inter = text.int_("intermediate_size")
+    if text.bool_("block_auto_adjust_ff_dim", False):
+        inter = int(2 * inter / 3)
+        inter = int(text.float_("block_ffn_dim_multiplier", 1.0, maximum=64) * inter)
+        multiple = text.int_("block_multiple_of", 256)
+        inter = multiple * -(-inter // multiple)
+    conv = ShortConv(text.int_("conv_dim", text.int_("hidden_size")), text.int_("conv_L_cache", 3))
+    return [Layer(_attention(text) if t == "full_attention" else conv, DenseMLP(inter)) for t in types], {}
+
+
 _FAMILIES = {
     "llama": _family_llama,
     "phi2": _family_phi2,
@@ -768,6 +795,7 @@ _FAMILIES = {
     "jamba": _family_jamba,
     "granite_hybrid": _family_granite_hybrid,
     "gemma4": _family_gemma4,
+    "lfm2": _family_lfm2,
 }
 
 

@@ -23,7 +23,7 @@ from fitgate.sizing.kv_specs import (
     SlidingWindowSpec,
     spec_kind,
 )
-from fitgate.sizing.model import MLA, Attention, LinearAttention, Mamba, ModelArchitecture
+from fitgate.sizing.model import MLA, Attention, LinearAttention, Mamba, ModelArchitecture, ShortConv
 from fitgate.sizing.units import cdiv
 from fitgate.sizing.versions import VllmAccounting
 
@@ -32,8 +32,11 @@ DEFAULT_BLOCK_SIZE = 16
 FP8_DS_MLA_BYTES = 656
 
 
-def _mamba_state_bytes(mixer: Mamba | LinearAttention, tp: int, state_dtype_bytes: int) -> int:
+def _mamba_state_bytes(mixer: Mamba | LinearAttention | ShortConv, tp: int, state_dtype_bytes: int) -> int:
     """Conv plus SSM/recurrent state of one request on one GPU (vLLM MambaStateShapeCalculator)."""
+    if isinstance(mixer, ShortConv):
+        # short_conv_state_shape (mamba_utils.py 0.33.0 L249-258): (dim / TP) x (kernel - 1)
+        return (mixer.dim // tp) * (mixer.kernel - 1) * state_dtype_bytes
     if isinstance(mixer, LinearAttention):
         key_dim = mixer.num_k_heads * mixer.head_k_dim
         value_dim = mixer.num_v_heads * mixer.head_v_dim

@@ -74,7 +74,15 @@ class LinearAttention:
     conv_kernel: int
 
 
-Mixer = Attention | MLA | Mamba | LinearAttention
+@dataclass(frozen=True)
+class ShortConv:
+    """LFM2's gated short convolution: its cache is the last ``kernel - 1`` inputs of width ``dim``."""
+
+    dim: int
+    kernel: int
+
+
+Mixer = Attention | MLA | Mamba | LinearAttention | ShortConv
 
 # --------------------------------------------------------------------------------------------
 # Feed-forward blocks

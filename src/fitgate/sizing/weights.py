@@ -27,6 +27,7 @@ from fitgate.sizing.model import (
     Attention,
     DenseMLP,
     LinearAttention,
+    ShortConv,
     Mamba,
     ModelArchitecture,
     MoE,
@@ -159,7 +160,7 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
         b.add(i, Role.COLUMN, q_out + 2 * kv_out)
     if m.sinks:
         b.add(i, Role.COLUMN, m.num_heads)
-    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "gemma4_text"}:
+    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "gemma4_text", "lfm2"}:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
 
 
@@ -233,6 +234,11 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
             _mamba_params(b, i, m, hidden)
         elif isinstance(m, LinearAttention):
             _linear_attention_params(b, i, m, hidden)
+        elif isinstance(m, ShortConv):
+            # lfm2.py ShortConv: in_proj hidden -> 3 x dim (B, C, x), depthwise conv1d, out_proj dim -> hidden
+            b.add(i, Role.COLUMN, hidden * 3 * m.dim, linear=True)
+            b.add(i, Role.COLUMN, m.dim * m.kernel)
+            b.add(i, Role.ROW, m.dim * hidden, linear=True)
         if layer.ffn is not None:
             _ffn_params(b, i, layer.ffn, hidden)
         parts = (m is not None) + (layer.ffn is not None)
