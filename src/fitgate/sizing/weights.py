@@ -27,11 +27,11 @@ from fitgate.sizing.model import (
     Attention,
     DenseMLP,
     LinearAttention,
-    ShortConv,
     Mamba,
     ModelArchitecture,
     MoE,
     Quantization,
+    ShortConv,
 )
 from fitgate.sizing.units import cdiv, round_up
 
