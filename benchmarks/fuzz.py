@@ -2,9 +2,10 @@
 
     python benchmarks/fuzz.py [--cases 10000] [--seed 0] [--unguarded]
 
-Targets and checks are those of tests/fuzzing.py: safetensors files and index files resolved as
-checkpoint directories, AdmissionReview bodies POSTed to the webhook server (``--unguarded``: kopf's own
-server, for comparison). Every case ends accepted or rejected (one line); anything else is counted as
+Targets and checks are those of tests/fuzzing.py and tests/fuzzing_configs.py: safetensors files and
+index files resolved as checkpoint directories, hostile ``config.json`` files (real configs with values
+replaced) resolved, parsed and planned, ``fitgate plan`` arguments, and AdmissionReview bodies POSTed to
+the webhook server (``--unguarded``: kopf's own server, for comparison). Every case ends accepted or rejected (one line); anything else is counted as
 crash, multiline or slow, and the first few of each are shown. Exit status 1 when any case failed.
 """
 
@@ -31,6 +32,7 @@ from tests.fuzzing import (
     review_bodies,
     safetensors_files,
 )
+from tests.fuzzing_configs import check_argv, check_config, hostile_configs, plan_argvs
 
 
 def run(
@@ -62,11 +64,11 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=10_000, help="cases in all, split over the three targets")
+    parser.add_argument("--cases", type=int, default=10_000, help="cases in all, split over the five targets")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--unguarded", action="store_true", help="kopf's own webhook server, for comparison")
     args = parser.parse_args(argv)
-    per = -(-args.cases // 3)
+    per = -(-args.cases // 5)
     results: dict[str, Counter[str]] = {}
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         targets: list[tuple[str, Any, Callable[[bytes], str]]] = [
             ("safetensors", safetensors_files(), in_dir("safetensors", check_safetensors)),
             ("index", index_files, in_dir("index", check_index)),
+            ("config", hostile_configs(), in_dir("config", check_config)),
+            ("plan-args", plan_argvs(), check_argv),
         ]
         for name, strategy, check in targets:
             start = time.monotonic()
@@ -88,14 +92,14 @@ def main(argv: list[str] | None = None) -> int:
             start = time.monotonic()
             results["admission"] = run("admission", review_bodies, webhook.check, per, args.seed)
             timings["admission"] = time.monotonic() - start
-    kinds = ["accepted", "rejected", "crash", "multiline", "slow"]
+    kinds = ["accepted", "rejected", "crash", "multiline", "nonsense", "slow"]
     print(f"{'target':<12}" + "".join(f"{k:>10}" for k in kinds) + f"{'total':>10}{'seconds':>10}")
     for name, counts in results.items():
         row = "".join(f"{counts[k]:>10}" for k in kinds)
         print(f"{name:<12}{row}{sum(counts.values()):>10}{timings[name]:>10.1f}")
     total = sum((c for c in results.values()), Counter())
     print(f"{'all':<12}" + "".join(f"{total[k]:>10}" for k in kinds) + f"{sum(total.values()):>10}")
-    return 1 if any(total[k] for k in ("crash", "multiline", "slow")) else 0
+    return 1 if any(total[k] for k in ("crash", "multiline", "nonsense", "slow")) else 0
 
 
 if __name__ == "__main__":

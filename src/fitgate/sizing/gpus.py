@@ -97,8 +97,12 @@ def lookup_gpu(name: str, field: str = "gpu") -> GpuModel:
     return model
 
 
+#: The largest device memory fitgate accepts (today's largest accelerators hold under 0.5 TiB).
+MAX_GPU_BYTES = 16 * 1024 * GiB
+
+
 def custom_gpu(memory_bytes: int, name: str = "custom") -> GpuModel:
     """A GPU known only by its memory (``--gpu-memory``), e.g. a MIG slice."""
-    if memory_bytes < GiB // 2:
-        raise SizingError("gpu_memory", memory_bytes, "at least 0.5 GiB of device memory")
+    if not GiB // 2 <= memory_bytes <= MAX_GPU_BYTES:
+        raise SizingError("gpu_memory", memory_bytes, "from 0.5 GiB to 16 TiB of device memory")
     return GpuModel(name=name, memory_bytes=memory_bytes, memory_basis="given")

@@ -5,6 +5,7 @@ All sizes inside fitgate are integers in bytes; GiB appear only when formatting.
 
 from __future__ import annotations
 
+import math
 import re
 
 from fitgate.sizing.errors import SizingError
@@ -46,6 +47,10 @@ def round_up(a: int, multiple: int) -> int:
     return cdiv(a, multiple) * multiple
 
 
+#: No memory size fitgate reads is this large (sizes enter int64 arithmetic and Kubernetes quantities).
+MAX_SIZE_BYTES = 1 << 60
+
+
 def parse_size(text: str, field: str = "size") -> int:
     """Parse a memory size such as ``79.19GiB``, ``81559MiB``, ``80GB`` or ``80Gi`` into bytes.
 
@@ -60,6 +65,8 @@ def parse_size(text: str, field: str = "size") -> int:
     if not match or unit not in _SIZE_UNITS:
         raise SizingError(field, text, "a size such as 79.19GiB, 81559MiB, 80GB or 80Gi")
     value = float(match.group(1)) * _SIZE_UNITS[unit]
+    if not math.isfinite(value) or value >= MAX_SIZE_BYTES:
+        raise SizingError(field, text, "a size below 1 EiB")
     if value < 1:
         raise SizingError(field, text, "a size greater than zero")
     return int(value)
