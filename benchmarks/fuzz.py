@@ -5,8 +5,9 @@
 Targets and checks are those of tests/fuzzing.py and tests/fuzzing_configs.py: safetensors files and
 index files resolved as checkpoint directories, hostile ``config.json`` files (real configs with values
 replaced) resolved, parsed and planned, ``fitgate plan`` arguments, and AdmissionReview bodies POSTed to
-the webhook server (``--unguarded``: kopf's own server, for comparison). Every case ends accepted or rejected (one line); anything else is counted as
-crash, multiline or slow, and the first few of each are shown. Exit status 1 when any case failed.
+the webhook server (``--unguarded``: kopf's own server, for comparison). Every case ends accepted or
+rejected (one line); anything else is counted as crash, multiline, nonsense or slow, and the first few
+of each are shown. Exit status 1 when any case failed.
 """
 
 from __future__ import annotations
