@@ -151,7 +151,9 @@ def test_cuda_graph_budget_by_release() -> None:
     v29 = plan(m, H100, replace(cfg, vllm_version="0.29.0"))
     assert not v24.per_gpu.cuda_graphs_in_budget
     assert v25.per_gpu.cuda_graphs_in_budget and v29.per_gpu.cuda_graphs_in_budget
-    assert v24.ranks[0].available_kv_bytes - v25.ranks[0].available_kv_bytes == v25.per_gpu.cuda_graph_bytes
+    for p, graphs in ((v24, 0), (v25, v25.per_gpu.cuda_graph_bytes)):
+        g = p.per_gpu
+        assert p.ranks[0].non_kv_bytes == g.weights_bytes + g.activation_bytes + g.non_torch_bytes + graphs
     # --enforce-eager captures no graphs: nothing deducted on any release.
     assert not plan(m, H100, replace(cfg, enforce_eager=True)).per_gpu.cuda_graphs_in_budget
 
@@ -410,3 +412,23 @@ def test_lfm2_short_conv_state() -> None:
         specs = layer_specs(m.arch, range(m.arch.num_layers), tp, 2, 2, 16, accounting_for())
         states = [s for s in specs if isinstance(s, MambaSpec)]
         assert states and all(s.state_bytes == expected == 2048 // tp * 2 * 2 for s in states)
+
+
+def test_sampler_profile_by_runner_and_release() -> None:
+    # Llama-3.1-8B on an H100 (max_num_seqs 1024, vocab 128,256). The V2 runner (every model from 0.29)
+    # profiles the sampler on bf16 logits only until 0.32: 0.146 GiB + 2 B x 1024 x 128,256; 0.33 adds
+    # the full fp32 pipeline pass, sized like the V1 runner (14.35 B a logit, fitted on the 0.19 logs);
+    # 0.27 copies the logits to fp32 first: 2 + 4 B. Llama ran on V1 in 0.27 (not listed for V2).
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    base = int(0.146 * GiB)
+
+    def sampler(version: str) -> int:
+        return plan(m, H100, ServingConfig(max_model_len=8192, vllm_version=version)).ranks[0].profile.sampler_bytes
+
+    assert sampler("0.30.0") == base + 2 * 1024 * 128256
+    assert sampler("0.33.0") == sampler("0.19.0") == base + int(14.35 * 1024 * 128256)
+    assert sampler("0.27.0") == sampler("0.19.0")  # V1 runner for Llama in 0.27
+    # DeepseekV2 ran on V2 from 0.24 (config/vllm.py 0.24.0 L68-77): fp32 copy in 0.27.
+    lite = model("deepseek-ai/DeepSeek-V2-Lite-Chat")
+    v27 = plan(lite, H100, ServingConfig(max_model_len=8192, vllm_version="0.27.0")).ranks[0].profile.sampler_bytes
+    assert v27 == base + (2 + 4) * 1024 * lite.arch.vocab_size

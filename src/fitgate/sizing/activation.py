@@ -79,7 +79,8 @@ def estimate_profile(
     sampler = 0
     if last_stage:
         seqs = min(max_num_seqs, max_num_batched_tokens)
-        sampler = accounting.sampler_base_bytes + int(accounting.sampler_bytes_per_logit * seqs * arch.vocab_size)
+        per_logit = accounting.sampler_bytes_per_logit_for(arch.architecture, dtype_bytes)
+        sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)
     workspace = 0
     mxfp4 = arch.quantization is not None and arch.quantization.method == "mxfp4"
     moe = next((arch.layers[i].ffn for i in layers if isinstance(arch.layers[i].ffn, MoE)), None)

@@ -112,16 +112,40 @@ class VllmAccounting:
     sampler_base_bytes: int
     mla_align_bytes: int
 
+    def uses_v2_runner(self, architecture: str) -> bool:
+        """Whether vLLM measures this architecture with its V2 model runner (0.22+; every model from 0.29)."""
+        if self.engine != "V1" or self.version < (0, 22, 0):
+            return False
+        if self.version >= (0, 29, 0):
+            return True
+        listed = frozenset[str]()
+        for since, archs in _V2_ARCHITECTURES:
+            if self.version >= since:
+                listed = archs
+        return architecture in listed
+
+    def sampler_bytes_per_logit_for(self, architecture: str, dtype_bytes: int) -> float:
+        """Bytes per (sequence x vocab) element the profiling sampler pass takes.
+
+        The V1 runner's figure is fitted (see ``sampler_bytes_per_logit``). The V2 runner's dummy
+        sampler pass is derived from its source (docs/vllm-releases.md section 10): logits in the
+        model dtype plus an fp32 copy in 0.22-0.25 and 0.27 (gpu/sample/sampler.py 0.24.0 L157), no
+        copy in 0.26 and 0.28-0.32 (0.28.0 L192 returns early), and from 0.33 a second warm-up pass
+        with the full fp32 top-k/top-p/logprobs pipeline (gpu/model_runner.py 0.33.0 L993-1019),
+        sized like the V1 runner's.
+        """
+        if not self.uses_v2_runner(architecture) or self.version >= (0, 33, 0):
+            return self.sampler_bytes_per_logit
+        if (0, 26, 0) <= self.version < (0, 27, 0) or self.version >= (0, 28, 0):
+            return float(dtype_bytes)
+        return float(dtype_bytes + 4)
+
     def v2_runner_without_cudagraph_estimate(self, architecture: str) -> bool:
         """Whether nothing is deducted for CUDA graphs because this model runs on a stub V2 runner.
 
         The V2 model runner of 0.22-0.28 estimates no CUDA-graph memory (returns 0).
         """
-        listed = frozenset[str]()
-        for since, archs in _V2_ARCHITECTURES:
-            if self.version >= since:
-                listed = archs
-        return self.engine == "V1" and (0, 22, 0) <= self.version < (0, 29, 0) and architecture in listed
+        return self.version < (0, 29, 0) and self.uses_v2_runner(architecture)
 
     @property
     def label(self) -> str:
