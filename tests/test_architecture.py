@@ -121,7 +121,8 @@ def test_missing_key_takes_the_transformers_default() -> None:
 
 def test_unknown_architecture_names_it() -> None:
     with pytest.raises(
-        UnknownArchitectureError, match=r"architectures: 'BertModel' is not valid; expected a supported"
+        UnknownArchitectureError,
+        match=r"architectures: 'BertModel' is not valid; expected one of the \d+ architectures fitgate sizes",
     ):
         parse_config({"architectures": ["BertModel"], "hidden_size": 768})
 
@@ -215,3 +216,10 @@ def test_gemma3_text_sliding_pattern() -> None:
 def test_quantization_configs(qc: dict[str, Any], method: str, bits: int) -> None:
     q = parse_quantization(qc)
     assert q is not None and q.method == method and q.weight_bits == bits
+
+
+def test_unknown_architecture_suggests_close_names_in_one_short_line() -> None:
+    with pytest.raises(UnknownArchitectureError) as err:
+        parse_config({"architectures": ["Qwen3MoeForCausalLm"], "model_type": "qwen3_moe"})
+    message = str(err.value)
+    assert "Qwen3MoeForCausalLM" in message and "\n" not in message and len(message) < 300

@@ -10,6 +10,7 @@ Supported families are those listed in :data:`SUPPORTED_ARCHITECTURES`; anything
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -229,6 +230,13 @@ _TIED_BY_DEFAULT = {
 }
 
 
+def _supported_hint(arch: str) -> str:
+    """What to expect instead of an unknown architecture: the closest supported names, not all of them."""
+    close = difflib.get_close_matches(str(arch), sorted(SUPPORTED_ARCHITECTURES), n=3, cutoff=0.6)
+    hint = f"one of the {len(SUPPORTED_ARCHITECTURES)} architectures fitgate sizes (README: Architectures)"
+    return hint + (f", e.g. {', '.join(close)}" if close else "")
+
+
 def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     """Turn a Hugging Face ``config.json`` (already decoded) into a :class:`ModelArchitecture`.
 
@@ -256,7 +264,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         raise UnknownArchitectureError(
             "config.json:architectures",
             arch,
-            "a supported architecture: " + ", ".join(sorted(SUPPORTED_ARCHITECTURES)),
+            _supported_hint(arch),
         )
     config, normalize_notes = normalize(config)
     top = _Cfg(config)
