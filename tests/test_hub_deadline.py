@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,11 @@ def test_retry_after_is_honoured_within_the_deadline(hub: HubServer, tmp_path: P
     took, facts = within(8, lambda: source(hub, tmp_path, deadline_s=6).resolve("acme/tiny"))
     assert isinstance(facts, ModelFacts) and facts.revision == SHA_MAIN
     assert took >= 2.0  # waited as asked, where the backoff alone would have waited 0.5 s
+    # An HTTP date works too.
+    when = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=3), usegmt=True)
+    hub.fail(r"^/api/models/acme/tiny", 503, retry_after=when)
+    took, facts = within(9, lambda: source(hub, tmp_path / "1", deadline_s=7).resolve("acme/tiny"))
+    assert isinstance(facts, ModelFacts) and took >= 1.5  # (the date has a resolution of one second)
     # A wait beyond the deadline is not waited: the error comes at once.
     hub.fail(r"^/api/models/acme/tiny", 429, retry_after="120")
     took, error = within(5, lambda: source(hub, tmp_path / "2", deadline_s=6).resolve("acme/tiny"))
