@@ -7,7 +7,7 @@ MODEL  ?= meta-llama/Llama-3.1-8B-Instruct
 GPU    ?= H100
 ARGS   ?= --max-model-len 32768 --concurrency 16 --context-tokens 32000
 
-.PHONY: constraints setup plan test unit lint bench accuracy speed hub-bench controlplane tools cluster-up cluster-down e2e clean
+.PHONY: constraints setup plan test unit lint bench accuracy speed hub-bench fuzz controlplane tools cluster-up cluster-down e2e clean
 
 # constraints.txt pins every package the tests ran with (regenerate with `make constraints`), so a fresh
 # machine installs the same versions CI saw.
@@ -52,6 +52,9 @@ speed: $(STAMP)
 	$(BIN)/python benchmarks/speed.py
 hub-bench: $(STAMP)
 	$(BIN)/python benchmarks/hub.py
+## Fuzz the input boundaries (safetensors, index files, AdmissionReview bodies) with 10,000 cases.
+fuzz: $(STAMP)
+	$(BIN)/python benchmarks/fuzz.py
 
 ## The e2e control plane: build kube-apiserver + etcd, install kubectl + helm, start/stop it.
 controlplane:

@@ -15,8 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fitgate.checkpoints.safetensors import ObjectStream
+from fitgate.checkpoints.safetensors import HeaderLimits, ObjectStream, TotalsBuilder
+from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.weights import inventory_from_tensors
 from tests.fuzzing import (
+    CONFIG,
     WebhookTarget,
     check_index,
     check_safetensors,
@@ -78,6 +81,60 @@ def test_streamed_json_agrees_with_json_loads(data: bytes, cuts: list[int]) -> N
     assert isinstance(whole, dict)
     streamed = {k[0]: v for k, v in got}
     assert json.dumps(streamed) == json.dumps(whole)  # (NaN != NaN: compare the text)
+
+
+_NAMES = [
+    "model.layers.{i}.mlp.experts.{j}.down_proj.weight",
+    "model.layers.{i}.mlp.experts.{j}.gate_proj.qweight",
+    "model.layers.{i}.self_attn.kv_a_proj_with_mqa.weight",
+    "model.layers.{i}.self_attn.k_proj.weight",
+    "model.layers.{i}.input_layernorm.weight",
+    "model.layers.{i}.mlp.gate.weight",
+    "model.h.{i}.blocks.{j}.fc{j}.weight",
+    "model.vision_tower.blocks.{i}.attn.weight",
+    "mtp.{i}.weight",
+    "{i}.{j}",
+    "lm_head.weight",
+]
+
+
+@settings(FUZZ, max_examples=200)
+@given(
+    tensors=st.lists(
+        st.tuples(
+            st.sampled_from(_NAMES),
+            st.integers(0, 4) | st.sampled_from([2**62, 2**70]),
+            st.integers(0, 4),
+            st.sampled_from(["BF16", "F8_E4M3", "I32", "U8", "F32"]),
+            st.lists(st.integers(0, 64), max_size=3),
+        ),
+        max_size=60,
+    )
+)
+def test_totals_place_every_tensor_as_the_sizing_core_does(tensors: list[tuple[str, int, int, str, list[int]]]) -> None:
+    """The per-pattern placement memory gives the same inventory as the sizing core's tensor-by-tensor rules."""
+    listed = [(name.format(i=i, j=j), dtype, tuple(shape)) for name, i, j, dtype, shape in tensors]
+    builder = TotalsBuilder("m", HeaderLimits())
+    for name, dtype, shape in listed:
+        builder.add("f", name, dtype, list(shape))
+    totals = builder.totals()
+    if not listed:
+        assert totals is None
+        return
+    assert totals is not None and totals.tensor_count == len(listed)
+    arch = parse_config(CONFIG)
+    expected = inventory_from_tensors(listed, arch)
+    got = totals.inventory(arch.num_layers)
+
+    def rows(inv: object) -> dict[tuple[object, ...], list[int]]:
+        out: dict[tuple[object, ...], list[int]] = {}
+        for e in inv.entries:  # type: ignore[attr-defined]
+            acc = out.setdefault((e.layer, e.role, e.quantized, e.linear), [0, 0])
+            acc[0] += e.numel
+            acc[1] += e.stored_bytes
+        return out
+
+    assert rows(got) == rows(expected)
 
 
 @pytest.fixture(scope="module")

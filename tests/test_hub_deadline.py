@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.hub import HubSettings, HubSource
 from fitgate.operator.api import ModelRef
 from fitgate.operator.store import FactsStore
-from tests.hub_server import HubRepo, HubServer
+from tests.hub_server import HubRepo, HubServer, faithful_safetensors
 from tests.test_hub import SHA_MAIN, llama8b_files, tiny_files
 
 
@@ -77,6 +80,11 @@ def test_retry_after_is_honoured_within_the_deadline(hub: HubServer, tmp_path: P
     took, facts = within(8, lambda: source(hub, tmp_path, deadline_s=6).resolve("acme/tiny"))
     assert isinstance(facts, ModelFacts) and facts.revision == SHA_MAIN
     assert took >= 2.0  # waited as asked, where the backoff alone would have waited 0.5 s
+    # An HTTP date works too.
+    when = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=3), usegmt=True)
+    hub.fail(r"^/api/models/acme/tiny", 503, retry_after=when)
+    took, facts = within(9, lambda: source(hub, tmp_path / "1", deadline_s=7).resolve("acme/tiny"))
+    assert isinstance(facts, ModelFacts) and took >= 1.5  # (the date has a resolution of one second)
     # A wait beyond the deadline is not waited: the error comes at once.
     hub.fail(r"^/api/models/acme/tiny", 429, retry_after="120")
     took, error = within(5, lambda: source(hub, tmp_path / "2", deadline_s=6).resolve("acme/tiny"))
@@ -103,3 +111,37 @@ def test_catalog_resolutions_do_not_wait_behind_a_stuck_hub(
         return time.monotonic() - start
 
     assert asyncio.run(scenario()) < 2.0
+
+
+def test_hub_headers_are_added_up_in_bounded_memory(
+    hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three shards of 20,000 tensors each (1.8 MB of headers each) read through Range requests."""
+    import tracemalloc  # noqa: PLC0415 - only here
+
+    config = json.loads(tiny_files()["config.json"])
+    files: dict[str, Any] = {"config.json": json.dumps(config).encode()}
+    weight_map = {}
+    for s in range(3):
+        shard = f"model-{s + 1:05d}-of-00003.safetensors"
+        tensors = {
+            f"model.layers.{i % 2}.mlp.experts.{s * 20_000 + i}.down_proj.weight": ("BF16", [4, 4])
+            for i in range(20_000)
+        }
+        files[shard] = faithful_safetensors(tensors)
+        weight_map |= dict.fromkeys(tensors, shard)
+    files["model.safetensors.index.json"] = json.dumps(
+        {"metadata": {"total_size": 60_000 * 32}, "weight_map": weight_map}
+    ).encode()
+    hub.repos.append(HubRepo("acme/many", {SHA_MAIN: files}, {"main": SHA_MAIN}))
+    tracemalloc.start()
+    try:
+        facts = source(hub, tmp_path, deadline_s=60).resolve("acme/many")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 << 20, f"peak {peak >> 20} MiB (the loopback Hub's own copies of the headers included)"
+    assert facts.tensors is not None and facts.tensors.tensor_count == 60_000
+    monkeypatch.setenv("FITGATE_MAX_TENSORS", "50000")
+    with pytest.raises(CheckpointError, match=r"more than 50000 tensors.*\(FITGATE_MAX_TENSORS\)"):
+        source(hub, tmp_path / "again", deadline_s=60).resolve("acme/many")

@@ -36,6 +36,11 @@ class CheckpointError(ValueError):
             super().__init__(f"{field}: {value!r} is not valid; expected {expected}")
 
 
+_ROLES = {str(r): r for r in Role}
+_MAX_ROW_INT = 1 << 62
+_ROW_FORM = "[layer|null, role, numel, stored_bytes, quantized, linear] rows"
+
+
 @dataclass(frozen=True)
 class TensorTotals:
     """A checkpoint's tensors added up per (layer as numbered, role, quantized, linear), never listed.
@@ -104,20 +109,22 @@ class TensorTotals:
         if not isinstance(rows, list) or not rows or not isinstance(dtypes, Mapping):
             raise CheckpointError(f"{where}.rows", type(rows).__name__, "a non-empty list of rows")
         out = []
-        roles = {str(r) for r in Role}
         for row in rows:
+            if type(row) is not list or len(row) != 6:
+                raise CheckpointError(f"{where}.rows", str(row)[:120], _ROW_FORM)
+            layer, role, numel, stored, quantized, linear = row
             if not (
-                isinstance(row, list)
-                and len(row) == 6
-                and (row[0] is None or (isinstance(row[0], int) and not isinstance(row[0], bool) and row[0] >= 0))
-                and row[1] in roles
-                and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 62 for n in row[2:4])
-                and all(isinstance(b, bool) for b in row[4:6])
+                (layer is None or (type(layer) is int and 0 <= layer < _MAX_ROW_INT))
+                and role in _ROLES
+                and type(numel) is int
+                and type(stored) is int
+                and 0 <= numel < _MAX_ROW_INT
+                and 0 <= stored < _MAX_ROW_INT
+                and type(quantized) is bool
+                and type(linear) is bool
             ):
-                raise CheckpointError(
-                    f"{where}.rows", str(row)[:120], "[layer|null, role, numel, stored_bytes, quantized, linear] rows"
-                )
-            out.append(WeightEntry(row[0], Role(row[1]), row[2], row[3], row[4], row[5]))
+                raise CheckpointError(f"{where}.rows", str(row)[:120], _ROW_FORM)
+            out.append(WeightEntry(layer, _ROLES[role], numel, stored, quantized, linear))
         return cls(tuple(out), count, tuple(sorted((str(k), int(v)) for k, v in dtypes.items())))
 
 

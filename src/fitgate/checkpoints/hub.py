@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 import re
 import threading
@@ -32,6 +33,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -508,10 +511,14 @@ def redirect_refusal(target: httpx2.URL, endpoint: str, cdn_hosts: tuple[str, ..
 
 
 def _retry_after_s(exc: Exception) -> float:
-    """Seconds a 429/503 answer's ``Retry-After`` asks to wait (0 when absent or not a number of seconds)."""
+    """Seconds a 429/503 answer's ``Retry-After`` asks to wait: a number of seconds or an HTTP date (0 if absent)."""
     response = getattr(exc, "response", None)
-    value = response.headers.get("Retry-After", "") if isinstance(response, httpx2.Response) else ""
+    value = response.headers.get("Retry-After", "").strip() if isinstance(response, httpx2.Response) else ""
     try:
-        return min(max(float(value), 0.0), 3600.0)
+        seconds = float(value)
     except ValueError:
-        return 0.0
+        try:
+            seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError, IndexError):
+            return 0.0
+    return min(max(seconds, 0.0), 3600.0) if math.isfinite(seconds) else 0.0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any, cast
 
 from fitgate.checkpoints.facts import CheckpointError, TensorTotals
 from fitgate.sizing.architecture import ModelArchitecture
+from fitgate.sizing.dtypes import tensor_dtype_bytes
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.weights import Role, inventory_from_tensors
 
@@ -42,7 +44,6 @@ CHUNK_BYTES = 1 << 20
 
 _WS = " \t\n\r"
 _DECODER = json.JSONDecoder()
-_FLUSH_EVERY = 4096
 
 
 def _limit(name: str, default: int) -> int:
@@ -222,10 +223,22 @@ class _AnyDepth:
 
 
 _ANY_DEPTH = cast(ModelArchitecture, _AnyDepth())
+_ANY_DEPTH_LAYERS = _AnyDepth.num_layers
+#: A numeric name component (``model.layers.12.mlp.experts.7.w1``: 12 and 7).
+_NUMBER = re.compile(r"(?<![^.])[0-9]+(?![^.])")
+_PATTERNS = 4096
 
 
 class TotalsBuilder:
-    """Adds up the tensors of one checkpoint's headers into :class:`TensorTotals`, within its limits."""
+    """Adds up the tensors of one checkpoint's headers into :class:`TensorTotals`, within its limits.
+
+    Each tensor is placed (layer, role, quantized, linear) by the sizing core's own rules
+    (``inventory_from_tensors``). Tensors differ mostly in their layer and expert numbers, so the placement
+    is remembered per name *pattern* (numeric name components as ``#``) and dtype, with the position of the
+    component that held the layer number: other tensors of the pattern take it from there without the
+    regular expressions. A pattern is remembered once a name shows that position unambiguously, and at
+    most ``_PATTERNS`` of them (names that share no pattern are placed one by one).
+    """
 
     def __init__(self, where: str, limits: HeaderLimits | None = None) -> None:
         self.where = where
@@ -234,14 +247,12 @@ class TotalsBuilder:
         self.header_bytes = 0
         self._rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
         self._dtypes: dict[str, int] = {}
-        self._batch: list[tuple[str, str, tuple[int, ...]]] = []
-        self._batch_file = ""
+        self._placement: dict[tuple[str, str], tuple[Role, bool, bool, int, float]] = {}
 
     # -- one tensor -------------------------------------------------------------------------
 
     def add(self, file: str, name: str, dtype: object, shape: object) -> None:
         """Add one tensor; errors name the file and the tensor."""
-        where = f"{file}:{label(name)}"
         if self.tensors >= self.limits.max_tensors:
             raise CheckpointError(
                 self.where,
@@ -249,39 +260,59 @@ class TotalsBuilder:
                 f"at most {self.limits.max_tensors} tensors per checkpoint (FITGATE_MAX_TENSORS)",
             )
         if not isinstance(dtype, str) or not 0 < len(dtype) <= 32:
-            raise CheckpointError(f"{where}.dtype", clip(dtype), "a safetensors dtype such as BF16")
+            raise CheckpointError(f"{file}:{label(name)}.dtype", clip(dtype), "a safetensors dtype such as BF16")
         if not isinstance(shape, list) or len(shape) > MAX_DIMS:
-            raise CheckpointError(f"{where}.shape", clip(shape), f"a list of at most {MAX_DIMS} dimensions")
+            raise CheckpointError(
+                f"{file}:{label(name)}.shape", clip(shape), f"a list of at most {MAX_DIMS} dimensions"
+            )
         numel = 1
         for dim in shape:
-            if not isinstance(dim, int) or isinstance(dim, bool) or dim < 0:
-                raise CheckpointError(f"{where}.shape", clip(shape), "a list of non-negative integers")
+            if type(dim) is not int or dim < 0:
+                raise CheckpointError(f"{file}:{label(name)}.shape", clip(shape), "a list of non-negative integers")
             numel *= dim
             if numel > MAX_NUMEL:
-                raise CheckpointError(f"{where}.shape", clip(shape), f"at most {MAX_NUMEL} elements")
+                raise CheckpointError(f"{file}:{label(name)}.shape", clip(shape), f"at most {MAX_NUMEL} elements")
         self.tensors += 1
         self._dtypes[dtype] = self._dtypes.get(dtype, 0) + numel
-        if self._batch and file != self._batch_file:
-            self._flush()
-        self._batch_file = file
-        self._batch.append((name, dtype, tuple(shape)))
-        if len(self._batch) >= _FLUSH_EVERY:
-            self._flush()
+        numbers = _NUMBER.findall(name)
+        key = (_NUMBER.sub("#", name), dtype) if numbers else (name, dtype)
+        placed = self._placement.get(key)
+        if placed is not None:
+            role, quantized, linear, at, elem = placed
+            layer = None if at < 0 else int(numbers[at])
+            if layer is None or layer < _ANY_DEPTH_LAYERS:
+                self._add_row((layer, role, quantized, linear), numel, int(numel * elem))
+                return
+        self._place(file, name, dtype, shape, numel, numbers, key)
 
-    def _flush(self) -> None:
-        if not self._batch:
-            return
+    def _place(
+        self, file: str, name: str, dtype: str, shape: list[int], numel: int, numbers: list[str], key: tuple[str, str]
+    ) -> None:
+        """Place one tensor with the sizing core's rules, and remember its pattern's placement when it can."""
         try:
-            part = inventory_from_tensors(self._batch, _ANY_DEPTH)
+            (entry,) = inventory_from_tensors([(name, dtype, tuple(shape))], _ANY_DEPTH).entries
         except SizingError as exc:  # an unknown dtype: name the file, keep the sizing core's words
             field = label(exc.field.removeprefix("safetensors:"), 240)
-            raise CheckpointError(f"{self._batch_file}:{field}", clip(exc.value), exc.expected) from None
-        finally:
-            self._batch.clear()
-        for e in part.entries:
-            acc = self._rows.setdefault((e.layer, e.role, e.quantized, e.linear), [0, 0])
-            acc[0] += e.numel
-            acc[1] += e.stored_bytes
+            raise CheckpointError(f"{file}:{field}", clip(exc.value), exc.expected) from None
+        self._add_row((entry.layer, entry.role, entry.quantized, entry.linear), entry.numel, entry.stored_bytes)
+        if key in self._placement or len(self._placement) >= _PATTERNS:
+            return
+        values = [int(n) for n in numbers]
+        if any(v >= _ANY_DEPTH_LAYERS for v in values):
+            return
+        if entry.layer is not None and values.count(entry.layer) != 1:
+            return  # which number is the layer is not clear from this name; perhaps from the next one
+        at = -1 if entry.layer is None else values.index(entry.layer)
+        elem = tensor_dtype_bytes(dtype, "dtype")  # known: the sizing core just used it for this tensor
+        self._placement[key] = (entry.role, entry.quantized, entry.linear, at, elem)
+
+    def _add_row(self, key: tuple[int | None, Role, bool, bool], numel: int, stored: int) -> None:
+        acc = self._rows.get(key)
+        if acc is None:
+            self._rows[key] = [numel, stored]
+        else:
+            acc[0] += numel
+            acc[1] += stored
 
     # -- one safetensors file ---------------------------------------------------------------
 
@@ -327,7 +358,6 @@ class TotalsBuilder:
                 break
         if left:
             raise CheckpointError(file, f"{length - left} header bytes", f"{length} bytes (truncated header)")
-        self._flush()
 
     def _entry(self, file: str, name: str, info: Any) -> None:
         if name == "__metadata__":
@@ -342,7 +372,6 @@ class TotalsBuilder:
 
     def totals(self) -> TensorTotals | None:
         """The totals, or None when no tensor was read."""
-        self._flush()
         if not self.tensors:
             return None
         return TensorTotals.of(self._rows, self.tensors, self._dtypes)
