@@ -63,9 +63,9 @@ def test_the_readme_recipe_runs_as_written(kube: Kube, tmp_path: Path) -> None:
     finally:
         # whatever happened, leave nothing running
         subprocess.run(["make", "cluster-down"], cwd=clone, env=env, capture_output=True, check=False)
-        subprocess.run(["pkill", "-f", f"--webhook-cert {clone}"], check=False)
         subprocess.run(["pkill", "-f", "--webhook-cert .cache/try/tls.crt"], check=False)
-    log = (clone / ".cache" / "try" / "operator.log").read_text() if (clone / ".cache/try/operator.log").exists() else ""
+    log_file = clone / ".cache" / "try" / "operator.log"
+    log = log_file.read_text() if log_file.exists() else ""
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n--- operator log\n{log[-2000:]}"
     out = done.stdout + done.stderr
     assert 'admission webhook "fit.fitgate.io" denied the request' in out and "does not fit" in out
