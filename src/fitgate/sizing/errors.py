@@ -22,10 +22,23 @@ class SizingError(ValueError):
         self.expected = expected
         self.detail = detail
         shown = "missing" if value is None else repr(value)
-        text = f"{field}: {shown} is not valid; expected {expected}"
+        if len(shown) > MAX_VALUE_CHARS:
+            shown = shown[: MAX_VALUE_CHARS - 20] + f"... ({len(shown)} characters)"
+        text = f"{_one_line(field)}: {shown} is not valid; expected {expected}"
         if detail:
             text += f" ({detail})"
-        super().__init__(text)
+        super().__init__(_one_line(text))
+
+
+#: A value shown in an error is cut to this many characters (a whole config or header is never echoed).
+MAX_VALUE_CHARS = 200
+
+
+def _one_line(text: str) -> str:
+    """Control characters (a key with a newline in a hostile config) shown escaped: an error is one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 class UnknownArchitectureError(SizingError):
