@@ -1,5 +1,8 @@
+import logging
+
 import pytest
 
+from fitgate.operator.inventory import node_gpus
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import custom_gpu, find_gpu, gpu_catalog, lookup_gpu
 from fitgate.sizing.units import GiB
@@ -101,3 +104,13 @@ def test_every_nvidia_gpu_has_its_compute_capability() -> None:
         "A100-80GB": "8.0",
         "L4": "8.9",
     }
+
+
+def test_a_gpu_node_without_product_labels_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    node = {
+        "metadata": {"name": "gpu-7", "labels": {"kubernetes.io/hostname": "gpu-7"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}},
+    }
+    with caplog.at_level(logging.WARNING):
+        assert node_gpus(node, logging.getLogger("test")) == []
+    assert "node gpu-7 offers 8 nvidia.com/gpu but has no nvidia.com/gpu.product label" in caplog.text

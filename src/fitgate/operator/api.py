@@ -244,11 +244,23 @@ class PerGPU(_Status):
     """The per-GPU memory plan on the best-fitting pool, in bytes."""
 
     capacity_bytes: int = Field(alias="capacityBytes", description="Device memory as CUDA reports it.")
-    budget_bytes: int = Field(alias="budgetBytes", description="capacity x gpuMemoryUtilization.")
+    budget_bytes: int = Field(
+        alias="budgetBytes",
+        description="capacity x gpuMemoryUtilization (or weights + activation + non-torch + kvCacheMemoryBytes).",
+    )
     weights_bytes: int = Field(alias="weightsBytes", description="Weights on one GPU after loading.")
     kv_cache_bytes: int = Field(alias="kvCacheBytes", description="The KV cache pool vLLM allocates.")
     activation_bytes: int = Field(alias="activationBytes", description="Peak of the profiling forward pass.")
-    overhead_bytes: int = Field(alias="overheadBytes", description="Non-torch memory (NCCL, cuBLAS workspaces).")
+    non_torch_bytes: int = Field(
+        alias="nonTorchBytes",
+        description="Non-torch memory the profiling pass adds (NCCL NVLS buffers, cuBLAS workspaces): "
+        "'non-torch' in fitgate plan and in vLLM's log.",
+    )
+    cuda_graph_bytes: int = Field(
+        default=0,
+        alias="cudaGraphBytes",
+        description="vLLM's CUDA-graph estimate, deducted from the budget from vLLM 0.20 (0 with enforceEager).",
+    )
     headroom_bytes: int = Field(
         alias="headroomBytes",
         description="KV memory left after the workload (or one maxModelLen request); negative when it does not fit.",

@@ -337,7 +337,8 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
             weightsBytes=g.weights_bytes,
             kvCacheBytes=g.kv_cache_bytes,
             activationBytes=g.activation_bytes,
-            overheadBytes=g.non_torch_bytes,
+            nonTorchBytes=g.non_torch_bytes,
+            cudaGraphBytes=g.cuda_graph_bytes if g.cuda_graphs_in_budget else 0,
             headroomBytes=g.headroom_bytes,
         )
         status.kv_cache = KVCacheStatus(

@@ -142,13 +142,39 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
     return found
 
 
+def unlabeled_gpus(node: Mapping[str, Any]) -> str | None:
+    """Why a node that offers GPUs gives fitgate none: allocatable GPUs without the product labels."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    for resource, label, source in (
+        ("nvidia.com/gpu", "nvidia.com/gpu.product", "GPU Feature Discovery"),
+        ("amd.com/gpu", "amd.com/gpu.product-name", "the AMD GPU Operator's labeller"),
+    ):
+        count = _int(allocatable.get(resource))
+        if count and not labels.get(label):
+            return (
+                f"node {meta.get('name', '?')} offers {count} {resource} but has no {label} label "
+                f"(is {source} running?): fitgate cannot tell which GPU it is and leaves it out"
+            )
+    return None
+
+
 def node_gpus(node: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> list[NodeGPUs]:
-    """:func:`parse_node`, but a node whose labels cannot be read is logged and counts as no GPUs."""
+    """:func:`parse_node`, but a node whose labels cannot be read is logged and counts as no GPUs.
+
+    A node that offers GPUs without the labels that say which GPU they are is logged too (not
+    silently ignored): its GPUs cannot be sized.
+    """
     try:
-        return parse_node(node)
+        found = parse_node(node)
     except Exception as exc:  # a malformed node must never break an inventory
         logger.warning("ignoring GPUs of node %s: %s", (node.get("metadata") or {}).get("name", "?"), exc)
         return []
+    if not found and (why := unlabeled_gpus(node)):
+        logger.warning("%s", why)
+    return found
 
 
 def _mig_gpu(product: str, profile: str, memory_mib: int | None) -> tuple[GpuModel | None, tuple[str, ...]]:
