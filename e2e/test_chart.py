@@ -184,3 +184,16 @@ def test_install_upgrade_uninstall(kube: Kube, release: int, tmp_path: Path) -> 
         assert kube.kubectl("get", kind, name, *args, check=False).returncode != 0, f"{kind}/{name} left behind"
     kube.kubectl("get", "crd", "modeldeployments.fitgate.io")
     assert json.loads(kube.kubectl("get", "mdep", "small", "-n", "chart-e2e", "-o", "json").stdout)["spec"] == FITS
+
+
+def test_install_over_a_crd_applied_by_hand_says_what_to_set(kube: Kube) -> None:
+    # A CRD applied by hand: no Helm ownership (an earlier release's is taken off, as a by-hand apply has none).
+    crd = "modeldeployments.fitgate.io"
+    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
+    kube.kubectl("annotate", "crd", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-")
+    kube.kubectl("label", "crd", crd, "app.kubernetes.io/managed-by-")
+    failed = kube.helm("install", "byhand", str(CHART), "-n", "byhand", "--create-namespace", check=False)
+    assert failed.returncode != 0
+    assert "install with --set crds.enabled=false" in failed.stderr, failed.stderr
+    kube.helm("install", "byhand", str(CHART), "-n", "byhand", "--create-namespace", "--set", "crds.enabled=false")
+    kube.helm("uninstall", "byhand", "-n", "byhand")

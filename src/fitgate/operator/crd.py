@@ -160,7 +160,17 @@ def render_helm() -> str:
         '  labels:\n    {{- include "fitgate.labels" . | nindent 4 }}\n',
     )
     header = "{{- /* Generated from src/fitgate/operator/api.py by `python -m fitgate.operator.crd --helm`. */}}\n"
-    return header + "{{- if .Values.crds.enabled }}\n" + body + "{{- end }}\n"
+    # A CRD applied by hand (or by another release) has no Helm ownership: Helm would refuse it with
+    # "invalid ownership metadata"; say instead what to set. lookup is empty under helm template.
+    guard = (
+        '{{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "modeldeployments.fitgate.io" }}\n'
+        '{{- if and $crd (ne (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $crd) .Release.Name) }}\n'
+        '{{- fail "the ModelDeployment CRD (modeldeployments.fitgate.io) already exists and this release does not '
+        "own it (applied by hand or by another release): install with --set crds.enabled=false to keep it, "
+        'or delete it first" }}\n'
+        "{{- end }}\n"
+    )
+    return header + "{{- if .Values.crds.enabled }}\n" + guard + body + "{{- end }}\n"
 
 
 def main() -> int:
