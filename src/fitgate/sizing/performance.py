@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import one_request_bytes
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE
+from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import ModelInput, Plan
 from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
@@ -113,6 +113,41 @@ def active_parameters(model: ModelInput) -> int:
     return int(total)
 
 
+#: (id of the inventory, tp, pp, pp_rank, dtype, quantization) -> (that inventory, its bytes): keyed by
+#: identity because hashing a whole model costs more than the arithmetic it would save.
+_RANK_BYTES: dict[tuple[int, int, int, int, str, str], tuple[WeightInventory, tuple[int, int]]] = {}
+
+
+def _expert_and_embedding_bytes(
+    model: ModelInput, tp: int, pp: int, pp_rank: int, dtype: str, runtime_q: Quantization | None
+) -> tuple[int, int]:
+    """Bytes of experts and of the (untied) embedding table on one GPU, as loaded (memoised for the search)."""
+    key = (id(model.inventory), tp, pp, pp_rank, dtype, runtime_q.method if runtime_q else "")
+    hit = _RANK_BYTES.get(key)
+    if hit is not None and hit[0] is model.inventory:
+        return hit[1]
+    if len(_RANK_BYTES) > 4096:
+        _RANK_BYTES.clear()
+    value = _compute_expert_and_embedding_bytes(model, tp, pp, pp_rank, dtype, runtime_q)
+    _RANK_BYTES[key] = (model.inventory, value)
+    return value
+
+
+def _compute_expert_and_embedding_bytes(
+    model: ModelInput, tp: int, pp: int, pp_rank: int, dtype: str, runtime_q: Quantization | None
+) -> tuple[int, int]:
+
+    def rank_bytes(roles: frozenset[Role]) -> int:
+        inventory = _only(model.inventory, roles)
+        w = weights_per_rank(model.arch, inventory, tp=tp, pp=pp, pp_rank=pp_rank, dtype=dtype,
+                             runtime_quantization=runtime_q)  # fmt: skip
+        return w.tensors_bytes
+
+    experts = rank_bytes(frozenset({Role.EXPERT})) if _moe(model.arch) is not None else 0
+    embedding = 0 if model.arch.tie_word_embeddings else rank_bytes(frozenset({Role.EMBED}))
+    return experts, embedding
+
+
 def _moe(arch: ModelArchitecture) -> MoE | None:
     return next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
 
@@ -156,8 +191,6 @@ def estimate(
     moe = _moe(arch)
     touched = expert_fraction_touched(moe.num_experts, moe.top_k, batch) if moe is not None else 1.0
     runtime_q = RUNTIME_QUANTIZATION.get(rs.quantization or "") if arch.quantization is None else None
-    experts = _only(model.inventory, frozenset({Role.EXPERT}))
-    embed = _only(model.inventory, frozenset({Role.EMBED}))
     active = active_parameters(model)
     link = rs.interconnect if rs.interconnect in ALLREDUCE_LATENCY_S else "pcie"
     activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
@@ -165,15 +198,7 @@ def estimate(
     step = roof = 0.0
     bytes_read = weights_read_total = 0
     for r in result.ranks:
-
-        def rank_bytes(inventory: WeightInventory, pp_rank: int = r.pp_rank) -> int:
-            w = weights_per_rank(
-                arch, inventory, tp=tp, pp=pp, pp_rank=pp_rank, dtype=rs.dtype, runtime_quantization=runtime_q
-            )
-            return w.tensors_bytes
-
-        expert_bytes = rank_bytes(experts) if moe is not None else 0
-        embed_bytes = 0 if arch.tie_word_embeddings else rank_bytes(embed)
+        expert_bytes, embed_bytes = _expert_and_embedding_bytes(model, tp, pp, r.pp_rank, rs.dtype, runtime_q)
         weights_read = r.weights.total_bytes - r.weights.rotary_cache_bytes - embed_bytes
         weights_read -= int(expert_bytes * (1.0 - touched))
         kv = one_request_bytes(r.layout, ServingShape(context_tokens, rs.max_num_batched_tokens, r.layout.block_size))
