@@ -28,27 +28,35 @@ from fitgate.checkpoints.catalog_add import add_to_catalog
 from fitgate.checkpoints.resolve import SOURCES, parse_repo_ref
 from fitgate.sizing import (
     DEFAULT_VLLM_VERSION,
+    Cost,
     EngineArg,
     GpuModel,
+    GpuPrices,
+    Option,
+    Performance,
     Plan,
     ServingConfig,
     SizingError,
     Suggestion,
     Verdict,
     Workload,
+    check_utilization,
     custom_gpu,
+    estimate,
+    fewest_gpus,
     gpu_catalog,
     lookup_gpu,
+    parse_gpu_prices,
     plan,
     recommend,
+    replica_cost,
+    search,
     suggest,
     vllm_argv,
     vllm_command,
 )
-from fitgate.sizing.capacity import Option, fewest_gpus, search
-from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, check_utilization, parse_gpu_prices, replica_cost
+from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
-from fitgate.sizing.performance import Performance, estimate
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
