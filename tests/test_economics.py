@@ -271,3 +271,35 @@ def test_gpus_fits_and_catalog_fits_on(capsys: pytest.CaptureFixture[str]) -> No
     assert "meta-llama/Llama-3.1-8B-Instruct" in names
     assert "meta-llama/Llama-3.1-70B-Instruct" not in names
     assert Verdict.FITS.value in {r["verdict"] for r in json.loads(out)["models"]}
+
+
+# --------------------------------------------------------------------------------------------
+# Operator: status.alternatives for a deployment that does not fit
+
+
+def test_operator_lists_the_pools_that_would_hold_a_misfit() -> None:
+    from fitgate.operator.api import parse_spec  # noqa: PLC0415
+    from fitgate.operator.evaluate import evaluate, status_of  # noqa: PLC0415
+    from tests.test_operator import A100_MIG_SINGLE, H100, L4, gpus  # noqa: PLC0415
+
+    spec = parse_spec(
+        {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+            "serving": {"maxModelLen": 32768},
+            "workload": {"concurrentRequests": 8, "contextTokens": 32000},
+            "placement": {"gpuProduct": "NVIDIA-L4"},
+        }
+    )
+    ev = evaluate(spec, m("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4, A100_MIG_SINGLE))
+    assert ev.verdict is Verdict.DOES_NOT_FIT  # placed on the L4 pool, one L4 per node
+    # The H100 pool (8 per node) holds it; one L4 per node cannot (TP 2 would need two); a MIG slice has no
+    # speed figures and is skipped.
+    assert [(pool.product, o.gpus) for pool, o in ev.alternatives] == [("NVIDIA-H100-80GB-HBM3", 1)]
+    status = status_of(ev, 1, None)
+    alt = status["alternatives"][0]
+    assert alt["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and alt["tensorParallelSize"] == 1
+    assert alt["verdict"] in ("Fits", "Tight") and alt["decodeTokensPerSecond"] > 0
+    fits = evaluate(spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})}),
+                    m("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4))  # fmt: skip
+    assert fits.verdict is Verdict.FITS and fits.alternatives == ()
+    assert status_of(fits, 1, None)["alternatives"] is None

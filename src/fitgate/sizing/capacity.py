@@ -119,6 +119,8 @@ def search(
     planned = 0
     last_refusal = ""
     for gpu in gpus:
+        if not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
+            continue  # a MIG slice or a bare memory size: no speed to rank it by
         price = prices.of(gpu) if prices is not None else None
         for quant in quantizations or _quantizations(model, gpu):
             for kv in kv_cache_dtypes or _kv_dtypes(gpu):
