@@ -705,6 +705,7 @@ def _fit_search(args: argparse.Namespace, model: Any, gpus: Sequence[GpuModel]) 
         vllm_version=args.vllm_version,
         kv_cache_dtypes=(args.kv_cache_dtype,),
         quantizations=(args.quantization,),
+        fewest_gpus_only=True,
     )
     return fewest_gpus(found.options)
 

@@ -85,11 +85,33 @@ def alternatives_of(
 ) -> tuple[tuple[GpuPool, Option], ...]:
     """The cheapest pools of the whole cluster that would hold ``spec`` (any placement).
 
-    Each with its cheapest TP x PP within one node, keeping the spec's KV dtype and quantization;
+    Each with its smallest TP x PP within one node, keeping the spec's KV dtype and quantization;
     fewest GPU-hours per 1M output tokens first (the cluster's prices are not known here).
     """
-    pools, _ = inventory.select(None, {})
     serving = serving_config(spec)
+    key = (id(inventory), id(model), serving, workload)
+    hit = _ALTERNATIVES.get(key)
+    if hit is not None and hit[0] is inventory and hit[1] is model:
+        return hit[2]
+    if len(_ALTERNATIVES) > 4096:
+        _ALTERNATIVES.clear()
+    value = _search_alternatives(model, inventory, serving, workload)
+    _ALTERNATIVES[key] = (inventory, model, value)
+    return value
+
+
+#: Alternatives by (inventory, model, settings, workload), checked by identity: thousands of deployments
+#: share a few models and settings, and one search plans every pool of the cluster.
+_ALTERNATIVES: dict[
+    tuple[int, int, ServingConfig, Workload | None],
+    tuple[Inventory, ModelInput, tuple[tuple[GpuPool, Option], ...]],
+] = {}
+
+
+def _search_alternatives(
+    model: ModelInput, inventory: Inventory, serving: ServingConfig, workload: Workload | None
+) -> tuple[tuple[GpuPool, Option], ...]:
+    pools, _ = inventory.select(None, {})
     wl = workload or Workload(1, serving.max_model_len or model.arch.derived_max_model_len)
     found: list[tuple[GpuPool, Option]] = []
     for pool in pools:
@@ -103,6 +125,7 @@ def alternatives_of(
                 vllm_version=serving.vllm_version,
                 kv_cache_dtypes=(serving.kv_cache_dtype,),
                 quantizations=(serving.quantization,),
+                fewest_gpus_only=True,
             )
         except SizingError:
             continue

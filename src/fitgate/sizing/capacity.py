@@ -104,11 +104,14 @@ def search(
     vllm_version: str | None = None,
     kv_cache_dtypes: tuple[str, ...] | None = None,
     quantizations: tuple[str | None, ...] | None = None,
+    fewest_gpus_only: bool = False,
 ) -> Search:
     """Every loadable configuration of ``model`` on ``gpus`` that holds ``workload``, cheapest first.
 
     ``kv_cache_dtypes`` and ``quantizations`` restrict the search to those settings (default: all
-    that vLLM can run on each GPU).
+    that vLLM can run on each GPU). ``fewest_gpus_only`` keeps, per GPU product, KV dtype and
+    quantization, only the smallest set that holds it (TP before PP at equal count): the question of
+    ``fitgate gpus --fits`` and of the operator's alternatives, at a fraction of the plans.
     """
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_GPUS:
         raise SizingError("--max-gpus", max_gpus, f"an integer from 1 to {MAX_GPUS}")
@@ -124,39 +127,34 @@ def search(
         price = prices.of(gpu) if prices is not None else None
         for quant in quantizations or _quantizations(model, gpu):
             for kv in kv_cache_dtypes or _kv_dtypes(gpu):
-                for tp in TP_SIZES:
-                    for pp in PP_SIZES:
-                        if tp * pp > max_gpus:
-                            break
-                        if _weights_cannot_fit(model, gpu, tp * pp, quant):
+                dead: set[tuple[int, int]] = set()
+                for tp, pp in _sets(max_gpus):
+                    if _weights_cannot_fit(model, gpu, tp * pp, quant) or (tp, pp) in dead:
+                        continue
+                    serving = replace(
+                        base, tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv, quantization=quant
+                    )
+                    try:
+                        result = plan(model, gpu, serving, workload)
+                    except SizingError as exc:
+                        if exc.field in ("tensor_parallel_size", "pipeline_parallel_size"):
+                            dead.update((tp, p) for p in PP_SIZES if p >= pp)  # e.g. TP not a divisor of the heads
                             continue
-                        serving = replace(
-                            base,
-                            tensor_parallel_size=tp,
-                            pipeline_parallel_size=pp,
-                            kv_cache_dtype=kv,
-                            quantization=quant,
-                        )
-                        try:
-                            result = plan(model, gpu, serving, workload)
-                        except SizingError as exc:
-                            if exc.field in ("tensor_parallel_size", "pipeline_parallel_size"):
-                                break  # e.g. TP not a divisor of the heads: no PP makes it loadable
-                            raise
-                        planned += 1
-                        if result.verdict in (Verdict.FITS, Verdict.TIGHT):
-                            perf = estimate(model, result)
-                            cost = None
-                            if price is not None:
-                                cost = replica_cost(
-                                    price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million
-                                )
-                            option = Option(
-                                gpu, tp, pp, kv, quant, result.verdict, result.per_gpu.headroom_bytes, perf, cost
-                            )
-                            found.append((option, result))
-                            break  # deeper pipelines cost more GPUs for the same bytes per step
+                        raise
+                    planned += 1
+                    if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
                         last_refusal = f"{gpu.name} x {tp * pp}: {result.reasons[0].message}"
+                        continue
+                    perf = estimate(model, result)
+                    cost = None
+                    if price is not None:
+                        cost = replica_cost(price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million)
+                    headroom = result.per_gpu.headroom_bytes
+                    found.append((Option(gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost), result))
+                    if fewest_gpus_only:
+                        break
+                    # deeper pipelines cost more GPUs for the same bytes per step
+                    dead.update((tp, p) for p in PP_SIZES if p > pp)
     options = sorted((o for o, _ in found), key=_rank)
     reason = ""
     if not options:
@@ -170,6 +168,12 @@ def search(
         elif planned == 0:
             reason += "; its weights alone exceed every set"
     return Search(tuple(options), reason, planned)
+
+
+def _sets(max_gpus: int) -> list[tuple[int, int]]:
+    """(TP, PP) pairs of at most ``max_gpus`` GPUs, fewest GPUs first, TP before PP at equal count."""
+    pairs = [(tp, pp) for tp in TP_SIZES for pp in PP_SIZES if tp * pp <= max_gpus]
+    return sorted(pairs, key=lambda tp_pp: (tp_pp[0] * tp_pp[1], -tp_pp[0]))
 
 
 def _rank(o: Option) -> tuple[float, int, int, float]:
