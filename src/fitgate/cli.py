@@ -1,4 +1,4 @@
-"""The ``fitgate`` command line: ``plan``, ``compare``, ``check``, ``catalog list|add``, ``gpus`` and ``operator``.
+"""The ``fitgate`` command line: ``plan``, ``recommend``, ``compare``, ``check``, ``catalog``, ``gpus``, ``operator``.
 
 Exit codes: 0 the deployment fits (Fits or Tight), 1 it does not fit (DoesNotFit), 2 bad input
 (one line on stderr naming the field, the value and what is accepted; never a traceback).
@@ -28,23 +28,34 @@ from fitgate.checkpoints.catalog_add import add_to_catalog
 from fitgate.checkpoints.resolve import SOURCES, parse_repo_ref
 from fitgate.sizing import (
     DEFAULT_VLLM_VERSION,
+    Cost,
     EngineArg,
     GpuModel,
+    GpuPrices,
+    Option,
+    Performance,
     Plan,
     ServingConfig,
     SizingError,
     Suggestion,
     Verdict,
     Workload,
+    check_utilization,
     custom_gpu,
+    estimate,
+    fewest_gpus,
     gpu_catalog,
     lookup_gpu,
+    parse_gpu_prices,
     plan,
     recommend,
+    replica_cost,
+    search,
     suggest,
     vllm_argv,
     vllm_command,
 )
+from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
@@ -126,7 +137,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
     p.add_argument("--context-tokens", type=_int, help="tokens per request of that workload (default: max-model-len)")
+    _economics_flags(p)
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+    r = sub.add_parser(
+        "recommend", help="the cheapest GPU product x TP x PP x KV dtype x quantization that holds a workload"
+    )
+    r.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
+    r.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
+    r.add_argument("--concurrency", type=_int, required=True, help="concurrent requests the service must hold")
+    r.add_argument("--context-tokens", type=_int, required=True, help="tokens per request of that workload")
+    r.add_argument("--max-model-len", type=_int, help="default: --context-tokens")
+    r.add_argument("--gpus", help="GPU products to consider, comma-separated (default: the whole catalog)")
+    r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
+    r.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
+    r.add_argument("--limit", type=_int, default=15, help="options shown in text output (JSON lists all)")
+    _economics_flags(r)
+    r.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     cmp = sub.add_parser("compare", help="set fitgate's plan beside what a vLLM start-up log printed")
     cmp.add_argument("--log", required=True, help="the log file (`kubectl logs POD > FILE`), prefixes and all")
@@ -144,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("catalog", help="the model catalog (built-in, plus FITGATE_CATALOG_PATH directories)")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
     cl = csub.add_parser("list", help="list the catalog's models and how their weight bytes are known")
+    cl.add_argument("--fits-on", metavar="GPU", help="only the models this GPU runs, with the fewest GPUs needed")
+    _fit_flags(cl)
     cl.add_argument("--output", "-o", choices=("text", "json"), default="text")
     ca = csub.add_parser(
         "add",
@@ -187,8 +216,37 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--verbose", action="store_true")
 
     g = sub.add_parser("gpus", help="the GPU catalog")
+    g.add_argument("--fits", metavar="MODEL", help="only the GPUs that run MODEL, with how many of them")
+    g.add_argument("--source", choices=SOURCES, default="auto", help="where MODEL is resolved (as for plan)")
+    _fit_flags(g)
     g.add_argument("--output", "-o", choices=("text", "json"), default="text")
     return parser
+
+
+def _economics_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu-hour-price",
+        help="USD per GPU-hour: one price (2.5) or per product (H100=2.5,L4=0.7); no default (no catalog prices)",
+    )
+    p.add_argument(
+        "--utilization",
+        type=_float,
+        default=DEFAULT_UTILIZATION,
+        help=f"share of the day at the estimated load; divides the cost per token (default {DEFAULT_UTILIZATION})",
+    )
+    p.add_argument("--api-price-per-million", type=_float, help="an API's USD per 1M output tokens, for break-even")
+
+
+def _fit_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=_int, default=1, help="concurrent requests (default 1)")
+    p.add_argument(
+        "--context-tokens", type=_int, help="tokens per request (default: --max-model-len, else the model's)"
+    )
+    p.add_argument("--max-model-len", type=_int, help="default: --context-tokens, else the model's")
+    p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
+    p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
+    p.add_argument("--max-gpus", type=_int, default=8, help="most GPUs per replica (default 8)")
+    p.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
 
 
 # --------------------------------------------------------------------------------------------
@@ -244,6 +302,8 @@ def plan_document(
     args_out: tuple[EngineArg, ...],
     from_suggestion: Suggestion | None,
     revision: str | None = None,
+    performance: Performance | None = None,
+    cost: Cost | None = None,
 ) -> dict[str, Any]:
     """The ``--output json`` contract (docs/plan-json.md); schema ``fitgate.io/plan/v1``.
 
@@ -333,7 +393,44 @@ def plan_document(
             {"changes": dict(s.changes), "verdict": s.verdict.value, "gpus": s.gpus, "summary": s.summary}
             for s in suggestions
         ],
+        "performance": performance_document(performance),
+        "cost": cost_document(cost),
         "notes": [*facts.notes, *result.notes],
+    }
+
+
+def performance_document(perf: Performance | None) -> dict[str, Any] | None:
+    """``performance`` of the plan contract (docs/plan-json.md): estimates, labelled by ``basis``."""
+    if perf is None:
+        return None
+    return {
+        "decode_tokens_per_s": round(perf.decode_tokens_per_s, 1),
+        "per_request_tokens_per_s": round(perf.per_request_tokens_per_s, 2),
+        "prefill_tokens_per_s": round(perf.prefill_tokens_per_s, 1),
+        "ttft_seconds": round(perf.ttft_seconds, 4),
+        "batch": perf.batch,
+        "context_tokens": perf.context_tokens,
+        "roofline_decode_tokens_per_s": round(perf.roofline_decode_tokens_per_s, 1),
+        "bytes_read_per_step": perf.bytes_read_per_step,
+        "basis": perf.basis,
+    }
+
+
+def cost_document(cost: Cost | None) -> dict[str, Any] | None:
+    """``cost`` of the plan contract (docs/plan-json.md); None without ``--gpu-hour-price``."""
+    if cost is None:
+        return None
+
+    def r(x: float | None, n: int) -> float | None:
+        return None if x is None else round(x, n)
+
+    return {
+        "gpus": cost.gpus,
+        "usd_per_hour": r(cost.usd_per_hour, 4),
+        "usd_per_million_output_tokens": r(cost.usd_per_million_output_tokens, 4),
+        "breakeven_tokens_per_day": r(cost.breakeven_tokens_per_day, 0),
+        "cheaper_than_api_at": r(cost.cheaper_than_api_at, 0),
+        "utilization": cost.utilization,
     }
 
 
@@ -406,6 +503,7 @@ def render_text(doc: dict[str, Any]) -> str:
             f"  workload {w['concurrency']} x {w['context_tokens']} tokens: "
             f"{w['kv_blocks']} blocks ({frac} of the pool)"
         )
+    lines += _estimated_lines(doc.get("performance"), doc.get("cost"))
     if doc["suggestions"]:
         lines += ["", "changes that would fit (fewest GPUs first, then least given up; Tight ones flagged):"]
         for sug in doc["suggestions"]:
@@ -426,6 +524,58 @@ def render_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _estimated_lines(perf: dict[str, Any] | None, cost: dict[str, Any] | None) -> list[str]:
+    if perf is None:
+        return []
+    lines = [
+        "",
+        f"estimated (roofline, not measured) at {perf['batch']} x {perf['context_tokens']} tokens:",
+        f"  decode {perf['decode_tokens_per_s']:.0f} tokens/s ({perf['per_request_tokens_per_s']:.1f} per request; "
+        f"bandwidth roofline {perf['roofline_decode_tokens_per_s']:.0f}), prefill {perf['prefill_tokens_per_s']:.0f} "
+        f"tokens/s, time to first token {perf['ttft_seconds']:.2f} s",
+    ]
+    if cost is not None:
+        line = f"  ${cost['usd_per_hour']:.2f}/h for {cost['gpus']} GPU(s)"
+        if cost["usd_per_million_output_tokens"] is not None:
+            line += (
+                f": ${cost['usd_per_million_output_tokens']:.2f} per 1M output tokens at {cost['utilization']:.0%} "
+                "utilisation"
+            )
+        lines.append(line)
+        if cost["breakeven_tokens_per_day"] is not None:
+            where = (
+                f"cheaper than the API from {cost['cheaper_than_api_at'] / 1e6:.0f}M tokens/day"
+                if cost["cheaper_than_api_at"] is not None
+                else "never cheaper than the API: one replica cannot produce that much a day"
+            )
+            lines.append(f"  break-even {cost['breakeven_tokens_per_day'] / 1e6:.0f}M output tokens/day; {where}")
+    return lines
+
+
+def _prices(args: argparse.Namespace) -> GpuPrices | None:
+    return parse_gpu_prices(args.gpu_hour_price) if args.gpu_hour_price else None
+
+
+def _economics(
+    args: argparse.Namespace, model: Any, gpu: GpuModel, result: Plan
+) -> tuple[Performance | None, Cost | None]:
+    """The estimate of a plan that can start, and its cost when ``--gpu-hour-price`` prices its GPU."""
+    utilization = check_utilization(args.utilization)
+    prices = _prices(args)
+    if args.api_price_per_million is not None and prices is None:
+        raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
+    if result.verdict is Verdict.DOES_NOT_FIT or not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
+        return None, None  # nothing to estimate, or a --gpu-memory size without speeds
+    perf = estimate(model, result)
+    price = prices.of(gpu) if prices is not None else None
+    if prices is not None and price is None:
+        raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
+    if price is None:
+        return perf, None
+    gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size
+    return perf, replica_cost(price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """``fitgate plan``."""
     facts = resolve(args.model, args.revision, source=args.source)
@@ -437,9 +587,198 @@ def cmd_plan(args: argparse.Namespace) -> int:
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
-    doc = plan_document(facts, result, suggestions, args_out, chosen, revision)
+    perf, cost = _economics(args, model, gpu, result)
+    doc = plan_document(facts, result, suggestions, args_out, chosen, revision, perf, cost)
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
+
+
+def option_document(o: Option) -> dict[str, Any]:
+    """One ``recommend`` option (docs/plan-json.md, ``fitgate recommend``)."""
+    c = o.cost
+    return {
+        "gpu": o.gpu.name,
+        "tensor_parallel_size": o.tensor_parallel_size,
+        "pipeline_parallel_size": o.pipeline_parallel_size,
+        "kv_cache_dtype": o.kv_cache_dtype,
+        "quantization": o.quantization,
+        "gpus": o.gpus,
+        "verdict": o.verdict.value,
+        "headroom_bytes": o.headroom_bytes,
+        "usd_per_hour": None if c is None else round(c.usd_per_hour, 4),
+        "usd_per_million_output_tokens": None
+        if c is None or c.usd_per_million_output_tokens is None
+        else round(c.usd_per_million_output_tokens, 4),
+        "gpu_hours_per_million_output_tokens": round(o.gpu_hours_per_million_output_tokens, 4),
+        "decode_tokens_per_s": round(o.performance.decode_tokens_per_s, 1),
+        "per_request_tokens_per_s": round(o.performance.per_request_tokens_per_s, 2),
+        "ttft_seconds": round(o.performance.ttft_seconds, 4),
+        "cost": cost_document(c),
+    }
+
+
+def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
+    """``--gpus`` (each must be priced when per-product prices are given), else the catalog (the priced ones)."""
+    if text:
+        gpus = [lookup_gpu(name.strip(), "--gpus") for name in text.split(",") if name.strip()]
+        for g in gpus:
+            if prices is not None and prices.of(g) is None:
+                raise SizingError("--gpu-hour-price", None, f"a price for {g.name}, which --gpus names")
+        return list(dict.fromkeys(gpus))
+    return [g for g in gpu_catalog() if prices is None or prices.of(g) is not None]
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """``fitgate recommend``: every configuration that holds the workload, cheapest per 1M output tokens first."""
+    facts = resolve(args.model, source=args.source)
+    model = to_model_input(facts)
+    utilization = check_utilization(args.utilization)
+    prices = _prices(args)
+    if args.api_price_per_million is not None and prices is None:
+        raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
+    longest = args.max_model_len or model.arch.derived_max_model_len
+    if args.context_tokens > longest:
+        raise SizingError("--context-tokens", args.context_tokens, f"at most {longest} (the max_model_len)")
+    found = search(
+        model,
+        Workload(args.concurrency, args.context_tokens),
+        _gpu_list(args.gpus, prices),
+        max_model_len=args.max_model_len,
+        max_gpus=args.max_gpus,
+        prices=prices,
+        utilization=utilization,
+        api_usd_per_million=args.api_price_per_million,
+        vllm_version=args.vllm_version,
+    )
+    doc = {
+        "model": model.name,
+        "workload": {"concurrency": args.concurrency, "context_tokens": args.context_tokens},
+        "max_model_len": args.max_model_len or args.context_tokens,
+        "vllm_version": args.vllm_version,
+        "utilization": utilization,
+        "ranked_by": "usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens",
+        "options": [option_document(o) for o in found.options],
+        "reason": found.reason or None,
+        "basis": found.options[0].performance.basis if found.options else None,
+    }
+    if args.output == "json":
+        print(json.dumps(doc, indent=2))
+        return EXIT_FITS if found.options else EXIT_DOES_NOT_FIT
+    print(
+        f"fitgate recommend: {model.name} for {args.concurrency} x {args.context_tokens} tokens "
+        f"(vLLM {args.vllm_version}), ranked by {doc['ranked_by']} at {utilization:.0%} utilisation"
+    )
+    if not found.options:
+        print(f"  none: {found.reason}")
+        return EXIT_DOES_NOT_FIT
+    unit = "$/1M out" if prices else "GPU-h/1M"
+    print(
+        f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
+        f"{unit:>9s}"
+    )
+    for o in found.options[: max(1, args.limit)]:
+        d = option_document(o)
+        per = d["usd_per_million_output_tokens"] if prices else d["gpu_hours_per_million_output_tokens"]
+        print(
+            f"  {o.gpu.name:13s} {f'{o.tensor_parallel_size}x{o.pipeline_parallel_size}':>6s} {o.kv_cache_dtype:5s} "
+            f"{o.quantization or 'as-is':7s} {o.verdict.value:8s} {fmt_gib(o.headroom_bytes):>10s} "
+            f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
+        )
+    if len(found.options) > args.limit:
+        print(f"  ... {len(found.options) - args.limit} more (--limit, or --output json for all)")
+    print(f"  {doc['basis']}")
+    return EXIT_FITS
+
+
+def _fit_workload(args: argparse.Namespace, model: Any) -> Workload:
+    context = args.context_tokens or args.max_model_len or model.arch.derived_max_model_len
+    return Workload(args.concurrency, context)
+
+
+def _fit_search(args: argparse.Namespace, model: Any, gpus: Sequence[GpuModel]) -> dict[str, Option]:
+    found = search(
+        model,
+        _fit_workload(args, model),
+        gpus,
+        max_model_len=args.max_model_len,
+        max_gpus=args.max_gpus,
+        vllm_version=args.vllm_version,
+        kv_cache_dtypes=(args.kv_cache_dtype,),
+        quantizations=(args.quantization,),
+        fewest_gpus_only=True,
+    )
+    return fewest_gpus(found.options)
+
+
+def _fits_gpus(args: argparse.Namespace) -> int:
+    """``fitgate gpus --fits MODEL``: the GPUs that run it, each with the fewest GPUs needed."""
+    model = to_model_input(resolve(args.fits, source=args.source))
+    best = _fit_search(args, model, gpu_catalog())
+    w = _fit_workload(args, model)
+    rows: list[dict[str, Any]] = [
+        {
+            "gpu": o.gpu.name,
+            "gpus": o.gpus,
+            "tensor_parallel_size": o.tensor_parallel_size,
+            "pipeline_parallel_size": o.pipeline_parallel_size,
+            "verdict": o.verdict.value,
+            "headroom_bytes": o.headroom_bytes,
+            "decode_tokens_per_s": round(o.performance.decode_tokens_per_s, 1),
+        }
+        for o in best.values()
+    ]
+    if args.output == "json":
+        print(
+            json.dumps(
+                {"model": model.name, "concurrency": w.concurrency, "context_tokens": w.context_tokens, "gpus": rows},
+                indent=2,
+            )
+        )
+    else:
+        print(f"{model.name} at {w.concurrency} x {w.context_tokens} tokens, at most {args.max_gpus} GPUs:")
+        print(f"  {'GPU':14s} {'COUNT':>5s} {'TPxPP':>6s} {'VERDICT':8s} {'HEADROOM':>10s} {'EST TOK/S':>9s}")
+        for r in rows:
+            print(
+                f"  {r['gpu']:14s} {r['gpus']:5d} {r['tensor_parallel_size']}x{r['pipeline_parallel_size']:<4d} "
+                f"{r['verdict']:8s} {fmt_gib(r['headroom_bytes']):>10s} {r['decode_tokens_per_s']:9.0f}"
+            )
+        if not rows:
+            print("  none")
+    return EXIT_FITS if rows else EXIT_DOES_NOT_FIT
+
+
+def _fits_on(args: argparse.Namespace) -> int:
+    """``fitgate catalog list --fits-on GPU``: the catalog models that GPU runs, with how many of them."""
+    gpu = lookup_gpu(args.fits_on, "--fits-on")
+    rows = []
+    for e in catalog_entries():
+        model = to_model_input(resolve(e.repo_id, source="catalog"))
+        try:
+            best = _fit_search(args, model, [gpu]).get(gpu.name)
+        except SizingError:
+            continue  # e.g. --max-model-len longer than this model's context
+        if best is not None:
+            w = _fit_workload(args, model)
+            rows.append(
+                {
+                    "repo_id": e.repo_id,
+                    "gpus": best.gpus,
+                    "tensor_parallel_size": best.tensor_parallel_size,
+                    "pipeline_parallel_size": best.pipeline_parallel_size,
+                    "verdict": best.verdict.value,
+                    "context_tokens": w.context_tokens,
+                    "decode_tokens_per_s": round(best.performance.decode_tokens_per_s, 1),
+                }
+            )
+    if args.output == "json":
+        print(json.dumps({"gpu": gpu.name, "concurrency": args.concurrency, "models": rows}, indent=2))
+    else:
+        print(f"models that run on {gpu.name} (at most {args.max_gpus}), {args.concurrency} concurrent request(s):")
+        print(f"  {'MODEL':44s} {'COUNT':>5s} {'TPxPP':>6s} {'VERDICT':8s} {'CONTEXT':>8s}")
+        for r in rows:
+            tp_pp = f"{r['tensor_parallel_size']}x{r['pipeline_parallel_size']}"
+            print(f"  {r['repo_id']:44s} {r['gpus']:5d} {tp_pp:>6s} {r['verdict']:8s} {r['context_tokens']:8d}")
+    return EXIT_FITS if rows else EXIT_DOES_NOT_FIT
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -477,6 +816,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     """``fitgate catalog list|add``."""
     if args.action == "add":
         return _catalog_add(args)
+    if args.fits_on:
+        return _fits_on(args)
     entries = catalog_entries()
     if args.output == "json":
         print(
@@ -529,7 +870,9 @@ def _catalog_add(args: argparse.Namespace) -> int:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    """``fitgate gpus``."""
+    """``fitgate gpus`` (``--fits MODEL``: only those that run it)."""
+    if args.fits:
+        return _fits_gpus(args)
     models = gpu_catalog()
     if args.output == "json":
         print(json.dumps([m.__dict__ for m in models], indent=2))
@@ -585,6 +928,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {
         "plan": cmd_plan,
+        "recommend": cmd_recommend,
         "compare": cmd_compare,
         "catalog": cmd_catalog,
         "gpus": cmd_gpus,

@@ -293,6 +293,24 @@ class PoolStatus(_Status):
     headroom_bytes: int | None = Field(default=None, alias="headroomBytes", description="Headroom per GPU.")
 
 
+class AlternativeStatus(_Status):
+    """A pool of this cluster that would hold a deployment that does not fit, with its estimated speed."""
+
+    gpu_product: str = Field(alias="gpuProduct", description="The pool's GPU product.")
+    gpus: int = Field(description="GPUs per replica (tensorParallelSize x pipelineParallelSize).")
+    tensor_parallel_size: int = Field(alias="tensorParallelSize", description="The tensor parallelism to set.")
+    pipeline_parallel_size: int = Field(alias="pipelineParallelSize", description="The pipeline parallelism to set.")
+    verdict: Literal["Fits", "Tight"] = Field(description="The verdict there.")
+    headroom_bytes: int = Field(alias="headroomBytes", description="Headroom per GPU there.")
+    decode_tokens_per_second: float = Field(
+        alias="decodeTokensPerSecond", description="Estimated decode tokens/s of one replica (a roofline estimate)."
+    )
+    gpu_hours_per_million_output_tokens: float = Field(
+        alias="gpuHoursPerMillionOutputTokens",
+        description="GPU-hours per 1M output tokens at 40 % utilisation: what the alternatives are ranked by.",
+    )
+
+
 class Condition(_Status):
     """A Kubernetes condition."""
 
@@ -349,6 +367,11 @@ class ModelDeploymentStatus(_Status):
         default=None, alias="engineArgs", description="Recommended vLLM engine args."
     )
     pools: list[PoolStatus] | None = Field(default=None, description="Verdict per GPU pool.")
+    alternatives: list[AlternativeStatus] | None = Field(
+        default=None,
+        description="When it does not fit: the cheapest pools of this cluster (any placement) that would hold it "
+        "with the spec's KV dtype and quantization, at most three, fewest GPU-hours per 1M output tokens first.",
+    )
     resolved_model: ResolvedModel | None = Field(
         default=None, alias="resolvedModel", description="The resolved checkpoint."
     )

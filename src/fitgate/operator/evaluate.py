@@ -14,6 +14,7 @@ from typing import Any
 
 from fitgate.checkpoints.facts import ModelFacts
 from fitgate.operator.api import (
+    AlternativeStatus,
     Condition,
     EngineArgStatus,
     KVCacheStatus,
@@ -27,6 +28,7 @@ from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.sizing import (
     EngineArg,
     ModelInput,
+    Option,
     Plan,
     ReasonCode,
     ServingConfig,
@@ -36,6 +38,7 @@ from fitgate.sizing import (
     Workload,
     plan,
     recommend,
+    search,
     suggest,
 )
 from fitgate.sizing.units import GiB, fmt_gib
@@ -70,6 +73,66 @@ class Evaluation:
     facts: ModelFacts | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     recommended_change: Suggestion | None = None  # the suggestion engine_args were taken from (a misfit)
+    alternatives: tuple[tuple[GpuPool, Option], ...] = ()  # pools of the cluster that would hold a misfit
+
+
+#: Alternatives listed in status for a deployment that does not fit.
+MAX_ALTERNATIVES = 3
+
+
+def alternatives_of(
+    model: ModelInput, inventory: Inventory, spec: ModelDeploymentSpec, workload: Workload | None
+) -> tuple[tuple[GpuPool, Option], ...]:
+    """The cheapest pools of the whole cluster that would hold ``spec`` (any placement).
+
+    Each with its smallest TP x PP within one node, keeping the spec's KV dtype and quantization;
+    fewest GPU-hours per 1M output tokens first (the cluster's prices are not known here).
+    """
+    serving = serving_config(spec)
+    key = (id(inventory), id(model), serving, workload)
+    hit = _ALTERNATIVES.get(key)
+    if hit is not None and hit[0] is inventory and hit[1] is model:
+        return hit[2]
+    if len(_ALTERNATIVES) > 4096:
+        _ALTERNATIVES.clear()
+    value = _search_alternatives(model, inventory, serving, workload)
+    _ALTERNATIVES[key] = (inventory, model, value)
+    return value
+
+
+#: Alternatives by (inventory, model, settings, workload), checked by identity: thousands of deployments
+#: share a few models and settings, and one search plans every pool of the cluster.
+_ALTERNATIVES: dict[
+    tuple[int, int, ServingConfig, Workload | None],
+    tuple[Inventory, ModelInput, tuple[tuple[GpuPool, Option], ...]],
+] = {}
+
+
+def _search_alternatives(
+    model: ModelInput, inventory: Inventory, serving: ServingConfig, workload: Workload | None
+) -> tuple[tuple[GpuPool, Option], ...]:
+    pools, _ = inventory.select(None, {})
+    wl = workload or Workload(1, serving.max_model_len or model.arch.derived_max_model_len)
+    found: list[tuple[GpuPool, Option]] = []
+    for pool in pools:
+        try:
+            result = search(
+                model,
+                wl,
+                [pool.gpu],
+                max_model_len=serving.max_model_len,
+                max_gpus=min(pool.gpus_per_node, 64),
+                vllm_version=serving.vllm_version,
+                kv_cache_dtypes=(serving.kv_cache_dtype,),
+                quantizations=(serving.quantization,),
+                fewest_gpus_only=True,
+            )
+        except SizingError:
+            continue
+        if result.options:
+            found.append((pool, result.options[0]))
+    found.sort(key=lambda po: (po[1].gpu_hours_per_million_output_tokens, po[1].gpus))
+    return tuple(found[:MAX_ALTERNATIVES])
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
@@ -188,6 +251,9 @@ def evaluate(
     if best.verdict is Verdict.UNKNOWN:
         warnings.append(f"fitgate: verdict Unknown: {best.message}")
     notes = tuple(facts.notes) if facts else ()
+    alternatives: tuple[tuple[GpuPool, Option], ...] = ()
+    if with_suggestions and best.verdict is Verdict.DOES_NOT_FIT:
+        alternatives = alternatives_of(model, inventory, spec, workload)
     return Evaluation(
         best.verdict,
         best.reason,
@@ -201,6 +267,7 @@ def evaluate(
         facts,
         notes,
         chosen,
+        alternatives,
     )
 
 
@@ -320,6 +387,20 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
             )
             for r in ev.pools
         ],
+        alternatives=[
+            AlternativeStatus(
+                gpuProduct=pool.product,
+                gpus=o.gpus,
+                tensorParallelSize=o.tensor_parallel_size,
+                pipelineParallelSize=o.pipeline_parallel_size,
+                verdict="Fits" if o.verdict is Verdict.FITS else "Tight",
+                headroomBytes=o.headroom_bytes,
+                decodeTokensPerSecond=round(o.performance.decode_tokens_per_s, 1),
+                gpuHoursPerMillionOutputTokens=round(o.gpu_hours_per_million_output_tokens, 3),
+            )
+            for pool, o in ev.alternatives
+        ]
+        or None,
         resolvedModel=None
         if ev.facts is None
         else ResolvedModel(revision=ev.facts.revision, source=ev.facts.source, weightsBasis=ev.facts.weights_basis),

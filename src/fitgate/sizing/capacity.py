@@ -1,0 +1,193 @@
+"""Which GPUs, how many, how fast, at what cost: the search behind ``fitgate recommend``.
+
+Every combination of GPU product x tensor-parallel size x pipeline-parallel size x KV-cache dtype x
+weight quantization that vLLM can load on that GPU is planned (pure: :func:`fitgate.sizing.plan.plan`
+on each), and the ones that Fit or are Tight are ranked by what a million output tokens cost
+(GPU-hours per million when no price is given), then by fewer GPUs.
+
+Pruned without planning, because they can never be chosen: a set whose weights alone cannot fit
+(stored bytes / GPUs above the card's memory), and a pipeline depth beyond the smallest that fits
+for the same GPU, TP, KV dtype and quantization (more stages cost more GPUs and, in the estimate,
+read the same bytes per step, so they are never cheaper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from fitgate.sizing.advice import FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY
+from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_cost
+from fitgate.sizing.dtypes import compute_capability_at_least
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.performance import Performance, estimate
+from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+
+TP_SIZES = (1, 2, 4, 8)
+PP_SIZES = (1, 2, 4, 8, 16)
+MAX_GPUS = 64
+#: A GPU-hour costs this much in the ranking when no price is given (the ranking is then by GPU-hours).
+_UNPRICED = 1.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One deployment that Fits or is Tight, with its estimated speed and cost."""
+
+    gpu: GpuModel
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    kv_cache_dtype: str
+    quantization: str | None
+    verdict: Verdict
+    headroom_bytes: int
+    performance: Performance
+    cost: Cost | None  # None when the GPU has no price
+
+    @property
+    def gpus(self) -> int:
+        """GPUs per replica."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def gpu_hours_per_million_output_tokens(self) -> float:
+        """What the ranking uses when no price is given: GPU-hours per 1M output tokens at the utilisation."""
+        c = replica_cost(_UNPRICED, self.gpus, self.performance.decode_tokens_per_s, self._utilization)
+        return c.usd_per_million_output_tokens or float("inf")
+
+    @property
+    def _utilization(self) -> float:
+        return self.cost.utilization if self.cost is not None else DEFAULT_UTILIZATION
+
+
+@dataclass(frozen=True)
+class Search:
+    """The options, cheapest first, and why there are none when there are none."""
+
+    options: tuple[Option, ...]
+    reason: str
+    planned: int  # plans computed
+
+
+def _quantizations(model: ModelInput, gpu: GpuModel) -> tuple[str | None, ...]:
+    """As stored, plus runtime fp8 for an unquantized checkpoint where vLLM runs fp8 weights."""
+    if model.arch.quantization is None and compute_capability_at_least(
+        gpu.compute_capability, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY
+    ):
+        return (None, "fp8")
+    return (None,)
+
+
+def _kv_dtypes(gpu: GpuModel) -> tuple[str, ...]:
+    """The model's dtype, plus fp8 where vLLM has fp8 KV-cache kernels (compute capability 8.0 and later)."""
+    return ("auto", "fp8") if compute_capability_at_least(gpu.compute_capability, (8, 0)) else ("auto",)
+
+
+def _weights_cannot_fit(model: ModelInput, gpu: GpuModel, gpus: int, quantization: str | None) -> bool:
+    stored = model.inventory.stored_bytes
+    if quantization == "fp8":
+        stored //= 2
+    return stored / gpus > gpu.memory_bytes
+
+
+def search(
+    model: ModelInput,
+    workload: Workload,
+    gpus: Sequence[GpuModel],
+    *,
+    max_model_len: int | None = None,
+    max_gpus: int = 16,
+    prices: GpuPrices | None = None,
+    utilization: float = DEFAULT_UTILIZATION,
+    api_usd_per_million: float | None = None,
+    vllm_version: str | None = None,
+    kv_cache_dtypes: tuple[str, ...] | None = None,
+    quantizations: tuple[str | None, ...] | None = None,
+    fewest_gpus_only: bool = False,
+) -> Search:
+    """Every loadable configuration of ``model`` on ``gpus`` that holds ``workload``, cheapest first.
+
+    ``kv_cache_dtypes`` and ``quantizations`` restrict the search to those settings (default: all
+    that vLLM can run on each GPU). ``fewest_gpus_only`` keeps, per GPU product, KV dtype and
+    quantization, only the smallest set that holds it (TP before PP at equal count): the question of
+    ``fitgate gpus --fits`` and of the operator's alternatives, at a fraction of the plans.
+    """
+    if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_GPUS:
+        raise SizingError("--max-gpus", max_gpus, f"an integer from 1 to {MAX_GPUS}")
+    if not gpus:
+        raise SizingError("--gpus", "", "at least one GPU from the catalog")
+    base = ServingConfig(max_model_len=max_model_len or workload.context_tokens, vllm_version=vllm_version)
+    found: list[tuple[Option, Plan]] = []
+    planned = 0
+    last_refusal = ""
+    for gpu in gpus:
+        if not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
+            continue  # a MIG slice or a bare memory size: no speed to rank it by
+        price = prices.of(gpu) if prices is not None else None
+        for quant in quantizations or _quantizations(model, gpu):
+            for kv in kv_cache_dtypes or _kv_dtypes(gpu):
+                dead: set[tuple[int, int]] = set()
+                for tp, pp in _sets(max_gpus):
+                    if _weights_cannot_fit(model, gpu, tp * pp, quant) or (tp, pp) in dead:
+                        continue
+                    serving = replace(
+                        base, tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv, quantization=quant
+                    )
+                    try:
+                        result = plan(model, gpu, serving, workload)
+                    except SizingError as exc:
+                        if exc.field in ("tensor_parallel_size", "pipeline_parallel_size"):
+                            dead.update((tp, p) for p in PP_SIZES if p >= pp)  # e.g. TP not a divisor of the heads
+                            continue
+                        raise
+                    planned += 1
+                    if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
+                        last_refusal = f"{gpu.name} x {tp * pp}: {result.reasons[0].message}"
+                        continue
+                    perf = estimate(model, result)
+                    cost = None
+                    if price is not None:
+                        cost = replica_cost(price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million)
+                    headroom = result.per_gpu.headroom_bytes
+                    found.append((Option(gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost), result))
+                    if fewest_gpus_only:
+                        break
+                    # deeper pipelines cost more GPUs for the same bytes per step
+                    dead.update((tp, p) for p in PP_SIZES if p > pp)
+    options = sorted((o for o, _ in found), key=_rank)
+    reason = ""
+    if not options:
+        names = ", ".join(g.name for g in gpus)
+        reason = (
+            f"no set of at most {max_gpus} GPUs ({names}) holds {model.name} with {workload.concurrency} x "
+            f"{workload.context_tokens} tokens"
+        )
+        if last_refusal:
+            reason += f"; the largest tried: {last_refusal}"
+        elif planned == 0:
+            reason += "; its weights alone exceed every set"
+    return Search(tuple(options), reason, planned)
+
+
+def _sets(max_gpus: int) -> list[tuple[int, int]]:
+    """(TP, PP) pairs of at most ``max_gpus`` GPUs, fewest GPUs first, TP before PP at equal count."""
+    pairs = [(tp, pp) for tp in TP_SIZES for pp in PP_SIZES if tp * pp <= max_gpus]
+    return sorted(pairs, key=lambda tp_pp: (tp_pp[0] * tp_pp[1], -tp_pp[0]))
+
+
+def _rank(o: Option) -> tuple[float, int, int, float]:
+    per_million = (
+        o.cost.usd_per_million_output_tokens
+        if o.cost is not None and o.cost.usd_per_million_output_tokens is not None
+        else o.gpu_hours_per_million_output_tokens
+    )
+    return (per_million, o.gpus, 0 if o.verdict is Verdict.FITS else 1, -o.performance.decode_tokens_per_s)
+
+
+def fewest_gpus(options: Sequence[Option]) -> dict[str, Option]:
+    """Per GPU product, the option with the fewest GPUs (then Fits before Tight, then the fastest)."""
+    best: dict[str, Option] = {}
+    for o in sorted(options, key=lambda o: (o.gpus, o.verdict is not Verdict.FITS, -o.performance.decode_tokens_per_s)):
+        best.setdefault(o.gpu.name, o)
+    return best
