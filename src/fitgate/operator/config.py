@@ -15,6 +15,10 @@ def _flag(name: str, default: bool) -> bool:
     return _env(name, "true" if default else "false").strip().lower() in {"1", "true", "yes", "on"}
 
 
+UnknownPolicy = Literal["Allow", "Warn", "Deny"]
+UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("Allow", "Warn", "Deny")
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     """Everything the operator process is configured with.
@@ -32,7 +36,8 @@ class OperatorConfig:
         admission_resolve_s: How long admission waits for a first checkpoint resolution before answering
             Unknown (the Hub is never allowed to hang admission).
         reconcile_resolve_s: How long reconcile waits for a resolution before retrying later.
-        unknown_policy: What admission does with an Unknown verdict: Allow, Warn (admit with a warning) or Reject.
+        unknown_policy: What admission does with an Unknown verdict when the spec's ``policy.onUnknown`` is
+            unset: Allow, Warn (admit with a warning) or Deny (``Reject``, its older name, is read as Deny).
         model_roots: Directories under which ``source: path`` models may lie (``FITGATE_MODEL_ROOTS``,
             ``os.pathsep``-separated); empty: no directories at all (the operator's filesystem is not for
             every ModelDeployment author to probe).
@@ -53,7 +58,7 @@ class OperatorConfig:
     resync_s: float = 60.0
     admission_resolve_s: float = 1.0
     reconcile_resolve_s: float = 20.0
-    unknown_policy: Literal["Allow", "Warn", "Reject"] = "Warn"
+    unknown_policy: UnknownPolicy = "Warn"
     model_roots: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
     standalone: bool = True
@@ -63,8 +68,9 @@ class OperatorConfig:
     def from_env(cls) -> OperatorConfig:
         """Settings from ``FITGATE_*`` variables (the chart sets these)."""
         policy = _env("FITGATE_UNKNOWN_POLICY", "Warn")
-        if policy not in ("Allow", "Warn", "Reject"):
-            raise ValueError(f"FITGATE_UNKNOWN_POLICY: {policy!r} is not valid; expected Allow, Warn or Reject")
+        policy = "Deny" if policy == "Reject" else policy
+        if policy not in UNKNOWN_POLICIES:
+            raise ValueError(f"FITGATE_UNKNOWN_POLICY: {policy!r} is not valid; expected Allow, Warn or Deny")
         namespaces = tuple(n for n in _env("FITGATE_NAMESPACES", "").split(",") if n.strip())
         roots = tuple(r.strip() for r in _env("FITGATE_MODEL_ROOTS", "").split(os.pathsep) if r.strip())
         for root in roots:
@@ -83,7 +89,7 @@ class OperatorConfig:
             resync_s=float(_env("FITGATE_RESYNC_SECONDS", "60")),
             admission_resolve_s=float(_env("FITGATE_ADMISSION_RESOLVE_SECONDS", "1.0")),
             reconcile_resolve_s=float(_env("FITGATE_RECONCILE_RESOLVE_SECONDS", "20")),
-            unknown_policy=policy,  # type: ignore[arg-type]
+            unknown_policy=policy,
             model_roots=roots,
             namespaces=namespaces,
             standalone=_flag("FITGATE_STANDALONE", True),
