@@ -19,6 +19,17 @@ UnknownPolicy = Literal["Allow", "Warn", "Deny"]
 UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("Allow", "Warn", "Deny")
 
 
+def _seconds(name: str, default: str, low: int, high: int) -> int:
+    text = _env(name, default)
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"{name}: {text!r} is not valid; expected whole seconds from {low} to {high}")
+    return value
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     """Everything the operator process is configured with.
@@ -44,6 +55,9 @@ class OperatorConfig:
         namespaces: Namespaces to watch (empty: all).
         standalone: Run without kopf peering (single replica).
         peering: kopf peering object name for HA (several replicas, one active reconciler).
+        peering_lifetime_s: How long a replica's peering keep-alive counts (kopf's ``settings.peering.lifetime``;
+            it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
+            active replica, the standby takes over once this has passed since the last keep-alive.
     """
 
     webhook_port: int = 9443
@@ -63,6 +77,7 @@ class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     standalone: bool = True
     peering: str | None = None
+    peering_lifetime_s: int = 10
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
@@ -94,4 +109,5 @@ class OperatorConfig:
             namespaces=namespaces,
             standalone=_flag("FITGATE_STANDALONE", True),
             peering=os.environ.get("FITGATE_PEERING") or None,
+            peering_lifetime_s=_seconds("FITGATE_PEERING_LIFETIME_SECONDS", "10", 2, 3600),
         )

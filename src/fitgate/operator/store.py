@@ -8,6 +8,9 @@
 * Directories (``source: path``) must lie under ``FITGATE_MODEL_ROOTS``.
 * Resolutions that may reach the Hub run on their own thread pool; catalog and path resolutions run
   on another, so a slow Hub (each resolution bounded by ``FITGATE_HUB_DEADLINE``) never delays them.
+* Shutdown never waits for a resolution: the pools' threads are daemons (:class:`DaemonPool`), and
+  :meth:`FactsStore.close` cancels what is queued (a SIGTERM with hung Hub resolutions used to wait for
+  each to reach its deadline, beyond the pod's grace period).
 * :meth:`FactsStore.provisional` answers for a Hub reference whose resolution is pending or failing
   transiently from what is known without the Hub (the on-disk facts cache, a catalog), so that admission
   is not left with an Unknown verdict for a model fitgate knows.
@@ -16,10 +19,14 @@
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
 from fitgate.checkpoints.resolve import resolve_known
@@ -42,10 +49,88 @@ class Known:
 
 
 NOT_IN_CATALOG = "CheckpointNotInCatalog"
+P = ParamSpec("P")
+T = TypeVar("T")
+_Item = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 Resolver = Callable[[str, str | None, str], ModelFacts]
 #: What is known of a reference without the Hub (None: nothing); see :func:`fitgate.checkpoints.resolve.resolve_known`.
 Fallback = Callable[[str, str | None, str], ModelFacts | None]
+
+
+class DaemonPool(Executor):
+    """A thread pool whose threads are daemons, so that the process exits without waiting for them.
+
+    ``ThreadPoolExecutor`` threads are joined when the interpreter exits, so a stopping operator waited
+    for every running resolution (up to ``FITGATE_HUB_DEADLINE`` each). Nothing these threads do needs
+    finishing: the facts cache is written to a temporary file renamed into place, so an abandoned write
+    leaves at most a stray temporary file. Threads start on demand, up to ``workers``.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers = workers
+        self._name = name
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        # the threads hold the queue, never the pool: a dropped pool stops its threads
+        weakref.finalize(self, _stop_threads, self._queue, self._threads)
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)``; start a thread when none is idle and fewer than ``workers`` run."""
+        future: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name}: cannot schedule new work after shutdown")
+            self._queue.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._workers:
+                thread = threading.Thread(
+                    target=_work,
+                    args=(self._queue, self._idle),
+                    name=f"{self._name}_{len(self._threads)}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work; ``cancel_futures`` cancels what has not started; ``wait`` waits for the rest."""
+        with self._lock:
+            self._closed = True
+            if cancel_futures:
+                while True:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not None:
+                        item[0].cancel()
+            _stop_threads(self._queue, self._threads)
+        if wait:
+            for thread in list(self._threads):
+                thread.join()
+
+
+def _work(work: queue.SimpleQueue[_Item | None], idle: threading.Semaphore) -> None:
+    while (item := work.get()) is not None:
+        future, fn, args, kwargs = item
+        if future.set_running_or_notify_cancel():
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the waiting coroutine
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+        del item, future, fn, args, kwargs
+        idle.release()
+
+
+def _stop_threads(work: queue.SimpleQueue[_Item | None], threads: list[threading.Thread]) -> None:
+    for _ in threads:
+        work.put(None)
 
 
 def _key(ref: ModelRef) -> tuple[str, str, str]:
@@ -81,8 +166,8 @@ class FactsStore:
         """
         roots = OperatorConfig.from_env().model_roots if model_roots is None else model_roots
         self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source, roots=roots))
-        self._hub_pool = ThreadPoolExecutor(hub_workers, thread_name_prefix="fitgate-hub")
-        self._local_pool = ThreadPoolExecutor(local_workers, thread_name_prefix="fitgate-local")
+        self._hub_pool = DaemonPool(hub_workers, "fitgate-hub")
+        self._local_pool = DaemonPool(local_workers, "fitgate-local")
         self._fallback = fallback or (lambda name, rev, source: resolve_known(name, rev, source=source))
         self._provisional: dict[tuple[str, str, str], Known | None] = {}
         self._provisional_at: dict[tuple[str, str, str], float] = {}
@@ -120,6 +205,13 @@ class FactsStore:
             return await asyncio.wait_for(asyncio.shield(task), timeout_s)
         except TimeoutError:
             return known
+
+    def close(self) -> None:
+        """Stop resolving, at once: queued resolutions are cancelled, running ones abandoned (daemon threads)."""
+        for task in self._tasks.values():
+            task.cancel()
+        self._hub_pool.shutdown(wait=False, cancel_futures=True)
+        self._local_pool.shutdown(wait=False, cancel_futures=True)
 
     def forget(self, ref: ModelRef) -> None:
         """Drop what is known about ``ref``: the next read resolves it again."""
