@@ -119,6 +119,10 @@ def test_a_transiently_failing_hub_is_answered_from_the_catalog_in_status() -> N
     assert "provisional verdict from fitgate catalog" in outcome.status["message"]
     assert "is failing for now" in outcome.status["message"] and "503" in outcome.status["message"]
     assert outcome.retry_in_s is not None  # the Hub's own answer is still wanted
+    # planned, but not on the Hub's facts yet: Ready stays Unknown until the Hub answers
+    ready = next(c for c in outcome.status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("Unknown", "CheckpointUnavailable")
+    assert ready["message"].startswith("provisional verdict from fitgate catalog")
 
 
 def _cache_70b_as(repo_id: str, root: Path) -> None:

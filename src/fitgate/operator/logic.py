@@ -104,7 +104,9 @@ async def _evaluate(
             ev, _ = _evaluate_known(spec, nodes, fallback)
             note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
             first = f"fitgate: {note}"
-            return replace(ev, message=f"{ev.message} ({note})", warnings=(first, *ev.warnings)), True
+            pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
+            ev = replace(ev, message=f"{ev.message} ({note})", warnings=(first, *ev.warnings))
+            return replace(ev, provisional=(pending, note)), True
     if known is None:
         return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
     return _evaluate_known(spec, nodes, known)
