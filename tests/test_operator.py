@@ -420,9 +420,9 @@ def test_reconcile_does_not_rewrite_the_spec() -> None:
     assert outcome.status is not None and "spec" not in outcome.status
 
 
-def test_admit_unknown_policy_reject() -> None:
+def test_admit_unknown_policy_deny() -> None:
     m = memo()
-    config = OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Reject")
+    config = OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Deny")
     outcome = asyncio.run(admit(raw_spec=SPEC, nodes=[], store=m.store, config=config, dryrun=False))
     assert not outcome.allowed and "cannot verify" in outcome.message
 

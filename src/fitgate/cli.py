@@ -211,7 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--webhook-managed", help="name of a ValidatingWebhookConfiguration kopf keeps up to date")
     o.add_argument("--metrics-port", type=_int, help="/metrics, /healthz, /readyz port (env FITGATE_METRICS_PORT)")
     o.add_argument("--resync-seconds", type=_float, help="re-evaluation period (env FITGATE_RESYNC_SECONDS)")
-    o.add_argument("--unknown-policy", choices=("Allow", "Warn", "Reject"), help="admission on Unknown verdicts")
+    o.add_argument(
+        "--unknown-policy",
+        choices=("Allow", "Warn", "Deny", "Reject"),
+        help="admission on Unknown verdicts where policy.onUnknown is unset (Reject: the older name of Deny)",
+    )
     o.add_argument("--liveness", help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
     o.add_argument("--verbose", action="store_true")
 

@@ -28,6 +28,7 @@ from fitgate.checkpoints.facts import CheckpointError, ModelFacts
 from fitgate.checkpoints.local import load_directory
 
 if TYPE_CHECKING:
+    from fitgate.checkpoints.cache import FactsCache
     from fitgate.checkpoints.hub import HubSource
 
 SOURCES = ("auto", "hub", "catalog", "path")
@@ -114,3 +115,52 @@ def resolve(
         if rev and rev != "main":
             note += f" (the catalog has one version; revision {rev} was not checked)"
         return ModelFacts(**{**facts.__dict__, "notes": (*facts.notes, note)})
+
+
+def resolve_known(
+    ref: str,
+    revision: str | None = None,
+    *,
+    source: str = "auto",
+    cache: FactsCache | None = None,
+    endpoint: str | None = None,
+) -> ModelFacts | None:
+    """What is known of a Hub reference without contacting the Hub, or None.
+
+    The on-disk facts cache (the revision's commit, however old the branch mapping), else, for
+    ``auto``, a catalog (user catalogs first, then the built-in one). The operator answers admission
+    from these while a Hub resolution is pending or failing transiently, so that a hung Hub does not
+    turn a known misfit into an Unknown verdict. Directories and ``catalog`` references never wait on
+    the Hub, so they get None; so does a reference that is malformed or known nowhere.
+    """
+    if source not in ("auto", "hub") or _is_path(ref.strip(), probe=False):
+        return None
+    try:
+        repo_id, rev = parse_repo_ref(ref, revision)
+    except CheckpointError:
+        return None
+    from fitgate.checkpoints.cache import FactsCache  # noqa: PLC0415 - keeps `--source catalog` import-light
+    from fitgate.checkpoints.hub import SHA_RE, HubSettings  # noqa: PLC0415
+
+    cache = cache or FactsCache()
+    endpoint = endpoint or HubSettings.from_env().endpoint
+    wanted = rev or "main"
+    sha: str | None = wanted if SHA_RE.match(wanted) else None
+    if sha is None:
+        pinned = cache.get_ref(endpoint, repo_id, wanted)
+        sha = pinned.sha if pinned else None
+    cached = cache.get(endpoint, repo_id, sha) if sha else None
+    if cached is not None:
+        return cached
+    if source != "auto":
+        return None
+    try:  # a broken user catalog is reported by the resolution itself
+        facts = load_catalog(repo_id, ref) if find_entry(repo_id) is not None else None
+    except CheckpointError:
+        return None
+    if facts is None:
+        return None
+    if rev and rev != "main":
+        note = f"the catalog has one version; revision {rev} was not checked"
+        facts = ModelFacts(**{**facts.__dict__, "notes": (*facts.notes, note)})
+    return facts

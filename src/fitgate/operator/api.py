@@ -158,13 +158,21 @@ class Placement(_Spec):
 
 
 class Policy(_Spec):
-    """What the admission webhook does with a misfit."""
+    """What the admission webhook does with a misfit, and when it cannot tell."""
 
     on_misfit: Literal["Reject", "Warn"] = Field(
         default="Reject",
         alias="onMisfit",
         description="Reject refuses a DoesNotFit deployment at apply time; Warn admits it with a warning. "
         "Default: Reject.",
+    )
+    on_unknown: Literal["Allow", "Warn", "Deny"] | None = Field(
+        default=None,
+        alias="onUnknown",
+        description="What admission does with an Unknown verdict (the checkpoint not resolved yet and in no "
+        "catalog or cache, or no GPU inventory): Allow admits it, Warn admits it with a warning (it may not "
+        "fit), Deny refuses it (applies are blocked while the Hub is unreachable). Default: the operator's "
+        "(chart value operator.unknownPolicy, Warn).",
     )
 
 
@@ -222,7 +230,9 @@ class ModelDeploymentSpec(_Spec):
     serving: Serving = Field(default_factory=Serving, description="vLLM engine settings.")
     workload: WorkloadSpec | None = Field(default=None, description="The peak load the deployment must hold.")
     placement: Placement = Field(default_factory=Placement, description="Which GPU nodes it may land on.")
-    policy: Policy = Field(default_factory=Policy, description="What admission does with a misfit.")
+    policy: Policy = Field(
+        default_factory=Policy, description="What admission does with a misfit, and when it cannot tell."
+    )
 
     model_config = ConfigDict(
         extra="forbid",

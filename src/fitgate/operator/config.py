@@ -15,6 +15,21 @@ def _flag(name: str, default: bool) -> bool:
     return _env(name, "true" if default else "false").strip().lower() in {"1", "true", "yes", "on"}
 
 
+UnknownPolicy = Literal["Allow", "Warn", "Deny"]
+UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("Allow", "Warn", "Deny")
+
+
+def _seconds(name: str, default: str, low: int, high: int) -> int:
+    text = _env(name, default)
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"{name}: {text!r} is not valid; expected whole seconds from {low} to {high}")
+    return value
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     """Everything the operator process is configured with.
@@ -32,13 +47,17 @@ class OperatorConfig:
         admission_resolve_s: How long admission waits for a first checkpoint resolution before answering
             Unknown (the Hub is never allowed to hang admission).
         reconcile_resolve_s: How long reconcile waits for a resolution before retrying later.
-        unknown_policy: What admission does with an Unknown verdict: Allow, Warn (admit with a warning) or Reject.
+        unknown_policy: What admission does with an Unknown verdict when the spec's ``policy.onUnknown`` is
+            unset: Allow, Warn (admit with a warning) or Deny (``Reject``, its older name, is read as Deny).
         model_roots: Directories under which ``source: path`` models may lie (``FITGATE_MODEL_ROOTS``,
             ``os.pathsep``-separated); empty: no directories at all (the operator's filesystem is not for
             every ModelDeployment author to probe).
         namespaces: Namespaces to watch (empty: all).
         standalone: Run without kopf peering (single replica).
         peering: kopf peering object name for HA (several replicas, one active reconciler).
+        peering_lifetime_s: How long a replica's peering keep-alive counts (kopf's ``settings.peering.lifetime``;
+            it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
+            active replica, the standby takes over once this has passed since the last keep-alive.
     """
 
     webhook_port: int = 9443
@@ -53,18 +72,20 @@ class OperatorConfig:
     resync_s: float = 60.0
     admission_resolve_s: float = 1.0
     reconcile_resolve_s: float = 20.0
-    unknown_policy: Literal["Allow", "Warn", "Reject"] = "Warn"
+    unknown_policy: UnknownPolicy = "Warn"
     model_roots: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
     standalone: bool = True
     peering: str | None = None
+    peering_lifetime_s: int = 10
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
         """Settings from ``FITGATE_*`` variables (the chart sets these)."""
         policy = _env("FITGATE_UNKNOWN_POLICY", "Warn")
-        if policy not in ("Allow", "Warn", "Reject"):
-            raise ValueError(f"FITGATE_UNKNOWN_POLICY: {policy!r} is not valid; expected Allow, Warn or Reject")
+        policy = "Deny" if policy == "Reject" else policy
+        if policy not in UNKNOWN_POLICIES:
+            raise ValueError(f"FITGATE_UNKNOWN_POLICY: {policy!r} is not valid; expected Allow, Warn or Deny")
         namespaces = tuple(n for n in _env("FITGATE_NAMESPACES", "").split(",") if n.strip())
         roots = tuple(r.strip() for r in _env("FITGATE_MODEL_ROOTS", "").split(os.pathsep) if r.strip())
         for root in roots:
@@ -83,9 +104,10 @@ class OperatorConfig:
             resync_s=float(_env("FITGATE_RESYNC_SECONDS", "60")),
             admission_resolve_s=float(_env("FITGATE_ADMISSION_RESOLVE_SECONDS", "1.0")),
             reconcile_resolve_s=float(_env("FITGATE_RECONCILE_RESOLVE_SECONDS", "20")),
-            unknown_policy=policy,  # type: ignore[arg-type]
+            unknown_policy=policy,
             model_roots=roots,
             namespaces=namespaces,
             standalone=_flag("FITGATE_STANDALONE", True),
             peering=os.environ.get("FITGATE_PEERING") or None,
+            peering_lifetime_s=_seconds("FITGATE_PEERING_LIFETIME_SECONDS", "10", 2, 3600),
         )

@@ -74,6 +74,8 @@ class Evaluation:
     notes: tuple[str, ...] = field(default_factory=tuple)
     recommended_change: Suggestion | None = None  # the suggestion engine_args were taken from (a misfit)
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()  # pools of the cluster that would hold a misfit
+    # (reason, note) of a verdict from facts known without the Hub while its resolution is pending or failing
+    provisional: tuple[ReasonCode, str] | None = None
 
 
 #: Alternatives listed in status for a deployment that does not fit.
@@ -352,6 +354,9 @@ def conditions_of(
         ready = condition(
             old, "Ready", "Unknown" if ev.reason in _PENDING else "False", ev.reason, ev.message, generation, now
         )
+    elif ev.provisional is not None:  # planned, but on facts the Hub has not confirmed yet
+        reason, note = ev.provisional
+        ready = condition(old, "Ready", "Unknown", reason, note, generation, now)
     else:
         text = f"planned against the cluster's GPUs (inventory {ev.inventory_hash or '-'})"
         ready = condition(old, "Ready", "True", ReasonCode.EVALUATED, text, generation, now)

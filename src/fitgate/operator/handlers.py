@@ -64,6 +64,10 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     settings.posting.reporting_component = REPORTING_COMPONENT
     settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
     settings.execution.max_workers = 8
+    # After a kill -9 the standby resumes when the dead replica's keep-alive expires: kopf's default
+    # lifetime (60 s) kept statuses unwritten for ~58 s. Keep-alives are then renewed every 1-5 s; not logged.
+    settings.peering.lifetime = config.peering_lifetime_s
+    settings.peering.stealth = True
     if config.webhook_port:
         settings.admission.server = GuardedWebhookServer(
             addr=config.webhook_addr,
@@ -107,7 +111,10 @@ async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
 
 @kopf.on.cleanup()
 async def operator_cleanup(*, memo: Any, **_: Any) -> None:
-    """Stop the node watch and the metrics server."""
+    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server."""
+    store = getattr(memo, "store", None)
+    if isinstance(store, FactsStore):
+        store.close()
     shared = getattr(memo, "shared", None)
     if isinstance(shared, Shared) and shared.follow_task is not None:
         shared.follow_task.cancel()
@@ -252,13 +259,30 @@ async def modeldeployment_resync(
     shared = getattr(memo, "shared", None)
     if isinstance(shared, Shared):
         waiting = asyncio.ensure_future(_until_affected(shared, spec, status, gpu_nodes, memo))
-        stopping = asyncio.ensure_future(_stopped(stopped))
-        done, _pending = await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        waiting.cancel()
-        stopping.cancel()
-        if stopping in done:  # deleted, or the operator is exiting: never hold up a finalizer
+        if not await _unless_stopped(waiting, stopped):
             return
-    await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
+    work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
+    await _unless_stopped(asyncio.ensure_future(work), stopped)
+
+
+async def _unless_stopped(work: asyncio.Future[Any], stopped: Any) -> bool:
+    """Await ``work`` unless the timer is stopped first (then cancel it and return False).
+
+    Deleted, or the operator is exiting: never hold up a finalizer or a shutdown (a reconcile may wait
+    for a checkpoint resolution for up to ``FITGATE_RECONCILE_RESOLVE_SECONDS``; kopf leaves timers that
+    do not return in time orphaned and cancels them only 5 s later).
+    """
+    stopping = asyncio.ensure_future(_stopped(stopped))
+    try:
+        done, _pending = await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when kopf cancels the timer itself
+        stopping.cancel()
+        if not work.done():
+            work.cancel()
+    if work not in done:
+        return False
+    work.result()  # its exception, if any, is kopf's to see
+    return True
 
 
 async def _stopped(stopped: Any) -> None:

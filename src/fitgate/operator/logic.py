@@ -6,15 +6,15 @@ Both go through :func:`fitgate.operator.evaluate.evaluate`, so the webhook and t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.operator.api import ModelDeploymentSpec, SpecError, parse_spec
-from fitgate.operator.config import OperatorConfig
+from fitgate.operator.config import OperatorConfig, UnknownPolicy
 from fitgate.operator.evaluate import Evaluation, evaluate, same_outcome, status_of, unknown
 from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.metrics import Metrics
-from fitgate.operator.store import FactsStore
+from fitgate.operator.store import FactsStore, Known
 from fitgate.sizing import ReasonCode, Verdict, vllm_argv
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
@@ -84,12 +84,37 @@ async def _evaluate(
     timeout_s: float,
     blocking: bool,
 ) -> tuple[Evaluation, bool]:
-    """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient)."""
+    """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
+
+    While a Hub resolution is pending or failing transiently, the evaluation uses the facts known without
+    the Hub (on-disk cache, catalog) when there are any, and says so in its message and first warning: a
+    hung Hub must not let a known misfit through as Unknown.
+    """
     known = await store.get(spec.model, timeout_s) if blocking else store.peek(spec.model)
     if known is None and not blocking:
         known = await store.get(spec.model, timeout_s)
+    if known is None or (known.model is None and known.transient):
+        why = (
+            "is still in progress"
+            if known is None
+            else f"is failing for now ({(known.error or 'the Hub could not be reached')[:300]})"
+        )
+        fallback = await store.provisional(spec.model, timeout_s)
+        if fallback is not None:
+            ev, _ = _evaluate_known(spec, nodes, fallback)
+            note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
+            first = f"fitgate: {note}"
+            pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
+            ev = replace(ev, message=f"{ev.message} ({note})", warnings=(first, *ev.warnings))
+            return replace(ev, provisional=(pending, note)), True
     if known is None:
         return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
+    return _evaluate_known(spec, nodes, known)
+
+
+def _evaluate_known(
+    spec: ModelDeploymentSpec, nodes: Inventory | Iterable[NodeGPUs], known: Known
+) -> tuple[Evaluation, bool]:
     if known.model is None:
         reason = ReasonCode(known.reason) if known.reason else None
         reason = reason or (ReasonCode.CHECKPOINT_UNAVAILABLE if known.transient else ReasonCode.CHECKPOINT_INVALID)
@@ -174,11 +199,15 @@ async def admit(
     return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
 
 
-def decide(spec: ModelDeploymentSpec, ev: Evaluation, unknown_policy: str, *, dryrun: bool = False) -> AdmissionOutcome:
+def decide(
+    spec: ModelDeploymentSpec, ev: Evaluation, unknown_policy: UnknownPolicy, *, dryrun: bool = False
+) -> AdmissionOutcome:
     """Admit or deny an evaluated spec; the webhook and ``fitgate check`` both decide here.
 
     DoesNotFit is denied when policy.onMisfit is Reject (else admitted with a warning); settings the
-    model cannot take are denied as invalid; Unknown follows ``unknown_policy``; Tight is warned.
+    model cannot take are denied as invalid; Unknown follows the spec's policy.onUnknown, else
+    ``unknown_policy`` (the operator's default); Tight is warned. A provisional verdict (facts known
+    without the Hub while it is slow) is decided like any other: its first warning says where it came from.
     """
     warnings = list(ev.warnings)
     if dryrun:
@@ -192,9 +221,11 @@ def decide(spec: ModelDeploymentSpec, ev: Evaluation, unknown_policy: str, *, dr
         if ev.reason is ReasonCode.INVALID_SETTINGS:  # a setting the model cannot take (TP not dividing its heads...)
             text = f"fitgate: invalid ModelDeployment: {ev.message}"
             return AdmissionOutcome(False, text, tuple(warnings), "denied", DENIED_INVALID)
-        if unknown_policy == "Reject":
-            return AdmissionOutcome(False, f"fitgate: cannot verify the fit: {ev.message}", tuple(warnings), "denied")
-        if unknown_policy == "Allow":
+        policy = spec.policy.on_unknown or unknown_policy
+        if policy == "Deny":
+            text = f"fitgate: cannot verify the fit ({ev.message}) and policy.onUnknown is Deny"
+            return AdmissionOutcome(False, text, tuple(warnings), "denied")
+        if policy == "Allow":
             return AdmissionOutcome(True, ev.message, (), "allowed")
         return AdmissionOutcome(True, ev.message, tuple(warnings), "warned")
     return AdmissionOutcome(True, ev.message, tuple(warnings), "warned" if ev.verdict is Verdict.TIGHT else "allowed")

@@ -16,10 +16,10 @@ import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.operator.api import GROUP, KIND, SpecError, parse_spec
-from fitgate.operator.evaluate import evaluate
+from fitgate.operator.evaluate import evaluate, unknown
 from fitgate.operator.inventory import NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, decide
-from fitgate.sizing import SizingError, find_gpu
+from fitgate.sizing import ReasonCode, SizingError, find_gpu
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,9 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     try:
         facts = resolve(spec.model.name, spec.model.revision, source=spec.model.source)
         model = to_model_input(facts)
-    except (CheckpointError, SizingError) as exc:
-        return CheckResult(source, name, "Unknown", str(exc), product)
+    except (CheckpointError, SizingError) as exc:  # the webhook's Unknown: policy.onUnknown decides
+        decision = decide(spec, unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc)), "Warn")
+        return CheckResult(source, name, "Unknown", str(exc), product, admitted=decision.allowed)
     labels = dict(spec.placement.node_selector)
     pool = NodeGPUs("offline", labels, product, gpu, gpus_per_node)
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})})

@@ -1,0 +1,170 @@
+"""A stopping operator never waits for a hung Hub: resolutions are abandoned, timers return at once.
+
+The e2e twin (e2e/test_availability.py) measures the whole process on a real API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import CancelledError
+
+import kopf
+import pytest
+
+from fitgate.checkpoints import ModelFacts
+from fitgate.operator import handlers
+from fitgate.operator.config import OperatorConfig
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.store import DaemonPool, FactsStore
+from tests.test_operator import H100, index
+
+HUNG_EXIT = textwrap.dedent(
+    """
+    import asyncio, threading, time
+    from fitgate.operator.api import ModelRef
+    from fitgate.operator.store import FactsStore
+
+    def hung(name, rev, source):
+        threading.Event().wait(60)  # a Hub resolution that has not reached its deadline yet
+
+    async def main():
+        store = FactsStore(resolver=hung, hub_workers=2)
+        for i in range(6):  # 2 running, 4 queued
+            store.peek(ModelRef(name=f"acme/hung-{i}", source="hub"))
+        await asyncio.sleep(0.3)
+        store.close()
+
+    asyncio.run(main())
+    print("exiting", flush=True)
+    """
+)
+
+
+def test_the_process_exits_without_waiting_for_hung_resolutions() -> None:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", HUNG_EXIT], check=False, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
+    assert result.returncode == 0 and "exiting" in result.stdout, result.stderr
+    assert took < 10, f"the interpreter waited {took:.0f}s for resolution threads at exit"
+
+
+def test_close_cancels_queued_work_and_refuses_more() -> None:
+    release = threading.Event()
+    pool = DaemonPool(1, "test")
+    running = pool.submit(release.wait, 30)
+    queued = pool.submit(time.sleep, 0)
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert queued.cancelled() and not running.done()
+    with pytest.raises(RuntimeError, match="cannot schedule new work after shutdown"):
+        pool.submit(time.sleep, 0)
+    release.set()
+    assert running.result(5) is True
+    with pytest.raises(CancelledError):
+        queued.result(0)
+
+
+def test_the_pool_runs_work_on_at_most_its_workers() -> None:
+    pool = DaemonPool(3, "test")
+    seen: set[str] = set()
+
+    def work(i: int) -> int:
+        seen.add(threading.current_thread().name)
+        time.sleep(0.01)
+        return i * i
+
+    futures = [pool.submit(work, i) for i in range(30)]
+    assert [f.result(5) for f in futures] == [i * i for i in range(30)]
+    assert 1 <= len(seen) <= 3 and all(t.startswith("test_") for t in seen)
+    assert all(t.daemon for t in threading.enumerate() if t.name in seen)
+    pool.shutdown()
+
+
+def test_a_resync_waiting_on_a_hung_hub_returns_when_kopf_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf leaves a timer that does not return orphaned, and cancels it only 5 s later, at exit."""
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    release = threading.Event()
+
+    def hung(name: str, rev: str | None, source: str) -> ModelFacts:
+        release.wait(30)
+        raise AssertionError("released at the end of the test")
+
+    config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=0.05, reconcile_resolve_s=20)
+    m = kopf.Memo(config=config, store=FactsStore(resolver=hung), metrics=Metrics(), shared=handlers.Shared())
+    spec = {"model": {"name": "acme/hung", "source": "hub"}}
+    body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": spec, "status": {}})
+
+    class Stopped:
+        def __init__(self) -> None:
+            self.event = asyncio.Event()
+
+        async def wait(self) -> None:
+            await self.event.wait()
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        stopped = Stopped()
+        patch = kopf.Patch()
+        resync = asyncio.create_task(
+            handlers.modeldeployment_resync(
+                body=body,
+                spec=body.spec,
+                status=body.status,
+                patch=patch,
+                memo=m,
+                gpu_nodes=index(H100),
+                logger=logging.getLogger("t"),
+                stopped=stopped,
+            )  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.5)  # past the resync wait: reconciling, waiting on the Hub
+        started = time.monotonic()
+        stopped.event.set()
+        await asyncio.wait_for(resync, 10)
+        return patch, time.monotonic() - started
+
+    try:
+        patch, took = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert took < 1 and not patch
+
+
+def test_operator_cleanup_closes_the_store() -> None:
+    store = FactsStore(resolver=lambda *a: ModelFacts(ref="x", name="x", config={}))
+    asyncio.run(handlers.operator_cleanup(memo=kopf.Memo(store=store)))
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        store._hub_pool.submit(time.sleep, 0)
+
+
+@pytest.mark.parametrize(("value", "ok"), [("10", True), ("2", True), ("1", False), ("ten", False), ("9999", False)])
+def test_peering_lifetime_setting(monkeypatch: pytest.MonkeyPatch, value: str, ok: bool) -> None:
+    monkeypatch.setenv("FITGATE_PEERING_LIFETIME_SECONDS", value)
+    if ok:
+        assert OperatorConfig.from_env().peering_lifetime_s == int(value)
+        return
+    with pytest.raises(ValueError, match=rf"FITGATE_PEERING_LIFETIME_SECONDS: '{value}' is not valid; expected whole"):
+        OperatorConfig.from_env()
+
+
+def test_startup_shortens_the_peering_lifetime() -> None:
+    """kopf's default lifetime (60 s) kept statuses unwritten for ~58 s after a kill -9 of the active replica."""
+    settings = kopf.OperatorSettings()
+    assert settings.peering.lifetime == 60
+    config = OperatorConfig(webhook_port=0, metrics_port=0, metrics_addr="127.0.0.1", peering_lifetime_s=10)
+    m = kopf.Memo(config=config)
+
+    async def scenario() -> None:
+        await handlers.operator_startup(settings=settings, memo=m, logger=logging.getLogger("t"))
+        await handlers.operator_cleanup(memo=m)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gc.unfreeze()  # startup freezes what it loaded out of the collector's reach
+    assert settings.peering.lifetime == 10 and settings.peering.stealth
