@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import TINY_LLAMA
 
 from e2e.conftest import Kube
 from e2e.operator_process import Operator
@@ -22,18 +23,7 @@ from e2e.test_operator import NODES, node_manifest
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "bfloat16",
-}
+CONFIG = TINY_LLAMA
 
 
 def checkpoint(path: Path, tensors: int) -> None:

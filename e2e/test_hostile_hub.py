@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.conftest import TINY_LLAMA
 from tests.hub_server import HubRepo, HubServer, VirtualFile
 
 from e2e.conftest import Kube
@@ -39,18 +40,7 @@ OLD_SRC = os.environ.get("FITGATE_E2E_OPERATOR_SRC", "")
 REPO = Path(__file__).resolve().parents[1]
 SHA = "e" * 40
 SHARDS = 6
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "bfloat16",
-}
+CONFIG = TINY_LLAMA
 
 
 def chart_memory_limit_mib() -> int:

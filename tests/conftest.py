@@ -73,3 +73,18 @@ def calibration_cases() -> list[dict[str, Any]]:
     if not cases_file.is_file():
         pytest.skip(f"calibration set not found at {CALIBRATION} (it sits beside the repository)")
     return [json.loads(line) for line in cases_file.read_text().splitlines() if line.strip()]
+
+
+#: A two-layer Llama config: the smallest real-format checkpoint the tests build around.
+TINY_LLAMA: dict[str, object] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+}

@@ -30,23 +30,13 @@ from hypothesis import strategies as st
 
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.sizing import SizingError
+from tests.conftest import TINY_LLAMA
 from tests.webhook_harness import webhook_url
 
 SLOW_S = 5.0
 MAX_MESSAGE_CHARS = 1000
 
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "bfloat16",
-}
+CONFIG = TINY_LLAMA
 
 # -- strategies -------------------------------------------------------------------------------
 

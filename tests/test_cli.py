@@ -13,21 +13,9 @@ import pytest
 from safetensors.numpy import save_file
 
 from fitgate.cli import main
-from tests.conftest import catalog_config
+from tests.conftest import TINY_LLAMA, catalog_config
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
+TINY = {**TINY_LLAMA, "tie_word_embeddings": False}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -767,6 +767,32 @@ def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: py
     assert patch["status"]["verdict"] == "Fits"
 
 
+class Stopped:
+    """kopf's ``stopped`` flag of a timer, set by the test."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    async def wait(self) -> None:
+        await self.event.wait()
+
+
+def start_resync(body: kopf.Body, m: kopf.Memo, stopped: Stopped, patch: kopf.Patch) -> asyncio.Task[None]:
+    """The resync timer of one deployment on an H100 inventory, as kopf runs it."""
+    return asyncio.create_task(
+        handlers.modeldeployment_resync(
+            body=body,
+            spec=body.spec,
+            status=body.status,
+            patch=patch,
+            memo=m,
+            gpu_nodes=index(H100),
+            logger=logging.getLogger("t"),
+            stopped=stopped,
+        )  # type: ignore[arg-type]
+    )
+
+
 def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A deleted deployment's finalizer must not wait for the resync period."""
     monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
@@ -774,28 +800,10 @@ def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.Mon
     m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
     body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": SPEC, "status": {}})
 
-    class Stopped:
-        def __init__(self) -> None:
-            self.event = asyncio.Event()
-
-        async def wait(self) -> None:
-            await self.event.wait()
-
     async def scenario() -> tuple[kopf.Patch, float]:
         stopped = Stopped()
         patch = kopf.Patch()
-        resync = asyncio.create_task(
-            handlers.modeldeployment_resync(
-                body=body,
-                spec=body.spec,
-                status=body.status,
-                patch=patch,
-                memo=m,
-                gpu_nodes=index(H100),
-                logger=logging.getLogger("t"),
-                stopped=stopped,
-            )  # type: ignore[arg-type]
-        )
+        resync = start_resync(body, m, stopped, patch)
         await asyncio.sleep(0.2)
         started = time.monotonic()
         stopped.event.set()

@@ -23,7 +23,7 @@ from fitgate.operator import handlers
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import DaemonPool, FactsStore
-from tests.test_operator import H100, index
+from tests.test_operator import Stopped, start_resync
 
 HUNG_EXIT = textwrap.dedent(
     """
@@ -100,28 +100,10 @@ def test_a_resync_waiting_on_a_hung_hub_returns_when_kopf_stops_it(monkeypatch: 
     spec = {"model": {"name": "acme/hung", "source": "hub"}}
     body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": spec, "status": {}})
 
-    class Stopped:
-        def __init__(self) -> None:
-            self.event = asyncio.Event()
-
-        async def wait(self) -> None:
-            await self.event.wait()
-
     async def scenario() -> tuple[kopf.Patch, float]:
         stopped = Stopped()
         patch = kopf.Patch()
-        resync = asyncio.create_task(
-            handlers.modeldeployment_resync(
-                body=body,
-                spec=body.spec,
-                status=body.status,
-                patch=patch,
-                memo=m,
-                gpu_nodes=index(H100),
-                logger=logging.getLogger("t"),
-                stopped=stopped,
-            )  # type: ignore[arg-type]
-        )
+        resync = start_resync(body, m, stopped, patch)
         await asyncio.sleep(0.5)  # past the resync wait: reconciling, waiting on the Hub
         started = time.monotonic()
         stopped.event.set()
