@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fitgate.checkpoints.safetensors import HeaderLimits, ObjectStream, TotalsBuilder
@@ -55,6 +55,8 @@ def test_index_files(data: bytes) -> None:
 
 @settings(FUZZ, max_examples=150)
 @given(data=safetensors_files(), cuts=st.lists(st.integers(1, 64), min_size=1, max_size=8))
+# a number cut after its "0.": the stream once took "0" for the value and refused ".0" (found in CI)
+@example(data=b"\t\x00\x00\x00\x00\x00\x00\x00" + b'{"": 0.0}', cuts=[1])
 def test_streamed_json_agrees_with_json_loads(data: bytes, cuts: list[int]) -> None:
     """However the bytes are split, the streaming parser yields what json.loads sees, or refuses what it refuses."""
     body = data[8:]

@@ -201,6 +201,10 @@ class ObjectStream:
             if after >= n and not final:  # a number may go on in the next bytes
                 self._wait(pos, final, "',' or '}' after an entry")
                 return
+            if not final and isinstance(value, int | float) and _NUMBER_TAIL.fullmatch(text, stop):
+                # "0." or "1e" at the end of what came so far: the rest of the number is in the next bytes
+                self._wait(pos, final, "a complete number")
+                return
             self._pos, self._state = stop, "sep"
             yield ((self._outer, key) if self._outer else (key,)), value
 
@@ -210,6 +214,10 @@ class ObjectStream:
             self._outer, self._state = "", "sep"
         else:
             self._state, self.done = "done", True
+
+
+#: What can follow the digits json's decoder stopped at and still be the same number ("0" + ".0").
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]+")
 
 
 class _AnyDepth:
