@@ -18,11 +18,14 @@ import argparse
 import contextlib
 import io
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.calibration_logs import FIGURES, NOT_A_LOG, printed
 
 from fitgate.checkpoints.catalog import find_entry
 from fitgate.cli import main as fitgate
@@ -30,27 +33,7 @@ from fitgate.observe import parse_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
-NOT_A_LOG = ("pr_comment_summary", "summary_table_of_real_logs", "parsed_json_of_real_log")
 TERMS = ("weights_bytes", "kv_available_bytes", "num_gpu_blocks", "kv_tokens", "max_concurrency")
-FIGURES = (
-    "weights_gib",
-    "non_torch_gib",
-    "activation_peak_gib",
-    "total_non_kv_gib",
-    "kv_available_gib",
-    "kv_tokens",
-    "gpu_blocks",
-    "max_concurrency",
-    "cuda_graph_gib",
-    "cuda_graph_estimated_gib",
-)
-
-
-def _printed(value: float, text: str) -> bool:
-    """Whether the log lines print the figure (0.9 as 0.90, 1505552 as 1,505,552), not only the case notes."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return any(re.search(rf"(?<![\d.,]){re.escape(f)}(?![\d]|,\d)", text) for f in (str(value), f"{value:,}"))
-    return re.search(rf"(?<![\d.]){re.escape(str(value))}0*(?!\d)", text) is not None
 
 
 def _model_ref(case: dict[str, Any], calibration: Path) -> str | None:
@@ -67,14 +50,14 @@ def run_case(case: dict[str, Any], calibration: Path, workdir: Path) -> dict[str
     parsed = parse_lines(case["raw_lines"])
     measured = case["measured"]
     text = "\n".join(case["raw_lines"])
-    printed = [k for k in FIGURES if measured.get(k) is not None and _printed(measured[k], text)]
-    read = [k for k in printed if getattr(parsed.observed, k) == measured[k]]
+    shown = [k for k in FIGURES if measured.get(k) is not None and printed(measured[k], text)]
+    read = [k for k in shown if getattr(parsed.observed, k) == measured[k]]
     row: dict[str, Any] = {
         "case": case["id"],
         "release": parsed.settings.vllm_version or f"({case['vllm_version'] or 'undated'} {case['vllm_engine']})",
         "status": case["status"],
         "outcome": parsed.outcome,
-        "read": f"{len(read)}/{len(printed)}",
+        "read": f"{len(read)}/{len(shown)}",
         "source": str(case["source"]),
     }
     ref = _model_ref(case, calibration)

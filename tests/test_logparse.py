@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from fitgate.observe import LogError, logparse, parse_lines, read_log
 from fitgate.observe.compare import case_status
+from tests.calibration_logs import FIGURES, NOT_A_LOG, printed
 from tests.conftest import CALIBRATION
 
 
@@ -33,25 +34,7 @@ def _load_cases() -> list[dict[str, Any]]:
 
 
 CASES = _load_cases()
-#: Records that are not one vLLM log, and why their figures are not expected to be read.
-NOT_A_LOG = {
-    "pr_comment_summary": "two runs side by side ('Current main' and 'This PR'), not one log",
-    "summary_table_of_real_logs": "a Markdown table summarising logs",
-    "parsed_json_of_real_log": "JSON parsed from a log, not the log",
-}
 LOG_CASES = [c for c in CASES if c["source_kind"].split()[0] not in NOT_A_LOG]
-FIGURES = (
-    "weights_gib",
-    "non_torch_gib",
-    "activation_peak_gib",
-    "total_non_kv_gib",
-    "kv_available_gib",
-    "kv_tokens",
-    "gpu_blocks",
-    "max_concurrency",
-    "cuda_graph_gib",
-    "cuda_graph_estimated_gib",
-)
 SETTINGS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
@@ -72,14 +55,6 @@ FAILURE_KIND = {
 
 def _id(case: dict[str, Any]) -> str:
     return str(case["id"])
-
-
-def printed(value: float, text: str) -> bool:
-    """Whether ``value`` appears in ``text`` as a log prints it (0.9 as 0.90, 1505552 as 1,505,552)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        forms = [str(value), f"{value:,}"]
-        return any(re.search(rf"(?<![\d.,]){re.escape(f)}(?![\d]|,\d)", text) for f in forms)
-    return re.search(rf"(?<![\d.]){re.escape(str(value))}0*(?!\d)", text) is not None
 
 
 def expected_model(case: dict[str, Any]) -> str:
