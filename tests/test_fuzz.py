@@ -125,7 +125,7 @@ def test_totals_place_every_tensor_as_the_sizing_core_does(tensors: list[tuple[s
         return
     assert totals is not None and totals.tensor_count == len(listed)
     arch = parse_config(CONFIG)
-    expected = inventory_from_tensors(listed, arch)
+    expected = inventory_from_tensors(listed, arch.num_layers)
     got = totals.inventory(arch.num_layers)
 
     def rows(inv: object) -> dict[tuple[object, ...], list[int]]:

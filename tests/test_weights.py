@@ -153,6 +153,10 @@ def test_a_stored_lm_head_of_a_tied_model_is_not_loaded() -> None:
     assert arch.tie_word_embeddings
     base = [("model.embed_tokens.weight", "BF16", (128256, 2048)), ("model.norm.weight", "BF16", (2048,))]
     stored = [*base, ("lm_head.weight", "BF16", (128256, 2048))]
-    plain = weights_per_rank(arch, inventory_from_tensors(base, arch), tp=1, pp=1, pp_rank=0, dtype="bfloat16")
-    extra = weights_per_rank(arch, inventory_from_tensors(stored, arch), tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    plain = weights_per_rank(
+        arch, inventory_from_tensors(base, arch.num_layers), tp=1, pp=1, pp_rank=0, dtype="bfloat16"
+    )
+    extra = weights_per_rank(
+        arch, inventory_from_tensors(stored, arch.num_layers), tp=1, pp=1, pp_rank=0, dtype="bfloat16"
+    )
     assert extra.total_bytes == plain.total_bytes

@@ -20,10 +20,9 @@ import re
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from fitgate.checkpoints.facts import CheckpointError, TensorTotals
-from fitgate.sizing.architecture import ModelArchitecture
 from fitgate.sizing.dtypes import tensor_dtype_bytes
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.weights import Role, inventory_from_tensors
@@ -220,18 +219,9 @@ class ObjectStream:
 _NUMBER_TAIL = re.compile(r"[0-9.eE+-]+")
 
 
-class _AnyDepth:
-    """Stands for the model while headers are read, before its config is parsed.
-
-    Layers are kept as numbered (:meth:`TensorTotals.inventory` then skips those beyond the config's
-    layers); ``inventory_from_tensors`` reads only ``num_layers`` of the architecture.
-    """
-
-    num_layers = 1 << 62
-
-
-_ANY_DEPTH = cast(ModelArchitecture, _AnyDepth())
-_ANY_DEPTH_LAYERS = _AnyDepth.num_layers
+#: Layers are kept as numbered while headers are read, before the config says how deep the model is
+#: (:meth:`TensorTotals.inventory` then skips those beyond the config's layers).
+_ANY_DEPTH_LAYERS = 1 << 62
 #: A numeric name component (``model.layers.12.mlp.experts.7.w1``: 12 and 7).
 _NUMBER = re.compile(r"(?<![^.])[0-9]+(?![^.])")
 _PATTERNS = 4096
@@ -298,7 +288,7 @@ class TotalsBuilder:
     ) -> None:
         """Place one tensor with the sizing core's rules, and remember its pattern's placement when it can."""
         try:
-            (entry,) = inventory_from_tensors([(name, dtype, tuple(shape))], _ANY_DEPTH).entries
+            (entry,) = inventory_from_tensors([(name, dtype, tuple(shape))], _ANY_DEPTH_LAYERS).entries
         except SizingError as exc:  # an unknown dtype: name the file, keep the sizing core's words
             field = label(exc.field.removeprefix("safetensors:"), 240)
             raise CheckpointError(f"{file}:{field}", clip(exc.value), exc.expected) from None

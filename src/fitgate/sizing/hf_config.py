@@ -77,11 +77,6 @@ def _table() -> Mapping[str, Any]:
     return table
 
 
-def known_model_type(model_type: str) -> bool:
-    """Whether transformers (as of the generated table) has a configuration class for ``model_type``."""
-    return model_type in _table()
-
-
 #: Model types vLLM builds with another type's class (its ``_CONFIG_REGISTRY`` in
 #: vllm/transformers_utils/config.py, 0.33.0 L122-176): the defaults are that class's.
 VLLM_CONFIG_CLASSES = {"kimi_k2": "deepseek_v3", "deepseek_v32": "deepseek_v3"}

@@ -87,8 +87,6 @@ class VllmAccounting:
             (160 GiB, arg_utils.py 0.28.0 L2582, 0.33.0 L2973), else None.
         default_gpu_memory_utilization: 0.9 up to 0.19.1, 0.92 from 0.20.0 (config/cache.py 0.19.0
             L41, 0.20.0 L66, 0.33.0 L215).
-        max_capture_size_blackwell: The largest CUDA-graph capture size on Blackwell (1024 from
-            0.28.0, config/vllm.py 0.28.0 L1938), else 512 like other cards.
         a100_small_tier: A100s get the small defaults even with 80 GB (0.10+).
         sampler_bytes_per_logit: Bytes of the profiling sampler pass per (sequence x vocab)
             element; larger before 0.17 (see activation.py).
@@ -106,7 +104,6 @@ class VllmAccounting:
     concurrency_sum_groups: bool
     big_gpu_tier_bytes: int | None
     default_gpu_memory_utilization: float
-    max_capture_size_blackwell: int
     a100_small_tier: bool
     sampler_bytes_per_logit: float
     sampler_base_bytes: int
@@ -201,7 +198,6 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         concurrency_sum_groups=not v0 and version >= (0, 27, 0),
         big_gpu_tier_bytes=160 * 1024**3 if version >= (0, 28, 0) else None,
         default_gpu_memory_utilization=0.92 if version >= (0, 20, 0) else 0.9,
-        max_capture_size_blackwell=1024 if version >= (0, 28, 0) else 512,
         a100_small_tier=version >= (0, 10, 0),
         # Fitted on the calibration logs: 14.35 B per logit on 0.19 (8 dense models); Qwen3-14B
         # profiled 5.64 GiB on 0.15/0.16 and 2.23 GiB on 0.17/0.18, and the undated V1 runs of one

@@ -324,10 +324,11 @@ def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
     return layer, Role.COLUMN
 
 
-def inventory_from_tensors(
-    tensors: Iterable[tuple[str, str, Sequence[int]]], arch: ModelArchitecture
-) -> WeightInventory:
-    """Aggregate real tensors ``(name, dtype, shape)`` from safetensors headers into an inventory."""
+def inventory_from_tensors(tensors: Iterable[tuple[str, str, Sequence[int]]], num_layers: int) -> WeightInventory:
+    """Aggregate real tensors ``(name, dtype, shape)`` from safetensors headers into an inventory.
+
+    ``num_layers`` is the model's decoder depth: tensors of deeper layers (MTP heads) are skipped.
+    """
     rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
     for name, dtype, shape in tensors:
         numel = 1
@@ -336,7 +337,7 @@ def inventory_from_tensors(
                 raise SizingError(f"safetensors:{name}.shape", list(shape), "a list of non-negative integers")
             numel *= dim
         elem = tensor_dtype_bytes(dtype, f"safetensors:{name}.dtype")
-        layer, role = classify_tensor(name, arch.num_layers)
+        layer, role = classify_tensor(name, num_layers)
         lowered = name.lower()
         quantized = lowered.endswith(_QUANT_SUFFIXES) or dtype.upper() in {
             "I32",
