@@ -112,7 +112,8 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
     measured = case["measured"]
     version, engine = _version(case)
     base = Row(case["id"], case["model"], case["status"], "-", False, {}, {}, {})
-    base.release = ".".join(version.split(".")[:2]) if case.get("vllm_version") else f"undated {engine or 'V1'}"
+    minor = re.match(r"^(\d+\.\d+)", version)
+    base.release = minor.group(1) if minor else f"release not stated ({engine or 'V1'})"
     base.gpu = _gpu(case).name
     text = str(case.get("gpu") or "").lower()
     ambiguous = base.gpu == "unknown" or "not named" in text or "not stated" in text
@@ -207,7 +208,11 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
 def breakdown(rows: list[Row], attr: str) -> list[tuple[str, int, int, str, str, str]]:
     """Per release (or GPU): cases, sized, median |err| of weights / available KV, verdicts agreeing."""
     out = []
-    for key in sorted({getattr(r, attr) for r in rows}):
+
+    def order(key: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in key.split(".")) if re.fullmatch(r"\d+\.\d+", key) else (999,)
+
+    for key in sorted({getattr(r, attr) for r in rows}, key=lambda k: (order(k), k)):
         group = [r for r in rows if getattr(r, attr) == key]
         sized = [r for r in group if not r.skipped]
         cells = []
