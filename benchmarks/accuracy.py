@@ -147,6 +147,7 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         enforce_eager=bool(case.get("enforce_eager")),
         vllm_version=version,
         engine=engine,
+        runner=case.get("runner") or "generate",
     )
     try:
         result: Plan = plan(to_model_input(facts), _gpu(case), serving)

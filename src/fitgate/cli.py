@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=_int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
+        "--runner", choices=("generate", "pooling"), default="generate", help="vLLM's --runner (pooling: embeddings)"
+    )
+    p.add_argument(
         "--kv-cache-memory-bytes",
         type=_int,
         help="vLLM's --kv-cache-memory-bytes: the KV pool per GPU in bytes (gpu_memory_utilization is then ignored)",
@@ -278,6 +281,7 @@ def _serving(args: argparse.Namespace) -> ServingConfig:
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
         interconnect=getattr(args, "interconnect", None),
+        runner=getattr(args, "runner", "generate"),
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,

@@ -13,6 +13,13 @@ fitgate models them with a few terms, fitted on the vLLM 0.19.0 H100 logs in sha
   experts, which use other kernels);
 * peak = max(forward, sampler) + MoE workspace.
 
+A pooling runner (``--runner pooling``: embedding and reward models) warms up its pooler instead
+of the sampler (``profile_run``: ``if self.is_pooling_model: output = self._dummy_pooler_run(...)
+else: output = self._dummy_sampler_run(...)``, v1/worker/gpu_model_runner.py 0.10.2 L3034, 0.19.0
+L5787, 0.28.0 L6643, 0.33.0 L6137; the V2 runner likewise, gpu/model_runner.py 0.33.0 L1041-1047).
+The pooler only reads the hidden states the forward pass already holds (one row per request, or
+every token's row, ``max_num_batched_tokens x hidden``), so the profiled peak is the forward pass.
+
 Non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces) is a per-version
 constant that grows with tensor parallelism.
 """
@@ -67,6 +74,7 @@ def estimate_profile(
     enforce_eager: bool,
     accounting: VllmAccounting,
     fabric: str = "pcie",
+    pooling: bool = False,
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU."""
     hidden = arch.hidden_size
@@ -77,7 +85,7 @@ def estimate_profile(
         per_token = FORWARD_HIDDEN_FACTOR * hidden + FORWARD_INTERMEDIATE_FACTOR * inter
     forward = max_num_batched_tokens * dtype_bytes * per_token
     sampler = 0
-    if last_stage:
+    if last_stage and not pooling:
         seqs = min(max_num_seqs, max_num_batched_tokens)
         per_logit = accounting.sampler_bytes_per_logit_for(arch.architecture, dtype_bytes)
         sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)

@@ -39,6 +39,8 @@ from fitgate.sizing.weights import pp_layer_ranges, weights_per_rank
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
+#: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
+RUNNERS = ("generate", "pooling")
 TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
 MAX_CONTEXT = 1 << 24
 
@@ -135,6 +137,8 @@ def resolve_serving(
     interconnect = serving.interconnect or gpu.interconnect
     if interconnect not in ("nvlink", "pcie"):
         raise SizingError("interconnect", interconnect, "nvlink or pcie")
+    if serving.runner not in RUNNERS:
+        raise SizingError("runner", serving.runner, "generate or pooling (vLLM's --runner)")
     block = _positive_int(serving.block_size, "block_size", 1, 4096)
     if block is not None and block % 16 and block not in (1, 8):
         raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
@@ -155,6 +159,7 @@ def resolve_serving(
         vllm_version=accounting.label,
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
+        runner=serving.runner,
     )
 
 
@@ -196,6 +201,7 @@ def _rank(
         pp_rank=pp_rank,
         dtype=rs.dtype,
         runtime_quantization=_runtime_quantization(arch, rs.quantization),
+        pooling=rs.runner == "pooling",
     )
     dtype_bytes = MODEL_DTYPES[rs.dtype]
     profile = estimate_profile(
@@ -210,6 +216,7 @@ def _rank(
         enforce_eager=rs.enforce_eager,
         accounting=accounting,
         fabric=_fabric(gpu, rs.interconnect),
+        pooling=rs.runner == "pooling",
     )
     specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
     block = hybrid_block_size(specs, rs.block_size)

@@ -25,6 +25,7 @@ class ServingConfig:
     offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
     kv_cache_memory_bytes: int | None = None  # ``--kv-cache-memory-bytes``: the KV pool per GPU, no profiling
     interconnect: str | None = None  # ``nvlink`` or ``pcie``; None: the GPU catalog's
+    runner: str = "generate"  # ``--runner``: ``generate`` or ``pooling`` (embedding / reward models)
 
 
 @dataclass(frozen=True)
@@ -55,3 +56,4 @@ class ResolvedServing:
     vllm_version: str
     kv_cache_memory_bytes: int | None = None
     interconnect: str = "nvlink"
+    runner: str = "generate"

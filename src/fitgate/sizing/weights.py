@@ -425,8 +425,14 @@ def weights_per_rank(
     pp_rank: int,
     dtype: str,
     runtime_quantization: Quantization | None = None,
+    pooling: bool = False,
 ) -> RankWeights:
-    """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading."""
+    """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading.
+
+    ``pooling``: vLLM's pooling adapter builds the model without its ``ParallelLMHead`` (replaced by
+    ``StageMissingLayer``, model_executor/models/adapters.py 0.28.0 L145-152) and does not load a
+    stored ``lm_head.weight``.
+    """
     dtype_bytes = MODEL_DTYPES[dtype]
     stages = pp_layer_ranges(arch.num_layers, pp)
     layers = stages[pp_rank]
@@ -439,7 +445,7 @@ def weights_per_rank(
     embedding = 0.0
     for e in inventory.entries:
         role = e.role
-        if role is Role.SKIPPED or (role is Role.LM_HEAD and arch.tie_word_embeddings):
+        if role is Role.SKIPPED or (role is Role.LM_HEAD and (arch.tie_word_embeddings or pooling)):
             # A tied model's lm_head is its embedding: vLLM skips a stored lm_head.weight while loading
             # (``if self.config.tie_word_embeddings and "lm_head.weight" in name: continue``).
             continue
@@ -464,7 +470,7 @@ def weights_per_rank(
         elif role is Role.KV_PROJ:
             size *= kv_factor
         total += size
-    if pp > 1 and last and not first and arch.tie_word_embeddings:
+    if pp > 1 and last and not first and arch.tie_word_embeddings and not pooling:
         # The last stage builds its own lm_head from the tied embedding.
         tied = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
         total += tied
