@@ -1,0 +1,89 @@
+"""The public calibration cases of vLLM >= 0.21 that fitgate sizes: the count must not drop silently.
+
+``benchmarks/accuracy.py`` sizes a case only when its model's real config.json is vendored
+(``tests/corpus`` or the built-in catalog), the GPU total is known and the release is exact; runs of
+patched vLLM builds are excluded with their reason. This test runs every case of
+``benchmarks/calibration/public-2026.jsonl`` through it (configs from the repository only) and
+checks which recent cases are sized, and that every case is either sized or skipped for a stated
+reason. A case that loses its config, or gains one, fails here until the lists are updated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "benchmarks" / "calibration" / "public-2026.jsonl"
+
+#: Cases of vLLM >= 0.21 that are sized today.
+SIZED_FROM_0_21 = {"gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030"}
+
+#: Checkpoints whose config.json no public repository vendors (searched: see the README's accuracy section).
+NO_PUBLIC_CONFIG = {
+    "LiquidAI/LFM2.5-1.2B-Instruct",
+    "GLM-5.2-NVFP4",
+    "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    "Qwen/Qwen3.8-27B-FP8",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+    "google/gemma-4-E4B-it-qat-w4a16-ct",
+    "Qwen/Qwen2.5-7B-Instruct-AWQ",
+    "Qwen3-32B-AWQ",
+    "Qwen/Qwen3-14B-AWQ",
+    "Qwen3.8-27B-FP8",
+    "Qwen3.8-27B",
+}
+
+REASONS = (
+    "excluded: ",
+    "no public config.json for this model",
+    "GPU total not printed and the card is not named exactly",
+)
+
+
+def _accuracy() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fitgate_accuracy", ROOT / "benchmarks" / "accuracy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[tuple[dict[str, Any], Any]]:
+    accuracy = _accuracy()
+    cases = [json.loads(line) for line in CASES.read_text().splitlines() if line.strip()]
+    no_calibration = ROOT / "no-calibration-dir"  # public cases only: configs from tests/corpus or the catalog
+    return [(case, accuracy.run_case(case, no_calibration)) for case in cases]
+
+
+def _recent(release: str) -> bool:
+    return release[:1].isdigit() and tuple(map(int, release.split("."))) >= (0, 21)
+
+
+def test_recent_cases_sized(rows: list[tuple[dict[str, Any], Any]]) -> None:
+    sized = {row.case for _, row in rows if not row.skipped and _recent(row.release)}
+    assert sized == SIZED_FROM_0_21
+
+
+def test_every_case_is_sized_or_skipped_for_a_stated_reason(rows: list[tuple[dict[str, Any], Any]]) -> None:
+    for case, row in rows:
+        if not row.skipped:
+            continue
+        assert row.skipped.startswith(REASONS), (case["id"], row.skipped)
+        if row.skipped.startswith("no public config.json"):
+            assert str(case["model"]).split(" (")[0] in NO_PUBLIC_CONFIG, case["id"]
+
+
+def test_sized_recent_cases_are_within_three_percent(rows: list[tuple[dict[str, Any], Any]]) -> None:
+    # Available KV of every sized >= 0.21 case (README: accuracy by release and GPU).
+    for _, row in rows:
+        if not row.skipped and _recent(row.release):
+            assert abs(row.errors["kv_available_gib"]) <= 0.03, (row.case, row.errors)
