@@ -301,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows
         if not r.skipped and r.release[:1].isdigit() and tuple(map(int, r.release.split("."))) >= (0, 21)
     ]
-    print(f"\nvLLM >= 0.21: {len(recent)} sized cases")
+    kv_recent = [abs(r.errors["kv_available_gib"] or 0) for r in recent if r.errors.get("kv_available_gib") is not None]
+    line = f"\nvLLM >= 0.21: {len(recent)} sized cases"
+    if kv_recent:
+        line += (
+            f"; available KV median |err| {100 * statistics.median(kv_recent):.2f}%, "
+            f"p90 {100 * _pct(kv_recent, 0.9):.2f}% (n={len(kv_recent)})"
+        )
+    print(line)
     if args.json:
         print(json.dumps(summary))
     return 0

@@ -8,7 +8,9 @@ import pytest
 
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
+from fitgate.cli import main
 from fitgate.sizing import ServingConfig, custom_gpu, lookup_gpu, plan
+from fitgate.sizing.advice import engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import GiB
 from tests.conftest import model
@@ -52,3 +54,25 @@ def test_pooling_loads_no_lm_head() -> None:
 def test_an_unknown_runner_names_the_field() -> None:
     with pytest.raises(SizingError, match=r"runner: 'draft' is not valid; expected generate or pooling"):
         plan(model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100"), ServingConfig(runner="draft"))
+
+
+def test_the_command_keeps_the_runner() -> None:
+    m = to_model_input(load_directory(CORPUS / "Qwen__Qwen3-Embedding-0.6B"))
+    pooling = ServingConfig(max_model_len=2048, runner="pooling")
+    args = {a.name: a.value for a in engine_args(plan(m, RTX_5090, pooling), pooling)}
+    assert args["--runner"] == "pooling"
+    assert "--runner" not in {a.name for a in engine_args(plan(m, RTX_5090, ServingConfig()), ServingConfig())}
+
+
+def test_plan_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    directory = str(CORPUS / "Qwen__Qwen3-Embedding-0.6B")
+    argv = ["plan", "--model", directory, "--gpu-memory", "31.36GiB", "--max-model-len", "2048", "--runner"]
+    assert main([*argv, "pooling"]) == 0
+    out, _ = capsys.readouterr()
+    assert "--runner pooling" in out
+    try:
+        code: object = main([*argv, "draft"])
+    except SystemExit as exc:  # argparse's choices
+        code = exc.code
+    _, err = capsys.readouterr()
+    assert code == 2 and "--runner" in err and "Traceback" not in err

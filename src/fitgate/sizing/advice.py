@@ -372,6 +372,8 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         )
     if rs.block_size_given:
         args.append(EngineArg("--block-size", str(rs.block_size), "requested KV block size"))
+    if rs.runner != "generate":
+        args.append(EngineArg("--runner", rs.runner, "sized for this runner (no sampler warm-up, no lm_head)"))
     return tuple(args)
 
 
