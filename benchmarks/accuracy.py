@@ -44,14 +44,25 @@ CORPUS = ROOT / "tests" / "corpus"
 #: format; the undated V1 logs print the 0.10+ "Actual usage" line and show the pre-0.17 sampler.
 UNDATED = {"V0": "0.6.4", "V1": "0.11.0"}
 #: Cases that name no exact repository; shared/calibration/README.md points them at these checkpoints.
-ALIASES = {"Llama2-7B": "meta-llama/Llama-2-7b-hf", "Llama2-70B": "meta-llama/Llama-2-70b-hf"}
-#: Runs of a patched vLLM: what they printed depends on code that is not vLLM's, so they are excluded
-#: from the accuracy figures (with this reason) instead of being fitted. Matched on the case id.
+ALIASES = {
+    "Llama2-7B": "meta-llama/Llama-2-7b-hf",
+    "Llama2-70B": "meta-llama/Llama-2-70b-hf",
+    # public-2026: the source says "32B-AWQ", Qwen3, 64 layers, 18.00 GiB on disk; Qwen/Qwen3-32B-AWQ's
+    # shards are 19,325,481,744 B = 18.00 GiB (tests/corpus/Qwen__Qwen3-32B-AWQ/SOURCE.md).
+    "Qwen3-32B-AWQ": "Qwen/Qwen3-32B-AWQ",
+}
+#: Runs of a patched vLLM (what they printed depends on code that is not vLLM's) or whose figures the
+#: source attributes to another process: excluded from the accuracy figures with this reason instead
+#: of being fitted. Matched on the case id.
 EXCLUDED = {
     r"^gh-club3090-": "excluded: club-3090 'Genesis' runtime patches change vLLM's memory profiling",
     r"^gh-file-71492254810-mimo26-": "excluded: day-0 MiMo image with SM120 recipe and DiffKV/split-KV patches",
     r"^gh-file-59915398117-.*aeon": "excluded: AEON community image (vLLM 0.27.1 with 30 overlays)",
     r"^gh-file-68904302597-": "excluded: custom vLLM fork build (0.27.2.dev0+g6e448d0ea)",
+    # Not a patched build, but a start whose figures another process set (the source says so).
+    r"^gh-file-69451098589-qwen3-32b-awq-rtx5090-vram-race-fail$": (
+        "excluded: the previous container was still releasing VRAM during start-up (stated by the source)"
+    ),
 }
 
 

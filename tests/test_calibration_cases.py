@@ -32,7 +32,13 @@ SIZED_FROM_0_21 = {
     "gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030",
     "gh-file-69451098589-qwen3-14b-awq-rtx5090-u070-16k",
     "gh-file-69451098589-qwen3-14b-awq-rtx5090-u070-32k",
+    "gh-file-69451098589-qwen3-32b-awq-rtx5090-u070-8k",
+    "gh-file-69451098589-qwen3-32b-awq-rtx5090-u085-8k",
 }
+#: Sized cases whose verdict is wrong today (README: accuracy on vLLM >= 0.21). The 0.70 Qwen3-32B-AWQ
+#: start printed 0.33 GiB of peak activation and CUDA-graph estimate where fitgate counts 0.67 + 1.41 GiB
+#: (its graph term is fitted on vLLM 0.19 H100 logs), so it predicts 1.6 GiB of KV for a 2 GiB request.
+WRONG_VERDICT = {"gh-file-69451098589-qwen3-32b-awq-rtx5090-u070-8k"}
 EMBEDDING = "gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030"
 
 #: Checkpoints whose config.json no public repository vendors (searched: see the README's accuracy section).
@@ -44,7 +50,6 @@ NO_PUBLIC_CONFIG = {
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
     "google/gemma-4-E4B-it-qat-w4a16-ct",
     "Qwen/Qwen2.5-7B-Instruct-AWQ",
-    "Qwen3-32B-AWQ",
     "Qwen3.8-27B-FP8",
     "Qwen3.8-27B",
 }
@@ -93,7 +98,8 @@ def test_every_case_is_sized_or_skipped_for_a_stated_reason(rows: list[tuple[dic
 
 def test_sized_recent_cases_get_the_right_verdict(rows: list[tuple[dict[str, Any], Any]]) -> None:
     recent = [row for _, row in rows if not row.skipped and _recent(row.release)]
-    assert recent and all(row.verdict_ok for row in recent), [(r.case, r.verdict) for r in recent]
+    wrong = {row.case for row in recent if not row.verdict_ok}
+    assert recent and wrong == WRONG_VERDICT
 
 
 def test_the_pooling_case_is_within_three_percent(rows: list[tuple[dict[str, Any], Any]]) -> None:
@@ -104,11 +110,17 @@ def test_the_pooling_case_is_within_three_percent(rows: list[tuple[dict[str, Any
     assert abs(row.errors["weights_gib"]) <= 0.005, row.errors
 
 
-def test_awq_checkpoint_weights_match_the_hub_listing() -> None:
-    # Qwen/Qwen3-14B-AWQ (tests/corpus, config byte-exact by SHA-256): the Hub lists two shards of
-    # 4,988,339,832 + 4,988,350,408 = 9,976,690,240 B, safetensors headers included. fitgate counts
-    # the tensors from config.json alone: AWQ int4 linears (qweight + fp16 scales + int4 zeros per
-    # 128-group) and fp16 embedding, lm_head and norms.
-    m = to_model_input(load_directory(ROOT / "tests" / "corpus" / "Qwen__Qwen3-14B-AWQ"))
+@pytest.mark.parametrize(
+    ("name", "hub_bytes"),
+    [
+        ("Qwen__Qwen3-14B-AWQ", 4_988_339_832 + 4_988_350_408),
+        ("Qwen__Qwen3-32B-AWQ", 4_966_384_688 + 4_998_723_112 + 4_949_671_152 + 4_410_702_792),
+    ],
+)
+def test_awq_checkpoint_weights_match_the_hub_listing(name: str, hub_bytes: int) -> None:
+    # Qwen's AWQ checkpoints (tests/corpus, configs byte-exact by SHA-256): the shard sizes the Hub lists,
+    # safetensors headers included (SOURCE.md). fitgate counts the tensors from config.json alone: AWQ
+    # int4 linears (qweight + fp16 scales + int4 zeros per 128-group), fp16 embedding, lm_head, norms.
+    m = to_model_input(load_directory(ROOT / "tests" / "corpus" / name))
     weights = plan(m, custom_gpu(80 * GiB), ServingConfig(max_model_len=4096)).ranks[0].weights.tensors_bytes
-    assert abs(weights / 9_976_690_240 - 1) < 0.005
+    assert abs(weights / hub_bytes - 1) < 0.005
