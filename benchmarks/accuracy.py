@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for attr, title in (("release", "vLLM release"), ("gpu", "GPU product")):
         print()
-        head = [title, "cases", "sized", "weights median |err|", "avail KV median |err|", "verdicts"]
+        head = [title, "cases", "sized", "weights median abs err", "avail KV median abs err", "verdicts"]
         print(("| " + " | ".join(head) + " |") if args.markdown else "  ".join(head))
         if args.markdown:
             print("|" + "---|" * len(head))
