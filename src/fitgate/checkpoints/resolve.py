@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from fitgate.checkpoints.catalog import find_entry, load_catalog
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts
 from fitgate.checkpoints.local import load_directory
+from fitgate.settings import load
 
 if TYPE_CHECKING:
     from fitgate.checkpoints.cache import FactsCache
@@ -140,10 +141,10 @@ def resolve_known(
     except CheckpointError:
         return None
     from fitgate.checkpoints.cache import FactsCache  # noqa: PLC0415 - keeps `--source catalog` import-light
-    from fitgate.checkpoints.hub import SHA_RE, HubSettings  # noqa: PLC0415
+    from fitgate.checkpoints.hub import SHA_RE  # noqa: PLC0415
 
     cache = cache or FactsCache()
-    endpoint = endpoint or HubSettings.from_env().endpoint
+    endpoint = endpoint or load().hub.endpoint
     wanted = rev or "main"
     sha: str | None = wanted if SHA_RE.match(wanted) else None
     if sha is None:

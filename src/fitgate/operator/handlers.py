@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -17,8 +18,7 @@ from typing import Any
 import kopf
 
 from fitgate.checkpoints import CheckpointError
-from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries, user_catalog_dirs
-from fitgate.checkpoints.hub import HubSettings
+from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
@@ -27,6 +27,7 @@ from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
+from fitgate.settings import Settings
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -35,9 +36,18 @@ _TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or 
 REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
 
 
-def _config(memo: Any) -> OperatorConfig:
+def _settings(memo: Any) -> Settings:
+    """The settings ``fitgate operator`` read once and put in kopf's memo (its ``config``, if set, wins)."""
+    settings = getattr(memo, "settings", None)
+    settings = settings if isinstance(settings, Settings) else Settings()
     config = getattr(memo, "config", None)
-    return config if isinstance(config, OperatorConfig) else OperatorConfig.from_env()
+    if isinstance(config, OperatorConfig) and config is not settings.operator:
+        settings = dataclasses.replace(settings, operator=config)
+    return settings
+
+
+def _config(memo: Any) -> OperatorConfig:
+    return _settings(memo).operator
 
 
 @kopf.on.startup()
@@ -51,8 +61,9 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     * The webhook server uses the certificate files the deployment mounts (reloaded when they change),
       and answers malformed AdmissionReview bodies with 400 (:mod:`fitgate.operator.webhook`).
     """
-    config = _config(memo)
-    memo.config = config
+    every = _settings(memo)
+    config = every.operator
+    memo.settings, memo.config = every, config
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
     # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
     # deletion); name it after fitgate so users know whose it is.
@@ -82,7 +93,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore(model_roots=config.model_roots, offline=HubSettings.from_env().offline)
+    memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline)
     memo.shared = Shared()
     nodewatch = NodeWatch()
     nodewatch.start()
@@ -93,8 +104,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
     try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
         users = [e for e in catalog_entries() if e.location != BUILT_IN]
-        if user_catalog_dirs():
-            logger.info("user catalog %s: %d entries", os.pathsep.join(user_catalog_dirs()), len(users))
+        if every.catalog_path:
+            logger.info("user catalog %s: %d entries", os.pathsep.join(every.catalog_path), len(users))
     except CheckpointError as exc:
         logger.error("user catalog not usable: %s", exc)
     # Everything loaded so far (kopf, pydantic schemas, the catalogs) lives as long as the process: move

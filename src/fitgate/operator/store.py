@@ -31,7 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
 from fitgate.checkpoints.resolve import resolve_known
 from fitgate.operator.api import ModelRef
-from fitgate.operator.config import OperatorConfig
+from fitgate.settings import load
 from fitgate.sizing import ModelInput, SizingError
 
 
@@ -164,7 +164,7 @@ class FactsStore:
         Hub resolutions run on their own pool, so a hung Hub never holds catalog or path models.
         ``fallback`` finds what is known without the Hub (default: the on-disk facts cache, then a catalog).
         """
-        roots = OperatorConfig.from_env().model_roots if model_roots is None else model_roots
+        roots = load().operator.model_roots if model_roots is None else model_roots
         self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source, roots=roots))
         self._hub_pool = DaemonPool(hub_workers, "fitgate-hub")
         self._local_pool = DaemonPool(local_workers, "fitgate-local")
