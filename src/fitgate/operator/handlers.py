@@ -23,6 +23,7 @@ from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory
 from fitgate.operator.logic import admit, reconcile
+from fitgate.operator.managed import remove_empty_async
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.store import FactsStore
@@ -121,7 +122,11 @@ async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
 
 @kopf.on.cleanup()
 async def operator_cleanup(*, memo: Any, **_: Any) -> None:
-    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server."""
+    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server.
+
+    Out of cluster (``--webhook-managed``), also delete the webhook configurations kopf created and emptied
+    (:mod:`fitgate.operator.managed`).
+    """
     store = getattr(memo, "store", None)
     if isinstance(store, FactsStore):
         store.close()
@@ -132,6 +137,10 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     if isinstance(metrics, Metrics):
         metrics.ready = False
         await metrics.close()
+    config = getattr(memo, "config", None)
+    if isinstance(config, OperatorConfig) and config.webhook_port and config.webhook_managed:
+        for removed in await remove_empty_async(config.webhook_managed):
+            logging.getLogger("fitgate").info("removed the empty webhook configuration %s", removed)
 
 
 def _inventory(memo: Any) -> Inventory:
