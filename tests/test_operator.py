@@ -144,7 +144,7 @@ def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
         ),
         (
             {"model": {"name": "a/b"}, "policy": {"onMisfit": "Ignore"}},
-            "spec.policy.onMisfit: Input should be 'Reject' or 'Warn'",
+            "spec.policy.onMisfit: Input should be 'Deny', 'Reject' or 'Warn'",
         ),
     ],
 )
@@ -318,6 +318,15 @@ def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
     text = m.metrics.exposition().decode()
     assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
     assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
+
+
+@pytest.mark.parametrize("policy", ["Deny", "Reject"])
+def test_on_misfit_deny_and_its_older_name_reject_both_deny(policy: str) -> None:
+    """onMisfit says Deny, as onUnknown does; manifests written with Reject keep working (the CRD lists both)."""
+    with pytest.raises(kopf.AdmissionError, match="does not fit"):
+        validate({**MISFIT, "policy": {"onMisfit": policy}}, index(H100), memo())
+    field = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["policy"]
+    assert field["properties"]["onMisfit"]["enum"] == ["Deny", "Reject", "Warn"]
 
 
 def test_validate_warns_on_warn_policy_and_dry_run() -> None:

@@ -137,7 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="size the offline LLM class (bigger default batch) instead of `vllm serve`",
     )
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
-    p.add_argument("--context-tokens", type=_int, help="tokens per request of that workload (default: max-model-len)")
+    p.add_argument(
+        "--context-tokens",
+        type=_int,
+        help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "
+        "else the model's)",
+    )
     _economics_flags(p)
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
@@ -147,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
     r.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
     r.add_argument("--concurrency", type=_int, required=True, help="concurrent requests the service must hold")
-    r.add_argument("--context-tokens", type=_int, required=True, help="tokens per request of that workload")
+    r.add_argument(
+        "--context-tokens", type=_int, required=True, help="tokens (prompt + output) of each request (contextTokens)"
+    )
     r.add_argument("--max-model-len", type=_int, help="default: --context-tokens")
     r.add_argument("--gpus", help="GPU products to consider, comma-separated (default: the whole catalog)")
     r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
@@ -245,7 +252,10 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
 def _fit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_int, default=1, help="concurrent requests (default 1)")
     p.add_argument(
-        "--context-tokens", type=_int, help="tokens per request (default: --max-model-len, else the model's)"
+        "--context-tokens",
+        type=_int,
+        help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "
+        "else the model's)",
     )
     p.add_argument("--max-model-len", type=_int, help="default: --context-tokens, else the model's")
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
