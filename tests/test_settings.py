@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from fitgate.checkpoints import CheckpointError, resolve
 from fitgate.settings import (
     VARIABLES,
     HeaderLimits,
@@ -18,6 +20,8 @@ from fitgate.settings import (
     load,
     markdown_table,
 )
+from tests.test_checkpoint_bounds import many_tensors, write_header_file
+from tests.test_cli import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "fitgate"
@@ -162,3 +166,12 @@ def test_the_cli_reports_a_bad_setting_in_one_line(
         err
         == "fitgate: error: FITGATE_MAX_TENSORS: 'many' is not valid; expected a positive integer from 1 to 1099511627776\n"
     )
+
+
+def test_a_resolution_uses_the_settings_it_is_given_not_the_environment(tmp_path: Path) -> None:
+    """The operator reads the environment once and resolves with that object (FactsStore passes it on)."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    write_header_file(tmp_path / "model.safetensors", many_tensors(601))
+    assert resolve(str(tmp_path)).tensors is not None  # the environment's limit: 500,000
+    with pytest.raises(CheckpointError, match=r"at most 600 tensors per checkpoint"):
+        resolve(str(tmp_path), settings=load({"FITGATE_MAX_TENSORS": "600"}))

@@ -53,7 +53,7 @@ from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
 from fitgate.checkpoints.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from fitgate.checkpoints.safetensors import TotalsBuilder, index_shards, stream_object
-from fitgate.settings import DEFAULT_CDN_HOSTS, HubSettings, load
+from fitgate.settings import DEFAULT_CDN_HOSTS, HeaderLimits, HubSettings, load
 
 __all__ = ["DEFAULT_CDN_HOSTS", "HubSettings", "HubSource"]
 
@@ -95,9 +95,13 @@ def _install_client(timeout_s: float) -> None:
 class HubSource:
     """Resolve ``org/name[@revision]`` on one Hub endpoint."""
 
-    def __init__(self, settings: HubSettings | None = None, cache: FactsCache | None = None) -> None:
+    def __init__(
+        self, settings: HubSettings | None = None, cache: FactsCache | None = None, limits: HeaderLimits | None = None
+    ) -> None:
+        """``settings`` and ``limits`` default to :func:`fitgate.settings.load`'s, read now."""
         self.settings = settings or load().hub
         self.cache = cache or FactsCache()
+        self.limits = limits
         self.api = HfApi(endpoint=self.settings.endpoint, token=self.settings.token or False)
         _install_client(self.settings.timeout_s)
 
@@ -377,7 +381,7 @@ class HubSource:
                 raise CheckpointError(f"{where}:weight_map", missing[0], "a shard file of the repository")
         else:
             return None
-        builder = TotalsBuilder(f"{repo_id}@{sha}")
+        builder = TotalsBuilder(f"{repo_id}@{sha}", self.limits)
         for shard in shards:
             self._shard_header(repo_id, sha, shard, sizes.get(shard), builder, ref, deadline)
         return builder.totals(), total

@@ -94,7 +94,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline)
+    memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
     nodewatch = NodeWatch()
     nodewatch.start()
     memo.nodewatch = nodewatch
