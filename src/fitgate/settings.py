@@ -111,7 +111,6 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable("FITGATE_MODEL_ROOTS", "", "Absolute directories `source: path` models may lie under, `:`-separated."),
     Variable("FITGATE_NAMESPACES", "", "Comma-separated namespaces to watch (empty: all)."),
-    Variable("FITGATE_STANDALONE", "true", "Informational; peering is on exactly when FITGATE_PEERING is set."),
     Variable("FITGATE_PEERING", "", "kopf peering object name: several replicas, one active reconciler."),
     Variable(
         "FITGATE_PEERING_LIFETIME_SECONDS",
@@ -247,8 +246,8 @@ class OperatorConfig:
             ``os.pathsep``-separated); empty: no directories at all (the operator's filesystem is not for
             every ModelDeployment author to probe).
         namespaces: Namespaces to watch (empty: all).
-        standalone: Run without kopf peering (single replica).
-        peering: kopf peering object name for HA (several replicas, one active reconciler).
+        peering: kopf peering object name for HA (several replicas, one active reconciler); unset: one
+            replica, no peering.
         peering_lifetime_s: How long a replica's peering keep-alive counts (kopf's ``settings.peering.lifetime``;
             it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
             active replica, the standby takes over once this has passed since the last keep-alive.
@@ -269,7 +268,6 @@ class OperatorConfig:
     unknown_policy: UnknownPolicy = "Warn"
     model_roots: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
-    standalone: bool = True
     peering: str | None = None
     peering_lifetime_s: int = 10
 
@@ -293,7 +291,6 @@ class OperatorConfig:
             unknown_policy=unknown_policy("FITGATE_UNKNOWN_POLICY", env.text("FITGATE_UNKNOWN_POLICY")),
             model_roots=model_roots(env.text("FITGATE_MODEL_ROOTS")),
             namespaces=env.split("FITGATE_NAMESPACES", ","),
-            standalone=env.flag("FITGATE_STANDALONE"),
             peering=env.optional("FITGATE_PEERING"),
             peering_lifetime_s=env.whole("FITGATE_PEERING_LIFETIME_SECONDS", 2, 3600, "whole seconds"),
         )
