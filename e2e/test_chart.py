@@ -178,6 +178,7 @@ def test_install_upgrade_uninstall(kube: Kube, release: int, tmp_path: Path) -> 
         ("serviceaccount", "fg-fitgate", NS),
         ("clusterrole", "fg-fitgate", None),
         ("validatingwebhookconfiguration", "fg-fitgate", None),
+        ("mutatingwebhookconfiguration", "fg-fitgate", None),  # kopf's own (managed mode) is never made here
         ("clusterkopfpeering", "fitgate", None),
     ):
         args = ["-n", namespace] if namespace else []

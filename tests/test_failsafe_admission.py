@@ -52,7 +52,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def memo(store: FactsStore, policy: Any = "Warn") -> kopf.Memo:
     config = OperatorConfig(webhook_port=0, metrics_port=0, admission_resolve_s=0.3, unknown_policy=policy)
-    return kopf.Memo(config=config, store=store, metrics=Metrics(), shared=handlers.Shared())
+    return kopf.Memo(config=config, store=store, metrics=Metrics(), nodewatch=index(H100))
 
 
 def hanging_store(release: threading.Event) -> FactsStore:
@@ -77,7 +77,7 @@ def validate(spec: dict[str, Any], m: kopf.Memo) -> tuple[float, list[str]]:
     async def run() -> float:
         started = time.monotonic()
         await handlers.modeldeployment_validate(
-            spec=kopf.Body({"spec": spec}).spec, dryrun=False, warnings=warnings, memo=m, gpu_nodes=index(H100)
+            spec=kopf.Body({"spec": spec}).spec, dryrun=False, warnings=warnings, memo=m
         )  # type: ignore[arg-type]
         return time.monotonic() - started
 

@@ -144,7 +144,7 @@ def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
         ),
         (
             {"model": {"name": "a/b"}, "policy": {"onMisfit": "Ignore"}},
-            "spec.policy.onMisfit: Input should be 'Reject' or 'Warn'",
+            "spec.policy.onMisfit: Input should be 'Deny', 'Reject' or 'Warn'",
         ),
     ],
 )
@@ -186,9 +186,10 @@ def test_amd_labels() -> None:
         {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-banana"},
     ],
 )
-def test_malformed_labels_never_crash_the_index(labels: dict[str, str]) -> None:
-    body = kopf.Body(node("bad", labels, {"nvidia.com/gpu": "many"}))
-    assert handlers.gpu_nodes(name="bad", body=body, logger=logging.getLogger("test")) is None
+def test_malformed_labels_never_crash_the_node_watch(labels: dict[str, str]) -> None:
+    watch = index()
+    watch.apply("ADDED", node("bad", labels, {"nvidia.com/gpu": "many"}))
+    assert watch.version == 1 and watch.inventory().select(None, {})[0] == []  # left out, nothing counted
 
 
 def test_unknown_product_falls_back_to_the_memory_label() -> None:
@@ -279,19 +280,28 @@ def memo() -> kopf.Memo:
         config=OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Warn"),
         store=FakeStore(),
         metrics=Metrics(),
-        shared=handlers.Shared(),
+        nodewatch=index(),
     )
 
 
-def index(*nodes: dict[str, Any]) -> dict[str, list[list[Any]]]:
-    return {n["metadata"]["name"]: [parse_node(n)] for n in nodes}
+def index(*nodes: dict[str, Any]) -> NodeWatch:
+    """A node watch that has listed ``nodes`` (the operator's one GPU inventory source)."""
+    watch = NodeWatch(api_factory=lambda: None)
+    watch.replace({n["metadata"]["name"]: parse_node(n) for n in nodes})
+    return watch
+
+
+def on(m: kopf.Memo, nodes: NodeWatch) -> kopf.Memo:
+    """``m`` with ``nodes`` as its node watch."""
+    m.nodewatch = nodes
+    return m
 
 
 def validate(spec: dict[str, Any], nodes: dict[str, Any], m: kopf.Memo, dryrun: bool = False) -> list[str]:
     warnings: list[str] = []
     asyncio.run(
         handlers.modeldeployment_validate(
-            spec=kopf.Body({"spec": spec}).spec, dryrun=dryrun, warnings=warnings, memo=m, gpu_nodes=nodes
+            spec=kopf.Body({"spec": spec}).spec, dryrun=dryrun, warnings=warnings, memo=on(m, nodes)
         )
     )  # type: ignore[arg-type]
     return warnings
@@ -308,6 +318,15 @@ def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
     text = m.metrics.exposition().decode()
     assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
     assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
+
+
+@pytest.mark.parametrize("policy", ["Deny", "Reject"])
+def test_on_misfit_deny_and_its_older_name_reject_both_deny(policy: str) -> None:
+    """onMisfit says Deny, as onUnknown does; manifests written with Reject keep working (the CRD lists both)."""
+    with pytest.raises(kopf.AdmissionError, match="does not fit"):
+        validate({**MISFIT, "policy": {"onMisfit": policy}}, index(H100), memo())
+    field = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["policy"]
+    assert field["properties"]["onMisfit"]["enum"] == ["Deny", "Reject", "Warn"]
 
 
 def test_validate_warns_on_warn_policy_and_dry_run() -> None:
@@ -338,9 +357,7 @@ def test_validate_answers_unknown_fast_when_the_hub_is_slow() -> None:
     async def timed() -> float:
         started = time.monotonic()
         spec = kopf.Body({"spec": {**SPEC, "model": {"name": "acme/slow"}}}).spec
-        await handlers.modeldeployment_validate(
-            spec=spec, dryrun=False, warnings=warnings, memo=m, gpu_nodes=index(H100)
-        )  # type: ignore[arg-type]
+        await handlers.modeldeployment_validate(spec=spec, dryrun=False, warnings=warnings, memo=on(m, index(H100)))  # type: ignore[arg-type]
         return time.monotonic() - started
 
     # the answer comes within the admission budget (the resolution thread finishes in the background)
@@ -368,8 +385,7 @@ def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.Mo
             spec=body.spec,
             status=body.status,
             patch=patch,
-            memo=m,
-            gpu_nodes=index(H100, L4),  # type: ignore[arg-type]
+            memo=on(m, index(H100, L4)),
             logger=logging.getLogger("test"),
         )
     )
@@ -393,8 +409,7 @@ def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.Mo
             spec=body2.spec,
             status=body2.status,
             patch=patch2,
-            memo=m,
-            gpu_nodes=index(H100, L4),  # type: ignore[arg-type]
+            memo=on(m, index(H100, L4)),
             logger=logging.getLogger("test"),
         )
     )
@@ -706,7 +721,7 @@ def test_status_follows_a_node_change_at_once_not_at_the_next_resync(monkeypatch
     l4_1 = node("l4-1", L4["metadata"]["labels"], L4["status"]["allocatable"])
 
     async def scenario() -> tuple[kopf.Patch, float]:
-        follow = asyncio.create_task(m.shared.changes.follow(nodes, 0.01))
+        follow = asyncio.create_task(nodes.changes.follow(nodes, 0.01))
         patch = kopf.Patch()
         resync = asyncio.create_task(
             handlers.modeldeployment_resync(
@@ -756,8 +771,7 @@ def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: py
                 spec=body.spec,
                 status=body.status,
                 patch=patch,
-                memo=m,
-                gpu_nodes=index(H100),
+                memo=on(m, index(H100)),
                 logger=logging.getLogger("t"),
             )  # type: ignore[arg-type]
         return patch
@@ -785,8 +799,7 @@ def start_resync(body: kopf.Body, m: kopf.Memo, stopped: Stopped, patch: kopf.Pa
             spec=body.spec,
             status=body.status,
             patch=patch,
-            memo=m,
-            gpu_nodes=index(H100),
+            memo=on(m, index(H100)),
             logger=logging.getLogger("t"),
             stopped=stopped,
         )  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from fitgate.operator import handlers
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import DaemonPool, FactsStore
-from tests.test_operator import Stopped, start_resync
+from tests.test_operator import H100, Stopped, index, start_resync
 
 HUNG_EXIT = textwrap.dedent(
     """
@@ -96,7 +96,7 @@ def test_a_resync_waiting_on_a_hung_hub_returns_when_kopf_stops_it(monkeypatch: 
         raise AssertionError("released at the end of the test")
 
     config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=0.05, reconcile_resolve_s=20)
-    m = kopf.Memo(config=config, store=FactsStore(resolver=hung), metrics=Metrics(), shared=handlers.Shared())
+    m = kopf.Memo(config=config, store=FactsStore(resolver=hung), metrics=Metrics(), nodewatch=index(H100))
     spec = {"model": {"name": "acme/hung", "source": "hub"}}
     body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": spec, "status": {}})
 

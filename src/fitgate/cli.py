@@ -7,8 +7,8 @@ Exit codes: 0 the deployment fits (Fits or Tight), 1 it does not fit (DoesNotFit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -26,6 +26,7 @@ from fitgate.checkpoints.catalog import (
 )
 from fitgate.checkpoints.catalog_add import add_to_catalog
 from fitgate.checkpoints.resolve import SOURCES, parse_repo_ref
+from fitgate.settings import SettingsError, load, unknown_policy
 from fitgate.sizing import (
     DEFAULT_VLLM_VERSION,
     Cost,
@@ -139,7 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="size the offline LLM class (bigger default batch) instead of `vllm serve`",
     )
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
-    p.add_argument("--context-tokens", type=_int, help="tokens per request of that workload (default: max-model-len)")
+    p.add_argument(
+        "--context-tokens",
+        type=_int,
+        help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "
+        "else the model's)",
+    )
     _economics_flags(p)
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
@@ -149,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
     r.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
     r.add_argument("--concurrency", type=_int, required=True, help="concurrent requests the service must hold")
-    r.add_argument("--context-tokens", type=_int, required=True, help="tokens per request of that workload")
+    r.add_argument(
+        "--context-tokens", type=_int, required=True, help="tokens (prompt + output) of each request (contextTokens)"
+    )
     r.add_argument("--max-model-len", type=_int, help="default: --context-tokens")
     r.add_argument("--gpus", help="GPU products to consider, comma-separated (default: the whole catalog)")
     r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
@@ -247,7 +255,10 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
 def _fit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_int, default=1, help="concurrent requests (default 1)")
     p.add_argument(
-        "--context-tokens", type=_int, help="tokens per request (default: --max-model-len, else the model's)"
+        "--context-tokens",
+        type=_int,
+        help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "
+        "else the model's)",
     )
     p.add_argument("--max-model-len", type=_int, help="default: --context-tokens, else the model's")
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
@@ -911,24 +922,35 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_operator(args: argparse.Namespace) -> int:
     """``fitgate operator``: kopf with fitgate's handlers."""
-    flags = {
-        "FITGATE_WEBHOOK_PORT": args.webhook_port,
-        "FITGATE_WEBHOOK_HOST": args.webhook_host,
-        "FITGATE_WEBHOOK_CERT": args.webhook_cert,
-        "FITGATE_WEBHOOK_KEY": args.webhook_key,
-        "FITGATE_WEBHOOK_CA": args.webhook_ca,
-        "FITGATE_WEBHOOK_MANAGED": args.webhook_managed,
-        "FITGATE_METRICS_PORT": args.metrics_port,
-        "FITGATE_RESYNC_SECONDS": args.resync_seconds,
-        "FITGATE_UNKNOWN_POLICY": args.unknown_policy,
-        "FITGATE_PEERING": args.peering,
+    settings = load()
+    flags = {  # a flag given wins over its FITGATE_* variable
+        "webhook_port": args.webhook_port,
+        "webhook_host": args.webhook_host,
+        "webhook_cert": args.webhook_cert,
+        "webhook_key": args.webhook_key,
+        "webhook_ca": args.webhook_ca,
+        "webhook_managed": args.webhook_managed,
+        "metrics_port": args.metrics_port,
+        "resync_s": args.resync_seconds,
+        "unknown_policy": args.unknown_policy and unknown_policy("--unknown-policy", args.unknown_policy),
+        "peering": args.peering,
     }
-    for key, value in flags.items():
-        if value is not None:
-            os.environ[key] = str(value)
+    config = dataclasses.replace(settings.operator, **{k: v for k, v in flags.items() if v is not None})
     from fitgate.operator.run import run_operator  # noqa: PLC0415 - imports kopf only for this command
 
-    return run_operator(namespaces=tuple(args.namespace), liveness=args.liveness, verbose=args.verbose)
+    return run_operator(
+        dataclasses.replace(settings, operator=config),
+        namespaces=tuple(args.namespace),
+        liveness=args.liveness,
+        verbose=args.verbose,
+    )
+
+
+def _debug() -> bool:
+    try:
+        return load().debug
+    except SettingsError:
+        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -944,12 +966,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "operator": cmd_operator,
     }
     try:
+        load()  # a bad FITGATE_*/HF_* value stops any command at once, in one line
         return handlers[args.command](args)
-    except (SizingError, CheckpointError) as exc:
+    except (SizingError, CheckpointError, SettingsError) as exc:
         print(f"fitgate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: say so in one line unless debugging
-        if os.environ.get("FITGATE_DEBUG"):
+        if _debug():
             raise
         print(
             f"fitgate: internal error: {type(exc).__name__}: {exc} (set FITGATE_DEBUG=1 for a traceback)",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
+from fitgate.settings import load
 
 DEFAULT_MAX_BYTES = 256 << 20
 #: Version of the stored facts; entries of another version are resolved again (version 2: tensor totals).
@@ -31,12 +32,8 @@ DEFAULT_REF_TTL_S = 600.0
 
 
 def default_cache_dir() -> Path:
-    """``$FITGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/fitgate``, else ``~/.cache/fitgate``."""
-    explicit = os.environ.get("FITGATE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "fitgate"
+    """``$FITGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/fitgate``, else ``~/.cache/fitgate`` (:mod:`fitgate.settings`)."""
+    return load().cache_dir
 
 
 def _key(*parts: str) -> str:

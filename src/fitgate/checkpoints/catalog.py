@@ -26,6 +26,7 @@ from typing import Any
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
 from fitgate.checkpoints.local import read_json
 from fitgate.checkpoints.safetensors import TotalsBuilder
+from fitgate.settings import load
 
 _ROOT = "catalog"
 #: Environment variable naming user catalog directories.
@@ -57,7 +58,7 @@ def _builtin_dir() -> Traversable:
 
 def user_catalog_dirs() -> tuple[str, ...]:
     """The user catalog directories named in ``FITGATE_CATALOG_PATH``, in order."""
-    return tuple(p for p in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if p.strip())
+    return load().catalog_path
 
 
 def _weights(path: Traversable) -> dict[str, Any]:

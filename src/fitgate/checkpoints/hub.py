@@ -26,20 +26,18 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
-import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx2
-from huggingface_hub import HfApi, constants, get_session, hf_hub_url, hf_raise_for_status, set_client_factory
+from huggingface_hub import HfApi, get_session, hf_hub_url, hf_raise_for_status, set_client_factory
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -55,6 +53,9 @@ from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
 from fitgate.checkpoints.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from fitgate.checkpoints.safetensors import TotalsBuilder, index_shards, stream_object
+from fitgate.settings import DEFAULT_CDN_HOSTS, HeaderLimits, HubSettings, load
+
+__all__ = ["DEFAULT_CDN_HOSTS", "HubSettings", "HubSource"]
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 #: Bytes asked for in the first Range read of a shard (its header length and, mostly, all its header).
@@ -63,59 +64,8 @@ PREFETCH_BYTES = 100_000
 MAX_ERROR_BODY_BYTES = 64 << 10
 #: Bytes of the model info answer (the file list of a repo).
 MAX_INFO_BYTES = 16 << 20
-#: Where the Hub sends file downloads (its LFS and Xet CDNs); ``FITGATE_HUB_CDN_HOSTS`` replaces the list.
-DEFAULT_CDN_HOSTS = (
-    "cdn-lfs.huggingface.co",
-    "cdn-lfs-us-1.huggingface.co",
-    "cdn-lfs-eu-1.huggingface.co",
-    "cdn-lfs.hf.co",
-    "cdn-lfs-us-1.hf.co",
-    "cdn-lfs-eu-1.hf.co",
-    "cas-bridge.xethub.hf.co",
-)
 MAX_REDIRECTS = 5
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class HubSettings:
-    """How to reach the Hub.
-
-    Attributes:
-        endpoint: Base URL (``HF_ENDPOINT``, default https://huggingface.co); the only host contacted.
-        token: Access token for gated/private repos (``HF_TOKEN``); never logged.
-        offline: Do not contact the Hub (``HF_HUB_OFFLINE=1``).
-        timeout_s: Per-request timeout.
-        deadline_s: Overall time for one resolution, every read and retry included.
-        retries: Extra attempts after a transient failure.
-        cdn_hosts: Hosts (``host`` or ``host:port``; ``.example.com`` for its subdomains) redirects may
-            lead to besides the endpoint's own (``FITGATE_HUB_CDN_HOSTS``, comma-separated).
-    """
-
-    endpoint: str = constants.ENDPOINT
-    token: str | None = None
-    offline: bool = False
-    timeout_s: float = 5.0
-    deadline_s: float = 30.0
-    retries: int = 2
-    cdn_hosts: tuple[str, ...] = DEFAULT_CDN_HOSTS
-
-    @classmethod
-    def from_env(cls) -> HubSettings:
-        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_*``."""
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-        return cls(
-            endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
-            token=os.environ.get("HF_TOKEN") or None,
-            offline=offline,
-            timeout_s=float(os.environ.get("FITGATE_HUB_TIMEOUT", "5")),
-            deadline_s=float(os.environ.get("FITGATE_HUB_DEADLINE", "30")),
-            cdn_hosts=tuple(
-                h.strip().lower()
-                for h in os.environ.get("FITGATE_HUB_CDN_HOSTS", ",".join(DEFAULT_CDN_HOSTS)).split(",")
-                if h.strip()
-            ),
-        )
 
 
 _CLIENT_LOCK = threading.Lock()
@@ -145,9 +95,13 @@ def _install_client(timeout_s: float) -> None:
 class HubSource:
     """Resolve ``org/name[@revision]`` on one Hub endpoint."""
 
-    def __init__(self, settings: HubSettings | None = None, cache: FactsCache | None = None) -> None:
-        self.settings = settings or HubSettings.from_env()
+    def __init__(
+        self, settings: HubSettings | None = None, cache: FactsCache | None = None, limits: HeaderLimits | None = None
+    ) -> None:
+        """``settings`` and ``limits`` default to :func:`fitgate.settings.load`'s, read now."""
+        self.settings = settings or load().hub
         self.cache = cache or FactsCache()
+        self.limits = limits
         self.api = HfApi(endpoint=self.settings.endpoint, token=self.settings.token or False)
         _install_client(self.settings.timeout_s)
 
@@ -427,7 +381,7 @@ class HubSource:
                 raise CheckpointError(f"{where}:weight_map", missing[0], "a shard file of the repository")
         else:
             return None
-        builder = TotalsBuilder(f"{repo_id}@{sha}")
+        builder = TotalsBuilder(f"{repo_id}@{sha}", self.limits)
         for shard in shards:
             self._shard_header(repo_id, sha, shard, sizes.get(shard), builder, ref, deadline)
         return builder.totals(), total

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from fitgate.checkpoints.catalog import find_entry, load_catalog
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts
 from fitgate.checkpoints.local import load_directory
+from fitgate.settings import Settings, load
 
 if TYPE_CHECKING:
     from fitgate.checkpoints.cache import FactsCache
@@ -84,8 +85,12 @@ def resolve(
     source: str = "auto",
     hub: HubSource | None = None,
     roots: Sequence[str] | None = None,
+    settings: Settings | None = None,
 ) -> ModelFacts:
     """Turn a model reference into :class:`ModelFacts`; ``roots`` limits directories (see the module docstring).
+
+    ``settings`` (the Hub, the facts cache, the header limits) default to :func:`fitgate.settings.load`'s, read
+    when needed; the operator passes the ones it read at start.
 
     Raises:
         CheckpointError: the reference is malformed, not found, refused, or unreachable with nothing
@@ -96,14 +101,15 @@ def resolve(
     text = ref.strip()
     if source == "path" or (source == "auto" and _is_path(text, probe=roots is None)):
         path = Path(text).expanduser() if roots is None else confine(text, roots, ref)
-        return load_directory(path, ref)
+        return load_directory(path, ref, settings.limits if settings else None)
     repo_id, rev = parse_repo_ref(text, revision)
     if source == "catalog":
         return load_catalog(repo_id, ref)
     if hub is None:
+        from fitgate.checkpoints.cache import FactsCache  # noqa: PLC0415
         from fitgate.checkpoints.hub import HubSource  # noqa: PLC0415 - keeps `--source catalog` import-light
 
-        hub = HubSource()
+        hub = HubSource(settings.hub, FactsCache(settings.cache_dir), settings.limits) if settings else HubSource()
     try:
         return hub.resolve(repo_id, rev, ref)
     except CheckpointError as exc:
@@ -124,6 +130,7 @@ def resolve_known(
     source: str = "auto",
     cache: FactsCache | None = None,
     endpoint: str | None = None,
+    settings: Settings | None = None,
 ) -> ModelFacts | None:
     """What is known of a Hub reference without contacting the Hub, or None.
 
@@ -140,10 +147,11 @@ def resolve_known(
     except CheckpointError:
         return None
     from fitgate.checkpoints.cache import FactsCache  # noqa: PLC0415 - keeps `--source catalog` import-light
-    from fitgate.checkpoints.hub import SHA_RE, HubSettings  # noqa: PLC0415
+    from fitgate.checkpoints.hub import SHA_RE  # noqa: PLC0415
 
-    cache = cache or FactsCache()
-    endpoint = endpoint or HubSettings.from_env().endpoint
+    settings = settings or load()
+    cache = cache or FactsCache(settings.cache_dir)
+    endpoint = endpoint or settings.hub.endpoint
     wanted = rev or "main"
     sha: str | None = wanted if SHA_RE.match(wanted) else None
     if sha is None:

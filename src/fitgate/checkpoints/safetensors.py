@@ -19,21 +19,18 @@ import os
 import re
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from fitgate.checkpoints.facts import CheckpointError, TensorTotals
+from fitgate.settings import HeaderLimits, load
 from fitgate.sizing.dtypes import tensor_dtype_bytes
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.weights import Role, inventory_from_tensors
 
+__all__ = ["HeaderLimits", "ObjectStream", "TotalsBuilder"]
+
 #: The safetensors format caps one file's JSON header at 100 MB.
 MAX_FILE_HEADER_BYTES = 100_000_000
-#: Defaults of the per-checkpoint limits (``FITGATE_MAX_TENSORS``, ``FITGATE_MAX_HEADER_BYTES``). The largest
-#: public checkpoints hold ~210k tensors (Kimi-K2 with 4-bit packed experts: qweight, scales, zeros) in
-#: ~30 MB of headers.
-DEFAULT_MAX_TENSORS = 500_000
-DEFAULT_MAX_HEADER_BYTES = 128 << 20
 #: One header entry (a tensor's dtype, shape and offsets) larger than this is malformed.
 MAX_ENTRY_CHARS = 1 << 20
 #: Dimensions of one tensor, and elements of one tensor (2**50: far beyond any real tensor).
@@ -43,40 +40,6 @@ CHUNK_BYTES = 1 << 20
 
 _WS = " \t\n\r"
 _DECODER = json.JSONDecoder()
-
-
-def _limit(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise CheckpointError(name, text, "a positive integer")
-    return value
-
-
-@dataclass(frozen=True)
-class HeaderLimits:
-    """What one checkpoint's safetensors headers may hold, all shards together.
-
-    Attributes:
-        max_tensors: Tensors (``FITGATE_MAX_TENSORS``, default 500,000).
-        max_header_bytes: Header bytes (``FITGATE_MAX_HEADER_BYTES``, default 128 MiB).
-    """
-
-    max_tensors: int = DEFAULT_MAX_TENSORS
-    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
-
-    @classmethod
-    def from_env(cls) -> HeaderLimits:
-        """The limits from ``FITGATE_MAX_TENSORS`` and ``FITGATE_MAX_HEADER_BYTES``."""
-        return cls(
-            _limit("FITGATE_MAX_TENSORS", DEFAULT_MAX_TENSORS),
-            _limit("FITGATE_MAX_HEADER_BYTES", DEFAULT_MAX_HEADER_BYTES),
-        )
 
 
 def clip(value: object, limit: int = 120) -> str:
@@ -240,7 +203,7 @@ class TotalsBuilder:
 
     def __init__(self, where: str, limits: HeaderLimits | None = None) -> None:
         self.where = where
-        self.limits = limits or HeaderLimits.from_env()
+        self.limits = limits or load().limits
         self.tensors = 0
         self.header_bytes = 0
         self._rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}

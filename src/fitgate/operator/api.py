@@ -160,11 +160,11 @@ class Placement(_Spec):
 class Policy(_Spec):
     """What the admission webhook does with a misfit, and when it cannot tell."""
 
-    on_misfit: Literal["Reject", "Warn"] = Field(
-        default="Reject",
+    on_misfit: Literal["Deny", "Reject", "Warn"] = Field(
+        default="Deny",
         alias="onMisfit",
-        description="Reject refuses a DoesNotFit deployment at apply time; Warn admits it with a warning. "
-        "Default: Reject.",
+        description="Deny refuses a DoesNotFit deployment at apply time (Reject, its older name, is read as "
+        "Deny); Warn admits it with a warning. Default: Deny.",
     )
     on_unknown: Literal["Allow", "Warn", "Deny"] | None = Field(
         default=None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -17,16 +18,17 @@ from typing import Any
 import kopf
 
 from fitgate.checkpoints import CheckpointError
-from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries, user_catalog_dirs
-from fitgate.checkpoints.hub import HubSettings
+from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
-from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
+from fitgate.operator.inventory import Inventory
 from fitgate.operator.logic import admit, reconcile
+from fitgate.operator.managed import remove_empty_async
 from fitgate.operator.metrics import Metrics
-from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
+from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
+from fitgate.settings import Settings
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -35,9 +37,18 @@ _TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or 
 REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
 
 
-def _config(memo: Any) -> OperatorConfig:
+def _settings(memo: Any) -> Settings:
+    """The settings ``fitgate operator`` read once and put in kopf's memo (its ``config``, if set, wins)."""
+    settings = getattr(memo, "settings", None)
+    settings = settings if isinstance(settings, Settings) else Settings()
     config = getattr(memo, "config", None)
-    return config if isinstance(config, OperatorConfig) else OperatorConfig.from_env()
+    if isinstance(config, OperatorConfig) and config is not settings.operator:
+        settings = dataclasses.replace(settings, operator=config)
+    return settings
+
+
+def _config(memo: Any) -> OperatorConfig:
+    return _settings(memo).operator
 
 
 @kopf.on.startup()
@@ -51,8 +62,9 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     * The webhook server uses the certificate files the deployment mounts (reloaded when they change),
       and answers malformed AdmissionReview bodies with 400 (:mod:`fitgate.operator.webhook`).
     """
-    config = _config(memo)
-    memo.config = config
+    every = _settings(memo)
+    config = every.operator
+    memo.settings, memo.config = every, config
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
     # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
     # deletion); name it after fitgate so users know whose it is.
@@ -82,19 +94,18 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
-    memo.store = FactsStore(model_roots=config.model_roots, offline=HubSettings.from_env().offline)
-    memo.shared = Shared()
+    memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
     nodewatch = NodeWatch()
     nodewatch.start()
     memo.nodewatch = nodewatch
     # Ready (and so behind the webhook Service) once this replica has listed the nodes itself.
-    memo.shared.ready_task = asyncio.create_task(_ready_when_synced(nodewatch, metrics))
-    memo.shared.follow_task = asyncio.create_task(memo.shared.changes.follow(nodewatch))
+    nodewatch.tasks.append(asyncio.create_task(_ready_when_synced(nodewatch, metrics)))
+    nodewatch.tasks.append(asyncio.create_task(nodewatch.changes.follow(nodewatch)))
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
     try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
         users = [e for e in catalog_entries() if e.location != BUILT_IN]
-        if user_catalog_dirs():
-            logger.info("user catalog %s: %d entries", os.pathsep.join(user_catalog_dirs()), len(users))
+        if every.catalog_path:
+            logger.info("user catalog %s: %d entries", os.pathsep.join(every.catalog_path), len(users))
     except CheckpointError as exc:
         logger.error("user catalog not usable: %s", exc)
     # Everything loaded so far (kopf, pydantic schemas, the catalogs) lives as long as the process: move
@@ -111,13 +122,14 @@ async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
 
 @kopf.on.cleanup()
 async def operator_cleanup(*, memo: Any, **_: Any) -> None:
-    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server."""
+    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server.
+
+    Out of cluster (``--webhook-managed``), also delete the webhook configurations kopf created and emptied
+    (:mod:`fitgate.operator.managed`).
+    """
     store = getattr(memo, "store", None)
     if isinstance(store, FactsStore):
         store.close()
-    shared = getattr(memo, "shared", None)
-    if isinstance(shared, Shared) and shared.follow_task is not None:
-        shared.follow_task.cancel()
     nodewatch = getattr(memo, "nodewatch", None)
     if isinstance(nodewatch, NodeWatch):
         nodewatch.stop()
@@ -125,54 +137,20 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     if isinstance(metrics, Metrics):
         metrics.ready = False
         await metrics.close()
+    config = getattr(memo, "config", None)
+    if isinstance(config, OperatorConfig) and config.webhook_port and config.webhook_managed:
+        for removed in await remove_empty_async(config.webhook_managed):
+            logging.getLogger("fitgate").info("removed the empty webhook configuration %s", removed)
 
 
-@kopf.index("", "v1", "nodes")
-def gpu_nodes(
-    *, name: str, body: kopf.Body, logger: kopf.Logger, memo: Any = None, **_: Any
-) -> dict[str, list[NodeGPUs]] | None:
-    """Index: node name -> its GPUs. A node whose labels cannot be read is logged and left out."""
-    if memo is not None and isinstance(getattr(memo, "shared", None), Shared):
-        memo.shared.inventory_version += 1  # any node event may change the inventory
-    gpus = node_gpus(body, logger)
-    return {name: gpus} if gpus else None
+def _inventory(memo: Any) -> Inventory:
+    """The GPU inventory admission and reconcile use: this replica's own node watch.
 
-
-class Shared:
-    """State shared by all handler calls.
-
-    kopf gives each object (and each admission review) a shallow copy of the operator's memo, so
-    anything mutable must live in one object that the copies share.
-    """
-
-    def __init__(self) -> None:
-        self.inventory_version = 0
-        self.inventory: Inventory | None = None
-        self.inventory_stamp: tuple[int, int] | None = None
-        self.ready_task: asyncio.Task[None] | None = None
-        self.follow_task: asyncio.Task[None] | None = None
-        self.changes = InventoryChanges()
-
-
-def _inventory(index: kopf.Index[str, list[NodeGPUs]] | None, memo: Any) -> Inventory:
-    """The GPU inventory the evaluation uses.
-
-    This replica's own node watch once it has listed the nodes (kopf peering pauses the kopf index on
-    standby replicas), else kopf's index, rebuilt only after a node event.
+    It is kept current on standby replicas too (kopf peering pauses their kopf watches). Empty until it
+    has listed the nodes; the replica is not ready (not behind the webhook Service) before that.
     """
     nodewatch = getattr(memo, "nodewatch", None)
-    if isinstance(nodewatch, NodeWatch) and nodewatch.synced.is_set():
-        return nodewatch.inventory()
-    stores = list((index or {}).values())
-    shared = getattr(memo, "shared", None)
-    if not isinstance(shared, Shared):
-        return Inventory(g for store in stores for gpus in store for g in gpus)
-    stamp = (shared.inventory_version, len(stores))
-    if shared.inventory is not None and shared.inventory_stamp == stamp:
-        return shared.inventory
-    inventory = Inventory(g for store in stores for gpus in store for g in gpus)
-    shared.inventory, shared.inventory_stamp = inventory, stamp
-    return inventory
+    return nodewatch.inventory() if isinstance(nodewatch, NodeWatch) else Inventory(())
 
 
 async def _reconcile(
@@ -182,7 +160,6 @@ async def _reconcile(
     status: kopf.Status,
     patch: kopf.Patch,
     memo: Any,
-    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
     logger: kopf.Logger,
 ) -> float | None:
     started = time.perf_counter()
@@ -193,7 +170,7 @@ async def _reconcile(
         generation=int(body.meta.get("generation") or 0),
         namespace=body.meta.namespace or "",
         name=body.meta.name or "",
-        nodes=_inventory(gpu_nodes, memo),
+        nodes=_inventory(memo),
         store=memo.store,
         metrics=metrics,
         config=memo.config,
@@ -225,14 +202,11 @@ async def modeldeployment_reconcile(
     status: kopf.Status,
     patch: kopf.Patch,
     memo: Any,
-    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
     logger: kopf.Logger,
     **_: Any,
 ) -> None:
     """Evaluate a created, changed or resumed ModelDeployment and write its status."""
-    retry = await _reconcile(
-        body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger
-    )
+    retry = await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
     if retry is not None:
         raise kopf.TemporaryError("checkpoint resolution pending or transiently failing", delay=retry)
 
@@ -245,7 +219,6 @@ async def modeldeployment_resync(
     status: kopf.Status,
     patch: kopf.Patch,
     memo: Any,
-    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
     logger: kopf.Logger,
     stopped: Any = None,
     **_: Any,
@@ -256,12 +229,12 @@ async def modeldeployment_resync(
     placement differ from those the status was planned on, or for ``FITGATE_RESYNC_SECONDS``; kopf
     applies the patch when it returns and calls it again ``_TIMER_GAP_S`` later.
     """
-    shared = getattr(memo, "shared", None)
-    if isinstance(shared, Shared):
-        waiting = asyncio.ensure_future(_until_affected(shared, spec, status, gpu_nodes, memo))
+    nodewatch = getattr(memo, "nodewatch", None)
+    if isinstance(nodewatch, NodeWatch):
+        waiting = asyncio.ensure_future(_until_affected(nodewatch, spec, status, memo))
         if not await _unless_stopped(waiting, stopped):
             return
-    work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
+    work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
     await _unless_stopped(asyncio.ensure_future(work), stopped)
 
 
@@ -291,14 +264,14 @@ async def _stopped(stopped: Any) -> None:
     await stopped.wait()
 
 
-async def _until_affected(shared: Shared, spec: kopf.Spec, status: kopf.Status, gpu_nodes: Any, memo: Any) -> None:
+async def _until_affected(nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, memo: Any) -> None:
     """Return after an inventory change that affects this deployment, or after the resync period."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _config(memo).resync_s
-    seen = shared.changes.version
+    seen = nodewatch.changes.version
     while (left := deadline - loop.time()) > 0:
-        version = await shared.changes.wait(seen, left)
-        if version != seen and _affected(spec, status, _inventory(gpu_nodes, memo)):
+        version = await nodewatch.changes.wait(seen, left)
+        if version != seen and _affected(spec, status, nodewatch.inventory()):
             return
         seen = version
 
@@ -321,7 +294,6 @@ async def modeldeployment_reevaluate(
     status: kopf.Status,
     patch: kopf.Patch,
     memo: Any,
-    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
     logger: kopf.Logger,
     **_: Any,
 ) -> None:
@@ -332,7 +304,7 @@ async def modeldeployment_reevaluate(
     """
     with contextlib.suppress(SpecError):
         memo.store.forget(parse_spec(spec).model)
-    await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, gpu_nodes=gpu_nodes, logger=logger)
+    await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
 
 
 @kopf.on.delete(*MD, optional=True)
@@ -350,7 +322,6 @@ async def modeldeployment_validate(
     dryrun: bool,
     warnings: list[str],
     memo: Any,
-    gpu_nodes: kopf.Index[str, list[NodeGPUs]] | None = None,
     old: kopf.Body | None = None,
     **_: Any,
 ) -> None:
@@ -365,7 +336,7 @@ async def modeldeployment_validate(
         metrics.admission.labels("unchanged").inc()
         return
     outcome = await admit(
-        raw_spec=spec, nodes=_inventory(gpu_nodes, memo), store=memo.store, config=memo.config, dryrun=bool(dryrun)
+        raw_spec=spec, nodes=_inventory(memo), store=memo.store, config=memo.config, dryrun=bool(dryrun)
     )
     warnings.extend(_short(w) for w in outcome.warnings)
     metrics.admission.labels(outcome.result).inc()

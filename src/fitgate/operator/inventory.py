@@ -1,6 +1,6 @@
 """The cluster's GPUs, from Node objects: GPU Feature Discovery and AMD labels, allocatable GPUs, MIG.
 
-Pure functions over Node dicts (the kopf index calls :func:`parse_node`). A malformed label never
+Pure functions over Node dicts (the node watch calls :func:`node_gpus`). A malformed label never
 raises: the node is kept with what could be read and a note, or skipped when no GPU can be read.
 
 * NVIDIA (GPU Feature Discovery): ``nvidia.com/gpu.product`` (``-SHARED`` suffix under time-slicing),

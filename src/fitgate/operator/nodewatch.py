@@ -1,10 +1,12 @@
 """A live view of the cluster's GPU nodes that every replica keeps, whatever kopf peering pauses.
 
-With kopf peering (the chart runs 2 replicas), kopf pauses *all* of a standby replica's watches while
-a peer with a higher priority is active, the node index included. The webhook Service sends reviews
-to every replica, so a standby would answer from an empty or stale inventory ("no node advertises
-GPUs": a misfit admitted with a warning). Each replica therefore keeps its own list+watch of Nodes
-with the Kubernetes client, in a thread, independent of peering; admission and reconcile read it.
+It is the operator's one source of GPU nodes (there is no kopf node index). With kopf peering (the
+chart runs 2 replicas), kopf pauses *all* of a standby replica's watches while a peer with a higher
+priority is active, yet the webhook Service sends reviews to every replica: a kopf index would leave a
+standby answering from an empty or stale inventory ("no node advertises GPUs": a misfit admitted with a
+warning). Each replica therefore keeps its own list+watch of Nodes with the Kubernetes client, in a
+thread, independent of peering; admission and reconcile read it, and :attr:`NodeWatch.changes` wakes
+the deployments a node change may affect.
 
 The watch is re-listed every ``relist_s`` (and after any error, with backoff), so a missed event
 heals by itself.
@@ -54,6 +56,10 @@ class NodeWatch:
         self._thread: threading.Thread | None = None
         self.errors = 0
         self._api: Any = None
+        #: Wakes the ModelDeployments waiting for a change in the event loop (fed by :meth:`InventoryChanges.follow`).
+        self.changes = InventoryChanges()
+        #: Event-loop tasks that live as long as the watch (cancelled by :meth:`stop`).
+        self.tasks: list[asyncio.Task[None]] = []
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -129,8 +135,10 @@ class NodeWatch:
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to stop (it ends at the next event or watch timeout)."""
+        """Ask the thread to stop (it ends at the next event or watch timeout) and cancel :attr:`tasks`."""
         self._stop.set()
+        for task in self.tasks:
+            task.cancel()
 
     def _run(self) -> None:
         from kubernetes import watch  # noqa: PLC0415 - imported by start() already

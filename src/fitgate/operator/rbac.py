@@ -5,7 +5,7 @@ so adding a handler on a new resource without granting it, or granting more than
 
 Mapping from handler kinds to verbs:
 
-* indexers (``@kopf.index``): list, watch;
+* indexers (``@kopf.index``): list, watch; the node watch (:mod:`fitgate.operator.nodewatch`): list, watch nodes;
 * resource handlers and timers (``@kopf.on.create/update/resume/delete``, ``@kopf.timer``): get, list,
   watch and patch on the resource (annotations, kopf's progress annotations) and patch on its
   ``/status`` subresource;
@@ -51,6 +51,7 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
     for key in _selectors(registry, "_changing") | _selectors(registry, "_spawning"):
         verbs.setdefault(key, set()).update({"get", "list", "watch", "patch"})
         verbs.setdefault((key[0], f"{key[1]}/status"), set()).add("patch")
+    verbs.setdefault(("", "nodes"), set()).update({"list", "watch"})  # the node watch (the GPU inventory)
     verbs.setdefault(("", "events"), set()).add("create")
     verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
     if namespaced:

@@ -7,7 +7,7 @@ import random
 
 import kopf
 
-from fitgate.operator.config import OperatorConfig
+from fitgate.settings import Settings, load
 
 
 class DenialsAreNotErrors(logging.Filter):
@@ -31,9 +31,15 @@ class DenialsAreNotErrors(logging.Filter):
         return True
 
 
-def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, verbose: bool = False) -> int:
-    """Block running the operator until it is stopped (SIGTERM/SIGINT)."""
-    config = OperatorConfig.from_env()
+def run_operator(
+    settings: Settings | None = None,
+    namespaces: tuple[str, ...] = (),
+    liveness: str | None = None,
+    verbose: bool = False,
+) -> int:
+    """Block running the operator until it is stopped (SIGTERM/SIGINT); ``settings`` default: :func:`load`."""
+    settings = settings or load()
+    config = settings.operator
     namespaces = namespaces or config.namespaces
     from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers with kopf
 
@@ -49,6 +55,6 @@ def run_operator(namespaces: tuple[str, ...] = (), liveness: str | None = None, 
         peering_name=config.peering,
         priority=random.randint(0, 32767) if config.peering else None,
         liveness_endpoint=liveness,
-        memo=kopf.Memo(config=config),
+        memo=kopf.Memo(settings=settings, config=config),
     )
     return 0

@@ -31,7 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
 from fitgate.checkpoints.resolve import resolve_known
 from fitgate.operator.api import ModelRef
-from fitgate.operator.config import OperatorConfig
+from fitgate.settings import Settings, load
 from fitgate.sizing import ModelInput, SizingError
 
 
@@ -155,6 +155,7 @@ class FactsStore:
         model_roots: tuple[str, ...] | None = None,
         *,
         offline: bool = False,
+        settings: Settings | None = None,
         fallback: Fallback | None = None,
     ) -> None:
         """A store resolving with ``resolver``.
@@ -163,12 +164,19 @@ class FactsStore:
         transient failure to retry but a permanent one, until a catalog entry is added (seen within ``ttl_s``).
         Hub resolutions run on their own pool, so a hung Hub never holds catalog or path models.
         ``fallback`` finds what is known without the Hub (default: the on-disk facts cache, then a catalog).
+        ``settings``: the Hub, cache, limits and model roots to resolve with (the operator passes those it read
+        at start; default: :func:`fitgate.settings.load`'s, read now).
         """
-        roots = OperatorConfig.from_env().model_roots if model_roots is None else model_roots
-        self._resolver = resolver or (lambda name, rev, source: resolve(name, rev, source=source, roots=roots))
+        settings = settings or load()
+        roots = settings.operator.model_roots if model_roots is None else model_roots
+        self._resolver = resolver or (
+            lambda name, rev, source: resolve(name, rev, source=source, roots=roots, settings=settings)
+        )
         self._hub_pool = DaemonPool(hub_workers, "fitgate-hub")
         self._local_pool = DaemonPool(local_workers, "fitgate-local")
-        self._fallback = fallback or (lambda name, rev, source: resolve_known(name, rev, source=source))
+        self._fallback = fallback or (
+            lambda name, rev, source: resolve_known(name, rev, source=source, settings=settings)
+        )
         self._provisional: dict[tuple[str, str, str], Known | None] = {}
         self._provisional_at: dict[tuple[str, str, str], float] = {}
         self.offline = offline

@@ -1,0 +1,374 @@
+"""Every ``FITGATE_*`` / ``HF_*`` environment variable fitgate reads, read in one place into typed objects.
+
+:func:`load` reads the environment once into a :class:`Settings`; ``fitgate`` (the CLI and the operator)
+calls it at start and hands the object, or the part a component needs, down: the operator gets it in
+kopf's memo, the Hub client its :class:`HubSettings`, the header reader its :class:`HeaderLimits`. A
+library caller that passes nothing gets ``load()``'s value at that moment. No other module reads
+``os.environ`` for these names (``tests/test_settings.py`` fails if one does).
+
+A bad value raises :class:`SettingsError`: one line naming the variable, the value and what is allowed.
+:data:`VARIABLES` documents each variable; the README's table is generated from it (``python -m
+fitgate.settings``) and a test keeps the two in sync.
+
+This module imports no other fitgate module, so every layer may import it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+#: Hosts the Hub redirects file downloads to (its CDN and Xet storage).
+DEFAULT_CDN_HOSTS = (
+    "cdn-lfs.huggingface.co",
+    "cdn-lfs-us-1.huggingface.co",
+    "cdn-lfs-eu-1.huggingface.co",
+    "cdn-lfs.hf.co",
+    "cdn-lfs-us-1.hf.co",
+    "cdn-lfs-eu-1.hf.co",
+    "cas-bridge.xethub.hf.co",
+)
+DEFAULT_ENDPOINT = "https://huggingface.co"
+#: Defaults of the per-checkpoint limits. The largest public checkpoints hold ~210k tensors (Kimi-K2 with
+#: 4-bit packed experts: qweight, scales, zeros) in ~30 MB of headers.
+DEFAULT_MAX_TENSORS = 500_000
+DEFAULT_MAX_HEADER_BYTES = 128 << 20
+_TRUE = {"1", "true", "yes", "on"}
+
+UnknownPolicy = Literal["Allow", "Warn", "Deny"]
+UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("Allow", "Warn", "Deny")
+
+
+class SettingsError(ValueError):
+    """A variable's value is not allowed: ``NAME: 'value' is not valid; expected ...``."""
+
+    def __init__(self, name: str, value: str, expected: str) -> None:
+        self.name, self.value, self.expected = name, value, expected
+        super().__init__(f"{name}: {value!r} is not valid; expected {expected}")
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: its name, its default as text ("" = unset) and what it means."""
+
+    name: str
+    default: str
+    meaning: str
+
+
+#: Every variable fitgate reads, in the order of the README's table.
+VARIABLES: tuple[Variable, ...] = (
+    Variable("HF_ENDPOINT", DEFAULT_ENDPOINT, "Hugging Face Hub base URL; the only Hub host contacted."),
+    Variable("HF_TOKEN", "", "Hub access token for gated or private repos; never logged."),
+    Variable("HF_HUB_OFFLINE", "0", "`1`/`true`/`yes`/`on`: never contact the Hub (cache, catalogs, paths only)."),
+    Variable("FITGATE_HUB_TIMEOUT", "5", "Seconds per Hub request (> 0)."),
+    Variable("FITGATE_HUB_DEADLINE", "30", "Seconds for one whole resolution, retries included (> 0)."),
+    Variable(
+        "FITGATE_HUB_CDN_HOSTS",
+        ",".join(DEFAULT_CDN_HOSTS),
+        "Comma-separated hosts (`.example.com`: its subdomains) Hub redirects may lead to.",
+    ),
+    Variable("FITGATE_MAX_TENSORS", str(DEFAULT_MAX_TENSORS), "Most tensors one checkpoint may hold (>= 1)."),
+    Variable(
+        "FITGATE_MAX_HEADER_BYTES",
+        str(DEFAULT_MAX_HEADER_BYTES),
+        "Most safetensors header bytes one checkpoint may hold, all shards (>= 1).",
+    ),
+    Variable(
+        "FITGATE_CACHE_DIR", "", "Facts cache directory (default `$XDG_CACHE_HOME/fitgate` or `~/.cache/fitgate`)."
+    ),
+    Variable("FITGATE_CATALOG_PATH", "", "User catalog directories, `:`-separated, searched before the built-in one."),
+    Variable("FITGATE_DEBUG", "", "Non-empty: the CLI shows a traceback for an internal error."),
+    Variable("FITGATE_WEBHOOK_PORT", "9443", "Admission webhook port (0: no webhook server)."),
+    Variable("FITGATE_WEBHOOK_ADDR", "0.0.0.0", "Address the webhook server listens on."),
+    Variable("FITGATE_WEBHOOK_HOST", "", "Host the API server reaches the webhook at (managed configuration)."),
+    Variable("FITGATE_WEBHOOK_CERT", "", "Serving certificate file (reloaded when it changes)."),
+    Variable("FITGATE_WEBHOOK_KEY", "", "Serving key file."),
+    Variable("FITGATE_WEBHOOK_CA", "", "CA bundle file written into a managed configuration's caBundle."),
+    Variable(
+        "FITGATE_WEBHOOK_MANAGED",
+        "",
+        "Name of a ValidatingWebhookConfiguration the operator creates and deletes on exit (out of cluster).",
+    ),
+    Variable("FITGATE_METRICS_ADDR", "0.0.0.0", "Address of /metrics, /healthz and /readyz."),
+    Variable("FITGATE_METRICS_PORT", "8080", "Port of /metrics, /healthz and /readyz."),
+    Variable("FITGATE_RESYNC_SECONDS", "60", "Seconds between re-evaluations of every ModelDeployment (> 0)."),
+    Variable(
+        "FITGATE_ADMISSION_RESOLVE_SECONDS",
+        "1.0",
+        "Seconds admission waits for a first checkpoint resolution before answering Unknown (> 0).",
+    ),
+    Variable(
+        "FITGATE_RECONCILE_RESOLVE_SECONDS", "20", "Seconds reconcile waits for a resolution before retrying (> 0)."
+    ),
+    Variable(
+        "FITGATE_UNKNOWN_POLICY",
+        "Warn",
+        "Admission of an Unknown verdict when `policy.onUnknown` is unset: Allow, Warn or Deny (`Reject` = Deny).",
+    ),
+    Variable("FITGATE_MODEL_ROOTS", "", "Absolute directories `source: path` models may lie under, `:`-separated."),
+    Variable("FITGATE_NAMESPACES", "", "Comma-separated namespaces to watch (empty: all)."),
+    Variable("FITGATE_PEERING", "", "kopf peering object name: several replicas, one active reconciler."),
+    Variable(
+        "FITGATE_PEERING_LIFETIME_SECONDS",
+        "10",
+        "Seconds a replica's peering keep-alive counts; a standby takes over this long after a crash (2-3600).",
+    ),
+)
+_DEFAULTS = {v.name: v.default for v in VARIABLES}
+
+
+class _Env:
+    """Reads variables from one mapping, each checked against its documentation."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+
+    def text(self, name: str) -> str:
+        value = self.environ.get(name)
+        return _DEFAULTS[name] if value is None else value
+
+    def optional(self, name: str) -> str | None:
+        return self.text(name).strip() or None
+
+    def flag(self, name: str) -> bool:
+        return self.text(name).strip().lower() in _TRUE
+
+    def number(self, name: str, low: float = 0.0) -> float:
+        text = self.text(name)
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not value > low or value == float("inf"):
+            raise SettingsError(name, text, f"a number of seconds above {low:g}")
+        return value
+
+    def whole(self, name: str, low: int, high: int, unit: str) -> int:
+        text = self.text(name).strip() or _DEFAULTS[name]
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise SettingsError(name, text, f"{unit} from {low} to {high}")
+        return value
+
+    def port(self, name: str) -> int:
+        return self.whole(name, 0, 65535, "a port")
+
+    def split(self, name: str, sep: str) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.text(name).split(sep) if p.strip())
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    """How to reach the Hub.
+
+    Attributes:
+        endpoint: Base URL (``HF_ENDPOINT``, default https://huggingface.co); the only host contacted.
+        token: Access token for gated/private repos (``HF_TOKEN``); never logged.
+        offline: Do not contact the Hub (``HF_HUB_OFFLINE=1``).
+        timeout_s: Per-request timeout (``FITGATE_HUB_TIMEOUT``).
+        deadline_s: Overall time for one resolution, every read and retry included (``FITGATE_HUB_DEADLINE``).
+        retries: Extra attempts after a transient failure.
+        cdn_hosts: Hosts (``host`` or ``host:port``; ``.example.com`` for its subdomains) redirects may
+            lead to besides the endpoint's own (``FITGATE_HUB_CDN_HOSTS``, comma-separated).
+    """
+
+    endpoint: str = DEFAULT_ENDPOINT
+    token: str | None = None
+    offline: bool = False
+    timeout_s: float = 5.0
+    deadline_s: float = 30.0
+    retries: int = 2
+    cdn_hosts: tuple[str, ...] = DEFAULT_CDN_HOSTS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> HubSettings:
+        """Settings from ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``FITGATE_HUB_*``."""
+        env = _Env(os.environ if environ is None else environ)
+        return cls(
+            endpoint=(env.optional("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
+            token=env.optional("HF_TOKEN"),
+            offline=env.flag("HF_HUB_OFFLINE"),
+            timeout_s=env.number("FITGATE_HUB_TIMEOUT"),
+            deadline_s=env.number("FITGATE_HUB_DEADLINE"),
+            cdn_hosts=tuple(h.lower() for h in env.split("FITGATE_HUB_CDN_HOSTS", ",")),
+        )
+
+
+@dataclass(frozen=True)
+class HeaderLimits:
+    """What one checkpoint's safetensors headers may hold, all shards together.
+
+    Attributes:
+        max_tensors: Tensors (``FITGATE_MAX_TENSORS``, default 500,000).
+        max_header_bytes: Header bytes (``FITGATE_MAX_HEADER_BYTES``, default 128 MiB).
+    """
+
+    max_tensors: int = DEFAULT_MAX_TENSORS
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> HeaderLimits:
+        """The limits from ``FITGATE_MAX_TENSORS`` and ``FITGATE_MAX_HEADER_BYTES``."""
+        env = _Env(os.environ if environ is None else environ)
+        return cls(
+            env.whole("FITGATE_MAX_TENSORS", 1, 1 << 40, "a positive integer"),
+            env.whole("FITGATE_MAX_HEADER_BYTES", 1, 1 << 50, "a positive integer"),
+        )
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Everything the operator process is configured with (``FITGATE_*``, overridable by ``fitgate operator`` flags).
+
+    Attributes:
+        webhook_port: Port of the admission webhook server (0 disables it).
+        webhook_addr: Address it listens on.
+        webhook_host: Host name or IP the API server uses to reach it (for a managed configuration).
+        webhook_cert, webhook_key: Serving certificate and key files (mounted by the chart; reloaded on change).
+        webhook_ca: CA bundle file written into a managed configuration's caBundle.
+        webhook_managed: Name of a ValidatingWebhookConfiguration kopf creates and keeps up to date
+            (out-of-cluster development; deleted when the operator exits); empty when the chart installs its own.
+        metrics_addr, metrics_port: /metrics, /healthz and /readyz.
+        resync_s: How often every ModelDeployment is re-evaluated against the current GPU inventory.
+        admission_resolve_s: How long admission waits for a first checkpoint resolution before answering
+            Unknown (the Hub is never allowed to hang admission).
+        reconcile_resolve_s: How long reconcile waits for a resolution before retrying later.
+        unknown_policy: What admission does with an Unknown verdict when the spec's ``policy.onUnknown`` is
+            unset: Allow, Warn (admit with a warning) or Deny (``Reject``, its older name, is read as Deny).
+        model_roots: Directories under which ``source: path`` models may lie (``FITGATE_MODEL_ROOTS``,
+            ``os.pathsep``-separated); empty: no directories at all (the operator's filesystem is not for
+            every ModelDeployment author to probe).
+        namespaces: Namespaces to watch (empty: all).
+        peering: kopf peering object name for HA (several replicas, one active reconciler); unset: one
+            replica, no peering.
+        peering_lifetime_s: How long a replica's peering keep-alive counts (kopf's ``settings.peering.lifetime``;
+            it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
+            active replica, the standby takes over once this has passed since the last keep-alive.
+    """
+
+    webhook_port: int = 9443
+    webhook_addr: str = "0.0.0.0"
+    webhook_host: str | None = None
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+    webhook_ca: str | None = None
+    webhook_managed: str | None = None
+    metrics_addr: str = "0.0.0.0"
+    metrics_port: int = 8080
+    resync_s: float = 60.0
+    admission_resolve_s: float = 1.0
+    reconcile_resolve_s: float = 20.0
+    unknown_policy: UnknownPolicy = "Warn"
+    model_roots: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    peering: str | None = None
+    peering_lifetime_s: int = 10
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
+        """Settings from ``FITGATE_*`` variables (the chart sets these)."""
+        env = _Env(os.environ if environ is None else environ)
+        return cls(
+            webhook_port=env.port("FITGATE_WEBHOOK_PORT"),
+            webhook_addr=env.text("FITGATE_WEBHOOK_ADDR"),
+            webhook_host=env.optional("FITGATE_WEBHOOK_HOST"),
+            webhook_cert=env.optional("FITGATE_WEBHOOK_CERT"),
+            webhook_key=env.optional("FITGATE_WEBHOOK_KEY"),
+            webhook_ca=env.optional("FITGATE_WEBHOOK_CA"),
+            webhook_managed=env.optional("FITGATE_WEBHOOK_MANAGED"),
+            metrics_addr=env.text("FITGATE_METRICS_ADDR"),
+            metrics_port=env.port("FITGATE_METRICS_PORT"),
+            resync_s=env.number("FITGATE_RESYNC_SECONDS"),
+            admission_resolve_s=env.number("FITGATE_ADMISSION_RESOLVE_SECONDS"),
+            reconcile_resolve_s=env.number("FITGATE_RECONCILE_RESOLVE_SECONDS"),
+            unknown_policy=unknown_policy("FITGATE_UNKNOWN_POLICY", env.text("FITGATE_UNKNOWN_POLICY")),
+            model_roots=model_roots(env.text("FITGATE_MODEL_ROOTS")),
+            namespaces=env.split("FITGATE_NAMESPACES", ","),
+            peering=env.optional("FITGATE_PEERING"),
+            peering_lifetime_s=env.whole("FITGATE_PEERING_LIFETIME_SECONDS", 2, 3600, "whole seconds"),
+        )
+
+
+def unknown_policy(name: str, text: str) -> UnknownPolicy:
+    """``Allow``, ``Warn`` or ``Deny`` (``Reject``, the older name, is read as ``Deny``)."""
+    value = "Deny" if text.strip() == "Reject" else text.strip()
+    for policy in UNKNOWN_POLICIES:
+        if value == policy:
+            return policy
+    raise SettingsError(name, text, "Allow, Warn or Deny")
+
+
+def model_roots(text: str) -> tuple[str, ...]:
+    """``FITGATE_MODEL_ROOTS``: absolute directories, ``os.pathsep``-separated."""
+    roots = tuple(r.strip() for r in text.split(os.pathsep) if r.strip())
+    for root in roots:
+        if not root.startswith("/"):
+            raise SettingsError("FITGATE_MODEL_ROOTS", root, "absolute directories")
+    return roots
+
+
+def _cache_dir(environ: Mapping[str, str]) -> Path:
+    explicit = environ.get("FITGATE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fitgate"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything fitgate reads from the environment.
+
+    Attributes:
+        hub: How to reach the Hub.
+        limits: What one checkpoint's headers may hold.
+        cache_dir: The facts cache directory (``FITGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/fitgate``,
+            else ``~/.cache/fitgate``).
+        catalog_path: User catalog directories (``FITGATE_CATALOG_PATH``, ``os.pathsep``-separated).
+        operator: The operator process's settings.
+        debug: The CLI shows tracebacks of internal errors (``FITGATE_DEBUG`` non-empty).
+    """
+
+    hub: HubSettings = field(default_factory=HubSettings)
+    limits: HeaderLimits = field(default_factory=HeaderLimits)
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "fitgate")
+    catalog_path: tuple[str, ...] = ()
+    operator: OperatorConfig = field(default_factory=OperatorConfig)
+    debug: bool = False
+
+
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read ``environ`` (default: the process environment) once into :class:`Settings`.
+
+    Raises:
+        SettingsError: a variable's value is not allowed.
+    """
+    environ = os.environ if environ is None else environ
+    return Settings(
+        hub=HubSettings.from_env(environ),
+        limits=HeaderLimits.from_env(environ),
+        cache_dir=_cache_dir(environ),
+        catalog_path=tuple(p for p in environ.get("FITGATE_CATALOG_PATH", "").split(os.pathsep) if p.strip()),
+        operator=OperatorConfig.from_env(environ),
+        debug=bool(environ.get("FITGATE_DEBUG")),
+    )
+
+
+def markdown_table() -> str:
+    """The README's table of :data:`VARIABLES`."""
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+    for v in VARIABLES:
+        default = f"`{v.default}`" if v.default else "(unset)"
+        rows.append(f"| `{v.name}` | {default} | {v.meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
