@@ -229,6 +229,7 @@ class Observation:
         usd_per_request: The window's GPU cost / requests completed (idle GPU time counts), None without
             a price or a completed request.
         window_s: The window the rates are over (the longest pod's).
+        block_size: Tokens per block of the pod with the fewest blocks.
     """
 
     pods: int
@@ -245,6 +246,7 @@ class Observation:
     waiting_requests: float | None
     usd_per_request: float | None
     window_s: float
+    block_size: int | None = None
 
     @property
     def verified(self) -> bool | None:
@@ -286,8 +288,8 @@ def observe(
     ``usd_per_request`` = sum over pods of (price x GPUs per pod x that pod's window / 3600) / requests
     completed in those windows: a pod that served nothing still costs its hours.
     """
-    blocks = [p.num_gpu_blocks for p in pods if p.num_gpu_blocks is not None]
-    observed = min(blocks) if blocks else None
+    sized = sorted((p for p in pods if p.num_gpu_blocks is not None), key=lambda p: p.num_gpu_blocks or 0)
+    observed = sized[0].num_gpu_blocks if sized else None
     error = None
     if observed is not None and predicted_blocks:
         error = (observed - predicted_blocks) / predicted_blocks
@@ -328,4 +330,5 @@ def observe(
         waiting_requests=_sum([p.waiting for p in pods]),
         usd_per_request=per_request,
         window_s=window,
+        block_size=sized[0].block_size if sized else None,
     )

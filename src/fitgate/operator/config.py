@@ -58,6 +58,10 @@ class OperatorConfig:
         peering_lifetime_s: How long a replica's peering keep-alive counts (kopf's ``settings.peering.lifetime``;
             it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
             active replica, the standby takes over once this has passed since the last keep-alive.
+        gpu_hour_prices: ``FITGATE_GPU_HOUR_PRICES``: the cluster's USD per GPU-hour, one price (``2.5``) or per
+            catalog GPU (``H100=2.5,L4=0.7``; chart value ``prices``), for status.observed.usdPerRequest.
+        scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe):
+            ``FITGATE_SCRAPE_TIMEOUT_SECONDS`` (1-60) and ``FITGATE_SCRAPE_MAX_BYTES`` (64 KiB-64 MiB).
     """
 
     webhook_port: int = 9443
@@ -78,6 +82,9 @@ class OperatorConfig:
     standalone: bool = True
     peering: str | None = None
     peering_lifetime_s: int = 10
+    gpu_hour_prices: str = ""
+    scrape_timeout_s: float = 5.0
+    scrape_max_bytes: int = 4 * 1024 * 1024
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
@@ -110,4 +117,30 @@ class OperatorConfig:
             standalone=_flag("FITGATE_STANDALONE", True),
             peering=os.environ.get("FITGATE_PEERING") or None,
             peering_lifetime_s=_seconds("FITGATE_PEERING_LIFETIME_SECONDS", "10", 2, 3600),
+            gpu_hour_prices=_prices(_env("FITGATE_GPU_HOUR_PRICES", "")),
+            scrape_timeout_s=_seconds("FITGATE_SCRAPE_TIMEOUT_SECONDS", "5", 1, 60),
+            scrape_max_bytes=_bytes("FITGATE_SCRAPE_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, 64 * 1024 * 1024),
         )
+
+
+def _bytes(name: str, default: int, low: int, high: int) -> int:
+    text = _env(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"{name}: {text!r} is not valid; expected a whole number of bytes from {low} to {high}")
+    return value
+
+
+def _prices(text: str) -> str:
+    """``FITGATE_GPU_HOUR_PRICES`` checked now (a bad price stops the operator at start, naming the item)."""
+    if text.strip():
+        from fitgate.sizing.cost import parse_gpu_prices  # noqa: PLC0415
+
+        try:
+            parse_gpu_prices(text)
+        except ValueError as exc:
+            raise ValueError(f"FITGATE_GPU_HOUR_PRICES: {exc}") from None
+    return text.strip()

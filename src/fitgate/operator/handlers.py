@@ -25,8 +25,11 @@ from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
+from fitgate.operator.observe import Observer, kubernetes_reader
+from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
+from fitgate.sizing.cost import parse_gpu_prices
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -84,6 +87,11 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     memo.metrics = metrics
     memo.store = FactsStore(model_roots=config.model_roots, offline=HubSettings.from_env().offline)
     memo.shared = Shared()
+    memo.observer = Observer(
+        *kubernetes_reader(),
+        limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
+        prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
+    )
     nodewatch = NodeWatch()
     nodewatch.start()
     memo.nodewatch = nodewatch
@@ -121,6 +129,9 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     nodewatch = getattr(memo, "nodewatch", None)
     if isinstance(nodewatch, NodeWatch):
         nodewatch.stop()
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        await observer.close()
     metrics = getattr(memo, "metrics", None)
     if isinstance(metrics, Metrics):
         metrics.ready = False
@@ -341,6 +352,48 @@ def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: 
     metrics = getattr(memo, "metrics", None)
     if isinstance(metrics, Metrics):
         metrics.forget(namespace or "", name or "")
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        observer.forget(namespace or "", name or "")
+
+
+@kopf.timer(*MD, interval=_TIMER_GAP_S, when=lambda spec, **_: bool(spec.get("observe")))
+async def modeldeployment_observe(
+    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any
+) -> None:
+    """Read the serving pods (spec.observe) when due: status.observed, PredictionVerified, AtCapacity.
+
+    Its own timer, so admission and reconcile never wait for a pod; each read is bounded
+    (:mod:`fitgate.operator.observe`).
+    """
+    observer: Observer = memo.observer
+    metrics: Metrics = memo.metrics
+    namespace, name = body.meta.namespace or "", body.meta.name or ""
+    try:
+        parsed = parse_spec(spec)
+    except SpecError:
+        return
+    if not observer.due(namespace, name, parsed):
+        return
+    outcome = await observer.round(namespace, name, parsed, dict(status), int(body.meta.get("generation") or 0))
+    patch.status.update(outcome.status)
+    obs = outcome.observation
+    tokens = obs.observed_blocks * obs.block_size if obs.observed_blocks and obs.block_size else None
+    metrics.observed(
+        namespace,
+        name,
+        obs.observed_blocks,
+        tokens,
+        obs.blocks_error_ratio,
+        obs.at_capacity,
+        obs.peak_kv_usage,
+        obs.preemptions_per_minute,
+    )
+    metrics.scrapes.labels("ok").inc(obs.pods)
+    metrics.scrapes.labels("error").inc(outcome.status["observed"]["podsFailed"])
+    if outcome.event is not None:
+        kind, reason, message = outcome.event
+        kopf.event(body, type=kind, reason=reason, message=message)
 
 
 @kopf.on.validate(*MD, id="fit", operations=["CREATE", "UPDATE"])
