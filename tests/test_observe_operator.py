@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from fitgate.operator.api import ModelDeploymentStatus, parse_spec
-from fitgate.operator.evaluate import kept_conditions
+from fitgate.operator.evaluate import kept_conditions, same_outcome
 from fitgate.operator.metrics import Metrics
-from fitgate.operator.observe import Observer, no_log, targets
+from fitgate.operator.observe import Observer, no_log, put_conditions, targets
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.sizing.cost import parse_gpu_prices
 from tests.vllm_metrics_server import VllmMetrics
@@ -261,3 +261,39 @@ def test_metrics_series() -> None:
     assert 'fitgate_at_capacity{name="m",namespace="ns"} 1.0' in text
     m.forget("ns", "m")
     assert 'name="m"' not in m.exposition().decode()
+
+
+def test_put_conditions_replaces_only_the_observers() -> None:
+    body: dict[str, Any] = {
+        "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "AtCapacity", "status": "True"}]}
+    }
+    put_conditions(body, [{"type": "AtCapacity", "status": "False"}, {"type": "PredictionVerified", "status": "True"}])
+    assert body["status"]["conditions"] == [
+        {"type": "Ready", "status": "True"},
+        {"type": "AtCapacity", "status": "False"},
+        {"type": "PredictionVerified", "status": "True"},
+    ]
+    empty: dict[str, Any] = {}
+    put_conditions(empty, [{"type": "AtCapacity", "status": "False"}])
+    assert empty == {"status": {"conditions": [{"type": "AtCapacity", "status": "False"}]}}
+
+
+def test_same_outcome_ignores_the_observers_fields() -> None:
+    old = {"verdict": "Fits", "conditions": [], "observed": {"pods": 1}}
+    assert same_outcome(old, {"verdict": "Fits", "conditions": []})
+    assert not same_outcome(old, {"verdict": "Tight", "conditions": []})
+
+
+def test_api_errors_are_one_line() -> None:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    exc = ApiException(status=500, reason="Internal Server Error")
+    exc.body = '{"kind":"Status","message":"Get \\"https://node:10250/containerLogs\\":\\n dial tcp: refused"}'
+
+    async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
+        raise exc
+
+    outcome = asyncio.run(Observer(list_pods, no_log).round("ns", "m", spec(), STATUS, 1))
+    assert outcome.status["observed"]["errors"] == [
+        'listing pods app=vllm: HTTP 500: Get "https://node:10250/containerLogs": dial tcp: refused'
+    ]

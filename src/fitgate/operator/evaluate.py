@@ -456,7 +456,7 @@ def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, 
         return False
 
     def strip(s: Mapping[str, Any]) -> Any:
-        out = {k: v for k, v in s.items() if k != "conditions"}
+        out = {k: v for k, v in s.items() if k not in {"conditions", "observed"}}  # observed: the observer's
         out["conditions"] = [
             {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in s.get("conditions") or []
         ]

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -25,7 +25,7 @@ from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
-from fitgate.operator.observe import Observer, kubernetes_reader
+from fitgate.operator.observe import Observer, kubernetes_reader, put_conditions
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
@@ -376,7 +376,10 @@ async def modeldeployment_observe(
     if not observer.due(namespace, name, parsed):
         return
     outcome = await observer.round(namespace, name, parsed, dict(status), int(body.meta.get("generation") or 0))
-    patch.status.update(outcome.status)
+    patch.status["observed"] = outcome.status["observed"]
+    mine = outcome.status["conditions"]
+    # Not the whole list (reconcile owns Ready and Fits): replaced by type on the freshest body.
+    patch.fns.append(lambda fresh: put_conditions(cast(dict[str, Any], fresh), mine))
     obs = outcome.observation
     tokens = obs.observed_blocks * obs.block_size if obs.observed_blocks and obs.block_size else None
     metrics.observed(

@@ -17,6 +17,7 @@ It runs in its own kopf timer (handlers.py), so admission and reconcile never wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -29,7 +30,7 @@ import aiohttp
 
 from fitgate.observe import parse_lines
 from fitgate.observe.metrics import MetricsError, Observation, Scrape, observe, parse_scrape, pod_window
-from fitgate.operator.api import Condition, ModelDeploymentSpec, ObservedStatus
+from fitgate.operator.api import ModelDeploymentSpec, ObservedStatus
 from fitgate.operator.evaluate import condition
 from fitgate.operator.nodewatch import _core_v1 as core_v1
 from fitgate.operator.scrape import ScrapeError, ScrapeLimits, fetch_metrics
@@ -113,7 +114,12 @@ class _History:
 
 @dataclass(frozen=True)
 class ObserveOutcome:
-    """What one round found: the status fields to merge, the event to post (if any), the observation."""
+    """What one round found: the status to write, the event to post (if any), the observation.
+
+    ``status`` holds ``observed`` (to merge-patch) and ``conditions`` (only the observer's two: apply them
+    with :func:`put_conditions` on the freshest body, never as a whole list, or a stale snapshot would undo
+    reconcile's Ready and Fits).
+    """
 
     status: dict[str, Any]
     observation: Observation
@@ -173,7 +179,7 @@ class Observer:
             pods = await self.list_pods(namespace, selector)
         except Exception as exc:  # the API server's fault: say so in status, try again next round
             pods = []
-            errors.append(f"listing pods {selector}: {type(exc).__name__}: {str(exc)[:200]}")
+            errors.append(f"listing pods {selector}: {_one_line(exc)}")
         chosen = targets(pods, spec.observe.port)
         if len(chosen) > MAX_PODS:
             errors.append(f"{len(chosen)} pods match; only the first {MAX_PODS} are read")
@@ -277,9 +283,7 @@ class Observer:
                 generation,
                 now,
             )
-        mine = [verified, capacity]
-        kept = [Condition.model_validate(c) for c in old if c.get("type") not in {"PredictionVerified", "AtCapacity"}]
-        return [c.model_dump(by_alias=True, mode="json") for c in [*kept, *mine]]
+        return [c.model_dump(by_alias=True, mode="json") for c in (verified, capacity)]
 
     async def _read(self, namespace: str, target: Target) -> Scrape | str:
         """A scrape, or one line saying why there is none."""
@@ -288,7 +292,7 @@ class Observer:
                 try:
                     text = await self.read_log(namespace, target.pod, target.failed_container, target.previous)
                 except Exception as exc:
-                    return f"log not readable: {type(exc).__name__}: {str(exc)[:200]}"
+                    return f"log not readable: {_one_line(exc)}"
                 log = parse_lines(text.splitlines())
                 if log.failure is not None:
                     return f"failed to start: {log.failure.kind}: {log.failure.message}"
@@ -301,6 +305,30 @@ class Observer:
                 return parse_scrape(text, self.clock())
             except (ScrapeError, MetricsError) as exc:
                 return str(exc)
+
+
+def put_conditions(body: dict[str, Any], conditions: Sequence[Mapping[str, Any]]) -> None:
+    """Replace (or add) these conditions in ``body["status"]["conditions"]`` by type, leaving the others.
+
+    Given to kopf as a patch function: kopf applies it to the object as the API server returned it and
+    writes the difference as a JSON patch guarded by resourceVersion.
+    """
+    status = body.setdefault("status", {})
+    current = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    mine = {str(c["type"]): dict(c) for c in conditions}
+    merged = [mine.pop(str(c.get("type")), c) for c in current]
+    status["conditions"] = merged + list(mine.values())
+
+
+def _one_line(exc: Exception) -> str:
+    """An API or client error in one line: the Kubernetes client's status and message, not its headers."""
+    status, body = getattr(exc, "status", None), getattr(exc, "body", None)
+    if status is not None:
+        message = getattr(exc, "reason", "") or ""
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            message = json.loads(str(body))["message"]
+        return f"HTTP {status}: {' '.join(str(message).split())[:300]}"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 def _round(value: float | None, digits: int) -> float | None:
