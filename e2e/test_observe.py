@@ -138,6 +138,19 @@ def test_observed_status_conditions_and_metrics(kube: Kube, operator: Operator, 
             timeout=30,
             what="the re-evaluation beside the observer's conditions",
         )
+        # without spec.observe, what the observer wrote goes
+        kube.kubectl(
+            "patch", "mdep", "llama", "-n", namespace, "--type=json", "-p", '[{"op":"remove","path":"/spec/observe"}]'
+        )
+        kube.wait_for(
+            lambda: (
+                "observed" not in (s := status(kube, namespace, "llama"))
+                and set(conditions(s)) == {"Ready", "Fits"}
+                and "fitgate_at_capacity" + labels not in operator.metrics()
+            ),
+            timeout=30,
+            what="status.observed, the observer's conditions and series removed",
+        )
 
 
 def test_drift_event_and_bad_pods_never_block(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 from fitgate.operator.api import ModelDeploymentStatus, parse_spec
 from fitgate.operator.evaluate import kept_conditions, same_outcome
 from fitgate.operator.metrics import Metrics
-from fitgate.operator.observe import Observer, no_log, put_conditions, targets
+from fitgate.operator.observe import Observer, drop_conditions, no_log, put_conditions, targets
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.sizing.cost import parse_gpu_prices
 from tests.vllm_metrics_server import VllmMetrics
@@ -273,6 +273,8 @@ def test_put_conditions_replaces_only_the_observers() -> None:
         {"type": "AtCapacity", "status": "False"},
         {"type": "PredictionVerified", "status": "True"},
     ]
+    drop_conditions(body)
+    assert body["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
     empty: dict[str, Any] = {}
     put_conditions(empty, [{"type": "AtCapacity", "status": "False"}])
     assert empty == {"status": {"conditions": [{"type": "AtCapacity", "status": "False"}]}}

@@ -25,7 +25,7 @@ from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
-from fitgate.operator.observe import Observer, kubernetes_reader, put_conditions
+from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
@@ -357,7 +357,9 @@ def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: 
         observer.forget(namespace or "", name or "")
 
 
-@kopf.timer(*MD, interval=_TIMER_GAP_S, when=lambda spec, **_: bool(spec.get("observe")))
+@kopf.timer(
+    *MD, interval=_TIMER_GAP_S, when=lambda spec, status, **_: bool(spec.get("observe") or status.get("observed"))
+)
 async def modeldeployment_observe(
     *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any
 ) -> None:
@@ -372,6 +374,12 @@ async def modeldeployment_observe(
     try:
         parsed = parse_spec(spec)
     except SpecError:
+        return
+    if parsed.observe is None:  # spec.observe removed: take back what the observer wrote
+        observer.forget(namespace, name)
+        metrics.observed(namespace, name, None, None, None, None, None, None)
+        patch.status["observed"] = None
+        patch.fns.append(lambda fresh: drop_conditions(cast(dict[str, Any], fresh)))
         return
     if not observer.due(namespace, name, parsed):
         return

@@ -307,6 +307,17 @@ class Observer:
                 return str(exc)
 
 
+#: The condition types the observer owns (reconcile owns Ready and Fits).
+CONDITION_TYPES = ("PredictionVerified", "AtCapacity")
+
+
+def drop_conditions(body: dict[str, Any], types: Sequence[str] = CONDITION_TYPES) -> None:
+    """Remove the conditions of these types from ``body["status"]`` (spec.observe was removed)."""
+    status = body.get("status") or {}
+    if status.get("conditions"):
+        status["conditions"] = [c for c in status["conditions"] if c.get("type") not in types]
+
+
 def put_conditions(body: dict[str, Any], conditions: Sequence[Mapping[str, Any]]) -> None:
     """Replace (or add) these conditions in ``body["status"]["conditions"]`` by type, leaving the others.
 
