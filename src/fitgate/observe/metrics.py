@@ -107,7 +107,7 @@ def parse_scrape(text: str, at_s: float) -> Scrape:
     engines: set[str] = set()
     seen = 0
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(_relevant(text)):
             for sample in family.samples:
                 if not sample.name.startswith("vllm:"):
                     continue
@@ -145,6 +145,20 @@ def parse_scrape(text: str, at_s: float) -> Scrape:
         model_name=model,
         engines=len(engines),
     )
+
+
+_WANTED = ("vllm:cache_config_info", *_GAUGES, *_COUNTERS)
+_COMMENT = ("# HELP ", "# TYPE ")
+
+
+def _relevant(text: str) -> str:
+    """Only the lines of the families read (and their HELP/TYPE lines), for the parser.
+
+    vLLM's page is mostly histogram buckets fitgate does not read; parsing only these lines is ~10x
+    faster. A line kept is parsed whole by the reference parser, so a broken one still fails.
+    """
+    keep = [line for line in text.splitlines() if (line[7:] if line.startswith(_COMMENT) else line).startswith(_WANTED)]
+    return "\n".join(keep) + "\n" if keep else ""
 
 
 def _head(text: str) -> str:

@@ -302,7 +302,9 @@ class Observer:
                 self._session = aiohttp.ClientSession(auto_decompress=True)
             try:
                 text = await fetch_metrics(self._session, target.url, self.limits)
-                return parse_scrape(text, self.clock())
+                at = self.clock()
+                # ~0.1-0.3 ms per sample read: off the event loop that answers admission reviews.
+                return await asyncio.to_thread(parse_scrape, text, at)
             except (ScrapeError, MetricsError) as exc:
                 return str(exc)
 
