@@ -299,3 +299,55 @@ def test_api_errors_are_one_line() -> None:
     assert outcome.status["observed"]["errors"] == [
         'listing pods app=vllm: HTTP 500: Get "https://node:10250/containerLogs": dial tcp: refused'
     ]
+
+
+def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """handlers.modeldeployment_observe called as kopf calls it (kopf decorators return the function)."""
+    import kopf  # noqa: PLC0415
+
+    from fitgate.operator import handlers  # noqa: PLC0415
+
+    posted: list[tuple[str, str]] = []
+    monkeypatch.setattr(kopf, "event", lambda body, type, reason, message: posted.append((type, reason)))
+    with VllmMetrics(num_gpu_blocks=27_000) as server:
+
+        async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
+            return [pod("a", server.port)]
+
+        m = kopf.Memo(observer=Observer(list_pods, no_log), metrics=Metrics())
+        ready = {"type": "Ready", "status": "True", "reason": "Evaluated", "message": "m"}
+        raw = {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 2},
+            "spec": spec().model_dump(by_alias=True, exclude_none=True),
+            "status": {**STATUS, "conditions": [ready]},
+        }
+        body = kopf.Body(raw)
+        patch = kopf.Patch()
+        asyncio.run(
+            handlers.modeldeployment_observe(body=body, spec=body.spec, status=body.status, patch=patch, memo=m)
+        )
+        asyncio.run(m.observer.close())
+    assert patch["status"]["observed"]["observedBlocks"] == 27_000 and "conditions" not in patch["status"]
+    fresh: dict[str, Any] = {"status": {"conditions": [ready]}}
+    for fn in patch.fns:
+        fn(fresh)
+    assert [c["type"] for c in fresh["status"]["conditions"]] == ["Ready", "PredictionVerified", "AtCapacity"]
+    assert posted == [("Warning", "PredictionDrift")]  # 27000 vs 31000: -12.9 %
+    assert 'fitgate_prediction_error_ratio{name="llama",namespace="ml"}' in m.metrics.exposition().decode()
+    # spec.observe removed: status.observed, the two conditions and the series go
+    del raw["spec"]["observe"]
+    raw["status"] = {
+        **raw["status"],
+        "observed": patch["status"]["observed"],
+        "conditions": fresh["status"]["conditions"],
+    }
+    body = kopf.Body(raw)
+    patch = kopf.Patch()
+    asyncio.run(handlers.modeldeployment_observe(body=body, spec=body.spec, status=body.status, patch=patch, memo=m))
+    assert patch["status"] == {"observed": None}
+    for fn in patch.fns:
+        fn(fresh)
+    assert [c["type"] for c in fresh["status"]["conditions"]] == ["Ready"]
+    assert "fitgate_prediction_error_ratio{" not in m.metrics.exposition().decode()
