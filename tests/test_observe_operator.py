@@ -351,3 +351,18 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
         fn(fresh)
     assert [c["type"] for c in fresh["status"]["conditions"]] == ["Ready"]
     assert "fitgate_prediction_error_ratio{" not in m.metrics.exposition().decode()
+
+
+def test_the_timer_runs_while_anything_of_the_observer_is_left() -> None:
+    import kopf  # noqa: PLC0415
+
+    from fitgate.operator import handlers  # noqa: PLC0415
+
+    def runs(raw: dict[str, Any]) -> bool:
+        body = kopf.Body(raw)
+        return handlers._observed(spec=body.spec, status=body.status)
+
+    assert runs({"spec": {"observe": {"selector": {"app": "x"}}}})
+    assert runs({"spec": {}, "status": {"observed": {"pods": 1}}})
+    assert runs({"spec": {}, "status": {"conditions": [{"type": "AtCapacity"}]}})  # written back by a reconcile
+    assert not runs({"spec": {}, "status": {"conditions": [{"type": "Ready"}]}})

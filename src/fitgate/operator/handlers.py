@@ -25,6 +25,7 @@ from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import InventoryChanges, NodeWatch
+from fitgate.operator.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
 from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.store import FactsStore
@@ -357,9 +358,18 @@ def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: 
         observer.forget(namespace or "", name or "")
 
 
-@kopf.timer(
-    *MD, interval=_TIMER_GAP_S, when=lambda spec, status, **_: bool(spec.get("observe") or status.get("observed"))
-)
+def _observed(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    """spec.observe is set, or the observer's status is left over, to be cleared.
+
+    A reconcile racing the removal of spec.observe may write the observer's conditions back from its
+    snapshot: the timer runs until they are gone.
+    """
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    mine = any(c.get("type") in OBSERVER_CONDITIONS for c in conditions)
+    return bool(spec.get("observe") or status.get("observed") or mine)
+
+
+@kopf.timer(*MD, interval=_TIMER_GAP_S, when=_observed)
 async def modeldeployment_observe(
     *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any
 ) -> None:
