@@ -366,3 +366,24 @@ def test_the_timer_runs_while_anything_of_the_observer_is_left() -> None:
     assert runs({"spec": {}, "status": {"observed": {"pods": 1}}})
     assert runs({"spec": {}, "status": {"conditions": [{"type": "AtCapacity"}]}})  # written back by a reconcile
     assert not runs({"spec": {}, "status": {"conditions": [{"type": "Ready"}]}})
+
+
+def test_observe_spec_is_checked_with_the_field_named() -> None:
+    from fitgate.operator.api import SpecError  # noqa: PLC0415
+
+    with pytest.raises(SpecError) as info:
+        spec(selector={}, intervalSeconds=0, port=70000)
+    text = str(info.value)
+    assert "spec.observe.selector: Dictionary should have at least 1 item" in text
+    assert "spec.observe.intervalSeconds: Input should be greater than or equal to 1 (got 0)" in text
+    assert "spec.observe.port: Input should be less than or equal to 65535 (got 70000)" in text
+    with pytest.raises(SpecError, match=r"spec.economics.gpuHourPriceUsd: Input should be greater than 0 \(got -1\)"):
+        parse_spec({"model": {"name": "m"}, "economics": {"gpuHourPriceUsd": -1}})
+
+
+def test_the_example_is_admitted_by_fitgate_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from fitgate.cli import main  # noqa: PLC0415
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "observed-llama-8b-h100.yaml"
+    assert main(["check", str(example), "--gpu", "H100"]) == 0
+    assert "llama-8b-chat-observed: Fits" in capsys.readouterr().out
