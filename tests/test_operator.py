@@ -439,6 +439,7 @@ def test_check_the_examples() -> None:
         "fits-gpt-oss-l40s.yaml": "Fits",
         "fits-llama-8b-h100.yaml": "Fits",
         "misfit-llama-70b-h100.yaml": "DoesNotFit",
+        "observed-llama-8b-h100.yaml": "Fits",
         "tight-qwen3-30b-h100.yaml": "Tight",
     }
 
