@@ -16,7 +16,14 @@ from fitgate.operator.rbac import required_rules
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fitgate"
-CUSTOM_KINDS = {"ClusterKopfPeering", "KopfPeering", "ServiceMonitor", "Certificate", "Issuer"}  # no upstream schema
+CUSTOM_KINDS = {
+    "ClusterKopfPeering",
+    "KopfPeering",
+    "ServiceMonitor",
+    "Certificate",
+    "Issuer",
+    "PrometheusRule",
+}  # no upstream schema
 
 KNOBS: dict[str, list[str]] = {
     "default": [],
@@ -36,6 +43,18 @@ KNOBS: dict[str, list[str]] = {
     "no-webhook": ["--set", "webhook.enabled=false"],
     "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true"],
     "network-policy": ["--set", "networkPolicy.enabled=true"],
+    "observe": [
+        "--set",
+        "metrics.grafanaDashboard.enabled=true",
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.egress.enabled=true",
+        "--set-json",
+        'operator.prices={"H100":2.5}',
+    ],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
     "model-roots": ["--set", "operator.modelRoots={/models,/mnt/checkpoints}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],

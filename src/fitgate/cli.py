@@ -936,6 +936,13 @@ def cmd_operator(args: argparse.Namespace) -> int:
         "peering": args.peering,
     }
     config = dataclasses.replace(settings.operator, **{k: v for k, v in flags.items() if v is not None})
+    if config.gpu_hour_prices:  # names GPUs of the catalog: checked here, before the operator starts
+        try:
+            parse_gpu_prices(config.gpu_hour_prices)
+        except SizingError as exc:
+            raise SettingsError(
+                "FITGATE_GPU_HOUR_PRICES", config.gpu_hour_prices, f"one price or GPU=USD items ({exc})"
+            ) from None
     from fitgate.operator.run import run_operator  # noqa: PLC0415 - imports kopf only for this command
 
     return run_operator(

@@ -117,6 +117,17 @@ VARIABLES: tuple[Variable, ...] = (
         "10",
         "Seconds a replica's peering keep-alive counts; a standby takes over this long after a crash (2-3600).",
     ),
+    Variable(
+        "FITGATE_GPU_HOUR_PRICES",
+        "",
+        "USD per GPU-hour: one price (`2.5`) or per catalog GPU (`H100=2.5,L4=0.7`); chart `operator.prices`.",
+    ),
+    Variable("FITGATE_SCRAPE_TIMEOUT_SECONDS", "5", "Seconds for one read of a serving pod's /metrics (1-60)."),
+    Variable(
+        "FITGATE_SCRAPE_MAX_BYTES",
+        str(4 * 1024 * 1024),
+        "Most bytes one /metrics response may hold after decompression (65536-67108864).",
+    ),
 )
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 
@@ -251,6 +262,9 @@ class OperatorConfig:
         peering_lifetime_s: How long a replica's peering keep-alive counts (kopf's ``settings.peering.lifetime``;
             it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
             active replica, the standby takes over once this has passed since the last keep-alive.
+        gpu_hour_prices: ``FITGATE_GPU_HOUR_PRICES`` as written (checked against the GPU catalog when the
+            operator starts), for status.observed.usdPerRequest.
+        scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe).
     """
 
     webhook_port: int = 9443
@@ -270,6 +284,9 @@ class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     peering: str | None = None
     peering_lifetime_s: int = 10
+    gpu_hour_prices: str = ""
+    scrape_timeout_s: float = 5.0
+    scrape_max_bytes: int = 4 * 1024 * 1024
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -293,6 +310,9 @@ class OperatorConfig:
             namespaces=env.split("FITGATE_NAMESPACES", ","),
             peering=env.optional("FITGATE_PEERING"),
             peering_lifetime_s=env.whole("FITGATE_PEERING_LIFETIME_SECONDS", 2, 3600, "whole seconds"),
+            gpu_hour_prices=env.text("FITGATE_GPU_HOUR_PRICES").strip(),
+            scrape_timeout_s=env.whole("FITGATE_SCRAPE_TIMEOUT_SECONDS", 1, 60, "whole seconds"),
+            scrape_max_bytes=env.whole("FITGATE_SCRAPE_MAX_BYTES", 64 * 1024, 64 * 1024 * 1024, "bytes"),
         )
 
 

@@ -69,3 +69,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "webhook.url (an operator outside the cluster) cannot use a cert-manager certificate mounted into the pod: set webhook.caBundle or use the chart-generated certificate" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+operator.prices ({H100: 2.5, L4: 0.7}) as FITGATE_GPU_HOUR_PRICES reads it: H100=2.5,L4=0.7 (sorted by GPU).
+*/}}
+{{- define "fitgate.prices" -}}
+{{- $items := list }}
+{{- range $gpu, $usd := . }}
+{{- $items = append $items (printf "%s=%v" $gpu $usd) }}
+{{- end }}
+{{- join "," $items }}
+{{- end }}

@@ -176,6 +176,43 @@ class Policy(_Spec):
     )
 
 
+class Observe(_Spec):
+    """Which pods serve this deployment, so that the operator reads what vLLM actually did."""
+
+    selector: dict[str, str] = Field(
+        min_length=1,
+        description="Labels of the pods that serve this deployment (matchLabels, in the deployment's namespace). "
+        "Their vLLM /metrics are read; a pod that failed to start has its last log lines read.",
+    )
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="The port of vLLM's /metrics. Default: the container port named metrics or http, else the "
+        "first container port, else 8000 (vllm serve's).",
+    )
+    interval_seconds: int = Field(
+        default=30,
+        alias="intervalSeconds",
+        ge=1,
+        le=3600,
+        description="Seconds between two reads of each pod. Default: 30.",
+    )
+
+
+class Economics(_Spec):
+    """What the cluster pays for its GPUs, for the cost fields of status.observed."""
+
+    gpu_hour_price_usd: float | None = Field(
+        default=None,
+        alias="gpuHourPriceUsd",
+        gt=0,
+        le=1000,
+        description="USD per GPU-hour of this deployment's GPUs. Default: the operator's price for the GPU product "
+        "(chart value prices), else no cost figures.",
+    )
+
+
 @dataclass(frozen=True)
 class SpecRule:
     """A cross-field rule of the spec, written once: CEL for the API server, Python for the rest.
@@ -233,6 +270,10 @@ class ModelDeploymentSpec(_Spec):
     policy: Policy = Field(
         default_factory=Policy, description="What admission does with a misfit, and when it cannot tell."
     )
+    observe: Observe | None = Field(
+        default=None, description="The pods serving it, to compare what vLLM did with the prediction."
+    )
+    economics: Economics | None = Field(default=None, description="GPU prices for the measured cost figures.")
 
     model_config = ConfigDict(
         extra="forbid",
@@ -282,6 +323,10 @@ class KVCacheStatus(_Status):
 
     bytes_per_token: int = Field(alias="bytesPerToken", description="KV bytes of one token on one GPU.")
     capacity_tokens: int = Field(alias="capacityTokens", description="vLLM's 'GPU KV cache size' in tokens.")
+    num_gpu_blocks: int | None = Field(
+        default=None, alias="numGpuBlocks", description="num_gpu_blocks vLLM will allocate (cache_config_info)."
+    )
+    block_size: int | None = Field(default=None, alias="blockSize", description="Tokens per KV block.")
     max_concurrency: float = Field(alias="maxConcurrency", description="Requests of maxModelLen tokens the pool holds.")
 
 
@@ -343,6 +388,66 @@ class ResolvedModel(_Status):
     weights_basis: str = Field(alias="weightsBasis", description="safetensors, total_size, dtype_counts or estimated.")
 
 
+class ObservedStatus(_Status):
+    """What the pods serving the deployment report (spec.observe), over the last window of scrapes."""
+
+    pods: int = Field(description="Pods read successfully in the window.")
+    pods_failed: int = Field(
+        default=0, alias="podsFailed", description="Pods whose read failed or that failed to start."
+    )
+    observed_blocks: int | None = Field(
+        default=None, alias="observedBlocks", description="vLLM's num_gpu_blocks (the smallest of the pods)."
+    )
+    predicted_blocks: int | None = Field(
+        default=None, alias="predictedBlocks", description="fitgate's num_gpu_blocks (status.kvCache.numGpuBlocks)."
+    )
+    blocks_error_ratio: float | None = Field(
+        default=None,
+        alias="blocksErrorRatio",
+        description="(observed - predicted) / predicted; negative: vLLM got fewer blocks than predicted.",
+    )
+    peak_kv_usage: float | None = Field(
+        default=None, alias="peakKvUsage", description="Highest vllm:kv_cache_usage_perc of any pod (1 = full)."
+    )
+    preemptions_per_minute: float | None = Field(
+        default=None, alias="preemptionsPerMinute", description="Preemptions of all pods per minute."
+    )
+    prefix_cache_hit_rate: float | None = Field(
+        default=None, alias="prefixCacheHitRate", description="Prefix-cache hits / queries, in tokens."
+    )
+    tokens_per_second: float | None = Field(
+        default=None, alias="tokensPerSecond", description="Measured prompt + generation tokens/s, all pods."
+    )
+    output_tokens_per_second: float | None = Field(
+        default=None, alias="outputTokensPerSecond", description="Measured generation tokens/s, all pods."
+    )
+    requests_completed: float | None = Field(
+        default=None, alias="requestsCompleted", description="vllm:request_success increase in the window."
+    )
+    running_requests: float | None = Field(
+        default=None, alias="runningRequests", description="Requests running now, all pods."
+    )
+    waiting_requests: float | None = Field(
+        default=None, alias="waitingRequests", description="Requests waiting now, all pods."
+    )
+    usd_per_request: float | None = Field(
+        default=None,
+        alias="usdPerRequest",
+        description="The window's GPU cost (price x GPUs x pods x window, idle time included) / requests completed.",
+    )
+    gpu_hour_price_usd: float | None = Field(
+        default=None, alias="gpuHourPriceUsd", description="The price per GPU-hour usdPerRequest used."
+    )
+    window_seconds: float | None = Field(
+        default=None, alias="windowSeconds", description="The window the rates are over."
+    )
+    failure: str | None = Field(
+        default=None, description="The start-up failure read from a failed pod's log (kind: message), if any."
+    )
+    errors: list[str] | None = Field(default=None, description="Why some pods could not be read (at most 5).")
+    last_scrape_time: str | None = Field(default=None, alias="lastScrapeTime", description="When pods were last read.")
+
+
 class ModelDeploymentStatus(_Status):
     """What fitgate found."""
 
@@ -389,7 +494,12 @@ class ModelDeploymentStatus(_Status):
         default=None, alias="inventoryHash", description="Fingerprint of the GPU inventory evaluated."
     )
     conditions: list[Condition] | None = Field(
-        default=None, description="Ready and Fits conditions (KEP-1623, with observedGeneration)."
+        default=None,
+        description="Ready and Fits conditions (KEP-1623, with observedGeneration); with spec.observe also "
+        "PredictionVerified and AtCapacity.",
+    )
+    observed: ObservedStatus | None = Field(
+        default=None, description="What the serving pods report (spec.observe), against the prediction."
     )
 
 

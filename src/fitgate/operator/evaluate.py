@@ -381,7 +381,8 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
         reason=str(ev.reason),
         message=ev.message[:32000],
         inventoryHash=ev.inventory_hash,
-        conditions=conditions_of(ev, generation, (old_status or {}).get("conditions"), now),
+        conditions=conditions_of(ev, generation, (old_status or {}).get("conditions"), now)
+        + kept_conditions(old_status),
         pools=[
             PoolStatus(
                 gpuProduct=r.pool.product,
@@ -431,11 +432,22 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
             bytesPerToken=p.kv.bytes_per_token,
             capacityTokens=p.kv.reported_tokens,
             maxConcurrency=round(p.kv.max_concurrency, 2),
+            numGpuBlocks=p.kv.num_blocks,
+            blockSize=p.kv.block_size,
         )
         status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
         status.recommended_max_model_len = p.max_model_len_that_fits
         status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
-    return status.model_dump(by_alias=True, mode="json")
+    return status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (operator/observe.py)
+
+
+def kept_conditions(old_status: Mapping[str, Any] | None) -> list[Condition]:
+    """The conditions another writer owns (the observer's PredictionVerified, AtCapacity), kept as they were."""
+    return [
+        Condition.model_validate(c)
+        for c in (old_status or {}).get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") not in {"Ready", "Fits"}
+    ]
 
 
 def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:
@@ -444,7 +456,7 @@ def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, 
         return False
 
     def strip(s: Mapping[str, Any]) -> Any:
-        out = {k: v for k, v in s.items() if k != "conditions"}
+        out = {k: v for k, v in s.items() if k not in {"conditions", "observed"}}  # observed: the observer's
         out["conditions"] = [
             {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in s.get("conditions") or []
         ]

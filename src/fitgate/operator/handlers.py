@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -26,9 +26,13 @@ from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.managed import remove_empty_async
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import NodeWatch
+from fitgate.operator.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
+from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
+from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
 from fitgate.settings import Settings
+from fitgate.sizing.cost import parse_gpu_prices
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -95,6 +99,11 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     await metrics.serve(config.metrics_addr, config.metrics_port)
     memo.metrics = metrics
     memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
+    memo.observer = Observer(
+        *kubernetes_reader(),
+        limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
+        prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
+    )
     nodewatch = NodeWatch()
     nodewatch.start()
     memo.nodewatch = nodewatch
@@ -133,6 +142,9 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     nodewatch = getattr(memo, "nodewatch", None)
     if isinstance(nodewatch, NodeWatch):
         nodewatch.stop()
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        await observer.close()
     metrics = getattr(memo, "metrics", None)
     if isinstance(metrics, Metrics):
         metrics.ready = False
@@ -313,6 +325,68 @@ def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: 
     metrics = getattr(memo, "metrics", None)
     if isinstance(metrics, Metrics):
         metrics.forget(namespace or "", name or "")
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        observer.forget(namespace or "", name or "")
+
+
+def _observed(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    """spec.observe is set, or the observer's status is left over, to be cleared.
+
+    A reconcile racing the removal of spec.observe may write the observer's conditions back from its
+    snapshot: the timer runs until they are gone.
+    """
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    mine = any(c.get("type") in OBSERVER_CONDITIONS for c in conditions)
+    return bool(spec.get("observe") or status.get("observed") or mine)
+
+
+@kopf.timer(*MD, interval=_TIMER_GAP_S, when=_observed)
+async def modeldeployment_observe(
+    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any
+) -> None:
+    """Read the serving pods (spec.observe) when due: status.observed, PredictionVerified, AtCapacity.
+
+    Its own timer, so admission and reconcile never wait for a pod; each read is bounded
+    (:mod:`fitgate.operator.observe`).
+    """
+    observer: Observer = memo.observer
+    metrics: Metrics = memo.metrics
+    namespace, name = body.meta.namespace or "", body.meta.name or ""
+    try:
+        parsed = parse_spec(spec)
+    except SpecError:
+        return
+    if parsed.observe is None:  # spec.observe removed: take back what the observer wrote
+        observer.forget(namespace, name)
+        metrics.observed(namespace, name, None, None, None, None, None, None)
+        patch.status["observed"] = None
+        patch.fns.append(lambda fresh: drop_conditions(cast(dict[str, Any], fresh)))
+        return
+    if not observer.due(namespace, name, parsed):
+        return
+    outcome = await observer.round(namespace, name, parsed, dict(status), int(body.meta.get("generation") or 0))
+    patch.status["observed"] = outcome.status["observed"]
+    mine = outcome.status["conditions"]
+    # Not the whole list (reconcile owns Ready and Fits): replaced by type on the freshest body.
+    patch.fns.append(lambda fresh: put_conditions(cast(dict[str, Any], fresh), mine))
+    obs = outcome.observation
+    tokens = obs.observed_blocks * obs.block_size if obs.observed_blocks and obs.block_size else None
+    metrics.observed(
+        namespace,
+        name,
+        obs.observed_blocks,
+        tokens,
+        obs.blocks_error_ratio,
+        obs.at_capacity,
+        obs.peak_kv_usage,
+        obs.preemptions_per_minute,
+    )
+    metrics.scrapes.labels("ok").inc(obs.pods)
+    metrics.scrapes.labels("error").inc(outcome.status["observed"]["podsFailed"])
+    if outcome.event is not None:
+        kind, reason, message = outcome.event
+        kopf.event(body, type=kind, reason=reason, message=message)
 
 
 @kopf.on.validate(*MD, id="fit", operations=["CREATE", "UPDATE"])

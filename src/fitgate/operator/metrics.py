@@ -66,6 +66,49 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        observed = ["namespace", "name"]
+        self.observed_blocks = Gauge(
+            "fitgate_observed_kv_blocks",
+            "num_gpu_blocks vLLM reports in vllm:cache_config_info (the smallest of the deployment's pods)",
+            observed,
+            registry=self.registry,
+        )
+        self.observed_tokens = Gauge(
+            "fitgate_observed_kv_capacity_tokens",
+            "The observed KV cache size in tokens (num_gpu_blocks x block_size)",
+            observed,
+            registry=self.registry,
+        )
+        self.prediction_error = Gauge(
+            "fitgate_prediction_error_ratio",
+            "(observed - predicted) / predicted num_gpu_blocks; negative: vLLM got fewer blocks",
+            observed,
+            registry=self.registry,
+        )
+        self.at_capacity = Gauge(
+            "fitgate_at_capacity",
+            "1 when the deployment's pods preempt requests or fill the KV cache to 95 % or more, else 0",
+            observed,
+            registry=self.registry,
+        )
+        self.kv_usage = Gauge(
+            "fitgate_observed_kv_usage_ratio",
+            "Peak vllm:kv_cache_usage_perc of the deployment's pods over the window (1 = full)",
+            observed,
+            registry=self.registry,
+        )
+        self.preemptions = Gauge(
+            "fitgate_observed_preemptions_per_minute",
+            "Preemptions per minute of the deployment's pods over the window",
+            observed,
+            registry=self.registry,
+        )
+        self.scrapes = Counter(
+            "fitgate_observe_scrapes_total",
+            "Reads of serving pods (spec.observe) by result",
+            ["result"],
+            registry=self.registry,
+        )
         self.ready = False
         self._runner: web.AppRunner | None = None
 
@@ -82,14 +125,51 @@ class Metrics:
             else:
                 gauge.labels(namespace, name).set(value)
 
+    def observed(
+        self,
+        namespace: str,
+        name: str,
+        blocks: int | None,
+        tokens: int | None,
+        error_ratio: float | None,
+        at_capacity: bool | None,
+        kv_usage: float | None,
+        preemptions_per_minute: float | None,
+    ) -> None:
+        """Record what a deployment's pods report (spec.observe); None removes a series."""
+        values = (
+            (self.observed_blocks, blocks),
+            (self.observed_tokens, tokens),
+            (self.prediction_error, error_ratio),
+            (self.at_capacity, None if at_capacity is None else int(at_capacity)),
+            (self.kv_usage, kv_usage),
+            (self.preemptions, preemptions_per_minute),
+        )
+        for gauge, value in values:
+            if value is None:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(namespace, name)
+            else:
+                gauge.labels(namespace, name).set(value)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted deployment's series."""
         for v in VERDICTS:
             with contextlib.suppress(KeyError):
                 self.verdict.remove(namespace, name, v)
-        for gauge in (self.required, self.headroom, self.kv_tokens):
+        for gauge in (self.required, self.headroom, self.kv_tokens, *self._observed_gauges()):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, name)
+
+    def _observed_gauges(self) -> tuple[Gauge, ...]:
+        return (
+            self.observed_blocks,
+            self.observed_tokens,
+            self.prediction_error,
+            self.at_capacity,
+            self.kv_usage,
+            self.preemptions,
+        )
 
     def exposition(self) -> bytes:
         """The Prometheus text format."""
