@@ -155,7 +155,7 @@ class Reading:
                 else f"container {self.container} has no {self.gpu_resource} limit (so no GPU)"
             )
             fix = f"set {self.gpu_resource}: {need}"
-        return f"vLLM needs {need} GPUs ({what}) but {have}; {fix}"
+        return f"vLLM needs {need} GPU{'s' if need > 1 else ''} ({what}) but {have}; {fix}"
 
     def spec(self) -> dict[str, Any]:
         """The raw ModelDeployment ``spec`` this workload amounts to (for ``api.parse_spec``)."""
