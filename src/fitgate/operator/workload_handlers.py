@@ -1,0 +1,138 @@
+"""kopf handlers of the second webhook: vLLM workloads (Deployments, StatefulSets, ..., KServe), validate only.
+
+Three webhook paths, each a ValidatingWebhookConfiguration entry of the chart:
+
+* ``/workloads-enforce``: namespaces labelled ``fitgate.io/validate=enforce``: DoesNotFit is denied;
+* ``/workloads-warn``: namespaces labelled ``fitgate.io/validate=warn``: DoesNotFit is admitted with a warning;
+* ``/workloads-object`` (opt-in, chart value ``workloadWebhook.objectOptIn``): every other namespace;
+  only objects annotated ``fitgate.io/validate: enforce|warn`` are evaluated.
+
+An object's own annotation overrides its namespace's label (``fitgate.io/validate: off`` opts it out).
+The webhook never changes the object (no patch): the verdict annotations are the audit's to write.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from typing import Any
+
+import kopf
+
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.workloads import MODES, VALIDATE_KEY, decide_workload, evaluate_workload
+from fitgate.workloads import Reading, read_workload
+
+#: The kinds the webhook is registered for: (group, version, plural).
+WORKLOAD_RESOURCES = (
+    ("apps", "v1", "deployments"),
+    ("apps", "v1", "statefulsets"),
+    ("apps", "v1", "replicasets"),
+    ("batch", "v1", "jobs"),
+    ("", "v1", "pods"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("serving.kserve.io", "v1beta1", "inferenceservices"),
+    ("serving.kserve.io", "v1alpha1", "llminferenceservices"),
+)
+
+
+class ReadingCache:
+    """Readings by the engine-relevant part of an object (its spec without replicas), least recent out first.
+
+    A rollout that changes only replicas or labels reads and plans nothing again: the reading is found
+    here and its evaluation in :mod:`fitgate.operator.logic`'s cache (keyed by the ModelDeployment spec).
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, Reading | None] = OrderedDict()
+
+    @staticmethod
+    def key(body: Any) -> str:
+        """The engine-relevant part of an object: kind and spec minus replicas."""
+        spec = {k: v for k, v in dict(body.get("spec") or {}).items() if k not in ("replicas", "minReplicas")}
+        meta = body.get("metadata") or {}
+        return json.dumps(
+            [body.get("kind"), meta.get("namespace"), meta.get("name"), spec], sort_keys=True, default=str
+        )
+
+    def read(self, body: Any) -> Reading | None:
+        """The reading of ``body``, from the cache when its engine-relevant part was read before."""
+        key = self.key(body)
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        reading = read_workload(json.loads(json.dumps(dict(body), default=str)))
+        self._entries[key] = reading
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return reading
+
+
+_READINGS = ReadingCache()
+
+
+def _controlled(body: Any) -> bool:
+    """Whether a controller owns the object (a Deployment's ReplicaSet, its Pods): checked at the owner."""
+    return any(ref.get("controller") for ref in (body.get("metadata") or {}).get("ownerReferences") or [])
+
+
+async def validate_workload(
+    path_mode: str,
+    *,
+    body: kopf.Body,
+    old: kopf.Body | None,
+    dryrun: bool,
+    warnings: list[str],
+    memo: Any,
+    gpu_nodes: Any = None,
+) -> None:
+    """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only)."""
+    from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
+
+    annotations = dict(body.get("metadata", {}).get("annotations") or {})
+    mode = annotations.get(VALIDATE_KEY) or (None if path_mode == "object" else path_mode)
+    if mode not in MODES or _controlled(body):
+        return
+    started = time.perf_counter()
+    metrics: Metrics = memo.metrics
+    reading = _READINGS.read(body)
+    if reading is None:  # runs no vLLM server
+        return
+    if old is not None and _READINGS.read(old) == reading:  # replicas, labels, annotations: nothing to size
+        metrics.admission.labels("unchanged").inc()
+        return
+    verdict = await evaluate_workload(
+        reading, _inventory(gpu_nodes, memo), memo.store, memo.config.admission_resolve_s, blocking=False
+    )
+    outcome = decide_workload(verdict, mode, memo.config.unknown_policy, dryrun=bool(dryrun))
+    warnings.extend(w if len(w) <= 1200 else w[:1197] + "..." for w in outcome.warnings)
+    metrics.admission.labels(outcome.result).inc()
+    metrics.admission_seconds.observe(time.perf_counter() - started)
+    if not outcome.allowed:
+        raise kopf.AdmissionError(outcome.message, code=outcome.code)
+
+
+def _register(path_mode: str) -> None:
+    async def handler(
+        *,
+        body: kopf.Body,
+        dryrun: bool,
+        warnings: list[str],
+        memo: Any,
+        old: kopf.Body | None = None,
+        gpu_nodes: Any = None,
+        **_: Any,
+    ) -> None:
+        await validate_workload(
+            path_mode, body=body, old=old, dryrun=dryrun, warnings=warnings, memo=memo, gpu_nodes=gpu_nodes
+        )
+
+    handler.__name__ = handler.__qualname__ = f"workload_validate_{path_mode}"
+    for group, version, plural in WORKLOAD_RESOURCES:
+        kopf.on.validate(group, version, plural, id=f"workloads-{path_mode}", operations=["CREATE", "UPDATE"])(handler)
+
+
+for _mode in ("enforce", "warn", "object"):
+    _register(_mode)
