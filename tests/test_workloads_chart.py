@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fitgate.operator.rbac import workload_audit_rules
 from tests.test_chart import helm, render_chart
 
 __all__ = ["helm"]
@@ -38,3 +39,24 @@ def test_object_opt_in_covers_unlabelled_namespaces(helm: Path) -> None:
     hooks = webhooks(helm, "--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.objectOptIn=true")
     selector = hooks["workloads-object.fitgate.io"]["namespaceSelector"]["matchExpressions"]  # type: ignore[index]
     assert {"key": "fitgate.io/validate", "operator": "DoesNotExist"} in selector
+
+
+def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
+    def granted(*args: str) -> set[tuple[str, str, tuple[str, ...]]]:
+        (role,) = [d for d in render_chart(helm, *args) if d["kind"] == "ClusterRole"]
+        return {
+            (g, r, tuple(sorted(rule["verbs"])))
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+        }
+
+    base = granted()
+    with_audit = granted("--set", "workloadWebhook.enabled=true")
+    assert with_audit - base == {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
+    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") == base
+    (deployment,) = [
+        d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "Deployment"
+    ]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300"

@@ -13,6 +13,7 @@ The webhook never changes the object (no patch): the verdict annotations are the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import OrderedDict
@@ -20,8 +21,9 @@ from typing import Any
 
 import kopf
 
+from fitgate.operator.audit import WorkloadAudit, audit_seconds
 from fitgate.operator.metrics import Metrics
-from fitgate.operator.workloads import MODES, VALIDATE_KEY, decide_workload, evaluate_workload
+from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
 from fitgate.workloads import Reading, read_workload
 
 #: The kinds the webhook is registered for: (group, version, plural).
@@ -136,3 +138,35 @@ def _register(path_mode: str) -> None:
 
 for _mode in ("enforce", "warn", "object"):
     _register(_mode)
+
+
+@kopf.on.startup()
+async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """Start the audit of existing vLLM workloads when ``FITGATE_WORKLOAD_AUDIT_SECONDS`` > 0.
+
+    It waits for this replica's node list (the inventory) and evaluates with the shared store, blocking
+    up to the reconcile resolution timeout for a checkpoint (it is no admission).
+    """
+    period = audit_seconds()
+    if not period:
+        return
+    from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
+
+    async def evaluate(reading: Reading) -> WorkloadVerdict:
+        nodewatch = getattr(memo, "nodewatch", None)
+        while nodewatch is not None and not nodewatch.synced.is_set():
+            await asyncio.sleep(0.2)
+        return await evaluate_workload(
+            reading, _inventory(None, memo), memo.store, memo.config.reconcile_resolve_s, blocking=True
+        )
+
+    memo.workload_audit = asyncio.create_task(WorkloadAudit().run(period, evaluate, memo.metrics))
+    logger.info("vLLM workload audit every %.0f s", period)
+
+
+@kopf.on.cleanup()
+async def workload_audit_cleanup(*, memo: Any, **_: Any) -> None:
+    """Stop the audit."""
+    task = getattr(memo, "workload_audit", None)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
