@@ -59,4 +59,4 @@ def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
         d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "Deployment"
     ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300"
+    assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300" and env["FITGATE_WORKLOAD_WEBHOOK"] == "1"

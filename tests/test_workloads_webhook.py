@@ -131,3 +131,9 @@ def test_webhook_never_patches_the_object() -> None:
     assert "patch" not in params
     body = copy.deepcopy(CHART)
     assert review(body, index(L4), memo(), mode="warn") and body == CHART
+
+
+def test_registered_only_when_asked_and_not_kopf_managed() -> None:
+    assert workload_handlers.enabled({"FITGATE_WORKLOAD_WEBHOOK": "1"})
+    assert not workload_handlers.enabled({})
+    assert not workload_handlers.enabled({"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WEBHOOK_MANAGED": "x.fitgate.io"})

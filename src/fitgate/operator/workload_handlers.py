@@ -1,5 +1,6 @@
 """kopf handlers of the second webhook: vLLM workloads (Deployments, StatefulSets, ..., KServe), validate only.
 
+Registered when ``FITGATE_WORKLOAD_WEBHOOK=1`` (the chart sets it with ``workloadWebhook.enabled``).
 Three webhook paths, each a ValidatingWebhookConfiguration entry of the chart:
 
 * ``/workloads-enforce``: namespaces labelled ``fitgate.io/validate=enforce``: DoesNotFit is denied;
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -136,8 +139,22 @@ def _register(path_mode: str) -> None:
         kopf.on.validate(group, version, plural, id=f"workloads-{path_mode}", operations=["CREATE", "UPDATE"])(handler)
 
 
-for _mode in ("enforce", "warn", "object"):
-    _register(_mode)
+#: Set to 1 (the chart does with workloadWebhook.enabled) to serve the workload webhook paths.
+WEBHOOK_ENV = "FITGATE_WORKLOAD_WEBHOOK"
+
+
+def enabled(env: Mapping[str, str]) -> bool:
+    """Whether to register the workload webhook: asked for, and not in kopf's managed mode.
+
+    A configuration kopf manages (``--webhook-managed``) carries no namespace selectors, so the
+    ``enforce`` path would apply to every namespace; the chart's configuration carries them.
+    """
+    return env.get(WEBHOOK_ENV) == "1" and not env.get("FITGATE_WEBHOOK_MANAGED")
+
+
+if enabled(os.environ):
+    for _mode in ("enforce", "warn", "object"):
+        _register(_mode)
 
 
 @kopf.on.startup()
@@ -147,6 +164,8 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
     It waits for this replica's node list (the inventory) and evaluates with the shared store, blocking
     up to the reconcile resolution timeout for a checkpoint (it is no admission).
     """
+    if os.environ.get(WEBHOOK_ENV) == "1" and not enabled(os.environ):
+        logger.warning("%s=1 is ignored with a kopf-managed webhook configuration (no namespace selector)", WEBHOOK_ENV)
     period = audit_seconds()
     if not period:
         return
