@@ -105,25 +105,26 @@ class WorkloadAudit:
         return self._api
 
     def _call(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None) -> Any:
-        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
-
+        """One REST call with the client's auth (kubernetes >= 33: param_serialize, then call_api)."""
         api = self._client()
-        try:
-            response = api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": "application/merge-patch+json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return json.loads(response.data)
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        headers = {"Accept": "application/json", "Content-Type": kind}
+        verb, url, headers, data, post = api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = api.call_api(verb, url, header_params=headers, body=data, post_params=post)
+        raw = response.read()
+        if response.status == 404:
+            return None
+        if response.status >= 400:
+            text = raw.decode(errors="replace")[:300] if isinstance(raw, bytes) else str(raw)[:300]
+            raise RuntimeError(f"{method} {path}: HTTP {response.status}: {text}")
+        return json.loads(raw)
 
     async def _request(
         self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None
@@ -161,10 +162,13 @@ class WorkloadAudit:
                     metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
                     action = audit_action(annotations, verdict)
                     path = _path(group, version, namespace, plural, reading.name)
-                    if action.annotations is not None:
-                        await self._request("PATCH", path, {"metadata": {"annotations": action.annotations}})
-                    if action.event is not None:
-                        await self._event(obj, *action.event)
+                    try:  # the Event first: once the annotation is written, the change is no longer seen
+                        if action.event is not None:
+                            await self._event(obj, *action.event)
+                        if action.annotations is not None:
+                            await self._request("PATCH", path, {"metadata": {"annotations": action.annotations}})
+                    except Exception as exc:  # one object must not stop the pass
+                        logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen

@@ -179,7 +179,12 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
             reading, _inventory(None, memo), memo.store, memo.config.reconcile_resolve_s, blocking=True
         )
 
-    memo.workload_audit = asyncio.create_task(WorkloadAudit().run(period, evaluate, memo.metrics))
+    async def audit() -> None:
+        while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
+            await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
+        await WorkloadAudit().run(period, evaluate, memo.metrics)
+
+    memo.workload_audit = asyncio.create_task(audit())
     logger.info("vLLM workload audit every %.0f s", period)
 
 
