@@ -3,7 +3,7 @@
 The webhook configuration is the chart's own (``helm template`` in url mode pointing at the operator on
 127.0.0.1); the LeaderWorkerSet and KServe CRDs are the published ones (e2e/crds/SOURCE.md). The
 workloads are the real manifests of tests/fixtures/workloads (SOURCE.md there): the vLLM production-stack
-chart's Deployment (rendered by hand: no network for `helm dependency build` here), vLLM's LWS example,
+chart's Deployment (rendered with helm, tests/fixtures/workloads/SOURCE.md), vLLM's LWS example,
 KServe's huggingface-runtime example, plus a Pod and a StatefulSet.
 """
 
@@ -40,7 +40,7 @@ def fixture(name: str) -> dict[str, Any]:
 def chart_deployment(product: str) -> dict[str, Any]:
     """The production-stack engine Deployment, its required node affinity on ``product``."""
     d = fixture("production-stack-deployment.yaml")
-    del d["metadata"]["namespace"]
+    d["metadata"].pop("namespace", None)
     affinity = d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     terms[0]["matchExpressions"][0]["values"] = [product]

@@ -177,3 +177,12 @@ def test_bad_workloads(
     got, [r] = check(capsys, str(path), "--gpu", "H100")
     assert (got, r["verdict"], r["kind"]) == (code, verdict, "Pod")
     assert text in r["message"], r["message"]
+
+
+def test_the_whole_helm_template_output_of_the_production_stack_chart(capsys: pytest.CaptureFixture[str]) -> None:
+    # ServiceAccount, Secret, Role, RoleBinding, two Services and the router Deployment are not listed
+    code, results = check(capsys, str(FIXTURES / "production-stack-helm-template.yaml"))
+    assert code == 1
+    assert [(r["kind"], r["name"], r["verdict"]) for r in results] == [
+        ("Deployment", "default/vllm-llama3-deployment-vllm", "DoesNotFit")
+    ]

@@ -389,9 +389,10 @@ def test_fingerprint_ignores_replicas_and_labels() -> None:
     ra, rb = read_workload(a), read_workload(b)
     assert ra is not None and rb is not None and ra.fingerprint == rb.fingerprint
     c = copy.deepcopy(a)
-    c["spec"]["template"]["spec"]["containers"][0]["command"][6] = "65536"  # --max-model-len
+    command = c["spec"]["template"]["spec"]["containers"][0]["command"]
+    command[command.index("--max-model-len") + 1] = "65536"
     rc = read_workload(c)
-    assert rc is not None and rc.fingerprint != ra.fingerprint
+    assert rc is not None and rc.fingerprint != ra.fingerprint and rc.serving["maxModelLen"] == 65536
 
 
 def test_extra_pod_template_path_for_other_crds() -> None:
