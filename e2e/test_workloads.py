@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,15 @@ SECOND_H100 = ("e2e-h100-b", NODES[0][1], NODES[0][2])  # an LWS group of 2 pods
 
 def fixture(name: str) -> dict[str, Any]:
     return copy.deepcopy(next(d for d in yaml.safe_load_all((FIXTURES / name).read_text()) if d))
+
+
+def webhook_listening(port: int) -> bool:
+    """Whether the operator's webhook server accepts connections (kopf starts it after the readiness probe)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def chart_deployment(product: str) -> dict[str, Any]:
@@ -75,6 +85,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     env = {"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WORKLOAD_AUDIT_SECONDS": "1"}
     op = Operator(kube, workdir, managed=None, extra_env=env)
     op.start()
+    kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
     # the chart's webhook entries, in url mode at this operator
     rendered = kube.helm(
         "template",

@@ -20,6 +20,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -55,20 +56,24 @@ class ReadingCache:
 
     @staticmethod
     def key(body: Any) -> str:
-        """The engine-relevant part of an object: kind and spec minus replicas."""
+        """The engine-relevant part of an object: kind and spec minus replicas (not its name)."""
         spec = {k: v for k, v in dict(body.get("spec") or {}).items() if k not in ("replicas", "minReplicas")}
-        meta = body.get("metadata") or {}
-        return json.dumps(
-            [body.get("kind"), meta.get("namespace"), meta.get("name"), spec], sort_keys=True, default=str
-        )
+        # Not sorted: the API server writes an object's keys in a stable order, and a different order
+        # only costs a second reading, never a wrong one (a third of the time of sort_keys on a pod spec).
+        return json.dumps([body.get("kind"), spec], separators=(",", ":"), default=str)
 
     def read(self, body: Any) -> Reading | None:
         """The reading of ``body``, from the cache when its engine-relevant part was read before."""
         key = self.key(body)
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
         if key in self._entries:
             self._entries.move_to_end(key)
-            return self._entries[key]
-        reading = read_workload(json.loads(json.dumps(dict(body), default=str)))
+            hit = self._entries[key]
+            if hit is None or (hit.namespace, hit.name) == (namespace, name):
+                return hit
+            return replace(hit, namespace=namespace, name=name)
+        reading = read_workload({"kind": body.get("kind"), "metadata": dict(meta), "spec": body.get("spec")})
         self._entries[key] = reading
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -105,7 +110,7 @@ async def validate_workload(
     reading = _READINGS.read(body)
     if reading is None:  # runs no vLLM server
         return
-    if old is not None and _READINGS.read(old) == reading:  # replicas, labels, annotations: nothing to size
+    if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
         metrics.admission.labels("unchanged").inc()
         return
     verdict = await evaluate_workload(

@@ -54,9 +54,21 @@ def to_spec(reading: Reading, mode: str = "enforce") -> ModelDeploymentSpec:
     Raises:
         SpecError: a value the ModelDeployment schema refuses (``tensorParallelSize: 128``).
     """
+    key = (reading.fingerprint, mode)
+    hit = _SPECS.get(key) if reading.fingerprint else None
+    if hit is not None:
+        return hit
     raw = reading.spec()
     raw["policy"] = {"onMisfit": "Reject" if mode == "enforce" else "Warn"}
-    return parse_spec(raw)
+    spec = parse_spec(raw)
+    if len(_SPECS) > 4096:
+        _SPECS.clear()
+    _SPECS[key] = spec
+    return spec
+
+
+#: Specs by (reading fingerprint, mode): a rollout re-applies the same pod template many times.
+_SPECS: dict[tuple[str, str], ModelDeploymentSpec] = {}
 
 
 def before_sizing(reading: Reading) -> Evaluation | None:
