@@ -186,3 +186,27 @@ def test_the_whole_helm_template_output_of_the_production_stack_chart(capsys: py
     assert [(r["kind"], r["name"], r["verdict"]) for r in results] == [
         ("Deployment", "default/vllm-llama3-deployment-vllm", "DoesNotFit")
     ]
+
+
+def test_model_deployment_nodes_per_replica() -> None:
+    """placement.nodesPerReplica: a replica of TP 8 x PP 2 spans 2 nodes of 8 GPUs, and needs 2 such nodes."""
+    from fitgate.operator.api import parse_spec  # noqa: PLC0415
+    from fitgate.operator.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.inventory import parse_node  # noqa: PLC0415
+    from tests.conftest import model  # noqa: PLC0415
+    from tests.test_operator import H100  # noqa: PLC0415
+
+    second = {**H100, "metadata": {**H100["metadata"], "name": "h100-1"}}
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-405B"},
+        "serving": {"tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 8192},
+        "placement": {"nodesPerReplica": 2},
+    }
+    llama = model("meta-llama/Llama-3.1-405B")
+    two = evaluate(parse_spec(spec), llama, [*parse_node(H100), *parse_node(second)])
+    assert two.verdict.value == "Fits", two.message
+    one = evaluate(parse_spec(spec), llama, parse_node(H100))
+    assert one.verdict.value == "DoesNotFit" and one.reason == "NotEnoughGPUsPerNode"
+    assert "8 GPUs per node x 2 nodes but the pool has 1 nodes of 8" in one.message
+    single = evaluate(parse_spec({**spec, "placement": {}}), llama, [*parse_node(H100), *parse_node(second)])
+    assert single.reason == "NotEnoughGPUsPerNode"  # 16 GPUs on one node of 8
