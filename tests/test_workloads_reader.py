@@ -414,3 +414,37 @@ def test_extra_pod_template_path_for_other_crds() -> None:
     assert read_workload(obj) is None
     r = read_workload(obj, extra_paths={"RayService": "spec.head.template.spec"})
     assert r is not None and r.model == "Qwen/Qwen3-8B"
+
+
+def test_llm_inference_service_single_gpu() -> None:
+    # KServe sample: spec.model.uri hf://Qwen/Qwen2.5-7B-Instruct, template main container with 1 GPU
+    r = read_workload(first("llmisvc-qwen2-7b-gpu.yaml"))
+    assert r is not None and r.invalid is None and r.unknown is None
+    assert (r.kind, r.model, r.gpus_per_replica, r.pods_per_replica) == (
+        "LLMInferenceService",
+        "Qwen/Qwen2.5-7B-Instruct",
+        1,
+        1,
+    )
+    assert parse_spec(r.spec()).model.name == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -> None:
+    # KServe sample: parallelism data 16 / dataLocal 8 / tensor 1, a worker, 8 GPUs per pod, and engine
+    # flags in VLLM_ADDITIONAL_ARGS
+    r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    assert r is not None and r.invalid is None
+    assert r.model == "Qwen/Qwen3-Coder-30B-A3B-Instruct"
+    assert r.serving == {"tensorParallelSize": 1, "gpuMemoryUtilization": 0.85, "maxModelLen": 8192}
+    assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 16, 16, 16)
+    assert r.gpu_shortfall() is None
+    assert any("--enforce-eager" in n for n in r.notes)
+    short = copy.deepcopy(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    short["spec"]["worker"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    short["spec"]["template"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    rs = read_workload(short)
+    assert rs is not None
+    assert rs.gpu_shortfall() == (
+        "vLLM needs 16 GPUs (TP 1 x PP 1 x DP 16) but its 2 pods ask for 8 nvidia.com/gpu in all; "
+        "set nvidia.com/gpu: 8 on each pod"
+    )

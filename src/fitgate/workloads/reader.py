@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -465,7 +466,8 @@ def _reading(
                 more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
                 continue
             serving[fld] = _convert(flag, value, conv)
-        dp_text = flags.get("--data-parallel-size-local", flags.get("--data-parallel-size", "1"))
+        # the data-parallel ranks of one replica, over all its pods (-local: those of one pod)
+        dp_text = flags.get("--data-parallel-size", flags.get("--data-parallel-size-local", "1"))
         dp = _convert("--data-parallel-size", dp_text, "int")
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
@@ -552,17 +554,26 @@ def _kserve_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str
 
 
 def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
-    """A KServe LLMInferenceService: ``spec.model.uri``, ``spec.parallelism`` and ``spec.template``."""
+    """A KServe LLMInferenceService: ``spec.model.uri``, ``spec.parallelism``, ``spec.template`` and ``spec.worker``.
+
+    The controller writes the ``vllm serve`` command; the template's ``main`` container holds the GPU
+    limit, its ``args`` and ``VLLM_ADDITIONAL_ARGS`` (engine flags the default configuration appends).
+    With a ``worker``, a replica is ``data / dataLocal`` pods (else one per pipeline stage).
+    """
     meta = _dict(obj.get("metadata"))
     spec = _dict(obj.get("spec"))
     template = _dict(spec.get("template"))
     uri = str(_dict(spec.get("model")).get("uri") or "")
     par = _dict(spec.get("parallelism"))
-    extra = {}
-    if par.get("tensor"):
-        extra["--tensor-parallel-size"] = str(par["tensor"])
-    if par.get("pipeline"):
-        extra["--pipeline-parallel-size"] = str(par["pipeline"])
+    extra: dict[str, str] = {}
+    for key, flag in (
+        ("tensor", "--tensor-parallel-size"),
+        ("pipeline", "--pipeline-parallel-size"),
+        ("data", "--data-parallel-size"),
+        ("dataLocal", "--data-parallel-size-local"),
+    ):
+        if isinstance(par.get(key), int) and not isinstance(par.get(key), bool):
+            extra[flag] = str(par[key])
     containers = [_dict(c) for c in _list(template.get("containers"))]
     main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
     env = container_env(main.get("env"))
@@ -570,12 +581,23 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     if found is None:  # the controller supplies `vllm serve`; the template holds resources and args
         engine = parse_engine_argv("LLMInferenceService", [str(a) for a in _list(main.get("args"))])
         found = _Found(main, template, engine, env)
+    additional = env.get("VLLM_ADDITIONAL_ARGS", "")
+    if additional:
+        try:
+            words = shlex.split(additional)
+        except ValueError as exc:
+            raise WorkloadError(f"container {main.get('name')}: env VLLM_ADDITIONAL_ARGS: {exc}") from None
+        extra.update(parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags)
     name = uri[len("hf://") :] if uri.startswith("hf://") else None
     pods = 1
     notes: tuple[str, ...] = ()
     if spec.get("worker"):
-        pods = max(1, int(par.get("pipeline") or 1))
-        notes = ("multi-node LLMInferenceService: one node per pipeline stage assumed",)
+        data, local = par.get("data"), par.get("dataLocal")
+        if isinstance(data, int) and isinstance(local, int) and local > 0:
+            pods = max(1, -(-data // local))
+        else:
+            pods = max(1, int(par.get("pipeline") or 1))
+            notes = ("multi-node LLMInferenceService: one node per pipeline stage assumed",)
     _, per_pod = _gpu_limit(found.container)
     reading = _reading(
         "LLMInferenceService",
