@@ -167,7 +167,7 @@ def decide_workload(
     try:
         spec = to_spec(reading, mode)
     except SpecError:  # the reading could not be sized (an unknown setting): decided as Unknown
-        spec = to_spec(replace(reading, serving={}, model=reading.model or "unknown"), mode)
+        spec = to_spec(replace(reading, serving={}, model=reading.model or "unknown", fingerprint=""), mode)
     outcome = decide(spec, ev, unknown_policy, dryrun=dryrun)
     if ev.verdict is Verdict.DOES_NOT_FIT:
         warnings = (text,) if outcome.allowed else ()
