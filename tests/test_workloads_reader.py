@@ -448,3 +448,52 @@ def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -
         "vLLM needs 16 GPUs (TP 1 x PP 1 x DP 16) but its 2 pods ask for 8 nvidia.com/gpu in all; "
         "set nvidia.com/gpu: 8 on each pod"
     )
+
+
+# kaito-project/kaito@cfad92e8e9bba2f5f1d0537a3583d487a96366bc:pkg/workspace/inference/preset_inferences_test.go,
+# the commands KAITO's controller writes ("test-model-download-a100/vllm" and "test-model-download-distributed/vllm")
+KAITO_SINGLE = (
+    "python3 /workspace/vllm/inference_api.py --gpu-memory-utilization=0.84 --max-model-len=2048 "
+    "--tensor-parallel-size=2 --model=test-repo/test-model-a100 --code-revision=test-revision "
+    "--download-dir=/workspace/weights --kaito-config-file=/mnt/config/inference_config.yaml"
+)
+KAITO_DISTRIBUTED = (
+    'if [ "${POD_INDEX}" = "0" ]; then  --ray_cluster_size=3 --ray_port=6379; python3 /workspace/vllm/inference_api.py '
+    "--model=test-repo/test-model --code-revision=test-revision --download-dir=/workspace/weights "
+    "--gpu-memory-utilization=0.84 --max-model-len=2048 --kaito-config-file=/mnt/config/inference_config.yaml "
+    "--pipeline-parallel-size=3 --tensor-parallel-size=2; else  --ray_address=testWorkspace-0.testWorkspace-headless"
+    ".kaito.svc.cluster.local --ray_port=6379; fi"
+)
+
+
+def test_kaito_deployment() -> None:
+    r = read_workload(
+        deployment(
+            {
+                "name": "m",
+                "image": "mcr.microsoft.com/aks/kaito/kaito-base:0.4.2",
+                "command": ["/bin/sh", "-c", KAITO_SINGLE],
+                "resources": {"limits": {"nvidia.com/gpu": "2"}},
+            }
+        )
+    )
+    assert r is not None and r.how == "KAITO inference_api.py" and r.invalid is None
+    assert r.model == "test-repo/test-model-a100"
+    assert r.serving == {"gpuMemoryUtilization": 0.84, "maxModelLen": 2048, "tensorParallelSize": 2}
+    assert r.gpu_shortfall() is None
+
+
+def test_kaito_multi_node_statefulset_is_one_replica_of_its_ray_cluster() -> None:
+    sts = deployment(
+        {
+            "name": "m",
+            "image": "mcr.microsoft.com/aks/kaito/kaito-base:0.4.2",
+            "command": ["/bin/sh", "-c", KAITO_DISTRIBUTED],
+            "resources": {"limits": {"nvidia.com/gpu": "2"}},
+        }
+    )
+    sts["kind"] = "StatefulSet"
+    r = read_workload(sts)
+    assert r is not None and r.serving["pipelineParallelSize"] == 3 and r.serving["tensorParallelSize"] == 2
+    # 3 pods x 2 GPUs hold TP 2 x PP 3
+    assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (3, 6, None)

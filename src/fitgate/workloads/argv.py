@@ -55,6 +55,20 @@ BOOLEAN_FLAGS = frozenset(
 #: The module names of vLLM's OpenAI server run as ``python -m`` (the image's entrypoint before ``vllm serve``).
 API_SERVER_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
 
+#: KAITO's vLLM server, a wrapper that takes vLLM's engine flags
+#: (kaito-project/kaito@cfad92e8e9bba2f5f1d0537a3583d487a96366bc:pkg/workspace/inference/preset_inferences_test.go:
+#: `/bin/sh -c python3 /workspace/vllm/inference_api.py --...`).
+KAITO_SERVER = "/vllm/inference_api.py"
+
+_RAY_CLUSTER_SIZE = re.compile(r"--ray[_-]cluster[_-]size[= ](\d+)")
+
+
+def ray_cluster_size(words: Sequence[str]) -> int | None:
+    """The Ray cluster size a container's script starts (vLLM's multi-node-serving.sh, KAITO), if literal."""
+    m = _RAY_CLUSTER_SIZE.search(" ".join(words))
+    return int(m.group(1)) if m else None
+
+
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 _SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
 
@@ -140,6 +154,8 @@ def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
         module = words[i + 2] if base.startswith("python") and i + 2 < len(words) and words[i + 1] == "-m" else ""
         if module in API_SERVER_MODULES:
             return f"python -m {words[i + 2]}", list(words[i + 3 :])
+        if base.startswith("python") and i + 1 < len(words) and words[i + 1].endswith(KAITO_SERVER):
+            return "KAITO inference_api.py", list(words[i + 2 :])
     return None
 
 

@@ -29,6 +29,7 @@ from fitgate.workloads.argv import (
     find_engine_command,
     human_int,
     parse_engine_argv,
+    ray_cluster_size,
 )
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -476,6 +477,10 @@ def _reading(
         if name is None and unknown is None:
             name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
             more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
+        ray = ray_cluster_size([str(w) for w in _list(container.get("command")) + _list(container.get("args"))])
+        if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
+            # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
+            pods_per_replica, gpus_per_replica = ray, per_pod * ray
     except _UnknownValueError as exc:
         return _finish(base, unknown=str(exc))
     except WorkloadError as exc:
