@@ -210,3 +210,20 @@ def test_model_deployment_nodes_per_replica() -> None:
     assert "8 GPUs per node x 2 nodes but the pool has 1 nodes of 8" in one.message
     single = evaluate(parse_spec({**spec, "placement": {}}), llama, [*parse_node(H100), *parse_node(second)])
     assert single.reason == "NotEnoughGPUsPerNode"  # 16 GPUs on one node of 8
+
+
+def test_check_a_model_deployment_spanning_two_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mdep = {
+        "apiVersion": "fitgate.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "big"},
+        "spec": {
+            "model": {"name": "meta-llama/Llama-3.1-405B"},
+            "serving": {"tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 8192},
+            "placement": {"gpuProduct": "H100", "nodesPerReplica": 2},
+        },
+    }
+    path = tmp_path / "mdep.yaml"
+    path.write_text(yaml.safe_dump(mdep))
+    code, [r] = check(capsys, str(path))
+    assert code == 0 and (r["kind"], r["verdict"]) == ("ModelDeployment", "Fits"), r

@@ -89,9 +89,10 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
         decision = decide(spec, unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc)), "Warn")
         return CheckResult(source, name, "Unknown", str(exc), product, admitted=decision.allowed)
     labels = dict(spec.placement.node_selector)
-    pool = NodeGPUs("offline", labels, product, gpu, gpus_per_node)
+    nodes = spec.placement.nodes_per_replica  # a pool of as many nodes as one replica spans
+    pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(nodes)]
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})})
-    ev = evaluate(spec_offline, model, [pool], facts=facts)
+    ev = evaluate(spec_offline, model, pools, facts=facts)
     decision = decide(spec, ev, "Warn")  # the webhook's own decision
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", ev.message, product, admitted=False)
