@@ -205,8 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
         "`kubectl create configmap NAME --from-file=DIR`",
     )
 
-    k = sub.add_parser("check", help="evaluate ModelDeployment manifests offline (CI, GitOps); exit 1 on DoesNotFit")
-    k.add_argument("files", nargs="+", help="YAML files with ModelDeployment documents ('-' for stdin)")
+    k = sub.add_parser(
+        "check", help="evaluate ModelDeployments and vLLM workloads offline (CI, GitOps); exit 1 on DoesNotFit"
+    )
+    k.add_argument(
+        "files",
+        nargs="+",
+        help="YAML files ('-' for stdin): ModelDeployments and vLLM Deployments, StatefulSets, ReplicaSets, Jobs, "
+        "Pods, LeaderWorkerSets, KServe InferenceServices / LLMInferenceServices (multi-document, kind: List, "
+        "helm template output)",
+    )
     k.add_argument("--gpu", help="evaluate on this GPU (default: each manifest's placement.gpuProduct)")
     k.add_argument("--gpus-per-node", type=_int, default=8, help="GPUs per node of that pool (default 8)")
     k.add_argument("--output", "-o", choices=("text", "json"), default="text")

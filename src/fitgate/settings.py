@@ -128,6 +128,16 @@ VARIABLES: tuple[Variable, ...] = (
         str(4 * 1024 * 1024),
         "Most bytes one /metrics response may hold after decompression (65536-67108864).",
     ),
+    Variable(
+        "FITGATE_WORKLOAD_WEBHOOK",
+        "0",
+        "`1`: serve the vLLM workload webhook (chart `workloadWebhook.enabled`); ignored with a managed configuration.",
+    ),
+    Variable(
+        "FITGATE_WORKLOAD_AUDIT_SECONDS",
+        "0",
+        "Seconds between audits of the vLLM workloads of opted-in namespaces (0: no audit).",
+    ),
 )
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 
@@ -148,14 +158,21 @@ class _Env:
     def flag(self, name: str) -> bool:
         return self.text(name).strip().lower() in _TRUE
 
-    def number(self, name: str, low: float = 0.0) -> float:
+    def number(self, name: str, low: float = 0.0, *, zero_allowed: bool = False) -> float:
         text = self.text(name)
         try:
-            value = float(text)
+            value = float(text.strip() or _DEFAULTS[name])
         except ValueError:
             value = float("nan")
+        if zero_allowed and value == 0:
+            return 0.0
         if not value > low or value == float("inf"):
-            raise SettingsError(name, text, f"a number of seconds above {low:g}")
+            expected = (
+                f"0 (off) or a number of seconds above {low:g}"
+                if zero_allowed
+                else f"a number of seconds above {low:g}"
+            )
+            raise SettingsError(name, text, expected)
         return value
 
     def whole(self, name: str, low: int, high: int, unit: str) -> int:
@@ -265,6 +282,8 @@ class OperatorConfig:
         gpu_hour_prices: ``FITGATE_GPU_HOUR_PRICES`` as written (checked against the GPU catalog when the
             operator starts), for status.observed.usdPerRequest.
         scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe).
+        workload_webhook: Serve the vLLM workload webhook paths (Deployments, LeaderWorkerSets, ...).
+        workload_audit_s: Seconds between audits of existing vLLM workloads (0: off).
     """
 
     webhook_port: int = 9443
@@ -287,6 +306,8 @@ class OperatorConfig:
     gpu_hour_prices: str = ""
     scrape_timeout_s: float = 5.0
     scrape_max_bytes: int = 4 * 1024 * 1024
+    workload_webhook: bool = False
+    workload_audit_s: float = 0.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -313,6 +334,8 @@ class OperatorConfig:
             gpu_hour_prices=env.text("FITGATE_GPU_HOUR_PRICES").strip(),
             scrape_timeout_s=env.whole("FITGATE_SCRAPE_TIMEOUT_SECONDS", 1, 60, "whole seconds"),
             scrape_max_bytes=env.whole("FITGATE_SCRAPE_MAX_BYTES", 64 * 1024, 64 * 1024 * 1024, "bytes"),
+            workload_webhook=env.flag("FITGATE_WORKLOAD_WEBHOOK"),
+            workload_audit_s=env.number("FITGATE_WORKLOAD_AUDIT_SECONDS", low=0.0, zero_allowed=True),
         )
 
 

@@ -155,6 +155,14 @@ class Placement(_Spec):
         alias="nodeSelector",
         description="Node labels the nodes must carry, as in a Pod's nodeSelector. Default: none.",
     )
+    nodes_per_replica: int = Field(
+        default=1,
+        alias="nodesPerReplica",
+        ge=1,
+        le=64,
+        description="Nodes one replica spans (multi-node serving, e.g. a LeaderWorkerSet group): each node "
+        "holds tensorParallelSize x pipelineParallelSize / nodesPerReplica GPUs. Default: 1.",
+    )
 
 
 class Policy(_Spec):

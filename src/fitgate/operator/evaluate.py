@@ -192,7 +192,8 @@ def evaluate(
         )
     serving = serving_config(spec)
     workload = workload_of(spec)
-    need = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
+    nodes = spec.placement.nodes_per_replica
+    need = -(-spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size // nodes)  # GPUs per node
     if not pools:
         where = spec.placement.gpu_product or "any GPU"
         if spec.placement.node_selector:
@@ -204,14 +205,15 @@ def evaluate(
         )
     results: list[PoolResult] = []
     for pool in pools:
-        if pool.gpus_per_node < need:
+        if pool.gpus_per_node < need or len(pool.nodes) < nodes:
+            per = f"{need} GPUs per node x {nodes} nodes" if nodes > 1 else f"{need} GPUs per replica (TP x PP)"
             results.append(
                 PoolResult(
                     pool,
                     Verdict.DOES_NOT_FIT,
                     None,
                     ReasonCode.NOT_ENOUGH_GPUS_PER_NODE,
-                    f"{pool.product}: {need} GPUs per replica (TP x PP) but nodes have {pool.gpus_per_node}",
+                    f"{pool.product}: {per} but the pool has {len(pool.nodes)} nodes of {pool.gpus_per_node}",
                 )
             )
             continue

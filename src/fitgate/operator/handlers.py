@@ -19,6 +19,7 @@ import kopf
 
 from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
+from fitgate.operator import workload_handlers  # noqa: F401 - registers the vLLM workload webhook
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory

@@ -109,6 +109,12 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self.workload_verdict = Gauge(
+            "fitgate_workload_verdict",
+            "1 for the current verdict of a vLLM workload (Deployment, LeaderWorkerSet, ...) the audit read, else 0",
+            ["namespace", "kind", "name", "verdict"],
+            registry=self.registry,
+        )
         self.ready = False
         self._runner: web.AppRunner | None = None
 
@@ -170,6 +176,15 @@ class Metrics:
             self.kv_usage,
             self.preemptions,
         )
+
+    def observe_workload(self, namespace: str, kind: str, name: str, verdict: str | None) -> None:
+        """Record a workload's verdict (None: it is gone, or no longer opted in: drop its series)."""
+        for v in VERDICTS:
+            if verdict is None:
+                with contextlib.suppress(KeyError):
+                    self.workload_verdict.remove(namespace, kind, name, v)
+            else:
+                self.workload_verdict.labels(namespace, kind, name, v).set(1 if v == verdict else 0)
 
     def exposition(self) -> bytes:
         """The Prometheus text format."""

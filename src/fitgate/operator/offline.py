@@ -19,7 +19,12 @@ from fitgate.operator.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.operator.evaluate import evaluate, unknown
 from fitgate.operator.inventory import NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, decide
-from fitgate.sizing import ReasonCode, SizingError, find_gpu
+from fitgate.operator.workloads import evaluate_reading, finish
+from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
+from fitgate.workloads import configmaps_of, read_workload
+
+#: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
+_PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class CheckResult:
     message: str
     gpu: str | None = None
     admitted: bool | None = None  # what the webhook would answer (None: not evaluated)
+    kind: str = KIND
 
     def line(self) -> str:
         """One line for the terminal."""
@@ -41,6 +47,7 @@ class CheckResult:
         """JSON form."""
         return {
             "source": self.source,
+            "kind": self.kind,
             "name": self.name,
             "verdict": self.verdict,
             "gpu": self.gpu,
@@ -52,7 +59,10 @@ class CheckResult:
 def _documents(path: str) -> Iterable[tuple[str, Any]]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     for i, doc in enumerate(yaml.safe_load_all(text)):
-        if doc is not None:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
+                yield f"{path}#{i}.items[{j}]", item
+        elif doc is not None:
             yield f"{path}#{i}", doc
 
 
@@ -79,9 +89,10 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
         decision = decide(spec, unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc)), "Warn")
         return CheckResult(source, name, "Unknown", str(exc), product, admitted=decision.allowed)
     labels = dict(spec.placement.node_selector)
-    pool = NodeGPUs("offline", labels, product, gpu, gpus_per_node)
+    nodes = spec.placement.nodes_per_replica  # a pool of as many nodes as one replica spans
+    pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(nodes)]
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})})
-    ev = evaluate(spec_offline, model, [pool], facts=facts)
+    ev = evaluate(spec_offline, model, pools, facts=facts)
     decision = decide(spec, ev, "Warn")  # the webhook's own decision
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", ev.message, product, admitted=False)
@@ -91,14 +102,58 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
 def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int = 8) -> list[CheckResult]:
     """The verdict on every ModelDeployment in ``files``."""
     results = []
+    read: list[tuple[str, Any]] = []
     for path in files:
         try:
-            docs = list(_documents(path))
+            read.extend(_documents(path))
         except (OSError, yaml.YAMLError) as exc:
             results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
-            continue
-        for source, doc in docs:
-            result = check_document(source, doc, gpu_name, gpus_per_node)
-            if result is not None:
-                results.append(result)
+    configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
+    for source, doc in read:
+        result = check_document(source, doc, gpu_name, gpus_per_node) or check_workload(
+            source, doc, gpu_name, gpus_per_node, configmaps
+        )
+        if result is not None:
+            results.append(result)
     return results
+
+
+def check_workload(
+    source: str, doc: Any, gpu_name: str | None, gpus_per_node: int, configmaps: dict[str, dict[str, str]]
+) -> CheckResult | None:
+    """The verdict on a vLLM workload (Deployment, LeaderWorkerSet, ...); None for anything else.
+
+    The GPU is ``--gpu``, else the product label the workload's nodeSelector or required node affinity
+    names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs.
+    """
+    reading = read_workload(doc, configmaps)
+    if reading is None:
+        return None
+    name = f"{reading.namespace}/{reading.name}"
+    if reading.invalid is not None:
+        return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
+    product = gpu_name or next((reading.node_selector[k] for k in _PRODUCT_LABELS if k in reading.node_selector), None)
+    gpu = find_gpu(product) if product else None
+    model = facts = None
+    if reading.unknown is None and reading.gpu_shortfall() is None:
+        if not product:
+            msg = "no GPU to check against: pass --gpu or select nodes by nvidia.com/gpu.product"
+            return CheckResult(source, name, "Unknown", msg, kind=reading.kind)
+        if gpu is None:
+            msg = f"GPU {product!r} is not in the catalog (see `fitgate gpus`)"
+            return CheckResult(source, name, "Invalid", msg, kind=reading.kind)
+        try:
+            facts = resolve(reading.model or "", reading.revision)
+            model = to_model_input(facts)
+        except (CheckpointError, SizingError) as exc:
+            ev = unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc))
+            return CheckResult(source, name, "Unknown", finish(reading, ev).message, product, True, reading.kind)
+    pools = []
+    if gpu is not None and product:
+        labels = dict(reading.node_selector)
+        pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(reading.pods_per_replica)]
+    verdict = evaluate_reading(reading, model, pools, facts=facts)
+    if verdict.invalid:
+        return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)
+    admitted = verdict.verdict is not Verdict.DOES_NOT_FIT
+    return CheckResult(source, name, verdict.verdict.value, verdict.message, product, admitted, reading.kind)

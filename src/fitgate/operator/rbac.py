@@ -65,3 +65,16 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
         peerings = "kopfpeerings" if namespaced else "clusterkopfpeerings"
         verbs.setdefault(("kopf.dev", peerings), set()).update({"get", "list", "watch", "patch"})
     return sorted(Rule(group, resource, tuple(sorted(v))) for (group, resource), v in verbs.items())
+
+
+def workload_audit_rules() -> list[Rule]:
+    """What the workload audit (:mod:`fitgate.operator.audit`) calls, on top of :func:`required_rules`.
+
+    It lists the opted-in namespaces and, in them, the kinds of :data:`fitgate.operator.audit.AUDITED`,
+    and merge-patches their annotations; Events are already granted. ConfigMaps are not read.
+    """
+    from fitgate.operator.audit import AUDITED  # noqa: PLC0415
+
+    rules = [Rule("", "namespaces", ("list",))]
+    rules += [Rule(group, plural, ("list", "patch")) for group, _version, plural, _kind in AUDITED]
+    return sorted(rules)

@@ -38,3 +38,7 @@ class ReasonCode(StrEnum):
     NO_GPU_INVENTORY = "NoGPUInventory"
     NO_MATCHING_GPU_POOL = "NoMatchingGPUPool"
     NOT_ENOUGH_GPUS_PER_NODE = "NotEnoughGPUsPerNode"
+    # A vLLM workload (Deployment, LeaderWorkerSet, ...): its pods ask for fewer GPUs than TP x PP, or a
+    # setting cannot be known (a variable from a Secret, a --config file outside the manifests read)
+    GPU_LIMIT_BELOW_PARALLELISM = "GPULimitBelowParallelism"
+    WORKLOAD_SETTINGS_UNKNOWN = "WorkloadSettingsUnknown"

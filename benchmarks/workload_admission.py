@@ -1,0 +1,146 @@
+"""Admission of a vLLM Deployment vs a ModelDeployment review of the same model and settings.
+
+Starts the loopback control plane, GPU nodes and a real `fitgate operator` (workload webhook on), then
+POSTs, alternating, an AdmissionReview of the vLLM production-stack chart's engine Deployment (its real
+`helm template` output, tests/fixtures/workloads, on H100: it fits) to ``/workloads-enforce`` and of the
+ModelDeployment the reader turns it into to ``/fit``, each object with a new name (as separate applies).
+One client, keep-alive, latency measured at the client. Target: the Deployment adds <= 1 ms at p50.
+
+Usage: python benchmarks/workload_admission.py [--requests N]
+Ends with one JSON line: {"modeldeployment_p50_ms": ..., "deployment_p50_ms": ..., "added_p50_ms": ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import socket
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from e2e import cluster, tools
+from e2e.conftest import Kube
+from e2e.operator_process import Operator, admission_review
+from e2e.test_operator import NODES, node_manifest
+
+from fitgate.workloads import read_workload
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests" / "fixtures" / "workloads" / "production-stack-deployment.yaml"
+
+
+def webhook_listening(port: int) -> bool:
+    """Whether the operator's webhook server accepts connections (kopf starts it after the readiness probe)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def deployment() -> dict[str, Any]:
+    """The chart's engine Deployment, its node affinity on the H100 pool (where it fits)."""
+    d: dict[str, Any] = yaml.safe_load(FIXTURE.read_text())
+    terms = d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["NVIDIA-H100-80GB-HBM3"]
+    return d
+
+
+def deployment_review(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    """An AdmissionReview of a Deployment CREATE, as the API server sends it."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["name"] = name
+    review = admission_review({}, name)
+    kind = {"group": "apps", "version": "v1", "kind": "Deployment"}
+    resource = {"group": "apps", "version": "v1", "resource": "deployments"}
+    review["request"].update(
+        kind=kind, requestKind=kind, resource=resource, requestResource=resource, object=obj, name=name
+    )
+    return review
+
+
+async def run(base: str, ca: Path, requests: int) -> tuple[list[float], list[float]]:
+    obj = deployment()
+    reading = read_workload(obj)
+    assert reading is not None
+    spec = reading.spec()
+    context = ssl.create_default_context(cafile=str(ca))
+    md: list[float] = []
+    dep: list[float] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=1)) as session:
+        for i in range(requests):
+            name = f"bench-{uuid.uuid4().hex[:8]}"
+            for path, body, out in (
+                ("/fit", admission_review(spec, name), md),
+                ("/workloads-enforce", deployment_review(obj, name), dep),
+            )[:: 1 if i % 2 else -1]:
+                start = time.perf_counter()
+                async with session.post(base + path, json=body) as response:
+                    payload = await response.json()
+                out.append((time.perf_counter() - start) * 1000)
+                answer = payload["response"]
+                assert answer["allowed"], answer
+                assert "patch" not in answer  # never mutating
+    return md, dep
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1000)
+    args = parser.parse_args()
+    cluster.build()
+    bin_dir = tools.install()
+    with tempfile.TemporaryDirectory() as tmp:
+        cp = cluster.ControlPlane(Path(tmp) / "cp").start()
+        kube = Kube(cp.kubeconfig, bin_dir, cp)
+        op = None
+        try:
+            kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
+            kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
+            for name, labels, allocatable in NODES:
+                kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+            workdir = Path(tmp) / "op"
+            workdir.mkdir()
+            env = {"FITGATE_WORKLOAD_WEBHOOK": "1"}
+            op = Operator(kube, workdir, resync_s=600, verbose=False, managed=None, extra_env=env)
+            op.start()
+            kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
+            base = f"https://127.0.0.1:{op.webhook_port}"
+            asyncio.run(run(base, workdir / "ca.crt", 10))  # warm the checkpoint cache
+            md, dep = asyncio.run(run(base, workdir / "ca.crt", args.requests))
+            p50_md, p50_dep = statistics.median(md), statistics.median(dep)
+            print(
+                json.dumps(
+                    {
+                        "requests": len(md),
+                        "modeldeployment_p50_ms": round(p50_md, 3),
+                        "deployment_p50_ms": round(p50_dep, 3),
+                        "added_p50_ms": round(p50_dep - p50_md, 3),
+                        "modeldeployment_p99_ms": round(sorted(md)[int(0.99 * (len(md) - 1))], 3),
+                        "deployment_p99_ms": round(sorted(dep)[int(0.99 * (len(dep) - 1))], 3),
+                    }
+                ),
+                flush=True,
+            )
+        finally:
+            if op is not None:
+                op.stop()
+            cp.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,259 @@
+"""vLLM workloads end to end: the real API server, the chart's workload webhook entries, the real operator.
+
+The webhook configuration is the chart's own (``helm template`` in url mode pointing at the operator on
+127.0.0.1); the LeaderWorkerSet and KServe CRDs are the published ones (e2e/crds/SOURCE.md). The
+workloads are the real manifests of tests/fixtures/workloads (SOURCE.md there): the vLLM production-stack
+chart's Deployment (rendered with helm, tests/fixtures/workloads/SOURCE.md), vLLM's LWS example,
+KServe's huggingface-runtime example, plus a Pod and a StatefulSet.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.conftest import Kube
+from e2e.operator_process import Operator
+from e2e.test_operator import NODES, node_manifest
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[1]
+CRDS = Path(__file__).parent / "crds"
+FIXTURES = REPO / "tests" / "fixtures" / "workloads"
+CHART = REPO / "charts" / "fitgate"
+VWC = "fitgate-e2e-workloads"
+
+SECOND_H100 = ("e2e-h100-b", NODES[0][1], NODES[0][2])  # an LWS group of 2 pods needs 2 nodes
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return copy.deepcopy(next(d for d in yaml.safe_load_all((FIXTURES / name).read_text()) if d))
+
+
+def webhook_listening(port: int) -> bool:
+    """Whether the operator's webhook server accepts connections (kopf starts it after the readiness probe)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def chart_deployment(product: str) -> dict[str, Any]:
+    """The production-stack engine Deployment, its required node affinity on ``product``."""
+    d = fixture("production-stack-deployment.yaml")
+    d["metadata"].pop("namespace", None)
+    affinity = d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms[0]["matchExpressions"][0]["values"] = [product]
+    return d
+
+
+def lws(size: int) -> dict[str, Any]:
+    """vLLM's LWS example, serving the 405B base model of the built-in catalog (the example: -Instruct)."""
+    obj = fixture("lws-vllm-gpu.yaml")
+    text = json.dumps(obj).replace("Llama-3.1-405B-Instruct", "Llama-3.1-405B")
+    obj = json.loads(text)
+    obj["spec"]["leaderWorkerTemplate"]["size"] = size
+    return obj
+
+
+def apply(kube: Kube, namespace: str, obj: dict[str, Any], check: bool = True) -> Any:
+    return kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(obj), check=check)
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    if kube.control_plane is None:
+        pytest.skip("runs the webhook on 127.0.0.1: needs the loopback control plane")
+    lws_crd = gzip.decompress((CRDS / "leaderworkerset.x-k8s.io_leaderworkersets.yaml.gz").read_bytes()).decode()
+    kube.kubectl("create", "-f", "-", stdin=lws_crd, check=False)  # too big for client-side apply
+    kube.kubectl("apply", "-f", str(CRDS / "serving.kserve.io_inferenceservices.yaml"))
+    for crd in ("leaderworkersets.leaderworkerset.x-k8s.io", "inferenceservices.serving.kserve.io"):
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    for name, labels, allocatable in [*NODES, SECOND_H100]:
+        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    workdir = tmp_path_factory.mktemp("workloads")
+    env = {"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WORKLOAD_AUDIT_SECONDS": "1"}
+    op = Operator(kube, workdir, managed=None, extra_env=env)
+    op.start()
+    kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
+    # the chart's webhook entries, in url mode at this operator
+    rendered = kube.helm(
+        "template",
+        "fitgate",
+        str(CHART),
+        "--set",
+        "workloadWebhook.enabled=true",
+        "--set",
+        f"webhook.url=https://127.0.0.1:{op.webhook_port}",
+        "--set-file",
+        f"webhook.caBundle={workdir / 'ca.crt'}",
+    ).stdout
+    (vwc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    vwc["metadata"] = {"name": VWC}
+    vwc["webhooks"] = [w for w in vwc["webhooks"] if w["name"].startswith("workloads-")]
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps(vwc))
+    try:
+        yield op
+    finally:
+        op.stop()
+        kube.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
+
+
+def labelled(kube: Kube, namespace: str, mode: str) -> str:
+    kube.kubectl("label", "namespace", namespace, f"fitgate.io/validate={mode}")
+    return namespace
+
+
+def annotations(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, str]:
+    return dict(kube.get(kind, name, "-n", namespace)["metadata"].get("annotations") or {})
+
+
+def wait_annotated(kube: Kube, namespace: str, kind: str, name: str, verdict: str) -> dict[str, str]:
+    return kube.wait_for(
+        lambda: (a := annotations(kube, namespace, kind, name)).get("fitgate.io/verdict") == verdict and a,
+        timeout=30,
+        what=f"{kind} {name} annotated {verdict}",
+    )
+
+
+def test_enforce_denies_the_production_stack_deployment_on_l4_with_numbers_and_fix(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    result = apply(kube, ns, chart_deployment("NVIDIA-L4"), check=False)
+    assert result.returncode != 0
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in result.stderr, result.stderr
+    assert "smallest fix: change `--kv-cache-dtype auto` to `--kv-cache-dtype fp8`" in result.stderr
+    assert kube.kubectl("get", "deployment", "-n", ns, "-o", "name").stdout.strip() == ""
+
+
+def test_enforce_admits_a_fit_and_the_audit_annotates_it_and_posts_an_event(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    fits = chart_deployment("NVIDIA-H100-80GB-HBM3")
+    result = apply(kube, ns, fits)
+    assert "Warning" not in result.stderr, result.stderr
+    name = fits["metadata"]["name"]
+    got = wait_annotated(kube, ns, "deployment", name, "Fits")
+    assert "--max-model-len" in got["fitgate.io/recommended-args"]
+    spec = kube.get("deployment", name, "-n", ns)["spec"]["template"]["spec"]["containers"][0]
+    assert spec["command"] == fits["spec"]["template"]["spec"]["containers"][0]["command"]  # never mutated
+    events = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")["items"]
+    assert [(e["reason"], e["source"]["component"]) for e in events] == [("Fits", "fitgate")]  # posted first
+    metric = f'fitgate_workload_verdict{{kind="Deployment",name="{name}",namespace="{ns}",verdict="Fits"}} 1.0'
+    kube.wait_for(lambda: metric in operator.metrics(), timeout=15, what="the workload metric")
+    # a replicas-only change is admitted without sizing again
+    kube.kubectl("scale", "deployment", name, "-n", ns, "--replicas=3")
+    assert 'fitgate_admission_requests_total{result="unchanged"}' in operator.metrics()
+
+
+def test_lws_example_fits_on_two_nodes_and_a_group_of_one_is_denied(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    apply(kube, ns, lws(2))
+    wait_annotated(kube, ns, "leaderworkerset", "vllm", "Fits")
+    short = lws(1)
+    short["metadata"]["name"] = "vllm-short"
+    result = apply(kube, ns, short, check=False)
+    assert result.returncode != 0
+    assert "vLLM needs 16 GPUs (TP 8 x PP 2) but container vllm-leader asks for 8 nvidia.com/gpu" in result.stderr
+
+
+def test_kserve_inference_service_misfit_is_denied(kube: Kube, operator: Operator, namespace: str) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    isvc = fixture("kserve-huggingface-llama3.yaml")
+    model = isvc["spec"]["predictor"]["model"]
+    model["args"] = ["--model_name=llama3", "--model_id=meta-llama/Llama-3.1-8B-Instruct", "--max-model-len=131072"]
+    isvc["spec"]["predictor"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-L4"}
+    result = apply(kube, ns, isvc, check=False)
+    assert result.returncode != 0 and "InferenceService" in result.stderr and "131072-token request" in result.stderr
+    model["args"][-1] = "--max-model-len=8192"
+    apply(kube, ns, isvc)
+    wait_annotated(kube, ns, "inferenceservice", "huggingface-llama3", "Fits")
+
+
+def test_pod_without_a_gpu_limit_is_denied_and_a_statefulset_that_fits_admitted(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192", "-tp", "2"],
+    }
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"}, "spec": {"containers": [container]}}
+    result = apply(kube, ns, pod, check=False)
+    assert result.returncode != 0 and "set nvidia.com/gpu: 2" in result.stderr, result.stderr
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "vllm"},
+        "spec": {
+            "serviceName": "vllm",
+            "selector": {"matchLabels": {"app": "vllm"}},
+            "template": {
+                "metadata": {"labels": {"app": "vllm"}},
+                "spec": {"containers": [{**container, "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            },
+        },
+    }
+    apply(kube, ns, sts)
+    wait_annotated(kube, ns, "statefulset", "vllm", "Fits")
+
+
+def test_warn_namespace_admits_a_misfit_with_a_warning(kube: Kube, operator: Operator, namespace: str) -> None:
+    ns = labelled(kube, namespace, "warn")
+    result = apply(kube, ns, chart_deployment("NVIDIA-L4"))
+    assert "Warning: fitgate: Deployment" in result.stderr and "smallest fix" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", "vllm-llama3-deployment-vllm", "DoesNotFit")
+
+
+def test_a_non_vllm_gpu_deployment_is_untouched(kube: Kube, operator: Operator, namespace: str) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    train = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "train"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "train"}},
+            "template": {
+                "metadata": {"labels": {"app": "train"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
+                            "command": ["torchrun", "train.py"],
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    result = apply(kube, ns, train)
+    assert "Warning" not in result.stderr
+    apply(kube, ns, chart_deployment("NVIDIA-H100-80GB-HBM3"))  # audited in the same pass
+    wait_annotated(kube, ns, "deployment", "vllm-llama3-deployment-vllm", "Fits")
+    assert not any(k.startswith("fitgate.io/") for k in annotations(kube, ns, "deployment", "train"))
+
+
+def test_webhook_down_applies_still_succeed(kube: Kube, operator: Operator, namespace: str) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    operator.stop()
+    try:
+        apply(kube, ns, chart_deployment("NVIDIA-L4"))  # failurePolicy Ignore: a misfit goes through
+    finally:
+        operator.start()

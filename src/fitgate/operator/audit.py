@@ -1,0 +1,196 @@
+"""The audit of vLLM workloads already running in opted-in namespaces.
+
+Every ``FITGATE_WORKLOAD_AUDIT_SECONDS`` (0, the default: off) the operator lists the namespaces labelled
+``fitgate.io/validate=enforce|warn``, reads their vLLM workloads (the kinds of the workload webhook),
+evaluates each on the one ModelDeployment path, writes ``fitgate.io/verdict`` and
+``fitgate.io/recommended-args`` with a merge patch of ``metadata.annotations`` (never the spec), posts an
+Event when the verdict changes and exports ``fitgate_workload_verdict{namespace,kind,name,verdict}``.
+
+:func:`audit_action` decides (pure); :class:`WorkloadAudit` does the I/O with the Kubernetes client's
+``ApiClient`` (generic paths, so that LeaderWorkerSets and KServe objects need no typed client; a kind
+whose CRD is not installed answers 404 and is skipped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fitgate.operator.logic import ARGS_ANNOTATION, VERDICT_ANNOTATION
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
+from fitgate.sizing import Verdict
+from fitgate.workloads import Reading, read_workload
+
+logger = logging.getLogger("fitgate.audit")
+
+#: What the audit lists in each opted-in namespace: (group, version, plural, kind).
+AUDITED = (
+    ("apps", "v1", "deployments", "Deployment"),
+    ("apps", "v1", "statefulsets", "StatefulSet"),
+    ("apps", "v1", "replicasets", "ReplicaSet"),
+    ("batch", "v1", "jobs", "Job"),
+    ("", "v1", "pods", "Pod"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+    ("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"),
+    ("serving.kserve.io", "v1alpha1", "llminferenceservices", "LLMInferenceService"),
+)
+
+
+@dataclass(frozen=True)
+class AuditAction:
+    """What to write for one workload."""
+
+    annotations: dict[str, str] | None  # the merge patch of metadata.annotations; None: nothing changed
+    event: tuple[str, str, str] | None  # (type, reason, message) when the verdict changed
+
+
+def audit_action(current: dict[str, str] | None, verdict: WorkloadVerdict) -> AuditAction:
+    """The annotations to write and the Event to post for a workload's new verdict."""
+    current = current or {}
+    wanted = {VERDICT_ANNOTATION: verdict.verdict.value, ARGS_ANNOTATION: verdict.recommended_args}
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    event = None
+    if current.get(VERDICT_ANNOTATION) != verdict.verdict.value:
+        kind = "Normal" if verdict.verdict is Verdict.FITS else "Warning"
+        event = (kind, verdict.verdict.value, verdict.message[:1000])
+    return AuditAction(changed or None, event)
+
+
+def _path(group: str, version: str, namespace: str, plural: str, name: str = "") -> str:
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    return f"{base}/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
+
+
+Evaluate = Callable[[Reading], Awaitable[WorkloadVerdict]]
+
+
+class WorkloadAudit:
+    """The periodic audit; ``api_client`` is a ``kubernetes.client.ApiClient`` (None: configured here)."""
+
+    def __init__(self, api_client: Any = None) -> None:
+        self._api = api_client
+        self._seen: set[tuple[str, str, str]] = set()
+
+    def _client(self) -> Any:
+        if self._api is None:
+            from kubernetes import client, config  # noqa: PLC0415 - only the operator needs the client
+
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            self._api = client.ApiClient()
+        return self._api
+
+    def _call(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None) -> Any:
+        """One REST call with the client's auth (kubernetes >= 33: param_serialize, then call_api)."""
+        api = self._client()
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        headers = {"Accept": "application/json", "Content-Type": kind}
+        verb, url, headers, data, post = api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = api.call_api(verb, url, header_params=headers, body=data, post_params=post)
+        raw = response.read()
+        if response.status == 404:
+            return None
+        if response.status >= 400:
+            text = raw.decode(errors="replace")[:300] if isinstance(raw, bytes) else str(raw)[:300]
+            raise RuntimeError(f"{method} {path}: HTTP {response.status}: {text}")
+        return json.loads(raw)
+
+    async def _request(
+        self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None
+    ) -> Any:
+        return await asyncio.to_thread(self._call, method, path, body, query)
+
+    async def namespaces(self) -> dict[str, str]:
+        """Opted-in namespace -> its mode."""
+        selector = f"{VALIDATE_KEY} in ({','.join(MODES)})"
+        listed = await self._request("GET", "/api/v1/namespaces", query=[("labelSelector", selector)])
+        out = {}
+        for ns in (listed or {}).get("items", []):
+            meta = ns.get("metadata") or {}
+            out[str(meta.get("name"))] = str((meta.get("labels") or {}).get(VALIDATE_KEY))
+        return out
+
+    async def audit_once(self, evaluate: Evaluate, metrics: Metrics) -> int:
+        """One pass over every opted-in namespace; returns the workloads evaluated."""
+        seen: set[tuple[str, str, str]] = set()
+        for namespace, ns_mode in (await self.namespaces()).items():
+            for group, version, plural, kind in AUDITED:
+                listed = await self._request("GET", _path(group, version, namespace, plural))
+                for item in (listed or {}).get("items", []):
+                    obj = {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version}
+                    meta = obj.get("metadata") or {}
+                    annotations = dict(meta.get("annotations") or {})
+                    mode = annotations.get(VALIDATE_KEY) or ns_mode
+                    if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
+                        continue
+                    reading = read_workload(obj)  # ConfigMaps are not read: a --config file is Unknown
+                    if reading is None:
+                        continue
+                    verdict = await evaluate(reading)
+                    seen.add((namespace, kind, reading.name))
+                    metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
+                    action = audit_action(annotations, verdict)
+                    path = _path(group, version, namespace, plural, reading.name)
+                    try:  # the Event first: once the annotation is written, the change is no longer seen
+                        if action.event is not None:
+                            await self._event(obj, *action.event)
+                        if action.annotations is not None:
+                            await self._request("PATCH", path, {"metadata": {"annotations": action.annotations}})
+                    except Exception as exc:  # one object must not stop the pass
+                        logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
+        for gone in self._seen - seen:
+            metrics.observe_workload(*gone, None)
+        self._seen = seen
+        return len(seen)
+
+    async def _event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.fitgate-", "namespace": meta.get("namespace")},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "source": {"component": "fitgate"},
+            "reportingComponent": "fitgate",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self._request("POST", f"/api/v1/namespaces/{meta.get('namespace')}/events", event)
+
+    async def run(self, period_s: float, evaluate: Evaluate, metrics: Metrics) -> None:
+        """Audit every ``period_s`` until cancelled; errors are logged and retried next period."""
+        while True:
+            try:
+                count = await self.audit_once(evaluate, metrics)
+                logger.debug("audited %d vLLM workloads", count)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("workload audit failed, retrying in %.0f s: %s", period_s, str(exc).splitlines()[0])
+            await asyncio.sleep(period_s)

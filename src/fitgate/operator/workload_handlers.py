@@ -1,0 +1,204 @@
+"""kopf handlers of the second webhook: vLLM workloads (Deployments, StatefulSets, ..., KServe), validate only.
+
+Registered when ``FITGATE_WORKLOAD_WEBHOOK=1`` (the chart sets it with ``workloadWebhook.enabled``).
+Three webhook paths, each a ValidatingWebhookConfiguration entry of the chart:
+
+* ``/workloads-enforce``: namespaces labelled ``fitgate.io/validate=enforce``: DoesNotFit is denied;
+* ``/workloads-warn``: namespaces labelled ``fitgate.io/validate=warn``: DoesNotFit is admitted with a warning;
+* ``/workloads-object`` (opt-in, chart value ``workloadWebhook.objectOptIn``): every other namespace;
+  only objects annotated ``fitgate.io/validate: enforce|warn`` are evaluated.
+
+An object's own annotation overrides its namespace's label (``fitgate.io/validate: off`` opts it out).
+The webhook never changes the object (no patch): the verdict annotations are the audit's to write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from dataclasses import replace
+from typing import Any
+
+import kopf
+
+from fitgate import settings
+from fitgate.operator.audit import WorkloadAudit
+from fitgate.operator.metrics import Metrics
+from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
+from fitgate.settings import OperatorConfig
+from fitgate.workloads import Reading, read_workload
+
+#: The kinds the webhook is registered for: (group, version, plural).
+WORKLOAD_RESOURCES = (
+    ("apps", "v1", "deployments"),
+    ("apps", "v1", "statefulsets"),
+    ("apps", "v1", "replicasets"),
+    ("batch", "v1", "jobs"),
+    ("", "v1", "pods"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("serving.kserve.io", "v1beta1", "inferenceservices"),
+    ("serving.kserve.io", "v1alpha1", "llminferenceservices"),
+)
+
+
+class ReadingCache:
+    """Readings by the engine-relevant part of an object (its spec without replicas), least recent out first.
+
+    A rollout that changes only replicas or labels reads and plans nothing again: the reading is found
+    here and its evaluation in :mod:`fitgate.operator.logic`'s cache (keyed by the ModelDeployment spec).
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, Reading | None] = OrderedDict()
+
+    @staticmethod
+    def key(body: Any) -> str:
+        """The engine-relevant part of an object: kind and spec minus replicas (not its name)."""
+        spec = {k: v for k, v in dict(body.get("spec") or {}).items() if k not in ("replicas", "minReplicas")}
+        # Not sorted: the API server writes an object's keys in a stable order, and a different order
+        # only costs a second reading, never a wrong one (a third of the time of sort_keys on a pod spec).
+        return json.dumps([body.get("kind"), spec], separators=(",", ":"), default=str)
+
+    def read(self, body: Any) -> Reading | None:
+        """The reading of ``body``, from the cache when its engine-relevant part was read before."""
+        key = self.key(body)
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            hit = self._entries[key]
+            if hit is None or (hit.namespace, hit.name) == (namespace, name):
+                return hit
+            return replace(hit, namespace=namespace, name=name)
+        reading = read_workload({"kind": body.get("kind"), "metadata": dict(meta), "spec": body.get("spec")})
+        self._entries[key] = reading
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return reading
+
+
+_READINGS = ReadingCache()
+
+
+def _controlled(body: Any) -> bool:
+    """Whether a controller owns the object (a Deployment's ReplicaSet, its Pods): checked at the owner."""
+    return any(ref.get("controller") for ref in (body.get("metadata") or {}).get("ownerReferences") or [])
+
+
+async def validate_workload(
+    path_mode: str,
+    *,
+    body: kopf.Body,
+    old: kopf.Body | None,
+    dryrun: bool,
+    warnings: list[str],
+    memo: Any,
+) -> None:
+    """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only)."""
+    from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
+
+    annotations = dict(body.get("metadata", {}).get("annotations") or {})
+    mode = annotations.get(VALIDATE_KEY) or (None if path_mode == "object" else path_mode)
+    if mode not in MODES or _controlled(body):
+        return
+    started = time.perf_counter()
+    metrics: Metrics = memo.metrics
+    reading = _READINGS.read(body)
+    if reading is None:  # runs no vLLM server
+        return
+    if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
+        metrics.admission.labels("unchanged").inc()
+        return
+    verdict = await evaluate_workload(
+        reading, _inventory(memo), memo.store, memo.config.admission_resolve_s, blocking=False
+    )
+    outcome = decide_workload(verdict, mode, memo.config.unknown_policy, dryrun=bool(dryrun))
+    warnings.extend(w if len(w) <= 1200 else w[:1197] + "..." for w in outcome.warnings)
+    metrics.admission.labels(outcome.result).inc()
+    metrics.admission_seconds.observe(time.perf_counter() - started)
+    if not outcome.allowed:
+        raise kopf.AdmissionError(outcome.message, code=outcome.code)
+
+
+def _register(path_mode: str) -> None:
+    async def handler(
+        *,
+        body: kopf.Body,
+        dryrun: bool,
+        warnings: list[str],
+        memo: Any,
+        old: kopf.Body | None = None,
+        **_: Any,
+    ) -> None:
+        await validate_workload(path_mode, body=body, old=old, dryrun=dryrun, warnings=warnings, memo=memo)
+
+    handler.__name__ = handler.__qualname__ = f"workload_validate_{path_mode}"
+    for group, version, plural in WORKLOAD_RESOURCES:
+        kopf.on.validate(group, version, plural, id=f"workloads-{path_mode}", operations=["CREATE", "UPDATE"])(handler)
+
+
+def enabled(config: OperatorConfig) -> bool:
+    """Whether to register the workload webhook: asked for, and not in kopf's managed mode.
+
+    A configuration kopf manages (``--webhook-managed``) carries no namespace selectors, so the
+    ``enforce`` path would apply to every namespace; the chart's configuration carries them.
+    """
+    return config.workload_webhook and not config.webhook_managed
+
+
+def _configured() -> OperatorConfig:
+    """The settings kopf's registration (at import) is decided by; a bad value stops ``fitgate operator`` anyway."""
+    try:
+        return settings.load().operator
+    except settings.SettingsError:
+        return OperatorConfig()
+
+
+if enabled(_configured()):
+    for _mode in ("enforce", "warn", "object"):
+        _register(_mode)
+
+
+@kopf.on.startup()
+async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """Start the audit of existing vLLM workloads when ``FITGATE_WORKLOAD_AUDIT_SECONDS`` > 0.
+
+    It waits for this replica's node list (the inventory) and evaluates with the shared store, blocking
+    up to the reconcile resolution timeout for a checkpoint (it is no admission).
+    """
+    config: OperatorConfig = memo.config if isinstance(getattr(memo, "config", None), OperatorConfig) else _configured()
+    if config.workload_webhook and not enabled(config):
+        logger.warning(
+            "FITGATE_WORKLOAD_WEBHOOK is ignored with a kopf-managed webhook configuration (no namespace selector)"
+        )
+    period = config.workload_audit_s
+    if not period:
+        return
+    from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
+
+    async def evaluate(reading: Reading) -> WorkloadVerdict:
+        nodewatch = getattr(memo, "nodewatch", None)
+        while nodewatch is not None and not nodewatch.synced.is_set():
+            await asyncio.sleep(0.2)
+        return await evaluate_workload(
+            reading, _inventory(memo), memo.store, memo.config.reconcile_resolve_s, blocking=True
+        )
+
+    async def audit() -> None:
+        while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
+            await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
+        await WorkloadAudit().run(period, evaluate, memo.metrics)
+
+    memo.workload_audit = asyncio.create_task(audit())
+    logger.info("vLLM workload audit every %.0f s", period)
+
+
+@kopf.on.cleanup()
+async def workload_audit_cleanup(*, memo: Any, **_: Any) -> None:
+    """Stop the audit."""
+    task = getattr(memo, "workload_audit", None)
+    if isinstance(task, asyncio.Task):
+        task.cancel()

@@ -1,0 +1,181 @@
+"""vLLM workloads (Deployments, StatefulSets, LeaderWorkerSets, KServe, Pods) on the ModelDeployment path.
+
+A :class:`~fitgate.workloads.Reading` becomes a ModelDeployment spec (``api.parse_spec``), is evaluated by
+:func:`fitgate.operator.evaluate.evaluate` (through :mod:`fitgate.operator.logic`'s cache) and decided by
+:func:`fitgate.operator.logic.decide`: one sizing and one verdict mapping for both kinds. What this
+module adds is what only a workload has: the GPU limit of its pods against TP x PP, and the fix written
+as a change to the user's own args (``change `--max-model-len 131072` to `--max-model-len 32768```).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from fitgate.checkpoints.facts import ModelFacts
+from fitgate.operator.api import ModelDeploymentSpec, SpecError, parse_spec
+from fitgate.operator.config import UnknownPolicy
+from fitgate.operator.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.inventory import Inventory, NodeGPUs
+from fitgate.operator.logic import DENIED_INVALID, AdmissionOutcome, _evaluate, decide
+from fitgate.operator.store import FactsStore
+from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_argv
+from fitgate.workloads import Reading
+
+#: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
+VALIDATE_KEY = "fitgate.io/validate"
+MODES = ("enforce", "warn")
+
+
+@dataclass(frozen=True)
+class WorkloadVerdict:
+    """The verdict on one workload, with its message in the workload's own terms."""
+
+    reading: Reading
+    evaluation: Evaluation
+    message: str
+    fix: str = ""  # the smallest change that fits, as edits of the user's args ("" when none)
+    invalid: bool = False  # input vLLM itself would refuse
+
+    @property
+    def verdict(self) -> Verdict:
+        """Fits, Tight, DoesNotFit or Unknown."""
+        return self.evaluation.verdict
+
+    @property
+    def recommended_args(self) -> str:
+        """The engine args fitgate recommends (``fitgate.io/recommended-args``)."""
+        return " ".join(vllm_argv(self.evaluation.engine_args)) if self.evaluation.engine_args else ""
+
+
+def to_spec(reading: Reading, mode: str = "enforce") -> ModelDeploymentSpec:
+    """The ModelDeployment spec of a reading; misfits are refused in enforce mode, warned in warn mode.
+
+    Raises:
+        SpecError: a value the ModelDeployment schema refuses (``tensorParallelSize: 128``).
+    """
+    key = (reading.fingerprint, mode)
+    hit = _SPECS.get(key) if reading.fingerprint else None
+    if hit is not None:
+        return hit
+    raw = reading.spec()
+    raw["policy"] = {"onMisfit": "Reject" if mode == "enforce" else "Warn"}
+    spec = parse_spec(raw)
+    if len(_SPECS) > 4096:
+        _SPECS.clear()
+    _SPECS[key] = spec
+    return spec
+
+
+#: Specs by (reading fingerprint, mode): a rollout re-applies the same pod template many times.
+_SPECS: dict[tuple[str, str], ModelDeploymentSpec] = {}
+
+
+def before_sizing(reading: Reading) -> Evaluation | None:
+    """The verdict when the reading alone decides it (unreadable, or too few GPUs), else None."""
+    if reading.invalid is not None:
+        return unknown(ReasonCode.INVALID_SPEC, reading.invalid)
+    if reading.unknown is not None:
+        return unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, reading.unknown)
+    shortfall = reading.gpu_shortfall()
+    if shortfall is not None:
+        return Evaluation(Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM, shortfall, ())
+    return None
+
+
+def fix_in_args(reading: Reading, suggestion: Suggestion) -> str:
+    """A suggestion as edits of the workload's own command line and GPU limit."""
+    parts: list[str] = []
+    for flag, value in suggestion.changes:
+        if not flag.startswith("--"):
+            continue
+        old = reading.args.get(flag)
+        parts.append(f"add `{flag} {value}`" if old is None else f"change `{flag} {old}` to `{flag} {value}`")
+    need = suggestion.gpus * reading.data_parallel
+    if need > reading.gpus_per_replica:
+        per_pod = -(-need // reading.pods_per_replica)
+        parts.append(f"set {reading.gpu_resource}: {per_pod}")
+    return ", ".join(parts)
+
+
+def _core(message: str) -> str:
+    """An evaluation's message without the fix in ModelDeployment terms (the workload's replaces it)."""
+    for cut in ("; smallest change that fits:", "; cheaper but Tight:"):
+        message = message.split(cut, 1)[0]
+    return message
+
+
+def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
+    """The verdict in the workload's terms: its source, the numbers, and the fix in its args."""
+    fits = next((s for s in ev.suggestions if s.verdict is Verdict.FITS), None)
+    fix = fix_in_args(reading, fits) if fits is not None else ""
+    text = f"{reading.source}: {reading.model}: {_core(ev.message)}"
+    if ev.reason is ReasonCode.GPU_LIMIT_BELOW_PARALLELISM:
+        text = f"{reading.source}: {ev.message}"
+    elif fix:
+        text += f"; smallest fix: {fix}"
+    if reading.notes:
+        text += " (" + "; ".join(reading.notes) + ")"
+    invalid = reading.invalid is not None or ev.reason is ReasonCode.INVALID_SETTINGS
+    return WorkloadVerdict(reading, ev, text, fix, invalid)
+
+
+def evaluate_reading(
+    reading: Reading, model: ModelInput | None, gpus: Inventory | Iterable[NodeGPUs], *, facts: ModelFacts | None = None
+) -> WorkloadVerdict:
+    """The verdict on a workload whose checkpoint is known (``fitgate check``, tests)."""
+    early = before_sizing(reading)
+    if early is not None:
+        return finish(reading, early)
+    try:
+        spec = to_spec(reading)
+    except SpecError as exc:
+        return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
+    return finish(reading, evaluate(spec, model, gpus, facts=facts))
+
+
+async def evaluate_workload(
+    reading: Reading, nodes: Inventory | Iterable[NodeGPUs], store: FactsStore, timeout_s: float, *, blocking: bool
+) -> WorkloadVerdict:
+    """The verdict with whatever the store knows (admission: not blocking; the audit: blocking)."""
+    early = before_sizing(reading)
+    if early is not None:
+        return finish(reading, early)
+    try:
+        spec = to_spec(reading)
+    except SpecError as exc:
+        return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
+    ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking)
+    return finish(reading, ev)
+
+
+def decide_workload(
+    verdict: WorkloadVerdict, mode: str, unknown_policy: UnknownPolicy, *, dryrun: bool = False
+) -> AdmissionOutcome:
+    """Admit or deny: enforce denies DoesNotFit and what vLLM would refuse; warn admits both with a warning.
+
+    A workload that sizes goes through :func:`fitgate.operator.logic.decide` (the ModelDeployment
+    decision); only the message is the workload's.
+    """
+    ev = verdict.evaluation
+    reading = verdict.reading
+    text = f"fitgate: {verdict.message}"
+    if verdict.invalid:
+        if mode == "enforce":
+            return AdmissionOutcome(False, text, (), "denied", DENIED_INVALID)
+        return AdmissionOutcome(True, text, (text,), "warned")
+    try:
+        spec = to_spec(reading, mode)
+    except SpecError:  # the reading could not be sized (an unknown setting): decided as Unknown
+        spec = to_spec(replace(reading, serving={}, model=reading.model or "unknown", fingerprint=""), mode)
+    outcome = decide(spec, ev, unknown_policy, dryrun=dryrun)
+    if ev.verdict is Verdict.DOES_NOT_FIT:
+        warnings = (text,) if outcome.allowed else ()
+        return replace(outcome, message=text, warnings=warnings + outcome.warnings[len(warnings) :])
+    return outcome
+
+
+def mode_of(annotations: dict[str, str] | None, namespace_mode: str | None) -> str | None:
+    """The validation mode: the object's annotation, else its namespace's label; None when not opted in."""
+    value = (annotations or {}).get(VALIDATE_KEY) or namespace_mode
+    return value if value in MODES else None

@@ -1,0 +1,33 @@
+"""vLLM workloads people already run (Deployments, StatefulSets, LeaderWorkerSets, KServe, Pods).
+
+Pure: reads Kubernetes objects as dicts and turns them into ModelDeployment specs; no kopf, no
+Kubernetes client, no I/O (an import-linter contract keeps it so).
+"""
+
+from fitgate.workloads.argv import CommandError, EngineCommand, expand_k8s, find_engine_command, parse_engine_argv
+from fitgate.workloads.reader import (
+    KINDS,
+    POD_TEMPLATE_PATHS,
+    Reading,
+    WorkloadError,
+    configmaps_of,
+    read_workload,
+    release_of_image,
+    vllm_image,
+)
+
+__all__ = [
+    "KINDS",
+    "POD_TEMPLATE_PATHS",
+    "CommandError",
+    "EngineCommand",
+    "Reading",
+    "WorkloadError",
+    "configmaps_of",
+    "expand_k8s",
+    "find_engine_command",
+    "parse_engine_argv",
+    "read_workload",
+    "release_of_image",
+    "vllm_image",
+]

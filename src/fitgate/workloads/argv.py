@@ -1,0 +1,312 @@
+"""A container's command line as vLLM reads it: find the engine invocation, then its flags.
+
+Pure functions over strings: Kubernetes' ``$(VAR)`` expansion, ``sh -c`` scripts split with
+:mod:`shlex`, and vLLM 0.33's own spelling rules (``FlexibleArgumentParser``): ``--flag=value`` and
+``--flag value``, underscores in a flag's name read as dashes (vllm/utils/argparse_utils.py 0.33.0
+L379-394), and the short aliases vLLM registers (vllm/engine/arg_utils.py 0.33.0: ``-q`` L992,
+``-pp`` L1170-1173, ``-n`` L1177, ``-r`` L1178, ``-tp`` L1208-1210, ``-dcp`` L1211-1214, ``-dp`` L1240-1242).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
+SHORT_FLAGS = {
+    "-q": "--quantization",
+    "-pp": "--pipeline-parallel-size",
+    "-tp": "--tensor-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dcp": "--decode-context-parallel-size",
+    "-n": "--nnodes",
+    "-r": "--node-rank",
+}
+
+#: Flags that take no value (``store_true`` / ``BooleanOptionalAction`` in vLLM 0.33); every
+#: ``--no-X`` is one too. Any other flag takes the next word as its value unless it starts with ``-``.
+BOOLEAN_FLAGS = frozenset(
+    {
+        "--enforce-eager",
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--trust-remote-code",
+        "--enable-lora",
+        "--enable-auto-tool-choice",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--enable-log-requests",
+        "--disable-custom-all-reduce",
+        "--enable-expert-parallel",
+        "--headless",
+        "--async-scheduling",
+        "--disable-frontend-multiprocessing",
+        "--enable-sleep-mode",
+        "--skip-tokenizer-init",
+        "--disable-sliding-window",
+        "--enable-reasoning",
+        "--data-parallel-hybrid-lb",
+        "--data-parallel-external-lb",
+    }
+)
+
+#: The module names of vLLM's OpenAI server run as ``python -m`` (the image's entrypoint before ``vllm serve``).
+API_SERVER_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
+
+#: KAITO's vLLM server, a wrapper that takes vLLM's engine flags
+#: (kaito-project/kaito@cfad92e8e9bba2f5f1d0537a3583d487a96366bc:pkg/workspace/inference/preset_inferences_test.go:
+#: `/bin/sh -c python3 /workspace/vllm/inference_api.py --...`).
+KAITO_SERVER = "/vllm/inference_api.py"
+
+_RAY_CLUSTER_SIZE = re.compile(r"--ray[_-]cluster[_-]size[= ](\d+)")
+
+
+def ray_cluster_size(words: Sequence[str]) -> int | None:
+    """The Ray cluster size a container's script starts (vLLM's multi-node-serving.sh, KAITO), if literal."""
+    m = _RAY_CLUSTER_SIZE.search(" ".join(words))
+    return int(m.group(1)) if m else None
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+_SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
+
+
+class CommandError(ValueError):
+    """A command line that cannot be read (an unclosed quote in a shell script)."""
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    """The vLLM server invocation found in a container, and its flags by long name.
+
+    ``flags`` maps ``--long-name`` to its value (``"true"`` for a boolean flag, ``"false"`` for
+    ``--no-X``); the last occurrence wins, as with argparse. ``model`` is the positional model of
+    ``vllm serve`` (``--model`` stays in ``flags``).
+    """
+
+    how: str  # "vllm serve" | "python -m vllm.entrypoints.openai.api_server" | "image entrypoint"
+    model: str | None
+    flags: dict[str, str]
+    words: tuple[str, ...] = field(default_factory=tuple)  # the engine's argv after the subcommand
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes' $(VAR) expansion
+
+
+_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand_k8s(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' expansion of ``$(VAR)`` in command, args and env values.
+
+    ``$$`` is a literal ``$`` and ``$(VAR)`` of a variable not in ``env`` stays as written
+    (kubernetes third_party/forked/golang/expansion/expand.go).
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _K8S_REF.sub(sub, text)
+
+
+def container_env(env: object) -> dict[str, str]:
+    """A container's literal env values, each expanded against those before it (``valueFrom`` left out)."""
+    out: dict[str, str] = {}
+    for item in env if isinstance(env, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
+            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out)
+    return out
+
+
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _expand_shell(word: str, env: Mapping[str, str]) -> str:
+    """``$VAR`` / ``${VAR}`` of a known variable, as the shell would; unknown ones stay as written."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        return env[name] if name in env else m.group(0)
+
+    return _SHELL_REF.sub(sub, word)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the invocation
+
+
+def _base(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
+def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
+    """(how, the engine's argv) of the first vLLM server invocation in ``words``."""
+    for i, word in enumerate(words):
+        base = _base(word)
+        if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
+            return "vllm serve", list(words[i + 2 :])
+        module = words[i + 2] if base.startswith("python") and i + 2 < len(words) and words[i + 1] == "-m" else ""
+        if module in API_SERVER_MODULES:
+            return f"python -m {words[i + 2]}", list(words[i + 3 :])
+        if base.startswith("python") and i + 1 < len(words) and words[i + 1].endswith(KAITO_SERVER):
+            return "KAITO inference_api.py", list(words[i + 2 :])
+    return None
+
+
+def _shell_script(words: Sequence[str]) -> str | None:
+    """The script of ``sh -c SCRIPT`` (also ``bash -ec``, ``/bin/sh -c``), else None."""
+    if not words or _base(words[0]) not in _SHELLS:
+        return None
+    for i, word in enumerate(words[1:], 1):
+        if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
+            return words[i + 1] if i + 1 < len(words) else None
+    return None
+
+
+def _split_script(script: str, env: Mapping[str, str]) -> list[list[str]]:
+    """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...)."""
+    lexer = shlex.shlex(script.replace("\\\n", " "), posix=True, punctuation_chars=";&|()\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    try:
+        for token in lexer:
+            if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
+                commands.append([])
+            else:
+                commands[-1].append(_expand_shell(token, env))
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
+    return [c for c in commands if c]
+
+
+def find_engine_command(
+    command: Sequence[str], args: Sequence[str], env: Mapping[str, str], *, image_entrypoint: bool
+) -> EngineCommand | None:
+    """The vLLM invocation of a container, or None when it runs no vLLM server.
+
+    ``command`` and ``args`` are expanded the Kubernetes way first. With no ``command`` and
+    ``image_entrypoint`` (a vLLM image), ``args`` are the arguments of the image's ``vllm serve``.
+
+    Raises:
+        CommandError: a shell script that cannot be split into words.
+    """
+    cmd = [expand_k8s(str(w), env) for w in command]
+    arg = [expand_k8s(str(w), env) for w in args]
+    words = cmd + arg
+    script = _shell_script(words)
+    if script is not None:
+        for simple in _split_script(script, env):
+            found = _find_invocation(simple)
+            if found is not None:
+                return parse_engine_argv(found[0], found[1])
+        return None
+    found = _find_invocation(words)
+    if found is not None:
+        return parse_engine_argv(found[0], found[1])
+    if not cmd and image_entrypoint:
+        if arg and arg[0] == "serve":  # an image whose entrypoint is `vllm` alone
+            arg = arg[1:]
+        return parse_engine_argv("image entrypoint", arg)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+
+
+def long_name(flag: str) -> str:
+    """The canonical spelling of a flag for vLLM: short aliases resolved, underscores read as dashes."""
+    if flag in SHORT_FLAGS:
+        return SHORT_FLAGS[flag]
+    if flag.startswith("--"):
+        head, dot, tail = flag[2:].partition(".")
+        return "--" + head.replace("_", "-") + dot + tail
+    return flag
+
+
+def _takes_value(flag: str) -> bool:
+    return flag not in BOOLEAN_FLAGS and not flag.startswith("--no-")
+
+
+def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
+    """Flags by long name and the positional model (the first bare word) of an engine argv."""
+    flags: dict[str, str] = {}
+    model: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--":
+            continue
+        if not word.startswith("-") or _is_number(word):
+            if model is None:
+                model = word
+            continue
+        name, eq, value = word.partition("=")
+        name = long_name(name)
+        if eq:
+            flags[name] = value
+        elif not _takes_value(name):
+            if name.startswith("--no-"):
+                flags["--" + name[5:]] = "false"
+            else:
+                flags[name] = "true"
+        elif i < len(words) and (not words[i].startswith("-") or _is_number(words[i])):
+            flags[name] = words[i]
+            i += 1
+        else:
+            flags[name] = "true"
+    return EngineCommand(how, model, flags, tuple(words))
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def config_file_flags(data: object) -> dict[str, str]:
+    """The flags of a ``--config`` YAML mapping, read as vLLM 0.33 does.
+
+    Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``; a false
+    boolean is left out), vllm/utils/argparse_utils.py 0.33.0 ``load_config_file``.
+    """
+    flags: dict[str, str] = {}
+    if not isinstance(data, dict):
+        return flags
+    for key, value in data.items():
+        name = long_name(f"--{key}")
+        if isinstance(value, bool):
+            if value:
+                flags[name] = "true"
+            continue
+        flags[name] = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    return flags
+
+
+def human_int(text: str) -> int | None:
+    """Like vLLM's ``human_readable_int``: ``32768``, ``32k`` (x1000), ``32K`` (x1024); None when not one.
+
+    vllm/utils/argparse_utils.py 0.33.0 L30-74.
+    """
+    text = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if m:
+        number, suffix = m.groups()
+        mult = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix) or {
+            "K": 2**10,
+            "M": 2**20,
+            "G": 2**30,
+            "T": 2**40,
+        }[suffix]
+        return int(float(number) * mult)
+    return int(text) if re.fullmatch(r"-?\d+", text) else None

@@ -1,0 +1,715 @@
+"""Kubernetes objects that run vLLM, read into the inputs of a ModelDeployment.
+
+:func:`read_workload` takes one object (a dict as the API server or a YAML file has it) and returns
+a :class:`Reading`, or None when the object runs no vLLM server. A reading converts into a raw
+ModelDeployment ``spec`` (:meth:`Reading.spec`), so the operator and ``fitgate check`` size it on the
+one path ModelDeployments take; the only check made here is the one a ModelDeployment cannot
+express: the GPUs the pods ask for must cover TP x PP (:meth:`Reading.gpu_shortfall`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from fitgate.sizing import SizingError
+from fitgate.sizing.versions import parse_version
+from fitgate.workloads.argv import (
+    CommandError,
+    EngineCommand,
+    config_file_flags,
+    container_env,
+    find_engine_command,
+    human_int,
+    parse_engine_argv,
+    ray_cluster_size,
+)
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+
+#: Images that run vLLM. ``image_entrypoint``: the image's own entrypoint is the vLLM server, so a
+#: container with only ``args`` runs it (vllm/vllm-openai: ``python3 -m vllm.entrypoints.openai.api_server``,
+#: vllm-project/vllm@0000977eaf873be6a295cf73017976d49ca2fb9d:docker/Dockerfile stage vllm-openai, later
+#: ``vllm serve``: both take ``--model`` and the same engine flags; lmcache/vllm-openai, the
+#: image the vLLM production-stack chart can run, is built on it). rocm/vllm images start a shell.
+_IMAGES = (
+    ("vllm/vllm-openai", True),
+    ("lmcache/vllm-openai", True),
+    ("rocm/vllm", False),
+)
+
+#: VLLM_* variables that change vLLM 0.33's memory and that fitgate models with their defaults only
+#: (a ModelDeployment cannot change them): a different value is named in the verdict's notes.
+MEMORY_ENV = {
+    # envs.py 0.33.0 L2219: the CUDA-graph estimate deducted from the KV budget (default "1" from 0.20)
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1",
+    # envs.py 0.33.0 L1931-1932: chunked local attention keeps its own KV group (default "1" from 0.14)
+    "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "1",
+    # envs.py 0.33.0 L1961: FlashInfer all-reduce workspace on Hopper/Blackwell (modelled in activation.py)
+    "VLLM_ALLREDUCE_USE_FLASHINFER": "1",
+}
+
+#: Engine flags a ModelDeployment's ``spec.serving`` holds: flag -> (field, kind).
+_SERVING_FLAGS: dict[str, tuple[str, str]] = {
+    "--max-model-len": ("maxModelLen", "human_int"),
+    "--kv-cache-dtype": ("kvCacheDtype", "str"),
+    "--dtype": ("dtype", "dtype"),
+    "--quantization": ("quantization", "quantization"),
+    "--tensor-parallel-size": ("tensorParallelSize", "int"),
+    "--pipeline-parallel-size": ("pipelineParallelSize", "int"),
+    "--gpu-memory-utilization": ("gpuMemoryUtilization", "float"),
+    "--max-num-seqs": ("maxNumSeqs", "int"),
+    "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
+    "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
+}
+
+#: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
+_NOT_MODELLED = ("--enforce-eager", "--kv-cache-memory-bytes", "--block-size", "--cpu-offload-gb", "--swap-space")
+
+#: vLLM's --dtype spellings (config/model.py) as a ModelDeployment's.
+_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+#: Runtime quantizations a ModelDeployment takes; others describe a quantized checkpoint, read from its config.
+_RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
+
+#: Where each kind keeps its pod template (dotted path); LeaderWorkerSet, InferenceService and
+#: LLMInferenceService are read by their own functions.
+POD_TEMPLATE_PATHS: dict[str, str] = {
+    "Pod": "spec",
+    "Deployment": "spec.template.spec",
+    "StatefulSet": "spec.template.spec",
+    "ReplicaSet": "spec.template.spec",
+    "Job": "spec.template.spec",
+    "CronJob": "spec.jobTemplate.spec.template.spec",
+}
+
+#: Kinds read by :func:`read_workload` (besides any configured through ``extra_paths``).
+KINDS = (*POD_TEMPLATE_PATHS, "LeaderWorkerSet", "InferenceService", "LLMInferenceService")
+
+
+class WorkloadError(ValueError):
+    """An object that cannot be read; the message names the field and the value."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a vLLM workload asks for, in ModelDeployment terms.
+
+    ``unknown`` names what keeps it from being sized (an unexpanded variable, a ``--config`` file
+    not in the manifest set); ``invalid`` is input vLLM itself would refuse (an unclosed quote, a
+    flag value that is not a number).
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    container: str
+    how: str
+    model: str | None
+    revision: str | None = None
+    serving: dict[str, Any] = field(default_factory=dict)
+    vllm_version: str | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    gpus_per_replica: int = 0  # the vLLM containers' GPU limits over the pods of one replica
+    pods_per_replica: int = 1
+    data_parallel: int = 1  # data-parallel ranks in one replica (--data-parallel-size[-local])
+    node_selector: dict[str, str] = field(default_factory=dict)
+    unknown: str | None = None
+    invalid: str | None = None
+    notes: tuple[str, ...] = ()
+    args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
+    fingerprint: str = ""
+
+    @property
+    def source(self) -> str:
+        """``Kind namespace/name``."""
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def parallel_gpus(self) -> int:
+        """GPUs one replica's engine needs: TP x PP x data-parallel ranks."""
+        tp = int(self.serving.get("tensorParallelSize", 1))
+        pp = int(self.serving.get("pipelineParallelSize", 1))
+        return tp * pp * self.data_parallel
+
+    def gpu_shortfall(self) -> str | None:
+        """Why the pods ask for fewer GPUs than the engine uses, or None when they ask for enough."""
+        need = self.parallel_gpus
+        if self.gpus_per_replica >= need:
+            return None
+        tp = self.serving.get("tensorParallelSize", 1)
+        pp = self.serving.get("pipelineParallelSize", 1)
+        what = f"TP {tp} x PP {pp}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")
+        if self.pods_per_replica > 1:
+            have = f"its {self.pods_per_replica} pods ask for {self.gpus_per_replica} {self.gpu_resource} in all"
+            per_pod = -(-need // self.pods_per_replica)
+            fix = f"set {self.gpu_resource}: {per_pod} on each pod"
+        else:
+            have = (
+                f"container {self.container} asks for {self.gpus_per_replica} {self.gpu_resource}"
+                if self.gpus_per_replica
+                else f"container {self.container} has no {self.gpu_resource} limit (so no GPU)"
+            )
+            fix = f"set {self.gpu_resource}: {need}"
+        return f"vLLM needs {need} GPU{'s' if need > 1 else ''} ({what}) but {have}; {fix}"
+
+    def spec(self) -> dict[str, Any]:
+        """The raw ModelDeployment ``spec`` this workload amounts to (for ``api.parse_spec``)."""
+        model: dict[str, Any] = {"name": self.model or ""}
+        if self.revision:
+            model["revision"] = self.revision
+        spec: dict[str, Any] = {"model": model, "serving": dict(self.serving)}
+        if self.vllm_version:
+            spec["engine"] = {"version": self.vllm_version}
+        placement: dict[str, Any] = {}
+        if self.node_selector:
+            placement["nodeSelector"] = dict(self.node_selector)
+        if self.pods_per_replica > 1:
+            placement["nodesPerReplica"] = self.pods_per_replica
+        if placement:
+            spec["placement"] = placement
+        return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers over plain dicts
+
+
+def _at(obj: Any, path: str) -> Any:
+    for part in path.split(".") if path else ():
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _image_repo_tag(image: str) -> tuple[str, str | None]:
+    """(repository without registry, tag) of an image reference."""
+    ref = image.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, None)
+    parts = repo.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    if parts[:1] == ["library"]:
+        parts = parts[1:]
+    return "/".join(parts), tag
+
+
+def vllm_image(image: str) -> tuple[bool, bool]:
+    """(runs vLLM, its entrypoint is the vLLM server) for an image reference."""
+    repo, _ = _image_repo_tag(image)
+    for prefix, entrypoint in _IMAGES:
+        if repo == prefix or repo.startswith(prefix + "-") or repo.startswith(prefix + "/"):
+            return True, entrypoint
+    return False, False
+
+
+_ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
+
+
+def release_of_image(image: str) -> tuple[str | None, str | None]:
+    """(vLLM release, note) from an image tag: ``v0.8.5`` -> ``0.8.5``; ``latest`` -> the newest modelled.
+
+    rocm/vllm tags carry the release inside (``rocm6.3.1_vllm_0.8.5_20250521``). A tag that names no
+    release gives (None, a note): the newest release fitgate models is assumed.
+    """
+    is_vllm, _ = vllm_image(image)
+    repo, tag = _image_repo_tag(image)
+    if not image:
+        return None, None
+    if not is_vllm:
+        return None, f"image {image}: not a vLLM image, so the vLLM release is not known; sized as the newest modelled"
+    if tag is None:
+        tag = "latest"
+    m = _ROCM_TAG.search(tag) if repo.startswith("rocm/") else None
+    text = m.group(1) if m else tag
+    try:
+        major, minor, patch = parse_version(text, "image tag")
+    except SizingError as exc:
+        if re.match(r"^v?\d+\.\d+", text):  # a release, but one fitgate does not model
+            raise WorkloadError(f"image {image}: {exc}") from None
+        return None, f"image tag {tag!r} names no vLLM release; sized as the newest release fitgate models"
+    return f"{major}.{minor}.{patch}", None
+
+
+def _gpu_limit(container: dict[str, Any]) -> tuple[str | None, int]:
+    """(resource, count) of a container's GPU limit (requests when no limit), (None, 0) without one."""
+    resources = _dict(container.get("resources"))
+    for where in ("limits", "requests"):
+        values = _dict(resources.get(where))
+        for resource in GPU_RESOURCES:
+            if resource in values:
+                raw = values[resource]
+                try:
+                    count = int(str(raw).strip())
+                except ValueError:
+                    raise WorkloadError(
+                        f"container {container.get('name')}: resources.{where}.{resource}: "
+                        f"expected a whole number of GPUs (got {raw!r})"
+                    ) from None
+                return resource, count
+    return None, 0
+
+
+def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The node labels a pod must land on: its nodeSelector and single-valued required affinity.
+
+    Required node affinity with one ``nodeSelectorTerm`` whose ``In`` expressions list one value is
+    the same as a nodeSelector (GPU Feature Discovery's ``nvidia.com/gpu.product``, AMD's
+    ``amd.com/gpu.product-name``...). Several terms or values are a choice fitgate cannot pin down:
+    noted, and any GPU pool is considered.
+    """
+    selector = {str(k): str(v) for k, v in _dict(pod.get("nodeSelector")).items()}
+    notes: list[str] = []
+    affinity = _dict(_dict(pod.get("affinity")).get("nodeAffinity"))
+    required = _dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = _list(required.get("nodeSelectorTerms"))
+    if len(terms) == 1:
+        for expr in (_dict(e) for e in _list(_dict(terms[0]).get("matchExpressions"))):
+            values = _list(expr.get("values"))
+            if expr.get("operator") == "In" and len(values) == 1:
+                selector[str(expr.get("key"))] = str(values[0])
+            elif str(expr.get("key", "")).startswith(("nvidia.com/", "amd.com/")):
+                notes.append(
+                    f"node affinity {expr.get('key')} {expr.get('operator')} {values}: "
+                    "evaluated on every GPU pool, the best one counts"
+                )
+    elif len(terms) > 1:
+        notes.append(f"node affinity has {len(terms)} alternative terms: evaluated on every GPU pool")
+    return selector, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# --config files from ConfigMaps
+
+
+def _config_flags(
+    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str] | None, str]:
+    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+
+    Returns (flags, "") or (None, why not).
+    """
+    volumes = {v.get("name"): v for v in (_dict(x) for x in _list(pod.get("volumes")))}
+    for mount in (_dict(m) for m in _list(container.get("volumeMounts"))):
+        mount_path = str(mount.get("mountPath", "")).rstrip("/")
+        if not mount_path or not (path == mount_path or path.startswith(mount_path + "/")):
+            continue
+        volume = _dict(volumes.get(mount.get("name")))
+        cm = _dict(volume.get("configMap"))
+        if not cm:
+            return None, f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
+        rel = str(mount.get("subPath") or path[len(mount_path) + 1 :])
+        key = next((str(i.get("key")) for i in (_dict(x) for x in _list(cm.get("items"))) if i.get("path") == rel), rel)
+        data = configmaps.get(str(cm.get("name")))
+        if data is None:
+            return None, f"--config {path}: ConfigMap {cm.get('name')} is not in the manifests read"
+        if key not in data:
+            return None, f"--config {path}: ConfigMap {cm.get('name')} has no key {key}"
+        try:
+            loaded = yaml.safe_load(data[key])
+        except yaml.YAMLError as exc:
+            raise WorkloadError(f"--config {path}: ConfigMap {cm.get('name')} key {key} is not YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise WorkloadError(f"--config {path}: ConfigMap {cm.get('name')} key {key}: expected a YAML mapping")
+        return config_file_flags(loaded), ""
+    return None, f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading one container
+
+
+@dataclass
+class _Found:
+    container: dict[str, Any]
+    pod: dict[str, Any]
+    engine: EngineCommand
+    env: dict[str, str]
+
+
+def _find_vllm(pod: dict[str, Any]) -> _Found | None:
+    """The first container of a pod spec that runs a vLLM server."""
+    for container in (_dict(c) for c in _list(pod.get("containers"))):
+        image = str(container.get("image") or "")
+        if _flag(container, "--device") == "cpu" or "cpu" in _image_repo_tag(image)[0]:
+            continue  # vLLM's CPU backend: no GPU to check
+        is_vllm, entrypoint = vllm_image(image)
+        env = container_env(container.get("env"))
+        try:
+            engine = find_engine_command(
+                [str(w) for w in _list(container.get("command"))],
+                [str(w) for w in _list(container.get("args"))],
+                env,
+                image_entrypoint=is_vllm and entrypoint,
+            )
+        except CommandError as exc:
+            raise WorkloadError(f"container {container.get('name')}: {exc}") from None
+        if engine is not None:
+            return _Found(container, pod, engine, env)
+    return None
+
+
+def _flag(container: dict[str, Any], name: str) -> str | None:
+    words = [str(w) for w in _list(container.get("command")) + _list(container.get("args"))]
+    for i, word in enumerate(words):
+        if word == name and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _convert(flag: str, value: str, kind: str) -> Any:
+    if "$(" in value or value.startswith("$"):
+        raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
+    if kind in ("int", "human_int"):
+        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d+", value) else None)
+        if n is None:
+            raise WorkloadError(f"{flag}: expected a whole number (got {value!r})")
+        return n
+    if kind == "float":
+        try:
+            return float(value)
+        except ValueError:
+            raise WorkloadError(f"{flag}: expected a number (got {value!r})") from None
+    if kind == "bool":
+        return value.lower() not in ("false", "0", "no")
+    if kind == "dtype":
+        if value == "auto":
+            return "auto"
+        if value not in _DTYPES:
+            raise WorkloadError(f"{flag}: expected one of auto, {', '.join(_DTYPES)} (got {value!r})")
+        return _DTYPES[value]
+    return value
+
+
+class _UnknownValueError(Exception):
+    """A value fitgate cannot know (an unexpanded variable)."""
+
+
+def read_container(
+    found: _Found, configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str], str | None, list[str]]:
+    """The engine flags of a container (``--config`` merged under the command line), unknown, notes."""
+    flags = dict(found.engine.flags)
+    notes: list[str] = []
+    unknown: str | None = None
+    config = flags.pop("--config", None)
+    if config is not None:
+        from_file, why = _config_flags(config, found.container, found.pod, configmaps)
+        if from_file is None:
+            unknown = why
+        else:
+            flags = {**from_file, **flags}  # vLLM: command line > config file > defaults
+    for name, default in MEMORY_ENV.items():
+        if name in found.env and found.env[name] != default:
+            notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
+    return flags, unknown, notes
+
+
+def _reading(
+    kind: str,
+    meta: dict[str, Any],
+    found: _Found,
+    configmaps: Mapping[str, Mapping[str, str]],
+    *,
+    model: str | None = None,
+    extra_flags: Mapping[str, str] | None = None,
+    gpus_per_replica: int | None = None,
+    pods_per_replica: int = 1,
+    notes: tuple[str, ...] = (),
+) -> Reading:
+    container = found.container
+    cname = str(container.get("name") or "?")
+    base = Reading(
+        kind=kind,
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or "?"),
+        container=cname,
+        how=found.engine.how,
+        model=None,
+    )
+    try:
+        flags, unknown, more = read_container(found, configmaps)
+        flags = {**(extra_flags or {}), **flags}
+        version, version_note = release_of_image(str(container.get("image") or ""))
+        resource, per_pod = _gpu_limit(container)
+        selector, placement_notes = _placement(found.pod)
+        serving: dict[str, Any] = {}
+        for flag, (fld, conv) in _SERVING_FLAGS.items():
+            if flag not in flags:
+                continue
+            value = flags[flag]
+            if conv == "quantization":
+                if value in _RUNTIME_QUANTIZATIONS:
+                    serving[fld] = value
+                else:
+                    more.append(f"--quantization {value}: read from the checkpoint's own config")
+                continue
+            if flag == "--max-model-len" and value in ("-1", "auto"):
+                more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
+                continue
+            serving[fld] = _convert(flag, value, conv)
+        # the data-parallel ranks of one replica, over all its pods (-local: those of one pod)
+        dp_text = flags.get("--data-parallel-size", flags.get("--data-parallel-size-local", "1"))
+        dp = _convert("--data-parallel-size", dp_text, "int")
+        name = model or flags.get("--model") or found.engine.model
+        if name is not None and "$(" in name:
+            raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
+        more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
+        if name is None and unknown is None:
+            name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
+            more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
+        ray = ray_cluster_size([str(w) for w in _list(container.get("command")) + _list(container.get("args"))])
+        if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
+            # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
+            pods_per_replica, gpus_per_replica = ray, per_pod * ray
+    except _UnknownValueError as exc:
+        return _finish(base, unknown=str(exc))
+    except WorkloadError as exc:
+        return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
+    all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
+    return _finish(
+        Reading(
+            kind=base.kind,
+            namespace=base.namespace,
+            name=base.name,
+            container=cname,
+            how=found.engine.how,
+            model=name,
+            revision=flags.get("--revision"),
+            serving=serving,
+            vllm_version=version,
+            gpu_resource=resource or "nvidia.com/gpu",
+            gpus_per_replica=per_pod if gpus_per_replica is None else gpus_per_replica,
+            pods_per_replica=pods_per_replica,
+            data_parallel=max(1, dp),
+            node_selector=selector,
+            unknown=unknown,
+            notes=all_notes,
+            args=flags,
+        )
+    )
+
+
+def _finish(reading: Reading, **changes: Any) -> Reading:
+    values = {**reading.__dict__, **changes}
+    values["fingerprint"] = ""
+    text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
+    values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return Reading(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kinds
+
+
+def _kserve_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """An InferenceService: its predictor's containers, else the huggingface runtime's model.
+
+    The KServe huggingface runtime (modelFormat huggingface, or vllm) passes its args through to
+    vLLM's engine arguments; the model is ``--model_id`` (else ``storageUri`` ``hf://org/name``);
+    ``--backend=huggingface`` is not vLLM.
+    """
+    meta = _dict(obj.get("metadata"))
+    predictor = _dict(_at(obj, "spec.predictor"))
+    found = _find_vllm(predictor)
+    if found is not None:
+        return _reading("InferenceService", meta, found, configmaps)
+    model = _dict(predictor.get("model"))
+    fmt = str(_dict(model.get("modelFormat")).get("name") or "").lower()
+    if fmt not in ("huggingface", "vllm"):
+        return None
+    args = [str(a) for a in _list(model.get("args"))]
+    env = container_env(model.get("env"))
+    engine = parse_engine_argv("KServe huggingface runtime", list(args))
+    flags = engine.flags
+    if flags.get("--backend", "vllm") not in ("vllm", "auto"):
+        return None
+    uri = str(model.get("storageUri") or "")
+    name = flags.get("--model-id") or flags.get("--model")
+    notes: tuple[str, ...] = ("the KServe huggingface runtime's vLLM release is not known; sized as the newest",)
+    if name is None and uri.startswith("hf://"):
+        name = uri[len("hf://") :]
+    container = {**model, "name": "kserve-container", "image": "", "command": [], "args": args}
+    pod = {**predictor, "containers": [container]}
+    found = _Found(container, pod, EngineCommand(engine.how, None, flags, engine.words), env)
+    if name is None:
+        reading = _reading("InferenceService", meta, found, configmaps, notes=notes)
+        why = f"the model is in storageUri {uri}" if uri else "no --model_id or storageUri"
+        return _finish(reading, unknown=f"{why}: fitgate cannot read its config without a Hub repo id")
+    return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes)
+
+
+def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """A KServe LLMInferenceService: ``spec.model.uri``, ``spec.parallelism``, ``spec.template`` and ``spec.worker``.
+
+    The controller writes the ``vllm serve`` command; the template's ``main`` container holds the GPU
+    limit, its ``args`` and ``VLLM_ADDITIONAL_ARGS`` (engine flags the default configuration appends).
+    With a ``worker``, a replica is ``data / dataLocal`` pods (else one per pipeline stage).
+    """
+    meta = _dict(obj.get("metadata"))
+    spec = _dict(obj.get("spec"))
+    template = _dict(spec.get("template"))
+    uri = str(_dict(spec.get("model")).get("uri") or "")
+    par = _dict(spec.get("parallelism"))
+    extra: dict[str, str] = {}
+    for key, flag in (
+        ("tensor", "--tensor-parallel-size"),
+        ("pipeline", "--pipeline-parallel-size"),
+        ("data", "--data-parallel-size"),
+        ("dataLocal", "--data-parallel-size-local"),
+    ):
+        if isinstance(par.get(key), int) and not isinstance(par.get(key), bool):
+            extra[flag] = str(par[key])
+    containers = [_dict(c) for c in _list(template.get("containers"))]
+    main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
+    env = container_env(main.get("env"))
+    found = _find_vllm(template)
+    if found is None:  # the controller supplies `vllm serve`; the template holds resources and args
+        engine = parse_engine_argv("LLMInferenceService", [str(a) for a in _list(main.get("args"))])
+        found = _Found(main, template, engine, env)
+    additional = env.get("VLLM_ADDITIONAL_ARGS", "")
+    if additional:
+        try:
+            words = shlex.split(additional)
+        except ValueError as exc:
+            raise WorkloadError(f"container {main.get('name')}: env VLLM_ADDITIONAL_ARGS: {exc}") from None
+        extra.update(parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags)
+    name = uri[len("hf://") :] if uri.startswith("hf://") else None
+    pods = 1
+    notes: tuple[str, ...] = ()
+    if spec.get("worker"):
+        data, local = par.get("data"), par.get("dataLocal")
+        if isinstance(data, int) and isinstance(local, int) and local > 0:
+            pods = max(1, -(-data // local))
+        else:
+            pods = max(1, int(par.get("pipeline") or 1))
+            notes = ("multi-node LLMInferenceService: one node per pipeline stage assumed",)
+    _, per_pod = _gpu_limit(found.container)
+    reading = _reading(
+        "LLMInferenceService",
+        meta,
+        found,
+        configmaps,
+        model=name,
+        extra_flags=extra,
+        gpus_per_replica=per_pod * pods,
+        pods_per_replica=pods,
+        notes=notes,
+    )
+    if name is None and reading.invalid is None:
+        return _finish(reading, unknown=f"spec.model.uri {uri or '(none)'}: fitgate reads hf:// models only")
+    return reading
+
+
+def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """A LeaderWorkerSet: one replica is ``size`` pods (a leader and size-1 workers); TP x PP may span them."""
+    meta = _dict(obj.get("metadata"))
+    lwt = _dict(_at(obj, "spec.leaderWorkerTemplate"))
+    size_raw = lwt.get("size", 1)
+    if not isinstance(size_raw, int) or size_raw < 1:
+        return _finish(
+            _blank("LeaderWorkerSet", meta),
+            invalid=f"spec.leaderWorkerTemplate.size: expected a whole number >= 1 (got {size_raw!r})",
+        )
+    worker = _dict(_at(lwt, "workerTemplate.spec"))
+    leader = _dict(_at(lwt, "leaderTemplate.spec")) or worker
+    try:
+        found = _find_vllm(leader) or _find_vllm(worker)
+    except WorkloadError as exc:
+        return _finish(
+            _blank("LeaderWorkerSet", meta),
+            invalid=str(exc),
+        )
+    if found is None:
+        return None
+    try:
+        _, leader_gpus = _gpu_limit(found.container if found.pod is leader else _first(leader))
+        _, worker_gpus = _gpu_limit(_first(worker) if worker else found.container)
+    except WorkloadError as exc:
+        return _finish(_reading("LeaderWorkerSet", meta, found, configmaps), invalid=str(exc))
+    total = leader_gpus + (size_raw - 1) * worker_gpus
+    return _reading("LeaderWorkerSet", meta, found, configmaps, gpus_per_replica=total, pods_per_replica=size_raw)
+
+
+def _blank(kind: str, meta: dict[str, Any]) -> Reading:
+    return Reading(kind, str(meta.get("namespace") or "default"), str(meta.get("name") or "?"), "-", "-", None)
+
+
+def _first(pod: dict[str, Any]) -> dict[str, Any]:
+    """The container of a pod spec that holds its GPUs (the first with a GPU limit, else the first)."""
+    containers = [_dict(c) for c in _list(pod.get("containers"))]
+    for c in containers:
+        if _gpu_limit(c)[0] is not None:
+            return c
+    return containers[0] if containers else {}
+
+
+def read_workload(
+    obj: Any,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
+    extra_paths: Mapping[str, str] | None = None,
+) -> Reading | None:
+    """The vLLM reading of a Kubernetes object, or None when it runs no vLLM server.
+
+    Args:
+        obj: The object as a dict (``kind``, ``metadata``, ``spec``).
+        configmaps: ConfigMap name -> data of the same namespace or manifest set, for ``--config`` files.
+        extra_paths: Kind -> dotted path of the pod spec, for other CRDs that embed a pod template
+            (``{"RayService": "spec.rayClusterConfig.headGroupSpec.template.spec"}``).
+
+    Never raises on bad input: a reading with ``invalid`` says what is wrong.
+    """
+    if not isinstance(obj, dict):
+        return None
+    kind = str(obj.get("kind") or "")
+    cms = configmaps or {}
+    meta = _dict(obj.get("metadata"))
+    try:
+        if kind == "LeaderWorkerSet":
+            return _leader_worker_set(obj, cms)
+        if kind == "InferenceService":
+            return _kserve_model(obj, cms)
+        if kind == "LLMInferenceService":
+            return _llm_inference_service(obj, cms)
+        path = {**POD_TEMPLATE_PATHS, **(extra_paths or {})}.get(kind)
+        if path is None:
+            return None
+        pod = _dict(_at(obj, path))
+        found = _find_vllm(pod)
+    except WorkloadError as exc:
+        return _finish(
+            _blank(kind, meta),
+            invalid=str(exc),
+        )
+    if found is None:
+        return None
+    return _reading(kind, meta, found, cms)
+
+
+def configmaps_of(objects: list[Any]) -> dict[str, dict[str, str]]:
+    """ConfigMap name -> data for the ConfigMaps among ``objects`` (a manifest set)."""
+    out: dict[str, dict[str, str]] = {}
+    for obj in objects:
+        if isinstance(obj, dict) and obj.get("kind") == "ConfigMap" and str(obj.get("apiVersion", "")) == "v1":
+            name = str(_dict(obj.get("metadata")).get("name") or "")
+            out[name] = {str(k): str(v) for k, v in _dict(obj.get("data")).items()}
+    return out

@@ -1,0 +1,62 @@
+"""The chart's workload webhook entries, rendered with helm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fitgate.operator.rbac import workload_audit_rules
+from tests.test_chart import helm, render_chart
+
+__all__ = ["helm"]
+
+
+def webhooks(helm: Path, *args: str) -> dict[str, dict[str, object]]:
+    docs = render_chart(helm, *args)
+    (config,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    return {w["name"]: w for w in config["webhooks"]}
+
+
+def test_off_by_default(helm: Path) -> None:
+    assert list(webhooks(helm)) == ["fit.fitgate.io"]
+
+
+def test_enforce_and_warn_namespaces_ignore_failures(helm: Path) -> None:
+    hooks = webhooks(helm, "--set", "workloadWebhook.enabled=true")
+    assert list(hooks) == ["fit.fitgate.io", "workloads-enforce.fitgate.io", "workloads-warn.fitgate.io"]
+    enforce = hooks["workloads-enforce.fitgate.io"]
+    assert enforce["failurePolicy"] == "Ignore" and hooks["fit.fitgate.io"]["failurePolicy"] == "Fail"
+    assert enforce["clientConfig"]["service"]["path"] == "/workloads-enforce"  # type: ignore[index]
+    assert {"key": "fitgate.io/validate", "operator": "In", "values": ["enforce"]} in enforce["namespaceSelector"][
+        "matchExpressions"  # type: ignore[index]
+    ]
+    resources = {(tuple(r["apiGroups"]), r["resources"][0]) for r in enforce["rules"]}  # type: ignore[attr-defined]
+    assert (("leaderworkerset.x-k8s.io",), "leaderworkersets") in resources
+    assert (("",), "pods") in resources and (("serving.kserve.io",), "llminferenceservices") in resources
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in enforce["rules"])  # type: ignore[attr-defined]
+
+
+def test_object_opt_in_covers_unlabelled_namespaces(helm: Path) -> None:
+    hooks = webhooks(helm, "--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.objectOptIn=true")
+    selector = hooks["workloads-object.fitgate.io"]["namespaceSelector"]["matchExpressions"]  # type: ignore[index]
+    assert {"key": "fitgate.io/validate", "operator": "DoesNotExist"} in selector
+
+
+def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
+    def granted(*args: str) -> set[tuple[str, str, tuple[str, ...]]]:
+        (role,) = [d for d in render_chart(helm, *args) if d["kind"] == "ClusterRole"]
+        return {
+            (g, r, tuple(sorted(rule["verbs"])))
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+        }
+
+    base = granted()
+    with_audit = granted("--set", "workloadWebhook.enabled=true")
+    assert with_audit - base == {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
+    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") == base
+    (deployment,) = [
+        d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "Deployment"
+    ]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300" and env["FITGATE_WORKLOAD_WEBHOOK"] == "1"

@@ -1,0 +1,229 @@
+"""``fitgate check`` on vLLM workloads: the same contract as for ModelDeployments, through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fitgate.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "workloads"
+
+
+def check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]]]:
+    code = main(["check", *argv, "--output", "json"])
+    out, err = capsys.readouterr()
+    assert err == ""
+    return code, json.loads(out)
+
+
+def lws(tmp_path: Path, size: int) -> str:
+    """vLLM's LWS example with the 405B base model of the built-in catalog (the example serves -Instruct)."""
+    text = (FIXTURES / "lws-vllm-gpu.yaml").read_text().replace("Llama-3.1-405B-Instruct", "Llama-3.1-405B")
+    path = tmp_path / "lws.yaml"
+    path.write_text(text.replace("size: 2", f"size: {size}"))
+    return str(path)
+
+
+def test_production_stack_deployment_on_its_l4_pool_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, results = check(capsys, str(FIXTURES / "production-stack-deployment.yaml"))
+    assert code == 1
+    [r] = results
+    assert set(r) >= {"source", "kind", "name", "verdict", "gpu", "message"}
+    assert (r["kind"], r["name"], r["verdict"], r["gpu"]) == (
+        "Deployment",
+        "default/vllm-llama3-deployment-vllm",
+        "DoesNotFit",
+        "NVIDIA-L4",  # from the chart's required node affinity on nvidia.com/gpu.product
+    )
+    # the numbers: 32 layers x 2 x 8 kv heads x 128 x 2 B = 128 KiB/token -> 16 GiB for one 131072-token request
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in r["message"]
+    # the fix is written against the chart's own flags
+    assert "smallest fix: change `--kv-cache-dtype auto` to `--kv-cache-dtype fp8`" in r["message"]
+
+
+def test_the_same_deployment_fits_on_h100(capsys: pytest.CaptureFixture[str]) -> None:
+    code, results = check(capsys, str(FIXTURES / "production-stack-deployment.yaml"), "--gpu", "H100")
+    assert code == 0 and results[0]["verdict"] == "Fits", results
+
+
+def test_lws_group_of_two_nodes_fits_and_one_node_is_short_of_gpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, [r] = check(capsys, lws(tmp_path, 2), "--gpu", "H100")
+    assert code == 0 and (r["kind"], r["verdict"]) == ("LeaderWorkerSet", "Fits"), r
+    code, [r] = check(capsys, lws(tmp_path, 1), "--gpu", "H100")
+    assert code == 1 and r["verdict"] == "DoesNotFit"
+    assert "vLLM needs 16 GPUs (TP 8 x PP 2) but container vllm-leader asks for 8 nvidia.com/gpu" in r["message"]
+
+
+HELM_TEMPLATE_OUTPUT = """\
+---
+# Source: demo/templates/configmap.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: vllm-config
+data:
+  config.yaml: |
+    model: meta-llama/Llama-3.1-8B-Instruct
+    max_model_len: 131072
+---
+# Source: demo/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: vllm
+spec:
+  ports: [{port: 8000}]
+---
+# Source: demo/templates/train.yaml
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+spec:
+  template:
+    spec:
+      containers:
+      - name: train
+        image: pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime
+        command: ["torchrun", "train.py"]
+        resources: {limits: {nvidia.com/gpu: 8}}
+---
+# Source: demo/templates/statefulset.yaml
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: vllm
+  namespace: serving
+spec:
+  template:
+    spec:
+      nodeSelector:
+        nvidia.com/gpu.product: NVIDIA-L4
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.19.0
+        args: ["--config", "/etc/vllm/config.yaml"]
+        volumeMounts: [{name: cfg, mountPath: /etc/vllm}]
+        resources: {limits: {nvidia.com/gpu: "1"}}
+      volumes:
+      - name: cfg
+        configMap: {name: vllm-config}
+"""
+
+
+def test_helm_template_output_with_a_config_file_and_skipped_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rendered.yaml"
+    path.write_text(HELM_TEMPLATE_OUTPUT)
+    code, results = check(capsys, str(path))
+    # the ConfigMap, the Service and the non-vLLM GPU Job are not listed
+    assert [(r["kind"], r["name"]) for r in results] == [("StatefulSet", "serving/vllm")]
+    assert code == 1 and results[0]["verdict"] == "DoesNotFit"
+    assert "131072-token request" in results[0]["message"]  # max_model_len came from the ConfigMap
+
+
+def test_kind_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [d for d in yaml.safe_load_all((FIXTURES / "vllm-docs-k8s-nvidia.yaml").read_text()) if d]
+    path = tmp_path / "list.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    code, results = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and [r["verdict"] for r in results] == ["Fits"]
+    assert results[0]["source"].endswith("#0.items[0]")
+
+
+@pytest.mark.parametrize(
+    ("container", "verdict", "code", "text"),
+    [
+        (  # an unclosed quote: vLLM never starts
+            {"command": ["sh", "-c", "vllm serve 'meta-llama/Llama-3.1-8B-Instruct"]},
+            "Invalid",
+            2,
+            "the shell script cannot be split into words (No closing quotation)",
+        ),
+        (  # no GPU limit at all, TP 2
+            {"args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "-tp", "2"]},
+            "DoesNotFit",
+            1,
+            "vLLM needs 2 GPUs (TP 2 x PP 1) but container vllm has no nvidia.com/gpu limit (so no GPU); "
+            "set nvidia.com/gpu: 2",
+        ),
+        (  # a GPU limit of 0
+            {"args": ["--model", "meta-llama/Llama-3.1-8B-Instruct"], "resources": {"limits": {"nvidia.com/gpu": 0}}},
+            "DoesNotFit",
+            1,
+            "vLLM needs 1 GPU (TP 1 x PP 1) but container vllm has no nvidia.com/gpu limit (so no GPU)",
+        ),
+    ],
+)
+def test_bad_workloads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], container: dict[str, Any], verdict: str, code: int, text: str
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", **container}]},
+    }
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    got, [r] = check(capsys, str(path), "--gpu", "H100")
+    assert (got, r["verdict"], r["kind"]) == (code, verdict, "Pod")
+    assert text in r["message"], r["message"]
+
+
+def test_the_whole_helm_template_output_of_the_production_stack_chart(capsys: pytest.CaptureFixture[str]) -> None:
+    # ServiceAccount, Secret, Role, RoleBinding, two Services and the router Deployment are not listed
+    code, results = check(capsys, str(FIXTURES / "production-stack-helm-template.yaml"))
+    assert code == 1
+    assert [(r["kind"], r["name"], r["verdict"]) for r in results] == [
+        ("Deployment", "default/vllm-llama3-deployment-vllm", "DoesNotFit")
+    ]
+
+
+def test_model_deployment_nodes_per_replica() -> None:
+    """placement.nodesPerReplica: a replica of TP 8 x PP 2 spans 2 nodes of 8 GPUs, and needs 2 such nodes."""
+    from fitgate.operator.api import parse_spec  # noqa: PLC0415
+    from fitgate.operator.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.inventory import parse_node  # noqa: PLC0415
+    from tests.conftest import model  # noqa: PLC0415
+    from tests.test_operator import H100  # noqa: PLC0415
+
+    second = {**H100, "metadata": {**H100["metadata"], "name": "h100-1"}}
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-405B"},
+        "serving": {"tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 8192},
+        "placement": {"nodesPerReplica": 2},
+    }
+    llama = model("meta-llama/Llama-3.1-405B")
+    two = evaluate(parse_spec(spec), llama, [*parse_node(H100), *parse_node(second)])
+    assert two.verdict.value == "Fits", two.message
+    one = evaluate(parse_spec(spec), llama, parse_node(H100))
+    assert one.verdict.value == "DoesNotFit" and one.reason == "NotEnoughGPUsPerNode"
+    assert "8 GPUs per node x 2 nodes but the pool has 1 nodes of 8" in one.message
+    single = evaluate(parse_spec({**spec, "placement": {}}), llama, [*parse_node(H100), *parse_node(second)])
+    assert single.reason == "NotEnoughGPUsPerNode"  # 16 GPUs on one node of 8
+
+
+def test_check_a_model_deployment_spanning_two_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mdep = {
+        "apiVersion": "fitgate.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "big"},
+        "spec": {
+            "model": {"name": "meta-llama/Llama-3.1-405B"},
+            "serving": {"tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 8192},
+            "placement": {"gpuProduct": "H100", "nodesPerReplica": 2},
+        },
+    }
+    path = tmp_path / "mdep.yaml"
+    path.write_text(yaml.safe_dump(mdep))
+    code, [r] = check(capsys, str(path))
+    assert code == 0 and (r["kind"], r["verdict"]) == ("ModelDeployment", "Fits"), r
