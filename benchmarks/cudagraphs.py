@@ -42,6 +42,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from accuracy import DEFAULT_CALIBRATION, DEFAULT_EXTRA, EXCLUDED, _facts, run_case  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
+#: Printed estimates found after the constants were fitted (public logs, each with its source and the
+#: tests/corpus folder of its architecture in ``shape``): reported apart, never fitted.
+HELD_OUT = ROOT / "benchmarks" / "calibration" / "cuda-graph-estimates.jsonl"
 #: Where a case's model shape comes from when its own checkpoint is not in the repo: a checkpoint
 #: of the same architecture and size in tests/corpus (each folder's SOURCE.md cites it).
 SHAPES = {
@@ -74,6 +77,8 @@ class Point:
 
 def _shape(case: dict[str, Any], calibration: Path) -> tuple[int, bool] | None:
     repo = str(case["model"]).split(" (")[0]
+    if "shape" in case:
+        SHAPES[repo] = str(case["shape"])
     for folder in (calibration / "models" / repo.replace("/", "__"), CORPUS / repo.replace("/", "__")):
         if folder.is_dir():
             break
@@ -106,10 +111,14 @@ def _counts(case: dict[str, Any], version: str, max_capture: int | None) -> tupl
     return graph_counts(sizes, seqs), "settings"
 
 
-def collect(calibration: Path) -> tuple[list[Point], list[tuple[str, str]]]:
-    cases = [json.loads(x) for x in (calibration / "cases.jsonl").read_text().splitlines() if x.strip()]
-    for extra in DEFAULT_EXTRA:
-        cases += [json.loads(x) for x in extra.read_text().splitlines() if x.strip()]
+def collect(calibration: Path, held_out: bool = False) -> tuple[list[Point], list[tuple[str, str]]]:
+    """The cases with a printed estimate: the fitting set, or (``held_out``) :data:`HELD_OUT`."""
+    if held_out:
+        cases = [json.loads(x) for x in HELD_OUT.read_text().splitlines() if x.strip()]
+    else:
+        cases = [json.loads(x) for x in (calibration / "cases.jsonl").read_text().splitlines() if x.strip()]
+        for extra in DEFAULT_EXTRA:
+            cases += [json.loads(x) for x in extra.read_text().splitlines() if x.strip()]
     points: list[Point] = []
     left_out: list[tuple[str, str]] = []
     for case in cases:
@@ -245,6 +254,14 @@ def main(argv: list[str] | None = None) -> int:
         f"\nconstants: per graph-layer {cudagraphs.PER_GRAPH_LAYER_BYTES / 1024:.0f} KiB, first "
         f"{cudagraphs.FIRST_CAPTURE_BYTES / MiB:.0f} MiB dense / {cudagraphs.FIRST_CAPTURE_MOE_BYTES / MiB:.0f} MiB MoE"
     )
+    held, _ = collect(args.calibration, held_out=True)
+    print("\n| held-out case (never fitted) | release | layers | MoE | PIECEWISE / FULL | printed GiB | old | new |")
+    print("|---|---|---|---|---|---|---|---|")
+    for p in held:
+        print(
+            f"| {p.case} | {p.release} | {p.layers} | {'yes' if p.moe else 'no'} | {p.counts.piecewise} / "
+            f"{p.counts.full} | {p.printed_gib:.2f} | {old_bytes(p) / GiB:.2f} | {new_bytes(p) / GiB:.2f} |"
+        )
     peak_with_estimate(args.calibration)
     if args.fit:
         _fit(points)
