@@ -181,6 +181,7 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
     predicted = {
         "weights_gib": rank0.weights.total_bytes / GiB,
         "activation_peak_gib": rank0.profile.activation_bytes / GiB,
+        "graph_estimate_gib": rank0.profile.cuda_graph_bytes / GiB if result.per_gpu.cuda_graphs_in_budget else 0.0,
         "non_torch_gib": rank0.profile.non_torch_bytes / GiB,
         "kv_available_gib": rank0.available_kv_bytes / GiB,
         "gpu_blocks": float(result.kv.num_blocks),

@@ -36,8 +36,8 @@ SIZED_FROM_0_21 = {
     "gh-file-69451098589-qwen3-32b-awq-rtx5090-u085-8k",
 }
 #: Sized cases whose verdict is wrong today (README: accuracy on vLLM >= 0.21). The 0.70 Qwen3-32B-AWQ
-#: start printed 0.33 GiB of peak activation and CUDA-graph estimate where fitgate counts 0.67 + 1.41 GiB
-#: (its graph term is fitted on vLLM 0.19 H100 logs), so it predicts 1.6 GiB of KV for a 2 GiB request.
+#: start printed 0.33 GiB of peak activation and CUDA-graph estimate where fitgate counts 0.67 + 1.23 GiB
+#: (the same run at gmu 0.85 printed 1.46 GiB), so it predicts 1.8 GiB of KV for a 2 GiB request.
 WRONG_VERDICT = {"gh-file-69451098589-qwen3-32b-awq-rtx5090-u070-8k"}
 EMBEDDING = "gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030"
 

@@ -112,7 +112,8 @@ def test_fp8_kv_halves_bytes_and_doubles_tokens_not_pool() -> None:
     fp8 = plan(m, h100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, kv_cache_dtype="fp8"))
     assert fp8.kv.bytes_per_token * 2 == auto.kv.bytes_per_token == 131072
     assert fp8.ranks[0].available_kv_bytes == auto.ranks[0].available_kv_bytes
-    assert fp8.kv.reported_tokens == 2 * auto.kv.reported_tokens
+    # twice the blocks, or one more when the pool holds an odd number of fp8 blocks (16 tokens)
+    assert 0 <= fp8.kv.reported_tokens - 2 * auto.kv.reported_tokens <= fp8.kv.block_size
 
 
 def test_hybrid_sliding_groups_gpt_oss_tp2() -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fitgate.sizing.cudagraphs import capture_sizes, cuda_graph_estimate_bytes, graph_counts
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.units import GiB, MiB
 from fitgate.sizing.versions import VllmAccounting
@@ -75,6 +76,7 @@ def estimate_profile(
     accounting: VllmAccounting,
     fabric: str = "pcie",
     pooling: bool = False,
+    compute_capability: str | None = None,
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU."""
     hidden = arch.hidden_size
@@ -102,7 +104,16 @@ def estimate_profile(
         forward_bytes=forward,
         moe_workspace_bytes=workspace,
         non_torch_bytes=non_torch_bytes(tp, pp, accounting, fabric),
-        cuda_graph_bytes=0 if enforce_eager else cuda_graph_bytes(arch, len(layers), accounting),
+        cuda_graph_bytes=0
+        if enforce_eager
+        else cuda_graph_bytes(
+            arch,
+            len(layers),
+            accounting,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            compute_capability=compute_capability,
+        ),
     )
 
 
@@ -144,12 +155,34 @@ def non_torch_bytes(tp: int, pp: int, accounting: VllmAccounting, fabric: str = 
     return base
 
 
-def cuda_graph_bytes(arch: ModelArchitecture, num_layers: int, accounting: VllmAccounting) -> int:
-    """Memory CUDA-graph capture takes (0.5-1.8 GiB in the 0.19 H100 logs).
+def cuda_graph_bytes(
+    arch: ModelArchitecture,
+    num_layers: int,
+    accounting: VllmAccounting,
+    *,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    compute_capability: str | None = None,
+) -> int:
+    """CUDA-graph memory of one GPU: vLLM's estimate where it is in the budget, else the capture itself.
 
-    ~0.35 GiB plus ~17 MiB per layer captured, doubled per layer for models that raise the largest
-    capture size (gpt-oss: 992), plus 0.25 GiB for MoE models.
+    From 0.20 vLLM subtracts its own estimate (``profile_cudagraph_memory``) from the KV budget, so
+    that is what fitgate predicts there, with the source's structure: fitted first-capture pool plus
+    a fitted cost per extra graph and layer, times the graphs vLLM captures for these settings
+    (cudagraphs.py). Before 0.20 the graphs are captured after KV sizing and what matters is the
+    pool they really take (0.5-1.8 GiB in the 0.19 H100 logs): ~0.35 GiB plus ~17 MiB per layer
+    captured, doubled per layer for models that raise the largest capture size (gpt-oss), plus
+    0.25 GiB for MoE models (fitted on those logs' "Graph capturing finished ... took").
     """
+    if accounting.cudagraph_in_budget:
+        sizes = capture_sizes(
+            accounting,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            model_max_capture_size=arch.max_capture_size_override,
+            compute_capability=compute_capability,
+        )
+        return cuda_graph_estimate_bytes(num_layers, arch.is_moe, graph_counts(sizes, max_num_seqs))
     per_layer = 17 * MiB * (2 if arch.max_capture_size_override else 1)
     moe = int(0.25 * GiB) if arch.is_moe else 0
     return int(0.35 * GiB) + num_layers * per_layer + moe

@@ -325,7 +325,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         quantization=quant,
         vision=_parse_vision(config),
         mtp_layers=extras.get("mtp_layers", 0),
-        max_capture_size_override=992 if family == "moe" and model_type == "gpt_oss" else None,
+        # GptOssForCausalLMConfig raises max_cudagraph_capture_size to 1024 (models/config.py 0.19.0 L120-133,
+        # 0.33.0 L559): 83 capture sizes instead of 51.
+        max_capture_size_override=1024 if family == "moe" and model_type == "gpt_oss" else None,
         norm_has_bias=family == "phi2",
         attention_bias=bool(text.data.get("attention_bias"))
         or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},

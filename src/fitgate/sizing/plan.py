@@ -217,6 +217,7 @@ def _rank(
         accounting=accounting,
         fabric=_fabric(gpu, rs.interconnect),
         pooling=rs.runner == "pooling",
+        compute_capability=gpu.compute_capability,
     )
     specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
     block = hybrid_block_size(specs, rs.block_size)
