@@ -18,7 +18,6 @@ import json
 import ssl
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,10 +26,9 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from e2e import cluster, tools
-from e2e.conftest import Kube
-from e2e.operator_process import Operator, admission_review
-from e2e.test_operator import FITS, MISFIT, NODES, TIGHT, node_manifest
+from benchmarks.harness import operator_on_gpu_nodes
+from e2e.operator_process import admission_review
+from e2e.test_operator import FITS, MISFIT, TIGHT
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,41 +65,23 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 50])
     parser.add_argument("--requests", type=int, default=600)
     args = parser.parse_args()
-    cluster.build()
-    bin_dir = tools.install()
-    with tempfile.TemporaryDirectory() as tmp:
-        cp = cluster.ControlPlane(Path(tmp) / "cp").start()
-        kube = Kube(cp.kubeconfig, bin_dir, cp)
-        op = None
-        try:
-            kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-            kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-            for name, labels, allocatable in NODES:
-                kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
-            workdir = Path(tmp) / "op"
-            workdir.mkdir()
-            op = Operator(kube, workdir, resync_s=600, verbose=False)
-            op.start()
-            url = f"https://127.0.0.1:{op.webhook_port}/fit"
-            asyncio.run(run(url, workdir / "ca.crt", 1, 6))  # warm the checkpoint cache
-            for n in args.concurrency:
-                lat = sorted(asyncio.run(run(url, workdir / "ca.crt", n, args.requests)))
-                print(
-                    json.dumps(
-                        {
-                            "concurrency": n,
-                            "requests": len(lat),
-                            "p50_ms": round(statistics.median(lat), 2),
-                            "p99_ms": round(lat[int(0.99 * (len(lat) - 1))], 2),
-                            "max_ms": round(lat[-1], 2),
-                        }
-                    ),
-                    flush=True,
-                )
-        finally:
-            if op is not None:
-                op.stop()
-            cp.stop()
+    with operator_on_gpu_nodes() as (_kube, op, workdir):
+        url = f"https://127.0.0.1:{op.webhook_port}/fit"
+        asyncio.run(run(url, workdir / "ca.crt", 1, 6))  # warm the checkpoint cache
+        for n in args.concurrency:
+            lat = sorted(asyncio.run(run(url, workdir / "ca.crt", n, args.requests)))
+            print(
+                json.dumps(
+                    {
+                        "concurrency": n,
+                        "requests": len(lat),
+                        "p50_ms": round(statistics.median(lat), 2),
+                        "p99_ms": round(lat[int(0.99 * (len(lat) - 1))], 2),
+                        "max_ms": round(lat[-1], 2),
+                    }
+                ),
+                flush=True,
+            )
     return 0
 
 

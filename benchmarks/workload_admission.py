@@ -16,11 +16,9 @@ import argparse
 import asyncio
 import copy
 import json
-import socket
 import ssl
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -31,24 +29,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from e2e import cluster, tools
-from e2e.conftest import Kube
-from e2e.operator_process import Operator, admission_review
-from e2e.test_operator import NODES, node_manifest
+from benchmarks.harness import operator_on_gpu_nodes
+from e2e.operator_process import admission_review
 
 from fitgate.workloads import read_workload
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "workloads" / "production-stack-deployment.yaml"
-
-
-def webhook_listening(port: int) -> bool:
-    """Whether the operator's webhook server accepts connections (kopf starts it after the readiness probe)."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 def deployment() -> dict[str, Any]:
@@ -101,44 +88,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
     args = parser.parse_args()
-    cluster.build()
-    bin_dir = tools.install()
-    with tempfile.TemporaryDirectory() as tmp:
-        cp = cluster.ControlPlane(Path(tmp) / "cp").start()
-        kube = Kube(cp.kubeconfig, bin_dir, cp)
-        op = None
-        try:
-            kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-            kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-            for name, labels, allocatable in NODES:
-                kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
-            workdir = Path(tmp) / "op"
-            workdir.mkdir()
-            env = {"FITGATE_WORKLOAD_WEBHOOK": "1"}
-            op = Operator(kube, workdir, resync_s=600, verbose=False, managed=None, extra_env=env)
-            op.start()
-            kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
-            base = f"https://127.0.0.1:{op.webhook_port}"
-            asyncio.run(run(base, workdir / "ca.crt", 10))  # warm the checkpoint cache
-            md, dep = asyncio.run(run(base, workdir / "ca.crt", args.requests))
-            p50_md, p50_dep = statistics.median(md), statistics.median(dep)
-            print(
-                json.dumps(
-                    {
-                        "requests": len(md),
-                        "modeldeployment_p50_ms": round(p50_md, 3),
-                        "deployment_p50_ms": round(p50_dep, 3),
-                        "added_p50_ms": round(p50_dep - p50_md, 3),
-                        "modeldeployment_p99_ms": round(sorted(md)[int(0.99 * (len(md) - 1))], 3),
-                        "deployment_p99_ms": round(sorted(dep)[int(0.99 * (len(dep) - 1))], 3),
-                    }
-                ),
-                flush=True,
-            )
-        finally:
-            if op is not None:
-                op.stop()
-            cp.stop()
+    with operator_on_gpu_nodes({"FITGATE_WORKLOAD_WEBHOOK": "1"}, managed=None) as (_kube, op, workdir):
+        base = f"https://127.0.0.1:{op.webhook_port}"
+        asyncio.run(run(base, workdir / "ca.crt", 10))  # warm the checkpoint cache
+        md, dep = asyncio.run(run(base, workdir / "ca.crt", args.requests))
+        p50_md, p50_dep = statistics.median(md), statistics.median(dep)
+        print(
+            json.dumps(
+                {
+                    "requests": len(md),
+                    "modeldeployment_p50_ms": round(p50_md, 3),
+                    "deployment_p50_ms": round(p50_dep, 3),
+                    "added_p50_ms": round(p50_dep - p50_md, 3),
+                    "modeldeployment_p99_ms": round(sorted(md)[int(0.99 * (len(md) - 1))], 3),
+                    "deployment_p99_ms": round(sorted(dep)[int(0.99 * (len(dep) - 1))], 3),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

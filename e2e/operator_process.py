@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -15,6 +16,15 @@ from typing import Any
 from e2e.cluster import free_port
 
 FITGATE = Path(sys.executable).parent / "fitgate"
+
+
+def webhook_listening(port: int) -> bool:
+    """Whether the operator's webhook server accepts connections (kopf starts it after the readiness probe)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 class Operator:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 from e2e.conftest import Kube
-from e2e.operator_process import Operator
+from e2e.operator_process import Operator, webhook_listening
 from e2e.test_operator import NODES, node_manifest
 
 pytestmark = pytest.mark.e2e
@@ -36,15 +35,6 @@ SECOND_H100 = ("e2e-h100-b", NODES[0][1], NODES[0][2])  # an LWS group of 2 pods
 
 def fixture(name: str) -> dict[str, Any]:
     return copy.deepcopy(next(d for d in yaml.safe_load_all((FIXTURES / name).read_text()) if d))
-
-
-def webhook_listening(port: int) -> bool:
-    """Whether the operator's webhook server accepts connections (kopf starts it after the readiness probe)."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 def chart_deployment(product: str) -> dict[str, Any]:

@@ -25,20 +25,9 @@ import pytest
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from tests.test_chart import CHART, helm, render_chart  # noqa: F401 - the helm fixture
+from tests.test_chart import CHART, KNOBS, helm, render_chart  # noqa: F401 - the helm fixture
 
-ON = [
-    "--set",
-    "metrics.grafanaDashboard.enabled=true",
-    "--set",
-    "metrics.prometheusRule.enabled=true",
-    "--set",
-    "networkPolicy.enabled=true",
-    "--set",
-    "networkPolicy.egress.enabled=true",
-    "--set-json",
-    'operator.prices={"H100":2.5,"L4":0.7}',
-]
+ON = [*KNOBS["observe"][:-1], 'operator.prices={"H100":2.5,"L4":0.7}']  # the chart test's observe knob, two prices
 
 _REF = {
     "type": "object",
