@@ -23,6 +23,7 @@ from typing import Any
 
 from fitgate.operator.logic import ARGS_ANNOTATION, VERDICT_ANNOTATION
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.workload_observe import Audited, WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
 from fitgate.sizing import Verdict
 from fitgate.workloads import Reading, read_workload
@@ -71,11 +72,16 @@ Evaluate = Callable[[Reading], Awaitable[WorkloadVerdict]]
 
 
 class WorkloadAudit:
-    """The periodic audit; ``api_client`` is a ``kubernetes.client.ApiClient`` (None: configured here)."""
+    """The periodic audit; ``api_client`` is a ``kubernetes.client.ApiClient`` (None: configured here).
 
-    def __init__(self, api_client: Any = None) -> None:
+    With an ``observer`` (``FITGATE_WORKLOAD_OBSERVE``), each pass ends by reading the audited workloads'
+    serving pods (:mod:`fitgate.operator.workload_observe`).
+    """
+
+    def __init__(self, api_client: Any = None, observer: WorkloadObserver | None = None) -> None:
         self._api = api_client
         self._seen: set[tuple[str, str, str]] = set()
+        self.observer = observer
 
     def _client(self) -> Any:
         if self._api is None:
@@ -128,6 +134,7 @@ class WorkloadAudit:
     async def audit_once(self, evaluate: Evaluate, metrics: Metrics) -> int:
         """One pass over every opted-in namespace; returns the workloads evaluated."""
         seen: set[tuple[str, str, str]] = set()
+        audited: list[Audited] = []
         for namespace, ns_mode in (await self.namespaces()).items():
             for group, version, plural, kind in AUDITED:
                 listed = await self._request("GET", _path(group, version, namespace, plural))
@@ -146,6 +153,7 @@ class WorkloadAudit:
                     metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
                     action = audit_action(annotations, verdict)
                     path = _path(group, version, namespace, plural, reading.name)
+                    audited.append(Audited(obj, path, verdict))
                     try:  # the Event first: once the annotation is written, the change is no longer seen
                         if action.event is not None:
                             await self._event(obj, *action.event)
@@ -156,6 +164,8 @@ class WorkloadAudit:
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen
+        if self.observer is not None:
+            await self.observer.observe_all(audited, self._request, self._event)
         return len(seen)
 
     async def _event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:

@@ -115,6 +115,25 @@ class Metrics:
             ["namespace", "kind", "name", "verdict"],
             registry=self.registry,
         )
+        workload = ["namespace", "kind", "name"]
+        self.workload_observed_blocks = Gauge(
+            "fitgate_workload_observed_kv_blocks",
+            "num_gpu_blocks the serving pods of an audited vLLM workload report (the smallest of its pods)",
+            workload,
+            registry=self.registry,
+        )
+        self.workload_prediction_error = Gauge(
+            "fitgate_workload_prediction_error_ratio",
+            "(observed - predicted) / predicted num_gpu_blocks of an audited vLLM workload",
+            workload,
+            registry=self.registry,
+        )
+        self.workload_at_capacity = Gauge(
+            "fitgate_workload_at_capacity",
+            "1 when an audited vLLM workload's pods preempt requests or fill the KV cache to 95 % or more, else 0",
+            workload,
+            registry=self.registry,
+        )
         self.ready = False
         self._runner: web.AppRunner | None = None
 
@@ -185,6 +204,28 @@ class Metrics:
                     self.workload_verdict.remove(namespace, kind, name, v)
             else:
                 self.workload_verdict.labels(namespace, kind, name, v).set(1 if v == verdict else 0)
+
+    def observed_workload(
+        self,
+        namespace: str,
+        kind: str,
+        name: str,
+        blocks: int | None,
+        error_ratio: float | None,
+        at_capacity: bool | None,
+    ) -> None:
+        """Record what an audited workload's pods report; None removes a series (all None: the workload is gone)."""
+        values = (
+            (self.workload_observed_blocks, blocks),
+            (self.workload_prediction_error, error_ratio),
+            (self.workload_at_capacity, None if at_capacity is None else int(at_capacity)),
+        )
+        for gauge, value in values:
+            if value is None:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(namespace, kind, name)
+            else:
+                gauge.labels(namespace, kind, name).set(value)
 
     def exposition(self) -> bytes:
         """The Prometheus text format."""

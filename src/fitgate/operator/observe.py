@@ -29,7 +29,15 @@ from typing import Any
 import aiohttp
 
 from fitgate.observe import parse_lines
-from fitgate.observe.metrics import MetricsError, Observation, Scrape, observe, parse_scrape, pod_window
+from fitgate.observe.metrics import (
+    MetricsError,
+    Observation,
+    PodWindow,
+    Scrape,
+    observe,
+    parse_scrape,
+    pod_window,
+)
 from fitgate.operator.api import ModelDeploymentSpec, ObservedStatus
 from fitgate.operator.evaluate import condition
 from fitgate.operator.nodewatch import _core_v1 as core_v1
@@ -113,6 +121,15 @@ class _History:
 
 
 @dataclass(frozen=True)
+class PodsRead:
+    """One read of a set of pods: each read pod's window, how many could not be read, and why one failed to start."""
+
+    windows: list[PodWindow]
+    failed: int
+    failure: str | None
+
+
+@dataclass(frozen=True)
 class ObserveOutcome:
     """What one round found: the status to write, the event to post (if any), the observation.
 
@@ -174,35 +191,9 @@ class Observer:
         history.due = self.clock() + spec.observe.interval_seconds
         selector = ",".join(f"{k}={v}" for k, v in sorted(spec.observe.selector.items()))
         errors: list[str] = []
-        failure: str | None = None
-        try:
-            pods = await self.list_pods(namespace, selector)
-        except Exception as exc:  # the API server's fault: say so in status, try again next round
-            pods = []
-            errors.append(f"listing pods {selector}: {_one_line(exc)}")
-        chosen = targets(pods, spec.observe.port)
-        if len(chosen) > MAX_PODS:
-            errors.append(f"{len(chosen)} pods match; only the first {MAX_PODS} are read")
-            chosen = chosen[:MAX_PODS]
-        results = await asyncio.gather(*(self._read(namespace, t) for t in chosen))
-        live = {t.pod for t in chosen}
-        for pod in list(history.pods):
-            if pod not in live:
-                del history.pods[pod]
-        failed = 0
-        for target, result in zip(chosen, results, strict=True):
-            if isinstance(result, Scrape):
-                kept = history.pods.setdefault(target.pod, deque(maxlen=1024))
-                kept.append(result)
-                while kept and result.at_s - kept[0].at_s > self.window_s:
-                    kept.popleft()
-                continue
-            failed += 1
-            history.pods.pop(target.pod, None)
-            if target.failed_container is not None and result.startswith("failed to start: "):
-                failure = failure or result.removeprefix("failed to start: ")
-            errors.append(f"{target.pod}: {result}")
-        windows = [pod_window(list(s)) for s in history.pods.values() if s]
+        pods = await self.list_matching(namespace, selector, errors)
+        read = await self.read_pods((namespace, name), namespace, pods, spec.observe.port, errors)
+        windows, failed, failure = read.windows, read.failed, read.failure
         kv = status.get("kvCache") or {}
         predicted = kv.get("numGpuBlocks") if isinstance(kv, Mapping) else None
         gpus = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
@@ -239,11 +230,60 @@ class Observer:
         event = None
         if obs.verified is not None:  # an Event when the observation starts to disagree, not every round
             if not obs.verified and history.drifted is not True:
-                event = ("Warning", "PredictionDrift", _verified_message(obs))
+                event = ("Warning", "PredictionDrift", verified_message(obs))
             history.drifted = not obs.verified
         return ObserveOutcome(
             {"observed": observed.model_dump(by_alias=True, mode="json"), "conditions": conditions}, obs, event
         )
+
+    async def list_matching(self, namespace: str, selector: str, errors: list[str]) -> list[dict[str, Any]]:
+        """The pods of ``namespace`` matching the label ``selector``; a listing error goes to ``errors``."""
+        try:
+            return await self.list_pods(namespace, selector)
+        except Exception as exc:  # the API server's fault: say so in status, try again next round
+            errors.append(f"listing pods {selector}: {_one_line(exc)}")
+            return []
+
+    async def read_pods(
+        self,
+        key: tuple[str, str],
+        namespace: str,
+        pods: Sequence[Mapping[str, Any]],
+        port: int | None,
+        errors: list[str],
+    ) -> PodsRead:
+        """Read ``pods`` once (in parallel, bounded) and keep each one's scrapes under ``key``'s window.
+
+        The one read path of ModelDeployments (``spec.observe``) and of audited workloads
+        (:mod:`fitgate.operator.workload_observe`): at most :data:`MAX_PODS` pods, failed starts read
+        from their log, pods gone since the last round dropped from the history.
+        """
+        history = self._history.setdefault(key, _History())
+        chosen = targets(pods, port)
+        if len(chosen) > MAX_PODS:
+            errors.append(f"{len(chosen)} pods match; only the first {MAX_PODS} are read")
+            chosen = chosen[:MAX_PODS]
+        results = await asyncio.gather(*(self._read(namespace, t) for t in chosen))
+        live = {t.pod for t in chosen}
+        for pod in list(history.pods):
+            if pod not in live:
+                del history.pods[pod]
+        failed = 0
+        failure: str | None = None
+        for target, result in zip(chosen, results, strict=True):
+            if isinstance(result, Scrape):
+                kept = history.pods.setdefault(target.pod, deque(maxlen=1024))
+                kept.append(result)
+                while kept and result.at_s - kept[0].at_s > self.window_s:
+                    kept.popleft()
+                continue
+            failed += 1
+            history.pods.pop(target.pod, None)
+            if target.failed_container is not None and result.startswith("failed to start: "):
+                failure = failure or result.removeprefix("failed to start: ")
+            errors.append(f"{target.pod}: {result}")
+        windows = [pod_window(list(s)) for s in history.pods.values() if s]
+        return PodsRead(windows, failed, failure)
 
     def _price(self, spec: ModelDeploymentSpec, status: Mapping[str, Any]) -> float | None:
         if spec.economics is not None and spec.economics.gpu_hour_price_usd is not None:
@@ -266,7 +306,7 @@ class Observer:
                 "PredictionVerified",
                 "True" if obs.verified else "False",
                 "WithinTolerance" if obs.verified else "PredictionDrift",
-                _verified_message(obs),
+                verified_message(obs),
                 generation,
                 now,
             )
@@ -348,7 +388,8 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _verified_message(obs: Observation) -> str:
+def verified_message(obs: Observation) -> str:
+    """Observed against predicted blocks in one line (PredictionVerified, the drift Event)."""
     return (
         f"vLLM allocated {obs.observed_blocks} KV blocks, fitgate predicted {obs.predicted_blocks} "
         f"({(obs.blocks_error_ratio or 0) * 100:+.2f} %; tolerance 2 %)"

@@ -26,6 +26,7 @@ import kopf
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.workload_observe import WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
 from fitgate.settings import OperatorConfig
 from fitgate.workloads import Reading, read_workload
@@ -190,10 +191,12 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
     async def audit() -> None:
         while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
             await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
-        await WorkloadAudit().run(period, evaluate, memo.metrics)
+        observer = WorkloadObserver(memo.observer, memo.metrics) if config.workload_observe else None
+        await WorkloadAudit(observer=observer).run(period, evaluate, memo.metrics)
 
     memo.workload_audit = asyncio.create_task(audit())
-    logger.info("vLLM workload audit every %.0f s", period)
+    observing = ", reading their pods' /metrics" if config.workload_observe else ""
+    logger.info("vLLM workload audit every %.0f s%s", period, observing)
 
 
 @kopf.on.cleanup()
