@@ -175,6 +175,8 @@ def test_every_promql_expression_parses(helm: Path) -> None:  # noqa: F811
     assert alerts == {
         "FitgatePredictionDrift",
         "FitgateAtCapacity",
+        "FitgateWorkloadPredictionDrift",
+        "FitgateWorkloadAtCapacity",
         "FitgateDoesNotFitAdmitted",
         "FitgateWebhookErrors",
         "FitgateWebhookFailOpen",
@@ -193,6 +195,7 @@ def test_every_series_the_dashboard_and_alerts_name_exists() -> None:
     m = Metrics()
     m.observe("ns", "m", "Fits", 1, 1, 1)
     m.observed("ns", "m", 1, 16, 0.0, False, 0.1, 0.0)
+    m.observed_workload("ns", "Deployment", "d", 1, 0.0, False)
     m.scrapes.labels("ok").inc()
     m.admission.labels("allowed").inc()
     m.admission_seconds.observe(0.01)

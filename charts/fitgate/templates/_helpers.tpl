@@ -68,6 +68,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.webhook.certManager.enabled .Values.webhook.url -}}
 {{- fail "webhook.url (an operator outside the cluster) cannot use a cert-manager certificate mounted into the pod: set webhook.caBundle or use the chart-generated certificate" -}}
 {{- end -}}
+{{- if and .Values.workloadWebhook.observe (not (and .Values.workloadWebhook.enabled (gt (int .Values.workloadWebhook.auditSeconds) 0))) -}}
+{{- fail "workloadWebhook.observe reads the pods of the workloads the audit finds: it needs workloadWebhook.enabled=true and workloadWebhook.auditSeconds > 0" -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

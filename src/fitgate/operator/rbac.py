@@ -9,7 +9,7 @@ Mapping from handler kinds to verbs:
 * resource handlers and timers (``@kopf.on.create/update/resume/delete``, ``@kopf.timer``): get, list,
   watch and patch on the resource (annotations, kopf's progress annotations) and patch on its
   ``/status`` subresource;
-* the observer (``spec.observe``): list pods, get pods/log;
+* the observer (``spec.observe``, and the audit's workload observation): list pods, get pods/log;
 * kopf itself: create Events (``kopf.event``), list/watch CRDs (resource discovery), and with peering
   get/list/watch/patch ``clusterkopfpeerings`` (``kopfpeerings`` when it watches given namespaces: kopf
   then peers per namespace); watching given namespaces, kopf also lists and watches ``namespaces`` (to
@@ -54,8 +54,8 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
         verbs.setdefault((key[0], f"{key[1]}/status"), set()).add("patch")
     verbs.setdefault(("", "nodes"), set()).update({"list", "watch"})  # the node watch (the GPU inventory)
     verbs.setdefault(("", "events"), set()).add("create")
-    # The observer (operator/observe.py, spec.observe): it lists the serving pods and reads the log of one
-    # that failed to start; it never gets a single pod.
+    # The observer (operator/observe.py, spec.observe; operator/workload_observe.py for audited workloads): it
+    # lists the serving pods and reads the log of one that failed to start; it never gets a single pod.
     verbs.setdefault(("", "pods"), set()).add("list")
     verbs.setdefault(("", "pods/log"), set()).add("get")
     verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
