@@ -170,12 +170,7 @@ class Metrics:
             (self.kv_usage, kv_usage),
             (self.preemptions, preemptions_per_minute),
         )
-        for gauge, value in values:
-            if value is None:
-                with contextlib.suppress(KeyError):
-                    gauge.remove(namespace, name)
-            else:
-                gauge.labels(namespace, name).set(value)
+        _put(values, namespace, name)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted deployment's series."""
@@ -220,12 +215,7 @@ class Metrics:
             (self.workload_prediction_error, error_ratio),
             (self.workload_at_capacity, None if at_capacity is None else int(at_capacity)),
         )
-        for gauge, value in values:
-            if value is None:
-                with contextlib.suppress(KeyError):
-                    gauge.remove(namespace, kind, name)
-            else:
-                gauge.labels(namespace, kind, name).set(value)
+        _put(values, namespace, kind, name)
 
     def exposition(self) -> bytes:
         """The Prometheus text format."""
@@ -256,3 +246,13 @@ class Metrics:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+def _put(values: tuple[tuple[Gauge, float | None], ...], *labels: str) -> None:
+    """Set each gauge's series of ``labels`` to its value; None removes the series."""
+    for gauge, value in values:
+        if value is None:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+        else:
+            gauge.labels(*labels).set(value)
