@@ -111,6 +111,13 @@ def observed(kube: Kube, namespace: str) -> dict[str, Any]:
     return dict(json.loads((meta.get("annotations") or {}).get(OBSERVED) or "{}"))
 
 
+def scrapes_ok(operator: Operator) -> float:
+    for line in operator.metrics().splitlines():
+        if line.startswith('fitgate_observe_scrapes_total{result="ok"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
 def drift_events(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     events = kube.get("events", "-n", namespace, "--field-selector", "involvedObject.name=llama")["items"]
     return [e for e in events if e["reason"] == "PredictionDrift"]
@@ -161,12 +168,18 @@ def test_an_audited_deployment_is_observed_annotated_and_drift_posted_once(
             lambda: f"fitgate_workload_at_capacity{labels} 1.0" in operator.metrics(), timeout=15, what="at capacity"
         )
         assert len(drift_events(kube, namespace)) == 1
-    live = kube.get("deployment", "llama", "-n", namespace)
-    assert live["metadata"]["generation"] == 1  # annotations only: the spec was never written
-    assert (
-        live["spec"]["template"]["spec"]["containers"][0]["args"]
-        == obj["spec"]["template"]["spec"]["containers"][0]["args"]
-    )
+        # traffic moves only the rates: not written for 5 minutes (every annotation change bumps a
+        # Deployment's generation: the API server's Deployment strategy), however many passes run
+        generation = kube.get("deployment", "llama", "-n", namespace)["metadata"]["generation"]
+        start = scrapes_ok(operator)
+        for tokens in (5000, 7000, 9000):
+            server.set(prompt_tokens=tokens, generation_tokens=tokens // 4, requests=10)
+            kube.wait_for(lambda n=start: scrapes_ok(operator) >= n + 2, timeout=15, what="two more passes")
+            start = scrapes_ok(operator)
+        live = kube.get("deployment", "llama", "-n", namespace)
+        assert live["metadata"]["generation"] == generation
+    container = live["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == obj["spec"]["template"]["spec"]["containers"][0]["args"]  # annotations only
     assert live["metadata"]["annotations"]["fitgate.io/verdict"] == "Fits"
     pod = kube.get("pod", "llama-5d8f7c9b4-x2x9q", "-n", namespace)
     assert OBSERVED not in (pod["metadata"].get("annotations") or {})  # checked at its owner, not itself

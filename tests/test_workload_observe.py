@@ -23,6 +23,7 @@ from fitgate.operator.observe import Observer, PodsRead, no_log
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.workload_observe import (
     OBSERVED_ANNOTATION,
+    REWRITE_S,
     Audited,
     WorkloadObserver,
     observe_action,
@@ -302,3 +303,17 @@ def test_drift_event_only_when_new(old: str | None, posted: bool) -> None:
     current = {} if old is None else {OBSERVED_ANNOTATION: old}
     action = observe_action(current, '{"blocksErrorRatio":-0.1}', drift)
     assert (action.event is not None) is posted
+
+
+def test_rates_alone_are_rewritten_at_most_every_five_minutes() -> None:
+    # every annotation change bumps a Deployment's generation (the API server's Deployment strategy)
+    obs = Observation(1, 100, 100, 0.0, 0.5, 0.0, None, 120.0, None, None, None, None, None, 60.0)
+    old = {OBSERVED_ANNOTATION: '{"pods":1,"observedBlocks":100,"blocksErrorRatio":0.0,"tokensPerSecond":100.0}'}
+    faster = '{"pods":1,"observedBlocks":100,"blocksErrorRatio":0.0,"tokensPerSecond":120.0}'
+    assert observe_action(old, faster, obs, since_write_s=60.0).annotations is None
+    assert observe_action(old, faster, obs, since_write_s=REWRITE_S).annotations == {OBSERVED_ANNOTATION: faster}
+    assert observe_action(old, faster, obs, since_write_s=None).annotations is not None  # not written by this process
+    fewer = '{"pods":1,"observedBlocks":99,"blocksErrorRatio":-0.01,"tokensPerSecond":100.0}'
+    assert observe_action(old, fewer, obs, since_write_s=1.0).annotations == {OBSERVED_ANNOTATION: fewer}
+    rates_gone = '{"pods":1,"observedBlocks":100,"blocksErrorRatio":0.0}'
+    assert observe_action(old, rates_gone, obs, since_write_s=1.0).annotations is not None  # a figure went

@@ -8,7 +8,7 @@ After each audit pass (:mod:`fitgate.operator.audit`), for every audited workloa
    ``/metrics`` bounded by the scrape timeout and size, in parallel, the log of a pod that failed to start);
 2. their window is set against the workload's prediction (the best pool's ``num_gpu_blocks``);
 3. the result goes to the annotation ``fitgate.io/observed`` (compact JSON, a merge patch of
-   ``metadata.annotations`` only, written when it changes), a ``PredictionDrift`` Event when the observed
+   ``metadata.annotations`` only), a ``PredictionDrift`` Event when the observed
    blocks leave the 2 % tolerance (once: the annotation already written says whether it had drifted, so a
    restart posts no second Event), and the series ``fitgate_workload_observed_kv_blocks``,
    ``fitgate_workload_prediction_error_ratio`` and ``fitgate_workload_at_capacity`` {namespace,kind,name},
@@ -16,6 +16,13 @@ After each audit pass (:mod:`fitgate.operator.audit`), for every audited workloa
 
 :func:`observed_annotation` and :func:`observe_action` decide (pure); :class:`WorkloadObserver` does the I/O
 with the audit's own request and Event functions. Nothing here runs in admission.
+
+The annotation is rewritten at once when a decisive figure changes (pods, observed or predicted blocks, the
+error, at capacity, a failure) or a figure appears or goes, and at most every :data:`REWRITE_S` when only
+the rates and the KV usage move: the API server bumps a Deployment's ``metadata.generation`` on every
+annotation change, and the Deployment controller copies its annotations to the ReplicaSet
+(kubernetes pkg/registry/apps/deployment/strategy.go, ``PrepareForUpdate``: "annotation updates bump the
+generation because annotations are copied from deployments to their replica sets").
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +47,10 @@ logger = logging.getLogger("fitgate.audit")
 OBSERVED_ANNOTATION = "fitgate.io/observed"
 #: The most characters of a failure kept in the annotation.
 MAX_FAILURE_CHARS = 300
+#: Seconds between two writes of the annotation when only rates and KV usage changed.
+REWRITE_S = 300.0
+#: The figures whose change is written at once.
+DECISIVE = ("pods", "podsFailed", "observedBlocks", "predictedBlocks", "blocksErrorRatio", "atCapacity", "failure")
 
 Request = Callable[..., Awaitable[Any]]
 PostEvent = Callable[[dict[str, Any], str, str, str], Awaitable[None]]
@@ -104,14 +116,33 @@ def _drifted(annotation: str | None) -> bool:
     return isinstance(ratio, int | float) and abs(ratio) > VERIFIED_ERROR_RATIO
 
 
-def observe_action(current: Mapping[str, str] | None, value: str | None, obs: Observation) -> ObserveAction:
+def _decisive(annotation: str | None) -> tuple[frozenset[str], tuple[Any, ...]] | None:
+    """The keys of an annotation value and its decisive figures (None: none, or not JSON)."""
+    try:
+        fields = json.loads(annotation) if annotation else None
+    except ValueError:
+        return None
+    if not isinstance(fields, dict):
+        return None
+    return frozenset(fields), tuple(fields.get(k) for k in DECISIVE)
+
+
+def observe_action(
+    current: Mapping[str, str] | None, value: str | None, obs: Observation, since_write_s: float | None = None
+) -> ObserveAction:
     """The annotation patch and the Event for a workload's new observation.
 
-    The Event is posted when the observed blocks are out of tolerance and the annotation written before
-    was not (or there was none): once per drift, across operator restarts.
+    ``since_write_s``: seconds since this process last wrote the annotation (None: not yet). A change of
+    rates or KV usage alone waits until :data:`REWRITE_S` have passed. The Event is posted when the
+    observed blocks are out of tolerance and the annotation written before was not (or there was none):
+    once per drift, across operator restarts.
     """
     old = (current or {}).get(OBSERVED_ANNOTATION)
-    patch = None if old == value else {OBSERVED_ANNOTATION: value}
+    patch = None
+    if old != value:
+        due = since_write_s is None or since_write_s >= REWRITE_S
+        if due or _decisive(old) != _decisive(value):
+            patch = {OBSERVED_ANNOTATION: value}
     event = None
     if obs.verified is False and not _drifted(old):
         event = ("Warning", "PredictionDrift", verified_message(obs))
@@ -121,10 +152,12 @@ def observe_action(current: Mapping[str, str] | None, value: str | None, obs: Ob
 class WorkloadObserver:
     """Reads the serving pods of audited workloads with the operator's :class:`Observer`; one per audit."""
 
-    def __init__(self, observer: Observer, metrics: Metrics) -> None:
+    def __init__(self, observer: Observer, metrics: Metrics, clock: Callable[[], float] = time.monotonic) -> None:
         self.observer = observer
         self.metrics = metrics
+        self.clock = clock
         self._seen: set[tuple[str, str, str]] = set()
+        self._written: dict[tuple[str, str, str], float] = {}  # when this process last wrote each annotation
         self._parallel = asyncio.Semaphore(MAX_PARALLEL)
 
     async def observe_all(self, audited: Sequence[Audited], request: Request, post_event: PostEvent) -> None:
@@ -133,6 +166,7 @@ class WorkloadObserver:
         await asyncio.gather(*(self._guarded(a, request, post_event) for a in audited))
         for namespace, kind, name in self._seen - seen:
             self.observer.forget(namespace, f"{kind}/{name}")
+            self._written.pop((namespace, kind, name), None)
             self.metrics.observed_workload(namespace, kind, name, None, None, None)
         self._seen = seen
 
@@ -170,11 +204,13 @@ class WorkloadObserver:
         if errors:
             logger.debug("observing %s: %s", reading.source, "; ".join(errors[:5]))
         annotations = (audited.obj.get("metadata") or {}).get("annotations") or {}
-        action = observe_action(annotations, value, obs)
+        written = self._written.get((namespace, kind, name))
+        action = observe_action(annotations, value, obs, None if written is None else self.clock() - written)
         if action.event is not None:  # the Event first: once the annotation says so, the drift is no longer new
             await post_event(audited.obj, *action.event)
         if action.annotations is not None:
             await request("PATCH", audited.path, {"metadata": {"annotations": action.annotations}})
+            self._written[(namespace, kind, name)] = self.clock()
         return obs
 
 
