@@ -105,7 +105,7 @@ class Metrics:
         )
         self.scrapes = Counter(
             "fitgate_observe_scrapes_total",
-            "Reads of serving pods (spec.observe) by result",
+            "Reads of serving pods (spec.observe, audited workloads) by result",
             ["result"],
             registry=self.registry,
         )

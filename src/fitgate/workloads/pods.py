@@ -22,7 +22,9 @@ The workload observer (:mod:`fitgate.operator.workload_observe`) lists these pod
   (pkg/controller/v1alpha2/llmisvc/workload.go:166-171): ``app.kubernetes.io/part-of=llminferenceservice``,
   ``app.kubernetes.io/name=<name>``, ``kserve.io/component=workload`` (constants.go:419-441), less the
   prefill pods (``llm-d.ai/role=prefill``, workload_single_node.go:229-230, workload_multi_node.go:300-301):
-  the compared prediction is the decode template's.
+  the compared prediction is the decode template's. The v1alpha1 controller the audit's API version is
+  served by writes the same labels (v0.16.0 pkg/controller/v1alpha1/llmisvc/workload.go:131-136,
+  workload_single_node.go:81, workload_multi_node.go:138,247).
 """
 
 from __future__ import annotations
