@@ -317,3 +317,20 @@ def test_rates_alone_are_rewritten_at_most_every_five_minutes() -> None:
     assert observe_action(old, fewer, obs, since_write_s=1.0).annotations == {OBSERVED_ANNOTATION: fewer}
     rates_gone = '{"pods":1,"observedBlocks":100,"blocksErrorRatio":0.0}'
     assert observe_action(old, rates_gone, obs, since_write_s=1.0).annotations is not None  # a figure went
+
+
+def test_a_listing_error_keeps_what_was_written() -> None:
+    obj = deployment()
+    obj["metadata"]["annotations"] = {OBSERVED_ANNOTATION: '{"pods":1,"observedBlocks":100}'}
+    v = verdict(obj)
+
+    async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
+        raise ConnectionError("API server unreachable")
+
+    api = Api(obj)
+    got = asyncio.run(
+        WorkloadObserver(Observer(list_pods, no_log), Metrics()).observe_one(
+            Audited(obj, PATH, v), api.request, api.event
+        )
+    )
+    assert got is None and api.patches == [] and api.events == []

@@ -191,6 +191,9 @@ class WorkloadObserver:
             pods: list[Mapping[str, Any]] = [audited.obj]  # a Pod is its own serving pod
         else:
             pods = list(await self.observer.list_matching(namespace, selector.labels, errors))
+            if errors:  # the API server's fault: keep what was written, try again next pass
+                logger.warning("observing %s: %s", reading.source, errors[0])
+                return None
         read = await self.observer.read_pods(
             (namespace, f"{kind}/{name}"), namespace, pods, metrics_port(reading.args), errors
         )
