@@ -43,6 +43,7 @@ KNOBS: dict[str, list[str]] = {
     "no-webhook": ["--set", "webhook.enabled=false"],
     "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true"],
     "network-policy": ["--set", "networkPolicy.enabled=true"],
+    "workload-observe": ["--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.observe=true"],
     "observe": [
         "--set",
         "metrics.grafanaDashboard.enabled=true",
