@@ -282,7 +282,7 @@ def test_a_hanging_pod_never_blocks_the_pass() -> None:
 
 def test_nothing_observed_removes_a_stale_annotation() -> None:
     empty = Observation(0, None, 100, None, None, None, None, None, None, None, None, None, None, 0.0)
-    assert observed_annotation(empty, PodsRead([], 0, None)) is None
+    assert observed_annotation(empty, PodsRead((), 0, None)) is None
     stale = {OBSERVED_ANNOTATION: '{"pods":1,"observedBlocks":90,"blocksErrorRatio":-0.1}'}
     action = observe_action(stale, None, empty)
     assert action.annotations == {OBSERVED_ANNOTATION: None} and action.event is None  # merge patch null: removed

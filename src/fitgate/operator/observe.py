@@ -11,7 +11,9 @@ For each deployment with ``spec.observe`` the observer, every ``intervalSeconds`
    :mod:`fitgate.observe.metrics` into ``status.observed``, conditions ``PredictionVerified`` and
    ``AtCapacity``, and an Event when the prediction drifts.
 
-It runs in its own kopf timer (handlers.py), so admission and reconcile never wait for a pod.
+It runs in its own kopf timer (handlers.py), so admission and reconcile never wait for a pod. Steps 1-3
+(:meth:`Observer.list_matching`, :meth:`Observer.read_pods`) are also the read path of the audited vLLM
+workloads (:mod:`fitgate.operator.workload_observe`).
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class _History:
 class PodsRead:
     """One read of a set of pods: each read pod's window, how many could not be read, and why one failed to start."""
 
-    windows: list[PodWindow]
+    windows: tuple[PodWindow, ...]
     failed: int
     failure: str | None
 
@@ -282,7 +284,7 @@ class Observer:
             if target.failed_container is not None and result.startswith("failed to start: "):
                 failure = failure or result.removeprefix("failed to start: ")
             errors.append(f"{target.pod}: {result}")
-        windows = [pod_window(list(s)) for s in history.pods.values() if s]
+        windows = tuple(pod_window(list(s)) for s in history.pods.values() if s)
         return PodsRead(windows, failed, failure)
 
     def _price(self, spec: ModelDeploymentSpec, status: Mapping[str, Any]) -> float | None:
