@@ -6,6 +6,13 @@ evaluates each on the one ModelDeployment path, writes ``fitgate.io/verdict`` an
 ``fitgate.io/recommended-args`` with a merge patch of ``metadata.annotations`` (never the spec), posts an
 Event when the verdict changes and exports ``fitgate_workload_verdict{namespace,kind,name,verdict}``.
 
+Several replicas (the chart's 2) or a restarted one audit the same objects: the annotations are written
+with a merge patch that carries the ``metadata.resourceVersion`` the decision was made on, so the API
+server refuses (409 Conflict) a write based on a stale read. The replica whose write lands posts the
+Event, after the write; a refused one reads the object again and decides again from its annotations
+(by then they hold the verdict, so no Event). One Event per change, at most: a replica that dies between
+its write and its Event loses that Event (none is ever posted twice).
+
 :func:`audit_action` decides (pure); :class:`WorkloadAudit` does the I/O with the Kubernetes client's
 ``ApiClient`` (generic paths, so that LeaderWorkerSets and KServe objects need no typed client; a kind
 whose CRD is not installed answers 404 and is skipped).
@@ -62,6 +69,14 @@ def audit_action(current: dict[str, str] | None, verdict: WorkloadVerdict) -> Au
     return AuditAction(changed or None, event)
 
 
+class ConflictError(RuntimeError):
+    """HTTP 409: the object changed since it was read (another replica wrote it first)."""
+
+
+#: Writes of one object's annotations per pass when other writers keep changing it.
+WRITE_ATTEMPTS = 3
+
+
 def _path(group: str, version: str, namespace: str, plural: str, name: str = "") -> str:
     base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
     return f"{base}/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
@@ -105,6 +120,8 @@ class WorkloadAudit:
         raw = response.read()
         if response.status == 404:
             return None
+        if response.status == 409:
+            raise ConflictError(f"{method} {path}: HTTP 409 Conflict")
         if response.status >= 400:
             text = raw.decode(errors="replace")[:300] if isinstance(raw, bytes) else str(raw)[:300]
             raise RuntimeError(f"{method} {path}: HTTP {response.status}: {text}")
@@ -144,19 +161,54 @@ class WorkloadAudit:
                     verdict = await evaluate(reading)
                     seen.add((namespace, kind, reading.name))
                     metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
-                    action = audit_action(annotations, verdict)
-                    path = _path(group, version, namespace, plural, reading.name)
-                    try:  # the Event first: once the annotation is written, the change is no longer seen
-                        if action.event is not None:
-                            await self._event(obj, *action.event)
-                        if action.annotations is not None:
-                            await self._request("PATCH", path, {"metadata": {"annotations": action.annotations}})
+                    try:
+                        await self._write(obj, (group, version, plural, kind), reading, verdict)
                     except Exception as exc:  # one object must not stop the pass
                         logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen
         return len(seen)
+
+    async def _write(
+        self, obj: dict[str, Any], resource: tuple[str, str, str, str], reading: Reading, verdict: WorkloadVerdict
+    ) -> None:
+        """Write the verdict annotations guarded by the object's resourceVersion; post the Event if this write won.
+
+        On 409 the object is listed again (by name: the audit's RBAC has no ``get``) and the decision made
+        again from its fresh annotations; an object whose engine settings changed meanwhile is left to the
+        next pass (this verdict is of the old settings).
+        """
+        group, version, plural, kind = resource
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        path = _path(group, version, namespace, plural, name)
+        for _ in range(WRITE_ATTEMPTS):
+            action = audit_action(dict(meta.get("annotations") or {}), verdict)
+            if action.annotations is None:
+                return
+            guard = {"resourceVersion": meta["resourceVersion"]} if meta.get("resourceVersion") else {}
+            try:
+                await self._request("PATCH", path, {"metadata": {**guard, "annotations": action.annotations}})
+            except ConflictError:
+                listed = await self._request(
+                    "GET",
+                    _path(group, version, namespace, plural),
+                    query=[("fieldSelector", f"metadata.name={name}")],
+                )
+                items = (listed or {}).get("items") or []
+                if not items:
+                    return  # deleted meanwhile
+                obj = {**items[0], "kind": kind, "apiVersion": obj.get("apiVersion")}
+                meta = obj.get("metadata") or {}
+                fresh = read_workload(obj)
+                if fresh is None or fresh.fingerprint != reading.fingerprint:
+                    return  # its engine settings changed: the next pass evaluates them
+                continue
+            if action.event is not None:  # this write changed the verdict: the one Event of the change
+                await self._event(obj, *action.event)
+            return
+        logger.warning("cannot annotate %s: it kept changing (%d conflicts)", reading.source, WRITE_ATTEMPTS)
 
     async def _event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
