@@ -82,7 +82,11 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     for name, labels, allocatable in [*NODES, SECOND_H100]:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
     workdir = tmp_path_factory.mktemp("workloads")
-    env = {"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WORKLOAD_AUDIT_SECONDS": "1"}
+    env = {
+        "FITGATE_WORKLOAD_WEBHOOK": "1",
+        "FITGATE_WORKLOAD_AUDIT_SECONDS": "1",
+        "FITGATE_WORKLOAD_AUDIT_OBJECTS": "1",
+    }
     op = Operator(kube, workdir, managed=None, extra_env=env)
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
@@ -93,6 +97,8 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         str(CHART),
         "--set",
         "workloadWebhook.enabled=true",
+        "--set",
+        "workloadWebhook.objectOptIn=true",
         "--set",
         f"webhook.url=https://127.0.0.1:{op.webhook_port}",
         "--set-file",
@@ -248,6 +254,33 @@ def test_a_non_vllm_gpu_deployment_is_untouched(kube: Kube, operator: Operator, 
     apply(kube, ns, chart_deployment("NVIDIA-H100-80GB-HBM3"))  # audited in the same pass
     wait_annotated(kube, ns, "deployment", "vllm-llama3-deployment-vllm", "Fits")
     assert not any(k.startswith("fitgate.io/") for k in annotations(kube, ns, "deployment", "train"))
+
+
+def test_an_annotated_object_in_an_unlabelled_namespace_is_checked_and_audited(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = namespace  # no fitgate.io/validate label
+    plain = chart_deployment("NVIDIA-L4")
+    result = apply(kube, ns, plain)  # not opted in: admitted, never annotated
+    assert "Warning" not in result.stderr, result.stderr
+    enforced = chart_deployment("NVIDIA-L4")
+    enforced["metadata"]["name"] = "enforced"
+    enforced["metadata"]["annotations"] = {"fitgate.io/validate": "enforce"}
+    result = apply(kube, ns, enforced, check=False)
+    assert result.returncode != 0 and "one 131072-token request needs 16.00 GiB" in result.stderr, result.stderr
+    warned = chart_deployment("NVIDIA-L4")
+    warned["metadata"]["name"] = "warned"
+    warned["metadata"]["annotations"] = {"fitgate.io/validate": "warn"}
+    result = apply(kube, ns, warned)
+    assert "Warning: fitgate: Deployment" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", "warned", "DoesNotFit")  # the audit found it by its annotation
+    events = kube.get("events", "-n", ns, "--field-selector", "involvedObject.name=warned")["items"]
+    assert [e["reason"] for e in events] == ["DoesNotFit"]
+    assert not any(k.startswith("fitgate.io/") for k in annotations(kube, ns, "deployment", plain["metadata"]["name"]))
+    # a namespace labelled off: an object may still opt in by its annotation
+    kube.kubectl("label", "namespace", ns, "fitgate.io/validate=off")
+    enforced["metadata"]["name"] = "enforced-off"
+    assert apply(kube, ns, enforced, check=False).returncode != 0
 
 
 def test_webhook_down_applies_still_succeed(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -138,6 +138,12 @@ VARIABLES: tuple[Variable, ...] = (
         "0",
         "Seconds between audits of the vLLM workloads of opted-in namespaces (0: no audit).",
     ),
+    Variable(
+        "FITGATE_WORKLOAD_AUDIT_OBJECTS",
+        "0",
+        "`1`: the audit also lists its kinds cluster-wide for objects annotated `fitgate.io/validate` "
+        "(chart `workloadWebhook.objectOptIn`).",
+    ),
 )
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 
@@ -284,6 +290,8 @@ class OperatorConfig:
         scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe).
         workload_webhook: Serve the vLLM workload webhook paths (Deployments, LeaderWorkerSets, ...).
         workload_audit_s: Seconds between audits of existing vLLM workloads (0: off).
+        workload_audit_objects: The audit also lists its kinds in every namespace (paged) for objects that opt
+            in with the ``fitgate.io/validate`` annotation where the namespace is not labelled.
     """
 
     webhook_port: int = 9443
@@ -308,6 +316,7 @@ class OperatorConfig:
     scrape_max_bytes: int = 4 * 1024 * 1024
     workload_webhook: bool = False
     workload_audit_s: float = 0.0
+    workload_audit_objects: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -336,6 +345,7 @@ class OperatorConfig:
             scrape_max_bytes=env.whole("FITGATE_SCRAPE_MAX_BYTES", 64 * 1024, 64 * 1024 * 1024, "bytes"),
             workload_webhook=env.flag("FITGATE_WORKLOAD_WEBHOOK"),
             workload_audit_s=env.number("FITGATE_WORKLOAD_AUDIT_SECONDS", low=0.0, zero_allowed=True),
+            workload_audit_objects=env.flag("FITGATE_WORKLOAD_AUDIT_OBJECTS"),
         )
 
 

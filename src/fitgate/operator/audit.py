@@ -5,6 +5,8 @@ Every ``FITGATE_WORKLOAD_AUDIT_SECONDS`` (0, the default: off) the operator list
 evaluates each on the one ModelDeployment path, writes ``fitgate.io/verdict`` and
 ``fitgate.io/recommended-args`` with a merge patch of ``metadata.annotations`` (never the spec), posts an
 Event when the verdict changes and exports ``fitgate_workload_verdict{namespace,kind,name,verdict}``.
+With ``FITGATE_WORKLOAD_AUDIT_OBJECTS`` it also lists those kinds cluster-wide (paged) for objects that opt
+in with the annotation in a namespace that is not labelled.
 
 Several replicas (the chart's 2) or a restarted one audit the same objects: the annotations are written
 with a merge patch that carries the ``metadata.resourceVersion`` the decision was made on, so the API
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -73,6 +75,9 @@ class ConflictError(RuntimeError):
     """HTTP 409: the object changed since it was read (another replica wrote it first)."""
 
 
+#: Objects per page of a list (``limit``): bounds the memory of a cluster-wide list.
+PAGE = 500
+
 #: Writes of one object's annotations per pass when other writers keep changing it.
 WRITE_ATTEMPTS = 3
 
@@ -86,10 +91,16 @@ Evaluate = Callable[[Reading], Awaitable[WorkloadVerdict]]
 
 
 class WorkloadAudit:
-    """The periodic audit; ``api_client`` is a ``kubernetes.client.ApiClient`` (None: configured here)."""
+    """The periodic audit; ``api_client`` is a ``kubernetes.client.ApiClient`` (None: configured here).
 
-    def __init__(self, api_client: Any = None) -> None:
+    ``objects``: also audit objects annotated ``fitgate.io/validate`` in namespaces that are not opted in
+    (``FITGATE_WORKLOAD_AUDIT_OBJECTS``, chart ``workloadWebhook.objectOptIn``): annotations cannot be
+    selected by the API server, so every object of the audited kinds is listed, cluster-wide, a page at a time.
+    """
+
+    def __init__(self, api_client: Any = None, *, objects: bool = False) -> None:
         self._api = api_client
+        self.objects = objects
         self._seen: set[tuple[str, str, str]] = set()
 
     def _client(self) -> Any:
@@ -142,29 +153,60 @@ class WorkloadAudit:
             out[str(meta.get("name"))] = str((meta.get("labels") or {}).get(VALIDATE_KEY))
         return out
 
-    async def audit_once(self, evaluate: Evaluate, metrics: Metrics) -> int:
-        """One pass over every opted-in namespace; returns the workloads evaluated."""
-        seen: set[tuple[str, str, str]] = set()
-        for namespace, ns_mode in (await self.namespaces()).items():
+    async def _pages(self, path: str) -> AsyncIterator[list[dict[str, Any]]]:
+        """The items of a list, :data:`PAGE` at a time (a cluster-wide list of Pods is never held whole)."""
+        token = ""
+        while True:
+            query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
+            listed = await self._request("GET", path, query=query) or {}
+            yield list(listed.get("items") or [])
+            token = str((listed.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return
+
+    async def _listed(self) -> AsyncIterator[tuple[tuple[str, str, str, str], dict[str, Any], str | None]]:
+        """(resource, object, its namespace's mode) of every object the pass looks at.
+
+        The opted-in namespaces' objects; with ``objects``, also every object of those kinds in the other
+        namespaces (cluster-wide lists), of which only the annotated ones are evaluated.
+        """
+        opted = await self.namespaces()
+        for namespace, ns_mode in opted.items():
             for group, version, plural, kind in AUDITED:
-                listed = await self._request("GET", _path(group, version, namespace, plural))
-                for item in (listed or {}).get("items", []):
-                    obj = {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version}
-                    meta = obj.get("metadata") or {}
-                    annotations = dict(meta.get("annotations") or {})
-                    mode = annotations.get(VALIDATE_KEY) or ns_mode
-                    if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
-                        continue
-                    reading = read_workload(obj)  # ConfigMaps are not read: a --config file is Unknown
-                    if reading is None:
-                        continue
-                    verdict = await evaluate(reading)
-                    seen.add((namespace, kind, reading.name))
-                    metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
-                    try:
-                        await self._write(obj, (group, version, plural, kind), reading, verdict)
-                    except Exception as exc:  # one object must not stop the pass
-                        logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
+                async for items in self._pages(_path(group, version, namespace, plural)):
+                    for item in items:
+                        yield (group, version, plural, kind), item, ns_mode
+        if not self.objects:
+            return
+        for group, version, plural, kind in AUDITED:
+            base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+            async for items in self._pages(f"{base}/{plural}"):
+                for item in items:
+                    meta = item.get("metadata") or {}
+                    if meta.get("namespace") not in opted and (meta.get("annotations") or {}).get(VALIDATE_KEY):
+                        yield (group, version, plural, kind), item, None
+
+    async def audit_once(self, evaluate: Evaluate, metrics: Metrics) -> int:
+        """One pass over every opted-in namespace (and annotated object); returns the workloads evaluated."""
+        seen: set[tuple[str, str, str]] = set()
+        async for (group, version, plural, kind), item, ns_mode in self._listed():
+            obj = {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version}
+            meta = obj.get("metadata") or {}
+            annotations = dict(meta.get("annotations") or {})
+            mode = annotations.get(VALIDATE_KEY) or ns_mode
+            if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
+                continue
+            reading = read_workload(obj)  # ConfigMaps are not read: a --config file is Unknown
+            if reading is None:
+                continue
+            namespace = reading.namespace
+            verdict = await evaluate(reading)
+            seen.add((namespace, kind, reading.name))
+            metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
+            try:
+                await self._write(obj, (group, version, plural, kind), reading, verdict)
+            except Exception as exc:  # one object must not stop the pass
+                logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen

@@ -5,8 +5,10 @@ Three webhook paths, each a ValidatingWebhookConfiguration entry of the chart:
 
 * ``/workloads-enforce``: namespaces labelled ``fitgate.io/validate=enforce``: DoesNotFit is denied;
 * ``/workloads-warn``: namespaces labelled ``fitgate.io/validate=warn``: DoesNotFit is admitted with a warning;
-* ``/workloads-object`` (opt-in, chart value ``workloadWebhook.objectOptIn``): every other namespace;
-  only objects annotated ``fitgate.io/validate: enforce|warn`` are evaluated.
+* ``/workloads-object`` (opt-in, chart value ``workloadWebhook.objectOptIn``): every other namespace
+  (not labelled enforce or warn, not a system one); only objects annotated ``fitgate.io/validate:
+  enforce|warn`` are evaluated, any other is admitted before it is read (the API server cannot select
+  by annotation, so it calls fitgate for every write of these kinds there).
 
 An object's own annotation overrides its namespace's label (``fitgate.io/validate: off`` opts it out).
 The webhook never changes the object (no patch): the verdict annotations are the audit's to write.
@@ -190,7 +192,7 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
     async def audit() -> None:
         while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
             await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
-        await WorkloadAudit().run(period, evaluate, memo.metrics)
+        await WorkloadAudit(objects=config.workload_audit_objects).run(period, evaluate, memo.metrics)
 
     memo.workload_audit = asyncio.create_task(audit())
     logger.info("vLLM workload audit every %.0f s", period)
