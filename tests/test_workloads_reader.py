@@ -497,3 +497,84 @@ def test_kaito_multi_node_statefulset_is_one_replica_of_its_ray_cluster() -> Non
     assert r is not None and r.serving["pipelineParallelSize"] == 3 and r.serving["tensorParallelSize"] == 2
     # 3 pods x 2 GPUs hold TP 2 x PP 3
     assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (3, 6, None)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data parallelism: the command lines of vLLM's docs/serving/data_parallel_deployment.md
+# (vllm-project/vllm@01e4fce07423dafcc832600ba05159fb28dc1126), flags as vLLM 0.33's arg_utils.py reads them
+
+
+@pytest.mark.parametrize(
+    ("args", "limit", "ranks", "need"),
+    [
+        # "This will run DP=4, TP=2 on a single 8-GPU node": 4 ranks x TP 2 = 8 GPUs in the pod
+        ("--data-parallel-size 4 --tensor-parallel-size 2", 8, 4, 8),
+        ("-dp 4 -tp 2", 8, 4, 8),  # the short flags (arg_utils.py L1241, L1208-1210)
+        # "DP ranks 0 and 1 on the head node": this pod runs 2 of the 4 ranks -> 2 x TP 1 = 2 GPUs
+        ("--data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-address 10.99.48.128", 2, 2, 2),
+        ("--headless -dp 4 -dpl 2 -dpr 2 --data-parallel-address 10.99.48.128", 2, 2, 2),
+        # "only the API server on the first node": no rank, no GPU
+        ("--data-parallel-size 4 --data-parallel-size-local 0", 0, 0, 0),
+        # external load balancing: one rank per process (arg_utils.py L2463-2483: local size 1)
+        ("--data-parallel-size 2 --data-parallel-rank 0 --port 8000", 1, 1, 1),
+        # --nnodes 2 without -dpl: world 4 x TP 2 = 8 / 2 nodes = 4 GPUs -> 2 ranks here (L2441-2446)
+        ("--data-parallel-size 4 -tp 2 --nnodes 2 --node-rank 0", 4, 2, 4),
+    ],
+)
+def test_data_parallel_ranks_of_one_pod(args: str, limit: int, ranks: int, need: int) -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", *args.split()],
+        "resources": {"limits": {"nvidia.com/gpu": str(limit)}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None, r
+    assert (r.data_parallel, r.parallel_gpus) == (ranks, need)
+    assert r.gpu_shortfall() is None
+    if ranks > 1:
+        assert parse_spec(r.spec()).placement.data_parallel_size == ranks
+    if need:
+        container["resources"]["limits"]["nvidia.com/gpu"] = str(need - 1)
+        short = read_workload(deployment(container))
+        assert short is not None and short.gpu_shortfall() is not None
+        assert f"vLLM needs {need} GPU" in short.gpu_shortfall()  # type: ignore[operator]
+
+
+def test_data_parallel_shortfall_names_dp() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--data-parallel-size=4", "--tensor-parallel-size=2"],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None
+    # 4 ranks x TP 2 x PP 1 = 8
+    assert r.gpu_shortfall() == (
+        "vLLM needs 8 GPUs (TP 2 x PP 1 x DP 4) but container vllm asks for 2 nvidia.com/gpu; set nvidia.com/gpu: 8"
+    )
+
+
+def test_lws_data_parallel_over_the_group() -> None:
+    # an LWS group of 2 pods, each `-dp 4 -dpl 2`: 4 ranks in the replica, 2 x TP 2 = 4 GPUs per pod
+    obj = first("lws-vllm-gpu.yaml")
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    lwt["size"] = 2
+    for role in ("leaderTemplate", "workerTemplate"):
+        c = lwt[role]["spec"]["containers"][0]
+        c["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    lead = lwt["leaderTemplate"]["spec"]["containers"][0]
+    lead["command"] = ["sh", "-c", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 -dp 4 -dpl 2"]
+    r = read_workload(obj)
+    assert r is not None and r.invalid is None, r
+    assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 8, 4, 8)
+    assert r.gpu_shortfall() is None
+    only_local = copy.deepcopy(obj)
+    only_local["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["command"] = [
+        "sh",
+        "-c",
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 -dpl 2",
+    ]
+    r2 = read_workload(only_local)
+    assert r2 is not None and r2.data_parallel == 4  # 2 local ranks x 2 pods

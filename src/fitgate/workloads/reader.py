@@ -118,7 +118,7 @@ class Reading:
     gpu_resource: str = "nvidia.com/gpu"
     gpus_per_replica: int = 0  # the vLLM containers' GPU limits over the pods of one replica
     pods_per_replica: int = 1
-    data_parallel: int = 1  # data-parallel ranks in one replica (--data-parallel-size[-local])
+    data_parallel: int = 1  # data-parallel ranks in one replica (data_parallel_ranks)
     node_selector: dict[str, str] = field(default_factory=dict)
     unknown: str | None = None
     invalid: str | None = None
@@ -172,6 +172,8 @@ class Reading:
             placement["nodeSelector"] = dict(self.node_selector)
         if self.pods_per_replica > 1:
             placement["nodesPerReplica"] = self.pods_per_replica
+        if self.data_parallel > 1:
+            placement["dataParallelSize"] = self.data_parallel
         if placement:
             spec["placement"] = placement
         return spec
@@ -400,6 +402,37 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     return value
 
 
+def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
+    """The data-parallel ranks of one replica: those of its one pod, or of all its ``pods``.
+
+    vLLM 0.33 (vllm/engine/arg_utils.py 0.33.0 L2399-2535, ``create_engine_config``): a process runs
+    ``--data-parallel-size-local`` ranks; without it, 1 with an external load balancer
+    (``--data-parallel-rank`` or ``--data-parallel-external-lb``), world size / ``--nnodes`` / (TP x PP)
+    on one of several nodes, else all ``--data-parallel-size`` ranks. Each rank holds TP x PP GPUs, so
+    one pod needs TP x PP x its local ranks. A replica of several pods (a LeaderWorkerSet group) holds
+    ``--data-parallel-size`` ranks in all (its pods' local ranks when only those are given).
+    ``--data-parallel-size-local 0`` is a pod that runs the API server and no rank: it needs no GPU.
+    """
+
+    def number(flag: str, default: int) -> int:
+        return max(0, _convert(flag, flags[flag], "int")) if flag in flags else default
+
+    total = max(1, number("--data-parallel-size", 1))
+    if pods > 1:
+        if "--data-parallel-size" in flags or "--data-parallel-size-local" not in flags:
+            return total
+        return number("--data-parallel-size-local", 1) * pods
+    if "--data-parallel-size-local" in flags:
+        return number("--data-parallel-size-local", 1)
+    external = "--data-parallel-rank" in flags or flags.get("--data-parallel-external-lb", "false") != "false"
+    if external:
+        return 1
+    nnodes = number("--nnodes", 1)
+    if nnodes > 1:  # the ranks of this node: world size / nnodes / (TP x PP), at least 1
+        return max(total // nnodes, 1)
+    return total
+
+
 class _UnknownValueError(Exception):
     """A value fitgate cannot know (an unexpanded variable)."""
 
@@ -467,9 +500,6 @@ def _reading(
                 more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
                 continue
             serving[fld] = _convert(flag, value, conv)
-        # the data-parallel ranks of one replica, over all its pods (-local: those of one pod)
-        dp_text = flags.get("--data-parallel-size", flags.get("--data-parallel-size-local", "1"))
-        dp = _convert("--data-parallel-size", dp_text, "int")
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
@@ -481,6 +511,7 @@ def _reading(
         if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
             # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
+        dp = data_parallel_ranks(flags, pods_per_replica)
     except _UnknownValueError as exc:
         return _finish(base, unknown=str(exc))
     except WorkloadError as exc:
@@ -500,7 +531,7 @@ def _reading(
             gpu_resource=resource or "nvidia.com/gpu",
             gpus_per_replica=per_pod if gpus_per_replica is None else gpus_per_replica,
             pods_per_replica=pods_per_replica,
-            data_parallel=max(1, dp),
+            data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
             unknown=unknown,
             notes=all_notes,
