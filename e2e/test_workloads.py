@@ -283,6 +283,50 @@ def test_an_annotated_object_in_an_unlabelled_namespace_is_checked_and_audited(
     assert apply(kube, ns, enforced, check=False).returncode != 0
 
 
+def config_deployment(name: str) -> dict[str, Any]:
+    """A Deployment whose engine settings come from ``--config`` in the ConfigMap ``vllm-config`` (vLLM's own
+    `vllm serve --config config.yaml`, docs/configuration/serve_args.md)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.19.0",
+                            "args": ["--config", "/etc/vllm/config.yaml"],
+                            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                    "volumes": [{"name": "cfg", "configMap": {"name": "vllm-config"}}],
+                },
+            },
+        },
+    }
+
+
+def test_a_config_file_is_read_from_its_configmap_in_the_cluster(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    result = apply(kube, ns, config_deployment("early"))  # no ConfigMap yet: Unknown, admitted (policy Warn)
+    assert "ConfigMap vllm-config (key config.yaml) in " + ns + ": not found" in result.stderr, result.stderr
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vllm-config"}}
+    config["data"] = {"config.yaml": "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\n"}
+    apply(kube, ns, config)
+    result = apply(kube, ns, config_deployment("late"), check=False)
+    assert result.returncode != 0, result.stderr
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", "early", "DoesNotFit")  # the audit reads it too
+
+
 def test_webhook_down_applies_still_succeed(kube: Kube, operator: Operator, namespace: str) -> None:
     ns = labelled(kube, namespace, "enforce")
     operator.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fitgate.operator.rbac import workload_audit_rules
+from fitgate.operator.rbac import workload_audit_rules, workload_configmap_rules
 from tests.test_chart import helm, render_chart
 
 __all__ = ["helm"]
@@ -72,10 +72,17 @@ def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
 
     base = granted()
     with_audit = granted("--set", "workloadWebhook.enabled=true")
-    assert with_audit - base == {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
-    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") == base
+    audit = {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
+    configmaps = {(r.group, r.resource, r.verbs) for r in workload_configmap_rules()}
+    assert with_audit - base == audit | configmaps
+    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") - base == (
+        configmaps
+    )
+    no_cm = granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.readConfigMaps=false")
+    assert no_cm - base == audit
     (deployment,) = [
         d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "Deployment"
     ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300" and env["FITGATE_WORKLOAD_WEBHOOK"] == "1"
+    assert env["FITGATE_WORKLOAD_CONFIGMAPS"] == "1"

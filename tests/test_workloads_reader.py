@@ -271,7 +271,16 @@ def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
     assert r.serving == {"maxModelLen": 8192, "tensorParallelSize": 2}
     missing = read_workload(obj, {})
     assert missing is not None
-    assert missing.unknown == "--config /etc/vllm/config.yaml: ConfigMap vllm-config is not in the manifests read"
+    assert missing.unknown == (
+        "--config /etc/vllm/config.yaml: ConfigMap vllm-config (key config.yaml) is not in the manifests read"
+    )
+    assert missing.config_map == ("vllm-config", "config.yaml")  # what the webhook and the audit read
+    # items: the file config.yaml is the ConfigMap's key `engine`
+    mapped = copy.deepcopy(obj)
+    mapped["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"] = [{"key": "engine", "path": "config.yaml"}]
+    assert read_workload(mapped, {}).config_map == ("vllm-config", "engine")  # type: ignore[union-attr]
+    huge = read_workload(obj, {"vllm-config": {"config.yaml": "a: " + "x" * 300_000}})
+    assert huge is not None and huge.invalid is not None and "holds more than 262144 bytes" in huge.invalid
 
 
 def test_memory_env_vars_are_noted() -> None:

@@ -144,6 +144,12 @@ VARIABLES: tuple[Variable, ...] = (
         "`1`: the audit also lists its kinds cluster-wide for objects annotated `fitgate.io/validate` "
         "(chart `workloadWebhook.objectOptIn`).",
     ),
+    Variable(
+        "FITGATE_WORKLOAD_CONFIGMAPS",
+        "1",
+        "`1`: the workload webhook and audit read the ConfigMap a `--config` file is mounted from "
+        "(chart `workloadWebhook.readConfigMaps`); `0`: such a verdict is Unknown.",
+    ),
 )
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 
@@ -292,6 +298,8 @@ class OperatorConfig:
         workload_audit_s: Seconds between audits of existing vLLM workloads (0: off).
         workload_audit_objects: The audit also lists its kinds in every namespace (paged) for objects that opt
             in with the ``fitgate.io/validate`` annotation where the namespace is not labelled.
+        workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
+            cached 30 s); off, such a verdict is Unknown.
     """
 
     webhook_port: int = 9443
@@ -317,6 +325,7 @@ class OperatorConfig:
     workload_webhook: bool = False
     workload_audit_s: float = 0.0
     workload_audit_objects: bool = False
+    workload_configmaps: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -346,6 +355,7 @@ class OperatorConfig:
             workload_webhook=env.flag("FITGATE_WORKLOAD_WEBHOOK"),
             workload_audit_s=env.number("FITGATE_WORKLOAD_AUDIT_SECONDS", low=0.0, zero_allowed=True),
             workload_audit_objects=env.flag("FITGATE_WORKLOAD_AUDIT_OBJECTS"),
+            workload_configmaps=env.flag("FITGATE_WORKLOAD_CONFIGMAPS"),
         )
 
 

@@ -88,6 +88,12 @@ def _path(group: str, version: str, namespace: str, plural: str, name: str = "")
 
 
 Evaluate = Callable[[Reading], Awaitable[WorkloadVerdict]]
+#: Reads an object (the operator's reads the ConfigMap of a ``--config`` file too).
+Read = Callable[[dict[str, Any]], Awaitable[Reading | None]]
+
+
+async def _read(obj: dict[str, Any]) -> Reading | None:
+    return read_workload(obj)
 
 
 class WorkloadAudit:
@@ -98,9 +104,10 @@ class WorkloadAudit:
     selected by the API server, so every object of the audited kinds is listed, cluster-wide, a page at a time.
     """
 
-    def __init__(self, api_client: Any = None, *, objects: bool = False) -> None:
+    def __init__(self, api_client: Any = None, *, objects: bool = False, read: Read | None = None) -> None:
         self._api = api_client
         self.objects = objects
+        self._read = read or _read
         self._seen: set[tuple[str, str, str]] = set()
 
     def _client(self) -> Any:
@@ -196,7 +203,7 @@ class WorkloadAudit:
             mode = annotations.get(VALIDATE_KEY) or ns_mode
             if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
                 continue
-            reading = read_workload(obj)  # ConfigMaps are not read: a --config file is Unknown
+            reading = await self._read(obj)
             if reading is None:
                 continue
             namespace = reading.namespace
@@ -243,7 +250,7 @@ class WorkloadAudit:
                     return  # deleted meanwhile
                 obj = {**items[0], "kind": kind, "apiVersion": obj.get("apiVersion")}
                 meta = obj.get("metadata") or {}
-                fresh = read_workload(obj)
+                fresh = await self._read(obj)
                 if fresh is None or fresh.fingerprint != reading.fingerprint:
                     return  # its engine settings changed: the next pass evaluates them
                 continue

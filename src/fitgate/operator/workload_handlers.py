@@ -27,6 +27,7 @@ import kopf
 
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
+from fitgate.operator.configmaps import ConfigMaps
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
 from fitgate.settings import OperatorConfig
@@ -75,7 +76,7 @@ class ReadingCache:
             if hit is None or (hit.namespace, hit.name) == (namespace, name):
                 return hit
             return replace(hit, namespace=namespace, name=name)
-        reading = read_workload({"kind": body.get("kind"), "metadata": dict(meta), "spec": body.get("spec")})
+        reading = read_workload(_plain(body))
         self._entries[key] = reading
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -83,6 +84,11 @@ class ReadingCache:
 
 
 _READINGS = ReadingCache()
+
+
+def _plain(body: Any) -> dict[str, Any]:
+    """The parts of an admitted object the reader looks at, as plain dicts."""
+    return {"kind": body.get("kind"), "metadata": dict(body.get("metadata") or {}), "spec": body.get("spec")}
 
 
 def _controlled(body: Any) -> bool:
@@ -114,6 +120,11 @@ async def validate_workload(
     if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
         metrics.admission.labels("unchanged").inc()
         return
+    configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
+    if configmaps is not None and reading.config_map is not None:  # its --config file, within the budget
+        reading = await configmaps.resolve(_plain(body), reading, memo.config.admission_resolve_s)
+        if reading is None:
+            return
     verdict = await evaluate_workload(
         reading, _inventory(memo), memo.store, memo.config.admission_resolve_s, blocking=False
     )
@@ -176,6 +187,8 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
         logger.warning(
             "FITGATE_WORKLOAD_WEBHOOK is ignored with a kopf-managed webhook configuration (no namespace selector)"
         )
+    if config.workload_webhook and config.workload_configmaps:
+        memo.configmaps = ConfigMaps()
     period = config.workload_audit_s
     if not period:
         return
@@ -192,7 +205,16 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
     async def audit() -> None:
         while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
             await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
-        await WorkloadAudit(objects=config.workload_audit_objects).run(period, evaluate, memo.metrics)
+        configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
+
+        async def read(obj: dict[str, Any]) -> Reading | None:
+            reading = read_workload(obj)
+            if configmaps is None or reading is None or reading.config_map is None:
+                return reading
+            return await configmaps.resolve(obj, reading, memo.config.reconcile_resolve_s)
+
+        audit = WorkloadAudit(objects=config.workload_audit_objects, read=read)
+        await audit.run(period, evaluate, memo.metrics)
 
     memo.workload_audit = asyncio.create_task(audit())
     logger.info("vLLM workload audit every %.0f s", period)

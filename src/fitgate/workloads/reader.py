@@ -124,6 +124,8 @@ class Reading:
     invalid: str | None = None
     notes: tuple[str, ...] = ()
     args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
+    #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
+    config_map: tuple[str, str] | None = None
     fingerprint: str = ""
 
     @property
@@ -301,13 +303,12 @@ def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
 # --config files from ConfigMaps
 
 
-def _config_flags(
-    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str] | None, str]:
-    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+#: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
+MAX_CONFIG_BYTES = 256 * 1024
 
-    Returns (flags, "") or (None, why not).
-    """
+
+def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
+    """(ConfigMap name, key) of the file ``--config PATH`` reads, or why it is not a ConfigMap's file."""
     volumes = {v.get("name"): v for v in (_dict(x) for x in _list(pod.get("volumes")))}
     for mount in (_dict(m) for m in _list(container.get("volumeMounts"))):
         mount_path = str(mount.get("mountPath", "")).rstrip("/")
@@ -316,22 +317,38 @@ def _config_flags(
         volume = _dict(volumes.get(mount.get("name")))
         cm = _dict(volume.get("configMap"))
         if not cm:
-            return None, f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
+            return f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
         rel = str(mount.get("subPath") or path[len(mount_path) + 1 :])
         key = next((str(i.get("key")) for i in (_dict(x) for x in _list(cm.get("items"))) if i.get("path") == rel), rel)
-        data = configmaps.get(str(cm.get("name")))
-        if data is None:
-            return None, f"--config {path}: ConfigMap {cm.get('name')} is not in the manifests read"
-        if key not in data:
-            return None, f"--config {path}: ConfigMap {cm.get('name')} has no key {key}"
-        try:
-            loaded = yaml.safe_load(data[key])
-        except yaml.YAMLError as exc:
-            raise WorkloadError(f"--config {path}: ConfigMap {cm.get('name')} key {key} is not YAML: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise WorkloadError(f"--config {path}: ConfigMap {cm.get('name')} key {key}: expected a YAML mapping")
-        return config_file_flags(loaded), ""
-    return None, f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
+        return str(cm.get("name")), key
+    return f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
+
+
+def _config_flags(
+    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str] | None, str, tuple[str, str] | None]:
+    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+
+    Returns (flags, "", (name, key)) or (None, why not, (name, key) of the ConfigMap when it was not given).
+    """
+    ref = config_ref(path, container, pod)
+    if isinstance(ref, str):
+        return None, ref, None
+    name, key = ref
+    data = configmaps.get(name)
+    if data is None:
+        return None, f"--config {path}: ConfigMap {name} (key {key}) is not in the manifests read", ref
+    if key not in data:
+        return None, f"--config {path}: ConfigMap {name} has no key {key}", None
+    if len(data[key].encode()) > MAX_CONFIG_BYTES:
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
+    try:
+        loaded = yaml.safe_load(data[key])
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
+    return config_file_flags(loaded), "", ref
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,14 +456,18 @@ class _UnknownValueError(Exception):
 
 def read_container(
     found: _Found, configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str], str | None, list[str]]:
-    """The engine flags of a container (``--config`` merged under the command line), unknown, notes."""
+) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None]:
+    """The engine flags of a container (``--config`` merged under the command line), unknown, notes.
+
+    The fourth value is the (ConfigMap, key) its ``--config`` file comes from, if any.
+    """
     flags = dict(found.engine.flags)
     notes: list[str] = []
     unknown: str | None = None
+    ref: tuple[str, str] | None = None
     config = flags.pop("--config", None)
     if config is not None:
-        from_file, why = _config_flags(config, found.container, found.pod, configmaps)
+        from_file, why, ref = _config_flags(config, found.container, found.pod, configmaps)
         if from_file is None:
             unknown = why
         else:
@@ -454,7 +475,7 @@ def read_container(
     for name, default in MEMORY_ENV.items():
         if name in found.env and found.env[name] != default:
             notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
-    return flags, unknown, notes
+    return flags, unknown, notes, ref
 
 
 def _reading(
@@ -480,7 +501,7 @@ def _reading(
         model=None,
     )
     try:
-        flags, unknown, more = read_container(found, configmaps)
+        flags, unknown, more, ref = read_container(found, configmaps)
         flags = {**(extra_flags or {}), **flags}
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
@@ -536,6 +557,7 @@ def _reading(
             unknown=unknown,
             notes=all_notes,
             args=flags,
+            config_map=ref,
         )
     )
 
