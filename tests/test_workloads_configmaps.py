@@ -7,6 +7,7 @@ API server does (a ConfigMap object, 404 Status, or nothing in time), so the tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import http.server
 import json
@@ -50,7 +51,8 @@ class ApiServer(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
-        self.wfile.write(raw)
+        with contextlib.suppress(BrokenPipeError):  # the client gave up (the slow answer)
+            self.wfile.write(raw)
 
     def log_message(self, *_: Any) -> None:
         pass

@@ -587,3 +587,25 @@ def test_lws_data_parallel_over_the_group() -> None:
     ]
     r2 = read_workload(only_local)
     assert r2 is not None and r2.data_parallel == 4  # 2 local ranks x 2 pods
+
+
+def test_origins_say_where_each_value_was_written() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.1",
+        "args": ["--config", "/etc/vllm/config.yaml", "--max-model-len", "$(LEN)", "-tp", "$(TP)", "--dtype", "half"],
+        "env": [{"name": "LEN", "value": "8192"}, {"name": "TP", "value": "2"}],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    obj = deployment(container, volumes=[{"name": "cfg", "configMap": {"name": "vllm-config"}}])
+    data = {"config.yaml": "model: Qwen/Qwen3-8B\nmax_model_len: 65536\nkv_cache_dtype: auto\n"}
+    r = read_workload(obj, {"vllm-config": data})
+    assert r is not None and r.unknown is None
+    assert r.origins == {
+        "--max-model-len": ("env", "LEN", "$(LEN)"),  # the command line wins over the file's max_model_len
+        "--tensor-parallel-size": ("env", "TP", "$(TP)"),  # -tp read as its long name
+        "--kv-cache-dtype": ("config", "vllm-config", "config.yaml", "kv_cache_dtype"),
+        "--model": ("config", "vllm-config", "config.yaml", "model"),
+    }
+    assert "--dtype" not in r.origins  # a literal on the command line

@@ -28,6 +28,7 @@ from fitgate.workloads.argv import (
     container_env,
     find_engine_command,
     human_int,
+    long_name,
     parse_engine_argv,
     ray_cluster_size,
 )
@@ -126,6 +127,9 @@ class Reading:
     args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
     #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
     config_map: tuple[str, str] | None = None
+    #: Where a flag's value was written, when not as a literal on the command line: ``("env", VAR, "$(VAR)")``
+    #: (a variable of the container's env) or ``("config", ConfigMap, key, "max-model-len")`` (the --config file)
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fingerprint: str = ""
 
     @property
@@ -326,20 +330,21 @@ def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tup
 
 def _config_flags(
     path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str] | None, str, tuple[str, str] | None]:
+) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:
     """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
 
-    Returns (flags, "", (name, key)) or (None, why not, (name, key) of the ConfigMap when it was not given).
+    Returns (flags, "", (name, key), flag -> its key in the file as written) or (None, why not, (name, key)
+    of the ConfigMap when it was not given, {}).
     """
     ref = config_ref(path, container, pod)
     if isinstance(ref, str):
-        return None, ref, None
+        return None, ref, None, {}
     name, key = ref
     data = configmaps.get(name)
     if data is None:
-        return None, f"--config {path}: ConfigMap {name} (key {key}) is not in the manifests read", ref
+        return None, f"--config {path}: ConfigMap {name} (key {key}) is not in the manifests read", ref, {}
     if key not in data:
-        return None, f"--config {path}: ConfigMap {name} has no key {key}", None
+        return None, f"--config {path}: ConfigMap {name} has no key {key}", None, {}
     if len(data[key].encode()) > MAX_CONFIG_BYTES:
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
     try:
@@ -348,7 +353,9 @@ def _config_flags(
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
-    return config_file_flags(loaded), "", ref
+    flags = config_file_flags(loaded)
+    keys = {long_name(f"--{k}"): str(k) for k in loaded}
+    return flags, "", ref, {f: keys[f] for f in flags if f in keys}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,6 +368,31 @@ class _Found:
     pod: dict[str, Any]
     engine: EngineCommand
     env: dict[str, str]
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # see Reading.origins
+
+
+_VAR_WORD = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _env_origins(
+    command: list[str], args: list[str], env: Mapping[str, str], entrypoint: bool
+) -> dict[str, tuple[str, ...]]:
+    """Flags whose whole value is one variable of the container's env: flag -> ("env", VAR, as written).
+
+    The command line read again with nothing expanded: ``--max-model-len $(MAXLEN)`` (Kubernetes) or
+    ``$MAXLEN`` / ``${MAXLEN}`` (a shell script) keeps its variable.
+    """
+    try:
+        raw = find_engine_command(command, args, {}, image_entrypoint=entrypoint)
+    except CommandError:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    for flag, value in (raw.flags if raw is not None else {}).items():
+        m = _VAR_WORD.fullmatch(value)
+        name = m and (m.group(1) or m.group(2) or m.group(3))
+        if name and name in env:
+            out[flag] = ("env", name, value)
+    return out
 
 
 def _find_vllm(pod: dict[str, Any]) -> _Found | None:
@@ -381,7 +413,10 @@ def _find_vllm(pod: dict[str, Any]) -> _Found | None:
         except CommandError as exc:
             raise WorkloadError(f"container {container.get('name')}: {exc}") from None
         if engine is not None:
-            return _Found(container, pod, engine, env)
+            command = [str(w) for w in _list(container.get("command"))]
+            args = [str(w) for w in _list(container.get("args"))]
+            origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
+            return _Found(container, pod, engine, env, origins)
     return None
 
 
@@ -456,26 +491,30 @@ class _UnknownValueError(Exception):
 
 def read_container(
     found: _Found, configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None]:
+) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None, dict[str, tuple[str, ...]]]:
     """The engine flags of a container (``--config`` merged under the command line), unknown, notes.
 
-    The fourth value is the (ConfigMap, key) its ``--config`` file comes from, if any.
+    Then the (ConfigMap, key) its ``--config`` file comes from, if any, and where each flag's value was
+    written when not on the command line as a literal (:attr:`Reading.origins`).
     """
     flags = dict(found.engine.flags)
     notes: list[str] = []
     unknown: str | None = None
     ref: tuple[str, str] | None = None
     config = flags.pop("--config", None)
+    origins = dict(found.origins)
     if config is not None:
-        from_file, why, ref = _config_flags(config, found.container, found.pod, configmaps)
+        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps)
         if from_file is None:
             unknown = why
         else:
+            for flag in from_file.keys() - flags.keys():
+                origins[flag] = ("config", *(ref or ("?", "?")), keys.get(flag, flag[2:]))
             flags = {**from_file, **flags}  # vLLM: command line > config file > defaults
     for name, default in MEMORY_ENV.items():
         if name in found.env and found.env[name] != default:
             notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
-    return flags, unknown, notes, ref
+    return flags, unknown, notes, ref, origins
 
 
 def _reading(
@@ -501,7 +540,7 @@ def _reading(
         model=None,
     )
     try:
-        flags, unknown, more, ref = read_container(found, configmaps)
+        flags, unknown, more, ref, origins = read_container(found, configmaps)
         flags = {**(extra_flags or {}), **flags}
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
@@ -558,6 +597,7 @@ def _reading(
             notes=all_notes,
             args=flags,
             config_map=ref,
+            origins=origins,
         )
     )
 
