@@ -38,10 +38,10 @@ def inventory() -> Inventory:
 
 
 def audits(kube: Kube, namespace: str) -> tuple[list[WorkloadAudit], Any]:
-    """Two audits, each with its own API client, and an evaluate whose calls for ``namespace`` meet pairwise."""
+    """Two audits, each with its own API client, and a pass of both whose evaluations for ``namespace`` meet."""
     replicas = [WorkloadAudit(kube_config.new_client_from_config(config_file=str(kube.kubeconfig))) for _ in "ab"]
-    barrier = asyncio.Barrier(2)
     nodes = inventory()
+    barrier: list[asyncio.Barrier] = []
 
     async def evaluate(reading: Reading) -> WorkloadVerdict:
         try:
@@ -50,10 +50,14 @@ def audits(kube: Kube, namespace: str) -> tuple[list[WorkloadAudit], Any]:
             model = None
         verdict = evaluate_reading(reading, model, nodes)
         if reading.namespace == namespace:
-            await asyncio.wait_for(barrier.wait(), timeout=30)  # both replicas have read it, neither has written
+            await asyncio.wait_for(barrier[0].wait(), timeout=30)  # both replicas have read it, neither has written
         return verdict
 
-    return replicas, evaluate
+    async def both() -> None:
+        barrier[:] = [asyncio.Barrier(2)]
+        await asyncio.gather(*(r.audit_once(evaluate, Metrics()) for r in replicas))
+
+    return replicas, both
 
 
 def events(kube: Kube, namespace: str, name: str) -> list[tuple[str, str]]:
@@ -66,11 +70,7 @@ def test_two_replicas_auditing_at_once_post_one_event(kube: Kube, namespace: str
     d = chart_deployment("NVIDIA-L4")  # DoesNotFit on L4 (warn: admitted if any webhook is installed)
     apply(kube, ns, d)
     name = d["metadata"]["name"]
-    replicas, evaluate = audits(kube, ns)
-
-    async def both() -> None:
-        await asyncio.gather(*(r.audit_once(evaluate, Metrics()) for r in replicas))
-
+    _, both = audits(kube, ns)
     asyncio.run(both())
     got = kube.get("deployment", name, "-n", ns)["metadata"]["annotations"]
     assert got["fitgate.io/verdict"] == "DoesNotFit"
