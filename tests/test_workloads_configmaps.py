@@ -165,4 +165,8 @@ def test_an_oversized_configmap_is_unknown(api: client.ApiClient) -> None:
 
 def test_without_configmaps_the_verdict_stays_unknown() -> None:
     warnings = review(copy.deepcopy(deployment()), memo())  # FITGATE_WORKLOAD_CONFIGMAPS=0: no reader in memo
-    assert any("ConfigMap vllm-config (key config.yaml) is not in the manifests read" in w for w in warnings)
+    assert any(
+        "ConfigMap vllm-config (key config.yaml) in serving: fitgate does not read ConfigMaps "
+        "(chart workloadWebhook.readConfigMaps: false)" in w
+        for w in warnings
+    ), warnings

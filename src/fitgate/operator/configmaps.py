@@ -137,3 +137,12 @@ class ConfigMaps:
         if resolved is None:
             return reading
         return replace(resolved, namespace=reading.namespace, name=reading.name)
+
+
+def unread(reading: Reading) -> Reading:
+    """``reading`` when ConfigMaps are not read (``FITGATE_WORKLOAD_CONFIGMAPS=0``): Unknown, saying so."""
+    if reading.config_map is None or reading.unknown is None:
+        return reading
+    name, key = reading.config_map
+    why = "fitgate does not read ConfigMaps (chart workloadWebhook.readConfigMaps: false)"
+    return replace(reading, unknown=f"--config: ConfigMap {name} (key {key}) in {reading.namespace}: {why}")

@@ -27,7 +27,7 @@ import kopf
 
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
-from fitgate.operator.configmaps import ConfigMaps
+from fitgate.operator.configmaps import ConfigMaps, unread
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
 from fitgate.settings import OperatorConfig
@@ -121,10 +121,14 @@ async def validate_workload(
         metrics.admission.labels("unchanged").inc()
         return
     configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
-    if configmaps is not None and reading.config_map is not None:  # its --config file, within the budget
-        reading = await configmaps.resolve(_plain(body), reading, memo.config.admission_resolve_s)
-        if reading is None:
-            return
+    if reading.config_map is not None:  # its --config file, within the budget
+        if configmaps is None:
+            reading = unread(reading)
+        else:
+            resolved = await configmaps.resolve(_plain(body), reading, memo.config.admission_resolve_s)
+            if resolved is None:
+                return
+            reading = resolved
     verdict = await evaluate_workload(
         reading, _inventory(memo), memo.store, memo.config.admission_resolve_s, blocking=False
     )
@@ -209,8 +213,10 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
 
         async def read(obj: dict[str, Any]) -> Reading | None:
             reading = read_workload(obj)
-            if configmaps is None or reading is None or reading.config_map is None:
+            if reading is None or reading.config_map is None:
                 return reading
+            if configmaps is None:
+                return unread(reading)
             return await configmaps.resolve(obj, reading, memo.config.reconcile_resolve_s)
 
         audit = WorkloadAudit(objects=config.workload_audit_objects, read=read)
