@@ -133,3 +133,46 @@ def test_a_write_refused_for_another_verdict_retries_with_the_fresh_version() ->
     )
     assert [m for m, _ in api.calls] == ["PATCH", "GET", "PATCH", "POST"]  # it still changes the verdict: one Event
     assert api.obj["metadata"]["annotations"]["fitgate.io/verdict"] == "DoesNotFit"
+
+
+class PagedApi(WorkloadAudit):
+    """Namespaces none labelled; Deployments cluster-wide in two pages (limit/continue), as the API server pages."""
+
+    def __init__(self, pages: list[list[dict[str, Any]]]) -> None:
+        super().__init__(api_client=object(), objects=True)
+        self.pages = pages
+        self.calls: list[tuple[str, str, tuple[tuple[str, str], ...]]] = []
+
+    async def _request(self, method: str, path: str, body: Any = None, query: Any = None) -> Any:
+        self.calls.append((method, path, tuple(query or ())))
+        if method == "GET" and path == "/apis/apps/v1/deployments":
+            token = dict(query or ()).get("continue")
+            index = int(token) if token else 0
+            more = {"continue": str(index + 1)} if index + 1 < len(self.pages) else {}
+            return {"items": self.pages[index], "metadata": more}
+        if method == "GET":
+            return {"items": []}
+        return {}
+
+
+def test_objects_mode_lists_cluster_wide_in_pages_and_audits_only_annotated_objects() -> None:
+    def named(name: str, namespace: str, annotated: bool) -> dict[str, Any]:
+        d = deployment()
+        d["metadata"].update(
+            name=name, namespace=namespace, annotations={"fitgate.io/validate": "warn"} if annotated else {}
+        )
+        return d
+
+    api = PagedApi([[named("a", "team-a", True), named("b", "team-a", False)], [named("c", "team-b", True)]])
+
+    async def evaluate(reading: Any) -> WorkloadVerdict:
+        return evaluate_reading(reading, model("meta-llama/Llama-3.1-8B-Instruct"), parse_node(L4))
+
+    assert asyncio.run(api.audit_once(evaluate, Metrics())) == 2  # a and c; b is not opted in
+    lists = [q for m, p, q in api.calls if p == "/apis/apps/v1/deployments"]
+    assert lists == [(("limit", "500"),), (("limit", "500"), ("continue", "1"))]
+    patched = [p for m, p, _ in api.calls if m == "PATCH"]
+    assert patched == [
+        "/apis/apps/v1/namespaces/team-a/deployments/a",
+        "/apis/apps/v1/namespaces/team-b/deployments/c",
+    ]

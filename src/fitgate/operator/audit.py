@@ -177,21 +177,27 @@ class WorkloadAudit:
         The opted-in namespaces' objects; with ``objects``, also every object of those kinds in the other
         namespaces (cluster-wide lists), of which only the annotated ones are evaluated.
         """
+        # Each list is read to its end before its objects are evaluated: a continue token held across slow
+        # evaluations could expire (410 Gone); of a cluster-wide list only the annotated objects are kept.
         opted = await self.namespaces()
         for namespace, ns_mode in opted.items():
             for group, version, plural, kind in AUDITED:
-                async for items in self._pages(_path(group, version, namespace, plural)):
-                    for item in items:
-                        yield (group, version, plural, kind), item, ns_mode
+                items = [i async for page in self._pages(_path(group, version, namespace, plural)) for i in page]
+                for item in items:
+                    yield (group, version, plural, kind), item, ns_mode
         if not self.objects:
             return
         for group, version, plural, kind in AUDITED:
             base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-            async for items in self._pages(f"{base}/{plural}"):
-                for item in items:
-                    meta = item.get("metadata") or {}
-                    if meta.get("namespace") not in opted and (meta.get("annotations") or {}).get(VALIDATE_KEY):
-                        yield (group, version, plural, kind), item, None
+            annotated = [
+                item
+                async for page in self._pages(f"{base}/{plural}")
+                for item in page
+                if (item.get("metadata") or {}).get("namespace") not in opted
+                and ((item.get("metadata") or {}).get("annotations") or {}).get(VALIDATE_KEY)
+            ]
+            for item in annotated:
+                yield (group, version, plural, kind), item, None
 
     async def audit_once(self, evaluate: Evaluate, metrics: Metrics) -> int:
         """One pass over every opted-in namespace (and annotated object); returns the workloads evaluated."""
