@@ -146,12 +146,12 @@ def test_a_missing_configmap_or_key_is_unknown_naming_both(api: client.ApiClient
 
 def test_a_slow_api_server_never_holds_admission_past_its_budget(api: client.ApiClient) -> None:
     ApiServer.configmaps = {"vllm-config": {"config.yaml": CONFIG}}
-    ApiServer.delay_s = 3.0
+    ApiServer.delay_s = 5.0
     m = memo()  # FITGATE_ADMISSION_RESOLVE_SECONDS: 1.0
     m.configmaps = ConfigMaps(api)
     took: list[float] = []
     warnings = review(deployment(), m, took=took)
-    assert took[0] < 1.5, took  # the 1 s budget, not the 3 s answer
+    assert took[0] < 3.0, took  # the 1 s budget (and a loaded machine), not the 5 s answer
     assert any("ConfigMap vllm-config (key config.yaml) in serving: not read within 1 s" in w for w in warnings)
 
 
