@@ -11,6 +11,7 @@ import contextlib
 import copy
 import http.server
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -152,7 +153,11 @@ def test_a_slow_api_server_never_holds_admission_past_its_budget(api: client.Api
     took: list[float] = []
     warnings = review(deployment(), m, took=took)
     assert took[0] < 3.0, took  # the 1 s budget (and a loaded machine), not the 5 s answer
-    assert any("ConfigMap vllm-config (key config.yaml) in serving: not read within 1 s" in w for w in warnings)
+    # whichever of the two 1 s bounds fires first: the await's, or the HTTP client's read timeout
+    late = re.compile(
+        r"ConfigMap vllm-config \(key config\.yaml\) in serving: (not read within 1 s|cannot be read \(\w+\))"
+    )
+    assert any(late.search(w) for w in warnings), warnings
 
 
 def test_an_oversized_configmap_is_unknown(api: client.ApiClient) -> None:
