@@ -271,3 +271,27 @@ def test_data_parallel_counts_in_the_per_node_check() -> None:
     assert reading is not None and reading.gpu_shortfall() is None
     verdict = evaluate_reading(reading, llama, parse_node(H100))
     assert verdict.verdict.value == "DoesNotFit" and "16 GPUs per replica (TP x PP x DP)" in verdict.message
+
+
+def test_check_writes_the_fix_in_the_configmap_of_the_manifest_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the production-stack Deployment with its engine settings moved into a --config file of a ConfigMap
+    deployment = yaml.safe_load((FIXTURES / "production-stack-deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["command"] = ["vllm", "serve", "--config", "/etc/vllm/engine.yaml"]
+    container["volumeMounts"] = [{"name": "engine", "mountPath": "/etc/vllm"}]
+    pod["volumes"] = [{"name": "engine", "configMap": {"name": "llama-engine"}}]
+    engine = "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\nkv-cache-dtype: auto\n"
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llama-engine"}}
+    configmap["data"] = {"engine.yaml": engine}
+    path = tmp_path / "stack.yaml"
+    path.write_text(yaml.safe_dump_all([configmap, deployment]))
+    code, [r] = check(capsys, str(path))
+    assert code == 1 and r["verdict"] == "DoesNotFit", r
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in r["message"]
+    fix = (
+        "smallest fix: change `kv-cache-dtype: auto` to `kv-cache-dtype: fp8` in ConfigMap llama-engine key engine.yaml"
+    )
+    assert fix in r["message"], r["message"]
