@@ -609,3 +609,17 @@ def test_origins_say_where_each_value_was_written() -> None:
         "--model": ("config", "vllm-config", "config.yaml", "model"),
     }
     assert "--dtype" not in r.origins  # a literal on the command line
+
+
+def test_llm_inference_service_origins_are_its_fields_and_additional_args() -> None:
+    from fitgate.operator.workloads import edit_of  # noqa: PLC0415
+
+    r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    assert r is not None
+    assert r.origins["--tensor-parallel-size"] == ("field", "spec.parallelism.tensor")
+    assert r.origins["--max-model-len"] == ("env-args", "VLLM_ADDITIONAL_ARGS")
+    assert edit_of(r, "--tensor-parallel-size", "2") == "set spec.parallelism.tensor: 2"
+    assert edit_of(r, "--max-model-len", "4096") == (
+        "change `--max-model-len 8192` to `--max-model-len 4096` in env VLLM_ADDITIONAL_ARGS"
+    )
+    assert edit_of(r, "--kv-cache-dtype", "fp8") == "add `--kv-cache-dtype fp8`"  # written nowhere yet

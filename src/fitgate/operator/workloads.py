@@ -94,6 +94,10 @@ def edit_of(reading: Reading, flag: str, value: str) -> str:
         _, configmap, key, name = origin
         where = f"in ConfigMap {configmap} key {key}"
         return f"change `{name}: {old}` to `{name}: {value}` {where}" if old else f"set `{name}: {value}` {where}"
+    if origin[:1] == ("field",) and len(origin) == 2:
+        return f"set {origin[1]}: {value}"
+    if origin[:1] == ("env-args",) and len(origin) == 2 and old is not None:
+        return f"change `{flag} {old}` to `{flag} {value}` in env {origin[1]}"
     return f"add `{flag} {value}`" if old is None else f"change `{flag} {old}` to `{flag} {value}`"
 
 

@@ -128,7 +128,8 @@ class Reading:
     #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
     config_map: tuple[str, str] | None = None
     #: Where a flag's value was written, when not as a literal on the command line: ``("env", VAR, "$(VAR)")``
-    #: (a variable of the container's env) or ``("config", ConfigMap, key, "max-model-len")`` (the --config file)
+    #: (a variable of the container's env), ``("config", ConfigMap, key, "max-model-len")`` (the --config file),
+    #: ``("field", "spec.parallelism.tensor")`` or ``("env-args", "VLLM_ADDITIONAL_ARGS")`` (LLMInferenceService)
     origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fingerprint: str = ""
 
@@ -525,6 +526,7 @@ def _reading(
     *,
     model: str | None = None,
     extra_flags: Mapping[str, str] | None = None,
+    extra_origins: Mapping[str, tuple[str, ...]] | None = None,
     gpus_per_replica: int | None = None,
     pods_per_replica: int = 1,
     notes: tuple[str, ...] = (),
@@ -541,6 +543,7 @@ def _reading(
     )
     try:
         flags, unknown, more, ref, origins = read_container(found, configmaps)
+        origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
@@ -664,6 +667,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     uri = str(_dict(spec.get("model")).get("uri") or "")
     par = _dict(spec.get("parallelism"))
     extra: dict[str, str] = {}
+    origins: dict[str, tuple[str, ...]] = {}
     for key, flag in (
         ("tensor", "--tensor-parallel-size"),
         ("pipeline", "--pipeline-parallel-size"),
@@ -672,6 +676,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     ):
         if isinstance(par.get(key), int) and not isinstance(par.get(key), bool):
             extra[flag] = str(par[key])
+            origins[flag] = ("field", f"spec.parallelism.{key}")
     containers = [_dict(c) for c in _list(template.get("containers"))]
     main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
     env = container_env(main.get("env"))
@@ -685,7 +690,9 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
             words = shlex.split(additional)
         except ValueError as exc:
             raise WorkloadError(f"container {main.get('name')}: env VLLM_ADDITIONAL_ARGS: {exc}") from None
-        extra.update(parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags)
+        additional_flags = parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags
+        extra.update(additional_flags)
+        origins.update(dict.fromkeys(additional_flags, ("env-args", "VLLM_ADDITIONAL_ARGS")))
     name = uri[len("hf://") :] if uri.startswith("hf://") else None
     pods = 1
     notes: tuple[str, ...] = ()
@@ -704,6 +711,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         configmaps,
         model=name,
         extra_flags=extra,
+        extra_origins=origins,
         gpus_per_replica=per_pod * pods,
         pods_per_replica=pods,
         notes=notes,
