@@ -124,6 +124,14 @@ def annotations(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, s
     return dict(kube.get(kind, name, "-n", namespace)["metadata"].get("annotations") or {})
 
 
+def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    return list(kube.get("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")["items"])
+
+
+def reasons(kube: Kube, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in events(kube, namespace, name)]
+
+
 def wait_annotated(kube: Kube, namespace: str, kind: str, name: str, verdict: str) -> dict[str, str]:
     return kube.wait_for(
         lambda: (a := annotations(kube, namespace, kind, name)).get("fitgate.io/verdict") == verdict and a,
@@ -155,8 +163,8 @@ def test_enforce_admits_a_fit_and_the_audit_annotates_it_and_posts_an_event(
     assert "--max-model-len" in got["fitgate.io/recommended-args"]
     spec = kube.get("deployment", name, "-n", ns)["spec"]["template"]["spec"]["containers"][0]
     assert spec["command"] == fits["spec"]["template"]["spec"]["containers"][0]["command"]  # never mutated
-    events = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")["items"]
-    assert [(e["reason"], e["source"]["component"]) for e in events] == [("Fits", "fitgate")]  # posted first
+    kube.wait_for(lambda: reasons(kube, ns, name), timeout=15, what="the audit's Event")  # posted after the write
+    assert [(e["reason"], e["source"]["component"]) for e in events(kube, ns, name)] == [("Fits", "fitgate")]
     metric = f'fitgate_workload_verdict{{kind="Deployment",name="{name}",namespace="{ns}",verdict="Fits"}} 1.0'
     kube.wait_for(lambda: metric in operator.metrics(), timeout=15, what="the workload metric")
     # a replicas-only change is admitted without sizing again
@@ -274,8 +282,8 @@ def test_an_annotated_object_in_an_unlabelled_namespace_is_checked_and_audited(
     result = apply(kube, ns, warned)
     assert "Warning: fitgate: Deployment" in result.stderr, result.stderr
     wait_annotated(kube, ns, "deployment", "warned", "DoesNotFit")  # the audit found it by its annotation
-    events = kube.get("events", "-n", ns, "--field-selector", "involvedObject.name=warned")["items"]
-    assert [e["reason"] for e in events] == ["DoesNotFit"]
+    kube.wait_for(lambda: reasons(kube, ns, "warned"), timeout=15, what="the audit's Event")  # after the write
+    assert reasons(kube, ns, "warned") == ["DoesNotFit"]
     assert not any(k.startswith("fitgate.io/") for k in annotations(kube, ns, "deployment", plain["metadata"]["name"]))
     # a namespace labelled off: an object may still opt in by its annotation
     kube.kubectl("label", "namespace", ns, "fitgate.io/validate=off")
