@@ -3,11 +3,13 @@
 Starts the loopback control plane, GPU nodes and a real `fitgate operator` (workload webhook on), then
 POSTs, alternating, an AdmissionReview of the vLLM production-stack chart's engine Deployment (its real
 `helm template` output, tests/fixtures/workloads, on H100: it fits) to ``/workloads-enforce`` and of the
-ModelDeployment the reader turns it into to ``/fit``, each object with a new name (as separate applies).
+ModelDeployment the reader turns it into to ``/fit``, each object with a new name (as separate applies),
+and the same Deployment without the annotation to ``/workloads-object`` (chart ``objectOptIn``: admitted unread).
 One client, keep-alive, latency measured at the client. Target: the Deployment adds <= 1 ms at p50.
 
 Usage: python benchmarks/workload_admission.py [--requests N]
-Ends with one JSON line: {"modeldeployment_p50_ms": ..., "deployment_p50_ms": ..., "added_p50_ms": ...}
+Ends with one JSON line: {"modeldeployment_p50_ms": ..., "deployment_p50_ms": ..., "added_p50_ms": ...,
+"unannotated_object_path_p50_ms": ...}
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def deployment_review(obj: dict[str, Any], name: str) -> dict[str, Any]:
     return review
 
 
-async def run(base: str, ca: Path, requests: int) -> tuple[list[float], list[float]]:
+async def run(base: str, ca: Path, requests: int) -> tuple[list[float], list[float], list[float]]:
     obj = deployment()
     reading = read_workload(obj)
     assert reading is not None
@@ -67,13 +69,17 @@ async def run(base: str, ca: Path, requests: int) -> tuple[list[float], list[flo
     context = ssl.create_default_context(cafile=str(ca))
     md: list[float] = []
     dep: list[float] = []
+    plain: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=1)) as session:
         for i in range(requests):
             name = f"bench-{uuid.uuid4().hex[:8]}"
-            for path, body, out in (
+            series = [
                 ("/fit", admission_review(spec, name), md),
                 ("/workloads-enforce", deployment_review(obj, name), dep),
-            )[:: 1 if i % 2 else -1]:
+                # objectOptIn: a Deployment without the annotation in an unlabelled namespace (admitted unread)
+                ("/workloads-object", deployment_review(obj, name), plain),
+            ]
+            for path, body, out in series[i % 3 :] + series[: i % 3]:
                 start = time.perf_counter()
                 async with session.post(base + path, json=body) as response:
                     payload = await response.json()
@@ -81,7 +87,7 @@ async def run(base: str, ca: Path, requests: int) -> tuple[list[float], list[flo
                 answer = payload["response"]
                 assert answer["allowed"], answer
                 assert "patch" not in answer  # never mutating
-    return md, dep
+    return md, dep, plain
 
 
 def main() -> int:
@@ -91,7 +97,7 @@ def main() -> int:
     with operator_on_gpu_nodes({"FITGATE_WORKLOAD_WEBHOOK": "1"}, managed=None) as (_kube, op, workdir):
         base = f"https://127.0.0.1:{op.webhook_port}"
         asyncio.run(run(base, workdir / "ca.crt", 10))  # warm the checkpoint cache
-        md, dep = asyncio.run(run(base, workdir / "ca.crt", args.requests))
+        md, dep, plain = asyncio.run(run(base, workdir / "ca.crt", args.requests))
         p50_md, p50_dep = statistics.median(md), statistics.median(dep)
         print(
             json.dumps(
@@ -102,6 +108,7 @@ def main() -> int:
                     "added_p50_ms": round(p50_dep - p50_md, 3),
                     "modeldeployment_p99_ms": round(sorted(md)[int(0.99 * (len(md) - 1))], 3),
                     "deployment_p99_ms": round(sorted(dep)[int(0.99 * (len(dep) - 1))], 3),
+                    "unannotated_object_path_p50_ms": round(statistics.median(plain), 3),
                 }
             ),
             flush=True,

@@ -72,7 +72,11 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     for name, labels, allocatable in [*NODES, SECOND_H100]:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
     workdir = tmp_path_factory.mktemp("workloads")
-    env = {"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WORKLOAD_AUDIT_SECONDS": "1"}
+    env = {
+        "FITGATE_WORKLOAD_WEBHOOK": "1",
+        "FITGATE_WORKLOAD_AUDIT_SECONDS": "1",
+        "FITGATE_WORKLOAD_AUDIT_OBJECTS": "1",
+    }
     op = Operator(kube, workdir, managed=None, extra_env=env)
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
@@ -83,6 +87,8 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         str(CHART),
         "--set",
         "workloadWebhook.enabled=true",
+        "--set",
+        "workloadWebhook.objectOptIn=true",
         "--set",
         f"webhook.url=https://127.0.0.1:{op.webhook_port}",
         "--set-file",
@@ -106,6 +112,14 @@ def labelled(kube: Kube, namespace: str, mode: str) -> str:
 
 def annotations(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, str]:
     return dict(kube.get(kind, name, "-n", namespace)["metadata"].get("annotations") or {})
+
+
+def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    return list(kube.get("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")["items"])
+
+
+def reasons(kube: Kube, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in events(kube, namespace, name)]
 
 
 def wait_annotated(kube: Kube, namespace: str, kind: str, name: str, verdict: str) -> dict[str, str]:
@@ -139,8 +153,8 @@ def test_enforce_admits_a_fit_and_the_audit_annotates_it_and_posts_an_event(
     assert "--max-model-len" in got["fitgate.io/recommended-args"]
     spec = kube.get("deployment", name, "-n", ns)["spec"]["template"]["spec"]["containers"][0]
     assert spec["command"] == fits["spec"]["template"]["spec"]["containers"][0]["command"]  # never mutated
-    events = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")["items"]
-    assert [(e["reason"], e["source"]["component"]) for e in events] == [("Fits", "fitgate")]  # posted first
+    kube.wait_for(lambda: reasons(kube, ns, name), timeout=15, what="the audit's Event")  # posted after the write
+    assert [(e["reason"], e["source"]["component"]) for e in events(kube, ns, name)] == [("Fits", "fitgate")]
     metric = f'fitgate_workload_verdict{{kind="Deployment",name="{name}",namespace="{ns}",verdict="Fits"}} 1.0'
     kube.wait_for(lambda: metric in operator.metrics(), timeout=15, what="the workload metric")
     # a replicas-only change is admitted without sizing again
@@ -238,6 +252,77 @@ def test_a_non_vllm_gpu_deployment_is_untouched(kube: Kube, operator: Operator, 
     apply(kube, ns, chart_deployment("NVIDIA-H100-80GB-HBM3"))  # audited in the same pass
     wait_annotated(kube, ns, "deployment", "vllm-llama3-deployment-vllm", "Fits")
     assert not any(k.startswith("fitgate.io/") for k in annotations(kube, ns, "deployment", "train"))
+
+
+def test_an_annotated_object_in_an_unlabelled_namespace_is_checked_and_audited(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = namespace  # no fitgate.io/validate label
+    plain = chart_deployment("NVIDIA-L4")
+    result = apply(kube, ns, plain)  # not opted in: admitted, never annotated
+    assert "Warning" not in result.stderr, result.stderr
+    enforced = chart_deployment("NVIDIA-L4")
+    enforced["metadata"]["name"] = "enforced"
+    enforced["metadata"]["annotations"] = {"fitgate.io/validate": "enforce"}
+    result = apply(kube, ns, enforced, check=False)
+    assert result.returncode != 0 and "one 131072-token request needs 16.00 GiB" in result.stderr, result.stderr
+    warned = chart_deployment("NVIDIA-L4")
+    warned["metadata"]["name"] = "warned"
+    warned["metadata"]["annotations"] = {"fitgate.io/validate": "warn"}
+    result = apply(kube, ns, warned)
+    assert "Warning: fitgate: Deployment" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", "warned", "DoesNotFit")  # the audit found it by its annotation
+    kube.wait_for(lambda: reasons(kube, ns, "warned"), timeout=15, what="the audit's Event")  # after the write
+    assert reasons(kube, ns, "warned") == ["DoesNotFit"]
+    assert not any(k.startswith("fitgate.io/") for k in annotations(kube, ns, "deployment", plain["metadata"]["name"]))
+    # a namespace labelled off: an object may still opt in by its annotation
+    kube.kubectl("label", "namespace", ns, "fitgate.io/validate=off")
+    enforced["metadata"]["name"] = "enforced-off"
+    assert apply(kube, ns, enforced, check=False).returncode != 0
+
+
+def config_deployment(name: str) -> dict[str, Any]:
+    """A Deployment whose engine settings come from ``--config`` in the ConfigMap ``vllm-config`` (vLLM's own
+    `vllm serve --config config.yaml`, docs/configuration/serve_args.md)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.19.0",
+                            "args": ["--config", "/etc/vllm/config.yaml"],
+                            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                    "volumes": [{"name": "cfg", "configMap": {"name": "vllm-config"}}],
+                },
+            },
+        },
+    }
+
+
+def test_a_config_file_is_read_from_its_configmap_in_the_cluster(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    result = apply(kube, ns, config_deployment("early"))  # no ConfigMap yet: Unknown, admitted (policy Warn)
+    assert "ConfigMap vllm-config (key config.yaml) in " + ns + ": not found" in result.stderr, result.stderr
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vllm-config"}}
+    config["data"] = {"config.yaml": "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\n"}
+    apply(kube, ns, config)
+    result = apply(kube, ns, config_deployment("late"), check=False)
+    assert result.returncode != 0, result.stderr
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", "early", "DoesNotFit")  # the audit reads it too
 
 
 def test_webhook_down_applies_still_succeed(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fitgate.operator.rbac import workload_audit_rules
+from fitgate.operator.rbac import workload_audit_rules, workload_configmap_rules
 from tests.test_chart import helm, render_chart
 
 __all__ = ["helm"]
@@ -35,10 +35,29 @@ def test_enforce_and_warn_namespaces_ignore_failures(helm: Path) -> None:
     assert all(r["operations"] == ["CREATE", "UPDATE"] for r in enforce["rules"])  # type: ignore[attr-defined]
 
 
-def test_object_opt_in_covers_unlabelled_namespaces(helm: Path) -> None:
-    hooks = webhooks(helm, "--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.objectOptIn=true")
+def test_object_opt_in_covers_the_other_namespaces_and_the_audit_lists_them(helm: Path) -> None:
+    on = ("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.objectOptIn=true")
+    hooks = webhooks(helm, *on)
     selector = hooks["workloads-object.fitgate.io"]["namespaceSelector"]["matchExpressions"]  # type: ignore[index]
-    assert {"key": "fitgate.io/validate", "operator": "DoesNotExist"} in selector
+    # unlabelled and `off` namespaces (NotIn also matches a namespace without the label); not the system ones
+    assert {"key": "fitgate.io/validate", "operator": "NotIn", "values": ["enforce", "warn"]} in selector
+    assert {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", "fitgate-system"],
+    } in selector
+    assert hooks["workloads-object.fitgate.io"]["clientConfig"]["service"]["path"] == "/workloads-object"  # type: ignore[index]
+
+    def env(*args: str) -> dict[str, object]:
+        (deployment,) = [d for d in render_chart(helm, *args) if d["kind"] == "Deployment"]
+        return {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert env(*on)["FITGATE_WORKLOAD_AUDIT_OBJECTS"] == "1"
+    assert "FITGATE_WORKLOAD_AUDIT_OBJECTS" not in env("--set", "workloadWebhook.enabled=true")
+    # the audit's cluster-wide lists need no more RBAC: the ClusterRole's list is already cluster-wide
+    (role,) = [d for d in render_chart(helm, *on) if d["kind"] == "ClusterRole"]
+    (plain,) = [d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "ClusterRole"]
+    assert role["rules"] == plain["rules"]
 
 
 def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
@@ -53,10 +72,17 @@ def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
 
     base = granted()
     with_audit = granted("--set", "workloadWebhook.enabled=true")
-    assert with_audit - base == {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
-    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") == base
+    audit = {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
+    configmaps = {(r.group, r.resource, r.verbs) for r in workload_configmap_rules()}
+    assert with_audit - base == audit | configmaps
+    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") - base == (
+        configmaps
+    )
+    no_cm = granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.readConfigMaps=false")
+    assert no_cm - base == audit
     (deployment,) = [
         d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "Deployment"
     ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300" and env["FITGATE_WORKLOAD_WEBHOOK"] == "1"
+    assert env["FITGATE_WORKLOAD_CONFIGMAPS"] == "1"

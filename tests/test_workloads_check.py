@@ -227,3 +227,71 @@ def test_check_a_model_deployment_spanning_two_nodes(tmp_path: Path, capsys: pyt
     path.write_text(yaml.safe_dump(mdep))
     code, [r] = check(capsys, str(path))
     assert code == 0 and (r["kind"], r["verdict"]) == ("ModelDeployment", "Fits"), r
+
+
+def test_data_parallel_counts_in_the_per_node_check() -> None:
+    """placement.dataParallelSize: each rank holds TP x PP GPUs, so a replica needs TP x PP x DP on its nodes."""
+    from fitgate.operator.api import parse_spec  # noqa: PLC0415
+    from fitgate.operator.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.inventory import parse_node  # noqa: PLC0415
+    from fitgate.operator.workloads import evaluate_reading  # noqa: PLC0415
+    from fitgate.workloads import read_workload  # noqa: PLC0415
+    from tests.conftest import model  # noqa: PLC0415
+    from tests.test_operator import H100  # noqa: PLC0415
+
+    llama = model("meta-llama/Llama-3.1-8B-Instruct")
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+        "serving": {"tensorParallelSize": 4, "maxModelLen": 8192},
+        "placement": {"dataParallelSize": 2},
+    }
+    assert evaluate(parse_spec(spec), llama, parse_node(H100)).verdict.value == "Fits"  # 4 x 2 = 8 on a node of 8
+    wide = evaluate(parse_spec({**spec, "placement": {"dataParallelSize": 4}}), llama, parse_node(H100))
+    assert wide.verdict.value == "DoesNotFit" and wide.reason == "NotEnoughGPUsPerNode"
+    assert "16 GPUs per replica (TP x PP x DP) but the pool has 1 nodes of 8" in wide.message  # 4 x 4 = 16
+    # the same as a Deployment: `vllm serve -tp 4 -dp 4` with 16 GPUs in its one pod cannot be scheduled
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": [
+            "vllm",
+            "serve",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "-tp",
+            "4",
+            "-dp",
+            "4",
+            "--max-model-len",
+            "8192",
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": "16"}},
+    }
+    d = {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [container]}}}}
+    reading = read_workload(d)
+    assert reading is not None and reading.gpu_shortfall() is None
+    verdict = evaluate_reading(reading, llama, parse_node(H100))
+    assert verdict.verdict.value == "DoesNotFit" and "16 GPUs per replica (TP x PP x DP)" in verdict.message
+
+
+def test_check_writes_the_fix_in_the_configmap_of_the_manifest_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the production-stack Deployment with its engine settings moved into a --config file of a ConfigMap
+    deployment = yaml.safe_load((FIXTURES / "production-stack-deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["command"] = ["vllm", "serve", "--config", "/etc/vllm/engine.yaml"]
+    container["volumeMounts"] = [{"name": "engine", "mountPath": "/etc/vllm"}]
+    pod["volumes"] = [{"name": "engine", "configMap": {"name": "llama-engine"}}]
+    engine = "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\nkv-cache-dtype: auto\n"
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llama-engine"}}
+    configmap["data"] = {"engine.yaml": engine}
+    path = tmp_path / "stack.yaml"
+    path.write_text(yaml.safe_dump_all([configmap, deployment]))
+    code, [r] = check(capsys, str(path))
+    assert code == 1 and r["verdict"] == "DoesNotFit", r
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in r["message"]
+    fix = (
+        "smallest fix: change `kv-cache-dtype: auto` to `kv-cache-dtype: fp8` in ConfigMap llama-engine key engine.yaml"
+    )
+    assert fix in r["message"], r["message"]

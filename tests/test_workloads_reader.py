@@ -271,7 +271,16 @@ def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
     assert r.serving == {"maxModelLen": 8192, "tensorParallelSize": 2}
     missing = read_workload(obj, {})
     assert missing is not None
-    assert missing.unknown == "--config /etc/vllm/config.yaml: ConfigMap vllm-config is not in the manifests read"
+    assert missing.unknown == (
+        "--config /etc/vllm/config.yaml: ConfigMap vllm-config (key config.yaml) is not in the manifests read"
+    )
+    assert missing.config_map == ("vllm-config", "config.yaml")  # what the webhook and the audit read
+    # items: the file config.yaml is the ConfigMap's key `engine`
+    mapped = copy.deepcopy(obj)
+    mapped["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"] = [{"key": "engine", "path": "config.yaml"}]
+    assert read_workload(mapped, {}).config_map == ("vllm-config", "engine")  # type: ignore[union-attr]
+    huge = read_workload(obj, {"vllm-config": {"config.yaml": "a: " + "x" * 300_000}})
+    assert huge is not None and huge.invalid is not None and "holds more than 262144 bytes" in huge.invalid
 
 
 def test_memory_env_vars_are_noted() -> None:
@@ -497,3 +506,120 @@ def test_kaito_multi_node_statefulset_is_one_replica_of_its_ray_cluster() -> Non
     assert r is not None and r.serving["pipelineParallelSize"] == 3 and r.serving["tensorParallelSize"] == 2
     # 3 pods x 2 GPUs hold TP 2 x PP 3
     assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (3, 6, None)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data parallelism: the command lines of vLLM's docs/serving/data_parallel_deployment.md
+# (vllm-project/vllm@01e4fce07423dafcc832600ba05159fb28dc1126), flags as vLLM 0.33's arg_utils.py reads them
+
+
+@pytest.mark.parametrize(
+    ("args", "limit", "ranks", "need"),
+    [
+        # "This will run DP=4, TP=2 on a single 8-GPU node": 4 ranks x TP 2 = 8 GPUs in the pod
+        ("--data-parallel-size 4 --tensor-parallel-size 2", 8, 4, 8),
+        ("-dp 4 -tp 2", 8, 4, 8),  # the short flags (arg_utils.py L1241, L1208-1210)
+        # "DP ranks 0 and 1 on the head node": this pod runs 2 of the 4 ranks -> 2 x TP 1 = 2 GPUs
+        ("--data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-address 10.99.48.128", 2, 2, 2),
+        ("--headless -dp 4 -dpl 2 -dpr 2 --data-parallel-address 10.99.48.128", 2, 2, 2),
+        # "only the API server on the first node": no rank, no GPU
+        ("--data-parallel-size 4 --data-parallel-size-local 0", 0, 0, 0),
+        # external load balancing: one rank per process (arg_utils.py L2463-2483: local size 1)
+        ("--data-parallel-size 2 --data-parallel-rank 0 --port 8000", 1, 1, 1),
+        # --nnodes 2 without -dpl: world 4 x TP 2 = 8 / 2 nodes = 4 GPUs -> 2 ranks here (L2441-2446)
+        ("--data-parallel-size 4 -tp 2 --nnodes 2 --node-rank 0", 4, 2, 4),
+    ],
+)
+def test_data_parallel_ranks_of_one_pod(args: str, limit: int, ranks: int, need: int) -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", *args.split()],
+        "resources": {"limits": {"nvidia.com/gpu": str(limit)}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None, r
+    assert (r.data_parallel, r.parallel_gpus) == (ranks, need)
+    assert r.gpu_shortfall() is None
+    if ranks > 1:
+        assert parse_spec(r.spec()).placement.data_parallel_size == ranks
+    if need:
+        container["resources"]["limits"]["nvidia.com/gpu"] = str(need - 1)
+        short = read_workload(deployment(container))
+        assert short is not None and short.gpu_shortfall() is not None
+        assert f"vLLM needs {need} GPU" in short.gpu_shortfall()  # type: ignore[operator]
+
+
+def test_data_parallel_shortfall_names_dp() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--data-parallel-size=4", "--tensor-parallel-size=2"],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None
+    # 4 ranks x TP 2 x PP 1 = 8
+    assert r.gpu_shortfall() == (
+        "vLLM needs 8 GPUs (TP 2 x PP 1 x DP 4) but container vllm asks for 2 nvidia.com/gpu; set nvidia.com/gpu: 8"
+    )
+
+
+def test_lws_data_parallel_over_the_group() -> None:
+    # an LWS group of 2 pods, each `-dp 4 -dpl 2`: 4 ranks in the replica, 2 x TP 2 = 4 GPUs per pod
+    obj = first("lws-vllm-gpu.yaml")
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    lwt["size"] = 2
+    for role in ("leaderTemplate", "workerTemplate"):
+        c = lwt[role]["spec"]["containers"][0]
+        c["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    lead = lwt["leaderTemplate"]["spec"]["containers"][0]
+    lead["command"] = ["sh", "-c", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 -dp 4 -dpl 2"]
+    r = read_workload(obj)
+    assert r is not None and r.invalid is None, r
+    assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 8, 4, 8)
+    assert r.gpu_shortfall() is None
+    only_local = copy.deepcopy(obj)
+    only_local["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["command"] = [
+        "sh",
+        "-c",
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 -dpl 2",
+    ]
+    r2 = read_workload(only_local)
+    assert r2 is not None and r2.data_parallel == 4  # 2 local ranks x 2 pods
+
+
+def test_origins_say_where_each_value_was_written() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.1",
+        "args": ["--config", "/etc/vllm/config.yaml", "--max-model-len", "$(LEN)", "-tp", "$(TP)", "--dtype", "half"],
+        "env": [{"name": "LEN", "value": "8192"}, {"name": "TP", "value": "2"}],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    obj = deployment(container, volumes=[{"name": "cfg", "configMap": {"name": "vllm-config"}}])
+    data = {"config.yaml": "model: Qwen/Qwen3-8B\nmax_model_len: 65536\nkv_cache_dtype: auto\n"}
+    r = read_workload(obj, {"vllm-config": data})
+    assert r is not None and r.unknown is None
+    assert r.origins == {
+        "--max-model-len": ("env", "LEN", "$(LEN)"),  # the command line wins over the file's max_model_len
+        "--tensor-parallel-size": ("env", "TP", "$(TP)"),  # -tp read as its long name
+        "--kv-cache-dtype": ("config", "vllm-config", "config.yaml", "kv_cache_dtype"),
+        "--model": ("config", "vllm-config", "config.yaml", "model"),
+    }
+    assert "--dtype" not in r.origins  # a literal on the command line
+
+
+def test_llm_inference_service_origins_are_its_fields_and_additional_args() -> None:
+    from fitgate.operator.workloads import edit_of  # noqa: PLC0415
+
+    r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    assert r is not None
+    assert r.origins["--tensor-parallel-size"] == ("field", "spec.parallelism.tensor")
+    assert r.origins["--max-model-len"] == ("env-args", "VLLM_ADDITIONAL_ARGS")
+    assert edit_of(r, "--tensor-parallel-size", "2") == "set spec.parallelism.tensor: 2"
+    assert edit_of(r, "--max-model-len", "4096") == (
+        "change `--max-model-len 8192` to `--max-model-len 4096` in env VLLM_ADDITIONAL_ARGS"
+    )
+    assert edit_of(r, "--kv-cache-dtype", "fp8") == "add `--kv-cache-dtype fp8`"  # written nowhere yet

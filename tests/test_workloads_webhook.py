@@ -142,3 +142,59 @@ def test_registered_only_when_asked_and_not_kopf_managed() -> None:
     assert not workload_handlers.enabled(
         config({"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WEBHOOK_MANAGED": "x.fitgate.io"})
     )
+
+
+def _command(obj: dict[str, Any]) -> list[str]:
+    return obj["spec"]["template"]["spec"]["containers"][0]["command"]  # type: ignore[no-any-return]
+
+
+def test_fix_names_the_env_variable_a_value_came_from() -> None:
+    # the chart's --kv-cache-dtype=auto written as $(KV_DTYPE), the value in the container's env
+    obj = copy.deepcopy(CHART)
+    command = _command(obj)
+    command[command.index("--kv-cache-dtype=auto")] = "--kv-cache-dtype=$(KV_DTYPE)"
+    obj["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "KV_DTYPE", "value": "auto"})
+    with pytest.raises(kopf.AdmissionError) as exc:
+        review(obj, index(L4), memo())
+    assert "smallest fix: set env KV_DTYPE=fp8 (used by `--kv-cache-dtype $(KV_DTYPE)`)" in str(exc.value)
+
+
+def test_fix_names_the_env_variable_of_a_shell_script() -> None:
+    obj = copy.deepcopy(CHART)
+    container = obj["spec"]["template"]["spec"]["containers"][0]
+    script = " ".join(w if w != "--kv-cache-dtype=auto" else '--kv-cache-dtype "$KV"' for w in _command(obj))
+    container["command"] = ["/bin/sh", "-c", f"echo starting; exec {script}"]
+    container["env"].append({"name": "KV", "value": "auto"})
+    with pytest.raises(kopf.AdmissionError) as exc:
+        review(obj, index(L4), memo())
+    assert "smallest fix: set env KV=fp8 (used by `--kv-cache-dtype $KV`)" in str(exc.value)
+
+
+def test_fix_names_the_config_file_a_value_came_from() -> None:
+    # the settings in a --config file (vLLM reads `kv_cache_dtype: auto` as --kv-cache-dtype auto)
+    from fitgate.operator.configmaps import ConfigMaps  # noqa: PLC0415
+
+    obj = copy.deepcopy(CHART)
+    pod = obj["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["command"] = ["vllm", "serve", "--config", "/etc/vllm/engine.yaml"]
+    container["volumeMounts"] = [{"name": "engine", "mountPath": "/etc/vllm"}]
+    pod["volumes"] = [{"name": "engine", "configMap": {"name": "llama-engine"}}]
+    engine = (
+        "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\ndtype: bfloat16\n"
+        "max_num_seqs: 256\ngpu_memory_utilization: 0.9\nkv_cache_dtype: auto\n"
+    )
+
+    class Cluster(ConfigMaps):
+        async def get(self, namespace: str, name: str, timeout_s: float) -> dict[str, str]:
+            assert (namespace, name) == ("default", "llama-engine")
+            return {"engine.yaml": engine}
+
+    m = memo()
+    m.configmaps = Cluster()
+    with pytest.raises(kopf.AdmissionError) as exc:
+        review(obj, index(L4), m)
+    text = str(exc.value)
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in text  # the same numbers as the args
+    assert "smallest fix: change `kv_cache_dtype: auto` to `kv_cache_dtype: fp8` in ConfigMap llama-engine key" in text
+    assert "engine.yaml" in text

@@ -143,6 +143,18 @@ VARIABLES: tuple[Variable, ...] = (
         "0",
         "`1`: each audit also reads the audited workloads' vLLM /metrics (annotation `fitgate.io/observed`).",
     ),
+    Variable(
+        "FITGATE_WORKLOAD_AUDIT_OBJECTS",
+        "0",
+        "`1`: the audit also lists its kinds cluster-wide for objects annotated `fitgate.io/validate` "
+        "(chart `workloadWebhook.objectOptIn`).",
+    ),
+    Variable(
+        "FITGATE_WORKLOAD_CONFIGMAPS",
+        "1",
+        "`1`: the workload webhook and audit read the ConfigMap a `--config` file is mounted from "
+        "(chart `workloadWebhook.readConfigMaps`); `0`: such a verdict is Unknown.",
+    ),
 )
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 
@@ -292,6 +304,10 @@ class OperatorConfig:
         workload_observe: Each audit also reads the serving pods of the audited workloads (their vLLM
             /metrics, the log of one that failed to start): annotation ``fitgate.io/observed``, a drift
             Event, ``fitgate_workload_*`` series (:mod:`fitgate.operator.workload_observe`).
+        workload_audit_objects: The audit also lists its kinds in every namespace (paged) for objects that opt
+            in with the ``fitgate.io/validate`` annotation where the namespace is not labelled.
+        workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
+            cached 30 s); off, such a verdict is Unknown.
     """
 
     webhook_port: int = 9443
@@ -317,6 +333,8 @@ class OperatorConfig:
     workload_webhook: bool = False
     workload_audit_s: float = 0.0
     workload_observe: bool = False
+    workload_audit_objects: bool = False
+    workload_configmaps: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -346,6 +364,8 @@ class OperatorConfig:
             workload_webhook=env.flag("FITGATE_WORKLOAD_WEBHOOK"),
             workload_audit_s=env.number("FITGATE_WORKLOAD_AUDIT_SECONDS", low=0.0, zero_allowed=True),
             workload_observe=env.flag("FITGATE_WORKLOAD_OBSERVE"),
+            workload_audit_objects=env.flag("FITGATE_WORKLOAD_AUDIT_OBJECTS"),
+            workload_configmaps=env.flag("FITGATE_WORKLOAD_CONFIGMAPS"),
         )
 
 

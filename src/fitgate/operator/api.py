@@ -161,7 +161,16 @@ class Placement(_Spec):
         ge=1,
         le=64,
         description="Nodes one replica spans (multi-node serving, e.g. a LeaderWorkerSet group): each node "
-        "holds tensorParallelSize x pipelineParallelSize / nodesPerReplica GPUs. Default: 1.",
+        "holds tensorParallelSize x pipelineParallelSize x dataParallelSize / nodesPerReplica GPUs. Default: 1.",
+    )
+    data_parallel_size: int = Field(
+        default=1,
+        alias="dataParallelSize",
+        ge=1,
+        le=1024,
+        description="--data-parallel-size: engine ranks in one replica, each of tensorParallelSize x "
+        "pipelineParallelSize GPUs with the same memory plan, so one replica needs that many times the GPUs "
+        "(on nodesPerReplica nodes). Default: 1.",
     )
 
 

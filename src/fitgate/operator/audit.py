@@ -5,6 +5,15 @@ Every ``FITGATE_WORKLOAD_AUDIT_SECONDS`` (0, the default: off) the operator list
 evaluates each on the one ModelDeployment path, writes ``fitgate.io/verdict`` and
 ``fitgate.io/recommended-args`` with a merge patch of ``metadata.annotations`` (never the spec), posts an
 Event when the verdict changes and exports ``fitgate_workload_verdict{namespace,kind,name,verdict}``.
+With ``FITGATE_WORKLOAD_AUDIT_OBJECTS`` it also lists those kinds cluster-wide (paged) for objects that opt
+in with the annotation in a namespace that is not labelled.
+
+Several replicas (the chart's 2) or a restarted one audit the same objects: the annotations are written
+with a merge patch that carries the ``metadata.resourceVersion`` the decision was made on, so the API
+server refuses (409 Conflict) a write based on a stale read. The replica whose write lands posts the
+Event, after the write; a refused one reads the object again and decides again from its annotations
+(by then they hold the verdict, so no Event). One Event per change, at most: a replica that dies between
+its write and its Event loses that Event (none is ever posted twice).
 
 :func:`audit_action` decides (pure); :class:`WorkloadAudit` does the I/O with the Kubernetes client's
 ``ApiClient`` (generic paths, so that LeaderWorkerSets and KServe objects need no typed client; a kind
@@ -16,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -63,12 +72,29 @@ def audit_action(current: dict[str, str] | None, verdict: WorkloadVerdict) -> Au
     return AuditAction(changed or None, event)
 
 
+class ConflictError(RuntimeError):
+    """HTTP 409: the object changed since it was read (another replica wrote it first)."""
+
+
+#: Objects per page of a list (``limit``): bounds the memory of a cluster-wide list.
+PAGE = 500
+
+#: Writes of one object's annotations per pass when other writers keep changing it.
+WRITE_ATTEMPTS = 3
+
+
 def _path(group: str, version: str, namespace: str, plural: str, name: str = "") -> str:
     base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
     return f"{base}/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
 
 
 Evaluate = Callable[[Reading], Awaitable[WorkloadVerdict]]
+#: Reads an object (the operator's reads the ConfigMap of a ``--config`` file too).
+Read = Callable[[dict[str, Any]], Awaitable[Reading | None]]
+
+
+async def _read(obj: dict[str, Any]) -> Reading | None:
+    return read_workload(obj)
 
 
 class WorkloadAudit:
@@ -76,10 +102,23 @@ class WorkloadAudit:
 
     With an ``observer`` (``FITGATE_WORKLOAD_OBSERVE``), each pass ends by reading the audited workloads'
     serving pods (:mod:`fitgate.operator.workload_observe`).
+
+    ``objects``: also audit objects annotated ``fitgate.io/validate`` in namespaces that are not opted in
+    (``FITGATE_WORKLOAD_AUDIT_OBJECTS``, chart ``workloadWebhook.objectOptIn``): annotations cannot be
+    selected by the API server, so every object of the audited kinds is listed, cluster-wide, a page at a time.
     """
 
-    def __init__(self, api_client: Any = None, observer: WorkloadObserver | None = None) -> None:
+    def __init__(
+        self,
+        api_client: Any = None,
+        *,
+        objects: bool = False,
+        read: Read | None = None,
+        observer: WorkloadObserver | None = None,
+    ) -> None:
         self._api = api_client
+        self.objects = objects
+        self._read = read or _read
         self._seen: set[tuple[str, str, str]] = set()
         self.observer = observer
 
@@ -111,6 +150,8 @@ class WorkloadAudit:
         raw = response.read()
         if response.status == 404:
             return None
+        if response.status == 409:
+            raise ConflictError(f"{method} {path}: HTTP 409 Conflict")
         if response.status >= 400:
             text = raw.decode(errors="replace")[:300] if isinstance(raw, bytes) else str(raw)[:300]
             raise RuntimeError(f"{method} {path}: HTTP {response.status}: {text}")
@@ -131,42 +172,114 @@ class WorkloadAudit:
             out[str(meta.get("name"))] = str((meta.get("labels") or {}).get(VALIDATE_KEY))
         return out
 
+    async def _pages(self, path: str) -> AsyncIterator[list[dict[str, Any]]]:
+        """The items of a list, :data:`PAGE` at a time (a cluster-wide list of Pods is never held whole)."""
+        token = ""
+        while True:
+            query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
+            listed = await self._request("GET", path, query=query) or {}
+            yield list(listed.get("items") or [])
+            token = str((listed.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return
+
+    async def _listed(self) -> AsyncIterator[tuple[tuple[str, str, str, str], dict[str, Any], str | None]]:
+        """(resource, object, its namespace's mode) of every object the pass looks at.
+
+        The opted-in namespaces' objects; with ``objects``, also every object of those kinds in the other
+        namespaces (cluster-wide lists), of which only the annotated ones are evaluated.
+        """
+        # Each list is read to its end before its objects are evaluated: a continue token held across slow
+        # evaluations could expire (410 Gone); of a cluster-wide list only the annotated objects are kept.
+        opted = await self.namespaces()
+        for namespace, ns_mode in opted.items():
+            for group, version, plural, kind in AUDITED:
+                items = [i async for page in self._pages(_path(group, version, namespace, plural)) for i in page]
+                for item in items:
+                    yield (group, version, plural, kind), item, ns_mode
+        if not self.objects:
+            return
+        for group, version, plural, kind in AUDITED:
+            base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+            annotated = [
+                item
+                async for page in self._pages(f"{base}/{plural}")
+                for item in page
+                if (item.get("metadata") or {}).get("namespace") not in opted
+                and ((item.get("metadata") or {}).get("annotations") or {}).get(VALIDATE_KEY)
+            ]
+            for item in annotated:
+                yield (group, version, plural, kind), item, None
+
     async def audit_once(self, evaluate: Evaluate, metrics: Metrics) -> int:
-        """One pass over every opted-in namespace; returns the workloads evaluated."""
+        """One pass over every opted-in namespace (and annotated object); returns the workloads evaluated."""
         seen: set[tuple[str, str, str]] = set()
         audited: list[Audited] = []
-        for namespace, ns_mode in (await self.namespaces()).items():
-            for group, version, plural, kind in AUDITED:
-                listed = await self._request("GET", _path(group, version, namespace, plural))
-                for item in (listed or {}).get("items", []):
-                    obj = {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version}
-                    meta = obj.get("metadata") or {}
-                    annotations = dict(meta.get("annotations") or {})
-                    mode = annotations.get(VALIDATE_KEY) or ns_mode
-                    if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
-                        continue
-                    reading = read_workload(obj)  # ConfigMaps are not read: a --config file is Unknown
-                    if reading is None:
-                        continue
-                    verdict = await evaluate(reading)
-                    seen.add((namespace, kind, reading.name))
-                    metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
-                    action = audit_action(annotations, verdict)
-                    path = _path(group, version, namespace, plural, reading.name)
-                    audited.append(Audited(obj, path, verdict))
-                    try:  # the Event first: once the annotation is written, the change is no longer seen
-                        if action.event is not None:
-                            await self._event(obj, *action.event)
-                        if action.annotations is not None:
-                            await self._request("PATCH", path, {"metadata": {"annotations": action.annotations}})
-                    except Exception as exc:  # one object must not stop the pass
-                        logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
+        async for (group, version, plural, kind), item, ns_mode in self._listed():
+            obj = {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version}
+            meta = obj.get("metadata") or {}
+            annotations = dict(meta.get("annotations") or {})
+            mode = annotations.get(VALIDATE_KEY) or ns_mode
+            if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
+                continue
+            reading = await self._read(obj)
+            if reading is None:
+                continue
+            namespace = reading.namespace
+            verdict = await evaluate(reading)
+            seen.add((namespace, kind, reading.name))
+            metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
+            audited.append(Audited(obj, _path(group, version, namespace, plural, reading.name), verdict))
+            try:
+                await self._write(obj, (group, version, plural, kind), reading, verdict)
+            except Exception as exc:  # one object must not stop the pass
+                logger.warning("cannot annotate %s: %s", reading.source, str(exc).splitlines()[0])
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen
         if self.observer is not None:
             await self.observer.observe_all(audited, self._request, self._event)
         return len(seen)
+
+    async def _write(
+        self, obj: dict[str, Any], resource: tuple[str, str, str, str], reading: Reading, verdict: WorkloadVerdict
+    ) -> None:
+        """Write the verdict annotations guarded by the object's resourceVersion; post the Event if this write won.
+
+        On 409 the object is listed again (by name: the audit's RBAC has no ``get``) and the decision made
+        again from its fresh annotations; an object whose engine settings changed meanwhile is left to the
+        next pass (this verdict is of the old settings).
+        """
+        group, version, plural, kind = resource
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        path = _path(group, version, namespace, plural, name)
+        for _ in range(WRITE_ATTEMPTS):
+            action = audit_action(dict(meta.get("annotations") or {}), verdict)
+            if action.annotations is None:
+                return
+            guard = {"resourceVersion": meta["resourceVersion"]} if meta.get("resourceVersion") else {}
+            try:
+                await self._request("PATCH", path, {"metadata": {**guard, "annotations": action.annotations}})
+            except ConflictError:
+                listed = await self._request(
+                    "GET",
+                    _path(group, version, namespace, plural),
+                    query=[("fieldSelector", f"metadata.name={name}")],
+                )
+                items = (listed or {}).get("items") or []
+                if not items:
+                    return  # deleted meanwhile
+                obj = {**items[0], "kind": kind, "apiVersion": obj.get("apiVersion")}
+                meta = obj.get("metadata") or {}
+                fresh = await self._read(obj)
+                if fresh is None or fresh.fingerprint != reading.fingerprint:
+                    return  # its engine settings changed: the next pass evaluates them
+                continue
+            if action.event is not None:  # this write changed the verdict: the one Event of the change
+                await self._event(obj, *action.event)
+            return
+        logger.warning("cannot annotate %s: it kept changing (%d conflicts)", reading.source, WRITE_ATTEMPTS)
 
     async def _event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}

@@ -193,7 +193,8 @@ def evaluate(
     serving = serving_config(spec)
     workload = workload_of(spec)
     nodes = spec.placement.nodes_per_replica
-    need = -(-spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size // nodes)  # GPUs per node
+    dp = spec.placement.data_parallel_size
+    need = -(-spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * dp // nodes)  # per node
     if not pools:
         where = spec.placement.gpu_product or "any GPU"
         if spec.placement.node_selector:
@@ -206,7 +207,8 @@ def evaluate(
     results: list[PoolResult] = []
     for pool in pools:
         if pool.gpus_per_node < need or len(pool.nodes) < nodes:
-            per = f"{need} GPUs per node x {nodes} nodes" if nodes > 1 else f"{need} GPUs per replica (TP x PP)"
+            what = "TP x PP x DP" if dp > 1 else "TP x PP"
+            per = f"{need} GPUs per node x {nodes} nodes" if nodes > 1 else f"{need} GPUs per replica ({what})"
             results.append(
                 PoolResult(
                     pool,

@@ -198,7 +198,8 @@ class Observer:
         windows, failed, failure = read.windows, read.failed, read.failure
         kv = status.get("kvCache") or {}
         predicted = kv.get("numGpuBlocks") if isinstance(kv, Mapping) else None
-        gpus = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
+        per_replica = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
+        gpus = -(-per_replica * spec.placement.data_parallel_size // spec.placement.nodes_per_replica)  # per pod
         price = self._price(spec, status)
         obs = observe(
             windows,

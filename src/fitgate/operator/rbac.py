@@ -71,10 +71,16 @@ def workload_audit_rules() -> list[Rule]:
     """What the workload audit (:mod:`fitgate.operator.audit`) calls, on top of :func:`required_rules`.
 
     It lists the opted-in namespaces and, in them, the kinds of :data:`fitgate.operator.audit.AUDITED`,
-    and merge-patches their annotations; Events are already granted. ConfigMaps are not read.
+    and merge-patches their annotations; Events are already granted. The ConfigMaps of ``--config`` files
+    are :func:`workload_configmap_rules`.
     """
     from fitgate.operator.audit import AUDITED  # noqa: PLC0415
 
     rules = [Rule("", "namespaces", ("list",))]
     rules += [Rule(group, plural, ("list", "patch")) for group, _version, plural, _kind in AUDITED]
     return sorted(rules)
+
+
+def workload_configmap_rules() -> list[Rule]:
+    """What reading a workload's ``--config`` ConfigMap (:mod:`fitgate.operator.configmaps`) calls: get, by name."""
+    return [Rule("", "configmaps", ("get",))]

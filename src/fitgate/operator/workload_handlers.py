@@ -5,8 +5,10 @@ Three webhook paths, each a ValidatingWebhookConfiguration entry of the chart:
 
 * ``/workloads-enforce``: namespaces labelled ``fitgate.io/validate=enforce``: DoesNotFit is denied;
 * ``/workloads-warn``: namespaces labelled ``fitgate.io/validate=warn``: DoesNotFit is admitted with a warning;
-* ``/workloads-object`` (opt-in, chart value ``workloadWebhook.objectOptIn``): every other namespace;
-  only objects annotated ``fitgate.io/validate: enforce|warn`` are evaluated.
+* ``/workloads-object`` (opt-in, chart value ``workloadWebhook.objectOptIn``): every other namespace
+  (not labelled enforce or warn, not a system one); only objects annotated ``fitgate.io/validate:
+  enforce|warn`` are evaluated, any other is admitted before it is read (the API server cannot select
+  by annotation, so it calls fitgate for every write of these kinds there).
 
 An object's own annotation overrides its namespace's label (``fitgate.io/validate: off`` opts it out).
 The webhook never changes the object (no patch): the verdict annotations are the audit's to write.
@@ -25,6 +27,7 @@ import kopf
 
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
+from fitgate.operator.configmaps import ConfigMaps, unread
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workload_observe import WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
@@ -74,7 +77,7 @@ class ReadingCache:
             if hit is None or (hit.namespace, hit.name) == (namespace, name):
                 return hit
             return replace(hit, namespace=namespace, name=name)
-        reading = read_workload({"kind": body.get("kind"), "metadata": dict(meta), "spec": body.get("spec")})
+        reading = read_workload(_plain(body))
         self._entries[key] = reading
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -82,6 +85,11 @@ class ReadingCache:
 
 
 _READINGS = ReadingCache()
+
+
+def _plain(body: Any) -> dict[str, Any]:
+    """The parts of an admitted object the reader looks at, as plain dicts."""
+    return {"kind": body.get("kind"), "metadata": dict(body.get("metadata") or {}), "spec": body.get("spec")}
 
 
 def _controlled(body: Any) -> bool:
@@ -113,6 +121,15 @@ async def validate_workload(
     if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
         metrics.admission.labels("unchanged").inc()
         return
+    configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
+    if reading.config_map is not None:  # its --config file, within the budget
+        if configmaps is None:
+            reading = unread(reading)
+        else:
+            resolved = await configmaps.resolve(_plain(body), reading, memo.config.admission_resolve_s)
+            if resolved is None:
+                return
+            reading = resolved
     verdict = await evaluate_workload(
         reading, _inventory(memo), memo.store, memo.config.admission_resolve_s, blocking=False
     )
@@ -175,6 +192,8 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
         logger.warning(
             "FITGATE_WORKLOAD_WEBHOOK is ignored with a kopf-managed webhook configuration (no namespace selector)"
         )
+    if config.workload_webhook and config.workload_configmaps:
+        memo.configmaps = ConfigMaps()
     period = config.workload_audit_s
     if not period:
         return
@@ -191,8 +210,19 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
     async def audit() -> None:
         while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
             await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
+        configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
+
+        async def read(obj: dict[str, Any]) -> Reading | None:
+            reading = read_workload(obj)
+            if reading is None or reading.config_map is None:
+                return reading
+            if configmaps is None:
+                return unread(reading)
+            return await configmaps.resolve(obj, reading, memo.config.reconcile_resolve_s)
+
         observer = WorkloadObserver(memo.observer, memo.metrics) if config.workload_observe else None
-        await WorkloadAudit(observer=observer).run(period, evaluate, memo.metrics)
+        audit = WorkloadAudit(objects=config.workload_audit_objects, read=read, observer=observer)
+        await audit.run(period, evaluate, memo.metrics)
 
     memo.workload_audit = asyncio.create_task(audit())
     observing = ", reading their pods' /metrics" if config.workload_observe else ""

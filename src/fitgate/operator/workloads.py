@@ -83,14 +83,31 @@ def before_sizing(reading: Reading) -> Evaluation | None:
     return None
 
 
+def edit_of(reading: Reading, flag: str, value: str) -> str:
+    """One change in the user's own terms: where the value was written (command line, env, --config file)."""
+    old = reading.args.get(flag)
+    origin = reading.origins.get(flag, ())
+    if origin[:1] == ("env",) and len(origin) == 3:
+        _, var, written = origin
+        return f"set env {var}={value} (used by `{flag} {written}`)"
+    if origin[:1] == ("config",) and len(origin) == 4:
+        _, configmap, key, name = origin
+        where = f"in ConfigMap {configmap} key {key}"
+        return f"change `{name}: {old}` to `{name}: {value}` {where}" if old else f"set `{name}: {value}` {where}"
+    if origin[:1] == ("field",) and len(origin) == 2:
+        return f"set {origin[1]}: {value}"
+    if origin[:1] == ("env-args",) and len(origin) == 2 and old is not None:
+        return f"change `{flag} {old}` to `{flag} {value}` in env {origin[1]}"
+    return f"add `{flag} {value}`" if old is None else f"change `{flag} {old}` to `{flag} {value}`"
+
+
 def fix_in_args(reading: Reading, suggestion: Suggestion) -> str:
-    """A suggestion as edits of the workload's own command line and GPU limit."""
+    """A suggestion as edits of the workload's own command line, env, ``--config`` file and GPU limit."""
     parts: list[str] = []
     for flag, value in suggestion.changes:
         if not flag.startswith("--"):
             continue
-        old = reading.args.get(flag)
-        parts.append(f"add `{flag} {value}`" if old is None else f"change `{flag} {old}` to `{flag} {value}`")
+        parts.append(edit_of(reading, flag, value))
     need = suggestion.gpus * reading.data_parallel
     if need > reading.gpus_per_replica:
         per_pod = -(-need // reading.pods_per_replica)

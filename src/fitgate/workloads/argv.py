@@ -4,7 +4,8 @@ Pure functions over strings: Kubernetes' ``$(VAR)`` expansion, ``sh -c`` scripts
 :mod:`shlex`, and vLLM 0.33's own spelling rules (``FlexibleArgumentParser``): ``--flag=value`` and
 ``--flag value``, underscores in a flag's name read as dashes (vllm/utils/argparse_utils.py 0.33.0
 L379-394), and the short aliases vLLM registers (vllm/engine/arg_utils.py 0.33.0: ``-q`` L992,
-``-pp`` L1170-1173, ``-n`` L1177, ``-r`` L1178, ``-tp`` L1208-1210, ``-dcp`` L1211-1214, ``-dp`` L1240-1242).
+``-pp`` L1170-1173, ``-n`` L1177, ``-r`` L1178, ``-tp`` L1208-1210, ``-dcp`` L1211-1214, ``-dp`` L1240-1242,
+``-dpn`` L1243-1246, ``-dpr`` L1253-1255, ``-dpl`` L1258-1260).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ SHORT_FLAGS = {
     "-pp": "--pipeline-parallel-size",
     "-tp": "--tensor-parallel-size",
     "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+    "-dpn": "--data-parallel-rank",
+    "-dpr": "--data-parallel-start-rank",
     "-dcp": "--decode-context-parallel-size",
     "-n": "--nnodes",
     "-r": "--node-rank",

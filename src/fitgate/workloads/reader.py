@@ -28,6 +28,7 @@ from fitgate.workloads.argv import (
     container_env,
     find_engine_command,
     human_int,
+    long_name,
     parse_engine_argv,
     ray_cluster_size,
 )
@@ -118,12 +119,18 @@ class Reading:
     gpu_resource: str = "nvidia.com/gpu"
     gpus_per_replica: int = 0  # the vLLM containers' GPU limits over the pods of one replica
     pods_per_replica: int = 1
-    data_parallel: int = 1  # data-parallel ranks in one replica (--data-parallel-size[-local])
+    data_parallel: int = 1  # data-parallel ranks in one replica (data_parallel_ranks)
     node_selector: dict[str, str] = field(default_factory=dict)
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
     args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
+    #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
+    config_map: tuple[str, str] | None = None
+    #: Where a flag's value was written, when not as a literal on the command line: ``("env", VAR, "$(VAR)")``
+    #: (a variable of the container's env), ``("config", ConfigMap, key, "max-model-len")`` (the --config file),
+    #: ``("field", "spec.parallelism.tensor")`` or ``("env-args", "VLLM_ADDITIONAL_ARGS")`` (LLMInferenceService)
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fingerprint: str = ""
 
     @property
@@ -172,6 +179,8 @@ class Reading:
             placement["nodeSelector"] = dict(self.node_selector)
         if self.pods_per_replica > 1:
             placement["nodesPerReplica"] = self.pods_per_replica
+        if self.data_parallel > 1:
+            placement["dataParallelSize"] = self.data_parallel
         if placement:
             spec["placement"] = placement
         return spec
@@ -299,13 +308,12 @@ def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
 # --config files from ConfigMaps
 
 
-def _config_flags(
-    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str] | None, str]:
-    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+#: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
+MAX_CONFIG_BYTES = 256 * 1024
 
-    Returns (flags, "") or (None, why not).
-    """
+
+def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
+    """(ConfigMap name, key) of the file ``--config PATH`` reads, or why it is not a ConfigMap's file."""
     volumes = {v.get("name"): v for v in (_dict(x) for x in _list(pod.get("volumes")))}
     for mount in (_dict(m) for m in _list(container.get("volumeMounts"))):
         mount_path = str(mount.get("mountPath", "")).rstrip("/")
@@ -314,22 +322,41 @@ def _config_flags(
         volume = _dict(volumes.get(mount.get("name")))
         cm = _dict(volume.get("configMap"))
         if not cm:
-            return None, f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
+            return f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
         rel = str(mount.get("subPath") or path[len(mount_path) + 1 :])
         key = next((str(i.get("key")) for i in (_dict(x) for x in _list(cm.get("items"))) if i.get("path") == rel), rel)
-        data = configmaps.get(str(cm.get("name")))
-        if data is None:
-            return None, f"--config {path}: ConfigMap {cm.get('name')} is not in the manifests read"
-        if key not in data:
-            return None, f"--config {path}: ConfigMap {cm.get('name')} has no key {key}"
-        try:
-            loaded = yaml.safe_load(data[key])
-        except yaml.YAMLError as exc:
-            raise WorkloadError(f"--config {path}: ConfigMap {cm.get('name')} key {key} is not YAML: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise WorkloadError(f"--config {path}: ConfigMap {cm.get('name')} key {key}: expected a YAML mapping")
-        return config_file_flags(loaded), ""
-    return None, f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
+        return str(cm.get("name")), key
+    return f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
+
+
+def _config_flags(
+    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:
+    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+
+    Returns (flags, "", (name, key), flag -> its key in the file as written) or (None, why not, (name, key)
+    of the ConfigMap when it was not given, {}).
+    """
+    ref = config_ref(path, container, pod)
+    if isinstance(ref, str):
+        return None, ref, None, {}
+    name, key = ref
+    data = configmaps.get(name)
+    if data is None:
+        return None, f"--config {path}: ConfigMap {name} (key {key}) is not in the manifests read", ref, {}
+    if key not in data:
+        return None, f"--config {path}: ConfigMap {name} has no key {key}", None, {}
+    if len(data[key].encode()) > MAX_CONFIG_BYTES:
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
+    try:
+        loaded = yaml.safe_load(data[key])
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
+    flags = config_file_flags(loaded)
+    keys = {long_name(f"--{k}"): str(k) for k in loaded}
+    return flags, "", ref, {f: keys[f] for f in flags if f in keys}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,6 +369,31 @@ class _Found:
     pod: dict[str, Any]
     engine: EngineCommand
     env: dict[str, str]
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # see Reading.origins
+
+
+_VAR_WORD = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _env_origins(
+    command: list[str], args: list[str], env: Mapping[str, str], entrypoint: bool
+) -> dict[str, tuple[str, ...]]:
+    """Flags whose whole value is one variable of the container's env: flag -> ("env", VAR, as written).
+
+    The command line read again with nothing expanded: ``--max-model-len $(MAXLEN)`` (Kubernetes) or
+    ``$MAXLEN`` / ``${MAXLEN}`` (a shell script) keeps its variable.
+    """
+    try:
+        raw = find_engine_command(command, args, {}, image_entrypoint=entrypoint)
+    except CommandError:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    for flag, value in (raw.flags if raw is not None else {}).items():
+        m = _VAR_WORD.fullmatch(value)
+        name = m and (m.group(1) or m.group(2) or m.group(3))
+        if name and name in env:
+            out[flag] = ("env", name, value)
+    return out
 
 
 def _find_vllm(pod: dict[str, Any]) -> _Found | None:
@@ -362,7 +414,10 @@ def _find_vllm(pod: dict[str, Any]) -> _Found | None:
         except CommandError as exc:
             raise WorkloadError(f"container {container.get('name')}: {exc}") from None
         if engine is not None:
-            return _Found(container, pod, engine, env)
+            command = [str(w) for w in _list(container.get("command"))]
+            args = [str(w) for w in _list(container.get("args"))]
+            origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
+            return _Found(container, pod, engine, env, origins)
     return None
 
 
@@ -400,28 +455,67 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     return value
 
 
+def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
+    """The data-parallel ranks of one replica: those of its one pod, or of all its ``pods``.
+
+    vLLM 0.33 (vllm/engine/arg_utils.py 0.33.0 L2399-2535, ``create_engine_config``): a process runs
+    ``--data-parallel-size-local`` ranks; without it, 1 with an external load balancer
+    (``--data-parallel-rank`` or ``--data-parallel-external-lb``), world size / ``--nnodes`` / (TP x PP)
+    on one of several nodes, else all ``--data-parallel-size`` ranks. Each rank holds TP x PP GPUs, so
+    one pod needs TP x PP x its local ranks. A replica of several pods (a LeaderWorkerSet group) holds
+    ``--data-parallel-size`` ranks in all (its pods' local ranks when only those are given).
+    ``--data-parallel-size-local 0`` is a pod that runs the API server and no rank: it needs no GPU.
+    """
+
+    def number(flag: str, default: int) -> int:
+        return max(0, _convert(flag, flags[flag], "int")) if flag in flags else default
+
+    total = max(1, number("--data-parallel-size", 1))
+    if pods > 1:
+        if "--data-parallel-size" in flags or "--data-parallel-size-local" not in flags:
+            return total
+        return number("--data-parallel-size-local", 1) * pods
+    if "--data-parallel-size-local" in flags:
+        return number("--data-parallel-size-local", 1)
+    external = "--data-parallel-rank" in flags or flags.get("--data-parallel-external-lb", "false") != "false"
+    if external:
+        return 1
+    nnodes = number("--nnodes", 1)
+    if nnodes > 1:  # the ranks of this node: world size / nnodes / (TP x PP), at least 1
+        return max(total // nnodes, 1)
+    return total
+
+
 class _UnknownValueError(Exception):
     """A value fitgate cannot know (an unexpanded variable)."""
 
 
 def read_container(
     found: _Found, configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str], str | None, list[str]]:
-    """The engine flags of a container (``--config`` merged under the command line), unknown, notes."""
+) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None, dict[str, tuple[str, ...]]]:
+    """The engine flags of a container (``--config`` merged under the command line), unknown, notes.
+
+    Then the (ConfigMap, key) its ``--config`` file comes from, if any, and where each flag's value was
+    written when not on the command line as a literal (:attr:`Reading.origins`).
+    """
     flags = dict(found.engine.flags)
     notes: list[str] = []
     unknown: str | None = None
+    ref: tuple[str, str] | None = None
     config = flags.pop("--config", None)
+    origins = dict(found.origins)
     if config is not None:
-        from_file, why = _config_flags(config, found.container, found.pod, configmaps)
+        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps)
         if from_file is None:
             unknown = why
         else:
+            for flag in from_file.keys() - flags.keys():
+                origins[flag] = ("config", *(ref or ("?", "?")), keys.get(flag, flag[2:]))
             flags = {**from_file, **flags}  # vLLM: command line > config file > defaults
     for name, default in MEMORY_ENV.items():
         if name in found.env and found.env[name] != default:
             notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
-    return flags, unknown, notes
+    return flags, unknown, notes, ref, origins
 
 
 def _reading(
@@ -432,6 +526,7 @@ def _reading(
     *,
     model: str | None = None,
     extra_flags: Mapping[str, str] | None = None,
+    extra_origins: Mapping[str, tuple[str, ...]] | None = None,
     gpus_per_replica: int | None = None,
     pods_per_replica: int = 1,
     notes: tuple[str, ...] = (),
@@ -447,7 +542,8 @@ def _reading(
         model=None,
     )
     try:
-        flags, unknown, more = read_container(found, configmaps)
+        flags, unknown, more, ref, origins = read_container(found, configmaps)
+        origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
@@ -467,9 +563,6 @@ def _reading(
                 more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
                 continue
             serving[fld] = _convert(flag, value, conv)
-        # the data-parallel ranks of one replica, over all its pods (-local: those of one pod)
-        dp_text = flags.get("--data-parallel-size", flags.get("--data-parallel-size-local", "1"))
-        dp = _convert("--data-parallel-size", dp_text, "int")
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
@@ -481,6 +574,7 @@ def _reading(
         if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
             # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
+        dp = data_parallel_ranks(flags, pods_per_replica)
     except _UnknownValueError as exc:
         return _finish(base, unknown=str(exc))
     except WorkloadError as exc:
@@ -500,11 +594,13 @@ def _reading(
             gpu_resource=resource or "nvidia.com/gpu",
             gpus_per_replica=per_pod if gpus_per_replica is None else gpus_per_replica,
             pods_per_replica=pods_per_replica,
-            data_parallel=max(1, dp),
+            data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
             unknown=unknown,
             notes=all_notes,
             args=flags,
+            config_map=ref,
+            origins=origins,
         )
     )
 
@@ -571,6 +667,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     uri = str(_dict(spec.get("model")).get("uri") or "")
     par = _dict(spec.get("parallelism"))
     extra: dict[str, str] = {}
+    origins: dict[str, tuple[str, ...]] = {}
     for key, flag in (
         ("tensor", "--tensor-parallel-size"),
         ("pipeline", "--pipeline-parallel-size"),
@@ -579,6 +676,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     ):
         if isinstance(par.get(key), int) and not isinstance(par.get(key), bool):
             extra[flag] = str(par[key])
+            origins[flag] = ("field", f"spec.parallelism.{key}")
     containers = [_dict(c) for c in _list(template.get("containers"))]
     main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
     env = container_env(main.get("env"))
@@ -592,7 +690,9 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
             words = shlex.split(additional)
         except ValueError as exc:
             raise WorkloadError(f"container {main.get('name')}: env VLLM_ADDITIONAL_ARGS: {exc}") from None
-        extra.update(parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags)
+        additional_flags = parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags
+        extra.update(additional_flags)
+        origins.update(dict.fromkeys(additional_flags, ("env-args", "VLLM_ADDITIONAL_ARGS")))
     name = uri[len("hf://") :] if uri.startswith("hf://") else None
     pods = 1
     notes: tuple[str, ...] = ()
@@ -611,6 +711,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         configmaps,
         model=name,
         extra_flags=extra,
+        extra_origins=origins,
         gpus_per_replica=per_pod * pods,
         pods_per_replica=pods,
         notes=notes,
