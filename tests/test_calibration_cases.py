@@ -34,6 +34,11 @@ SIZED_FROM_0_21 = {
     "gh-file-69451098589-qwen3-14b-awq-rtx5090-u070-32k",
     "gh-file-69451098589-qwen3-32b-awq-rtx5090-u070-8k",
     "gh-file-69451098589-qwen3-32b-awq-rtx5090-u085-8k",
+    # Qwen/Qwen2.5-7B-Instruct-AWQ on an L4 (tests/corpus/Qwen__Qwen2.5-7B-Instruct-AWQ/SOURCE.md); the 0.35 start
+    # that failed with too little KV memory is DoesNotFit.
+    "gh-file-68910250822-qwen25-7b-awq-l4-u035-fail",
+    "gh-file-68910250822-qwen25-7b-awq-l4-u045",
+    "gh-file-68910250822-qwen25-7b-awq-l4-u060",
 }
 #: Sized cases whose verdict is wrong today (README: accuracy on vLLM >= 0.21). The 0.70 Qwen3-32B-AWQ
 #: start printed 0.33 GiB of peak activation and CUDA-graph estimate where fitgate counts 0.67 + 1.23 GiB
@@ -48,7 +53,6 @@ NO_PUBLIC_CONFIG = {
     "Qwen/Qwen3.8-27B-FP8",
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
     "google/gemma-4-E4B-it-qat-w4a16-ct",
-    "Qwen/Qwen2.5-7B-Instruct-AWQ",
     "Qwen3.8-27B-FP8",
     "Qwen3.8-27B",
 }
