@@ -1,0 +1,665 @@
+"""GPUs from Dynamic Resource Allocation (resource.k8s.io): ResourceSlices, claims, device classes, CEL.
+
+Pure functions over the API objects as dicts (the DRA watch, :mod:`fitgate.operator.drawatch`, calls them).
+
+* **ResourceSlices** (``resource.k8s.io/v1``; ``v1beta2`` has the same device shape, ``v1beta1`` nests
+  attributes and capacity under ``basic``) -> :class:`Device` -> per node :class:`NodeGPUs`, keyed like
+  the node-label pools (product, memory, MIG profile) so that a node known both by labels and by
+  slices is one pool. The NVIDIA DRA driver (github.com/NVIDIA/k8s-dra-driver-gpu,
+  ``cmd/gpu-kubelet-plugin/deviceinfo.go`` and ``mig.go`` at commit 22407113785e) publishes each GPU
+  as ``gpu-<minor>`` with attributes ``type`` (``gpu``), ``uuid``, ``productName`` (NVML's name, e.g.
+  ``NVIDIA H100 80GB HBM3``), ``brand``, ``architecture``, ``cudaComputeCapability``,
+  ``driverVersion``, ``cudaDriverVersion`` and capacity ``memory`` (bytes); each MIG device with
+  ``type`` ``mig``, ``profile`` (``1g.10gb``), ``parentUUID`` and capacity ``memory`` (the profile's
+  MiB x 2^20) besides engine counts.
+* **Claims**: a ResourceClaim's or ResourceClaimTemplate's ``spec.devices.requests[]`` (v1:
+  ``exactly.{deviceClassName, count, allocationMode, selectors[].cel.expression}``; v1beta1: the same
+  fields flat on the request) and the DeviceClass's ``spec.selectors``.
+* **CEL**: :func:`compile_selector` evaluates the forms device selectors use in practice (see
+  :class:`_Parser`); anything else raises :class:`SelectorUnsupportedError` naming the expression, which
+  the caller turns into an Unknown verdict: never a crash, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.units import GiB, MiB
+
+NVIDIA_DRIVER = "gpu.nvidia.com"
+#: What the NVIDIA driver keeps of a card (measured on H100: 81559 MiB by nvidia-smi, 79.19 GiB by CUDA).
+DRIVER_RESERVED_BYTES = 470 * MiB
+#: CEL expressions longer than this, or nested deeper, are not evaluated (Unknown).
+MAX_EXPRESSION_CHARS = 2048
+MAX_DEPTH = 32
+#: Devices read from one ResourceSlice at most (the API allows 128 per slice; a larger list is cut).
+MAX_DEVICES_PER_SLICE = 1024
+
+AttrValue = str | int | bool
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a ResourceSlice: attributes and capacity by qualified name (``domain/name``)."""
+
+    driver: str
+    pool: str
+    node: str
+    name: str
+    attributes: Mapping[str, AttrValue]
+    capacity: Mapping[str, int]
+
+    def attribute(self, name: str) -> AttrValue | None:
+        """An attribute by short name, in the driver's own domain."""
+        return self.attributes.get(f"{self.driver}/{name}")
+
+
+# --------------------------------------------------------------------------------------------
+# Quantities
+
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_SUFFIX: dict[str, int | Decimal] = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
+
+
+def parse_quantity(text: object) -> int | None:
+    """A Kubernetes quantity (``81559Mi``, ``80G``, ``1.5Gi``, ``85520809984``) as an integer (ceil), or None."""
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int):
+        return text
+    raw = str(text).strip()
+    if len(raw) > 64:
+        return None
+    match = _QUANTITY.match(raw)
+    if not match:
+        return None
+    try:
+        value = Decimal(match.group(1)) * Decimal(_SUFFIX.get(match.group(2) or "", 1))
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or abs(value) > Decimal(2**63):
+        return None
+    return int(value.to_integral_value(rounding="ROUND_CEILING"))
+
+
+# --------------------------------------------------------------------------------------------
+# ResourceSlices
+
+
+def _attr_value(raw: object) -> AttrValue | None:
+    if not isinstance(raw, Mapping):
+        return None
+    for key in ("string", "version"):
+        if isinstance(raw.get(key), str):
+            return str(raw[key])
+    if isinstance(raw.get("bool"), bool):
+        return bool(raw["bool"])
+    if isinstance(raw.get("int"), int) and not isinstance(raw.get("int"), bool):
+        return int(raw["int"])
+    return None
+
+
+def _qualified(driver: str, name: str) -> str:
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def slice_devices(obj: Mapping[str, Any]) -> list[Device]:
+    """The devices of one ResourceSlice (v1, v1beta2 or v1beta1 shape); unreadable entries are skipped."""
+    spec = obj.get("spec") or {}
+    driver = str(spec.get("driver") or "")
+    pool = str((spec.get("pool") or {}).get("name") or "")
+    node = str(spec.get("nodeName") or "")
+    if not driver or not node:  # network-attached devices (no node) cannot be a node's GPUs
+        return []
+    found: list[Device] = []
+    for raw in (spec.get("devices") or [])[:MAX_DEVICES_PER_SLICE]:
+        if not isinstance(raw, Mapping) or not raw.get("name"):
+            continue
+        basic = raw.get("basic")
+        body: Mapping[str, Any] = basic if isinstance(basic, Mapping) else raw  # v1beta1 nests under basic
+        attributes: dict[str, AttrValue] = {}
+        for name, value in (body.get("attributes") or {}).items():
+            parsed = _attr_value(value)
+            if parsed is not None:
+                attributes[_qualified(driver, str(name))] = parsed
+        capacity: dict[str, int] = {}
+        for name, value in (body.get("capacity") or {}).items():
+            number = parse_quantity(value.get("value") if isinstance(value, Mapping) else value)
+            if number is not None:
+                capacity[_qualified(driver, str(name))] = number
+        found.append(Device(driver, pool, node, str(raw["name"]), attributes, capacity))
+    return found
+
+
+def gfd_product(product_name: str) -> str:
+    """NVML's product name as GPU Feature Discovery writes it in ``nvidia.com/gpu.product``.
+
+    GFD replaces spaces with dashes (``NVIDIA H100 80GB HBM3`` -> ``NVIDIA-H100-80GB-HBM3``), so a
+    node known both ways lands in the same pool.
+    """
+    return re.sub(r"\s+", "-", product_name.strip())
+
+
+def device_gpu(device: Device) -> tuple[str, GpuModel, str | None, tuple[str, ...]] | None:
+    """(product, GPU model, MIG profile, notes) of one NVIDIA DRA device, or None when it is not a GPU."""
+    kind = device.attribute("type")
+    name = device.attribute("productName")
+    memory = device.capacity.get(f"{device.driver}/memory")
+    if not isinstance(name, str) or kind not in ("gpu", "mig"):
+        return None
+    product = gfd_product(name)
+    if kind == "mig":
+        profile = device.attribute("profile")
+        if not isinstance(profile, str) or not memory or memory < GiB // 2:
+            return None
+        mig_product = f"{product}-MIG-{profile}"
+        return mig_product, GpuModel(name=mig_product, memory_bytes=memory, memory_basis="MIG profile"), profile, ()
+    known = find_gpu(product)
+    if known is not None:
+        return product, known, None, ()
+    if memory and memory - DRIVER_RESERVED_BYTES >= GiB // 2:
+        note = (
+            f"{product} is not in the GPU catalog: "
+            f"its DRA memory capacity ({memory // MiB} MiB) minus the driver's share"
+        )
+        gpu = GpuModel(name=product, memory_bytes=memory - DRIVER_RESERVED_BYTES, memory_basis="DRA capacity")
+        return product, gpu, None, (note,)
+    return None
+
+
+def device_pool_key(device: Device) -> str | None:
+    """The inventory pool key of a device (``vendor/product/memory``), None when it is not an NVIDIA GPU."""
+    got = device_gpu(device) if device.driver == NVIDIA_DRIVER else None
+    return None if got is None else f"nvidia/{got[0]}/{got[1].memory_bytes}"
+
+
+# --------------------------------------------------------------------------------------------
+# Claims and device classes
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """One request of a claim: ``count`` devices of ``device_class`` that pass every selector."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...] = ()
+    all_devices: bool = False  # allocationMode: All
+
+
+class ClaimError(ValueError):
+    """A claim or template that cannot be read (the message names the field and the value)."""
+
+
+def _request(raw: Mapping[str, Any], where: str) -> DeviceRequest:
+    body = raw.get("exactly") if isinstance(raw.get("exactly"), Mapping) else raw  # v1 nests under exactly
+    if not isinstance(body, Mapping) or not body.get("deviceClassName"):
+        if raw.get("firstAvailable"):
+            raise ClaimError(f"{where}.firstAvailable: prioritized alternatives are not evaluated by fitgate")
+        raise ClaimError(f"{where}.deviceClassName: missing")
+    mode = str(body.get("allocationMode") or "ExactCount")
+    count = body.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 64:
+        raise ClaimError(f"{where}.count: {count!r} is not a count from 1 to 64")
+    selectors = []
+    for i, sel in enumerate(body.get("selectors") or []):
+        expression = (sel.get("cel") or {}).get("expression") if isinstance(sel, Mapping) else None
+        if not isinstance(expression, str):
+            raise ClaimError(f"{where}.selectors[{i}].cel.expression: missing")
+        selectors.append(expression)
+    return DeviceRequest(
+        str(raw.get("name") or ""), str(body["deviceClassName"]), count, tuple(selectors), mode == "All"
+    )
+
+
+def claim_requests(obj: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
+    """The device requests of a ResourceClaim (``spec.devices``) or ResourceClaimTemplate (``spec.spec.devices``)."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "ResourceClaimTemplate" or "spec" in spec:
+        spec = spec.get("spec") or {}
+    requests = (spec.get("devices") or {}).get("requests") or []
+    if not isinstance(requests, list) or not requests:
+        raise ClaimError("spec.devices.requests: no device request")
+    return tuple(_request(r, f"spec.devices.requests[{i}]") for i, r in enumerate(requests[:32]))
+
+
+def class_selectors(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The CEL expressions of a DeviceClass's ``spec.selectors``."""
+    out = []
+    for sel in (obj.get("spec") or {}).get("selectors") or []:
+        expression = (sel.get("cel") or {}).get("expression") if isinstance(sel, Mapping) else None
+        if isinstance(expression, str):
+            out.append(expression)
+    return tuple(out)
+
+
+def allocated_devices(claim: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(driver, pool, device) of each device a ResourceClaim's ``status.allocation`` holds."""
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    out = []
+    for r in results[:256]:
+        if isinstance(r, Mapping) and r.get("driver") and r.get("device"):
+            out.append((str(r["driver"]), str(r.get("pool") or ""), str(r["device"])))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# CEL
+
+
+class SelectorUnsupportedError(ValueError):
+    """A CEL expression outside the forms fitgate evaluates."""
+
+    def __init__(self, expression: str, why: str) -> None:
+        short = expression if len(expression) <= 200 else expression[:197] + "..."
+        super().__init__(f"device selector {short!r} is not evaluated by fitgate ({why})")
+        self.expression = expression
+
+
+class _MissingKeyError(Exception):
+    """A map key the device does not have: the selector does not match that device."""
+
+
+@dataclass(frozen=True)
+class _Quantity:
+    value: int
+
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')|(?P<id>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<op>==|!=|<=|>=|&&|\|\||[<>!().\[\],-]))"
+)
+
+Node = Callable[[Device], Any]
+
+
+class _Parser:
+    """A recursive-descent parser of the CEL forms device selectors use.
+
+    Over: ``||``, ``&&``, ``!``, ``==`` ``!=`` ``<`` ``<=`` ``>`` ``>=`` ``in``,
+    parentheses, ``device.driver``, ``device.attributes["domain"].name``, ``device.capacity["domain"].name``,
+    string/int/bool literals, ``quantity("40Gi")``, ``.compareTo(...)``, ``.matches``, ``.startsWith``,
+    ``.endsWith``, ``.contains``.
+    """
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        self.tokens: list[tuple[str, str]] = []
+        pos = 0
+        while pos < len(expression):
+            if expression[pos:].strip() == "":
+                break
+            m = _TOKEN.match(expression, pos)
+            if not m or m.end() == pos:
+                raise SelectorUnsupportedError(expression, f"unexpected character at {pos}")
+            kind = m.lastgroup or ""
+            self.tokens.append((kind, m.group(kind)))
+            pos = m.end()
+        self.i = 0
+        self.depth = 0
+
+    def fail(self, why: str) -> SelectorUnsupportedError:
+        return SelectorUnsupportedError(self.expression, why)
+
+    def peek(self) -> tuple[str, str]:
+        return self.tokens[self.i] if self.i < len(self.tokens) else ("end", "")
+
+    def take(self, value: str | None = None) -> tuple[str, str]:
+        tok = self.peek()
+        if value is not None and tok[1] != value:
+            raise self.fail(f"expected {value!r}, got {tok[1] or 'the end'!r}")
+        self.i += 1
+        return tok
+
+    def parse(self) -> Node:
+        node = self.or_()
+        if self.peek()[0] != "end":
+            raise self.fail(f"unexpected {self.peek()[1]!r}")
+        return node
+
+    def _nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.fail(f"nested deeper than {MAX_DEPTH}")
+
+    def or_(self) -> Node:
+        left = self.and_()
+        while self.peek()[1] == "||":
+            self.take()
+            right = self.and_()
+            left = _either(left, right)
+        return left
+
+    def and_(self) -> Node:
+        left = self.unary()
+        while self.peek()[1] == "&&":
+            self.take()
+            right = self.unary()
+            left = _both(left, right)
+        return left
+
+    def unary(self) -> Node:
+        if self.peek()[1] == "!":
+            self.take()
+            self._nest()
+            inner = self.unary()
+            self.depth -= 1
+            return lambda d: not _truth(inner, d)
+        return self.comparison()
+
+    def comparison(self) -> Node:
+        left = self.postfix()
+        op = self.peek()[1]
+        if op in {"==", "!=", "<", "<=", ">", ">=", "in"}:
+            self.take()
+            right = self.postfix()
+            return _compare(op, left, right, self)
+        return left
+
+    def postfix(self) -> Node:
+        node, path = self.atom()
+        while self.peek()[1] in {".", "["}:
+            if self.take()[1] == "[":
+                key = self.take()
+                if key[0] != "str":
+                    raise self.fail("only string map keys are evaluated")
+                self.take("]")
+                node, path = _index(node, _unquote(key[1])), (*path, "[]")
+                continue
+            kind, name = self.take()
+            if kind != "id":
+                raise self.fail(f"expected a name after '.', got {name!r}")
+            if self.peek()[1] == "(":
+                args = self.args()
+                node, path = _method(node, name, args, self), (*path, name + "()")
+            else:
+                node, path = _field(node, name, path, self), (*path, name)
+        return node
+
+    def args(self) -> list[Node]:
+        self.take("(")
+        args: list[Node] = []
+        if self.peek()[1] != ")":
+            args.append(self.or_())
+            while self.peek()[1] == ",":
+                self.take()
+                args.append(self.or_())
+        self.take(")")
+        return args
+
+    def atom(self) -> tuple[Node, tuple[str, ...]]:
+        kind, value = self.take()
+        if value == "(":
+            self._nest()
+            inner = self.or_()
+            self.take(")")
+            self.depth -= 1
+            return inner, ("()",)
+        if value == "-" and self.peek()[0] == "num":
+            return _literal(-_number(self.take()[1], self)), ()
+        if kind == "num":
+            return _literal(_number(value, self)), ()
+        if kind == "str":
+            return _literal(_unquote(value)), ()
+        if kind == "id":
+            if value in ("true", "false"):
+                return _literal(value == "true"), ()
+            if value == "device":
+                return (lambda d: d), ("device",)
+            if value == "quantity" and self.peek()[1] == "(":
+                args = self.args()
+                if len(args) != 1:
+                    raise self.fail("quantity() takes one string")
+                arg = args[0]
+
+                def quantity(d: Device) -> _Quantity:
+                    number = parse_quantity(arg(d))
+                    if number is None:
+                        raise SelectorUnsupportedError(self.expression, f"unreadable quantity {arg(d)!r}")
+                    return _Quantity(number)
+
+                return quantity, ()
+        raise self.fail(f"{value or 'the end'!r} is not an evaluated form")
+
+
+def _either(a: Node, b: Node) -> Node:
+    return lambda d: _truth(a, d) or _truth(b, d)
+
+
+def _both(a: Node, b: Node) -> Node:
+    return lambda d: _truth(a, d) and _truth(b, d)
+
+
+def _table(which: str) -> Node:
+    return lambda d: (which, d)
+
+
+def _truth(node: Node, device: Device) -> bool:
+    value = node(device)
+    if not isinstance(value, bool):
+        raise TypeError(f"not a bool: {value!r}")
+    return value
+
+
+def _literal(value: Any) -> Node:
+    return lambda _d: value
+
+
+def _number(text: str, parser: _Parser) -> int:
+    if "." in text:
+        raise parser.fail("floating-point literals are not evaluated")
+    return int(text)
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text[1:-1])
+
+
+def _field(node: Node, name: str, path: tuple[str, ...], parser: _Parser) -> Node:
+    if path == ("device",):
+        if name == "driver":
+            return lambda d: d.driver
+        if name in ("attributes", "capacity"):
+            return _table(name)
+        raise parser.fail(f"device.{name} is not evaluated")
+    if len(path) == 3 and path[1] in ("attributes", "capacity") and path[2] == "[]":
+
+        def lookup(d: Device) -> Any:
+            which, domain, device = node(d)
+            table = device.attributes if which == "attributes" else device.capacity
+            key = f"{domain}/{name}"
+            if key not in table:
+                raise _MissingKeyError(key)
+            value = table[key]
+            return _Quantity(value) if which == "capacity" else value
+
+        return lookup
+    raise parser.fail(f".{name} is not an evaluated form")
+
+
+def _index(node: Node, key: str) -> Node:
+    def index(d: Device) -> Any:
+        which = node(d)
+        if not (isinstance(which, tuple) and len(which) == 2):
+            raise TypeError("only device.attributes[...] and device.capacity[...] are indexed")
+        return (which[0], key, which[1])
+
+    return index
+
+
+def _method(node: Node, name: str, args: list[Node], parser: _Parser) -> Node:
+    if len(args) != 1:
+        raise parser.fail(f".{name}() with {len(args)} arguments is not evaluated")
+    arg = args[0]
+    if name == "compareTo":
+
+        def compare_to(d: Device) -> int:
+            a, b = node(d), arg(d)
+            if not isinstance(a, _Quantity) or not isinstance(b, _Quantity):
+                raise TypeError("compareTo() compares two quantities")
+            return (a.value > b.value) - (a.value < b.value)
+
+        return compare_to
+    string_methods: dict[str, Callable[[str, str], bool]] = {
+        "matches": lambda s, p: re.search(p, s) is not None,
+        "startsWith": str.startswith,
+        "endsWith": str.endswith,
+        "contains": lambda s, p: p in s,
+    }
+    if name in string_methods:
+        fn = string_methods[name]
+
+        def call(d: Device) -> bool:
+            a, b = node(d), arg(d)
+            if not isinstance(a, str) or not isinstance(b, str):
+                raise TypeError(f".{name}() needs strings")
+            if name == "matches" and len(b) > 256:
+                raise TypeError("pattern too long")
+            return fn(a, b)
+
+        return call
+    raise parser.fail(f".{name}() is not evaluated")
+
+
+def _compare(op: str, left: Node, right: Node, parser: _Parser) -> Node:
+    if op == "in":
+
+        def contains(d: Device) -> bool:
+            key, where = left(d), right(d)
+            if not isinstance(key, str) or not (isinstance(where, tuple) and len(where) == 3):
+                raise TypeError("'in' tests a name in device.attributes[domain] / device.capacity[domain]")
+            which, domain, device = where
+            table = device.attributes if which == "attributes" else device.capacity
+            return f"{domain}/{key}" in table
+
+        return contains
+
+    def compare(d: Device) -> bool:
+        a, b = left(d), right(d)
+        if isinstance(a, _Quantity) and isinstance(b, _Quantity):
+            a, b = a.value, b.value
+        if type(a) is not type(b) or isinstance(a, tuple):
+            if op in ("==", "!=") and not isinstance(a, tuple) and not isinstance(b, tuple):
+                return op == "!="  # CEL: values of different types are not equal
+            raise TypeError(f"cannot compare {a!r} {op} {b!r}")
+        result = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+        return bool(result)
+
+    return compare
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A compiled CEL device selector."""
+
+    expression: str
+    node: Node = field(repr=False, compare=False)
+
+    def matches(self, device: Device) -> bool:
+        """Whether the device passes; a map key the device lacks means it does not."""
+        try:
+            return _truth(self.node, device)
+        except _MissingKeyError:
+            return False
+        except (TypeError, ValueError, re.error) as exc:
+            raise SelectorUnsupportedError(self.expression, str(exc)) from None
+
+
+_COMPILED: dict[str, Selector] = {}
+
+
+def compile_selector(expression: str) -> Selector:
+    """A selector for ``expression``; raises :class:`SelectorUnsupportedError` for other forms or oversized input."""
+    hit = _COMPILED.get(expression)
+    if hit is not None:
+        return hit
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise SelectorUnsupportedError(expression, f"longer than {MAX_EXPRESSION_CHARS} characters")
+    selector = Selector(expression, _Parser(expression).parse())
+    if len(_COMPILED) > 4096:
+        _COMPILED.clear()
+    _COMPILED[expression] = selector
+    return selector
+
+
+def request_matches(request: DeviceRequest, classes: Mapping[str, tuple[str, ...]]) -> Callable[[Device], bool]:
+    """A predicate: the device passes the request's class selectors and its own.
+
+    Raises :class:`ClaimError` when the class is unknown and :class:`SelectorUnsupportedError` for a form
+    fitgate does not evaluate (both before any device is looked at).
+    """
+    if request.device_class not in classes:
+        raise ClaimError(f"deviceClassName: DeviceClass {request.device_class!r} not found")
+    selectors = [compile_selector(e) for e in (*classes[request.device_class], *request.selectors)]
+    return lambda device: all(s.matches(device) for s in selectors)
+
+
+# --------------------------------------------------------------------------------------------
+# The cluster's DRA objects, as the watch keeps them
+
+
+@dataclass(frozen=True)
+class DraState:
+    """What the DRA watch read: devices per node, devices already allocated, classes and claim templates."""
+
+    devices: Mapping[str, tuple[Device, ...]] = field(default_factory=dict)
+    allocated: frozenset[tuple[str, str, str]] = frozenset()
+    classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: (namespace, name) -> the template's requests, or why it cannot be read
+    templates: Mapping[tuple[str, str], tuple[DeviceRequest, ...] | str] = field(default_factory=dict)
+
+    def is_allocated(self, device: Device) -> bool:
+        """Whether a ResourceClaim's allocation holds the device."""
+        return (device.driver, device.pool, device.name) in self.allocated
+
+    def gpu_request(self, namespace: str, name: str) -> DeviceRequest:
+        """The GPU request of a claim template: its first request of an NVIDIA GPU class.
+
+        Raises :class:`ClaimError` (template missing or unreadable, unknown class) and
+        :class:`SelectorUnsupportedError`.
+        """
+        got = self.templates.get((namespace, name))
+        if got is None:
+            raise ClaimError(f"placement.resourceClaimTemplateName: ResourceClaimTemplate {namespace}/{name} not found")
+        if isinstance(got, str):
+            raise ClaimError(f"ResourceClaimTemplate {namespace}/{name}: {got}")
+        for request in got:
+            if request.device_class not in self.classes:
+                raise ClaimError(
+                    f"ResourceClaimTemplate {namespace}/{name} request {request.name!r}: "
+                    f"DeviceClass {request.device_class!r} not found"
+                )
+        return got[0]
+
+    def matching(self, request: DeviceRequest) -> dict[str, list[Device]]:
+        """Devices per node that the request may get (allocated ones included; see :meth:`is_allocated`)."""
+        passes = request_matches(request, self.classes)
+        out: dict[str, list[Device]] = {}
+        for node, devices in self.devices.items():
+            chosen = [d for d in devices if passes(d)]
+            if chosen:
+                out[node] = chosen
+        return out

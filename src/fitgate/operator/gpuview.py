@@ -1,0 +1,131 @@
+"""One view of each node's GPUs from node labels, ResourceSlices, running pods and allocated claims.
+
+Pure. A node known both by GPU Feature Discovery labels and by ResourceSlices is one node in one pool:
+its NVIDIA GPUs are counted from the slices (device by device, the source the scheduler allocates
+from), its labels, taints and cordon come from the Node. ``used`` is what running pods hold (per
+extended resource) for label-counted GPUs, and what ResourceClaims have allocated for DRA devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from fitgate.operator.dra import NVIDIA_DRIVER, ClaimError, Device, DraState, SelectorUnsupportedError, device_gpu
+from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs, PodGpus
+from fitgate.operator.placement import Taint, Toleration
+from fitgate.operator.sharing import node_share
+
+
+@dataclass(frozen=True)
+class NodeMeta:
+    """What a node's scheduling needs besides its GPUs."""
+
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+def pod_usage(pods: Iterable[PodGpus]) -> dict[str, dict[str, int]]:
+    """GPUs held per node and extended resource."""
+    out: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        per = out.setdefault(pod.node, {})
+        for resource, n in pod.resources:
+            per[resource] = per.get(resource, 0) + n
+    return out
+
+
+def dra_node_gpus(node: str, devices: Iterable[Device], meta: NodeMeta | None, dra: DraState) -> list[NodeGPUs]:
+    """A node's NVIDIA DRA devices grouped by product (count, allocated ones as ``used``)."""
+    groups: dict[str, NodeGPUs] = {}
+    labels = dict(meta.labels) if meta else {}
+    for device in devices:
+        if device.driver != NVIDIA_DRIVER:
+            continue
+        got = device_gpu(device)
+        if got is None:
+            continue
+        product, gpu, profile, notes = got
+        key = f"{product}/{gpu.memory_bytes}"
+        used = 1 if dra.is_allocated(device) else 0
+        previous = groups.get(key)
+        if previous is None:
+            groups[key] = NodeGPUs(
+                node,
+                labels,
+                product,
+                gpu,
+                1,
+                "nvidia",
+                profile,
+                notes,
+                source="dra",
+                taints=meta.taints if meta else (),
+                unschedulable=meta.unschedulable if meta else False,
+                share=node_share(labels),
+                used=used,
+            )
+        else:
+            groups[key] = replace(previous, count=previous.count + 1, used=previous.used + used)
+    return list(groups.values())
+
+
+def merge(
+    label_gpus: Mapping[str, list[NodeGPUs]],
+    metas: Mapping[str, NodeMeta],
+    dra: DraState,
+    used: Mapping[str, Mapping[str, int]],
+) -> list[NodeGPUs]:
+    """Every node's GPUs, once: DRA devices replace the same node's label-counted NVIDIA GPUs."""
+    out: list[NodeGPUs] = []
+    for node in sorted(set(label_gpus) | set(dra.devices)):
+        from_labels = label_gpus.get(node, [])
+        from_slices = dra_node_gpus(node, dra.devices.get(node, ()), metas.get(node), dra)
+        if from_slices:
+            both = any(g.vendor == "nvidia" for g in from_labels)
+            out.extend(replace(g, source="labels+dra") if both else g for g in from_slices)
+            from_labels = [g for g in from_labels if g.vendor != "nvidia"]
+        per = used.get(node, {})
+        out.extend(replace(g, used=min(g.count, per.get(g.resource, 0))) if per else g for g in from_labels)
+    return out
+
+
+def build_inventory(
+    label_gpus: Mapping[str, list[NodeGPUs]],
+    metas: Mapping[str, NodeMeta],
+    dra: DraState | None = None,
+    pods: Mapping[tuple[str, str], PodGpus] | None = None,
+) -> Inventory:
+    """The inventory admission and reconcile read."""
+    state = dra or DraState()
+    pod_map = pods or {}
+    return Inventory(merge(label_gpus, metas, state, pod_usage(pod_map.values())), state, pod_map)
+
+
+def select_claim(
+    inventory: Inventory,
+    namespace: str,
+    template: str,
+    gpu_product: str | None,
+    node_selector: Mapping[str, str],
+    tolerations: tuple[Toleration, ...],
+) -> tuple[list[GpuPool], str, int]:
+    """Pools of the devices a ResourceClaimTemplate's GPU request may get, their fingerprint and the count asked.
+
+    Raises :class:`ClaimError` or :class:`SelectorUnsupportedError` (an Unknown verdict naming why).
+    """
+    dra = inventory.dra
+    request = dra.gpu_request(namespace, template)
+    matching = dra.matching(request)
+    if not matching:
+        return [], "", request.count
+    metas = {g.node: NodeMeta(g.labels, g.taints, g.unschedulable) for g in inventory.gpus if g.node in matching}
+    state = DraState({n: tuple(d) for n, d in matching.items()}, dra.allocated, dra.classes, dra.templates)
+    gpus = [g for node, devs in matching.items() for g in dra_node_gpus(node, devs, metas.get(node), state)]
+    sub = Inventory(gpus, state, inventory.pods)
+    pools, fingerprint = sub.select(gpu_product, node_selector, tolerations)
+    return pools, fingerprint, request.count
+
+
+__all__ = ["ClaimError", "NodeMeta", "SelectorUnsupportedError", "build_inventory", "merge", "select_claim"]
