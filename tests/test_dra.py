@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +211,7 @@ def test_missing_template_and_class_are_claim_errors() -> None:
     s = state(other=template(1, "nope.example.com"))
     with pytest.raises(ClaimError, match="ResourceClaimTemplate ns/absent not found"):
         s.gpu_request("ns", "absent")
-    with pytest.raises(ClaimError, match="DeviceClass 'nope.example.com' not found"):
+    with pytest.raises(ClaimError, match=re.escape("DeviceClass 'nope.example.com' not found")):
         s.gpu_request("ns", "other")
 
 
