@@ -135,7 +135,7 @@ def pod_share(limits: Mapping[str, object], annotations: Mapping[str, str]) -> S
 
 def gmu_for_slice(slice_bytes: int, card_bytes: int) -> float:
     """The largest gpu-memory-utilization (2 decimals, rounded down) whose request stays in the slice."""
-    return math.floor(slice_bytes * 100 / card_bytes) / 100
+    return math.floor(slice_bytes * 100 / card_bytes + 1e-6) / 100  # 1e-6: a quarter of an odd byte count is 0.25
 
 
 @dataclass(frozen=True)
