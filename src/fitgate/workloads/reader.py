@@ -120,6 +120,9 @@ class Reading:
     pods_per_replica: int = 1
     data_parallel: int = 1  # data-parallel ranks in one replica (--data-parallel-size[-local])
     node_selector: dict[str, str] = field(default_factory=dict)
+    claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
+    tolerations: tuple[dict[str, str], ...] = ()
+    gpu_share: dict[str, int] = field(default_factory=dict)  # HAMi limits as placement.gpuShare fields
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
@@ -141,8 +144,8 @@ class Reading:
     def gpu_shortfall(self) -> str | None:
         """Why the pods ask for fewer GPUs than the engine uses, or None when they ask for enough."""
         need = self.parallel_gpus
-        if self.gpus_per_replica >= need:
-            return None
+        if self.gpus_per_replica >= need or (self.claim_template and not self.gpus_per_replica):
+            return None  # a DRA claim's count is checked against TP x PP with the template (operator/poolplan.py)
         tp = self.serving.get("tensorParallelSize", 1)
         pp = self.serving.get("pipelineParallelSize", 1)
         what = f"TP {tp} x PP {pp}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")
@@ -172,6 +175,12 @@ class Reading:
             placement["nodeSelector"] = dict(self.node_selector)
         if self.pods_per_replica > 1:
             placement["nodesPerReplica"] = self.pods_per_replica
+        if self.claim_template:
+            placement["resourceClaimTemplateName"] = self.claim_template
+        if self.tolerations:
+            placement["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.gpu_share:
+            placement["gpuShare"] = dict(self.gpu_share)
         if placement:
             spec["placement"] = placement
         return spec
@@ -265,6 +274,42 @@ def _gpu_limit(container: dict[str, Any]) -> tuple[str | None, int]:
                     ) from None
                 return resource, count
     return None, 0
+
+
+def _claim_template(container: dict[str, Any], pod: dict[str, Any]) -> str | None:
+    """The ResourceClaimTemplate of the pod claim the container uses (``resources.claims[].name``)."""
+    used = {str(_dict(c).get("name")) for c in _list(_dict(container.get("resources")).get("claims"))}
+    for claim in (_dict(c) for c in _list(pod.get("resourceClaims"))):
+        template = claim.get("resourceClaimTemplateName")
+        if template and (not used or str(claim.get("name")) in used):
+            return str(template)
+    return None
+
+
+def _tolerations(pod: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    """The pod's tolerations, with the fields placement.tolerations keeps."""
+    out = []
+    for t in (_dict(t) for t in _list(pod.get("tolerations"))[:64]):
+        out.append({k: str(t[k]) for k in ("key", "operator", "value", "effect") if t.get(k) is not None})
+    return tuple(out)
+
+
+def _hami_share(container: dict[str, Any]) -> dict[str, int]:
+    """HAMi's per-container memory limits as placement.gpuShare fields (the spec checks their range)."""
+    limits = _dict(_dict(container.get("resources")).get("limits"))
+    for resource, key in (
+        ("nvidia.com/gpumem", "hamiGpuMemMiB"),
+        ("nvidia.com/gpumem-percentage", "hamiGpuMemPercentage"),
+    ):
+        if resource in limits:
+            try:
+                return {key: int(str(limits[resource]).strip())}
+            except ValueError:
+                raise WorkloadError(
+                    f"container {container.get('name')}: resources.limits.{resource}: "
+                    f"expected a whole number (got {limits[resource]!r})"
+                ) from None
+    return {}
 
 
 def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -502,6 +547,9 @@ def _reading(
             pods_per_replica=pods_per_replica,
             data_parallel=max(1, dp),
             node_selector=selector,
+            claim_template=_claim_template(container, found.pod),
+            tolerations=_tolerations(found.pod),
+            gpu_share=_hami_share(container),
             unknown=unknown,
             notes=all_notes,
             args=flags,
