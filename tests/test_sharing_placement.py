@@ -140,6 +140,8 @@ def test_blocking_taints_and_cordons() -> None:
     assert blocking_taint([Taint("soft", "", "PreferNoSchedule")], False, ()) is None
     assert blocking_taint([], True, ()) == "cordoned"
     assert blocking_taint([], True, (Toleration("node.kubernetes.io/unschedulable", "Exists"),)) is None
+    # a node's health comes and goes: the lifecycle controller's taints do not change the candidates
+    assert blocking_taint([Taint("node.kubernetes.io/not-ready", "", "NoSchedule")], False, ()) is None
 
 
 def pod(node: str | None, phase: str = "Running", gpus: int = 1, init: int = 0) -> dict[str, Any]:

@@ -246,7 +246,7 @@ def evaluate(
         except SizingError as exc:
             results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
             continue
-        results.append(placed(result, spec.replicas, need, nodes, own))
+        results.append(placed(result, spec.replicas, max(need, claimed or 0), nodes, own))
     invalid = next((r for r in results if r.reason is ReasonCode.INVALID_SETTINGS), None)
     if invalid is not None:  # a setting the model cannot take, whatever the GPU
         return Evaluation(
@@ -467,7 +467,10 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
         status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
         status.recommended_max_model_len = p.max_model_len_that_fits
         status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
-    return status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (operator/observe.py)
+    out = status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (operator/observe.py)
+    # a null inside a list item is dropped by the API server: leave it out, or every resync would patch again
+    out["pools"] = [{k: v for k, v in pool.items() if v is not None} for pool in out.get("pools") or []]
+    return out
 
 
 def kept_conditions(old_status: Mapping[str, Any] | None) -> list[Condition]:

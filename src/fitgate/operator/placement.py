@@ -5,7 +5,8 @@ kubernetes/pkg/apis/core/v1/helper): an empty key with ``Exists`` tolerates ever
 effect matches every effect; ``Equal`` (the default operator) compares the values. Only ``NoSchedule``
 and ``NoExecute`` taints keep a pod off a node (``PreferNoSchedule`` is a preference). A cordoned node
 (``spec.unschedulable``) carries the ``node.kubernetes.io/unschedulable:NoSchedule`` taint and is left
-out unless that taint is tolerated.
+out unless that taint is tolerated. The taints the node lifecycle controller sets from node conditions
+(not-ready, unreachable, pressure) are ignored: see :data:`CONDITION_TAINTS`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,19 @@ from dataclasses import dataclass
 from typing import Any
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+#: Taints the node lifecycle controller sets from node conditions (k8s.io/api core/v1 well_known_taints.go).
+#: They come and go with a node's health (a reboot, a kubelet restart): a verdict that followed them would deny
+#: and admit the same deployment minutes apart, so they do not take a node out of the candidates.
+CONDITION_TAINTS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/network-unavailable",
+    }
+)
 _BLOCKING = ("NoSchedule", "NoExecute")
 #: Taints read from one node at most.
 MAX_TAINTS = 64
@@ -67,6 +81,8 @@ def blocking_taint(taints: Iterable[Taint], unschedulable: bool, tolerations: Se
     if unschedulable and not any(t.key == UNSCHEDULABLE_TAINT for t in every):
         every.append(Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"))
     for taint in every:
+        if taint.key in CONDITION_TAINTS:
+            continue
         if taint.effect in _BLOCKING and not any(t.tolerates(taint) for t in tolerations):
             if taint.key == UNSCHEDULABLE_TAINT:
                 return "cordoned"
