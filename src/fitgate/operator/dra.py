@@ -53,6 +53,9 @@ class Device:
     name: str
     attributes: Mapping[str, AttrValue]
     capacity: Mapping[str, int]
+    #: Equal for devices that differ only in identity (uuid, PCI address, MIG placement): selectors and the
+    #: GPU model are worked out once per signature, not once per device (40,000 devices, a few kinds).
+    signature: int = field(default=0, compare=False)
 
     def attribute(self, name: str) -> AttrValue | None:
         """An attribute by short name, in the driver's own domain."""
@@ -149,8 +152,21 @@ def slice_devices(obj: Mapping[str, Any]) -> list[Device]:
             number = parse_quantity(value.get("value") if isinstance(value, Mapping) else value)
             if number is not None:
                 capacity[_qualified(driver, str(name))] = number
-        found.append(Device(driver, pool, node, str(raw["name"]), attributes, capacity))
+        signature = hash(
+            (
+                driver,
+                tuple(sorted((k, v) for k, v in attributes.items() if k.rsplit("/", 1)[-1] not in _IDENTITY)),
+                tuple(
+                    sorted((k, v) for k, v in capacity.items() if not k.rsplit("/", 1)[-1].startswith("memorySlice"))
+                ),
+            )
+        )
+        found.append(Device(driver, pool, node, str(raw["name"]), attributes, capacity, signature))
     return found
+
+
+#: Attributes that name one device rather than describe its kind.
+_IDENTITY = frozenset({"uuid", "parentUUID", "pciBusID", "pcieRoot"})
 
 
 def gfd_product(product_name: str) -> str:
@@ -162,8 +178,22 @@ def gfd_product(product_name: str) -> str:
     return re.sub(r"\s+", "-", product_name.strip())
 
 
+_GPU_OF: dict[int, tuple[str, GpuModel, str | None, tuple[str, ...]] | None] = {}
+
+
 def device_gpu(device: Device) -> tuple[str, GpuModel, str | None, tuple[str, ...]] | None:
     """(product, GPU model, MIG profile, notes) of one NVIDIA DRA device, or None when it is not a GPU."""
+    if device.signature and device.signature in _GPU_OF:
+        return _GPU_OF[device.signature]
+    got = _device_gpu(device)
+    if device.signature:
+        if len(_GPU_OF) > 4096:
+            _GPU_OF.clear()
+        _GPU_OF[device.signature] = got
+    return got
+
+
+def _device_gpu(device: Device) -> tuple[str, GpuModel, str | None, tuple[str, ...]] | None:
     kind = device.attribute("type")
     name = device.attribute("productName")
     memory = device.capacity.get(f"{device.driver}/memory")
@@ -657,9 +687,24 @@ class DraState:
     def matching(self, request: DeviceRequest) -> dict[str, list[Device]]:
         """Devices per node that the request may get (allocated ones included; see :meth:`is_allocated`)."""
         passes = request_matches(request, self.classes)
+        seen: dict[int, bool] = {}  # by device signature: a selector reads no identity attribute in practice
         out: dict[str, list[Device]] = {}
         for node, devices in self.devices.items():
-            chosen = [d for d in devices if passes(d)]
+            chosen = []
+            for d in devices:
+                ok = seen.get(d.signature) if d.signature else None
+                if ok is None:
+                    ok = passes(d)
+                    if d.signature and not _names_identity(request, self.classes):
+                        seen[d.signature] = ok
+                if ok:
+                    chosen.append(d)
             if chosen:
                 out[node] = chosen
         return out
+
+
+def _names_identity(request: DeviceRequest, classes: Mapping[str, tuple[str, ...]]) -> bool:
+    """Whether a selector reads an identity attribute (then each device is evaluated by itself)."""
+    text = " ".join((*classes.get(request.device_class, ()), *request.selectors))
+    return any(name in text for name in _IDENTITY) or "device.name" in text

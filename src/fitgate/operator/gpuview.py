@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from fitgate.operator.dra import NVIDIA_DRIVER, ClaimError, Device, DraState, SelectorUnsupportedError, device_gpu
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs, PodGpus
@@ -38,8 +39,7 @@ def pod_usage(pods: Iterable[PodGpus]) -> dict[str, dict[str, int]]:
 
 def dra_node_gpus(node: str, devices: Iterable[Device], meta: NodeMeta | None, dra: DraState) -> list[NodeGPUs]:
     """A node's NVIDIA DRA devices grouped by product (count, allocated ones as ``used``)."""
-    groups: dict[str, NodeGPUs] = {}
-    labels = dict(meta.labels) if meta else {}
+    counts: dict[str, list[Any]] = {}  # key -> [product, gpu, profile, notes, count, used]
     for device in devices:
         if device.driver != NVIDIA_DRIVER:
             continue
@@ -48,27 +48,34 @@ def dra_node_gpus(node: str, devices: Iterable[Device], meta: NodeMeta | None, d
             continue
         product, gpu, profile, notes = got
         key = f"{product}/{gpu.memory_bytes}"
-        used = 1 if dra.is_allocated(device) else 0
-        previous = groups.get(key)
-        if previous is None:
-            groups[key] = NodeGPUs(
-                node,
-                labels,
-                product,
-                gpu,
-                1,
-                "nvidia",
-                profile,
-                notes,
-                source="dra",
-                taints=meta.taints if meta else (),
-                unschedulable=meta.unschedulable if meta else False,
-                share=node_share(labels),
-                used=used,
-            )
-        else:
-            groups[key] = replace(previous, count=previous.count + 1, used=previous.used + used)
-    return list(groups.values())
+        entry = counts.get(key)
+        if entry is None:
+            entry = counts[key] = [product, gpu, profile, notes, 0, 0]
+        entry[4] += 1
+        if dra.allocated and dra.is_allocated(device):
+            entry[5] += 1
+    if not counts:
+        return []
+    labels = dict(meta.labels) if meta else {}
+    share = node_share(labels)
+    return [
+        NodeGPUs(
+            node,
+            labels,
+            product,
+            gpu,
+            count,
+            "nvidia",
+            profile,
+            notes,
+            source="dra",
+            taints=meta.taints if meta else (),
+            unschedulable=meta.unschedulable if meta else False,
+            share=share,
+            used=used,
+        )
+        for product, gpu, profile, notes, count, used in counts.values()
+    ]
 
 
 def merge(
@@ -115,6 +122,29 @@ def select_claim(
 
     Raises :class:`ClaimError` or :class:`SelectorUnsupportedError` (an Unknown verdict naming why).
     """
+    key = (namespace, template, (gpu_product or "", tuple(sorted(node_selector.items())), tolerations))
+    hit = inventory.claim_cache.get(key)
+    if hit is None:
+        try:
+            hit = _select_claim(inventory, namespace, template, gpu_product, node_selector, tolerations)
+        except (ClaimError, SelectorUnsupportedError) as exc:
+            hit = exc
+        if len(inventory.claim_cache) > 4096:
+            inventory.claim_cache.clear()
+        inventory.claim_cache[key] = hit
+    if isinstance(hit, Exception):
+        raise hit.with_traceback(None)  # the same answer for the same snapshot, without piling up tracebacks
+    return cast(tuple[list[GpuPool], str, int], hit)
+
+
+def _select_claim(
+    inventory: Inventory,
+    namespace: str,
+    template: str,
+    gpu_product: str | None,
+    node_selector: Mapping[str, str],
+    tolerations: tuple[Toleration, ...],
+) -> tuple[list[GpuPool], str, int]:
     dra = inventory.dra
     request = dra.gpu_request(namespace, template)
     matching = dra.matching(request)

@@ -292,6 +292,8 @@ class Inventory:
         self.dra = dra or DraState()
         self.pods = pods or {}
         self._cache: dict[SelectKey, tuple[list[GpuPool], str, tuple[str, ...]]] = {}
+        #: select_claim's answers (:mod:`fitgate.operator.gpuview`): matching 40,000 devices once per snapshot
+        self.claim_cache: dict[tuple[str, str, SelectKey], Any] = {}
 
     def __bool__(self) -> bool:
         return bool(self.gpus)
