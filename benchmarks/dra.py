@@ -214,7 +214,7 @@ def spec(i: int, claim: bool) -> dict[str, Any]:
     return {
         "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
         "serving": {"maxModelLen": 8192},
-        "workload": {"concurrentRequests": 1 + i, "contextTokens": 4000},  # no two specs alike: no cache hit
+        "workload": {"concurrentRequests": 4, "contextTokens": 1000 + i},  # no two specs alike: no cache hit
         "placement": placement,
     }
 

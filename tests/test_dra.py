@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from fitgate.operator.api import parse_spec
 from fitgate.operator.dra import (
@@ -27,6 +29,8 @@ from fitgate.operator.dra import (
 from fitgate.operator.evaluate import evaluate
 from fitgate.operator.gpuview import NodeMeta, build_inventory, merge
 from fitgate.operator.inventory import parse_node
+from fitgate.operator.nodewatch import NodeWatch
+from fitgate.operator.resourcewatch import ResourceWatch, Sources, parse_slice
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.units import MiB
 from tests.conftest import model
@@ -320,3 +324,77 @@ def test_missing_template_and_unsupported_selector_are_unknown() -> None:
     )
     assert (odd.verdict, odd.reason) == (Verdict.UNKNOWN, ReasonCode.DEVICE_SELECTOR_UNKNOWN)
     assert "device.attributes.exists(a, true)" in odd.message
+
+
+# -- the watches (operator/resourcewatch.py), without a cluster ----------------------------------
+
+
+class _Page:
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.data = json.dumps({"items": items, "metadata": {"resourceVersion": "7"}}).encode()
+
+
+class _FakeApis:
+    """CustomObjectsApi and CoreV1Api as the watches call them, serving the fixture."""
+
+    def __init__(self, pods: list[dict[str, Any]] | None = None) -> None:
+        self.pods = pods or []
+
+    def list_cluster_custom_object(self, _group: str, _version: str, plural: str, **_: Any) -> _Page:
+        kinds = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass"}
+        items = [o for o in OBJECTS if o["kind"] == kinds.get(plural)]
+        if plural == "resourceclaimtemplates":
+            items = [{**template(2), "metadata": {"name": "two", "namespace": "ns"}}]
+        return _Page(items)
+
+    def list_pod_for_all_namespaces(self, **_: Any) -> _Page:
+        return _Page(self.pods)
+
+    def list_node(self, **_: Any) -> _Page:
+        return _Page([{"metadata": {"name": "h100-dra-0", "labels": {"zone": "a"}}, "spec": {"unschedulable": True}}])
+
+
+def test_sources_and_node_watch_build_the_merged_inventory() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "x"}},
+        "spec": {
+            "nodeName": "h100-dra-0",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    apis = _FakeApis([pod])
+    sources = Sources(custom_factory=lambda: apis, core_factory=lambda: apis)
+    for w in sources.watches:
+        w._list(apis)
+    assert sources.synced
+    state = sources.state()
+    assert set(state.devices) == {"h100-dra-0", "a100-mig-dra-0"} and set(state.classes) == set(CLASSES)
+    assert state.gpu_request("ns", "two").count == 2
+    assert sources.pod_map()[("ns", "p")].resources == (("nvidia.com/gpu", 1),)
+    watch = NodeWatch(api_factory=lambda: apis, sources=sources)
+    watch._list(apis)
+    inventory = watch.inventory()
+    assert {g.product for g in inventory.gpus} == {"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    # the Node's labels and cordon reach its DRA GPUs
+    assert inventory.select(None, {"zone": "a"})[0] == [] and inventory.left_out(None, {"zone": "a"})
+    before = watch.version
+    sources.dra["resourceslices"].apply("DELETED", SLICES[1])
+    assert watch.version != before
+    assert {g.product for g in watch.inventory().gpus} == {"NVIDIA-H100-80GB-HBM3"}
+
+
+def test_a_cluster_without_the_dra_api_is_synced_and_empty() -> None:
+    def lister(_api: Any) -> Any:
+        def call(**_: Any) -> Any:
+            raise ApiException(status=404, reason="Not Found")
+
+        return call
+
+    watch = ResourceWatch("resourceslices", lister, parse_slice, api_factory=object, relist_s=60)
+    watch.start()
+    try:
+        assert watch.synced.wait(5)
+        assert not watch.served and watch.snapshot() == {} and watch.errors == 0
+    finally:
+        watch.stop()

@@ -6,9 +6,9 @@
 * Pods: only bound, non-terminal pods that ask for GPUs are kept, and of those only the node, the GPU
   counts and the labels (:class:`fitgate.operator.inventory.PodGpus`), never the pod object.
 
-Each kind has its own thread. A cluster that does not serve ``resource.k8s.io/v1`` (404) is logged once
-and the watch counts as synced and empty (the operator works as with node labels alone); it looks again
-every ``relist_s``.
+Each kind has its own thread. A cluster that does not serve ``resource.k8s.io/v1`` (404), or RBAC that does
+not grant it (403), is logged once and the watch counts as synced and empty (the operator works as with node
+labels alone, and its replica still becomes ready); it looks again every ``relist_s``.
 """
 
 from __future__ import annotations
@@ -199,13 +199,10 @@ class ResourceWatch:
                     if kind in {"ADDED", "MODIFIED", "DELETED"}:
                         self.apply(str(kind), raw)
             except ApiException as exc:
-                if exc.status == 404:  # the API is not served: work as without it, look again later
+                if exc.status in (403, 404):  # not served, or not granted: work as without it, look again later
                     if self.served:
-                        logger.info(
-                            "%s: not served by this cluster (%s); fitgate reads GPUs from node labels",
-                            self.name,
-                            exc.reason,
-                        )
+                        why = "not served by this cluster" if exc.status == 404 else "not granted to fitgate (RBAC)"
+                        logger.info("%s: %s (%s); fitgate reads GPUs from node labels", self.name, why, exc.reason)
                     self.served = False
                     self.replace({})
                     self._stop.wait(self.relist_s)
