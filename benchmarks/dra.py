@@ -59,67 +59,67 @@ class _Page:
         self.data = json.dumps({"items": items, "metadata": meta}).encode()
 
 
-def pager(objects: list[dict[str, Any]]) -> Callable[..., _Page]:
+class Lazy:
+    """``count`` objects made on demand by ``make(i)``: the fake API server holds none (RSS is the operator's)."""
+
+    def __init__(self, count: int, make: Callable[[int], dict[str, Any]]) -> None:
+        self.count, self.make = count, make
+
+    def page(self, start: int, end: int) -> list[dict[str, Any]]:
+        return [self.make(i) for i in range(start, min(end, self.count))]
+
+
+def pager(objects: Lazy) -> Callable[..., _Page]:
     """A list call serving ``objects`` in pages, as the API server does (limit / continue)."""
 
     def call(*_args: Any, limit: int = 500, _continue: str | None = None, **_: Any) -> _Page:
         start = int(_continue or 0)
         end = start + limit
-        return _Page(objects[start:end], str(end) if end < len(objects) else None)
+        return _Page(objects.page(start, end), str(end) if end < objects.count else None)
 
     return call
 
 
-def nodes(count: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        product, memory, *_ = KINDS[i % len(KINDS)]
-        labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": memory, "pool": f"p{i % 50}"}
-        allocatable = {"nvidia.com/gpu": str(DEVICES_PER_NODE)}
-        out.append(
-            {
-                "metadata": {"name": f"node-{i:05d}", "labels": labels},
-                "spec": {},
-                "status": {"allocatable": allocatable, "capacity": allocatable},
-            }
-        )
-    return out
+def node(i: int) -> dict[str, Any]:
+    product, memory, *_ = KINDS[i % len(KINDS)]
+    labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": memory, "pool": f"p{i % 50}"}
+    allocatable = {"nvidia.com/gpu": str(DEVICES_PER_NODE)}
+    return {
+        "metadata": {"name": f"node-{i:05d}", "labels": labels},
+        "spec": {},
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
 
 
-def slices(count: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        _, _, name, arch, memory = KINDS[i % len(KINDS)]
-        devices = [
-            {
-                "name": f"gpu-{m}",
-                "attributes": {
-                    "type": {"string": "gpu"},
-                    "uuid": {"string": f"GPU-{i:08x}-{m:04x}"},
-                    "productName": {"string": name},
-                    "brand": {"string": "Nvidia"},
-                    "architecture": {"string": arch},
-                    "cudaComputeCapability": {"version": "9.0.0"},
-                    "driverVersion": {"version": "550.54.15"},
-                    "cudaDriverVersion": {"version": "12.4.0"},
-                },
-                "capacity": {"memory": {"value": memory}},
-            }
-            for m in range(DEVICES_PER_NODE)
-        ]
-        node = f"node-{i:05d}"
-        out.append(
-            {
-                "metadata": {"name": f"{node}-gpu.nvidia.com"},
-                "spec": {
-                    "driver": "gpu.nvidia.com",
-                    "nodeName": node,
-                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                    "devices": devices,
-                },
-            }
-        )
-    return out
+def resource_slice(i: int) -> dict[str, Any]:
+    _, _, name, arch, memory = KINDS[i % len(KINDS)]
+    devices = [
+        {
+            "name": f"gpu-{m}",
+            "attributes": {
+                "type": {"string": "gpu"},
+                "uuid": {"string": f"GPU-{i:08x}-{m:04x}"},
+                "productName": {"string": name},
+                "brand": {"string": "Nvidia"},
+                "architecture": {"string": arch},
+                "cudaComputeCapability": {"version": "9.0.0"},
+                "driverVersion": {"version": "550.54.15"},
+                "cudaDriverVersion": {"version": "12.4.0"},
+            },
+            "capacity": {"memory": {"value": memory}},
+        }
+        for m in range(DEVICES_PER_NODE)
+    ]
+    node_name = f"node-{i:05d}"
+    return {
+        "metadata": {"name": f"{node_name}-gpu.nvidia.com"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
 
 
 CLASSES = [
@@ -166,23 +166,21 @@ def templates(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def claims(count: int, node_count: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        node = f"node-{i % node_count:05d}"
-        result = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": f"gpu-{i // node_count}"}
-        out.append(
-            {
-                "metadata": {"name": f"c{i}", "namespace": "jobs"},
-                "status": {"allocation": {"devices": {"results": [result]}}},
-            }
-        )
-    return out
+def claim(node_count: int) -> Callable[[int], dict[str, Any]]:
+    def make(i: int) -> dict[str, Any]:
+        node_name = f"node-{i % node_count:05d}"
+        result = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node_name, "device": f"gpu-{i // node_count}"}
+        return {
+            "metadata": {"name": f"c{i}", "namespace": "jobs"},
+            "status": {"allocation": {"devices": {"results": [result]}}},
+        }
+
+    return make
 
 
-def pods(count: int, node_count: int) -> list[dict[str, Any]]:
-    return [
-        {
+def pod(node_count: int) -> Callable[[int], dict[str, Any]]:
+    def make(i: int) -> dict[str, Any]:
+        return {
             "metadata": {"name": f"p{i}", "namespace": "jobs", "labels": {"app": f"a{i % 20}"}},
             "spec": {
                 "nodeName": f"node-{(i * 7) % node_count:05d}",
@@ -190,20 +188,20 @@ def pods(count: int, node_count: int) -> list[dict[str, Any]]:
             },
             "status": {"phase": "Running"},
         }
-        for i in range(count)
-    ]
+
+    return make
 
 
 class FakeCustom:
-    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+    def __init__(self, objects: dict[str, Lazy]) -> None:
         self.objects = objects
 
     def list_cluster_custom_object(self, _group: str, _version: str, plural: str, **kwargs: Any) -> _Page:
-        return pager(self.objects.get(plural, []))(**kwargs)
+        return pager(self.objects.get(plural, Lazy(0, dict)))(**kwargs)
 
 
 class FakeCore:
-    def __init__(self, node_objects: list[dict[str, Any]], pod_objects: list[dict[str, Any]]) -> None:
+    def __init__(self, node_objects: Lazy, pod_objects: Lazy) -> None:
         self.list_node = pager(node_objects)
         self.list_pod_for_all_namespaces = pager(pod_objects)
 
@@ -240,26 +238,26 @@ async def admissions(watch: NodeWatch, requests: int, claim: bool, offset: int) 
 
 
 def one_mode(mode: str, node_count: int, requests: int) -> dict[str, Any]:
-    node_objects = nodes(node_count)
+    node_objects = Lazy(node_count, node)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     sources = None
     if mode == "dra":
+        tpl = templates(100)
         custom = FakeCustom(
             {
-                "resourceslices": slices(node_count),
-                "deviceclasses": CLASSES,
-                "resourceclaimtemplates": templates(100),
-                "resourceclaims": claims(node_count * 2, node_count),
+                "resourceslices": Lazy(node_count, resource_slice),
+                "deviceclasses": Lazy(len(CLASSES), CLASSES.__getitem__),
+                "resourceclaimtemplates": Lazy(len(tpl), tpl.__getitem__),
+                "resourceclaims": Lazy(node_count * 2, claim(node_count)),
             }
         )
-        core = FakeCore(node_objects, pods(node_count * 2, node_count))
+        core = FakeCore(node_objects, Lazy(node_count * 2, pod(node_count)))
         sources = Sources(custom_factory=lambda: custom, core_factory=lambda: core)
         for w in sources.watches:
-            w._list(custom if w.name != "pods" else core)
-        del custom, core
+            w._list(custom if w.name != "pods" else core)  # the watch's own LIST, without its thread
     watch = NodeWatch(api_factory=lambda: None, sources=sources)
-    watch._list(FakeCore(node_objects, []))
+    watch._list(FakeCore(node_objects, Lazy(0, dict)))
     inventory = watch.inventory()
     load_s = time.perf_counter() - start
     gc.collect()
@@ -273,9 +271,9 @@ def one_mode(mode: str, node_count: int, requests: int) -> dict[str, Any]:
         "admission_p99_ms": round(sorted(labels)[int(len(labels) * 0.99) - 1], 2),
     }
     if sources is not None:
-        claim = asyncio.run(admissions(watch, requests, True, requests))
-        result["claim_admission_p50_ms"] = round(statistics.median(claim), 2)
-        result["claim_admission_p99_ms"] = round(sorted(claim)[int(len(claim) * 0.99) - 1], 2)
+        claim_times = asyncio.run(admissions(watch, requests, True, requests))
+        result["claim_admission_p50_ms"] = round(statistics.median(claim_times), 2)
+        result["claim_admission_p99_ms"] = round(sorted(claim_times)[int(len(claim_times) * 0.99) - 1], 2)
         # one slice changes: the next admission rebuilds the merged inventory once
         sources.dra["resourceslices"].replace({**sources.dra["resourceslices"].snapshot(), "x/extra": None})
         w = sources.dra["resourceslices"]

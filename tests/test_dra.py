@@ -378,6 +378,19 @@ def test_sources_and_node_watch_build_the_merged_inventory() -> None:
     assert {g.product for g in inventory.gpus} == {"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
     # the Node's labels and cordon reach its DRA GPUs
     assert inventory.select(None, {"zone": "a"})[0] == [] and inventory.left_out(None, {"zone": "a"})
+    assert inventory.select("NVIDIA-H100-80GB-HBM3", {})[0] == []  # cordoned; uncordoned, free GPUs follow claims
+    watch.apply("MODIFIED", {"metadata": {"name": "h100-dra-0", "labels": {"zone": "a"}}, "spec": {}})
+    assert watch.inventory().select("NVIDIA-H100-80GB-HBM3", {})[0][0].free_gpus == 2
+    held = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"driver": "gpu.nvidia.com", "pool": "h100-dra-0", "device": "gpu-0"}]}
+            }
+        },
+    }
+    sources.dra["resourceclaims"].apply("ADDED", held)  # the per-node cache must not hide the allocation
+    assert watch.inventory().select("NVIDIA-H100-80GB-HBM3", {})[0][0].free_gpus == 1
     before = watch.version
     sources.dra["resourceslices"].apply("DELETED", SLICES[1])
     assert watch.version != before

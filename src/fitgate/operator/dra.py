@@ -23,10 +23,11 @@ Pure functions over the API objects as dicts (the DRA watch, :mod:`fitgate.opera
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from fitgate.sizing.gpus import GpuModel, find_gpu
 from fitgate.sizing.units import GiB, MiB
@@ -128,12 +129,54 @@ def _qualified(driver: str, name: str) -> str:
     return name if "/" in name else f"{driver}/{name}"
 
 
+class _Attributes(Mapping[str, AttrValue]):
+    """A device's attributes: its kind's part shared (interned), its identity (uuid, PCI address) its own.
+
+    40,000 devices hold a few kinds: one dict per kind instead of one per device.
+    """
+
+    __slots__ = ("_identity", "_kind")
+
+    def __init__(self, kind: Mapping[str, AttrValue], identity: tuple[tuple[str, AttrValue], ...]) -> None:
+        self._kind = kind
+        self._identity = identity
+
+    def __getitem__(self, key: str) -> AttrValue:
+        if key in self._kind:
+            return self._kind[key]
+        for k, v in self._identity:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._kind
+        yield from (k for k, _ in self._identity)
+
+    def __len__(self) -> int:
+        return len(self._kind) + len(self._identity)
+
+
+_INTERNED: dict[Any, Any] = {}
+
+
+def _intern(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """One shared copy of equal mappings (bounded: a cluster has few kinds of device)."""
+    key = tuple(sorted(value.items()))
+    hit = _INTERNED.get(key)
+    if hit is None:
+        if len(_INTERNED) > 65536:
+            _INTERNED.clear()
+        hit = _INTERNED[key] = dict(value)
+    return cast(Mapping[str, Any], hit)
+
+
 def slice_devices(obj: Mapping[str, Any]) -> list[Device]:
     """The devices of one ResourceSlice (v1, v1beta2 or v1beta1 shape); unreadable entries are skipped."""
     spec = obj.get("spec") or {}
-    driver = str(spec.get("driver") or "")
-    pool = str((spec.get("pool") or {}).get("name") or "")
-    node = str(spec.get("nodeName") or "")
+    driver = sys.intern(str(spec.get("driver") or ""))
+    pool = sys.intern(str((spec.get("pool") or {}).get("name") or ""))
+    node = sys.intern(str(spec.get("nodeName") or ""))
     if not driver or not node:  # network-attached devices (no node) cannot be a node's GPUs
         return []
     found: list[Device] = []
@@ -152,16 +195,13 @@ def slice_devices(obj: Mapping[str, Any]) -> list[Device]:
             number = parse_quantity(value.get("value") if isinstance(value, Mapping) else value)
             if number is not None:
                 capacity[_qualified(driver, str(name))] = number
-        signature = hash(
-            (
-                driver,
-                tuple(sorted((k, v) for k, v in attributes.items() if k.rsplit("/", 1)[-1] not in _IDENTITY)),
-                tuple(
-                    sorted((k, v) for k, v in capacity.items() if not k.rsplit("/", 1)[-1].startswith("memorySlice"))
-                ),
-            )
-        )
-        found.append(Device(driver, pool, node, str(raw["name"]), attributes, capacity, signature))
+        kind = {k: v for k, v in attributes.items() if k.rsplit("/", 1)[-1] not in _IDENTITY}
+        identity = tuple((sys.intern(k), v) for k, v in attributes.items() if k.rsplit("/", 1)[-1] in _IDENTITY)
+        sized = tuple(sorted((k, v) for k, v in capacity.items() if not k.rsplit("/", 1)[-1].startswith("memorySlice")))
+        signature = hash((driver, tuple(sorted(kind.items())), sized))
+        name = sys.intern(str(raw["name"]))
+        attrs = _Attributes(_intern(kind), identity)
+        found.append(Device(driver, pool, node, name, attrs, _intern(capacity), signature))
     return found
 
 
@@ -664,6 +704,14 @@ class DraState:
     def is_allocated(self, device: Device) -> bool:
         """Whether a ResourceClaim's allocation holds the device."""
         return (device.driver, device.pool, device.name) in self.allocated
+
+    def allocated_by_pool(self) -> dict[str, frozenset[str]]:
+        """NVIDIA devices held by claims, per pool (the driver names its pools after their nodes)."""
+        out: dict[str, set[str]] = {}
+        for driver, pool, name in self.allocated:
+            if driver == NVIDIA_DRIVER:
+                out.setdefault(pool, set()).add(name)
+        return {k: frozenset(v) for k, v in out.items()}
 
     def gpu_request(self, namespace: str, name: str) -> DeviceRequest:
         """The GPU request of a claim template: its first request of an NVIDIA GPU class.

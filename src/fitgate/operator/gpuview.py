@@ -37,7 +37,9 @@ def pod_usage(pods: Iterable[PodGpus]) -> dict[str, dict[str, int]]:
     return out
 
 
-def dra_node_gpus(node: str, devices: Iterable[Device], meta: NodeMeta | None, dra: DraState) -> list[NodeGPUs]:
+def dra_node_gpus(
+    node: str, devices: Iterable[Device], meta: NodeMeta | None, dra: DraState, source: str = "dra"
+) -> list[NodeGPUs]:
     """A node's NVIDIA DRA devices grouped by product (count, allocated ones as ``used``)."""
     counts: dict[str, list[Any]] = {}  # key -> [product, gpu, profile, notes, count, used]
     for device in devices:
@@ -68,7 +70,7 @@ def dra_node_gpus(node: str, devices: Iterable[Device], meta: NodeMeta | None, d
             "nvidia",
             profile,
             notes,
-            source="dra",
+            source=source,
             taints=meta.taints if meta else (),
             unschedulable=meta.unschedulable if meta else False,
             share=share,
@@ -78,23 +80,45 @@ def dra_node_gpus(node: str, devices: Iterable[Device], meta: NodeMeta | None, d
     ]
 
 
+#: Per node: (its devices, the devices of it claims hold, its meta, labelled too, its DRA GPUs); a pod event
+#: then rebuilds the inventory without grouping 40,000 devices again.
+DraCache = dict[str, tuple[tuple[Device, ...], frozenset[str], "NodeMeta | None", bool, list[NodeGPUs]]]
+
+
 def merge(
     label_gpus: Mapping[str, list[NodeGPUs]],
     metas: Mapping[str, NodeMeta],
     dra: DraState,
     used: Mapping[str, Mapping[str, int]],
+    cache: DraCache | None = None,
 ) -> list[NodeGPUs]:
     """Every node's GPUs, once: DRA devices replace the same node's label-counted NVIDIA GPUs."""
     out: list[NodeGPUs] = []
+    held = dra.allocated_by_pool() if dra.allocated else {}
     for node in sorted(set(label_gpus) | set(dra.devices)):
         from_labels = label_gpus.get(node, [])
-        from_slices = dra_node_gpus(node, dra.devices.get(node, ()), metas.get(node), dra)
-        if from_slices:
+        devices = dra.devices.get(node, ())
+        from_slices: list[NodeGPUs] = []
+        if devices:
             both = any(g.vendor == "nvidia" for g in from_labels)
-            out.extend(replace(g, source="labels+dra") if both else g for g in from_slices)
+            meta = metas.get(node)
+            pools = {d.pool for d in devices}  # the NVIDIA driver names its pool after the node; others may not
+            mine = frozenset().union(*(held.get(p, ()) for p in pools)) if held else frozenset()
+            hit = cache.get(node) if cache is not None else None
+            if hit is not None and hit[0] is devices and hit[1] == mine and hit[2] == meta and hit[3] == both:
+                from_slices = hit[4]
+            else:
+                from_slices = dra_node_gpus(node, devices, meta, dra, "labels+dra" if both else "dra")
+                if cache is not None:
+                    cache[node] = (devices, mine, meta, both, from_slices)
+        if from_slices:
+            out.extend(from_slices)
             from_labels = [g for g in from_labels if g.vendor != "nvidia"]
         per = used.get(node, {})
         out.extend(replace(g, used=min(g.count, per.get(g.resource, 0))) if per else g for g in from_labels)
+    if cache is not None and len(cache) > len(dra.devices) * 2 + 64:
+        for gone in set(cache) - set(dra.devices):
+            del cache[gone]
     return out
 
 
@@ -103,11 +127,12 @@ def build_inventory(
     metas: Mapping[str, NodeMeta],
     dra: DraState | None = None,
     pods: Mapping[tuple[str, str], PodGpus] | None = None,
+    cache: DraCache | None = None,
 ) -> Inventory:
     """The inventory admission and reconcile read."""
     state = dra or DraState()
     pod_map = pods or {}
-    return Inventory(merge(label_gpus, metas, state, pod_usage(pod_map.values())), state, pod_map)
+    return Inventory(merge(label_gpus, metas, state, pod_usage(pod_map.values()), cache), state, pod_map)
 
 
 def select_claim(
@@ -150,10 +175,20 @@ def _select_claim(
     matching = dra.matching(request)
     if not matching:
         return [], "", request.count
-    metas = {g.node: NodeMeta(g.labels, g.taints, g.unschedulable) for g in inventory.gpus if g.node in matching}
-    state = DraState({n: tuple(d) for n, d in matching.items()}, dra.allocated, dra.classes, dra.templates)
-    gpus = [g for node, devs in matching.items() for g in dra_node_gpus(node, devs, metas.get(node), state)]
-    sub = Inventory(gpus, state, inventory.pods)
+    by_node: dict[str, list[NodeGPUs]] = {}
+    for g in inventory.gpus:
+        if g.node in matching and "dra" in g.source:
+            by_node.setdefault(g.node, []).append(g)
+    gpus: list[NodeGPUs] = []
+    for node, devs in matching.items():
+        merged = by_node.get(node, [])
+        if merged and len(devs) == len(dra.devices.get(node, ())):
+            gpus.extend(merged)  # every device of the node passes: its merged GPUs, not grouped again
+            continue
+        first = merged[0] if merged else None
+        meta = NodeMeta(first.labels, first.taints, first.unschedulable) if first else None
+        gpus.extend(dra_node_gpus(node, devs, meta, dra, first.source if first else "dra"))
+    sub = Inventory(gpus, dra, inventory.pods)
     pools, fingerprint = sub.select(gpu_product, node_selector, tolerations)
     return pools, fingerprint, request.count
 

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fitgate.operator.gpuview import NodeMeta, build_inventory
+from fitgate.operator.gpuview import DraCache, NodeMeta, build_inventory
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.placement import node_taints
 
@@ -59,6 +59,7 @@ class NodeWatch:
         #: The DRA and pod watches (:mod:`fitgate.operator.resourcewatch`), merged into the inventory.
         self.sources = sources
         self._meta: dict[str, NodeMeta] = {}
+        self._dra_cache: DraCache = {}
         self.relist_s = relist_s
         self.page_size = page_size
         self._lock = threading.Lock()
@@ -92,7 +93,7 @@ class NodeWatch:
                 else:
                     state = self.sources.state()
                     metas = {n: self._meta[n] for n in state.devices if n in self._meta}
-                    inventory = build_inventory(self._gpus, metas, state, self.sources.pod_map())
+                    inventory = build_inventory(self._gpus, metas, state, self.sources.pod_map(), self._dra_cache)
                 self._inventory = (version, inventory)
             return self._inventory[1]
 
