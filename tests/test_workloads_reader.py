@@ -497,3 +497,37 @@ def test_kaito_multi_node_statefulset_is_one_replica_of_its_ray_cluster() -> Non
     assert r is not None and r.serving["pipelineParallelSize"] == 3 and r.serving["tensorParallelSize"] == 2
     # 3 pods x 2 GPUs hold TP 2 x PP 3
     assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (3, 6, None)
+
+
+def test_dra_claim_template_tolerations_and_hami_limits_reach_the_placement() -> None:
+    claimed = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["meta-llama/Llama-3.1-8B-Instruct"],
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
+    r = read_workload(
+        deployment(
+            claimed,
+            resourceClaims=[
+                {"name": "other", "resourceClaimTemplateName": "nic"},
+                {"name": "gpu", "resourceClaimTemplateName": "h100"},
+            ],
+            tolerations=[
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}
+            ],
+        )
+    )
+    assert r is not None and r.gpu_shortfall() is None  # no nvidia.com/gpu limit: the claim's count is checked later
+    placement = parse_spec(r.spec()).placement
+    assert placement.resource_claim_template_name == "h100"  # the claim the vLLM container uses
+    assert [(t.key, t.operator, t.effect) for t in placement.tolerations] == [
+        ("nvidia.com/gpu", "Exists", "NoSchedule")
+    ]
+    hami = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480"}}}
+    r = read_workload(deployment(hami))
+    assert r is not None and parse_spec(r.spec()).placement.gpu_share is not None
+    assert parse_spec(r.spec()).placement.gpu_share.hami_gpu_mem_mib == 20480
+    bad = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}}}
+    r = read_workload(deployment(bad))
+    assert r is not None and r.invalid is not None and "nvidia.com/gpumem: expected a whole number" in r.invalid

@@ -497,6 +497,7 @@ def _reading(
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
         selector, placement_notes = _placement(found.pod)
+        hami = _hami_share(container)
         serving: dict[str, Any] = {}
         for flag, (fld, conv) in _SERVING_FLAGS.items():
             if flag not in flags:
@@ -549,7 +550,7 @@ def _reading(
             node_selector=selector,
             claim_template=_claim_template(container, found.pod),
             tolerations=_tolerations(found.pod),
-            gpu_share=_hami_share(container),
+            gpu_share=hami,
             unknown=unknown,
             notes=all_notes,
             args=flags,
