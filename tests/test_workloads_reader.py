@@ -531,3 +531,16 @@ def test_dra_claim_template_tolerations_and_hami_limits_reach_the_placement() ->
     bad = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}}}
     r = read_workload(deployment(bad))
     assert r is not None and r.invalid is not None and "nvidia.com/gpumem: expected a whole number" in r.invalid
+
+
+def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", "args": ["meta-llama/Llama-3.1-8B-Instruct"]}
+    obj = deployment(container)
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "0.5"}}
+    r = read_workload(obj)
+    assert r is not None
+    share = parse_spec(r.spec()).placement.gpu_share
+    assert share is not None and share.runai_gpu_fraction == 0.5
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "half"}}
+    r = read_workload(obj)
+    assert r is not None and r.invalid is not None and "gpu-fraction: expected a fraction" in r.invalid

@@ -122,7 +122,7 @@ class Reading:
     node_selector: dict[str, str] = field(default_factory=dict)
     claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
     tolerations: tuple[dict[str, str], ...] = ()
-    gpu_share: dict[str, int] = field(default_factory=dict)  # HAMi limits as placement.gpuShare fields
+    gpu_share: dict[str, Any] = field(default_factory=dict)  # HAMi limits / Run:ai annotations: placement.gpuShare
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
@@ -312,6 +312,25 @@ def _hami_share(container: dict[str, Any]) -> dict[str, int]:
     return {}
 
 
+def _runai_share(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """Run:ai's pod annotations (``gpu-fraction``, ``gpu-memory`` MiB) as placement.gpuShare fields."""
+    if "gpu-fraction" in annotations:
+        try:
+            return {"runaiGpuFraction": float(str(annotations["gpu-fraction"]).strip())}
+        except ValueError:
+            raise WorkloadError(
+                f"annotation gpu-fraction: expected a fraction such as 0.5 (got {annotations['gpu-fraction']!r})"
+            ) from None
+    if "gpu-memory" in annotations:
+        try:
+            return {"runaiGpuMemoryMiB": int(str(annotations["gpu-memory"]).strip())}
+        except ValueError:
+            raise WorkloadError(
+                f"annotation gpu-memory: expected a whole number of MiB (got {annotations['gpu-memory']!r})"
+            ) from None
+    return {}
+
+
 def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The node labels a pod must land on: its nodeSelector and single-valued required affinity.
 
@@ -480,6 +499,7 @@ def _reading(
     gpus_per_replica: int | None = None,
     pods_per_replica: int = 1,
     notes: tuple[str, ...] = (),
+    pod_annotations: Mapping[str, Any] | None = None,
 ) -> Reading:
     container = found.container
     cname = str(container.get("name") or "?")
@@ -497,7 +517,7 @@ def _reading(
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
         selector, placement_notes = _placement(found.pod)
-        hami = _hami_share(container)
+        hami = _hami_share(container) or _runai_share(pod_annotations or {})
         serving: dict[str, Any] = {}
         for flag, (fld, conv) in _SERVING_FLAGS.items():
             if flag not in flags:
@@ -751,7 +771,9 @@ def read_workload(
         )
     if found is None:
         return None
-    return _reading(kind, meta, found, cms)
+    # the pod's own annotations (Run:ai's gpu-fraction): a Pod's metadata, else its template's
+    pod_meta = meta if path == "spec" else _dict(_at(obj, path.rsplit(".", 1)[0] + ".metadata"))
+    return _reading(kind, meta, found, cms, pod_annotations=_dict(pod_meta.get("annotations")))
 
 
 def configmaps_of(objects: list[Any]) -> dict[str, dict[str, str]]:
