@@ -12,18 +12,15 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from fitgate.operator.api import parse_spec
+from fitgate.operator.cel import MAX_EXPRESSION_CHARS, SelectorUnsupportedError, compile_selector, parse_quantity
 from fitgate.operator.dra import (
-    MAX_EXPRESSION_CHARS,
     ClaimError,
     Device,
     DraState,
-    SelectorUnsupportedError,
     allocated_devices,
     claim_requests,
     class_selectors,
-    compile_selector,
     gfd_product,
-    parse_quantity,
     slice_devices,
 )
 from fitgate.operator.evaluate import evaluate

@@ -24,7 +24,8 @@ from fitgate.operator.api import (
     PoolStatus,
     ResolvedModel,
 )
-from fitgate.operator.dra import ClaimError, SelectorUnsupportedError
+from fitgate.operator.cel import SelectorUnsupportedError
+from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.operator.poolplan import (
     PoolResult,

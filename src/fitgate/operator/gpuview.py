@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from fitgate.operator.dra import NVIDIA_DRIVER, ClaimError, Device, DraState, SelectorUnsupportedError, device_gpu
+from fitgate.operator.cel import SelectorUnsupportedError
+from fitgate.operator.dra import NVIDIA_DRIVER, ClaimError, Device, DraState, device_gpu
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs, PodGpus
 from fitgate.operator.placement import Taint, Toleration
 from fitgate.operator.sharing import node_share

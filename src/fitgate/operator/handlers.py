@@ -21,8 +21,9 @@ from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
 from fitgate.operator import workload_handlers  # noqa: F401 - registers the vLLM workload webhook
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
+from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.config import OperatorConfig
-from fitgate.operator.dra import ClaimError, SelectorUnsupportedError
+from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import Inventory
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.managed import remove_empty_async

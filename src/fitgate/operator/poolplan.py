@@ -60,7 +60,7 @@ def select_pools(
 ) -> tuple[list[GpuPool], str, int | None]:
     """The pools a spec may land on, their fingerprint and the GPUs its claim template asks for (if any).
 
-    Raises :class:`ClaimError` / :class:`SelectorUnsupported` for a claim template that cannot be read.
+    Raises :class:`ClaimError` / :class:`SelectorUnsupportedError` for a claim template that cannot be read.
     """
     p = spec.placement
     if p.resource_claim_template_name:
