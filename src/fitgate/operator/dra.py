@@ -313,9 +313,6 @@ class DraState:
     classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: (namespace, name) -> the template's requests, or why it cannot be read
     templates: Mapping[tuple[str, str], tuple[DeviceRequest, ...] | str] = field(default_factory=dict)
-    #: :meth:`matching`'s answers: the state outlives pod events, so a template's devices are matched once per
-    #: DRA change, not once per inventory rebuild
-    _matched: dict[DeviceRequest, dict[str, list[Device]]] = field(default_factory=dict, compare=False, repr=False)
 
     def is_allocated(self, device: Device) -> bool:
         """Whether a ResourceClaim's allocation holds the device."""
@@ -350,9 +347,6 @@ class DraState:
 
     def matching(self, request: DeviceRequest) -> dict[str, list[Device]]:
         """Devices per node that the request may get (allocated ones included; see :meth:`is_allocated`)."""
-        hit = self._matched.get(request)
-        if hit is not None:
-            return hit
         passes = request_matches(request, self.classes)
         seen: dict[int, bool] = {}  # by device signature: a selector reads no identity attribute in practice
         out: dict[str, list[Device]] = {}
@@ -368,9 +362,6 @@ class DraState:
                     chosen.append(d)
             if chosen:
                 out[node] = chosen
-        if len(self._matched) > 256:
-            self._matched.clear()
-        self._matched[request] = out
         return out
 
 
