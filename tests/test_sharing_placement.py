@@ -266,3 +266,11 @@ def test_cheapest_pool_that_fits_when_prices_are_known() -> None:
     chosen = evaluate(parse_spec(small), small_model, inv, prices=prices)
     assert chosen.best is not None and chosen.best.pool.product == "NVIDIA-L4"
     assert len(chosen.pools) == 2  # every pool stays in status
+
+
+def test_tensor_parallelism_on_time_sliced_gpus_is_refused() -> None:
+    sliced = node("ts-0", {"nvidia.com/gpu.replicas": "4"}, 32)  # 8 cards x 4 shares
+    spec = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2}})
+    ev = evaluate(spec, LLAMA, inventory(sliced))
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.NOT_ENOUGH_GPUS_PER_NODE)
+    assert "2 shares of one card" in ev.message

@@ -242,6 +242,19 @@ def evaluate(
             )
             continue
         share = spec_share or pool.share
+        if share is not None and share.replicas and need > 1:  # N time-sliced/MPS GPUs may be N shares of one card
+            results.append(
+                PoolResult(
+                    pool,
+                    Verdict.DOES_NOT_FIT,
+                    None,
+                    ReasonCode.NOT_ENOUGH_GPUS_PER_NODE,
+                    f"{pool.product}: {need} GPUs per replica (TP x PP) on {share.mechanism} GPUs: the device plugin "
+                    f"may hand out {need} shares of one card (its failRequestsGreaterThanOne refuses such pods); "
+                    "tensor parallelism needs whole GPUs",
+                )
+            )
+            continue
         try:
             result = plan_on_pool(model, pool, serving, workload, share)
         except SizingError as exc:
