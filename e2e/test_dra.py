@@ -109,6 +109,10 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         op.stop()
         if os.environ.get("FITGATE_E2E_KEEP"):
             print(f"operator log: {op.log}")
+        # the control plane is shared by the session: leave no GPU node or device for the next module's pools
+        kube.kubectl("delete", "nodes", "-l", LABEL, "--ignore-not-found", "--wait=false")
+        for obj in DRIVER_OBJECTS:
+            kube.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
 
 
 def test_dra_full_gpus_through_a_claim_template(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -264,8 +264,17 @@ def test_a_deployment_getting_its_gpus_from_a_dra_claim_template(
 ) -> None:
     """The pod template's resourceClaims name a ResourceClaimTemplate: its devices are the pool (issue 15)."""
     driver = REPO / "tests" / "fixtures" / "dra" / "nvidia-dra-driver.yaml"  # the NVIDIA DRA driver's shape, cited
-    for obj in yaml.safe_load_all(driver.read_text()):
+    objects = list(yaml.safe_load_all(driver.read_text()))
+    for obj in objects:
         kube.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+    try:
+        _dra_claim_deployments(kube, namespace)
+    finally:  # the control plane is shared: leave no devices in the H100 and A100 pools of other tests
+        for obj in objects:
+            kube.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
+
+
+def _dra_claim_deployments(kube: Kube, namespace: str) -> None:
     ns = labelled(kube, namespace, "enforce")
     for name, device_class in (("mig-1g", "mig.nvidia.com"), ("h100", "gpu.nvidia.com")):
         template = {
