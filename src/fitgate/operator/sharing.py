@@ -1,9 +1,10 @@
 """Shared GPUs: how much of a card one pod may use, and what vLLM's ``--gpu-memory-utilization`` does there.
 
 vLLM sizes its memory from the device total CUDA reports: ``requested_memory = total_memory x
-gpu_memory_utilization`` (vllm/v1/worker/gpu_worker.py, ``init_device``; vllm-project/vllm v0.11.0 and
-later), and refuses to start when the free memory at start is below that ("Free memory on device ... is
-less than desired GPU memory utilization"). What "total" is depends on the sharing mechanism:
+gpu_memory_utilization`` (vllm-project/vllm ``vllm/v1/worker/gpu_worker.py`` ``Worker.init_device``; recent
+releases compute it in ``request_memory`` of ``vllm/v1/worker/utils.py``), and refuses to start when the free
+memory at start is below that ("Free memory on device ... on startup is less than desired GPU memory
+utilization"). What "total" is depends on the sharing mechanism:
 
 * **time-slicing** (k8s-device-plugin ``sharing.timeSlicing``; GPU Feature Discovery labels
   ``nvidia.com/gpu.replicas`` > 1 and ``nvidia.com/gpu.sharing-strategy=time-slicing``, product suffix
