@@ -31,6 +31,7 @@ from fitgate.sizing.model import (
     Mixer,
     ModelArchitecture,
     MoE,
+    PerLayerEmbedding,
     Quantization,
     ShortConv,
     VisionEncoder,
@@ -331,6 +332,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         norm_has_bias=family == "phi2",
         attention_bias=bool(text.data.get("attention_bias"))
         or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},
+        per_layer_embedding=_per_layer_embedding(text) if family == "gemma4" else None,
         notes=normalize_notes,
     )
 
@@ -723,12 +725,6 @@ def _family_gemma4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, 
     types = _layer_types(text, n)
     if types is None:
         raise SizingError(f"{text.prefix}:layer_types", None, f"{n} entries of sliding_attention / full_attention")
-    if text.int_("hidden_size_per_layer_input", 0, minimum=0):
-        raise UnknownArchitectureError(
-            f"{text.prefix}:hidden_size_per_layer_input",
-            text.data.get("hidden_size_per_layer_input"),
-            "0: Gemma 4 per-layer embeddings (E2B/E4B) are not sized by fitgate yet",
-        )
     heads = text.int_("num_attention_heads")
     window = text.int_("sliding_window")
     local_dim = text.int_("head_dim")
@@ -770,6 +766,19 @@ def _family_gemma4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, 
             ffn = MoE(text.int_("num_experts"), text.int_("top_k_experts"), text.int_(expert_key), width)
         layers.append(Layer(att, ffn))
     return layers, {}
+
+
+def _per_layer_embedding(text: _Cfg) -> PerLayerEmbedding | None:
+    """Gemma 4 E2B/E4B per-layer embeddings, or None (26B / 31B).
+
+    gemma4.py (0.33.0) L999-1005 reads ``hidden_size_per_layer_input`` (0 or absent: none) and
+    ``vocab_size_per_layer_input`` (default ``vocab_size``).
+    """
+    width = text.int_("hidden_size_per_layer_input", 0, minimum=0) if text.has("hidden_size_per_layer_input") else 0
+    if not width:
+        return None
+    vocab = text.int_("vocab_size_per_layer_input", text.int_("vocab_size"), limit=_MAX_REASONABLE["vocab_size"])
+    return PerLayerEmbedding(width, vocab)
 
 
 def _family_lfm2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:

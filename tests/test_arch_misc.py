@@ -1,0 +1,121 @@
+"""Known-answer tests for architectures fitgate used to refuse, arithmetic in the comments.
+
+Each term comes from vLLM 0.33.0's model source (vllm/model_executor/models/<arch>.py), cited in
+the comments as file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from fitgate.sizing.activation import estimate_profile
+from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.kv_layout import layer_specs
+from fitgate.sizing.versions import accounting_for
+from fitgate.sizing.weights import (
+    Role,
+    WeightInventory,
+    classify_tensor,
+    inventory_from_architecture,
+    weights_per_rank,
+)
+
+
+def _gemma4_e4b() -> dict[str, Any]:
+    """The text model of google/gemma-4-E4B-it (transformers 5.7 config, as unsloth/gemma-4-E4B-it ships it)."""
+    return {
+        "architectures": ["Gemma4ForCausalLM"],
+        "model_type": "gemma4_text",
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "num_hidden_layers": 42,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_global_key_value_heads": None,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "num_kv_shared_layers": 18,
+        "hidden_size_per_layer_input": 256,
+        "vocab_size_per_layer_input": 262144,
+        "vocab_size": 262144,
+        "use_double_wide_mlp": False,
+        "attention_k_eq_v": False,
+        "num_experts": None,
+        "sliding_window": 512,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": True,
+        "dtype": "bfloat16",
+        "layer_types": ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(42)],
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+        },
+    }
+
+
+def test_gemma4_e4b_kv_cache_of_the_unshared_layers() -> None:
+    # 42 layers, the last 18 read an earlier layer's cache (gemma4.py L403-406): layers 0-23 keep one,
+    # full attention at 5, 11, 17, 23 (4 x 2 KV heads x 512) and 20 sliding (2 KV heads x 256):
+    # 20 x 2 x 256 x 2 (K,V) x 2 B + 4 x 2 x 512 x 2 x 2 B = 40,960 + 16,384 = 57,344 B a token.
+    arch = parse_config(_gemma4_e4b())
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 24
+    assert sum(s.bytes_per_token for s in specs) == 20 * 2 * 256 * 2 * 2 + 4 * 2 * 512 * 2 * 2 == 57_344
+
+
+def test_gemma4_e4b_per_layer_embeddings_are_loaded() -> None:
+    arch = parse_config(_gemma4_e4b())
+    assert arch.per_layer_embedding is not None and arch.per_layer_embedding.hidden_size == 256
+    inv = inventory_from_architecture(arch)
+    # embed_tokens_per_layer: VocabParallelEmbedding(262,144, 256 x 42) (gemma4.py L1022-1028):
+    # 262,144 x 10,752 = 2,818,572,288 params = 5,637,144,576 B in bf16 (the checkpoint's 5,376 MiB shard).
+    table = [e for e in inv.entries if e.role is Role.EMBED_PER_LAYER]
+    assert sum(e.numel for e in table) == 262144 * 256 * 42 == 2_818_572_288
+    only_table = WeightInventory(tuple(table), "config")
+    # vocab-parallel: 262,144 rows (a multiple of 64) split over TP2 -> half a table a GPU.
+    for tp in (1, 2):
+        w = weights_per_rank(arch, only_table, tp=tp, pp=1, pp_rank=0, dtype="bfloat16")
+        assert w.tensors_bytes == 5_637_144_576 // tp
+    # per_layer_input_gate (2560 -> 256) + per_layer_projection (256 -> 2560) are ReplicatedLinear
+    # (L682-697), post_per_layer_input_norm RMSNorm(2560): 1,313,280 params a layer on every GPU.
+    layer0 = WeightInventory(tuple(e for e in inv.entries if e.layer == 0 and e.role is Role.REPLICATED), "config")
+    # + the four layer norms (input, post-attention, pre- and post-feedforward, L615-626) and q/k norms
+    replicated = 2 * 2560 * 256 + 2560 + 4 * 2560 + 2 * 256
+    for tp in (1, 2):
+        w = weights_per_rank(arch, layer0, tp=tp, pp=1, pp_rank=0, dtype="bfloat16")
+        assert w.tensors_bytes == 2 * replicated
+
+
+def test_gemma4_kv_shared_layers_drop_their_kv_projections() -> None:
+    # KV-shared layers build q_proj only (gemma4.py L409-417) and the weights mapper drops the k_proj /
+    # v_proj the checkpoint still ships (L119-124). Layers 24-41: 15 sliding (k, v 2560 x 2 x 256 each) and
+    # 3 full (29, 35, 41; 2560 x 2 x 512 each): 15 x 2,621,440 + 3 x 5,242,880 = 55,050,240 params
+    # = 110,100,480 B stored and not loaded.
+    arch = parse_config(_gemma4_e4b())
+    inv = inventory_from_architecture(arch)
+    w = weights_per_rank(arch, inv, tp=1, pp=1, pp_rank=0, dtype="bfloat16")
+    assert inv.stored_bytes - w.tensors_bytes == (15 * 2 * 2560 * 512 + 3 * 2 * 2560 * 1024) * 2 == 110_100_480
+
+
+def test_gemma4_per_layer_tensor_names() -> None:
+    assert classify_tensor("model.language_model.embed_tokens_per_layer.weight", 42) == (None, Role.EMBED_PER_LAYER)
+    assert classify_tensor("model.language_model.per_layer_model_projection.weight", 42) == (None, Role.COLUMN)
+    assert classify_tensor("model.language_model.layers.3.per_layer_input_gate.weight", 42) == (3, Role.REPLICATED)
+    assert classify_tensor("model.language_model.layers.3.per_layer_projection.weight", 42) == (3, Role.REPLICATED)
+    assert classify_tensor("model.audio_tower.layers.3.feed_forward1.ffw_layer_1.weight", 42) == (None, Role.VISION)
+
+
+def test_gemma4_per_layer_inputs_live_through_the_forward_pass() -> None:
+    # per_layer_inputs (tokens x 42 x 256) is built before the first layer and sliced in each
+    # (gemma4.py L933-948, L792): 8,192 tokens x 10,752 x 2 B = 176,160,768 B more activation.
+    arch = parse_config(_gemma4_e4b())
+    without = replace(arch, per_layer_embedding=None)
+
+    def forward(a: Any) -> int:
+        p = estimate_profile(a, layers=range(42), last_stage=True, tp=1, pp=1, dtype_bytes=2,
+                             max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True,
+                             accounting=accounting_for())  # fmt: skip
+        return p.forward_bytes
+
+    assert forward(arch) - forward(without) == 8192 * 42 * 256 * 2 == 176_160_768
