@@ -7,11 +7,16 @@ the comments as file and line.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from fitgate.checkpoints.facts import to_model_input
+from fitgate.checkpoints.local import load_directory
 from fitgate.sizing.activation import estimate_profile
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.kv_layout import layer_specs
+from fitgate.sizing.kv_specs import FullAttentionSpec, SlidingWindowSpec
+from fitgate.sizing.model import ModelArchitecture
 from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import (
     Role,
@@ -20,6 +25,8 @@ from fitgate.sizing.weights import (
     inventory_from_architecture,
     weights_per_rank,
 )
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
 def _gemma4_e4b() -> dict[str, Any]:
@@ -119,3 +126,47 @@ def test_gemma4_per_layer_inputs_live_through_the_forward_pass() -> None:
         return p.forward_bytes
 
     assert forward(arch) - forward(without) == 8192 * 42 * 256 * 2 == 176_160_768
+
+
+def _mimo_v2_flash() -> ModelArchitecture:
+    return to_model_input(load_directory(CORPUS / "XiaomiMiMo__MiMo-V2-Flash")).arch
+
+
+def test_mimo_v2_flash_kv_cache_has_k_192_and_v_128() -> None:
+    # tests/corpus real config: hybrid_layer_pattern has 9 global layers (0, 5, 11, ..., 47) and 39 sliding.
+    # The DiffKV cache cell is kv_heads x (head_size + head_size_v) x dtype (kv_cache_interface.py L590):
+    # global 4 x (192 + 128) x 2 B = 2,560 B, sliding (128-token window) 8 x 320 x 2 B = 5,120 B a token:
+    # 9 x 2,560 + 39 x 5,120 = 23,040 + 199,680 = 222,720 B a token at TP1.
+    arch = _mimo_v2_flash()
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    full = [s for s in specs if isinstance(s, FullAttentionSpec)]
+    sliding = [s for s in specs if isinstance(s, SlidingWindowSpec)]
+    assert (len(full), len(sliding)) == (9, 39)
+    assert {s.bytes_per_token for s in full} == {4 * (192 + 128) * 2} and {s.sliding_window for s in sliding} == {128}
+    assert sum(s.bytes_per_token for s in specs) == 9 * 2560 + 39 * 5120 == 222_720
+    # TP8: global layers keep max(1, 4 // 8) = 1 KV head, sliding 8 // 8 = 1: 48 x 640 B = 30,720 B.
+    tp8 = layer_specs(arch, range(arch.num_layers), 8, 2, 2, 16, accounting_for())
+    assert sum(s.bytes_per_token for s in tp8) == 48 * 1 * 320 * 2 == 30_720
+
+
+def test_mimo_v2_flash_projections_and_sinks() -> None:
+    arch = _mimo_v2_flash()
+    inv = inventory_from_architecture(arch)
+
+    def numel(layer: int, role: Role) -> int:
+        return sum(e.numel for e in inv.entries if e.layer == layer and e.role is role)
+
+    # Layer 0, global and dense: k 4096 x 4 x 192 + v 4096 x 4 x 128 = 5,242,880 (mimo_v2.py L284-293);
+    # q 4096 x 64 x 192 = 50,331,648 plus gate_up 2 x 4096 x 16,384 = 134,217,728;
+    # o_proj 64 x 128 x 4096 = 33,554,432 plus down 16,384 x 4096 = 67,108,864 (L295-301).
+    assert numel(0, Role.KV_PROJ) == 4096 * 4 * (192 + 128) == 5_242_880
+    assert numel(0, Role.COLUMN) == 50_331_648 + 134_217_728
+    assert numel(0, Role.ROW) == 33_554_432 + 67_108_864
+    # Layer 1, sliding and MoE: 8 KV heads -> 10,485,760; q plus 64 sink logits (L314-316); 256 experts of
+    # 3 x 4096 x 2048 = 6,442,450,944 (L172-190).
+    assert numel(1, Role.KV_PROJ) == 4096 * 8 * 320 == 10_485_760
+    assert numel(1, Role.COLUMN) == 50_331_648 + 64
+    assert numel(1, Role.EXPERT) == 256 * 3 * 4096 * 2048 == 6_442_450_944
+    # The model card's total: 309B parameters (XiaomiMiMo/MiMo-V2-Flash README).
+    counted = sum(e.numel for e in inv.entries)
+    assert 0.99 <= counted / 309e9 <= 1.01

@@ -30,7 +30,6 @@ REFUSED = {
     "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
     "Exaone4_5_ForConditionalGeneration",
     "KimiK3ForConditionalGeneration",
-    "MiMoV2FlashForCausalLM",  # per-kind head sizes and sinks
     "MiniMaxM3ForCausalLM",  # sparse attention config
     "MiniMaxM3SparseForConditionalGeneration",
     "MllamaForConditionalGeneration",  # vLLM dropped it after 0.10.2

@@ -178,6 +178,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "KimiVLForConditionalGeneration": "mla",
     # Gemma 4: sliding / global layers of different head sizes, KV-shared tail, dense + MoE blocks
     "Gemma4ForCausalLM": "gemma4",
+    # MiMo-V2-Flash: sliding (with sinks) and global layers of different head counts, K 192 / V 128
+    "MiMoV2FlashForCausalLM": "mimo_v2",
+    "MiMoV2ForCausalLM": "mimo_v2",
     # LFM2: gated short convolutions with a few full-attention layers
     "Lfm2ForCausalLM": "lfm2",
     "Lfm2VlForConditionalGeneration": "lfm2",
@@ -781,6 +784,47 @@ def _per_layer_embedding(text: _Cfg) -> PerLayerEmbedding | None:
     return PerLayerEmbedding(width, vocab)
 
 
+def _family_mimo_v2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """MiMo-V2-Flash as vllm/model_executor/models/mimo_v2.py (0.33.0) builds it.
+
+    ``hybrid_layer_pattern[i] == 1`` is a sliding-window layer (L499-500) with its own heads
+    (``swa_num_attention_heads``, ``swa_num_key_value_heads``, ``swa_head_dim``, ``swa_v_head_dim``),
+    window ``sliding_window_size`` and, with ``add_swa_attention_sink_bias``, one sink per head
+    (L409-427, L314-316); 0 is global attention (``num_attention_heads``, ``num_key_value_heads``,
+    ``head_dim``, ``v_head_dim``, no sinks: L431-447). K and V head sizes differ, so both the
+    projections (QKVParallelLinear ``v_head_size``, L284-293; o_proj ``heads x v_head_dim``, L295-301)
+    and the cache cell (``head_size + head_size_v``, L346-359) use each. A layer is MoE where the
+    ``moe_layer_freq`` list says so (L491-497: ``n_routed_experts``, ``num_experts_per_tok``,
+    ``moe_intermediate_size``, no shared expert), else a dense ``intermediate_size`` MLP.
+    """
+    n = text.int_("num_hidden_layers")
+    pattern = text.list_("hybrid_layer_pattern")
+    if pattern is None or len(pattern) < n or any(v not in (0, 1) or isinstance(v, bool) for v in pattern[:n]):
+        raise SizingError(f"{text.prefix}:hybrid_layer_pattern", pattern, f"{n} entries of 0 (global) or 1 (sliding)")
+    head_dim = text.int_("head_dim")
+    full = _attention(text)
+    full = Attention(full.num_heads, full.num_kv_heads, head_dim, text.int_("v_head_dim", head_dim, limit=4096))
+    swa_heads = text.int_("swa_num_attention_heads", limit=4096)
+    swa_kv = text.int_("swa_num_key_value_heads", limit=4096)
+    if swa_kv > swa_heads or swa_heads % swa_kv:
+        raise SizingError(
+            f"{text.prefix}:swa_num_key_value_heads", swa_kv, f"a divisor of swa_num_attention_heads ({swa_heads})"
+        )
+    swa_dim = text.int_("swa_head_dim", limit=4096)
+    swa = Attention(
+        swa_heads,
+        swa_kv,
+        swa_dim,
+        text.int_("swa_v_head_dim", swa_dim, limit=4096),
+        sliding_window=text.int_("sliding_window_size", limit=MAX_POSITIONS),
+        sinks=text.bool_("add_swa_attention_sink_bias", False),
+    )
+    moe = _moe_from(text, model_type)
+    placement = _moe_layers(text, n) if isinstance(text.data.get("moe_layer_freq"), list) else [False] * n
+    dense = _dense(text)
+    return [Layer(swa if pattern[i] == 1 else full, moe if placement[i] else dense) for i in range(n)], {}
+
+
 def _family_lfm2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
     """LFM2 as vllm/model_executor/models/lfm2.py (0.33.0) builds it.
 
@@ -815,6 +859,7 @@ _FAMILIES = {
     "granite_hybrid": _family_granite_hybrid,
     "gemma4": _family_gemma4,
     "lfm2": _family_lfm2,
+    "mimo_v2": _family_mimo_v2,
 }
 
 

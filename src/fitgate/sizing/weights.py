@@ -153,12 +153,13 @@ def quantized_bytes(numel: int, q: Quantization) -> int:
 
 def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
     q_out = m.num_heads * m.head_dim * (2 if m.gated_q else 1)
-    kv_out = m.num_kv_heads * m.head_dim
+    # K is kv_heads x head_dim, V kv_heads x v_head_dim (QKVParallelLinear ``v_head_size``, MiMo-V2 192 / 128)
+    kv_out = m.num_kv_heads * m.head_dim + (0 if m.k_eq_v else m.num_kv_heads * m.v_head_dim)
     b.add(i, Role.COLUMN, hidden * q_out, linear=True)
-    b.add(i, Role.KV_PROJ, (1 if m.k_eq_v else 2) * hidden * kv_out, linear=True)
+    b.add(i, Role.KV_PROJ, hidden * kv_out, linear=True)
     b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
     if b.arch.attention_bias:
-        b.add(i, Role.COLUMN, q_out + 2 * kv_out)
+        b.add(i, Role.COLUMN, q_out + kv_out)
     if m.sinks:
         b.add(i, Role.COLUMN, m.num_heads)
     if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "gemma4_text", "lfm2"}:
