@@ -6,16 +6,18 @@ the comments as file and line.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import estimate_profile
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.kv_layout import layer_specs
-from fitgate.sizing.kv_specs import FullAttentionSpec, SlidingWindowSpec
+from fitgate.sizing.kv_specs import FullAttentionSpec, MambaSpec, SlidingWindowSpec
 from fitgate.sizing.model import ModelArchitecture
 from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import (
@@ -170,3 +172,66 @@ def test_mimo_v2_flash_projections_and_sinks() -> None:
     # The model card's total: 309B parameters (XiaomiMiMo/MiMo-V2-Flash README).
     counted = sum(e.numel for e in inv.entries)
     assert 0.99 <= counted / 309e9 <= 1.01
+
+
+def _lfm2_8b_a1b() -> dict[str, Any]:
+    """LiquidAI/LFM2-8B-A1B's shape (model card: 8.3B parameters, 24 layers, 6 of them attention)."""
+    kinds = ["conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv",
+             "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention",
+             "conv", "conv", "full_attention", "conv", "conv"]  # fmt: skip
+    return {
+        "architectures": ["Lfm2MoeForCausalLM"],
+        "model_type": "lfm2_moe",
+        "vocab_size": 65536,
+        "hidden_size": 2048,
+        "intermediate_size": 7168,
+        "moe_intermediate_size": 1792,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 128000,
+        "conv_L_cache": 3,
+        "num_dense_layers": 2,
+        "num_experts": 32,
+        "num_experts_per_tok": 4,
+        "use_expert_bias": True,
+        "tie_word_embeddings": False,  # ignored: vLLM ties lm_head to the embedding (lfm2_moe.py L590)
+        "layer_types": kinds,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def test_lfm2_moe_layers_caches_and_parameters() -> None:
+    arch = parse_config(_lfm2_8b_a1b())
+    assert arch.tie_word_embeddings
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    attention = [s for s in specs if not isinstance(s, MambaSpec)]
+    states = [s for s in specs if isinstance(s, MambaSpec)]
+    # 6 attention layers of 8 KV heads x 64 (2048 / 32): 6 x 2 x 8 x 64 x 2 B = 12,288 B a token;
+    # 18 conv layers keep conv_L_cache - 1 = 2 inputs of hidden_size 2048 (lfm2_moe.py L560-567): 8,192 B.
+    assert sum(s.bytes_per_token for s in attention) == 6 * 2 * 8 * 64 * 2 == 12_288
+    assert len(states) == 18 and {s.state_bytes for s in states} == {2048 * 2 * 2}
+    # Parameters: embedding 65,536 x 2048 = 134,217,728 (tied); attention layer q, o 2048^2, k, v 2048 x 512,
+    # q/k norms 2 x 64 = 10,485,888; conv layer in_proj 2048 x 6144 + conv 2048 x 3 + out_proj 2048^2
+    # = 16,783,360; layers 0-1 dense 3 x 2048 x 7168 = 44,040,192; layers 2-23 32 experts x 3 x 2048 x 1792
+    # = 352,321,536 + router 2048 x 32 + 32 expert biases = 65,568; two norms a layer + the final one.
+    inv = inventory_from_architecture(arch)
+    expected = (
+        134_217_728
+        + 6 * 10_485_888
+        + 18 * 16_783_360
+        + 2 * 44_040_192
+        + 22 * (352_321_536 + 65_568)
+        + 24 * 2 * 2048
+        + 2048
+    )
+    assert sum(e.numel for e in inv.entries) == expected == 8_339_930_560  # the card's 8.3B
+
+
+def test_lfm2_moe_plans(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(_lfm2_8b_a1b()))
+    model = to_model_input(load_directory(tmp_path))
+    result = plan(model, lookup_gpu("H100"), ServingConfig(max_model_len=8192))
+    # bf16 weights: 8,339,930,560 x 2 B = 15.53 GiB plus the rotary cache, on one H100
+    assert result.per_gpu.weights_bytes > 8_339_930_560 * 2
+    assert result.kv.num_blocks > 0

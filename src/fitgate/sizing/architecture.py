@@ -184,6 +184,7 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     # LFM2: gated short convolutions with a few full-attention layers
     "Lfm2ForCausalLM": "lfm2",
     "Lfm2VlForConditionalGeneration": "lfm2",
+    "Lfm2MoeForCausalLM": "lfm2_moe",
     "Gemma4ForConditionalGeneration": "gemma4",
     # Gated DeltaNet hybrids (Qwen3-Next layout), dense or MoE
     "Qwen3_5ForCausalLM": "qwen3_next",
@@ -221,6 +222,7 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
 
 _TIED_BY_DEFAULT = {
     "lfm2",
+    "lfm2_moe",
     "gemma4",
     "gemma4_text",
     "gemma",
@@ -319,9 +321,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         dtype=dtype,
         hidden_size=hidden,
         vocab_size=text.int_("vocab_size"),
-        tie_word_embeddings=top.bool_(
-            "tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)
-        ),
+        # Lfm2MoeForCausalLM ties lm_head to the embedding whatever the config says (lfm2_moe.py 0.33.0 L590).
+        tie_word_embeddings=family == "lfm2_moe"
+        or top.bool_("tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
         layers=tuple(layers),
         max_position_embeddings=max_pos,
         rotary_dim=rotary_dim,
@@ -847,6 +849,29 @@ def _family_lfm2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, in
     return [Layer(_attention(text) if t == "full_attention" else conv, DenseMLP(inter)) for t in types], {}
 
 
+def _family_lfm2_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """LFM2-MoE as vllm/model_executor/models/lfm2_moe.py (0.33.0) builds it.
+
+    ``layer_types[i] == "full_attention"`` is GQA attention with q/k norms (L433-437, L212-243),
+    ``"conv"`` a short convolution of width ``hidden_size`` and kernel ``conv_L_cache`` (L343-350,
+    state L560-567). The first ``num_dense_layers`` layers have a dense ``intermediate_size`` MLP
+    (L295-301, L353-359, no width adjustment), the rest ``num_experts`` experts of
+    ``moe_intermediate_size``, ``num_experts_per_tok`` routed, no shared expert (L128-150).
+    """
+    n = text.int_("num_hidden_layers")
+    types = _layer_types(text, n)
+    if types is None:
+        raise SizingError(f"{text.prefix}:layer_types", None, f"{n} entries of conv / full_attention")
+    dense_layers = text.int_("num_dense_layers", 0, minimum=0, limit=n)
+    dense = _dense(text)
+    moe = MoE(text.int_("num_experts"), text.int_("num_experts_per_tok"), text.int_("moe_intermediate_size"))
+    conv = ShortConv(text.int_("hidden_size"), text.int_("conv_L_cache", 3))
+    return [
+        Layer(_attention(text) if t == "full_attention" else conv, dense if i < dense_layers else moe)
+        for i, t in enumerate(types)
+    ], {}
+
+
 _FAMILIES = {
     "llama": _family_llama,
     "phi2": _family_phi2,
@@ -860,6 +885,7 @@ _FAMILIES = {
     "gemma4": _family_gemma4,
     "lfm2": _family_lfm2,
     "mimo_v2": _family_mimo_v2,
+    "lfm2_moe": _family_lfm2_moe,
 }
 
 

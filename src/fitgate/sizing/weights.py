@@ -162,7 +162,16 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
         b.add(i, Role.COLUMN, q_out + kv_out)
     if m.sinks:
         b.add(i, Role.COLUMN, m.num_heads)
-    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "gemma4_text", "lfm2"}:
+    if b.arch.model_type in {
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma3",
+        "gemma3_text",
+        "gemma4_text",
+        "lfm2",
+        "lfm2_moe",
+    }:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
 
 
