@@ -11,14 +11,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import estimate_profile
 from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.errors import UnknownArchitectureError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import FullAttentionSpec, MambaSpec, SlidingWindowSpec
-from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.model import DenseMLP, ModelArchitecture
 from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import (
     Role,
@@ -235,3 +238,28 @@ def test_lfm2_moe_plans(tmp_path: Path) -> None:
     # bf16 weights: 8,339,930,560 x 2 B = 15.53 GiB plus the rotary cache, on one H100
     assert result.per_gpu.weights_bytes > 8_339_930_560 * 2
     assert result.kv.num_blocks > 0
+
+
+def test_llama_nemotron_super_per_layer_blocks() -> None:
+    # tests/corpus real config (nvidia/Llama-3_3-Nemotron-Super-49B-v1): of 80 blocks, 49 keep attention with
+    # 64 // n_heads_in_group 8 = 8 KV heads of 128, 31 have none (nemotron_nas.py L142-160):
+    # 49 x 2 x 8 x 128 x 2 B = 200,704 B a token.
+    arch = to_model_input(load_directory(CORPUS / "nvidia__Llama-3_3-Nemotron-Super-49B-v1")).arch
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 49 and sum(s.bytes_per_token for s in specs) == 49 * 2 * 8 * 128 * 2 == 200_704
+    # MLP widths from ffn_mult (L52-62): int(2 x mult x 8192 / 3) rounded up to 256: 5.25 -> 28,672,
+    # 1.3125 -> 7,168, 1.0 -> 5,461 -> 5,632, 0.5 -> 2,730 -> 2,816, 2.625 -> 14,336, 3.28125 -> 17,920.
+    widths = sorted(layer.ffn.intermediate_size for layer in arch.layers if isinstance(layer.ffn, DenseMLP))
+    assert sum(widths) == 49 * 28672 + 10 * 7168 + 8 * 5632 + 6 * 14336 + 6 * 2816 + 17920 == 1_642_496
+    # Parameters: embedding + lm_head 2 x 128,256 x 8192 = 2,101,346,304; attention 49 x (2 x 8192^2 +
+    # 2 x 8192 x 1024) = 7,398,752,256; MLPs 3 x 8192 x 1,642,496 = 40,365,981,696; norms (49 input +
+    # 80 post-attention + 1 final) x 8192 = 1,064,960: 49,867,145,216 (the card's 49B).
+    inv = inventory_from_architecture(arch)
+    assert sum(e.numel for e in inv.entries) == 2_101_346_304 + 7_398_752_256 + 40_365_981_696 + 1_064_960
+
+
+def test_decilm_linear_replacement_is_refused() -> None:
+    raw = json.loads((CORPUS / "nvidia__Llama-3_3-Nemotron-Super-49B-v1" / "config.json").read_text())
+    raw["block_configs"][3]["attention"]["replace_with_linear"] = True
+    with pytest.raises(UnknownArchitectureError, match=r"block_configs\[3\]\.attention\.replace_with_linear"):
+        parse_config(raw)

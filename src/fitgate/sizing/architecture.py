@@ -185,6 +185,8 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Lfm2ForCausalLM": "lfm2",
     "Lfm2VlForConditionalGeneration": "lfm2",
     "Lfm2MoeForCausalLM": "lfm2_moe",
+    # Llama-Nemotron (DeciLM / NAS): per-layer attention with its own KV heads or none, per-layer MLP width
+    "DeciLMForCausalLM": "decilm",
     "Gemma4ForConditionalGeneration": "gemma4",
     # Gated DeltaNet hybrids (Qwen3-Next layout), dense or MoE
     "Qwen3_5ForCausalLM": "qwen3_next",
@@ -872,6 +874,55 @@ def _family_lfm2_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str
     ], {}
 
 
+def _family_decilm(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """Llama-Nemotron (DeciLM) as vllm/model_executor/models/nemotron_nas.py (0.33.0) builds it.
+
+    ``block_configs[i]`` gives each layer: ``attention.no_op`` (no attention, no cache, no input norm)
+    or Llama attention with ``num_attention_heads // attention.n_heads_in_group`` KV heads (L142-160);
+    ``ffn.no_op`` or a SwiGLU MLP of ``ffn.intermediate_size`` or, from ``ffn.ffn_mult``,
+    ``int(2 x ffn_mult x hidden / 3)`` rounded up to 256 (L52-62, L162-182). vLLM builds no linear
+    replacement (``replace_with_linear``), so such a block is refused.
+    """
+    n = text.int_("num_hidden_layers")
+    blocks = text.list_("block_configs")
+    if blocks is None or len(blocks) < n:
+        raise SizingError(f"{text.prefix}:block_configs", None if blocks is None else len(blocks), f"{n} blocks")
+    hidden = text.int_("hidden_size")
+    heads = text.int_("num_attention_heads")
+    head_dim = text.int_("head_dim") if text.has("head_dim") else hidden // heads
+    layers = []
+    for i, block in enumerate(blocks[:n]):
+        where = f"{text.prefix}:block_configs[{i}]"
+        if not isinstance(block, Mapping):
+            raise SizingError(where, block, "an object with attention and ffn")
+        parts = []
+        for part in ("attention", "ffn"):
+            value = block.get(part)
+            if not isinstance(value, Mapping):
+                raise SizingError(f"{where}.{part}", value, "an object")
+            cfg = _Cfg(value, f"{where}.{part}")
+            if cfg.bool_("replace_with_linear", False):
+                raise UnknownArchitectureError(f"{where}.{part}.replace_with_linear", True, "false (vLLM has none)")
+            parts.append(cfg)
+        att_cfg, ffn_cfg = parts
+        mixer: Mixer | None = None
+        if not att_cfg.bool_("no_op", False):
+            group = att_cfg.int_("n_heads_in_group", limit=heads)
+            if heads % group:
+                raise SizingError(f"{att_cfg.prefix}.n_heads_in_group", group, f"a divisor of {heads} heads")
+            mixer = Attention(heads, heads // group, head_dim, head_dim)
+        ffn: FeedForward | None = None
+        if not ffn_cfg.bool_("no_op", False):
+            if ffn_cfg.has("ffn_mult"):
+                width = int(2 * ffn_cfg.float_("ffn_mult", 1.0, maximum=1024) * hidden / 3)
+                width = 256 * -(-width // 256)
+            else:
+                width = ffn_cfg.int_("intermediate_size", limit=_MAX_REASONABLE["intermediate_size"])
+            ffn = DenseMLP(width)
+        layers.append(Layer(mixer, ffn))
+    return layers, {}
+
+
 _FAMILIES = {
     "llama": _family_llama,
     "phi2": _family_phi2,
@@ -886,6 +937,7 @@ _FAMILIES = {
     "lfm2": _family_lfm2,
     "mimo_v2": _family_mimo_v2,
     "lfm2_moe": _family_lfm2_moe,
+    "decilm": _family_decilm,
 }
 
 
