@@ -28,11 +28,11 @@ DIRS = sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())
 REFUSED = {
     "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
     "Exaone4_5_ForConditionalGeneration",
-    "KimiK3ForConditionalGeneration",
-    "MiniMaxM3ForCausalLM",  # sparse attention config
-    "MiniMaxM3SparseForConditionalGeneration",
+    "KimiK3ForConditionalGeneration",  # KDA linear attention + MLA + latent MoE
+    "MiniMaxM3ForCausalLM",  # not in vLLM 0.33's registry (it has MiniMaxM3SparseFor*)
+    "MiniMaxM3SparseForConditionalGeneration",  # block-sparse attention + indexer cache
     "MllamaForConditionalGeneration",  # vLLM dropped it after 0.10.2
-    "Step3p7FlashForCausalLM",
+    "Step3p7FlashForCausalLM",  # not in vLLM 0.33's registry (it has Step3p7ForConditionalGeneration)
 }
 
 #: Names that round: the model cards' own totals (Meta: Llama 3.2 1B has 1.23B parameters; Qwen:
