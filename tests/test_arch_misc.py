@@ -89,6 +89,10 @@ def test_gemma4_e4b_per_layer_embeddings_are_loaded() -> None:
     for tp in (1, 2):
         w = weights_per_rank(arch, only_table, tp=tp, pp=1, pp_rank=0, dtype="bfloat16")
         assert w.tensors_bytes == 5_637_144_576 // tp
+    # Gemma4Model builds the table on every pipeline stage (L1018-1028, no first-rank test): PP2 holds it twice.
+    for rank in (0, 1):
+        w = weights_per_rank(arch, only_table, tp=1, pp=2, pp_rank=rank, dtype="bfloat16")
+        assert w.tensors_bytes == 5_637_144_576
     # per_layer_input_gate (2560 -> 256) + per_layer_projection (256 -> 2560) are ReplicatedLinear
     # (L682-697), post_per_layer_input_norm RMSNorm(2560): 1,313,280 params a layer on every GPU.
     layer0 = WeightInventory(tuple(e for e in inv.entries if e.layer == 0 and e.role is Role.REPLICATED), "config")

@@ -42,7 +42,7 @@ class Role(StrEnum):
     """How a tensor is placed across tensor-parallel ranks."""
 
     EMBED = "embed"  # vocab-parallel rows, first pipeline stage
-    EMBED_PER_LAYER = "embed_per_layer"  # Gemma 4 E2B/E4B per-layer table: vocab-parallel, first stage
+    EMBED_PER_LAYER = "embed_per_layer"  # Gemma 4 E2B/E4B per-layer table: vocab-parallel, every stage
     LM_HEAD = "lm_head"  # vocab-parallel rows, last pipeline stage
     COLUMN = "column"  # output dim split by TP
     ROW = "row"  # input dim split by TP
@@ -439,7 +439,9 @@ class RankWeights:
     embedding_bytes: int
 
 
-_FIRST_STAGE_ROLES = frozenset({Role.EMBED, Role.EMBED_PER_LAYER, Role.VISION})
+#: Gemma 4's per-layer table is in none of these: Gemma4Model builds it on every pipeline stage
+#: (gemma4.py 0.33.0 L1018-1028, no ``is_first_rank`` test).
+_FIRST_STAGE_ROLES = frozenset({Role.EMBED, Role.VISION})
 _LAST_STAGE_ROLES = frozenset({Role.LM_HEAD, Role.REPLICATED})
 _VOCAB_ROLES = frozenset({Role.EMBED, Role.LM_HEAD})
 _TP_SPLIT_ROLES = frozenset({Role.COLUMN, Role.ROW, Role.VISION})
