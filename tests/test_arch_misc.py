@@ -176,6 +176,11 @@ def test_mimo_v2_flash_projections_and_sinks() -> None:
     assert numel(1, Role.KV_PROJ) == 4096 * 8 * 320 == 10_485_760
     assert numel(1, Role.COLUMN) == 50_331_648 + 64
     assert numel(1, Role.EXPERT) == 256 * 3 * 4096 * 2048 == 6_442_450_944
+    # TP8: each rank holds max(1, 4 // 8) = 1 of a global layer's 4 KV heads but 1 of a sliding layer's 8.
+    for layer, share in ((0, 4), (1, 8)):
+        kv = WeightInventory(tuple(e for e in inv.entries if e.layer == layer and e.role is Role.KV_PROJ), "config")
+        stored = kv.stored_bytes
+        assert weights_per_rank(arch, kv, tp=8, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes == stored // share
     # The model card's total: 309B parameters (XiaomiMiMo/MiMo-V2-Flash README).
     counted = sum(e.numel for e in inv.entries)
     assert 0.99 <= counted / 309e9 <= 1.01

@@ -408,6 +408,14 @@ def bytes_from_dtype_counts(counts: Mapping[str, int]) -> int:
 # Per-rank loaded bytes
 
 
+def _layer_kv_factor(arch: ModelArchitecture, layer: int | None, tp: int, default: float) -> float:
+    """Share of a layer's K/V projections one rank holds: its own KV heads (MiMo-V2: 4 global, 8 sliding)."""
+    mixer = arch.layers[layer].mixer if layer is not None and layer < arch.num_layers else None
+    if isinstance(mixer, Attention) and mixer.num_kv_heads:
+        return max(1, mixer.num_kv_heads // tp) / mixer.num_kv_heads
+    return default
+
+
 def _kv_shared(arch: ModelArchitecture, layer: int) -> bool:
     mixer = arch.layers[layer].mixer if layer < arch.num_layers else None
     return isinstance(mixer, Attention) and mixer.kv_shared
@@ -516,7 +524,7 @@ def weights_per_rank(
         elif role is Role.EXPERT:
             size = size / tp * (mxfp4 if e.quantized else 1.0)
         elif role is Role.KV_PROJ:
-            size *= kv_factor
+            size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size
     if pp > 1 and last and not first and arch.tie_word_embeddings and not pooling:
         # The last stage builds its own lm_head from the tied embedding.
