@@ -239,6 +239,25 @@ def test_gpus_held_by_pods_are_not_free_and_replicas_become_unschedulable() -> N
     assert evaluate(parse_spec({**SPEC, "replicas": 2}), LLAMA, inv).verdict is Verdict.FITS  # 1 GPU each
 
 
+def test_gpus_in_use_are_warned_and_a_pool_too_small_is_denied() -> None:
+    from fitgate.operator.logic import decide  # noqa: PLC0415
+
+    pods = {("other", f"p{i}"): PodGpus("h-0", (("nvidia.com/gpu", 3),)) for i in range(2)}  # 6 of 8 held
+    inv = inventory(node("h-0", {}, 8), pods=pods)
+    spec = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2}, "replicas": 2})
+    busy = evaluate(spec, LLAMA, inv)
+    # 2 replicas x TP 2 = 4 GPUs <= 8 when idle: only the pods' 6 GPUs stand in the way
+    assert busy.reason is ReasonCode.UNSCHEDULABLE and busy.best is not None and busy.best.in_use
+    assert "it can be placed once they are freed" in busy.message
+    outcome = decide(spec, busy, "Warn")  # policy.onMisfit defaults to Deny
+    assert outcome.allowed and outcome.result == "warned" and "only 1 of 2 replicas" in outcome.warnings[0]
+    # 5 replicas x TP 2 = 10 GPUs > the node's 8 even when idle: denied
+    many = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2}, "replicas": 5})
+    full = evaluate(many, LLAMA, inventory(node("h-0", {}, 8)))
+    assert full.reason is ReasonCode.UNSCHEDULABLE and full.best is not None and not full.best.in_use
+    assert not decide(many, full, "Warn").allowed
+
+
 def test_own_pods_count_as_free_for_their_deployment() -> None:
     pods = {("ns", "mine"): PodGpus("h-0", (("nvidia.com/gpu", 1),), (("app", "llama"),))}
     inv = inventory(node("h-0", {}, 1), pods=pods)

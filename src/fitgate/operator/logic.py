@@ -233,7 +233,8 @@ def decide(
 ) -> AdmissionOutcome:
     """Admit or deny an evaluated spec; the webhook and ``fitgate check`` both decide here.
 
-    DoesNotFit is denied when policy.onMisfit is Deny or Reject (else admitted with a warning); settings the
+    DoesNotFit is denied when policy.onMisfit is Deny or Reject (else admitted with a warning), except an
+    Unschedulable that only GPUs held now by other pods cause (warned: the pods would wait); settings the
     model cannot take are denied as invalid; Unknown follows the spec's policy.onUnknown, else
     ``unknown_policy`` (the operator's default); Tight is warned. A provisional verdict (facts known
     without the Hub while it is slow) is decided like any other: its first warning says where it came from.
@@ -243,7 +244,9 @@ def decide(
         warnings.insert(0, f"fitgate (dry run): verdict {ev.verdict.value}: {ev.message}")
     if ev.verdict is Verdict.DOES_NOT_FIT:
         text = f"fitgate: {spec.model.name} does not fit: {ev.message}"
-        if spec.policy.on_misfit != "Warn":  # Deny, or Reject (its older name)
+        # GPUs held now by other pods: a rollout waits for them as the scheduler would, so it is warned, not denied
+        held = ev.best is not None and ev.best.in_use
+        if spec.policy.on_misfit != "Warn" and not held:  # Deny, or Reject (its older name)
             return AdmissionOutcome(False, text, tuple(warnings), "denied")
         return AdmissionOutcome(True, text, (text, *warnings), "warned")
     if ev.verdict is Verdict.UNKNOWN:

@@ -32,6 +32,9 @@ class PoolResult:
     plan: Plan | None
     reason: ReasonCode
     message: str
+    # Unschedulable only because GPUs are held now (by running pods or allocated claims): the same nodes,
+    # idle, would take every replica. Admission warns instead of denying (it clears as they finish).
+    in_use: bool = False
 
 
 def tolerations_of(spec: ModelDeploymentSpec) -> tuple[Toleration, ...]:
@@ -130,13 +133,17 @@ def placed(
     if placed >= replicas:
         return result
     per = f"{need} GPUs on each of {nodes} nodes" if nodes > 1 else f"{need} GPU{'s' if need > 1 else ''} on one node"
+    in_use = replicas_placed([pool.gpus_per_node] * len(free), need, nodes) >= replicas
+    why = " (GPUs held by running pods or allocated claims: it can be placed once they are freed)" if in_use else ""
     return replace(
         result,
         verdict=Verdict.DOES_NOT_FIT,
         reason=ReasonCode.UNSCHEDULABLE,
         message=f"{result.message.split(': ', 1)[0]}: fits per GPU ({result.verdict.value}) but only {placed} of "
         f"{replicas} replicas can be placed: each needs {per}, and the pool's {len(free)} schedulable nodes have "
-        f"{sum(free)} free GPUs ({', '.join(str(f) for f in free[:8])}{' ...' if len(free) > 8 else ''} per node)",
+        f"{sum(free)} free GPUs ({', '.join(str(f) for f in free[:8])}{' ...' if len(free) > 8 else ''} per node)"
+        f"{why}",
+        in_use=in_use,
     )
 
 
