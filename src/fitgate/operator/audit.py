@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from fitgate.operator import kubeconfig
 from fitgate.operator.logic import ARGS_ANNOTATION, VERDICT_ANNOTATION
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workload_observe import Audited, WorkloadObserver
@@ -124,12 +125,9 @@ class WorkloadAudit:
 
     def _client(self) -> Any:
         if self._api is None:
-            from kubernetes import client, config  # noqa: PLC0415 - only the operator needs the client
+            from kubernetes import client  # noqa: PLC0415 - only the operator needs the client
 
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
+            kubeconfig.load()
             self._api = client.ApiClient()
         return self._api
 

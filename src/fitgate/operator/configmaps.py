@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from fitgate.operator import kubeconfig
 from fitgate.workloads import Reading, read_workload
 
 #: Seconds a ConfigMap (or the failure to read it) is remembered.
@@ -48,12 +49,9 @@ class ConfigMaps:
 
     def _client(self) -> Any:
         if self._api is None:
-            from kubernetes import client, config  # noqa: PLC0415 - only the operator needs the client
+            from kubernetes import client  # noqa: PLC0415 - only the operator needs the client
 
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
+            kubeconfig.load()
             configuration = client.Configuration.get_default_copy()
             configuration.retries = False  # one try: urllib3's 3 retries would triple the time bound
             self._api = client.ApiClient(configuration)

@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from fitgate.operator import kubeconfig
+
 logger = logging.getLogger("fitgate.managed")
 
 ApiFactory = Callable[[], Any]
@@ -27,12 +29,9 @@ KINDS = ("validating", "mutating")
 
 def _admission_api() -> Any:
     """An AdmissionregistrationV1Api from the in-cluster service account, else the kubeconfig."""
-    from kubernetes import client, config  # noqa: PLC0415 - only the operator needs the client
+    from kubernetes import client  # noqa: PLC0415 - only the operator needs the client
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    kubeconfig.load()
     return client.AdmissionregistrationV1Api()
 
 

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fitgate.operator import kubeconfig
 from fitgate.operator.gpuview import DraCache, NodeMeta, build_inventory
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
 from fitgate.operator.placement import node_taints
@@ -36,12 +37,9 @@ ApiFactory = Callable[[], Any]
 
 def _core_v1() -> Any:
     """A CoreV1Api from the in-cluster service account, else the kubeconfig (``KUBECONFIG``)."""
-    from kubernetes import client, config  # noqa: PLC0415 - only the operator needs the client
+    from kubernetes import client  # noqa: PLC0415 - only the operator needs the client
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    kubeconfig.load()
     return client.CoreV1Api()
 
 

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fitgate.operator import kubeconfig
 from fitgate.operator.dra import (
     ClaimError,
     Device,
@@ -223,22 +224,16 @@ class ResourceWatch:
 
 
 def _custom_objects() -> Any:
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    kubeconfig.load()
     return client.CustomObjectsApi()
 
 
 def _core() -> Any:
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    kubeconfig.load()
     return client.CoreV1Api()
 
 

@@ -137,17 +137,24 @@ def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
     return WorkloadVerdict(reading, ev, text, fix, invalid)
 
 
-def evaluate_reading(
-    reading: Reading, model: ModelInput | None, gpus: Inventory | Iterable[NodeGPUs], *, facts: ModelFacts | None = None
-) -> WorkloadVerdict:
-    """The verdict on a workload whose checkpoint is known (``fitgate check``, tests)."""
+def _spec_or_verdict(reading: Reading) -> ModelDeploymentSpec | WorkloadVerdict:
+    """The spec to size, or the verdict already known before sizing (a shortfall, an invalid setting)."""
     early = before_sizing(reading)
     if early is not None:
         return finish(reading, early)
     try:
-        spec = to_spec(reading)
+        return to_spec(reading)
     except SpecError as exc:
         return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
+
+
+def evaluate_reading(
+    reading: Reading, model: ModelInput | None, gpus: Inventory | Iterable[NodeGPUs], *, facts: ModelFacts | None = None
+) -> WorkloadVerdict:
+    """The verdict on a workload whose checkpoint is known (``fitgate check``, tests)."""
+    spec = _spec_or_verdict(reading)
+    if isinstance(spec, WorkloadVerdict):
+        return spec
     return finish(reading, evaluate(spec, model, gpus, facts=facts, namespace=reading.namespace))
 
 
@@ -155,13 +162,9 @@ async def evaluate_workload(
     reading: Reading, nodes: Inventory | Iterable[NodeGPUs], store: FactsStore, timeout_s: float, *, blocking: bool
 ) -> WorkloadVerdict:
     """The verdict with whatever the store knows (admission: not blocking; the audit: blocking)."""
-    early = before_sizing(reading)
-    if early is not None:
-        return finish(reading, early)
-    try:
-        spec = to_spec(reading)
-    except SpecError as exc:
-        return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
+    spec = _spec_or_verdict(reading)
+    if isinstance(spec, WorkloadVerdict):
+        return spec
     ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking, reading.namespace)
     return finish(reading, ev)
 
