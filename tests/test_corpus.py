@@ -27,7 +27,6 @@ DIRS = sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())
 #: the ones vLLM itself no longer serves. The test fails when one starts to plan or another stops.
 REFUSED = {
     "DeciLMForCausalLM",  # Llama-Nemotron Super: per-layer variable blocks
-    "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
     "Exaone4_5_ForConditionalGeneration",
     "KimiK3ForConditionalGeneration",
     "MiMoV2FlashForCausalLM",  # per-kind head sizes and sinks
