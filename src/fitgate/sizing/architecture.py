@@ -563,9 +563,7 @@ def _family_deepseek_v4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[
     ``n_shared_experts`` shared experts of ``moe_intermediate_size`` (L320-333).
     """
     n = text.int_("num_hidden_layers")
-    ratios = text.list_("compress_ratios")
-    if ratios is None or len(ratios) < n:
-        raise SizingError(f"{text.prefix}:compress_ratios", ratios and f"{len(ratios)} entries", f"{n} entries")
+    ratios = _dsv4_compress_ratios(text, n)
     heads = text.int_("num_attention_heads")
     groups = text.int_("o_groups")
     if heads % groups:
@@ -591,6 +589,23 @@ def _family_deepseek_v4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[
         )
         layers.append(Layer(mixer, moe))
     return layers, {"mtp_layers": _mtp_layers(text)}
+
+
+def _dsv4_compress_ratios(text: _Cfg, n: int) -> list[Any]:
+    """Per-layer compress ratios: ``compress_rates[layer_types[i]]`` as vLLM reads them (attention.py L239-240).
+
+    transformers' ``DeepseekV4Config`` turns the checkpoint's ``compress_ratios`` into ``layer_types``
+    plus ``compress_rates``; a config read as written still has ``compress_ratios`` (the same numbers,
+    vllm/transformers_utils/deepseek_v4_utils.py L6-18).
+    """
+    rates = text.data.get("compress_rates")
+    types = text.list_("layer_types")
+    if isinstance(rates, Mapping) and types is not None and len(types) >= n:
+        return [rates.get(t, 0) for t in types[:n]]
+    ratios = text.list_("compress_ratios")
+    if ratios is None or len(ratios) < n:
+        raise SizingError(f"{text.prefix}:compress_ratios", ratios and f"{len(ratios)} entries", f"{n} entries")
+    return ratios
 
 
 def _deepseek_v4_experts(text: _Cfg, quant: Quantization | None) -> Quantization | None:
