@@ -24,6 +24,7 @@ from fitgate.sizing.kv_layout import (
     layer_specs,
     max_concurrency,
     num_blocks,
+    one_request_bytes,
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import CompressedMLASpec, ServingShape, SlidingWindowMLASpec
@@ -104,6 +105,8 @@ def test_flash_packed_layout_matches_the_vllm_025_log() -> None:
     assert blocks_per_request(layout, shape, V033) == 134 + 1_027 + 529 + 4_096 == 5_786
     assert f"{max_concurrency(layout, blocks, shape, V033):.2f}" == "1.91"
     assert abs(reported_tokens(layout, blocks, shape, V033) / 1_993_100 - 1) < 0.005
+    # vLLM's one-request check: 5,786 pages x 1,002,240 B against the budget less the null block.
+    assert one_request_bytes(layout, shape) == (5_786 + 1) * 1_002_240
 
 
 def test_flash_weights_match_the_checkpoint_size() -> None:
@@ -146,3 +149,15 @@ def test_unknown_compress_ratio_is_refused_with_the_key() -> None:
     config["compress_ratios"] = [0, 2, *config["compress_ratios"][2:]]
     with pytest.raises(SizingError, match=r"compress_ratios\[1\]"):
         parse_config(config)
+
+
+def test_kv_cache_dtype_is_fp8_ds_mla() -> None:
+    # vLLM's default DeepSeek V4 backends turn --kv-cache-dtype auto into fp8_ds_mla and refuse
+    # bfloat16 (attention.py L107-123): auto and fp8 give the same layout, bfloat16 is an error.
+    m = to_model_input(load_directory(FLASH))
+    h200 = lookup_gpu("H200")
+    auto = plan(m, h200, ServingConfig(max_model_len=65536, tensor_parallel_size=4))
+    fp8 = plan(m, h200, ServingConfig(max_model_len=65536, tensor_parallel_size=4, kv_cache_dtype="fp8"))
+    assert auto.kv.num_blocks == fp8.kv.num_blocks and auto.kv.page_size_bytes == 1_002_240
+    with pytest.raises(SizingError, match="kv_cache_dtype"):
+        plan(m, h200, ServingConfig(max_model_len=65536, tensor_parallel_size=4, kv_cache_dtype="bfloat16"))

@@ -368,17 +368,30 @@ def num_blocks(layout: KVLayout, available_bytes: int) -> int:
     return available_bytes // layout.page_size_bytes // layout.group_size
 
 
+def _packed_pages(layout: KVLayout, shape: ServingShape) -> int:
+    """Pages one request takes in a packed layout: each group's (its layers all need as many), summed.
+
+    ``get_max_concurrency_for_kv_cache_config`` (kv_cache_utils.py 0.33.0 L1061-1093).
+    """
+    return sum(cdiv(g.spec.max_memory_usage_bytes(shape), g.spec.page_size_bytes) for g in layout.groups)
+
+
 def one_request_bytes(layout: KVLayout, shape: ServingShape) -> int:
-    """KV memory one request of ``max_model_len`` tokens needs on this GPU (vLLM's startup check)."""
+    """KV memory one request of ``max_model_len`` tokens needs on this GPU (vLLM's startup check).
+
+    Packed layouts: ``bytes_per_block x`` the request's pages over all groups, checked against the
+    budget less the null block (``_max_memory_usage_bytes_from_groups`` and ``check_memory``,
+    kv_cache_planning.py 0.33.0 L1253-1285, L1533-1559): one block more here.
+    """
+    if layout.packed:
+        return layout.bytes_per_block * (_packed_pages(layout, shape) + 1)
     return sum(n * s.max_memory_usage_bytes(shape) for s, n in layout.spec_counts)
 
 
 def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAccounting) -> int:
     """Block ids one max-length request takes (the divisor of 'Maximum concurrency')."""
     if layout.packed:
-        # get_max_concurrency_for_kv_cache_config (kv_cache_utils.py 0.33.0 L1061-1093): each group's
-        # pages per request (its layers all need as many), summed over groups.
-        return sum(cdiv(g.spec.max_memory_usage_bytes(shape), g.spec.page_size_bytes) for g in layout.groups)
+        return _packed_pages(layout, shape)
     if accounting.tokens_report == "blocks":
         return cdiv(shape.max_model_len, layout.block_size)
     if accounting.concurrency_sum_groups:

@@ -116,6 +116,14 @@ def resolve_serving(
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
+    if any(isinstance(layer.mixer, CompressedSparseMLA) for layer in arch.layers):
+        # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
+        # else but fp8 is an error (vllm/models/deepseek_v4/attention.py 0.33.0 L107-123).
+        if serving.kv_cache_dtype != "auto" and not serving.kv_cache_dtype.startswith("fp8"):
+            raise SizingError(
+                "kv_cache_dtype", serving.kv_cache_dtype, "auto or fp8 (DeepSeek V4 stores fp8_ds_mla entries)"
+            )
+        kv_bytes = 1
     quant = serving.quantization
     if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
         raise SizingError(
