@@ -44,7 +44,8 @@ FP8_DS_MLA_BYTES = 656
 #: (vllm/models/deepseek_v4/attention.py 0.33.0 L880-882), pages padded to 576 bytes (L877).
 DSV4_FP8_DS_MLA_BYTES = 584
 DSV4_PAGE_ALIGN_BYTES = 576
-#: ``DeepseekV4SWACache`` blocks hold 64 tokens whatever the cache block size (sparse_swa.py 0.33.0 L84).
+#: ``DeepseekV4SWACache`` blocks hold 64 tokens whatever the cache block size (its default,
+#: sparse_swa.py 0.33.0 L85; attention.py L349-356 passes no block size).
 DSV4_SWA_BLOCK = 64
 
 

@@ -109,7 +109,7 @@ class MLAAttentionSpec:
 
 
 def _aligned(raw_bytes: int, align_bytes: int) -> int:
-    """``round_up(raw, alignment)``: vLLM's ``_apply_alignment_padding`` (kv_cache_interface.py 0.33.0 L720-726)."""
+    """``round_up(raw, alignment)``: vLLM's ``_apply_alignment_padding`` (kv_cache_interface.py 0.33.0 L719-725)."""
     return cdiv(raw_bytes, align_bytes) * align_bytes
 
 
@@ -153,7 +153,7 @@ class SlidingWindowMLASpec:
     vLLM's ``SlidingWindowMLASpec`` (kv_cache_interface.py 0.33.0 L1007-1026): the attention window
     (``DeepseekV4SWACache``, 64-token blocks) and the compressors' running state
     (``CompressorStateCache``, 4- or 8-token blocks). Pages are padded up to ``align_bytes``; a request
-    holds ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1`` pages (L938-955).
+    holds ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1`` pages (L918-955).
     """
 
     block_size: int
