@@ -102,8 +102,13 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Kube]:
 
 
 @pytest.fixture
-def namespace(kube: Kube) -> str:
-    """A fresh namespace per test (namespaces are never finalized without kube-controller-manager)."""
+def namespace(kube: Kube) -> Iterator[str]:
+    """A fresh namespace per test (namespaces are never finalized without kube-controller-manager).
+
+    Its pods are deleted afterwards: with no kubelet and no garbage collector they would stay bound to the
+    shared fake GPU nodes, and the operator's pod watch would count their GPUs as held in later tests.
+    """
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.kubectl("create", "namespace", name)
-    return name
+    yield name
+    kube.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false")

@@ -332,3 +332,56 @@ def test_webhook_down_applies_still_succeed(kube: Kube, operator: Operator, name
         apply(kube, ns, chart_deployment("NVIDIA-L4"))  # failurePolicy Ignore: a misfit goes through
     finally:
         operator.start()
+
+
+def test_a_deployment_getting_its_gpus_from_a_dra_claim_template(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    """The pod template's resourceClaims name a ResourceClaimTemplate: its devices are the pool (issue 15)."""
+    driver = REPO / "tests" / "fixtures" / "dra" / "nvidia-dra-driver.yaml"  # the NVIDIA DRA driver's shape, cited
+    objects = list(yaml.safe_load_all(driver.read_text()))
+    for obj in objects:
+        kube.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+    try:
+        _dra_claim_deployments(kube, namespace)
+    finally:  # the control plane is shared: leave no devices in the H100 and A100 pools of other tests
+        for obj in objects:
+            kube.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
+
+
+def _dra_claim_deployments(kube: Kube, namespace: str) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    for name, device_class in (("mig-1g", "mig.nvidia.com"), ("h100", "gpu.nvidia.com")):
+        template = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}
+            },
+        }
+        apply(kube, ns, template)
+
+    def deployment(name: str, template: str) -> dict[str, Any]:
+        container = {
+            "name": "vllm",
+            "image": "vllm/vllm-openai:v0.19.0",
+            "args": ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"],
+            "resources": {"claims": [{"name": "gpu"}]},
+        }
+        pod = {"containers": [container], "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": pod},
+            },
+        }
+
+    denied = apply(kube, ns, deployment("on-mig", "mig-1g"), check=False)
+    assert denied.returncode != 0
+    assert "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb" in denied.stderr, denied.stderr  # 8B bf16 on a 9.5 GiB MIG device
+    apply(kube, ns, deployment("on-h100", "h100"))
+    wait_annotated(kube, ns, "deployment", "on-h100", "Fits")

@@ -650,6 +650,8 @@ def test_status_is_the_pydantic_model_dumped_by_alias() -> None:
     for spec, name in ((SPEC, "meta-llama/Llama-3.1-8B-Instruct"), (MISFIT, "meta-llama/Llama-3.1-70B-Instruct")):
         status = status_of(evaluate(parse_spec(spec), model(name), gpus(H100, L4)), 1, None)
         dumped = ModelDeploymentStatus.model_validate(status).model_dump(by_alias=True, mode="json")
+        # nulls inside list items are left out: the API server drops them, and a resync would patch again
+        dumped["pools"] = [{k: v for k, v in p.items() if v is not None} for p in dumped["pools"]]
         assert dumped == {**status, "observed": None}  # status.observed is the observer's (never cleared here)
         schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
         assert set(status) | {"observed"} == set(schema)

@@ -30,7 +30,8 @@ def test_observe_sets_the_variable_and_grants_nothing_new(helm: Path) -> None:
     assert "FITGATE_WORKLOAD_OBSERVE" not in env(audit_only)
     assert role(observing) == role(audit_only)  # pods list and pods/log get: already granted for spec.observe
     base = [r for r in role(render_chart(helm)) if r["resources"] in (["pods"], ["pods/log"])]
-    assert [(r["resources"], r["verbs"]) for r in base] == [(["pods"], ["list"]), (["pods/log"], ["get"])]
+    # pods: list (the observer) and watch (the pod watch counting the GPUs pods hold); pods/log: get
+    assert [(r["resources"], r["verbs"]) for r in base] == [(["pods"], ["list", "watch"]), (["pods/log"], ["get"])]
 
 
 def test_observe_without_the_audit_fails_the_render(helm: Path) -> None:

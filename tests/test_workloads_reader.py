@@ -623,3 +623,50 @@ def test_llm_inference_service_origins_are_its_fields_and_additional_args() -> N
         "change `--max-model-len 8192` to `--max-model-len 4096` in env VLLM_ADDITIONAL_ARGS"
     )
     assert edit_of(r, "--kv-cache-dtype", "fp8") == "add `--kv-cache-dtype fp8`"  # written nowhere yet
+
+
+def test_dra_claim_template_tolerations_and_hami_limits_reach_the_placement() -> None:
+    claimed = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["meta-llama/Llama-3.1-8B-Instruct"],
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
+    r = read_workload(
+        deployment(
+            claimed,
+            resourceClaims=[
+                {"name": "other", "resourceClaimTemplateName": "nic"},
+                {"name": "gpu", "resourceClaimTemplateName": "h100"},
+            ],
+            tolerations=[
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}
+            ],
+        )
+    )
+    assert r is not None and r.gpu_shortfall() is None  # no nvidia.com/gpu limit: the claim's count is checked later
+    placement = parse_spec(r.spec()).placement
+    assert placement.resource_claim_template_name == "h100"  # the claim the vLLM container uses
+    assert [(t.key, t.operator, t.effect) for t in placement.tolerations] == [
+        ("nvidia.com/gpu", "Exists", "NoSchedule")
+    ]
+    hami = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480"}}}
+    r = read_workload(deployment(hami))
+    assert r is not None and parse_spec(r.spec()).placement.gpu_share is not None
+    assert parse_spec(r.spec()).placement.gpu_share.hami_gpu_mem_mib == 20480
+    bad = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}}}
+    r = read_workload(deployment(bad))
+    assert r is not None and r.invalid is not None and "nvidia.com/gpumem: expected a whole number" in r.invalid
+
+
+def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", "args": ["meta-llama/Llama-3.1-8B-Instruct"]}
+    obj = deployment(container)
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "0.5"}}
+    r = read_workload(obj)
+    assert r is not None
+    share = parse_spec(r.spec()).placement.gpu_share
+    assert share is not None and share.runai_gpu_fraction == 0.5
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "half"}}
+    r = read_workload(obj)
+    assert r is not None and r.invalid is not None and "gpu-fraction: expected a fraction" in r.invalid

@@ -140,6 +140,46 @@ class WorkloadSpec(_Spec):
     )
 
 
+class TolerationSpec(_Spec):
+    """A toleration, as in a Pod's spec.tolerations (NoSchedule/NoExecute taints it tolerates)."""
+
+    key: str = Field(default="", max_length=317, description="The taint key; empty with Exists: every taint.")
+    operator: Literal["Equal", "Exists"] = Field(default="Equal", description="Equal (the default) or Exists.")
+    value: str = Field(default="", max_length=253, description="The taint value (Equal).")
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="", description="The taint effect; empty: every effect."
+    )
+
+
+class GpuShare(_Spec):
+    """A fraction of a GPU per pod, as HAMi or Run:ai grant it (at most one field)."""
+
+    hami_gpu_mem_mib: int | None = Field(
+        default=None,
+        alias="hamiGpuMemMiB",
+        ge=1,
+        le=16 * 1024 * 1024,
+        description="HAMi: the pod's nvidia.com/gpumem limit, MiB of the card.",
+    )
+    hami_gpu_mem_percentage: int | None = Field(
+        default=None,
+        alias="hamiGpuMemPercentage",
+        ge=1,
+        le=100,
+        description="HAMi: the pod's nvidia.com/gpumem-percentage limit.",
+    )
+    runai_gpu_fraction: float | None = Field(
+        default=None, alias="runaiGpuFraction", gt=0, le=1, description="Run:ai: the pod's gpu-fraction annotation."
+    )
+    runai_gpu_memory_mib: int | None = Field(
+        default=None,
+        alias="runaiGpuMemoryMiB",
+        ge=1,
+        le=16 * 1024 * 1024,
+        description="Run:ai: the pod's gpu-memory annotation (MiB).",
+    )
+
+
 class Placement(_Spec):
     """Which GPU nodes the deployment may land on."""
 
@@ -171,6 +211,26 @@ class Placement(_Spec):
         description="--data-parallel-size: engine ranks in one replica, each of tensorParallelSize x "
         "pipelineParallelSize GPUs with the same memory plan, so one replica needs that many times the GPUs "
         "(on nodesPerReplica nodes). Default: 1.",
+    )
+    resource_claim_template_name: str | None = Field(
+        default=None,
+        alias="resourceClaimTemplateName",
+        max_length=253,
+        description="A ResourceClaimTemplate (resource.k8s.io, same namespace) the pods get their GPUs from: "
+        "its GPU request's DeviceClass and CEL selectors choose the devices of the ResourceSlices, its count is "
+        "the GPUs per replica. Default: GPUs from node labels and allocatable resources.",
+    )
+    tolerations: list[TolerationSpec] = Field(
+        default_factory=list,
+        max_length=64,
+        description="The pods' tolerations: nodes with NoSchedule/NoExecute taints not tolerated, and cordoned "
+        "nodes, are not placement candidates. Default: none.",
+    )
+    gpu_share: GpuShare | None = Field(
+        default=None,
+        alias="gpuShare",
+        description="The part of a GPU each pod gets from HAMi or Run:ai (time-slicing and MPS are read from "
+        "the nodes' labels). Default: whole GPUs.",
     )
 
 
@@ -270,6 +330,18 @@ SPEC_RULES: tuple[SpecRule, ...] = (
         ),
         lambda s: f"{s.workload.context_tokens if s.workload else None} > maxModelLen {s.serving.max_model_len}",
     ),
+    SpecRule(
+        "!has(self.placement) || !has(self.placement.gpuShare) || "
+        + " + ".join(
+            f"(has(self.placement.gpuShare.{f}) ? 1 : 0)"
+            for f in ("hamiGpuMemMiB", "hamiGpuMemPercentage", "runaiGpuFraction", "runaiGpuMemoryMiB")
+        )
+        + " <= 1",
+        "placement.gpuShare takes one of hamiGpuMemMiB, hamiGpuMemPercentage, runaiGpuFraction, runaiGpuMemoryMiB",
+        ".placement.gpuShare",
+        lambda s: s.placement.gpu_share is None or len(s.placement.gpu_share.model_fields_set) <= 1,
+        lambda s: ", ".join(sorted(s.placement.gpu_share.model_fields_set)) if s.placement.gpu_share else "",
+    ),
 )
 
 
@@ -284,6 +356,13 @@ class ModelDeploymentSpec(_Spec):
     serving: Serving = Field(default_factory=Serving, description="vLLM engine settings.")
     workload: WorkloadSpec | None = Field(default=None, description="The peak load the deployment must hold.")
     placement: Placement = Field(default_factory=Placement, description="Which GPU nodes it may land on.")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=10000,
+        description="Replicas that must be placed at once on free GPUs (a verdict of Unschedulable when they "
+        "cannot). Default: 1.",
+    )
     policy: Policy = Field(
         default_factory=Policy, description="What admission does with a misfit, and when it cannot tell."
     )
@@ -363,6 +442,16 @@ class PoolStatus(_Status):
     gpus_per_node: int = Field(alias="gpusPerNode", description="Allocatable GPUs per node.")
     verdict: Literal["Fits", "Tight", "DoesNotFit", "Unknown"] = Field(description="The verdict on this pool.")
     headroom_bytes: int | None = Field(default=None, alias="headroomBytes", description="Headroom per GPU.")
+    free_gpus: int | None = Field(
+        default=None,
+        alias="freeGpus",
+        description="GPUs of the pool's schedulable nodes that no running pod or allocated ResourceClaim holds.",
+    )
+    sharing: str | None = Field(
+        default=None, description="How the pool's cards are shared (time-slicing, MPS, HAMi, Run:ai), if they are."
+    )
+    source: str | None = Field(default=None, description="Where the GPUs were read: labels, dra or labels+dra.")
+    reason: str | None = Field(default=None, description="The reason of the verdict on this pool.")
 
 
 class AlternativeStatus(_Status):

@@ -24,37 +24,34 @@ from fitgate.operator.api import (
     PoolStatus,
     ResolvedModel,
 )
+from fitgate.operator.cel import SelectorUnsupportedError
+from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
+from fitgate.operator.poolplan import (
+    PoolResult,
+    choose,
+    placed,
+    plan_on_pool,
+    select_pools,
+    share_of,
+    tolerations_of,
+)
 from fitgate.sizing import (
     EngineArg,
     ModelInput,
     Option,
-    Plan,
     ReasonCode,
     ServingConfig,
     SizingError,
     Suggestion,
     Verdict,
     Workload,
-    plan,
     recommend,
     search,
     suggest,
 )
+from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.units import GiB, fmt_gib
-
-_RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
-
-
-@dataclass(frozen=True)
-class PoolResult:
-    """The plan on one pool (``plan`` is None when the pool cannot host the deployment at all)."""
-
-    pool: GpuPool
-    verdict: Verdict
-    plan: Plan | None
-    reason: ReasonCode
-    message: str
 
 
 @dataclass(frozen=True)
@@ -175,10 +172,17 @@ def evaluate(
     facts: ModelFacts | None = None,
     model_error: str | None = None,
     with_suggestions: bool = True,
+    namespace: str = "",
+    prices: GpuPrices | None = None,
 ) -> Evaluation:
     """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring."""
     inventory = gpus if isinstance(gpus, Inventory) else Inventory(gpus)
-    pools, inv = inventory.select(spec.placement.gpu_product, spec.placement.node_selector)
+    try:
+        pools, inv, claimed = select_pools(spec, inventory, namespace)
+    except ClaimError as exc:
+        return unknown(ReasonCode.RESOURCE_CLAIM_UNKNOWN, str(exc), facts)
+    except SelectorUnsupportedError as exc:
+        return unknown(ReasonCode.DEVICE_SELECTOR_UNKNOWN, str(exc), facts)
     if model is None:
         return unknown(
             ReasonCode.CHECKPOINT_UNAVAILABLE, model_error or "the checkpoint has not been resolved yet", facts, inv
@@ -186,7 +190,8 @@ def evaluate(
     if not inventory:
         return unknown(
             ReasonCode.NO_GPU_INVENTORY,
-            "no node advertises GPUs (GPU Feature Discovery or AMD labels, allocatable nvidia.com/gpu or amd.com/gpu)",
+            "no node advertises GPUs (GPU Feature Discovery or AMD labels, allocatable nvidia.com/gpu or amd.com/gpu, "
+            "or NVIDIA DRA ResourceSlices)",
             facts,
             inv,
         )
@@ -194,16 +199,36 @@ def evaluate(
     workload = workload_of(spec)
     nodes = spec.placement.nodes_per_replica
     dp = spec.placement.data_parallel_size
-    need = -(-spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * dp // nodes)  # per node
+    gpus_per_replica = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * dp
+    need = -(-gpus_per_replica // nodes)  # GPUs per node
+    if claimed is not None and claimed < gpus_per_replica:
+        msg = (
+            f"ResourceClaimTemplate {spec.placement.resource_claim_template_name} asks for {claimed} GPU"
+            f"{'s' if claimed > 1 else ''} per pod but tensorParallelSize x pipelineParallelSize"
+            f"{' x dataParallelSize' if dp > 1 else ''} is "
+            f"{gpus_per_replica}: set the request's count to {gpus_per_replica}"
+        )
+        return Evaluation(
+            Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM, msg, (), inventory_hash=inv, facts=facts
+        )
     if not pools:
         where = spec.placement.gpu_product or "any GPU"
+        if spec.placement.resource_claim_template_name:
+            where = f"the devices ResourceClaimTemplate {spec.placement.resource_claim_template_name} selects"
         if spec.placement.node_selector:
             labels = ",".join(f"{k}={v}" for k, v in sorted(spec.placement.node_selector.items()))
             where += f" with nodeSelector {labels}"
         msg = f"no GPU node matches the placement ({where})"
+        left_out = inventory.left_out(spec.placement.gpu_product, spec.placement.node_selector, tolerations_of(spec))
+        if left_out:
+            msg += f"; not candidates: {', '.join(left_out[:5])}" + (
+                f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+            )
         return Evaluation(
             Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL, msg, (), inventory_hash=inv, facts=facts
         )
+    own = inventory.own_usage(namespace, spec.observe.selector) if spec.observe else {}
+    spec_share = share_of(spec)
     results: list[PoolResult] = []
     for pool in pools:
         if pool.gpus_per_node < need or len(pool.nodes) < nodes:
@@ -219,13 +244,26 @@ def evaluate(
                 )
             )
             continue
+        share = spec_share or pool.share
+        if share is not None and share.replicas and need > 1:  # N time-sliced/MPS GPUs may be N shares of one card
+            results.append(
+                PoolResult(
+                    pool,
+                    Verdict.DOES_NOT_FIT,
+                    None,
+                    ReasonCode.NOT_ENOUGH_GPUS_PER_NODE,
+                    f"{pool.product}: {need} GPUs per replica (TP x PP) on {share.mechanism} GPUs: the device plugin "
+                    f"may hand out {need} shares of one card (its failRequestsGreaterThanOne refuses such pods); "
+                    "tensor parallelism needs whole GPUs",
+                )
+            )
+            continue
         try:
-            p = plan(model, pool.gpu, serving, workload)
+            result = plan_on_pool(model, pool, serving, workload, share)
         except SizingError as exc:
             results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
             continue
-        code = ReasonCode(p.reasons[0].code)
-        results.append(PoolResult(pool, p.verdict, p, code, f"{pool.product}: {p.reasons[0].message}"))
+        results.append(placed(result, spec.replicas, max(need, claimed or 0), nodes, own))
     invalid = next((r for r in results if r.reason is ReasonCode.INVALID_SETTINGS), None)
     if invalid is not None:  # a setting the model cannot take, whatever the GPU
         return Evaluation(
@@ -238,7 +276,7 @@ def evaluate(
             inventory_hash=inv,
             facts=facts,
         )
-    best = min(results, key=lambda r: (_RANK[r.verdict], -(r.plan.per_gpu.headroom_bytes if r.plan else -(1 << 62))))
+    best = choose(results, prices, gpus_per_replica)
     suggestions: tuple[Suggestion, ...] = ()
     if with_suggestions and best.plan is not None and best.verdict is Verdict.DOES_NOT_FIT:
         suggestions = suggest(model, best.pool.gpu, serving, workload, best.plan)
@@ -394,6 +432,10 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
                 gpusPerNode=r.pool.gpus_per_node,
                 verdict=r.verdict.value,
                 headroomBytes=r.plan.per_gpu.headroom_bytes if r.plan else None,
+                freeGpus=r.pool.free_gpus,
+                sharing=str(r.pool.share.mechanism) if r.pool.share else None,
+                source=r.pool.source,
+                reason=str(r.reason),
             )
             for r in ev.pools
         ],
@@ -442,7 +484,10 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
         status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
         status.recommended_max_model_len = p.max_model_len_that_fits
         status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
-    return status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (operator/observe.py)
+    out = status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (operator/observe.py)
+    # a null inside a list item is dropped by the API server: leave it out, or every resync would patch again
+    out["pools"] = [{k: v for k, v in pool.items() if v is not None} for pool in out.get("pools") or []]
+    return out
 
 
 def kept_conditions(old_status: Mapping[str, Any] | None) -> list[Condition]:

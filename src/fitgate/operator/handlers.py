@@ -21,7 +21,9 @@ from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
 from fitgate.operator import workload_handlers  # noqa: F401 - registers the vLLM workload webhook
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
+from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.config import OperatorConfig
+from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import Inventory
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.managed import remove_empty_async
@@ -29,6 +31,8 @@ from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
 from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
+from fitgate.operator.poolplan import select_pools
+from fitgate.operator.resourcewatch import Sources
 from fitgate.operator.scrape import ScrapeLimits
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
@@ -105,7 +109,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
         limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
         prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
     )
-    nodewatch = NodeWatch()
+    nodewatch = NodeWatch(sources=Sources())  # nodes, and the DRA objects and GPU pods (resourcewatch.py)
     nodewatch.start()
     memo.nodewatch = nodewatch
     # Ready (and so behind the webhook Service) once this replica has listed the nodes itself.
@@ -125,7 +129,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
 
 
 async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
-    while not nodewatch.synced.is_set():
+    while not nodewatch.synced.is_set() or (nodewatch.sources is not None and not nodewatch.sources.synced):
         await asyncio.sleep(0.1)
     metrics.ready = True
 
@@ -244,7 +248,7 @@ async def modeldeployment_resync(
     """
     nodewatch = getattr(memo, "nodewatch", None)
     if isinstance(nodewatch, NodeWatch):
-        waiting = asyncio.ensure_future(_until_affected(nodewatch, spec, status, memo))
+        waiting = asyncio.ensure_future(_until_affected(nodewatch, spec, status, memo, body.meta.namespace or ""))
         if not await _unless_stopped(waiting, stopped):
             return
     work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
@@ -277,25 +281,33 @@ async def _stopped(stopped: Any) -> None:
     await stopped.wait()
 
 
-async def _until_affected(nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, memo: Any) -> None:
+async def _until_affected(
+    nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, memo: Any, namespace: str = ""
+) -> None:
     """Return after an inventory change that affects this deployment, or after the resync period."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _config(memo).resync_s
     seen = nodewatch.changes.version
     while (left := deadline - loop.time()) > 0:
         version = await nodewatch.changes.wait(seen, left)
-        if version != seen and _affected(spec, status, nodewatch.inventory()):
+        if version != seen and _affected(spec, status, nodewatch.inventory(), namespace):
             return
         seen = version
 
 
-def _affected(spec: kopf.Spec, status: kopf.Status, inventory: Inventory) -> bool:
-    """Whether the pools this spec may land on are not the ones its status was planned on."""
+def _affected(spec: kopf.Spec, status: kopf.Status, inventory: Inventory, namespace: str = "") -> bool:
+    """Whether the pools this spec may land on are not the ones its status was planned on.
+
+    A ResourceClaimTemplate that cannot be read now (or is read again) counts as a change.
+    """
     try:
-        placement = parse_spec(spec).placement
+        parsed = parse_spec(spec)
     except SpecError:
         return False  # nothing to plan whatever the nodes
-    _, fingerprint = inventory.select(placement.gpu_product, placement.node_selector)
+    try:
+        _, fingerprint, _ = select_pools(parsed, inventory, namespace)
+    except (ClaimError, SelectorUnsupportedError):
+        fingerprint = ""
     return bool(fingerprint != status.get("inventoryHash"))
 
 
@@ -398,6 +410,7 @@ async def modeldeployment_validate(
     warnings: list[str],
     memo: Any,
     old: kopf.Body | None = None,
+    namespace: str | None = None,
     **_: Any,
 ) -> None:
     """Admission: deny what cannot fit, warn on Tight and Unknown; same evaluation as reconcile.
@@ -411,7 +424,12 @@ async def modeldeployment_validate(
         metrics.admission.labels("unchanged").inc()
         return
     outcome = await admit(
-        raw_spec=spec, nodes=_inventory(memo), store=memo.store, config=memo.config, dryrun=bool(dryrun)
+        raw_spec=spec,
+        nodes=_inventory(memo),
+        store=memo.store,
+        config=memo.config,
+        dryrun=bool(dryrun),
+        namespace=namespace or "",
     )
     warnings.extend(_short(w) for w in outcome.warnings)
     metrics.admission.labels(outcome.result).inc()

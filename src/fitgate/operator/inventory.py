@@ -23,13 +23,15 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fitgate.operator.dra import DRIVER_RESERVED_BYTES, DraState
+from fitgate.operator.placement import Taint, Toleration, blocking_taint, node_taints
+from fitgate.operator.sharing import Share, node_share
 from fitgate.sizing.gpus import GpuModel, find_gpu
 from fitgate.sizing.units import GiB, MiB
 
-DRIVER_RESERVED_BYTES = 470 * MiB
 _MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
 
 
@@ -45,11 +47,31 @@ class NodeGPUs:
     vendor: str = "nvidia"
     mig_profile: str | None = None
     notes: tuple[str, ...] = ()
+    source: str = "labels"  # labels, dra (ResourceSlices), or labels+dra
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False  # cordoned
+    share: Share | None = None  # time-slicing / MPS from the node's labels
+    used: int = 0  # GPUs of this kind that running pods or allocated ResourceClaims already hold
 
     @property
     def pool_key(self) -> str:
-        """Nodes with the same key form one pool."""
-        return f"{self.vendor}/{self.product}/{self.gpu.memory_bytes}"
+        """Nodes with the same key form one pool (a shared card is not a whole one)."""
+        shared = f"/{self.share.mechanism}x{self.share.replicas}" if self.share else ""
+        return f"{self.vendor}/{self.product}/{self.gpu.memory_bytes}{shared}"
+
+    @property
+    def free(self) -> int:
+        """GPUs of this kind no pod or claim holds yet."""
+        return max(0, self.count - self.used)
+
+    @property
+    def resource(self) -> str:
+        """The extended resource a pod asks for to get one of these GPUs."""
+        if self.vendor == "amd":
+            return "amd.com/gpu"
+        if self.mig_profile and not self.labels.get("nvidia.com/gpu.product", "").endswith(f"-MIG-{self.mig_profile}"):
+            return f"nvidia.com/mig-{self.mig_profile}"  # MIG mixed strategy
+        return "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,14 @@ class GpuPool:
     vendor: str = "nvidia"
     mig_profile: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    free_by_node: tuple[tuple[str, int], ...] = ()  # (node, GPUs not yet held by pods or claims)
+    share: Share | None = None
+    source: str = "labels"
+
+    @property
+    def free_gpus(self) -> int:
+        """Free GPUs over the pool's nodes."""
+        return sum(n for _, n in self.free_by_node)
 
 
 def _int(value: object) -> int | None:
@@ -139,7 +169,11 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
         gpu, notes = _gpu_for(amd_product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
         if gpu is not None and count:
             found.append(NodeGPUs(name, labels, amd_product, gpu, count, "amd", None, notes))
-    return found
+    taints, cordoned = node_taints(node)
+    share = node_share(labels)
+    return [
+        replace(g, taints=taints, unschedulable=cordoned, share=share if g.vendor == "nvidia" else None) for g in found
+    ]
 
 
 def unlabeled_gpus(node: Mapping[str, Any]) -> str | None:
@@ -207,6 +241,9 @@ def group_pools(gpus: Iterable[NodeGPUs]) -> list[GpuPool]:
                 first.vendor,
                 first.mig_profile,
                 notes,
+                tuple(sorted((m.node, m.free) for m in members)),
+                first.share,
+                "+".join(sorted({p for m in members for p in m.source.split("+")}, key=("labels", "dra").index)),
             )
         )
     return sorted(pools, key=lambda p: (-p.gpu.memory_bytes, p.product))
@@ -224,32 +261,103 @@ def matches_placement(g: NodeGPUs, gpu_product: str | None, node_selector: Mappi
     return wanted is not None and g.mig_profile is None and wanted.name == g.gpu.name
 
 
+@dataclass(frozen=True)
+class PodGpus:
+    """The GPUs one running pod holds (kept for GPU-requesting, non-terminal, bound pods only)."""
+
+    node: str
+    resources: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+SelectKey = tuple[str, tuple[tuple[str, str], ...], tuple[Toleration, ...]]
+
+
 class Inventory:
     """A snapshot of the cluster's GPUs with pools cached per placement.
 
     Evaluating thousands of deployments against thousands of nodes groups the nodes once per
-    distinct placement instead of once per deployment.
+    distinct placement instead of once per deployment. ``dra`` is what the DRA watch read (claim
+    templates are planned from it); ``pods`` the GPU pods by (namespace, name), so that a deployment's
+    own pods can be counted back as free when its replicas are checked.
     """
 
-    def __init__(self, gpus: Iterable[NodeGPUs]) -> None:
+    def __init__(
+        self,
+        gpus: Iterable[NodeGPUs],
+        dra: DraState | None = None,
+        pods: Mapping[tuple[str, str], PodGpus] | None = None,
+    ) -> None:
         self.gpus = tuple(gpus)
-        self._cache: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[GpuPool], str]] = {}
+        self.dra = dra or DraState()
+        self.pods = pods or {}
+        self._cache: dict[SelectKey, tuple[list[GpuPool], str, tuple[str, ...]]] = {}
+        #: select_claim's answers (:mod:`fitgate.operator.gpuview`): matching 40,000 devices once per snapshot
+        self.claim_cache: dict[tuple[str, str, SelectKey], Any] = {}
 
     def __bool__(self) -> bool:
         return bool(self.gpus)
 
-    def select(self, gpu_product: str | None, node_selector: Mapping[str, str]) -> tuple[list[GpuPool], str]:
-        """Pools matching a placement and the fingerprint of the nodes behind them."""
-        key = (gpu_product or "", tuple(sorted(node_selector.items())))
+    def select(
+        self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...] = ()
+    ) -> tuple[list[GpuPool], str]:
+        """Pools matching a placement (cordoned and untolerated tainted nodes left out) and their fingerprint."""
+        pools, fingerprint, _ = self._select(gpu_product, node_selector, tolerations)
+        return pools, fingerprint
+
+    def left_out(
+        self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...] = ()
+    ) -> tuple[str, ...]:
+        """The matching nodes that are not placement candidates, each with why (cordoned, a taint)."""
+        return self._select(gpu_product, node_selector, tolerations)[2]
+
+    def _select(
+        self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...]
+    ) -> tuple[list[GpuPool], str, tuple[str, ...]]:
+        key = (gpu_product or "", tuple(sorted(node_selector.items())), tolerations)
         hit = self._cache.get(key)
         if hit is None:
-            eligible = [g for g in self.gpus if matches_placement(g, gpu_product, node_selector)]
-            hit = (group_pools(eligible), inventory_hash(eligible))
+            matching = [g for g in self.gpus if matches_placement(g, gpu_product, node_selector)]
+            hit = _candidates(matching, tolerations)
             self._cache[key] = hit
         return hit
+
+    def own_usage(self, namespace: str, selector: Mapping[str, str]) -> dict[str, dict[str, int]]:
+        """GPUs per node and resource held by the pods of ``namespace`` that carry every ``selector`` label."""
+        out: dict[str, dict[str, int]] = {}
+        if not selector:
+            return out
+        wanted = set(selector.items())
+        for (ns, _), pod in self.pods.items():
+            if ns == namespace and wanted <= set(pod.labels):
+                per = out.setdefault(pod.node, {})
+                for resource, n in pod.resources:
+                    per[resource] = per.get(resource, 0) + n
+        return out
+
+
+def _candidates(
+    matching: list[NodeGPUs], tolerations: tuple[Toleration, ...]
+) -> tuple[list[GpuPool], str, tuple[str, ...]]:
+    eligible, left_out = [], []
+    for g in matching:
+        why = blocking_taint(g.taints, g.unschedulable, tolerations)
+        if why is None:
+            eligible.append(g)
+        else:
+            left_out.append(f"{g.node} ({why})")
+    # the fingerprint covers the left-out nodes too: uncordoning one changes the verdict
+    return group_pools(eligible), inventory_hash(matching), tuple(sorted(set(left_out)))
 
 
 def inventory_hash(gpus: Iterable[NodeGPUs]) -> str:
     """A short fingerprint of the inventory, to notice node changes."""
-    rows = sorted((g.node, g.product, g.gpu.memory_bytes, g.count) for g in gpus)
+    rows = sorted(
+        (g.node, g.product, g.gpu.memory_bytes, g.count, g.used, g.unschedulable, _taint_text(g.taints), g.pool_key)
+        for g in gpus
+    )
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+
+
+def _taint_text(taints: Iterable[Taint]) -> str:
+    return ",".join(f"{t.key}={t.value}:{t.effect}" for t in taints)

@@ -5,6 +5,7 @@ Both go through :func:`fitgate.operator.evaluate.evaluate`, so the webhook and t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,7 +16,8 @@ from fitgate.operator.evaluate import Evaluation, evaluate, same_outcome, status
 from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore, Known
-from fitgate.sizing import ReasonCode, Verdict, vllm_argv
+from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_argv
+from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
 #: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
@@ -77,12 +79,32 @@ class EvaluationCache:
 _CACHE = EvaluationCache()
 
 
+def prices_for(spec: ModelDeploymentSpec, config: OperatorConfig | None) -> GpuPrices | None:
+    """The GPU prices that choose among pools: the spec's own price, else the operator's (FITGATE_GPU_HOUR_PRICES)."""
+    if spec.economics is not None and spec.economics.gpu_hour_price_usd is not None:
+        return GpuPrices(spec.economics.gpu_hour_price_usd)
+    text = config.gpu_hour_prices if config is not None else ""
+    if not text:
+        return None
+    try:
+        return _parsed_prices(text)
+    except SizingError:  # checked at start-up (cli.py); never fail an evaluation on it
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_prices(text: str) -> GpuPrices:
+    return parse_gpu_prices(text)
+
+
 async def _evaluate(
     spec: ModelDeploymentSpec,
     nodes: Inventory | Iterable[NodeGPUs],
     store: FactsStore,
     timeout_s: float,
     blocking: bool,
+    namespace: str = "",
+    prices: GpuPrices | None = None,
 ) -> tuple[Evaluation, bool]:
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
 
@@ -101,7 +123,7 @@ async def _evaluate(
         )
         fallback = await store.provisional(spec.model, timeout_s)
         if fallback is not None:
-            ev, _ = _evaluate_known(spec, nodes, fallback)
+            ev, _ = _evaluate_known(spec, nodes, fallback, namespace, prices)
             note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
             first = f"fitgate: {note}"
             pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
@@ -109,21 +131,25 @@ async def _evaluate(
             return replace(ev, provisional=(pending, note)), True
     if known is None:
         return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
-    return _evaluate_known(spec, nodes, known)
+    return _evaluate_known(spec, nodes, known, namespace, prices)
 
 
 def _evaluate_known(
-    spec: ModelDeploymentSpec, nodes: Inventory | Iterable[NodeGPUs], known: Known
+    spec: ModelDeploymentSpec,
+    nodes: Inventory | Iterable[NodeGPUs],
+    known: Known,
+    namespace: str = "",
+    prices: GpuPrices | None = None,
 ) -> tuple[Evaluation, bool]:
     if known.model is None:
         reason = ReasonCode(known.reason) if known.reason else None
         reason = reason or (ReasonCode.CHECKPOINT_UNAVAILABLE if known.transient else ReasonCode.CHECKPOINT_INVALID)
         return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
-    key = spec.model_dump_json()
+    key = f"{namespace}/{prices}/{spec.model_dump_json()}"
     cached = _CACHE.get(key, inventory, known)
     if cached is None:
-        cached = evaluate(spec, known.model, inventory, facts=known.facts)
+        cached = evaluate(spec, known.model, inventory, facts=known.facts, namespace=namespace, prices=prices)
         _CACHE.put(key, inventory, known, cached)
     return cached, False
 
@@ -147,7 +173,9 @@ async def reconcile(
     except SpecError as exc:
         ev = unknown(ReasonCode.INVALID_SPEC, str(exc))
     else:
-        ev, pending = await _evaluate(spec, nodes, store, config.reconcile_resolve_s, blocking=True)
+        ev, pending = await _evaluate(
+            spec, nodes, store, config.reconcile_resolve_s, True, namespace, prices_for(spec, config)
+        )
         if pending:
             retry = min(max(config.resync_s, 5.0), 60.0)
     new_status = status_of(ev, generation, old_status)
@@ -189,13 +217,14 @@ async def admit(
     store: FactsStore,
     config: OperatorConfig,
     dryrun: bool,
+    namespace: str = "",
 ) -> AdmissionOutcome:
     """The admission decision on a raw spec: parse, evaluate with what the store knows, :func:`decide`."""
     try:
         spec = parse_spec(raw_spec)
     except SpecError as exc:
         return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
-    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, blocking=False)
+    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, False, namespace, prices_for(spec, config))
     return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
 
 

@@ -20,9 +20,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fitgate.operator.gpuview import DraCache, NodeMeta, build_inventory
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
+from fitgate.operator.placement import node_taints
+
+if TYPE_CHECKING:
+    from fitgate.operator.resourcewatch import Sources
 
 logger = logging.getLogger("fitgate.nodewatch")
 
@@ -43,8 +48,18 @@ def _core_v1() -> Any:
 class NodeWatch:
     """Node name -> its GPUs, kept current by a background list+watch; :meth:`inventory` reads it."""
 
-    def __init__(self, api_factory: ApiFactory | None = None, relist_s: float = 300.0, page_size: int = 500) -> None:
+    def __init__(
+        self,
+        api_factory: ApiFactory | None = None,
+        relist_s: float = 300.0,
+        page_size: int = 500,
+        sources: Sources | None = None,
+    ) -> None:
         self._api_factory = api_factory or _core_v1
+        #: The DRA and pod watches (:mod:`fitgate.operator.resourcewatch`), merged into the inventory.
+        self.sources = sources
+        self._meta: dict[str, NodeMeta] = {}
+        self._dra_cache: DraCache = {}
         self.relist_s = relist_s
         self.page_size = page_size
         self._lock = threading.Lock()
@@ -65,15 +80,27 @@ class NodeWatch:
 
     @property
     def version(self) -> int:
-        """Bumped by every change of the node set."""
-        return self._version
+        """Bumped by every change of the node set (and of the DRA and pod watches)."""
+        return self._version + (self.sources.version if self.sources else 0)
 
     def inventory(self) -> Inventory:
         """The current inventory (rebuilt only after a change)."""
         with self._lock:
-            if self._inventory is None or self._inventory[0] != self._version:
-                self._inventory = (self._version, Inventory(g for gpus in self._gpus.values() for g in gpus))
+            version = self.version
+            if self._inventory is None or self._inventory[0] != version:
+                if self.sources is None:
+                    inventory = Inventory(g for gpus in self._gpus.values() for g in gpus)
+                else:
+                    state = self.sources.state()
+                    metas = {n: self._meta[n] for n in state.devices if n in self._meta}
+                    inventory = build_inventory(self._gpus, metas, state, self.sources.pod_map(), self._dra_cache)
+                self._inventory = (version, inventory)
             return self._inventory[1]
+
+    def _keep_meta(self, node: Mapping[str, Any]) -> NodeMeta:
+        meta = node.get("metadata") or {}
+        taints, cordoned = node_taints(node)
+        return NodeMeta({str(k): str(v) for k, v in (meta.get("labels") or {}).items()}, taints, cordoned)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -92,6 +119,7 @@ class NodeWatch:
         Returns the resource version to watch from.
         """
         gpus: dict[str, list[NodeGPUs]] = {}
+        metas: dict[str, NodeMeta] = {}
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
@@ -99,10 +127,17 @@ class NodeWatch:
                 kwargs["_continue"] = token
             page = json.loads(api.list_node(**kwargs).data)
             for node in page.get("items") or []:
-                gpus[str(node["metadata"]["name"])] = node_gpus(node, logger)
+                name = str(node["metadata"]["name"])
+                gpus[name] = node_gpus(node, logger)
+                if self.sources is not None:  # a node without GPU labels may have DRA devices
+                    metas[name] = self._keep_meta(node)
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
+                with self._lock:
+                    if metas != self._meta:
+                        self._meta = metas
+                        self._version += 1
                 self.replace(gpus)
                 return str(meta["resourceVersion"])
 
@@ -110,6 +145,15 @@ class NodeWatch:
         """Apply one watch event (ADDED, MODIFIED, DELETED)."""
         name = str(node["metadata"]["name"])
         gpus = [] if event_type == "DELETED" else node_gpus(node, logger)
+        if self.sources is not None:
+            meta = None if event_type == "DELETED" else self._keep_meta(node)
+            with self._lock:
+                if self._meta.get(name) != meta:
+                    if meta is None:
+                        self._meta.pop(name, None)
+                    else:
+                        self._meta[name] = meta
+                    self._version += 1
         with self._lock:
             if gpus:
                 if self._gpus.get(name) == gpus:
@@ -133,10 +177,14 @@ class NodeWatch:
             logger.warning("node watch: no Kubernetes client yet (%s: %s)", type(exc).__name__, exc)
         self._thread = threading.Thread(target=self._run, name="fitgate-nodewatch", daemon=True)
         self._thread.start()
+        if self.sources is not None:
+            self.sources.start()
 
     def stop(self) -> None:
         """Ask the thread to stop (it ends at the next event or watch timeout) and cancel :attr:`tasks`."""
         self._stop.set()
+        if self.sources is not None:
+            self.sources.stop()
         for task in self.tasks:
             task.cancel()
 

@@ -6,6 +6,8 @@ so adding a handler on a new resource without granting it, or granting more than
 Mapping from handler kinds to verbs:
 
 * indexers (``@kopf.index``): list, watch; the node watch (:mod:`fitgate.operator.nodewatch`): list, watch nodes;
+  the DRA and pod watches (:mod:`fitgate.operator.resourcewatch`): list, watch resourceslices, deviceclasses,
+  resourceclaimtemplates, resourceclaims (resource.k8s.io) and pods;
 * resource handlers and timers (``@kopf.on.create/update/resume/delete``, ``@kopf.timer``): get, list,
   watch and patch on the resource (annotations, kopf's progress annotations) and patch on its
   ``/status`` subresource;
@@ -21,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import kopf
+
+from fitgate.operator.resourcewatch import DRA_GROUP, DRA_KINDS
 
 
 @dataclass(frozen=True, order=True)
@@ -57,6 +61,10 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
     # The observer (operator/observe.py, spec.observe; operator/workload_observe.py for audited workloads): it
     # lists the serving pods and reads the log of one that failed to start; it never gets a single pod.
     verbs.setdefault(("", "pods"), set()).add("list")
+    # The DRA and pod watches (operator/resourcewatch.py): list and watch, nothing else.
+    verbs.setdefault(("", "pods"), set()).add("watch")
+    for plural, _namespaced in DRA_KINDS:
+        verbs.setdefault((DRA_GROUP, plural), set()).update({"list", "watch"})
     verbs.setdefault(("", "pods/log"), set()).add("get")
     verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
     if namespaced:

@@ -148,7 +148,7 @@ def evaluate_reading(
         spec = to_spec(reading)
     except SpecError as exc:
         return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
-    return finish(reading, evaluate(spec, model, gpus, facts=facts))
+    return finish(reading, evaluate(spec, model, gpus, facts=facts, namespace=reading.namespace))
 
 
 async def evaluate_workload(
@@ -162,7 +162,7 @@ async def evaluate_workload(
         spec = to_spec(reading)
     except SpecError as exc:
         return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
-    ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking)
+    ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking, reading.namespace)
     return finish(reading, ev)
 
 

@@ -7,7 +7,8 @@ fitgate models them with a few terms, fitted on the vLLM 0.19.0 H100 logs in sha
 
 * sampler pass (last pipeline stage only): ``0.146 GiB + b x num_seqs x vocab`` where ``b`` is
   14.35 bytes per logit from 0.17 on and 37.8 before (fp32 logits, probabilities, sort buffers);
-* dense forward pass: ``max_num_batched_tokens x dtype x (7 x hidden + 3 x intermediate / TP)``;
+* dense forward pass: ``max_num_batched_tokens x dtype x (7 x hidden + 3 x intermediate / TP)``,
+  plus ``num_layers x hidden_size_per_layer_input`` for Gemma 4's per-layer inputs (from source);
 * fused-MoE workspace, which persists across the two passes:
   ``max_num_batched_tokens x top_k x dtype x (max(2 x I/TP, hidden) + I/TP)`` (not for MXFP4
   experts, which use other kernels);
@@ -85,6 +86,11 @@ def estimate_profile(
         per_token = V0_FORWARD_HIDDEN_FACTOR * hidden + V0_FORWARD_INTERMEDIATE_FACTOR * inter
     else:
         per_token = FORWARD_HIDDEN_FACTOR * hidden + FORWARD_INTERMEDIATE_FACTOR * inter
+    if arch.per_layer_embedding is not None:
+        # Gemma 4 E2B/E4B: the per-layer inputs (tokens x num_layers x hidden_size_per_layer_input) stay
+        # alive through every decoder layer (gemma4.py 0.33.0 L933-948, sliced per layer at L792), and
+        # pipeline stages receive them as an intermediate tensor (L1168-1195).
+        per_token += arch.num_layers * arch.per_layer_embedding.hidden_size
     forward = max_num_batched_tokens * dtype_bytes * per_token
     sampler = 0
     if last_stage and not pooling:

@@ -32,6 +32,7 @@ from fitgate.sizing.model import (
     Mixer,
     ModelArchitecture,
     MoE,
+    PerLayerEmbedding,
     Quantization,
     ShortConv,
     VisionEncoder,
@@ -180,9 +181,15 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "DeepseekV4ForCausalLM": "deepseek_v4",
     # Gemma 4: sliding / global layers of different head sizes, KV-shared tail, dense + MoE blocks
     "Gemma4ForCausalLM": "gemma4",
+    # MiMo-V2-Flash: sliding (with sinks) and global layers of different head counts, K 192 / V 128
+    "MiMoV2FlashForCausalLM": "mimo_v2",
+    "MiMoV2ForCausalLM": "mimo_v2",
     # LFM2: gated short convolutions with a few full-attention layers
     "Lfm2ForCausalLM": "lfm2",
     "Lfm2VlForConditionalGeneration": "lfm2",
+    "Lfm2MoeForCausalLM": "lfm2_moe",
+    # Llama-Nemotron (DeciLM / NAS): per-layer attention with its own KV heads or none, per-layer MLP width
+    "DeciLMForCausalLM": "decilm",
     "Gemma4ForConditionalGeneration": "gemma4",
     # Gated DeltaNet hybrids (Qwen3-Next layout), dense or MoE
     "Qwen3_5ForCausalLM": "qwen3_next",
@@ -220,6 +227,7 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
 
 _TIED_BY_DEFAULT = {
     "lfm2",
+    "lfm2_moe",
     "gemma4",
     "gemma4_text",
     "gemma",
@@ -320,9 +328,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         dtype=dtype,
         hidden_size=hidden,
         vocab_size=text.int_("vocab_size"),
-        tie_word_embeddings=top.bool_(
-            "tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)
-        ),
+        # Lfm2MoeForCausalLM ties lm_head to the embedding whatever the config says (lfm2_moe.py 0.33.0 L590).
+        tie_word_embeddings=family == "lfm2_moe"
+        or top.bool_("tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
         layers=tuple(layers),
         max_position_embeddings=max_pos,
         rotary_dim=rotary_dim,
@@ -336,6 +344,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         norm_has_bias=family == "phi2",
         attention_bias=bool(text.data.get("attention_bias"))
         or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},
+        per_layer_embedding=_per_layer_embedding(text) if family == "gemma4" else None,
         notes=normalize_notes,
     )
 
@@ -832,12 +841,6 @@ def _family_gemma4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, 
     types = _layer_types(text, n)
     if types is None:
         raise SizingError(f"{text.prefix}:layer_types", None, f"{n} entries of sliding_attention / full_attention")
-    if text.int_("hidden_size_per_layer_input", 0, minimum=0):
-        raise UnknownArchitectureError(
-            f"{text.prefix}:hidden_size_per_layer_input",
-            text.data.get("hidden_size_per_layer_input"),
-            "0: Gemma 4 per-layer embeddings (E2B/E4B) are not sized by fitgate yet",
-        )
     heads = text.int_("num_attention_heads")
     window = text.int_("sliding_window")
     local_dim = text.int_("head_dim")
@@ -881,6 +884,60 @@ def _family_gemma4(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, 
     return layers, {}
 
 
+def _per_layer_embedding(text: _Cfg) -> PerLayerEmbedding | None:
+    """Gemma 4 E2B/E4B per-layer embeddings, or None (26B / 31B).
+
+    gemma4.py (0.33.0) L999-1005 reads ``hidden_size_per_layer_input`` (0 or absent: none) and
+    ``vocab_size_per_layer_input`` (default ``vocab_size``).
+    """
+    width = text.int_("hidden_size_per_layer_input", 0, minimum=0) if text.has("hidden_size_per_layer_input") else 0
+    if not width:
+        return None
+    vocab = text.int_("vocab_size_per_layer_input", text.int_("vocab_size"), limit=_MAX_REASONABLE["vocab_size"])
+    return PerLayerEmbedding(width, vocab)
+
+
+def _family_mimo_v2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """MiMo-V2-Flash as vllm/model_executor/models/mimo_v2.py (0.33.0) builds it.
+
+    ``hybrid_layer_pattern[i] == 1`` is a sliding-window layer (L499-500) with its own heads
+    (``swa_num_attention_heads``, ``swa_num_key_value_heads``, ``swa_head_dim``, ``swa_v_head_dim``),
+    window ``sliding_window_size`` and, with ``add_swa_attention_sink_bias``, one sink per head
+    (L409-427, L314-316); 0 is global attention (``num_attention_heads``, ``num_key_value_heads``,
+    ``head_dim``, ``v_head_dim``, no sinks: L431-447). K and V head sizes differ, so both the
+    projections (QKVParallelLinear ``v_head_size``, L284-293; o_proj ``heads x v_head_dim``, L295-301)
+    and the cache cell (``head_size + head_size_v``, L346-359) use each. A layer is MoE where the
+    ``moe_layer_freq`` list says so (L491-497: ``n_routed_experts``, ``num_experts_per_tok``,
+    ``moe_intermediate_size``, no shared expert), else a dense ``intermediate_size`` MLP.
+    """
+    n = text.int_("num_hidden_layers")
+    pattern = text.list_("hybrid_layer_pattern")
+    if pattern is None or len(pattern) < n or any(v not in (0, 1) or isinstance(v, bool) for v in pattern[:n]):
+        raise SizingError(f"{text.prefix}:hybrid_layer_pattern", pattern, f"{n} entries of 0 (global) or 1 (sliding)")
+    head_dim = text.int_("head_dim")
+    full = _attention(text)
+    full = Attention(full.num_heads, full.num_kv_heads, head_dim, text.int_("v_head_dim", head_dim, limit=4096))
+    swa_heads = text.int_("swa_num_attention_heads", limit=4096)
+    swa_kv = text.int_("swa_num_key_value_heads", limit=4096)
+    if swa_kv > swa_heads or swa_heads % swa_kv:
+        raise SizingError(
+            f"{text.prefix}:swa_num_key_value_heads", swa_kv, f"a divisor of swa_num_attention_heads ({swa_heads})"
+        )
+    swa_dim = text.int_("swa_head_dim", limit=4096)
+    swa = Attention(
+        swa_heads,
+        swa_kv,
+        swa_dim,
+        text.int_("swa_v_head_dim", swa_dim, limit=4096),
+        sliding_window=text.int_("sliding_window_size", limit=MAX_POSITIONS),
+        sinks=text.bool_("add_swa_attention_sink_bias", False),
+    )
+    moe = _moe_from(text, model_type)
+    placement = _moe_layers(text, n) if isinstance(text.data.get("moe_layer_freq"), list) else [False] * n
+    dense = _dense(text)
+    return [Layer(swa if pattern[i] == 1 else full, moe if placement[i] else dense) for i in range(n)], {}
+
+
 def _family_lfm2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
     """LFM2 as vllm/model_executor/models/lfm2.py (0.33.0) builds it.
 
@@ -903,6 +960,78 @@ def _family_lfm2(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, in
     return [Layer(_attention(text) if t == "full_attention" else conv, DenseMLP(inter)) for t in types], {}
 
 
+def _family_lfm2_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """LFM2-MoE as vllm/model_executor/models/lfm2_moe.py (0.33.0) builds it.
+
+    ``layer_types[i] == "full_attention"`` is GQA attention with q/k norms (L433-437, L212-243),
+    ``"conv"`` a short convolution of width ``hidden_size`` and kernel ``conv_L_cache`` (L343-350,
+    state L560-567). The first ``num_dense_layers`` layers have a dense ``intermediate_size`` MLP
+    (L295-301, L353-359, no width adjustment), the rest ``num_experts`` experts of
+    ``moe_intermediate_size``, ``num_experts_per_tok`` routed, no shared expert (L128-150).
+    """
+    n = text.int_("num_hidden_layers")
+    types = _layer_types(text, n)
+    if types is None:
+        raise SizingError(f"{text.prefix}:layer_types", None, f"{n} entries of conv / full_attention")
+    dense_layers = text.int_("num_dense_layers", 0, minimum=0, limit=n)
+    dense = _dense(text)
+    moe = MoE(text.int_("num_experts"), text.int_("num_experts_per_tok"), text.int_("moe_intermediate_size"))
+    conv = ShortConv(text.int_("hidden_size"), text.int_("conv_L_cache", 3))
+    return [
+        Layer(_attention(text) if t == "full_attention" else conv, dense if i < dense_layers else moe)
+        for i, t in enumerate(types)
+    ], {}
+
+
+def _family_decilm(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """Llama-Nemotron (DeciLM) as vllm/model_executor/models/nemotron_nas.py (0.33.0) builds it.
+
+    ``block_configs[i]`` gives each layer: ``attention.no_op`` (no attention, no cache, no input norm)
+    or Llama attention with ``num_attention_heads // attention.n_heads_in_group`` KV heads (L142-160);
+    ``ffn.no_op`` or a SwiGLU MLP of ``ffn.intermediate_size`` or, from ``ffn.ffn_mult``,
+    ``int(2 x ffn_mult x hidden / 3)`` rounded up to 256 (L52-62, L162-182). vLLM builds no linear
+    replacement (``replace_with_linear``), so such a block is refused.
+    """
+    n = text.int_("num_hidden_layers")
+    blocks = text.list_("block_configs")
+    if blocks is None or len(blocks) < n:
+        raise SizingError(f"{text.prefix}:block_configs", None if blocks is None else len(blocks), f"{n} blocks")
+    hidden = text.int_("hidden_size")
+    heads = text.int_("num_attention_heads")
+    head_dim = text.int_("head_dim") if text.has("head_dim") else hidden // heads
+    layers = []
+    for i, block in enumerate(blocks[:n]):
+        where = f"{text.prefix}:block_configs[{i}]"
+        if not isinstance(block, Mapping):
+            raise SizingError(where, block, "an object with attention and ffn")
+        parts = []
+        for part in ("attention", "ffn"):
+            value = block.get(part)
+            if not isinstance(value, Mapping):
+                raise SizingError(f"{where}.{part}", value, "an object")
+            cfg = _Cfg(value, f"{where}.{part}")
+            if cfg.bool_("replace_with_linear", False):
+                raise UnknownArchitectureError(f"{where}.{part}.replace_with_linear", True, "false (vLLM has none)")
+            parts.append(cfg)
+        att_cfg, ffn_cfg = parts
+        mixer: Mixer | None = None
+        if not att_cfg.bool_("no_op", False):
+            group = att_cfg.int_("n_heads_in_group", limit=heads)
+            if heads % group:
+                raise SizingError(f"{att_cfg.prefix}.n_heads_in_group", group, f"a divisor of {heads} heads")
+            mixer = Attention(heads, heads // group, head_dim, head_dim)
+        ffn: FeedForward | None = None
+        if not ffn_cfg.bool_("no_op", False):
+            if ffn_cfg.has("ffn_mult"):
+                width = int(2 * ffn_cfg.float_("ffn_mult", 1.0, maximum=1024) * hidden / 3)
+                width = 256 * -(-width // 256)
+            else:
+                width = ffn_cfg.int_("intermediate_size", limit=_MAX_REASONABLE["intermediate_size"])
+            ffn = DenseMLP(width)
+        layers.append(Layer(mixer, ffn))
+    return layers, {}
+
+
 _FAMILIES = {
     "llama": _family_llama,
     "phi2": _family_phi2,
@@ -915,6 +1044,9 @@ _FAMILIES = {
     "granite_hybrid": _family_granite_hybrid,
     "gemma4": _family_gemma4,
     "lfm2": _family_lfm2,
+    "mimo_v2": _family_mimo_v2,
+    "lfm2_moe": _family_lfm2_moe,
+    "decilm": _family_decilm,
     "deepseek_v4": _family_deepseek_v4,
 }
 

@@ -128,14 +128,21 @@ def layer_specs(
             if mixer.kv_shared:
                 continue  # reads the cache of an earlier layer of its kind (kv_sharing_target_layer_name)
             heads = max(1, mixer.num_kv_heads // tp)
+            v = mixer.v_head_dim if mixer.v_head_dim != mixer.head_dim else 0
             if mixer.sliding_window and accounting.hybrid_kv_manager:
-                specs.append(SlidingWindowSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.sliding_window))
+                specs.append(
+                    SlidingWindowSpec(
+                        block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.sliding_window, head_size_v=v
+                    )
+                )
             elif mixer.chunk_size and accounting.chunked_local_hybrid:
                 specs.append(
-                    ChunkedLocalAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.chunk_size)
+                    ChunkedLocalAttentionSpec(
+                        block_size, heads, mixer.head_dim, kv_dtype_bytes, mixer.chunk_size, head_size_v=v
+                    )
                 )
             else:
-                specs.append(FullAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes))
+                specs.append(FullAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, head_size_v=v))
         elif isinstance(mixer, MLA):
             head = mixer.kv_lora_rank + mixer.qk_rope_head_dim
             if mixer.index_head_dim and kv_dtype_bytes == 1:

@@ -7,7 +7,7 @@ memory one request of ``max_model_len`` tokens can use in this layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Self
 
 from fitgate.sizing.units import cdiv
@@ -30,11 +30,14 @@ class _KVHeadsSpec:
     num_kv_heads: int
     head_size: int
     dtype_bytes: int
+    #: V's head size where it differs from K's (MiMo-V2-Flash: 192 / 128); 0 means ``head_size``.
+    #: vllm/v1/kv_cache_interface.py (0.33.0) L560-590: a cell is ``(head_size + head_size_v) * dtype``.
+    head_size_v: int = field(default=0, kw_only=True)
 
     @property
     def bytes_per_token(self) -> int:
-        """K and V bytes of one token in this layer: ``2 * kv_heads * head_size * dtype``."""
-        return 2 * self.num_kv_heads * self.head_size * self.dtype_bytes
+        """K and V bytes of one token in this layer: ``kv_heads * (head_size + head_size_v) * dtype``."""
+        return self.num_kv_heads * (self.head_size + (self.head_size_v or self.head_size)) * self.dtype_bytes
 
     @property
     def page_size_bytes(self) -> int:

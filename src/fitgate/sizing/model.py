@@ -178,6 +178,20 @@ class VisionEncoder:
 
 
 @dataclass(frozen=True)
+class PerLayerEmbedding:
+    """Gemma 4 E2B/E4B per-layer embeddings (``hidden_size_per_layer_input`` > 0).
+
+    vllm/model_executor/models/gemma4.py (0.33.0) builds one extra vocab-parallel table of
+    ``vocab_size x (hidden_size x num_layers)`` (L1022-1028), a column-parallel ``hidden ->
+    hidden_size x num_layers`` projection with its norm (L1039-1052), and in every decoder layer a
+    replicated gate ``hidden -> hidden_size``, a replicated projection back and a norm (L678-703).
+    """
+
+    hidden_size: int  # hidden_size_per_layer_input
+    vocab_size: int  # vocab_size_per_layer_input
+
+
+@dataclass(frozen=True)
 class ModelArchitecture:
     """A decoder-only language model, as vLLM will build it."""
 
@@ -197,6 +211,7 @@ class ModelArchitecture:
     max_capture_size_override: int | None = None
     norm_has_bias: bool = False
     attention_bias: bool = False
+    per_layer_embedding: PerLayerEmbedding | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -100,8 +100,8 @@ def active_parameters(model: ModelInput) -> int:
     share = moe.top_k / moe.num_experts if moe is not None and moe.num_experts else 1.0
     total = 0.0
     for e in model.inventory.entries:
-        if e.role in (Role.SKIPPED, Role.VISION):
-            continue
+        if e.role in (Role.SKIPPED, Role.VISION, Role.EMBED_PER_LAYER):
+            continue  # Gemma 4's per-layer table is gathered like the embedding: no FLOPs
         if e.role is Role.EMBED:
             total += e.numel if arch.tie_word_embeddings else 0
         elif e.role is Role.LM_HEAD:
@@ -145,6 +145,8 @@ def _compute_expert_and_embedding_bytes(
 
     experts = rank_bytes(frozenset({Role.EXPERT})) if _moe(model.arch) is not None else 0
     embedding = 0 if model.arch.tie_word_embeddings else rank_bytes(frozenset({Role.EMBED}))
+    if model.arch.per_layer_embedding is not None:
+        embedding += rank_bytes(frozenset({Role.EMBED_PER_LAYER}))  # gathered a row a token, not streamed
     return experts, embedding
 
 

@@ -43,6 +43,7 @@ class Role(StrEnum):
     """How a tensor is placed across tensor-parallel ranks."""
 
     EMBED = "embed"  # vocab-parallel rows, first pipeline stage
+    EMBED_PER_LAYER = "embed_per_layer"  # Gemma 4 E2B/E4B per-layer table: vocab-parallel, every stage
     LM_HEAD = "lm_head"  # vocab-parallel rows, last pipeline stage
     COLUMN = "column"  # output dim split by TP
     ROW = "row"  # input dim split by TP
@@ -155,15 +156,25 @@ def quantized_bytes(numel: int, q: Quantization) -> int:
 
 def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
     q_out = m.num_heads * m.head_dim * (2 if m.gated_q else 1)
-    kv_out = m.num_kv_heads * m.head_dim
+    # K is kv_heads x head_dim, V kv_heads x v_head_dim (QKVParallelLinear ``v_head_size``, MiMo-V2 192 / 128)
+    kv_out = m.num_kv_heads * m.head_dim + (0 if m.k_eq_v else m.num_kv_heads * m.v_head_dim)
     b.add(i, Role.COLUMN, hidden * q_out, linear=True)
-    b.add(i, Role.KV_PROJ, (1 if m.k_eq_v else 2) * hidden * kv_out, linear=True)
+    b.add(i, Role.KV_PROJ, hidden * kv_out, linear=True)
     b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
     if b.arch.attention_bias:
-        b.add(i, Role.COLUMN, q_out + 2 * kv_out)
+        b.add(i, Role.COLUMN, q_out + kv_out)
     if m.sinks:
         b.add(i, Role.COLUMN, m.num_heads)
-    if b.arch.model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "gemma4_text", "lfm2"}:
+    if b.arch.model_type in {
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma3",
+        "gemma3_text",
+        "gemma4_text",
+        "lfm2",
+        "lfm2_moe",
+    }:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
 
 
@@ -259,7 +270,7 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
     """Estimate the checkpoint's tensors from the architecture alone (standard layouts)."""
     b = _Builder(arch)
     hidden = arch.hidden_size
-    norms_per_layer = 4 if arch.model_type in {"gemma2", "gemma3", "gemma3_text"} else 2
+    norms_per_layer = 4 if arch.model_type in {"gemma2", "gemma3", "gemma3_text", "gemma4_text"} else 2
     for i, layer in enumerate(arch.layers):
         m = layer.mixer
         if isinstance(m, Attention):
@@ -282,7 +293,21 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
         parts = (m is not None) + (layer.ffn is not None)
         norm_numel = hidden * (norms_per_layer if parts == 2 else 1)
         b.add(i, Role.REPLICATED, norm_numel * (2 if arch.norm_has_bias else 1))
+        if arch.per_layer_embedding is not None:
+            # gemma4.py (0.33.0) L682-703: per_layer_input_gate (hidden -> PLE) and per_layer_projection
+            # (PLE -> hidden) are ReplicatedLinear; post_per_layer_input_norm is RMSNorm(hidden).
+            ple = arch.per_layer_embedding.hidden_size
+            b.add(i, Role.REPLICATED, 2 * hidden * ple, linear=True)
+            b.add(i, Role.REPLICATED, hidden)
     b.add(None, Role.EMBED, arch.vocab_size * hidden)
+    if arch.per_layer_embedding is not None:
+        # gemma4.py (0.33.0) L1022-1052: embed_tokens_per_layer (VocabParallelEmbedding of
+        # vocab_size_per_layer_input x PLE * layers), per_layer_model_projection (ColumnParallelLinear
+        # hidden -> PLE * layers) and per_layer_projection_norm (RMSNorm(PLE)).
+        ple, total = arch.per_layer_embedding.hidden_size, arch.per_layer_embedding.hidden_size * arch.num_layers
+        b.add(None, Role.EMBED_PER_LAYER, arch.per_layer_embedding.vocab_size * total)
+        b.add(None, Role.COLUMN, hidden * total, linear=True)
+        b.add(None, Role.REPLICATED, ple)
     if not arch.tie_word_embeddings:
         b.add(None, Role.LM_HEAD, arch.vocab_size * hidden)
     b.add(None, Role.REPLICATED, hidden)
@@ -335,7 +360,8 @@ def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
     if "rotary_emb.inv_freq" in lowered or lowered.startswith("mtp.") or ".mtp." in lowered:
         return None, Role.SKIPPED
     if re.search(
-        r"(^|\.)(vision_tower|vision_model|visual|vit|image_newline|multi_modal_projector|mm_projector|vision_encoder)\b",
+        r"(^|\.)(vision_tower|vision_model|visual|vit|image_newline|multi_modal_projector|mm_projector|vision_encoder"
+        r"|audio_tower|embed_audio)\b",
         lowered,
     ):
         return None, Role.VISION
@@ -344,6 +370,10 @@ def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
     if layer is not None and layer >= num_layers:
         return None, Role.SKIPPED  # e.g. DeepSeek-V3's MTP layer 61
     if layer is None:
+        if "embed_tokens_per_layer" in lowered:
+            return None, Role.EMBED_PER_LAYER  # Gemma 4 E2B/E4B (gemma4.py 0.33.0 L1022-1028)
+        if "per_layer_model_projection" in lowered:
+            return None, Role.COLUMN  # ColumnParallelLinear (gemma4.py 0.33.0 L1039-1047)
         if any(k in lowered for k in ("embed_tokens", "wte.", "word_embeddings", "tok_embeddings", "embedding.weight")):
             return None, Role.EMBED
         if lowered.startswith("lm_head") or lowered.startswith("output.") or ".lm_head." in lowered:
@@ -353,6 +383,8 @@ def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
         return layer, Role.REPLICATED
     if "kv_a_proj_with_mqa" in lowered or "q_a_proj" in lowered:
         return layer, Role.REPLICATED
+    if ".per_layer_input_gate." in lowered or ".per_layer_projection." in lowered:
+        return layer, Role.REPLICATED  # Gemma 4 PLE: ReplicatedLinear (gemma4.py 0.33.0 L682-697)
     if ".experts." in lowered and "shared_expert" not in lowered:
         return layer, Role.EXPERT
     if re.search(r"\.(gate|router)\.(weight|bias|e_score_correction_bias)$", lowered) or "mlp.router" in lowered:
@@ -389,7 +421,8 @@ def inventory_from_tensors(tensors: Iterable[tuple[str, str, Sequence[int]]], nu
         }
         linear = (
             not quantized and lowered.endswith(".weight") and role in {Role.COLUMN, Role.ROW, Role.KV_PROJ, Role.EXPERT}
-        ) or ("kv_a_proj_with_mqa.weight" in lowered or "q_a_proj.weight" in lowered)
+        ) or any(k in lowered for k in ("kv_a_proj_with_mqa.weight", "q_a_proj.weight", "per_layer_input_gate.weight"))
+        linear = linear or (not quantized and "per_layer_projection.weight" in lowered and layer is not None)
         key = (layer, role, quantized, linear)
         acc = rows.setdefault(key, [0, 0])
         acc[0] += numel
@@ -413,6 +446,19 @@ def bytes_from_dtype_counts(counts: Mapping[str, int]) -> int:
 
 # --------------------------------------------------------------------------------------------
 # Per-rank loaded bytes
+
+
+def _layer_kv_factor(arch: ModelArchitecture, layer: int | None, tp: int, default: float) -> float:
+    """Share of a layer's K/V projections one rank holds: its own KV heads (MiMo-V2: 4 global, 8 sliding)."""
+    mixer = arch.layers[layer].mixer if layer is not None and layer < arch.num_layers else None
+    if isinstance(mixer, Attention) and mixer.num_kv_heads:
+        return max(1, mixer.num_kv_heads // tp) / mixer.num_kv_heads
+    return default
+
+
+def _kv_shared(arch: ModelArchitecture, layer: int) -> bool:
+    mixer = arch.layers[layer].mixer if layer < arch.num_layers else None
+    return isinstance(mixer, Attention) and mixer.kv_shared
 
 
 def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
@@ -441,6 +487,8 @@ class RankWeights:
     embedding_bytes: int
 
 
+#: Gemma 4's per-layer table is in none of these: Gemma4Model builds it on every pipeline stage
+#: (gemma4.py 0.33.0 L1018-1028, no ``is_first_rank`` test).
 _FIRST_STAGE_ROLES = frozenset({Role.EMBED, Role.VISION})
 _LAST_STAGE_ROLES = frozenset({Role.LM_HEAD, Role.REPLICATED})
 _VOCAB_ROLES = frozenset({Role.EMBED, Role.LM_HEAD})
@@ -481,6 +529,8 @@ def weights_per_rank(
     kv_factor = (max(1, kv // tp) / kv) if kv else 1 / tp
     vocab_factor = cdiv(round_up(arch.vocab_size, VOCAB_PADDING), tp) / arch.vocab_size
     mxfp4 = _mxfp4_expert_padding(arch, tp) if arch.quantization and arch.quantization.method == "mxfp4" else 1.0
+    ple = arch.per_layer_embedding
+    ple_factor = cdiv(round_up(ple.vocab_size, VOCAB_PADDING), tp) / ple.vocab_size if ple else 1.0
     total = 0.0
     embedding = 0.0
     for e in inventory.entries:
@@ -488,6 +538,10 @@ def weights_per_rank(
         if role is Role.SKIPPED or (role is Role.LM_HEAD and (arch.tie_word_embeddings or pooling)):
             # A tied model's lm_head is its embedding: vLLM skips a stored lm_head.weight while loading
             # (``if self.config.tie_word_embeddings and "lm_head.weight" in name: continue``).
+            continue
+        if role is Role.KV_PROJ and e.layer is not None and _kv_shared(arch, e.layer):
+            # Gemma 4 KV-shared layers build q_proj only; their stored k_proj / v_proj are dropped
+            # (gemma4.py 0.33.0 L409-417, weights mapper L119-124).
             continue
         if e.layer is None:
             if (role in _FIRST_STAGE_ROLES and not first) or (role in _LAST_STAGE_ROLES and not last):
@@ -503,12 +557,14 @@ def weights_per_rank(
         if role in _VOCAB_ROLES:
             size *= vocab_factor
             embedding += size
+        elif role is Role.EMBED_PER_LAYER:
+            size *= ple_factor
         elif role in _TP_SPLIT_ROLES:
             size /= tp
         elif role is Role.EXPERT:
             size = size / tp * (mxfp4 if e.quantized else 1.0)
         elif role is Role.KV_PROJ:
-            size *= kv_factor
+            size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size
     if pp > 1 and last and not first and arch.tie_word_embeddings and not pooling:
         # The last stage builds its own lm_head from the tied embedding.

@@ -121,6 +121,9 @@ class Reading:
     pods_per_replica: int = 1
     data_parallel: int = 1  # data-parallel ranks in one replica (data_parallel_ranks)
     node_selector: dict[str, str] = field(default_factory=dict)
+    claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
+    tolerations: tuple[dict[str, str], ...] = ()
+    gpu_share: dict[str, Any] = field(default_factory=dict)  # HAMi limits / Run:ai annotations: placement.gpuShare
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
@@ -148,8 +151,8 @@ class Reading:
     def gpu_shortfall(self) -> str | None:
         """Why the pods ask for fewer GPUs than the engine uses, or None when they ask for enough."""
         need = self.parallel_gpus
-        if self.gpus_per_replica >= need:
-            return None
+        if self.gpus_per_replica >= need or (self.claim_template and not self.gpus_per_replica):
+            return None  # a DRA claim's count is checked against TP x PP with the template (operator/poolplan.py)
         tp = self.serving.get("tensorParallelSize", 1)
         pp = self.serving.get("pipelineParallelSize", 1)
         what = f"TP {tp} x PP {pp}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")
@@ -181,6 +184,12 @@ class Reading:
             placement["nodesPerReplica"] = self.pods_per_replica
         if self.data_parallel > 1:
             placement["dataParallelSize"] = self.data_parallel
+        if self.claim_template:
+            placement["resourceClaimTemplateName"] = self.claim_template
+        if self.tolerations:
+            placement["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.gpu_share:
+            placement["gpuShare"] = dict(self.gpu_share)
         if placement:
             spec["placement"] = placement
         return spec
@@ -274,6 +283,61 @@ def _gpu_limit(container: dict[str, Any]) -> tuple[str | None, int]:
                     ) from None
                 return resource, count
     return None, 0
+
+
+def _claim_template(container: dict[str, Any], pod: dict[str, Any]) -> str | None:
+    """The ResourceClaimTemplate of the pod claim the container uses (``resources.claims[].name``)."""
+    used = {str(_dict(c).get("name")) for c in _list(_dict(container.get("resources")).get("claims"))}
+    for claim in (_dict(c) for c in _list(pod.get("resourceClaims"))):
+        template = claim.get("resourceClaimTemplateName")
+        if template and (not used or str(claim.get("name")) in used):
+            return str(template)
+    return None
+
+
+def _tolerations(pod: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    """The pod's tolerations, with the fields placement.tolerations keeps."""
+    out = []
+    for t in (_dict(t) for t in _list(pod.get("tolerations"))[:64]):
+        out.append({k: str(t[k]) for k in ("key", "operator", "value", "effect") if t.get(k) is not None})
+    return tuple(out)
+
+
+def _hami_share(container: dict[str, Any]) -> dict[str, int]:
+    """HAMi's per-container memory limits as placement.gpuShare fields (the spec checks their range)."""
+    limits = _dict(_dict(container.get("resources")).get("limits"))
+    for resource, key in (
+        ("nvidia.com/gpumem", "hamiGpuMemMiB"),
+        ("nvidia.com/gpumem-percentage", "hamiGpuMemPercentage"),
+    ):
+        if resource in limits:
+            try:
+                return {key: int(str(limits[resource]).strip())}
+            except ValueError:
+                raise WorkloadError(
+                    f"container {container.get('name')}: resources.limits.{resource}: "
+                    f"expected a whole number (got {limits[resource]!r})"
+                ) from None
+    return {}
+
+
+def _runai_share(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """Run:ai's pod annotations (``gpu-fraction``, ``gpu-memory`` MiB) as placement.gpuShare fields."""
+    if "gpu-fraction" in annotations:
+        try:
+            return {"runaiGpuFraction": float(str(annotations["gpu-fraction"]).strip())}
+        except ValueError:
+            raise WorkloadError(
+                f"annotation gpu-fraction: expected a fraction such as 0.5 (got {annotations['gpu-fraction']!r})"
+            ) from None
+    if "gpu-memory" in annotations:
+        try:
+            return {"runaiGpuMemoryMiB": int(str(annotations["gpu-memory"]).strip())}
+        except ValueError:
+            raise WorkloadError(
+                f"annotation gpu-memory: expected a whole number of MiB (got {annotations['gpu-memory']!r})"
+            ) from None
+    return {}
 
 
 def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -530,6 +594,7 @@ def _reading(
     gpus_per_replica: int | None = None,
     pods_per_replica: int = 1,
     notes: tuple[str, ...] = (),
+    pod_annotations: Mapping[str, Any] | None = None,
 ) -> Reading:
     container = found.container
     cname = str(container.get("name") or "?")
@@ -548,6 +613,7 @@ def _reading(
         version, version_note = release_of_image(str(container.get("image") or ""))
         resource, per_pod = _gpu_limit(container)
         selector, placement_notes = _placement(found.pod)
+        hami = _hami_share(container) or _runai_share(pod_annotations or {})
         serving: dict[str, Any] = {}
         for flag, (fld, conv) in _SERVING_FLAGS.items():
             if flag not in flags:
@@ -596,6 +662,9 @@ def _reading(
             pods_per_replica=pods_per_replica,
             data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
+            claim_template=_claim_template(container, found.pod),
+            tolerations=_tolerations(found.pod),
+            gpu_share=hami,
             unknown=unknown,
             notes=all_notes,
             args=flags,
@@ -803,7 +872,9 @@ def read_workload(
         )
     if found is None:
         return None
-    return _reading(kind, meta, found, cms)
+    # the pod's own annotations (Run:ai's gpu-fraction): a Pod's metadata, else its template's
+    pod_meta = meta if path == "spec" else _dict(_at(obj, path.rsplit(".", 1)[0] + ".metadata"))
+    return _reading(kind, meta, found, cms, pod_annotations=_dict(pod_meta.get("annotations")))
 
 
 def configmaps_of(objects: list[Any]) -> dict[str, dict[str, str]]:

@@ -1,0 +1,276 @@
+"""Shared GPUs (operator/sharing.py), placement (operator/placement.py) and what the evaluation makes of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fitgate.operator.api import parse_spec
+from fitgate.operator.evaluate import evaluate, status_of
+from fitgate.operator.gpuview import build_inventory
+from fitgate.operator.inventory import Inventory, PodGpus, parse_node
+from fitgate.operator.placement import (
+    Taint,
+    Toleration,
+    blocking_taint,
+    gpu_resources,
+    holds_gpus,
+    replicas_placed,
+)
+from fitgate.operator.sharing import (
+    Mechanism,
+    Share,
+    ShareError,
+    check_share,
+    gmu_for_slice,
+    node_share,
+    pod_share,
+)
+from fitgate.sizing import ReasonCode, Verdict
+from fitgate.sizing.cost import GpuPrices
+from fitgate.sizing.gpus import find_gpu
+from fitgate.sizing.units import GiB, MiB
+from tests.conftest import model
+
+H100 = find_gpu("H100-SXM")
+assert H100 is not None
+CARD = H100.memory_bytes  # 79.19 GiB as CUDA reports it
+
+
+# -- sharing -----------------------------------------------------------------------------------
+
+
+def test_time_slicing_from_gfd_labels() -> None:
+    share = node_share({"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED"})
+    assert share == Share(Mechanism.TIME_SLICING, fraction=0.25, replicas=4)
+    assert node_share({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}) is None
+    assert node_share({"nvidia.com/gpu.replicas": "1"}) is None
+
+
+def test_mps_from_gfd_labels() -> None:
+    share = node_share({"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"})
+    assert share == Share(Mechanism.MPS, fraction=0.5, replicas=2)
+
+
+def test_time_slicing_gmu_exceeds_the_share() -> None:
+    check = check_share(Share(Mechanism.TIME_SLICING, fraction=0.25, replicas=4), CARD, 0.9)
+    # vLLM: requested = 0.9 x 79.19 GiB = 71.27 GiB; the pod's share is 79.19 / 4 = 19.80 GiB
+    assert check.exceeds
+    assert check.requested_bytes == int(CARD * 0.9)
+    assert check.recommended_gmu == 0.25  # floor(19.80 / 79.19, 0.01)
+    assert "time-slicing shares each card among 4 pods" in check.message
+    assert "Free memory on device" in check.message  # the limit it hits
+    assert "gpuMemoryUtilization: 0.25" in check.message
+
+
+def test_time_slicing_within_the_share() -> None:
+    assert not check_share(Share(Mechanism.TIME_SLICING, fraction=0.5, replicas=2), CARD, 0.45).exceeds
+
+
+def test_mps_names_the_client_memory_limit() -> None:
+    check = check_share(Share(Mechanism.MPS, fraction=1 / 3, replicas=3), CARD, 0.9)
+    assert check.exceeds and check.recommended_gmu == 0.33  # floor(100/3) / 100
+    assert "MPS client's pinned device memory limit" in check.message
+
+
+def test_hami_reports_the_slice_to_cuda() -> None:
+    share = pod_share({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480"}, {})
+    assert share == Share(Mechanism.HAMI, memory_bytes=20480 * MiB)
+    check = check_share(share, CARD, 0.9)
+    # HAMi-core's cuMemGetInfo_v2 reports 20 GiB as the total: vLLM asks 0.9 x 20 GiB = 18 GiB
+    assert not check.exceeds
+    assert check.requested_bytes == int(20 * GiB * 0.9)
+    assert "HAMi reports 20.00 GiB to CUDA as the device total" in check.message
+
+
+def test_runai_fraction_is_checked_against_the_whole_card() -> None:
+    share = pod_share({}, {"gpu-fraction": "0.5"})
+    assert share == Share(Mechanism.RUNAI, fraction=0.5)
+    check = check_share(share, CARD, 0.9)
+    assert check.exceeds and check.recommended_gmu == 0.5
+    assert "Run:ai" in check.message
+
+
+@pytest.mark.parametrize(
+    ("limits", "annotations", "error"),
+    [
+        ({"nvidia.com/gpumem": "-1"}, {}, "nvidia.com/gpumem: '-1' is not a MiB count"),
+        ({"nvidia.com/gpumem-percentage": "150"}, {}, "nvidia.com/gpumem-percentage: '150' is not a percentage"),
+        ({}, {"gpu-fraction": "1.5"}, r"gpu-fraction: '1.5' is not a fraction in \(0, 1\]"),
+        ({}, {"gpu-fraction": "half"}, "gpu-fraction: 'half'"),
+    ],
+)
+def test_bad_share_requests_name_field_and_limit(
+    limits: dict[str, str], annotations: dict[str, str], error: str
+) -> None:
+    with pytest.raises(ShareError, match=error):
+        pod_share(limits, annotations)
+
+
+def test_gmu_for_slice_rounds_down() -> None:
+    assert gmu_for_slice(10 * GiB, 80 * GiB) == 0.12  # 0.125 -> 0.12
+    assert gmu_for_slice(CARD // 4, CARD) == 0.25
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        (Toleration("nvidia.com/gpu", "Exists"), True),
+        (Toleration("nvidia.com/gpu", "Equal", "present"), True),
+        (Toleration("nvidia.com/gpu", "Equal", "absent"), False),
+        (Toleration("nvidia.com/gpu", "Exists", effect="NoExecute"), False),
+        (Toleration("", "Exists"), True),  # an empty key with Exists tolerates everything
+        (Toleration("", "Equal"), False),
+        (Toleration("other", "Exists"), False),
+    ],
+)
+def test_toleration_semantics(toleration: Toleration, tolerated: bool) -> None:
+    assert toleration.tolerates(GPU_TAINT) is tolerated
+
+
+def test_blocking_taints_and_cordons() -> None:
+    assert blocking_taint([GPU_TAINT], False, ()) == "taint nvidia.com/gpu=present:NoSchedule not tolerated"
+    assert blocking_taint([GPU_TAINT], False, (Toleration("nvidia.com/gpu", "Exists"),)) is None
+    assert blocking_taint([Taint("soft", "", "PreferNoSchedule")], False, ()) is None
+    assert blocking_taint([], True, ()) == "cordoned"
+    assert blocking_taint([], True, (Toleration("node.kubernetes.io/unschedulable", "Exists"),)) is None
+    # a node's health comes and goes: the lifecycle controller's taints do not change the candidates
+    assert blocking_taint([Taint("node.kubernetes.io/not-ready", "", "NoSchedule")], False, ()) is None
+
+
+def pod(node: str | None, phase: str = "Running", gpus: int = 1, init: int = 0) -> dict[str, Any]:
+    containers = [{"name": "vllm", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]
+    spec: dict[str, Any] = {"containers": containers}
+    if init:
+        spec["initContainers"] = [{"name": "warm", "resources": {"limits": {"nvidia.com/gpu": str(init)}}}]
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_pods_that_hold_gpus() -> None:
+    assert holds_gpus(pod("n1"))
+    assert not holds_gpus(pod(None, "Pending"))  # not bound yet
+    assert not holds_gpus(pod("n1", "Succeeded"))
+    assert gpu_resources(pod("n1", gpus=2, init=4)) == {"nvidia.com/gpu": 4}  # the largest init container
+
+
+def test_replicas_placed() -> None:
+    assert replicas_placed([8, 3, 0], 2) == 5  # 4 + 1
+    assert replicas_placed([8, 8, 4], 8, nodes_per_replica=2) == 1
+    assert replicas_placed([1, 1], 2) == 0
+
+
+# -- evaluation with the cluster's real state ---------------------------------------------------
+
+SPEC = {
+    "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+    "serving": {"maxModelLen": 8192},
+}
+
+
+def node(name: str, labels: dict[str, str], gpus: int, **spec: Any) -> dict[str, Any]:
+    base = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}
+    return {
+        "metadata": {"name": name, "labels": {**base, **labels}},
+        "spec": spec,
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}},
+    }
+
+
+def inventory(*nodes: dict[str, Any], pods: dict[tuple[str, str], PodGpus] | None = None) -> Inventory:
+    return build_inventory({n["metadata"]["name"]: parse_node(n) for n in nodes}, {}, None, pods)
+
+
+LLAMA = model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_time_sliced_node_gives_gmu_exceeds_share_and_the_gmu_that_fits() -> None:
+    sliced = node("ts-0", {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"}, 16)
+    ev = evaluate(parse_spec(SPEC), LLAMA, inventory(sliced))
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.GPU_MEMORY_UTILIZATION_EXCEEDS_SHARE)
+    assert "time-slicing shares each card among 4 pods" in ev.message
+    assert "set spec.serving.gpuMemoryUtilization: 0.25" in ev.message
+    status = status_of(ev, 1, None)
+    assert status["pools"][0]["sharing"] == "time-slicing"
+    fixed = evaluate(
+        parse_spec({**SPEC, "serving": {**SPEC["serving"], "gpuMemoryUtilization": 0.25}}), LLAMA, inventory(sliced)
+    )
+    assert fixed.verdict in (Verdict.FITS, Verdict.TIGHT)  # 8B in bf16 (~15 GiB) fits a 19.8 GiB quarter
+
+
+def test_hami_share_plans_on_the_slice() -> None:
+    spec = parse_spec({**SPEC, "placement": {"gpuShare": {"hamiGpuMemMiB": 10240}}})
+    ev = evaluate(spec, LLAMA, inventory(node("h-0", {}, 8)))
+    # 10 GiB slice x 0.9 = 9 GiB budget < ~15 GiB of bf16 weights
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.WEIGHTS_EXCEED_BUDGET)
+    assert "HAMi gives this pod 10.00 GiB of the 79.19 GiB card" in ev.message
+    big = evaluate(
+        parse_spec({**SPEC, "placement": {"gpuShare": {"hamiGpuMemMiB": 40960}}}), LLAMA, inventory(node("h-0", {}, 8))
+    )
+    assert big.verdict in (Verdict.FITS, Verdict.TIGHT)
+
+
+def test_cordoned_and_tainted_nodes_are_not_candidates() -> None:
+    cordoned = node("c-0", {}, 8, unschedulable=True)
+    tainted = node("t-0", {}, 8, taints=[{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}])
+    ev = evaluate(parse_spec(SPEC), LLAMA, inventory(cordoned, tainted))
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL)
+    assert "c-0 (cordoned)" in ev.message and "t-0 (taint dedicated=infer:NoSchedule not tolerated)" in ev.message
+    tolerant = {**SPEC, "placement": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}
+    ok = evaluate(parse_spec(tolerant), LLAMA, inventory(cordoned, tainted))
+    assert ok.verdict is Verdict.FITS and ok.pools[0].pool.nodes == ("t-0",)
+
+
+def test_gpus_held_by_pods_are_not_free_and_replicas_become_unschedulable() -> None:
+    pods = {("other", f"p{i}"): PodGpus("h-0", (("nvidia.com/gpu", 3),)) for i in range(2)}  # 6 of 8 held
+    inv = inventory(node("h-0", {}, 8), pods=pods)
+    spec = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2}, "replicas": 2})
+    ev = evaluate(spec, LLAMA, inv)
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.UNSCHEDULABLE)
+    assert "only 1 of 2 replicas can be placed" in ev.message  # 2 free GPUs / 2 per replica
+    assert status_of(ev, 1, None)["pools"][0]["freeGpus"] == 2
+    assert evaluate(parse_spec({**SPEC, "replicas": 2}), LLAMA, inv).verdict is Verdict.FITS  # 1 GPU each
+
+
+def test_own_pods_count_as_free_for_their_deployment() -> None:
+    pods = {("ns", "mine"): PodGpus("h-0", (("nvidia.com/gpu", 1),), (("app", "llama"),))}
+    inv = inventory(node("h-0", {}, 1), pods=pods)
+    spec = {**SPEC, "observe": {"selector": {"app": "llama"}}}
+    assert evaluate(parse_spec(spec), LLAMA, inv, namespace="ns").verdict is Verdict.FITS
+    assert evaluate(parse_spec(spec), LLAMA, inv, namespace="other").reason is ReasonCode.UNSCHEDULABLE
+
+
+def test_cheapest_pool_that_fits_when_prices_are_known() -> None:
+    l4 = {
+        "metadata": {
+            "name": "l4-0",
+            "labels": {"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.memory": "23034"},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": "1"}},
+    }
+    small = {
+        "model": {"name": "meta-llama/Llama-3.2-1B-Instruct", "source": "catalog"},
+        "serving": {"maxModelLen": 4096},
+    }
+    small_model = model("meta-llama/Llama-3.2-1B-Instruct")
+    inv = inventory(node("h-0", {}, 8), l4)
+    assert evaluate(parse_spec(small), small_model, inv).best.pool.product == "NVIDIA-H100-80GB-HBM3"  # most headroom
+    prices = GpuPrices(None, (("H100-SXM", 4.0), ("L4", 0.7)))
+    chosen = evaluate(parse_spec(small), small_model, inv, prices=prices)
+    assert chosen.best is not None and chosen.best.pool.product == "NVIDIA-L4"
+    assert len(chosen.pools) == 2  # every pool stays in status
+
+
+def test_tensor_parallelism_on_time_sliced_gpus_is_refused() -> None:
+    sliced = node("ts-0", {"nvidia.com/gpu.replicas": "4"}, 32)  # 8 cards x 4 shares
+    spec = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2}})
+    ev = evaluate(spec, LLAMA, inventory(sliced))
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.NOT_ENOUGH_GPUS_PER_NODE)
+    assert "2 shares of one card" in ev.message
