@@ -26,7 +26,6 @@ DIRS = sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())
 #: Architectures vLLM 0.33 serves that fitgate does not size yet (each refused with its name), and
 #: the ones vLLM itself no longer serves. The test fails when one starts to plan or another stops.
 REFUSED = {
-    "DeepseekV4ForCausalLM",  # compressed sparse MLA caches
     "Exaone4_5_ForConditionalGeneration",
     "KimiK3ForConditionalGeneration",  # KDA linear attention + MLA + latent MoE
     "MiniMaxM3ForCausalLM",  # not in vLLM 0.33's registry (it has MiniMaxM3SparseFor*)

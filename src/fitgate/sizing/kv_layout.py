@@ -15,21 +15,72 @@ from functools import cached_property
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_specs import (
     ChunkedLocalAttentionSpec,
+    CompressedMLASpec,
     FullAttentionSpec,
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
     ServingShape,
+    SlidingWindowMLASpec,
     SlidingWindowSpec,
     spec_kind,
 )
-from fitgate.sizing.model import MLA, Attention, LinearAttention, Mamba, ModelArchitecture, ShortConv
+from fitgate.sizing.model import (
+    MLA,
+    Attention,
+    CompressedSparseMLA,
+    LinearAttention,
+    Mamba,
+    ModelArchitecture,
+    ShortConv,
+)
 from fitgate.sizing.units import cdiv
 from fitgate.sizing.versions import VllmAccounting
 
 DEFAULT_BLOCK_SIZE = 16
 #: One token of a sparse-MLA fp8 cache (``fp8_ds_mla``): 512 x fp8 + 4 x fp32 scales + 64 x bf16 rope.
 FP8_DS_MLA_BYTES = 656
+#: DeepSeek V4's ``fp8_ds_mla`` entry: 448 fp8 NoPE + 64 bf16 RoPE values + 8 scale bytes
+#: (vllm/models/deepseek_v4/attention.py 0.33.0 L880-882), pages padded to 576 bytes (L877).
+DSV4_FP8_DS_MLA_BYTES = 584
+DSV4_PAGE_ALIGN_BYTES = 576
+#: ``DeepseekV4SWACache`` blocks hold 64 tokens whatever the cache block size (its default,
+#: sparse_swa.py 0.33.0 L85; attention.py L349-356 passes no block size).
+DSV4_SWA_BLOCK = 64
+
+
+def dsv4_layer_specs(m: CompressedSparseMLA, block_size: int) -> list[KVCacheSpec]:
+    """The caches one DeepSeek V4 layer registers, in vLLM's registration order.
+
+    The CUDA attention classes vLLM picks by default (FlashMLA, FlashInfer SM120) use the
+    ``fp8_ds_mla`` layout and turn ``--kv-cache-dtype auto`` into it (attention.py 0.33.0 L94-123,
+    L152; nvidia/model.py L537-567), so every cache below is sized for it:
+
+    * ratio 4: the indexer's key cache, ``index_head_dim + index_head_dim // 128 * 4`` bytes per
+      compressed entry (attention.py L1019-1031, ``DeepseekV4IndexerCache`` L911-924), and its
+      compressor's fp32 state, ``2 x 2 x index_head_dim`` values per token in 4-token blocks
+      with an 8-token window (compressor.py L157-192, L281-286);
+    * every layer: the 128-token sliding window, 584 bytes a token in 64-token blocks
+      (sparse_swa.py L76-140);
+    * ratio 4 or 128: the compressed cache, one 584-byte entry per ``ratio`` tokens in
+      ``block_size``-token blocks (attention.py L860-883), and the compressor's fp32 state,
+      ``2 x coff x head_dim`` values (coff 2 at ratio 4, else 1) in 4- or 8-token blocks with a
+      ``coff x ratio`` window (compressor.py L157-192).
+    """
+    align = DSV4_PAGE_ALIGN_BYTES
+    specs: list[KVCacheSpec] = []
+    ratio = m.compress_ratio
+    coff = 2 if ratio == 4 else 1
+    state_block = 4 if ratio == 4 else 8
+    if ratio == 4:
+        index_bytes = m.index_head_dim + m.index_head_dim // 128 * 4
+        specs.append(CompressedMLASpec(block_size, ratio, index_bytes, align))
+        specs.append(SlidingWindowMLASpec(state_block, 2 * coff * m.index_head_dim * 4, align, coff * ratio))
+    specs.append(SlidingWindowMLASpec(DSV4_SWA_BLOCK, DSV4_FP8_DS_MLA_BYTES, align, m.sliding_window))
+    if ratio > 1:
+        specs.append(CompressedMLASpec(block_size, ratio, DSV4_FP8_DS_MLA_BYTES, align))
+        specs.append(SlidingWindowMLASpec(state_block, 2 * coff * m.head_dim * 4, align, coff * ratio))
+    return specs
 
 
 def _mamba_state_bytes(mixer: Mamba | LinearAttention | ShortConv, tp: int, state_dtype_bytes: int) -> int:
@@ -105,6 +156,8 @@ def layer_specs(
                 # (DeepseekV32IndexerCache: head_dim + head_dim // 128 * 4 -> 132 bytes a token).
                 index_bytes = mixer.index_head_dim + mixer.index_head_dim // 128 * 4
                 specs.append(MLAAttentionSpec(block_size, index_bytes, 1))
+        elif isinstance(mixer, CompressedSparseMLA):
+            specs.extend(dsv4_layer_specs(mixer, block_size))
         else:
             specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes)))
     return specs
@@ -135,13 +188,18 @@ class KVGroup:
 
 @dataclass(frozen=True)
 class KVLayout:
-    """The KV cache layout vLLM derives for one GPU."""
+    """The KV cache layout vLLM derives for one GPU.
+
+    ``packed``: vLLM 0.33's block-outermost packing of mixed page sizes (DeepSeek V4), where one
+    block id spans every layer of a group and ``page_size_bytes`` is the widest group's block.
+    """
 
     groups: tuple[KVGroup, ...]
     group_size: int  # tensors that share each block id (layers per group, padded)
     page_size_bytes: int  # one block of one tensor
     block_size: int  # tokens per block (smallest over groups)
     specs: tuple[KVCacheSpec, ...]  # every layer, for the one-request check
+    packed: bool = False
 
     @property
     def bytes_per_block(self) -> int:
@@ -199,6 +257,8 @@ def build_layout(specs: list[KVCacheSpec], accounting: VllmAccounting) -> KVLayo
     """
     if not specs:
         raise SizingError("model", "no attention or state layers on this GPU", "a model with a KV cache")
+    if any(isinstance(s, CompressedMLASpec | SlidingWindowMLASpec) for s in specs) and len(set(specs)) > 1:
+        return build_packed_layout(specs)
     has_mamba = any(isinstance(s, MambaSpec) for s in specs)
     if has_mamba:
         # Hybrid models: Mamba states are padded up to the attention page (HybridAttentionMambaModelConfig).
@@ -234,6 +294,74 @@ def build_layout(specs: list[KVCacheSpec], accounting: VllmAccounting) -> KVLayo
     return KVLayout(tuple(groups), group_size, page, block, tuple(specs))
 
 
+def _bucket_key(spec: KVCacheSpec) -> tuple[str, int, int]:
+    """VLLM's ``UniformTypeKVCacheSpecs.is_uniform_type``: same block size, same kind (and window)."""
+    window = spec.sliding_window if isinstance(spec, SlidingWindowMLASpec | SlidingWindowSpec) else 0
+    kind = "sliding" if window else "full"
+    return kind, getattr(spec, "block_size", 0), window
+
+
+def _approximate_gcd(values: Sequence[int], lower_bound: int) -> int:
+    """The chunk ``d >= lower_bound`` with the least ``sum(round_up(x, d) - x)``, ties to the larger d."""
+    best_d, best_pad = lower_bound, -1
+    for d in range(lower_bound, max(values) + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad < 0 or pad <= best_pad:
+            best_d, best_pad = d, pad
+    return best_d
+
+
+def build_packed_layout(specs: list[KVCacheSpec]) -> KVLayout:
+    """Group mixed page sizes as vLLM 0.33 ``_get_packed_kv_cache_groups`` does (kv_cache_planning.py L914-1041).
+
+    Layers are bucketed by kind and block size. A bucket is balanced when each of its page sizes
+    has as many layers; balanced buckets are split into groups of the same number of pattern
+    repeats, chosen by ``_approximate_gcd`` (L879-911) from at least the largest mixed bucket's
+    repeats. A block id spans one group's layers, so the pool's block is the widest group's bytes
+    (``_get_kv_cache_bytes_per_block``, L574-605) and ``num_blocks = available // that``.
+    """
+    buckets: dict[tuple[str, int, int], list[KVCacheSpec]] = {}
+    for s in specs:
+        buckets.setdefault(_bucket_key(s), []).append(s)
+    shaped = []
+    for members in buckets.values():
+        by_page: dict[int, list[KVCacheSpec]] = {}
+        for s in members:
+            by_page.setdefault(s.page_size_bytes, []).append(s)
+        balanced = len({len(v) for v in by_page.values()}) == 1
+        shaped.append((members, by_page, balanced))
+    floor = max((len(next(iter(p.values()))) for _, p, bal in shaped if bal and len(p) > 1), default=0)
+    repeats = _approximate_gcd([max(len(v) for v in p.values()) for _, p, bal in shaped if bal], floor) if floor else 0
+
+    def is_state(members: list[KVCacheSpec]) -> bool:
+        sliding = isinstance(members[0], SlidingWindowMLASpec | SlidingWindowSpec)
+        return isinstance(members[0], MambaSpec) or (not repeats and sliding)
+
+    def num_groups(by_page: dict[int, list[KVCacheSpec]], balanced: bool) -> int:
+        return cdiv(max(len(v) for v in by_page.values()), repeats) if balanced and repeats else 1
+
+    def widest(by_page: dict[int, list[KVCacheSpec]], n: int) -> int:
+        return sum(cdiv(len(v), n) * page for page, v in by_page.items())
+
+    anchor = max(widest(p, len(m) if is_state(m) else num_groups(p, bal)) for m, p, bal in shaped)
+    groups: list[KVGroup] = []
+    block_bytes = 0
+    for members, by_page, balanced in shaped:
+        n = num_groups(by_page, balanced)
+        if is_state(members):
+            n = max(n, cdiv(len(members), max(anchor // members[0].page_size_bytes, 1)))
+        for g in range(n):
+            # Pattern repeats g, g + n, g + 2n... of each page size (L1029-1039).
+            share = {page: v[g::n] for page, v in by_page.items()}
+            layers = sum(len(v) for v in share.values())
+            if layers:
+                groups.append(KVGroup(members[0], layers))
+                block_bytes = max(block_bytes, sum(page * len(v) for page, v in share.items()))
+    # The cache block size (--block-size) is the largest: the window and state caches use smaller fixed blocks.
+    block = max(getattr(g.spec, "block_size", DEFAULT_BLOCK_SIZE) for g in groups)
+    return KVLayout(tuple(groups), 1, block_bytes, block, tuple(specs), packed=True)
+
+
 def _block_of(spec: KVCacheSpec, specs: Sequence[KVCacheSpec]) -> int:
     if isinstance(spec, MambaSpec):
         attention = [s for s in specs if not isinstance(s, MambaSpec)]
@@ -248,13 +376,30 @@ def num_blocks(layout: KVLayout, available_bytes: int) -> int:
     return available_bytes // layout.page_size_bytes // layout.group_size
 
 
+def _packed_pages(layout: KVLayout, shape: ServingShape) -> int:
+    """Pages one request takes in a packed layout: each group's (its layers all need as many), summed.
+
+    ``get_max_concurrency_for_kv_cache_config`` (kv_cache_utils.py 0.33.0 L1061-1093).
+    """
+    return sum(cdiv(g.spec.max_memory_usage_bytes(shape), g.spec.page_size_bytes) for g in layout.groups)
+
+
 def one_request_bytes(layout: KVLayout, shape: ServingShape) -> int:
-    """KV memory one request of ``max_model_len`` tokens needs on this GPU (vLLM's startup check)."""
+    """KV memory one request of ``max_model_len`` tokens needs on this GPU (vLLM's startup check).
+
+    Packed layouts: ``bytes_per_block x`` the request's pages over all groups, checked against the
+    budget less the null block (``_max_memory_usage_bytes_from_groups`` and ``check_memory``,
+    kv_cache_planning.py 0.33.0 L1253-1285, L1533-1559): one block more here.
+    """
+    if layout.packed:
+        return layout.bytes_per_block * (_packed_pages(layout, shape) + 1)
     return sum(n * s.max_memory_usage_bytes(shape) for s, n in layout.spec_counts)
 
 
 def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAccounting) -> int:
     """Block ids one max-length request takes (the divisor of 'Maximum concurrency')."""
+    if layout.packed:
+        return _packed_pages(layout, shape)
     if accounting.tokens_report == "blocks":
         return cdiv(shape.max_model_len, layout.block_size)
     if accounting.concurrency_sum_groups:
@@ -269,13 +414,15 @@ def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAc
 
 def max_concurrency(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> float:
     """VLLM's 'Maximum concurrency for N tokens per request: X.XXx'."""
-    if accounting.tokens_report == "blocks":
+    if accounting.tokens_report == "blocks" and not layout.packed:
         return blocks * layout.block_size / shape.max_model_len
     return blocks / blocks_per_request(layout, shape, accounting)
 
 
 def reported_tokens(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> int:
-    """VLLM's 'GPU KV cache size: N tokens' for this version."""
+    """VLLM's 'GPU KV cache size: N tokens' for this version (packed layouts: concurrency x length)."""
+    if layout.packed:
+        return int(max_concurrency(layout, blocks, shape, accounting) * shape.max_model_len)
     if accounting.tokens_report == "blocks":
         return blocks * layout.block_size
     if accounting.tokens_report == "groups":

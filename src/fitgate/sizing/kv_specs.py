@@ -111,6 +111,79 @@ class MLAAttentionSpec:
         return replace(self, block_size=block_size)
 
 
+def _aligned(raw_bytes: int, align_bytes: int) -> int:
+    """``round_up(raw, alignment)``: vLLM's ``_apply_alignment_padding`` (kv_cache_interface.py 0.33.0 L719-725)."""
+    return cdiv(raw_bytes, align_bytes) * align_bytes
+
+
+@dataclass(frozen=True)
+class CompressedMLASpec:
+    """DeepSeek V4's compressed caches: one ``state_bytes`` entry per ``tokens_per_state`` tokens.
+
+    vLLM's ``MLAAttentionSpec`` with ``tokens_per_state > 1`` (kv_cache_interface.py 0.33.0 L552-616,
+    L729-740): a page holds ``block_size // tokens_per_state`` entries, padded up to ``align_bytes``;
+    a request needs ``cdiv(max_model_len, block_size)`` pages, as full attention (L643-648).
+    """
+
+    block_size: int
+    tokens_per_state: int
+    state_bytes: int
+    align_bytes: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token costs over a long sequence (``state_bytes / tokens_per_state``, rounded up)."""
+        return cdiv(self.state_bytes, self.tokens_per_state)
+
+    @property
+    def page_size_bytes(self) -> int:
+        """``round_up(block_size // tokens_per_state * state_bytes, align_bytes)``."""
+        return _aligned(self.block_size // self.tokens_per_state * self.state_bytes, self.align_bytes)
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """``cdiv(max_model_len, block_size)`` pages."""
+        return cdiv(shape.max_model_len, self.block_size) * self.page_size_bytes
+
+    def with_block_size(self, block_size: int) -> CompressedMLASpec:
+        """The same spec with another block size."""
+        return replace(self, block_size=block_size)
+
+
+@dataclass(frozen=True)
+class SlidingWindowMLASpec:
+    """DeepSeek V4's windowed caches: the last ``sliding_window`` tokens, one entry each.
+
+    vLLM's ``SlidingWindowMLASpec`` (kv_cache_interface.py 0.33.0 L1007-1026): the attention window
+    (``DeepseekV4SWACache``, 64-token blocks) and the compressors' running state
+    (``CompressorStateCache``, 4- or 8-token blocks). Pages are padded up to ``align_bytes``; a request
+    holds ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1`` pages (L918-955).
+    """
+
+    block_size: int
+    state_bytes: int
+    align_bytes: int
+    sliding_window: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes of one token's entry."""
+        return self.state_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        """``round_up(block_size * state_bytes, align_bytes)``."""
+        return _aligned(self.block_size * self.state_bytes, self.align_bytes)
+
+    def max_memory_usage_bytes(self, shape: ServingShape) -> int:
+        """The window plus one batch of tokens, one extra page for a window that starts mid-block."""
+        tokens = min(self.sliding_window - 1 + shape.max_num_batched_tokens, shape.max_model_len)
+        return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
+
+    def with_block_size(self, block_size: int) -> SlidingWindowMLASpec:
+        """The same spec with another block size."""
+        return replace(self, block_size=block_size)
+
+
 @dataclass(frozen=True)
 class MambaSpec:
     """Mamba / linear-attention state: a fixed number of bytes per request, whatever its length.
@@ -142,7 +215,14 @@ class MambaSpec:
         return replace(self, padded_page_bytes=page_bytes)
 
 
-AttentionLikeSpec = FullAttentionSpec | SlidingWindowSpec | ChunkedLocalAttentionSpec | MLAAttentionSpec
+AttentionLikeSpec = (
+    FullAttentionSpec
+    | SlidingWindowSpec
+    | ChunkedLocalAttentionSpec
+    | MLAAttentionSpec
+    | CompressedMLASpec
+    | SlidingWindowMLASpec
+)
 KVCacheSpec = AttentionLikeSpec | MambaSpec
 
 
@@ -153,5 +233,7 @@ def spec_kind(spec: KVCacheSpec) -> str:
         SlidingWindowSpec: "sliding_window",
         ChunkedLocalAttentionSpec: "chunked_local",
         MLAAttentionSpec: "mla",
+        CompressedMLASpec: "compressed_mla",
+        SlidingWindowMLASpec: "sliding_window_mla",
         MambaSpec: "mamba",
     }[type(spec)]

@@ -50,6 +50,29 @@ class MLA:
 
 
 @dataclass(frozen=True)
+class CompressedSparseMLA:
+    """DeepSeek V4 attention (vllm/models/deepseek_v4/attention.py 0.33.0, ``DeepseekV4Attention``).
+
+    One latent of ``head_dim`` per token, shared by all heads. Every layer keeps the last
+    ``sliding_window`` tokens in a sliding-window cache; ``compress_ratio`` 4 or 128 adds a cache of
+    one compressed entry per that many tokens (plus, at 4, the lightning indexer's own compressed key
+    cache); 1 is sliding window only. ``hc_mult`` is the hyper-connection width (weights only).
+    """
+
+    num_heads: int
+    q_lora_rank: int
+    head_dim: int
+    qk_rope_head_dim: int
+    o_lora_rank: int
+    o_groups: int
+    compress_ratio: int
+    sliding_window: int
+    index_n_heads: int
+    index_head_dim: int
+    hc_mult: int
+
+
+@dataclass(frozen=True)
 class Mamba:
     """A Mamba (v1) or Mamba2 state-space mixer; its cache is a fixed-size state per request."""
 
@@ -82,7 +105,7 @@ class ShortConv:
     kernel: int
 
 
-Mixer = Attention | MLA | Mamba | LinearAttention | ShortConv
+Mixer = Attention | MLA | CompressedSparseMLA | Mamba | LinearAttention | ShortConv
 
 # --------------------------------------------------------------------------------------------
 # Feed-forward blocks
@@ -132,6 +155,8 @@ class Quantization:
         group_size: Elements per scale (0 = per channel / per tensor).
         scale_bytes: Bytes of one scale (plus zero point where stored).
         experts_only: Only expert weights are quantized (gpt-oss MXFP4).
+        experts: Expert weights stored another way than the other linear layers (DeepSeek V4: fp8
+            linear layers, fp4 experts); None when the experts use this format too.
     """
 
     method: str
@@ -139,6 +164,7 @@ class Quantization:
     group_size: int = 0
     scale_bytes: float = 0.0
     experts_only: bool = False
+    experts: Quantization | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +233,7 @@ class ModelArchitecture:
     def attention_heads(self) -> int:
         """Query heads of the first attention-like layer (for TP divisibility checks)."""
         for layer in self.layers:
-            if isinstance(layer.mixer, Attention | MLA):
+            if isinstance(layer.mixer, Attention | MLA | CompressedSparseMLA):
                 return layer.mixer.num_heads
         return 0
 

@@ -29,7 +29,7 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, ModelArchitecture, Quantization
+from fitgate.sizing.model import MLA, CompressedSparseMLA, ModelArchitecture, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
@@ -116,6 +116,14 @@ def resolve_serving(
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
+    if any(isinstance(layer.mixer, CompressedSparseMLA) for layer in arch.layers):
+        # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
+        # else but fp8 is an error (vllm/models/deepseek_v4/attention.py 0.33.0 L107-123).
+        if serving.kv_cache_dtype != "auto" and not serving.kv_cache_dtype.startswith("fp8"):
+            raise SizingError(
+                "kv_cache_dtype", serving.kv_cache_dtype, "auto or fp8 (DeepSeek V4 stores fp8_ds_mla entries)"
+            )
+        kv_bytes = 1
     quant = serving.quantization
     if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
         raise SizingError(
@@ -169,6 +177,10 @@ def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
     vllm/platforms/cuda.py: FlashMLA-sparse (DeepSeek V3.2, GLM-5) and FlashMLA use 64-token blocks,
     CUTLASS MLA on Blackwell 128.
     """
+    if any(isinstance(layer.mixer, CompressedSparseMLA) for layer in arch.layers):
+        # DeepSeek V4: DeepseekSparseSWABackend.get_preferred_block_size() returns 256
+        # (vllm/v1/attention/backends/mla/sparse_swa.py 0.33.0 L164-166).
+        return 256
     mla = [layer.mixer for layer in arch.layers if isinstance(layer.mixer, MLA)]
     if mla and any(m.index_head_dim for m in mla):
         return 64

@@ -25,6 +25,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.model import (
     MLA,
     Attention,
+    CompressedSparseMLA,
     DenseMLP,
     LinearAttention,
     Mamba,
@@ -135,6 +136,8 @@ class _Builder:
         q = self.quant
         if q is None or not linear or (q.experts_only and role is not Role.EXPERT):
             return numel * self.dtype_bytes, False
+        if role is Role.EXPERT and q.experts is not None:
+            return quantized_bytes(numel, q.experts), True
         return quantized_bytes(numel, q), True
 
     def inventory(self) -> WeightInventory:
@@ -189,6 +192,39 @@ def _mla_params(b: _Builder, i: int, m: MLA, hidden: int) -> None:
     b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
 
 
+def _dsv4_params(b: _Builder, i: int, m: CompressedSparseMLA, hidden: int) -> None:
+    """DeepSeek V4 attention, compressors, indexer and hyper-connections (vllm/models/deepseek_v4 0.33.0).
+
+    attention.py L252-286: ``fused_wqa_wkv`` (replicated, hidden -> q_lora + head_dim), ``q_norm``,
+    ``kv_norm``, ``wq_b`` (column), ``wo_a`` (column, heads x head_dim / groups -> groups x o_lora),
+    ``wo_b`` (row), one sink per head (L248). compressor.py L262-281: ``ape`` (ratio x coff x dim),
+    unquantized replicated ``fused_wkv_wgate`` (hidden -> 2 x coff x dim), ``norm``; ``coff`` is 2 at
+    ratio 4. The ratio-4 indexer (attention.py L302-323, L989-1004): replicated ``wq_b``
+    (q_lora -> heads x index_head_dim), unquantized ``weights_proj`` and its own compressor.
+    nvidia/model.py L617-665: ``hc_attn_fn`` / ``hc_ffn_fn`` ((2 + hc) x hc by hc x hidden) with
+    their bases and scales.
+    """
+    b.add(i, Role.REPLICATED, hidden * (m.q_lora_rank + m.head_dim), linear=True)
+    b.add(i, Role.REPLICATED, m.q_lora_rank + m.head_dim)
+    b.add(i, Role.COLUMN, m.q_lora_rank * m.num_heads * m.head_dim, linear=True)
+    b.add(i, Role.COLUMN, m.num_heads * m.head_dim * m.o_lora_rank, linear=True)  # wo_a: (H*D/G) x (G*o_lora)
+    b.add(i, Role.ROW, m.o_groups * m.o_lora_rank * hidden, linear=True)
+    b.add(i, Role.COLUMN, m.num_heads)
+
+    def compressor(dim: int) -> None:
+        coff = 2 if m.compress_ratio == 4 else 1
+        b.add(i, Role.REPLICATED, m.compress_ratio * coff * dim + hidden * 2 * coff * dim + dim)
+
+    if m.compress_ratio > 1:
+        compressor(m.head_dim)
+    if m.compress_ratio == 4:
+        b.add(i, Role.REPLICATED, m.q_lora_rank * m.index_n_heads * m.index_head_dim, linear=True)
+        b.add(i, Role.REPLICATED, hidden * m.index_n_heads)
+        compressor(m.index_head_dim)
+    mix = (2 + m.hc_mult) * m.hc_mult
+    b.add(i, Role.REPLICATED, 2 * (mix * m.hc_mult * hidden + mix + 3))
+
+
 def _mamba_params(b: _Builder, i: int, m: Mamba, hidden: int) -> None:
     if m.version == 1:
         b.add(i, Role.COLUMN, hidden * 2 * m.d_inner, linear=True)
@@ -241,6 +277,8 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
             _attention_params(b, i, m, hidden)
         elif isinstance(m, MLA):
             _mla_params(b, i, m, hidden)
+        elif isinstance(m, CompressedSparseMLA):
+            _dsv4_params(b, i, m, hidden)
         elif isinstance(m, Mamba):
             _mamba_params(b, i, m, hidden)
         elif isinstance(m, LinearAttention):
@@ -281,6 +319,8 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
         per_layer = _Builder(arch)
         if isinstance(last.mixer, MLA):
             _mla_params(per_layer, 0, last.mixer, hidden)
+        elif isinstance(last.mixer, CompressedSparseMLA):
+            _dsv4_params(per_layer, 0, last.mixer, hidden)
         elif isinstance(last.mixer, Attention):
             _attention_params(per_layer, 0, last.mixer, hidden)
         if last.ffn is not None:
