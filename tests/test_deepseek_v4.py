@@ -142,6 +142,8 @@ def test_pro_plans_on_h200s_with_256_token_blocks() -> None:
     assert p.kv.block_size == 256  # DeepseekSparseSWABackend.get_preferred_block_size()
     assert set(p.kv.kinds) == {"compressed_mla", "sliding_window_mla"}
     assert p.kv.num_blocks > 0
+    # what is not counted (MTP drafter, workspaces) is said in the plan, not left for the user to find
+    assert any(n.startswith("DeepSeek V4:") and "not counted" in n for n in p.notes)
 
 
 def test_unknown_compress_ratio_is_refused_with_the_key() -> None:

@@ -371,6 +371,12 @@ def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAc
             f"chunked local attention is sized as full attention: vLLM {accounting.label} disables the hybrid KV "
             "cache manager for it unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (the default from 0.14)"
         )
+    if model.arch.model_type == "deepseek_v4":
+        notes.append(
+            "DeepSeek V4: its KV layout follows vLLM 0.33, but the MTP drafter and the model's top-k, prefill and "
+            "hyper-connection workspaces are not counted: vLLM's KV budget can be a few GiB per GPU smaller "
+            "(on one public 0.25 log, 2 x RTX PRO 6000, the plan had 50 % more available KV than vLLM printed)"
+        )
     if not g.cuda_graphs_in_budget and not rs.enforce_eager:
         notes.append("CUDA graphs are captured after KV sizing and must fit outside the gpu_memory_utilization budget")
     return tuple(notes)
