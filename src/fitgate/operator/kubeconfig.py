@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def load() -> None:
     """Configure the ``kubernetes`` client: the in-cluster service account, else the kubeconfig (``KUBECONFIG``)."""
@@ -11,3 +13,19 @@ def load() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
+
+
+def core_v1() -> Any:
+    """A ``CoreV1Api`` on :func:`load`'s credentials (nodes, pods, ConfigMaps)."""
+    from kubernetes import client  # noqa: PLC0415
+
+    load()
+    return client.CoreV1Api()
+
+
+def custom_objects() -> Any:
+    """A ``CustomObjectsApi`` on :func:`load`'s credentials (resource.k8s.io and other API groups)."""
+    from kubernetes import client  # noqa: PLC0415
+
+    load()
+    return client.CustomObjectsApi()

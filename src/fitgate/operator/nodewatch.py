@@ -35,14 +35,6 @@ logger = logging.getLogger("fitgate.nodewatch")
 ApiFactory = Callable[[], Any]
 
 
-def _core_v1() -> Any:
-    """A CoreV1Api from the in-cluster service account, else the kubeconfig (``KUBECONFIG``)."""
-    from kubernetes import client  # noqa: PLC0415 - only the operator needs the client
-
-    kubeconfig.load()
-    return client.CoreV1Api()
-
-
 class NodeWatch:
     """Node name -> its GPUs, kept current by a background list+watch; :meth:`inventory` reads it."""
 
@@ -53,7 +45,7 @@ class NodeWatch:
         page_size: int = 500,
         sources: Sources | None = None,
     ) -> None:
-        self._api_factory = api_factory or _core_v1
+        self._api_factory = api_factory or kubeconfig.core_v1
         #: The DRA and pod watches (:mod:`fitgate.operator.resourcewatch`), merged into the inventory.
         self.sources = sources
         self._meta: dict[str, NodeMeta] = {}

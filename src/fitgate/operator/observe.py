@@ -42,7 +42,7 @@ from fitgate.observe.metrics import (
 )
 from fitgate.operator.api import ModelDeploymentSpec, ObservedStatus
 from fitgate.operator.evaluate import condition
-from fitgate.operator.nodewatch import _core_v1 as core_v1
+from fitgate.operator.kubeconfig import core_v1
 from fitgate.operator.scrape import ScrapeError, ScrapeLimits, fetch_metrics
 from fitgate.sizing import find_gpu
 from fitgate.sizing.cost import GpuPrices
@@ -418,7 +418,7 @@ def kubernetes_reader(request_timeout_s: float = 5.0) -> tuple[ListPods, ReadLog
 
     def core() -> Any:
         if not api:
-            api.append(core_v1())  # the node watch's: in-cluster, else the kubeconfig
+            api.append(core_v1())  # in-cluster, else the kubeconfig
         return api[0]
 
     async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:

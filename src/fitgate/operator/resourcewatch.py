@@ -223,20 +223,6 @@ class ResourceWatch:
                 backoff = min(backoff * 2, 30.0)
 
 
-def _custom_objects() -> Any:
-    from kubernetes import client  # noqa: PLC0415
-
-    kubeconfig.load()
-    return client.CustomObjectsApi()
-
-
-def _core() -> Any:
-    from kubernetes import client  # noqa: PLC0415
-
-    kubeconfig.load()
-    return client.CoreV1Api()
-
-
 class Sources:
     """The DRA and pod watches, read together into a :class:`DraState` and a pod map."""
 
@@ -246,8 +232,8 @@ class Sources:
         core_factory: Callable[[], Any] | None = None,
         relist_s: float = 300.0,
     ) -> None:
-        custom = custom_factory or _custom_objects
-        core = core_factory or _core
+        custom = custom_factory or kubeconfig.custom_objects
+        core = core_factory or kubeconfig.core_v1
 
         def lister(plural: str) -> Callable[[Any], Callable[..., Any]]:
             def of(api: Any) -> Callable[..., Any]:
