@@ -76,6 +76,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         "FITGATE_WORKLOAD_WEBHOOK": "1",
         "FITGATE_WORKLOAD_AUDIT_SECONDS": "1",
         "FITGATE_WORKLOAD_AUDIT_OBJECTS": "1",
+        "FITGATE_WORKLOAD_CONFIGMAPS": "1",
     }
     op = Operator(kube, workdir, managed=None, extra_env=env)
     op.start()

@@ -71,18 +71,19 @@ def test_audit_rbac_is_exactly_what_the_audit_calls(helm: Path) -> None:
         }
 
     base = granted()
-    with_audit = granted("--set", "workloadWebhook.enabled=true")
+    cm = ("--set", "workloadWebhook.readConfigMaps=true")  # off by default: it grants get on configmaps cluster-wide
+    with_audit = granted("--set", "workloadWebhook.enabled=true", *cm)
     audit = {(r.group, r.resource, r.verbs) for r in workload_audit_rules()}
     configmaps = {(r.group, r.resource, r.verbs) for r in workload_configmap_rules()}
     assert with_audit - base == audit | configmaps
-    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0") - base == (
+    assert granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.auditSeconds=0", *cm) - base == (
         configmaps
     )
-    no_cm = granted("--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.readConfigMaps=false")
+    no_cm = granted("--set", "workloadWebhook.enabled=true")
     assert no_cm - base == audit
     (deployment,) = [
         d for d in render_chart(helm, "--set", "workloadWebhook.enabled=true") if d["kind"] == "Deployment"
     ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["FITGATE_WORKLOAD_AUDIT_SECONDS"] == "300" and env["FITGATE_WORKLOAD_WEBHOOK"] == "1"
-    assert env["FITGATE_WORKLOAD_CONFIGMAPS"] == "1"
+    assert env["FITGATE_WORKLOAD_CONFIGMAPS"] == "0"  # the default: least privilege

@@ -151,7 +151,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "FITGATE_WORKLOAD_CONFIGMAPS",
-        "1",
+        "0",
         "`1`: the workload webhook and audit read the ConfigMap a `--config` file is mounted from "
         "(chart `workloadWebhook.readConfigMaps`); `0`: such a verdict is Unknown.",
     ),
@@ -334,7 +334,7 @@ class OperatorConfig:
     workload_audit_s: float = 0.0
     workload_observe: bool = False
     workload_audit_objects: bool = False
-    workload_configmaps: bool = True
+    workload_configmaps: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:

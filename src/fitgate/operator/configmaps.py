@@ -6,7 +6,8 @@ from the API server: a ``get`` of that one ConfigMap (never a list), bounded in 
 the admission resolve timeout for the webhook, which must never hold admission past it) and size
 (:data:`MAX_BYTES`), cached :data:`TTL_S` seconds (a rollout reviews the same object many times; a
 failure is not cached, so a ConfigMap applied after its Deployment counts at once) and
-``FITGATE_WORKLOAD_CONFIGMAPS`` turns it off (then the verdict is Unknown, as before). A ConfigMap that is
+it runs only with ``FITGATE_WORKLOAD_CONFIGMAPS=1`` (off by default: RBAC can only grant it cluster-wide;
+off, the verdict is Unknown). A ConfigMap that is
 missing, forbidden, too big or too slow makes the verdict Unknown, naming the ConfigMap and the key.
 """
 
