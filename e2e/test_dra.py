@@ -284,13 +284,19 @@ def test_gpus_held_by_pods_and_replicas(kube: Kube, operator: Operator, namespac
         "model": MODEL,
         "serving": {"maxModelLen": 8192, "tensorParallelSize": 2},
         "placement": {"nodeSelector": {LABEL: "busy"}},
-        "replicas": 3,
-        "policy": {"onMisfit": "Warn"},
+        "replicas": 3,  # policy.onMisfit left at its default, Deny
     }
-    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("three", spec))
-    # free GPUs: 4 - 3 = 1 on dra-busy-0, 4 on dra-busy-1 -> 0 + 2 replicas of TP 2
+    result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("three", spec))
+    # free GPUs: 4 - 3 = 1 on dra-busy-0, 4 on dra-busy-1 -> 0 + 2 replicas of TP 2; idle, the two nodes would
+    # take all 3 (2 + 2 slots), so only the trainer's GPUs stand in the way: admitted with a warning, not denied
+    assert "Warning: fitgate:" in result.stderr and "only 2 of 3 replicas can be placed" in result.stderr
+    assert "it can be placed once they are freed" in result.stderr
     st = wait_reason(kube, namespace, "three", "DoesNotFit", "Unschedulable")
     assert "only 2 of 3 replicas can be placed" in st["message"]
     assert st["pools"][0]["freeGpus"] == 5
+    # 5 replicas of TP 2 need 10 GPUs: more than the pool's 8 even idle -> denied
+    five = {**spec, "replicas": 5}
+    denied = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("five", five), check=False)
+    assert denied.returncode != 0 and "only 2 of 5 replicas can be placed" in denied.stderr
     kube.kubectl("delete", "pod", "trainer", "-n", namespace, "--grace-period=0", "--force")
     wait_reason(kube, namespace, "three", "Fits", "Fits")
