@@ -5,16 +5,9 @@ Kubernetes client, no I/O (an import-linter contract keeps it so).
 """
 
 from fitgate.workloads.argv import CommandError, EngineCommand, expand_k8s, find_engine_command, parse_engine_argv
-from fitgate.workloads.reader import (
-    KINDS,
-    POD_TEMPLATE_PATHS,
-    Reading,
-    WorkloadError,
-    configmaps_of,
-    read_workload,
-    release_of_image,
-    vllm_image,
-)
+from fitgate.workloads.podspec import release_of_image, vllm_image
+from fitgate.workloads.reader import KINDS, POD_TEMPLATE_PATHS, configmaps_of, read_workload
+from fitgate.workloads.reading import Reading, WorkloadError
 
 __all__ = [
     "KINDS",

@@ -19,8 +19,6 @@ from typing import Any
 
 import yaml
 
-from fitgate.sizing import SizingError
-from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
@@ -32,19 +30,21 @@ from fitgate.workloads.argv import (
     parse_engine_argv,
     ray_cluster_size,
 )
-
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
-
-#: Images that run vLLM. ``image_entrypoint``: the image's own entrypoint is the vLLM server, so a
-#: container with only ``args`` runs it (vllm/vllm-openai: ``python3 -m vllm.entrypoints.openai.api_server``,
-#: vllm-project/vllm@0000977eaf873be6a295cf73017976d49ca2fb9d:docker/Dockerfile stage vllm-openai, later
-#: ``vllm serve``: both take ``--model`` and the same engine flags; lmcache/vllm-openai, the
-#: image the vLLM production-stack chart can run, is built on it). rocm/vllm images start a shell.
-_IMAGES = (
-    ("vllm/vllm-openai", True),
-    ("lmcache/vllm-openai", True),
-    ("rocm/vllm", False),
+from fitgate.workloads.podspec import (
+    as_dict,
+    as_list,
+    at_path,
+    claim_template_of,
+    gpu_limit_of,
+    hami_share_of,
+    image_repo_tag,
+    placement_of,
+    release_of_image,
+    runai_share_of,
+    tolerations_of,
+    vllm_image,
 )
+from fitgate.workloads.reading import Reading, WorkloadError
 
 #: VLLM_* variables that change vLLM 0.33's memory and that fitgate models with their defaults only
 #: (a ModelDeployment cannot change them): a different value is named in the verdict's notes.
@@ -94,280 +94,6 @@ POD_TEMPLATE_PATHS: dict[str, str] = {
 KINDS = (*POD_TEMPLATE_PATHS, "LeaderWorkerSet", "InferenceService", "LLMInferenceService")
 
 
-class WorkloadError(ValueError):
-    """An object that cannot be read; the message names the field and the value."""
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a vLLM workload asks for, in ModelDeployment terms.
-
-    ``unknown`` names what keeps it from being sized (an unexpanded variable, a ``--config`` file
-    not in the manifest set); ``invalid`` is input vLLM itself would refuse (an unclosed quote, a
-    flag value that is not a number).
-    """
-
-    kind: str
-    namespace: str
-    name: str
-    container: str
-    how: str
-    model: str | None
-    revision: str | None = None
-    serving: dict[str, Any] = field(default_factory=dict)
-    vllm_version: str | None = None
-    gpu_resource: str = "nvidia.com/gpu"
-    gpus_per_replica: int = 0  # the vLLM containers' GPU limits over the pods of one replica
-    pods_per_replica: int = 1
-    data_parallel: int = 1  # data-parallel ranks in one replica (data_parallel_ranks)
-    node_selector: dict[str, str] = field(default_factory=dict)
-    claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
-    tolerations: tuple[dict[str, str], ...] = ()
-    gpu_share: dict[str, Any] = field(default_factory=dict)  # HAMi limits / Run:ai annotations: placement.gpuShare
-    unknown: str | None = None
-    invalid: str | None = None
-    notes: tuple[str, ...] = ()
-    args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
-    #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
-    config_map: tuple[str, str] | None = None
-    #: Where a flag's value was written, when not as a literal on the command line: ``("env", VAR, "$(VAR)")``
-    #: (a variable of the container's env), ``("config", ConfigMap, key, "max-model-len")`` (the --config file),
-    #: ``("field", "spec.parallelism.tensor")`` or ``("env-args", "VLLM_ADDITIONAL_ARGS")`` (LLMInferenceService)
-    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    fingerprint: str = ""
-
-    @property
-    def source(self) -> str:
-        """``Kind namespace/name``."""
-        return f"{self.kind} {self.namespace}/{self.name}"
-
-    @property
-    def parallel_gpus(self) -> int:
-        """GPUs one replica's engine needs: TP x PP x data-parallel ranks."""
-        tp = int(self.serving.get("tensorParallelSize", 1))
-        pp = int(self.serving.get("pipelineParallelSize", 1))
-        return tp * pp * self.data_parallel
-
-    def gpu_shortfall(self) -> str | None:
-        """Why the pods ask for fewer GPUs than the engine uses, or None when they ask for enough."""
-        need = self.parallel_gpus
-        if self.gpus_per_replica >= need or (self.claim_template and not self.gpus_per_replica):
-            return None  # a DRA claim's count is checked against TP x PP with the template (operator/poolplan.py)
-        tp = self.serving.get("tensorParallelSize", 1)
-        pp = self.serving.get("pipelineParallelSize", 1)
-        what = f"TP {tp} x PP {pp}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")
-        if self.pods_per_replica > 1:
-            have = f"its {self.pods_per_replica} pods ask for {self.gpus_per_replica} {self.gpu_resource} in all"
-            per_pod = -(-need // self.pods_per_replica)
-            fix = f"set {self.gpu_resource}: {per_pod} on each pod"
-        else:
-            have = (
-                f"container {self.container} asks for {self.gpus_per_replica} {self.gpu_resource}"
-                if self.gpus_per_replica
-                else f"container {self.container} has no {self.gpu_resource} limit (so no GPU)"
-            )
-            fix = f"set {self.gpu_resource}: {need}"
-        return f"vLLM needs {need} GPU{'s' if need > 1 else ''} ({what}) but {have}; {fix}"
-
-    def spec(self) -> dict[str, Any]:
-        """The raw ModelDeployment ``spec`` this workload amounts to (for ``api.parse_spec``)."""
-        model: dict[str, Any] = {"name": self.model or ""}
-        if self.revision:
-            model["revision"] = self.revision
-        spec: dict[str, Any] = {"model": model, "serving": dict(self.serving)}
-        if self.vllm_version:
-            spec["engine"] = {"version": self.vllm_version}
-        placement: dict[str, Any] = {}
-        if self.node_selector:
-            placement["nodeSelector"] = dict(self.node_selector)
-        if self.pods_per_replica > 1:
-            placement["nodesPerReplica"] = self.pods_per_replica
-        if self.data_parallel > 1:
-            placement["dataParallelSize"] = self.data_parallel
-        if self.claim_template:
-            placement["resourceClaimTemplateName"] = self.claim_template
-        if self.tolerations:
-            placement["tolerations"] = [dict(t) for t in self.tolerations]
-        if self.gpu_share:
-            placement["gpuShare"] = dict(self.gpu_share)
-        if placement:
-            spec["placement"] = placement
-        return spec
-
-
-# ---------------------------------------------------------------------------------------------
-# Helpers over plain dicts
-
-
-def _at(obj: Any, path: str) -> Any:
-    for part in path.split(".") if path else ():
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _image_repo_tag(image: str) -> tuple[str, str | None]:
-    """(repository without registry, tag) of an image reference."""
-    ref = image.split("@", 1)[0]
-    slash = ref.rfind("/")
-    colon = ref.rfind(":")
-    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, None)
-    parts = repo.split("/")
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        parts = parts[1:]
-    if parts[:1] == ["library"]:
-        parts = parts[1:]
-    return "/".join(parts), tag
-
-
-def vllm_image(image: str) -> tuple[bool, bool]:
-    """(runs vLLM, its entrypoint is the vLLM server) for an image reference."""
-    repo, _ = _image_repo_tag(image)
-    for prefix, entrypoint in _IMAGES:
-        if repo == prefix or repo.startswith(prefix + "-") or repo.startswith(prefix + "/"):
-            return True, entrypoint
-    return False, False
-
-
-_ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
-
-
-def release_of_image(image: str) -> tuple[str | None, str | None]:
-    """(vLLM release, note) from an image tag: ``v0.8.5`` -> ``0.8.5``; ``latest`` -> the newest modelled.
-
-    rocm/vllm tags carry the release inside (``rocm6.3.1_vllm_0.8.5_20250521``). A tag that names no
-    release gives (None, a note): the newest release fitgate models is assumed.
-    """
-    is_vllm, _ = vllm_image(image)
-    repo, tag = _image_repo_tag(image)
-    if not image:
-        return None, None
-    if not is_vllm:
-        return None, f"image {image}: not a vLLM image, so the vLLM release is not known; sized as the newest modelled"
-    if tag is None:
-        tag = "latest"
-    m = _ROCM_TAG.search(tag) if repo.startswith("rocm/") else None
-    text = m.group(1) if m else tag
-    try:
-        major, minor, patch = parse_version(text, "image tag")
-    except SizingError as exc:
-        if re.match(r"^v?\d+\.\d+", text):  # a release, but one fitgate does not model
-            raise WorkloadError(f"image {image}: {exc}") from None
-        return None, f"image tag {tag!r} names no vLLM release; sized as the newest release fitgate models"
-    return f"{major}.{minor}.{patch}", None
-
-
-def _gpu_limit(container: dict[str, Any]) -> tuple[str | None, int]:
-    """(resource, count) of a container's GPU limit (requests when no limit), (None, 0) without one."""
-    resources = _dict(container.get("resources"))
-    for where in ("limits", "requests"):
-        values = _dict(resources.get(where))
-        for resource in GPU_RESOURCES:
-            if resource in values:
-                raw = values[resource]
-                try:
-                    count = int(str(raw).strip())
-                except ValueError:
-                    raise WorkloadError(
-                        f"container {container.get('name')}: resources.{where}.{resource}: "
-                        f"expected a whole number of GPUs (got {raw!r})"
-                    ) from None
-                return resource, count
-    return None, 0
-
-
-def _claim_template(container: dict[str, Any], pod: dict[str, Any]) -> str | None:
-    """The ResourceClaimTemplate of the pod claim the container uses (``resources.claims[].name``)."""
-    used = {str(_dict(c).get("name")) for c in _list(_dict(container.get("resources")).get("claims"))}
-    for claim in (_dict(c) for c in _list(pod.get("resourceClaims"))):
-        template = claim.get("resourceClaimTemplateName")
-        if template and (not used or str(claim.get("name")) in used):
-            return str(template)
-    return None
-
-
-def _tolerations(pod: dict[str, Any]) -> tuple[dict[str, str], ...]:
-    """The pod's tolerations, with the fields placement.tolerations keeps."""
-    out = []
-    for t in (_dict(t) for t in _list(pod.get("tolerations"))[:64]):
-        out.append({k: str(t[k]) for k in ("key", "operator", "value", "effect") if t.get(k) is not None})
-    return tuple(out)
-
-
-def _hami_share(container: dict[str, Any]) -> dict[str, int]:
-    """HAMi's per-container memory limits as placement.gpuShare fields (the spec checks their range)."""
-    limits = _dict(_dict(container.get("resources")).get("limits"))
-    for resource, key in (
-        ("nvidia.com/gpumem", "hamiGpuMemMiB"),
-        ("nvidia.com/gpumem-percentage", "hamiGpuMemPercentage"),
-    ):
-        if resource in limits:
-            try:
-                return {key: int(str(limits[resource]).strip())}
-            except ValueError:
-                raise WorkloadError(
-                    f"container {container.get('name')}: resources.limits.{resource}: "
-                    f"expected a whole number (got {limits[resource]!r})"
-                ) from None
-    return {}
-
-
-def _runai_share(annotations: Mapping[str, Any]) -> dict[str, Any]:
-    """Run:ai's pod annotations (``gpu-fraction``, ``gpu-memory`` MiB) as placement.gpuShare fields."""
-    if "gpu-fraction" in annotations:
-        try:
-            return {"runaiGpuFraction": float(str(annotations["gpu-fraction"]).strip())}
-        except ValueError:
-            raise WorkloadError(
-                f"annotation gpu-fraction: expected a fraction such as 0.5 (got {annotations['gpu-fraction']!r})"
-            ) from None
-    if "gpu-memory" in annotations:
-        try:
-            return {"runaiGpuMemoryMiB": int(str(annotations["gpu-memory"]).strip())}
-        except ValueError:
-            raise WorkloadError(
-                f"annotation gpu-memory: expected a whole number of MiB (got {annotations['gpu-memory']!r})"
-            ) from None
-    return {}
-
-
-def _placement(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """The node labels a pod must land on: its nodeSelector and single-valued required affinity.
-
-    Required node affinity with one ``nodeSelectorTerm`` whose ``In`` expressions list one value is
-    the same as a nodeSelector (GPU Feature Discovery's ``nvidia.com/gpu.product``, AMD's
-    ``amd.com/gpu.product-name``...). Several terms or values are a choice fitgate cannot pin down:
-    noted, and any GPU pool is considered.
-    """
-    selector = {str(k): str(v) for k, v in _dict(pod.get("nodeSelector")).items()}
-    notes: list[str] = []
-    affinity = _dict(_dict(pod.get("affinity")).get("nodeAffinity"))
-    required = _dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    terms = _list(required.get("nodeSelectorTerms"))
-    if len(terms) == 1:
-        for expr in (_dict(e) for e in _list(_dict(terms[0]).get("matchExpressions"))):
-            values = _list(expr.get("values"))
-            if expr.get("operator") == "In" and len(values) == 1:
-                selector[str(expr.get("key"))] = str(values[0])
-            elif str(expr.get("key", "")).startswith(("nvidia.com/", "amd.com/")):
-                notes.append(
-                    f"node affinity {expr.get('key')} {expr.get('operator')} {values}: "
-                    "evaluated on every GPU pool, the best one counts"
-                )
-    elif len(terms) > 1:
-        notes.append(f"node affinity has {len(terms)} alternative terms: evaluated on every GPU pool")
-    return selector, notes
-
-
 # ---------------------------------------------------------------------------------------------
 # --config files from ConfigMaps
 
@@ -378,17 +104,19 @@ MAX_CONFIG_BYTES = 256 * 1024
 
 def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
     """(ConfigMap name, key) of the file ``--config PATH`` reads, or why it is not a ConfigMap's file."""
-    volumes = {v.get("name"): v for v in (_dict(x) for x in _list(pod.get("volumes")))}
-    for mount in (_dict(m) for m in _list(container.get("volumeMounts"))):
+    volumes = {v.get("name"): v for v in (as_dict(x) for x in as_list(pod.get("volumes")))}
+    for mount in (as_dict(m) for m in as_list(container.get("volumeMounts"))):
         mount_path = str(mount.get("mountPath", "")).rstrip("/")
         if not mount_path or not (path == mount_path or path.startswith(mount_path + "/")):
             continue
-        volume = _dict(volumes.get(mount.get("name")))
-        cm = _dict(volume.get("configMap"))
+        volume = as_dict(volumes.get(mount.get("name")))
+        cm = as_dict(volume.get("configMap"))
         if not cm:
             return f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
         rel = str(mount.get("subPath") or path[len(mount_path) + 1 :])
-        key = next((str(i.get("key")) for i in (_dict(x) for x in _list(cm.get("items"))) if i.get("path") == rel), rel)
+        key = next(
+            (str(i.get("key")) for i in (as_dict(x) for x in as_list(cm.get("items"))) if i.get("path") == rel), rel
+        )
         return str(cm.get("name")), key
     return f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
 
@@ -462,31 +190,31 @@ def _env_origins(
 
 def _find_vllm(pod: dict[str, Any]) -> _Found | None:
     """The first container of a pod spec that runs a vLLM server."""
-    for container in (_dict(c) for c in _list(pod.get("containers"))):
+    for container in (as_dict(c) for c in as_list(pod.get("containers"))):
         image = str(container.get("image") or "")
-        if _flag(container, "--device") == "cpu" or "cpu" in _image_repo_tag(image)[0]:
+        if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
             continue  # vLLM's CPU backend: no GPU to check
         is_vllm, entrypoint = vllm_image(image)
         env = container_env(container.get("env"))
         try:
             engine = find_engine_command(
-                [str(w) for w in _list(container.get("command"))],
-                [str(w) for w in _list(container.get("args"))],
+                [str(w) for w in as_list(container.get("command"))],
+                [str(w) for w in as_list(container.get("args"))],
                 env,
                 image_entrypoint=is_vllm and entrypoint,
             )
         except CommandError as exc:
             raise WorkloadError(f"container {container.get('name')}: {exc}") from None
         if engine is not None:
-            command = [str(w) for w in _list(container.get("command"))]
-            args = [str(w) for w in _list(container.get("args"))]
+            command = [str(w) for w in as_list(container.get("command"))]
+            args = [str(w) for w in as_list(container.get("args"))]
             origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
             return _Found(container, pod, engine, env, origins)
     return None
 
 
 def _flag(container: dict[str, Any], name: str) -> str | None:
-    words = [str(w) for w in _list(container.get("command")) + _list(container.get("args"))]
+    words = [str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))]
     for i, word in enumerate(words):
         if word == name and i + 1 < len(words):
             return words[i + 1]
@@ -611,9 +339,9 @@ def _reading(
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
         version, version_note = release_of_image(str(container.get("image") or ""))
-        resource, per_pod = _gpu_limit(container)
-        selector, placement_notes = _placement(found.pod)
-        hami = _hami_share(container) or _runai_share(pod_annotations or {})
+        resource, per_pod = gpu_limit_of(container)
+        selector, placement_notes = placement_of(found.pod)
+        hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
         serving: dict[str, Any] = {}
         for flag, (fld, conv) in _SERVING_FLAGS.items():
             if flag not in flags:
@@ -636,7 +364,7 @@ def _reading(
         if name is None and unknown is None:
             name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
             more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
-        ray = ray_cluster_size([str(w) for w in _list(container.get("command")) + _list(container.get("args"))])
+        ray = ray_cluster_size([str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))])
         if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
             # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
@@ -662,8 +390,8 @@ def _reading(
             pods_per_replica=pods_per_replica,
             data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
-            claim_template=_claim_template(container, found.pod),
-            tolerations=_tolerations(found.pod),
+            claim_template=claim_template_of(container, found.pod),
+            tolerations=tolerations_of(found.pod),
             gpu_share=hami,
             unknown=unknown,
             notes=all_notes,
@@ -693,16 +421,16 @@ def _kserve_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str
     vLLM's engine arguments; the model is ``--model_id`` (else ``storageUri`` ``hf://org/name``);
     ``--backend=huggingface`` is not vLLM.
     """
-    meta = _dict(obj.get("metadata"))
-    predictor = _dict(_at(obj, "spec.predictor"))
+    meta = as_dict(obj.get("metadata"))
+    predictor = as_dict(at_path(obj, "spec.predictor"))
     found = _find_vllm(predictor)
     if found is not None:
         return _reading("InferenceService", meta, found, configmaps)
-    model = _dict(predictor.get("model"))
-    fmt = str(_dict(model.get("modelFormat")).get("name") or "").lower()
+    model = as_dict(predictor.get("model"))
+    fmt = str(as_dict(model.get("modelFormat")).get("name") or "").lower()
     if fmt not in ("huggingface", "vllm"):
         return None
-    args = [str(a) for a in _list(model.get("args"))]
+    args = [str(a) for a in as_list(model.get("args"))]
     env = container_env(model.get("env"))
     engine = parse_engine_argv("KServe huggingface runtime", list(args))
     flags = engine.flags
@@ -730,11 +458,11 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     limit, its ``args`` and ``VLLM_ADDITIONAL_ARGS`` (engine flags the default configuration appends).
     With a ``worker``, a replica is ``data / dataLocal`` pods (else one per pipeline stage).
     """
-    meta = _dict(obj.get("metadata"))
-    spec = _dict(obj.get("spec"))
-    template = _dict(spec.get("template"))
-    uri = str(_dict(spec.get("model")).get("uri") or "")
-    par = _dict(spec.get("parallelism"))
+    meta = as_dict(obj.get("metadata"))
+    spec = as_dict(obj.get("spec"))
+    template = as_dict(spec.get("template"))
+    uri = str(as_dict(spec.get("model")).get("uri") or "")
+    par = as_dict(spec.get("parallelism"))
     extra: dict[str, str] = {}
     origins: dict[str, tuple[str, ...]] = {}
     for key, flag in (
@@ -746,12 +474,12 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         if isinstance(par.get(key), int) and not isinstance(par.get(key), bool):
             extra[flag] = str(par[key])
             origins[flag] = ("field", f"spec.parallelism.{key}")
-    containers = [_dict(c) for c in _list(template.get("containers"))]
+    containers = [as_dict(c) for c in as_list(template.get("containers"))]
     main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
     env = container_env(main.get("env"))
     found = _find_vllm(template)
     if found is None:  # the controller supplies `vllm serve`; the template holds resources and args
-        engine = parse_engine_argv("LLMInferenceService", [str(a) for a in _list(main.get("args"))])
+        engine = parse_engine_argv("LLMInferenceService", [str(a) for a in as_list(main.get("args"))])
         found = _Found(main, template, engine, env)
     additional = env.get("VLLM_ADDITIONAL_ARGS", "")
     if additional:
@@ -772,7 +500,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         else:
             pods = max(1, int(par.get("pipeline") or 1))
             notes = ("multi-node LLMInferenceService: one node per pipeline stage assumed",)
-    _, per_pod = _gpu_limit(found.container)
+    _, per_pod = gpu_limit_of(found.container)
     reading = _reading(
         "LLMInferenceService",
         meta,
@@ -792,16 +520,16 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
 
 def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """A LeaderWorkerSet: one replica is ``size`` pods (a leader and size-1 workers); TP x PP may span them."""
-    meta = _dict(obj.get("metadata"))
-    lwt = _dict(_at(obj, "spec.leaderWorkerTemplate"))
+    meta = as_dict(obj.get("metadata"))
+    lwt = as_dict(at_path(obj, "spec.leaderWorkerTemplate"))
     size_raw = lwt.get("size", 1)
     if not isinstance(size_raw, int) or size_raw < 1:
         return _finish(
             _blank("LeaderWorkerSet", meta),
             invalid=f"spec.leaderWorkerTemplate.size: expected a whole number >= 1 (got {size_raw!r})",
         )
-    worker = _dict(_at(lwt, "workerTemplate.spec"))
-    leader = _dict(_at(lwt, "leaderTemplate.spec")) or worker
+    worker = as_dict(at_path(lwt, "workerTemplate.spec"))
+    leader = as_dict(at_path(lwt, "leaderTemplate.spec")) or worker
     try:
         found = _find_vllm(leader) or _find_vllm(worker)
     except WorkloadError as exc:
@@ -812,8 +540,8 @@ def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str
     if found is None:
         return None
     try:
-        _, leader_gpus = _gpu_limit(found.container if found.pod is leader else _first(leader))
-        _, worker_gpus = _gpu_limit(_first(worker) if worker else found.container)
+        _, leader_gpus = gpu_limit_of(found.container if found.pod is leader else _first(leader))
+        _, worker_gpus = gpu_limit_of(_first(worker) if worker else found.container)
     except WorkloadError as exc:
         return _finish(_reading("LeaderWorkerSet", meta, found, configmaps), invalid=str(exc))
     total = leader_gpus + (size_raw - 1) * worker_gpus
@@ -826,9 +554,9 @@ def _blank(kind: str, meta: dict[str, Any]) -> Reading:
 
 def _first(pod: dict[str, Any]) -> dict[str, Any]:
     """The container of a pod spec that holds its GPUs (the first with a GPU limit, else the first)."""
-    containers = [_dict(c) for c in _list(pod.get("containers"))]
+    containers = [as_dict(c) for c in as_list(pod.get("containers"))]
     for c in containers:
-        if _gpu_limit(c)[0] is not None:
+        if gpu_limit_of(c)[0] is not None:
             return c
     return containers[0] if containers else {}
 
@@ -852,7 +580,7 @@ def read_workload(
         return None
     kind = str(obj.get("kind") or "")
     cms = configmaps or {}
-    meta = _dict(obj.get("metadata"))
+    meta = as_dict(obj.get("metadata"))
     try:
         if kind == "LeaderWorkerSet":
             return _leader_worker_set(obj, cms)
@@ -863,7 +591,7 @@ def read_workload(
         path = {**POD_TEMPLATE_PATHS, **(extra_paths or {})}.get(kind)
         if path is None:
             return None
-        pod = _dict(_at(obj, path))
+        pod = as_dict(at_path(obj, path))
         found = _find_vllm(pod)
     except WorkloadError as exc:
         return _finish(
@@ -873,8 +601,8 @@ def read_workload(
     if found is None:
         return None
     # the pod's own annotations (Run:ai's gpu-fraction): a Pod's metadata, else its template's
-    pod_meta = meta if path == "spec" else _dict(_at(obj, path.rsplit(".", 1)[0] + ".metadata"))
-    return _reading(kind, meta, found, cms, pod_annotations=_dict(pod_meta.get("annotations")))
+    pod_meta = meta if path == "spec" else as_dict(at_path(obj, path.rsplit(".", 1)[0] + ".metadata"))
+    return _reading(kind, meta, found, cms, pod_annotations=as_dict(pod_meta.get("annotations")))
 
 
 def configmaps_of(objects: list[Any]) -> dict[str, dict[str, str]]:
@@ -882,6 +610,6 @@ def configmaps_of(objects: list[Any]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for obj in objects:
         if isinstance(obj, dict) and obj.get("kind") == "ConfigMap" and str(obj.get("apiVersion", "")) == "v1":
-            name = str(_dict(obj.get("metadata")).get("name") or "")
-            out[name] = {str(k): str(v) for k, v in _dict(obj.get("data")).items()}
+            name = str(as_dict(obj.get("metadata")).get("name") or "")
+            out[name] = {str(k): str(v) for k, v in as_dict(obj.get("data")).items()}
     return out

@@ -1,0 +1,200 @@
+"""What a pod template says about vLLM outside its command line.
+
+The image, GPU limits, DRA claims, tolerations, HAMi / Run:ai shares and the GPU pool its node selection
+names. Pure, over plain dicts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from fitgate.sizing import SizingError
+from fitgate.sizing.versions import parse_version
+from fitgate.workloads.reading import WorkloadError
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+
+#: Images that run vLLM. ``image_entrypoint``: the image's own entrypoint is the vLLM server, so a
+#: container with only ``args`` runs it (vllm/vllm-openai: ``python3 -m vllm.entrypoints.openai.api_server``,
+#: vllm-project/vllm@0000977eaf873be6a295cf73017976d49ca2fb9d:docker/Dockerfile stage vllm-openai, later
+#: ``vllm serve``: both take ``--model`` and the same engine flags; lmcache/vllm-openai, the
+#: image the vLLM production-stack chart can run, is built on it). rocm/vllm images start a shell.
+_IMAGES = (
+    ("vllm/vllm-openai", True),
+    ("lmcache/vllm-openai", True),
+    ("rocm/vllm", False),
+)
+
+
+def at_path(obj: Any, path: str) -> Any:
+    """The value at a dotted ``path`` of nested dicts, None where a step is missing or not a dict."""
+    for part in path.split(".") if path else ():
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a dict, else an empty one (hostile or malformed input reads as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def image_repo_tag(image: str) -> tuple[str, str | None]:
+    """(repository without registry, tag) of an image reference."""
+    ref = image.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, None)
+    parts = repo.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    if parts[:1] == ["library"]:
+        parts = parts[1:]
+    return "/".join(parts), tag
+
+
+def vllm_image(image: str) -> tuple[bool, bool]:
+    """(runs vLLM, its entrypoint is the vLLM server) for an image reference."""
+    repo, _ = image_repo_tag(image)
+    for prefix, entrypoint in _IMAGES:
+        if repo == prefix or repo.startswith(prefix + "-") or repo.startswith(prefix + "/"):
+            return True, entrypoint
+    return False, False
+
+
+_ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
+
+
+def release_of_image(image: str) -> tuple[str | None, str | None]:
+    """(vLLM release, note) from an image tag: ``v0.8.5`` -> ``0.8.5``; ``latest`` -> the newest modelled.
+
+    rocm/vllm tags carry the release inside (``rocm6.3.1_vllm_0.8.5_20250521``). A tag that names no
+    release gives (None, a note): the newest release fitgate models is assumed.
+    """
+    is_vllm, _ = vllm_image(image)
+    repo, tag = image_repo_tag(image)
+    if not image:
+        return None, None
+    if not is_vllm:
+        return None, f"image {image}: not a vLLM image, so the vLLM release is not known; sized as the newest modelled"
+    if tag is None:
+        tag = "latest"
+    m = _ROCM_TAG.search(tag) if repo.startswith("rocm/") else None
+    text = m.group(1) if m else tag
+    try:
+        major, minor, patch = parse_version(text, "image tag")
+    except SizingError as exc:
+        if re.match(r"^v?\d+\.\d+", text):  # a release, but one fitgate does not model
+            raise WorkloadError(f"image {image}: {exc}") from None
+        return None, f"image tag {tag!r} names no vLLM release; sized as the newest release fitgate models"
+    return f"{major}.{minor}.{patch}", None
+
+
+def gpu_limit_of(container: dict[str, Any]) -> tuple[str | None, int]:
+    """(resource, count) of a container's GPU limit (requests when no limit), (None, 0) without one."""
+    resources = as_dict(container.get("resources"))
+    for where in ("limits", "requests"):
+        values = as_dict(resources.get(where))
+        for resource in GPU_RESOURCES:
+            if resource in values:
+                raw = values[resource]
+                try:
+                    count = int(str(raw).strip())
+                except ValueError:
+                    raise WorkloadError(
+                        f"container {container.get('name')}: resources.{where}.{resource}: "
+                        f"expected a whole number of GPUs (got {raw!r})"
+                    ) from None
+                return resource, count
+    return None, 0
+
+
+def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None:
+    """The ResourceClaimTemplate of the pod claim the container uses (``resources.claims[].name``)."""
+    used = {str(as_dict(c).get("name")) for c in as_list(as_dict(container.get("resources")).get("claims"))}
+    for claim in (as_dict(c) for c in as_list(pod.get("resourceClaims"))):
+        template = claim.get("resourceClaimTemplateName")
+        if template and (not used or str(claim.get("name")) in used):
+            return str(template)
+    return None
+
+
+def tolerations_of(pod: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    """The pod's tolerations, with the fields placement.tolerations keeps."""
+    out = []
+    for t in (as_dict(t) for t in as_list(pod.get("tolerations"))[:64]):
+        out.append({k: str(t[k]) for k in ("key", "operator", "value", "effect") if t.get(k) is not None})
+    return tuple(out)
+
+
+def hami_share_of(container: dict[str, Any]) -> dict[str, int]:
+    """HAMi's per-container memory limits as placement.gpuShare fields (the spec checks their range)."""
+    limits = as_dict(as_dict(container.get("resources")).get("limits"))
+    for resource, key in (
+        ("nvidia.com/gpumem", "hamiGpuMemMiB"),
+        ("nvidia.com/gpumem-percentage", "hamiGpuMemPercentage"),
+    ):
+        if resource in limits:
+            try:
+                return {key: int(str(limits[resource]).strip())}
+            except ValueError:
+                raise WorkloadError(
+                    f"container {container.get('name')}: resources.limits.{resource}: "
+                    f"expected a whole number (got {limits[resource]!r})"
+                ) from None
+    return {}
+
+
+def runai_share_of(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """Run:ai's pod annotations (``gpu-fraction``, ``gpu-memory`` MiB) as placement.gpuShare fields."""
+    if "gpu-fraction" in annotations:
+        try:
+            return {"runaiGpuFraction": float(str(annotations["gpu-fraction"]).strip())}
+        except ValueError:
+            raise WorkloadError(
+                f"annotation gpu-fraction: expected a fraction such as 0.5 (got {annotations['gpu-fraction']!r})"
+            ) from None
+    if "gpu-memory" in annotations:
+        try:
+            return {"runaiGpuMemoryMiB": int(str(annotations["gpu-memory"]).strip())}
+        except ValueError:
+            raise WorkloadError(
+                f"annotation gpu-memory: expected a whole number of MiB (got {annotations['gpu-memory']!r})"
+            ) from None
+    return {}
+
+
+def placement_of(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The node labels a pod must land on: its nodeSelector and single-valued required affinity.
+
+    Required node affinity with one ``nodeSelectorTerm`` whose ``In`` expressions list one value is
+    the same as a nodeSelector (GPU Feature Discovery's ``nvidia.com/gpu.product``, AMD's
+    ``amd.com/gpu.product-name``...). Several terms or values are a choice fitgate cannot pin down:
+    noted, and any GPU pool is considered.
+    """
+    selector = {str(k): str(v) for k, v in as_dict(pod.get("nodeSelector")).items()}
+    notes: list[str] = []
+    affinity = as_dict(as_dict(pod.get("affinity")).get("nodeAffinity"))
+    required = as_dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = as_list(required.get("nodeSelectorTerms"))
+    if len(terms) == 1:
+        for expr in (as_dict(e) for e in as_list(as_dict(terms[0]).get("matchExpressions"))):
+            values = as_list(expr.get("values"))
+            if expr.get("operator") == "In" and len(values) == 1:
+                selector[str(expr.get("key"))] = str(values[0])
+            elif str(expr.get("key", "")).startswith(("nvidia.com/", "amd.com/")):
+                notes.append(
+                    f"node affinity {expr.get('key')} {expr.get('operator')} {values}: "
+                    "evaluated on every GPU pool, the best one counts"
+                )
+    elif len(terms) > 1:
+        notes.append(f"node affinity has {len(terms)} alternative terms: evaluated on every GPU pool")
+    return selector, notes

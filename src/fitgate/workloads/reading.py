@@ -1,0 +1,107 @@
+"""What a vLLM workload asks for, in ModelDeployment terms: :class:`Reading` (types, no parsing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class WorkloadError(ValueError):
+    """An object that cannot be read; the message names the field and the value."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a vLLM workload asks for, in ModelDeployment terms.
+
+    ``unknown`` names what keeps it from being sized (an unexpanded variable, a ``--config`` file
+    not in the manifest set); ``invalid`` is input vLLM itself would refuse (an unclosed quote, a
+    flag value that is not a number).
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    container: str
+    how: str
+    model: str | None
+    revision: str | None = None
+    serving: dict[str, Any] = field(default_factory=dict)
+    vllm_version: str | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    gpus_per_replica: int = 0  # the vLLM containers' GPU limits over the pods of one replica
+    pods_per_replica: int = 1
+    data_parallel: int = 1  # data-parallel ranks in one replica (data_parallel_ranks)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
+    tolerations: tuple[dict[str, str], ...] = ()
+    gpu_share: dict[str, Any] = field(default_factory=dict)  # HAMi limits / Run:ai annotations: placement.gpuShare
+    unknown: str | None = None
+    invalid: str | None = None
+    notes: tuple[str, ...] = ()
+    args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
+    #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
+    config_map: tuple[str, str] | None = None
+    #: Where a flag's value was written, when not as a literal on the command line: ``("env", VAR, "$(VAR)")``
+    #: (a variable of the container's env), ``("config", ConfigMap, key, "max-model-len")`` (the --config file),
+    #: ``("field", "spec.parallelism.tensor")`` or ``("env-args", "VLLM_ADDITIONAL_ARGS")`` (LLMInferenceService)
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fingerprint: str = ""
+
+    @property
+    def source(self) -> str:
+        """``Kind namespace/name``."""
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def parallel_gpus(self) -> int:
+        """GPUs one replica's engine needs: TP x PP x data-parallel ranks."""
+        tp = int(self.serving.get("tensorParallelSize", 1))
+        pp = int(self.serving.get("pipelineParallelSize", 1))
+        return tp * pp * self.data_parallel
+
+    def gpu_shortfall(self) -> str | None:
+        """Why the pods ask for fewer GPUs than the engine uses, or None when they ask for enough."""
+        need = self.parallel_gpus
+        if self.gpus_per_replica >= need or (self.claim_template and not self.gpus_per_replica):
+            return None  # a DRA claim's count is checked against TP x PP with the template (operator/poolplan.py)
+        tp = self.serving.get("tensorParallelSize", 1)
+        pp = self.serving.get("pipelineParallelSize", 1)
+        what = f"TP {tp} x PP {pp}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")
+        if self.pods_per_replica > 1:
+            have = f"its {self.pods_per_replica} pods ask for {self.gpus_per_replica} {self.gpu_resource} in all"
+            per_pod = -(-need // self.pods_per_replica)
+            fix = f"set {self.gpu_resource}: {per_pod} on each pod"
+        else:
+            have = (
+                f"container {self.container} asks for {self.gpus_per_replica} {self.gpu_resource}"
+                if self.gpus_per_replica
+                else f"container {self.container} has no {self.gpu_resource} limit (so no GPU)"
+            )
+            fix = f"set {self.gpu_resource}: {need}"
+        return f"vLLM needs {need} GPU{'s' if need > 1 else ''} ({what}) but {have}; {fix}"
+
+    def spec(self) -> dict[str, Any]:
+        """The raw ModelDeployment ``spec`` this workload amounts to (for ``api.parse_spec``)."""
+        model: dict[str, Any] = {"name": self.model or ""}
+        if self.revision:
+            model["revision"] = self.revision
+        spec: dict[str, Any] = {"model": model, "serving": dict(self.serving)}
+        if self.vllm_version:
+            spec["engine"] = {"version": self.vllm_version}
+        placement: dict[str, Any] = {}
+        if self.node_selector:
+            placement["nodeSelector"] = dict(self.node_selector)
+        if self.pods_per_replica > 1:
+            placement["nodesPerReplica"] = self.pods_per_replica
+        if self.data_parallel > 1:
+            placement["dataParallelSize"] = self.data_parallel
+        if self.claim_template:
+            placement["resourceClaimTemplateName"] = self.claim_template
+        if self.tolerations:
+            placement["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.gpu_share:
+            placement["gpuShare"] = dict(self.gpu_share)
+        if placement:
+            spec["placement"] = placement
+        return spec
