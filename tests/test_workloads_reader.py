@@ -609,6 +609,12 @@ def test_origins_say_where_each_value_was_written() -> None:
         "--model": ("config", "vllm-config", "config.yaml", "model"),
     }
     assert "--dtype" not in r.origins  # a literal on the command line
+    from fitgate.operator.workloads import edit_of  # noqa: PLC0415
+
+    # a flag written nowhere yet goes where the user keeps the rest: vLLM's --config keys are the flags' names
+    assert edit_of(r, "--max-num-seqs", "16") == (
+        "add `max-num-seqs: 16` in ConfigMap vllm-config key config.yaml (or `--max-num-seqs 16` to the args)"
+    )
 
 
 def test_llm_inference_service_origins_are_its_fields_and_additional_args() -> None:

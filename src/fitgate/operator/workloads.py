@@ -98,6 +98,9 @@ def edit_of(reading: Reading, flag: str, value: str) -> str:
         return f"set {origin[1]}: {value}"
     if origin[:1] == ("env-args",) and len(origin) == 2 and old is not None:
         return f"change `{flag} {old}` to `{flag} {value}` in env {origin[1]}"
+    if old is None and reading.config_map is not None:  # written nowhere yet, the settings kept in a --config file
+        configmap, key = reading.config_map
+        return f"add `{flag[2:]}: {value}` in ConfigMap {configmap} key {key} (or `{flag} {value}` to the args)"
     return f"add `{flag} {value}`" if old is None else f"change `{flag} {old}` to `{flag} {value}`"
 
 
