@@ -295,3 +295,40 @@ def test_check_writes_the_fix_in_the_configmap_of_the_manifest_set(
         "smallest fix: change `kv-cache-dtype: auto` to `kv-cache-dtype: fp8` in ConfigMap llama-engine key engine.yaml"
     )
     assert fix in r["message"], r["message"]
+
+
+def test_a_dra_claim_is_checked_offline_on_the_gpu_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # offline there are no ResourceSlices: the claim's devices are the --gpu pool, and the result says so
+    manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llama, namespace: ml}
+spec:
+  selector: {matchLabels: {app: llama}}
+  template:
+    metadata: {labels: {app: llama}}
+    spec:
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: h100}]
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.19.0
+        args: [meta-llama/Llama-3.1-8B-Instruct, --max-model-len, "8192"]
+        resources: {claims: [{name: gpu}]}
+---
+apiVersion: fitgate.io/v1alpha1
+kind: ModelDeployment
+metadata: {name: md, namespace: ml}
+spec:
+  model: {name: meta-llama/Llama-3.1-8B-Instruct}
+  serving: {maxModelLen: 8192}
+  placement: {resourceClaimTemplateName: h100}
+"""
+    path = tmp_path / "claim.yaml"
+    path.write_text(manifest)
+    code, rows = check(capsys, str(path), "--gpu", "H100")
+    assert code == 0 and [r["verdict"] for r in rows] == ["Fits", "Fits"]  # 8B at 8k on an 80 GB card
+    assert all("ResourceClaimTemplate h100 is not resolved offline" in r["message"] for r in rows)
+    code, rows = check(capsys, str(path), "--gpu", "L4", "--gpus-per-node", "1")
+    assert code == 0 and rows[0]["verdict"] in ("Fits", "Tight")  # 15 GiB of weights on a 22 GiB card
+    code, rows = check(capsys, str(path))
+    assert [r["verdict"] for r in rows] == ["Unknown", "Unknown"]  # no GPU named: nothing to size on

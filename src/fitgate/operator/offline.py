@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +91,23 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     labels = dict(spec.placement.node_selector)
     nodes = spec.placement.nodes_per_replica  # a pool of as many nodes as one replica spans
     pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(nodes)]
-    spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_product": None})})
+    offline = {"gpu_product": None, "resource_claim_template_name": None}  # the pool is --gpu's, not the cluster's
+    spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update=offline)})
     ev = evaluate(spec_offline, model, pools, facts=facts)
     decision = decide(spec, ev, "Warn")  # the webhook's own decision
+    message = ev.message + _claim_note(spec.placement.resource_claim_template_name, product)
     if not decision.allowed and decision.code == DENIED_INVALID:
-        return CheckResult(source, name, "Invalid", ev.message, product, admitted=False)
-    return CheckResult(source, name, ev.verdict.value, ev.message, product, admitted=decision.allowed)
+        return CheckResult(source, name, "Invalid", message, product, admitted=False)
+    return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed)
+
+
+def _claim_note(template: str | None, product: str) -> str:
+    """What an offline check of a DRA claim could not know (no ResourceSlices offline)."""
+    if not template:
+        return ""
+    return (
+        f" (ResourceClaimTemplate {template} is not resolved offline, there are no ResourceSlices: sized on {product})"
+    )
 
 
 def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int = 8) -> list[CheckResult]:
@@ -129,6 +140,11 @@ def check_workload(
     reading = read_workload(doc, configmaps)
     if reading is None:
         return None
+    claim = reading.claim_template
+    if claim:  # offline there are no ResourceSlices: the pool is --gpu's, and the claim taken to cover TP x PP
+        reading = replace(
+            reading, claim_template=None, gpus_per_replica=max(reading.gpus_per_replica, reading.parallel_gpus)
+        )
     name = f"{reading.namespace}/{reading.name}"
     if reading.invalid is not None:
         return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
@@ -156,4 +172,5 @@ def check_workload(
     if verdict.invalid:
         return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)
     admitted = verdict.verdict is not Verdict.DOES_NOT_FIT
-    return CheckResult(source, name, verdict.verdict.value, verdict.message, product, admitted, reading.kind)
+    message = verdict.message + _claim_note(claim, product or "")
+    return CheckResult(source, name, verdict.verdict.value, message, product, admitted, reading.kind)
