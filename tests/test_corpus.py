@@ -28,8 +28,7 @@ DIRS = sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())
 REFUSED = {
     "Exaone4_5_ForConditionalGeneration",
     "KimiK3ForConditionalGeneration",  # KDA linear attention + MLA + latent MoE
-    "MiniMaxM3ForCausalLM",  # not in vLLM 0.33's registry (it has MiniMaxM3SparseFor*)
-    "MiniMaxM3SparseForConditionalGeneration",  # block-sparse attention + indexer cache
+    "MiniMaxM3ForCausalLM",  # not in vLLM 0.33's registry nor mapped (it has MiniMaxM3SparseFor*)
     "MllamaForConditionalGeneration",  # vLLM dropped it after 0.10.2
     "Step3p7FlashForCausalLM",  # not in vLLM 0.33's registry (it has Step3p7ForConditionalGeneration)
 }

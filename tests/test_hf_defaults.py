@@ -84,7 +84,7 @@ def _via_transformers(mapping: Any, config: Mapping[str, Any]) -> tuple[dict[str
     hf_config.check_numbers(config)
     model_type = config.get("model_type")
     model_type = hf_config.VLLM_CONFIG_CLASSES.get(model_type, model_type) if isinstance(model_type, str) else None
-    if model_type not in mapping:
+    if model_type not in mapping or model_type in hf_config.VLLM_OWN_CONFIG_CLASSES:
         return dict(config), ()
     config = dict(config)
     text = config.get("text_config")

@@ -171,6 +171,10 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "HunYuanMoEV1ForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
     "Step3p5ForCausalLM": "moe",
+    # MiniMax M3: block-sparse attention (128-token pages) with a key-only indexer cache on the
+    # layers sparse_attention_freq marks (vllm/models/minimax_m3 0.33.0)
+    "MiniMaxM3SparseForCausalLM": "moe",
+    "MiniMaxM3SparseForConditionalGeneration": "moe",
     # multi-head latent attention (DeepSeek V2/V3 layout), sparse-attention indexer where configured
     "DeepseekV32ForCausalLM": "mla",
     "GlmMoeDsaForCausalLM": "mla",
@@ -498,14 +502,35 @@ def _family_moe(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int
     moe = _moe_from(text, model_type)
     placement = _moe_layers(text, n)
     dense = _dense_ffn(text)
+    indexed = _minimax_m3_sparse_layers(text, n)
     layers = []
     for i in range(n):
         w = window if sliding[i] and isinstance(window, int) else None
         att = _attention(text, window=w)
         if model_type == "gpt_oss":
             att = Attention(att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim, w, sinks=True)
+        if indexed[i]:
+            att = replace(att, index_head_dim=indexed[i])
         layers.append(Layer(att, moe if placement[i] else dense))
     return layers, {"mtp_layers": _mtp_layers(text)}
+
+
+def _minimax_m3_sparse_layers(text: _Cfg, n: int) -> list[int]:
+    """MiniMax M3: the index head size of each layer that runs the sparse branch (0: dense attention).
+
+    ``_sparse_attention_layer_ids`` (vllm/models/minimax_m3/nvidia/model.py 0.33.0 L99-107): the
+    layers whose ``sparse_attention_config.sparse_attention_freq`` entry is non-zero; none without
+    the key. Their index head size is ``sparse_index_dim`` (L441).
+    """
+    cfg = text.data.get("sparse_attention_config")
+    if not isinstance(cfg, Mapping) or cfg.get("sparse_attention_freq") is None:
+        return [0] * n
+    sparse = _Cfg(cfg, f"{text.prefix}:sparse_attention_config")
+    freq = sparse.list_("sparse_attention_freq") or []
+    if len(freq) < n:
+        raise SizingError(f"{sparse.prefix}:sparse_attention_freq", f"{len(freq)} entries", f"{n} entries")
+    dim = sparse.int_("sparse_index_dim")
+    return [dim if f != 0 else 0 for f in freq[:n]]
 
 
 def _mtp_layers(text: _Cfg) -> int:

@@ -80,6 +80,9 @@ def _table() -> Mapping[str, Any]:
 #: Model types vLLM builds with another type's class (its ``_CONFIG_REGISTRY`` in
 #: vllm/transformers_utils/config.py, 0.33.0 L122-176): the defaults are that class's.
 VLLM_CONFIG_CLASSES = {"kimi_k2": "deepseek_v3", "deepseek_v32": "deepseek_v3"}
+#: Model types vLLM builds with a class of its own, not transformers' (the same registry, L155-156:
+#: MiniMax M3's ``MiniMaxM3Config`` keeps ``sparse_attention_config``, which transformers' class drops).
+VLLM_OWN_CONFIG_CLASSES = frozenset({"minimax_m3_vl", "minimax_m3_mtp"})
 
 
 def normalize(config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -95,6 +98,8 @@ def normalize(config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         return dict(config), ("config.json has no model_type: read as written, without transformers' defaults",)
+    if model_type in VLLM_OWN_CONFIG_CLASSES:
+        return dict(config), (f"vLLM builds model_type {model_type!r} with its own config class: read as written",)
     model_type = VLLM_CONFIG_CLASSES.get(model_type, model_type)
     if model_type not in _table():
         return dict(config), (f"transformers does not know model_type {model_type!r}: config.json read as written",)

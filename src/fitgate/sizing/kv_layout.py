@@ -47,6 +47,12 @@ DSV4_PAGE_ALIGN_BYTES = 576
 #: ``DeepseekV4SWACache`` blocks hold 64 tokens whatever the cache block size (its default,
 #: sparse_swa.py 0.33.0 L85; attention.py L349-356 passes no block size).
 DSV4_SWA_BLOCK = 64
+#: MiniMax M3's indexer cache dtype: ``resolve_indexer_kv_dtype("bf16")`` (nvidia/model.py 0.33.0 L507).
+MINIMAX_M3_INDEX_DTYPE_BYTES = 2
+#: MiniMax M3's sparse and indexer backends take 128-token pages only (common/sparse_attention.py
+#: 0.33.0 L165-167, common/indexer.py L94-95), so vLLM sets the block size to 128 for all layers
+#: (platforms/interface.py L700-782: the smallest size every backend accepts).
+MINIMAX_M3_BLOCK = 128
 
 
 def dsv4_layer_specs(m: CompressedSparseMLA, block_size: int) -> list[KVCacheSpec]:
@@ -143,6 +149,11 @@ def layer_specs(
                 )
             else:
                 specs.append(FullAttentionSpec(block_size, heads, mixer.head_dim, kv_dtype_bytes, head_size_v=v))
+            if mixer.index_head_dim:
+                # MiniMax M3's indexer side cache: MLAAttentionSpec(num_kv_heads=1, head_size=index
+                # dim), key only, bf16 unless --attention-config sets indexer_kv_dtype
+                # (minimax_m3/common/indexer.py 0.33.0 L118-153, nvidia/model.py L505-509).
+                specs.append(MLAAttentionSpec(block_size, mixer.index_head_dim, MINIMAX_M3_INDEX_DTYPE_BYTES))
         elif isinstance(mixer, MLA):
             head = mixer.kv_lora_rank + mixer.qk_rope_head_dim
             if mixer.index_head_dim and kv_dtype_bytes == 1:
@@ -271,7 +282,9 @@ def build_layout(specs: list[KVCacheSpec], accounting: VllmAccounting) -> KVLayo
     if len(by_spec) == 1:
         ((spec, n),) = by_spec.items()
         return KVLayout((KVGroup(spec, n),), n, spec.page_size_bytes, _block_of(spec, specs), tuple(specs))
-    kinds = {spec_kind(s) for s in by_spec}
+    # vLLM registers MLAAttentionSpec with FullAttentionSpec as its uniform type base
+    # (single_type_kv_cache_manager.py 0.33.0 L2707-2710): MiniMax M3's indexer cache joins the full layers.
+    kinds = {"full" if spec_kind(s) == "mla" else spec_kind(s) for s in by_spec}
     if len(kinds) == 1 and not has_mamba:
         # Same type, different shapes: one group with per-layer tensors (UniformTypeKVCacheSpecs).
         page = sum(s.page_size_bytes for s in specs)

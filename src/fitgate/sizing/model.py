@@ -31,6 +31,10 @@ class Attention:
     sinks: bool = False  # gpt-oss: one learned sink logit per head
     k_eq_v: bool = False  # Gemma 4 global layers: one projection serves K and V (the cache still holds both)
     kv_shared: bool = False  # Gemma 3n/4: reads an earlier layer's KV cache and has none of its own
+    #: MiniMax M3 block-sparse layers: the lightning indexer's head size (0: none). The layer also
+    #: caches one bf16 index key of this size per token, one head, not TP-sharded
+    #: (vllm/models/minimax_m3/common/indexer.py 0.33.0 L114-153).
+    index_head_dim: int = 0
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
+    MINIMAX_M3_BLOCK,
     blocks_per_request,
     build_layout,
     hybrid_block_size,
@@ -29,7 +30,7 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, CompressedSparseMLA, ModelArchitecture, Quantization
+from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
@@ -150,6 +151,8 @@ def resolve_serving(
     block = _positive_int(serving.block_size, "block_size", 1, 4096)
     if block is not None and block % 16 and block not in (1, 8):
         raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
+    if block is not None and block % MINIMAX_M3_BLOCK and _block_sparse(arch):
+        raise SizingError("block_size", block, "a multiple of 128 (MiniMax M3's 128-token sparse pages)")
     return ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -171,6 +174,11 @@ def resolve_serving(
     )
 
 
+def _block_sparse(arch: ModelArchitecture) -> bool:
+    """MiniMax M3: softmax attention layers with an indexer cache (block-sparse, 128-token pages)."""
+    return any(isinstance(layer.mixer, Attention) and layer.mixer.index_head_dim for layer in arch.layers)
+
+
 def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
     """16 on CUDA and ROCm; MLA on Blackwell uses CUTLASS MLA with 128-token blocks; sparse MLA 64.
 
@@ -181,6 +189,8 @@ def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
         # DeepSeek V4: DeepseekSparseSWABackend.get_preferred_block_size() returns 256
         # (vllm/v1/attention/backends/mla/sparse_swa.py 0.33.0 L164-166).
         return 256
+    if _block_sparse(arch):
+        return MINIMAX_M3_BLOCK
     mla = [layer.mixer for layer in arch.layers if isinstance(layer.mixer, MLA)]
     if mla and any(m.index_head_dim for m in mla):
         return 64

@@ -165,6 +165,14 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
         b.add(i, Role.COLUMN, q_out + kv_out)
     if m.sinks:
         b.add(i, Role.COLUMN, m.num_heads)
+    if m.index_head_dim:
+        # MiniMax M3 sparse layers: MinimaxM3QKVParallelLinearWithIndexer (layers/linear.py 0.33.0
+        # L1365-1450) adds index_q, one index head per KV head and sharded like K/V, and index_k,
+        # a single head replicated on every rank; plus index_q_norm / index_k_norm
+        # (minimax_m3/nvidia/model.py L480-485).
+        b.add(i, Role.KV_PROJ, hidden * m.num_kv_heads * m.index_head_dim, linear=True)
+        b.add(i, Role.REPLICATED, hidden * m.index_head_dim, linear=True)
+        b.add(i, Role.REPLICATED, 2 * m.index_head_dim)
     if b.arch.model_type in {
         "qwen3",
         "qwen3_moe",
@@ -174,6 +182,8 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
         "gemma4_text",
         "lfm2",
         "lfm2_moe",
+        "minimax_m3",
+        "minimax_m3_vl",
     }:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
 
