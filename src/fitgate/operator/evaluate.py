@@ -79,6 +79,11 @@ class Evaluation:
 MAX_ALTERNATIVES = 3
 
 
+def _short_of_gpus(pool: GpuPool, why: str) -> PoolResult:
+    """A pool that cannot host one replica's GPUs at all (no plan on it)."""
+    return PoolResult(pool, Verdict.DOES_NOT_FIT, None, ReasonCode.NOT_ENOUGH_GPUS_PER_NODE, f"{pool.product}: {why}")
+
+
 def alternatives_of(
     model: ModelInput, inventory: Inventory, spec: ModelDeploymentSpec, workload: Workload | None
 ) -> tuple[tuple[GpuPool, Option], ...]:
@@ -235,28 +240,17 @@ def evaluate(
             what = "TP x PP x DP" if dp > 1 else "TP x PP"
             per = f"{need} GPUs per node x {nodes} nodes" if nodes > 1 else f"{need} GPUs per replica ({what})"
             results.append(
-                PoolResult(
-                    pool,
-                    Verdict.DOES_NOT_FIT,
-                    None,
-                    ReasonCode.NOT_ENOUGH_GPUS_PER_NODE,
-                    f"{pool.product}: {per} but the pool has {len(pool.nodes)} nodes of {pool.gpus_per_node}",
-                )
+                _short_of_gpus(pool, f"{per} but the pool has {len(pool.nodes)} nodes of {pool.gpus_per_node}")
             )
             continue
         share = spec_share or pool.share
         if share is not None and share.replicas and need > 1:  # N time-sliced/MPS GPUs may be N shares of one card
-            results.append(
-                PoolResult(
-                    pool,
-                    Verdict.DOES_NOT_FIT,
-                    None,
-                    ReasonCode.NOT_ENOUGH_GPUS_PER_NODE,
-                    f"{pool.product}: {need} GPUs per replica (TP x PP) on {share.mechanism} GPUs: the device plugin "
-                    f"may hand out {need} shares of one card (its failRequestsGreaterThanOne refuses such pods); "
-                    "tensor parallelism needs whole GPUs",
-                )
+            why = (
+                f"{need} GPUs per replica (TP x PP) on {share.mechanism} GPUs: the device plugin may hand out {need} "
+                "shares of one card (its failRequestsGreaterThanOne refuses such pods); tensor parallelism needs "
+                "whole GPUs"
             )
+            results.append(_short_of_gpus(pool, why))
             continue
         try:
             result = plan_on_pool(model, pool, serving, workload, share)
