@@ -550,6 +550,26 @@ def test_data_parallel_ranks_of_one_pod(args: str, limit: int, ranks: int, need:
         assert f"vLLM needs {need} GPU" in short.gpu_shortfall()  # type: ignore[operator]
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("-dp -3", "--data-parallel-size: expected a whole number >= 1 (got '-3')"),
+        ("-dp 0", "--data-parallel-size: expected a whole number >= 1 (got '0')"),
+        ("-dp 4 -dpl -1", "--data-parallel-size-local: expected a whole number >= 0 (got '-1')"),
+        ("-dp 4 --nnodes -2", "--nnodes: expected a whole number >= 0 (got '-2')"),
+    ],
+)
+def test_negative_data_parallel_flags_are_invalid_not_clamped(args: str, message: str) -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", *args.split()],
+        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is not None and message in r.invalid
+
+
 def test_data_parallel_shortfall_names_dp() -> None:
     container = {
         "name": "vllm",

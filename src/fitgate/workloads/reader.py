@@ -259,10 +259,15 @@ def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
     ``--data-parallel-size-local 0`` is a pod that runs the API server and no rank: it needs no GPU.
     """
 
-    def number(flag: str, default: int) -> int:
-        return max(0, _convert(flag, flags[flag], "int")) if flag in flags else default
+    def number(flag: str, default: int, least: int = 0) -> int:
+        if flag not in flags:
+            return default
+        n: int = _convert(flag, flags[flag], "int")
+        if n < least:  # vLLM refuses it too: never read as some other number
+            raise WorkloadError(f"{flag}: expected a whole number >= {least} (got {flags[flag]!r})")
+        return n
 
-    total = max(1, number("--data-parallel-size", 1))
+    total = number("--data-parallel-size", 1, least=1)
     if pods > 1:
         if "--data-parallel-size" in flags or "--data-parallel-size-local" not in flags:
             return total
