@@ -138,6 +138,21 @@ class Operator:
                 self.proc.wait(5)
         self.proc = None
 
+    def terminate(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM, then the exit status; past ``timeout_s`` the process is killed (never left running) and
+        the test fails with the end of its log (where a stuck exit writes every thread's stack)."""
+        assert self.proc is not None
+        proc, self.proc = self.proc, None
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.wait(10)
+            raise AssertionError(
+                f"the operator did not exit {timeout_s:g} s after SIGTERM:\n{self.log.read_text()[-6000:]}"
+            ) from exc
+
 
 def admission_review(spec: dict[str, Any], name: str = "review") -> dict[str, Any]:
     """An AdmissionReview of a ModelDeployment CREATE, as the API server sends it."""

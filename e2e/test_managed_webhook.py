@@ -7,7 +7,6 @@ and, on exit, only empties them; the operator's cleanup deletes both (:mod:`fitg
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import pytest
@@ -37,10 +36,7 @@ def test_the_managed_configurations_are_deleted_when_the_operator_exits(kube: Ku
         kube.wait_for(lambda: bool(webhooks(kube, "validating")), timeout=30, what="kopf to fill the configuration")
         assert webhooks(kube, "mutating") == []  # kopf creates it too, with nothing in it
     finally:
-        assert op.proc is not None
-        op.proc.send_signal(signal.SIGTERM)
-        code = op.proc.wait(30)
-        op.proc = None
+        code = op.terminate()
     log = op.log.read_text()
     assert code == 0, log[-3000:]
     assert "removed the empty webhook configuration validating/" + NAME in log, log[-3000:]

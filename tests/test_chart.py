@@ -133,6 +133,17 @@ def test_pods_are_hardened(helm: Path) -> None:
     assert pod["topologySpreadConstraints"] and container["resources"]["requests"]
 
 
+def test_the_pod_grace_period_outlasts_the_operators_own_exit_bound(helm: Path) -> None:
+    for given, seconds in ((None, 20), ("45", 45)):
+        args = ["--set", f"operator.shutdownSeconds={given}"] if given else []
+        (deploy,) = [d for d in render_chart(helm, *args) if d["kind"] == "Deployment"]
+        pod = deploy["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env["FITGATE_SHUTDOWN_SECONDS"] == str(seconds)
+        # the stack dump at `seconds` and kopf's SIGKILL at `seconds` + 5 both come before the kubelet's
+        assert pod["terminationGracePeriodSeconds"] == seconds + 10
+
+
 def test_catalog_volume_is_mounted_read_only_and_named_in_the_catalog_path(helm: Path) -> None:
     def pod(*args: str) -> dict[str, Any]:
         (deploy,) = [d for d in render_chart(helm, *args) if d["kind"] == "Deployment"]

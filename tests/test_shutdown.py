@@ -55,6 +55,47 @@ def test_the_process_exits_without_waiting_for_hung_resolutions() -> None:
     assert took < 10, f"the interpreter waited {took:.0f}s for resolution threads at exit"
 
 
+STUCK_EXIT = textwrap.dedent(
+    """
+    import threading
+    from fitgate.operator import shutdown
+
+    def stuck_in_an_api_call():
+        threading.Event().wait(60)  # a non-daemon thread: the interpreter joins it at exit
+
+    threading.Thread(target=stuck_in_an_api_call, name="stuck").start()
+    shutdown.arm(1)
+    print("exiting", flush=True)
+    """
+)
+
+
+def test_a_stuck_exit_ends_with_every_stack_after_the_shutdown_seconds() -> None:
+    """``shutdown.arm(1)``: 1 s later faulthandler writes each thread's stack to stderr and exits with 1."""
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", STUCK_EXIT], check=False, capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 1 and "exiting" in result.stdout, result.stderr
+    assert "Timeout (0:00:01)!" in result.stderr and "stuck_in_an_api_call" in result.stderr, result.stderr
+    assert took < 30, f"the stuck exit took {took:.0f}s"
+
+
+def test_cleanup_arms_the_exit_bound_when_the_operator_gives_one() -> None:
+    armed: list[bool] = []
+    asyncio.run(handlers.operator_cleanup(memo=kopf.Memo(arm_shutdown=lambda: armed.append(True))))
+    assert armed == [True]
+
+
+@pytest.mark.parametrize(("value", "ok"), [("20", True), ("1", True), ("600", True), ("0", False), ("2.5", False)])
+def test_shutdown_seconds_setting(monkeypatch: pytest.MonkeyPatch, value: str, ok: bool) -> None:
+    monkeypatch.setenv("FITGATE_SHUTDOWN_SECONDS", value)
+    if ok:
+        assert OperatorConfig.from_env().shutdown_s == int(value)
+        return
+    with pytest.raises(ValueError, match=rf"FITGATE_SHUTDOWN_SECONDS: '{value}' is not valid; expected whole"):
+        OperatorConfig.from_env()
+
+
 def test_close_cancels_queued_work_and_refuses_more() -> None:
     release = threading.Event()
     pool = DaemonPool(1, "test")
@@ -138,7 +179,9 @@ def test_startup_shortens_the_peering_lifetime() -> None:
     """kopf's default lifetime (60 s) kept statuses unwritten for ~58 s after a kill -9 of the active replica."""
     settings = kopf.OperatorSettings()
     assert settings.peering.lifetime == 60
-    config = OperatorConfig(webhook_port=0, metrics_port=0, metrics_addr="127.0.0.1", peering_lifetime_s=10)
+    config = OperatorConfig(
+        webhook_port=0, metrics_port=0, metrics_addr="127.0.0.1", peering_lifetime_s=10, shutdown_s=7
+    )
     m = kopf.Memo(config=config)
 
     async def scenario() -> None:
@@ -150,3 +193,5 @@ def test_startup_shortens_the_peering_lifetime() -> None:
     finally:
         gc.unfreeze()  # startup freezes what it loaded out of the collector's reach
     assert settings.peering.lifetime == 10 and settings.peering.stealth
+    # kopf's last-resort SIGKILL (default 600 s after the signal) comes 5 s after fitgate's own bound
+    assert settings.process.ultimate_exiting_timeout == 7 + 5

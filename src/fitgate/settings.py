@@ -122,6 +122,11 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "USD per GPU-hour: one price (`2.5`) or per catalog GPU (`H100=2.5,L4=0.7`); chart `operator.prices`.",
     ),
+    Variable(
+        "FITGATE_SHUTDOWN_SECONDS",
+        "20",
+        "Seconds a stopping operator has to exit; then it writes every thread's stack and ends (1-600).",
+    ),
     Variable("FITGATE_SCRAPE_TIMEOUT_SECONDS", "5", "Seconds for one read of a serving pod's /metrics (1-60)."),
     Variable(
         "FITGATE_SCRAPE_MAX_BYTES",
@@ -298,6 +303,8 @@ class OperatorConfig:
             active replica, the standby takes over once this has passed since the last keep-alive.
         gpu_hour_prices: ``FITGATE_GPU_HOUR_PRICES`` as written (checked against the GPU catalog when the
             operator starts), for status.observed.usdPerRequest.
+        shutdown_s: Seconds from SIGTERM for the operator to exit (:mod:`fitgate.operator.shutdown`); the chart
+            gives the pod 10 s more (``terminationGracePeriodSeconds``).
         scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe).
         workload_webhook: Serve the vLLM workload webhook paths (Deployments, LeaderWorkerSets, ...).
         workload_audit_s: Seconds between audits of existing vLLM workloads (0: off).
@@ -328,6 +335,7 @@ class OperatorConfig:
     peering: str | None = None
     peering_lifetime_s: int = 10
     gpu_hour_prices: str = ""
+    shutdown_s: int = 20
     scrape_timeout_s: float = 5.0
     scrape_max_bytes: int = 4 * 1024 * 1024
     workload_webhook: bool = False
@@ -359,6 +367,7 @@ class OperatorConfig:
             peering=env.optional("FITGATE_PEERING"),
             peering_lifetime_s=env.whole("FITGATE_PEERING_LIFETIME_SECONDS", 2, 3600, "whole seconds"),
             gpu_hour_prices=env.text("FITGATE_GPU_HOUR_PRICES").strip(),
+            shutdown_s=env.whole("FITGATE_SHUTDOWN_SECONDS", 1, 600, "whole seconds"),
             scrape_timeout_s=env.whole("FITGATE_SCRAPE_TIMEOUT_SECONDS", 1, 60, "whole seconds"),
             scrape_max_bytes=env.whole("FITGATE_SCRAPE_MAX_BYTES", 64 * 1024, 64 * 1024 * 1024, "bytes"),
             workload_webhook=env.flag("FITGATE_WORKLOAD_WEBHOOK"),

@@ -79,6 +79,8 @@ class ConflictError(RuntimeError):
 
 #: Objects per page of a list (``limit``): bounds the memory of a cluster-wide list.
 PAGE = 500
+#: Seconds one REST call may take (its thread is joined when the operator exits; a page of 500 is quick).
+REQUEST_TIMEOUT_S = 30.0
 
 #: Writes of one object's annotations per pass when other writers keep changing it.
 WRITE_ATTEMPTS = 3
@@ -144,7 +146,9 @@ class WorkloadAudit:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = api.call_api(verb, url, header_params=headers, body=data, post_params=post)
+        response = api.call_api(
+            verb, url, header_params=headers, body=data, post_params=post, _request_timeout=REQUEST_TIMEOUT_S
+        )
         raw = response.read()
         if response.status == 404:
             return None

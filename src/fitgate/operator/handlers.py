@@ -34,6 +34,7 @@ from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reade
 from fitgate.operator.poolplan import select_pools
 from fitgate.operator.resourcewatch import Sources
 from fitgate.operator.scrape import ScrapeLimits
+from fitgate.operator.shutdown import configure as bound_shutdown
 from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
 from fitgate.settings import Settings
@@ -89,6 +90,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     # lifetime (60 s) kept statuses unwritten for ~58 s. Keep-alives are then renewed every 1-5 s; not logged.
     settings.peering.lifetime = config.peering_lifetime_s
     settings.peering.stealth = True
+    bound_shutdown(settings, config.shutdown_s)  # the exit never outlasts the pod's grace period silently
     if config.webhook_port:
         settings.admission.server = GuardedWebhookServer(
             addr=config.webhook_addr,
@@ -139,8 +141,13 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server.
 
     Out of cluster (``--webhook-managed``), also delete the webhook configurations kopf created and emptied
-    (:mod:`fitgate.operator.managed`).
+    (:mod:`fitgate.operator.managed`). From here on the process has ``FITGATE_SHUTDOWN_SECONDS`` to end
+    (:mod:`fitgate.operator.shutdown`; ``memo.arm_shutdown`` is set by ``fitgate operator``, not in tests).
     """
+    arm = getattr(memo, "arm_shutdown", None)
+    if callable(arm):
+        arm()
+    config = getattr(memo, "config", None)
     store = getattr(memo, "store", None)
     if isinstance(store, FactsStore):
         store.close()
@@ -154,7 +161,6 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
     if isinstance(metrics, Metrics):
         metrics.ready = False
         await metrics.close()
-    config = getattr(memo, "config", None)
     if isinstance(config, OperatorConfig) and config.webhook_port and config.webhook_managed:
         for removed in await remove_empty_async(config.webhook_managed):
             logging.getLogger("fitgate").info("removed the empty webhook configuration %s", removed)

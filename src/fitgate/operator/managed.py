@@ -35,10 +35,11 @@ def _admission_api() -> Any:
     return client.AdmissionregistrationV1Api()
 
 
-def remove_empty(name: str, api_factory: ApiFactory | None = None) -> list[str]:
+def remove_empty(name: str, api_factory: ApiFactory | None = None, timeout_s: float = 5.0) -> list[str]:
     """Delete the validating and mutating webhook configurations ``name`` that hold no webhook.
 
-    Returns what was deleted (``validating/NAME``...); an absent one is fine, an API error is logged.
+    Returns what was deleted (``validating/NAME``...); an absent one is fine, an API error is logged. Each
+    call is given ``timeout_s``: the thread it runs in is joined when the process exits.
     """
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
@@ -46,11 +47,11 @@ def remove_empty(name: str, api_factory: ApiFactory | None = None) -> list[str]:
     removed = []
     for kind in KINDS:
         try:
-            current = getattr(api, f"read_{kind}_webhook_configuration")(name)
+            current = getattr(api, f"read_{kind}_webhook_configuration")(name, _request_timeout=timeout_s)
             if current.webhooks:
                 logger.info("%s webhook configuration %s still has webhooks; left in place", kind, name)
                 continue
-            getattr(api, f"delete_{kind}_webhook_configuration")(name)
+            getattr(api, f"delete_{kind}_webhook_configuration")(name, _request_timeout=timeout_s)
             removed.append(f"{kind}/{name}")
         except ApiException as exc:
             if exc.status != 404:
@@ -61,7 +62,8 @@ def remove_empty(name: str, api_factory: ApiFactory | None = None) -> list[str]:
 async def remove_empty_async(name: str, timeout_s: float = 10.0, api_factory: ApiFactory | None = None) -> list[str]:
     """:func:`remove_empty` off the event loop, given at most ``timeout_s`` (shutdown is not held up)."""
     try:
-        return await asyncio.wait_for(asyncio.to_thread(remove_empty, name, api_factory), timeout_s)
+        call = asyncio.to_thread(remove_empty, name, api_factory, timeout_s / len(KINDS) / 2)
+        return await asyncio.wait_for(call, timeout_s)
     except Exception as exc:  # no credentials, API down: say so, never fail the shutdown
         logger.warning("could not remove the managed webhook configurations %s (%s: %s)", name, type(exc).__name__, exc)
         return []

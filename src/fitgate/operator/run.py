@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 
 import kopf
 
+from fitgate.operator import shutdown
 from fitgate.settings import Settings, load
 
 
@@ -55,6 +57,8 @@ def run_operator(
         peering_name=config.peering,
         priority=random.randint(0, 32767) if config.peering else None,
         liveness_endpoint=liveness,
-        memo=kopf.Memo(settings=settings, config=config),
+        memo=kopf.Memo(
+            settings=settings, config=config, arm_shutdown=functools.partial(shutdown.arm, config.shutdown_s)
+        ),
     )
     return 0
