@@ -8,15 +8,14 @@ warning). Each replica therefore keeps its own list+watch of Nodes with the Kube
 thread, independent of peering; admission and reconcile read it, and :attr:`NodeWatch.changes` wakes
 the deployments a node change may affect.
 
-The watch is re-listed every ``relist_s`` (and after any error, with backoff), so a missed event
-heals by itself.
+The list+watch loop is :class:`fitgate.operator.listwatch.ListWatch`'s: re-listed every ``relist_s`` (and
+after any error, with backoff), so a missed event heals by itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from fitgate.operator import kubeconfig
 from fitgate.operator.gpuview import DraCache, NodeMeta, build_inventory
 from fitgate.operator.inventory import Inventory, NodeGPUs, node_gpus
+from fitgate.operator.listwatch import ListWatch
 from fitgate.operator.placement import node_taints
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ logger = logging.getLogger("fitgate.nodewatch")
 ApiFactory = Callable[[], Any]
 
 
-class NodeWatch:
+class NodeWatch(ListWatch):
     """Node name -> its GPUs, kept current by a background list+watch; :meth:`inventory` reads it."""
 
     def __init__(
@@ -45,22 +45,16 @@ class NodeWatch:
         page_size: int = 500,
         sources: Sources | None = None,
     ) -> None:
-        self._api_factory = api_factory or kubeconfig.core_v1
+        super().__init__("node", api_factory or kubeconfig.core_v1, relist_s, page_size)
         #: The DRA and pod watches (:mod:`fitgate.operator.resourcewatch`), merged into the inventory.
         self.sources = sources
         self._meta: dict[str, NodeMeta] = {}
         self._dra_cache: DraCache = {}
-        self.relist_s = relist_s
-        self.page_size = page_size
         self._lock = threading.Lock()
         self._gpus: dict[str, list[NodeGPUs]] = {}
         self._version = 0
         self._inventory: tuple[int, Inventory] | None = None
         self.synced = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.errors = 0
-        self._api: Any = None
         #: Wakes the ModelDeployments waiting for a change in the event loop (fed by :meth:`InventoryChanges.follow`).
         self.changes = InventoryChanges()
         #: Event-loop tasks that live as long as the watch (cancelled by :meth:`stop`).
@@ -103,33 +97,21 @@ class NodeWatch:
                 self._version += 1
         self.synced.set()
 
-    def _list(self, api: Any) -> str:
-        """LIST all nodes in pages (a node object is tens of kB; thousands must not sit in memory at once).
+    def _lister(self, api: Any) -> Callable[..., Any]:
+        return api.list_node  # type: ignore[no-any-return]
 
-        Returns the resource version to watch from.
-        """
-        gpus: dict[str, list[NodeGPUs]] = {}
-        metas: dict[str, NodeMeta] = {}
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
-            if token:
-                kwargs["_continue"] = token
-            page = json.loads(api.list_node(**kwargs).data)
-            for node in page.get("items") or []:
-                name = str(node["metadata"]["name"])
-                gpus[name] = node_gpus(node, logger)
-                if self.sources is not None:  # a node without GPU labels may have DRA devices
-                    metas[name] = self._keep_meta(node)
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                with self._lock:
-                    if metas != self._meta:
-                        self._meta = metas
-                        self._version += 1
-                self.replace(gpus)
-                return str(meta["resourceVersion"])
+    def _keep(self, node: Mapping[str, Any]) -> tuple[str, Any]:
+        # a node without GPU labels may have DRA devices: its labels and taints are kept with sources
+        meta = self._keep_meta(node) if self.sources is not None else None
+        return str(node["metadata"]["name"]), (node_gpus(node, logger), meta)
+
+    def _replace_all(self, kept: dict[str, Any]) -> None:
+        metas = {name: meta for name, (_, meta) in kept.items() if meta is not None}
+        with self._lock:
+            if metas != self._meta:
+                self._meta = metas
+                self._version += 1
+        self.replace({name: gpus for name, (gpus, _) in kept.items()})
 
     def apply(self, event_type: str, node: Mapping[str, Any]) -> None:
         """Apply one watch event (ADDED, MODIFIED, DELETED)."""
@@ -153,63 +135,21 @@ class NodeWatch:
                 return
             self._version += 1
 
-    # -- the thread ------------------------------------------------------------------------
+    # -- the thread (ListWatch's) ----------------------------------------------------------
 
     def start(self) -> None:
-        """Start listing and watching in a daemon thread.
-
-        The client is imported and configured here, in the caller's thread, so that its many
-        long-lived objects exist before the operator freezes its start-up objects out of the GC.
-        """
-        try:
-            self._api = self._api_factory()
-        except Exception as exc:  # no credentials yet: the thread keeps trying
-            logger.warning("node watch: no Kubernetes client yet (%s: %s)", type(exc).__name__, exc)
-        self._thread = threading.Thread(target=self._run, name="fitgate-nodewatch", daemon=True)
-        self._thread.start()
+        """Start listing and watching nodes, and the DRA and pod watches, each in a daemon thread."""
+        super().start()
         if self.sources is not None:
             self.sources.start()
 
     def stop(self) -> None:
-        """Ask the thread to stop (it ends at the next event or watch timeout) and cancel :attr:`tasks`."""
-        self._stop.set()
+        """Ask the threads to stop and cancel :attr:`tasks`."""
+        super().stop()
         if self.sources is not None:
             self.sources.stop()
         for task in self.tasks:
             task.cancel()
-
-    def _run(self) -> None:
-        from kubernetes import watch  # noqa: PLC0415 - imported by start() already
-
-        backoff = 1.0
-        while not self._stop.is_set():
-            try:
-                if self._api is None:
-                    self._api = self._api_factory()
-                api = self._api
-                version = self._list(api)
-                backoff = 1.0
-                stream = watch.Watch().stream(
-                    api.list_node,
-                    resource_version=version,
-                    timeout_seconds=int(self.relist_s),
-                    allow_watch_bookmarks=True,
-                )
-                for event in stream:
-                    if self._stop.is_set():
-                        return
-                    kind, raw = event.get("type"), event.get("raw_object") or {}
-                    if kind == "ERROR":  # e.g. 410 Gone: the resource version is too old; list again
-                        logger.info("node watch: %s; listing again", raw.get("message", raw))
-                        break
-                    if kind in {"ADDED", "MODIFIED", "DELETED"}:
-                        self.apply(str(kind), raw)
-            except Exception as exc:  # network, auth, API errors: keep the last view, retry with backoff
-                self._api = None  # configure again (credentials may have changed)
-                self.errors += 1
-                logger.warning("node watch failed (%s: %s); retrying in %.0f s", type(exc).__name__, exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
 
 
 class InventoryChanges:

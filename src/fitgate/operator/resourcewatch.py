@@ -6,14 +6,14 @@
 * Pods: only bound, non-terminal pods that ask for GPUs are kept, and of those only the node, the GPU
   counts and the labels (:class:`fitgate.operator.inventory.PodGpus`), never the pod object.
 
-Each kind has its own thread. A cluster that does not serve ``resource.k8s.io/v1`` (404), or RBAC that does
-not grant it (403), is logged once and the watch counts as synced and empty (the operator works as with node
-labels alone, and its replica still becomes ready); it looks again every ``relist_s``.
+Each kind has its own thread (:class:`fitgate.operator.listwatch.ListWatch`). A cluster that does not serve
+``resource.k8s.io/v1`` (404), or RBAC that does not grant it (403), is logged once and the watch counts as
+synced and empty (the operator works as with node labels alone, and its replica still becomes ready); it
+looks again every ``relist_s``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -31,6 +31,7 @@ from fitgate.operator.dra import (
     slice_devices,
 )
 from fitgate.operator.inventory import PodGpus
+from fitgate.operator.listwatch import ListWatch
 from fitgate.operator.placement import gpu_resources, holds_gpus
 
 logger = logging.getLogger("fitgate.resourcewatch")
@@ -88,8 +89,12 @@ def parse_pod(obj: Mapping[str, Any]) -> PodGpus | None:
     )
 
 
-class ResourceWatch:
-    """Key -> parsed value for one kind, kept current by a list+watch thread."""
+class ResourceWatch(ListWatch):
+    """Key -> parsed value for one kind, kept current by a list+watch thread (:mod:`fitgate.operator.listwatch`).
+
+    A kind the cluster does not serve (404) or RBAC does not grant (403) is synced and empty, and looked
+    for again every ``relist_s``: the operator works from node labels as before.
+    """
 
     def __init__(
         self,
@@ -101,21 +106,14 @@ class ResourceWatch:
         page_size: int = 500,
         list_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self._lister = lister
+        super().__init__(name, api_factory, relist_s, page_size, list_kwargs)
+        self._list_call = lister
         self._parse = parse
-        self._api_factory = api_factory
-        self.relist_s = relist_s
-        self.page_size = page_size
-        self._list_kwargs = dict(list_kwargs or {})
         self._lock = threading.Lock()
         self.items: dict[str, Any] = {}
         self.version = 0
         self.synced = threading.Event()
         self.served = True
-        self.errors = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the current items."""
@@ -145,82 +143,30 @@ class ResourceWatch:
                 self.items[key] = value
             self.version += 1
 
-    def _list(self, api: Any) -> str:
-        items: dict[str, Any] = {}
-        token: str | None = None
-        call = self._lister(api)
-        while True:
-            kwargs: dict[str, Any] = {**self._list_kwargs, "limit": self.page_size, "_preload_content": False}
-            if token:
-                kwargs["_continue"] = token
-            page = json.loads(call(**kwargs).data)
-            for obj in page.get("items") or []:
-                items[_key(obj)] = self._parse(obj)
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                self.replace(items)
-                return str(meta["resourceVersion"])
+    def _lister(self, api: Any) -> Callable[..., Any]:
+        return self._list_call(api)
 
-    def start(self) -> None:
-        """Start listing and watching in a daemon thread."""
-        self._thread = threading.Thread(target=self._run, name=f"fitgate-watch-{self.name}", daemon=True)
-        self._thread.start()
+    def _keep(self, obj: Mapping[str, Any]) -> tuple[str, Any]:
+        return _key(obj), self._parse(obj)
 
-    def stop(self) -> None:
-        """Ask the thread to stop."""
-        self._stop.set()
+    def _replace_all(self, kept: dict[str, Any]) -> None:
+        self.replace(kept)
 
-    def _run(self) -> None:
-        from kubernetes import watch  # noqa: PLC0415 - only the operator needs the client
-        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+    def _listed(self) -> None:
+        self.served = True
 
-        backoff = 1.0
-        api: Any = None
-        while not self._stop.is_set():
-            try:
-                api = api or self._api_factory()
-                version = self._list(api)
-                self.served = True
-                backoff = 1.0
-                stream = watch.Watch().stream(
-                    self._lister(api),
-                    **self._list_kwargs,
-                    resource_version=version,
-                    timeout_seconds=int(self.relist_s),
-                    allow_watch_bookmarks=True,
-                )
-                for event in stream:
-                    if self._stop.is_set():
-                        return
-                    kind, raw = event.get("type"), event.get("raw_object") or {}
-                    if kind == "ERROR":
-                        logger.info("%s watch: %s; listing again", self.name, raw.get("message", raw))
-                        break
-                    if kind in {"ADDED", "MODIFIED", "DELETED"}:
-                        self.apply(str(kind), raw)
-            except ApiException as exc:
-                if exc.status in (403, 404):  # not served, or not granted: work as without it, look again later
-                    if self.served:
-                        why = "not served by this cluster" if exc.status == 404 else "not granted to fitgate (RBAC)"
-                        logger.info("%s: %s (%s); fitgate reads GPUs from node labels", self.name, why, exc.reason)
-                    self.served = False
-                    self.replace({})
-                    self._stop.wait(self.relist_s)
-                    continue
-                api = None
-                self.errors += 1
-                logger.warning("%s watch failed (%s); retrying in %.0f s", self.name, exc.reason, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
-            except Exception as exc:  # network, auth: keep the last view, retry with backoff
-                api = None
-                self.errors += 1
-                logger.warning(
-                    "%s watch failed (%s: %s); retrying in %.0f s", self.name, type(exc).__name__, exc, backoff
-                )
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+    def _not_served(self, exc: Exception) -> bool:
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - only the operator needs the client
+
+        if not isinstance(exc, ApiException) or exc.status not in (403, 404):
+            return False
+        if self.served:
+            why = "not served by this cluster" if exc.status == 404 else "not granted to fitgate (RBAC)"
+            logger.info("%s: %s (%s); fitgate reads GPUs from node labels", self.name, why, exc.reason)
+        self.served = False
+        self.replace({})
+        self._stop.wait(self.relist_s)
+        return True
 
 
 class Sources:
