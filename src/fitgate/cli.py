@@ -58,6 +58,7 @@ from fitgate.sizing import (
 )
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
+from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
@@ -118,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
         "--runner", choices=("generate", "pooling"), default="generate", help="vLLM's --runner (pooling: embeddings)"
+    )
+    p.add_argument(
+        "--speculative-config",
+        help='vLLM\'s --speculative-config JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 1}\' '
+        "(MTP layers of the checkpoint are counted; a drafter from another checkpoint is not)",
     )
     p.add_argument(
         "--kv-cache-memory-bytes",
@@ -290,7 +296,11 @@ def _gpu(args: argparse.Namespace) -> GpuModel:
 
 
 def _serving(args: argparse.Namespace) -> ServingConfig:
+    spec_text = getattr(args, "speculative_config", None)
+    spec_method, spec_tokens = parse_speculative_config(spec_text) if spec_text else (None, None)
     return ServingConfig(
+        speculative_method=spec_method,
+        speculative_tokens=spec_tokens,
         max_model_len=args.max_model_len,
         kv_cache_dtype=args.kv_cache_dtype,
         dtype=args.dtype,

@@ -78,6 +78,7 @@ def estimate_profile(
     fabric: str = "pcie",
     pooling: bool = False,
     compute_capability: str | None = None,
+    decode_query_len: int = 1,
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU."""
     hidden = arch.hidden_size
@@ -119,6 +120,7 @@ def estimate_profile(
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens,
             compute_capability=compute_capability,
+            decode_query_len=decode_query_len,
         ),
     )
 
@@ -169,6 +171,7 @@ def cuda_graph_bytes(
     max_num_seqs: int = 256,
     max_num_batched_tokens: int = 8192,
     compute_capability: str | None = None,
+    decode_query_len: int = 1,
 ) -> int:
     """CUDA-graph memory of one GPU: vLLM's estimate where it is in the budget, else the capture itself.
 
@@ -187,8 +190,10 @@ def cuda_graph_bytes(
             max_num_batched_tokens=max_num_batched_tokens,
             model_max_capture_size=arch.max_capture_size_override,
             compute_capability=compute_capability,
+            decode_query_len=decode_query_len,
         )
-        return cuda_graph_estimate_bytes(num_layers, arch.is_moe, graph_counts(sizes, max_num_seqs))
+        counts = graph_counts(sizes, max_num_seqs, decode_query_len)
+        return cuda_graph_estimate_bytes(num_layers, arch.is_moe, counts)
     per_layer = 17 * MiB * (2 if arch.max_capture_size_override else 1)
     moe = int(0.25 * GiB) if arch.is_moe else 0
     return int(0.35 * GiB) + num_layers * per_layer + moe

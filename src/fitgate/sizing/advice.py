@@ -6,6 +6,7 @@ suggestion is only offered when it really fits.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -374,6 +375,11 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         args.append(EngineArg("--block-size", str(rs.block_size), "requested KV block size"))
     if rs.runner != "generate":
         args.append(EngineArg("--runner", rs.runner, "sized for this runner (no sampler warm-up, no lm_head)"))
+    spec = rs.speculative
+    if spec is not None and spec.counted:  # a drafter checkpoint's own keys are the user's: see the plan's note
+        given = {"method": spec.method, "num_speculative_tokens": spec.num_tokens}
+        why = f"{spec.drafter_layers} MTP layer(s) counted" if spec.drafter_layers else "no drafter memory"
+        args.append(EngineArg("--speculative-config", json.dumps(given, separators=(",", ":")), why))
     return tuple(args)
 
 

@@ -341,7 +341,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         rope_cache_positions=rope_positions,
         quantization=quant,
         vision=_parse_vision(config),
-        mtp_layers=extras.get("mtp_layers", 0),
+        mtp_layers=extras.get("mtp_layers", _mtp_layers(text)),
         # GptOssForCausalLMConfig raises max_cudagraph_capture_size to 1024 (models/config.py 0.19.0 L120-133,
         # 0.33.0 L559): 83 capture sizes instead of 51.
         max_capture_size_override=1024 if family == "moe" and model_type == "gpt_oss" else None,
@@ -534,7 +534,8 @@ def _minimax_m3_sparse_layers(text: _Cfg, n: int) -> list[int]:
 
 
 def _mtp_layers(text: _Cfg) -> int:
-    for key in ("num_nextn_predict_layers", "num_mtp_modules", "mtp_num_layers"):
+    # vLLM 0.33.0 config/speculative.py reads n_predict from these (L735-826, L998-1020, L1131-1142)
+    for key in ("num_nextn_predict_layers", "num_mtp_modules", "mtp_num_layers", "mtp_num_hidden_layers"):
         if text.has(key):
             return text.int_(key, 0, minimum=0)
     return 0

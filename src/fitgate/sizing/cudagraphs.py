@@ -72,14 +72,19 @@ def capture_sizes(
     max_num_batched_tokens: int,
     model_max_capture_size: int | None = None,
     compute_capability: str | None = None,
+    decode_query_len: int = 1,
 ) -> tuple[int, ...]:
-    """The batch sizes vLLM captures graphs for (``cudagraph_capture_sizes``), as its config computes them."""
+    """The batch sizes vLLM captures graphs for (``cudagraph_capture_sizes``), as its config computes them.
+
+    ``decode_query_len``: 1 + draft tokens with speculative decoding (``uniform_decode_query_len``); the
+    decode sizes 0.33 appends for it beyond the ceiling (config/vllm.py L2471-2500) are not modelled.
+    """
     v = accounting.version
     if model_max_capture_size is not None:
         largest = model_max_capture_size
     else:
         blackwell_dc = v >= (0, 28, 0) and (compute_capability or "").split(".")[0] == "10"
-        largest = min(2 * max_num_seqs, 1024 if blackwell_dc else 512)
+        largest = min(2 * max_num_seqs * decode_query_len, 1024 if blackwell_dc else 512)
     ceiling = largest
     largest = min(max_num_batched_tokens, largest)
     sizes = [s for s in (1, 2, 4) if s <= largest]
@@ -92,10 +97,17 @@ def capture_sizes(
     return tuple(sorted(set(sizes)))
 
 
-def graph_counts(sizes: tuple[int, ...], max_num_seqs: int) -> GraphCounts:
-    """PIECEWISE graphs for every size, FULL decode graphs for the sizes up to ``max_num_seqs``."""
+def graph_counts(sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int = 1) -> GraphCounts:
+    """PIECEWISE graphs for every size, FULL decode graphs for the decode sizes.
+
+    Those are the sizes from ``decode_query_len`` up to ``max_num_seqs x decode_query_len``
+    (cudagraph_dispatcher.py 0.33.0 L209-220).
+    """
+    top = max_num_seqs * decode_query_len
     return GraphCounts(
-        piecewise=len(sizes), full=sum(1 for s in sizes if s <= max_num_seqs), largest=max(sizes, default=0)
+        piecewise=len(sizes),
+        full=sum(1 for s in sizes if decode_query_len <= s <= top),
+        largest=max(sizes, default=0),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from fitgate.sizing import speculative
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
@@ -153,6 +154,8 @@ def resolve_serving(
         raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
     if block is not None and block % MINIMAX_M3_BLOCK and _block_sparse(arch):
         raise SizingError("block_size", block, "a multiple of 128 (MiniMax M3's 128-token sparse pages)")
+    if serving.runner == "pooling" and (serving.speculative_method or serving.speculative_tokens):
+        raise SizingError("speculative_config", serving.speculative_method, "none with --runner pooling")
     return ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -171,6 +174,7 @@ def resolve_serving(
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=serving.runner,
+        speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
     )
 
 
@@ -215,6 +219,9 @@ def _rank(
 ) -> RankPlan:
     arch = model.arch
     tp, pp = rs.tensor_parallel_size, rs.pipeline_parallel_size
+    # an MTP drafter's layers live on the last pipeline stage (see fitgate.sizing.speculative)
+    spec = rs.speculative if pp_rank == pp - 1 else None
+    drafter = (spec.template_layer,) * spec.drafter_layers if spec is not None and spec.drafter_layers else ()
     weights = weights_per_rank(
         arch,
         model.inventory,
@@ -224,6 +231,7 @@ def _rank(
         dtype=rs.dtype,
         runtime_quantization=_runtime_quantization(arch, rs.quantization),
         pooling=rs.runner == "pooling",
+        drafter_layers=drafter,
     )
     dtype_bytes = MODEL_DTYPES[rs.dtype]
     profile = estimate_profile(
@@ -240,11 +248,13 @@ def _rank(
         fabric=_fabric(gpu, rs.interconnect),
         pooling=rs.runner == "pooling",
         compute_capability=gpu.compute_capability,
+        decode_query_len=rs.decode_query_len,
     )
-    specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
+    kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
+    specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
     block = hybrid_block_size(specs, rs.block_size)
     if block != rs.block_size:
-        specs = layer_specs(arch, layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting)
+        specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting)
     layout = build_layout(specs, accounting)
     non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
     if _graphs_in_budget(arch, rs, accounting):
@@ -383,9 +393,28 @@ def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAc
         )
     if model.arch.model_type == "deepseek_v4":
         notes.append(
-            "DeepSeek V4: its KV layout follows vLLM 0.33, but the MTP drafter and the model's top-k, prefill and "
-            "hyper-connection workspaces are not counted: vLLM's KV budget can be a few GiB per GPU smaller "
-            "(on one public 0.25 log, 2 x RTX PRO 6000, the plan had 50 % more available KV than vLLM printed)"
+            "DeepSeek V4: its KV layout follows vLLM 0.33, but the model's top-k, prefill and hyper-connection "
+            "workspaces are not counted: vLLM's KV budget can be a few GiB per GPU smaller "
+            "(on one public 0.25 log, 2 x RTX PRO 6000, the plan had 50 % more available KV than vLLM printed "
+            "without counting its MTP drafter)"
+        )
+    spec = rs.speculative
+    if spec is not None and spec.drafter_layers:
+        notes.append(
+            f"speculative decoding ({spec.method}, {spec.num_tokens} draft tokens): the checkpoint's "
+            f"{spec.drafter_layers} MTP layer(s) are counted on the last pipeline stage (weights and KV cache, each "
+            f"sized as layer {spec.template_layer}); the drafter's own CUDA graphs and profiling pass are not"
+        )
+    elif spec is not None and not spec.counted:
+        notes.append(
+            f"speculative decoding ({spec.method}): the drafter is another checkpoint and is not counted; its "
+            "weights, KV cache and CUDA graphs come out of this budget, so the KV pool is overestimated "
+            "(keep your --speculative-config: the recommended args do not repeat it)"
+        )
+    elif spec is not None:
+        notes.append(
+            f"speculative decoding ({spec.method}, {spec.num_tokens} draft tokens): no drafter memory; CUDA "
+            "graphs are captured for up to max_num_seqs x (1 + draft tokens) x 2 tokens"
         )
     if not g.cuda_graphs_in_budget and not rs.enforce_eager:
         notes.append("CUDA graphs are captured after KV sizing and must fit outside the gpu_memory_utilization budget")

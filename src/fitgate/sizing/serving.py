@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fitgate.sizing.speculative import Speculative
+
 
 @dataclass(frozen=True)
 class ServingConfig:
@@ -26,6 +28,9 @@ class ServingConfig:
     kv_cache_memory_bytes: int | None = None  # ``--kv-cache-memory-bytes``: the KV pool per GPU, no profiling
     interconnect: str | None = None  # ``nvlink`` or ``pcie``; None: the GPU catalog's
     runner: str = "generate"  # ``--runner``: ``generate`` or ``pooling`` (embedding / reward models)
+    # ``--speculative-config``: its method (``mtp``, ``ngram``, ``eagle3`` ...) and num_speculative_tokens
+    speculative_method: str | None = None
+    speculative_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -57,3 +62,9 @@ class ResolvedServing:
     kv_cache_memory_bytes: int | None = None
     interconnect: str = "nvlink"
     runner: str = "generate"
+    speculative: Speculative | None = None
+
+    @property
+    def decode_query_len(self) -> int:
+        """Tokens one decode step verifies per request (1 + draft tokens with speculative decoding)."""
+        return self.speculative.decode_query_len if self.speculative else 1

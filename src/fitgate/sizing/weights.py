@@ -524,12 +524,17 @@ def weights_per_rank(
     dtype: str,
     runtime_quantization: Quantization | None = None,
     pooling: bool = False,
+    drafter_layers: tuple[int, ...] = (),
 ) -> RankWeights:
     """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading.
 
     ``pooling``: vLLM's pooling adapter builds the model without its ``ParallelLMHead`` (replaced by
     ``StageMissingLayer``, model_executor/models/adapters.py 0.28.0 L145-152) and does not load a
     stored ``lm_head.weight``.
+
+    ``drafter_layers``: an MTP drafter on this (the last) stage, one model layer index per drafter layer,
+    each sized as that layer plus its ``eh_proj`` (unquantized ``2 x hidden -> hidden``) and three RMSNorms;
+    with pipeline parallelism it loads its own embedding (:mod:`fitgate.sizing.speculative`).
     """
     dtype_bytes = MODEL_DTYPES[dtype]
     stages = pp_layer_ranges(arch.num_layers, pp)
@@ -553,11 +558,14 @@ def weights_per_rank(
             # Gemma 4 KV-shared layers build q_proj only; their stored k_proj / v_proj are dropped
             # (gemma4.py 0.33.0 L409-417, weights mapper L119-124).
             continue
+        copies = 1
         if e.layer is None:
             if (role in _FIRST_STAGE_ROLES and not first) or (role in _LAST_STAGE_ROLES and not last):
                 continue
-        elif e.layer not in layers:
-            continue
+        else:
+            copies = (e.layer in layers) + drafter_layers.count(e.layer)
+            if not copies:
+                continue
         if e.quantized:
             size = float(e.stored_bytes)
         elif runtime_quantization is not None and e.linear and role is not Role.EMBED:
@@ -575,15 +583,22 @@ def weights_per_rank(
             size = size / tp * (mxfp4 if e.quantized else 1.0)
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
-        total += size
+        total += size * copies
     if pp > 1 and last and not first and arch.tie_word_embeddings and not pooling:
         # The last stage builds its own lm_head from the tied embedding.
         tied = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
         total += tied
         embedding += tied
+    if drafter_layers:
+        hidden = arch.hidden_size
+        total += len(drafter_layers) * (2 * hidden * hidden + 3 * hidden) * dtype_bytes
+        if pp > 1:  # no embedding to share on the last stage (llm_base_proposer.py 0.33.0 L1424, L1505-1509)
+            own = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
+            total += own
+            embedding += own
     rotary = arch.rope_cache_positions * arch.rotary_dim * dtype_bytes
     absorbed = 0
-    for i in layers:
+    for i in (*layers, *drafter_layers):
         m = arch.layers[i].mixer
         if isinstance(m, MLA):
             # MLA backends keep W_UK / W_UV copies of kv_b_proj, dequantized, next to it.

@@ -1,0 +1,176 @@
+"""Speculative decoding (``--speculative-config``): what its drafter adds to one GPU.
+
+What vLLM 0.33.0 does (vllm/config/speculative.py, vllm/v1/worker/gpu_model_runner.py,
+vllm/v1/spec_decode/llm_base_proposer.py):
+
+* The method names of a checkpoint's own multi-token-prediction layers (``deepseek_mtp``,
+  ``qwen3_next_mtp``, ``glm4_moe_mtp``, ``mimo_mtp`` ... ``MTPModelTypes``, speculative.py L38-67) are
+  all read as ``mtp`` (L1246-1250). The drafter is the same checkpoint's ``num_nextn_predict_layers``
+  layers (``n_predict``; L735-826), built with the target's tensor parallelism; ``num_speculative_tokens``
+  defaults to ``n_predict`` and, when larger, must be a multiple of it (the layers are reused, L1601-1612).
+* Only the last pipeline stage builds a drafter (gpu_model_runner.py L598) and loads it inside the
+  "Model loading took" window (L5008-5012, L5076). An MTP drafter shares the target's lm_head always
+  and its embedding when there is one pipeline stage (``_maybe_share_embeddings`` /
+  ``_maybe_share_lm_head``, llm_base_proposer.py L1418-1560); what the drafter allocated and dropped is
+  not counted (``DeviceMemoryProfiler`` reads ``max_memory_allocated`` after resetting it).
+* Each MTP layer holds a decoder layer (``mtp_block``), two RMSNorms and ``eh_proj``, an unquantized
+  ``nn.Linear(2 x hidden, hidden)`` (deepseek_mtp.py L85-87), and ``shared_head.norm``.
+* The drafter's attention layers are in the forward context like the target's, so they get KV cache
+  specs and share the pool (``get_kv_cache_spec``).
+* ``ngram``, ``ngram_gpu`` and ``suffix`` propose from the tokens: no weights, no KV cache.
+* Every method widens the CUDA-graph capture range: ``max_num_seqs x (1 + num_speculative_tokens) x 2``
+  (config/vllm.py 0.33.0 L2453-2470, ``uniform_decode_query_len``).
+
+fitgate sizes an MTP layer as a copy of the model's last attention decoder layer (the checkpoint's
+layer beyond ``num_hidden_layers`` has that shape in every MTP checkpoint read: DeepSeek V3/V3.2, GLM-4.5,
+Qwen3-Next, MiMo). A drafter from another checkpoint (``eagle``, ``eagle3``, ``draft_model``, ``dflash``,
+...) is not counted; the plan says so. The drafter's own CUDA graphs and its profiling pass are not
+counted either.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture
+
+#: vLLM 0.33.0's ``MTPModelTypes`` (config/speculative.py L38-67): all of them mean "mtp".
+MTP_METHODS = frozenset(
+    {
+        "mtp",
+        "deepseek_mtp",
+        "dots3_note_mtp",
+        "mimo_mtp",
+        "mimo_v2_mtp",
+        "glm4_moe_mtp",
+        "glm4_moe_lite_mtp",
+        "glm_ocr_mtp",
+        "ernie_mtp",
+        "nemotron_h_mtp",
+        "exaone_moe_mtp",
+        "exaone4_5_mtp",
+        "qwen3_next_mtp",
+        "qwen4_exp_mtp",
+        "qwen3_5_mtp",
+        "longcat_flash_mtp",
+        "bailing_hybrid_v3_mtp",
+        "minimax_m3_mtp",
+        "bailing_hybrid_mtp",
+        "kimi_k3_mtp",
+        "pangu_ultra_moe_mtp",
+        "step3p5_mtp",
+        "step5_mtp",
+        "hy_v3_mtp",
+        "hy_v4_mtp",
+        "gemma4_mtp",
+        "inkling_mtp",
+        "glm5_next_mtp",
+    }
+)
+#: Methods that propose from the tokens alone: no drafter weights, no KV cache.
+TOKEN_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
+#: Methods whose drafter is another checkpoint (not counted by fitgate).
+DRAFT_CHECKPOINT_METHODS = frozenset(
+    {"eagle", "eagle3", "draft_model", "dflash", "dspark", "custom_class", "extract_hidden_states"}
+)
+METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
+#: The most draft tokens fitgate takes (vLLM itself has no upper bound; beyond this nobody gains).
+MAX_SPECULATIVE_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding as vLLM resolves it.
+
+    Attributes:
+        method: ``mtp``, ``ngram``, ``ngram_gpu``, ``suffix`` or a draft-checkpoint method, as vLLM names it.
+        num_tokens: ``num_speculative_tokens``.
+        drafter_layers: Decoder layers the drafter adds to the last pipeline stage (MTP: ``n_predict``).
+        template_layer: The model layer each drafter layer is sized as (-1: none).
+    """
+
+    method: str
+    num_tokens: int
+    drafter_layers: int = 0
+    template_layer: int = -1
+
+    @property
+    def counted(self) -> bool:
+        """Whether fitgate counts the drafter (False for a drafter from another checkpoint)."""
+        return self.method not in DRAFT_CHECKPOINT_METHODS
+
+    @property
+    def decode_query_len(self) -> int:
+        """Tokens a decode step verifies per request (vLLM's ``uniform_decode_query_len``)."""
+        return 1 + self.num_tokens
+
+
+def resolve(arch: ModelArchitecture, method: str | None, num_tokens: int | None) -> Speculative | None:
+    """How vLLM reads ``--speculative-config`` for this model; errors name the field, value and rule."""
+    if method is None and num_tokens is None:
+        return None
+    if method is None:
+        # vLLM infers "draft_model" without a method; fitgate's inputs always name one for the MTP case
+        raise SizingError("speculative_config.method", None, "one of mtp, ngram, suffix, eagle, eagle3, draft_model")
+    if method not in METHODS:
+        raise SizingError(
+            "speculative_config.method", method, "a method of vLLM 0.33 (mtp, ngram, suffix, eagle3, ...)"
+        )
+    if num_tokens is not None and (
+        isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or not 1 <= num_tokens <= MAX_SPECULATIVE_TOKENS
+    ):
+        raise SizingError("speculative_config.num_speculative_tokens", num_tokens, f"1 to {MAX_SPECULATIVE_TOKENS}")
+    if method in MTP_METHODS:
+        n_predict = arch.mtp_layers
+        if not n_predict:
+            raise SizingError(
+                "speculative_config.method",
+                method,
+                "a checkpoint with multi-token-prediction layers (num_nextn_predict_layers)",
+                f"{arch.architecture} has none",
+            )
+        tokens = num_tokens or n_predict
+        if tokens > n_predict and tokens % n_predict:
+            raise SizingError(
+                "speculative_config.num_speculative_tokens", tokens, f"a multiple of the model's {n_predict} MTP layers"
+            )
+        return Speculative("mtp", tokens, n_predict, _template_layer(arch))
+    if num_tokens is None:
+        raise SizingError("speculative_config.num_speculative_tokens", None, f"1 to {MAX_SPECULATIVE_TOKENS}")
+    return Speculative(method, num_tokens)
+
+
+def _template_layer(arch: ModelArchitecture) -> int:
+    """The last decoder layer with attention (an MTP layer has full attention even in hybrid models)."""
+    for i in range(arch.num_layers - 1, -1, -1):
+        if isinstance(arch.layers[i].mixer, Attention | MLA | CompressedSparseMLA):
+            return i
+    return arch.num_layers - 1
+
+
+def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | None, int | None]:
+    """(method, num_speculative_tokens) of a ``--speculative-config`` JSON object as vLLM's CLI takes it.
+
+    Other keys (``model``, ``draft_tensor_parallel_size``, ...) do not change what fitgate counts.
+    """
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise SizingError(
+            flag, text[:80], 'a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}'
+        ) from None
+    if not isinstance(data, dict):
+        raise SizingError(flag, text[:80], "a JSON object")
+    method = data.get("method")
+    tokens = data.get("num_speculative_tokens")
+    if method is None and data.get("model") in ("ngram", "[ngram]"):
+        method = "ngram"
+    if method is None and data.get("model") is not None:
+        method = "draft_model"  # vLLM's own inference for a model without a method
+    if method is not None and not isinstance(method, str):
+        raise SizingError(f"{flag} method", method, "a string")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+        raise SizingError(f"{flag} num_speculative_tokens", tokens, "a whole number")
+    return method, tokens
