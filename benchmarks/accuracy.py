@@ -171,6 +171,9 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         vllm_version=version,
         engine=engine,
         runner=case.get("runner") or "generate",
+        # --speculative-config as the log printed it (recorded for the runs that used it)
+        speculative_method=case.get("speculative_method"),
+        speculative_tokens=case.get("speculative_tokens"),
     )
     try:
         result: Plan = plan(to_model_input(facts), _gpu(case), serving)

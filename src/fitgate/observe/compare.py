@@ -14,6 +14,7 @@ from typing import Any
 
 from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
+from fitgate.sizing.speculative import MTP_METHODS
 from fitgate.sizing.units import GiB, fmt_gib
 
 COMPARE_SCHEMA = "fitgate.io/compare/v1"
@@ -90,8 +91,15 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         vllm_version=version,
         engine=engine,
         offline=s.usage_context == "LLM_CLASS",
+        speculative_method=_speculative_method(s.speculative_method),
+        speculative_tokens=s.speculative_tokens,
     )
     return serving, notes
+
+
+def _speculative_method(method: str | None) -> str | None:
+    """The method as fitgate sizes it (vLLM reads every ``*_mtp`` as ``mtp``)."""
+    return "mtp" if method in MTP_METHODS else method
 
 
 def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]]:

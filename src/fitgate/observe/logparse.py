@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import codecs
 import io
+import json
 import re
 import shlex
 from collections.abc import Callable, Iterable
@@ -181,6 +182,8 @@ _SETTING_KEYS = {
     "enforce_eager": bool,
     "dtype": str,
     "quantization": str,
+    "speculative_method": str,
+    "speculative_tokens": int,
 }
 _CONFIG_KEYS = {
     "model": "model",
@@ -191,6 +194,8 @@ _CONFIG_KEYS = {
     "quantization": "quantization",
     "enforce_eager": "enforce_eager",
     "kv_cache_dtype": "kv_cache_dtype",
+    "speculative_method": "speculative_method",
+    "speculative_tokens": "speculative_tokens",
 }
 _KEY_VALUE = re.compile(r"(?:^|[\s,(])([a-z_]{1,40})=('(?:[^'\\]|\\.){0,4096}'|[^,)\s]{0,200})")
 _ARG_ITEM = re.compile(r"'([a-z_]{1,40})': ('(?:[^'\\]|\\.){0,4096}'|[^,}]{0,200})")
@@ -345,6 +350,28 @@ def _settings_from(reader: _Reader, items: Iterable[tuple[str, object]], priorit
 _ARG_NAMES = {k: k for k in _SETTING_KEYS} | {"model_tag": "model"}
 
 
+#: The engine's resolved speculative config in its config line (vllm/config/vllm.py ``__str__`` 0.33.0:
+#: ``speculative_config=SpeculativeConfig(method='mtp', model='...', num_spec_tokens=2)``).
+_SPEC_CONFIG = re.compile(
+    r"speculative_config=SpeculativeConfig\(method='([a-z0-9_]{1,40})'.{0,2048}?num_spec_tokens=(\d{1,4})"
+)
+
+
+def _speculative_items(value: object) -> list[tuple[str, object]]:
+    """``speculative_config`` of the non-default args (a dict, or its JSON text) as two settings."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value[:MAX_ARGS_CHARS])
+        except (ValueError, RecursionError):
+            return []
+    if not isinstance(value, dict):
+        return []
+    method = value.get("method")
+    if method is None and value.get("model") is not None:
+        method = "ngram" if value.get("model") in ("ngram", "[ngram]") else "draft_model"
+    return [("speculative_method", method), ("speculative_tokens", value.get("num_speculative_tokens"))]
+
+
 def _step_args(r: _Reader, line: str) -> None:
     if "args: " not in line:
         return
@@ -364,6 +391,7 @@ def _step_args(r: _Reader, line: str) -> None:
             items = [(m.group(1), _literal(m.group(2).strip())) for m in _ARG_ITEM.finditer(text[:MAX_ARGS_CHARS])]
         # 'model' beats the positional 'model_tag' when both are printed (they are equal in practice)
         items.sort(key=lambda kv: kv[0] == "model_tag")
+        items += [kv for key, value in list(items) if key == "speculative_config" for kv in _speculative_items(value)]
         _settings_from(r, items, _ARG, _ARG_NAMES)
         return
     match = _ARGS_NAMESPACE.search(line)
@@ -411,6 +439,9 @@ def _step_engine(r: _Reader, line: str) -> None:
                 engine = "V0"  # "Initializing an LLM engine": before the V1 engine existed
             r.put("engine", engine, _CONFIG)
             pairs = [(m.group(1), _literal(m.group(2))) for m in _KEY_VALUE.finditer(match.group(3))]
+            spec = _SPEC_CONFIG.search(match.group(3))
+            if spec:
+                pairs += [("speculative_method", spec.group(1)), ("speculative_tokens", int(spec.group(2)))]
             _settings_from(r, pairs, _CONFIG, _CONFIG_KEYS)
     if "version" in line:
         match = _SERVER_VERSION.search(line)

@@ -29,6 +29,8 @@ class RunSettings:
         quantization: The quantization vLLM reported for the run (config line).
         quantization_arg: The ``--quantization`` the user gave (non-default args).
         usage_context: ``OPENAI_API_SERVER`` (``vllm serve``) or ``LLM_CLASS`` (offline ``LLM``).
+        speculative_method, speculative_tokens: ``--speculative-config`` (its method, as given or as the engine
+            resolved it, and ``num_speculative_tokens``).
     """
 
     model: str | None = None
@@ -47,6 +49,8 @@ class RunSettings:
     quantization: str | None = None
     quantization_arg: str | None = None
     usage_context: str | None = None
+    speculative_method: str | None = None
+    speculative_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,26 @@ class Engine(_Spec):
     )
 
 
+class SpeculativeConfig(_Spec):
+    """--speculative-config: speculative decoding, as far as it changes memory."""
+
+    method: Literal["mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark"] = (
+        Field(
+            description="vLLM's method. mtp (also what vLLM makes of deepseek_mtp, qwen3_next_mtp, ...): the "
+            "checkpoint's own multi-token-prediction layers, counted on the last pipeline stage (weights and KV "
+            "cache). ngram, ngram_gpu, suffix: no drafter memory. eagle, eagle3, draft_model, dflash, dspark: a "
+            "drafter from another checkpoint, not counted (the status says so)."
+        )
+    )
+    num_speculative_tokens: int | None = Field(
+        default=None,
+        alias="numSpeculativeTokens",
+        ge=1,
+        le=64,
+        description="Draft tokens per step. Default (mtp): the checkpoint's MTP layers; required otherwise.",
+    )
+
+
 class Serving(_Spec):
     """vLLM engine settings that change memory; unset fields take vLLM's defaults."""
 
@@ -126,6 +146,11 @@ class Serving(_Spec):
         default=True,
         alias="enablePrefixCaching",
         description="--enable-prefix-caching. Does not change the memory plan. Default: true.",
+    )
+    speculative_config: SpeculativeConfig | None = Field(
+        default=None,
+        alias="speculativeConfig",
+        description="--speculative-config. Default: none (no speculative decoding).",
     )
 
 

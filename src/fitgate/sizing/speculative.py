@@ -76,6 +76,8 @@ DRAFT_CHECKPOINT_METHODS = frozenset(
     {"eagle", "eagle3", "draft_model", "dflash", "dspark", "custom_class", "extract_hidden_states"}
 )
 METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
+#: The methods a ModelDeployment names (``serving.speculativeConfig.method``): every ``*_mtp`` is ``mtp``.
+SPEC_METHODS = ("mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark")
 #: The most draft tokens fitgate takes (vLLM itself has no upper bound; beyond this nobody gains).
 MAX_SPECULATIVE_TOKENS = 64
 

@@ -10,6 +10,7 @@ L379-394), and the short aliases vLLM registers (vllm/engine/arg_utils.py 0.33.0
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -282,7 +283,8 @@ def config_file_flags(data: object) -> dict[str, str]:
     """The flags of a ``--config`` YAML mapping, read as vLLM 0.33 does.
 
     Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``; a false
-    boolean is left out), vllm/utils/argparse_utils.py 0.33.0 ``load_config_file``.
+    boolean is left out; a mapping is its JSON), vllm/utils/argparse_utils.py 0.33.0 ``load_config_file``
+    L653-671.
     """
     flags: dict[str, str] = {}
     if not isinstance(data, dict):
@@ -292,6 +294,9 @@ def config_file_flags(data: object) -> dict[str, str]:
         if isinstance(value, bool):
             if value:
                 flags[name] = "true"
+            continue
+        if isinstance(value, dict):  # nested dicts become JSON (``--speculative-config`` ...), as in vLLM
+            flags[name] = json.dumps(value)
             continue
         flags[name] = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
     return flags

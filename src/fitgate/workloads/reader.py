@@ -19,6 +19,10 @@ from typing import Any
 
 import yaml
 
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.speculative import MTP_METHODS
+from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
+from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
@@ -247,6 +251,25 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     return value
 
 
+def _speculative(value: str, notes: list[str]) -> dict[str, Any]:
+    """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``."""
+    if "$(" in value or value.startswith("$"):
+        raise _UnknownValueError(f"--speculative-config {value}: a variable not set in the container's env")
+    try:
+        method, tokens = parse_speculative_config(value)
+    except SizingError as exc:
+        raise WorkloadError(str(exc)) from None
+    if method in MTP_METHODS:
+        method = "mtp"  # vLLM 0.33 reads every *_mtp method as mtp (config/speculative.py L1246-1250)
+    if method not in SPECULATIVE_METHODS:
+        raise WorkloadError(
+            f"--speculative-config method: expected one of {', '.join(SPECULATIVE_METHODS)} (got {method!r})"
+        )
+    if method not in ("mtp", "ngram", "ngram_gpu", "suffix"):
+        notes.append(f"--speculative-config method {method}: the drafter is another checkpoint, not counted")
+    return {"method": method, **({"numSpeculativeTokens": tokens} if tokens is not None else {})}
+
+
 def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
     """The data-parallel ranks of one replica: those of its one pod, or of all its ``pods``.
 
@@ -362,6 +385,8 @@ def _reading(
                 more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
                 continue
             serving[fld] = _convert(flag, value, conv)
+        if "--speculative-config" in flags:
+            serving["speculativeConfig"] = _speculative(flags["--speculative-config"], more)
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
