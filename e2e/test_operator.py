@@ -167,6 +167,28 @@ def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operat
     assert kube.kubectl("get", "mdep", "llama-8b", "-n", namespace, check=False).returncode != 0
 
 
+def test_speculative_decoding_counts_the_mtp_layer(kube: Kube, operator: Operator, namespace: str) -> None:
+    base = {
+        "model": {"name": "Qwen/Qwen3-Next-80B-A3B-Thinking"},
+        "serving": {"maxModelLen": 32768, "tensorParallelSize": 4},
+        "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
+    }
+    spec = {**base, "serving": {**base["serving"], "speculativeConfig": {"method": "mtp", "numSpeculativeTokens": 2}}}
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("next", base))
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("next-mtp", spec))
+    plain, mtp = wait_verdict(kube, namespace, "next", "Fits"), wait_verdict(kube, namespace, "next-mtp", "Fits")
+    # the MTP layer's full attention: 2 KV heads over TP 4 -> 1 head x 256 x (K, V) x 2 B = 1,024 B a token
+    assert mtp["kvCache"]["bytesPerToken"] - plain["kvCache"]["bytesPerToken"] == 1024
+    assert mtp["perGPU"]["weightsBytes"] > plain["perGPU"]["weightsBytes"]
+    obj = kube.get("mdep", "next-mtp", "-n", namespace)
+    assert obj["spec"] == spec  # the CRD keeps the field as written
+    args = obj["metadata"]["annotations"]["fitgate.io/recommended-args"]
+    assert """--speculative-config '{"method":"mtp","num_speculative_tokens":2}'""" in args
+    bad = {**base, "serving": {**base["serving"], "speculativeConfig": {"method": "medusa"}}}
+    refused = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("bad", bad), check=False)
+    assert refused.returncode != 0 and "speculativeConfig.method" in refused.stderr
+
+
 def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, namespace: str) -> None:
     result = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("llama-70b", MISFIT), check=False)
     assert result.returncode != 0

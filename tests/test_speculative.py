@@ -193,3 +193,23 @@ def test_a_real_log_gives_its_speculative_config_to_compare() -> None:
     # the non-default args dict: 'speculative_config': {'method': 'dflash', ..., 'num_speculative_tokens': 6}
     log = parse_lines(_public("gh-file-56878676544-qwen36-35b-prismaquant-dflash-v0220")["raw_lines"])
     assert (log.settings.speculative_method, log.settings.speculative_tokens) == ("dflash", 6)
+
+
+def test_as_case_records_the_speculative_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(_public("gh-file-56725819772-dsv4-flash-2xgb10-tp2-v0211dev")["raw_lines"]) + "\n")
+    assert main(["compare", "--log", str(log), "--as-case", "--gpu", "H100"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["speculative_method"], row["speculative_tokens"]) == ("mtp", 2)
+
+
+def test_qwen3_next_without_a_layer_count_gets_its_classs_one_layer_and_no_default_tokens() -> None:
+    # Qwen3NextMTP builds getattr(config, "num_nextn_predict_layers", 1) layers (qwen3_next_mtp.py L63); with
+    # n_predict None vLLM has no default num_speculative_tokens (speculative.py L1601-1618)
+    arch = parse_config(json.loads((CORPUS / "Qwen__Qwen3-Next-80B-A3B-Thinking" / "config.json").read_text()))
+    assert arch.mtp_layers == 0
+    spec = resolve(arch, "qwen3_next_mtp", 2)
+    assert spec is not None and (spec.method, spec.num_tokens, spec.drafter_layers) == ("mtp", 2, 1)
+    assert arch.layers[spec.template_layer].mixer is not None and spec.template_layer == arch.num_layers - 1
+    with pytest.raises(SizingError, match="vLLM has no default"):
+        resolve(arch, "mtp", None)

@@ -400,6 +400,14 @@ def plan_document(
             "max_num_batched_tokens": rs.max_num_batched_tokens,
             "block_size": kv.block_size,
             "enforce_eager": rs.enforce_eager,
+            "speculative_config": None
+            if rs.speculative is None
+            else {
+                "method": rs.speculative.method,
+                "num_speculative_tokens": rs.speculative.num_tokens,
+                "drafter_layers": rs.speculative.drafter_layers,
+                "counted": rs.speculative.counted,
+            },
         },
         "workload": None
         if result.workload is None

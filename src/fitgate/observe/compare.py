@@ -169,6 +169,8 @@ def settings_document(log: StartupLog) -> dict[str, Any]:
         "quantization": s.quantization,
         "block_size": s.block_size,
         "enforce_eager": s.enforce_eager,
+        "speculative_method": s.speculative_method,
+        "speculative_tokens": s.speculative_tokens,
     }
 
 
@@ -333,6 +335,15 @@ def case_document(log: StartupLog, log_path: str, named: GpuModel | None) -> dic
         "enforce_eager": s.enforce_eager,
         "max_num_seqs": s.max_num_seqs,
         "max_num_batched_tokens": s.max_num_batched_tokens,
+        # only where the run used --speculative-config (as in benchmarks/calibration/public-2026.jsonl)
+        **(
+            {
+                "speculative_method": _speculative_method(s.speculative_method),
+                "speculative_tokens": s.speculative_tokens,
+            }
+            if s.speculative_method
+            else {}
+        ),
         "status": case_status(log),
         "measured": {
             "weights_gib": o.weights_gib,

@@ -16,7 +16,7 @@ from fitgate.operator.evaluate import Evaluation, evaluate, same_outcome, status
 from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore, Known
-from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_argv
+from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
 from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
@@ -183,7 +183,7 @@ async def reconcile(
     plan = ev.best.plan if ev.best else None
     annotations = {
         VERDICT_ANNOTATION: ev.verdict.value,
-        ARGS_ANNOTATION: " ".join(vllm_argv(ev.engine_args)) if ev.engine_args else "",
+        ARGS_ANNOTATION: vllm_args_text(ev.engine_args) if ev.engine_args else "",
     }
     previous = (old_status or {}).get("verdict")
     event = None

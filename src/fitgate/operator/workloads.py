@@ -19,7 +19,7 @@ from fitgate.operator.evaluate import Evaluation, evaluate, unknown
 from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, AdmissionOutcome, _evaluate, decide
 from fitgate.operator.store import FactsStore
-from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_argv
+from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_args_text
 from fitgate.workloads import Reading
 
 #: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
@@ -45,7 +45,7 @@ class WorkloadVerdict:
     @property
     def recommended_args(self) -> str:
         """The engine args fitgate recommends (``fitgate.io/recommended-args``)."""
-        return " ".join(vllm_argv(self.evaluation.engine_args)) if self.evaluation.engine_args else ""
+        return vllm_args_text(self.evaluation.engine_args) if self.evaluation.engine_args else ""
 
 
 def to_spec(reading: Reading, mode: str = "enforce") -> ModelDeploymentSpec:

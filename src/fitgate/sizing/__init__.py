@@ -10,6 +10,7 @@ from fitgate.sizing.advice import (
     engine_args,
     recommend,
     suggest,
+    vllm_args_text,
     vllm_argv,
     vllm_command,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "replica_cost",
     "search",
     "suggest",
+    "vllm_args_text",
     "vllm_argv",
     "vllm_command",
 ]

@@ -7,6 +7,7 @@ suggestion is only offered when it really fits.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -392,6 +393,11 @@ def vllm_argv(args: tuple[EngineArg, ...]) -> list[str]:
         else:
             argv += [arg.name, arg.value]
     return argv
+
+
+def vllm_args_text(args: tuple[EngineArg, ...]) -> str:
+    """The engine args as one shell-quoted line (``fitgate.io/recommended-args``; JSON values quoted)."""
+    return shlex.join(vllm_argv(args))
 
 
 def vllm_command(model: str, args: tuple[EngineArg, ...], revision: str | None = None) -> list[str]:

@@ -78,6 +78,9 @@ DRAFT_CHECKPOINT_METHODS = frozenset(
 METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
 #: The methods a ModelDeployment names (``serving.speculativeConfig.method``): every ``*_mtp`` is ``mtp``.
 SPEC_METHODS = ("mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark")
+#: MTP layers the drafter class builds when the config names none: Qwen3NextMTP reads
+#: ``getattr(config, "num_nextn_predict_layers", 1)`` (models/qwen3_next_mtp.py 0.33.0 L63).
+_MTP_CLASS_DEFAULT_LAYERS = {"qwen3_next": 1}
 #: The most draft tokens fitgate takes (vLLM itself has no upper bound; beyond this nobody gains).
 MAX_SPECULATIVE_TOKENS = 64
 
@@ -126,6 +129,16 @@ def resolve(arch: ModelArchitecture, method: str | None, num_tokens: int | None)
         raise SizingError("speculative_config.num_speculative_tokens", num_tokens, f"1 to {MAX_SPECULATIVE_TOKENS}")
     if method in MTP_METHODS:
         n_predict = arch.mtp_layers
+        if not n_predict and arch.model_type in _MTP_CLASS_DEFAULT_LAYERS:
+            # n_predict stays None in vLLM: no default token count (speculative.py L1601-1618)
+            if num_tokens is None:
+                raise SizingError(
+                    "speculative_config.num_speculative_tokens",
+                    None,
+                    f"1 to {MAX_SPECULATIVE_TOKENS}",
+                    "the config names no MTP layer count, so vLLM has no default",
+                )
+            return Speculative("mtp", num_tokens, _MTP_CLASS_DEFAULT_LAYERS[arch.model_type], _template_layer(arch))
         if not n_predict:
             raise SizingError(
                 "speculative_config.method",
