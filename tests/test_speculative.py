@@ -213,3 +213,16 @@ def test_qwen3_next_without_a_layer_count_gets_its_classs_one_layer_and_no_defau
     assert arch.layers[spec.template_layer].mixer is not None and spec.template_layer == arch.num_layers - 1
     with pytest.raises(SizingError, match="vLLM has no default"):
         resolve(arch, "mtp", None)
+
+
+def test_gated_delta_net_conv_states_keep_the_draft_tokens() -> None:
+    from fitgate.sizing.kv_layout import layer_specs  # noqa: PLC0415
+    from fitgate.sizing.kv_specs import MambaSpec  # noqa: PLC0415
+
+    arch = parse_config(json.loads((CORPUS / "Qwen__Qwen3-Next-80B-A3B-Thinking" / "config.json").read_text()))
+    v033 = accounting_for("0.33.0")
+    plain = [s for s in layer_specs(arch, [0], 4, 2, 2, 16, v033) if isinstance(s, MambaSpec)]
+    spec = [s for s in layer_specs(arch, [0], 4, 2, 2, 16, v033, num_spec=3) if isinstance(s, MambaSpec)]
+    # conv_dim = 2 x 16 key heads x 128 + 32 value heads x 128 = 8,192 -> 2,048 per GPU at TP 4; the conv
+    # state keeps kernel - 1 + 3 columns (mamba_utils.py 0.33.0 L282-286): 3 x 2,048 x 2 B = 12,288 B more
+    assert spec[0].state_bytes - plain[0].state_bytes == 3 * 2048 * 2

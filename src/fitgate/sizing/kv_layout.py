@@ -89,15 +89,21 @@ def dsv4_layer_specs(m: CompressedSparseMLA, block_size: int) -> list[KVCacheSpe
     return specs
 
 
-def _mamba_state_bytes(mixer: Mamba | LinearAttention | ShortConv, tp: int, state_dtype_bytes: int) -> int:
-    """Conv plus SSM/recurrent state of one request on one GPU (vLLM MambaStateShapeCalculator)."""
+def _mamba_state_bytes(
+    mixer: Mamba | LinearAttention | ShortConv, tp: int, state_dtype_bytes: int, num_spec: int = 0
+) -> int:
+    """Conv plus SSM/recurrent state of one request on one GPU (vLLM MambaStateShapeCalculator).
+
+    ``num_spec``: draft tokens under speculative decoding; the short-conv, gated-delta-net and Mamba2
+    conv states keep ``kernel - 1 + num_spec`` columns (mamba_utils.py 0.33.0 L204, L257, L285).
+    """
     if isinstance(mixer, ShortConv):
         # short_conv_state_shape (mamba_utils.py 0.33.0 L249-258): (dim / TP) x (kernel - 1)
-        return (mixer.dim // tp) * (mixer.kernel - 1) * state_dtype_bytes
+        return (mixer.dim // tp) * (mixer.kernel - 1 + num_spec) * state_dtype_bytes
     if isinstance(mixer, LinearAttention):
         key_dim = mixer.num_k_heads * mixer.head_k_dim
         value_dim = mixer.num_v_heads * mixer.head_v_dim
-        conv = (mixer.conv_kernel - 1) * ((2 * key_dim + value_dim) // tp)
+        conv = (mixer.conv_kernel - 1 + num_spec) * ((2 * key_dim + value_dim) // tp)
         recurrent = (mixer.num_v_heads // tp) * mixer.head_k_dim * mixer.head_v_dim
         return (conv + recurrent) * state_dtype_bytes
     if mixer.version == 1:
@@ -106,7 +112,7 @@ def _mamba_state_bytes(mixer: Mamba | LinearAttention | ShortConv, tp: int, stat
         return (conv + ssm) * state_dtype_bytes
     groups = mixer.n_groups if mixer.n_groups % tp == 0 else mixer.n_groups + (tp - mixer.n_groups % tp)
     conv_dim = mixer.d_inner + 2 * groups * mixer.d_state
-    conv = (mixer.d_conv - 1) * (conv_dim // tp)
+    conv = (mixer.d_conv - 1 + num_spec) * (conv_dim // tp)
     ssm = (mixer.num_heads // tp) * mixer.head_dim * mixer.d_state
     return (conv + ssm) * state_dtype_bytes
 
@@ -119,8 +125,9 @@ def layer_specs(
     model_dtype_bytes: int,
     block_size: int,
     accounting: VllmAccounting,
+    num_spec: int = 0,
 ) -> list[KVCacheSpec]:
-    """The KV cache spec of each layer in ``layer_indices`` on one GPU.
+    """The KV cache spec of each layer in ``layer_indices`` on one GPU (``num_spec``: draft tokens).
 
     KV heads per GPU are ``max(1, kv_heads // tp)`` (replicated when TP exceeds them); the MLA
     latent is not sharded. Without the hybrid KV cache manager every attention layer is full.
@@ -170,7 +177,7 @@ def layer_specs(
         elif isinstance(mixer, CompressedSparseMLA):
             specs.extend(dsv4_layer_specs(mixer, block_size))
         else:
-            specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes)))
+            specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes, num_spec)))
     return specs
 
 

@@ -251,10 +251,11 @@ def _rank(
         decode_query_len=rs.decode_query_len,
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
-    specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting)
+    num_spec = rs.speculative.num_tokens if rs.speculative else 0  # conv states keep the draft tokens too
+    specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec)
     block = hybrid_block_size(specs, rs.block_size)
     if block != rs.block_size:
-        specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting)
+        specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
     layout = build_layout(specs, accounting)
     non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
     if _graphs_in_budget(arch, rs, accounting):
