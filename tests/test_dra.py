@@ -307,6 +307,26 @@ def test_claim_count_below_parallelism_does_not_fit() -> None:
     assert "asks for 1 GPU per pod but tensorParallelSize x pipelineParallelSize is 2" in ev.message
 
 
+def test_allocation_mode_all_gives_the_pod_every_matching_device_of_its_node() -> None:
+    every = template(1)
+    body = every["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    del body["count"]
+    body["allocationMode"] = "All"
+    inventory = build_inventory({}, {}, state(every=every))
+    spec = parse_spec(
+        {**SPEC, "serving": {"tensorParallelSize": 2}, "placement": {"resourceClaimTemplateName": "every"}}
+    )
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), inventory, namespace="ns")
+    # h100-dra-0 publishes 2 H100s: the pod gets both, TP 2 is covered (count 1 would be a false denial)
+    assert ev.verdict is Verdict.FITS, ev.message
+    spec = parse_spec(
+        {**SPEC, "serving": {"tensorParallelSize": 4}, "placement": {"resourceClaimTemplateName": "every"}}
+    )
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), inventory, namespace="ns")
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM)
+    assert "asks for 2 GPU" in ev.message
+
+
 def test_missing_template_and_unsupported_selector_are_unknown() -> None:
     weird = template(1, "gpu.nvidia.com", "device.attributes.exists(a, true)")
     inventory = build_inventory({}, {}, state(weird=weird))

@@ -191,7 +191,8 @@ def _select_claim(
         gpus.extend(dra_node_gpus(node, devs, meta, dra, first.source if first else "dra"))
     sub = Inventory(gpus, dra, inventory.pods)
     pools, fingerprint = sub.select(gpu_product, node_selector, tolerations)
-    return pools, fingerprint, request.count
+    # allocationMode: All gives the pod every matching device of its node: the most any node has
+    return pools, fingerprint, max(len(d) for d in matching.values()) if request.all_devices else request.count
 
 
 __all__ = ["ClaimError", "NodeMeta", "SelectorUnsupportedError", "build_inventory", "merge", "select_claim"]
