@@ -78,9 +78,25 @@ DRAFT_CHECKPOINT_METHODS = frozenset(
 METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
 #: The methods a ModelDeployment names (``serving.speculativeConfig.method``): every ``*_mtp`` is ``mtp``.
 SPEC_METHODS = ("mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark")
-#: MTP layers the drafter class builds when the config names none: Qwen3NextMTP reads
-#: ``getattr(config, "num_nextn_predict_layers", 1)`` (models/qwen3_next_mtp.py 0.33.0 L63).
-_MTP_CLASS_DEFAULT_LAYERS = {"qwen3_next": 1}
+#: MTP layers the drafter class builds when the config names none (vLLM 0.33.0): Qwen3NextMTP,
+#: ExaoneMoeMTP and Exaone4_5_MTP read ``getattr(config, "num_nextn_predict_layers", 1)``
+#: (models/qwen3_next_mtp.py L63, exaone_moe_mtp.py L56, exaone4_5_mtp.py L59); the Qwen3.5 and Qwen4
+#: MTP classes ``getattr(config, "mtp_num_hidden_layers", 1)`` (qwen3_5_mtp.py L82, qwen4_exp/nvidia/mtp.py
+#: L190). config/speculative.py maps these model types to those classes (L908-1005).
+_MTP_CLASS_DEFAULT_LAYERS = dict.fromkeys(
+    (
+        "qwen3_next",
+        "exaone_moe",
+        "exaone4_5",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+        "qwen4_exp",
+        "qwen4_exp_text",
+    ),
+    1,
+)
 #: The most draft tokens fitgate takes (vLLM itself has no upper bound; beyond this nobody gains).
 MAX_SPECULATIVE_TOKENS = 64
 
