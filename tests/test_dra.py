@@ -193,6 +193,14 @@ def test_claim_template_v1_and_v1beta1_shapes() -> None:
         ({"spec": {"spec": {"devices": {"requests": []}}}}, "no device request"),
         (template(0), "count: 0 is not a count from 1 to 64"),
         ({"spec": {"spec": {"devices": {"requests": [{"name": "x", "exactly": {}}]}}}}, "deviceClassName: missing"),
+        (
+            {"spec": {"spec": {"devices": {"requests": [{"name": "x", "firstAvailable": [{"name": "a"}]}]}}}},
+            r"requests\[0\]\.firstAvailable\[0\]\.deviceClassName: missing",
+        ),
+        (
+            {"spec": {"spec": {"devices": {"requests": [{"name": "x", "firstAvailable": ["a"] * 9}]}}}},
+            "firstAvailable: expected a list of at most 8 subrequests",
+        ),
     ],
 )
 def test_unreadable_claims_name_the_field(obj: dict[str, Any], error: str) -> None:
@@ -325,6 +333,32 @@ def test_allocation_mode_all_gives_the_pod_every_matching_device_of_its_node() -
     ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), inventory, namespace="ns")
     assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM)
     assert "asks for 2 GPU" in ev.message
+
+
+def prioritized(*options: tuple[str, int]) -> dict[str, Any]:
+    """A template whose one request is a firstAvailable list of (deviceClassName, count)."""
+    subs = [{"name": f"o{i}", "deviceClassName": cls, "count": n} for i, (cls, n) in enumerate(options)]
+    return {
+        "kind": "ResourceClaimTemplate",
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": subs}]}}},
+    }
+
+
+def test_first_available_takes_the_first_subrequest_a_node_can_satisfy() -> None:
+    llama = model("meta-llama/Llama-3.1-8B-Instruct")
+    # h100-dra-0 publishes 2 H100s: 4 cannot be allocated anywhere, so the scheduler falls back to the MIG slice
+    inventory = build_inventory({}, {}, state(fallback=prioritized(("gpu.nvidia.com", 4), ("mig.nvidia.com", 1))))
+    spec = parse_spec({**SPEC, "placement": {"resourceClaimTemplateName": "fallback"}})
+    ev = evaluate(spec, llama, inventory, namespace="ns")
+    assert [r.pool.product for r in ev.pools] == ["NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"]
+    assert ev.verdict is Verdict.DOES_NOT_FIT  # the 8B model does not fit a 1g.10gb slice
+    # 2 H100s can be allocated: the first subrequest is the one
+    inventory = build_inventory({}, {}, state(first=prioritized(("gpu.nvidia.com", 2), ("mig.nvidia.com", 1))))
+    spec = parse_spec(
+        {**SPEC, "serving": {"tensorParallelSize": 2}, "placement": {"resourceClaimTemplateName": "first"}}
+    )
+    ev = evaluate(spec, llama, inventory, namespace="ns")
+    assert ev.verdict is Verdict.FITS and [r.pool.product for r in ev.pools] == ["NVIDIA-H100-80GB-HBM3"]
 
 
 def test_missing_template_and_unsupported_selector_are_unknown() -> None:

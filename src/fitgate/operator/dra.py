@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from fitgate.operator.cel import compile_selector, parse_quantity
@@ -230,17 +230,39 @@ class DeviceRequest:
     count: int
     selectors: tuple[str, ...] = ()
     all_devices: bool = False  # allocationMode: All
+    #: ``firstAvailable``: the subrequests in the order the scheduler tries them (this request is the first)
+    alternatives: tuple[DeviceRequest, ...] = ()
 
 
 class ClaimError(ValueError):
     """A claim or template that cannot be read (the message names the field and the value)."""
 
 
+#: The most ``firstAvailable`` subrequests a request may hold (the API server's own limit is 8).
+MAX_SUBREQUESTS = 8
+
+
 def _request(raw: Mapping[str, Any], where: str) -> DeviceRequest:
+    first = raw.get("firstAvailable")
+    if first:
+        # A prioritized list (DRAPrioritizedList): the scheduler allocates the first subrequest it can.
+        if not isinstance(first, list) or len(first) > MAX_SUBREQUESTS:
+            raise ClaimError(f"{where}.firstAvailable: expected a list of at most {MAX_SUBREQUESTS} subrequests")
+        subs = tuple(
+            _request_body(sub, f"{where}.firstAvailable[{i}]", f"{raw.get('name') or ''}/{sub.get('name') or i}")
+            for i, sub in enumerate(first)
+            if isinstance(sub, Mapping)
+        )
+        if len(subs) != len(first):
+            raise ClaimError(f"{where}.firstAvailable: every subrequest must be an object")
+        return replace(subs[0], alternatives=subs)
     body = raw.get("exactly") if isinstance(raw.get("exactly"), Mapping) else raw  # v1 nests under exactly
+    return _request_body(body, where, str(raw.get("name") or ""))
+
+
+def _request_body(body: Any, where: str, name: str) -> DeviceRequest:
+    """One request (or subrequest): ``deviceClassName``, ``count`` or ``allocationMode: All``, selectors."""
     if not isinstance(body, Mapping) or not body.get("deviceClassName"):
-        if raw.get("firstAvailable"):
-            raise ClaimError(f"{where}.firstAvailable: prioritized alternatives are not evaluated by fitgate")
         raise ClaimError(f"{where}.deviceClassName: missing")
     mode = str(body.get("allocationMode") or "ExactCount")
     count = body.get("count", 1)
@@ -252,9 +274,7 @@ def _request(raw: Mapping[str, Any], where: str) -> DeviceRequest:
         if not isinstance(expression, str):
             raise ClaimError(f"{where}.selectors[{i}].cel.expression: missing")
         selectors.append(expression)
-    return DeviceRequest(
-        str(raw.get("name") or ""), str(body["deviceClassName"]), count, tuple(selectors), mode == "All"
-    )
+    return DeviceRequest(name, str(body["deviceClassName"]), count, tuple(selectors), mode == "All")
 
 
 def claim_requests(obj: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
@@ -338,12 +358,28 @@ class DraState:
         if isinstance(got, str):
             raise ClaimError(f"ResourceClaimTemplate {namespace}/{name}: {got}")
         for request in got:
-            if request.device_class not in self.classes:
-                raise ClaimError(
-                    f"ResourceClaimTemplate {namespace}/{name} request {request.name!r}: "
-                    f"DeviceClass {request.device_class!r} not found"
-                )
+            for option in request.alternatives or (request,):
+                if option.device_class not in self.classes:
+                    raise ClaimError(
+                        f"ResourceClaimTemplate {namespace}/{name} request {option.name!r}: "
+                        f"DeviceClass {option.device_class!r} not found"
+                    )
         return got[0]
+
+    def first_available(self, request: DeviceRequest) -> tuple[DeviceRequest, dict[str, list[Device]]]:
+        """The subrequest the scheduler would allocate and its devices per node.
+
+        Of a ``firstAvailable`` list, the first that some node can satisfy (``count`` matching devices, or
+        one for ``allocationMode: All``), else the first; a plain request is itself. Later subrequests are
+        not evaluated once one is chosen.
+        """
+        options = request.alternatives or (request,)
+        for option in options:
+            matching = self.matching(option)
+            need = 1 if option.all_devices else option.count
+            if any(len(devices) >= need for devices in matching.values()):
+                return option, matching
+        return options[0], self.matching(options[0])
 
     def matching(self, request: DeviceRequest) -> dict[str, list[Device]]:
         """Devices per node that the request may get (allocated ones included; see :meth:`is_allocated`)."""

@@ -172,8 +172,7 @@ def _select_claim(
     tolerations: tuple[Toleration, ...],
 ) -> tuple[list[GpuPool], str, int]:
     dra = inventory.dra
-    request = dra.gpu_request(namespace, template)
-    matching = dra.matching(request)
+    request, matching = dra.first_available(dra.gpu_request(namespace, template))
     if not matching:
         return [], "", request.count
     by_node: dict[str, list[NodeGPUs]] = {}
