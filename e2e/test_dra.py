@@ -132,6 +132,30 @@ def test_dra_full_gpus_through_a_claim_template(kube: Kube, operator: Operator, 
     assert "asks for 1 GPU per pod but tensorParallelSize x pipelineParallelSize is 4" in denied.stderr
 
 
+def test_a_prioritized_list_and_allocation_mode_all(kube: Kube, operator: Operator, namespace: str) -> None:
+    # resource.k8s.io/v1 DeviceRequest.firstAvailable (KEP 4816): 4 H100s cannot be had on the 2-GPU node,
+    # so the scheduler would take the second subrequest: every H100 of one node (allocationMode: All) = 2
+    subs = [
+        {"name": "four", "deviceClassName": "gpu.nvidia.com", "count": 4},
+        {"name": "all", "deviceClassName": "gpu.nvidia.com", "allocationMode": "All"},
+    ]
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "four-or-all"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": subs}]}}},
+    }
+    apply(kube, template, namespace)
+    spec = {
+        "model": MODEL,
+        "serving": {"maxModelLen": 8192, "tensorParallelSize": 2},
+        "placement": {"resourceClaimTemplateName": "four-or-all"},
+    }
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("prioritized", spec))
+    st = wait_reason(kube, namespace, "prioritized", "Fits", "Fits")
+    assert st["gpuProduct"] == "NVIDIA-H100-80GB-HBM3"
+
+
 def test_dra_mig_devices_are_their_own_pool(kube: Kube, operator: Operator, namespace: str) -> None:
     profile = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
     apply(kube, claim_template("one-mig", "mig.nvidia.com", 1, profile), namespace)
