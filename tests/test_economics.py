@@ -303,3 +303,24 @@ def test_operator_lists_the_pools_that_would_hold_a_misfit() -> None:
                     m("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4))  # fmt: skip
     assert fits.verdict is Verdict.FITS and fits.alternatives == ()
     assert status_of(fits, 1, None)["alternatives"] is None
+
+
+def test_alternatives_leave_out_nodes_the_pods_would_not_tolerate() -> None:
+    from fitgate.operator.api import parse_spec  # noqa: PLC0415
+    from fitgate.operator.evaluate import evaluate  # noqa: PLC0415
+    from tests.test_operator import H100, L4, gpus  # noqa: PLC0415
+
+    tainted = {**H100, "spec": {"taints": [{"key": "team", "value": "research", "effect": "NoSchedule"}]}}
+    raw = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+        "serving": {"maxModelLen": 32768},
+        "workload": {"concurrentRequests": 8, "contextTokens": 32000},
+        "placement": {"gpuProduct": "NVIDIA-L4"},
+    }
+    llama = m("meta-llama/Llama-3.1-8B-Instruct")
+    ev = evaluate(parse_spec(raw), llama, gpus(tainted, L4))
+    assert ev.verdict is Verdict.DOES_NOT_FIT and ev.alternatives == ()  # the only H100 node is tainted
+    toleration = {"key": "team", "operator": "Equal", "value": "research", "effect": "NoSchedule"}
+    tolerant = parse_spec({**raw, "placement": {**raw["placement"], "tolerations": [toleration]}})
+    ev = evaluate(tolerant, llama, gpus(tainted, L4))
+    assert [pool.product for pool, _ in ev.alternatives] == ["NVIDIA-H100-80GB-HBM3"]

@@ -27,6 +27,7 @@ from fitgate.operator.api import (
 from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
+from fitgate.operator.placement import Toleration
 from fitgate.operator.poolplan import (
     PoolResult,
     choose,
@@ -87,35 +88,43 @@ def _short_of_gpus(pool: GpuPool, why: str) -> PoolResult:
 def alternatives_of(
     model: ModelInput, inventory: Inventory, spec: ModelDeploymentSpec, workload: Workload | None
 ) -> tuple[tuple[GpuPool, Option], ...]:
-    """The cheapest pools of the whole cluster that would hold ``spec`` (any placement).
+    """The cheapest pools of the whole cluster that would hold ``spec`` (any GPU product or node selector).
 
-    Each with its smallest TP x PP within one node, keeping the spec's KV dtype and quantization;
-    fewest GPU-hours per 1M output tokens first (the cluster's prices are not known here).
+    Each with its smallest TP x PP within one node, keeping the spec's KV dtype and quantization; nodes the
+    spec's tolerations do not admit and cordoned ones are left out, and so are shared pools (time-slicing,
+    MPS, HAMi: a share is not a GPU a TP plan can take). Pools with a node that has the GPUs free now come
+    first, then fewest GPU-hours per 1M output tokens (the cluster's prices are not known here).
     """
     serving = serving_config(spec)
-    key = (id(inventory), id(model), serving, workload)
+    tolerations = tolerations_of(spec)
+    key = (id(inventory), id(model), serving, workload, tolerations)
     hit = _ALTERNATIVES.get(key)
     if hit is not None and hit[0] is inventory and hit[1] is model:
         return hit[2]
     if len(_ALTERNATIVES) > 4096:
         _ALTERNATIVES.clear()
-    value = _search_alternatives(model, inventory, serving, workload)
+    value = _search_alternatives(model, inventory, serving, workload, tolerations)
     _ALTERNATIVES[key] = (inventory, model, value)
     return value
 
 
-#: Alternatives by (inventory, model, settings, workload), checked by identity: thousands of deployments
-#: share a few models and settings, and one search plans every pool of the cluster.
+#: Alternatives by (inventory, model, settings, workload, tolerations), checked by identity: thousands of
+#: deployments share a few models and settings, and one search plans every pool of the cluster.
 _ALTERNATIVES: dict[
-    tuple[int, int, ServingConfig, Workload | None],
+    tuple[int, int, ServingConfig, Workload | None, tuple[Toleration, ...]],
     tuple[Inventory, ModelInput, tuple[tuple[GpuPool, Option], ...]],
 ] = {}
 
 
 def _search_alternatives(
-    model: ModelInput, inventory: Inventory, serving: ServingConfig, workload: Workload | None
+    model: ModelInput,
+    inventory: Inventory,
+    serving: ServingConfig,
+    workload: Workload | None,
+    tolerations: tuple[Toleration, ...] = (),
 ) -> tuple[tuple[GpuPool, Option], ...]:
-    pools, _ = inventory.select(None, {})
+    pools, _ = inventory.select(None, {}, tolerations)
+    pools = [p for p in pools if p.share is None]
     wl = workload or Workload(1, serving.max_model_len or model.arch.derived_max_model_len)
     found: list[tuple[GpuPool, Option]] = []
     for pool in pools:
@@ -135,7 +144,12 @@ def _search_alternatives(
             continue
         if result.options:
             found.append((pool, result.options[0]))
-    found.sort(key=lambda po: (po[1].gpu_hours_per_million_output_tokens, po[1].gpus))
+
+    def busy(po: tuple[GpuPool, Option]) -> bool:
+        pool, option = po
+        return bool(pool.free_by_node) and all(free < option.gpus for _, free in pool.free_by_node)
+
+    found.sort(key=lambda po: (busy(po), po[1].gpu_hours_per_million_output_tokens, po[1].gpus))
     return tuple(found[:MAX_ALTERNATIVES])
 
 
