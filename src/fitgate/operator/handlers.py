@@ -114,8 +114,10 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     nodewatch = NodeWatch(sources=Sources())  # nodes, and the DRA objects and GPU pods (resourcewatch.py)
     nodewatch.start()
     memo.nodewatch = nodewatch
-    # Ready (and so behind the webhook Service) once this replica has listed the nodes itself.
-    nodewatch.tasks.append(asyncio.create_task(_ready_when_synced(nodewatch, metrics)))
+    # Ready (and so behind the webhook Service) once this replica has listed the nodes itself and its
+    # webhook server accepts connections.
+    webhook = (config.webhook_addr, config.webhook_port) if config.webhook_port else None
+    nodewatch.tasks.append(asyncio.create_task(_ready_when_synced(nodewatch, metrics, webhook)))
     nodewatch.tasks.append(asyncio.create_task(nodewatch.changes.follow(nodewatch)))
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
     try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
@@ -130,10 +132,30 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     gc.freeze()
 
 
-async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics) -> None:
+async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics, webhook: tuple[str, int] | None = None) -> None:
+    """Set ``/readyz`` once the inventory is listed and, with a webhook, once it accepts connections.
+
+    kopf starts its webhook server after the start-up handlers: a replica marked ready before that was sent
+    reviews it refused (connection refused, which ``failurePolicy: Fail`` turns into a denied request).
+    """
     while not nodewatch.synced.is_set() or (nodewatch.sources is not None and not nodewatch.sources.synced):
         await asyncio.sleep(0.1)
+    while webhook is not None and not await _accepts(*webhook):
+        await asyncio.sleep(0.1)
     metrics.ready = True
+
+
+async def _accepts(addr: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``addr:port`` (a wildcard address: on loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(addr, addr)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
 
 
 @kopf.on.cleanup()
