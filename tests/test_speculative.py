@@ -226,3 +226,12 @@ def test_gated_delta_net_conv_states_keep_the_draft_tokens() -> None:
     # conv_dim = 2 x 16 key heads x 128 + 32 value heads x 128 = 8,192 -> 2,048 per GPU at TP 4; the conv
     # state keeps kernel - 1 + 3 columns (mamba_utils.py 0.33.0 L282-286): 3 x 2,048 x 2 B = 12,288 B more
     assert spec[0].state_bytes - plain[0].state_bytes == 3 * 2048 * 2
+
+
+def test_a_method_fitgate_does_not_size_is_named_not_denied() -> None:
+    config = '{"method": "custom_class", "model": "acme.Proposer", "num_speculative_tokens": 2}'
+    got = read_workload(_deployment(["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", config]))
+    assert got is not None and got.invalid is None and "speculativeConfig" not in got.serving
+    assert any("custom_class: not sized by fitgate" in n for n in got.notes)
+    bad = read_workload(_deployment(["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", "{method: mtp"]))
+    assert bad is not None and bad.invalid is not None and "--speculative-config" in bad.invalid

@@ -251,8 +251,12 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     return value
 
 
-def _speculative(value: str, notes: list[str]) -> dict[str, Any]:
-    """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``."""
+def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
+    """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``.
+
+    JSON vLLM could not read is an error; a method fitgate does not size (``custom_class``, a newer one) is
+    named in the notes and left out, never a denial.
+    """
     if "$(" in value or value.startswith("$"):
         raise _UnknownValueError(f"--speculative-config {value}: a variable not set in the container's env")
     try:
@@ -262,9 +266,8 @@ def _speculative(value: str, notes: list[str]) -> dict[str, Any]:
     if method in MTP_METHODS:
         method = "mtp"  # vLLM 0.33 reads every *_mtp method as mtp (config/speculative.py L1246-1250)
     if method not in SPECULATIVE_METHODS:
-        raise WorkloadError(
-            f"--speculative-config method: expected one of {', '.join(SPECULATIVE_METHODS)} (got {method!r})"
-        )
+        notes.append(f"--speculative-config method {method}: not sized by fitgate (its drafter is not counted)")
+        return None
     if method not in ("mtp", "ngram", "ngram_gpu", "suffix"):
         notes.append(f"--speculative-config method {method}: the drafter is another checkpoint, not counted")
     return {"method": method, **({"numSpeculativeTokens": tokens} if tokens is not None else {})}
@@ -386,7 +389,9 @@ def _reading(
                 continue
             serving[fld] = _convert(flag, value, conv)
         if "--speculative-config" in flags:
-            serving["speculativeConfig"] = _speculative(flags["--speculative-config"], more)
+            speculative = _speculative(flags["--speculative-config"], more)
+            if speculative is not None:
+                serving["speculativeConfig"] = speculative
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
