@@ -272,3 +272,14 @@ def test_decilm_linear_replacement_is_refused() -> None:
     raw["block_configs"][3]["attention"]["replace_with_linear"] = True
     with pytest.raises(UnknownArchitectureError, match=r"block_configs\[3\]\.attention\.replace_with_linear"):
         parse_config(raw)
+
+
+def test_gemma4_builds_its_embedding_on_every_pipeline_stage() -> None:
+    # gemma4.py 0.33.0 L1007-1012: Gemma4Model.embed_tokens is a VocabParallelEmbedding on every PP rank
+    # (no PPMissingLayer), and the tied lm_head is that rank's own embedding (L1447-1454):
+    # 262,144 x 2,816 x 2 B = 1,476,395,008 B on each of the 4 stages, not on the first alone.
+    m = to_model_input(load_directory(CORPUS / "google__gemma-4-26B-A4B"))
+    result = plan(
+        m, lookup_gpu("H100"), ServingConfig(vllm_version="0.33.0", max_model_len=8192, pipeline_parallel_size=4)
+    )
+    assert [r.weights.embedding_bytes for r in result.ranks] == [262_144 * 2_816 * 2] * 4

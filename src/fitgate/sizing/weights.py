@@ -500,6 +500,9 @@ class RankWeights:
 #: Gemma 4's per-layer table is in none of these: Gemma4Model builds it on every pipeline stage
 #: (gemma4.py 0.33.0 L1018-1028, no ``is_first_rank`` test).
 _FIRST_STAGE_ROLES = frozenset({Role.EMBED, Role.VISION})
+#: Models whose vLLM class builds the token embedding on every pipeline stage (no ``PPMissingLayer``):
+#: Gemma 4 (gemma4.py 0.33.0 L1007-1012; its lm_head is tied to that stage's own embedding, L1447-1454).
+_EMBED_ON_EVERY_STAGE = frozenset({"gemma4", "gemma4_text"})
 _LAST_STAGE_ROLES = frozenset({Role.LM_HEAD, Role.REPLICATED})
 _VOCAB_ROLES = frozenset({Role.EMBED, Role.LM_HEAD})
 _TP_SPLIT_ROLES = frozenset({Role.COLUMN, Role.ROW, Role.VISION})
@@ -560,7 +563,10 @@ def weights_per_rank(
             continue
         copies = 1
         if e.layer is None:
-            if (role in _FIRST_STAGE_ROLES and not first) or (role in _LAST_STAGE_ROLES and not last):
+            every_stage = role is Role.EMBED and arch.model_type in _EMBED_ON_EVERY_STAGE
+            if (role in _FIRST_STAGE_ROLES and not first and not every_stage) or (
+                role in _LAST_STAGE_ROLES and not last
+            ):
                 continue
         else:
             copies = (e.layer in layers) + drafter_layers.count(e.layer)
@@ -584,7 +590,16 @@ def weights_per_rank(
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size * copies
-    if pp > 1 and last and not first and arch.tie_word_embeddings and not pooling:
+    if (
+        pp > 1
+        and last
+        and not first
+        and arch.tie_word_embeddings
+        and not pooling
+        and (
+            arch.model_type not in _EMBED_ON_EVERY_STAGE  # the stage's own embedding is the tied lm_head
+        )
+    ):
         # The last stage builds its own lm_head from the tied embedding.
         tied = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
         total += tied
