@@ -35,8 +35,13 @@ REFUSED = {
 }
 
 #: Names that round: the model cards' own totals (Meta: Llama 3.2 1B has 1.23B parameters; Qwen:
-#: Qwen2.5-VL-7B has 8.29B with its vision tower).
-PUBLISHED_PARAMETERS = {"meta-llama__Llama-3.2-1B-Instruct": 1.23e9, "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9}
+#: Qwen2.5-VL-7B has 8.29B with its vision tower), or the checkpoint's own (InternLM3-8B: its
+#: model.safetensors.index.json total_size 35,216,965,632 float32 bytes, cited in its SOURCE.md).
+PUBLISHED_PARAMETERS = {
+    "meta-llama__Llama-3.2-1B-Instruct": 1.23e9,
+    "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9,
+    "internlm__internlm3-8b-instruct": 35_216_965_632 / 4,
+}
 
 
 def _architecture(path: Path) -> str:

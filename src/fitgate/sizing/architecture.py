@@ -163,6 +163,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Idefics3ForConditionalGeneration": "llama",
     "InternVLForConditionalGeneration": "llama",
     "Gemma3nForConditionalGeneration": "llama",
+    # InternLM3: vLLM 0.33 builds it with LlamaForCausalLM (registry.py L143); transformers' config
+    # renames qkv_bias -> attention_bias and bias -> mlp_bias, which llama.py reads (L268-305)
+    "InternLM3ForCausalLM": "llama",
     # mixtures of experts with softmax attention
     "MiniMaxM2ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
