@@ -13,7 +13,7 @@ from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import FullAttentionSpec
-from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.model import ModelArchitecture, MoE
 from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import Role, inventory_from_architecture, weights_per_rank
 
@@ -52,3 +52,35 @@ def test_internlm3_is_llama() -> None:
     kv_only = type(inv)(tuple(e for e in inv.entries if e.role is Role.KV_PROJ), "config")
     per_rank = weights_per_rank(arch, kv_only, tp=4, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes
     assert per_rank == 4096 * 2 * 1 * 128 * 48 * 2 == 100_663_296
+
+
+def test_olmoe_experts_and_full_width_qk_norms() -> None:
+    # allenai/OLMoE-1B-7B-0125-Instruct (registry.py L190: olmoe.py's OlmoeForCausalLM).
+    arch = _arch("allenai__OLMoE-1B-7B-0125-Instruct")
+    # Every layer is a mixture of num_experts 64 x intermediate_size 1024, top num_experts_per_tok 8, no
+    # shared expert (olmoe.py L231-237, L89-103).
+    moes = [layer.ffn for layer in arch.layers]
+    assert all(isinstance(f, MoE) for f in moes) and len(moes) == 16
+    assert {(f.num_experts, f.top_k, f.expert_intermediate_size, f.shared_intermediate_size) for f in moes} == {
+        (64, 8, 1024, 0)
+    }
+    # KV cache: 16 layers of 16 KV heads x head_dim 2048 / 16 = 128 (L149), bf16:
+    # 2 (K, V) x 16 x 128 x 2 B x 16 = 131,072 B a token.
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 16 and all(isinstance(s, FullAttentionSpec) for s in specs)
+    assert sum(s.bytes_per_token for s in specs) == 2 * 16 * 128 * 2 * 16 == 131_072
+    # One layer: qkv_proj (L153) 2048 x (16 + 2 x 16) x 128 = 12,582,912, o_proj (L166) 2048^2 = 4,194,304,
+    # q_norm + k_norm over all heads (L164-165) (16 + 16) x 128 = 4,096, experts 64 x 3 x 2048 x 1024 =
+    # 402,653,184, router (GateLinear, L89) 2048 x 64 = 131,072, input + post-attention norms (L239-240)
+    # 2 x 2048. fitgate's router term also counts a 64-entry bias that vLLM's GateLinear (bias=False,
+    # layers/fused_moe/router/gate_linear.py L45) does not have: 64 elements a layer.
+    layer = 12_582_912 + 4_194_304 + 4_096 + 402_653_184 + 131_072 + 2 * 2048
+    assert _layer_numel(arch, 0) == layer + 64 == 419_569_728
+    # Untied lm_head (L372): 16 layers + 2 x 50,304 x 2048 + final norm = 6,919,162,880 (the card's 7B).
+    assert not arch.tie_word_embeddings
+    total = sum(e.numel for e in inventory_from_architecture(arch).entries)
+    assert total == 16 * (layer + 64) + 2 * 50_304 * 2048 + 2048 == 6_919_162_880
+    # Experts are split across TP ranks (FusedMoE), the full-width q/k norms are not.
+    inv = inventory_from_architecture(arch)
+    norms = type(inv)(tuple(e for e in inv.entries if e.role is Role.REPLICATED and e.layer == 0), "config")
+    assert weights_per_rank(arch, norms, tp=4, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes == norms.stored_bytes

@@ -35,9 +35,11 @@ REFUSED = {
 }
 
 #: Names that round: the model cards' own totals (Meta: Llama 3.2 1B has 1.23B parameters; Qwen:
-#: Qwen2.5-VL-7B has 8.29B with its vision tower), or the checkpoint's own (InternLM3-8B: its
-#: model.safetensors.index.json total_size 35,216,965,632 float32 bytes, cited in its SOURCE.md).
+#: Qwen2.5-VL-7B has 8.29B with its vision tower; AI2: OLMoE-1B-7B has "1B active and 7B total
+#: parameters"), or the checkpoint's own (InternLM3-8B: its model.safetensors.index.json total_size
+#: of 35,216,965,632 float32 bytes). The last two are cited in their SOURCE.md.
 PUBLISHED_PARAMETERS = {
+    "allenai__OLMoE-1B-7B-0125-Instruct": 7e9,
     "meta-llama__Llama-3.2-1B-Instruct": 1.23e9,
     "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9,
     "internlm__internlm3-8b-instruct": 35_216_965_632 / 4,

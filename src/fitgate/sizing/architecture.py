@@ -174,6 +174,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "HunYuanMoEV1ForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
     "Step3p5ForCausalLM": "moe",
+    # OLMoE: every layer num_experts x intermediate_size experts, top num_experts_per_tok, no shared
+    # expert, full-width q/k norms (vllm/model_executor/models/olmoe.py 0.33.0 L153-165, L229-240)
+    "OlmoeForCausalLM": "moe",
     # MiniMax M3: block-sparse attention (128-token pages) with a key-only indexer cache on the
     # layers sparse_attention_freq marks (vllm/models/minimax_m3 0.33.0)
     "MiniMaxM3SparseForCausalLM": "moe",

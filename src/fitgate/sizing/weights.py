@@ -186,6 +186,10 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
         "minimax_m3_vl",
     }:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
+    elif b.arch.model_type == "olmoe":
+        # olmoe.py (0.33.0) L164-165: q_norm / k_norm span all heads, RMSNorm(heads x head_dim) and
+        # RMSNorm(kv_heads x head_dim), unsharded (q and k are all-gathered first, L193-195).
+        b.add(i, Role.REPLICATED, (m.num_heads + m.num_kv_heads) * m.head_dim)
 
 
 def _mla_params(b: _Builder, i: int, m: MLA, hidden: int) -> None:
