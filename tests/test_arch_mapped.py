@@ -7,15 +7,18 @@ line), the arithmetic in the comments.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
+from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.kv_layout import layer_specs
-from fitgate.sizing.kv_specs import FullAttentionSpec
+from fitgate.sizing.kv_specs import FullAttentionSpec, SlidingWindowSpec
 from fitgate.sizing.model import ModelArchitecture, MoE
 from fitgate.sizing.versions import accounting_for
-from fitgate.sizing.weights import Role, inventory_from_architecture, weights_per_rank
+from fitgate.sizing.weights import Role, WeightInventory, inventory_from_architecture, weights_per_rank
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -49,7 +52,7 @@ def test_internlm3_is_llama() -> None:
     # Only 2 KV heads: at TP 4 each rank still holds one whole head (QKVParallelLinear replicates them,
     # max(1, 2 // 4)): 4096 x 2 (K, V) x 1 x 128 x 48 layers x 2 B = 100,663,296 B, not a quarter.
     inv = inventory_from_architecture(arch)
-    kv_only = type(inv)(tuple(e for e in inv.entries if e.role is Role.KV_PROJ), "config")
+    kv_only = WeightInventory(tuple(e for e in inv.entries if e.role is Role.KV_PROJ), "config")
     per_rank = weights_per_rank(arch, kv_only, tp=4, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes
     assert per_rank == 4096 * 2 * 1 * 128 * 48 * 2 == 100_663_296
 
@@ -82,5 +85,65 @@ def test_olmoe_experts_and_full_width_qk_norms() -> None:
     assert total == 16 * (layer + 64) + 2 * 50_304 * 2048 + 2048 == 6_919_162_880
     # Experts are split across TP ranks (FusedMoE), the full-width q/k norms are not.
     inv = inventory_from_architecture(arch)
-    norms = type(inv)(tuple(e for e in inv.entries if e.role is Role.REPLICATED and e.layer == 0), "config")
+    norms = WeightInventory(tuple(e for e in inv.entries if e.role is Role.REPLICATED and e.layer == 0), "config")
     assert weights_per_rank(arch, norms, tp=4, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes == norms.stored_bytes
+
+
+def _command_r() -> dict[str, Any]:
+    raw: dict[str, Any] = json.loads((CORPUS / "CohereForAI__c4ai-command-r-08-2024" / "config.json").read_text())
+    return raw
+
+
+def test_command_r_one_norm_per_layer_and_a_tied_head() -> None:
+    # CohereForAI/c4ai-command-r-08-2024: registry.py L87 (commandr.py's CohereForCausalLM, as Cohere2).
+    arch = parse_config(_command_r())
+    # KV cache: v1 has no sliding window (commandr.py L235-244): 40 full-attention layers of 8 KV heads x
+    # 8192 / 64 = 128 (L186-190), bf16: 2 (K, V) x 8 x 128 x 2 B x 40 = 163,840 B a token.
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 40 and all(isinstance(s, FullAttentionSpec) for s in specs)
+    assert sum(s.bytes_per_token for s in specs) == 2 * 8 * 128 * 2 * 40 == 163_840
+    # One layer: qkv_proj (L208) 8192 x (64 + 2 x 8) x 128 = 83,886,080, o_proj (L217) 8192^2 = 67,108,864,
+    # gate_up_proj + down_proj (L146, L153) 3 x 8192 x 24576 = 603,979,776, no biases, and a single
+    # input_layernorm of 8192 weights (L309; attention and MLP run in parallel on its output, L319-324):
+    # 754,982,912.
+    assert _layer_numel(arch, 0) == 83_886_080 + 67_108_864 + 603_979_776 + 8192 == 754_982_912
+    # lm_head is dropped and the embedding computes the logits (L417, L464-466): 40 layers + 256,000 x
+    # 8192 + final norm = 32,296,476,672 (32.3B), tied even when the config says otherwise.
+    total = 40 * 754_982_912 + 256_000 * 8192 + 8192
+    assert sum(e.numel for e in inventory_from_architecture(arch).entries) == total == 32_296_476_672
+    untied = parse_config({**_command_r(), "tie_word_embeddings": False})
+    assert untied.tie_word_embeddings
+    assert sum(e.numel for e in inventory_from_architecture(untied).entries) == total
+
+
+def test_command_r_plus_qk_norms_are_sharded_with_the_heads() -> None:
+    # use_qk_norm (Command R+): q_norm of (64 heads, 128) and k_norm of (8 KV heads, 128) LayerNorm weights
+    # (commandr.py L257-263), loaded with row_parallel_weight_loader (L83): 8,192 + 1,024 = 9,216 more
+    # a layer, split like the heads: at TP 8 a rank holds 8 x 128 of q_norm and 1 x 128 of k_norm.
+    arch = parse_config({**_command_r(), "use_qk_norm": True})
+    assert _layer_numel(arch, 0) == 754_982_912 + 64 * 128 + 8 * 128
+    inv = inventory_from_architecture(arch)
+    plain = inventory_from_architecture(parse_config(_command_r()))
+
+    def rank_bytes(a: ModelArchitecture, i: WeightInventory) -> int:
+        layer0 = WeightInventory(tuple(e for e in i.entries if e.layer == 0), "config")
+        return weights_per_rank(a, layer0, tp=8, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes
+
+    assert rank_bytes(arch, inv) - rank_bytes(parse_config(_command_r()), plain) == (8 * 128 + 1 * 128) * 2
+
+
+def test_cohere2_windows_see_one_more_token() -> None:
+    # Cohere2 (same class): sliding layers get per_layer_sliding_window = sliding_window + 1 (commandr.py
+    # L237-244), so vLLM's sliding-window spec, and its pages, are sized for 4,097 tokens.
+    types = ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(40)]
+    raw = {
+        **_command_r(),
+        "architectures": ["Cohere2ForCausalLM"],
+        "model_type": "cohere2",
+        "sliding_window": 4096,
+        "layer_types": types,
+    }
+    arch = parse_config(raw)
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert {s.sliding_window for s in specs if isinstance(s, SlidingWindowSpec)} == {4097}
+    assert sum(isinstance(s, SlidingWindowSpec) for s in specs) == 30

@@ -153,6 +153,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "SmolLM3ForCausalLM": "llama",
     "Ernie4_5ForCausalLM": "llama",
     "Cohere2ForCausalLM": "llama",
+    # Command R / R+: the same vLLM class as Cohere2 (registry.py L87-88), without sliding windows
+    # (commandr.py L235-244), one LayerNorm per layer (L309), q/k norms with use_qk_norm (L257-263)
+    "CohereForCausalLM": "llama",
     "Glm4ForCausalLM": "llama",
     "HunYuanDenseV1ForCausalLM": "llama",
     "Qwen2VLForConditionalGeneration": "llama",
@@ -338,8 +341,10 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         dtype=dtype,
         hidden_size=hidden,
         vocab_size=text.int_("vocab_size"),
-        # Lfm2MoeForCausalLM ties lm_head to the embedding whatever the config says (lfm2_moe.py 0.33.0 L590).
+        # Lfm2MoeForCausalLM ties lm_head to the embedding whatever the config says (lfm2_moe.py 0.33.0 L590),
+        # and so does CohereForCausalLM (Command R, Cohere2): it drops lm_head (commandr.py L417, L464-466).
         tie_word_embeddings=family == "lfm2_moe"
+        or model_type in {"cohere", "cohere2"}
         or top.bool_("tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
         layers=tuple(layers),
         max_position_embeddings=max_pos,
@@ -431,10 +436,14 @@ def _family_llama(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, i
     n = text.int_("num_hidden_layers")
     sliding = _sliding_pattern(text, model_type, n)
     window = text.data.get("sliding_window")
+    if model_type == "cohere2" and isinstance(window, int):
+        window += 1  # commandr.py (0.33.0) L237-244: Cohere's window sees sliding_window + 1 tokens
+    qk_norms = model_type == "cohere" and text.bool_("use_qk_norm", False)  # Command R+ (L207, L257-263)
     layers = []
     for i in range(n):
         w = window if sliding[i] and isinstance(window, int) else None
-        layers.append(Layer(_attention(text, window=w), _dense(text)))
+        att = _attention(text, window=w)
+        layers.append(Layer(replace(att, sharded_qk_norms=True) if qk_norms else att, _dense(text)))
     return layers, {}
 
 
