@@ -18,7 +18,13 @@ from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import FullAttentionSpec, SlidingWindowSpec
 from fitgate.sizing.model import ModelArchitecture, MoE
 from fitgate.sizing.versions import accounting_for
-from fitgate.sizing.weights import Role, WeightInventory, inventory_from_architecture, weights_per_rank
+from fitgate.sizing.weights import (
+    Role,
+    WeightInventory,
+    classify_tensor,
+    inventory_from_architecture,
+    weights_per_rank,
+)
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -147,3 +153,37 @@ def test_cohere2_windows_see_one_more_token() -> None:
     specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
     assert {s.sliding_window for s in specs if isinstance(s, SlidingWindowSpec)} == {4097}
     assert sum(isinstance(s, SlidingWindowSpec) for s in specs) == 30
+
+
+def test_internlm2_is_llama_under_other_names() -> None:
+    # internlm/internlm2-chat-7b-sft: registry.py L142 (internlm2.py's InternLM2ForCausalLM).
+    arch = _arch("internlm__internlm2-chat-7b-sft")
+    # KV cache: 32 full-attention layers (internlm2.py L148) of 8 KV heads x head_dim 4096 // 32 = 128
+    # (L119), float16 (torch_dtype): 2 (K, V) x 8 x 128 x 2 B x 32 = 131,072 B a token.
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 32 and all(isinstance(s, FullAttentionSpec) for s in specs)
+    assert sum(s.bytes_per_token for s in specs) == 2 * 8 * 128 * 2 * 32 == 131_072
+    # One layer: wqkv (L126) 4096 x (32 + 2 x 8) x 128 = 25,165,824, wo (L135) 4096^2 = 16,777,216,
+    # gate_up_proj (w1, w3) + w2 (L63, L70) 3 x 4096 x 14336 = 176,160,768, all bias=False, attention_norm
+    # + ffn_norm (L223-224) 2 x 4096: 218,112,000.
+    assert _layer_numel(arch, 0) == 25_165_824 + 16_777_216 + 176_160_768 + 2 * 4096 == 218_112_000
+    # output (L348) is its own ParallelLMHead unless tie_word_embeddings (false here, L354):
+    # 32 layers + 2 x 92,544 x 4096 + final norm = 7,737,708,544 (the Hub's 7.74B).
+    assert not arch.tie_word_embeddings
+    total = sum(e.numel for e in inventory_from_architecture(arch).entries)
+    assert total == 32 * 218_112_000 + 2 * 92_544 * 4096 + 4096 == 7_737_708_544
+    # Real checkpoints name the tensors as internlm2.py's load_weights expects; each lands in the role
+    # vLLM shards it by (wqkv QKVParallelLinear, wo/w2 RowParallelLinear, w1/w3 column, norms replicated).
+    roles = {
+        "model.tok_embeddings.weight": (None, Role.EMBED),
+        "output.weight": (None, Role.LM_HEAD),
+        "model.norm.weight": (None, Role.REPLICATED),
+        "model.layers.3.attention.wqkv.weight": (3, Role.COLUMN),
+        "model.layers.3.attention.wo.weight": (3, Role.ROW),
+        "model.layers.3.feed_forward.w1.weight": (3, Role.COLUMN),
+        "model.layers.3.feed_forward.w3.weight": (3, Role.COLUMN),
+        "model.layers.3.feed_forward.w2.weight": (3, Role.ROW),
+        "model.layers.3.attention_norm.weight": (3, Role.REPLICATED),
+        "model.layers.3.ffn_norm.weight": (3, Role.REPLICATED),
+    }
+    assert {name: classify_tensor(name, 32) for name in roles} == roles

@@ -169,6 +169,10 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     # InternLM3: vLLM 0.33 builds it with LlamaForCausalLM (registry.py L143); transformers' config
     # renames qkv_bias -> attention_bias and bias -> mlp_bias, which llama.py reads (L268-305)
     "InternLM3ForCausalLM": "llama",
+    # InternLM2: internlm2.py (0.33.0) builds the Llama layout under other names (wqkv, wo, w1/w3/w2,
+    # attention_norm / ffn_norm, tok_embeddings / output): no biases whatever the config (L66-138),
+    # head_dim = hidden_size // num_attention_heads (L119), lm_head tied only by tie_word_embeddings (L354)
+    "InternLM2ForCausalLM": "llama",
     # mixtures of experts with softmax attention
     "MiniMaxM2ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
