@@ -187,3 +187,23 @@ def test_internlm2_is_llama_under_other_names() -> None:
         "model.layers.3.ffn_norm.weight": (3, Role.REPLICATED),
     }
     assert {name: classify_tensor(name, 32) for name in roles} == roles
+
+
+def test_solar_pro_is_llama_with_a_window_on_every_layer() -> None:
+    # upstage/solar-pro-preview-instruct: registry.py L213 (solar.py's SolarForCausalLM).
+    arch = _arch("upstage__solar-pro-preview-instruct")
+    # KV cache: the config's global sliding_window 2047 (no layer_types) becomes CacheConfig.sliding_window
+    # (engine/arg_utils.py L2288-2294), which every Attention without a per-layer window takes
+    # (layers/attention/attention.py L266-271): 64 sliding layers of 10 KV heads x 5120 / 40 = 128,
+    # bf16: 2 (K, V) x 10 x 128 x 2 B x 64 = 327,680 B a token.
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 64 and all(isinstance(s, SlidingWindowSpec) and s.sliding_window == 2047 for s in specs)
+    assert sum(s.bytes_per_token for s in specs) == 2 * 10 * 128 * 2 * 64 == 327_680
+    # One layer: qkv_proj (solar.py L140) 5120 x (40 + 2 x 10) x 128 = 39,321,600, o_proj (L149) 5120^2 =
+    # 26,214,400, gate_up_proj + down_proj (L75, L82) 3 x 5120 x 17920 = 275,251,200, no biases
+    # (attention_bias / mlp_bias false), input + post-attention RMSNorm (L221-222) 2 x 5120: 340,797,440.
+    # The bskcn skip connections (L312-332) mix hidden states and hold no weights.
+    assert _layer_numel(arch, 0) == 39_321_600 + 26_214_400 + 275_251_200 + 2 * 5120 == 340_797_440
+    # Untied lm_head (L384): 64 layers + 2 x 32,128 x 5120 + final norm = 22,140,032,000 (the card's 22B).
+    total = sum(e.numel for e in inventory_from_architecture(arch).entries)
+    assert total == 64 * 340_797_440 + 2 * 32_128 * 5120 + 5120 == 22_140_032_000

@@ -173,6 +173,10 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     # attention_norm / ffn_norm, tok_embeddings / output): no biases whatever the config (L66-138),
     # head_dim = hidden_size // num_attention_heads (L119), lm_head tied only by tie_word_embeddings (L354)
     "InternLM2ForCausalLM": "llama",
+    # Solar Pro: solar.py (0.33.0) is llama.py's layout (L75-152, L221-224) plus weightless skip
+    # connections (bskcn, L312-332); its global sliding_window reaches every layer through
+    # CacheConfig.sliding_window (engine/arg_utils.py L2288-2294, attention.py L266-271)
+    "SolarForCausalLM": "llama",
     # mixtures of experts with softmax attention
     "MiniMaxM2ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
