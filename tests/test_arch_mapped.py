@@ -207,3 +207,37 @@ def test_solar_pro_is_llama_with_a_window_on_every_layer() -> None:
     # Untied lm_head (L384): 64 layers + 2 x 32,128 x 5120 + final norm = 22,140,032,000 (the card's 22B).
     total = sum(e.numel for e in inventory_from_architecture(arch).entries)
     assert total == 64 * 340_797_440 + 2 * 32_128 * 5120 + 5120 == 22_140_032_000
+
+
+def test_exaone3_is_llama_under_gpt2_names() -> None:
+    # LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct: registry.py L104 (exaone.py's ExaoneForCausalLM). Its config
+    # says num_layers, which transformers' ExaoneConfig aliases to num_hidden_layers.
+    arch = _arch("LGAI-EXAONE__EXAONE-3.0-7.8B-Instruct")
+    # KV cache: 32 full-attention layers of 8 KV heads x 4096 / 32 = 128 (exaone.py L134-136), bf16:
+    # 2 (K, V) x 8 x 128 x 2 B x 32 = 131,072 B a token.
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 32 and all(isinstance(s, FullAttentionSpec) for s in specs)
+    assert sum(s.bytes_per_token for s in specs) == 2 * 8 * 128 * 2 * 32 == 131_072
+    # One layer: qkv_proj (L142) 4096 x (32 + 2 x 8) x 128 = 25,165,824, out_proj (L152) 4096^2 =
+    # 16,777,216, gate_up_proj (c_fc_0, c_fc_1) + c_proj (L77, L84) 3 x 4096 x 14336 = 176,160,768, no
+    # biases, ln_1 + ln_2 RMSNorm (L264-265) 2 x 4096: 218,112,000.
+    assert _layer_numel(arch, 0) == 25_165_824 + 16_777_216 + 176_160_768 + 2 * 4096 == 218_112_000
+    # Untied lm_head (L406-413): 32 layers + 2 x 102,400 x 4096 + ln_f = 7,818,448,896 (the name's 7.8B).
+    total = sum(e.numel for e in inventory_from_architecture(arch).entries)
+    assert total == 32 * 218_112_000 + 2 * 102_400 * 4096 + 4096 == 7_818_448_896
+    # Its checkpoints' tensor names land in the roles vLLM shards them by.
+    roles = {
+        "transformer.wte.weight": (None, Role.EMBED),
+        "lm_head.weight": (None, Role.LM_HEAD),
+        "transformer.ln_f.weight": (None, Role.REPLICATED),
+        "transformer.h.5.attn.attention.q_proj.weight": (5, Role.COLUMN),
+        "transformer.h.5.attn.attention.k_proj.weight": (5, Role.KV_PROJ),
+        "transformer.h.5.attn.attention.v_proj.weight": (5, Role.KV_PROJ),
+        "transformer.h.5.attn.attention.out_proj.weight": (5, Role.ROW),
+        "transformer.h.5.mlp.c_fc_0.weight": (5, Role.COLUMN),
+        "transformer.h.5.mlp.c_fc_1.weight": (5, Role.COLUMN),
+        "transformer.h.5.mlp.c_proj.weight": (5, Role.ROW),
+        "transformer.h.5.ln_1.weight": (5, Role.REPLICATED),
+        "transformer.h.5.ln_2.weight": (5, Role.REPLICATED),
+    }
+    assert {name: classify_tensor(name, 32) for name in roles} == roles

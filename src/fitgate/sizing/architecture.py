@@ -177,6 +177,10 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     # connections (bskcn, L312-332); its global sliding_window reaches every layer through
     # CacheConfig.sliding_window (engine/arg_utils.py L2288-2294, attention.py L266-271)
     "SolarForCausalLM": "llama",
+    # EXAONE 3.0 / 3.5: exaone.py (0.33.0) is llama.py's layout under GPT-2 names (transformer.h, attn.attention
+    # q/k/v/out_proj, mlp.c_fc_0/c_fc_1/c_proj, ln_1/ln_2, wte, ln_f; L77-155, L264-265); transformers'
+    # ExaoneConfig renames num_layers and layer_norm_epsilon
+    "ExaoneForCausalLM": "llama",
     # mixtures of experts with softmax attention
     "MiniMaxM2ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
