@@ -241,3 +241,28 @@ def test_exaone3_is_llama_under_gpt2_names() -> None:
         "transformer.h.5.ln_2.weight": (5, Role.REPLICATED),
     }
     assert {name: classify_tensor(name, 32) for name in roles} == roles
+
+
+def test_stablelm2_layer_norms_and_qkv_biases() -> None:
+    # stabilityai/stablelm-2-1_6b-chat: registry.py L212 (stablelm.py's StablelmForCausalLM).
+    arch = _arch("stabilityai__stablelm-2-1_6b-chat")
+    # KV cache: 24 full-attention layers of 32 KV heads x 2048 / 32 = 64 (stablelm.py L120), at 2 B:
+    # 2 (K, V) x 32 x 64 x 2 B x 24 = 196,608 B a token. Rotary over a quarter of each head
+    # (partial_rotary_factor 0.25): 16 of 64 dims.
+    specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+    assert len(specs) == 24 and all(isinstance(s, FullAttentionSpec) for s in specs)
+    assert sum(s.bytes_per_token for s in specs) == 2 * 32 * 64 * 2 * 24 == 196_608
+    assert arch.rotary_dim == 16
+    # One layer: qkv_proj (L133-138) 2048 x 3 x 2048 = 12,582,912 plus its biases (use_qkv_bias) 3 x 2048,
+    # o_proj (L142, no bias) 2048^2 = 4,194,304, gate_up_proj + down_proj (L72, L79) 3 x 2048 x 5632 =
+    # 34,603,008, input + post-attention nn.LayerNorm with weight and bias (L191-192) 2 x 2 x 2048:
+    # 51,394,560.
+    layer = 12_582_912 + 3 * 2048 + 4_194_304 + 34_603_008 + 2 * 2 * 2048
+    assert _layer_numel(arch, 0) == layer == 51_394_560
+    # Untied lm_head: 24 layers + 2 x 100,352 x 2048 + final LayerNorm (L240) 2 x 2048 = 1,644,515,328.
+    total = sum(e.numel for e in inventory_from_architecture(arch).entries)
+    assert total == 24 * layer + 2 * 100_352 * 2048 + 2 * 2048 == 1_644_515_328
+    # Without use_qkv_bias the three biases go.
+    raw = json.loads((CORPUS / "stabilityai__stablelm-2-1_6b-chat" / "config.json").read_text())
+    plain = parse_config({**raw, "use_qkv_bias": False})
+    assert _layer_numel(plain, 0) == layer - 3 * 2048

@@ -37,7 +37,8 @@ REFUSED = {
 #: Published totals where the name rounds too far, counts active parameters first, or has no count
 #: (such a name is checked against its entry here): the model cards' (Meta: Llama 3.2 1B has 1.23B;
 #: Qwen: Qwen2.5-VL-7B has 8.29B with its vision tower; AI2: OLMoE-1B-7B has "1B active and 7B total
-#: parameters"; Upstage: Solar Pro Preview has "22 billion parameters"), the Hub's (InternLM2-7B:
+#: parameters"; Upstage: Solar Pro Preview has "22 billion parameters"; Stability: Stable LM 2 1.6B, whose
+#: "1_6b" reads as 6B, is "a 1.6 billion parameter" model), the Hub's (InternLM2-7B:
 #: "7.74B params"; Command R 08-2024: 32B) or the checkpoint's own (InternLM3-8B: its
 #: model.safetensors.index.json total_size of 35,216,965,632 float32 bytes).
 #: All but Meta's and Qwen's are cited in the checkpoint's SOURCE.md.
@@ -45,6 +46,7 @@ PUBLISHED_PARAMETERS = {
     "CohereForAI__c4ai-command-r-08-2024": 32e9,
     "internlm__internlm2-chat-7b-sft": 7.74e9,
     "upstage__solar-pro-preview-instruct": 22e9,
+    "stabilityai__stablelm-2-1_6b-chat": 1.6e9,
     "allenai__OLMoE-1B-7B-0125-Instruct": 7e9,
     "meta-llama__Llama-3.2-1B-Instruct": 1.23e9,
     "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9,

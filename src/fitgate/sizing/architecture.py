@@ -181,6 +181,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     # q/k/v/out_proj, mlp.c_fc_0/c_fc_1/c_proj, ln_1/ln_2, wte, ln_f; L77-155, L264-265); transformers'
     # ExaoneConfig renames num_layers and layer_norm_epsilon
     "ExaoneForCausalLM": "llama",
+    # StableLM (2): stablelm.py (0.33.0) is llama.py's layout with nn.LayerNorm (weight and bias, L191-192,
+    # L240), q/k/v biases when use_qkv_bias (L125-138) and a partial rotary; it builds no qk_layernorm
+    "StableLmForCausalLM": "llama",
     # mixtures of experts with softmax attention
     "MiniMaxM2ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
@@ -368,8 +371,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         # GptOssForCausalLMConfig raises max_cudagraph_capture_size to 1024 (models/config.py 0.19.0 L120-133,
         # 0.33.0 L559): 83 capture sizes instead of 51.
         max_capture_size_override=1024 if family == "moe" and model_type == "gpt_oss" else None,
-        norm_has_bias=family == "phi2",
+        norm_has_bias=family == "phi2" or model_type == "stablelm",
         attention_bias=bool(text.data.get("attention_bias"))
+        or (model_type == "stablelm" and text.bool_("use_qkv_bias", False))
         or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},
         per_layer_embedding=_per_layer_embedding(text) if family == "gemma4" else None,
         notes=normalize_notes,

@@ -329,7 +329,7 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
         b.add(None, Role.REPLICATED, ple)
     if not arch.tie_word_embeddings:
         b.add(None, Role.LM_HEAD, arch.vocab_size * hidden)
-    b.add(None, Role.REPLICATED, hidden)
+    b.add(None, Role.REPLICATED, hidden * (2 if arch.norm_has_bias else 1))  # final norm (LayerNorm: + bias)
     if arch.vision is not None:
         b.add(None, Role.VISION, arch.vision.num_params + arch.vision.hidden_size * hidden)
     if arch.mtp_layers:
