@@ -34,9 +34,24 @@ REFUSED = {
     "Step3p7FlashForCausalLM",  # not in vLLM 0.33's registry (it has Step3p7ForConditionalGeneration)
 }
 
-#: Names that round: the model cards' own totals (Meta: Llama 3.2 1B has 1.23B parameters; Qwen:
-#: Qwen2.5-VL-7B has 8.29B with its vision tower).
-PUBLISHED_PARAMETERS = {"meta-llama__Llama-3.2-1B-Instruct": 1.23e9, "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9}
+#: Published totals where the name rounds too far, counts active parameters first, or has no count
+#: (such a name is checked against its entry here): the model cards' (Meta: Llama 3.2 1B has 1.23B;
+#: Qwen: Qwen2.5-VL-7B has 8.29B with its vision tower; AI2: OLMoE-1B-7B has "1B active and 7B total
+#: parameters"; Upstage: Solar Pro Preview has "22 billion parameters"; Stability: Stable LM 2 1.6B, whose
+#: "1_6b" reads as 6B, is "a 1.6 billion parameter" model), the Hub's (InternLM2-7B:
+#: "7.74B params"; Command R 08-2024: 32B) or the checkpoint's own (InternLM3-8B: its
+#: model.safetensors.index.json total_size of 35,216,965,632 float32 bytes).
+#: All but Meta's and Qwen's are cited in the checkpoint's SOURCE.md.
+PUBLISHED_PARAMETERS = {
+    "CohereForAI__c4ai-command-r-08-2024": 32e9,
+    "internlm__internlm2-chat-7b-sft": 7.74e9,
+    "upstage__solar-pro-preview-instruct": 22e9,
+    "stabilityai__stablelm-2-1_6b-chat": 1.6e9,
+    "allenai__OLMoE-1B-7B-0125-Instruct": 7e9,
+    "meta-llama__Llama-3.2-1B-Instruct": 1.23e9,
+    "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9,
+    "internlm__internlm3-8b-instruct": 35_216_965_632 / 4,
+}
 
 
 def _architecture(path: Path) -> str:
@@ -68,7 +83,11 @@ def test_plans_or_names_the_architecture(path: Path) -> None:
     assert result.kv.num_blocks > 0
 
 
-NAMED = [d for d in DIRS if re.search(r"[-_]\d+(\.\d+)?[bB]([-_]|$)", d.name.split("__")[1] + "-")]
+NAMED = [
+    d
+    for d in DIRS
+    if re.search(r"[-_]\d+(\.\d+)?[bB]([-_]|$)", d.name.split("__")[1] + "-") or d.name in PUBLISHED_PARAMETERS
+]
 
 
 @pytest.mark.parametrize("path", NAMED, ids=lambda p: p.name)
@@ -76,8 +95,7 @@ def test_parameters_match_the_name(path: Path) -> None:
     if _architecture(path) in REFUSED:
         pytest.skip("refused architecture")
     match = re.search(r"[-_](\d+(?:\.\d+)?)[bB](?:[-_]|$)", path.name.split("__")[1] + "-")
-    assert match is not None
-    claimed = PUBLISHED_PARAMETERS.get(path.name, float(match.group(1)) * 1e9)
+    claimed = PUBLISHED_PARAMETERS.get(path.name) or float(match.group(1) if match else "nan") * 1e9
     # Stored multi-token-prediction layers are left out, as names leave them out (DeepSeek-V3's 671B is
     # without its 14B MTP module, 685B stored; MiMo-7B's MTP layer would make it 7.83B).
     entries = to_model_input(load_directory(path)).inventory.entries

@@ -153,6 +153,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "SmolLM3ForCausalLM": "llama",
     "Ernie4_5ForCausalLM": "llama",
     "Cohere2ForCausalLM": "llama",
+    # Command R / R+: the same vLLM class as Cohere2 (registry.py L87-88), without sliding windows
+    # (commandr.py L235-244), one LayerNorm per layer (L309), q/k norms with use_qk_norm (L257-263)
+    "CohereForCausalLM": "llama",
     "Glm4ForCausalLM": "llama",
     "HunYuanDenseV1ForCausalLM": "llama",
     "Qwen2VLForConditionalGeneration": "llama",
@@ -163,6 +166,24 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Idefics3ForConditionalGeneration": "llama",
     "InternVLForConditionalGeneration": "llama",
     "Gemma3nForConditionalGeneration": "llama",
+    # InternLM3: vLLM 0.33 builds it with LlamaForCausalLM (registry.py L143); transformers' config
+    # renames qkv_bias -> attention_bias and bias -> mlp_bias, which llama.py reads (L268-305)
+    "InternLM3ForCausalLM": "llama",
+    # InternLM2: internlm2.py (0.33.0) builds the Llama layout under other names (wqkv, wo, w1/w3/w2,
+    # attention_norm / ffn_norm, tok_embeddings / output): no biases whatever the config (L66-138),
+    # head_dim = hidden_size // num_attention_heads (L119), lm_head tied only by tie_word_embeddings (L354)
+    "InternLM2ForCausalLM": "llama",
+    # Solar Pro: solar.py (0.33.0) is llama.py's layout (L75-152, L221-224) plus weightless skip
+    # connections (bskcn, L312-332); its global sliding_window reaches every layer through
+    # CacheConfig.sliding_window (engine/arg_utils.py L2288-2294, attention.py L266-271)
+    "SolarForCausalLM": "llama",
+    # EXAONE 3.0 / 3.5: exaone.py (0.33.0) is llama.py's layout under GPT-2 names (transformer.h, attn.attention
+    # q/k/v/out_proj, mlp.c_fc_0/c_fc_1/c_proj, ln_1/ln_2, wte, ln_f; L77-155, L264-265); transformers'
+    # ExaoneConfig renames num_layers and layer_norm_epsilon
+    "ExaoneForCausalLM": "llama",
+    # StableLM (2): stablelm.py (0.33.0) is llama.py's layout with nn.LayerNorm (weight and bias, L191-192,
+    # L240), q/k/v biases when use_qkv_bias (L125-138) and a partial rotary; it builds no qk_layernorm
+    "StableLmForCausalLM": "llama",
     # mixtures of experts with softmax attention
     "MiniMaxM2ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
@@ -171,6 +192,9 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "HunYuanMoEV1ForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
     "Step3p5ForCausalLM": "moe",
+    # OLMoE: every layer num_experts x intermediate_size experts, top num_experts_per_tok, no shared
+    # expert, full-width q/k norms (vllm/model_executor/models/olmoe.py 0.33.0 L153-165, L229-240)
+    "OlmoeForCausalLM": "moe",
     # MiniMax M3: block-sparse attention (128-token pages) with a key-only indexer cache on the
     # layers sparse_attention_freq marks (vllm/models/minimax_m3 0.33.0)
     "MiniMaxM3SparseForCausalLM": "moe",
@@ -332,8 +356,10 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         dtype=dtype,
         hidden_size=hidden,
         vocab_size=text.int_("vocab_size"),
-        # Lfm2MoeForCausalLM ties lm_head to the embedding whatever the config says (lfm2_moe.py 0.33.0 L590).
+        # Lfm2MoeForCausalLM ties lm_head to the embedding whatever the config says (lfm2_moe.py 0.33.0 L590),
+        # and so does CohereForCausalLM (Command R, Cohere2): it drops lm_head (commandr.py L417, L464-466).
         tie_word_embeddings=family == "lfm2_moe"
+        or model_type in {"cohere", "cohere2"}
         or top.bool_("tie_word_embeddings", text.bool_("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
         layers=tuple(layers),
         max_position_embeddings=max_pos,
@@ -345,8 +371,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         # GptOssForCausalLMConfig raises max_cudagraph_capture_size to 1024 (models/config.py 0.19.0 L120-133,
         # 0.33.0 L559): 83 capture sizes instead of 51.
         max_capture_size_override=1024 if family == "moe" and model_type == "gpt_oss" else None,
-        norm_has_bias=family == "phi2",
+        norm_has_bias=family == "phi2" or model_type == "stablelm",
         attention_bias=bool(text.data.get("attention_bias"))
+        or (model_type == "stablelm" and text.bool_("use_qkv_bias", False))
         or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},
         per_layer_embedding=_per_layer_embedding(text) if family == "gemma4" else None,
         notes=normalize_notes,
@@ -425,10 +452,14 @@ def _family_llama(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, i
     n = text.int_("num_hidden_layers")
     sliding = _sliding_pattern(text, model_type, n)
     window = text.data.get("sliding_window")
+    if model_type == "cohere2" and isinstance(window, int):
+        window += 1  # commandr.py (0.33.0) L237-244: Cohere's window sees sliding_window + 1 tokens
+    qk_norms = model_type == "cohere" and text.bool_("use_qk_norm", False)  # Command R+ (L207, L257-263)
     layers = []
     for i in range(n):
         w = window if sliding[i] and isinstance(window, int) else None
-        layers.append(Layer(_attention(text, window=w), _dense(text)))
+        att = _attention(text, window=w)
+        layers.append(Layer(replace(att, sharded_qk_norms=True) if qk_norms else att, _dense(text)))
     return layers, {}
 
 

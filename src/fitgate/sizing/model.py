@@ -35,6 +35,9 @@ class Attention:
     #: caches one bf16 index key of this size per token, one head, not TP-sharded
     #: (vllm/models/minimax_m3/common/indexer.py 0.33.0 L114-153).
     index_head_dim: int = 0
+    #: Command R+ (``use_qk_norm``): q_norm / k_norm weights of shape (heads, head_dim) and
+    #: (kv_heads, head_dim), sharded with the heads (vllm/model_executor/models/commandr.py 0.33.0 L257-263).
+    sharded_qk_norms: bool = False
 
 
 @dataclass(frozen=True)

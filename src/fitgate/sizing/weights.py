@@ -186,6 +186,13 @@ def _attention_params(b: _Builder, i: int, m: Attention, hidden: int) -> None:
         "minimax_m3_vl",
     }:
         b.add(i, Role.REPLICATED, 2 * m.head_dim)  # q_norm, k_norm
+    elif m.sharded_qk_norms:
+        b.add(i, Role.COLUMN, m.num_heads * m.head_dim)  # q_norm (heads, head_dim)
+        b.add(i, Role.KV_PROJ, m.num_kv_heads * m.head_dim)  # k_norm (kv_heads, head_dim)
+    elif b.arch.model_type == "olmoe":
+        # olmoe.py (0.33.0) L164-165: q_norm / k_norm span all heads, RMSNorm(heads x head_dim) and
+        # RMSNorm(kv_heads x head_dim), unsharded (q and k are all-gathered first, L193-195).
+        b.add(i, Role.REPLICATED, (m.num_heads + m.num_kv_heads) * m.head_dim)
 
 
 def _mla_params(b: _Builder, i: int, m: MLA, hidden: int) -> None:
@@ -281,6 +288,8 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
     b = _Builder(arch)
     hidden = arch.hidden_size
     norms_per_layer = 4 if arch.model_type in {"gemma2", "gemma3", "gemma3_text", "gemma4_text"} else 2
+    if arch.model_type in {"cohere", "cohere2"}:
+        norms_per_layer = 1  # parallel attention + MLP after one input_layernorm (commandr.py 0.33.0 L309)
     for i, layer in enumerate(arch.layers):
         m = layer.mixer
         if isinstance(m, Attention):
@@ -320,7 +329,7 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
         b.add(None, Role.REPLICATED, ple)
     if not arch.tie_word_embeddings:
         b.add(None, Role.LM_HEAD, arch.vocab_size * hidden)
-    b.add(None, Role.REPLICATED, hidden)
+    b.add(None, Role.REPLICATED, hidden * (2 if arch.norm_has_bias else 1))  # final norm (LayerNorm: + bias)
     if arch.vision is not None:
         b.add(None, Role.VISION, arch.vision.num_params + arch.vision.hidden_size * hidden)
     if arch.mtp_layers:
