@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
@@ -24,6 +26,7 @@ from fitgate.sizing.kv_specs import (
     ServingShape,
     SlidingWindowSpec,
 )
+from fitgate.sizing.model import MLA, Layer, LinearAttention, ModelArchitecture
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import accounting_for
 from tests.conftest import catalog_config, model
@@ -184,3 +187,40 @@ def test_reported_tokens_by_version(version: str, expected: int) -> None:
     spec = FullAttentionSpec(16, 8, 256, 2)
     layout = KVLayout(tuple(KVGroup(spec, 8) for _ in range(6)), 8, spec.page_size_bytes, 16, (spec,) * 48)
     assert reported_tokens(layout, 48867, ServingShape(8192, 8192, 16), accounting_for(version)) == expected
+
+
+def test_kda_state_keeps_an_fp32_recurrent_matrix() -> None:
+    # Kimi Delta Attention (kda_state_shape / kda_state_dtype, mamba_utils.py 0.33.0 L133-149, L296-319),
+    # 96 heads x 128, kernel 4, TP8: conv 3 x (3 x 12288 / 8) = 13,824 x 2 B = 27,648 B (model dtype);
+    # recurrent 12 x 128 x 128 = 196,608 x 4 B = 786,432 B -> 814,080 B. The same shapes as a gated
+    # DeltaNet in the model dtype would be (13,824 + 196,608) x 2 = 420,864 B.
+    kda = LinearAttention(96, 96, 128, 128, 4, kda=True, recurrent_dtype_bytes=4)
+    mla = MLA(96, 1536, 512, 128, 64, 128)
+    arch = ModelArchitecture(
+        "KimiK3ForConditionalGeneration",
+        "kimi_linear",
+        "bfloat16",
+        7168,
+        163840,
+        False,
+        (Layer(kda, None), Layer(mla, None)),
+        1048576,
+        0,
+        1048576,
+    )
+    s = layer_specs(arch, range(2), 8, 2, 2, 16, V019)
+    assert isinstance(s[0], MambaSpec) and s[0].state_bytes == 814_080
+    gdn = layer_specs(
+        replace(arch, layers=(Layer(LinearAttention(96, 96, 128, 128, 4), None),)),
+        range(1),
+        8,
+        2,
+        2,
+        16,
+        V019,
+    )[0]
+    assert isinstance(gdn, MambaSpec) and gdn.state_bytes == 420_864
+    # An MLA hybrid's block is a multiple of 128 tokens (platforms/interface.py 0.33.0 L1083-1105):
+    # 128 x cdiv(814080, 128 x 1152) = 768; other hybrids keep 16 x cdiv(814080, 16 x 1152) = 720.
+    assert hybrid_block_size(s, None, mla=True) == 768
+    assert hybrid_block_size(s, None) == 720

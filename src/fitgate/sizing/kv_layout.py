@@ -53,6 +53,9 @@ MINIMAX_M3_INDEX_DTYPE_BYTES = 2
 #: 0.33.0 L165-167, common/indexer.py L94-95), so vLLM sets the block size to 128 for all layers
 #: (platforms/interface.py L700-782: the smallest size every backend accepts).
 MINIMAX_M3_BLOCK = 128
+#: Hybrid MLA + Mamba/KDA models (Kimi K3): the attention block is a multiple of 128 tokens
+#: (platforms/interface.py 0.33.0 L1083-1088).
+HYBRID_MLA_BLOCK_ALIGN = 128
 
 
 def dsv4_layer_specs(m: CompressedSparseMLA, block_size: int) -> list[KVCacheSpec]:
@@ -101,11 +104,14 @@ def _mamba_state_bytes(
         # short_conv_state_shape (mamba_utils.py 0.33.0 L249-258): (dim / TP) x (kernel - 1)
         return (mixer.dim // tp) * (mixer.kernel - 1 + num_spec) * state_dtype_bytes
     if isinstance(mixer, LinearAttention):
+        # gated_delta_net_state_shape / kda_state_shape (mamba_utils.py 0.33.0 L272-319): the same
+        # shapes; KDA keeps its recurrent state in fp32 unless --mamba-ssm-cache-dtype says otherwise
+        # (kda_state_dtype L133-149), the conv state in the model dtype.
         key_dim = mixer.num_k_heads * mixer.head_k_dim
         value_dim = mixer.num_v_heads * mixer.head_v_dim
         conv = (mixer.conv_kernel - 1 + num_spec) * ((2 * key_dim + value_dim) // tp)
         recurrent = (mixer.num_v_heads // tp) * mixer.head_k_dim * mixer.head_v_dim
-        return (conv + recurrent) * state_dtype_bytes
+        return conv * state_dtype_bytes + recurrent * (mixer.recurrent_dtype_bytes or state_dtype_bytes)
     if mixer.version == 1:
         conv = (mixer.d_inner // tp) * (mixer.d_conv - 1)
         ssm = (mixer.d_inner // tp) * mixer.d_state
@@ -181,18 +187,22 @@ def layer_specs(
     return specs
 
 
-def hybrid_block_size(specs: Sequence[KVCacheSpec], block_size: int | None) -> int:
+def hybrid_block_size(specs: Sequence[KVCacheSpec], block_size: int | None, *, mla: bool = False) -> int:
     """VLLM's attention block size for attention + Mamba hybrids, so one attention page >= one state.
 
-    ``attn_block_size = 16 * cdiv(mamba_page, 16 * attention_bytes_per_token)``; a user block size
-    is kept only when it is at least that.
+    ``attn_block_size = align * cdiv(mamba_page, align * attention_bytes_per_token)``; a user block
+    size is kept only when it is at least that. ``align`` is the backend's kernel block (16), or 128
+    when the attention is MLA: vLLM 0.33 makes hybrid MLA/Mamba blocks a multiple of 128 for the
+    TRTLLM/FlashInfer MLA decode kernels (platforms/interface.py 0.33.0 L1083-1088, L1098-1105).
+    ``mla``: the model is an MLA model to vLLM (``model_config.use_mla``, not an MLA-shaped side cache).
     """
     mamba = [s.state_bytes for s in specs if isinstance(s, MambaSpec)]
     attention = [s.bytes_per_token for s in specs if not isinstance(s, MambaSpec)]
     if not mamba or not attention:
         return block_size or DEFAULT_BLOCK_SIZE
     per_token = max(attention)
-    needed = 16 * cdiv(max(mamba), 16 * per_token)
+    align = HYBRID_MLA_BLOCK_ALIGN if mla else 16
+    needed = align * cdiv(max(mamba), align * per_token)
     return needed if block_size is None or block_size < needed else block_size
 
 

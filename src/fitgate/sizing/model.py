@@ -54,6 +54,13 @@ class MLA:
     #: indexed layer caches one ``index_head_dim + index_head_dim // 128 * 4``-byte key per token
     #: (fp8 values plus one fp32 scale per 128), vLLM ``DeepseekV32IndexerCache``.
     index_head_dim: int = 0
+    #: Kimi K3 (``mla_use_output_gate``): a column-parallel ``hidden -> heads x v_head_dim`` output
+    #: gate, fused as shard 2 of ``fused_qkv_a_g_proj`` (vllm/models/kimi_k3/nvidia/mla.py 0.33.0
+    #: L217-238, model_executor/layers/linear.py L1562-1601). Weights only; the cache is unchanged.
+    output_gate: bool = False
+    #: Kimi K3's MLA is NoPE-only (``use_rope`` False, mla.py L145, L164-196): no rotary cos/sin cache,
+    #: though the cached latent still holds ``qk_rope_head_dim`` values (``head_size`` L160).
+    rope: bool = True
 
 
 @dataclass(frozen=True)
@@ -95,13 +102,22 @@ class Mamba:
 
 @dataclass(frozen=True)
 class LinearAttention:
-    """Gated DeltaNet linear attention (Qwen3-Next): conv state plus a recurrent matrix state."""
+    """Gated DeltaNet linear attention (Qwen3-Next) or Kimi Delta Attention: conv plus recurrent state.
+
+    ``kda``: Kimi K3's KDA (vllm/models/kimi_k3/nvidia/kda.py 0.33.0 ``KimiK3DeltaAttention``), whose
+    state has the gated-delta-net shapes with ``num_k_heads == num_v_heads`` and one head size
+    (mamba_utils.py L296-319) but other projections (see weights.py). ``recurrent_dtype_bytes``: the
+    recurrent state's element size when it is not the model dtype (KDA: fp32 by default,
+    ``kda_state_dtype`` L133-149); 0 means the model dtype.
+    """
 
     num_k_heads: int
     num_v_heads: int
     head_k_dim: int
     head_v_dim: int
     conv_kernel: int
+    kda: bool = False
+    recurrent_dtype_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,11 @@ class MoE:
     #: Latent MoE (Nemotron 3 Super/Ultra ``moe_latent_size``): experts work in this width, with one
     #: hidden -> latent and one latent -> hidden projection shared by all experts (0: hidden size).
     latent_size: int = 0
+    #: Kimi K3 ``latent_moe_use_norm``: an RMSNorm of ``latent_size`` after the routed experts.
+    latent_norm: bool = False
+    #: Kimi K3 pads ``moe_intermediate_size`` under TP without expert parallelism so each rank holds
+    #: at least this many columns (vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427); 0: no padding.
+    min_intermediate_per_partition: int = 0
 
 
 FeedForward = DenseMLP | MoE
@@ -219,6 +240,10 @@ class ModelArchitecture:
     norm_has_bias: bool = False
     attention_bias: bool = False
     per_layer_embedding: PerLayerEmbedding | None = None
+    #: Kimi K3 attention residuals (``attn_res_block_size``): two RMSNorms and two ``hidden -> 1``
+    #: projections per layer, one norm and one projection after the last (model.py 0.33.0 L796-821,
+    #: L1003-1015). Weights only.
+    attn_res: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
