@@ -28,7 +28,6 @@ DIRS = sorted(p for p in CORPUS.iterdir() if (p / "config.json").is_file())
 #: the ones vLLM itself no longer serves. The test fails when one starts to plan or another stops.
 REFUSED = {
     "Exaone4_5_ForConditionalGeneration",
-    "KimiK3ForConditionalGeneration",  # KDA linear attention + MLA + latent MoE
     "MiniMaxM3ForCausalLM",  # not in vLLM 0.33's registry nor mapped (it has MiniMaxM3SparseFor*)
     "MllamaForConditionalGeneration",  # vLLM dropped it after 0.10.2
     "Step3p7FlashForCausalLM",  # not in vLLM 0.33's registry (it has Step3p7ForConditionalGeneration)
@@ -41,7 +40,8 @@ REFUSED = {
 #: "1_6b" reads as 6B, is "a 1.6 billion parameter" model), the Hub's (InternLM2-7B:
 #: "7.74B params"; Command R 08-2024: 32B) or the checkpoint's own (InternLM3-8B: its
 #: model.safetensors.index.json total_size of 35,216,965,632 float32 bytes).
-#: All but Meta's and Qwen's are cited in the checkpoint's SOURCE.md.
+#: All but Meta's and Qwen's are cited in the checkpoint's SOURCE.md. Kimi K3: "2.8T" on the Hub's
+#: moonshotai collections page (https://huggingface.co/moonshotai/collections, Kimi K3 entry).
 PUBLISHED_PARAMETERS = {
     "CohereForAI__c4ai-command-r-08-2024": 32e9,
     "internlm__internlm2-chat-7b-sft": 7.74e9,
@@ -51,6 +51,7 @@ PUBLISHED_PARAMETERS = {
     "meta-llama__Llama-3.2-1B-Instruct": 1.23e9,
     "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9,
     "internlm__internlm3-8b-instruct": 35_216_965_632 / 4,
+    "moonshotai__Kimi-K3": 2.8e12,
 }
 
 

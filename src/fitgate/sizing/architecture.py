@@ -205,6 +205,8 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Glm4MoeLiteForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
     "KimiVLForConditionalGeneration": "mla",
+    # vllm/model_executor/models/registry.py 0.33.0 L488-491 -> vllm/models/kimi_k3 (nvidia/model.py)
+    "KimiK3ForConditionalGeneration": "kimi_k3",
     # DeepSeek V4: sliding-window MLA on every layer, compressed (1/4 with an indexer, 1/128) caches
     "DeepseekV4ForCausalLM": "deepseek_v4",
     # Gemma 4: sliding / global layers of different head sizes, KV-shared tail, dense + MoE blocks
@@ -350,6 +352,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     quant = parse_quantization(config.get("quantization_config") or text.data.get("quantization_config"))
     if family == "deepseek_v4":
         quant = _deepseek_v4_experts(text, quant)
+    if family == "kimi_k3":
+        quant = _kimi_k3_quantization(text, quant)
+        rotary_dim = 0  # NoPE-only MLA: no rotary cos/sin cache (nvidia/mla.py 0.33.0 L145, L164-196)
     return ModelArchitecture(
         architecture=arch,
         model_type=model_type,
@@ -376,6 +381,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         or (model_type == "stablelm" and text.bool_("use_qkv_bias", False))
         or model_type in {"qwen2", "qwen2_moe", "gpt_oss", "phi", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"},
         per_layer_embedding=_per_layer_embedding(text) if family == "gemma4" else None,
+        attn_res=family == "kimi_k3" and text.has("attn_res_block_size"),
         notes=normalize_notes,
     )
 
@@ -763,6 +769,105 @@ def _family_qwen3_next(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[s
     return layers, {"mtp_layers": _mtp_layers(text)}
 
 
+#: What Kimi K3's compressed-tensors checkpoint must leave unquantized for fitgate's reading of it
+#: (attention incl. KDA, shared experts, the dense MLP, lm_head): only the routed experts and their
+#: latent projections are then MXFP4.
+_KIMI_K3_IGNORED = (
+    "re:.*self_attn.*",
+    "re:.*shared_experts.*",
+    r"re:.*mlp\.(gate|up|gate_up|down)_proj.*",
+    "re:.*lm_head.*",
+)
+
+
+def _family_kimi_k3(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
+    """Kimi K3 (``KimiK3ForConditionalGeneration``) as vllm/models/kimi_k3/nvidia (0.33.0) builds it.
+
+    Layer ``i`` is KDA when ``i + 1`` is in ``linear_attn_config.kda_layers`` (1-based,
+    transformers_utils/configs/kimi_linear.py L157-161), else MLA (model.py L715-770); vLLM does not
+    read ``full_attn_layers`` beyond asserting it is set (kimi_linear.py L118-120). A layer is a
+    mixture of experts when ``i >= first_k_dense_replace`` and ``i % moe_layer_freq == 0``
+    (model.py L700-706), else the dense MLP of ``intermediate_size`` (L778-790). Experts are latent
+    (``routed_expert_hidden_size``, L383-390, L476-504) with ``num_shared_experts x
+    moe_intermediate_size`` shared (L449-466).
+    """
+    n = text.int_("num_hidden_layers")
+    lin = text.data.get("linear_attn_config")
+    if not isinstance(lin, Mapping):
+        raise SizingError(f"{text.prefix}:linear_attn_config", lin, "a JSON object with kda_layers")
+    kda_cfg = _Cfg(lin, f"{text.prefix}:linear_attn_config")
+    if kda_cfg.data.get("use_full_rank_gate") is not True:
+        # Without it vLLM builds Kimi-Linear's KimiLinearGatedDeltaNetAttention (model.py L718-734).
+        raise SizingError(
+            f"{kda_cfg.prefix}:use_full_rank_gate", kda_cfg.data.get("use_full_rank_gate"), "true (Kimi K3's KDA)"
+        )
+    if text.data.get("mla_use_nope") is not True:
+        raise SizingError(f"{text.prefix}:mla_use_nope", text.data.get("mla_use_nope"), "true (NoPE-only MLA)")
+    kda_layers = kda_cfg.list_("kda_layers")
+    if kda_layers is None or not all(type(v) is int and 1 <= v <= n for v in kda_layers):
+        raise SizingError(f"{kda_cfg.prefix}:kda_layers", kda_layers, f"a list of 1-based layer numbers up to {n}")
+    if kda_cfg.list_("full_attn_layers") is None:
+        raise SizingError(f"{kda_cfg.prefix}:full_attn_layers", None, "a list (vLLM asserts it is set)")
+    heads = kda_cfg.int_("num_heads")
+    head_dim = kda_cfg.int_("head_dim", limit=4096)
+    kda = LinearAttention(
+        heads, heads, head_dim, head_dim, kda_cfg.int_("short_conv_kernel_size", 4), kda=True, recurrent_dtype_bytes=4
+    )
+    mla = MLA(
+        text.int_("num_attention_heads"),
+        text.opt_int("q_lora_rank"),
+        text.int_("kv_lora_rank"),
+        text.int_("qk_nope_head_dim"),
+        text.int_("qk_rope_head_dim"),
+        text.int_("v_head_dim"),
+        output_gate=text.bool_("mla_use_output_gate", False),
+        rope=False,
+    )
+    experts = text.int_("num_experts", limit=_MAX_REASONABLE["num_experts"])
+    expert_size = text.int_("moe_intermediate_size")
+    moe = MoE(
+        experts,
+        text.int_("num_experts_per_token"),
+        expert_size,
+        shared_intermediate_size=text.int_("num_shared_experts", 0, minimum=0) * expert_size,
+        latent_size=text.int_("routed_expert_hidden_size") if text.has("routed_expert_hidden_size") else 0,
+        latent_norm=text.bool_("latent_moe_use_norm", True),
+        min_intermediate_per_partition=text.int_("min_moe_intermediate_per_partition", 256),
+    )
+    dense = DenseMLP(text.int_("intermediate_size"))
+    first_dense = text.int_("first_k_dense_replace", 0, minimum=0)
+    every = text.int_("moe_layer_freq", 1)
+    kda_set = set(kda_layers)
+    layers = [
+        Layer(kda if i + 1 in kda_set else mla, moe if i >= first_dense and i % every == 0 else dense) for i in range(n)
+    ]
+    return layers, {"mtp_layers": _mtp_layers(text)}
+
+
+def _kimi_k3_quantization(text: _Cfg, quant: Quantization | None) -> Quantization | None:
+    """Kimi K3's compressed-tensors MXFP4: ``targets: [Linear]`` minus the ``ignore`` patterns.
+
+    vLLM quantizes every linear layer the ignore list does not name (compressed_tensors.py 0.33.0
+    L159-184; MXFP4 ``CompressedTensorsW4A4Mxfp4`` L811-812, 4-bit values and one uint8 scale per
+    32: schemes/compressed_tensors_w4a4_mxfp4.py L65-84, MoE: compressed_tensors_moe_w4a4_mxfp4.py
+    L96-146). With attention, shared experts, the dense MLP and lm_head ignored, that leaves the routed
+    experts and the latent ``routed_expert_down_proj`` / ``routed_expert_up_proj`` (model.py L476-504);
+    the router is built without a quant config (L436-447). Another ignore list is refused, not guessed.
+    """
+    if quant is None or quant.method != "compressed-tensors":
+        return quant
+    qc = text.data.get("quantization_config")
+    ignore = qc.get("ignore") if isinstance(qc, Mapping) else None
+    patterns = {str(p) for p in ignore} if isinstance(ignore, list) else set()
+    if not set(_KIMI_K3_IGNORED) <= patterns:
+        raise SizingError(
+            "config.json:quantization_config.ignore",
+            ignore,
+            f"a list holding {', '.join(_KIMI_K3_IGNORED)} (Kimi K3's published layout)",
+        )
+    return replace(quant, experts_only=True)
+
+
 def _mamba2(text: _Cfg, prefix: str = "mamba_") -> Mamba:
     def key(*names: str) -> str:
         for name in names:
@@ -1094,6 +1199,7 @@ _FAMILIES = {
     "phi2": _family_phi2,
     "moe": _family_moe,
     "mla": _family_mla,
+    "kimi_k3": _family_kimi_k3,
     "llama4": _family_llama4,
     "qwen3_next": _family_qwen3_next,
     "nemotron_h": _family_nemotron_h,
@@ -1113,6 +1219,17 @@ def _parse_vision(config: Mapping[str, Any]) -> VisionEncoder | None:
     if not isinstance(vision, Mapping):
         return None
     cfg = _Cfg(vision, "config.json:vision_config")
+    if not cfg.has("hidden_size") and cfg.has("vt_hidden_size"):
+        # MoonViT (Kimi K2.5 / K3): vt_* keys, aliased by KimiK3VisionConfig
+        # (vllm/transformers_utils/configs/kimi_k3.py 0.33.0 L79-83)
+        cfg = _Cfg(
+            {
+                "hidden_size": vision.get("vt_hidden_size"),
+                "num_hidden_layers": vision.get("vt_num_hidden_layers", 27),
+                "intermediate_size": vision.get("vt_intermediate_size", 4096),
+            },
+            cfg.prefix,
+        )
     hidden = cfg.int_("hidden_size", 1152)
     layers = cfg.int_("num_hidden_layers", cfg.int_("depth", 27) if cfg.has("depth") else 27)
     inter = cfg.int_("intermediate_size", 4 * hidden)

@@ -125,16 +125,17 @@ class _Builder:
         self.quant = arch.quantization
         self.rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
 
-    def add(self, layer: int | None, role: Role, numel: int, linear: bool = False) -> None:
-        stored, quantized = self._stored(role, numel, linear)
+    def add(self, layer: int | None, role: Role, numel: int, linear: bool = False, routed: bool = False) -> None:
+        """``routed``: a latent MoE projection, quantized with the experts under ``experts_only``."""
+        stored, quantized = self._stored(role, numel, linear, routed)
         key = (layer, role, quantized, linear)
         acc = self.rows.setdefault(key, [0, 0])
         acc[0] += numel
         acc[1] += stored
 
-    def _stored(self, role: Role, numel: int, linear: bool) -> tuple[int, bool]:
+    def _stored(self, role: Role, numel: int, linear: bool, routed: bool = False) -> tuple[int, bool]:
         q = self.quant
-        if q is None or not linear or (q.experts_only and role is not Role.EXPERT):
+        if q is None or not linear or (q.experts_only and role is not Role.EXPERT and not routed):
             return numel * self.dtype_bytes, False
         if role is Role.EXPERT and q.experts is not None:
             return quantized_bytes(numel, q.experts), True
@@ -207,6 +208,9 @@ def _mla_params(b: _Builder, i: int, m: MLA, hidden: int) -> None:
     b.add(i, Role.REPLICATED, m.kv_lora_rank)  # kv_a_layernorm
     b.add(i, Role.COLUMN, m.kv_lora_rank * m.num_heads * (m.qk_nope_head_dim + m.v_head_dim), linear=True)
     b.add(i, Role.ROW, m.num_heads * m.v_head_dim * hidden, linear=True)
+    if m.output_gate:
+        # Kimi K3: the gate shard of fused_qkv_a_g_proj (or g_proj), column-parallel (mla.py 0.33.0 L217-238, L277-285)
+        b.add(i, Role.COLUMN, hidden * m.num_heads * m.v_head_dim, linear=True)
 
 
 def _dsv4_params(b: _Builder, i: int, m: CompressedSparseMLA, hidden: int) -> None:
@@ -254,7 +258,29 @@ def _mamba_params(b: _Builder, i: int, m: Mamba, hidden: int) -> None:
     b.add(i, Role.ROW, m.d_inner * hidden, linear=True)
 
 
+def _kda_params(b: _Builder, i: int, m: LinearAttention, hidden: int) -> None:
+    """Kimi K3's KDA layer (vllm/models/kimi_k3/nvidia/kda.py 0.33.0 ``KimiK3DeltaAttention`` L593-883).
+
+    ``in_proj_qkvgfab`` (L634-662): q, k, v, g of ``heads x head_dim`` each and beta (``heads``)
+    split by TP, ``f_a`` (``head_dim``) replicated on every rank (``replicated_shard_id=4``); its
+    16-element row padding per rank (L640-652) is left out. ``f_b_proj`` (L664-670, column,
+    ``head_dim -> heads x head_dim``); ``dt_bias`` (L671-673), the packed q/k/v ``conv1d`` (L678-685)
+    and ``A_log`` (L814-816), all fp32 in vLLM but counted here at the model dtype; ``o_norm``
+    (L860, ``head_dim``); ``o_proj`` (L878-884, row).
+    """
+    proj = m.num_v_heads * m.head_v_dim
+    b.add(i, Role.COLUMN, hidden * (4 * proj + m.num_v_heads), linear=True)
+    b.add(i, Role.REPLICATED, hidden * m.head_v_dim, linear=True)
+    b.add(i, Role.COLUMN, m.head_v_dim * proj, linear=True)
+    b.add(i, Role.COLUMN, proj + 3 * proj * m.conv_kernel + m.num_v_heads)
+    b.add(i, Role.REPLICATED, m.head_v_dim)
+    b.add(i, Role.ROW, proj * hidden, linear=True)
+
+
 def _linear_attention_params(b: _Builder, i: int, m: LinearAttention, hidden: int) -> None:
+    if m.kda:
+        _kda_params(b, i, m, hidden)
+        return
     key_dim, value_dim = m.num_k_heads * m.head_k_dim, m.num_v_heads * m.head_v_dim
     b.add(i, Role.COLUMN, hidden * (2 * key_dim + 2 * value_dim + 2 * m.num_v_heads), linear=True)
     b.add(i, Role.COLUMN, (2 * key_dim + value_dim) * m.conv_kernel + 2 * m.num_v_heads)
@@ -274,7 +300,10 @@ def _ffn_params(b: _Builder, i: int, ffn: DenseMLP | MoE, hidden: int) -> None:
     width = ffn.latent_size or hidden
     b.add(i, Role.EXPERT, ffn.num_experts * mats * width * ffn.expert_intermediate_size, linear=True)
     if ffn.latent_size:
-        b.add(i, Role.REPLICATED, 2 * hidden * ffn.latent_size, linear=True)  # fc1/fc2 latent projections
+        # fc1/fc2 latent projections (Kimi K3: routed_expert_down_proj / up_proj, model.py 0.33.0 L476-504)
+        b.add(i, Role.REPLICATED, 2 * hidden * ffn.latent_size, linear=True, routed=True)
+        if ffn.latent_norm:
+            b.add(i, Role.REPLICATED, ffn.latent_size)  # routed_expert_norm
     if b.arch.model_type == "gpt_oss":
         b.add(i, Role.EXPERT, ffn.num_experts * (2 * ffn.expert_intermediate_size + hidden))  # biases
     b.add(i, Role.REPLICATED, hidden * ffn.num_experts + ffn.num_experts)  # router
@@ -312,6 +341,10 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
         parts = (m is not None) + (layer.ffn is not None)
         norm_numel = hidden * (norms_per_layer if parts == 2 else 1)
         b.add(i, Role.REPLICATED, norm_numel * (2 if arch.norm_has_bias else 1))
+        if arch.attn_res:
+            # Kimi K3 attention residuals: self_attention_res_norm, mlp_res_norm and two hidden -> 1
+            # ReplicatedLinear without quantization (model.py 0.33.0 L796-821)
+            b.add(i, Role.REPLICATED, 4 * hidden)
         if arch.per_layer_embedding is not None:
             # gemma4.py (0.33.0) L682-703: per_layer_input_gate (hidden -> PLE) and per_layer_projection
             # (PLE -> hidden) are ReplicatedLinear; post_per_layer_input_norm is RMSNorm(hidden).
@@ -330,6 +363,8 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
     if not arch.tie_word_embeddings:
         b.add(None, Role.LM_HEAD, arch.vocab_size * hidden)
     b.add(None, Role.REPLICATED, hidden * (2 if arch.norm_has_bias else 1))  # final norm (LayerNorm: + bias)
+    if arch.attn_res:
+        b.add(None, Role.REPLICATED, 2 * hidden)  # output_attn_res_norm / _proj (model.py 0.33.0 L1003-1015)
     if arch.vision is not None:
         b.add(None, Role.VISION, arch.vision.num_params + arch.vision.hidden_size * hidden)
     if arch.mtp_layers:
@@ -400,7 +435,7 @@ def classify_tensor(name: str, num_layers: int) -> tuple[int | None, Role]:
         return None, Role.REPLICATED
     if "norm" in lowered or ".ln_" in lowered or "layernorm" in lowered:
         return layer, Role.REPLICATED
-    if "kv_a_proj_with_mqa" in lowered or "q_a_proj" in lowered:
+    if any(k in lowered for k in ("kv_a_proj_with_mqa", "q_a_proj", ".routed_expert_", "_res_proj.")):
         return layer, Role.REPLICATED
     if ".per_layer_input_gate." in lowered or ".per_layer_projection." in lowered:
         return layer, Role.REPLICATED  # Gemma 4 PLE: ReplicatedLinear (gemma4.py 0.33.0 L682-697)
@@ -526,6 +561,20 @@ def _mxfp4_expert_padding(arch: ModelArchitecture, tp: int) -> float:
     return (round_up(inter, 128) * round_up(arch.hidden_size, 256)) / (inter * arch.hidden_size)
 
 
+def _expert_tp_padding(arch: ModelArchitecture, tp: int) -> float:
+    """Kimi K3 without expert parallelism: experts padded to ``min_intermediate_per_partition x TP``.
+
+    vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427: when ``moe_intermediate_size // tp`` is below
+    the minimum (256), FusedMoE is built with ``256 x tp`` columns; fitgate sizes without EP.
+    """
+    moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
+    if moe is None or not moe.min_intermediate_per_partition or tp == 1:
+        return 1.0
+    if moe.expert_intermediate_size // tp >= moe.min_intermediate_per_partition:
+        return 1.0
+    return moe.min_intermediate_per_partition * tp / moe.expert_intermediate_size
+
+
 def weights_per_rank(
     arch: ModelArchitecture,
     inventory: WeightInventory,
@@ -556,6 +605,7 @@ def weights_per_rank(
     kv_factor = (max(1, kv // tp) / kv) if kv else 1 / tp
     vocab_factor = cdiv(round_up(arch.vocab_size, VOCAB_PADDING), tp) / arch.vocab_size
     mxfp4 = _mxfp4_expert_padding(arch, tp) if arch.quantization and arch.quantization.method == "mxfp4" else 1.0
+    expert_padding = _expert_tp_padding(arch, tp)
     ple = arch.per_layer_embedding
     ple_factor = cdiv(round_up(ple.vocab_size, VOCAB_PADDING), tp) / ple.vocab_size if ple else 1.0
     total = 0.0
@@ -595,7 +645,7 @@ def weights_per_rank(
         elif role in _TP_SPLIT_ROLES:
             size /= tp
         elif role is Role.EXPERT:
-            size = size / tp * (mxfp4 if e.quantized else 1.0)
+            size = size / tp * (mxfp4 if e.quantized else 1.0) * expert_padding
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size * copies
