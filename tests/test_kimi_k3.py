@@ -18,7 +18,14 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import build_layout, hybrid_block_size, layer_specs
 from fitgate.sizing.kv_specs import MambaSpec, MLAAttentionSpec
 from fitgate.sizing.versions import accounting_for
-from fitgate.sizing.weights import Role, _Builder, _kda_params, inventory_from_architecture, weights_per_rank
+from fitgate.sizing.weights import (
+    Role,
+    _Builder,
+    _expert_padding,
+    _kda_params,
+    inventory_from_architecture,
+    weights_per_rank,
+)
 
 CONFIG = Path(__file__).resolve().parent / "corpus" / "moonshotai__Kimi-K3" / "config.json"
 V033 = accounting_for("0.33.0")
@@ -95,29 +102,34 @@ def test_kda_layer_weights() -> None:
     assert sum(v[1] for v in b.rows.values()) == 2 * (353_009_664 + 1_572_864 + 159_840 + 917_504 + 128 + 88_080_384)
 
 
-def test_only_routed_experts_and_latent_projections_are_mxfp4() -> None:
-    # MXFP4: 4 bits + one uint8 scale per 32 -> 0.5 + 1/32 bytes an element.
+def test_only_routed_experts_are_mxfp4() -> None:
+    # vLLM rewrites the compressed-tensors mxfp4-pack-quantized config to Mxfp4Config, which quantizes
+    # only the routed experts: 4 bits + one uint8 scale per 32 -> 0.5 + 1/32 = 17/32 bytes an element.
     # Routed experts of one layer: 896 x 3 x 3584 x 3072 = 29,595,009,024 elements -> 15,722,348,544 B;
-    # latent projections 2 x 7168 x 3584 = 51,380,224 -> 27,295,744 B; the shared experts
-    # (3 x 7168 x 6144 = 132,120,576) and router stay bf16.
+    # the latent projections 2 x 7168 x 3584 = 51,380,224 stay bf16 (102,760,448 B), as do the shared
+    # experts, the router and every attention / KDA projection.
     arch = parse_config(_config())
+    assert arch.quantization is not None and arch.quantization.method == "mxfp4"
     inv = inventory_from_architecture(arch)
-    experts = [e for e in inv.entries if e.layer == 5 and e.role is Role.EXPERT]
-    assert [(e.numel, e.stored_bytes, e.quantized) for e in experts] == [
-        (29_595_009_024, 29_595_009_024 * 17 // 32, True)
-    ]
-    latent = [e for e in inv.entries if e.layer == 5 and e.role is Role.REPLICATED and e.quantized]
-    assert [(e.numel, e.stored_bytes) for e in latent] == [(51_380_224, 27_295_744)]
-    dense = [e for e in inv.entries if e.layer == 0 and e.quantized]
-    assert dense == []  # layer 0: KDA + dense MLP, all bf16
+    quantized = [e for e in inv.entries if e.quantized]
+    assert {e.role for e in quantized} == {Role.EXPERT}
+    experts = [e for e in quantized if e.layer == 5]
+    assert [(e.numel, e.stored_bytes) for e in experts] == [(29_595_009_024, 29_595_009_024 * 17 // 32)]
+    # layer 5's replicated linear layers: the latent projections plus KDA's f_a shard (7168 x 128 = 917,504)
+    latent = [e for e in inv.entries if e.layer == 5 and e.role is Role.REPLICATED and e.linear]
+    assert [(e.numel, e.stored_bytes) for e in latent] == [(51_380_224 + 917_504, 2 * (51_380_224 + 917_504))]
 
 
 def test_experts_padded_to_256_columns_a_rank_without_expert_parallelism() -> None:
-    # moe_intermediate_size 3072: TP8 -> 384 a rank (no padding); TP16 -> 192 < 256 -> 256 x 16 = 4096
-    # columns, the experts' bytes a rank x 4096 / 3072 = 4/3 (model.py 0.33.0 L418-427).
+    # moe_intermediate_size 3072 (model.py 0.33.0 L418-427): TP8 -> 384 a rank, kept; TP16 -> 192 < 256
+    # -> 256 x 16 = 4096 columns: a rank holds 256 / 192 = 4/3 of 1/TP of the experts; TP32: 256 / 96.
+    # MXFP4 kernels then round the rank's 256 / 384 columns up to 128 and the 3584-wide latent to
+    # 256 (already multiples): no further padding. Without the minimum (a bf16 checkpoint of another
+    # model) TP16 would hold exactly 1/16.
     arch = parse_config(_config())
-    inv = inventory_from_architecture(arch)
-    expert_bytes = sum(e.stored_bytes for e in inv.entries if e.role is Role.EXPERT)
+    assert _expert_padding(arch, 8, mxfp4=True) == 1.0
+    assert _expert_padding(arch, 16, mxfp4=True) == _expert_padding(arch, 16, mxfp4=False) == 256 / 192
+    assert _expert_padding(arch, 32, mxfp4=False) == 256 / 96
     unpadded = replace(
         arch,
         layers=tuple(
@@ -127,12 +139,19 @@ def test_experts_padded_to_256_columns_a_rank_without_expert_parallelism() -> No
             for layer in arch.layers
         ),
     )
-
-    def rank(a: Any, tp: int) -> int:
-        return weights_per_rank(a, inv, tp=tp, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes
-
-    assert rank(arch, 8) == rank(unpadded, 8)
-    assert rank(arch, 16) - rank(unpadded, 16) == pytest.approx(expert_bytes / 16 / 3, abs=2)
+    assert _expert_padding(unpadded, 16, mxfp4=False) == 1.0
+    # one TP16 rank: 92 layers x 15,722,348,544 B of experts / 16 x 4/3
+    inv = inventory_from_architecture(arch)
+    rank16 = weights_per_rank(arch, inv, tp=16, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes
+    rest = weights_per_rank(
+        arch,
+        replace(inv, entries=tuple(e for e in inv.entries if e.role is not Role.EXPERT)),
+        tp=16,
+        pp=1,
+        pp_rank=0,
+        dtype="bfloat16",
+    ).tensors_bytes
+    assert rank16 - rest == pytest.approx(92 * 15_722_348_544 / 16 * 4 / 3, abs=2)
 
 
 def test_parameters_and_refusals() -> None:
@@ -146,8 +165,8 @@ def test_parameters_and_refusals() -> None:
     with pytest.raises(SizingError, match="use_full_rank_gate"):
         parse_config(bad)
     bad = _config()
-    bad["text_config"]["quantization_config"]["ignore"] = ["re:.*lm_head.*"]
-    with pytest.raises(SizingError, match=r"quantization_config\.ignore"):
+    bad["text_config"]["quantization_config"]["format"] = "nvfp4-pack-quantized"
+    with pytest.raises(SizingError, match=r"quantization_config\.format"):
         parse_config(bad)
     bad = _config()
     bad["text_config"]["linear_attn_config"]["kda_layers"] = [0, 1]

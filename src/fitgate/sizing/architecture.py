@@ -769,17 +769,6 @@ def _family_qwen3_next(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[s
     return layers, {"mtp_layers": _mtp_layers(text)}
 
 
-#: What Kimi K3's compressed-tensors checkpoint must leave unquantized for fitgate's reading of it
-#: (attention incl. KDA, shared experts, the dense MLP, lm_head): only the routed experts and their
-#: latent projections are then MXFP4.
-_KIMI_K3_IGNORED = (
-    "re:.*self_attn.*",
-    "re:.*shared_experts.*",
-    r"re:.*mlp\.(gate|up|gate_up|down)_proj.*",
-    "re:.*lm_head.*",
-)
-
-
 def _family_kimi_k3(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str, int]]:
     """Kimi K3 (``KimiK3ForConditionalGeneration``) as vllm/models/kimi_k3/nvidia (0.33.0) builds it.
 
@@ -845,27 +834,27 @@ def _family_kimi_k3(text: _Cfg, model_type: str) -> tuple[list[Layer], dict[str,
 
 
 def _kimi_k3_quantization(text: _Cfg, quant: Quantization | None) -> Quantization | None:
-    """Kimi K3's compressed-tensors MXFP4: ``targets: [Linear]`` minus the ``ignore`` patterns.
+    """Kimi K3's compressed-tensors ``mxfp4-pack-quantized`` checkpoint, as vLLM 0.33 serves it.
 
-    vLLM quantizes every linear layer the ignore list does not name (compressed_tensors.py 0.33.0
-    L159-184; MXFP4 ``CompressedTensorsW4A4Mxfp4`` L811-812, 4-bit values and one uint8 scale per
-    32: schemes/compressed_tensors_w4a4_mxfp4.py L65-84, MoE: compressed_tensors_moe_w4a4_mxfp4.py
-    L96-146). With attention, shared experts, the dense MLP and lm_head ignored, that leaves the routed
-    experts and the latent ``routed_expert_down_proj`` / ``routed_expert_up_proj`` (model.py L476-504);
-    the router is built without a quant config (L436-447). Another ignore list is refused, not guessed.
+    ``KimiK3ForConditionalGenerationConfig`` rewrites its ``quant_method`` to ``mxfp4``
+    (model_executor/models/config.py 0.33.0 L492-522), so ``Mxfp4Config`` loads it: built without
+    the checkpoint's ``ignore`` list (quantization/mxfp4.py L66-68), it keeps every linear layer
+    unquantized (L91-105, latent projections included) and quantizes only the routed experts
+    (``Mxfp4MoEMethod``: 4-bit values, one uint8 scale per 32, L661-720). Other compressed-tensors
+    formats would keep compressed-tensors' per-layer ``ignore`` matching, which fitgate does not
+    derive for this model: refused.
     """
     if quant is None or quant.method != "compressed-tensors":
         return quant
     qc = text.data.get("quantization_config")
-    ignore = qc.get("ignore") if isinstance(qc, Mapping) else None
-    patterns = {str(p) for p in ignore} if isinstance(ignore, list) else set()
-    if not set(_KIMI_K3_IGNORED) <= patterns:
+    fmt = qc.get("format") if isinstance(qc, Mapping) else None
+    if fmt != "mxfp4-pack-quantized":
         raise SizingError(
-            "config.json:quantization_config.ignore",
-            ignore,
-            f"a list holding {', '.join(_KIMI_K3_IGNORED)} (Kimi K3's published layout)",
+            "config.json:quantization_config.format",
+            fmt,
+            "mxfp4-pack-quantized (the compressed-tensors layout of Kimi K3 fitgate sizes)",
         )
-    return replace(quant, experts_only=True)
+    return Quantization("mxfp4", 4, 32, 1.0, experts_only=True)
 
 
 def _mamba2(text: _Cfg, prefix: str = "mamba_") -> Mamba:

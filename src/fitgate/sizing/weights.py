@@ -125,17 +125,16 @@ class _Builder:
         self.quant = arch.quantization
         self.rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
 
-    def add(self, layer: int | None, role: Role, numel: int, linear: bool = False, routed: bool = False) -> None:
-        """``routed``: a latent MoE projection, quantized with the experts under ``experts_only``."""
-        stored, quantized = self._stored(role, numel, linear, routed)
+    def add(self, layer: int | None, role: Role, numel: int, linear: bool = False) -> None:
+        stored, quantized = self._stored(role, numel, linear)
         key = (layer, role, quantized, linear)
         acc = self.rows.setdefault(key, [0, 0])
         acc[0] += numel
         acc[1] += stored
 
-    def _stored(self, role: Role, numel: int, linear: bool, routed: bool = False) -> tuple[int, bool]:
+    def _stored(self, role: Role, numel: int, linear: bool) -> tuple[int, bool]:
         q = self.quant
-        if q is None or not linear or (q.experts_only and role is not Role.EXPERT and not routed):
+        if q is None or not linear or (q.experts_only and role is not Role.EXPERT):
             return numel * self.dtype_bytes, False
         if role is Role.EXPERT and q.experts is not None:
             return quantized_bytes(numel, q.experts), True
@@ -301,7 +300,7 @@ def _ffn_params(b: _Builder, i: int, ffn: DenseMLP | MoE, hidden: int) -> None:
     b.add(i, Role.EXPERT, ffn.num_experts * mats * width * ffn.expert_intermediate_size, linear=True)
     if ffn.latent_size:
         # fc1/fc2 latent projections (Kimi K3: routed_expert_down_proj / up_proj, model.py 0.33.0 L476-504)
-        b.add(i, Role.REPLICATED, 2 * hidden * ffn.latent_size, linear=True, routed=True)
+        b.add(i, Role.REPLICATED, 2 * hidden * ffn.latent_size, linear=True)
         if ffn.latent_norm:
             b.add(i, Role.REPLICATED, ffn.latent_size)  # routed_expert_norm
     if b.arch.model_type == "gpt_oss":
@@ -552,27 +551,27 @@ _VOCAB_ROLES = frozenset({Role.EMBED, Role.LM_HEAD})
 _TP_SPLIT_ROLES = frozenset({Role.COLUMN, Role.ROW, Role.VISION})
 
 
-def _mxfp4_expert_padding(arch: ModelArchitecture, tp: int) -> float:
-    """VLLM (Hopper, triton kernels) pads MXFP4 experts: intermediate/TP to 128, hidden to 256."""
+def _expert_padding(arch: ModelArchitecture, tp: int, mxfp4: bool) -> float:
+    """How much larger one rank's experts are than ``1 / TP`` of the checkpoint's.
+
+    Kimi K3 without expert parallelism pads ``moe_intermediate_size`` to
+    ``min_intermediate_per_partition x TP`` when ``moe_intermediate_size // TP`` is below it
+    (vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427; fitgate sizes without EP). ``mxfp4``:
+    vLLM's MXFP4 kernels then pad the rank's intermediate to 128 and the expert width to 256
+    (Hopper triton; fused_moe/oracle/mxfp4.py 0.33.0 L837-873 for the other backends: 128 / 128-256).
+    """
     moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
     if moe is None:
         return 1.0
     inter = moe.expert_intermediate_size // tp
-    return (round_up(inter, 128) * round_up(arch.hidden_size, 256)) / (inter * arch.hidden_size)
-
-
-def _expert_tp_padding(arch: ModelArchitecture, tp: int) -> float:
-    """Kimi K3 without expert parallelism: experts padded to ``min_intermediate_per_partition x TP``.
-
-    vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427: when ``moe_intermediate_size // tp`` is below
-    the minimum (256), FusedMoE is built with ``256 x tp`` columns; fitgate sizes without EP.
-    """
-    moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
-    if moe is None or not moe.min_intermediate_per_partition or tp == 1:
-        return 1.0
-    if moe.expert_intermediate_size // tp >= moe.min_intermediate_per_partition:
-        return 1.0
-    return moe.min_intermediate_per_partition * tp / moe.expert_intermediate_size
+    local = inter
+    if tp > 1 and moe.min_intermediate_per_partition and local < moe.min_intermediate_per_partition:
+        local = moe.min_intermediate_per_partition
+    width = moe.latent_size or arch.hidden_size
+    padded_width = width
+    if mxfp4:
+        local, padded_width = round_up(local, 128), round_up(width, 256)
+    return (local * padded_width) / (inter * width)
 
 
 def weights_per_rank(
@@ -604,8 +603,8 @@ def weights_per_rank(
     kv = arch.kv_heads
     kv_factor = (max(1, kv // tp) / kv) if kv else 1 / tp
     vocab_factor = cdiv(round_up(arch.vocab_size, VOCAB_PADDING), tp) / arch.vocab_size
-    mxfp4 = _mxfp4_expert_padding(arch, tp) if arch.quantization and arch.quantization.method == "mxfp4" else 1.0
-    expert_padding = _expert_tp_padding(arch, tp)
+    expert_padding = _expert_padding(arch, tp, mxfp4=False)
+    mxfp4 = _expert_padding(arch, tp, mxfp4=bool(arch.quantization and arch.quantization.method == "mxfp4"))
     ple = arch.per_layer_embedding
     ple_factor = cdiv(round_up(ple.vocab_size, VOCAB_PADDING), tp) / ple.vocab_size if ple else 1.0
     total = 0.0
@@ -645,7 +644,7 @@ def weights_per_rank(
         elif role in _TP_SPLIT_ROLES:
             size /= tp
         elif role is Role.EXPERT:
-            size = size / tp * (mxfp4 if e.quantized else 1.0) * expert_padding
+            size = size / tp * (mxfp4 if e.quantized else expert_padding)
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size * copies
