@@ -14,7 +14,7 @@ from typing import Any
 
 from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
-from fitgate.sizing.speculative import MTP_METHODS
+from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
 
 COMPARE_SCHEMA = "fitgate.io/compare/v1"
@@ -91,15 +91,10 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         vllm_version=version,
         engine=engine,
         offline=s.usage_context == "LLM_CLASS",
-        speculative_method=_speculative_method(s.speculative_method),
+        speculative_method=canonical_method(s.speculative_method),
         speculative_tokens=s.speculative_tokens,
     )
     return serving, notes
-
-
-def _speculative_method(method: str | None) -> str | None:
-    """The method as fitgate sizes it (vLLM reads every ``*_mtp`` as ``mtp``)."""
-    return "mtp" if method in MTP_METHODS else method
 
 
 def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]]:
@@ -338,7 +333,7 @@ def case_document(log: StartupLog, log_path: str, named: GpuModel | None) -> dic
         # only where the run used --speculative-config (as in benchmarks/calibration/public-2026.jsonl)
         **(
             {
-                "speculative_method": _speculative_method(s.speculative_method),
+                "speculative_method": canonical_method(s.speculative_method),
                 "speculative_tokens": s.speculative_tokens,
             }
             if s.speculative_method

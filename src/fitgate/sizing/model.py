@@ -262,6 +262,11 @@ class ModelArchitecture:
         return any(isinstance(layer.ffn, MoE) for layer in self.layers)
 
     @property
+    def uses_mla(self) -> bool:
+        """Whether any layer is multi-head latent attention (vLLM's ``model_config.use_mla``)."""
+        return any(isinstance(layer.mixer, MLA) for layer in self.layers)
+
+    @property
     def attention_heads(self) -> int:
         """Query heads of the first attention-like layer (for TP divisibility checks)."""
         for layer in self.layers:

@@ -251,9 +251,9 @@ def _rank(
         decode_query_len=rs.decode_query_len,
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
-    num_spec = rs.speculative.num_tokens if rs.speculative else 0  # conv states keep the draft tokens too
+    num_spec = rs.draft_tokens  # conv states keep the draft tokens too
     specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec)
-    block = hybrid_block_size(specs, rs.block_size, mla=any(isinstance(layer.mixer, MLA) for layer in arch.layers))
+    block = hybrid_block_size(specs, rs.block_size, mla=arch.uses_mla)
     if block != rs.block_size:
         specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
     layout = build_layout(specs, accounting)

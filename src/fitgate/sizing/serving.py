@@ -65,6 +65,11 @@ class ResolvedServing:
     speculative: Speculative | None = None
 
     @property
+    def draft_tokens(self) -> int:
+        """Draft tokens per decode step (0 without speculative decoding)."""
+        return self.speculative.num_tokens if self.speculative else 0
+
+    @property
     def decode_query_len(self) -> int:
         """Tokens one decode step verifies per request (1 + draft tokens with speculative decoding)."""
-        return self.speculative.decode_query_len if self.speculative else 1
+        return 1 + self.draft_tokens

@@ -122,11 +122,6 @@ class Speculative:
         """Whether fitgate counts the drafter (False for a drafter from another checkpoint)."""
         return self.method not in DRAFT_CHECKPOINT_METHODS
 
-    @property
-    def decode_query_len(self) -> int:
-        """Tokens a decode step verifies per request (vLLM's ``uniform_decode_query_len``)."""
-        return 1 + self.num_tokens
-
 
 def resolve(arch: ModelArchitecture, method: str | None, num_tokens: int | None) -> Speculative | None:
     """How vLLM reads ``--speculative-config`` for this model; errors name the field, value and rule."""
@@ -179,6 +174,11 @@ def _template_layer(arch: ModelArchitecture) -> int:
         if isinstance(arch.layers[i].mixer, Attention | MLA | CompressedSparseMLA):
             return i
     return arch.num_layers - 1
+
+
+def canonical_method(method: str | None) -> str | None:
+    """The method as vLLM 0.33 runs it: every ``*_mtp`` name is ``mtp`` (config/speculative.py L1246-1250)."""
+    return "mtp" if method in MTP_METHODS else method
 
 
 def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | None, int | None]:

@@ -648,27 +648,17 @@ def weights_per_rank(
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size * copies
-    if (
-        pp > 1
-        and last
-        and not first
-        and arch.tie_word_embeddings
-        and not pooling
-        and (
-            arch.model_type not in _EMBED_ON_EVERY_STAGE  # the stage's own embedding is the tied lm_head
-        )
-    ):
-        # The last stage builds its own lm_head from the tied embedding.
-        tied = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
-        total += tied
-        embedding += tied
+    # One copy of the token embedding on this rank, for the stages that build another one.
+    embed_copy = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
+    # The last stage builds its own lm_head from the tied embedding (Gemma 4: that stage's own embedding is it).
+    tied_head = arch.tie_word_embeddings and not pooling and arch.model_type not in _EMBED_ON_EVERY_STAGE
+    # An MTP drafter has no embedding to share on the last stage (llm_base_proposer.py 0.33.0 L1424, L1505-1509).
+    copies_of_embed = (tied_head + bool(drafter_layers)) if pp > 1 and last and not first else 0
+    total += copies_of_embed * embed_copy
+    embedding += copies_of_embed * embed_copy
     if drafter_layers:
         hidden = arch.hidden_size
         total += len(drafter_layers) * (2 * hidden * hidden + 3 * hidden) * dtype_bytes
-        if pp > 1:  # no embedding to share on the last stage (llm_base_proposer.py 0.33.0 L1424, L1505-1509)
-            own = sum(e.numel for e in inventory.entries if e.role is Role.EMBED) * dtype_bytes * vocab_factor
-            total += own
-            embedding += own
     rotary = arch.rope_cache_positions * arch.rotary_dim * dtype_bytes
     absorbed = 0
     for i in (*layers, *drafter_layers):

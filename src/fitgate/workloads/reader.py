@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.speculative import MTP_METHODS
+from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.workloads.argv import (
@@ -263,12 +263,11 @@ def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
         method, tokens = parse_speculative_config(value)
     except SizingError as exc:
         raise WorkloadError(str(exc)) from None
-    if method in MTP_METHODS:
-        method = "mtp"  # vLLM 0.33 reads every *_mtp method as mtp (config/speculative.py L1246-1250)
+    method = canonical_method(method)
     if method not in SPECULATIVE_METHODS:
         notes.append(f"--speculative-config method {method}: not sized by fitgate (its drafter is not counted)")
         return None
-    if method not in ("mtp", "ngram", "ngram_gpu", "suffix"):
+    if method in DRAFT_CHECKPOINT_METHODS:
         notes.append(f"--speculative-config method {method}: the drafter is another checkpoint, not counted")
     return {"method": method, **({"numSpeculativeTokens": tokens} if tokens is not None else {})}
 
