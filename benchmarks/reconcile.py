@@ -78,7 +78,8 @@ def specs(count: int) -> list[dict[str, Any]]:
                     "tensorParallelSize": tp,
                     "kvCacheDtype": ("auto", "fp8")[i % 2],
                 },
-                "workload": {"concurrentRequests": 1 + i % 97, "contextTokens": 4000},  # no two specs alike
+                # no two specs alike: (i % 97, i // 97) differs for every i
+                "workload": {"concurrentRequests": 1 + i % 97, "contextTokens": 4000 + i // 97},
                 "placement": placements[i % len(placements)],
             }
         )
@@ -95,8 +96,10 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
     metrics = Metrics()
     config = OperatorConfig(webhook_port=0, metrics_port=0)
     verdicts: dict[str, int] = {}
+    all_specs = specs(deployments)
+    statuses: list[dict[str, Any] | None] = []
     start = time.perf_counter()
-    for i, spec in enumerate(specs(deployments)):
+    for i, spec in enumerate(all_specs):
         outcome = await reconcile(
             raw_spec=spec,
             old_status=None,
@@ -108,8 +111,26 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
             metrics=metrics,
             config=config,
         )
+        statuses.append(outcome.status)
         verdicts[outcome.evaluation.verdict.value] = verdicts.get(outcome.evaluation.verdict.value, 0) + 1
     wall = time.perf_counter() - start
+    # A resync round of the unchanged cluster: the timers call reconcile again with the written status.
+    start = time.perf_counter()
+    patched = 0
+    for i, spec in enumerate(all_specs):
+        outcome = await reconcile(
+            raw_spec=spec,
+            old_status=statuses[i],
+            generation=1,
+            namespace=f"ns{i % 100}",
+            name=f"md-{i}",
+            nodes=inventory,
+            store=store,
+            metrics=metrics,
+            config=config,
+        )
+        patched += outcome.status is not None
+    resync = time.perf_counter() - start
     return {
         "deployments": deployments,
         "nodes": node_count,
@@ -117,6 +138,9 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
         "index_s": round(index_s, 2),
         "wall_s": round(wall, 2),
         "per_deployment_ms": round(1000 * wall / deployments, 2),
+        "distinct_specs": len({json.dumps(s, sort_keys=True) for s in all_specs}),
+        "resync_round_s": round(resync, 2),
+        "resync_patches": patched,
         "verdicts": verdicts,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

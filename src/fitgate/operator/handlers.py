@@ -25,7 +25,7 @@ from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import Inventory
-from fitgate.operator.logic import admit, reconcile
+from fitgate.operator.logic import admit, forget, reconcile
 from fitgate.operator.managed import remove_empty_async
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.nodewatch import NodeWatch
@@ -362,7 +362,8 @@ async def modeldeployment_reevaluate(
 
 @kopf.on.delete(*MD, optional=True)
 def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
-    """Forget a deleted deployment's metrics (optional: never blocks deletion with a finalizer)."""
+    """Forget a deleted deployment's metrics and last evaluation (optional: never blocks deletion with a finalizer)."""
+    forget(namespace or "", name or "")
     metrics = getattr(memo, "metrics", None)
     if isinstance(metrics, Metrics):
         metrics.forget(namespace or "", name or "")

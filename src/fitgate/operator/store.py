@@ -194,6 +194,11 @@ class FactsStore:
             return age < self.retry_after_s
         return age < self.ttl_s  # facts, and definitive errors (access may be granted later)
 
+    def fresh(self, ref: ModelRef) -> Known | None:
+        """What is known now if it is still fresh; starts nothing (the resync fast path asks this)."""
+        known = self._known.get(_key(ref))
+        return known if self._fresh(known) else None
+
     def peek(self, ref: ModelRef) -> Known | None:
         """What is known now; starts a resolution in the background if nothing fresh is."""
         key = _key(ref)
