@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -87,3 +88,41 @@ def test_any_change_plans_again(evaluations: list[str], change: str) -> None:
     assert evaluations.count("status") == 2  # not answered from the memo: rendered again
     if change == "status":
         assert outcome.status is not None  # the right status is written back
+
+
+def test_a_slow_evaluation_never_holds_up_a_review_already_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: a new spec's evaluation ran on the event loop, so every review queued behind it
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    config = OperatorConfig(webhook_port=0, metrics_port=0)
+    slow_spec = {**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 3000}}
+    real = logic.evaluate
+    calls: list[int] = []
+
+    def slow(spec: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(spec.workload.concurrent_requests)
+        if spec.workload.concurrent_requests == 3:
+            time.sleep(1.0)  # stands for a misfit's suggestions on a busy machine
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", slow)
+
+    async def scenario() -> tuple[float, int]:
+        await logic.admit(raw_spec=SPEC, nodes=nodes, store=store, config=config, dryrun=False)  # now cached
+        start = time.perf_counter()
+        slow_reviews = [
+            asyncio.ensure_future(
+                logic.admit(raw_spec=slow_spec, nodes=nodes, store=store, config=config, dryrun=False)
+            )
+            for _ in range(5)
+        ]
+        await asyncio.sleep(0.1)  # the slow evaluation is under way
+        answer = await logic.admit(raw_spec=SPEC, nodes=nodes, store=store, config=config, dryrun=False)
+        waited = time.perf_counter() - start
+        assert answer.allowed
+        outcomes = await asyncio.gather(*slow_reviews)
+        assert len({o.message for o in outcomes}) == 1
+        return waited, calls.count(3)
+
+    waited, slow_evaluations = asyncio.run(scenario())
+    assert waited < 0.6  # from the slow reviews' start; answered while the 1 s evaluation ran (it waited the whole second before)
+    assert slow_evaluations == 1  # five concurrent reviews of one new spec: one evaluation

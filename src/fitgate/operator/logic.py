@@ -5,9 +5,11 @@ Both go through :func:`fitgate.operator.evaluate.evaluate`, so the webhook and t
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -164,6 +166,7 @@ async def _evaluate(
     blocking: bool,
     namespace: str = "",
     prices: GpuPrices | None = None,
+    lane: str = "admission",
 ) -> tuple[Evaluation, bool]:
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
 
@@ -182,7 +185,7 @@ async def _evaluate(
         )
         fallback = await store.provisional(spec.model, timeout_s)
         if fallback is not None:
-            ev, _ = _evaluate_known(spec, nodes, fallback, namespace, prices)
+            ev, _ = await _evaluate_known(spec, nodes, fallback, namespace, prices, lane)
             note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
             first = f"fitgate: {note}"
             pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
@@ -190,15 +193,28 @@ async def _evaluate(
             return replace(ev, provisional=(pending, note)), True
     if known is None:
         return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
-    return _evaluate_known(spec, nodes, known, namespace, prices)
+    return await _evaluate_known(spec, nodes, known, namespace, prices, lane)
 
 
-def _evaluate_known(
+#: Evaluations run off the event loop, so a new spec's plan and suggestions (10 ms and more for a misfit)
+#: never hold up the reviews and handlers behind it; admission and reconcile each have their own lane, so
+#: reviews never queue behind a resync or a cold start's reconciles (issue 23). One thread a lane: the
+#: work is pure Python, and the GIL lets the event loop in between.
+_LANES = {
+    "admission": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-admission"),
+    "reconcile": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-reconcile"),
+}
+#: Evaluations under way, by cache key: ten reviews of the same new spec wait on one evaluation.
+_INFLIGHT: dict[str, asyncio.Future[Evaluation]] = {}
+
+
+async def _evaluate_known(
     spec: ModelDeploymentSpec,
     nodes: Inventory | Iterable[NodeGPUs],
     known: Known,
     namespace: str = "",
     prices: GpuPrices | None = None,
+    lane: str = "admission",
 ) -> tuple[Evaluation, bool]:
     if known.model is None:
         reason = ReasonCode(known.reason) if known.reason else None
@@ -207,10 +223,25 @@ def _evaluate_known(
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = f"{namespace}/{prices}/{spec.model_dump_json()}"
     cached = _CACHE.get(key, inventory, known)
-    if cached is None:
-        cached = evaluate(spec, known.model, inventory, facts=known.facts, namespace=namespace, prices=prices)
-        _CACHE.put(key, inventory, known, cached)
-    return cached, False
+    if cached is not None:
+        return cached, False
+    flight = f"{id(inventory)}/{id(known)}/{key}"
+    running = _INFLIGHT.get(flight)
+    if running is None:
+        model = known.model
+        running = asyncio.ensure_future(
+            asyncio.get_running_loop().run_in_executor(
+                _LANES[lane],
+                functools.partial(
+                    evaluate, spec, model, inventory, facts=known.facts, namespace=namespace, prices=prices
+                ),
+            )
+        )
+        _INFLIGHT[flight] = running
+        running.add_done_callback(lambda _: _INFLIGHT.pop(flight, None))
+    evaluation = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
+    _CACHE.put(key, inventory, known, evaluation)
+    return evaluation, False
 
 
 async def reconcile(
@@ -260,6 +291,7 @@ async def reconcile(
             True,
             namespace,
             prices_for(spec, config),
+            lane="reconcile",
         )
         if pending:
             retry = min(max(config.resync_s, 5.0), 60.0)

@@ -168,7 +168,8 @@ async def evaluate_workload(
     spec = _spec_or_verdict(reading)
     if isinstance(spec, WorkloadVerdict):
         return spec
-    ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking, reading.namespace)
+    lane = "reconcile" if blocking else "admission"  # the audit never holds up a review
+    ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking, reading.namespace, lane=lane)
     return finish(reading, ev)
 
 
