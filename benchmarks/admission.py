@@ -3,24 +3,35 @@
 Starts the loopback control plane (e2e/controlplane, built if needed), installs the CRD and GPU nodes
 (H100, L4, MIG A100), runs `fitgate operator` with its TLS webhook on 127.0.0.1, warms the
 checkpoint cache with one review, then sends ``--requests`` AdmissionReviews from ``--concurrency``
-concurrent clients over HTTPS (keep-alive): a rotation of a fitting, a tight and a misfit spec
-(the misfit computes its suggestions). Latency is measured at the client.
+concurrent clients over HTTPS (keep-alive). Latency is measured at the client. Three cases (issue 23):
 
-Usage: python benchmarks/admission.py [--concurrency N ...] [--requests M]
-Ends with one JSON line per concurrency: {"concurrency": N, "p50_ms": ..., "p99_ms": ..., ...}
+* ``cached``: a rotation of a fitting, a tight and a misfit spec, each already evaluated (GitOps
+  re-applies, retries, dry runs);
+* ``new``: every review a spec never seen before (what a ``kubectl apply`` of a changed spec is): the
+  same three, each with its own workload, so every misfit computes its suggestions;
+* ``bare``: the same client against ``benchmarks/bare_webhook.py`` (aiohttp + the same TLS certificate,
+  answering ``allowed: true``): the floor, so each fitgate figure is also given as a ratio to it.
+
+Usage: python benchmarks/admission.py [--concurrency N ...] [--requests M] [--cases bare cached new]
+Ends with one JSON line per case and concurrency: {"case", "concurrency", "p50_ms", "p99_ms", "ratio_p50"...}
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
+import itertools
 import json
+import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -33,7 +44,18 @@ from e2e.test_operator import FITS, MISFIT, TIGHT
 REPO = Path(__file__).resolve().parents[1]
 
 
-async def run(url: str, ca: Path, concurrency: int, requests: int) -> list[float]:
+_FRESH = itertools.count(1)
+
+
+def fresh(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with a workload no review has used yet: a new cache key, so a full evaluation."""
+    out = copy.deepcopy(spec)
+    n = next(_FRESH)
+    out["workload"] = {"concurrentRequests": 1 + n % 64, "contextTokens": 1000 + n}
+    return out
+
+
+async def run(url: str, ca: Path, concurrency: int, requests: int, new: bool = False) -> list[float]:
     context = ssl.create_default_context(cafile=str(ca))
     specs = [FITS, TIGHT, MISFIT]
     latencies: list[float] = []
@@ -49,7 +71,8 @@ async def run(url: str, ca: Path, concurrency: int, requests: int) -> list[float
                     i = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                body = admission_review(specs[i % len(specs)], f"bench-{uuid.uuid4().hex[:8]}")
+                spec = specs[i % len(specs)]
+                body = admission_review(fresh(spec) if new else spec, f"bench-{uuid.uuid4().hex[:8]}")
                 start = time.perf_counter()
                 async with session.post(url, json=body) as response:
                     payload = await response.json()
@@ -60,28 +83,56 @@ async def run(url: str, ca: Path, concurrency: int, requests: int) -> list[float
     return latencies
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 50])
     parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--cases", nargs="+", default=["bare", "cached", "new"], choices=["bare", "cached", "new"])
     args = parser.parse_args()
     with operator_on_gpu_nodes() as (_kube, op, workdir):
         url = f"https://127.0.0.1:{op.webhook_port}/fit"
-        asyncio.run(run(url, workdir / "ca.crt", 1, 6))  # warm the checkpoint cache
-        for n in args.concurrency:
-            lat = sorted(asyncio.run(run(url, workdir / "ca.crt", n, args.requests)))
-            print(
-                json.dumps(
-                    {
+        ca = workdir / "ca.crt"
+        asyncio.run(run(url, ca, 1, 6))  # warm the checkpoint cache
+        bare_port = _free_port()
+        bare = subprocess.Popen(
+            [sys.executable, str(REPO / "benchmarks" / "bare_webhook.py"), str(workdir / "tls.crt"),
+             str(workdir / "tls.key"), str(bare_port)]
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", bare_port)) == 0:
+                        break
+                time.sleep(0.1)
+            floor: dict[int, float] = {}
+            for n in args.concurrency:
+                for case in args.cases:
+                    target = f"https://127.0.0.1:{bare_port}/fit" if case == "bare" else url
+                    lat = sorted(asyncio.run(run(target, ca, n, args.requests, new=case == "new")))
+                    p50 = statistics.median(lat)
+                    if case == "bare":
+                        floor[n] = p50
+                    row = {
+                        "case": case,
                         "concurrency": n,
                         "requests": len(lat),
-                        "p50_ms": round(statistics.median(lat), 2),
+                        "p50_ms": round(p50, 2),
                         "p99_ms": round(lat[int(0.99 * (len(lat) - 1))], 2),
                         "max_ms": round(lat[-1], 2),
                     }
-                ),
-                flush=True,
-            )
+                    if n in floor:
+                        row["ratio_p50"] = round(p50 / floor[n], 2)
+                    print(json.dumps(row), flush=True)
+        finally:
+            bare.terminate()
+            bare.wait(timeout=10)
     return 0
 
 
