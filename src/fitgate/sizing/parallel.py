@@ -273,3 +273,26 @@ def all2all_uncounted(arch: ModelArchitecture, layout: ParallelLayout) -> bool:
         and layout.data_parallel_size > 1
         and layout.all2all_backend not in ("allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency")
     )
+
+
+#: The most characters of an ``--eplb-config`` fitgate parses (vLLM's are a few dozen).
+MAX_EPLB_CONFIG_CHARS = 4096
+
+
+def parse_eplb_config(text: str) -> int:
+    """``num_redundant_experts`` of vLLM's ``--eplb-config`` JSON (``EPLBConfig``, config/parallel.py 0.33.0 L63-77).
+
+    The other keys (window_size, step_interval, policy, ...) do not change memory; 0 when absent.
+    """
+    import json  # noqa: PLC0415 - only this parser needs it
+
+    if len(text) > MAX_EPLB_CONFIG_CHARS:
+        raise SizingError("eplb_config", f"{len(text)} characters", f"at most {MAX_EPLB_CONFIG_CHARS}")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise SizingError("eplb_config", text[:80], 'a JSON object such as {"num_redundant_experts": 32}') from None
+    if not isinstance(doc, dict):
+        raise SizingError("eplb_config", text[:80], 'a JSON object such as {"num_redundant_experts": 32}')
+    value = doc.get("num_redundant_experts", 0)
+    return _whole(value, "eplb_config.num_redundant_experts", 0, 1 << 16)

@@ -476,7 +476,7 @@ def _parallel_notes(arch: ModelArchitecture, rs: ResolvedServing) -> list[str]:
             f"data parallelism without --enable-expert-parallel: vLLM TP-shards every expert over TP {tp} x DP {dp} "
             f"= {lay.moe_tp} GPUs (fused_moe/config.py 0.33.0 L1105-1114)"
         )
-    if moe is not None and dp > 1:
+    if moe is not None and dp > 1 and (not lay.expert_parallel or lay.all2all_backend == "allgather_reducescatter"):
         notes.append(
             "the MoE workspace is sized for this rank's max_num_batched_tokens; tokens the DP ranks gather into "
             "one MoE call (allgather_reducescatter) are not counted"
