@@ -14,6 +14,7 @@ from typing import Any
 
 from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
+from fitgate.sizing.parallel import ALL2ALL_BACKENDS
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
 
@@ -93,7 +94,16 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         offline=s.usage_context == "LLM_CLASS",
         speculative_method=canonical_method(s.speculative_method),
         speculative_tokens=s.speculative_tokens,
+        data_parallel_size=s.data_parallel_size or 1,
+        data_parallel_size_local=s.data_parallel_size_local,
+        enable_expert_parallel=bool(s.enable_expert_parallel),
+        enable_eplb=bool(s.enable_eplb),
+        num_redundant_experts=s.num_redundant_experts or 0,
+        all2all_backend=s.all2all_backend if s.all2all_backend in ALL2ALL_BACKENDS else None,
+        decode_context_parallel_size=s.decode_context_parallel_size or 1,
     )
+    if s.all2all_backend is not None and s.all2all_backend not in ALL2ALL_BACKENDS:
+        notes.append(f"all2all backend {s.all2all_backend}: not one fitgate knows; planned with the default")
     return serving, notes
 
 
