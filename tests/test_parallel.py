@@ -431,3 +431,19 @@ def test_kimi_k2_does_not_fit_one_h200_node_even_with_ep() -> None:
         corpus("moonshotai__Kimi-K2-Instruct"), H200, ServingConfig(data_parallel_size=8, enable_expert_parallel=True)
     )
     assert p.verdict is Verdict.DOES_NOT_FIT and p.per_gpu.weights_bytes > p.per_gpu.budget_bytes
+
+
+def test_no_publicly_run_configuration_in_the_parallelism_table_is_denied() -> None:
+    # benchmarks/parallel_table.py prints docs/parallelism.md's table from the code; every row it cites to a recipe
+    # or guide (vllm-project/recipes, llm-d wide-EP, the Kimi K2 model card) must be admitted
+    import importlib.util  # noqa: PLC0415
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "parallel_table.py"
+    spec = importlib.util.spec_from_file_location("parallel_table", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = mod.table("H200")
+    documented = [r for r in rows if r["documented"]]
+    assert len(documented) >= 10
+    assert [r for r in documented if r["verdict"] == "DoesNotFit"] == []
