@@ -452,3 +452,23 @@ def test_no_publicly_run_configuration_in_the_parallelism_table_is_denied() -> N
     documented = [r for r in rows if r["documented"]]
     assert len(documented) >= 10
     assert [r for r in documented if r["verdict"] == "DoesNotFit"] == []
+
+
+def test_a_multi_node_ep_group_at_a_very_high_budget_is_tight_not_denied() -> None:
+    # aws-do-eks PR #79: an EP16 group (TP 8 x DP 2, two nodes) holds 4.11-4.57 GiB per B200 before vLLM's snapshot
+    # and could not start at --gpu-memory-utilization 0.98 (1 - 0.98 of 178.35 GiB = 3.57 GiB outside the budget);
+    # fitgate warns (Tight) and never denies on this fitted figure
+    b200 = lookup_gpu("B200", "--gpu")
+    m = model("deepseek-ai/DeepSeek-V3")
+    wide = ServingConfig(
+        tensor_parallel_size=8,
+        data_parallel_size=2,
+        data_parallel_size_local=1,
+        enable_expert_parallel=True,
+        gpu_memory_utilization=0.98,
+    )
+    p = plan(m, b200, wide)
+    assert p.verdict is Verdict.TIGHT
+    assert any("multi-node EP group's communicators (~4.57 GiB)" in r.message for r in p.reasons)
+    one_node = plan(m, b200, ServingConfig(tensor_parallel_size=8, gpu_memory_utilization=0.98))
+    assert not any("communicators" in r.message for r in one_node.reasons)

@@ -108,6 +108,12 @@ DEEPEP_BUFFER_BYTES = 1024 * MiB
 #: DeepEP's ``NUM_BUFFER_ALIGNMENT_BYTES`` (csrc/kernels/configs.cuh).
 DEEPEP_ALIGNMENT = 128
 MAX_DATA_PARALLEL = 1024
+#: What a multi-node EP group holds on each GPU *before* vLLM's memory snapshot (CUDA context, the TP and the
+#: cross-node DP/EP NCCL communicators, the network rails), outside the gpu_memory_utilization budget. The
+#: source leaves it to NCCL; fitted on the one public measurement: 4.11-4.57 GiB per B200 in a TP 8 x DP 2 EP16
+#: decode group that could not start at 0.98 while the same image at single-node TP 8 did
+#: (https://github.com/aws-samples/aws-do-eks/pull/79). Used only for the Tight headroom check, never to deny.
+EP_INTERNODE_RESIDENT_BYTES = int(4.57 * 1024**3)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
+    EP_INTERNODE_RESIDENT_BYTES,
     all2all_buffer_bytes,
     all2all_uncounted,
     local_experts,
@@ -595,14 +596,18 @@ def _verdict(
     reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
     if not g.cuda_graphs_in_budget:
         reserve += worst.profile.cuda_graph_bytes
+    # an EP group across nodes holds its NCCL communicators before vLLM's snapshot (fitgate.sizing.parallel)
+    communicators = EP_INTERNODE_RESIDENT_BYTES if rs.parallel.internode else 0
+    reserve += communicators
     if g.outside_budget_bytes < reserve:
         soft.append(
             Reason(
                 "LowHeadroomOutsideBudget",
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
                 f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), "
-                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)}) "
-                f"and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
+                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)})"
+                + (f", a multi-node EP group's communicators (~{fmt_gib(communicators)})" if communicators else "")
+                + f" and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
             )
         )
     if soft:
