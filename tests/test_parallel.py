@@ -472,3 +472,15 @@ def test_a_multi_node_ep_group_at_a_very_high_budget_is_tight_not_denied() -> No
     assert any("multi-node EP group's communicators (~4.57 GiB)" in r.message for r in p.reasons)
     one_node = plan(m, b200, ServingConfig(tensor_parallel_size=8, gpu_memory_utilization=0.98))
     assert not any("communicators" in r.message for r in one_node.reasons)
+
+
+def test_a_dp_workloads_fix_counts_its_gpus_once(tmp_path: Path) -> None:
+    from fitgate.operator.offline import check_files  # noqa: PLC0415
+
+    # DP 8 + EP on 8 x H100: 96 GiB of weights per 80 GiB card. The fix is TP 2 in each of the 8 ranks:
+    # TP 2 x DP 8 = 16 GPUs in the pod (the suggestion's GPUs already include DP; not 16 x 8)
+    f = tmp_path / "dp8.yaml"
+    f.write_text(yaml.safe_dump(_deployment(["deepseek-ai/DeepSeek-V3", "-dp", "8", "-ep"])))
+    (result,) = check_files([str(f)], gpu_name="H100", gpus_per_node=8)
+    assert result.verdict == "DoesNotFit"
+    assert "add `--tensor-parallel-size 2`, set nvidia.com/gpu: 16" in result.line()

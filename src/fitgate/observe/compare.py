@@ -258,8 +258,10 @@ def render_compare_text(doc: dict[str, Any]) -> str:
     lines = [
         f"fitgate compare: {p['model']['name']} on {p['gpu']['count']} x {p['gpu']['name']} "
         f"({fmt_gib(p['gpu']['memory_bytes'])} each), vLLM {p['vllm_version']}",
-        f"  TP {serving['tensor_parallel_size']} x PP {serving['pipeline_parallel_size']}, "
-        f"max_model_len {p['max_model_len']}, dtype {serving['dtype']}, kv {serving['kv_cache_dtype']}, "
+        f"  TP {serving['tensor_parallel_size']} x PP {serving['pipeline_parallel_size']}"
+        + (f" x DP {serving['data_parallel_size']}" if serving.get("data_parallel_size", 1) > 1 else "")
+        + (" (EP)" if serving.get("enable_expert_parallel") else "")
+        + f", max_model_len {p['max_model_len']}, dtype {serving['dtype']}, kv {serving['kv_cache_dtype']}, "
         f"gpu_memory_utilization {serving['gpu_memory_utilization']}, max_num_seqs {serving['max_num_seqs']}, "
         f"max_num_batched_tokens {serving['max_num_batched_tokens']}",
         f"  log {doc['log']['path']}: {doc['log']['lines_recognised']} of {doc['log']['lines_read']} lines recognised; "
