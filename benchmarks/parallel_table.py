@@ -34,6 +34,7 @@ CODER_RECIPE = f"{RECIPES}:Qwen/Qwen3-Coder-480B-A35B.md L21-40 (8xH200 BF16: TP
 QWEN35_RECIPE = f"{RECIPES}:Qwen/Qwen3.5.md L110-128 (Qwen3.5-397B-A17B-FP8 on 8xH200: -dp 8 -ep)"
 GLM5_RECIPE = f"{RECIPES}:GLM/GLM5.md L46-60 (GLM-5.1-FP8 on 8xH200: TP8)"
 GPT_OSS_RECIPE = f"{RECIPES}:OpenAI/GPT-OSS.md L42-47 (TP 1/2/4/8 on H100/H200)"
+LLAMA4_POST = "blog.vllm.ai/2025/04/05/llama4.html (8xH200: Scout TP8 --max-model-len 3600000)"
 GLM52_GUIDE = (
     "llm-d/llm-d:guides/wide-ep-lws/modelserver/gpu/vllm-glm-5.2 (H200: DEP8 one node, DEP16 two nodes; "
     "max-model-len caps at ~108K on DEP8; decode 131072, fp8 KV, MTP 3, deepep_low_latency)"
@@ -99,9 +100,11 @@ ROWS = (
         settings=(("DP8+EP", GLM52_DEP8), ("DP16+EP (2 nodes)", GLM52_DEP16)),
     ),
     Row("gpt-oss-120b (mxfp4)", "openai__gpt-oss-120b", {"TP8": GPT_OSS_RECIPE}),
-    # Llama 4 Maverick's config is not in tests/corpus; Scout (16 experts) is in the catalog. Its 10M-token
-    # context would not fit one request's KV on any of these shapes, so 128K as deployments set it
-    Row("Llama 4 Scout (bf16, 128K)", "meta-llama/Llama-4-Scout-17B-16E-Instruct", {}, 131072),
+    # vLLM's Llama 4 post runs Maverick *FP8* at TP 8 on 8xH200 with a 1M context; this is the BF16 config
+    Row("Llama 4 Maverick (bf16, 1M)", "meta-llama__Llama-4-Maverick-17B-128E-Instruct", {}),
+    # Scout: 8xH200 TP 8 at --max-model-len 3600000 (blog.vllm.ai/2025/04/05/llama4.html); its 10M-token
+    # default context would not fit one request's KV
+    Row("Llama 4 Scout (bf16, 3.6M)", "meta-llama/Llama-4-Scout-17B-16E-Instruct", {"TP8": LLAMA4_POST}, 3600000),
 )
 
 
