@@ -1,9 +1,10 @@
 """Speed of ``fitgate recommend``'s search (pure sizing, warm model facts), on this machine.
 
-Usage: python benchmarks/recommend.py [--n 5]
+Usage: python benchmarks/recommend.py [--n 5] [--model deepseek-ai/DeepSeek-V3]
 Prints one JSON line: {"model": ..., "gpus": ..., "plans": ..., "options": ..., "search_s_p50": ...,
 "search_s_max": ...}: Llama-3.1-70B at 16 x 32768 tokens over the whole GPU catalog, up to 16 GPUs per
-replica, every KV dtype and quantization vLLM runs on each GPU. The target is <= 2 s.
+replica, every KV dtype and quantization vLLM runs on each GPU. The target is <= 2 s. ``--model
+deepseek-ai/DeepSeek-V3``: a 671B MoE, whose search also tries DP x TP shapes with expert parallelism.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=5)
+    parser.add_argument("--model", default=MODEL, help="a catalog model")
     args = parser.parse_args()
-    model = to_model_input(resolve(MODEL, source="catalog"))
+    model = to_model_input(resolve(args.model, source="catalog"))
     gpus = gpu_catalog()
     times: list[float] = []
     found = None
@@ -37,7 +39,7 @@ def main() -> int:
     print(
         json.dumps(
             {
-                "model": MODEL,
+                "model": args.model,
                 "gpus": len(gpus),
                 "plans": found.planned,
                 "options": len(found.options),

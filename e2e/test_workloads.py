@@ -386,3 +386,86 @@ def _dra_claim_deployments(kube: Kube, namespace: str) -> None:
     assert "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb" in denied.stderr, denied.stderr  # 8B bf16 on a 9.5 GiB MIG device
     apply(kube, ns, deployment("on-h100", "h100"))
     wait_annotated(kube, ns, "deployment", "on-h100", "Fits")
+
+
+#: Two H200 nodes (GPU Feature Discovery labels) for the expert-parallel workloads (docs/parallelism.md).
+H200_NODES = [
+    (
+        f"e2e-h200-{i}",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-H200",
+            "nvidia.com/gpu.memory": "143771",
+            "nvidia.com/gpu.count": "8",
+            "nvidia.com/gpu.family": "hopper",
+        },
+        {"nvidia.com/gpu": "8"},
+    )
+    for i in ("a", "b")
+]
+
+
+def _vllm_container(command: list[str]) -> dict[str, Any]:
+    return {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.33.0",
+        "command": command,
+        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+    }
+
+
+def test_expert_parallel_deployments_are_admitted(kube: Kube, operator: Operator, namespace: str) -> None:
+    """DeepSeek-V3 as vLLM's recipe (8xH200, DP8 + EP) and llm-d's wide-EP guide (DP16 + EP on 2 x 8 H200) run it.
+
+    vllm-project/recipes DeepSeek/DeepSeek-V3.md L66-76; llm-d guides/wide-ep-lws (LeaderWorkerSet of 2 pods,
+    ``--data-parallel-size 16 --data-parallel-size-local 8``; literal numbers here).
+    """
+    for name, labels, allocatable in H200_NODES:
+        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    ns = labelled(kube, namespace, "enforce")
+    selector = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    serve = ["vllm", "serve", "deepseek-ai/DeepSeek-V3"]
+    dp8 = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "dsv3-dp8-ep"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "dsv3"}},
+            "template": {
+                "metadata": {"labels": {"app": "dsv3"}},
+                "spec": {
+                    "nodeSelector": selector,
+                    "containers": [_vllm_container([*serve, "--data-parallel-size", "8", "--enable-expert-parallel"])],
+                },
+            },
+        },
+    }
+    apply(kube, ns, dp8)
+    wait_annotated(kube, ns, "deployment", "dsv3-dp8-ep", "Fits")
+    wide = ["-dp", "16", "-dpl", "8", "-ep", "--all2all-backend", "deepep_low_latency"]
+    leader = {"nodeSelector": selector, "containers": [_vllm_container([*serve, *wide])]}
+    worker = {
+        "nodeSelector": selector,
+        "containers": [_vllm_container([*serve, *wide, "--data-parallel-start-rank", "8", "--headless"])],
+    }
+    lws_ep = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "dsv3-wide-ep"},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "leaderTemplate": {"spec": leader},
+                "workerTemplate": {"spec": worker},
+            },
+        },
+    }
+    apply(kube, ns, lws_ep)
+    wait_annotated(kube, ns, "leaderworkerset", "dsv3-wide-ep", "Fits")
+    # and the false denial it replaces: the same Deployment at 4 GPUs is still refused, with the DP count
+    short = copy.deepcopy(dp8)
+    short["metadata"]["name"] = "dsv3-dp8-short"
+    short["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    result = apply(kube, ns, short, check=False)
+    assert result.returncode != 0
+    assert "vLLM needs 8 GPUs (TP 1 x PP 1 x DP 8)" in result.stderr

@@ -52,6 +52,9 @@ PUBLISHED_PARAMETERS = {
     "Qwen__Qwen2.5-VL-7B-Instruct": 8.29e9,
     "internlm__internlm3-8b-instruct": 35_216_965_632 / 4,
     "moonshotai__Kimi-K3": 2.8e12,
+    # "17B" is the active count; Meta's model card: 17B active, 128 experts, 400B total
+    # (huggingface.co/meta-llama/Llama-4-Maverick-17B-128E-Instruct)
+    "meta-llama__Llama-4-Maverick-17B-128E-Instruct": 400e9,
 }
 
 

@@ -444,7 +444,15 @@ def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -
     r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
     assert r is not None and r.invalid is None
     assert r.model == "Qwen/Qwen3-Coder-30B-A3B-Instruct"
-    assert r.serving == {"tensorParallelSize": 1, "gpuMemoryUtilization": 0.85, "maxModelLen": 8192}
+    # spec.parallelism data / dataLocal / expert are vLLM's -dp / -dpl / --enable-expert-parallel (docs/parallelism.md)
+    assert r.serving == {
+        "tensorParallelSize": 1,
+        "gpuMemoryUtilization": 0.85,
+        "maxModelLen": 8192,
+        "dataParallelSize": 16,
+        "dataParallelSizeLocal": 8,
+        "enableExpertParallel": True,
+    }
     assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 16, 16, 16)
     assert r.gpu_shortfall() is None
     assert any("--enforce-eager" in n for n in r.notes)

@@ -58,6 +58,7 @@ from fitgate.sizing import (
 )
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
+from fitgate.sizing.parallel import parse_eplb_config
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
@@ -86,6 +87,30 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+def _dp_text(s: dict[str, Any]) -> str:
+    """`` x DP 8 (EP 8)`` for the text header, empty for one engine rank."""
+    dp, ep = s.get("data_parallel_size", 1), s.get("expert_parallel_size", 1)
+    dcp = s.get("decode_context_parallel_size", 1)
+    return (f" x DP {dp}" if dp > 1 else "") + (f" (EP {ep})" if ep > 1 else "") + (f", DCP {dcp}" if dcp > 1 else "")
+
+
+def _parallel_flags(p: argparse.ArgumentParser) -> None:
+    """VLLM's data / expert / decode-context parallelism flags (docs/parallelism.md)."""
+    g = p.add_argument_group("data and expert parallelism (docs/parallelism.md)")
+    g.add_argument("--data-parallel-size", "-dp", type=_int, default=1, help="engine ranks of the deployment")
+    g.add_argument("--data-parallel-size-local", "-dpl", type=_int, help="engine ranks per node (default: all)")
+    g.add_argument(
+        "--enable-expert-parallel", "-ep", action="store_true", help="spread whole experts over TP x DP GPUs"
+    )
+    g.add_argument("--enable-eplb", action="store_true", help="expert-parallel load balancing")
+    g.add_argument("--eplb-config", help="vLLM's --eplb-config JSON, e.g. '{\"num_redundant_experts\": 32}'")
+    g.add_argument("--num-redundant-experts", type=_int, help="the older spelling of eplb_config.num_redundant_experts")
+    g.add_argument("--all2all-backend", help="vLLM's MoE all2all backend (default: allgather_reducescatter)")
+    g.add_argument(
+        "--decode-context-parallel-size", "-dcp", type=_int, default=1, help="ranks a request's KV is split over"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="fitgate", description="Plan vLLM's per-GPU memory before deploying.")
@@ -106,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--gpu-memory", help="device memory as CUDA reports it, e.g. 79.19GiB, 81559MiB, 80GB")
     p.add_argument("--tensor-parallel-size", "-tp", type=_int, default=1)
     p.add_argument("--pipeline-parallel-size", "-pp", type=_int, default=1)
+    _parallel_flags(p)
     p.add_argument("--max-model-len", type=_int, help="default: the model's max_position_embeddings")
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
@@ -317,7 +343,24 @@ def _serving(args: argparse.Namespace) -> ServingConfig:
         enforce_eager=args.enforce_eager,
         vllm_version=args.vllm_version,
         offline=args.offline_llm,
+        **_parallel_serving(args),
     )
+
+
+def _parallel_serving(args: argparse.Namespace) -> dict[str, Any]:
+    """ServingConfig's data / expert / decode-context fields from the plan flags."""
+    redundant = getattr(args, "num_redundant_experts", None)
+    if getattr(args, "eplb_config", None):
+        redundant = parse_eplb_config(args.eplb_config)
+    return {
+        "data_parallel_size": getattr(args, "data_parallel_size", 1),
+        "data_parallel_size_local": getattr(args, "data_parallel_size_local", None),
+        "enable_expert_parallel": getattr(args, "enable_expert_parallel", False),
+        "enable_eplb": getattr(args, "enable_eplb", False),
+        "num_redundant_experts": redundant or 0,
+        "all2all_backend": getattr(args, "all2all_backend", None),
+        "decode_context_parallel_size": getattr(args, "decode_context_parallel_size", 1),
+    }
 
 
 def _workload(args: argparse.Namespace, serving: ServingConfig, default_len: int) -> Workload | None:
@@ -359,7 +402,7 @@ def plan_document(
         "gpu": {
             "name": result.gpu.name,
             "memory_bytes": result.gpu.memory_bytes,
-            "count": rs.tensor_parallel_size * rs.pipeline_parallel_size,
+            "count": rs.tensor_parallel_size * rs.pipeline_parallel_size * rs.parallel.data_parallel_size,
         },
         "vllm_version": rs.vllm_version,
         "verdict": result.verdict.value,
@@ -400,6 +443,14 @@ def plan_document(
             "max_num_batched_tokens": rs.max_num_batched_tokens,
             "block_size": kv.block_size,
             "enforce_eager": rs.enforce_eager,
+            # data / expert / decode-context parallelism (docs/parallelism.md)
+            "data_parallel_size": rs.parallel.data_parallel_size,
+            "data_parallel_size_local": rs.parallel.data_parallel_size_local,
+            "enable_expert_parallel": rs.parallel.expert_parallel,
+            "expert_parallel_size": rs.parallel.ep_size,
+            "num_redundant_experts": rs.parallel.redundant_experts,
+            "all2all_backend": rs.parallel.all2all_backend,
+            "decode_context_parallel_size": rs.parallel.decode_context_parallel_size,
             "speculative_config": None
             if rs.speculative is None
             else {
@@ -495,7 +546,8 @@ def render_text(doc: dict[str, Any]) -> str:
     lines = [
         f"fitgate plan: {doc['model']['name']} on {doc['gpu']['count']} x {doc['gpu']['name']} "
         f"({fmt_gib(cap)} each), vLLM {doc['vllm_version']}",
-        f"  TP {s['tensor_parallel_size']} x PP {s['pipeline_parallel_size']}, max_model_len {doc['max_model_len']}, "
+        f"  TP {s['tensor_parallel_size']} x PP {s['pipeline_parallel_size']}{_dp_text(s)}, "
+        f"max_model_len {doc['max_model_len']}, "
         f"dtype {s['dtype']}, kv {s['kv_cache_dtype']}, gpu_memory_utilization {s['gpu_memory_utilization']}, "
         f"max_num_seqs {s['max_num_seqs']}, max_num_batched_tokens {s['max_num_batched_tokens']}",
         "",
@@ -645,6 +697,8 @@ def option_document(o: Option) -> dict[str, Any]:
         "gpu": o.gpu.name,
         "tensor_parallel_size": o.tensor_parallel_size,
         "pipeline_parallel_size": o.pipeline_parallel_size,
+        "data_parallel_size": o.data_parallel_size,  # > 1: with --enable-expert-parallel (docs/parallelism.md)
+        "enable_expert_parallel": o.expert_parallel,
         "kv_cache_dtype": o.kv_cache_dtype,
         "quantization": o.quantization,
         "gpus": o.gpus,
@@ -725,7 +779,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         d = option_document(o)
         per = d["usd_per_million_output_tokens"] if prices else d["gpu_hours_per_million_output_tokens"]
         print(
-            f"  {o.gpu.name:13s} {f'{o.tensor_parallel_size}x{o.pipeline_parallel_size}':>6s} {o.kv_cache_dtype:5s} "
+            f"  {o.gpu.name:13s} {_shape(o):>6s} {o.kv_cache_dtype:5s} "
             f"{o.quantization or 'as-is':7s} {o.verdict.value:8s} {fmt_gib(o.headroom_bytes):>10s} "
             f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
         )
@@ -733,6 +787,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         print(f"  ... {len(found.options) - args.limit} more (--limit, or --output json for all)")
     print(f"  {doc['basis']}")
     return EXIT_FITS
+
+
+def _shape(o: Option) -> str:
+    """``8x1`` (TP x PP), or ``1x8EP`` (TP x DP with expert parallelism)."""
+    if o.expert_parallel:
+        return f"{o.tensor_parallel_size}x{o.data_parallel_size}EP"
+    return f"{o.tensor_parallel_size}x{o.pipeline_parallel_size}"
 
 
 def _fit_workload(args: argparse.Namespace, model: Any) -> Workload:

@@ -14,6 +14,7 @@ from typing import Any
 
 from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
+from fitgate.sizing.parallel import ALL2ALL_BACKENDS
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
 
@@ -93,7 +94,16 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         offline=s.usage_context == "LLM_CLASS",
         speculative_method=canonical_method(s.speculative_method),
         speculative_tokens=s.speculative_tokens,
+        data_parallel_size=s.data_parallel_size or 1,
+        data_parallel_size_local=s.data_parallel_size_local,
+        enable_expert_parallel=bool(s.enable_expert_parallel),
+        enable_eplb=bool(s.enable_eplb),
+        num_redundant_experts=s.num_redundant_experts or 0,
+        all2all_backend=s.all2all_backend if s.all2all_backend in ALL2ALL_BACKENDS else None,
+        decode_context_parallel_size=s.decode_context_parallel_size or 1,
     )
+    if s.all2all_backend is not None and s.all2all_backend not in ALL2ALL_BACKENDS:
+        notes.append(f"all2all backend {s.all2all_backend}: not one fitgate knows; planned with the default")
     return serving, notes
 
 
@@ -248,8 +258,10 @@ def render_compare_text(doc: dict[str, Any]) -> str:
     lines = [
         f"fitgate compare: {p['model']['name']} on {p['gpu']['count']} x {p['gpu']['name']} "
         f"({fmt_gib(p['gpu']['memory_bytes'])} each), vLLM {p['vllm_version']}",
-        f"  TP {serving['tensor_parallel_size']} x PP {serving['pipeline_parallel_size']}, "
-        f"max_model_len {p['max_model_len']}, dtype {serving['dtype']}, kv {serving['kv_cache_dtype']}, "
+        f"  TP {serving['tensor_parallel_size']} x PP {serving['pipeline_parallel_size']}"
+        + (f" x DP {serving['data_parallel_size']}" if serving.get("data_parallel_size", 1) > 1 else "")
+        + (" (EP)" if serving.get("enable_expert_parallel") else "")
+        + f", max_model_len {p['max_model_len']}, dtype {serving['dtype']}, kv {serving['kv_cache_dtype']}, "
         f"gpu_memory_utilization {serving['gpu_memory_utilization']}, max_num_seqs {serving['max_num_seqs']}, "
         f"max_num_batched_tokens {serving['max_num_batched_tokens']}",
         f"  log {doc['log']['path']}: {doc['log']['lines_recognised']} of {doc['log']['lines_read']} lines recognised; "

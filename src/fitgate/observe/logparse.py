@@ -83,6 +83,14 @@ _SERVE_FLAGS = {
     "--dtype": "dtype",
     "--quantization": "quantization",
     "-q": "quantization",
+    # data / expert / decode-context parallelism (docs/parallelism.md); -ep is a switch, read below
+    "--data-parallel-size": "data_parallel_size",
+    "-dp": "data_parallel_size",
+    "--data-parallel-size-local": "data_parallel_size_local",
+    "-dpl": "data_parallel_size_local",
+    "--all2all-backend": "all2all_backend",
+    "--decode-context-parallel-size": "decode_context_parallel_size",
+    "-dcp": "decode_context_parallel_size",
 }
 _ENGINE = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v?([0-9][^)\s]{0,40})\) with config: (.*)$")
 _SERVER_VERSION = re.compile(r"vLLM API server version:? v?(\d+\.\d+[\w.+-]{0,40})")
@@ -184,6 +192,13 @@ _SETTING_KEYS = {
     "quantization": str,
     "speculative_method": str,
     "speculative_tokens": int,
+    "data_parallel_size": int,
+    "data_parallel_size_local": int,
+    "enable_expert_parallel": bool,
+    "enable_eplb": bool,
+    "all2all_backend": str,
+    "decode_context_parallel_size": int,
+    "num_redundant_experts": int,
 }
 _CONFIG_KEYS = {
     "model": "model",
@@ -196,6 +211,10 @@ _CONFIG_KEYS = {
     "kv_cache_dtype": "kv_cache_dtype",
     "speculative_method": "speculative_method",
     "speculative_tokens": "speculative_tokens",
+    # vllm/config/vllm.py 0.33.0 L2823-2826: the config line prints data_parallel_size and
+    # decode_context_parallel_size (not enable_expert_parallel: that is in the non-default args)
+    "data_parallel_size": "data_parallel_size",
+    "decode_context_parallel_size": "decode_context_parallel_size",
 }
 _KEY_VALUE = re.compile(r"(?:^|[\s,(])([a-z_]{1,40})=('(?:[^'\\]|\\.){0,4096}'|[^,)\s]{0,200})")
 _ARG_ITEM = re.compile(r"'([a-z_]{1,40})': ('(?:[^'\\]|\\.){0,4096}'|[^,}]{0,200})")
@@ -392,6 +411,11 @@ def _step_args(r: _Reader, line: str) -> None:
         # 'model' beats the positional 'model_tag' when both are printed (they are equal in practice)
         items.sort(key=lambda kv: kv[0] == "model_tag")
         items += [kv for key, value in list(items) if key == "speculative_config" for kv in _speculative_items(value)]
+        items += [
+            ("num_redundant_experts", value.get("num_redundant_experts"))
+            for key, value in list(items)
+            if key == "eplb_config" and isinstance(value, dict)
+        ]
         _settings_from(r, items, _ARG, _ARG_NAMES)
         return
     match = _ARGS_NAMESPACE.search(line)
@@ -419,6 +443,9 @@ def _step_serve(r: _Reader, line: str) -> None:
         flag, eq, inline = word.partition("=")
         if flag == "--enforce-eager":
             items.append(("enforce_eager", True))
+            continue
+        if flag in ("--enable-expert-parallel", "-ep", "--enable-eplb"):
+            items.append(("enable_eplb" if flag == "--enable-eplb" else "enable_expert_parallel", True))
             continue
         name = _SERVE_FLAGS.get(flag)
         if name is None:

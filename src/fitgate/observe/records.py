@@ -51,6 +51,14 @@ class RunSettings:
     usage_context: str | None = None
     speculative_method: str | None = None
     speculative_tokens: int | None = None
+    # data / expert / decode-context parallelism (docs/parallelism.md)
+    data_parallel_size: int | None = None
+    data_parallel_size_local: int | None = None
+    enable_expert_parallel: bool | None = None
+    enable_eplb: bool | None = None
+    all2all_backend: str | None = None
+    decode_context_parallel_size: int | None = None
+    num_redundant_experts: int | None = None
 
 
 @dataclass(frozen=True)

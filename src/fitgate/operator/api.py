@@ -152,6 +152,74 @@ class Serving(_Spec):
         alias="speculativeConfig",
         description="--speculative-config. Default: none (no speculative decoding).",
     )
+    # --- data / expert / decode-context parallelism (fitgate.sizing.parallel, docs/parallelism.md) ---
+    data_parallel_size: int | None = Field(
+        default=None,
+        alias="dataParallelSize",
+        ge=1,
+        le=1024,
+        description="--data-parallel-size as vLLM is given it: the engine ranks of the whole deployment, which the "
+        "expert-parallel group spans (TP x DP GPUs). Differs from placement.dataParallelSize (the ranks one replica's "
+        "pods hold) only when pods run a share of the ranks each (--data-parallel-rank). Default: "
+        "placement.dataParallelSize.",
+    )
+    data_parallel_size_local: int | None = Field(
+        default=None,
+        alias="dataParallelSizeLocal",
+        ge=0,
+        le=1024,
+        description="--data-parallel-size-local: engine ranks per node; fewer than dataParallelSize puts the "
+        "expert-parallel group on several nodes (DeepEP then adds RDMA buffers). Default: placement.dataParallelSize "
+        "/ placement.nodesPerReplica.",
+    )
+    enable_expert_parallel: bool = Field(
+        default=False,
+        alias="enableExpertParallel",
+        description="--enable-expert-parallel: each GPU of the TP x DP group holds whole experts (their share, the "
+        "remainder on the first ranks) instead of a TP slice of every expert. Default: false.",
+    )
+    enable_eplb: bool = Field(
+        default=False, alias="enableEplb", description="--enable-eplb (needs enableExpertParallel). Default: false."
+    )
+    num_redundant_experts: int = Field(
+        default=0,
+        alias="numRedundantExperts",
+        ge=0,
+        le=65536,
+        description="--eplb-config num_redundant_experts: extra expert copies per MoE layer spread over the EP "
+        "group (needs enableEplb). Default: 0.",
+    )
+    all2all_backend: (
+        Literal[
+            "allgather_reducescatter",
+            "deepep_high_throughput",
+            "deepep_low_latency",
+            "deepep_v2",
+            "mori_high_throughput",
+            "mori_low_latency",
+            "moonep",
+            "nixl_ep",
+            "flashinfer_all2allv",
+            "flashinfer_nvlink_two_sided",
+            "flashinfer_nvlink_one_sided",
+            "naive",
+            "pplx",
+        ]
+        | None
+    ) = Field(
+        default=None,
+        alias="all2allBackend",
+        description="--all2all-backend (or VLLM_ALL2ALL_BACKEND): DeepEP's buffers are counted per GPU; other "
+        "backends' are named in the status. Default: allgather_reducescatter.",
+    )
+    decode_context_parallel_size: int = Field(
+        default=1,
+        alias="decodeContextParallelSize",
+        ge=1,
+        le=64,
+        description="--decode-context-parallel-size: each GPU holds that share of every request's KV cache "
+        "(a divisor of tensorParallelSize). Default: 1.",
+    )
 
 
 class WorkloadSpec(_Spec):

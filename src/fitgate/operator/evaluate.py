@@ -139,6 +139,7 @@ def _search_alternatives(
                 kv_cache_dtypes=(serving.kv_cache_dtype,),
                 quantizations=(serving.quantization,),
                 fewest_gpus_only=True,
+                expert_parallel=False,  # an alternative's status has no data-parallel field
             )
         except SizingError:
             continue
@@ -169,7 +170,30 @@ def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         vllm_version=spec.engine.version,
         speculative_method=s.speculative_config.method if s.speculative_config else None,
         speculative_tokens=s.speculative_config.num_speculative_tokens if s.speculative_config else None,
+        **parallel_serving(spec),
     )
+
+
+def parallel_serving(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """ServingConfig's data / expert / decode-context fields (docs/parallelism.md).
+
+    vLLM's --data-parallel-size is the deployment's (spec.serving.dataParallelSize), else the replica's
+    ranks (placement.dataParallelSize); ranks per node default to those over placement.nodesPerReplica.
+    """
+    s, p = spec.serving, spec.placement
+    dp = s.data_parallel_size or p.data_parallel_size
+    local = s.data_parallel_size_local
+    if local is None and p.nodes_per_replica > 1 and dp > 1:
+        local = max(1, p.data_parallel_size // p.nodes_per_replica)
+    return {
+        "data_parallel_size": dp,
+        "data_parallel_size_local": None if local is None else min(local, dp),
+        "enable_expert_parallel": s.enable_expert_parallel,
+        "enable_eplb": s.enable_eplb,
+        "num_redundant_experts": s.num_redundant_experts,
+        "all2all_backend": s.all2all_backend,
+        "decode_context_parallel_size": s.decode_context_parallel_size,
+    }
 
 
 def workload_of(spec: ModelDeploymentSpec) -> Workload | None:

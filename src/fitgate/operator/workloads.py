@@ -111,7 +111,10 @@ def fix_in_args(reading: Reading, suggestion: Suggestion) -> str:
         if not flag.startswith("--"):
             continue
         parts.append(edit_of(reading, flag, value))
-    need = suggestion.gpus * reading.data_parallel
+    # suggestion.gpus is TP x PP x the deployment's DP (docs/parallelism.md); this replica holds its own share
+    old_dp = int(reading.serving.get("dataParallelSize") or reading.data_parallel or 1)
+    new_dp = int(dict(suggestion.changes).get("--data-parallel-size") or old_dp)
+    need = suggestion.gpus // new_dp * (reading.data_parallel * new_dp // old_dp)
     if need > reading.gpus_per_replica:
         per_pod = -(-need // reading.pods_per_replica)
         parts.append(f"set {reading.gpu_resource}: {per_pod}")

@@ -79,8 +79,15 @@ def estimate_profile(
     pooling: bool = False,
     compute_capability: str | None = None,
     decode_query_len: int = 1,
+    moe_tp: int | None = None,
+    all2all_bytes: int = 0,
 ) -> ProfileEstimate:
-    """Activation peak, non-torch increase and CUDA-graph memory of one GPU."""
+    """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
+
+    ``moe_tp``: GPUs each expert is TP-sharded over (1 with expert parallelism, TP x DP without;
+    :mod:`fitgate.sizing.parallel`), default ``tp``. ``all2all_bytes``: the all2all backend's buffers,
+    allocated after the start snapshot, so part of the non-torch increase.
+    """
     hidden = arch.hidden_size
     inter = _dense_intermediate(arch, layers) // tp
     if accounting.engine == "V0":
@@ -102,7 +109,7 @@ def estimate_profile(
     mxfp4 = arch.quantization is not None and arch.quantization.method == "mxfp4"
     moe = next((arch.layers[i].ffn for i in layers if isinstance(arch.layers[i].ffn, MoE)), None)
     if isinstance(moe, MoE) and not mxfp4 and accounting.engine == "V1":
-        n = moe.expert_intermediate_size // tp
+        n = moe.expert_intermediate_size // (moe_tp or tp)
         workspace = max_num_batched_tokens * moe.top_k * dtype_bytes * (max(2 * n, hidden) + n)
     activation = max(forward, sampler) + workspace
     return ProfileEstimate(
@@ -110,7 +117,7 @@ def estimate_profile(
         sampler_bytes=sampler,
         forward_bytes=forward,
         moe_workspace_bytes=workspace,
-        non_torch_bytes=non_torch_bytes(tp, pp, accounting, fabric),
+        non_torch_bytes=non_torch_bytes(tp, pp, accounting, fabric) + all2all_bytes,
         cuda_graph_bytes=0
         if enforce_eager
         else cuda_graph_bytes(

@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 from fitgate.sizing.dtypes import compute_capability_at_least, has_bfloat16
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.parallel import DEFAULT_ALL2ALL
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.reasons import ReasonCode
+from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import fmt_gib
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
@@ -63,6 +65,8 @@ def _try(model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Wor
 CHANGE_COST = {
     "--gpu-memory-utilization": 0,
     "--tensor-parallel-size": 0,  # paid in GPUs
+    "--data-parallel-size": 0,  # paid in GPUs
+    "--enable-expert-parallel": 0,
     "--enforce-eager": 1,
     "--kv-cache-dtype": 1,
     "--max-model-len": 2,
@@ -138,6 +142,8 @@ def _moves(
             if tp > rs.tensor_parallel_size
         ]
     )
+    if model.arch.is_moe:
+        kinds.append(_expert_parallel_moves(serving, workload, current))
     if rs.kv_dtype_bytes > 1:
         kinds.append(
             [
@@ -194,6 +200,42 @@ def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) ->
     )
 
 
+#: Engine-rank counts tried for a MoE model with expert parallelism (docs/parallelism.md).
+EP_DP_CHOICES = (2, 4, 8, 16)
+
+
+def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, current: Plan) -> list[_Move]:
+    """For a MoE model: whole experts over the GPUs it has, then over DP x TP GPUs (mildest first).
+
+    vLLM's EP group is TP x DP (fused_moe/config.py 0.33.0 L1105-1114, L1227-1244): more engine
+    ranks spread the experts thinner while attention stays TP-sharded in each rank.
+    """
+    rs = current.serving
+    lay, tp = rs.parallel, rs.tensor_parallel_size
+    moves = []
+    if not lay.expert_parallel and tp * lay.data_parallel_size > 1:
+        moves.append(
+            _Move(
+                (("--enable-expert-parallel", "true"),),
+                replace(serving, enable_expert_parallel=True),
+                workload,
+                f"whole experts over the same {tp * lay.data_parallel_size} GPUs",
+            )
+        )
+    for dp in EP_DP_CHOICES:
+        if dp <= lay.data_parallel_size or tp * rs.pipeline_parallel_size * dp > 64:
+            continue
+        moves.append(
+            _Move(
+                (("--data-parallel-size", str(dp)), ("--enable-expert-parallel", "true")),
+                replace(serving, data_parallel_size=dp, enable_expert_parallel=True),
+                workload,
+                f"{dp} engine ranks of TP {tp} with the experts spread over {tp * dp} GPUs",
+            )
+        )
+    return moves
+
+
 def suggest(
     model: ModelInput,
     gpu: GpuModel,
@@ -219,7 +261,11 @@ def suggest(
 
     def dominated(moves: tuple[_Move, ...]) -> bool:
         """A combination that cannot beat a Fits suggestion already found on both GPUs and cost."""
-        gpus = max((m.serving.tensor_parallel_size for m in moves), default=1) * rs_pp
+        gpus = (
+            max((m.serving.tensor_parallel_size for m in moves), default=1)
+            * max((m.serving.data_parallel_size for m in moves), default=1)
+            * rs_pp
+        )
         cost = sum(CHANGE_COST.get(flag, 3) for m in moves for flag, _ in m.changes)
         return any(s.verdict is Verdict.FITS and s.gpus <= gpus and s.cost <= cost for s, _ in found.values())
 
@@ -236,7 +282,7 @@ def suggest(
             return None
         if result.verdict in wanted and changes not in found:
             rs = result.serving
-            gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size
+            gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size * rs.parallel.data_parallel_size
             cost = sum(CHANGE_COST.get(flag, 3) for flag, _ in changes)
             summary = (
                 "; ".join(m.why for m in moves)
@@ -376,12 +422,52 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         args.append(EngineArg("--block-size", str(rs.block_size), "requested KV block size"))
     if rs.runner != "generate":
         args.append(EngineArg("--runner", rs.runner, "sized for this runner (no sampler warm-up, no lm_head)"))
+    args.extend(_parallel_args(rs))
     spec = rs.speculative
     if spec is not None and spec.counted:  # a drafter checkpoint's own keys are the user's: see the plan's note
         given = {"method": spec.method, "num_speculative_tokens": spec.num_tokens}
         why = f"{spec.drafter_layers} MTP layer(s) counted" if spec.drafter_layers else "no drafter memory"
         args.append(EngineArg("--speculative-config", json.dumps(given, separators=(",", ":")), why))
     return tuple(args)
+
+
+def _parallel_args(rs: ResolvedServing) -> list[EngineArg]:
+    """The data / expert / decode-context flags the plan was sized with (docs/parallelism.md)."""
+    lay, out = rs.parallel, []
+    if lay.data_parallel_size > 1:
+        out.append(
+            EngineArg(
+                "--data-parallel-size",
+                str(lay.data_parallel_size),
+                f"{lay.data_parallel_size} engine ranks of TP {rs.tensor_parallel_size} x PP "
+                f"{rs.pipeline_parallel_size}, each with its own KV cache",
+            )
+        )
+    if lay.data_parallel_size_local < lay.data_parallel_size:
+        out.append(EngineArg("--data-parallel-size-local", str(lay.data_parallel_size_local), "engine ranks per node"))
+    if lay.expert_parallel:
+        out.append(EngineArg("--enable-expert-parallel", "true", f"whole experts over {lay.ep_size} GPUs"))
+    if lay.eplb:
+        out.append(EngineArg("--enable-eplb", "true", "expert-parallel load balancing"))
+        if lay.redundant_experts:
+            out.append(
+                EngineArg(
+                    "--eplb-config",
+                    json.dumps({"num_redundant_experts": lay.redundant_experts}, separators=(",", ":")),
+                    f"{lay.redundant_experts} redundant experts per MoE layer, counted",
+                )
+            )
+    if lay.expert_parallel and lay.all2all_backend != DEFAULT_ALL2ALL:
+        out.append(EngineArg("--all2all-backend", lay.all2all_backend, "its buffers are sized in the plan's notes"))
+    if lay.decode_context_parallel_size > 1:
+        out.append(
+            EngineArg(
+                "--decode-context-parallel-size",
+                str(lay.decode_context_parallel_size),
+                "each GPU holds that share of every request's tokens",
+            )
+        )
+    return out
 
 
 def vllm_argv(args: tuple[EngineArg, ...]) -> list[str]:

@@ -26,6 +26,9 @@ from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Worklo
 
 TP_SIZES = (1, 2, 4, 8)
 PP_SIZES = (1, 2, 4, 8, 16)
+#: Engine ranks tried with ``--enable-expert-parallel`` for MoE models (PP 1): the wide-EP shapes of
+#: vLLM's expert-parallel deployment guide and llm-d's wide-EP guide (docs/parallelism.md).
+EP_DP_SIZES = (2, 4, 8, 16)
 MAX_GPUS = 64
 #: A GPU-hour costs this much in the ranking when no price is given (the ranking is then by GPU-hours).
 _UNPRICED = 1.0
@@ -44,11 +47,17 @@ class Option:
     headroom_bytes: int
     performance: Performance
     cost: Cost | None  # None when the GPU has no price
+    data_parallel_size: int = 1  # engine ranks with --enable-expert-parallel (MoE models; docs/parallelism.md)
+
+    @property
+    def expert_parallel(self) -> bool:
+        """A data-parallel, expert-parallel shape (``--data-parallel-size N --enable-expert-parallel``)."""
+        return self.data_parallel_size > 1
 
     @property
     def gpus(self) -> int:
         """GPUs per replica."""
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
     @property
     def gpu_hours_per_million_output_tokens(self) -> float:
@@ -105,6 +114,7 @@ def search(
     kv_cache_dtypes: tuple[str, ...] | None = None,
     quantizations: tuple[str | None, ...] | None = None,
     fewest_gpus_only: bool = False,
+    expert_parallel: bool = True,
 ) -> Search:
     """Every loadable configuration of ``model`` on ``gpus`` that holds ``workload``, cheapest first.
 
@@ -112,6 +122,7 @@ def search(
     that vLLM can run on each GPU). ``fewest_gpus_only`` keeps, per GPU product, KV dtype and
     quantization, only the smallest set that holds it (TP before PP at equal count): the question of
     ``fitgate gpus --fits`` and of the operator's alternatives, at a fraction of the plans.
+    ``expert_parallel``: also try DP x TP shapes with ``--enable-expert-parallel`` for a MoE model.
     """
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_GPUS:
         raise SizingError("--max-gpus", max_gpus, f"an integer from 1 to {MAX_GPUS}")
@@ -127,34 +138,43 @@ def search(
         price = prices.of(gpu) if prices is not None else None
         for quant in quantizations or _quantizations(model, gpu):
             for kv in kv_cache_dtypes or _kv_dtypes(gpu):
-                dead: set[tuple[int, int]] = set()
-                for tp, pp in _sets(max_gpus):
-                    if _weights_cannot_fit(model, gpu, tp * pp, quant) or (tp, pp) in dead:
+                dead: set[tuple[int, int, int]] = set()
+                for tp, pp, dp in _sets(max_gpus, model.arch.is_moe and expert_parallel):
+                    if _weights_cannot_fit(model, gpu, tp * pp * dp, quant) or (tp, pp, dp) in dead:
                         continue
                     serving = replace(
-                        base, tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv, quantization=quant
+                        base,
+                        tensor_parallel_size=tp,
+                        pipeline_parallel_size=pp,
+                        kv_cache_dtype=kv,
+                        quantization=quant,
+                        data_parallel_size=dp,
+                        enable_expert_parallel=dp > 1,
                     )
                     try:
                         result = plan(model, gpu, serving, workload)
                     except SizingError as exc:
                         if exc.field in ("tensor_parallel_size", "pipeline_parallel_size"):
-                            dead.update((tp, p) for p in PP_SIZES if p >= pp)  # e.g. TP not a divisor of the heads
-                            continue
+                            dead.update((tp, p, d) for p in PP_SIZES for d in (1, *EP_DP_SIZES) if p >= pp)
+                            continue  # e.g. TP not a divisor of the heads
                         raise
                     planned += 1
                     if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
-                        last_refusal = f"{gpu.name} x {tp * pp}: {result.reasons[0].message}"
+                        last_refusal = f"{gpu.name} x {tp * pp * dp}: {result.reasons[0].message}"
                         continue
+                    # with dp engine ranks the workload's batch is split over them: about the same tokens/s
                     perf = estimate(model, result)
                     cost = None
                     if price is not None:
-                        cost = replica_cost(price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million)
+                        cost = replica_cost(
+                            price, tp * pp * dp, perf.decode_tokens_per_s, utilization, api_usd_per_million
+                        )
                     headroom = result.per_gpu.headroom_bytes
-                    found.append((Option(gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost), result))
+                    found.append((Option(gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost, dp), result))
                     if fewest_gpus_only:
                         break
                     # deeper pipelines cost more GPUs for the same bytes per step
-                    dead.update((tp, p) for p in PP_SIZES if p > pp)
+                    dead.update((tp, p, dp) for p in PP_SIZES if p > pp)
     options = sorted((o for o, _ in found), key=_rank)
     reason = ""
     if not options:
@@ -170,10 +190,15 @@ def search(
     return Search(tuple(options), reason, planned)
 
 
-def _sets(max_gpus: int) -> list[tuple[int, int]]:
-    """(TP, PP) pairs of at most ``max_gpus`` GPUs, fewest GPUs first, TP before PP at equal count."""
-    pairs = [(tp, pp) for tp in TP_SIZES for pp in PP_SIZES if tp * pp <= max_gpus]
-    return sorted(pairs, key=lambda tp_pp: (tp_pp[0] * tp_pp[1], -tp_pp[0]))
+def _sets(max_gpus: int, moe: bool = False) -> list[tuple[int, int, int]]:
+    """(TP, PP, DP) of at most ``max_gpus`` GPUs, fewest GPUs first, TP before PP before DP + EP at equal count.
+
+    DP > 1 (with expert parallelism) only for MoE models and PP 1.
+    """
+    sets = [(tp, pp, 1) for tp in TP_SIZES for pp in PP_SIZES if tp * pp <= max_gpus]
+    if moe:
+        sets += [(tp, 1, dp) for tp in TP_SIZES for dp in EP_DP_SIZES if tp * dp <= max_gpus]
+    return sorted(sets, key=lambda s: (s[0] * s[1] * s[2], s[2] > 1, -s[0]))
 
 
 def _rank(o: Option) -> tuple[float, int, int, float]:

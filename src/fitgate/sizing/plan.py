@@ -31,11 +31,20 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture, Quantization
+from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture, MoE, Quantization
+from fitgate.sizing.parallel import (
+    BATCHED_DP_DEFAULT_TOKENS,
+    EP_INTERNODE_RESIDENT_BYTES,
+    all2all_buffer_bytes,
+    all2all_uncounted,
+    local_experts,
+    resolve_layout,
+    shared_experts_replicated,
+)
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
-from fitgate.sizing.units import GiB, fmt_gib
+from fitgate.sizing.units import GiB, cdiv, fmt_gib
 from fitgate.sizing.versions import VllmAccounting, accounting_for
 from fitgate.sizing.weights import pp_layer_ranges, weights_per_rank
 
@@ -139,6 +148,20 @@ def resolve_serving(
         chunked = max_len > 32768
         default_tokens = 2048 if chunked else max(max_len, 2048)
         seqs = serving.max_num_seqs or 256
+    layout = resolve_layout(
+        arch,
+        tp=tp,
+        pp=pp,
+        data_parallel_size=serving.data_parallel_size,
+        data_parallel_size_local=serving.data_parallel_size_local,
+        enable_expert_parallel=serving.enable_expert_parallel,
+        enable_eplb=serving.enable_eplb,
+        num_redundant_experts=serving.num_redundant_experts,
+        all2all_backend=serving.all2all_backend,
+        decode_context_parallel_size=serving.decode_context_parallel_size,
+    )
+    if layout.batched_dp_moe and accounting.engine == "V1":
+        default_tokens = BATCHED_DP_DEFAULT_TOKENS  # DeepEP low-latency / nixl_ep (arg_utils.py 0.33.0 L3166-3170)
     tokens = _positive_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
     kv_memory = _positive_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
     if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
@@ -175,6 +198,7 @@ def resolve_serving(
         interconnect=interconnect,
         runner=serving.runner,
         speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
+        parallel=layout,
     )
 
 
@@ -232,6 +256,10 @@ def _rank(
         runtime_quantization=_runtime_quantization(arch, rs.quantization),
         pooling=rs.runner == "pooling",
         drafter_layers=drafter,
+        moe_tp=rs.parallel.moe_tp,
+        ep_size=rs.parallel.ep_size,
+        redundant_experts=rs.parallel.redundant_experts,
+        shared_experts_replicated=shared_experts_replicated(arch, rs.parallel),
     )
     dtype_bytes = MODEL_DTYPES[rs.dtype]
     profile = estimate_profile(
@@ -249,6 +277,8 @@ def _rank(
         pooling=rs.runner == "pooling",
         compute_capability=gpu.compute_capability,
         decode_query_len=rs.decode_query_len,
+        moe_tp=rs.parallel.moe_tp,
+        all2all_bytes=all2all_buffer_bytes(arch, rs.parallel, rs.max_num_batched_tokens),
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
@@ -323,15 +353,19 @@ def plan(
     binding = min(range(len(ranks)), key=lambda i: (ranks[i].num_blocks, ranks[i].available_kv_bytes))
     worst = ranks[binding]
     blocks = worst.num_blocks
-    shape = ServingShape(rs.max_model_len, rs.max_num_batched_tokens, worst.layout.block_size)
+    # decode context parallelism: each GPU holds cdiv(tokens, dcp) of a request (fitgate.sizing.parallel)
+    dcp = rs.parallel.decode_context_parallel_size
+    per_gpu_len = cdiv(rs.max_model_len, dcp)
+    shape = ServingShape(per_gpu_len, rs.max_num_batched_tokens, worst.layout.block_size)
     one_request = max(
-        one_request_bytes(r.layout, ServingShape(rs.max_model_len, rs.max_num_batched_tokens, r.layout.block_size))
+        one_request_bytes(r.layout, ServingShape(per_gpu_len, rs.max_num_batched_tokens, r.layout.block_size))
         for r in ranks
     )
     workload_blocks = None
     workload_fraction = None
     if workload is not None:
-        wshape = ServingShape(workload.context_tokens, rs.max_num_batched_tokens, worst.layout.block_size)
+        wlen = cdiv(workload.context_tokens, dcp)
+        wshape = ServingShape(wlen, rs.max_num_batched_tokens, worst.layout.block_size)
         workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
         workload_fraction = workload_blocks / blocks if blocks else None
     conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
@@ -342,7 +376,7 @@ def plan(
         num_blocks=blocks,
         num_groups=len(worst.layout.groups),
         kinds=worst.layout.kinds,
-        reported_tokens=reported_tokens(worst.layout, blocks, shape, accounting) if blocks else 0,
+        reported_tokens=reported_tokens(worst.layout, blocks, shape, accounting) * dcp if blocks else 0,
         max_concurrency=conc,
         one_request_bytes=one_request,
         workload_blocks=workload_blocks,
@@ -419,7 +453,58 @@ def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAc
         )
     if not g.cuda_graphs_in_budget and not rs.enforce_eager:
         notes.append("CUDA graphs are captured after KV sizing and must fit outside the gpu_memory_utilization budget")
+    notes.extend(_parallel_notes(model.arch, rs))
     return tuple(notes)
+
+
+def _parallel_notes(arch: ModelArchitecture, rs: ResolvedServing) -> list[str]:
+    """What the data / expert / decode-context layout changed, and what of it is not counted."""
+    lay, notes = rs.parallel, []
+    moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
+    tp, dp = rs.tensor_parallel_size, lay.data_parallel_size
+    if moe is not None and lay.expert_parallel:
+        held = local_experts(moe.num_experts, lay.redundant_experts, lay.ep_size)
+        extra = f" + {lay.redundant_experts} redundant (EPLB)" if lay.redundant_experts else ""
+        notes.append(
+            f"expert parallelism: the experts are spread over TP {tp} x DP {dp} = {lay.ep_size} GPUs, whole; "
+            f"the fullest GPU holds {held} of {moe.num_experts}{extra} per MoE layer; attention and dense layers "
+            f"are TP {tp}-sharded in each of the {dp} engine ranks, each with its own KV cache"
+        )
+        if shared_experts_replicated(arch, lay):
+            notes.append("sequence-parallel MoE (EP, TP > 1, DP > 1): the shared experts are whole on every GPU")
+    elif moe is not None and dp > 1:
+        notes.append(
+            f"data parallelism without --enable-expert-parallel: vLLM TP-shards every expert over TP {tp} x DP {dp} "
+            f"= {lay.moe_tp} GPUs (fused_moe/config.py 0.33.0 L1105-1114)"
+        )
+    if moe is not None and dp > 1 and (not lay.expert_parallel or lay.all2all_backend == "allgather_reducescatter"):
+        notes.append(
+            "the MoE workspace is sized for this rank's max_num_batched_tokens; tokens the DP ranks gather into "
+            "one MoE call (allgather_reducescatter) are not counted"
+        )
+    if all2all_uncounted(arch, lay):
+        notes.append(f"all2all backend {lay.all2all_backend}: its buffers are sized inside its library; not counted")
+    elif moe is not None and lay.expert_parallel and dp > 1 and lay.all2all_backend.startswith("deepep"):
+        notes.append(
+            f"all2all backend {lay.all2all_backend}: its DeepEP buffers "
+            f"({fmt_gib(all2all_buffer_bytes(arch, lay, rs.max_num_batched_tokens))} per GPU) are counted as "
+            "non-torch memory"
+        )
+    if lay.decode_context_parallel_size > 1:
+        notes.append(
+            f"decode context parallelism {lay.decode_context_parallel_size}: each GPU holds 1/"
+            f"{lay.decode_context_parallel_size} of every request's tokens"
+        )
+        if any(
+            not isinstance(layer.mixer, MLA | Attention) or getattr(layer.mixer, "sliding_window", None)
+            for layer in arch.layers
+            if layer.mixer is not None
+        ):
+            notes.append(
+                "decode context parallelism: vLLM 0.33 supports it for full attention and MLA caches only "
+                "(sliding-window, chunked-local and Mamba managers assert dcp_world_size == 1)"
+            )
+    return notes
 
 
 def _verdict(
@@ -511,14 +596,18 @@ def _verdict(
     reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
     if not g.cuda_graphs_in_budget:
         reserve += worst.profile.cuda_graph_bytes
+    # an EP group across nodes holds its NCCL communicators before vLLM's snapshot (fitgate.sizing.parallel)
+    communicators = EP_INTERNODE_RESIDENT_BYTES if rs.parallel.internode else 0
+    reserve += communicators
     if g.outside_budget_bytes < reserve:
         soft.append(
             Reason(
                 "LowHeadroomOutsideBudget",
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
                 f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), "
-                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)}) "
-                f"and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
+                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)})"
+                + (f", a multi-node EP group's communicators (~{fmt_gib(communicators)})" if communicators else "")
+                + f" and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
             )
         )
     if soft:
@@ -539,7 +628,9 @@ def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, mo
 
     def fits(n: int) -> bool:
         for r in ranks:
-            shape = ServingShape(n, rs.max_num_batched_tokens, r.layout.block_size)
+            shape = ServingShape(
+                cdiv(n, rs.parallel.decode_context_parallel_size), rs.max_num_batched_tokens, r.layout.block_size
+            )
             if r.available_kv_bytes <= 0 or one_request_bytes(r.layout, shape) > r.available_kv_bytes:
                 return False
         return True

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from fitgate.sizing.parallel import ParallelLayout
 from fitgate.sizing.speculative import Speculative
 
 
@@ -31,6 +32,14 @@ class ServingConfig:
     # ``--speculative-config``: its method (``mtp``, ``ngram``, ``eagle3`` ...) and num_speculative_tokens
     speculative_method: str | None = None
     speculative_tokens: int | None = None
+    # --- data / expert / decode-context parallelism (fitgate.sizing.parallel, docs/parallelism.md) ---
+    data_parallel_size: int = 1  # --data-parallel-size: engine ranks of the whole deployment
+    data_parallel_size_local: int | None = None  # --data-parallel-size-local: ranks per node (None: all)
+    enable_expert_parallel: bool = False  # --enable-expert-parallel: experts spread over TP x DP GPUs
+    enable_eplb: bool = False  # --enable-eplb
+    num_redundant_experts: int = 0  # --eplb-config num_redundant_experts (or --num-redundant-experts)
+    all2all_backend: str | None = None  # --all2all-backend / VLLM_ALL2ALL_BACKEND; None: allgather_reducescatter
+    decode_context_parallel_size: int = 1  # --decode-context-parallel-size (-dcp)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class ResolvedServing:
     interconnect: str = "nvlink"
     runner: str = "generate"
     speculative: Speculative | None = None
+    parallel: ParallelLayout = field(default_factory=ParallelLayout)  # data / expert / decode-context parallelism
 
     @property
     def draft_tokens(self) -> int:

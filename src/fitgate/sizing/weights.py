@@ -554,9 +554,10 @@ _TP_SPLIT_ROLES = frozenset({Role.COLUMN, Role.ROW, Role.VISION})
 def _expert_padding(arch: ModelArchitecture, tp: int, mxfp4: bool) -> float:
     """How much larger one rank's experts are than ``1 / TP`` of the checkpoint's.
 
+    ``tp`` is the MoE layers' TP (1 under expert parallelism, TP x DP without; fitgate.sizing.parallel).
     Kimi K3 without expert parallelism pads ``moe_intermediate_size`` to
     ``min_intermediate_per_partition x TP`` when ``moe_intermediate_size // TP`` is below it
-    (vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427; fitgate sizes without EP). ``mxfp4``:
+    (vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427; with EP its TP is 1: no padding). ``mxfp4``:
     vLLM's MXFP4 kernels then pad the rank's intermediate to 128 and the expert width to 256
     (Hopper triton; fused_moe/oracle/mxfp4.py 0.33.0 L837-873 for the other backends: 128 / 128-256).
     """
@@ -585,6 +586,10 @@ def weights_per_rank(
     runtime_quantization: Quantization | None = None,
     pooling: bool = False,
     drafter_layers: tuple[int, ...] = (),
+    moe_tp: int | None = None,
+    ep_size: int = 1,
+    redundant_experts: int = 0,
+    shared_experts_replicated: bool = False,
 ) -> RankWeights:
     """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading.
 
@@ -595,6 +600,11 @@ def weights_per_rank(
     ``drafter_layers``: an MTP drafter on this (the last) stage, one model layer index per drafter layer,
     each sized as that layer plus its ``eh_proj`` (unquantized ``2 x hidden -> hidden``) and three RMSNorms;
     with pipeline parallelism it loads its own embedding (:mod:`fitgate.sizing.speculative`).
+
+    Expert and data parallelism (:mod:`fitgate.sizing.parallel`): ``moe_tp`` is the TP the experts are
+    sharded over (default ``tp``; TP x DP without EP, 1 with it); ``ep_size`` > 1 gives this GPU whole
+    experts, the fullest rank's ``ceil((E + redundant_experts) / ep_size)`` of each MoE layer's ``E``;
+    ``shared_experts_replicated`` (sequence-parallel MoE) keeps the shared experts whole on every GPU.
     """
     dtype_bytes = MODEL_DTYPES[dtype]
     stages = pp_layer_ranges(arch.num_layers, pp)
@@ -603,8 +613,9 @@ def weights_per_rank(
     kv = arch.kv_heads
     kv_factor = (max(1, kv // tp) / kv) if kv else 1 / tp
     vocab_factor = cdiv(round_up(arch.vocab_size, VOCAB_PADDING), tp) / arch.vocab_size
-    expert_padding = _expert_padding(arch, tp, mxfp4=False)
-    mxfp4 = _expert_padding(arch, tp, mxfp4=bool(arch.quantization and arch.quantization.method == "mxfp4"))
+    mtp = moe_tp or tp
+    expert_padding = _expert_padding(arch, mtp, mxfp4=False)
+    mxfp4 = _expert_padding(arch, mtp, mxfp4=bool(arch.quantization and arch.quantization.method == "mxfp4"))
     ple = arch.per_layer_embedding
     ple_factor = cdiv(round_up(ple.vocab_size, VOCAB_PADDING), tp) / ple.vocab_size if ple else 1.0
     total = 0.0
@@ -644,7 +655,8 @@ def weights_per_rank(
         elif role in _TP_SPLIT_ROLES:
             size /= tp
         elif role is Role.EXPERT:
-            size = size / tp * (mxfp4 if e.quantized else expert_padding)
+            size = size * _expert_share(arch, e.layer, mtp, ep_size, redundant_experts)
+            size *= mxfp4 if e.quantized else expert_padding
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size * copies
@@ -666,5 +678,41 @@ def weights_per_rank(
         if isinstance(m, MLA):
             # MLA backends keep W_UK / W_UV copies of kv_b_proj, dequantized, next to it.
             absorbed += m.kv_lora_rank * (m.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * dtype_bytes
+    if shared_experts_replicated and tp > 1:
+        total += (1 - 1 / tp) * _shared_expert_bytes(arch, layers, dtype_bytes, runtime_quantization)
     tensors = int(total)
     return RankWeights(tensors + rotary + absorbed, tensors, rotary, absorbed, int(embedding))
+
+
+def _expert_share(arch: ModelArchitecture, layer: int | None, moe_tp: int, ep_size: int, redundant: int) -> float:
+    """The part of a layer's stored experts one GPU holds.
+
+    Without EP: ``1 / moe_tp`` of every expert. With EP: whole experts, ``ceil((E + redundant) / ep)``
+    of the layer's ``E`` on the fullest rank (``determine_expert_map``, expert_map_manager.py 0.33.0
+    L71-74; redundant experts are copies of stored ones, fused_moe/layer.py L76-89).
+    """
+    if ep_size <= 1:
+        return 1 / moe_tp
+    ffn = arch.layers[layer].ffn if layer is not None and layer < arch.num_layers else None
+    moe = ffn if isinstance(ffn, MoE) else next((x.ffn for x in arch.layers if isinstance(x.ffn, MoE)), None)
+    if moe is None or not moe.num_experts:
+        return 1 / ep_size
+    return cdiv(moe.num_experts + redundant, ep_size) / moe.num_experts
+
+
+def _shared_expert_bytes(
+    arch: ModelArchitecture, layers: range, dtype_bytes: int, runtime_quantization: Quantization | None
+) -> float:
+    """Shared-expert bytes of these layers, from the architecture (gate, up and down projections).
+
+    Estimated: the inventory does not tell shared experts from other column / row linears.
+    """
+    numel = 0
+    for i in layers:
+        ffn = arch.layers[i].ffn
+        if isinstance(ffn, MoE) and ffn.shared_intermediate_size:
+            numel += (3 if ffn.gated else 2) * arch.hidden_size * ffn.shared_intermediate_size
+    q = runtime_quantization or arch.quantization
+    if q is not None and not q.experts_only:
+        return float(quantized_bytes(numel, q))
+    return float(numel * dtype_bytes)

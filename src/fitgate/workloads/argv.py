@@ -26,6 +26,7 @@ SHORT_FLAGS = {
     "-dpn": "--data-parallel-rank",
     "-dpr": "--data-parallel-start-rank",
     "-dcp": "--decode-context-parallel-size",
+    "-ep": "--enable-expert-parallel",  # arg_utils.py 0.33.0 L1304-1307
     "-n": "--nnodes",
     "-r": "--node-rank",
 }
@@ -45,6 +46,7 @@ BOOLEAN_FLAGS = frozenset(
         "--enable-log-requests",
         "--disable-custom-all-reduce",
         "--enable-expert-parallel",
+        "--enable-eplb",
         "--headless",
         "--async-scheduling",
         "--disable-frontend-multiprocessing",

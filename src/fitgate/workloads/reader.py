@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
@@ -73,6 +74,13 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--max-num-seqs": ("maxNumSeqs", "int"),
     "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
     "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
+    # data / expert / decode-context parallelism (docs/parallelism.md)
+    "--data-parallel-size": ("dataParallelSize", "int"),
+    "--data-parallel-size-local": ("dataParallelSizeLocal", "int"),
+    "--enable-expert-parallel": ("enableExpertParallel", "bool"),
+    "--enable-eplb": ("enableEplb", "bool"),
+    "--num-redundant-experts": ("numRedundantExperts", "int"),
+    "--decode-context-parallel-size": ("decodeContextParallelSize", "int"),
 }
 
 #: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
@@ -272,6 +280,48 @@ def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
     return {"method": method, **({"numSpeculativeTokens": tokens} if tokens is not None else {})}
 
 
+#: vLLM PR #33535 (2026-02) removed the VLLM_ALL2ALL_BACKEND variable (deprecated for --all2all-backend by
+#: PR #26732, "scheduled for removal in v0.15.0"): releases from this one ignore it.
+ALL2ALL_ENV_IGNORED_FROM = (0, 16, 0)
+
+
+def _expert_parallel(
+    flags: Mapping[str, str], env: Mapping[str, str], version: str | None, notes: list[str]
+) -> dict[str, Any]:
+    """``--eplb-config`` and the all2all backend (flag, else ``VLLM_ALL2ALL_BACKEND`` on older releases).
+
+    A backend vLLM has no name for, or a variable this release ignores, is named in the notes and left
+    out (sized with the default), never a denial.
+    """
+    out: dict[str, Any] = {}
+    if "--eplb-config" in flags:
+        value = flags["--eplb-config"]
+        if "$(" in value or value.startswith("$"):
+            raise _UnknownValueError(f"--eplb-config {value}: a variable not set in the container's env")
+        try:
+            out["numRedundantExperts"] = parse_eplb_config(value)
+        except SizingError as exc:
+            raise WorkloadError(f"--eplb-config: {exc}") from None
+    backend = flags.get("--all2all-backend")
+    if backend is None and env.get("VLLM_ALL2ALL_BACKEND"):
+        release = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3]) if version else None
+        if release is not None and release < ALL2ALL_ENV_IGNORED_FROM:
+            backend = env["VLLM_ALL2ALL_BACKEND"]
+        else:
+            notes.append(
+                f"VLLM_ALL2ALL_BACKEND={env['VLLM_ALL2ALL_BACKEND']}: vLLM 0.16 and later ignore it (use "
+                "--all2all-backend); sized with the default allgather_reducescatter"
+            )
+    if backend is not None:
+        if "$(" in backend or backend.startswith("$"):
+            raise _UnknownValueError(f"--all2all-backend {backend}: a variable not set in the container's env")
+        if backend in ALL2ALL_BACKENDS:
+            out["all2allBackend"] = backend
+        else:
+            notes.append(f"all2all backend {backend}: not one fitgate knows; its buffers are not counted")
+    return out
+
+
 def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
     """The data-parallel ranks of one replica: those of its one pod, or of all its ``pods``.
 
@@ -391,6 +441,7 @@ def _reading(
             speculative = _speculative(flags["--speculative-config"], more)
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
+        serving.update(_expert_parallel(flags, found.env, version, more))
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
@@ -508,6 +559,9 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         if isinstance(par.get(key), int) and not isinstance(par.get(key), bool):
             extra[flag] = str(par[key])
             origins[flag] = ("field", f"spec.parallelism.{key}")
+    if par.get("expert") is True:  # the controller passes --enable-expert-parallel (docs/parallelism.md)
+        extra["--enable-expert-parallel"] = "true"
+        origins["--enable-expert-parallel"] = ("field", "spec.parallelism.expert")
     containers = [as_dict(c) for c in as_list(template.get("containers"))]
     main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
     env = container_env(main.get("env"))
