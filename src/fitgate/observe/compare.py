@@ -93,6 +93,13 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         offline=s.usage_context == "LLM_CLASS",
         speculative_method=canonical_method(s.speculative_method),
         speculative_tokens=s.speculative_tokens,
+        # issue 20: LoRA slots, weight offload, KV connector
+        enable_lora=bool(s.enable_lora),
+        max_loras=s.max_loras if s.enable_lora else None,
+        max_lora_rank=s.max_lora_rank if s.enable_lora else None,
+        fully_sharded_loras=bool(s.fully_sharded_loras),
+        cpu_offload_bytes=int((s.cpu_offload_gb or 0) * GiB),
+        kv_connector=s.kv_connector,
     )
     return serving, notes
 

@@ -51,6 +51,13 @@ class RunSettings:
     usage_context: str | None = None
     speculative_method: str | None = None
     speculative_tokens: int | None = None
+    # issue 20: LoRA slots, weight offload, KV connector (non-default args / a pasted command line)
+    enable_lora: bool | None = None
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    fully_sharded_loras: bool | None = None
+    cpu_offload_gb: float | None = None
+    kv_connector: str | None = None
 
 
 @dataclass(frozen=True)

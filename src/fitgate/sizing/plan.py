@@ -12,9 +12,11 @@ The verdict follows from the numbers (see :func:`plan`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from fitgate.sizing import speculative
+from fitgate.sizing import lora as lora_slots
+from fitgate.sizing import offload, speculative
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
@@ -31,7 +33,16 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture, Quantization
+from fitgate.sizing.model import (
+    MLA,
+    Attention,
+    CompressedSparseMLA,
+    LinearAttention,
+    Mamba,
+    ModelArchitecture,
+    Quantization,
+    ShortConv,
+)
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
@@ -156,6 +167,32 @@ def resolve_serving(
         raise SizingError("block_size", block, "a multiple of 128 (MiniMax M3's 128-token sparse pages)")
     if serving.runner == "pooling" and (serving.speculative_method or serving.speculative_tokens):
         raise SizingError("speculative_config", serving.speculative_method, "none with --runner pooling")
+    # --- LoRA, weight offload, KV connectors (issue 20) ---
+    lora = lora_slots.resolve_lora(
+        enable=serving.enable_lora,
+        max_loras=serving.max_loras,
+        max_lora_rank=serving.max_lora_rank,
+        max_cpu_loras=serving.max_cpu_loras,
+        fully_sharded=serving.fully_sharded_loras,
+        lora_dtype=serving.lora_dtype,
+        model_dtype_bytes=MODEL_DTYPES[dtype],
+        tp=tp,
+    )
+    offload_bytes = serving.cpu_offload_bytes
+    if isinstance(offload_bytes, bool) or not isinstance(offload_bytes, int) or not 0 <= offload_bytes <= 1 << 50:
+        raise SizingError("cpu_offload_gb", offload_bytes, "a size from 0 to 1 PiB")
+    offload.check_kv_transfer(
+        serving.kv_connector,
+        serving.kv_role,
+        serving.kv_offloading_backend,
+        serving.kv_offloading_bytes,
+        serving.kv_buffer_device,
+    )
+    mm_cache = 4 * GiB if serving.mm_processor_cache_bytes is None else serving.mm_processor_cache_bytes
+    if isinstance(mm_cache, bool) or not isinstance(mm_cache, int) or not 0 <= mm_cache <= 1 << 50:
+        raise SizingError("mm_processor_cache_gb", mm_cache, "a size from 0 to 1 PiB")
+    if serving.mm_encoder_tp_mode not in ("weights", "data"):
+        raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
     return ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -175,6 +212,19 @@ def resolve_serving(
         interconnect=interconnect,
         runner=serving.runner,
         speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
+        lora=lora,
+        cpu_offload_bytes=offload_bytes,
+        kv_offloading_bytes=serving.kv_offloading_bytes,
+        kv_offloading_backend=serving.kv_offloading_backend,
+        kv_connector=offload.effective_connector(
+            serving.kv_connector, serving.kv_offloading_bytes, serving.kv_offloading_backend
+        ),
+        kv_role="kv_both" if serving.kv_offloading_bytes is not None else serving.kv_role,
+        kv_buffer_device=serving.kv_buffer_device,
+        limit_mm_per_prompt=serving.limit_mm_per_prompt,
+        mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
+        mm_processor_cache_bytes=mm_cache if arch.vision is not None else 0,
+        lora_target_modules=serving.lora_target_modules,
     )
 
 
@@ -249,6 +299,7 @@ def _rank(
         pooling=rs.runner == "pooling",
         compute_capability=gpu.compute_capability,
         decode_query_len=rs.decode_query_len,
+        graph_cases=lora_slots.graph_cases(rs.lora),
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
@@ -257,7 +308,24 @@ def _rank(
     if block != rs.block_size:
         specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
     layout = build_layout(specs, accounting)
-    non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
+    # --- LoRA slots and --cpu-offload-gb (issue 20; fitgate.sizing.lora, fitgate.sizing.offload) ---
+    adapters = None
+    if rs.lora is not None:
+        adapters = lora_slots.lora_bytes(
+            arch,
+            rs.lora,
+            layers=layers,
+            first_stage=pp_rank == 0,
+            last_stage=pp_rank == pp - 1,
+            tp=tp,
+            max_num_batched_tokens=rs.max_num_batched_tokens,
+            targets=rs.lora_target_modules,
+        )
+        profile = dataclasses.replace(profile, activation_bytes=profile.activation_bytes + adapters.shrink_buffer_bytes)
+    decoder_bytes = weights.tensors_bytes - weights.embedding_bytes
+    offloaded = offload.offloaded_bytes(rs.cpu_offload_bytes, decoder_bytes)
+    resident = weights.total_bytes - offloaded + (adapters.total_bytes if adapters else 0)
+    non_kv = resident + profile.activation_bytes + profile.non_torch_bytes
     if _graphs_in_budget(arch, rs, accounting):
         non_kv += profile.cuda_graph_bytes
     if rs.kv_cache_memory_bytes is not None:
@@ -270,7 +338,17 @@ def _rank(
         requested = math.ceil(product) if accounting.requested_ceil else int(product)
         available = requested - non_kv
     return RankPlan(
-        pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
+        pp_rank,
+        layers,
+        weights,
+        profile,
+        requested,
+        non_kv,
+        available,
+        layout,
+        num_blocks(layout, available),
+        lora=adapters,
+        offloaded_bytes=offloaded,
     )
 
 
@@ -315,6 +393,10 @@ def plan(
     serving = serving or ServingConfig()
     accounting = accounting_for(serving.vllm_version, serving.engine)
     rs = resolve_serving(model.arch, gpu, serving, accounting)
+    if offload.disables_hybrid_manager(rs.kv_connector) and accounting.engine == "V1":
+        # a KV connector without SupportsHMA turns the hybrid KV cache manager off (config/vllm.py 0.33.0
+        # L2257-2280): sliding-window and chunked-local layers are sized as full attention (issue 20)
+        accounting = dataclasses.replace(accounting, hybrid_kv_manager=False, chunked_local_hybrid=False)
     if workload is not None:
         _positive_int(workload.concurrency, "concurrency", 1, 1 << 20)
         _positive_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
@@ -356,7 +438,7 @@ def plan(
     per_gpu = PerGpu(
         capacity_bytes=gpu.memory_bytes,
         budget_bytes=worst.requested_bytes,
-        weights_bytes=worst.weights.total_bytes,
+        weights_bytes=worst.weights.total_bytes - worst.offloaded_bytes + (worst.lora.total_bytes if worst.lora else 0),
         activation_bytes=worst.profile.activation_bytes,
         non_torch_bytes=worst.profile.non_torch_bytes,
         cuda_graph_bytes=worst.profile.cuda_graph_bytes,
@@ -364,8 +446,11 @@ def plan(
         headroom_bytes=worst.available_kv_bytes - required_kv,
         outside_budget_bytes=outside,
         cuda_graphs_in_budget=_graphs_in_budget(model.arch, rs, accounting),
+        lora_bytes=worst.lora.total_bytes if worst.lora else 0,
+        cpu_offload_bytes=worst.offloaded_bytes,
     )
     verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting)
+    host = _host_memory(model.arch, rs, ranks)
     return Plan(
         model=model.name,
         gpu=gpu,
@@ -379,8 +464,92 @@ def plan(
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
         max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.derived_max_model_len),
-        notes=_notes(model, rs, per_gpu, accounting),
+        notes=_notes(model, rs, per_gpu, accounting) + _issue20_notes(model.arch, rs, ranks, worst, host),
+        host=host,
     )
+
+
+# --- LoRA, weight offload, KV connectors, multimodal (issue 20) ---
+
+
+def _host_memory(
+    arch: ModelArchitecture, rs: ResolvedServing, ranks: tuple[RankPlan, ...]
+) -> offload.HostMemory | None:
+    """Host memory one replica's engine holds: offloaded weights, KV offload buffers, caches."""
+    tp = rs.tensor_parallel_size
+    weights = tp * sum(r.offloaded_bytes for r in ranks)
+    kv_offload = (rs.kv_offloading_bytes or 0) if rs.kv_offloading_backend == "native" else 0
+    nixl = 0
+    if rs.kv_connector in ("NixlConnector", "NixlPullConnector", "NixlPushConnector") and rs.kv_buffer_device == "cpu":
+        nixl = tp * sum(r.num_blocks * r.layout.bytes_per_block for r in ranks)  # a host copy of every rank's KV
+    # one copy in the API server and one in the engine core (config/multimodal.py 0.33.0 L357-368)
+    mm = 2 * rs.mm_processor_cache_bytes
+    cpu_loras = 0
+    if rs.lora is not None:
+        # every worker keeps up to max_cpu_loras whole (unsharded) adapters in its CPU cache
+        # (lora/worker_manager.py 0.33.0 L175-186, model_manager.py L66-77): at most max_lora_rank each
+        whole = lora_slots.lora_bytes(
+            arch,
+            dataclasses.replace(rs.lora, max_loras=1, fully_sharded=False),
+            layers=range(arch.num_layers),
+            first_stage=True,
+            last_stage=True,
+            tp=1,
+            max_num_batched_tokens=1,
+            targets=rs.lora_target_modules,
+        )
+        cpu_loras = tp * rs.pipeline_parallel_size * rs.lora.max_cpu_loras * whole.total_bytes
+    host = offload.HostMemory(weights, kv_offload, nixl, mm, cpu_loras)
+    return host if host.total_bytes else None
+
+
+def _issue20_notes(
+    arch: ModelArchitecture,
+    rs: ResolvedServing,
+    ranks: tuple[RankPlan, ...],
+    worst: RankPlan,
+    host: offload.HostMemory | None,
+) -> tuple[str, ...]:
+    notes: list[str] = []
+    if rs.lora is not None and worst.lora is not None:
+        lb = worst.lora
+        notes.append(
+            f"LoRA: {rs.lora.max_loras} adapter slot(s) of rank {rs.lora.max_lora_rank} take "
+            f"{fmt_gib(lb.total_bytes)} per GPU (attention {fmt_gib(lb.attention_bytes)}, MLP {fmt_gib(lb.mlp_bytes)}, "
+            f"experts {fmt_gib(lb.experts_bytes)}, embedding {fmt_gib(lb.embedding_bytes)}, LM head "
+            f"{fmt_gib(lb.lm_head_bytes)}), counted with the weights; CUDA graphs are captured twice "
+            "(without and with adapters)"
+        )
+        uncounted = sorted({name for r in ranks if r.lora is not None for name in r.lora.uncounted})
+        if uncounted:
+            notes.append(
+                "LoRA slots of " + ", ".join(uncounted) + " layers are not counted (fitgate sizes LoRA on softmax "
+                "attention and MLP / MoE layers): the KV pool is overestimated"
+            )
+        known = {name for names in lora_slots.TARGETS.values() for name in names}
+        unknown = sorted(set(rs.lora_target_modules or ()) - known)
+        if unknown:
+            notes.append("--lora-target-modules " + ", ".join(unknown) + ": not sized by fitgate (no slots counted)")
+    if rs.cpu_offload_bytes:
+        asked = rs.cpu_offload_bytes
+        got = worst.offloaded_bytes
+        notes.append(
+            f"--cpu-offload-gb: {fmt_gib(got)} of decoder weights per GPU live in pinned host memory"
+            + (f" (all of them: {fmt_gib(asked)} was asked)" if got < asked else "")
+            + "; vLLM offloads whole parameters, so up to one parameter more may move"
+        )
+    has_window = any(
+        isinstance(layer.mixer, Attention) and (layer.mixer.sliding_window or layer.mixer.chunk_size)
+        for layer in arch.layers
+    )
+    has_state = any(isinstance(layer.mixer, Mamba | LinearAttention | ShortConv) for layer in arch.layers)
+    notes.extend(offload.connector_notes(rs.kv_connector, rs.kv_role, has_window, has_state))
+    if rs.kv_offloading_bytes is not None and rs.kv_offloading_backend == "lmcache":
+        notes.append("--kv-offloading-backend lmcache: the KV store lives in a separate LMCache server process")
+    host_note = offload.host_memory_note(host) if host is not None else None
+    if host_note:
+        notes.append(host_note)
+    return tuple(notes)
 
 
 def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting) -> tuple[str, ...]:
