@@ -16,7 +16,7 @@ import dataclasses
 import math
 
 from fitgate.sizing import lora as lora_slots
-from fitgate.sizing import offload, speculative
+from fitgate.sizing import multimodal, offload, speculative
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
@@ -322,6 +322,23 @@ def _rank(
             targets=rs.lora_target_modules,
         )
         profile = dataclasses.replace(profile, activation_bytes=profile.activation_bytes + adapters.shrink_buffer_bytes)
+    encoder = None
+    if pp_rank == 0:  # the encoder pass runs on the first pipeline stage (gpu/model_runner.py 0.33.0 L1023)
+        encoder = multimodal.encoder_profile(
+            arch,
+            max_model_len=rs.max_model_len,
+            max_num_batched_tokens=rs.max_num_batched_tokens,
+            max_num_seqs=rs.max_num_seqs,
+            limits=rs.limit_mm_per_prompt,
+            tp=tp,
+            tp_mode=rs.mm_encoder_tp_mode,
+            dtype_bytes=dtype_bytes,
+        )
+    if encoder is not None and encoder.items:
+        # the encoder runs first; its outputs stay in the encoder cache through the decoder's dummy
+        # pass and the sampler's (gpu_model_runner.py 0.33.0 L6084-6137)
+        peak = max(encoder.forward_bytes, encoder.outputs_bytes + profile.activation_bytes)
+        profile = dataclasses.replace(profile, activation_bytes=peak)
     decoder_bytes = weights.tensors_bytes - weights.embedding_bytes
     offloaded = offload.offloaded_bytes(rs.cpu_offload_bytes, decoder_bytes)
     resident = weights.total_bytes - offloaded + (adapters.total_bytes if adapters else 0)
@@ -349,6 +366,7 @@ def _rank(
         num_blocks(layout, available),
         lora=adapters,
         offloaded_bytes=offloaded,
+        encoder=encoder,
     )
 
 
@@ -546,6 +564,18 @@ def _issue20_notes(
     notes.extend(offload.connector_notes(rs.kv_connector, rs.kv_role, has_window, has_state))
     if rs.kv_offloading_bytes is not None and rs.kv_offloading_backend == "lmcache":
         notes.append("--kv-offloading-backend lmcache: the KV store lives in a separate LMCache server process")
+    enc = ranks[0].encoder
+    if enc is not None and enc.items:
+        notes.append(
+            f"multimodal: the encoder is profiled with {enc.items} image item(s) of {enc.tokens_per_item} tokens "
+            f"(budget {enc.budget_tokens}): vision activations of at least {fmt_gib(enc.forward_bytes)}, and "
+            f"{fmt_gib(enc.outputs_bytes)} of encoder outputs held through the decoder pass"
+        )
+    elif arch.vision is not None and enc is None:
+        notes.append(
+            f"multimodal: the encoder profiling pass of {arch.architecture} is not sized (fitgate knows the item "
+            "sizes of Qwen2/2.5/3-VL and Gemma 3 only): the activation peak can be several GiB higher"
+        )
     host_note = offload.host_memory_note(host) if host is not None else None
     if host_note:
         notes.append(host_note)
@@ -652,6 +682,12 @@ def _verdict(
                 f"{rs.max_model_len} tokens)",
             )
         )
+    if hard and g.lora_bytes and rs.lora is not None:  # issue 20: name the LoRA slots in the numbers
+        slots = (
+            f" (weights include {fmt_gib(g.lora_bytes)} of LoRA slots: --max-loras {rs.lora.max_loras} x "
+            f"--max-lora-rank {rs.lora.max_lora_rank})"
+        )
+        hard = [Reason(r.code, r.message + slots) for r in hard]
     if hard:
         return Verdict.DOES_NOT_FIT, tuple(hard)
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:

@@ -10,6 +10,7 @@ from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import KVLayout
 from fitgate.sizing.lora import LoraBytes
 from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.multimodal import EncoderProfile
 from fitgate.sizing.offload import HostMemory
 from fitgate.sizing.serving import ResolvedServing, Workload
 from fitgate.sizing.weights import RankWeights, WeightInventory
@@ -57,6 +58,7 @@ class RankPlan:
     # --- LoRA and weight offload (issue 20): included in ``non_kv_bytes`` ---
     lora: LoraBytes | None = None  # adapter slots on this GPU (``--enable-lora``)
     offloaded_bytes: int = 0  # weights ``--cpu-offload-gb`` keeps in host memory instead
+    encoder: EncoderProfile | None = None  # a vision-language model's encoder profile (first stage)
 
 
 @dataclass(frozen=True)
