@@ -16,6 +16,8 @@ from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config
 from fitgate.operator.api import SpecError, parse_spec
 from fitgate.operator.evaluate import serving_config as spec_serving
+from fitgate.operator.inventory import parse_node
+from fitgate.operator.workloads import evaluate_reading
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import cuda_graph_bytes
 from fitgate.sizing.advice import suggest
@@ -31,6 +33,7 @@ from fitgate.sizing.versions import accounting_for
 from fitgate.workloads.reader import read_workload
 
 from .conftest import model
+from .test_operator import H100 as H100_NODE
 
 H100 = lookup_gpu("H100")
 L4 = lookup_gpu("L4")
@@ -352,3 +355,21 @@ def test_log_reader_reads_lora_from_the_non_default_args() -> None:
     s, _ = serving_config(log, "0.33.0")
     assert (s.enable_lora, s.max_loras, s.max_lora_rank) == (True, 4, 64)
     assert s.cpu_offload_bytes == 2 * GiB and s.kv_connector == "NixlConnector"
+
+
+def test_host_memory_over_the_pod_limit_is_a_warning_not_a_denial() -> None:
+    obj = _deployment(["--max-model-len", "8192", "--cpu-offload-gb", "10", "--kv-offloading-size", "32"])
+    container = obj["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["memory"] = "16Gi"
+    reading = read_workload(obj)
+    assert reading is not None and reading.memory_limit_bytes == 16 * GiB
+    v = evaluate_reading(reading, model(LLAMA), parse_node(H100_NODE))
+    # 10 GiB of offloaded weights + a 32 GiB KV offload buffer = 42 GiB pinned, over the 16 GiB limit
+    assert v.evaluation.verdict.value == "Fits"
+    assert any("host memory: 42.00 GiB" in w and "16.00 GiB memory limit" in w for w in v.evaluation.warnings)
+    container["resources"]["limits"]["memory"] = "64Gi"
+    roomy = read_workload(obj)
+    assert roomy is not None
+    assert not any(
+        "memory limit" in w for w in evaluate_reading(roomy, model(LLAMA), parse_node(H100_NODE)).evaluation.warnings
+    )

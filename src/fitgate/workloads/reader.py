@@ -44,6 +44,7 @@ from fitgate.workloads.podspec import (
     gpu_limit_of,
     hami_share_of,
     image_repo_tag,
+    memory_limit_of,
     placement_of,
     release_of_image,
     runai_share_of,
@@ -516,6 +517,7 @@ def _reading(
             args=flags,
             config_map=ref,
             origins=origins,
+            memory_limit_bytes=memory_limit_of(container),
         )
     )
 
