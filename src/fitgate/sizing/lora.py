@@ -133,10 +133,7 @@ def resolve_lora(
 ) -> LoraSlots | None:
     """``LoRAConfig`` after its defaults and checks (config/lora.py 0.33.0 L34-46, L120-160)."""
     if not enable:
-        for name, value in (("max_loras", max_loras), ("max_lora_rank", max_lora_rank)):
-            if value is not None:
-                raise SizingError(name, value, "set only with enable_lora (vLLM's --enable-lora)")
-        return None
+        return None  # without --enable-lora vLLM builds no LoRAConfig and ignores --max-loras & co.
     loras = 1 if max_loras is None else max_loras
     if isinstance(loras, bool) or not isinstance(loras, int) or not 1 <= loras <= 1024:
         raise SizingError("max_loras", loras, "an integer from 1 to 1024")
