@@ -15,6 +15,7 @@ from fitgate.cli import main
 from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config
 from fitgate.operator.api import SpecError, parse_spec
+from fitgate.operator.evaluate import evaluate
 from fitgate.operator.evaluate import serving_config as spec_serving
 from fitgate.operator.inventory import parse_node
 from fitgate.operator.workloads import evaluate_reading
@@ -34,6 +35,7 @@ from fitgate.workloads.reader import read_workload
 
 from .conftest import model
 from .test_operator import H100 as H100_NODE
+from .test_operator import L4 as L4_NODE
 
 H100 = lookup_gpu("H100")
 L4 = lookup_gpu("L4")
@@ -373,3 +375,18 @@ def test_host_memory_over_the_pod_limit_is_a_warning_not_a_denial() -> None:
     assert not any(
         "memory limit" in w for w in evaluate_reading(roomy, model(LLAMA), parse_node(H100_NODE)).evaluation.warnings
     )
+
+
+def test_a_model_deployment_with_lora_slots_over_the_budget_names_the_spec_field_to_change() -> None:
+    spec = parse_spec(
+        {
+            "model": {"name": LLAMA},
+            "serving": {"maxModelLen": 16384, "lora": {"maxLoras": 8, "maxLoraRank": 64}},
+            "placement": {"gpuProduct": "NVIDIA-L4"},
+        }
+    )
+    ev = evaluate(spec, model(LLAMA), parse_node(L4_NODE))
+    assert ev.verdict.value == "DoesNotFit"
+    # 8 x 1.38 GiB / 4 = 2.75 GiB of slots (the first test's arithmetic, twice)
+    assert "weights include 2.75 GiB of LoRA slots: --max-loras 8 x --max-lora-rank 64" in ev.message
+    assert "smallest change that fits: spec.serving.lora.maxLoras:" in ev.message

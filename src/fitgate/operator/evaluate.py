@@ -357,6 +357,10 @@ SPEC_FIELDS = {
     "--quantization": "spec.serving.quantization",
     "--dtype": "spec.serving.dtype",
     "workload.concurrentRequests": "spec.workload.concurrentRequests",
+    # issue 20: LoRA slots
+    "--max-loras": "spec.serving.lora.maxLoras",
+    "--max-lora-rank": "spec.serving.lora.maxLoraRank",
+    "--enforce-eager": "spec.serving.enforceEager",
 }
 
 
