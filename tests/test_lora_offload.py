@@ -390,3 +390,24 @@ def test_a_model_deployment_with_lora_slots_over_the_budget_names_the_spec_field
     # 8 x 1.38 GiB / 4 = 2.75 GiB of slots (the first test's arithmetic, twice)
     assert "weights include 2.75 GiB of LoRA slots: --max-loras 8 x --max-lora-rank 64" in ev.message
     assert "smallest change that fits: spec.serving.lora.maxLoras:" in ev.message
+
+
+def test_compare_predicts_the_slots_in_model_loading_took(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # a constructed two-line log (not a calibration case): the non-default args carry the LoRA flags, so
+    # the predicted "Model loading took" is the weights plus 1,477,705,728 B of slots (first test)
+    log = tmp_path / "lora.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 12-01 10:00:00 [utils.py:233] non-default args: {'model_tag': "
+        "'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192, 'enable_lora': True, 'max_loras': 4, "
+        "'max_lora_rank': 64}\n"
+        "(EngineCore pid=2) INFO 12-01 10:00:30 [gpu_model_runner.py:5010] Model loading took 16.37 GiB memory\n"
+    )
+    assert main(
+        ["compare", "--log", str(log), "--gpu", "H100", "--source", "catalog", "--vllm-version", "0.33.0", "-o", "json"]
+    ) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    base = plan(
+        model(LLAMA), H100, ServingConfig(vllm_version="0.33.0", max_model_len=8192, gpu_memory_utilization=0.9)
+    )
+    assert doc["predicted"]["ranks"][0]["weights_bytes"] == base.per_gpu.weights_bytes + 1_477_705_728
+    assert doc["predicted"]["per_gpu"]["lora_bytes"] == 1_477_705_728

@@ -505,7 +505,7 @@ def plan_document(
             {
                 "pp_rank": r.pp_rank,
                 "layers": [r.layers.start, r.layers.stop],
-                "weights_bytes": r.weights.total_bytes,
+                "weights_bytes": r.loaded_weights_bytes,  # with LoRA slots, without offloaded weights
                 "activation_bytes": r.profile.activation_bytes,
                 "non_torch_bytes": r.profile.non_torch_bytes,
                 "cuda_graph_bytes": r.profile.cuda_graph_bytes,

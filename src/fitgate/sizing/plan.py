@@ -456,7 +456,7 @@ def plan(
     per_gpu = PerGpu(
         capacity_bytes=gpu.memory_bytes,
         budget_bytes=worst.requested_bytes,
-        weights_bytes=worst.weights.total_bytes - worst.offloaded_bytes + (worst.lora.total_bytes if worst.lora else 0),
+        weights_bytes=worst.loaded_weights_bytes,
         activation_bytes=worst.profile.activation_bytes,
         non_torch_bytes=worst.profile.non_torch_bytes,
         cuda_graph_bytes=worst.profile.cuda_graph_bytes,

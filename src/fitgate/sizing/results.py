@@ -60,6 +60,11 @@ class RankPlan:
     offloaded_bytes: int = 0  # weights ``--cpu-offload-gb`` keeps in host memory instead
     encoder: EncoderProfile | None = None  # a vision-language model's encoder profile (first stage)
 
+    @property
+    def loaded_weights_bytes(self) -> int:
+        """What vLLM's "Model loading took" counts: the weights on the GPU plus LoRA slots (issue 20)."""
+        return self.weights.total_bytes - self.offloaded_bytes + (self.lora.total_bytes if self.lora else 0)
+
 
 @dataclass(frozen=True)
 class PerGpu:
