@@ -469,3 +469,44 @@ def test_expert_parallel_deployments_are_admitted(kube: Kube, operator: Operator
     result = apply(kube, ns, short, check=False)
     assert result.returncode != 0
     assert "vLLM needs 8 GPUs (TP 1 x PP 1 x DP 8)" in result.stderr
+
+
+def lora_deployment(name: str, lora: list[str]) -> dict[str, Any]:
+    """Llama-3.1-8B on an L4 at 16384 tokens, with ``lora`` flags (issue 20: docs/lora-offload-multimodal.md)."""
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.33.0",
+        "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384", *lora],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"}, "containers": [container]},
+            },
+        },
+    }
+
+
+def test_enforce_denies_lora_slots_over_the_budget_and_admits_the_same_without_lora(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    # 8 slots of rank 64 on Llama-3.1-8B: 2 x 1,477,705,728 B = 2.75 GiB of LoRA buffers per GPU
+    # (tests/test_lora_offload.py shows the arithmetic), leaving 0.48 GiB of KV for a 2 GiB request
+    ns = labelled(kube, namespace, "enforce")
+    lora = lora_deployment("llama-lora", ["--enable-lora", "--max-loras", "8", "--max-lora-rank", "64"])
+    result = apply(kube, ns, lora, check=False)
+    assert result.returncode != 0
+    assert "one 16384-token request needs 2.00 GiB of KV cache per GPU" in result.stderr, result.stderr
+    assert "weights include 2.75 GiB of LoRA slots: --max-loras 8 x --max-lora-rank 64" in result.stderr
+    assert "smallest fix: change `--max-loras 8` to `--max-loras" in result.stderr
+    assert kube.kubectl("get", "deployment", "-n", ns, "-o", "name").stdout.strip() == ""
+    plain = lora_deployment("llama-plain", [])
+    result = apply(kube, ns, plain)
+    assert "Warning" not in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", "llama-plain", "Fits")

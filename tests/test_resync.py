@@ -124,5 +124,7 @@ def test_a_slow_evaluation_never_holds_up_a_review_already_answered(monkeypatch:
         return waited, calls.count(3)
 
     waited, slow_evaluations = asyncio.run(scenario())
-    assert waited < 0.6  # from the slow reviews' start; answered while the 1 s evaluation ran (it waited the whole second before)
+    assert (
+        waited < 0.6
+    )  # from the slow reviews' start; answered while the 1 s evaluation ran (it waited the whole second before)
     assert slow_evaluations == 1  # five concurrent reviews of one new spec: one evaluation

@@ -137,9 +137,10 @@ def test_kserve_vllm_args_and_storage_uri() -> None:
     r = read_workload(isvc)
     assert r is not None
     assert r.model == "meta-llama/Llama-3.1-8B-Instruct"
-    assert r.serving == {"maxModelLen": 1024, "tensorParallelSize": 2}
+    # --enforce-eager is sized since issue 20 (spec.serving.enforceEager), not a note
+    assert r.serving == {"maxModelLen": 1024, "tensorParallelSize": 2, "enforceEager": True}
     assert "vLLM needs 2 GPUs" in (r.gpu_shortfall() or "")
-    assert any("--enforce-eager" in n for n in r.notes)
+    assert not any("--enforce-eager" in n for n in r.notes)
 
 
 def test_image_entrypoint_with_only_args() -> None:
@@ -267,8 +268,8 @@ def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
     r = read_workload(obj, {"vllm-config": data})
     assert r is not None and r.unknown is None
     assert r.model == "Qwen/Qwen3-8B"
-    # the command line wins over the file (vLLM: cli > config > defaults)
-    assert r.serving == {"maxModelLen": 8192, "tensorParallelSize": 2}
+    # the command line wins over the file (vLLM: cli > config > defaults); enforce_eager is sized (issue 20)
+    assert r.serving == {"maxModelLen": 8192, "tensorParallelSize": 2, "enforceEager": True}
     missing = read_workload(obj, {})
     assert missing is not None
     assert missing.unknown == (
@@ -445,6 +446,7 @@ def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -
     assert r is not None and r.invalid is None
     assert r.model == "Qwen/Qwen3-Coder-30B-A3B-Instruct"
     # spec.parallelism data / dataLocal / expert are vLLM's -dp / -dpl / --enable-expert-parallel (docs/parallelism.md)
+    # its --enforce-eager is sized since issue 20
     assert r.serving == {
         "tensorParallelSize": 1,
         "gpuMemoryUtilization": 0.85,
@@ -452,10 +454,11 @@ def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -
         "dataParallelSize": 16,
         "dataParallelSizeLocal": 8,
         "enableExpertParallel": True,
+        "enforceEager": True,
     }
     assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 16, 16, 16)
     assert r.gpu_shortfall() is None
-    assert any("--enforce-eager" in n for n in r.notes)
+    assert not any("--enforce-eager" in n for n in r.notes)
     short = copy.deepcopy(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
     short["spec"]["worker"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
     short["spec"]["template"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"

@@ -58,6 +58,8 @@ from fitgate.sizing import (
 )
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
+from fitgate.sizing.multimodal import parse_limit_mm
+from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
@@ -171,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="size the offline LLM class (bigger default batch) instead of `vllm serve`",
     )
+    _issue20_flags(p)
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
     p.add_argument(
         "--context-tokens",
@@ -278,6 +281,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# --- LoRA, weight offload, KV connectors, multimodal (issue 20; docs/lora-offload-multimodal.md) ---
+
+
+def _issue20_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LoRA, weight offload, KV connectors, multimodal (vLLM's flags of the same names)")
+    g.add_argument("--enable-lora", action="store_true", help="reserve GPU slots for LoRA adapters")
+    g.add_argument("--max-loras", type=_int, help="adapters in one batch, each with its GPU slot (default 1)")
+    g.add_argument("--max-lora-rank", type=_int, help="rank every slot is sized for (default 16)")
+    g.add_argument("--max-cpu-loras", type=_int, help="adapters cached in host memory (default --max-loras)")
+    g.add_argument("--fully-sharded-loras", action="store_true", help="shard the LoRA A/B buffers with TP too")
+    g.add_argument("--lora-dtype", default="auto", help="auto (the model dtype), float16 or bfloat16")
+    g.add_argument("--lora-target-modules", nargs="+", help="only these modules get slots (default: every one)")
+    g.add_argument("--cpu-offload-gb", type=_float, default=0.0, help="GiB of weights per GPU held in host memory")
+    g.add_argument("--kv-offloading-size", type=_float, help="GiB of host KV offload buffer (all TP ranks)")
+    g.add_argument("--kv-offloading-backend", default="native", help="native or lmcache")
+    g.add_argument("--kv-transfer-config", help='vLLM\'s JSON, e.g. \'{"kv_connector": "NixlConnector", ...}\'')
+    g.add_argument("--limit-mm-per-prompt", help='vLLM\'s JSON, e.g. \'{"image": 2, "video": 0}\'')
+    g.add_argument("--mm-encoder-tp-mode", default="weights", help="weights or data")
+    g.add_argument("--mm-processor-cache-gb", type=_float, help="host multimodal processor cache (default 4)")
+
+
+def _gib_flag(value: float | None, flag: str) -> int | None:
+    if value is None:
+        return None
+    if not 0 <= value <= 1 << 20:
+        raise SizingError(flag, value, "a size in GiB from 0 to 1048576")
+    return int(value * GiB)
+
+
+def _issue20_serving(args: argparse.Namespace) -> dict[str, Any]:
+    """The ServingConfig fields of the issue-20 flags (absent on subcommands without them)."""
+    if not hasattr(args, "enable_lora"):
+        return {}
+    connector = role = device = None
+    if args.kv_transfer_config:
+        connector, role, device = parse_kv_transfer_config(args.kv_transfer_config)
+    return {
+        "enable_lora": args.enable_lora,
+        "max_loras": args.max_loras,
+        "max_lora_rank": args.max_lora_rank,
+        "max_cpu_loras": args.max_cpu_loras,
+        "fully_sharded_loras": args.fully_sharded_loras,
+        "lora_dtype": args.lora_dtype,
+        "lora_target_modules": tuple(args.lora_target_modules) if args.lora_target_modules else None,
+        "cpu_offload_bytes": _gib_flag(args.cpu_offload_gb, "--cpu-offload-gb") or 0,
+        "kv_offloading_bytes": _gib_flag(args.kv_offloading_size, "--kv-offloading-size"),
+        "kv_offloading_backend": args.kv_offloading_backend,
+        "kv_connector": connector,
+        "kv_role": role,
+        "kv_buffer_device": device,
+        "limit_mm_per_prompt": parse_limit_mm(args.limit_mm_per_prompt) if args.limit_mm_per_prompt else None,
+        "mm_encoder_tp_mode": args.mm_encoder_tp_mode,
+        "mm_processor_cache_bytes": _gib_flag(args.mm_processor_cache_gb, "--mm-processor-cache-gb"),
+    }
+
+
 def _economics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gpu-hour-price",
@@ -344,6 +403,7 @@ def _serving(args: argparse.Namespace) -> ServingConfig:
         vllm_version=args.vllm_version,
         offline=args.offline_llm,
         **_parallel_serving(args),
+        **_issue20_serving(args),
     )
 
 
@@ -418,6 +478,19 @@ def plan_document(
             "kv_cache_bytes": g.kv_cache_bytes,
             "headroom_bytes": g.headroom_bytes,
             "outside_budget_bytes": g.outside_budget_bytes,
+            # issue 20: LoRA slots (inside weights_bytes) and weights offloaded to the host (outside it)
+            "lora_bytes": g.lora_bytes,
+            "cpu_offload_bytes": g.cpu_offload_bytes,
+        },
+        "host_memory": None
+        if result.host is None
+        else {
+            "total_bytes": result.host.total_bytes,
+            "weights_offload_bytes": result.host.weights_offload_bytes,
+            "kv_offload_bytes": result.host.kv_offload_bytes,
+            "kv_transfer_buffer_bytes": result.host.kv_transfer_buffer_bytes,
+            "mm_processor_cache_bytes": result.host.mm_processor_cache_bytes,
+            "lora_cpu_cache_bytes": result.host.lora_cpu_cache_bytes,
         },
         "kv_cache": {
             "bytes_per_token": kv.bytes_per_token,
@@ -451,6 +524,17 @@ def plan_document(
             "num_redundant_experts": rs.parallel.redundant_experts,
             "all2all_backend": rs.parallel.all2all_backend,
             "decode_context_parallel_size": rs.parallel.decode_context_parallel_size,
+            "lora": None
+            if rs.lora is None
+            else {
+                "max_loras": rs.lora.max_loras,
+                "max_lora_rank": rs.lora.max_lora_rank,
+                "max_cpu_loras": rs.lora.max_cpu_loras,
+                "fully_sharded_loras": rs.lora.fully_sharded,
+            },
+            "cpu_offload_bytes": rs.cpu_offload_bytes,
+            "kv_connector": rs.kv_connector,
+            "kv_role": rs.kv_role,
             "speculative_config": None
             if rs.speculative is None
             else {
@@ -472,7 +556,7 @@ def plan_document(
             {
                 "pp_rank": r.pp_rank,
                 "layers": [r.layers.start, r.layers.stop],
-                "weights_bytes": r.weights.total_bytes,
+                "weights_bytes": r.loaded_weights_bytes,  # with LoRA slots, without offloaded weights
                 "activation_bytes": r.profile.activation_bytes,
                 "non_torch_bytes": r.profile.non_torch_bytes,
                 "cuda_graph_bytes": r.profile.cuda_graph_bytes,
@@ -566,7 +650,7 @@ def render_text(doc: dict[str, Any]) -> str:
     )
     lines += ["", "per GPU (GiB)"]
     rows = [
-        ("weights", g["weights_bytes"]),
+        ("weights" + (" + LoRA" if g.get("lora_bytes") else ""), g["weights_bytes"]),
         ("activation peak", g["activation_bytes"]),
         ("non-torch", g["non_torch_bytes"]),
     ]

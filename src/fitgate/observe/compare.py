@@ -101,6 +101,13 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         num_redundant_experts=s.num_redundant_experts or 0,
         all2all_backend=s.all2all_backend if s.all2all_backend in ALL2ALL_BACKENDS else None,
         decode_context_parallel_size=s.decode_context_parallel_size or 1,
+        # issue 20: LoRA slots, weight offload, KV connector
+        enable_lora=bool(s.enable_lora),
+        max_loras=s.max_loras if s.enable_lora else None,
+        max_lora_rank=s.max_lora_rank if s.enable_lora else None,
+        fully_sharded_loras=bool(s.fully_sharded_loras),
+        cpu_offload_bytes=int((s.cpu_offload_gb or 0) * GiB),
+        kv_connector=s.kv_connector,
     )
     if s.all2all_backend is not None and s.all2all_backend not in ALL2ALL_BACKENDS:
         notes.append(f"all2all backend {s.all2all_backend}: not one fitgate knows; planned with the default")

@@ -91,6 +91,16 @@ _SERVE_FLAGS = {
     "--all2all-backend": "all2all_backend",
     "--decode-context-parallel-size": "decode_context_parallel_size",
     "-dcp": "decode_context_parallel_size",
+    # issue 20: LoRA slots and weight offload
+    "--max-loras": "max_loras",
+    "--max-lora-rank": "max_lora_rank",
+    "--cpu-offload-gb": "cpu_offload_gb",
+}
+#: Flags of a pasted command line that take no value (issue 20 adds the LoRA ones).
+_SERVE_BOOLEANS = {
+    "--enforce-eager": "enforce_eager",
+    "--enable-lora": "enable_lora",
+    "--fully-sharded-loras": "fully_sharded_loras",
 }
 _ENGINE = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v?([0-9][^)\s]{0,40})\) with config: (.*)$")
 _SERVER_VERSION = re.compile(r"vLLM API server version:? v?(\d+\.\d+[\w.+-]{0,40})")
@@ -199,6 +209,13 @@ _SETTING_KEYS = {
     "all2all_backend": str,
     "decode_context_parallel_size": int,
     "num_redundant_experts": int,
+    # issue 20: LoRA slots, weight offload, KV connector
+    "enable_lora": bool,
+    "max_loras": int,
+    "max_lora_rank": int,
+    "fully_sharded_loras": bool,
+    "cpu_offload_gb": float,
+    "kv_connector": str,
 }
 _CONFIG_KEYS = {
     "model": "model",
@@ -391,6 +408,17 @@ def _speculative_items(value: object) -> list[tuple[str, object]]:
     return [("speculative_method", method), ("speculative_tokens", value.get("num_speculative_tokens"))]
 
 
+_KV_CONNECTOR = re.compile(r"kv_connector['\"]?\s*[:=]\s*['\"]([A-Za-z0-9_]{1,100})['\"]")
+
+
+def _kv_transfer_items(value: object) -> list[tuple[str, object]]:
+    """``kv_transfer_config`` of the non-default args (a dict, JSON text or a repr) as its connector (issue 20)."""
+    if isinstance(value, dict):
+        return [("kv_connector", value.get("kv_connector"))]
+    match = _KV_CONNECTOR.search(str(value)[:MAX_ARGS_CHARS])
+    return [("kv_connector", match.group(1))] if match else []
+
+
 def _step_args(r: _Reader, line: str) -> None:
     if "args: " not in line:
         return
@@ -416,6 +444,7 @@ def _step_args(r: _Reader, line: str) -> None:
             for key, value in list(items)
             if key == "eplb_config" and isinstance(value, dict)
         ]
+        items += [kv for key, value in list(items) if key == "kv_transfer_config" for kv in _kv_transfer_items(value)]
         _settings_from(r, items, _ARG, _ARG_NAMES)
         return
     match = _ARGS_NAMESPACE.search(line)
@@ -441,8 +470,8 @@ def _step_serve(r: _Reader, line: str) -> None:
     rest = iter(words[1:])
     for word in rest:
         flag, eq, inline = word.partition("=")
-        if flag == "--enforce-eager":
-            items.append(("enforce_eager", True))
+        if flag in _SERVE_BOOLEANS:
+            items.append((_SERVE_BOOLEANS[flag], True))
             continue
         if flag in ("--enable-expert-parallel", "-ep", "--enable-eplb"):
             items.append(("enable_eplb" if flag == "--enable-eplb" else "enable_expert_parallel", True))

@@ -59,6 +59,13 @@ class RunSettings:
     all2all_backend: str | None = None
     decode_context_parallel_size: int | None = None
     num_redundant_experts: int | None = None
+    # issue 20: LoRA slots, weight offload, KV connector (non-default args / a pasted command line)
+    enable_lora: bool | None = None
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    fully_sharded_loras: bool | None = None
+    cpu_offload_gb: float | None = None
+    kv_connector: str | None = None
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,87 @@ class SpeculativeConfig(_Spec):
     )
 
 
+# --- LoRA, weight offload, KV connectors, multimodal (issue 20; docs/lora-offload-multimodal.md) ---
+
+
+class LoraSpec(_Spec):
+    """--enable-lora and its slots: the GPU memory vLLM reserves for adapters."""
+
+    max_loras: int = Field(
+        default=1, alias="maxLoras", ge=1, le=1024, description="--max-loras: adapters in one batch. Default: 1."
+    )
+    max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = Field(
+        default=16, alias="maxLoraRank", description="--max-lora-rank: the rank every slot is sized for. Default: 16."
+    )
+    max_cpu_loras: int | None = Field(
+        default=None,
+        alias="maxCpuLoras",
+        ge=1,
+        le=65536,
+        description="--max-cpu-loras: adapters cached in host memory. Default: maxLoras.",
+    )
+    fully_sharded_loras: bool = Field(
+        default=False, alias="fullyShardedLoras", description="--fully-sharded-loras. Default: false."
+    )
+    lora_dtype: Literal["auto", "float16", "bfloat16"] = Field(
+        default="auto", alias="loraDtype", description="--lora-dtype. Default: auto (the model dtype)."
+    )
+    target_modules: list[str] | None = Field(
+        default=None,
+        alias="targetModules",
+        max_length=64,
+        description="--lora-target-modules: only these module suffixes get slots. Default: every linear module.",
+    )
+
+
+class KVTransferSpec(_Spec):
+    """--kv-transfer-config, as far as it changes memory (a disaggregated prefill/decode pair, a KV cache store)."""
+
+    connector: str = Field(
+        max_length=100,
+        pattern=r"^[A-Za-z0-9_]+$",
+        description="kv_connector: NixlConnector, LMCacheConnectorV1, OffloadingConnector, MultiConnector, ...",
+    )
+    role: Literal["kv_producer", "kv_consumer", "kv_both"] | None = Field(
+        default=None,
+        description="kv_role: kv_producer (the prefill side), kv_consumer (the decode side, whose pool holds the "
+        "decode KV), kv_both.",
+    )
+    buffer_device: Literal["cuda", "cpu"] | None = Field(
+        default=None, alias="bufferDevice", description="kv_buffer_device (NIXL: cpu keeps a host copy of the KV)."
+    )
+
+
+class KVOffloadingSpec(_Spec):
+    """--kv-offloading-size / --kv-offloading-backend: a host (CPU) tier for the KV cache."""
+
+    size_gib: float = Field(
+        alias="sizeGiB", gt=0, le=1 << 20, description="--kv-offloading-size in GiB, all TP ranks together."
+    )
+    backend: Literal["native", "lmcache"] = Field(default="native", description="--kv-offloading-backend.")
+
+
+class MultimodalSpec(_Spec):
+    """Multimodal settings: what the encoder's profiling pass and the processor cache take."""
+
+    limit_per_prompt: dict[str, int] | None = Field(
+        default=None,
+        alias="limitPerPrompt",
+        max_length=8,
+        description="--limit-mm-per-prompt, e.g. {image: 2, video: 0}. Default: the model's maximum.",
+    )
+    encoder_tp_mode: Literal["weights", "data"] = Field(
+        default="weights", alias="encoderTpMode", description="--mm-encoder-tp-mode. Default: weights."
+    )
+    processor_cache_gib: float | None = Field(
+        default=None,
+        alias="processorCacheGiB",
+        ge=0,
+        le=1 << 20,
+        description="--mm-processor-cache-gb (host memory, one copy per API server and engine). Default: 4.",
+    )
+
+
 class Serving(_Spec):
     """vLLM engine settings that change memory; unset fields take vLLM's defaults."""
 
@@ -219,6 +300,36 @@ class Serving(_Spec):
         le=64,
         description="--decode-context-parallel-size: each GPU holds that share of every request's KV cache "
         "(a divisor of tensorParallelSize). Default: 1.",
+    )
+    # --- issue 20: CUDA graphs, block size, LoRA, weight offload, KV connectors, multimodal ---
+    enforce_eager: bool = Field(
+        default=False,
+        alias="enforceEager",
+        description="--enforce-eager: no CUDA graphs (their estimate leaves the budget). Default: false.",
+    )
+    block_size: int | None = Field(
+        default=None,
+        alias="blockSize",
+        ge=1,
+        le=4096,
+        description="--block-size: tokens per KV block (1, 8 or a multiple of 16). Default: the backend's (16).",
+    )
+    lora: LoraSpec | None = Field(default=None, description="--enable-lora and its slots. Default: no LoRA.")
+    cpu_offload_gib: float = Field(
+        default=0,
+        alias="cpuOffloadGiB",
+        ge=0,
+        le=1 << 20,
+        description="--cpu-offload-gb: GiB of weights per GPU held in host memory. Default: 0.",
+    )
+    kv_transfer: KVTransferSpec | None = Field(
+        default=None, alias="kvTransfer", description="--kv-transfer-config. Default: none."
+    )
+    kv_offloading: KVOffloadingSpec | None = Field(
+        default=None, alias="kvOffloading", description="--kv-offloading-size / -backend. Default: none."
+    )
+    multimodal: MultimodalSpec | None = Field(
+        default=None, description="Multimodal encoder settings. Default: the model's (ignored for text models)."
     )
 
 

@@ -157,6 +157,7 @@ def _search_alternatives(
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
     """The sizing core's settings from a spec."""
     s = spec.serving
+    mm = s.multimodal
     return ServingConfig(
         max_model_len=s.max_model_len,
         kv_cache_dtype=s.kv_cache_dtype,
@@ -171,6 +172,27 @@ def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         speculative_method=s.speculative_config.method if s.speculative_config else None,
         speculative_tokens=s.speculative_config.num_speculative_tokens if s.speculative_config else None,
         **parallel_serving(spec),
+        # --- issue 20: CUDA graphs, block size, LoRA, weight offload, KV connectors, multimodal ---
+        enforce_eager=s.enforce_eager,
+        block_size=s.block_size,
+        enable_lora=s.lora is not None,
+        max_loras=s.lora.max_loras if s.lora else None,
+        max_lora_rank=s.lora.max_lora_rank if s.lora else None,
+        max_cpu_loras=s.lora.max_cpu_loras if s.lora else None,
+        fully_sharded_loras=bool(s.lora and s.lora.fully_sharded_loras),
+        lora_dtype=s.lora.lora_dtype if s.lora else "auto",
+        lora_target_modules=tuple(s.lora.target_modules) if s.lora and s.lora.target_modules else None,
+        cpu_offload_bytes=int(s.cpu_offload_gib * GiB),
+        kv_offloading_bytes=int(s.kv_offloading.size_gib * GiB) if s.kv_offloading else None,
+        kv_offloading_backend=s.kv_offloading.backend if s.kv_offloading else "native",
+        kv_connector=s.kv_transfer.connector if s.kv_transfer else None,
+        kv_role=s.kv_transfer.role if s.kv_transfer else None,
+        kv_buffer_device=s.kv_transfer.buffer_device if s.kv_transfer else None,
+        limit_mm_per_prompt=tuple(sorted(mm.limit_per_prompt.items())) if mm and mm.limit_per_prompt else None,
+        mm_encoder_tp_mode=mm.encoder_tp_mode if mm else "weights",
+        mm_processor_cache_bytes=int(mm.processor_cache_gib * GiB)
+        if mm and mm.processor_cache_gib is not None
+        else None,
     )
 
 
@@ -359,6 +381,10 @@ SPEC_FIELDS = {
     "--quantization": "spec.serving.quantization",
     "--dtype": "spec.serving.dtype",
     "workload.concurrentRequests": "spec.workload.concurrentRequests",
+    # issue 20: LoRA slots
+    "--max-loras": "spec.serving.lora.maxLoras",
+    "--max-lora-rank": "spec.serving.lora.maxLoraRank",
+    "--enforce-eager": "spec.serving.enforceEager",
 }
 
 

@@ -20,6 +20,7 @@ from fitgate.operator.inventory import Inventory, NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, AdmissionOutcome, _evaluate, decide
 from fitgate.operator.store import FactsStore
 from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_args_text
+from fitgate.sizing.offload import host_memory_note
 from fitgate.workloads import Reading
 
 #: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
@@ -128,8 +129,21 @@ def _core(message: str) -> str:
     return message
 
 
+def _host_memory_warning(reading: Reading, ev: Evaluation) -> str | None:
+    """Issue 20: the host memory the plan pins (offloaded weights, KV offload, caches) over the pod's limit."""
+    plan = ev.best.plan if ev.best is not None else None
+    if plan is None or plan.host is None or reading.memory_limit_bytes is None:
+        return None
+    if plan.host.total_bytes <= reading.memory_limit_bytes:
+        return None
+    return f"{reading.source}: {host_memory_note(plan.host, reading.memory_limit_bytes)}"
+
+
 def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
     """The verdict in the workload's terms: its source, the numbers, and the fix in its args."""
+    host = _host_memory_warning(reading, ev)
+    if host is not None:  # a warning, never a denial: the kubelet, not vLLM, would stop it
+        ev = replace(ev, warnings=(*ev.warnings, f"fitgate: {host}"))
     fits = next((s for s in ev.suggestions if s.verdict is Verdict.FITS), None)
     fix = fix_in_args(reading, fits) if fits is not None else ""
     text = f"{reading.source}: {reading.model}: {_core(ev.message)}"

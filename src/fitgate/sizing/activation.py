@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.cudagraphs import capture_sizes, cuda_graph_estimate_bytes, graph_counts
+from fitgate.sizing.cudagraphs import GraphCounts, capture_sizes, cuda_graph_estimate_bytes, graph_counts
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.units import GiB, MiB
 from fitgate.sizing.versions import VllmAccounting
@@ -81,6 +81,7 @@ def estimate_profile(
     decode_query_len: int = 1,
     moe_tp: int | None = None,
     all2all_bytes: int = 0,
+    graph_cases: int = 1,  # LoRA: graphs are captured without and with adapters (fitgate.sizing.lora)
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
@@ -128,6 +129,7 @@ def estimate_profile(
             max_num_batched_tokens=max_num_batched_tokens,
             compute_capability=compute_capability,
             decode_query_len=decode_query_len,
+            graph_cases=graph_cases,
         ),
     )
 
@@ -179,6 +181,7 @@ def cuda_graph_bytes(
     max_num_batched_tokens: int = 8192,
     compute_capability: str | None = None,
     decode_query_len: int = 1,
+    graph_cases: int = 1,
 ) -> int:
     """CUDA-graph memory of one GPU: vLLM's estimate where it is in the budget, else the capture itself.
 
@@ -189,6 +192,8 @@ def cuda_graph_bytes(
     pool they really take (0.5-1.8 GiB in the 0.19 H100 logs): ~0.35 GiB plus ~17 MiB per layer
     captured, doubled per layer for models that raise the largest capture size (gpt-oss), plus
     0.25 GiB for MoE models (fitted on those logs' "Graph capturing finished ... took").
+    ``graph_cases``: every size is captured that many times (2 with LoRA: without adapters and with
+    ``max_loras + 1``, v1/cudagraph_dispatcher.py 0.33.0 L110-128, L179-230).
     """
     if accounting.cudagraph_in_budget:
         sizes = capture_sizes(
@@ -200,10 +205,12 @@ def cuda_graph_bytes(
             decode_query_len=decode_query_len,
         )
         counts = graph_counts(sizes, max_num_seqs, decode_query_len)
+        if graph_cases > 1:
+            counts = GraphCounts(counts.piecewise * graph_cases, counts.full * graph_cases, counts.largest)
         return cuda_graph_estimate_bytes(num_layers, arch.is_moe, counts)
     per_layer = 17 * MiB * (2 if arch.max_capture_size_override else 1)
     moe = int(0.25 * GiB) if arch.is_moe else 0
-    return int(0.35 * GiB) + num_layers * per_layer + moe
+    return int(0.35 * GiB) + num_layers * per_layer * graph_cases + moe
 
 
 #: CUDA context, cuBLAS and NCCL communicators that exist before vLLM's start-up snapshot and stay

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from fitgate.sizing.dtypes import compute_capability_at_least, has_bfloat16
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.lora import LORA_RANKS
 from fitgate.sizing.parallel import DEFAULT_ALL2ALL
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.reasons import ReasonCode
@@ -72,6 +73,9 @@ CHANGE_COST = {
     "--max-model-len": 2,
     "--quantization": 2,
     "workload.concurrentRequests": 3,
+    # issue 20: fewer LoRA slots serve fewer adapters in one batch; a lower rank refuses larger adapters
+    "--max-loras": 1,
+    "--max-lora-rank": 2,
 }
 _GMU_STEP = 0.01
 _MIN_GMU = 0.5
@@ -167,6 +171,8 @@ def _moves(
                 )
             ]
         )
+    if rs.lora is not None:  # issue 20: LoRA slots (fitgate.sizing.lora)
+        kinds.extend(_lora_moves(serving, workload, rs.lora.max_loras, rs.lora.max_lora_rank))
     if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
         per_request = current.kv.workload_blocks / workload.concurrency
         most = int(current.kv.num_blocks / per_request)
@@ -182,6 +188,35 @@ def _moves(
                 ]
             )
     return kinds
+
+
+def _lora_moves(serving: ServingConfig, workload: Workload | None, loras: int, rank: int) -> list[list[_Move]]:
+    """Fewer ``--max-loras`` (halving) and lower ``--max-lora-rank`` (vLLM's ranks).
+
+    Each slot is ``max_lora_rank`` wide in every target module (fitgate.sizing.lora).
+    """
+    fewer = []
+    n = loras // 2
+    while n >= 1:
+        fewer.append(
+            _Move(
+                (("--max-loras", str(n)),),
+                replace(serving, max_loras=n),
+                workload,
+                f"{n} adapter slot(s) instead of {loras}",
+            )
+        )
+        n //= 2
+    lower = [
+        _Move(
+            (("--max-lora-rank", str(r)),),
+            replace(serving, max_lora_rank=r),
+            workload,
+            f"slots of rank {r} instead of {rank} (adapters of a higher rank are refused)",
+        )
+        for r in sorted((r for r in LORA_RANKS if 8 <= r < rank), reverse=True)
+    ]
+    return [kind for kind in (fewer, lower) if kind]
 
 
 def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) -> _Move | None:
@@ -420,6 +455,21 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         )
     if rs.block_size_given:
         args.append(EngineArg("--block-size", str(rs.block_size), "requested KV block size"))
+    if rs.lora is not None:  # issue 20
+        lb = result.per_gpu.lora_bytes
+        args.append(EngineArg("--enable-lora", "true", f"LoRA slots take {fmt_gib(lb)} per GPU"))
+        args.append(EngineArg("--max-loras", str(rs.lora.max_loras), "adapters served in one batch"))
+        args.append(EngineArg("--max-lora-rank", str(rs.lora.max_lora_rank), "every slot is sized for this rank"))
+        if rs.lora.fully_sharded:
+            args.append(EngineArg("--fully-sharded-loras", "true", "LoRA A/B buffers sharded with TP"))
+    if rs.cpu_offload_bytes:
+        args.append(
+            EngineArg(
+                "--cpu-offload-gb",
+                f"{rs.cpu_offload_bytes / (1 << 30):g}",
+                f"{fmt_gib(result.per_gpu.cpu_offload_bytes)} of weights per GPU in host memory",
+            )
+        )
     if rs.runner != "generate":
         args.append(EngineArg("--runner", rs.runner, "sized for this runner (no sampler warm-up, no lm_head)"))
     args.extend(_parallel_args(rs))
@@ -507,6 +557,8 @@ def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingC
         "--tensor-parallel-size": ("tensor_parallel_size", int),
         "--quantization": ("quantization", str),
         "--enforce-eager": ("enforce_eager", lambda v: v == "true"),
+        "--max-loras": ("max_loras", int),
+        "--max-lora-rank": ("max_lora_rank", int),
     }
     updates: dict[str, object] = {}
     for flag, value in suggestion.changes:

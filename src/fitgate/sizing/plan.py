@@ -12,9 +12,11 @@ The verdict follows from the numbers (see :func:`plan`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from fitgate.sizing import speculative
+from fitgate.sizing import extras, multimodal, offload, speculative
+from fitgate.sizing import lora as lora_slots
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
@@ -179,6 +181,32 @@ def resolve_serving(
         raise SizingError("block_size", block, "a multiple of 128 (MiniMax M3's 128-token sparse pages)")
     if serving.runner == "pooling" and (serving.speculative_method or serving.speculative_tokens):
         raise SizingError("speculative_config", serving.speculative_method, "none with --runner pooling")
+    # --- LoRA, weight offload, KV connectors (issue 20) ---
+    lora = lora_slots.resolve_lora(
+        enable=serving.enable_lora,
+        max_loras=serving.max_loras,
+        max_lora_rank=serving.max_lora_rank,
+        max_cpu_loras=serving.max_cpu_loras,
+        fully_sharded=serving.fully_sharded_loras,
+        lora_dtype=serving.lora_dtype,
+        model_dtype_bytes=MODEL_DTYPES[dtype],
+        tp=tp,
+    )
+    offload_bytes = serving.cpu_offload_bytes
+    if isinstance(offload_bytes, bool) or not isinstance(offload_bytes, int) or not 0 <= offload_bytes <= 1 << 50:
+        raise SizingError("cpu_offload_gb", offload_bytes, "a size from 0 to 1 PiB")
+    offload.check_kv_transfer(
+        serving.kv_connector,
+        serving.kv_role,
+        serving.kv_offloading_backend,
+        serving.kv_offloading_bytes,
+        serving.kv_buffer_device,
+    )
+    mm_cache = 4 * GiB if serving.mm_processor_cache_bytes is None else serving.mm_processor_cache_bytes
+    if isinstance(mm_cache, bool) or not isinstance(mm_cache, int) or not 0 <= mm_cache <= 1 << 50:
+        raise SizingError("mm_processor_cache_gb", mm_cache, "a size from 0 to 1 PiB")
+    if serving.mm_encoder_tp_mode not in ("weights", "data"):
+        raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
     return ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -199,6 +227,19 @@ def resolve_serving(
         runner=serving.runner,
         speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
         parallel=layout,
+        lora=lora,
+        cpu_offload_bytes=offload_bytes,
+        kv_offloading_bytes=serving.kv_offloading_bytes,
+        kv_offloading_backend=serving.kv_offloading_backend,
+        kv_connector=offload.effective_connector(
+            serving.kv_connector, serving.kv_offloading_bytes, serving.kv_offloading_backend
+        ),
+        kv_role="kv_both" if serving.kv_offloading_bytes is not None else serving.kv_role,
+        kv_buffer_device=serving.kv_buffer_device,
+        limit_mm_per_prompt=serving.limit_mm_per_prompt,
+        mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
+        mm_processor_cache_bytes=mm_cache if arch.vision is not None else 0,
+        lora_target_modules=serving.lora_target_modules,
     )
 
 
@@ -279,6 +320,7 @@ def _rank(
         decode_query_len=rs.decode_query_len,
         moe_tp=rs.parallel.moe_tp,
         all2all_bytes=all2all_buffer_bytes(arch, rs.parallel, rs.max_num_batched_tokens),
+        graph_cases=lora_slots.graph_cases(rs.lora),
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
@@ -287,7 +329,41 @@ def _rank(
     if block != rs.block_size:
         specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
     layout = build_layout(specs, accounting)
-    non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
+    # --- LoRA slots and --cpu-offload-gb (issue 20; fitgate.sizing.lora, fitgate.sizing.offload) ---
+    adapters = None
+    if rs.lora is not None:
+        adapters = lora_slots.lora_bytes(
+            arch,
+            rs.lora,
+            layers=layers,
+            first_stage=pp_rank == 0,
+            last_stage=pp_rank == pp - 1,
+            tp=tp,
+            max_num_batched_tokens=rs.max_num_batched_tokens,
+            targets=rs.lora_target_modules,
+        )
+        profile = dataclasses.replace(profile, activation_bytes=profile.activation_bytes + adapters.shrink_buffer_bytes)
+    encoder = None
+    if pp_rank == 0:  # the encoder pass runs on the first pipeline stage (gpu/model_runner.py 0.33.0 L1023)
+        encoder = multimodal.encoder_profile(
+            arch,
+            max_model_len=rs.max_model_len,
+            max_num_batched_tokens=rs.max_num_batched_tokens,
+            max_num_seqs=rs.max_num_seqs,
+            limits=rs.limit_mm_per_prompt,
+            tp=tp,
+            tp_mode=rs.mm_encoder_tp_mode,
+            dtype_bytes=dtype_bytes,
+        )
+    if encoder is not None and encoder.items:
+        # the encoder runs first; its outputs stay in the encoder cache through the decoder's dummy
+        # pass and the sampler's (gpu_model_runner.py 0.33.0 L6084-6137)
+        peak = max(encoder.forward_bytes, encoder.outputs_bytes + profile.activation_bytes)
+        profile = dataclasses.replace(profile, activation_bytes=peak)
+    decoder_bytes = weights.tensors_bytes - weights.embedding_bytes
+    offloaded = offload.offloaded_bytes(rs.cpu_offload_bytes, decoder_bytes)
+    resident = weights.total_bytes - offloaded + (adapters.total_bytes if adapters else 0)
+    non_kv = resident + profile.activation_bytes + profile.non_torch_bytes
     if _graphs_in_budget(arch, rs, accounting):
         non_kv += profile.cuda_graph_bytes
     if rs.kv_cache_memory_bytes is not None:
@@ -300,7 +376,18 @@ def _rank(
         requested = math.ceil(product) if accounting.requested_ceil else int(product)
         available = requested - non_kv
     return RankPlan(
-        pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
+        pp_rank,
+        layers,
+        weights,
+        profile,
+        requested,
+        non_kv,
+        available,
+        layout,
+        num_blocks(layout, available),
+        lora=adapters,
+        offloaded_bytes=offloaded,
+        encoder=encoder,
     )
 
 
@@ -345,6 +432,10 @@ def plan(
     serving = serving or ServingConfig()
     accounting = accounting_for(serving.vllm_version, serving.engine)
     rs = resolve_serving(model.arch, gpu, serving, accounting)
+    if offload.disables_hybrid_manager(rs.kv_connector) and accounting.engine == "V1":
+        # a KV connector without SupportsHMA turns the hybrid KV cache manager off (config/vllm.py 0.33.0
+        # L2257-2280): sliding-window and chunked-local layers are sized as full attention (issue 20)
+        accounting = dataclasses.replace(accounting, hybrid_kv_manager=False, chunked_local_hybrid=False)
     if workload is not None:
         _positive_int(workload.concurrency, "concurrency", 1, 1 << 20)
         _positive_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
@@ -390,7 +481,7 @@ def plan(
     per_gpu = PerGpu(
         capacity_bytes=gpu.memory_bytes,
         budget_bytes=worst.requested_bytes,
-        weights_bytes=worst.weights.total_bytes,
+        weights_bytes=worst.loaded_weights_bytes,
         activation_bytes=worst.profile.activation_bytes,
         non_torch_bytes=worst.profile.non_torch_bytes,
         cuda_graph_bytes=worst.profile.cuda_graph_bytes,
@@ -398,8 +489,11 @@ def plan(
         headroom_bytes=worst.available_kv_bytes - required_kv,
         outside_budget_bytes=outside,
         cuda_graphs_in_budget=_graphs_in_budget(model.arch, rs, accounting),
+        lora_bytes=worst.lora.total_bytes if worst.lora else 0,
+        cpu_offload_bytes=worst.offloaded_bytes,
     )
     verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting)
+    host = extras.host_memory(model.arch, rs, ranks)
     return Plan(
         model=model.name,
         gpu=gpu,
@@ -413,7 +507,8 @@ def plan(
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
         max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.derived_max_model_len),
-        notes=_notes(model, rs, per_gpu, accounting),
+        notes=_notes(model, rs, per_gpu, accounting) + extras.notes(model.arch, rs, ranks, worst, host),
+        host=host,
     )
 
 
@@ -568,6 +663,12 @@ def _verdict(
                 f"{rs.max_model_len} tokens)",
             )
         )
+    if hard and g.lora_bytes and rs.lora is not None:  # issue 20: name the LoRA slots in the numbers
+        slots = (
+            f" (weights include {fmt_gib(g.lora_bytes)} of LoRA slots: --max-loras {rs.lora.max_loras} x "
+            f"--max-lora-rank {rs.lora.max_lora_rank})"
+        )
+        hard = [Reason(r.code, r.message + slots) for r in hard]
     if hard:
         return Verdict.DOES_NOT_FIT, tuple(hard)
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:

@@ -8,7 +8,10 @@ from enum import StrEnum
 from fitgate.sizing.activation import ProfileEstimate
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import KVLayout
+from fitgate.sizing.lora import LoraBytes
 from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.multimodal import EncoderProfile
+from fitgate.sizing.offload import HostMemory
 from fitgate.sizing.serving import ResolvedServing, Workload
 from fitgate.sizing.weights import RankWeights, WeightInventory
 
@@ -52,6 +55,15 @@ class RankPlan:
     available_kv_bytes: int
     layout: KVLayout
     num_blocks: int
+    # --- LoRA and weight offload (issue 20): included in ``non_kv_bytes`` ---
+    lora: LoraBytes | None = None  # adapter slots on this GPU (``--enable-lora``)
+    offloaded_bytes: int = 0  # weights ``--cpu-offload-gb`` keeps in host memory instead
+    encoder: EncoderProfile | None = None  # a vision-language model's encoder profile (first stage)
+
+    @property
+    def loaded_weights_bytes(self) -> int:
+        """What vLLM's "Model loading took" counts: the weights on the GPU plus LoRA slots (issue 20)."""
+        return self.weights.total_bytes - self.offloaded_bytes + (self.lora.total_bytes if self.lora else 0)
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,9 @@ class PerGpu:
     headroom_bytes: int
     outside_budget_bytes: int
     cuda_graphs_in_budget: bool = False  # vLLM deducted its CUDA-graph estimate from the KV budget
+    # --- LoRA and weight offload (issue 20): weights_bytes is what vLLM's "Model loading took" counts ---
+    lora_bytes: int = 0  # adapter slots, included in weights_bytes
+    cpu_offload_bytes: int = 0  # weights held in host memory, excluded from weights_bytes
 
 
 @dataclass(frozen=True)
@@ -104,3 +119,4 @@ class Plan:
     weights_estimated: bool
     max_model_len_that_fits: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    host: HostMemory | None = None  # host memory of one replica's engine (issue 20), None when nothing is pinned

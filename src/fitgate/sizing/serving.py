@@ -40,6 +40,35 @@ class ServingConfig:
     num_redundant_experts: int = 0  # --eplb-config num_redundant_experts (or --num-redundant-experts)
     all2all_backend: str | None = None  # --all2all-backend / VLLM_ALL2ALL_BACKEND; None: allgather_reducescatter
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size (-dcp)
+    # --- LoRA, weight offload, KV connectors, multimodal encoder (issue 20; docs/lora-offload-multimodal.md) ---
+    enable_lora: bool = False  # ``--enable-lora``
+    max_loras: int | None = None  # ``--max-loras`` (vLLM's default 1)
+    max_lora_rank: int | None = None  # ``--max-lora-rank`` (vLLM's default 16)
+    max_cpu_loras: int | None = None  # ``--max-cpu-loras`` (host memory only; default max_loras)
+    fully_sharded_loras: bool = False  # ``--fully-sharded-loras``
+    lora_dtype: str = "auto"  # ``--lora-dtype``: auto (the model dtype), float16, bfloat16
+    lora_target_modules: tuple[str, ...] | None = None  # ``--lora-target-modules``; None: every module
+    cpu_offload_bytes: int = 0  # ``--cpu-offload-gb`` x 2**30: weights held in host memory per GPU
+    kv_offloading_bytes: int | None = None  # ``--kv-offloading-size`` x 2**30 (host memory, all TP ranks)
+    kv_offloading_backend: str = "native"  # ``--kv-offloading-backend``: native or lmcache
+    kv_connector: str | None = None  # ``--kv-transfer-config`` kv_connector (NixlConnector, ...)
+    kv_role: str | None = None  # ``--kv-transfer-config`` kv_role: kv_producer, kv_consumer, kv_both
+    kv_buffer_device: str | None = None  # ``--kv-transfer-config`` kv_buffer_device (NIXL: cuda or cpu)
+    #: ``--limit-mm-per-prompt`` as (modality, count) pairs; None: vLLM's default (the model's maximum)
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    mm_encoder_tp_mode: str = "weights"  # ``--mm-encoder-tp-mode``: weights or data
+    mm_processor_cache_bytes: int | None = None  # ``--mm-processor-cache-gb`` x 2**30 (host; default 4 GiB)
+
+
+@dataclass(frozen=True)
+class LoraSlots:
+    """``--enable-lora`` after vLLM's defaults: GPU slots for ``max_loras`` adapters of ``max_lora_rank``."""
+
+    max_loras: int
+    max_lora_rank: int
+    max_cpu_loras: int
+    fully_sharded: bool
+    dtype_bytes: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +102,18 @@ class ResolvedServing:
     runner: str = "generate"
     speculative: Speculative | None = None
     parallel: ParallelLayout = field(default_factory=ParallelLayout)  # data / expert / decode-context parallelism
+    # --- LoRA, weight offload, KV connectors, multimodal encoder (issue 20) ---
+    lora: LoraSlots | None = None
+    lora_target_modules: tuple[str, ...] | None = None
+    cpu_offload_bytes: int = 0
+    kv_offloading_bytes: int | None = None
+    kv_offloading_backend: str = "native"
+    kv_connector: str | None = None
+    kv_role: str | None = None
+    kv_buffer_device: str | None = None
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    mm_encoder_tp_mode: str = "weights"
+    mm_processor_cache_bytes: int = 0
 
     @property
     def draft_tokens(self) -> int:

@@ -40,6 +40,7 @@ BOOLEAN_FLAGS = frozenset(
         "--enable-chunked-prefill",
         "--trust-remote-code",
         "--enable-lora",
+        "--fully-sharded-loras",  # issue 20 (LoRAConfig bool: BooleanOptionalAction)
         "--enable-auto-tool-choice",
         "--disable-log-requests",
         "--disable-log-stats",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing import SizingError
+from fitgate.sizing.units import parse_size
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.reading import WorkloadError
 
@@ -115,6 +116,20 @@ def gpu_limit_of(container: dict[str, Any]) -> tuple[str | None, int]:
                     ) from None
                 return resource, count
     return None, 0
+
+
+def memory_limit_of(container: dict[str, Any]) -> int | None:
+    """The container's memory limit in bytes (issue 20: host memory of offload buffers), None without one.
+
+    A quantity fitgate cannot read is None (the API server has validated it; no verdict depends on it).
+    """
+    raw = as_dict(as_dict(container.get("resources")).get("limits")).get("memory")
+    if raw is None:
+        return None
+    try:
+        return parse_size(str(raw)[:64], "resources.limits.memory")
+    except SizingError:
+        return None
 
 
 def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None:

@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.multimodal import parse_limit_mm
+from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
@@ -43,6 +45,7 @@ from fitgate.workloads.podspec import (
     gpu_limit_of,
     hami_share_of,
     image_repo_tag,
+    memory_limit_of,
     placement_of,
     release_of_image,
     runai_share_of,
@@ -81,10 +84,14 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--enable-eplb": ("enableEplb", "bool"),
     "--num-redundant-experts": ("numRedundantExperts", "int"),
     "--decode-context-parallel-size": ("decodeContextParallelSize", "int"),
+    # issue 20: CUDA graphs, KV block size, weights offloaded to the host
+    "--enforce-eager": ("enforceEager", "bool"),
+    "--block-size": ("blockSize", "int"),
+    "--cpu-offload-gb": ("cpuOffloadGiB", "float"),
 }
 
 #: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
-_NOT_MODELLED = ("--enforce-eager", "--kv-cache-memory-bytes", "--block-size", "--cpu-offload-gb", "--swap-space")
+_NOT_MODELLED = ("--kv-cache-memory-bytes", "--swap-space", "--offload-group-size", "--enable-tower-connector-lora")
 
 #: vLLM's --dtype spellings (config/model.py) as a ModelDeployment's.
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
@@ -362,6 +369,83 @@ class _UnknownValueError(Exception):
     """A value fitgate cannot know (an unexpanded variable)."""
 
 
+# --- LoRA, KV connectors, KV offloading, multimodal (issue 20; docs/lora-offload-multimodal.md) ---
+
+
+_LORA_INT_FLAGS = (("--max-loras", "maxLoras"), ("--max-lora-rank", "maxLoraRank"), ("--max-cpu-loras", "maxCpuLoras"))
+
+
+def _json_flag(flags: Mapping[str, str], flag: str) -> str | None:
+    value = flags.get(flag)
+    if value is not None and ("$(" in value or value.startswith("$")):
+        raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
+    return value
+
+
+def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
+    """``spec.serving`` fields of the LoRA, KV-transfer, KV-offloading and multimodal flags.
+
+    A value vLLM itself would refuse is a WorkloadError; a setting fitgate does not size is a note.
+    """
+    serving: dict[str, Any] = {}
+    if flags.get("--enable-lora", "false") not in ("false", "0", "no"):
+        lora: dict[str, Any] = {}
+        for flag, fld in (
+            ("--max-loras", "maxLoras"),
+            ("--max-lora-rank", "maxLoraRank"),
+            ("--max-cpu-loras", "maxCpuLoras"),
+        ):
+            if flag in flags:
+                lora[fld] = _convert(flag, flags[flag], "int")
+        if flags.get("--fully-sharded-loras", "false") not in ("false", "0", "no"):
+            lora["fullyShardedLoras"] = True
+        if "--lora-dtype" in flags:
+            lora["loraDtype"] = flags["--lora-dtype"]
+        if "--lora-target-modules" in flags:
+            # nargs="+": the argv reader keeps the first word; fewer targets count fewer slots (never more)
+            lora["targetModules"] = [flags["--lora-target-modules"]]
+            notes.append("--lora-target-modules: only its first module is read; slots of the others are not counted")
+        serving["lora"] = lora
+    text = _json_flag(flags, "--kv-transfer-config")
+    if text is not None:
+        try:
+            connector, role, device = parse_kv_transfer_config(text)
+        except SizingError as exc:
+            raise WorkloadError(f"--kv-transfer-config: {exc}") from None
+        if connector is None:
+            notes.append("--kv-transfer-config without kv_connector: not sized")
+        else:
+            transfer: dict[str, Any] = {"connector": connector}
+            if role is not None:
+                transfer["role"] = role
+            if device in ("cuda", "cpu"):
+                transfer["bufferDevice"] = device
+            serving["kvTransfer"] = transfer
+    if "--kv-offloading-size" in flags:
+        offloading: dict[str, Any] = {
+            "sizeGiB": _convert("--kv-offloading-size", flags["--kv-offloading-size"], "float")
+        }
+        if "--kv-offloading-backend" in flags:
+            offloading["backend"] = flags["--kv-offloading-backend"]
+        serving["kvOffloading"] = offloading
+    mm: dict[str, Any] = {}
+    text = _json_flag(flags, "--limit-mm-per-prompt")
+    if text is not None:
+        try:
+            mm["limitPerPrompt"] = dict(parse_limit_mm(text))
+        except SizingError as exc:
+            raise WorkloadError(f"--limit-mm-per-prompt: {exc}") from None
+    if "--mm-encoder-tp-mode" in flags:
+        mm["encoderTpMode"] = flags["--mm-encoder-tp-mode"]
+    if "--mm-processor-cache-gb" in flags:
+        mm["processorCacheGiB"] = _convert("--mm-processor-cache-gb", flags["--mm-processor-cache-gb"], "float")
+    if "--disable-mm-preprocessor-cache" in flags:
+        notes.append("--disable-mm-preprocessor-cache: removed before vLLM 0.33 (use --mm-processor-cache-gb 0)")
+    if mm:
+        serving["multimodal"] = mm
+    return serving
+
+
 def read_container(
     found: _Found, configmaps: Mapping[str, Mapping[str, str]]
 ) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None, dict[str, tuple[str, ...]]]:
@@ -442,6 +526,7 @@ def _reading(
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
         serving.update(_expert_parallel(flags, found.env, version, more))
+        serving.update(_issue20_serving(flags, more))
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
@@ -483,6 +568,7 @@ def _reading(
             args=flags,
             config_map=ref,
             origins=origins,
+            memory_limit_bytes=memory_limit_of(container),
         )
     )
 

@@ -47,6 +47,7 @@ class Reading:
     #: ``("field", "spec.parallelism.tensor")`` or ``("env-args", "VLLM_ADDITIONAL_ARGS")`` (LLMInferenceService)
     origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fingerprint: str = ""
+    memory_limit_bytes: int | None = None  # the vLLM container's memory limit (issue 20: host memory warning)
 
     @property
     def source(self) -> str:

@@ -1,0 +1,122 @@
+"""Multimodal models: the encoder's profiling pass and ``--limit-mm-per-prompt``.
+
+vLLM 0.33.0's ``profile_run`` (v1/worker/gpu_model_runner.py L6060-6137) first runs the encoder on
+``max_items_per_batch`` dummy items of the modality with the most tokens per item, keeps their
+outputs in ``self.encoder_cache`` while it runs the decoder's dummy batch, and only then clears them
+(L6121-6122, L6135): the encoder outputs add to the decoder pass's peak. The budget is
+``compute_mm_encoder_budget`` (v1/core/encoder_cache_manager.py L333-380):
+``max(max_num_batched_tokens, max tokens of one item)`` (scheduler.py L306-307), and the items per
+batch ``max(1, min(budget // tokens_per_item, max_num_seqs x items_per_prompt))`` with
+``items_per_prompt = max(1, min(limit, max_model_len // tokens_per_item))``
+(multimodal/encoder_budget.py ``_get_max_items``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.model import ModelArchitecture
+
+#: The most characters of a ``--limit-mm-per-prompt`` fitgate parses.
+MAX_LIMIT_MM_CHARS = 4096
+#: Modalities vLLM's processors know (config/multimodal.py 0.33.0 ``limit_per_prompt``).
+MODALITIES = ("image", "video", "audio", "vision_chunk")
+
+
+def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
+    """``--limit-mm-per-prompt`` JSON (``{"image": 2}`` or ``{"image": {"count": 2, ...}}``) as pairs."""
+    if len(text) > MAX_LIMIT_MM_CHARS:
+        raise SizingError("limit_mm_per_prompt", f"{len(text)} characters", f"at most {MAX_LIMIT_MM_CHARS}")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise SizingError("limit_mm_per_prompt", text[:80], 'a JSON object such as {"image": 2}') from None
+    if not isinstance(data, dict):
+        raise SizingError("limit_mm_per_prompt", text[:80], 'a JSON object such as {"image": 2}')
+    pairs: list[tuple[str, int]] = []
+    for modality, value in data.items():
+        count = value.get("count") if isinstance(value, dict) else value
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 1024:
+            raise SizingError(f"limit_mm_per_prompt.{modality}", count, "a count from 0 to 1024")
+        pairs.append((str(modality)[:40], count))
+    return tuple(sorted(pairs))
+
+
+@dataclass(frozen=True)
+class VisionFamily:
+    """What vLLM's processor makes of one image, for a model family fitgate sizes (see FAMILIES)."""
+
+    tokens_per_item: int  # the largest item's tokens after the projector (get_mm_max_tokens_per_item)
+    patches_per_token: int  # vision-tower positions per output token (spatial merge / pooling)
+
+
+#: Vision-language families whose largest item fitgate knows from the source and the published
+#: processor configs:
+#: * Qwen2-VL / Qwen2.5-VL / Qwen3-VL: ``get_max_image_tokens`` is ``max_pixels / (patch x merge)^2``
+#:   (models/qwen2_vl.py 0.33.0 L980-1060, ``_get_vision_info``); the published preprocessor_config.json
+#:   max_pixels 12845056 = 16384 x 28^2 (Qwen3-VL: 16777216 = 16384 x 32^2) -> 16384 tokens, each
+#:   ``spatial_merge_size^2`` = 4 patches. Public 0.2x logs print "Encoder cache will be initialized
+#:   with a budget of 16384 tokens, and profiled with 1 image items".
+#: * Gemma 3: ``mm_tokens_per_image`` 256 tokens per image without pan-and-scan (models/gemma3_mm.py
+#:   0.33.0 L197-232, L713-732), pooled from SigLIP's 64 x 64 = 4096 patches (896 px / 14) -> 16.
+FAMILIES = {
+    "Qwen2VLForConditionalGeneration": VisionFamily(16384, 4),
+    "Qwen2_5_VLForConditionalGeneration": VisionFamily(16384, 4),
+    "Qwen3VLForConditionalGeneration": VisionFamily(16384, 4),
+    "Qwen3VLMoeForConditionalGeneration": VisionFamily(16384, 4),
+    "Gemma3ForConditionalGeneration": VisionFamily(256, 16),
+}
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """The encoder's share of the profiling pass on the first pipeline stage."""
+
+    budget_tokens: int  # "Encoder cache will be initialized with a budget of N tokens"
+    items: int  # "... and profiled with M image items of the maximum feature size"
+    tokens_per_item: int
+    forward_bytes: int  # the vision tower's live activations on those items (a lower bound, see below)
+    outputs_bytes: int  # the encoder outputs kept in the encoder cache through the decoder's dummy pass
+
+
+def encoder_profile(
+    arch: ModelArchitecture,
+    *,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    limits: tuple[tuple[str, int], ...] | None,
+    tp: int,
+    tp_mode: str,
+    dtype_bytes: int,
+) -> EncoderProfile | None:
+    """The encoder profile of a vision-language model fitgate knows (None: not multimodal, or unknown).
+
+    Items per batch follow ``_get_max_items`` exactly; the vision tower's activation is the live
+    tensors of one vision block's MLP per patch (the residual stream and its norm, ``2 x hidden``,
+    gate_up ``2 x I`` and its activation ``I``, sharded by TP in ``weights`` mode: qwen2_5_vl.py
+    0.33.0 L346-350) and is a lower bound: attention workspaces and the patch embedding are not
+    counted, and no public log of a VLM with its config.json is in hand to fit more.
+    """
+    vision = arch.vision
+    family = FAMILIES.get(arch.architecture)
+    if vision is None or family is None:
+        return None
+    limit = dict(limits or ()).get("image")
+    if limit == 0:
+        return EncoderProfile(0, 0, family.tokens_per_item, 0, 0)  # images disabled: no encoder profiling
+    per_item = family.tokens_per_item
+    budget = max(max_num_batched_tokens, per_item)  # compute_mm_encoder_budget, scheduler.py L306-307
+    per_prompt = max(1, min(limit if limit is not None else 999, max_model_len // per_item))
+    items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
+    patches = items * per_item * family.patches_per_token
+    inter = vision.intermediate_size
+    if tp_mode == "data" and tp > 1:
+        patches = -(-items // tp) * per_item * family.patches_per_token  # each rank encodes its share
+    else:
+        inter //= tp
+    forward = patches * dtype_bytes * (2 * vision.hidden_size + 3 * inter)
+    outputs = items * per_item * arch.hidden_size * dtype_bytes
+    return EncoderProfile(budget, items, per_item, forward, outputs)
