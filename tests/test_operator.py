@@ -614,6 +614,8 @@ TIGHT_SPEC = {
     "model": {"name": "Qwen/Qwen3-30B-A3B", "source": "catalog"},
     "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
     "workload": {"concurrentRequests": 17, "contextTokens": 8192},  # 17 x 512 of 9649 blocks: 90.2 %
+    # 0.33's budget: 0.34 keeps a warm-up reserve and margin (fitgate.sizing.extensible), fewer blocks
+    "engine": {"version": "0.33.0"},
 }
 
 
@@ -668,7 +670,9 @@ def test_every_reason_the_plan_gives_is_a_reason_code() -> None:
                 for gmu in (0.5, 0.9, 0.99):
                     try:
                         p = plan(
-                            model(name), lookup_gpu(gpu), ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu)
+                            model(name),
+                            lookup_gpu(gpu),
+                            ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu, vllm_version="0.33.0"),
                         )
                     except SizingError:
                         continue

@@ -71,7 +71,7 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         version = DEFAULT_VLLM_VERSION
         notes.append(f"the log prints no vLLM version; planned with {version} (pass --vllm-version)")
     if s.gpu_memory_utilization is None:
-        notes.append("the log prints no gpu_memory_utilization; planned with vLLM's default 0.9")
+        notes.append("the log prints no gpu_memory_utilization; planned with the release's default")
     for name in ("tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(s, name) is None:
             notes.append(f"the log prints no {name}; planned with 1")
@@ -83,7 +83,7 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         quantization=runtime_quantization(log),
         tensor_parallel_size=s.tensor_parallel_size or 1,
         pipeline_parallel_size=s.pipeline_parallel_size or 1,
-        gpu_memory_utilization=s.gpu_memory_utilization if s.gpu_memory_utilization is not None else 0.9,
+        gpu_memory_utilization=s.gpu_memory_utilization,  # None: the release's (0.9, 0.92, 1.0 from 0.34)
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
         block_size=s.block_size,

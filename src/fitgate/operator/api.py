@@ -58,7 +58,8 @@ class Engine(_Spec):
         default=None,
         max_length=64,
         pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?$",
-        description="vLLM release (0.33.0) or image tag (v0.33.0-cu130). Default: the current release (0.33.0).",
+        description="vLLM release (0.34.0) or image tag (v0.34.0-cu130); a release newer than fitgate models "
+        "is sized as the newest modelled one, with a note. Default: the newest modelled release (0.34.0).",
     )
 
 

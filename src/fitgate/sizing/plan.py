@@ -15,12 +15,14 @@ from __future__ import annotations
 import math
 
 from fitgate.sizing import speculative
-from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile, pre_snapshot_bytes
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.extensible import blocks_within, measure_kv_bytes
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
+    KVLayout,
     blocks_per_request,
     build_layout,
     hybrid_block_size,
@@ -36,8 +38,8 @@ from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import GiB, fmt_gib
-from fitgate.sizing.versions import VllmAccounting, accounting_for
-from fitgate.sizing.weights import pp_layer_ranges, weights_per_rank
+from fitgate.sizing.versions import VllmAccounting, accounting_for, release_note
+from fitgate.sizing.weights import RankWeights, pp_layer_ranges, weights_per_rank
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
@@ -103,18 +105,25 @@ def resolve_serving(
         raise SizingError("tensor_parallel_size", tp, f"a divisor or multiple of the model's {kv} KV heads")
     if pp > arch.num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
+    extensible = _extensible(serving, accounting)
     gmu = serving.gpu_memory_utilization
     if gmu is None:
-        gmu = accounting.default_gpu_memory_utilization
+        # 0.34: 1.0 with the extensible KV cache (config/cache.py 0.34.0 L495-501), else 0.92
+        gmu = 1.0 if extensible else accounting.default_gpu_memory_utilization
     if isinstance(gmu, bool) or not isinstance(gmu, int | float) or not 0 < gmu <= 1:
         raise SizingError("gpu_memory_utilization", gmu, "a fraction greater than 0 and at most 1")
-    model_max = arch.derived_max_model_len
-    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or model_max
+    model_max = arch.max_model_len_limit(accounting.version)
+    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or arch.default_max_model_len(
+        accounting.version
+    )
     if max_len > model_max:
+        # vLLM's own refusal (config/model.py 0.34.0 L2700-2727): honoured only with the env override
+        key = arch.max_len_key or "max_position_embeddings"
         raise SizingError(
             "max_model_len",
             max_len,
-            f"at most the model's {model_max} tokens (max_position_embeddings with RoPE scaling)",
+            f"at most the derived max_model_len ({key}={model_max} with RoPE scaling as vLLM "
+            f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
@@ -175,7 +184,29 @@ def resolve_serving(
         interconnect=interconnect,
         runner=serving.runner,
         speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
+        extensible_kv_cache=extensible,
     )
+
+
+def _extensible(serving: ServingConfig, accounting: VllmAccounting) -> bool:
+    """Whether vLLM sizes the KV cache after warm-up (0.34+, ``VllmConfig._resolve_extensible_kv_cache``).
+
+    Off with ``--kv-cache-memory-bytes`` (config/vllm.py 0.34.0 L3203-3207) or
+    ``--no-enable-extensible-kv-cache``; asking for both is vLLM's start-up error (L3261-3262).
+    Releases before 0.34 have no such cache: the setting is ignored there.
+    """
+    if not accounting.extensible_kv_cache:
+        return False
+    if serving.kv_cache_memory_bytes is not None:
+        if serving.extensible_kv_cache:
+            raise SizingError(
+                "enable_extensible_kv_cache",
+                True,
+                "off with kv_cache_memory_bytes (vLLM: it sizes the KV cache from measured memory, "
+                "which kv_cache_memory_bytes overrides)",
+            )
+        return False
+    return serving.extensible_kv_cache is not False
 
 
 def _block_sparse(arch: ModelArchitecture) -> bool:
@@ -260,6 +291,8 @@ def _rank(
     non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
     if _graphs_in_budget(arch, rs, accounting):
         non_kv += profile.cuda_graph_bytes
+    if rs.extensible_kv_cache:
+        return _extensible_rank(gpu, rs, pp_rank, layers, weights, profile, non_kv, layout)
     if rs.kv_cache_memory_bytes is not None:
         # --kv-cache-memory-bytes: the pool is that number; gpu_memory_utilization is ignored and what
         # vLLM holds is the non-KV memory plus the pool (reference section 4).
@@ -272,6 +305,54 @@ def _rank(
     return RankPlan(
         pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available)
     )
+
+
+def _extensible_rank(
+    gpu: GpuModel,
+    rs: ResolvedServing,
+    pp_rank: int,
+    layers: range,
+    weights: RankWeights,
+    profile: ProfileEstimate,
+    non_kv: int,
+    layout: KVLayout,
+) -> RankPlan:
+    """One worker under vLLM 0.34's extensible KV cache (see :mod:`fitgate.sizing.extensible`).
+
+    The capacity is 0.33's budget (``requested - non_kv`` with the graph estimate); the pool is what
+    ``measure_kv_cache_bytes`` keeps after warm-up, at most that capacity, and what vLLM checks one
+    ``max_model_len`` request against is ``(blocks - 1) x bytes_per_block`` (kv_cache_planning.py
+    0.34.0 L1851-1861: the null block is held back).
+    """
+    requested = math.ceil(gpu.memory_bytes * rs.gpu_memory_utilization)  # v1/worker/utils.py 0.34.0 L743
+    capacity = num_blocks(layout, requested - non_kv)
+    graphs = 0 if rs.enforce_eager else profile.cuda_graph_bytes
+    # Resident after capture: weights, non-torch growth, the persistent MoE workspace, the graph pool.
+    resident = weights.total_bytes + profile.non_torch_bytes + profile.moe_workspace_bytes + graphs
+    # Seed of the transient reserve: peak_activation_memory = transient headroom + graph estimate.
+    transient = profile.activation_bytes - profile.moe_workspace_bytes + graphs
+    measured = measure_kv_bytes(
+        requested_bytes=requested,
+        init_free_bytes=gpu.memory_bytes - pre_snapshot_bytes(rs.tensor_parallel_size),
+        resident_bytes=resident,
+        transient_bytes=transient,
+    )
+    blocks = blocks_within(measured.available_bytes, _segment_strides(layout), capacity)
+    available = max(0, (blocks - 1) * layout.bytes_per_block) if blocks else measured.available_bytes
+    return RankPlan(pp_rank, layers, weights, profile, requested, requested - available, available, layout, blocks)
+
+
+def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
+    """The extensible cache's segments: one per KV tensor of a layer-outermost layout (one when packed).
+
+    ``ExtensibleKVCache._segments`` (extensible_kv_cache.py 0.34.0 L127-172): block-compact
+    layer-outermost layouts get one region per layer tensor, block-outermost ones a single segment.
+    """
+    if layout.packed:
+        return (layout.bytes_per_block,)
+    if layout.group_size == 1 and len(layout.groups) == 1 and len(layout.spec_counts) > 1:
+        return tuple(s.page_size_bytes for s in layout.specs)  # UniformTypeKVCacheSpecs: per-layer tensors
+    return (layout.page_size_bytes,) * layout.group_size
 
 
 def _fabric(gpu: GpuModel, interconnect: str) -> str:
@@ -287,6 +368,8 @@ def _graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: 
     Not with ``--kv-cache-memory-bytes`` (no profiling: gpu_worker.py 0.33.0 L656-681), not under
     ``--enforce-eager``, not on a V2-runner model of 0.22-0.28 (its estimate is a stub returning 0).
     """
+    if rs.extensible_kv_cache:
+        return not rs.enforce_eager  # measured after capture (gpu_worker.py 0.34.0 L1098-1101, L1226-1240)
     return (
         accounting.cudagraph_in_budget
         and not rs.enforce_eager
@@ -378,13 +461,24 @@ def plan(
         ranks=ranks,
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
-        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.derived_max_model_len),
-        notes=_notes(model, rs, per_gpu, accounting),
+        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
+        notes=_notes(model, rs, per_gpu, accounting, serving.vllm_version),
     )
 
 
-def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting) -> tuple[str, ...]:
+def _notes(
+    model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting, given_version: str | None = None
+) -> tuple[str, ...]:
     notes = []
+    newer = release_note(given_version)
+    if newer is not None:
+        notes.append(newer)
+    if rs.extensible_kv_cache:
+        notes.append(
+            f"vLLM {rs.vllm_version} sizes the KV cache after warm-up and CUDA-graph capture (extensible KV cache): "
+            "the pool is the memory left less the transient peak (activation + graph estimate) and a margin of "
+            "max(1 GiB, 0.75 x that peak); allocator fragmentation during warm-up is not modelled"
+        )
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
     if not accounting.chunked_local_hybrid and any(getattr(m.mixer, "chunk_size", None) for m in model.arch.layers):
@@ -443,7 +537,8 @@ def _verdict(
                 "after its CUDA context: vLLM runs out of memory allocating the KV cache",
             )
         )
-    elif g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
+    elif g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes and not rs.extensible_kv_cache:
+        # 0.34's extensible cache skips this check: the budget is only a cap (v1/worker/utils.py 0.34.0 L783-797)
         hard.append(
             Reason(
                 "GpuMemoryUtilizationTooHigh",
@@ -452,7 +547,17 @@ def _verdict(
                 f"card, but the CUDA context already holds ~{fmt_gib(CUDA_CONTEXT_BYTES)}: vLLM refuses to start",
             )
         )
-    if avail <= 0:
+    if avail <= 0 and rs.extensible_kv_cache:
+        hard.append(
+            Reason(
+                "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
+                f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
+                f"{fmt_gib(g.non_torch_bytes)} + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}, with vLLM "
+                f"{rs.vllm_version}'s warm-up reserve and margin, leave no memory for the KV cache in "
+                f"{fmt_gib(budget)} per GPU",
+            )
+        )
+    elif avail <= 0:
         hard.append(
             Reason(
                 "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
@@ -511,7 +616,8 @@ def _verdict(
     reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
     if not g.cuda_graphs_in_budget:
         reserve += worst.profile.cuda_graph_bytes
-    if g.outside_budget_bytes < reserve:
+    # 0.34's extensible cache measures graphs and warm-up and keeps a margin itself (fitgate.sizing.extensible)
+    if g.outside_budget_bytes < reserve and not rs.extensible_kv_cache:
         soft.append(
             Reason(
                 "LowHeadroomOutsideBudget",

@@ -31,6 +31,9 @@ class ServingConfig:
     # ``--speculative-config``: its method (``mtp``, ``ngram``, ``eagle3`` ...) and num_speculative_tokens
     speculative_method: str | None = None
     speculative_tokens: int | None = None
+    # vLLM 0.34 extensible KV cache (docs/vllm-releases.md section 12): ``--[no-]enable-extensible-kv-cache``;
+    # None: the release's default (on from 0.34 unless --kv-cache-memory-bytes is given).
+    extensible_kv_cache: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class ResolvedServing:
     interconnect: str = "nvlink"
     runner: str = "generate"
     speculative: Speculative | None = None
+    # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
+    extensible_kv_cache: bool = False
 
     @property
     def draft_tokens(self) -> int:

@@ -1,0 +1,253 @@
+"""vLLM 0.34 (extensible KV cache), newer releases, context limits as vLLM derives them, sparse-MLA tokens.
+
+Sources: the 0.33.0 and 0.34.0 wheels (``pip download --no-deps vllm==X``), file:line of the release named.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fitgate.checkpoints.facts import to_model_input
+from fitgate.checkpoints.local import load_directory
+from fitgate.cli import main
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES
+from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.extensible import GRANULE_BYTES, blocks_within, measure_kv_bytes
+from fitgate.sizing.units import GiB, MiB
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, accounting_for, resolve_release
+from tests.conftest import model
+
+CORPUS = Path(__file__).parent / "corpus"
+REPO = Path(__file__).resolve().parents[1]
+H100 = lookup_gpu("NVIDIA-H100-80GB-HBM3")
+H200 = lookup_gpu("H200")
+
+
+# -- 1. vLLM 0.34: the KV cache is measured after warm-up --------------------------------------
+
+
+def test_measure_kv_cache_bytes_known_answer() -> None:
+    # measure_kv_cache_bytes (extensible_kv_cache.py 0.34.0 L592-618) with gmu 1.0 on an 80 GiB card:
+    # init_free 79.5 GiB, resident 16 GiB, transient 2 GiB -> margin max(1 GiB, 0.75 x 2 GiB) = 1.5 GiB;
+    # by budget 80 - 16 = 64 GiB, by device 79.5 - 16 - 1.5 = 62 GiB; 62 - 2 = 60 GiB.
+    m = measure_kv_bytes(
+        requested_bytes=80 * GiB, init_free_bytes=int(79.5 * GiB), resident_bytes=16 * GiB, transient_bytes=2 * GiB
+    )
+    assert m.margin_bytes == int(1.5 * GiB) and m.device_bound and m.available_bytes == 60 * GiB
+    # gmu 0.9 (72 GiB requested): the budget binds, 72 - 16 - 2 = 54 GiB; a small transient keeps the 1 GiB floor.
+    m = measure_kv_bytes(
+        requested_bytes=72 * GiB, init_free_bytes=int(79.5 * GiB), resident_bytes=16 * GiB, transient_bytes=GiB // 2
+    )
+    assert m.margin_bytes == GiB and not m.device_bound and m.available_bytes == 72 * GiB - 16 * GiB - GiB // 2
+
+
+def test_blocks_within_rounds_each_segment_to_the_granule() -> None:
+    # blocks_within (extensible_kv_cache.py 0.34.0 L343-348): 32 layer segments of 64 KiB blocks. 1 GiB
+    # holds 1 GiB / (32 x 64 KiB) = 512 blocks exactly (each segment 32 MiB, a whole number of 2 MiB
+    # granules); 1 GiB + 1 MiB still holds 512 (513 blocks need 32 x roundup(32.0625 MiB) = 32 x 34 MiB).
+    strides = (64 * 1024,) * 32
+    assert blocks_within(GiB, strides, 10**6) == 512
+    assert blocks_within(GiB + MiB, strides, 10**6) == 512
+    assert blocks_within(32 * 34 * MiB, strides, 10**6) == 544  # 544 x 64 KiB = 34 MiB per segment
+    assert blocks_within(32 * 34 * MiB, strides, 100) == 100  # never above the reserved capacity
+    assert 2 * MiB == GRANULE_BYTES
+
+
+def test_034_plan_is_the_measured_pool() -> None:
+    # Llama-3.1-8B on H100, vLLM 0.34 defaults: gmu 1.0 (config/cache.py 0.34.0 L495-501), no free-memory
+    # check at start-up (v1/worker/utils.py L783-797). The pool is total - CUDA context - (weights + non-torch
+    # + graphs) - max(1 GiB, 0.75 T) - T with T = activation + graph estimate; the blocks are the pool over
+    # 32 segments of 16 x 8 x 128 x 2 x 2 B = 64 KiB, and vLLM checks (blocks - 1) x 2 MiB against one request.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(m, H100, ServingConfig(max_model_len=8192))
+    r = p.ranks[0]
+    assert p.serving.gpu_memory_utilization == 1.0 and p.serving.extensible_kv_cache
+    resident = r.weights.total_bytes + r.profile.non_torch_bytes + r.profile.moe_workspace_bytes
+    resident += r.profile.cuda_graph_bytes
+    transient = r.profile.activation_bytes - r.profile.moe_workspace_bytes + r.profile.cuda_graph_bytes
+    pool = H100.memory_bytes - CUDA_CONTEXT_BYTES - resident - max(GiB, int(0.75 * transient)) - transient
+    assert r.num_blocks == blocks_within(pool, (64 * 1024,) * 32, 10**9)
+    assert r.available_kv_bytes == (r.num_blocks - 1) * 2 * MiB
+    assert p.verdict.value == "Fits"
+    # 0.33 at its default gmu 0.92 keeps less: the pool grew with 0.34 on this card
+    old = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.33.0"))
+    assert old.serving.gpu_memory_utilization == 0.92 and old.kv.num_blocks < p.kv.num_blocks
+
+
+def test_034_extensible_off_is_033s_accounting() -> None:
+    # --no-enable-extensible-kv-cache or --kv-cache-memory-bytes: the 0.33 path (gpu_worker.py 0.34.0 L719-781)
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    off = plan(m, H100, ServingConfig(max_model_len=8192, extensible_kv_cache=False))
+    old = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.33.0"))
+    assert off.serving.gpu_memory_utilization == 0.92 and off.kv.num_blocks == old.kv.num_blocks
+    with pytest.raises(SizingError, match="enable_extensible_kv_cache"):
+        plan(m, H100, ServingConfig(max_model_len=8192, extensible_kv_cache=True, kv_cache_memory_bytes=10 * GiB))
+
+
+def test_034_gmu_one_starts() -> None:
+    # 0.33 refuses gmu 1.0 (free < requested); 0.34's extensible cache skips that check.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(m, H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=1.0))
+    assert "GpuMemoryUtilizationTooHigh" not in {r.code for r in p.reasons}
+
+
+# -- 2. releases newer than the table, and nonsense -------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["0.35.0", "v1.0.0", "v0.40.2-cu130", "1.2"])
+def test_newer_release_is_sized_as_the_newest_with_a_note(text: str) -> None:
+    rel = resolve_release(text)
+    assert rel.sized_as == accounting_for(DEFAULT_VLLM_VERSION).version and rel.note is not None
+    p = plan(model("meta-llama/Llama-3.1-8B-Instruct"), H100, ServingConfig(max_model_len=8192, vllm_version=text))
+    assert p.serving.vllm_version == DEFAULT_VLLM_VERSION
+    assert any("newer than the newest release fitgate models" in n for n in p.notes)
+    assert p.verdict.value != "Invalid"
+
+
+@pytest.mark.parametrize("text", ["banana", "", "0.4.9", "x" * 500])
+def test_nonsense_release_is_a_one_line_error(text: str) -> None:
+    with pytest.raises(SizingError) as err:
+        resolve_release(text)
+    assert "\n" not in str(err.value) and "vllm_version" in str(err.value)
+
+
+def test_cli_accepts_newer_and_refuses_nonsense(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len", "8192"]
+    assert main([*args, "--vllm-version", "0.35.0", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("0.35.0" in n for n in doc["notes"])
+    assert main([*args, "--vllm-version", "not-a-release"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not-a-release" in err
+
+
+# -- 3. scripts/vllm_release_diff.py ------------------------------------------------------------
+
+
+def _load_script() -> Any:
+    spec = importlib.util.spec_from_file_location("vllm_release_diff", REPO / "scripts" / "vllm_release_diff.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["vllm_release_diff"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _release(root: Path, worker: str, planning: str) -> Path:
+    pkg = root / "vllm"
+    (pkg / "v1" / "worker").mkdir(parents=True)
+    (pkg / "v1" / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "v1" / "worker" / "gpu_worker.py").write_text(worker)
+    (pkg / "v1" / "core" / "kv_cache_planning.py").write_text(planning)
+    return root
+
+
+def test_release_diff_finds_functions_by_name_and_diffs_them(tmp_path: Path) -> None:
+    script = _load_script()
+    old = _release(
+        tmp_path / "old",
+        "class Worker:\n    def determine_available_memory(self):\n        return self.requested - self.non_kv\n",
+        "def get_kv_cache_groups(specs):\n    return [specs]\n",
+    )
+    new = _release(
+        tmp_path / "new",
+        "import os\n\nclass Worker:\n    def determine_available_memory(self):\n"
+        "        return self.requested - self.non_kv - self.graphs\n",
+        "def get_kv_cache_groups(specs):\n    return [specs]\n\n\n"
+        "def finalize_extensible_kv_cache(n):\n    return min(n)\n",
+    )
+    changes = {c.name: c for c in script.compare(old / "vllm", new / "vllm")}
+    assert changes["Worker.determine_available_memory"].status == "changed"
+    assert changes["Worker.determine_available_memory"].new.first_line == 4  # moved by the import
+    assert changes["get_kv_cache_groups"].status == "same"
+    assert changes["finalize_extensible_kv_cache"].status == "added"
+    assert changes["request_memory"].status == "absent"
+    text = script.report(list(changes.values()), "0.1.0", "0.2.0")
+    assert "+        return self.requested - self.non_kv - self.graphs" in text
+    assert "-        return self.requested - self.non_kv\n" in text
+    assert "get_kv_cache_groups" in text and "+def finalize_extensible_kv_cache(n):" in text
+
+
+# -- 4. context limits as vLLM derives them (config/model.py 0.33.0 L2545-2684 = 0.34.0 L2589-2728) ------
+
+
+@pytest.mark.parametrize(
+    ("corpus", "limit"),
+    [
+        # Gemma 3: linear x8, but "gemma3" in model_type skips it: 131072 (not 131072 x 8 = 1,048,576)
+        ("google__gemma-3-27b-it", 131072),
+        # dynamic x6 scales max_position_embeddings: 32768 x 6 = 196608
+        ("internlm__internlm3-8b-instruct", 196608),
+        # dynamic x2: 32768 x 2 = 65536
+        ("internlm__internlm2-chat-7b-sft", 65536),
+        # llama3 is not scaled: 131072 (not x8)
+        ("meta-llama__Llama-3.1-8B-Instruct", 131072),
+        # yarn is not scaled again: max_position_embeddings 163840 (= 4096 x 40)
+        ("deepseek-ai__DeepSeek-R1", 163840),
+        # yarn: 65536 (= 8192 x 8)
+        ("allenai__Olmo-3.1-32B-Instruct", 65536),
+    ],
+)
+def test_derived_max_model_len_of_real_configs(corpus: str, limit: int) -> None:
+    arch = parse_config(json.loads((CORPUS / corpus / "config.json").read_text()))
+    assert arch.derived_max_model_len == limit
+
+
+def test_longrope_default_is_the_original_context() -> None:
+    # LongRoPE (Phi-3 style): the factor is not applied to the limit, and without --max-model-len the default
+    # is original_max_position_embeddings (config/model.py 0.34.0 L2683-2692). Synthetic config.
+    base = json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text())
+    cfg = {
+        **base,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+    }
+    arch = parse_config(cfg)
+    assert arch.derived_max_model_len == 131072 and arch.default_max_model_len((0, 34, 0)) == 4096
+
+
+def test_model_max_length_wins_and_default_factor_applies() -> None:
+    # derive_max_model_len_and_key (model_arch_config_convertor.py 0.34.0 L375-408): model_max_length
+    # overrides the smaller keys; a "default" rope set that carries a factor is applied (x2).
+    base = json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text())
+    arch = parse_config({**base, "model_max_length": 65536, "rope_scaling": None})
+    assert arch.derived_max_model_len == 65536 and arch.max_len_key == "model_max_length"
+    arch = parse_config(
+        {**base, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "default", "factor": 2}}
+    )
+    assert arch.derived_max_model_len == 8192
+
+
+def test_gemma3_refuses_what_vllm_refuses() -> None:
+    # 500k on 2 x H100 used to plan as Fits; vLLM refuses anything above 131072 for gemma3.
+    m = to_model_input(load_directory(CORPUS / "google__gemma-3-27b-it"))
+    p = plan(m, H100, ServingConfig(tensor_parallel_size=2))
+    assert p.serving.max_model_len == 131072
+    with pytest.raises(SizingError, match=r"131072.*VLLM_ALLOW_LONG_MAX_MODEL_LEN") as err:
+        plan(m, H100, ServingConfig(tensor_parallel_size=2, max_model_len=500_000))
+    assert "\n" not in str(err.value)
+
+
+# -- 5. DeepSeek-V3.2 (sparse MLA + indexer): reported tokens per group ------------------------------
+
+
+def test_sparse_mla_tokens_are_blocks_times_block_size() -> None:
+    # One UniformTypeKVCacheSpecs group (MLA 64 x 1152 B + indexer 64 x 132 B per layer, 61 layers):
+    # a 163840-token request takes cdiv(163840, 64) = 2560 blocks, so tokens = blocks x 64 and the
+    # concurrency is blocks / 2560 (kv_cache_utils.py 0.33.0 L1061-1128), e.g. 9038 blocks -> 578,432 tokens.
+    m = to_model_input(load_directory(CORPUS / "deepseek-ai__DeepSeek-V3.2"))
+    for version in ("0.33.0", "0.34.0"):
+        p = plan(m, H200, ServingConfig(tensor_parallel_size=8, vllm_version=version))
+        assert p.kv.block_size == 64 and p.kv.num_blocks > 0
+        assert p.kv.max_concurrency == pytest.approx(p.kv.num_blocks / 2560)
+        assert abs(p.kv.reported_tokens - p.kv.num_blocks * 64) <= 1  # int(concurrency x len) rounding
