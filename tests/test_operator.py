@@ -614,8 +614,6 @@ TIGHT_SPEC = {
     "model": {"name": "Qwen/Qwen3-30B-A3B", "source": "catalog"},
     "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
     "workload": {"concurrentRequests": 17, "contextTokens": 8192},  # 17 x 512 of 9649 blocks: 90.2 %
-    # 0.33's budget: 0.34 keeps a warm-up reserve and margin (fitgate.sizing.extensible), fewer blocks
-    "engine": {"version": "0.33.0"},
 }
 
 

@@ -64,7 +64,8 @@ def test_blocks_within_rounds_each_segment_to_the_granule() -> None:
 def test_034_plan_is_the_measured_pool() -> None:
     # Llama-3.1-8B on H100, vLLM 0.34 defaults: gmu 1.0 (config/cache.py 0.34.0 L495-501), no free-memory
     # check at start-up (v1/worker/utils.py L783-797). The pool is total - CUDA context - (weights + non-torch
-    # + graphs) - max(1 GiB, 0.75 T) - T with T = activation + graph estimate; the blocks are the pool over
+    # + graphs) - max(1 GiB, 0.75 T) - T with T = the activation transient (the graph estimate is 0 with the
+    # extensible cache: gpu/model_runner.py 0.34.0 L1121-1125); the blocks are the pool over
     # 32 segments of 16 x 8 x 128 x 2 x 2 B = 64 KiB, and vLLM checks (blocks - 1) x 2 MiB against one request.
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     p = plan(m, H100, ServingConfig(max_model_len=8192))
@@ -72,7 +73,7 @@ def test_034_plan_is_the_measured_pool() -> None:
     assert p.serving.gpu_memory_utilization == 1.0 and p.serving.extensible_kv_cache
     resident = r.weights.total_bytes + r.profile.non_torch_bytes + r.profile.moe_workspace_bytes
     resident += r.profile.cuda_graph_bytes
-    transient = r.profile.activation_bytes - r.profile.moe_workspace_bytes + r.profile.cuda_graph_bytes
+    transient = r.profile.activation_bytes - r.profile.moe_workspace_bytes
     pool = H100.memory_bytes - CUDA_CONTEXT_BYTES - resident - max(GiB, int(0.75 * transient)) - transient
     assert r.num_blocks == blocks_within(pool, (64 * 1024,) * 32, 10**9)
     assert r.available_kv_bytes == (r.num_blocks - 1) * 2 * MiB

@@ -7,7 +7,9 @@ From the 0.34.0 wheel (``pip download --no-deps vllm==0.34.0``; file:line of tha
    it into ``num_blocks``, which with the extensible cache is only the *reserved capacity*
    (v1/engine/core.py L380-383): address space, not memory.
 2. ``initialize_from_config`` seeds ``reserved_headroom_bytes`` with ``peak_activation_memory``
-   = ``transient_peak_headroom + cudagraph_memory_estimate`` (gpu_worker.py L771-774, L944-947).
+   = ``transient_peak_headroom + cudagraph_memory_estimate`` (gpu_worker.py L771-774, L944-947); the
+   estimate is 0 here: the V2 runner's ``profile_cudagraph_memory`` returns 0 when the extensible cache
+   is on (v1/worker/gpu/model_runner.py L1121-1125, "measures the capture footprint after warmup").
 3. ``compile_or_warm_up_model`` runs the warm-up steps, records their transient peak
    (``record_transient_peak``: max of the seed and ``peak - current`` allocated,
    extensible_kv_cache.py L311-322), captures the CUDA graphs, warms up the sampler and calls
@@ -28,12 +30,12 @@ From the 0.34.0 wheel (``pip download --no-deps vllm==0.34.0``; file:line of tha
 
 In fitgate's terms (``init_free_memory = total - pre_snapshot``, what lives before vLLM's start
 snapshot; the resident memory after capture is weights + non-torch + persistent MoE workspace + the
-graph pool; the transient peak is the profiled transient plus the graph estimate)::
+graph pool; the transient peak is the profiled transient: the activation peak less the persistent
+MoE workspace; warm-up steps that peak higher, e.g. spec-decode drafts, are not modelled)::
 
     available = min(requested - resident, total - pre_snapshot - resident - margin) - transient
 
-With the default gpu_memory_utilization of 1.0 the second term binds. The graph pool is counted
-twice (resident, and in the seed of the transient reserve): that is what the source does.
+With the default gpu_memory_utilization of 1.0 the second term binds.
 ``torch_reserve_growth_bytes`` (allocator fragmentation over the sizing steps) is not modelled (0).
 """
 

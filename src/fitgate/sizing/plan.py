@@ -289,10 +289,10 @@ def _rank(
         specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
     layout = build_layout(specs, accounting)
     non_kv = weights.total_bytes + profile.activation_bytes + profile.non_torch_bytes
-    if _graphs_in_budget(arch, rs, accounting):
-        non_kv += profile.cuda_graph_bytes
     if rs.extensible_kv_cache:
         return _extensible_rank(gpu, rs, pp_rank, layers, weights, profile, non_kv, layout)
+    if _graphs_in_budget(arch, rs, accounting):
+        non_kv += profile.cuda_graph_bytes
     if rs.kv_cache_memory_bytes is not None:
         # --kv-cache-memory-bytes: the pool is that number; gpu_memory_utilization is ignored and what
         # vLLM holds is the non-KV memory plus the pool (reference section 4).
@@ -319,7 +319,10 @@ def _extensible_rank(
 ) -> RankPlan:
     """One worker under vLLM 0.34's extensible KV cache (see :mod:`fitgate.sizing.extensible`).
 
-    The capacity is 0.33's budget (``requested - non_kv`` with the graph estimate); the pool is what
+    The V2 runner's ``profile_cudagraph_memory`` returns 0 with the extensible cache ("The extensible
+    KV cache measures the capture footprint after warmup", gpu/model_runner.py 0.34.0 L1121-1125), so
+    the capacity is ``requested - non_kv`` without graphs and the transient reserve is the profiled
+    transient alone; the graph pool is resident when the pool is measured. The pool is what
     ``measure_kv_cache_bytes`` keeps after warm-up, at most that capacity, and what vLLM checks one
     ``max_model_len`` request against is ``(blocks - 1) x bytes_per_block`` (kv_cache_planning.py
     0.34.0 L1851-1861: the null block is held back).
@@ -329,8 +332,8 @@ def _extensible_rank(
     graphs = 0 if rs.enforce_eager else profile.cuda_graph_bytes
     # Resident after capture: weights, non-torch growth, the persistent MoE workspace, the graph pool.
     resident = weights.total_bytes + profile.non_torch_bytes + profile.moe_workspace_bytes + graphs
-    # Seed of the transient reserve: peak_activation_memory = transient headroom + graph estimate.
-    transient = profile.activation_bytes - profile.moe_workspace_bytes + graphs
+    # Seed of the transient reserve: peak_activation_memory = transient headroom + graph estimate (0 here).
+    transient = profile.activation_bytes - profile.moe_workspace_bytes
     measured = measure_kv_bytes(
         requested_bytes=requested,
         init_free_bytes=gpu.memory_bytes - pre_snapshot_bytes(rs.tensor_parallel_size),
