@@ -16,6 +16,8 @@ import pytest
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
+from fitgate.operator.api import parse_spec
+from fitgate.operator.evaluate import serving_config
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES
 from fitgate.sizing.architecture import parse_config
@@ -252,3 +254,64 @@ def test_sparse_mla_tokens_are_blocks_times_block_size() -> None:
         assert p.kv.block_size == 64 and p.kv.num_blocks > 0
         assert p.kv.max_concurrency == pytest.approx(p.kv.num_blocks / 2560)
         assert abs(p.kv.reported_tokens - p.kv.num_blocks * 64) <= 1  # int(concurrency x len) rounding
+
+
+# -- 6. memory outside the budget: deny only what the derivation shows ------------------------------
+
+
+def test_gpt_oss_120b_tp2_at_095_is_the_documented_oom() -> None:
+    # vllm-project/recipes OpenAI/GPT-OSS.md L431 (commit 1e4b3adb, 2025-08-05, vLLM 0.10.1): "When running TP2
+    # on H100, set your gpu memory utilization below 0.95 as that will also cause OOM". Outside the budget:
+    # 79.19 GiB x 0.05 = 3.96 GiB. Needed at least: NCCL + context 1.53 GiB (TP > 1, measured) + the graph pool
+    # captured after the KV cache (0.10 deducts no estimate; 0.35 + 36 layers x 34 MiB + 0.25 = 1.80 GiB)
+    # + the sampler warm-up's logits, 1024 rows x 201088 x (2 + 4) B = 1.15 GiB -> 4.48 GiB > 3.96 GiB.
+    m = to_model_input(load_directory(CORPUS / "openai__gpt-oss-120b"))
+    p = plan(m, H100, ServingConfig(tensor_parallel_size=2, gpu_memory_utilization=0.95, vllm_version="0.10.1"))
+    assert p.verdict.value == "DoesNotFit" and [r.code for r in p.reasons] == ["OutsideBudgetTooSmall"]
+    floor = int(1.53 * GiB) + p.ranks[0].profile.cuda_graph_bytes + 1024 * 201088 * 6
+    assert floor > H100.memory_bytes - p.per_gpu.budget_bytes
+    assert "4.48 GiB" in p.reasons[0].message
+    # below 0.95 it starts: 7.92 GiB outside
+    ok = plan(m, H100, ServingConfig(tensor_parallel_size=2, gpu_memory_utilization=0.9, vllm_version="0.10.1"))
+    assert "OutsideBudgetTooSmall" not in {r.code for r in ok.reasons}
+
+
+def test_gpt_oss_20b_logs_of_019() -> None:
+    # shared/calibration, vLLM 0.19.0 H100 (llm-d-planner logs): gmu 0.95 failed after KV sizing at TP2,
+    # gmu 0.9 ran at TP2. TP2 at 0.95: 1.53 + 1.40 (24 layers x 34 MiB + 0.60) + 1024 x 201088 x 6 B (1.15) =
+    # 4.08 GiB > 3.96 GiB -> DoesNotFit; at 0.9 the 7.92 GiB outside hold it.
+    m = model("openai/gpt-oss-20b")
+    bad = plan(
+        m,
+        H100,
+        ServingConfig(max_model_len=8192, tensor_parallel_size=2, gpu_memory_utilization=0.95, vllm_version="0.19.0"),
+    )
+    assert bad.verdict.value == "DoesNotFit" and "OutsideBudgetTooSmall" in {r.code for r in bad.reasons}
+    ok = plan(
+        m,
+        H100,
+        ServingConfig(max_model_len=8192, tensor_parallel_size=2, gpu_memory_utilization=0.9, vllm_version="0.19.0"),
+    )
+    assert ok.verdict.value == "Fits"
+
+
+@pytest.mark.parametrize("context", [1_000_000, 1_310_720])
+def test_llama4_scout_long_context_on_8_h100_is_not_denied(context: int) -> None:
+    # blog.vllm.ai/2025/04/05/llama4.html: "Using 8xH100, vLLM can serve Scout with 1M context" (vLLM 0.8.3,
+    # default gmu 0.9: 7.92 GiB outside). The floor, 1.53 + 1.40 (graphs) + 1024 x 202048 x 6 B (1.16) =
+    # 4.09 GiB, fits; only the fitted sampler (PyTorch sort path, ~38 B a logit) says Tight.
+    m = to_model_input(
+        load_directory(
+            REPO / "src" / "fitgate" / "checkpoints" / "catalog" / "meta-llama__Llama-4-Scout-17B-16E-Instruct"
+        )
+    )
+    p = plan(m, H100, ServingConfig(tensor_parallel_size=8, max_model_len=context, vllm_version="0.8.3"))
+    assert p.verdict.value != "DoesNotFit"
+    assert "OutsideBudgetTooSmall" not in {r.code for r in p.reasons}
+
+
+def test_model_deployment_carries_the_extensible_switch() -> None:
+    # serving.enableExtensibleKvCache: false -> 0.34 with the 0.33 budget (gmu default 0.92)
+    spec = {"model": {"name": "m"}, "serving": {"enableExtensibleKvCache": False}}
+    assert serving_config(parse_spec(spec)).extensible_kv_cache is False
+    assert serving_config(parse_spec({"model": {"name": "m"}})).extensible_kv_cache is None

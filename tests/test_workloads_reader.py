@@ -700,3 +700,11 @@ def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
     obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "half"}}
     r = read_workload(obj)
     assert r is not None and r.invalid is not None and "gpu-fraction: expected a fraction" in r.invalid
+
+
+def test_extensible_kv_cache_flag_reaches_the_spec() -> None:
+    # vLLM 0.34's --[no-]enable-extensible-kv-cache (arg_utils.py 0.34.0 L1413): off, the 0.33 budget applies
+    args = ["--model", "m", "--no-enable-extensible-kv-cache", "--max-model-len", "8192"]
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.34.0", "args": args}))
+    assert r is not None and r.invalid is None and r.serving["enableExtensibleKvCache"] is False
+    assert parse_spec(r.spec()).serving.enable_extensible_kv_cache is False

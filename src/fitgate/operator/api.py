@@ -148,6 +148,14 @@ class Serving(_Spec):
         alias="enablePrefixCaching",
         description="--enable-prefix-caching. Does not change the memory plan. Default: true.",
     )
+    # vLLM 0.34 extensible KV cache (docs/vllm-releases.md section 12)
+    enable_extensible_kv_cache: bool | None = Field(
+        default=None,
+        alias="enableExtensibleKvCache",
+        description="--[no-]enable-extensible-kv-cache (vLLM 0.34+): the KV cache is sized after warm-up and "
+        "gpuMemoryUtilization defaults to 1.0. Ignored before 0.34. Default: vLLM's (on, unless "
+        "--kv-cache-memory-bytes).",
+    )
     speculative_config: SpeculativeConfig | None = Field(
         default=None,
         alias="speculativeConfig",

@@ -13,6 +13,7 @@ The verdict follows from the numbers (see :func:`plan`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from fitgate.sizing import speculative
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile, pre_snapshot_bytes
@@ -451,7 +452,10 @@ def plan(
         outside_budget_bytes=outside,
         cuda_graphs_in_budget=_graphs_in_budget(model.arch, rs, accounting),
     )
-    verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting)
+    outside_need = max(
+        (_outside_need(model.arch, r, rs, accounting, r is ranks[-1]) for r in ranks), key=lambda n: n.floor_bytes
+    )
+    verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting, outside_need)
     return Plan(
         model=model.name,
         gpu=gpu,
@@ -519,6 +523,62 @@ def _notes(
     return tuple(notes)
 
 
+@dataclass(frozen=True)
+class OutsideNeed:
+    """What must fit in ``total - total x gmu`` on one worker after vLLM has allocated the KV cache.
+
+    Attributes:
+        pre_snapshot_bytes: CUDA context, cuBLAS, NCCL and all-reduce buffers created before the start
+            snapshot (``activation.pre_snapshot_bytes``: measured, 0.51 GiB at TP1, 1.53 GiB at TP > 1).
+        graphs_bytes: The CUDA-graph pool where vLLM captures it after sizing the KV cache without
+            deducting an estimate (before 0.20; 0.22-0.28 V2-runner models; ``VLLM_MEMORY_PROFILER_
+            ESTIMATE_CUDAGRAPHS=0``): ``activation.cuda_graph_bytes`` (fitted on the 0.19 H100 logs).
+        sampler_floor_bytes: The post-capture sampler warm-up's floor: the logits of
+            ``min(max_num_seqs, max_num_batched_tokens)`` rows in the model dtype plus their fp32 copy
+            (``logits.to(torch.float32)``, v1/sample/sampler.py 0.19.0 L89-90). It runs after capture
+            on the last pipeline stage, in ``compile_or_warm_up_model`` of the V1 runner (gpu_worker.py
+            0.8.5 L244-255, 0.19.0 L660-690, 0.33.0 L1070-1090: not for the V2 runner) and of every
+            runner in 0.34 (L1181-1195); its memory is outside the profiled budget.
+        sampler_fitted_bytes: The same pass as fitgate's fitted sampler profile (sort buffers included).
+    """
+
+    pre_snapshot_bytes: int
+    graphs_bytes: int
+    sampler_floor_bytes: int
+    sampler_fitted_bytes: int
+
+    @property
+    def floor_bytes(self) -> int:
+        """What is certainly needed: deny when the card lacks this."""
+        return self.pre_snapshot_bytes + self.graphs_bytes + self.sampler_floor_bytes
+
+    @property
+    def fitted_bytes(self) -> int:
+        """What the fitted terms predict: Tight when the card lacks this."""
+        return self.pre_snapshot_bytes + self.graphs_bytes + max(self.sampler_floor_bytes, self.sampler_fitted_bytes)
+
+
+def _outside_need(
+    arch: ModelArchitecture, rank: RankPlan, rs: ResolvedServing, accounting: VllmAccounting, last_stage: bool
+) -> OutsideNeed:
+    """The memory outside ``total x gmu`` one worker needs, derived per release (docs/vllm-releases.md section 17).
+
+    Checked on the 0.19 H100 logs of shared/calibration: gpt-oss-20b at gmu 0.95 failed warming up the
+    sampler at TP1 and TP2 and ran at TP2 with gmu 0.9; Llama 4 Scout ran with 1M tokens on 8 x H100
+    at the default gmu (blog.vllm.ai/2025/04/05/llama4.html, vLLM 0.8.3).
+    """
+    graphs = 0 if rs.enforce_eager or _graphs_in_budget(arch, rs, accounting) else rank.profile.cuda_graph_bytes
+    warm_up = last_stage and rs.runner != "pooling" and accounting.engine == "V1"
+    if accounting.version < (0, 34, 0) and accounting.uses_v2_runner(arch.architecture):
+        warm_up = False
+    floor = fitted = 0
+    if warm_up:
+        rows = min(rs.max_num_seqs, rs.max_num_batched_tokens)
+        floor = rows * arch.vocab_size * (MODEL_DTYPES[rs.dtype] + 4)
+        fitted = rank.profile.sampler_bytes
+    return OutsideNeed(pre_snapshot_bytes(rs.tensor_parallel_size), graphs, floor, fitted)
+
+
 def _verdict(
     rs: ResolvedServing,
     worst: RankPlan,
@@ -526,6 +586,7 @@ def _verdict(
     g: PerGpu,
     workload: Workload | None,
     accounting: VllmAccounting,
+    outside: OutsideNeed | None = None,
 ) -> tuple[Verdict, tuple[Reason, ...]]:
     hard: list[Reason] = []
     soft: list[Reason] = []
@@ -591,6 +652,28 @@ def _verdict(
                 f"{rs.max_model_len} tokens)",
             )
         )
+    if (
+        outside is not None
+        and not hard
+        and not rs.extensible_kv_cache
+        and rs.kv_cache_memory_bytes is None
+        and g.outside_budget_bytes < outside.floor_bytes
+    ):
+        hard.append(
+            Reason(
+                "OutsideBudgetTooSmall",
+                f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget, "
+                f"but the CUDA context and NCCL (~{fmt_gib(outside.pre_snapshot_bytes)}), "
+                + (
+                    f"the CUDA graphs captured after the KV cache (~{fmt_gib(outside.graphs_bytes)}) "
+                    if outside.graphs_bytes
+                    else ""
+                )
+                + f"and the sampler warm-up's logits ({fmt_gib(outside.sampler_floor_bytes)}) need at least "
+                f"{fmt_gib(outside.floor_bytes)}: vLLM runs out of memory after sizing the KV cache; lower "
+                "--gpu-memory-utilization or --max-num-seqs",
+            )
+        )
     if hard:
         return Verdict.DOES_NOT_FIT, tuple(hard)
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:
@@ -616,18 +699,15 @@ def _verdict(
                 f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
             )
         )
-    reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
-    if not g.cuda_graphs_in_budget:
-        reserve += worst.profile.cuda_graph_bytes
+    reserve = outside.fitted_bytes if outside is not None else CUDA_CONTEXT_BYTES
     # 0.34's extensible cache measures graphs and warm-up and keeps a margin itself (fitgate.sizing.extensible)
-    if g.outside_budget_bytes < reserve and not rs.extensible_kv_cache:
+    if g.outside_budget_bytes < reserve and not rs.extensible_kv_cache and rs.kv_cache_memory_bytes is None:
         soft.append(
             Reason(
                 "LowHeadroomOutsideBudget",
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
-                f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), "
-                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)}) "
-                f"and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
+                "the CUDA context and NCCL, the CUDA graphs captured after the KV cache and the sampler warm-up "
+                f"need ~{fmt_gib(reserve)} by fitgate's fitted terms",
             )
         )
     if soft:

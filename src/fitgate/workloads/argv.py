@@ -36,6 +36,7 @@ BOOLEAN_FLAGS = frozenset(
     {
         "--enforce-eager",
         "--enable-prefix-caching",
+        "--enable-extensible-kv-cache",
         "--enable-chunked-prefill",
         "--trust-remote-code",
         "--enable-lora",

@@ -73,6 +73,7 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--max-num-seqs": ("maxNumSeqs", "int"),
     "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
     "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
+    "--enable-extensible-kv-cache": ("enableExtensibleKvCache", "bool"),  # vLLM 0.34 (config/vllm.py L3180)
 }
 
 #: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
