@@ -16,6 +16,8 @@ import pytest
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
+from fitgate.observe import parse_lines
+from fitgate.observe.compare import serving_config as serving_config_of_log
 from fitgate.operator.api import parse_spec
 from fitgate.operator.evaluate import serving_config
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
@@ -315,3 +317,20 @@ def test_model_deployment_carries_the_extensible_switch() -> None:
     spec = {"model": {"name": "m"}, "serving": {"enableExtensibleKvCache": False}}
     assert serving_config(parse_spec(spec)).extensible_kv_cache is False
     assert serving_config(parse_spec({"model": {"name": "m"}})).extensible_kv_cache is None
+
+
+def test_compare_reads_a_034_log() -> None:
+    # 0.34 prints the final blocks as "Extended KV cache to %d blocks (%.2f GiB)." (extensible_kv_cache.py
+    # 0.34.0 L795-799); compare plans with 0.34 and says its "Available KV cache memory" is the pre-warm-up bound.
+    lines = [
+        "(EngineCore pid=1) INFO 12-03 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.34.0) with config: "
+        "model='meta-llama/Llama-3.1-8B-Instruct', max_seq_len=8192, tensor_parallel_size=1",
+        "(EngineCore pid=1) INFO 12-03 10:00:10 [gpu_worker.py:796] Available KV cache memory: 61.20 GiB",
+        "(EngineCore pid=1) INFO 12-03 10:00:40 [extensible_kv_cache.py:795] Extended KV cache to 29,696 blocks "
+        "(58.00 GiB).",
+    ]
+    log = parse_lines(lines)
+    assert log.observed.gpu_blocks == 29696
+    serving, notes = serving_config_of_log(log)
+    assert serving.vllm_version == "0.34.0" and serving.gpu_memory_utilization is None
+    assert any("after warm-up" in n for n in notes)

@@ -16,6 +16,7 @@ from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
+from fitgate.sizing.versions import accounting_for
 
 COMPARE_SCHEMA = "fitgate.io/compare/v1"
 #: ``--quantization`` values that quantize an unquantized checkpoint while loading (planned as such; for a
@@ -72,6 +73,12 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         notes.append(f"the log prints no vLLM version; planned with {version} (pass --vllm-version)")
     if s.gpu_memory_utilization is None:
         notes.append("the log prints no gpu_memory_utilization; planned with the release's default")
+    if _extensible_release(version):
+        notes.append(
+            "vLLM 0.34+ sizes the KV cache after warm-up: its 'Available KV cache memory' line is the capacity bound "
+            "printed before warm-up (gpu_worker.py 0.34.0 L795-798), the plan's is what vLLM checks after it; "
+            "compare the GPU blocks and tokens"
+        )
     for name in ("tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(s, name) is None:
             notes.append(f"the log prints no {name}; planned with 1")
@@ -95,6 +102,14 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         speculative_tokens=s.speculative_tokens,
     )
     return serving, notes
+
+
+def _extensible_release(version: str) -> bool:
+    """Whether the release sizes the KV cache after warm-up by default (0.34+); False for text naming no release."""
+    try:
+        return accounting_for(version).extensible_kv_cache
+    except SizingError:
+        return False
 
 
 def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]]:

@@ -263,10 +263,12 @@ class ModelArchitecture:
 
     @property
     def legacy_max_model_len(self) -> int:
-        """The limit before 0.33 as fitgate derived it (YaRN: original x factor), not re-read per release.
+        """The longest context vLLM accepted before 0.33.
 
-        Gemma 3's factor is skipped: vLLM never applied it (the ``"gemma3" not in model_type`` test
-        came with Gemma 3 support; config/model.py 0.33.0 L2604).
+        YaRN is ``original_max_position_embeddings x factor``, linear / dynamic
+        scale max_position_embeddings, Llama 3 / LongRoPE do not, Gemma 3 skips its factor (vllm/config.py
+        0.8.5 L3051-3072, vllm/config/__init__.py 0.10.1 L2903-2924). Releases between 0.10.1 and 0.33.0
+        were not re-read; :meth:`max_model_len_limit` takes the larger rule there.
         """
         if "gemma3" in self.model_type:
             return self.max_position_embeddings

@@ -537,7 +537,7 @@ class OutsideNeed:
             ``min(max_num_seqs, max_num_batched_tokens)`` rows in the model dtype plus their fp32 copy
             (``logits.to(torch.float32)``, v1/sample/sampler.py 0.19.0 L89-90). It runs after capture
             on the last pipeline stage, in ``compile_or_warm_up_model`` of the V1 runner (gpu_worker.py
-            0.8.5 L244-255, 0.19.0 L660-690, 0.33.0 L1070-1090: not for the V2 runner) and of every
+            0.8.5 L244-255, 0.10.1 L317-335, 0.19.0 L660-690, 0.33.0 L1070-1090: not for the V2 runner) and of every
             runner in 0.34 (L1181-1195); its memory is outside the profiled budget.
         sampler_fitted_bytes: The same pass as fitgate's fitted sampler profile (sort buffers included).
     """
