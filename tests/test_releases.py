@@ -334,3 +334,31 @@ def test_compare_reads_a_034_log() -> None:
     serving, notes = serving_config_of_log(log)
     assert serving.vllm_version == "0.34.0" and serving.gpu_memory_utilization is None
     assert any("after warm-up" in n for n in notes)
+
+
+def test_rocm_keeps_a_3_gib_margin() -> None:
+    # KV_CACHE_MARGIN_FLOOR_BYTES = 3 GiB on ROCm (extensible_kv_cache.py 0.34.0 L64): 2 GiB more kept free than
+    # CUDA's 1 GiB floor when 0.75 x the transient is below both.
+    cuda = measure_kv_bytes(
+        requested_bytes=80 * GiB, init_free_bytes=79 * GiB, resident_bytes=10 * GiB, transient_bytes=GiB
+    )
+    rocm = measure_kv_bytes(
+        requested_bytes=80 * GiB,
+        init_free_bytes=79 * GiB,
+        resident_bytes=10 * GiB,
+        transient_bytes=GiB,
+        margin_floor_bytes=3 * GiB,
+    )
+    assert cuda.available_bytes - rocm.available_bytes == 2 * GiB
+    mi300 = lookup_gpu("MI300X")
+    p = plan(model("meta-llama/Llama-3.1-8B-Instruct"), mi300, ServingConfig(max_model_len=8192))
+    q = plan(
+        model("meta-llama/Llama-3.1-8B-Instruct"), mi300, ServingConfig(max_model_len=8192, extensible_kv_cache=False)
+    )
+    assert p.serving.extensible_kv_cache and not q.serving.extensible_kv_cache
+    r = p.ranks[0]
+    resident = r.weights.total_bytes + r.profile.non_torch_bytes + r.profile.moe_workspace_bytes
+    resident += r.profile.cuda_graph_bytes
+    transient = r.profile.activation_bytes - r.profile.moe_workspace_bytes
+    pool = mi300.memory_bytes - CUDA_CONTEXT_BYTES - resident - max(3 * GiB, int(0.75 * transient)) - transient
+    assert r.num_blocks == blocks_within(pool, (64 * 1024,) * 32, 10**9)

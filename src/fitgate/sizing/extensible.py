@@ -46,8 +46,10 @@ from dataclasses import dataclass
 
 from fitgate.sizing.units import GiB, MiB
 
-#: ``KV_CACHE_MARGIN_FLOOR_BYTES`` on CUDA (extensible_kv_cache.py 0.34.0 L64; 3 GiB on ROCm).
+#: ``KV_CACHE_MARGIN_FLOOR_BYTES`` (extensible_kv_cache.py 0.34.0 L64): 1 GiB on CUDA, 3 GiB on ROCm
+#: ("ROCr also maps kernel scratch outside the allocator when a kernel first needs it", L59-63).
 MARGIN_FLOOR_BYTES = 1 * GiB
+ROCM_MARGIN_FLOOR_BYTES = 3 * GiB
 #: ``KV_CACHE_MARGIN_FRACTION`` (extensible_kv_cache.py 0.34.0 L65).
 MARGIN_FRACTION = 0.75
 #: The commit granule: the driver's VMM granularity, floored at 2 MiB (utils/extensible_tensor.py 0.34.0
@@ -80,13 +82,14 @@ def measure_kv_bytes(
     init_free_bytes: int,
     resident_bytes: int,
     transient_bytes: int,
+    margin_floor_bytes: int = MARGIN_FLOOR_BYTES,
 ) -> MeasuredKV:
     """``measure_kv_cache_bytes`` (extensible_kv_cache.py 0.34.0 L592-618) on fitgate's terms.
 
     ``free_memory + committed_bytes`` after warm-up is ``init_free - resident``: the committed KV
     prefix is counted back in, so only what is not KV remains.
     """
-    margin = max(MARGIN_FLOOR_BYTES, int(transient_bytes * MARGIN_FRACTION))
+    margin = max(margin_floor_bytes, int(transient_bytes * MARGIN_FRACTION))
     by_budget = requested_bytes - resident_bytes
     by_device = init_free_bytes - resident_bytes - margin
     available = min(by_budget, by_device) - transient_bytes

@@ -19,7 +19,12 @@ from fitgate.sizing import speculative
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile, pre_snapshot_bytes
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.extensible import blocks_within, measure_kv_bytes
+from fitgate.sizing.extensible import (
+    MARGIN_FLOOR_BYTES,
+    ROCM_MARGIN_FLOOR_BYTES,
+    blocks_within,
+    measure_kv_bytes,
+)
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
@@ -340,6 +345,7 @@ def _extensible_rank(
         init_free_bytes=gpu.memory_bytes - pre_snapshot_bytes(rs.tensor_parallel_size),
         resident_bytes=resident,
         transient_bytes=transient,
+        margin_floor_bytes=ROCM_MARGIN_FLOOR_BYTES if gpu.vendor == "amd" else MARGIN_FLOOR_BYTES,
     )
     blocks = blocks_within(measured.available_bytes, _segment_strides(layout), capacity)
     available = max(0, (blocks - 1) * layout.bytes_per_block) if blocks else measured.available_bytes
