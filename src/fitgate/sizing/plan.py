@@ -52,6 +52,8 @@ KV_CACHE_MEMORY_SINCE = (0, 11, 0)
 #: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
 RUNNERS = ("generate", "pooling")
 TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
+#: The real CUDA-graph pool beyond vLLM's estimate, as a fraction of it (see OutsideNeed; fitted).
+GRAPH_EXCESS_FRACTION = 0.43
 MAX_CONTEXT = 1 << 24
 
 __all__ = [
@@ -546,12 +548,16 @@ class OutsideNeed:
             0.8.5 L244-255, 0.10.1 L317-335, 0.19.0 L660-690, 0.33.0 L1070-1090: not for the V2 runner) and of every
             runner in 0.34 (L1181-1195); its memory is outside the profiled budget.
         sampler_fitted_bytes: The same pass as fitgate's fitted sampler profile (sort buffers included).
+        graphs_excess_bytes: Where vLLM deducts its graph estimate, what the real pool takes beyond it
+            (fitted: 0.43 x the estimate, the largest actual / estimated ratio, 1.43, of the 36 "CUDA graph
+            pool memory: X (actual), Y (estimated)" pairs in the 0.19 H100 logs of shared/calibration).
     """
 
     pre_snapshot_bytes: int
     graphs_bytes: int
     sampler_floor_bytes: int
     sampler_fitted_bytes: int
+    graphs_excess_bytes: int = 0
 
     @property
     def floor_bytes(self) -> int:
@@ -561,7 +567,8 @@ class OutsideNeed:
     @property
     def fitted_bytes(self) -> int:
         """What the fitted terms predict: Tight when the card lacks this."""
-        return self.pre_snapshot_bytes + self.graphs_bytes + max(self.sampler_floor_bytes, self.sampler_fitted_bytes)
+        sampler = max(self.sampler_floor_bytes, self.sampler_fitted_bytes)
+        return self.pre_snapshot_bytes + self.graphs_bytes + self.graphs_excess_bytes + sampler
 
 
 def _outside_need(
@@ -573,7 +580,9 @@ def _outside_need(
     sampler at TP1 and TP2 and ran at TP2 with gmu 0.9; Llama 4 Scout ran with 1M tokens on 8 x H100
     at the default gmu (blog.vllm.ai/2025/04/05/llama4.html, vLLM 0.8.3).
     """
-    graphs = 0 if rs.enforce_eager or _graphs_in_budget(arch, rs, accounting) else rank.profile.cuda_graph_bytes
+    in_budget = _graphs_in_budget(arch, rs, accounting)
+    graphs = 0 if rs.enforce_eager or in_budget else rank.profile.cuda_graph_bytes
+    excess = int(GRAPH_EXCESS_FRACTION * rank.profile.cuda_graph_bytes) if in_budget else 0
     warm_up = last_stage and rs.runner != "pooling" and accounting.engine == "V1"
     if accounting.version < (0, 34, 0) and accounting.uses_v2_runner(arch.architecture):
         warm_up = False
@@ -582,7 +591,7 @@ def _outside_need(
         rows = min(rs.max_num_seqs, rs.max_num_batched_tokens)
         floor = rows * arch.vocab_size * (MODEL_DTYPES[rs.dtype] + 4)
         fitted = rank.profile.sampler_bytes
-    return OutsideNeed(pre_snapshot_bytes(rs.tensor_parallel_size), graphs, floor, fitted)
+    return OutsideNeed(pre_snapshot_bytes(rs.tensor_parallel_size), graphs, floor, fitted, excess)
 
 
 def _verdict(
@@ -607,14 +616,18 @@ def _verdict(
                 "after its CUDA context: vLLM runs out of memory allocating the KV cache",
             )
         )
-    elif g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes and not rs.extensible_kv_cache:
-        # 0.34's extensible cache skips this check: the budget is only a cap (v1/worker/utils.py 0.34.0 L783-797)
+    elif g.capacity_bytes - pre_snapshot_bytes(rs.tensor_parallel_size) < g.budget_bytes and not rs.extensible_kv_cache:
+        # vLLM refuses free < requested at its start snapshot (v1/worker/utils.py 0.33.0 L716-772); free is total less
+        # what exists before it (CUDA context, NCCL at TP > 1). 0.34's extensible cache skips this check: the
+        # budget is only a cap (v1/worker/utils.py 0.34.0 L783-797).
+        held = pre_snapshot_bytes(rs.tensor_parallel_size)
         hard.append(
             Reason(
                 "GpuMemoryUtilizationTooHigh",
                 f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} "
                 f"of a {fmt_gib(g.capacity_bytes)} "
-                f"card, but the CUDA context already holds ~{fmt_gib(CUDA_CONTEXT_BYTES)}: vLLM refuses to start",
+                f"card, but the CUDA context{' and NCCL' if rs.tensor_parallel_size > 1 else ''} already "
+                f"hold ~{fmt_gib(held)}: vLLM refuses to start",
             )
         )
     if avail <= 0 and rs.extensible_kv_cache:
