@@ -381,3 +381,16 @@ def test_033_outside_budget_terms() -> None:
         ServingConfig(max_model_len=8192, gpu_memory_utilization=0.99, tensor_parallel_size=2, vllm_version="0.33.0"),
     )
     assert tp2.verdict.value == "DoesNotFit" and "GpuMemoryUtilizationTooHigh" in {r.code for r in tp2.reasons}
+
+
+@pytest.mark.parametrize("text", ["0.34.0", "v0.35.0-cu130", "1.0", "latest", "nightly-aarch64"])
+def test_model_deployment_engine_version_accepts_releases_and_moving_tags(text: str) -> None:
+    spec = parse_spec({"model": {"name": "m"}, "engine": {"version": text}})
+    assert spec.engine.version == text
+    assert serving_config(spec).vllm_version == text
+
+
+@pytest.mark.parametrize("text", ["banana", "0.34.0 ; rm", "v"])
+def test_model_deployment_engine_version_refuses_nonsense(text: str) -> None:
+    with pytest.raises(ValueError, match="version"):
+        parse_spec({"model": {"name": "m"}, "engine": {"version": text}})

@@ -57,7 +57,8 @@ class Engine(_Spec):
     version: str | None = Field(
         default=None,
         max_length=64,
-        pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?$",
+        # a release, or the moving image tags latest / nightly (sized as the newest modelled release)
+        pattern=r"^(v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?|(latest|nightly)([._-][A-Za-z0-9._-]*)?)$",
         description="vLLM release (0.34.0) or image tag (v0.34.0-cu130); a release newer than fitgate models "
         "is sized as the newest modelled one, with a note. Default: the newest modelled release (0.34.0).",
     )
