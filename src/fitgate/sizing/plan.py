@@ -350,7 +350,9 @@ def _extensible_rank(
         margin_floor_bytes=ROCM_MARGIN_FLOOR_BYTES if gpu.vendor == "amd" else MARGIN_FLOOR_BYTES,
     )
     blocks = blocks_within(measured.available_bytes, _segment_strides(layout), capacity)
-    available = max(0, (blocks - 1) * layout.bytes_per_block) if blocks else measured.available_bytes
+    # the null block: packed layouts already count it in one_request_bytes (kv_layout.one_request_bytes)
+    held_back = 0 if layout.packed else 1
+    available = max(0, (blocks - held_back) * layout.bytes_per_block) if blocks else measured.available_bytes
     return RankPlan(pp_rank, layers, weights, profile, requested, requested - available, available, layout, blocks)
 
 
