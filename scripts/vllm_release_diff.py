@@ -44,7 +44,8 @@ TARGETS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ),
     ),
     ("requested budget", ("v1/worker/utils.py",), ("request_memory",)),
-    ("profiling", ("utils/mem_utils.py",), ("memory_profiling", "MemorySnapshot.measure")),
+    # before the split of vllm/utils (e.g. 0.10) these lived in utils/__init__.py
+    ("profiling", ("utils/mem_utils.py", "utils/__init__.py"), ("memory_profiling", "MemorySnapshot.measure")),
     (
         "profile run and CUDA graphs",
         ("v1/worker/gpu/model_runner.py", "v1/worker/gpu_model_runner.py"),
@@ -102,7 +103,7 @@ TARGETS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         "config defaults",
-        ("config/vllm.py", "config/cache.py"),
+        ("config/vllm.py", "config/cache.py", "config/__init__.py", "config.py"),
         (
             "VllmConfig._set_cudagraph_sizes",
             "VllmConfig._resolve_extensible_kv_cache",
@@ -112,7 +113,7 @@ TARGETS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         "max_model_len derivation",
-        ("config/model.py", "transformers_utils/config.py"),
+        ("config/model.py", "transformers_utils/config.py", "config/__init__.py", "config.py"),
         ("_get_and_verify_max_len", "ModelConfig.get_and_verify_max_len"),
     ),
     (
