@@ -27,7 +27,9 @@ EXTENSIBLE_KV_CACHE_SINCE = (0, 34, 0)
 
 #: Architectures measured by the V2 model runner, by release (config/vllm.py
 #: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``: 0.22.0 L69, 0.23.0 L69-75, 0.24.0 L68-77, 0.25.0 L68-74,
-#: 0.27.1 L69-99, 0.28.0); from 0.29.0 every model runs on V2 (0.29.0 L645-677, 0.33.0 L731-767).
+#: 0.27.1 L69-99, 0.28.0); from 0.29.0 every model runs on V2 (0.29.0 L645-677, 0.33.0 L731-767); 0.34.0
+#: removed the V1 GPU runner (v1/worker/gpu_model_runner.py and VLLM_USE_V2_MODEL_RUNNER are gone;
+#: ``Worker._make_model_runner``, gpu_worker.py 0.34.0 L579-587, builds gpu/model_runner.py's GPUModelRunner).
 #: Up to 0.28 V2's ``profile_cudagraph_memory()`` returns 0 (gpu/model_runner.py 0.21.0 L598-600,
 #: 0.27.1 L749-751): those models get no CUDA-graph deduction even with the estimate on.
 _V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
@@ -78,20 +80,25 @@ class VllmAccounting:
         chunked_local_hybrid: Chunked local attention (Llama 4) keeps its own group. Up to 0.13
             VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "0" and the hybrid manager
             is disabled for it (chunked layers cost full-length KV; envs.py 0.13.0 L1432-1433); from
-            0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932).
+            0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932, 0.34.0 L2040-2042).
         requested_ceil: ``requested = ceil(total * gmu)`` (0.19+) instead of a float product.
         cudagraph_in_budget: The CUDA-graph estimate is subtracted from the KV budget: envs.py
             ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" from 0.20.0 (envs.py 0.20.0
-            L1725; opt-in "0" in 0.18.0 L1636 and 0.19.0 L1654); gpu_worker.py 0.33.0 L720-757.
+            L1725; opt-in "0" in 0.18.0 L1636 and 0.19.0 L1654; 0.34.0 L2355-2357); gpu_worker.py
+            0.33.0 L720-757, 0.34.0 L742-780 (the estimate is 0 with the extensible KV cache,
+            gpu/model_runner.py 0.34.0 L1121-1125).
         tokens_report: How ``GPU KV cache size: N tokens`` is computed: ``blocks`` (N = blocks x
             block size; V0 and 0.8), ``groups`` (blocks // groups x block size; 0.10-0.20) or
-            ``derived`` (int(max concurrency x max_model_len); kv_cache_utils.py 0.21.0 L1686-1716).
+            ``derived`` (int(max concurrency x max_model_len); kv_cache_utils.py 0.21.0 L1686-1716,
+            0.34.0 L1141-1149).
         concurrency_sum_groups: ``Maximum concurrency`` divides by the sum over groups of each
-            group's pages (kv_cache_utils.py 0.27.0 L951), not the group-size formula of 0.10-0.26.
+            group's pages (kv_cache_utils.py 0.27.0 L951, 0.34.0 L1082-1114), not the group-size
+            formula of 0.10-0.26.
         big_gpu_tier_bytes: Cards at least this large get the 16384-token batch in ``vllm serve``
-            (160 GiB, arg_utils.py 0.28.0 L2582, 0.33.0 L2973), else None.
+            (160 GiB, arg_utils.py 0.28.0 L2582, 0.33.0 L2973, 0.34.0 L3010), else None.
         default_gpu_memory_utilization: 0.9 up to 0.19.1, 0.92 from 0.20.0 (config/cache.py 0.19.0
-            L41, 0.20.0 L66, 0.33.0 L215).
+            L41, 0.20.0 L66, 0.33.0 L215; 0.34.0 ``DEFAULT_GPU_MEMORY_UTILIZATION`` L186 when the
+            extensible KV cache is off, 1.0 when it is on: see ``extensible_kv_cache``).
         a100_small_tier: A100s get the small defaults even with 80 GB (0.10+).
         sampler_bytes_per_logit: Bytes of the profiling sampler pass per (sequence x vocab)
             element; larger before 0.17 (see activation.py).
@@ -142,7 +149,8 @@ class VllmAccounting:
         sampler pass is derived from its source (docs/vllm-releases.md section 10): logits in the
         model dtype plus an fp32 copy in 0.22-0.25 and 0.27 (gpu/sample/sampler.py 0.24.0 L157), no
         copy in 0.26 and 0.28-0.32 (0.28.0 L192 returns early), and from 0.33 a second warm-up pass
-        with the full fp32 top-k/top-p/logprobs pipeline (gpu/model_runner.py 0.33.0 L993-1019),
+        with the full fp32 top-k/top-p/logprobs pipeline (gpu/model_runner.py 0.33.0 L993-1019, 0.34.0
+        L1038-1062),
         sized like the V1 runner's.
         """
         if not self.uses_v2_runner(architecture) or self.version >= (0, 33, 0):
