@@ -111,8 +111,12 @@ def test_fp8_kv_halves_bytes_and_doubles_tokens_not_pool() -> None:
     # 476,016 -> 952,032 tokens at 58.11 GiB on H100, vLLM 0.19)
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     h100 = lookup_gpu("H100")
-    auto = plan(m, h100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95))
-    fp8 = plan(m, h100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, kv_cache_dtype="fp8"))
+    auto = plan(m, h100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, vllm_version="0.33.0"))
+    fp8 = plan(
+        m,
+        h100,
+        ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, kv_cache_dtype="fp8", vllm_version="0.33.0"),
+    )
     assert fp8.kv.bytes_per_token * 2 == auto.kv.bytes_per_token == 131072
     assert fp8.ranks[0].available_kv_bytes == auto.ranks[0].available_kv_bytes
     # twice the blocks, or one more when the pool holds an odd number of fp8 blocks (16 tokens)

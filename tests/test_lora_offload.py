@@ -383,6 +383,8 @@ def test_a_model_deployment_with_lora_slots_over_the_budget_names_the_spec_field
             "model": {"name": LLAMA},
             "serving": {"maxModelLen": 16384, "lora": {"maxLoras": 8, "maxLoraRank": 64}},
             "placement": {"gpuProduct": "NVIDIA-L4"},
+            # 0.33's fixed 0.92 budget: under 0.34 (gmu 1.0) fewer slots are only Tight and fp8 weights come first
+            "engine": {"version": "0.33.0"},
         }
     )
     ev = evaluate(spec, model(LLAMA), parse_node(L4_NODE))

@@ -668,7 +668,9 @@ def test_every_reason_the_plan_gives_is_a_reason_code() -> None:
                 for gmu in (0.5, 0.9, 0.99):
                     try:
                         p = plan(
-                            model(name), lookup_gpu(gpu), ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu)
+                            model(name),
+                            lookup_gpu(gpu),
+                            ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu, vllm_version="0.33.0"),
                         )
                     except SizingError:
                         continue

@@ -115,10 +115,11 @@ def test_gpt_oss_at_095_is_not_fits() -> None:
 
 
 def test_gmu_one_cannot_start() -> None:
+    # up to 0.33 vLLM refuses to start when free memory < total x gmu (v1/worker/utils.py 0.33.0 L716-772)
     p = plan(
         model("meta-llama/Llama-3.1-8B-Instruct"),
         H100,
-        ServingConfig(max_model_len=8192, gpu_memory_utilization=1.0),
+        ServingConfig(max_model_len=8192, gpu_memory_utilization=1.0, vllm_version="0.33.0"),
     )
     assert p.verdict is Verdict.DOES_NOT_FIT and "GpuMemoryUtilizationTooHigh" in codes(p)
 
@@ -161,12 +162,18 @@ def test_cuda_graph_budget_by_release() -> None:
 def test_default_gpu_memory_utilization_by_release() -> None:
     # config/cache.py: 0.9 up to 0.19.1 (0.19.0 L41), 0.92 from 0.20.0 (L66; 0.33.0 L215).
     # H100: 79.19 GiB x 0.92 = 72.85 GiB requested (ceil), x 0.9 = 71.27 GiB.
+    # 0.34: None -> 1.0 with the extensible KV cache (config/cache.py 0.34.0 L495-501), 0.92 without it
+    # (L186) -- --kv-cache-memory-bytes turns it off (config/vllm.py 0.34.0 L3203-3207).
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     old = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.19.0"))
-    new = plan(m, H100, ServingConfig(max_model_len=8192))
+    new = plan(m, H100, ServingConfig(max_model_len=8192, vllm_version="0.33.0"))
     assert old.serving.gpu_memory_utilization == 0.9 and new.serving.gpu_memory_utilization == 0.92
     assert new.per_gpu.budget_bytes == math.ceil(H100.memory_bytes * 0.92)
     assert new.serving.vllm_version == "0.33.0"
+    v34 = plan(m, H100, ServingConfig(max_model_len=8192))
+    assert v34.serving.vllm_version == "0.34.0" and v34.serving.gpu_memory_utilization == 1.0
+    off = plan(m, H100, ServingConfig(max_model_len=8192, extensible_kv_cache=False))
+    assert off.serving.gpu_memory_utilization == 0.92
 
 
 def test_kv_cache_memory_bytes_is_the_pool() -> None:
@@ -257,7 +264,8 @@ def test_fp8_kv_is_suggested_when_kv_is_short() -> None:
         (ServingConfig(max_model_len=-5), r"max_model_len: -5 is not valid"),
         (
             ServingConfig(max_model_len=10**6),
-            r"max_model_len: 1000000 is not valid; expected at most the model's 131072",
+            r"max_model_len: 1000000 is not valid; expected at most the derived max_model_len "
+            r"\(max_position_embeddings=131072 .*VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         ),
         (ServingConfig(gpu_memory_utilization=0), r"gpu_memory_utilization: 0 is not valid"),
         (ServingConfig(kv_cache_dtype="int4"), r"kv_cache_dtype: 'int4' is not valid; expected one of auto"),
@@ -398,9 +406,8 @@ def test_image_tags_give_the_release() -> None:
     # vllm/vllm-openai:vX.Y.Z is release X.Y.Z; latest and nightly are sized as the newest modelled one.
     assert parse_version("v0.24.1-cu129") == (0, 24, 1)
     assert parse_version("0.19.2rc1.dev212+g8cd174fa3") == (0, 19, 2)
-    assert parse_version("latest") == parse_version("nightly-aarch64") == (0, 33, 0)
-    with pytest.raises(SizingError, match=r"0\.34 sizes the KV cache after warm-up"):
-        parse_version("v0.34.0")
+    assert parse_version("latest") == parse_version("nightly-aarch64") == (0, 34, 0)
+    assert parse_version("v0.34.0") == (0, 34, 0)
 
 
 def test_lfm2_short_conv_state() -> None:

@@ -74,7 +74,7 @@ def test_shell_string_from_vllm_k8s_docs() -> None:
     assert r is not None and r.invalid is None
     assert r.model == "mistralai/Mistral-7B-Instruct-v0.3"
     assert r.serving == {"maxNumBatchedTokens": 1024}  # underscore spelling read as vLLM does
-    assert r.vllm_version == "0.33.0"  # :latest is the newest release fitgate models
+    assert r.vllm_version == "0.34.0"  # :latest is the newest release fitgate models
     assert r.gpus_per_replica == 1 and r.gpu_shortfall() is None
 
 
@@ -305,8 +305,8 @@ def test_memory_env_vars_are_noted() -> None:
     [
         ("vllm/vllm-openai:v0.19.0", "0.19.0"),
         ("vllm/vllm-openai:v0.8.5.post1", "0.8.5"),
-        ("vllm/vllm-openai:latest", "0.33.0"),
-        ("vllm/vllm-openai", "0.33.0"),
+        ("vllm/vllm-openai:latest", "0.34.0"),
+        ("vllm/vllm-openai", "0.34.0"),
         ("registry.example.com:5000/vllm/vllm-openai:v0.10.2@sha256:abc", "0.10.2"),
         ("rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521", "0.8.5"),
         ("vllm/vllm-openai:sha-1234", None),
@@ -385,9 +385,13 @@ def test_bad_gpu_limit_is_invalid() -> None:
     assert "resources.limits.nvidia.com/gpu: expected a whole number of GPUs (got 'two')" in r.invalid
 
 
-def test_unmodelled_release_is_invalid() -> None:
+def test_release_newer_than_modelled_is_sized_not_invalid() -> None:
+    # a gate never denies for the release alone: 0.40.0 is read as given and the plan sizes it as the newest
+    # modelled release with a note (sizing.versions.resolve_release)
     r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.40.0", "args": ["--model", "m"]}))
-    assert r is not None and r.invalid is not None and "0.40.0" in r.invalid
+    assert r is not None and r.invalid is None and r.vllm_version == "0.40.0"
+    bad = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.4.0", "args": ["--model", "m"]}))
+    assert bad is not None and bad.invalid is not None and "0.4.0" in bad.invalid
 
 
 def test_fingerprint_ignores_replicas_and_labels() -> None:
@@ -707,3 +711,11 @@ def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
     obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "half"}}
     r = read_workload(obj)
     assert r is not None and r.invalid is not None and "gpu-fraction: expected a fraction" in r.invalid
+
+
+def test_extensible_kv_cache_flag_reaches_the_spec() -> None:
+    # vLLM 0.34's --[no-]enable-extensible-kv-cache (arg_utils.py 0.34.0 L1413): off, the 0.33 budget applies
+    args = ["--model", "m", "--no-enable-extensible-kv-cache", "--max-model-len", "8192"]
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.34.0", "args": args}))
+    assert r is not None and r.invalid is None and r.serving["enableExtensibleKvCache"] is False
+    assert parse_spec(r.spec()).serving.enable_extensible_kv_cache is False

@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="vLLM's --kv-cache-memory-bytes: the KV pool per GPU in bytes (gpu_memory_utilization is then ignored)",
     )
     p.add_argument(
+        "--enable-extensible-kv-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM 0.34's extensible KV cache, sized after warm-up (default: on from 0.34 unless "
+        "--kv-cache-memory-bytes is given; ignored before 0.34)",
+    )
+    p.add_argument(
         "--interconnect",
         choices=("nvlink", "pcie"),
         help="what links the GPUs of a replica (default: the GPU catalog's: nvlink for SXM/NVL boards)",
@@ -395,6 +402,7 @@ def _serving(args: argparse.Namespace) -> ServingConfig:
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
         interconnect=getattr(args, "interconnect", None),
+        extensible_kv_cache=getattr(args, "enable_extensible_kv_cache", None),
         runner=getattr(args, "runner", "generate"),
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,

@@ -17,6 +17,7 @@ from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, Sizing
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
+from fitgate.sizing.versions import accounting_for
 
 COMPARE_SCHEMA = "fitgate.io/compare/v1"
 #: ``--quantization`` values that quantize an unquantized checkpoint while loading (planned as such; for a
@@ -72,7 +73,13 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         version = DEFAULT_VLLM_VERSION
         notes.append(f"the log prints no vLLM version; planned with {version} (pass --vllm-version)")
     if s.gpu_memory_utilization is None:
-        notes.append("the log prints no gpu_memory_utilization; planned with vLLM's default 0.9")
+        notes.append("the log prints no gpu_memory_utilization; planned with the release's default")
+    if _extensible_release(version):
+        notes.append(
+            "vLLM 0.34+ sizes the KV cache after warm-up: its 'Available KV cache memory' line is the capacity bound "
+            "printed before warm-up (gpu_worker.py 0.34.0 L795-798), the plan's is what vLLM checks after it; "
+            "compare the GPU blocks and tokens"
+        )
     for name in ("tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(s, name) is None:
             notes.append(f"the log prints no {name}; planned with 1")
@@ -84,7 +91,7 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
         quantization=runtime_quantization(log),
         tensor_parallel_size=s.tensor_parallel_size or 1,
         pipeline_parallel_size=s.pipeline_parallel_size or 1,
-        gpu_memory_utilization=s.gpu_memory_utilization if s.gpu_memory_utilization is not None else 0.9,
+        gpu_memory_utilization=s.gpu_memory_utilization,  # None: the release's (0.9, 0.92, 1.0 from 0.34)
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
         block_size=s.block_size,
@@ -112,6 +119,14 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
     if s.all2all_backend is not None and s.all2all_backend not in ALL2ALL_BACKENDS:
         notes.append(f"all2all backend {s.all2all_backend}: not one fitgate knows; planned with the default")
     return serving, notes
+
+
+def _extensible_release(version: str) -> bool:
+    """Whether the release sizes the KV cache after warm-up by default (0.34+); False for text naming no release."""
+    try:
+        return accounting_for(version).extensible_kv_cache
+    except SizingError:
+        return False
 
 
 def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]]:

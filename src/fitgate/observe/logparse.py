@@ -141,6 +141,9 @@ _KV_CACHE_SIZE = re.compile(r"\bkv_cache_size=" + _NUM + r"\s*GiB")
 _DEVICES = r"(?:GPU|gpu|CUDA|cuda|ROCm|rocm|XPU|xpu|HPU|hpu|TPU|tpu|NPU|npu)"
 _KV_TOKENS = re.compile(r"(?<![A-Za-z])" + _DEVICES + r" KV cache size: " + _COUNT + r" tokens")
 _BLOCKS = re.compile(r"(?:num_gpu_blocks is:|(?<![A-Za-z])" + _DEVICES + r" blocks:)\s*" + _COUNT)
+#: vLLM 0.34's extensible KV cache: "Extended KV cache to %d blocks (%.2f GiB)." (extensible_kv_cache.py 0.34.0
+#: L795-799), the final block count after warm-up.
+_EXTENDED_BLOCKS = re.compile(r"Extended KV cache to " + _COUNT + r" blocks")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _COUNT + r" tokens per request: " + _NUM + r"x")
 _CG_ESTIMATED = re.compile(r"Estimated CUDA graph memory: " + _NUM + r"\s*GiB")
 _CG_CAPTURED = re.compile(r"Graph capturing finished in \d+(?:\.\d+)? secs?, took " + _NUM + r"\s*GiB")
@@ -584,7 +587,7 @@ def _step_kv(r: _Reader, line: str) -> None:
         if match:
             r.put("kv_tokens", _count(match.group(1)), _DETAIL)
     if "blocks" in line:
-        match = _BLOCKS.search(line)
+        match = _BLOCKS.search(line) or _EXTENDED_BLOCKS.search(line)
         if match:
             r.put("gpu_blocks", _count(match.group(1)), _DETAIL)
     if "Maximum concurrency" in line:

@@ -57,8 +57,10 @@ class Engine(_Spec):
     version: str | None = Field(
         default=None,
         max_length=64,
-        pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?$",
-        description="vLLM release (0.33.0) or image tag (v0.33.0-cu130). Default: the current release (0.33.0).",
+        # a release, or the moving image tags latest / nightly (sized as the newest modelled release)
+        pattern=r"^(v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?|(latest|nightly)([._-][A-Za-z0-9._-]*)?)$",
+        description="vLLM release (0.34.0) or image tag (v0.34.0-cu130); a release newer than fitgate models "
+        "is sized as the newest modelled one, with a note. Default: the newest modelled release (0.34.0).",
     )
 
 
@@ -227,6 +229,14 @@ class Serving(_Spec):
         default=True,
         alias="enablePrefixCaching",
         description="--enable-prefix-caching. Does not change the memory plan. Default: true.",
+    )
+    # vLLM 0.34 extensible KV cache (docs/vllm-releases.md section 12)
+    enable_extensible_kv_cache: bool | None = Field(
+        default=None,
+        alias="enableExtensibleKvCache",
+        description="--[no-]enable-extensible-kv-cache (vLLM 0.34+): the KV cache is sized after warm-up and "
+        "gpuMemoryUtilization defaults to 1.0. Ignored before 0.34. Default: vLLM's (on, unless "
+        "--kv-cache-memory-bytes).",
     )
     speculative_config: SpeculativeConfig | None = Field(
         default=None,

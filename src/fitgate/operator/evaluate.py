@@ -169,6 +169,7 @@ def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
         vllm_version=spec.engine.version,
+        extensible_kv_cache=s.enable_extensible_kv_cache,
         speculative_method=s.speculative_config.method if s.speculative_config else None,
         speculative_tokens=s.speculative_config.num_speculative_tokens if s.speculative_config else None,
         **parallel_serving(spec),

@@ -216,3 +216,15 @@ def cuda_graph_bytes(
 #: CUDA context, cuBLAS and NCCL communicators that exist before vLLM's start-up snapshot and stay
 #: outside its budget (so the card must have this much free besides ``total x gmu``).
 CUDA_CONTEXT_BYTES = int(0.5 * GiB)
+#: The same with tensor parallelism: NCCL communicators (warmed up), custom all-reduce IPC buffers and
+#: torch symmetric memory are created in ``init_worker_distributed_environment`` before the snapshot
+#: (gpu_worker.py 0.33.0 L504 vs L541-542, 0.34.0 L504-510 vs L549). Measured as total - free at the
+#: snapshot in the 0.19.0 H100 SXM logs of shared/calibration: 0.51 GiB at TP1 (79.19 - 78.68, 25
+#: runs), 1.53 GiB at TP2 and 1.55 GiB at TP4 (77.66 / 77.64, 6 runs), 2.01 GiB in 3 TP2 runs
+#: (77.18). The smallest TP>1 figure is used: less outside the budget is never a false denial.
+TP_PRE_SNAPSHOT_BYTES = int(1.53 * GiB)
+
+
+def pre_snapshot_bytes(tp: int) -> int:
+    """Device memory in use before vLLM's start-up snapshot on one worker (see TP_PRE_SNAPSHOT_BYTES)."""
+    return TP_PRE_SNAPSHOT_BYTES if tp > 1 else CUDA_CONTEXT_BYTES

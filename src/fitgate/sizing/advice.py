@@ -100,7 +100,12 @@ def _moves(
     kinds: list[list[_Move]] = []
     codes = {r.code for r in current.reasons}
     gmus: list[_Move] = []
-    if ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET in codes or ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH in codes:
+    outside = {
+        ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
+        ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,
+        ReasonCode.OUTSIDE_BUDGET_TOO_SMALL,
+    }
+    if codes & outside:
         gmu = round(rs.gpu_memory_utilization - _GMU_STEP, 2)
         while gmu > _MIN_GMU and len(gmus) < 15:
             gmus.append(
@@ -403,8 +408,13 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         EngineArg(
             "--gpu-memory-utilization",
             f"{rs.gpu_memory_utilization:g}",
-            f"budget {fmt_gib(g.budget_bytes)} of {fmt_gib(g.capacity_bytes)}; {fmt_gib(g.outside_budget_bytes)} stays "
-            "outside for CUDA graphs, the CUDA context and sampler warm-up",
+            f"budget {fmt_gib(g.budget_bytes)} of {fmt_gib(g.capacity_bytes)}; "
+            + (
+                f"vLLM {rs.vllm_version} measures CUDA graphs and warm-up inside it (extensible KV cache)"
+                if rs.extensible_kv_cache
+                else f"{fmt_gib(g.outside_budget_bytes)} stays outside for CUDA graphs, the CUDA context and sampler "
+                "warm-up"
+            ),
         ),
         EngineArg(
             "--tensor-parallel-size",

@@ -349,6 +349,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         rotary_dim = text.int_("qk_rope_head_dim")
     max_pos = text.int_("max_position_embeddings", 8192)
     rope_positions = _rope_cache_positions(text, max_pos)
+    max_len_limit, max_len_default, max_len_key = vllm_max_model_len(top, text)
     quant = parse_quantization(config.get("quantization_config") or text.data.get("quantization_config"))
     if family == "deepseek_v4":
         quant = _deepseek_v4_experts(text, quant)
@@ -370,6 +371,9 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         max_position_embeddings=max_pos,
         rotary_dim=rotary_dim,
         rope_cache_positions=rope_positions,
+        max_len_limit=max_len_limit,
+        max_len_default=max_len_default,
+        max_len_key=max_len_key,
         quantization=quant,
         vision=_parse_vision(config),
         mtp_layers=extras.get("mtp_layers", _mtp_layers(text)),
@@ -386,6 +390,75 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     )
 
 
+#: ``derive_max_model_len_and_key`` (transformers_utils/model_arch_config_convertor.py 0.34.0 L375-408): the
+#: smallest of these keys; ``model_max_length`` (Command-R / Cohere) wins whenever it is set.
+_MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+#: RoPE types whose ``factor`` does not scale the derived length: max_position_embeddings is already
+#: the scaled (YaRN) or original (Llama 3, LongRoPE) context (config/model.py 0.33.0 L2607-2625,
+#: 0.34.0 L2651-2669).
+_UNSCALED_ROPE_TYPES = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
+_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "linear_attention"})
+
+
+def _rope_parameter_sets(cfg: _Cfg) -> list[Mapping[str, Any]]:
+    """``iter_rope_parameters`` (transformers_utils/config.py 0.34.0 L723-732): one dict, or one per layer type."""
+    raw = cfg.data.get("rope_scaling") or cfg.data.get("rope_parameters")  # as _rope_cache_positions reads them
+    if not isinstance(raw, Mapping) or not raw:
+        return []
+    if all(isinstance(v, Mapping) for v in raw.values()) and set(raw) <= _LAYER_TYPES:
+        return [v for v in raw.values() if isinstance(v, Mapping) and v]
+    return [raw]
+
+
+def vllm_max_model_len(top: _Cfg, text: _Cfg) -> tuple[int, int, str]:
+    """(limit, default, key): vLLM's ``_get_and_verify_max_len`` (config/model.py 0.33.0 L2545-2684, 0.34.0 L2589-2728).
+
+    * the derived length is the smallest of :data:`_MAX_LEN_KEYS` in the text config
+      (``model_max_length`` overrides);
+    * unless the model type contains ``gemma3`` ("Gemma3's max_model_len (128K) is already scaled by
+      RoPE scaling"), it is multiplied by the RoPE ``factor`` of every parameter set whose type is not
+      in :data:`_UNSCALED_ROPE_TYPES` (a null factor counts as 1.0, a missing one leaves it unchanged);
+    * without ``--max-model-len`` the default is that length, except LongRoPE, whose default is
+      ``original_max_position_embeddings``;
+    * a larger ``--max-model-len`` is refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
+
+    ``tokenizer_config.json``'s ``model_max_length`` (also a min) is not read by fitgate.
+    """
+    found = [(text.int_(k, limit=1 << 40), k) for k in _MAX_LEN_KEYS if text.has(k) and isinstance(text.data[k], int)]
+    if not found:
+        return 0, 0, ""
+    derived_int, key = min(found)
+    if text.has("model_max_length") and isinstance(text.data["model_max_length"], int):
+        derived_int, key = text.int_("model_max_length", limit=1 << 40), "model_max_length"
+    derived = float(derived_int)
+    model_type = f"{top.str_('model_type')} {text.str_('model_type')}"
+    rope_sets = _rope_parameter_sets(top) or _rope_parameter_sets(text)
+    if rope_sets and "gemma3" not in model_type:
+        factor: float = 1.0
+        for rp in rope_sets:
+            kind = str(rp.get("rope_type") or rp.get("type") or "default")
+            if kind not in _UNSCALED_ROPE_TYPES and "factor" in rp:
+                value = rp.get("factor")
+                factor = 1.0 if value is None else _Cfg(rp, f"{text.prefix}:rope_parameters").float_("factor", 1.0)
+        derived *= factor
+    limit = min(int(derived), MAX_POSITIONS)
+    default = limit
+    if any(str(rp.get("rope_type") or rp.get("type")) == "longrope" for rp in rope_sets):
+        original = text.opt_int("original_max_position_embeddings") or top.opt_int("original_max_position_embeddings")
+        default = min(original or limit, limit)
+    return limit, default, key
+
+
 def _rope_cache_positions(text: _Cfg, max_pos: int) -> int:
     """Positions in vLLM's rotary cos/sin cache (a replicated buffer counted with the weights).
 
@@ -394,6 +467,9 @@ def _rope_cache_positions(text: _Cfg, max_pos: int) -> int:
     """
     key = "rope_scaling" if text.data.get("rope_scaling") else "rope_parameters"  # transformers 5 renamed it
     scaling = text.data.get(key) or {}
+    nested = _rope_parameter_sets(text)
+    if len(nested) > 1:  # one set per layer type (Gemma 3 through transformers 5): the largest cache
+        return max(_rope_cache_positions(_Cfg({**text.data, key: rp}, text.prefix), max_pos) for rp in nested)
     if isinstance(scaling, Mapping):
         kind = str(scaling.get("rope_type") or scaling.get("type") or "")
         if kind not in {"yarn", "deepseek_yarn", "dynamic", "linear"}:

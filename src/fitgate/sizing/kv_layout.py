@@ -433,6 +433,13 @@ def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAc
     if accounting.tokens_report == "blocks":
         return cdiv(shape.max_model_len, layout.block_size)
     if accounting.concurrency_sum_groups:
+        if _uniform_type(layout):
+            # UniformTypeKVCacheSpecs (sparse MLA + its indexer, MiniMax M3): one group whose page and
+            # max_memory_usage_bytes are sums over every layer (kv_cache_interface.py 0.33.0
+            # UniformTypeKVCacheSpecs.max_memory_usage_bytes / page_size_bytes), so a request takes
+            # cdiv(sum of its layers' bytes, sum of their pages) blocks (kv_cache_utils.py 0.33.0
+            # L1061-1093, 0.34.0 L1082-1114), not one layer's bytes over all the pages.
+            return cdiv(one_request_bytes(layout, shape), layout.page_size_bytes)
         return sum(cdiv(g.spec.max_memory_usage_bytes(shape), layout.page_size_bytes) for g in layout.groups)
     largest = max(g.num_layers for g in layout.groups)
     per_request = largest * sum(g.spec.max_memory_usage_bytes(shape) for g in layout.groups)
@@ -440,6 +447,11 @@ def blocks_per_request(layout: KVLayout, shape: ServingShape, accounting: VllmAc
         per_request = one_request_bytes(layout, shape)
         return cdiv(per_request, layout.page_size_bytes)
     return cdiv(per_request, layout.page_size_bytes * largest)
+
+
+def _uniform_type(layout: KVLayout) -> bool:
+    """One group of per-layer tensors with different shapes (``UniformTypeKVCacheSpecs``)."""
+    return not layout.packed and len(layout.groups) == 1 and layout.group_size == 1 and len(layout.spec_counts) > 1
 
 
 def max_concurrency(layout: KVLayout, blocks: int, shape: ServingShape, accounting: VllmAccounting) -> float:

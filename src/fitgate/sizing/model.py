@@ -233,6 +233,11 @@ class ModelArchitecture:
     max_position_embeddings: int
     rotary_dim: int
     rope_cache_positions: int
+    # vLLM's derived max_model_len (architecture.vllm_max_model_len, 0.33+): the limit, the default
+    # without --max-model-len (LongRoPE: the original context) and the config key it came from; 0: none found
+    max_len_limit: int = 0
+    max_len_default: int = 0
+    max_len_key: str = ""
     quantization: Quantization | None = None
     vision: VisionEncoder | None = None
     mtp_layers: int = 0
@@ -253,8 +258,33 @@ class ModelArchitecture:
 
     @property
     def derived_max_model_len(self) -> int:
-        """The longest context vLLM accepts for this model (``max_position_embeddings`` after RoPE scaling)."""
+        """The longest context vLLM 0.33+ accepts for this model (``_get_and_verify_max_len``)."""
+        return self.max_len_limit or self.legacy_max_model_len
+
+    @property
+    def legacy_max_model_len(self) -> int:
+        """The longest context vLLM accepted before 0.33.
+
+        YaRN is ``original_max_position_embeddings x factor``, linear / dynamic
+        scale max_position_embeddings, Llama 3 / LongRoPE do not, Gemma 3 skips its factor (vllm/config.py
+        0.8.5 L3051-3072, vllm/config/__init__.py 0.10.1 L2903-2924). Releases between 0.10.1 and 0.33.0
+        were not re-read; :meth:`max_model_len_limit` takes the larger rule there.
+        """
+        if "gemma3" in self.model_type:
+            return self.max_position_embeddings
         return max(self.max_position_embeddings, self.rope_cache_positions)
+
+    def max_model_len_limit(self, version: tuple[int, int, int]) -> int:
+        """The longest ``--max-model-len`` vLLM ``version`` starts with (the larger rule before 0.33: never deny)."""
+        if version >= (0, 33, 0):
+            return self.derived_max_model_len
+        return max(self.legacy_max_model_len, self.derived_max_model_len)
+
+    def default_max_model_len(self, version: tuple[int, int, int]) -> int:
+        """``max_model_len`` when none is given (LongRoPE from 0.33: ``original_max_position_embeddings``)."""
+        if version >= (0, 33, 0) and self.max_len_default:
+            return self.max_len_default
+        return self.max_model_len_limit(version)
 
     @property
     def is_moe(self) -> bool:

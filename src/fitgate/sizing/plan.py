@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 from fitgate.sizing import extras, multimodal, offload, speculative
 from fitgate.sizing import lora as lora_slots
-from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, estimate_profile
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, ProfileEstimate, estimate_profile, pre_snapshot_bytes
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.extensible import (
+    MARGIN_FLOOR_BYTES,
+    ROCM_MARGIN_FLOOR_BYTES,
+    blocks_within,
+    measure_kv_bytes,
+)
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
+    KVLayout,
     blocks_per_request,
     build_layout,
     hybrid_block_size,
@@ -47,14 +55,16 @@ from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import GiB, cdiv, fmt_gib
-from fitgate.sizing.versions import VllmAccounting, accounting_for
-from fitgate.sizing.weights import pp_layer_ranges, weights_per_rank
+from fitgate.sizing.versions import VllmAccounting, accounting_for, release_note
+from fitgate.sizing.weights import RankWeights, pp_layer_ranges, weights_per_rank
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
 #: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
 RUNNERS = ("generate", "pooling")
 TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
+#: The real CUDA-graph pool beyond vLLM's estimate, as a fraction of it (see OutsideNeed; fitted).
+GRAPH_EXCESS_FRACTION = 0.43
 MAX_CONTEXT = 1 << 24
 
 __all__ = [
@@ -114,18 +124,25 @@ def resolve_serving(
         raise SizingError("tensor_parallel_size", tp, f"a divisor or multiple of the model's {kv} KV heads")
     if pp > arch.num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
+    extensible = _extensible(serving, accounting)
     gmu = serving.gpu_memory_utilization
     if gmu is None:
-        gmu = accounting.default_gpu_memory_utilization
+        # 0.34: 1.0 with the extensible KV cache (config/cache.py 0.34.0 L495-501), else 0.92
+        gmu = 1.0 if extensible else accounting.default_gpu_memory_utilization
     if isinstance(gmu, bool) or not isinstance(gmu, int | float) or not 0 < gmu <= 1:
         raise SizingError("gpu_memory_utilization", gmu, "a fraction greater than 0 and at most 1")
-    model_max = arch.derived_max_model_len
-    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or model_max
+    model_max = arch.max_model_len_limit(accounting.version)
+    max_len = _positive_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or arch.default_max_model_len(
+        accounting.version
+    )
     if max_len > model_max:
+        # vLLM's own refusal (config/model.py 0.34.0 L2700-2727): honoured only with the env override
+        key = arch.max_len_key or "max_position_embeddings"
         raise SizingError(
             "max_model_len",
             max_len,
-            f"at most the model's {model_max} tokens (max_position_embeddings with RoPE scaling)",
+            f"at most the derived max_model_len ({key}={model_max} with RoPE scaling as vLLM "
+            f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
@@ -240,7 +257,29 @@ def resolve_serving(
         mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
         mm_processor_cache_bytes=mm_cache if arch.vision is not None else 0,
         lora_target_modules=serving.lora_target_modules,
+        extensible_kv_cache=extensible,
     )
+
+
+def _extensible(serving: ServingConfig, accounting: VllmAccounting) -> bool:
+    """Whether vLLM sizes the KV cache after warm-up (0.34+, ``VllmConfig._resolve_extensible_kv_cache``).
+
+    Off with ``--kv-cache-memory-bytes`` (config/vllm.py 0.34.0 L3203-3207) or
+    ``--no-enable-extensible-kv-cache``; asking for both is vLLM's start-up error (L3261-3262).
+    Releases before 0.34 have no such cache: the setting is ignored there.
+    """
+    if not accounting.extensible_kv_cache:
+        return False
+    if serving.kv_cache_memory_bytes is not None:
+        if serving.extensible_kv_cache:
+            raise SizingError(
+                "enable_extensible_kv_cache",
+                True,
+                "off with kv_cache_memory_bytes (vLLM: it sizes the KV cache from measured memory, "
+                "which kv_cache_memory_bytes overrides)",
+            )
+        return False
+    return serving.extensible_kv_cache is not False
 
 
 def _block_sparse(arch: ModelArchitecture) -> bool:
@@ -364,6 +403,9 @@ def _rank(
     offloaded = offload.offloaded_bytes(rs.cpu_offload_bytes, decoder_bytes)
     resident = weights.total_bytes - offloaded + (adapters.total_bytes if adapters else 0)
     non_kv = resident + profile.activation_bytes + profile.non_torch_bytes
+    if rs.extensible_kv_cache:
+        extensible = _extensible_rank(gpu, rs, pp_rank, layers, weights, profile, non_kv, layout, resident)
+        return dataclasses.replace(extensible, lora=adapters, offloaded_bytes=offloaded, encoder=encoder)
     if _graphs_in_budget(arch, rs, accounting):
         non_kv += profile.cuda_graph_bytes
     if rs.kv_cache_memory_bytes is not None:
@@ -391,6 +433,68 @@ def _rank(
     )
 
 
+def _extensible_rank(
+    gpu: GpuModel,
+    rs: ResolvedServing,
+    pp_rank: int,
+    layers: range,
+    weights: RankWeights,
+    profile: ProfileEstimate,
+    non_kv: int,
+    layout: KVLayout,
+    weights_resident_bytes: int | None = None,
+) -> RankPlan:
+    """One worker under vLLM 0.34's extensible KV cache (see :mod:`fitgate.sizing.extensible`).
+
+    ``weights_resident_bytes``: the weights on the GPU after ``--cpu-offload-gb`` and with LoRA slots
+    (default ``weights.total_bytes``).
+
+    The V2 runner's ``profile_cudagraph_memory`` returns 0 with the extensible cache ("The extensible
+    KV cache measures the capture footprint after warmup", gpu/model_runner.py 0.34.0 L1121-1125), so
+    the capacity is ``requested - non_kv`` without graphs and the transient reserve is the profiled
+    transient alone; the graph pool is resident when the pool is measured. The pool is what
+    ``measure_kv_cache_bytes`` keeps after warm-up, at most that capacity, and what vLLM checks one
+    ``max_model_len`` request against is ``(blocks - 1) x bytes_per_block`` (kv_cache_planning.py
+    0.34.0 L1851-1861: the null block is held back).
+    """
+    requested = math.ceil(gpu.memory_bytes * rs.gpu_memory_utilization)  # v1/worker/utils.py 0.34.0 L743
+    capacity = num_blocks(layout, requested - non_kv)
+    graphs = 0 if rs.enforce_eager else profile.cuda_graph_bytes
+    # Resident after capture: weights, non-torch growth, the persistent MoE workspace, the graph pool.
+    on_gpu = weights.total_bytes if weights_resident_bytes is None else weights_resident_bytes
+    resident = on_gpu + profile.non_torch_bytes + profile.moe_workspace_bytes + graphs
+    # Seed of the transient reserve: peak_activation_memory = transient headroom + graph estimate (0 here).
+    transient = profile.activation_bytes - profile.moe_workspace_bytes
+    measured = measure_kv_bytes(
+        requested_bytes=requested,
+        # a multi-node EP group's communicators are resident before the snapshot too (fitgate.sizing.parallel)
+        init_free_bytes=gpu.memory_bytes
+        - pre_snapshot_bytes(rs.tensor_parallel_size)
+        - (EP_INTERNODE_RESIDENT_BYTES if rs.parallel.internode else 0),
+        resident_bytes=resident,
+        transient_bytes=transient,
+        margin_floor_bytes=ROCM_MARGIN_FLOOR_BYTES if gpu.vendor == "amd" else MARGIN_FLOOR_BYTES,
+    )
+    blocks = blocks_within(measured.available_bytes, _segment_strides(layout), capacity)
+    # the null block: packed layouts already count it in one_request_bytes (kv_layout.one_request_bytes)
+    held_back = 0 if layout.packed else 1
+    available = max(0, (blocks - held_back) * layout.bytes_per_block) if blocks else measured.available_bytes
+    return RankPlan(pp_rank, layers, weights, profile, requested, requested - available, available, layout, blocks)
+
+
+def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
+    """The extensible cache's segments: one per KV tensor of a layer-outermost layout (one when packed).
+
+    ``ExtensibleKVCache._segments`` (extensible_kv_cache.py 0.34.0 L127-172): block-compact
+    layer-outermost layouts get one region per layer tensor, block-outermost ones a single segment.
+    """
+    if layout.packed:
+        return (layout.bytes_per_block,)
+    if layout.group_size == 1 and len(layout.groups) == 1 and len(layout.spec_counts) > 1:
+        return tuple(s.page_size_bytes for s in layout.specs)  # UniformTypeKVCacheSpecs: per-layer tensors
+    return (layout.page_size_bytes,) * layout.group_size
+
+
 def _fabric(gpu: GpuModel, interconnect: str) -> str:
     """What connects the TP ranks: NVSwitch with NVLink SHARP (Hopper/Blackwell NVLink boards) or not."""
     if interconnect == "nvlink" and gpu.architecture in ("hopper", "blackwell"):
@@ -404,6 +508,8 @@ def _graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: 
     Not with ``--kv-cache-memory-bytes`` (no profiling: gpu_worker.py 0.33.0 L656-681), not under
     ``--enforce-eager``, not on a V2-runner model of 0.22-0.28 (its estimate is a stub returning 0).
     """
+    if rs.extensible_kv_cache:
+        return not rs.enforce_eager  # measured after capture (gpu_worker.py 0.34.0 L1098-1101, L1226-1240)
     return (
         accounting.cudagraph_in_budget
         and not rs.enforce_eager
@@ -492,7 +598,10 @@ def plan(
         lora_bytes=worst.lora.total_bytes if worst.lora else 0,
         cpu_offload_bytes=worst.offloaded_bytes,
     )
-    verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting)
+    outside_need = max(
+        (_outside_need(model.arch, r, rs, accounting, r is ranks[-1]) for r in ranks), key=lambda n: n.floor_bytes
+    )
+    verdict, reasons = _verdict(rs, worst, kv, per_gpu, workload, accounting, outside_need)
     host = extras.host_memory(model.arch, rs, ranks)
     return Plan(
         model=model.name,
@@ -506,14 +615,26 @@ def plan(
         ranks=ranks,
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
-        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.derived_max_model_len),
-        notes=_notes(model, rs, per_gpu, accounting) + extras.notes(model.arch, rs, ranks, worst, host),
+        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
+        notes=_notes(model, rs, per_gpu, accounting, serving.vllm_version)
+        + extras.notes(model.arch, rs, ranks, worst, host),
         host=host,
     )
 
 
-def _notes(model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting) -> tuple[str, ...]:
+def _notes(
+    model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting, given_version: str | None = None
+) -> tuple[str, ...]:
     notes = []
+    newer = release_note(given_version)
+    if newer is not None:
+        notes.append(newer)
+    if rs.extensible_kv_cache:
+        notes.append(
+            f"vLLM {rs.vllm_version} sizes the KV cache after warm-up and CUDA-graph capture (extensible KV cache): "
+            "the pool is the memory left less the transient peak (activation + graph estimate) and a margin of "
+            "max(1 GiB, 0.75 x that peak); allocator fragmentation during warm-up is not modelled"
+        )
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
     if not accounting.chunked_local_hybrid and any(getattr(m.mixer, "chunk_size", None) for m in model.arch.layers):
@@ -602,6 +723,69 @@ def _parallel_notes(arch: ModelArchitecture, rs: ResolvedServing) -> list[str]:
     return notes
 
 
+@dataclass(frozen=True)
+class OutsideNeed:
+    """What must fit in ``total - total x gmu`` on one worker after vLLM has allocated the KV cache.
+
+    Attributes:
+        pre_snapshot_bytes: CUDA context, cuBLAS, NCCL and all-reduce buffers created before the start
+            snapshot (``activation.pre_snapshot_bytes``: measured, 0.51 GiB at TP1, 1.53 GiB at TP > 1).
+        graphs_bytes: The CUDA-graph pool where vLLM captures it after sizing the KV cache without
+            deducting an estimate (before 0.20; 0.22-0.28 V2-runner models; ``VLLM_MEMORY_PROFILER_
+            ESTIMATE_CUDAGRAPHS=0``): ``activation.cuda_graph_bytes`` (fitted on the 0.19 H100 logs).
+        sampler_floor_bytes: The post-capture sampler warm-up's floor: the logits of
+            ``min(max_num_seqs, max_num_batched_tokens)`` rows in the model dtype plus their fp32 copy
+            (``logits.to(torch.float32)``, v1/sample/sampler.py 0.19.0 L89-90). It runs after capture
+            on the last pipeline stage, in ``compile_or_warm_up_model`` of the V1 runner (gpu_worker.py
+            0.8.5 L244-255, 0.10.1 L317-335, 0.19.0 L660-690, 0.33.0 L1070-1090: not for the V2 runner) and of every
+            runner in 0.34 (L1181-1195); its memory is outside the profiled budget.
+        sampler_fitted_bytes: The same pass as fitgate's fitted sampler profile (sort buffers included).
+        graphs_excess_bytes: Where vLLM deducts its graph estimate, what the real pool takes beyond it
+            (fitted: 0.43 x the estimate, the largest actual / estimated ratio, 1.43, of the 36 "CUDA graph
+            pool memory: X (actual), Y (estimated)" pairs in the 0.19 H100 logs of shared/calibration).
+    """
+
+    pre_snapshot_bytes: int
+    graphs_bytes: int
+    sampler_floor_bytes: int
+    sampler_fitted_bytes: int
+    graphs_excess_bytes: int = 0
+
+    @property
+    def floor_bytes(self) -> int:
+        """What is certainly needed: deny when the card lacks this."""
+        return self.pre_snapshot_bytes + self.graphs_bytes + self.sampler_floor_bytes
+
+    @property
+    def fitted_bytes(self) -> int:
+        """What the fitted terms predict: Tight when the card lacks this."""
+        sampler = max(self.sampler_floor_bytes, self.sampler_fitted_bytes)
+        return self.pre_snapshot_bytes + self.graphs_bytes + self.graphs_excess_bytes + sampler
+
+
+def _outside_need(
+    arch: ModelArchitecture, rank: RankPlan, rs: ResolvedServing, accounting: VllmAccounting, last_stage: bool
+) -> OutsideNeed:
+    """The memory outside ``total x gmu`` one worker needs, derived per release (docs/vllm-releases.md section 17).
+
+    Checked on the 0.19 H100 logs of shared/calibration: gpt-oss-20b at gmu 0.95 failed warming up the
+    sampler at TP1 and TP2 and ran at TP2 with gmu 0.9; Llama 4 Scout ran with 1M tokens on 8 x H100
+    at the default gmu (blog.vllm.ai/2025/04/05/llama4.html, vLLM 0.8.3).
+    """
+    in_budget = _graphs_in_budget(arch, rs, accounting)
+    graphs = 0 if rs.enforce_eager or in_budget else rank.profile.cuda_graph_bytes
+    excess = int(GRAPH_EXCESS_FRACTION * rank.profile.cuda_graph_bytes) if in_budget else 0
+    warm_up = last_stage and rs.runner != "pooling" and accounting.engine == "V1"
+    if accounting.version < (0, 34, 0) and accounting.uses_v2_runner(arch.architecture):
+        warm_up = False
+    floor = fitted = 0
+    if warm_up:
+        rows = min(rs.max_num_seqs, rs.max_num_batched_tokens)
+        floor = rows * arch.vocab_size * (MODEL_DTYPES[rs.dtype] + 4)
+        fitted = rank.profile.sampler_bytes
+    return OutsideNeed(pre_snapshot_bytes(rs.tensor_parallel_size), graphs, floor, fitted, excess)
+
+
 def _verdict(
     rs: ResolvedServing,
     worst: RankPlan,
@@ -609,6 +793,7 @@ def _verdict(
     g: PerGpu,
     workload: Workload | None,
     accounting: VllmAccounting,
+    outside: OutsideNeed | None = None,
 ) -> tuple[Verdict, tuple[Reason, ...]]:
     hard: list[Reason] = []
     soft: list[Reason] = []
@@ -623,16 +808,31 @@ def _verdict(
                 "after its CUDA context: vLLM runs out of memory allocating the KV cache",
             )
         )
-    elif g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
+    elif g.capacity_bytes - pre_snapshot_bytes(rs.tensor_parallel_size) < g.budget_bytes and not rs.extensible_kv_cache:
+        # vLLM refuses free < requested at its start snapshot (v1/worker/utils.py 0.33.0 L716-772); free is total less
+        # what exists before it (CUDA context, NCCL at TP > 1). 0.34's extensible cache skips this check: the
+        # budget is only a cap (v1/worker/utils.py 0.34.0 L783-797).
+        held = pre_snapshot_bytes(rs.tensor_parallel_size)
         hard.append(
             Reason(
                 "GpuMemoryUtilizationTooHigh",
                 f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} "
                 f"of a {fmt_gib(g.capacity_bytes)} "
-                f"card, but the CUDA context already holds ~{fmt_gib(CUDA_CONTEXT_BYTES)}: vLLM refuses to start",
+                f"card, but the CUDA context{' and NCCL' if rs.tensor_parallel_size > 1 else ''} already "
+                f"hold ~{fmt_gib(held)}: vLLM refuses to start",
             )
         )
-    if avail <= 0:
+    if avail <= 0 and rs.extensible_kv_cache:
+        hard.append(
+            Reason(
+                "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
+                f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
+                f"{fmt_gib(g.non_torch_bytes)} + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}, with vLLM "
+                f"{rs.vllm_version}'s warm-up reserve and margin, leave no memory for the KV cache in "
+                f"{fmt_gib(budget)} per GPU",
+            )
+        )
+    elif avail <= 0:
         hard.append(
             Reason(
                 "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
@@ -669,6 +869,28 @@ def _verdict(
             f"--max-lora-rank {rs.lora.max_lora_rank})"
         )
         hard = [Reason(r.code, r.message + slots) for r in hard]
+    if (
+        outside is not None
+        and not hard
+        and not rs.extensible_kv_cache
+        and rs.kv_cache_memory_bytes is None
+        and g.outside_budget_bytes < outside.floor_bytes
+    ):
+        hard.append(
+            Reason(
+                "OutsideBudgetTooSmall",
+                f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget, "
+                f"but the CUDA context and NCCL (~{fmt_gib(outside.pre_snapshot_bytes)}), "
+                + (
+                    f"the CUDA graphs captured after the KV cache (~{fmt_gib(outside.graphs_bytes)}) "
+                    if outside.graphs_bytes
+                    else ""
+                )
+                + f"and the sampler warm-up's logits ({fmt_gib(outside.sampler_floor_bytes)}) need at least "
+                f"{fmt_gib(outside.floor_bytes)}: vLLM runs out of memory after sizing the KV cache; lower "
+                "--gpu-memory-utilization or --max-num-seqs",
+            )
+        )
     if hard:
         return Verdict.DOES_NOT_FIT, tuple(hard)
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:
@@ -694,21 +916,19 @@ def _verdict(
                 f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
             )
         )
-    reserve = CUDA_CONTEXT_BYTES + worst.profile.sampler_bytes
-    if not g.cuda_graphs_in_budget:
-        reserve += worst.profile.cuda_graph_bytes
+    reserve = outside.fitted_bytes if outside is not None else CUDA_CONTEXT_BYTES
     # an EP group across nodes holds its NCCL communicators before vLLM's snapshot (fitgate.sizing.parallel)
     communicators = EP_INTERNODE_RESIDENT_BYTES if rs.parallel.internode else 0
     reserve += communicators
-    if g.outside_budget_bytes < reserve:
+    # 0.34's extensible cache measures graphs and warm-up and keeps a margin itself (fitgate.sizing.extensible)
+    if g.outside_budget_bytes < reserve and not rs.extensible_kv_cache and rs.kv_cache_memory_bytes is None:
         soft.append(
             Reason(
                 "LowHeadroomOutsideBudget",
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
-                f"CUDA graphs (~{fmt_gib(worst.profile.cuda_graph_bytes)}), "
-                f"the CUDA context (~{fmt_gib(CUDA_CONTEXT_BYTES)})"
+                "the CUDA context and NCCL, the CUDA graphs captured after the KV cache"
                 + (f", a multi-node EP group's communicators (~{fmt_gib(communicators)})" if communicators else "")
-                + f" and the sampler warm-up (~{fmt_gib(worst.profile.sampler_bytes)}) need ~{fmt_gib(reserve)}",
+                + f" and the sampler warm-up need ~{fmt_gib(reserve)} by fitgate's fitted terms",
             )
         )
     if soft:

@@ -17,6 +17,7 @@ class ReasonCode(StrEnum):
     WEIGHTS_EXCEED_BUDGET = "WeightsExceedBudget"
     NO_KV_CACHE_MEMORY = "NoKVCacheMemory"
     KV_CACHE_MEMORY_EXCEEDS_GPU = "KVCacheMemoryExceedsGpu"
+    OUTSIDE_BUDGET_TOO_SMALL = "OutsideBudgetTooSmall"
     KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN = "KVCacheTooSmallForMaxModelLen"
     WORKLOAD_EXCEEDS_KV_CACHE = "WorkloadExceedsKVCache"
     # The plan: Tight

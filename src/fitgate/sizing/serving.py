@@ -32,6 +32,9 @@ class ServingConfig:
     # ``--speculative-config``: its method (``mtp``, ``ngram``, ``eagle3`` ...) and num_speculative_tokens
     speculative_method: str | None = None
     speculative_tokens: int | None = None
+    # vLLM 0.34 extensible KV cache (docs/vllm-releases.md section 12): ``--[no-]enable-extensible-kv-cache``;
+    # None: the release's default (on from 0.34 unless --kv-cache-memory-bytes is given).
+    extensible_kv_cache: bool | None = None
     # --- data / expert / decode-context parallelism (fitgate.sizing.parallel, docs/parallelism.md) ---
     data_parallel_size: int = 1  # --data-parallel-size: engine ranks of the whole deployment
     data_parallel_size_local: int | None = None  # --data-parallel-size-local: ranks per node (None: all)
@@ -114,6 +117,8 @@ class ResolvedServing:
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_encoder_tp_mode: str = "weights"
     mm_processor_cache_bytes: int = 0
+    # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
+    extensible_kv_cache: bool = False
 
     @property
     def draft_tokens(self) -> int:

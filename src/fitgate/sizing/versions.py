@@ -1,6 +1,6 @@
 """How each vLLM release accounts memory: the differences that change the numbers.
 
-Source: the official PyPI wheels of every release from 0.10.2 to 0.33.0 except 0.12.0 (``pip download
+Source: the official PyPI wheels of every release from 0.10.2 to 0.34.0 except 0.12.0 (``pip download
 --no-deps vllm==X``, read not run; file:line below are of the wheel of the release named, as in
 ``docs/vllm-releases.md``), ``shared/reference/vllm-memory.md`` and the measured startup logs in
 ``shared/calibration``. Each switch sits at the first release whose source has the new behaviour.
@@ -13,16 +13,23 @@ from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
 
-#: The release whose accounting ``plan`` uses when none is given: the current vLLM release.
-DEFAULT_VLLM_VERSION = "0.33.0"
+#: The newest release whose accounting fitgate models (read from its wheel): the default of ``plan``,
+#: what ``latest`` / ``nightly`` image tags mean, and how a newer release is sized (with a note).
+NEWEST_MODELLED = (0, 34, 0)
+#: The release whose accounting ``plan`` uses when none is given: the newest modelled release.
+DEFAULT_VLLM_VERSION = ".".join(map(str, NEWEST_MODELLED))
 _OLDEST = (0, 5, 0)
-#: 0.34 sizes the KV cache after warm-up from measured free memory (v1/worker/extensible_kv_cache.py)
-#: and defaults gpu_memory_utilization to 1.0: a different model, not a switch of this one.
-_NEWEST = (0, 33, 99)
+#: Patch releases of the newest modelled minor share its accounting; anything above is "newer".
+_NEWEST = (NEWEST_MODELLED[0], NEWEST_MODELLED[1], 99)
+#: The extensible KV cache (sized after warm-up and CUDA-graph capture) is on by default from 0.34.0
+#: on CUDA and ROCm (``VllmConfig._resolve_extensible_kv_cache``, config/vllm.py 0.34.0 L3180-3270).
+EXTENSIBLE_KV_CACHE_SINCE = (0, 34, 0)
 
 #: Architectures measured by the V2 model runner, by release (config/vllm.py
 #: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``: 0.22.0 L69, 0.23.0 L69-75, 0.24.0 L68-77, 0.25.0 L68-74,
-#: 0.27.1 L69-99, 0.28.0); from 0.29.0 every model runs on V2 (0.29.0 L645-677, 0.33.0 L731-767).
+#: 0.27.1 L69-99, 0.28.0); from 0.29.0 every model runs on V2 (0.29.0 L645-677, 0.33.0 L731-767); 0.34.0
+#: removed the V1 GPU runner (v1/worker/gpu_model_runner.py and VLLM_USE_V2_MODEL_RUNNER are gone;
+#: ``Worker._make_model_runner``, gpu_worker.py 0.34.0 L579-587, builds gpu/model_runner.py's GPUModelRunner).
 #: Up to 0.28 V2's ``profile_cudagraph_memory()`` returns 0 (gpu/model_runner.py 0.21.0 L598-600,
 #: 0.27.1 L749-751): those models get no CUDA-graph deduction even with the estimate on.
 _V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
@@ -73,25 +80,38 @@ class VllmAccounting:
         chunked_local_hybrid: Chunked local attention (Llama 4) keeps its own group. Up to 0.13
             VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "0" and the hybrid manager
             is disabled for it (chunked layers cost full-length KV; envs.py 0.13.0 L1432-1433); from
-            0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932).
+            0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932, 0.34.0 L2040-2042).
         requested_ceil: ``requested = ceil(total * gmu)`` (0.19+) instead of a float product.
         cudagraph_in_budget: The CUDA-graph estimate is subtracted from the KV budget: envs.py
             ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" from 0.20.0 (envs.py 0.20.0
-            L1725; opt-in "0" in 0.18.0 L1636 and 0.19.0 L1654); gpu_worker.py 0.33.0 L720-757.
+            L1725; opt-in "0" in 0.18.0 L1636 and 0.19.0 L1654; 0.34.0 L2355-2357); gpu_worker.py
+            0.33.0 L720-757, 0.34.0 L742-780 (the estimate is 0 with the extensible KV cache,
+            gpu/model_runner.py 0.34.0 L1121-1125).
         tokens_report: How ``GPU KV cache size: N tokens`` is computed: ``blocks`` (N = blocks x
             block size; V0 and 0.8), ``groups`` (blocks // groups x block size; 0.10-0.20) or
-            ``derived`` (int(max concurrency x max_model_len); kv_cache_utils.py 0.21.0 L1686-1716).
+            ``derived`` (int(max concurrency x max_model_len); kv_cache_utils.py 0.21.0 L1686-1716,
+            0.34.0 L1141-1149).
         concurrency_sum_groups: ``Maximum concurrency`` divides by the sum over groups of each
-            group's pages (kv_cache_utils.py 0.27.0 L951), not the group-size formula of 0.10-0.26.
+            group's pages (kv_cache_utils.py 0.27.0 L951, 0.34.0 L1082-1114), not the group-size
+            formula of 0.10-0.26.
         big_gpu_tier_bytes: Cards at least this large get the 16384-token batch in ``vllm serve``
-            (160 GiB, arg_utils.py 0.28.0 L2582, 0.33.0 L2973), else None.
+            (160 GiB, arg_utils.py 0.28.0 L2582, 0.33.0 L2973, 0.34.0 L3010), else None.
         default_gpu_memory_utilization: 0.9 up to 0.19.1, 0.92 from 0.20.0 (config/cache.py 0.19.0
-            L41, 0.20.0 L66, 0.33.0 L215).
+            L41, 0.20.0 L66, 0.33.0 L215; 0.34.0 ``DEFAULT_GPU_MEMORY_UTILIZATION`` L186 when the
+            extensible KV cache is off, 1.0 when it is on: see ``extensible_kv_cache``).
         a100_small_tier: A100s get the small defaults even with 80 GB (0.10+).
         sampler_bytes_per_logit: Bytes of the profiling sampler pass per (sequence x vocab)
             element; larger before 0.17 (see activation.py).
         sampler_base_bytes: Fixed part of the sampler pass.
         mla_align_bytes: Per-token MLA cache entry alignment (V0 0.7.x: 256 bytes).
+        extensible_kv_cache: 0.34+: the KV cache is reserved as address space, warm-up and CUDA-graph
+            capture run, and its size is measured from the free memory left
+            (``measure_kv_cache_blocks``, v1/worker/extensible_kv_cache.py 0.34.0 L621-716); on by
+            default on CUDA and ROCm (config/vllm.py 0.34.0 L3180-3270) unless
+            ``--kv-cache-memory-bytes`` or ``--no-enable-extensible-kv-cache`` is given. With it the
+            default gpu_memory_utilization is 1.0 (``resolved_gpu_memory_utilization``,
+            config/cache.py 0.34.0 L216, L495-501) and the free-memory start-up check is skipped
+            (v1/worker/utils.py 0.34.0 L783-797).
     """
 
     version: tuple[int, int, int]
@@ -108,6 +128,7 @@ class VllmAccounting:
     sampler_bytes_per_logit: float
     sampler_base_bytes: int
     mla_align_bytes: int
+    extensible_kv_cache: bool = False
 
     def uses_v2_runner(self, architecture: str) -> bool:
         """Whether vLLM measures this architecture with its V2 model runner (0.22+; every model from 0.29)."""
@@ -128,7 +149,8 @@ class VllmAccounting:
         sampler pass is derived from its source (docs/vllm-releases.md section 10): logits in the
         model dtype plus an fp32 copy in 0.22-0.25 and 0.27 (gpu/sample/sampler.py 0.24.0 L157), no
         copy in 0.26 and 0.28-0.32 (0.28.0 L192 returns early), and from 0.33 a second warm-up pass
-        with the full fp32 top-k/top-p/logprobs pipeline (gpu/model_runner.py 0.33.0 L993-1019),
+        with the full fp32 top-k/top-p/logprobs pipeline (gpu/model_runner.py 0.33.0 L993-1019, 0.34.0
+        L1038-1062),
         sized like the V1 runner's.
         """
         if not self.uses_v2_runner(architecture) or self.version >= (0, 33, 0):
@@ -159,21 +181,71 @@ _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\-_a-zA-Z0-9]*)?$")
 _MOVING_TAGS = re.compile(r"^(latest|nightly)([-_.].*)?$")
 
 
-def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int]:
-    """Parse ``0.19.0``, ``v0.19.1``, ``0.19``, an image tag like ``v0.19.0-cu128`` or ``latest``."""
-    if _MOVING_TAGS.match(str(text).strip().lower()):
-        text = DEFAULT_VLLM_VERSION
-    match = _VERSION_RE.match(str(text).strip())
+@dataclass(frozen=True)
+class Release:
+    """A vLLM release as given, and the release whose accounting sizes it.
+
+    Attributes:
+        given: The release the text names (``latest`` / ``nightly``: the newest modelled).
+        sized_as: The release whose accounting applies: ``given``, or the newest modelled release
+            when ``given`` is newer than anything fitgate has read.
+        note: Why ``sized_as`` differs from ``given`` (None when it does not).
+    """
+
+    given: tuple[int, int, int]
+    sized_as: tuple[int, int, int]
+    note: str | None = None
+
+
+_MAX_VERSION_TEXT = 128
+
+
+def resolve_release(text: str, field: str = "vllm_version") -> Release:
+    """The one decision on a release: known, newer than the table (sized as the newest, with a note), or nonsense.
+
+    A gate must never deny for the release alone: a release newer than the newest fitgate models is
+    sized with the newest modelled accounting and a note, never refused. Text that names no release
+    (and releases older than 0.5, which have no V1 or V0 accounting here) is a one-line
+    :class:`SizingError`.
+
+    Raises:
+        SizingError: ``text`` is not a vLLM release or image tag, or names a release before 0.5.0.
+    """
+    raw = str(text).strip()[: _MAX_VERSION_TEXT + 1]
+    if len(raw) > _MAX_VERSION_TEXT:
+        raise SizingError(field, raw[:32] + "...", f"a vLLM release of at most {_MAX_VERSION_TEXT} characters")
+    if _MOVING_TAGS.match(raw.lower()):
+        return Release(NEWEST_MODELLED, NEWEST_MODELLED)
+    match = _VERSION_RE.match(raw)
     if not match:
-        raise SizingError(field, text, "a vLLM release such as 0.19.0 (or an image tag like v0.19.0)")
+        raise SizingError(field, text, "a vLLM release such as 0.34.0 (or an image tag like v0.34.0)")
     version = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
-    if not _OLDEST <= version <= _NEWEST:
-        raise SizingError(
-            field,
-            text,
-            "a vLLM release from 0.5.0 to 0.33.x (0.34 sizes the KV cache after warm-up, which fitgate does not model)",
+    if version < _OLDEST:
+        raise SizingError(field, text, f"a vLLM release from 0.5.0 on (newest modelled: {DEFAULT_VLLM_VERSION})")
+    if version > _NEWEST:
+        label = ".".join(map(str, version))
+        return Release(
+            version,
+            NEWEST_MODELLED,
+            f"vLLM {label} is newer than the newest release fitgate models ({DEFAULT_VLLM_VERSION}); "
+            f"sized with {DEFAULT_VLLM_VERSION}'s accounting (review its changes with scripts/vllm_release_diff.py)",
         )
-    return version
+    return Release(version, version)
+
+
+def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int]:
+    """The release whose accounting sizes ``text`` (``0.19.0``, ``v0.19.1``, ``0.19``, ``v0.19.0-cu128``, ``latest``).
+
+    A release newer than the newest modelled gives the newest modelled (see :func:`resolve_release`).
+    """
+    return resolve_release(text, field).sized_as
+
+
+def release_note(text: str | None) -> str | None:
+    """The note a plan carries for ``text``: set when the release is newer than fitgate models."""
+    if text is None:
+        return None
+    return resolve_release(text).note
 
 
 def accounting_for(version_text: str | None = None, engine: str | None = None) -> VllmAccounting:
@@ -205,4 +277,5 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         sampler_bytes_per_logit=24.0 if v0 else (14.35 if version >= (0, 17, 0) else 37.8),
         sampler_base_bytes=0 if v0 else int(0.146 * 1024**3),
         mla_align_bytes=256 if v0 and version >= (0, 7, 0) else 1,
+        extensible_kv_cache=not v0 and version >= EXTENSIBLE_KV_CACHE_SINCE,
     )

@@ -37,6 +37,7 @@ BOOLEAN_FLAGS = frozenset(
     {
         "--enforce-eager",
         "--enable-prefix-caching",
+        "--enable-extensible-kv-cache",
         "--enable-chunked-prefill",
         "--trust-remote-code",
         "--enable-lora",

@@ -12,7 +12,7 @@ from typing import Any
 
 from fitgate.sizing import SizingError
 from fitgate.sizing.units import parse_size
-from fitgate.sizing.versions import parse_version
+from fitgate.sizing.versions import resolve_release
 from fitgate.workloads.reading import WorkloadError
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -91,7 +91,8 @@ def release_of_image(image: str) -> tuple[str | None, str | None]:
     m = _ROCM_TAG.search(tag) if repo.startswith("rocm/") else None
     text = m.group(1) if m else tag
     try:
-        major, minor, patch = parse_version(text, "image tag")
+        # known, or newer than fitgate models: sized as the newest, and the plan says so (release_note)
+        major, minor, patch = resolve_release(text, "image tag").given
     except SizingError as exc:
         if re.match(r"^v?\d+\.\d+", text):  # a release, but one fitgate does not model
             raise WorkloadError(f"image {image}: {exc}") from None

@@ -88,6 +88,7 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--enforce-eager": ("enforceEager", "bool"),
     "--block-size": ("blockSize", "int"),
     "--cpu-offload-gb": ("cpuOffloadGiB", "float"),
+    "--enable-extensible-kv-cache": ("enableExtensibleKvCache", "bool"),  # vLLM 0.34 (config/vllm.py L3180)
 }
 
 #: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
