@@ -7,6 +7,7 @@ line is dropped as not an error; before issue 25 the log of a default install sa
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 
 import kopf
@@ -83,4 +84,21 @@ def test_an_admission_denial_is_logged_with_its_reason(caplog: pytest.LogCapture
     assert "does not fit" in lines[0] and "131.45 GiB" in lines[0]
     caplog.clear()
     assert validate(SPEC, index(H100), memo()) == []  # admitted: no decision line (the status will say it)
+    assert _decisions(caplog) == []
+
+
+def test_the_workload_audit_logs_a_verdict_it_writes_once(caplog: pytest.LogCaptureFixture) -> None:
+    """The audit annotates a misfit Deployment (an Event, a decision line); the next pass changes nothing."""
+    from tests.test_workloads_audit import ScriptedApi, deployment, misfit  # noqa: PLC0415
+
+    caplog.set_level(logging.INFO, logger="fitgate.decisions")
+    verdict = misfit()
+    api = ScriptedApi(deployment())
+    resource = ("apps", "v1", "deployments", "Deployment")
+    asyncio.run(api._write(copy.deepcopy(api.obj), resource, verdict.reading, verdict))
+    lines = _decisions(caplog)
+    name = api.obj["metadata"]["name"]
+    assert len(lines) == 1 and lines[0].startswith(f"[serving/{name}] Deployment verdict DoesNotFit (")
+    caplog.clear()
+    asyncio.run(api._write(copy.deepcopy(api.obj), resource, verdict.reading, verdict))  # already annotated
     assert _decisions(caplog) == []
