@@ -7,7 +7,7 @@ MODEL  ?= meta-llama/Llama-3.1-8B-Instruct
 GPU    ?= H100
 ARGS   ?= --max-model-len 32768 --concurrency 16 --context-tokens 32000
 
-.PHONY: constraints setup plan test unit lint bench accuracy speed hub-bench fuzz controlplane tools cluster-up cluster-down e2e clean
+.PHONY: constraints setup plan test unit lint docs bench accuracy speed hub-bench fuzz controlplane tools cluster-up cluster-down e2e clean
 
 # constraints.txt pins every package the tests ran with (regenerate with `make constraints`), so a fresh
 # machine installs the same versions CI saw.
@@ -43,6 +43,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks e2e
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+## The documentation site (mkdocs.yml): regenerate the reference pages and example outputs, then build it.
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .cache/site
 
 ## Accuracy against vLLM's startup logs (../shared/calibration) and plan speed.
 bench: accuracy speed hub-bench

@@ -88,7 +88,14 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Kube]:
     if external:
         yield Kube(Path(external), bin_dir, None)
         return
-    cluster.build()
+    # pytest captures what the build prints; a cold build takes 7-16 minutes, so its progress lines (one every
+    # 30 s, e2e/controlplane/build.sh) go to the terminal pytest shows instead.
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if capture is None:
+        cluster.build()
+    else:
+        with capture.global_and_fixture_disabled():
+            cluster.build()
     run_dir = RUNS / time.strftime("%Y%m%d-%H%M%S")
     cp = cluster.ControlPlane(run_dir).start()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -38,6 +39,24 @@ def _port_free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
+def stop_recipe_operator(clone: Path) -> None:
+    """End the operator the recipe started, by the PID it wrote, and only if that PID is still that process.
+
+    Never by name (``pkill -f``): another operator on this machine, a developer's, must survive the test.
+    """
+    pid_file = clone / ".cache" / "try" / "operator.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text().strip() or 0)
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        argv = cmdline.read_bytes().split(b"\0") if pid > 0 else []
+    except OSError:  # already ended (the recipe's own clean-up stopped it)
+        return
+    if b"operator" in argv and b".cache/try/tls.crt" in argv:  # the PID was not reused by another process
+        os.kill(pid, signal.SIGTERM)
+
+
 def test_the_readme_recipe_runs_as_written(kube: Kube, tmp_path: Path) -> None:
     if kube.control_plane is None:
         pytest.skip("the recipe starts its own loopback control plane")
@@ -63,7 +82,7 @@ def test_the_readme_recipe_runs_as_written(kube: Kube, tmp_path: Path) -> None:
     finally:
         # whatever happened, leave nothing running
         subprocess.run(["make", "cluster-down"], cwd=clone, env=env, capture_output=True, check=False)
-        subprocess.run(["pkill", "-f", "--webhook-cert .cache/try/tls.crt"], check=False)
+        stop_recipe_operator(clone)
     log_file = clone / ".cache" / "try" / "operator.log"
     log = log_file.read_text() if log_file.exists() else ""
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n--- operator log\n{log[-2000:]}"

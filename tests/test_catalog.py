@@ -123,7 +123,7 @@ def test_added_from_a_directory_keeps_config_json_byte_for_byte(
     catalog = tmp_path / "catalog"
     monkeypatch.setenv("FITGATE_CATALOG_PATH", str(catalog))
     code, _, err = run(capsys, "catalog", "add", str(src))
-    assert code == 2 and "--repo-id: None is not valid; expected the Hugging Face repo id" in err
+    assert code == 2 and "--repo-id is required: the Hugging Face repo id" in err and "None" not in err
     code, out, err = run(capsys, "catalog", "add", str(src), "--repo-id", "acme/gemma-3-tiny")
     assert code == 0 and err == "", err
     written = (catalog / "acme__gemma-3-tiny" / "config.json").read_bytes()
@@ -148,7 +148,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     src = model_dir(tmp_path, {**GEMMA3_TINY, "architectures": ["TotallyNewForCausalLM"], "model_type": "new"})
     catalog = tmp_path / "catalog"
     code, _, err = run(capsys, "catalog", "add", str(src), "--repo-id", "acme/new")
-    assert code == 2 and "--into: None is not valid; expected a user catalog directory" in err
+    assert code == 2 and "--into is required: the user catalog directory" in err and "None" not in err
     code, _, err = run(capsys, "catalog", "add", str(src), "--repo-id", "acme/new", "--into", str(catalog))
     assert code == 2 and "TotallyNewForCausalLM" in err and "Traceback" not in err
     assert not (catalog / "acme__new").exists()

@@ -234,7 +234,7 @@ CONC_2 = ("--concurrency", "2", "--context-tokens")
             "tensor_parallel_size: 3 is not valid",
         ),
         (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "Z9000"], "--gpu: 'Z9000' is not valid"),
-        (["--model", "meta-llama/Llama-3.1-8B"], "--gpu: missing is not valid"),
+        (["--model", "meta-llama/Llama-3.1-8B"], "--gpu is required: a GPU from `fitgate gpus`"),
         (["--model", "meta-llama/Llama-3.1-8B", "--gpu-memory", "lots"], "--gpu-memory: 'lots' is not valid"),
         (
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "1e5"],
@@ -253,7 +253,7 @@ CONC_2 = ("--concurrency", "2", "--context-tokens")
         (["--model", "http://169.254.169.254/x", "--gpu", "H100"], "is not valid; expected a Hugging Face repo id"),
         (
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--context-tokens", "100"],
-            "--concurrency: missing",
+            "--concurrency is required: a number of concurrent requests",
         ),
         (  # the CRD's CEL rule: the API server refuses contextTokens > maxModelLen, so does plan
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "4096", *CONC_2, "8192"],

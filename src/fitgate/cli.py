@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -82,6 +84,36 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
+#: ``k``/``m``/``g``/``t`` multiply by 1000^n, ``K``/``M``/``G``/``T`` by 1024^n (no decimals with those), as vLLM's
+#: ``human_readable_int`` (vllm/utils/argparse_utils.py 0.33.0 L30-74), which vLLM's engine args use for
+#: ``--max-model-len`` (with ``auto`` / ``-1``: the model's), ``--max-num-batched-tokens`` and
+#: ``--kv-cache-memory-bytes`` (vllm/engine/arg_utils.py 0.33.0 L396-409).
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_HUMAN_MULTIPLIERS = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _human_int(text: str) -> int:
+    """An integer as vLLM's ``human_readable_int`` reads it: ``32768``, ``32k`` (32,000), ``32K`` (32,768)."""
+    value = text.strip()
+    match = _HUMAN_INT.fullmatch(value[:64])
+    if match is None:
+        return _int(value)
+    number, suffix = match.groups()
+    if suffix.isupper() and "." in number:  # vLLM: "Decimals are not allowed with binary suffixes"
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: decimals are not allowed with the binary suffix {suffix} "
+            f"(did you mean {number}{suffix.lower()}?)"
+        )
+    return int(float(number) * _HUMAN_MULTIPLIERS[suffix])
+
+
+def _max_model_len(text: str) -> int | None:
+    """``--max-model-len``: :func:`_human_int`, or ``auto`` / ``-1`` for the model's own length, as in vLLM."""
+    if text.strip().lower() in ("auto", "-1"):
+        return None
+    return _human_int(text)
+
+
 def _float(text: str) -> float:
     try:
         return float(text)
@@ -134,7 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensor-parallel-size", "-tp", type=_int, default=1)
     p.add_argument("--pipeline-parallel-size", "-pp", type=_int, default=1)
     _parallel_flags(p)
-    p.add_argument("--max-model-len", type=_int, help="default: the model's max_position_embeddings")
+    p.add_argument(
+        "--max-model-len",
+        type=_max_model_len,
+        help="default (or auto): the model's max_position_embeddings; 32k = 32000, 32K = 32768, as in vLLM",
+    )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
     p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
@@ -142,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu-memory-utilization", type=_float, default=None, help="default: the release's (0.92 from vLLM 0.20)"
     )
     p.add_argument("--max-num-seqs", type=_int)
-    p.add_argument("--max-num-batched-tokens", type=_int)
+    p.add_argument("--max-num-batched-tokens", type=_human_int)
     p.add_argument("--block-size", type=_int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
@@ -155,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--kv-cache-memory-bytes",
-        type=_int,
+        type=_human_int,
         help="vLLM's --kv-cache-memory-bytes: the KV pool per GPU in bytes (gpu_memory_utilization is then ignored)",
     )
     p.add_argument(
@@ -184,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
     p.add_argument(
         "--context-tokens",
-        type=_int,
+        type=_human_int,
         help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "
         "else the model's)",
     )
@@ -198,9 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
     r.add_argument("--concurrency", type=_int, required=True, help="concurrent requests the service must hold")
     r.add_argument(
-        "--context-tokens", type=_int, required=True, help="tokens (prompt + output) of each request (contextTokens)"
+        "--context-tokens",
+        type=_human_int,
+        required=True,
+        help="tokens (prompt + output) of each request (contextTokens)",
     )
-    r.add_argument("--max-model-len", type=_int, help="default: --context-tokens")
+    r.add_argument("--max-model-len", type=_max_model_len, help="default: --context-tokens (32k, 32K as in vLLM)")
     r.add_argument("--gpus", help="GPU products to consider, comma-separated (default: the whole catalog)")
     r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
     r.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
@@ -362,11 +401,13 @@ def _fit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_int, default=1, help="concurrent requests (default 1)")
     p.add_argument(
         "--context-tokens",
-        type=_int,
+        type=_human_int,
         help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "
         "else the model's)",
     )
-    p.add_argument("--max-model-len", type=_int, help="default: --context-tokens, else the model's")
+    p.add_argument(
+        "--max-model-len", type=_max_model_len, help="default: --context-tokens, else the model's (32k, 32K as in vLLM)"
+    )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
     p.add_argument("--max-gpus", type=_int, default=8, help="most GPUs per replica (default 8)")
@@ -378,7 +419,12 @@ def _fit_flags(p: argparse.ArgumentParser) -> None:
 
 def _gpu(args: argparse.Namespace) -> GpuModel:
     if not args.gpu and not args.gpu_memory:
-        raise SizingError("--gpu", None, "a GPU name (see `fitgate gpus`) or --gpu-memory SIZE")
+        raise SizingError(
+            "--gpu",
+            None,
+            "a GPU from `fitgate gpus` (e.g. --gpu H100), or --gpu-memory with the device total CUDA reports "
+            "(e.g. --gpu-memory 79.19GiB)",
+        )
     if args.gpu:
         model = lookup_gpu(args.gpu, "--gpu")
         if args.gpu_memory:
@@ -627,8 +673,13 @@ def _bar(n_bytes: int, capacity: int, width: int = 40) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
+#: Suggested changes that are not vLLM flags, as the ``fitgate plan`` flag that makes them (the JSON contract
+#: keeps the sizing core's names, docs/plan-json.md).
+_CLI_FLAGS = {"workload.concurrentRequests": "--concurrency"}
+
+
 def _flags(changes: dict[str, str]) -> str:
-    return " ".join(f"{k} {v}" for k, v in changes.items())
+    return " ".join(f"{_CLI_FLAGS.get(k, k)} {v}" for k, v in changes.items())
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -893,7 +944,8 @@ def _fit_workload(args: argparse.Namespace, model: Any) -> Workload:
     return Workload(args.concurrency, context)
 
 
-def _fit_search(args: argparse.Namespace, model: Any, gpus: Sequence[GpuModel]) -> dict[str, Option]:
+def _fit_search(args: argparse.Namespace, model: Any, gpus: Sequence[GpuModel]) -> tuple[dict[str, Option], str]:
+    """Per GPU product the fewest GPUs that hold the workload, and why none does when none does."""
     found = search(
         model,
         _fit_workload(args, model),
@@ -905,13 +957,13 @@ def _fit_search(args: argparse.Namespace, model: Any, gpus: Sequence[GpuModel]) 
         quantizations=(args.quantization,),
         fewest_gpus_only=True,
     )
-    return fewest_gpus(found.options)
+    return fewest_gpus(found.options), found.reason
 
 
 def _fits_gpus(args: argparse.Namespace) -> int:
     """``fitgate gpus --fits MODEL``: the GPUs that run it, each with the fewest GPUs needed."""
     model = to_model_input(resolve(args.fits, source=args.source))
-    best = _fit_search(args, model, gpu_catalog())
+    best, reason = _fit_search(args, model, gpu_catalog())
     w = _fit_workload(args, model)
     rows: list[dict[str, Any]] = [
         {
@@ -941,21 +993,34 @@ def _fits_gpus(args: argparse.Namespace) -> int:
                 f"{r['verdict']:8s} {fmt_gib(r['headroom_bytes']):>10s} {r['decode_tokens_per_s']:9.0f}"
             )
         if not rows:
-            print("  none")
+            print(f"  none: {reason}")
     return EXIT_FITS if rows else EXIT_DOES_NOT_FIT
+
+
+#: A reason in ``catalog list --fits-on``'s "not listed" lines is cut to this many characters (JSON has it whole).
+_MAX_REASON_CHARS = 160
 
 
 def _fits_on(args: argparse.Namespace) -> int:
     """``fitgate catalog list --fits-on GPU``: the catalog models that GPU runs, with how many of them."""
     gpu = lookup_gpu(args.fits_on, "--fits-on")
     rows = []
+    left_out: list[dict[str, str]] = []  # every catalog model not listed, with why
     for e in catalog_entries():
-        model = to_model_input(resolve(e.repo_id, source="catalog"))
         try:
-            best = _fit_search(args, model, [gpu]).get(gpu.name)
-        except SizingError:
-            continue  # e.g. --max-model-len longer than this model's context
-        if best is not None:
+            model = to_model_input(resolve(e.repo_id, source="catalog"))
+            found, reason = _fit_search(args, model, [gpu])
+        except (SizingError, CheckpointError) as exc:  # e.g. --max-model-len longer than this model's context
+            left_out.append({"repo_id": e.repo_id, "reason": str(exc)})
+            continue
+        best = found.get(gpu.name)
+        if best is None:
+            why = (reason.partition("; ")[2] or reason).removeprefix("the largest tried: ")  # the largest set's misfit
+            if why == "its weights alone exceed every set":
+                stored = fmt_gib(model.inventory.stored_bytes)
+                why = f"its weights alone ({stored} as stored) exceed {args.max_gpus} x {gpu.name}"
+            left_out.append({"repo_id": e.repo_id, "reason": why})
+        else:
             w = _fit_workload(args, model)
             rows.append(
                 {
@@ -969,13 +1034,18 @@ def _fits_on(args: argparse.Namespace) -> int:
                 }
             )
     if args.output == "json":
-        print(json.dumps({"gpu": gpu.name, "concurrency": args.concurrency, "models": rows}, indent=2))
+        doc = {"gpu": gpu.name, "concurrency": args.concurrency, "models": rows, "not_listed": left_out}
+        print(json.dumps(doc, indent=2))
     else:
         print(f"models that run on {gpu.name} (at most {args.max_gpus}), {args.concurrency} concurrent request(s):")
         print(f"  {'MODEL':44s} {'COUNT':>5s} {'TPxPP':>6s} {'VERDICT':8s} {'CONTEXT':>8s}")
         for r in rows:
             tp_pp = f"{r['tensor_parallel_size']}x{r['pipeline_parallel_size']}"
             print(f"  {r['repo_id']:44s} {r['gpus']:5d} {tp_pp:>6s} {r['verdict']:8s} {r['context_tokens']:8d}")
+        if left_out:
+            print(f"not listed ({len(left_out)} of {len(rows) + len(left_out)}):")
+            for d in left_out:
+                print(f"  {d['repo_id']:44s} {d['reason'][:_MAX_REASON_CHARS]}")
     return EXIT_FITS if rows else EXIT_DOES_NOT_FIT
 
 
@@ -1001,7 +1071,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         hint = f"{exc.problem[:240]}; pass --model with its directory or repo id"
         raise CheckpointError("model named in the log", ref, "", transient=exc.transient, problem=hint) from None
     model = to_model_input(facts)
-    result = plan(model, gpu, serving)
+    try:
+        result = plan(model, gpu, serving)
+    except SizingError as exc:  # settings vLLM refuses too (TP 5 of 8 KV heads): compared, not an error
+        doc = compare.refused_document(log, args.log, gpu, serving, str(exc), [*gpu_notes, *notes])
+        print(json.dumps(doc, indent=2) if args.output == "json" else compare.render_compare_text(doc))
+        return EXIT_FITS
     suggestions = suggest(model, gpu, serving, None, result)
     _, args_out, chosen = recommend(model, gpu, serving, None, result, suggestions)
     plan_doc = plan_document(facts, result, suggestions, args_out, chosen)
@@ -1040,7 +1115,9 @@ def _catalog_add(args: argparse.Namespace) -> int:
     """``fitgate catalog add MODEL``: resolve MODEL (headers only) and store it as a user catalog entry."""
     into = args.into or next(iter(user_catalog_dirs()), None)
     if not into:
-        raise CheckpointError("--into", None, f"a user catalog directory (or set {CATALOG_PATH_ENV})")
+        raise CheckpointError(
+            "--into", None, f"the user catalog directory to write the entry to (or set {CATALOG_PATH_ENV})"
+        )
     facts = resolve(args.model, args.revision, source=args.source)
     if facts.source == "catalog" and args.source != "catalog":
         raise CheckpointError(
@@ -1051,7 +1128,12 @@ def _catalog_add(args: argparse.Namespace) -> int:
         config_bytes = (Path(facts.origin) / "config.json").read_bytes()
         repo_id = args.repo_id
         if not repo_id:
-            raise CheckpointError("--repo-id", None, "the Hugging Face repo id this directory holds (org/name)")
+            raise CheckpointError(
+                "--repo-id",
+                None,
+                f"the Hugging Face repo id {args.model} holds (org/name): a directory does not say which checkpoint "
+                "it is, and the entry answers to that id",
+            )
     else:
         repo_id = args.repo_id or facts.name
     repo_id, _ = parse_repo_ref(repo_id)
@@ -1139,6 +1221,26 @@ def _debug() -> bool:
         return False
 
 
+#: The exit status of a command whose reader went away (``fitgate catalog list | head -2``): what a shell
+#: reports for a Unix tool ended by SIGPIPE, 128 + 13.
+EXIT_CLOSED_PIPE = 141
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away: stop quietly, as Unix tools do (no message: nobody reads it).
+
+    stdout is pointed at /dev/null so that the interpreter's last flush at exit does not fail again
+    (the Python documentation's recipe, "Note on SIGPIPE" in the signal module).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout with no file behind it (io.UnsupportedOperation is both)
+        pass
+    return EXIT_CLOSED_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
     args = build_parser().parse_args(argv)
@@ -1153,7 +1255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         load()  # a bad FITGATE_*/HF_* value stops any command at once, in one line
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen below
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except (SizingError, CheckpointError, SettingsError) as exc:
         print(f"fitgate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,7 +7,7 @@ library caller that passes nothing gets ``load()``'s value at that moment. No ot
 ``os.environ`` for these names (``tests/test_settings.py`` fails if one does).
 
 A bad value raises :class:`SettingsError`: one line naming the variable, the value and what is allowed.
-:data:`VARIABLES` documents each variable; the README's table is generated from it (``python -m
+:data:`VARIABLES` documents each variable; the table of docs/settings.md is generated from it (``python -m
 fitgate.settings``) and a test keeps the two in sync.
 
 This module imports no other fitgate module, so every layer may import it.
@@ -59,7 +59,7 @@ class Variable:
     meaning: str
 
 
-#: Every variable fitgate reads, in the order of the README's table.
+#: Every variable fitgate reads, in the order of the table in docs/settings.md.
 VARIABLES: tuple[Variable, ...] = (
     Variable("HF_ENDPOINT", DEFAULT_ENDPOINT, "Hugging Face Hub base URL; the only Hub host contacted."),
     Variable("HF_TOKEN", "", "Hub access token for gated or private repos; never logged."),
@@ -444,7 +444,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def markdown_table() -> str:
-    """The README's table of :data:`VARIABLES`."""
+    """The table of :data:`VARIABLES` in docs/settings.md."""
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
     for v in VARIABLES:
         default = f"`{v.default}`" if v.default else "(unset)"

@@ -30,7 +30,11 @@ class CheckpointError(ValueError):
         self.expected = expected
         self.transient = transient
         self.problem = problem or f"{value!r} is not valid; expected {expected}"
-        if problem:
+        if value is None and field.startswith("-") and not problem:  # a command-line flag not given
+            super().__init__(f"{field} is required: {expected}")
+        elif value is None:  # a file or a reference that cannot be read: no value to show
+            super().__init__(f"{field}: {problem or 'expected ' + expected}")
+        elif problem:
             super().__init__(f"{field}: {value!r}: {problem}")
         else:
             super().__init__(f"{field}: {value!r} is not valid; expected {expected}")

@@ -262,6 +262,51 @@ def compare_document(log: StartupLog, log_path: str, plan_doc: dict[str, Any], n
     }
 
 
+def refusal_agrees(log: StartupLog) -> bool | None:
+    """Whether fitgate refusing the settings matches what happened: vLLM failed before sizing its KV cache.
+
+    A run that started (or sized its KV cache) disagrees: fitgate refused what ran. None when the log does
+    not say how it ended.
+    """
+    if log.outcome == "unknown":
+        return None
+    return log.outcome == "failed" and not log.kv_sized
+
+
+def refused_document(
+    log: StartupLog, log_path: str, gpu: GpuModel, serving: ServingConfig, refusal: str, notes: list[str]
+) -> dict[str, Any]:
+    """The compare contract for settings fitgate refuses to plan (TP 5 of 32 heads): ``predicted`` is null.
+
+    vLLM refuses most of the same settings at start-up (an assertion in its config checks), so a failed
+    start agrees; ``refused`` is fitgate's one-line reason.
+    """
+    return {
+        "schema": COMPARE_SCHEMA,
+        "log": {
+            "path": log_path,
+            "lines_read": log.lines_read,
+            "lines_recognised": log.lines_recognised,
+            "lines_too_long": log.lines_too_long,
+            "bytes_read": log.bytes_read,
+            "truncated": log.truncated,
+        },
+        "settings": settings_document(log),
+        "observed": observed_document(log),
+        "predicted": None,
+        "refused": {
+            "message": refusal,
+            "gpu": gpu.name,
+            "tensor_parallel_size": serving.tensor_parallel_size,
+            "pipeline_parallel_size": serving.pipeline_parallel_size,
+            "vllm_version": serving.vllm_version,
+        },
+        "errors": {t.key: None for t in TERMS},
+        "verdict_agrees": refusal_agrees(log),
+        "notes": notes,
+    }
+
+
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
@@ -275,6 +320,8 @@ def _fmt(value: float | None, unit: str) -> str:
 def render_compare_text(doc: dict[str, Any]) -> str:
     """The human-readable table of a compare document."""
     s, o, p = doc["settings"], doc["observed"], doc["predicted"]
+    if p is None:
+        return _render_refused_text(doc)
     predicted = predicted_terms(p)
     serving = p["serving"]
     lines = [
@@ -305,6 +352,24 @@ def render_compare_text(doc: dict[str, Any]) -> str:
     notes = [*doc["notes"], *p["notes"]]
     if notes:
         lines += ["", *[f"note: {n}" for n in notes]]
+    return "\n".join(lines)
+
+
+def _render_refused_text(doc: dict[str, Any]) -> str:
+    s, o, r = doc["settings"], doc["observed"], doc["refused"]
+    failure = o["failure"]
+    outcome = o["outcome"] + ("" if failure is None else f" ({failure['kind']}): {failure['message'][:160]}")
+    agrees = {True: "agrees", False: "DISAGREES", None: "-"}[doc["verdict_agrees"]]
+    lines = [
+        f"fitgate compare: {s['model'] or '-'} on {r['gpu']}, TP {r['tensor_parallel_size']} x PP "
+        f"{r['pipeline_parallel_size']}, vLLM {r['vllm_version']}",
+        f"  log {doc['log']['path']}: {doc['log']['lines_recognised']} of {doc['log']['lines_read']} lines recognised",
+        "",
+        f"observed: {outcome}",
+        f"fitgate:  refuses these settings ({agrees}): {r['message']}",
+    ]
+    if doc["notes"]:
+        lines += ["", *[f"note: {n}" for n in doc["notes"]]]
     return "\n".join(lines)
 
 

@@ -309,6 +309,7 @@ class _Reader:
         self.in_traceback = False
         self.starts = 0
         self.error_failure: Failure | None = None
+        self.printed = 0  # lines of vLLM's own start-up output (see StartupLog.vllm_lines)
 
     def put(self, name: str, value: object, priority: int) -> None:
         if value is None:
@@ -331,9 +332,14 @@ class _Reader:
             return
         line = _ANSI.sub("", raw) if "\x1b" in raw else raw
         self._rank0 = _is_rank0(line)
-        self._hit = False
+        hit = False
         for step in _STEPS:
+            self._hit = False
             step(self, line)
+            if self._hit and (step not in _QUOTED_STEPS or _printed_by_vllm(line)):
+                self.printed += 1
+            hit = hit or self._hit
+        self._hit = hit
         if self._hit:
             self.recognised += 1
             if len(self.kept) < MAX_KEPT_LINES:
@@ -371,6 +377,7 @@ class _Reader:
             truncated=truncated,
             raw_lines=tuple(self.kept),
             starts=self.starts,
+            vllm_lines=self.printed,
         )
 
 
@@ -645,6 +652,25 @@ _STEPS: tuple[Callable[[_Reader, str], None], ...] = (
     _step_cuda_graphs,
     _step_failure,
 )
+
+
+#: Steps whose text a person also writes: a pasted ``vllm serve`` command line, a failure message quoted in
+#: prose or a table (a README, an issue). Their lines count as vLLM's own output only when they carry what
+#: vLLM's logger puts before a line (:func:`_printed_by_vllm`).
+_QUOTED_STEPS = (_step_serve, _step_failure)
+
+
+def _printed_by_vllm(line: str) -> bool:
+    """Whether a line has a form vLLM prints and prose does not.
+
+    Its logger header (``ERROR 05-06 12:00:00 [core.py:123]``), a process prefix (``(EngineCore_DP0
+    pid=123)``), or an exception name at its start, as a traceback ends.
+    """
+    return bool(_HEADER.search(line) or _PROC.search(line) or _EXCEPTION_START.match(line))
+
+
+#: ``ValueError: ...`` / ``torch.OutOfMemoryError: ...`` at the start of a line (after optional ``[pod/x/c]``).
+_EXCEPTION_START = re.compile(r"\s*(?:\[[^\]]{0,200}\]\s*)?(?:[A-Za-z_]\w*\.){0,4}[A-Za-z_]\w*(?:Error|Exception): ")
 
 
 def parse_lines(lines: Iterable[str]) -> StartupLog:

@@ -125,6 +125,9 @@ class StartupLog:
     truncated: bool
     raw_lines: tuple[str, ...]
     starts: int = 0  # "non-default args" / "args: Namespace" lines: one per `vllm serve` start
+    #: Recognised lines in vLLM's own start-up output: not a pasted ``vllm serve`` command, not a failure
+    #: message quoted without vLLM's log header (a README, an issue thread).
+    vllm_lines: int = 0
 
     @property
     def kv_sized(self) -> bool:
@@ -134,11 +137,15 @@ class StartupLog:
 
     @property
     def is_vllm(self) -> bool:
-        """Whether any line is one vLLM prints (a Python traceback alone is not)."""
+        """Whether any line is one vLLM prints at start-up (a Python traceback alone is not).
+
+        A pasted ``vllm serve`` command line or a failure message quoted in prose (a README) is not: a
+        file of those holds no start-up to compare with.
+        """
         printed = any(getattr(self.settings, f.name) is not None for f in fields(RunSettings)) or any(
             getattr(self.observed, f.name) is not None for f in fields(Observed)
         )
-        return printed or (self.failure is not None and self.failure.kind != "error")
+        return self.vllm_lines > 0 and (printed or (self.failure is not None and self.failure.kind != "error"))
 
     @property
     def outcome(self) -> str:

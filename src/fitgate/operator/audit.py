@@ -280,6 +280,16 @@ class WorkloadAudit:
                 continue
             if action.event is not None:  # this write changed the verdict: the one Event of the change
                 await self._event(obj, *action.event)
+                message = verdict.message if len(verdict.message) <= 600 else verdict.message[:597] + "..."
+                logging.getLogger("fitgate.decisions").info(  # one line per decision (operator/handlers.py)
+                    "[%s/%s] %s verdict %s (%s): %s",
+                    namespace,
+                    name,
+                    kind,
+                    verdict.verdict.value,
+                    verdict.evaluation.reason,
+                    message,
+                )
             return
         logger.warning("cannot annotate %s: it kept changing (%d conflicts)", reading.source, WRITE_ATTEMPTS)
 

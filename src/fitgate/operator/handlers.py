@@ -188,6 +188,12 @@ async def operator_cleanup(*, memo: Any, **_: Any) -> None:
             logging.getLogger("fitgate").info("removed the empty webhook configuration %s", removed)
 
 
+#: One INFO line per decision: a reconcile that writes a verdict, an admission denial (``[namespace/name] verdict
+#: DoesNotFit (WeightsExceedBudget): ...``). Its own logger: kopf's per-object one is at WARNING unless
+#: ``--verbose`` (run.py), and a denial's kopf line is dropped (it is not an error).
+DECISIONS = logging.getLogger("fitgate.decisions")
+
+
 def _inventory(memo: Any) -> Inventory:
     """The GPU inventory admission and reconcile use: this replica's own node watch.
 
@@ -229,7 +235,16 @@ async def _reconcile(
     if outcome.event is not None:
         kind, reason, message = outcome.event
         kopf.event(body, type=kind, reason=reason, message=message)
-        logger.info("verdict %s: %s", reason, message)
+    if outcome.status is not None or outcome.event is not None:  # a decision written: one line says which
+        ev = outcome.evaluation
+        DECISIONS.info(
+            "[%s/%s] verdict %s (%s): %s",
+            body.meta.namespace or "",
+            body.meta.name or "",
+            ev.verdict.value,
+            ev.reason,
+            _short(ev.message, 600),
+        )
     for kind, count in memo.store.errors.items():
         metrics.resolution_errors.labels(kind).inc(count)
     memo.store.errors.clear()
@@ -440,6 +455,7 @@ async def modeldeployment_validate(
     memo: Any,
     old: kopf.Body | None = None,
     namespace: str | None = None,
+    name: str | None = None,
     **_: Any,
 ) -> None:
     """Admission: deny what cannot fit, warn on Tight and Unknown; same evaluation as reconcile.
@@ -464,6 +480,7 @@ async def modeldeployment_validate(
     metrics.admission.labels(outcome.result).inc()
     metrics.admission_seconds.observe(time.perf_counter() - started)
     if not outcome.allowed:
+        DECISIONS.info("[%s/%s] admission denied: %s", namespace or "", name or "", _short(outcome.message, 600))
         raise kopf.AdmissionError(outcome.message, code=outcome.code)
 
 

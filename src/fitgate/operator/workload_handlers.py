@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import replace
@@ -138,6 +139,14 @@ async def validate_workload(
     metrics.admission.labels(outcome.result).inc()
     metrics.admission_seconds.observe(time.perf_counter() - started)
     if not outcome.allowed:
+        meta = body.get("metadata", {})
+        logging.getLogger("fitgate.decisions").info(
+            "[%s/%s] %s admission denied: %s",
+            meta.get("namespace") or "",
+            meta.get("name") or meta.get("generateName") or "",
+            body.get("kind") or "workload",
+            outcome.message if len(outcome.message) <= 600 else outcome.message[:597] + "...",
+        )
         raise kopf.AdmissionError(outcome.message, code=outcome.code)
 
 

@@ -24,7 +24,10 @@ class SizingError(ValueError):
         shown = "missing" if value is None else repr(value)
         if len(shown) > MAX_VALUE_CHARS:
             shown = shown[: MAX_VALUE_CHARS - 20] + f"... ({len(shown)} characters)"
-        text = f"{_one_line(field)}: {shown} is not valid; expected {expected}"
+        if value is None and field.startswith("-"):  # a command-line flag not given
+            text = f"{_one_line(field)} is required: {expected}"
+        else:
+            text = f"{_one_line(field)}: {shown} is not valid; expected {expected}"
         if detail:
             text += f" ({detail})"
         super().__init__(_one_line(text))
