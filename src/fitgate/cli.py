@@ -58,6 +58,7 @@ from fitgate.sizing import (
 )
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
+from fitgate.sizing.performance import speed_load
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
@@ -264,6 +265,10 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
         help=f"share of the day at the estimated load; divides the cost per token (default {DEFAULT_UTILIZATION})",
     )
     p.add_argument("--api-price-per-million", type=_float, help="an API's USD per 1M output tokens, for break-even")
+    # speed estimate (issue 24, docs/performance.md): the request shape and the load
+    p.add_argument("--input-tokens", type=_int, help="prompt tokens per request (ISL), with --output-tokens")
+    p.add_argument("--output-tokens", type=_int, help="generated tokens per request (OSL), with --input-tokens")
+    p.add_argument("--request-rate", type=_float, help="requests/s arriving (open loop) instead of --concurrency")
 
 
 def _fit_flags(p: argparse.ArgumentParser) -> None:
@@ -458,6 +463,17 @@ def performance_document(perf: Performance | None) -> dict[str, Any] | None:
         "roofline_decode_tokens_per_s": round(perf.roofline_decode_tokens_per_s, 1),
         "bytes_read_per_step": perf.bytes_read_per_step,
         "basis": perf.basis,
+        # speed estimate (issue 24): the load, TPOT and output rate, and the measured error band
+        "input_tokens": perf.input_tokens,
+        "output_tokens": perf.output_tokens,
+        "request_rate": perf.request_rate,
+        "saturated": perf.saturated,
+        "tpot_seconds": round(perf.tpot_seconds, 5),
+        "output_tokens_per_s": round(perf.output_tokens_per_s, 1),
+        "requests_per_s": round(perf.requests_per_s, 3),
+        "decode_tokens_per_s_range": [round(v, 1) for v in perf.decode_range_tokens_per_s],
+        "tpot_seconds_range": [round(v, 5) for v in perf.tpot_range_seconds],
+        "ttft_seconds_range": [round(v, 4) for v in perf.ttft_range_seconds] if not perf.saturated else None,
     }
 
 
@@ -572,12 +588,22 @@ def render_text(doc: dict[str, Any]) -> str:
 def _estimated_lines(perf: dict[str, Any] | None, cost: dict[str, Any] | None) -> list[str]:
     if perf is None:
         return []
+    shape = (
+        f"{perf['input_tokens']} in + {perf['output_tokens']} out"
+        if perf.get("input_tokens") is not None
+        else f"{perf['context_tokens']} tokens"
+    )
+    load = f"{perf['request_rate']:g} requests/s" if perf.get("request_rate") else f"{perf['batch']} in flight"
+    low, high = perf["decode_tokens_per_s_range"]
+    t_low, t_high = perf["tpot_seconds_range"]
+    ttft = "unbounded (saturated)" if perf["saturated"] else f"{perf['ttft_seconds']:.2f} s"
     lines = [
         "",
-        f"estimated (roofline, not measured) at {perf['batch']} x {perf['context_tokens']} tokens:",
-        f"  decode {perf['decode_tokens_per_s']:.0f} tokens/s ({perf['per_request_tokens_per_s']:.1f} per request; "
-        f"bandwidth roofline {perf['roofline_decode_tokens_per_s']:.0f}), prefill {perf['prefill_tokens_per_s']:.0f} "
-        f"tokens/s, time to first token {perf['ttft_seconds']:.2f} s",
+        f"estimated (step model fitted on published vLLM runs, not measured) at {load}, {shape}:",
+        f"  decode {perf['decode_tokens_per_s']:.0f} tokens/s (range {low:.0f}-{high:.0f}; bandwidth roofline "
+        f"{perf['roofline_decode_tokens_per_s']:.0f}), TPOT {perf['tpot_seconds'] * 1000:.1f} ms "
+        f"({t_low * 1000:.1f}-{t_high * 1000:.1f}), time to first token {ttft}, prefill "
+        f"{perf['prefill_tokens_per_s']:.0f} tokens/s",
     ]
     if cost is not None:
         line = f"  ${cost['usd_per_hour']:.2f}/h for {cost['gpus']} GPU(s)"
@@ -611,7 +637,8 @@ def _economics(
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     if result.verdict is Verdict.DOES_NOT_FIT or not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
         return None, None  # nothing to estimate, or a --gpu-memory size without speeds
-    perf = estimate(model, result)
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, result.serving.max_model_len)
+    perf = estimate(model, result, load=load)
     price = prices.of(gpu) if prices is not None else None
     if prices is not None and price is None:
         raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
@@ -694,6 +721,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         utilization=utilization,
         api_usd_per_million=args.api_price_per_million,
         vllm_version=args.vllm_version,
+        speed_load=speed_load(args.input_tokens, args.output_tokens, args.request_rate, args.context_tokens),
     )
     doc = {
         "model": model.name,

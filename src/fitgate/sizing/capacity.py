@@ -21,7 +21,7 @@ from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_co
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.performance import Performance, estimate
+from fitgate.sizing.performance import Performance, SpeedLoad, estimate
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 
 TP_SIZES = (1, 2, 4, 8)
@@ -105,6 +105,7 @@ def search(
     kv_cache_dtypes: tuple[str, ...] | None = None,
     quantizations: tuple[str | None, ...] | None = None,
     fewest_gpus_only: bool = False,
+    speed_load: SpeedLoad | None = None,  # speed estimate (issue 24): ISL / OSL and a request rate
 ) -> Search:
     """Every loadable configuration of ``model`` on ``gpus`` that holds ``workload``, cheapest first.
 
@@ -145,7 +146,7 @@ def search(
                     if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
                         last_refusal = f"{gpu.name} x {tp * pp}: {result.reasons[0].message}"
                         continue
-                    perf = estimate(model, result)
+                    perf = estimate(model, result, load=speed_load)
                     cost = None
                     if price is not None:
                         cost = replica_cost(price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million)

@@ -1,0 +1,92 @@
+"""The speed estimate's data and flags: cited points, fitted constants within physics, bad input named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fitgate.checkpoints.catalog import find_builtin
+from fitgate.cli import main
+from fitgate.sizing import lookup_gpu
+from fitgate.sizing.step_time import calibration
+
+POINTS = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput" / "points.json"
+
+
+def test_every_point_is_cited_and_sizeable() -> None:
+    # Each point names its source and quotes it, uses a catalog GPU and a catalog model, and gives
+    # ISL, OSL, concurrency and at least one measured figure; together they span >= 6 GPU products.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    for p in points:
+        assert p["source"].startswith("https://") and p["quote"]
+        lookup_gpu(p["gpu"])
+        assert find_builtin(p["model"]) is not None
+        assert p["input_tokens"] >= 1 and p["output_tokens"] >= 1 and p["concurrency"] >= 1
+        assert p["measured"] and set(p["measured"]) <= {
+            "tpot_ms",
+            "ttft_ms",
+            "output_tokens_per_s",
+            "decode_tokens_per_s",
+        }
+    assert len({p["gpu"] for p in points}) >= 6
+
+
+def test_fitted_constants_stay_physical() -> None:
+    # bw_eff <= 1 keeps every estimate under the bandwidth roofline; costs are not negative; the band
+    # brackets 1 (measured / estimated) so the range contains the estimate.
+    cal = calibration()
+    k = cal.constants
+    assert 0 < k.bw_eff <= 1 and 0 < k.mfu <= 1 and 0 < k.moe_mfu <= 1
+    assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0 and k.amd_factor > 0
+    for band in (cal.tpot_band, cal.ttft_band):
+        assert band.low <= 1 <= band.high
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any] | None, str]:
+    code = main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog", "--gpu", "H100",
+                 "--max-model-len", "8192", "--output", "json", *extra])  # fmt: skip
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def test_plan_reports_tpot_ttft_and_ranges_at_a_load(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, "--concurrency", "16", "--context-tokens", "2048",
+                               "--input-tokens", "1024", "--output-tokens", "512")  # fmt: skip
+    assert code == 0, err
+    assert doc is not None
+    perf = doc["performance"]
+    assert (perf["input_tokens"], perf["output_tokens"], perf["batch"]) == (1024, 512, 16)
+    assert perf["context_tokens"] == 1024 + 256  # the mean decode context: ISL + OSL / 2
+    low, high = perf["tpot_seconds_range"]
+    assert low <= perf["tpot_seconds"] <= high
+    assert perf["decode_tokens_per_s_range"][1] <= perf["roofline_decode_tokens_per_s"]
+    assert 0 < perf["output_tokens_per_s"] < perf["decode_tokens_per_s"]  # the client pays for prefill too
+
+
+def test_plan_at_a_request_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, "--input-tokens", "512", "--output-tokens", "256", "--request-rate", "1")
+    assert code == 0, err
+    assert doc is not None
+    assert doc["performance"]["requests_per_s"] == pytest.approx(1.0, rel=0.02)
+    assert doc["performance"]["saturated"] is False
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (("--input-tokens", "512"), "--output-tokens"),
+        (("--output-tokens", "512"), "--input-tokens"),
+        (("--input-tokens", "8000", "--output-tokens", "500"), "--input-tokens"),
+        (("--input-tokens", "0", "--output-tokens", "5"), "--input-tokens"),
+        (("--input-tokens", "5", "--output-tokens", "5", "--request-rate", "0"), "--request-rate"),
+        (("--input-tokens", "5", "--output-tokens", "5", "--request-rate", "nan"), "--request-rate"),
+        (("--request-rate", "2"), "--input-tokens"),
+    ],
+)
+def test_bad_load_flags_name_the_flag(capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], field: str) -> None:
+    code, _, err = plan_json(capsys, *extra)
+    assert code != 0
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
