@@ -2,17 +2,19 @@
 
 How vLLM runs a step (v1 engine, the releases fitgate sizes):
 
-* The scheduler builds one batch per step from a token budget of ``max_num_batched_tokens``: every
-  running request contributes its one decode token first, then waiting prompts fill the rest of the
-  budget in chunks (chunked prefill is always on in v1: ``v1/core/sched/scheduler.py`` 0.33.0 L719
-  ``token_budget = self.max_num_scheduled_tokens``, L793 "First, schedule the RUNNING requests",
-  L1049 "Next, schedule the WAITING requests"). So at a steady concurrency ``C`` with prompts of
-  ``ISL`` and outputs of ``OSL`` tokens, an average step carries ``C`` decode tokens plus ``C x ISL / OSL`` prompt tokens.
+* The scheduler builds one batch per step from a token budget of ``max_num_batched_tokens``:
+  every running request contributes its one decode token first, then waiting prompts fill the rest
+  of the budget in chunks (chunked prefill is always on in v1: ``v1/core/sched/scheduler.py``
+  0.33.0 L719 ``token_budget = self.max_num_scheduled_tokens``, L793 "First, schedule the RUNNING
+  requests", L1049 "Next, schedule the WAITING requests"). So at a steady concurrency ``C`` with
+  prompts of ``ISL`` and outputs of ``OSL`` tokens, an average step carries ``C`` decode tokens plus
+  ``C x ISL / OSL`` prompt tokens.
 * Decode-only batches run as CUDA graphs captured per batch size (``v1/worker/gpu_model_runner.py``
-  0.33.0 L6417 ``capture_model``), which removes most per-kernel launch cost but not the host side of a step:
-  scheduling, input preparation, sampling and detokenising output (``v1/engine/core.py`` 0.33.0 L667
-  ``EngineCore.step``). That is the fixed cost per step; a per-layer cost stands for the kernels a layer launches (more for an MoE layer:
-  routing, top-k, the fused-MoE kernel; more under tensor parallelism: two all-reduces per layer).
+  0.33.0 L6417 ``capture_model``), which removes most per-kernel launch cost but not the host side
+  of a step: scheduling, input preparation, sampling and detokenising output (``v1/engine/core.py``
+  0.33.0 L667 ``EngineCore.step``). That is the fixed cost per step; a per-layer cost stands for the
+  kernels a layer launches (more for an MoE layer: routing, top-k, the fused-MoE kernel; more under
+  tensor parallelism: two all-reduces per layer).
 
 One step of one pipeline stage::
 
