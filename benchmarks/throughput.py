@@ -87,7 +87,11 @@ def load_points() -> list[Point]:
         mi = to_model_input(resolve(p["model"], source="catalog"))
         isl, osl, c = int(p["input_tokens"]), int(p["output_tokens"]), int(p["concurrency"])
         serving = ServingConfig(
-            max_model_len=max(4096, isl + osl), tensor_parallel_size=p["tp"], dtype=p.get("dtype", "auto")
+            max_model_len=max(4096, isl + osl),
+            tensor_parallel_size=p["tp"],
+            dtype=p.get("dtype", "auto"),
+            quantization=p.get("quantization"),
+            kv_cache_dtype=p.get("kv_cache_dtype", "auto"),
         )
         result = plan(mi, lookup_gpu(p["gpu"]), serving, Workload(c, isl + osl))
         context = isl + osl // 2
@@ -147,13 +151,13 @@ def v1_errors(p: Point) -> tuple[float | None, float | None]:
 
 
 def loss(points: Sequence[Point], k: Constants) -> float:
-    """Sum of |log(estimated / measured)| over the speeds, plus half of it over the TTFTs."""
+    """Sum of |log(estimated / measured)| over the speeds, plus half of it over the v1-engine TTFTs."""
     total = 0.0
     for p in points:
         e_speed, e_ttft = errors(p, k)
         if e_speed is not None:
             total += abs(math.log(max(1e-6, 1 + e_speed)))
-        if e_ttft is not None:
+        if e_ttft is not None and p.raw.get("engine") != "v0":  # V0's TTFT is not the v1 scheduler's
             total += 0.5 * abs(math.log(max(1e-6, 1 + e_ttft)))
     return total
 

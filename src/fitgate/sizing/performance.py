@@ -334,7 +334,8 @@ def estimate(
     )
     in_flight = max(1, round(state.concurrency))
     full_budget, _ = step_seconds(w, 0, rs.max_num_batched_tokens, k)
-    step_tokens = state.concurrency * (1 + isl / osl if split else 1)  # decode + the prompt share of a step
+    prompt_share = max(0.0, state.concurrency - 1) * isl / osl if split else 0.0  # as step_time._closed_loop
+    step_tokens = state.concurrency + prompt_share
     touched = expert_fraction_touched(w.num_experts, w.top_k, step_tokens) if w.num_experts else 0.0
     bytes_read = sum(
         int(s.dense_bytes + s.expert_bytes * touched + state.concurrency * s.kv_bytes_per_request) for s in w.stages

@@ -7,8 +7,8 @@ How vLLM runs a step (v1 engine, the releases fitgate sizes):
   of the budget in chunks (chunked prefill is always on in v1: ``v1/core/sched/scheduler.py``
   0.33.0 L719 ``token_budget = self.max_num_scheduled_tokens``, L793 "First, schedule the RUNNING
   requests", L1049 "Next, schedule the WAITING requests"). So at a steady concurrency ``C`` with
-  prompts of ``ISL`` and outputs of ``OSL`` tokens, an average step carries ``C`` decode tokens plus
-  ``C x ISL / OSL`` prompt tokens.
+  prompts of ``ISL`` and outputs of ``OSL`` tokens, an average decode step of one request carries
+  ``C`` decode tokens plus the other requests' prompts, ``(C - 1) x ISL / OSL`` tokens.
 * Decode-only batches run as CUDA graphs captured per batch size (``v1/worker/gpu_model_runner.py``
   0.33.0 L6417 ``capture_model``), which removes most per-kernel launch cost but not the host side
   of a step: scheduling, input preparation, sampling and detokenising output (``v1/engine/core.py``
@@ -204,7 +204,9 @@ def steady_state(
 
 
 def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> SteadyState:
-    prefill_per_step = c * isl / osl if osl > 0 else 0.0
+    # The prompts of the other C - 1 requests land in this request's decode steps: one prompt of ISL
+    # tokens per request life of ~OSL steps each (its own prompt is its TTFT, not its TPOT).
+    prefill_per_step = max(0.0, c - 1) * isl / osl if osl > 0 else 0.0
     step, roof = step_seconds(work, c, prefill_per_step, k)
     decode_rate = c / step
     # Time to first token: the prompt's chunks at the step budget left after the running requests'
