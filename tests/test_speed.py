@@ -10,8 +10,10 @@ import pytest
 
 from fitgate.checkpoints.catalog import find_builtin
 from fitgate.cli import main
-from fitgate.sizing import lookup_gpu
-from fitgate.sizing.step_time import calibration
+from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.performance import work
+from fitgate.sizing.step_time import burst_ttft_seconds, calibration, step_seconds
+from tests.conftest import model
 
 POINTS = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput" / "points.json"
 
@@ -90,3 +92,19 @@ def test_bad_load_flags_name_the_flag(capsys: pytest.CaptureFixture[str], extra:
     code, _, err = plan_json(capsys, *extra)
     assert code != 0
     assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+def test_a_burst_of_prompts_waits_in_arrival_order() -> None:
+    # 32 prompts of 2048 tokens at once on Llama-3.1-8B / H100: the n-th waits for n x 2048 prompt
+    # tokens at the full-budget prefill rate, so the mean is (32 + 1) / 2 x 2048 tokens' worth:
+    # 16.5 x the time of one prompt's tokens at that rate, and never less than one prompt alone.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(32, 4096))
+    w = work(mi, p, 3072, 2048)
+    k = calibration().constants
+    budget = p.serving.max_num_batched_tokens
+    per_token = step_seconds(w, 0.0, float(budget), k)[0] / budget
+    assert burst_ttft_seconds(w, 32, 2048, k) == pytest.approx(16.5 * 2048 * per_token)
+    one = burst_ttft_seconds(w, 1, 2048, k)
+    assert one >= step_seconds(w, 0.0, 2048.0, k)[0] - 1e-12
+    assert burst_ttft_seconds(w, 32, 2048, k) > 10 * one

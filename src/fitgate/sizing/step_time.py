@@ -226,3 +226,18 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
     requests = c / life if osl > 0 else 0.0
     output_rate = requests * osl if osl > 0 else decode_rate
     return SteadyState(c, step, ttft, decode_rate, output_rate, requests, c / roof, False)
+
+
+def burst_ttft_seconds(work: Work, burst: float, input_tokens: int, k: Constants) -> float:
+    """Mean time to first token of ``burst`` prompts that arrive at once on an idle replica.
+
+    The scheduler fills each step's budget with waiting prompts in arrival order, so the ``n``-th
+    prompt's first token comes after ``n x ISL`` prompt tokens at the full-budget prefill rate; the
+    mean over ``n = 1..burst`` is ``(burst + 1) / 2 x ISL`` tokens. This is how a benchmark's first
+    ``--max-concurrency`` requests (sent together) see the replica, and what a traffic burst sees.
+    """
+    budget = max(1, work.max_num_batched_tokens)
+    full_step, _ = step_seconds(work, 0.0, float(budget), k)
+    per_token = full_step / budget
+    first_chunk, _ = step_seconds(work, 0.0, float(min(input_tokens, budget)), k)
+    return max(first_chunk, (burst + 1) / 2 * input_tokens * per_token)
