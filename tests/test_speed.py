@@ -108,3 +108,68 @@ def test_a_burst_of_prompts_waits_in_arrival_order() -> None:
     one = burst_ttft_seconds(w, 1, 2048, k)
     assert one >= step_seconds(w, 0.0, 2048.0, k)[0] - 1e-12
     assert burst_ttft_seconds(w, 32, 2048, k) > 10 * one
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_recommend_with_latency_targets_every_option_replans_within_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 6 requests/s of 4000 in / 500 out for Llama-3.1-70B within TTFT 2 s and TPOT 60 ms: each option
+    # names its replicas; planned alone at rate / replicas it Fits (or is Tight) and its estimated TTFT
+    # and TPOT are within the targets, and one replica fewer would miss them (the fewest replicas).
+    targets = ("--input-tokens", "4000", "--output-tokens", "500", "--ttft-ms", "2000", "--tpot-ms", "60")
+    code, out, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+        "--concurrency", "64", "--context-tokens", "8192", "--request-rate", "6", *targets,
+        "--gpus", "H100,H200,L40S", "--gpu-hour-price", "H100=2.5,H200=3.6,L40S=1.1", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    options = doc["options"]
+    assert options and doc["ranked_by"] == "usd_per_hour_all_replicas"
+    totals = [o["usd_per_hour_all_replicas"] for o in options]
+    assert totals == sorted(totals)
+    for o in options[:4]:
+        rate = 6 / o["replicas"]
+        plan_code, plan_out, _ = run_cli(
+            capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+            "--gpu", o["gpu"], "-tp", str(o["tensor_parallel_size"]), "-pp", str(o["pipeline_parallel_size"]),
+            "--kv-cache-dtype", o["kv_cache_dtype"], "--max-model-len", "8192",
+            *(["--quantization", o["quantization"]] if o["quantization"] else []),
+            "--concurrency", "64", "--context-tokens", "8192", "--input-tokens", "4000", "--output-tokens", "500",
+            "--request-rate", repr(rate), "--output", "json",
+        )  # fmt: skip
+        planned = json.loads(plan_out)
+        assert plan_code == 0 and planned["verdict"] in ("Fits", "Tight"), o
+        perf = planned["performance"]
+        assert not perf["saturated"] and perf["ttft_seconds"] <= 2.0 and perf["tpot_seconds"] <= 0.060, o
+        if o["replicas"] > 1:
+            _, fewer_out, _ = run_cli(
+                capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+                "--gpu", o["gpu"], "-tp", str(o["tensor_parallel_size"]), "-pp", str(o["pipeline_parallel_size"]),
+                "--kv-cache-dtype", o["kv_cache_dtype"], "--max-model-len", "8192",
+                *(["--quantization", o["quantization"]] if o["quantization"] else []),
+                "--concurrency", "64", "--context-tokens", "8192", "--input-tokens", "4000",
+                "--output-tokens", "500", "--request-rate", repr(6 / (o["replicas"] - 1)), "--output", "json",
+            )  # fmt: skip
+            fewer = json.loads(fewer_out)["performance"]
+            assert fewer["saturated"] or fewer["ttft_seconds"] > 2.0 or fewer["tpot_seconds"] > 0.060, o
+
+
+def test_recommend_targets_need_the_request_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--concurrency", "4", "--context-tokens", "4096", "--tpot-ms", "20",
+    )  # fmt: skip
+    assert code != 0 and "--input-tokens" in err and err.count("\n") == 1
+    code, _, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--concurrency", "4", "--context-tokens", "4096", "--input-tokens", "1000", "--output-tokens", "100",
+        "--tpot-ms", "-3",
+    )  # fmt: skip
+    assert code != 0 and "--tpot-ms" in err

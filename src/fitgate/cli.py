@@ -56,6 +56,7 @@ from fitgate.sizing import (
     vllm_argv,
     vllm_command,
 )
+from fitgate.sizing.capacity import check_targets
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.performance import speed_load
@@ -170,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
     r.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
     r.add_argument("--limit", type=_int, default=15, help="options shown in text output (JSON lists all)")
+    # latency targets (issue 24, docs/performance.md): replicas per option to meet them
+    r.add_argument("--ttft-ms", type=_float, help="mean time to first token each replica must stay within")
+    r.add_argument("--tpot-ms", type=_float, help="mean time per output token each replica must stay within")
     _economics_flags(r)
     r.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
@@ -686,6 +690,11 @@ def option_document(o: Option) -> dict[str, Any]:
         "per_request_tokens_per_s": round(o.performance.per_request_tokens_per_s, 2),
         "ttft_seconds": round(o.performance.ttft_seconds, 4),
         "cost": cost_document(c),
+        # latency targets (issue 24): replicas, and one replica's TPOT at its share of the load
+        "replicas": o.replicas,
+        "total_gpus": o.total_gpus,
+        "usd_per_hour_all_replicas": None if c is None else round(c.usd_per_hour * o.replicas, 4),
+        "tpot_seconds": round(o.performance.tpot_seconds, 5),
     }
 
 
@@ -711,6 +720,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     longest = args.max_model_len or model.arch.derived_max_model_len
     if args.context_tokens > longest:
         raise SizingError("--context-tokens", args.context_tokens, f"at most {longest} (the max_model_len)")
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, args.context_tokens)
+    targets = check_targets(args.ttft_ms, args.tpot_ms, load)
     found = search(
         model,
         Workload(args.concurrency, args.context_tokens),
@@ -721,7 +732,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         utilization=utilization,
         api_usd_per_million=args.api_price_per_million,
         vllm_version=args.vllm_version,
-        speed_load=speed_load(args.input_tokens, args.output_tokens, args.request_rate, args.context_tokens),
+        speed_load=load,
+        targets=targets,
     )
     doc = {
         "model": model.name,
@@ -729,7 +741,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         "max_model_len": args.max_model_len or args.context_tokens,
         "vllm_version": args.vllm_version,
         "utilization": utilization,
-        "ranked_by": "usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens",
+        "ranked_by": (
+            ("usd_per_hour_all_replicas" if prices else "gpu_hours_per_hour_all_replicas")
+            if targets
+            else ("usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens")
+        ),
+        "targets": None
+        if targets is None
+        else {"ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms, "request_rate": args.request_rate},
         "options": [option_document(o) for o in found.options],
         "reason": found.reason or None,
         "basis": found.options[0].performance.basis if found.options else None,
@@ -747,7 +766,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     unit = "$/1M out" if prices else "GPU-h/1M"
     print(
         f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
-        f"{unit:>9s}"
+        f"{unit:>9s}" + (f" {'REPLICAS':>8s} {'TTFT ms':>8s} {'TPOT ms':>8s}" if targets else "")
     )
     for o in found.options[: max(1, args.limit)]:
         d = option_document(o)
@@ -756,6 +775,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             f"  {o.gpu.name:13s} {f'{o.tensor_parallel_size}x{o.pipeline_parallel_size}':>6s} {o.kv_cache_dtype:5s} "
             f"{o.quantization or 'as-is':7s} {o.verdict.value:8s} {fmt_gib(o.headroom_bytes):>10s} "
             f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
+            + (
+                f" {o.replicas:8d} {o.performance.ttft_seconds * 1000:8.0f} {o.performance.tpot_seconds * 1000:8.1f}"
+                if targets
+                else ""
+            )
         )
     if len(found.options) > args.limit:
         print(f"  ... {len(found.options) - args.limit} more (--limit, or --output json for all)")

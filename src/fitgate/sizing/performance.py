@@ -107,7 +107,23 @@ def _only(inventory: WeightInventory, roles: frozenset[Role]) -> WeightInventory
     return WeightInventory(tuple(e for e in inventory.entries if e.role in roles), inventory.source)
 
 
+#: id(inventory) -> (that inventory, its active parameters): memoised for the recommend search.
+_ACTIVE: dict[int, tuple[WeightInventory, int]] = {}
+
+
 def active_parameters(model: ModelInput) -> int:
+    """Memoised :func:`count_active_parameters` (keyed by the inventory's identity, as :data:`_RANK_BYTES`)."""
+    hit = _ACTIVE.get(id(model.inventory))
+    if hit is not None and hit[0] is model.inventory:
+        return hit[1]
+    if len(_ACTIVE) > 256:
+        _ACTIVE.clear()
+    value = count_active_parameters(model)
+    _ACTIVE[id(model.inventory)] = (model.inventory, value)
+    return value
+
+
+def count_active_parameters(model: ModelInput) -> int:
     """Parameters one token multiplies through: all linear layers, the experts it routes to, the head.
 
     The embedding gather costs no FLOPs; a tied model's head is its embedding table; the vision

@@ -178,29 +178,50 @@ def steady_state(
     """The steady state at ``concurrency`` requests in flight (closed loop) or at ``request_rate`` (open loop).
 
     ``output_tokens`` 0 means a pure decode batch of ``concurrency`` requests (no prompt shares the
-    steps). Open loop: Little's law ``C = rate x (TTFT + (OSL - 1) x TPOT)``,
-    solved by fixed-point iteration; beyond ``max_concurrency`` the replica is saturated.
+    steps). Open loop: Little's law ``C = rate x (TTFT + (OSL - 1) x TPOT)``; a request's life grows
+    with ``C``, so ``rate x life(C) - C`` has one root, found by regula falsi (Illinois) between 1 and
+    the most requests the replica holds; when even that many cannot absorb the rate, it is saturated.
     """
-    saturated = False
-    c = max(1.0, concurrency or 1.0)
-    for _ in range(1 if request_rate is None else 60):
-        r = _closed_loop(work, min(c, max_concurrency), input_tokens, output_tokens, k)
-        if request_rate is None:
-            return r
-        life = r.ttft_s + max(0, output_tokens - 1) * r.tpot_s
-        nxt = max(1.0, request_rate * life)
-        if nxt > max_concurrency:
-            saturated = True
-            nxt = max_concurrency
-        if abs(nxt - c) < 1e-3 * c:
-            c = nxt
+    if request_rate is None:
+        return _closed_loop(work, min(max(1.0, concurrency or 1.0), max_concurrency), input_tokens, output_tokens, k)
+
+    def excess(c: float) -> float:
+        r = _closed_loop(work, c, input_tokens, output_tokens, k)
+        return request_rate * (r.ttft_s + max(0, output_tokens - 1) * r.tpot_s) - c
+
+    low, f_low = 1.0, excess(1.0)
+    if f_low <= 0:
+        return _closed_loop(work, 1.0, input_tokens, output_tokens, k)
+    high = min(max_concurrency, MAX_IN_FLIGHT)
+    f_high = excess(high)
+    if f_high > 0:
+        r = _closed_loop(work, high, input_tokens, output_tokens, k)
+        return SteadyState(
+            r.concurrency, r.tpot_s, math.inf, r.decode_tokens_per_s, r.output_tokens_per_s, r.requests_per_s,
+            r.roofline_decode_tokens_per_s, True,
+        )  # fmt: skip
+    side = 0
+    c = high
+    for _ in range(60):
+        c = high - f_high * (high - low) / (f_high - f_low)
+        f = excess(c)
+        if abs(f) < 1e-3 * c or high - low < 1e-6 * c:
             break
-        c = 0.5 * (c + nxt)
-    r = _closed_loop(work, min(c, max_concurrency), input_tokens, output_tokens, k)
-    return SteadyState(
-        r.concurrency, r.tpot_s, math.inf if saturated else r.ttft_s, r.decode_tokens_per_s,
-        r.output_tokens_per_s, r.requests_per_s, r.roofline_decode_tokens_per_s, saturated,
-    )  # fmt: skip
+        if f > 0:
+            low, f_low = c, f
+            if side == 1:
+                f_high /= 2
+            side = 1
+        else:
+            high, f_high = c, f
+            if side == -1:
+                f_low /= 2
+            side = -1
+    return _closed_loop(work, c, input_tokens, output_tokens, k)
+
+
+#: Upper bound of requests in flight in the open-loop search when the pool sets none.
+MAX_IN_FLIGHT = 1e6
 
 
 def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> SteadyState:
