@@ -173,3 +173,42 @@ def test_recommend_targets_need_the_request_shape(capsys: pytest.CaptureFixture[
         "--tpot-ms", "-3",
     )  # fmt: skip
     assert code != 0 and "--tpot-ms" in err
+
+
+def test_list_prices_are_dated_cited_catalog_products_and_the_default_is_their_median() -> None:
+    from fitgate.sizing.prices import price_table  # noqa: PLC0415
+
+    table = price_table()
+    for r in table.rows:
+        assert r.source.startswith("https://") and len(r.date) == 10 and r.date <= table.as_of
+        assert 0 < r.usd_per_gpu_hour < 100
+    assert {"AWS", "Azure", "Google Cloud"} <= {r.cloud for r in table.rows}
+    # H100 SXM: AWS 6.88, Azure 12.29, Google Cloud 10.9791, Lambda 4.29, Nebius 3.85, RunPod 3.49
+    #   sorted 3.49 3.85 4.29 | 6.88 10.9791 12.29 -> median (4.29 + 6.88) / 2 = 5.585
+    assert table.default_prices().of(lookup_gpu("H100")) == pytest.approx(5.585)
+    assert table.default_prices().of(lookup_gpu("L4")) is None
+
+
+def test_plan_prices_from_the_list_table_per_request_and_per_token(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, "--concurrency", "16", "--context-tokens", "2048",
+                               "--input-tokens", "1024", "--output-tokens", "512")  # fmt: skip
+    assert code == 0 and doc is not None, err
+    cost, perf = doc["cost"], doc["performance"]
+    assert cost["usd_per_hour"] == pytest.approx(5.585) and "as of" in cost["price_basis"]
+    # per request = $/h / (requests/s x 3600 x 0.4); per 1M in + out = $/h / (requests/s x 1536 x 3600 x 0.4) x 1e6
+    assert cost["usd_per_request"] == pytest.approx(5.585 / (perf["requests_per_s"] * 3600 * 0.4), rel=1e-2)
+    assert cost["usd_per_million_tokens"] == pytest.approx(
+        5.585 / (perf["requests_per_s"] * 1536 * 3600 * 0.4) * 1e6, rel=1e-2
+    )
+    code, doc, _ = plan_json(capsys, "--no-list-prices")
+    assert code == 0 and doc is not None and doc["cost"] is None
+
+
+def test_recommend_without_list_prices_assumes_equal_prices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--concurrency", "4", "--context-tokens", "4096", "--gpus", "L4,T4", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["ranked_by"] == "gpu_hours_per_million_output_tokens" and "equal prices" in doc["prices"]

@@ -60,6 +60,7 @@ from fitgate.sizing.capacity import check_targets
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.performance import speed_load
+from fitgate.sizing.prices import price_table
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
@@ -269,6 +270,11 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
         help=f"share of the day at the estimated load; divides the cost per token (default {DEFAULT_UTILIZATION})",
     )
     p.add_argument("--api-price-per-million", type=_float, help="an API's USD per 1M output tokens, for break-even")
+    p.add_argument(
+        "--no-list-prices",
+        action="store_true",
+        help="do not price GPUs from the dated list-price table when --gpu-hour-price is not given",
+    )
     # speed estimate (issue 24, docs/performance.md): the request shape and the load
     p.add_argument("--input-tokens", type=_int, help="prompt tokens per request (ISL), with --output-tokens")
     p.add_argument("--output-tokens", type=_int, help="generated tokens per request (OSL), with --input-tokens")
@@ -496,6 +502,10 @@ def cost_document(cost: Cost | None) -> dict[str, Any] | None:
         "breakeven_tokens_per_day": r(cost.breakeven_tokens_per_day, 0),
         "cheaper_than_api_at": r(cost.cheaper_than_api_at, 0),
         "utilization": cost.utilization,
+        # speed estimate (issue 24): per request and per 1M input + output tokens; where the price is from
+        "usd_per_request": r(cost.usd_per_request, 6),
+        "usd_per_million_tokens": r(cost.usd_per_million_tokens, 4),
+        "price_basis": cost.price_basis or None,
     }
 
 
@@ -631,13 +641,32 @@ def _prices(args: argparse.Namespace) -> GpuPrices | None:
     return parse_gpu_prices(args.gpu_hour_price) if args.gpu_hour_price else None
 
 
+def _list_prices(args: argparse.Namespace) -> GpuPrices | None:
+    """The dated list-price table (docs/performance.md) when no ``--gpu-hour-price`` overrides it."""
+    if args.gpu_hour_price or getattr(args, "no_list_prices", False):
+        return None
+    return price_table().default_prices()
+
+
+def _load_costs(perf: Performance) -> dict[str, float]:
+    """The per-request and per-token inputs of :func:`replica_cost` when the request shape is known."""
+    if perf.input_tokens is None or perf.output_tokens is None or perf.requests_per_s <= 0:
+        return {}
+    return {
+        "requests_per_s": perf.requests_per_s,
+        "tokens_per_s": perf.requests_per_s * (perf.input_tokens + perf.output_tokens),
+    }
+
+
 def _economics(
     args: argparse.Namespace, model: Any, gpu: GpuModel, result: Plan
 ) -> tuple[Performance | None, Cost | None]:
     """The estimate of a plan that can start, and its cost when ``--gpu-hour-price`` prices its GPU."""
     utilization = check_utilization(args.utilization)
     prices = _prices(args)
-    if args.api_price_per_million is not None and prices is None:
+    listed = _list_prices(args)
+    listed_price = listed.of(gpu) if listed is not None else None
+    if args.api_price_per_million is not None and prices is None and listed_price is None:
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     if result.verdict is Verdict.DOES_NOT_FIT or not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
         return None, None  # nothing to estimate, or a --gpu-memory size without speeds
@@ -646,10 +675,16 @@ def _economics(
     price = prices.of(gpu) if prices is not None else None
     if prices is not None and price is None:
         raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
+    basis = "--gpu-hour-price"
+    if price is None and listed_price is not None:  # the dated list-price table (issue 24)
+        price, basis = listed_price, price_table().basis(gpu.name)
     if price is None:
         return perf, None
     gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size
-    return perf, replica_cost(price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million)
+    return perf, replica_cost(
+        price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million,
+        price_basis=basis, **_load_costs(perf),
+    )  # fmt: skip
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -698,6 +733,24 @@ def option_document(o: Option) -> dict[str, Any]:
     }
 
 
+def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], GpuPrices | None, str]:
+    """``--gpus`` (else the catalog) priced from the list table: the listed ones, or all at equal prices.
+
+    Unlisted products are left out when some are listed (their cost cannot be ranked with the rest);
+    when none is, equal prices are assumed and the ranking is by GPU-hours.
+    """
+    named = [lookup_gpu(n.strip(), "--gpus") for n in text.split(",") if n.strip()] if text else list(gpu_catalog())
+    priced = [g for g in named if listed.of(g) is not None]
+    table = price_table()
+    if not priced:
+        return named, None, "no list price for these GPUs: equal prices assumed (ranked by GPU-hours)"
+    left_out = sorted({g.name for g in named if listed.of(g) is None})
+    note = f"median on-demand list prices of the major clouds as of {table.as_of} (data/gpu_prices.json)"
+    if left_out:
+        note += f"; no list price, left out (give --gpu-hour-price to include): {', '.join(left_out)}"
+    return priced, listed, note
+
+
 def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
     """``--gpus`` (each must be priced when per-product prices are given), else the catalog (the priced ones)."""
     if text:
@@ -715,6 +768,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     model = to_model_input(facts)
     utilization = check_utilization(args.utilization)
     prices = _prices(args)
+    gpu_list, price_note = None, None
+    if prices is None and (listed := _list_prices(args)) is not None:
+        gpu_list, prices, price_note = _listed_gpus(args.gpus, listed)
     if args.api_price_per_million is not None and prices is None:
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     longest = args.max_model_len or model.arch.derived_max_model_len
@@ -725,7 +781,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     found = search(
         model,
         Workload(args.concurrency, args.context_tokens),
-        _gpu_list(args.gpus, prices),
+        gpu_list if gpu_list is not None else _gpu_list(args.gpus, prices),
         max_model_len=args.max_model_len,
         max_gpus=args.max_gpus,
         prices=prices,
@@ -750,6 +806,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         if targets is None
         else {"ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms, "request_rate": args.request_rate},
         "options": [option_document(o) for o in found.options],
+        "prices": price_note,
         "reason": found.reason or None,
         "basis": found.options[0].performance.basis if found.options else None,
     }
@@ -760,6 +817,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         f"fitgate recommend: {model.name} for {args.concurrency} x {args.context_tokens} tokens "
         f"(vLLM {args.vllm_version}), ranked by {doc['ranked_by']} at {utilization:.0%} utilisation"
     )
+    if price_note:
+        print(f"  prices: {price_note}")
     if not found.options:
         print(f"  none: {found.reason}")
         return EXIT_DOES_NOT_FIT

@@ -242,7 +242,12 @@ def search(
                         perf = estimate(model, result, load=speed_load)
                     cost = None
                     if price is not None:
-                        cost = replica_cost(price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million)
+                        in_out = (perf.input_tokens or 0) + (perf.output_tokens or 0)
+                        cost = replica_cost(
+                            price, tp * pp, perf.decode_tokens_per_s, utilization, api_usd_per_million,
+                            requests_per_s=perf.requests_per_s if in_out else 0.0,
+                            tokens_per_s=perf.requests_per_s * in_out,
+                        )  # fmt: skip
                     headroom = result.per_gpu.headroom_bytes
                     option = Option(gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost, replicas)
                     found.append((option, result))
