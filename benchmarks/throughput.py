@@ -121,13 +121,16 @@ def load_points() -> list[Point]:
 
 
 def measured(p: Point) -> tuple[str, float | None, float | None]:
-    """(speed metric, measured speed, measured TTFT seconds): 1/TPOT, a decode rate per request, or output tok/s."""
+    """(speed metric, measured speed, measured TTFT seconds): 1/TPOT, a decode rate per request, output tok/s,
+    or OSL / a batch's end-to-end latency."""
     m = p.raw["measured"]
     ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m else None
     if "tpot_ms" in m:
         return "decode", 1000 / m["tpot_ms"], ttft
     if "decode_tokens_per_s" in m:
         return "decode", m["decode_tokens_per_s"] / p.concurrency, ttft
+    if "batch_latency_ms" in m:  # one batch started together: OSL tokens over its end-to-end latency
+        return "batch", p.osl * 1000 / m["batch_latency_ms"], ttft
     return "output", m.get("output_tokens_per_s"), ttft
 
 
@@ -152,13 +155,15 @@ def errors(p: Point, k: Constants) -> tuple[float | None, float | None]:
     metric, speed, ttft = measured(p)
     decode, est_ttft, output = predict(p, k)
     est = decode if metric == "decode" else output
+    if metric == "batch":  # the batch's prompts in its first steps, then OSL - 1 decode steps
+        est = p.osl / (burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (p.osl - 1) / decode)
     return (est / speed - 1 if speed else None), (est_ttft / ttft - 1 if ttft else None)
 
 
 def v1_errors(p: Point) -> tuple[float | None, float | None]:
     """The previous estimate's errors (speed: its per-request decode speed; TTFT: one prompt of the context)."""
     metric, speed, ttft = measured(p)
-    return (1 / p.v1_tpot_s / speed - 1 if speed and metric == "decode" else None), (
+    return (1 / p.v1_tpot_s / speed - 1 if speed and metric in ("decode", "batch") else None), (
         p.v1_ttft_s / ttft - 1 if ttft else None
     )
 

@@ -32,6 +32,7 @@ def test_every_point_is_cited_and_sizeable() -> None:
             "ttft_ms",
             "output_tokens_per_s",
             "decode_tokens_per_s",
+            "batch_latency_ms",
         }
     assert len({p["gpu"] for p in points}) >= 6
 
