@@ -77,7 +77,8 @@ def replicas_needed(
     The load is ``load.request_rate`` requests/s split evenly over the replicas, else ``concurrency``
     requests in flight split evenly. None when even :data:`MAX_REPLICAS` replicas miss the targets.
     """
-    assert load.input_tokens is not None and load.output_tokens is not None  # check_targets ensured it
+    if load.input_tokens is None or load.output_tokens is None:
+        raise SizingError("--input-tokens", None, "--input-tokens and --output-tokens with latency targets")
     isl, osl = load.input_tokens, load.output_tokens
     w = work(model, result, isl + osl // 2, isl)
     k = calibration().constants

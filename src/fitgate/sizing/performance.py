@@ -330,8 +330,7 @@ def estimate(
     rs = result.serving
     cal = calibration()
     split = input_tokens is not None and output_tokens is not None
-    if split:
-        assert input_tokens is not None and output_tokens is not None  # narrowing for mypy
+    if input_tokens is not None and output_tokens is not None:
         isl, osl = max(1, input_tokens), max(1, output_tokens)
         context = isl + osl // 2
     else:
