@@ -120,11 +120,23 @@ def load_points() -> list[Point]:
     return out
 
 
+def prefill_floor_s(p: Point) -> float:
+    """The least time one cold prompt of the point's ISL can take: its FLOPs at the GPU's full peak."""
+    flops = sum(p.isl * (s.flops_per_token + s.prefill_attention_flops) for s in p.work.stages)
+    return flops / p.work.peak_flops
+
+
 def measured(p: Point) -> tuple[str, float | None, float | None]:
     """(speed metric, measured speed, measured TTFT seconds): 1/TPOT, a decode rate per request, output tok/s,
-    or OSL / a batch's end-to-end latency."""
+    or OSL / a batch's end-to-end latency.
+
+    A TTFT below :func:`prefill_floor_s` cannot be a cold prefill (a prefix-cache hit on repeated prompts is
+    the likely cause): it is left out (None) of the fit and the table.
+    """
     m = p.raw["measured"]
     ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m else None
+    if ttft is not None and ttft < prefill_floor_s(p):
+        ttft = None
     if "tpot_ms" in m:
         return "decode", 1000 / m["tpot_ms"], ttft
     if "decode_tokens_per_s" in m:
