@@ -1,84 +1,352 @@
-"""The decode estimate against published vLLM measurements (benchmarks/throughput/points.json, each cited).
+"""The speed estimate against published vLLM measurements (benchmarks/throughput/points.json, each cited).
 
-Usage: python benchmarks/throughput.py [--json]
-For each point: plan the model on the GPU at the point's concurrency and context, estimate decode
-tokens/s (fitgate.sizing.performance) and compare with the measured rate (tpot_ms -> concurrency x 1000
-/ tpot_ms; output_tokens_per_s and decode_tokens_per_s as published). Prints one line per point and
-the median absolute error; --json prints one JSON document instead.
+Usage:
+    python benchmarks/throughput.py            # the table: before (roofline v1) / after (step model), LOGO
+    python benchmarks/throughput.py --json     # the same as one JSON document
+    python benchmarks/throughput.py --fit      # refit the constants on every point and write
+                                               # src/fitgate/sizing/data/performance.json (with the band)
+
+For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
+computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
+OSL (fitgate.sizing.step_time). Compared: per-request decode speed (1 / TPOT; a published decode or
+output rate where no TPOT is) and TTFT. Errors are (estimated - measured) / measured of the speed
+(positive: too optimistic) and of TTFT. "LOGO" rows estimate each point with constants fitted without
+its group (its GPU product, or its model family): the figure a planner gets on hardware or a model the
+fit never saw. The fit minimises the sum of |log(estimated / measured)| by Nelder-Mead (pure Python).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import math
 import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
-from fitgate.sizing.performance import estimate
+from fitgate.sizing.performance import requests_the_pool_holds, work
+from fitgate.sizing.step_time import Constants, Work, burst_ttft_seconds, calibration, steady_state
 
-POINTS = Path(__file__).with_name("throughput") / "points.json"
+HERE = Path(__file__).resolve().parent
+POINTS = HERE / "throughput" / "points.json"
+DATA = HERE.parent / "src" / "fitgate" / "sizing" / "data" / "performance.json"
+_spec = importlib.util.spec_from_file_location("roofline_v1", HERE / "throughput" / "roofline_v1.py")
+assert _spec is not None and _spec.loader is not None
+roofline_v1 = importlib.util.module_from_spec(_spec)
+sys.modules["roofline_v1"] = roofline_v1  # dataclasses look their module up by name
+_spec.loader.exec_module(roofline_v1)
+
+#: Bounds of each constant in the fit (physical: an efficiency is at most 1, a cost is not negative).
+BOUNDS = {
+    "bw_eff": (0.3, 1.0),
+    "mfu": (0.05, 0.9),
+    "step_s": (0.0, 0.05),
+    "layer_s": (0.0, 1e-3),
+    "moe_layer_s": (0.0, 3e-3),
+    "tp_layer_s": (0.0, 1e-3),
+    "amd_factor": (0.5, 5.0),
+    "moe_mfu": (0.05, 1.0),
+}
+NAMES = [f.name for f in fields(Constants)]
+#: Weight of a TTFT residual against a decode-speed residual in the fit: decode speed is what the
+#: cost and the capacity answers divide by; TTFTs also carry the sources' ramp-up and queueing.
+TTFT_WEIGHT = 0.25
 
 
-def measured_decode(point: dict[str, Any]) -> float:
-    """The measured decode rate of a point, in tokens/s over the whole batch."""
-    if point["metric"] == "tpot_ms":
-        return float(point["concurrency"]) * 1000.0 / float(point["value"])
-    return float(point["value"])
+@dataclass(frozen=True)
+class Point:
+    """One published measurement with the work its deployment does per step."""
+
+    raw: dict[str, Any]
+    work: Work
+    isl: int
+    osl: int
+    concurrency: int
+    max_concurrency: float
+    gpu: str
+    family: str
+    moe: bool
+    tp: int
+    v1_tpot_s: float
+    v1_ttft_s: float
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    points = json.loads(POINTS.read_text())["points"]
-    rows = []
-    for p in points:
-        model = to_model_input(resolve(p["model"], source="catalog"))
+def family(model: str) -> str:
+    """The model family a point belongs to (the leave-one-group-out unit): the repo name's first word."""
+    name = model.rsplit("/", maxsplit=1)[-1]
+    return name.split("-")[0].rstrip("0123456789.").lower() or name.lower()
+
+
+def load_points() -> list[Point]:
+    """Every point of points.json, planned and turned into step work."""
+    out = []
+    for p in json.loads(POINTS.read_text())["points"]:
+        mi = to_model_input(resolve(p["model"], source="catalog"))
+        isl, osl, c = int(p["input_tokens"]), int(p["output_tokens"]), int(p["concurrency"])
         serving = ServingConfig(
-            max_model_len=max(4096, p["context_tokens"]),
+            max_model_len=max(4096, isl + osl),
             tensor_parallel_size=p["tp"],
             dtype=p.get("dtype", "auto"),
+            quantization=p.get("quantization"),
+            kv_cache_dtype=p.get("kv_cache_dtype", "auto"),
         )
-        result = plan(model, lookup_gpu(p["gpu"]), serving, Workload(p["concurrency"], p["context_tokens"]))
-        est = estimate(model, result).decode_tokens_per_s
-        meas = measured_decode(p)
-        rows.append(
-            {
-                "gpu": p["gpu"],
-                "model": p["model"],
-                "concurrency": p["concurrency"],
-                "metric": p["metric"],
-                "measured_tokens_per_s": round(meas, 1),
-                "estimated_tokens_per_s": round(est, 1),
-                "error": round((est - meas) / meas, 4),
-                "source": p["source"],
-            }
+        result = plan(mi, lookup_gpu(p["gpu"]), serving, Workload(c, isl + osl))
+        context = isl + osl // 2
+        w = work(mi, result, context, isl)
+        old = roofline_v1.estimate(mi, result, batch=c, context_tokens=context)
+        most = float(requests_the_pool_holds(result, isl + osl))
+        out.append(
+            Point(
+                p,
+                w,
+                isl,
+                osl,
+                c,
+                most,
+                p["gpu"],
+                family(p["model"]),
+                w.num_experts > 0,
+                p["tp"],
+                old.batch / old.decode_tokens_per_s,
+                old.ttft_seconds,
+            )
         )
-    errors = [abs(r["error"]) for r in rows]
-    summary = {
-        "points": len(rows),
-        "gpus": sorted({r["gpu"] for r in rows}),
-        "median_abs_error": round(statistics.median(errors), 4),
-        "median_signed_error": round(statistics.median(r["error"] for r in rows), 4),
-    }
-    if args.json:
-        print(json.dumps({"summary": summary, "rows": rows}, indent=2))
-        return 0
-    print(f"{'GPU':10s} {'MODEL':36s} {'CONC':>4s} {'METRIC':20s} {'MEASURED':>9s} {'ESTIMATE':>9s} {'ERROR':>7s}")
-    for r in rows:
-        print(
-            f"{r['gpu']:10s} {r['model']:36s} {r['concurrency']:4d} {r['metric']:20s} "
-            f"{r['measured_tokens_per_s']:9.1f} {r['estimated_tokens_per_s']:9.1f} {r['error']:+7.1%}"
-        )
-    print(
-        f"{summary['points']} points on {len(summary['gpus'])} GPUs: median |error| "
-        f"{summary['median_abs_error']:.1%}, median signed error {summary['median_signed_error']:+.1%}"
+    return out
+
+
+def prefill_floor_s(p: Point) -> float:
+    """The least time one cold prompt of the point's ISL can take: its FLOPs at the GPU's full peak."""
+    flops = sum(p.isl * (s.flops_per_token + s.prefill_attention_flops) for s in p.work.stages)
+    return flops / p.work.peak_flops
+
+
+def measured(p: Point) -> tuple[str, float | None, float | None]:
+    """(speed metric, measured speed, measured TTFT seconds): 1/TPOT, a decode rate per request, output tok/s,
+    or OSL / a batch's end-to-end latency.
+
+    A TTFT below :func:`prefill_floor_s` cannot be a cold prefill (a prefix-cache hit on repeated prompts is
+    the likely cause): it is left out (None) of the fit and the table.
+    """
+    m = p.raw["measured"]
+    ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m else None
+    if ttft is not None and ttft < prefill_floor_s(p):
+        ttft = None
+    if "tpot_ms" in m:
+        return "decode", 1000 / m["tpot_ms"], ttft
+    if "decode_tokens_per_s" in m:
+        return "decode", m["decode_tokens_per_s"] / p.concurrency, ttft
+    if "batch_latency_ms" in m:  # one batch started together: OSL tokens over its end-to-end latency
+        return "batch", p.osl * 1000 / m["batch_latency_ms"], ttft
+    return "output", m.get("output_tokens_per_s"), ttft
+
+
+def predict(p: Point, k: Constants) -> tuple[float, float, float]:
+    """(per-request decode tokens/s, mean TTFT seconds, output tokens/s) of the step model at the point's load.
+
+    A benchmark run at ``--max-concurrency C`` with ``num_prompts`` N sends its first C requests at
+    once: where the source publishes N, the mean TTFT mixes that burst (share C / N) with the
+    steady state (share 1 - C / N).
+    """
+    s = steady_state(p.work, p.isl, p.osl, k, concurrency=p.concurrency, max_concurrency=p.max_concurrency)
+    ttft = s.ttft_s
+    n = p.raw.get("num_prompts")
+    if n and p.concurrency > 1:
+        share = min(1.0, p.concurrency / n)
+        ttft = share * burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (1 - share) * s.ttft_s
+    return 1 / s.tpot_s, ttft, s.output_tokens_per_s
+
+
+def errors(p: Point, k: Constants) -> tuple[float | None, float | None]:
+    """(speed error, TTFT error) as (estimated - measured) / measured."""
+    metric, speed, ttft = measured(p)
+    decode, est_ttft, output = predict(p, k)
+    est = decode if metric == "decode" else output
+    if metric == "batch":  # the batch's prompts in its first steps, then OSL - 1 decode steps
+        est = p.osl / (burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (p.osl - 1) / decode)
+    return (est / speed - 1 if speed else None), (est_ttft / ttft - 1 if ttft else None)
+
+
+def v1_errors(p: Point) -> tuple[float | None, float | None]:
+    """The previous estimate's errors (speed: its per-request decode speed; TTFT: one prompt of the context)."""
+    metric, speed, ttft = measured(p)
+    return (1 / p.v1_tpot_s / speed - 1 if speed and metric in ("decode", "batch") else None), (
+        p.v1_ttft_s / ttft - 1 if ttft else None
     )
+
+
+def loss(points: Sequence[Point], k: Constants) -> float:
+    """Sum of |log(estimated / measured)| over the speeds, plus TTFT_WEIGHT x that over the v1-engine TTFTs."""
+    total = 0.0
+    for p in points:
+        e_speed, e_ttft = errors(p, k)
+        if e_speed is not None:
+            total += abs(math.log(max(1e-6, 1 + e_speed)))
+        if e_ttft is not None and p.raw.get("engine") != "v0":  # V0's TTFT is not the v1 scheduler's
+            total += TTFT_WEIGHT * abs(math.log(max(1e-6, 1 + e_ttft)))
+    return total
+
+
+def _constants(x: Sequence[float]) -> Constants:
+    """Constants from search coordinates: the log of each constant (a cost of 0 is its floor, 1e-7 s)."""
+    values = {}
+    for name, v in zip(NAMES, x, strict=True):
+        lo, hi = BOUNDS[name]
+        values[name] = min(hi, max(lo, math.exp(v)))
+    return Constants(**values)
+
+
+def _coordinates(k: Constants) -> list[float]:
+    return [math.log(max(getattr(k, n), 1e-7)) for n in NAMES]
+
+
+#: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
+#: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency.
+PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5)
+
+
+def nelder_mead(
+    f: Callable[[Sequence[float]], float], x0: Sequence[float], steps: Sequence[float], iters: int
+) -> list[float]:
+    """Minimise ``f`` from ``x0`` (the textbook simplex: reflect, expand, contract, shrink)."""
+    simplex = [list(x0)] + [[x + (steps[i] if i == j else 0.0) for j, x in enumerate(x0)] for i in range(len(x0))]
+    values = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = sorted(range(len(simplex)), key=values.__getitem__)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        centroid = [sum(x[j] for x in simplex[:-1]) / (len(simplex) - 1) for j in range(len(x0))]
+        worst = simplex[-1]
+        reflected = [c + (c - w) for c, w in zip(centroid, worst, strict=True)]
+        fr = f(reflected)
+        if fr < values[0]:
+            expanded = [c + 2 * (c - w) for c, w in zip(centroid, worst, strict=True)]
+            fe = f(expanded)
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = [c + 0.5 * (w - c) for c, w in zip(centroid, worst, strict=True)]
+            fc = f(contracted)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                best = simplex[0]
+                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, s, strict=True)] for s in simplex[1:]]
+                values = [values[0]] + [f(s) for s in simplex[1:]]
+    return simplex[min(range(len(simplex)), key=values.__getitem__)]
+
+
+def fit(points: Sequence[Point], start: Constants, iters: int = 600) -> Constants:
+    """Constants minimising :func:`loss` on ``points``: the simplex in log coordinates from ``start`` and
+    from :data:`PLAIN_START`, each restarted once, the better kept."""
+    best: tuple[float, list[float]] | None = None
+    for origin in (start, PLAIN_START):
+        x = _coordinates(origin)
+        for _ in range(2):
+            x = nelder_mead(lambda y: loss(points, _constants(y)), x, [0.5] * len(x), iters)
+        value = loss(points, _constants(x))
+        if best is None or value < best[0]:
+            best = (value, x)
+    assert best is not None
+    return _constants(best[1])
+
+
+def logo(
+    points: Sequence[Point], key: Callable[[Point], str], start: Constants
+) -> dict[int, tuple[float | None, float | None]]:
+    """Each point's errors with constants fitted on the points outside its group."""
+    out: dict[int, tuple[float | None, float | None]] = {}
+    for group in sorted({key(p) for p in points}):
+        train = [p for p in points if key(p) != group]
+        k = fit(train, start, iters=300)
+        for i, p in enumerate(points):
+            if key(p) == group:
+                out[i] = errors(p, k)
+    return out
+
+
+def band(values: list[float]) -> tuple[float, float]:
+    """10th and 90th percentile of measured / estimated from (estimated - measured) / measured errors, widened to 1."""
+    ratios = sorted(1 / (1 + e) for e in values)
+    q = statistics.quantiles(ratios, n=10, method="inclusive")
+    # widened to contain 1, so that the range always contains the estimate itself
+    return round(min(1.0, q[0]), 3), round(max(1.0, q[-1]), 3)
+
+
+def regime(p: Point) -> list[str]:
+    """The rows a point counts in."""
+    c = p.concurrency
+    band_name = "c=1" if c == 1 else "c 2-16" if c <= 16 else "c 17-128" if c <= 128 else "c > 128"
+    return [f"gpu {p.gpu}", "MoE" if p.moe else "dense", "TP 1" if p.tp == 1 else "TP > 1", band_name, "all"]
+
+
+def median_abs(values: list[float | None]) -> float | None:
+    """Median |error| of the values present."""
+    xs = [abs(v) for v in values if v is not None]
+    return statistics.median(xs) if xs else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--fit", action="store_true", help="refit and write src/fitgate/sizing/data/performance.json")
+    args = parser.parse_args(argv)
+    points = load_points()
+    start = calibration().constants
+    k = fit(points, start) if args.fit else start
+    by_gpu = logo(points, lambda p: p.gpu, k)
+    by_family = logo(points, lambda p: p.family, k)
+    rows: dict[str, dict[str, list[float | None]]] = {}
+    for i, p in enumerate(points):
+        cols = {"v1": v1_errors(p), "fit": errors(p, k), "logo_gpu": by_gpu[i], "logo_family": by_family[i]}
+        for r in regime(p):
+            row = rows.setdefault(r, {})
+            for name, (speed, ttft) in cols.items():
+                row.setdefault(f"{name}_speed", []).append(speed)
+                row.setdefault(f"{name}_ttft", []).append(ttft)
+            row.setdefault("n", []).append(1.0)
+    table = {
+        r: {c: (len(v) if c == "n" else median_abs(v)) for c, v in cols.items()} for r, cols in sorted(rows.items())
+    }
+    tpot_band = band([e for e, _ in by_gpu.values() if e is not None])
+    ttft_band = band([e for _, e in by_gpu.values() if e is not None])
+    if args.fit:
+        gpus = sorted({p.gpu for p in points})
+        doc = {
+            "_comment": "Constants of the step model (fitgate.sizing.step_time), fitted by benchmarks/throughput.py "
+            "--fit on benchmarks/throughput/points.json; band: measured / estimated (TPOT, TTFT), 10th and 90th "
+            "percentile over the points, each estimated with constants fitted without its GPU product.",
+            "constants": {n: float(f"{getattr(k, n):.4g}") for n in NAMES},
+            "band": {"tpot": list(tpot_band), "ttft": list(ttft_band)},
+            "basis": f"fitted on {len(points)} published points ({', '.join(gpus)}); range = 10th-90th percentile of "
+            "measured / estimated, leave-one-GPU-out (benchmarks/throughput.py)",
+        }
+        DATA.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.json:
+        print(json.dumps({"constants": {n: getattr(k, n) for n in NAMES}, "tpot_band": tpot_band,
+                          "ttft_band": ttft_band, "regimes": table}, indent=1))  # fmt: skip
+        return 0
+
+    def pct(v: float | int | None) -> str:
+        return "     -" if v is None else f"{v:6.0%}"
+
+    print(f"{len(points)} points; constants: " + ", ".join(f"{n}={getattr(k, n):.3g}" for n in NAMES))
+    print(f"band (measured/estimated, LOGO by GPU, p10-p90): TPOT {tpot_band}, TTFT {ttft_band}")
+    print("median |error| of per-request decode speed (TTFT in brackets):")
+    print(f"{'regime':18s} {'n':>3s}  {'before':>13s}  {'fitted':>13s}  {'LOGO gpu':>13s}  {'LOGO family':>13s}")
+    for r, t in table.items():
+        cells = "  ".join(
+            f"{pct(t[f'{c}_speed'])} ({pct(t[f'{c}_ttft']).strip():>5s})"
+            for c in ("v1", "fit", "logo_gpu", "logo_family")
+        )
+        print(f"{r:18s} {t['n']:3d}  {cells}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

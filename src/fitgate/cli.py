@@ -58,11 +58,14 @@ from fitgate.sizing import (
     vllm_argv,
     vllm_command,
 )
+from fitgate.sizing.capacity import check_targets
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.multimodal import parse_limit_mm
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
+from fitgate.sizing.performance import speed_load
+from fitgate.sizing.prices import price_table
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
 
@@ -244,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
     r.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
     r.add_argument("--limit", type=_int, default=15, help="options shown in text output (JSON lists all)")
+    # latency targets (issue 24, docs/performance.md): replicas per option to meet them
+    r.add_argument("--ttft-ms", type=_float, help="mean time to first token each replica must stay within")
+    r.add_argument("--tpot-ms", type=_float, help="mean time per output token each replica must stay within")
     _economics_flags(r)
     r.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
@@ -395,6 +401,15 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
         help=f"share of the day at the estimated load; divides the cost per token (default {DEFAULT_UTILIZATION})",
     )
     p.add_argument("--api-price-per-million", type=_float, help="an API's USD per 1M output tokens, for break-even")
+    p.add_argument(
+        "--no-list-prices",
+        action="store_true",
+        help="do not price GPUs from the dated list-price table when --gpu-hour-price is not given",
+    )
+    # speed estimate (issue 24, docs/performance.md): the request shape and the load
+    p.add_argument("--input-tokens", type=_int, help="prompt tokens per request (ISL), with --output-tokens")
+    p.add_argument("--output-tokens", type=_int, help="generated tokens per request (OSL), with --input-tokens")
+    p.add_argument("--request-rate", type=_float, help="requests/s arriving (open loop) instead of --concurrency")
 
 
 def _fit_flags(p: argparse.ArgumentParser) -> None:
@@ -647,6 +662,17 @@ def performance_document(perf: Performance | None) -> dict[str, Any] | None:
         "roofline_decode_tokens_per_s": round(perf.roofline_decode_tokens_per_s, 1),
         "bytes_read_per_step": perf.bytes_read_per_step,
         "basis": perf.basis,
+        # speed estimate (issue 24): the load, TPOT and output rate, and the measured error band
+        "input_tokens": perf.input_tokens,
+        "output_tokens": perf.output_tokens,
+        "request_rate": perf.request_rate,
+        "saturated": perf.saturated,
+        "tpot_seconds": round(perf.tpot_seconds, 5),
+        "output_tokens_per_s": round(perf.output_tokens_per_s, 1),
+        "requests_per_s": round(perf.requests_per_s, 3),
+        "decode_tokens_per_s_range": [round(v, 1) for v in perf.decode_range_tokens_per_s],
+        "tpot_seconds_range": [round(v, 5) for v in perf.tpot_range_seconds],
+        "ttft_seconds_range": [round(v, 4) for v in perf.ttft_range_seconds] if not perf.saturated else None,
     }
 
 
@@ -665,6 +691,10 @@ def cost_document(cost: Cost | None) -> dict[str, Any] | None:
         "breakeven_tokens_per_day": r(cost.breakeven_tokens_per_day, 0),
         "cheaper_than_api_at": r(cost.cheaper_than_api_at, 0),
         "utilization": cost.utilization,
+        # speed estimate (issue 24): per request and per 1M input + output tokens; where the price is from
+        "usd_per_request": r(cost.usd_per_request, 6),
+        "usd_per_million_tokens": r(cost.usd_per_million_tokens, 4),
+        "price_basis": cost.price_basis or None,
     }
 
 
@@ -767,12 +797,22 @@ def render_text(doc: dict[str, Any]) -> str:
 def _estimated_lines(perf: dict[str, Any] | None, cost: dict[str, Any] | None) -> list[str]:
     if perf is None:
         return []
+    shape = (
+        f"{perf['input_tokens']} in + {perf['output_tokens']} out"
+        if perf.get("input_tokens") is not None
+        else f"{perf['context_tokens']} tokens"
+    )
+    load = f"{perf['request_rate']:g} requests/s" if perf.get("request_rate") else f"{perf['batch']} in flight"
+    low, high = perf["decode_tokens_per_s_range"]
+    t_low, t_high = perf["tpot_seconds_range"]
+    ttft = "unbounded (saturated)" if perf["saturated"] else f"{perf['ttft_seconds']:.2f} s"
     lines = [
         "",
-        f"estimated (roofline, not measured) at {perf['batch']} x {perf['context_tokens']} tokens:",
-        f"  decode {perf['decode_tokens_per_s']:.0f} tokens/s ({perf['per_request_tokens_per_s']:.1f} per request; "
-        f"bandwidth roofline {perf['roofline_decode_tokens_per_s']:.0f}), prefill {perf['prefill_tokens_per_s']:.0f} "
-        f"tokens/s, time to first token {perf['ttft_seconds']:.2f} s",
+        f"estimated (step model fitted on published vLLM runs, not measured) at {load}, {shape}:",
+        f"  decode {perf['decode_tokens_per_s']:.0f} tokens/s (range {low:.0f}-{high:.0f}; bandwidth roofline "
+        f"{perf['roofline_decode_tokens_per_s']:.0f}), TPOT {perf['tpot_seconds'] * 1000:.1f} ms "
+        f"({t_low * 1000:.1f}-{t_high * 1000:.1f}), time to first token {ttft}, prefill "
+        f"{perf['prefill_tokens_per_s']:.0f} tokens/s",
     ]
     if cost is not None:
         line = f"  ${cost['usd_per_hour']:.2f}/h for {cost['gpus']} GPU(s)"
@@ -796,24 +836,50 @@ def _prices(args: argparse.Namespace) -> GpuPrices | None:
     return parse_gpu_prices(args.gpu_hour_price) if args.gpu_hour_price else None
 
 
+def _list_prices(args: argparse.Namespace) -> GpuPrices | None:
+    """The dated list-price table (docs/performance.md) when no ``--gpu-hour-price`` overrides it."""
+    if args.gpu_hour_price or getattr(args, "no_list_prices", False):
+        return None
+    return price_table().default_prices()
+
+
+def _load_costs(perf: Performance) -> dict[str, float]:
+    """The per-request and per-token inputs of :func:`replica_cost` when the request shape is known."""
+    if perf.input_tokens is None or perf.output_tokens is None or perf.requests_per_s <= 0:
+        return {}
+    return {
+        "requests_per_s": perf.requests_per_s,
+        "tokens_per_s": perf.requests_per_s * (perf.input_tokens + perf.output_tokens),
+    }
+
+
 def _economics(
     args: argparse.Namespace, model: Any, gpu: GpuModel, result: Plan
 ) -> tuple[Performance | None, Cost | None]:
     """The estimate of a plan that can start, and its cost when ``--gpu-hour-price`` prices its GPU."""
     utilization = check_utilization(args.utilization)
     prices = _prices(args)
-    if args.api_price_per_million is not None and prices is None:
+    listed = _list_prices(args)
+    listed_price = listed.of(gpu) if listed is not None else None
+    if args.api_price_per_million is not None and prices is None and listed_price is None:
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     if result.verdict is Verdict.DOES_NOT_FIT or not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
         return None, None  # nothing to estimate, or a --gpu-memory size without speeds
-    perf = estimate(model, result)
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, result.serving.max_model_len)
+    perf = estimate(model, result, load=load)
     price = prices.of(gpu) if prices is not None else None
     if prices is not None and price is None:
         raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
+    basis = "--gpu-hour-price"
+    if price is None and listed_price is not None:  # the dated list-price table (issue 24)
+        price, basis = listed_price, price_table().basis(gpu.name)
     if price is None:
         return perf, None
     gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size
-    return perf, replica_cost(price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million)
+    return perf, replica_cost(
+        price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million,
+        price_basis=basis, **_load_costs(perf),
+    )  # fmt: skip
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -856,7 +922,30 @@ def option_document(o: Option) -> dict[str, Any]:
         "per_request_tokens_per_s": round(o.performance.per_request_tokens_per_s, 2),
         "ttft_seconds": round(o.performance.ttft_seconds, 4),
         "cost": cost_document(c),
+        # latency targets (issue 24): replicas, and one replica's TPOT at its share of the load
+        "replicas": o.replicas,
+        "total_gpus": o.total_gpus,
+        "usd_per_hour_all_replicas": None if c is None else round(c.usd_per_hour * o.replicas, 4),
+        "tpot_seconds": round(o.performance.tpot_seconds, 5),
     }
+
+
+def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], GpuPrices | None, str]:
+    """``--gpus`` (else the catalog) priced from the list table: the listed ones, or all at equal prices.
+
+    Unlisted products are left out when some are listed (their cost cannot be ranked with the rest);
+    when none is, equal prices are assumed and the ranking is by GPU-hours.
+    """
+    named = [lookup_gpu(n.strip(), "--gpus") for n in text.split(",") if n.strip()] if text else list(gpu_catalog())
+    priced = [g for g in named if listed.of(g) is not None]
+    table = price_table()
+    if not priced:
+        return named, None, "no list price for these GPUs: equal prices assumed (ranked by GPU-hours)"
+    left_out = sorted({g.name for g in named if listed.of(g) is None})
+    note = f"median on-demand list prices of the major clouds as of {table.as_of} (data/gpu_prices.json)"
+    if left_out:
+        note += f"; no list price, left out (give --gpu-hour-price to include): {', '.join(left_out)}"
+    return priced, listed, note
 
 
 def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
@@ -876,21 +965,28 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     model = to_model_input(facts)
     utilization = check_utilization(args.utilization)
     prices = _prices(args)
+    gpu_list, price_note = None, None
+    if prices is None and (listed := _list_prices(args)) is not None:
+        gpu_list, prices, price_note = _listed_gpus(args.gpus, listed)
     if args.api_price_per_million is not None and prices is None:
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     longest = args.max_model_len or model.arch.derived_max_model_len
     if args.context_tokens > longest:
         raise SizingError("--context-tokens", args.context_tokens, f"at most {longest} (the max_model_len)")
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, args.context_tokens)
+    targets = check_targets(args.ttft_ms, args.tpot_ms, load)
     found = search(
         model,
         Workload(args.concurrency, args.context_tokens),
-        _gpu_list(args.gpus, prices),
+        gpu_list if gpu_list is not None else _gpu_list(args.gpus, prices),
         max_model_len=args.max_model_len,
         max_gpus=args.max_gpus,
         prices=prices,
         utilization=utilization,
         api_usd_per_million=args.api_price_per_million,
         vllm_version=args.vllm_version,
+        speed_load=load,
+        targets=targets,
     )
     doc = {
         "model": model.name,
@@ -898,8 +994,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         "max_model_len": args.max_model_len or args.context_tokens,
         "vllm_version": args.vllm_version,
         "utilization": utilization,
-        "ranked_by": "usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens",
+        "ranked_by": (
+            ("usd_per_hour_all_replicas" if prices else "gpu_hours_per_hour_all_replicas")
+            if targets
+            else ("usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens")
+        ),
+        "targets": None
+        if targets is None
+        else {"ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms, "request_rate": args.request_rate},
         "options": [option_document(o) for o in found.options],
+        "prices": price_note,
         "reason": found.reason or None,
         "basis": found.options[0].performance.basis if found.options else None,
     }
@@ -910,13 +1014,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         f"fitgate recommend: {model.name} for {args.concurrency} x {args.context_tokens} tokens "
         f"(vLLM {args.vllm_version}), ranked by {doc['ranked_by']} at {utilization:.0%} utilisation"
     )
+    if price_note:
+        print(f"  prices: {price_note}")
     if not found.options:
         print(f"  none: {found.reason}")
         return EXIT_DOES_NOT_FIT
     unit = "$/1M out" if prices else "GPU-h/1M"
     print(
         f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
-        f"{unit:>9s}"
+        f"{unit:>9s}" + (f" {'REPLICAS':>8s} {'TTFT ms':>8s} {'TPOT ms':>8s}" if targets else "")
     )
     for o in found.options[: max(1, args.limit)]:
         d = option_document(o)
@@ -925,6 +1031,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             f"  {o.gpu.name:13s} {_shape(o):>6s} {o.kv_cache_dtype:5s} "
             f"{o.quantization or 'as-is':7s} {o.verdict.value:8s} {fmt_gib(o.headroom_bytes):>10s} "
             f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
+            + (
+                f" {o.replicas:8d} {o.performance.ttft_seconds * 1000:8.0f} {o.performance.tpot_seconds * 1000:8.1f}"
+                if targets
+                else ""
+            )
         )
     if len(found.options) > args.limit:
         print(f"  ... {len(found.options) - args.limit} more (--limit, or --output json for all)")

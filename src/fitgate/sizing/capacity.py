@@ -5,6 +5,12 @@ weight quantization that vLLM can load on that GPU is planned (pure: :func:`fitg
 on each), and the ones that Fit or are Tight are ranked by what a million output tokens cost
 (GPU-hours per million when no price is given), then by fewer GPUs.
 
+With latency targets (``--ttft-ms`` / ``--tpot-ms``, issue 24) each option also gets the fewest
+replicas whose estimated TTFT and TPOT meet them at the load (``--request-rate`` split evenly over the
+replicas, else the concurrency), found by bisection since more replicas only lower each one's load;
+options that no number of replicas up to :data:`MAX_REPLICAS` brings within the targets are dropped, and
+the rest are ranked by what all their replicas cost per hour.
+
 Pruned without planning, because they can never be chosen: a set whose weights alone cannot fit
 (stored bytes / GPUs above the card's memory), and a pipeline depth beyond the smallest that fits
 for the same GPU, TP, KV dtype and quantization (more stages cost more GPUs and, in the estimate,
@@ -13,6 +19,7 @@ read the same bytes per step, so they are never cheaper).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -21,8 +28,9 @@ from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_co
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.performance import Performance, estimate
+from fitgate.sizing.performance import Performance, SpeedLoad, estimate, requests_the_pool_holds, work
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.step_time import calibration, steady_state
 
 TP_SIZES = (1, 2, 4, 8)
 PP_SIZES = (1, 2, 4, 8, 16)
@@ -32,6 +40,77 @@ EP_DP_SIZES = (2, 4, 8, 16)
 MAX_GPUS = 64
 #: A GPU-hour costs this much in the ranking when no price is given (the ranking is then by GPU-hours).
 _UNPRICED = 1.0
+#: The most replicas one option may need to meet latency targets.
+MAX_REPLICAS = 1024
+
+
+@dataclass(frozen=True)
+class LatencyTargets:
+    """``--ttft-ms`` / ``--tpot-ms`` (seconds here): the mean TTFT and TPOT each replica must stay within."""
+
+    ttft_seconds: float | None = None
+    tpot_seconds: float | None = None
+
+    def met_by(self, ttft_s: float, tpot_s: float) -> bool:
+        """Whether an estimated TTFT and TPOT are within the targets."""
+        return (self.ttft_seconds is None or ttft_s <= self.ttft_seconds) and (
+            self.tpot_seconds is None or tpot_s <= self.tpot_seconds
+        )
+
+
+def check_targets(ttft_ms: float | None, tpot_ms: float | None, load: SpeedLoad | None) -> LatencyTargets | None:
+    """Checked targets (None without any); errors name the flag, the value and the limit."""
+    if ttft_ms is None and tpot_ms is None:
+        return None
+    for flag, value in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+        if value is not None and not (0 < value <= 3.6e6 and math.isfinite(value)):
+            raise SizingError(flag, value, "milliseconds above 0, at most 3600000")
+    if load is None or load.input_tokens is None:
+        raise SizingError(
+            "--input-tokens", None, "--input-tokens and --output-tokens when --ttft-ms or --tpot-ms is given"
+        )
+    return LatencyTargets(None if ttft_ms is None else ttft_ms / 1000, None if tpot_ms is None else tpot_ms / 1000)
+
+
+def replicas_needed(
+    model: ModelInput, result: Plan, targets: LatencyTargets, load: SpeedLoad, concurrency: int
+) -> tuple[int, Performance] | None:
+    """The fewest replicas of ``result`` whose estimate meets ``targets``, and one replica's estimate then.
+
+    The load is ``load.request_rate`` requests/s split evenly over the replicas, else ``concurrency``
+    requests in flight split evenly. None when even :data:`MAX_REPLICAS` replicas miss the targets.
+    """
+    if load.input_tokens is None or load.output_tokens is None:
+        raise SizingError("--input-tokens", None, "--input-tokens and --output-tokens with latency targets")
+    isl, osl = load.input_tokens, load.output_tokens
+    w = work(model, result, isl + osl // 2, isl)
+    k = calibration().constants
+    most = requests_the_pool_holds(result, isl + osl)
+
+    def meets(n: int) -> bool:
+        if load.request_rate is not None:
+            s = steady_state(w, isl, osl, k, request_rate=load.request_rate / n, max_concurrency=most)
+        else:
+            s = steady_state(w, isl, osl, k, concurrency=min(math.ceil(concurrency / n), most))
+        return not s.saturated and targets.met_by(s.ttft_s, s.tpot_s)
+
+    if not meets(MAX_REPLICAS):
+        return None
+    low, high = 1, MAX_REPLICAS  # invariant: meets(high); more replicas only lower each one's load
+    if meets(1):
+        high = 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        if meets(mid):
+            high = mid
+        else:
+            low = mid
+    n = high
+    if load.request_rate is not None:
+        perf = estimate(model, result, input_tokens=isl, output_tokens=osl, request_rate=load.request_rate / n)
+    else:
+        perf = estimate(model, result, batch=math.ceil(concurrency / n), input_tokens=isl, output_tokens=osl)
+    return n, perf
 
 
 @dataclass(frozen=True)
@@ -45,9 +124,10 @@ class Option:
     quantization: str | None
     verdict: Verdict
     headroom_bytes: int
-    performance: Performance
-    cost: Cost | None  # None when the GPU has no price
+    performance: Performance  # one replica's, at its share of the load
+    cost: Cost | None  # one replica's; None when the GPU has no price
     data_parallel_size: int = 1  # engine ranks with --enable-expert-parallel (MoE models; docs/parallelism.md)
+    replicas: int = 1  # latency targets (issue 24): the fewest replicas that meet them
 
     @property
     def expert_parallel(self) -> bool:
@@ -58,6 +138,11 @@ class Option:
     def gpus(self) -> int:
         """GPUs per replica."""
         return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of all replicas."""
+        return self.gpus * self.replicas
 
     @property
     def gpu_hours_per_million_output_tokens(self) -> float:
@@ -115,6 +200,8 @@ def search(
     quantizations: tuple[str | None, ...] | None = None,
     fewest_gpus_only: bool = False,
     expert_parallel: bool = True,
+    speed_load: SpeedLoad | None = None,  # speed estimate (issue 24): ISL / OSL and a request rate
+    targets: LatencyTargets | None = None,  # latency targets (issue 24): replicas per option
 ) -> Search:
     """Every loadable configuration of ``model`` on ``gpus`` that holds ``workload``, cheapest first.
 
@@ -130,7 +217,7 @@ def search(
         raise SizingError("--gpus", "", "at least one GPU from the catalog")
     base = ServingConfig(max_model_len=max_model_len or workload.context_tokens, vllm_version=vllm_version)
     found: list[tuple[Option, Plan]] = []
-    planned = 0
+    planned = missed = 0
     last_refusal = ""
     for gpu in gpus:
         if not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
@@ -162,22 +249,42 @@ def search(
                     if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
                         last_refusal = f"{gpu.name} x {tp * pp * dp}: {result.reasons[0].message}"
                         continue
-                    # with dp engine ranks the workload's batch is split over them: about the same tokens/s
-                    perf = estimate(model, result)
+                    replicas = 1
+                    if targets is not None and speed_load is not None:
+                        needed = replicas_needed(model, result, targets, speed_load, workload.concurrency)
+                        if needed is None:
+                            missed += 1
+                            continue
+                        replicas, perf = needed
+                    else:
+                        # with dp engine ranks the workload's batch is split over them: about the same tokens/s
+                        perf = estimate(model, result, load=speed_load)
                     cost = None
                     if price is not None:
+                        in_out = (perf.input_tokens or 0) + (perf.output_tokens or 0)
                         cost = replica_cost(
-                            price, tp * pp * dp, perf.decode_tokens_per_s, utilization, api_usd_per_million
-                        )
+                            price, tp * pp * dp, perf.decode_tokens_per_s, utilization, api_usd_per_million,
+                            requests_per_s=perf.requests_per_s if in_out else 0.0,
+                            tokens_per_s=perf.requests_per_s * in_out,
+                        )  # fmt: skip
                     headroom = result.per_gpu.headroom_bytes
-                    found.append((Option(gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost, dp), result))
+                    option = Option(
+                        gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost,
+                        data_parallel_size=dp, replicas=replicas,
+                    )  # fmt: skip
+                    found.append((option, result))
                     if fewest_gpus_only:
                         break
                     # deeper pipelines cost more GPUs for the same bytes per step
                     dead.update((tp, p, dp) for p in PP_SIZES if p > pp)
-    options = sorted((o for o, _ in found), key=_rank)
+    options = sorted((o for o, _ in found), key=_rank if targets is None else _rank_total)
     reason = ""
-    if not options:
+    if not options and missed:
+        reason = (
+            f"{missed} configuration(s) hold the workload, but none meets the latency targets with at most "
+            f"{MAX_REPLICAS} replicas"
+        )
+    elif not options:
         names = ", ".join(g.name for g in gpus)
         reason = (
             f"no set of at most {max_gpus} GPUs ({names}) holds {model.name} with {workload.concurrency} x "
@@ -208,6 +315,12 @@ def _rank(o: Option) -> tuple[float, int, int, float]:
         else o.gpu_hours_per_million_output_tokens
     )
     return (per_million, o.gpus, 0 if o.verdict is Verdict.FITS else 1, -o.performance.decode_tokens_per_s)
+
+
+def _rank_total(o: Option) -> tuple[float, float, int, int]:
+    """With targets: what all replicas cost per hour (GPU-hours when unpriced), then per 1M tokens, GPUs."""
+    per_hour = o.cost.usd_per_hour if o.cost is not None else o.gpus * _UNPRICED
+    return (per_hour * o.replicas, _rank(o)[0], o.total_gpus, 0 if o.verdict is Verdict.FITS else 1)
 
 
 def fewest_gpus(options: Sequence[Option]) -> dict[str, Option]:

@@ -36,6 +36,11 @@ class Cost:
     breakeven_tokens_per_day: float | None  # None without an API price
     cheaper_than_api_at: float | None  # tokens/day; None without an API price or when out of reach
     utilization: float
+    # speed estimate (issue 24): per request and per 1M input + output tokens at the estimated load,
+    # and where the price came from (a flag, or the dated list-price table)
+    usd_per_request: float | None = None
+    usd_per_million_tokens: float | None = None  # input + output tokens
+    price_basis: str = ""
 
 
 def check_utilization(utilization: float) -> float:
@@ -57,8 +62,17 @@ def replica_cost(
     decode_tokens_per_s: float,
     utilization: float = DEFAULT_UTILIZATION,
     api_usd_per_million: float | None = None,
+    *,
+    requests_per_s: float = 0.0,
+    tokens_per_s: float = 0.0,
+    price_basis: str = "",
 ) -> Cost:
-    """The module docstring's formulas for one replica of ``gpus`` GPUs at ``gpu_hour_usd`` each."""
+    """The module docstring's formulas for one replica of ``gpus`` GPUs at ``gpu_hour_usd`` each.
+
+    With the load's ``requests_per_s`` and ``tokens_per_s`` (input + output tokens a second), also
+    ``usd_per_request = usd_per_hour / (requests_per_s x 3600 x utilization)`` and the same per 1M
+    input + output tokens.
+    """
     _price(gpu_hour_usd, "--gpu-hour-price")
     utilization = check_utilization(utilization)
     per_hour = gpu_hour_usd * gpus
@@ -70,7 +84,11 @@ def replica_cost(
         api = _price(api_usd_per_million, "--api-price-per-million")
         breakeven = per_hour * 24 / api * 1e6
         cheaper = breakeven if breakeven <= decode_tokens_per_s * 86400 else None
-    return Cost(gpus, per_hour, per_million, breakeven, cheaper, utilization)
+    per_request = per_hour / (requests_per_s * 3600 * utilization) if requests_per_s > 0 else None
+    per_million_in_out = per_hour / (tokens_per_s * 3600 * utilization) * 1e6 if tokens_per_s > 0 else None
+    return Cost(
+        gpus, per_hour, per_million, breakeven, cheaper, utilization, per_request, per_million_in_out, price_basis
+    )
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,25 @@
-"""Estimated speed of a planned deployment: decode and prefill rooflines, labelled as estimates.
+"""Estimated speed of a planned deployment: vLLM's step model on the plan's bytes and FLOPs, with an error band.
 
-Decode is memory-bound at serving batch sizes: every step each GPU reads its weights once and the
-running batch's KV cache, so one step of pipeline stage ``i`` takes::
+This module turns a :class:`~fitgate.sizing.results.Plan` into what one engine step reads and computes
+per GPU (:class:`~fitgate.sizing.step_time.Work`); :mod:`fitgate.sizing.step_time` holds the step and
+steady-state arithmetic and the fitted constants. Per GPU and pipeline stage, a step reads::
 
-    step_i = max(bytes_read_i / (bandwidth x BANDWIDTH_EFFICIENCY),
-                 decode FLOPs_i / (peak FLOP/s x MFU)) + all-reduce_i
+    weights on the GPU - the embedding table (only B rows are gathered) - rotary caches
+    - the experts the step's tokens do not route to (MoE: E x (1 - (1 - top_k / E) ^ tokens) are hit)
+    + running requests x the KV one request at the decode context holds on the GPU
 
-    bytes_read_i = weights on the GPU - the embedding table (only B rows are gathered)
-                   - the experts the step does not touch (MoE)
-                   + batch x the KV one request of ``context`` tokens holds on the GPU
+and computes 2 x active parameters x tokens (at the weights' dtype: fp8 and fp4 run at 2x and 4x the
+bf16 peak on GPUs with those tensor cores) plus attention. The load is a request shape (``input_tokens``
+ISL, ``output_tokens`` OSL) at a concurrency or a request rate; without the split (only
+``context_tokens``) the batch is decoded at that context with no prompt sharing its steps.
 
-and ``decode_tokens_per_s = batch / sum_i step_i`` (stages run one after another within a step; no
-micro-batch overlap is assumed, so pipeline parallelism adds memory, not decode speed). An MoE step
-touches, per layer, the experts hit by ``batch x top_k`` draws: ``E x (1 - (1 - top_k / E) ^ batch)``.
-Tensor parallelism adds two all-reduces per layer of ``batch x hidden`` activations (ring:
-``2 (t - 1) / t`` of them cross the link) plus a fixed latency each.
+The estimate is labelled (``basis``) and comes with a range: the 10th-90th percentile of measured /
+estimated over the published points, each estimated by constants fitted without its GPU product or model
+family (leave-one-group-out, benchmarks/throughput.py). It is never above the bandwidth roofline (every
+byte a step reads at the full datasheet bandwidth and nothing else).
 
-Prefill is compute-bound: ``2 x active parameters`` FLOPs per token plus causal attention
-(``2 x context x heads x head_dim`` per token and layer, on average) at :data:`MFU` of the card's
-dense bf16 peak; time to first token is one prompt of ``context`` tokens on one replica's ``TP``
-GPUs (pipeline stages take turns), never less than reading the weights once per prefill chunk.
-
-Not modelled: CPU scheduling and sampling time per step, speculative decoding, prefix caching, CUDA
-graph padding, chunked-prefill interference with decode, quantized-kernel speed (fp8 and int4 weights
-are only counted as fewer bytes), expert parallelism and load imbalance between experts.
+Not modelled: speculative decoding, prefix caching, expert-parallel all-to-all (EP is sized as TP),
+multi-node links, preemption under KV pressure, CUDA-graph padding, load imbalance between experts.
 """
 
 from __future__ import annotations
@@ -37,59 +33,97 @@ from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import ModelInput, Plan
+from fitgate.sizing.step_time import (
+    Band,
+    Stage,
+    SteadyState,
+    Work,
+    calibration,
+    expert_fraction_touched,
+    steady_state,
+    step_seconds,
+)
 from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
 
-#: Share of the datasheet memory bandwidth a decode step achieves (streaming GEMV and paged
-#: attention kernels reach 70-85 % of peak; launch gaps between layers take the rest).
-BANDWIDTH_EFFICIENCY = 0.75
-#: Model FLOP utilisation of prefill and of the compute part of decode (the seeds' figure: 0.35,
-#: "90 % does not happen in real serving").
-MFU = 0.35
-#: Fixed cost of one tensor-parallel all-reduce (vLLM's custom all-reduce on NVLink, NCCL over PCIe).
-ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "pcie": 30e-6}
-#: Achieved all-reduce bus bandwidth per GPU, GB/s (NVLink 4 / NVSwitch: ~300 of 450 unidirectional;
-#: PCIe 4.0 x16 through the host bridge: ~20).
-ALLREDUCE_BUS_GBPS = {"nvlink": 300.0, "pcie": 20.0}
+__all__ = ["Performance", "SpeedLoad", "active_parameters", "estimate", "expert_fraction_touched"]
 
-BASIS = (
-    f"estimated: decode from the memory-bandwidth roofline at {BANDWIDTH_EFFICIENCY:.0%} of the datasheet bandwidth "
-    f"(weights + the batch's KV read per step; MoE: the experts a step touches) plus tensor-parallel all-reduces; "
-    f"prefill and TTFT from the compute roofline at {MFU:.0%} MFU of the dense bf16 peak; "
-    "not modelled: scheduler/sampling time, speculative decoding, prefix caching, quantized-kernel speed"
-)
+#: The band of an estimate without a measured spread (multiplies by 1).
+NO_BAND = Band(1.0, 1.0)
+#: The largest request rate accepted (requests/s): far beyond any one replica.
+MAX_REQUEST_RATE = 1e6
+
+#: Achieved all-reduce bus bandwidth per GPU, GB/s (NVLink 4 / NVSwitch: ~300 of 450 unidirectional;
+#: PCIe 4.0 x16 through the host bridge: ~20). The latency of each all-reduce is in the fitted per-layer cost.
+ALLREDUCE_BUS_GBPS = {"nvlink": 300.0, "pcie": 20.0}
+#: GPU architectures whose tensor cores run fp8 (twice the bf16 rate) and fp4 (four times).
+FP8_ARCHITECTURES = frozenset({"ada", "hopper", "blackwell", "cdna3", "cdna4"})
+FP4_ARCHITECTURES = frozenset({"blackwell", "cdna4"})
+FP4_METHODS = frozenset({"mxfp4", "nvfp4", "modelopt_fp4"})
+INTEGER_METHODS = frozenset({"awq", "gptq", "bitsandbytes", "experts_int8", "gguf"})
 
 
 @dataclass(frozen=True)
 class Performance:
-    """Estimated speed of one replica at a batch of ``batch`` requests of ``context_tokens`` each."""
+    """Estimated speed of one replica under a load (see the module docstring)."""
 
-    decode_tokens_per_s: float
-    per_request_tokens_per_s: float
-    prefill_tokens_per_s: float
-    ttft_seconds: float
-    batch: int
-    context_tokens: int
-    roofline_decode_tokens_per_s: float  # all of the bandwidth, no all-reduce, no compute bound
+    decode_tokens_per_s: float  # all running requests together
+    per_request_tokens_per_s: float  # one request's decode speed: 1 / TPOT
+    prefill_tokens_per_s: float  # a prompt-only step stream at the token budget
+    ttft_seconds: float  # mean time to first token under the load (inf: saturated)
+    batch: int  # requests in flight
+    context_tokens: int  # the decode context (input + half the output when the split is known)
+    roofline_decode_tokens_per_s: float  # all of the bandwidth, no overhead, no compute bound
     bytes_read_per_step: int  # summed over pipeline stages, per tensor rank
-    basis: str = BASIS
+    basis: str
+    tpot_seconds: float = 0.0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    output_tokens_per_s: float = 0.0  # as a client counts it (prefill and decode)
+    requests_per_s: float = 0.0
+    request_rate: float | None = None
+    saturated: bool = False
+    tpot_band: Band = NO_BAND
+    ttft_band: Band = NO_BAND
 
+    @property
+    def tpot_range_seconds(self) -> tuple[float, float]:
+        """TPOT x the measured band (measured / estimated, 10th-90th percentile)."""
+        return self.tpot_seconds * self.tpot_band.low, self.tpot_seconds * self.tpot_band.high
 
-def expert_fraction_touched(num_experts: int, top_k: int, batch: int) -> float:
-    """Expected share of a layer's experts that ``batch`` tokens routing to ``top_k`` each touch.
+    @property
+    def ttft_range_seconds(self) -> tuple[float, float]:
+        """TTFT x the measured band."""
+        return self.ttft_seconds * self.ttft_band.low, self.ttft_seconds * self.ttft_band.high
 
-    A token picks ``top_k`` distinct experts of ``num_experts``; a given expert escapes one token with
-    probability ``1 - top_k / num_experts`` and all ``batch`` tokens with that to the ``batch``.
-    """
-    if num_experts <= 0 or top_k >= num_experts:
-        return 1.0
-    return 1.0 - (1.0 - top_k / num_experts) ** max(1, batch)
+    @property
+    def decode_range_tokens_per_s(self) -> tuple[float, float]:
+        """Decode rate / the TPOT band, capped at the bandwidth roofline."""
+        low = self.decode_tokens_per_s / self.tpot_band.high
+        high = min(self.roofline_decode_tokens_per_s, self.decode_tokens_per_s / self.tpot_band.low)
+        return low, high
 
 
 def _only(inventory: WeightInventory, roles: frozenset[Role]) -> WeightInventory:
     return WeightInventory(tuple(e for e in inventory.entries if e.role in roles), inventory.source)
 
 
+#: id(inventory) -> (that inventory, its active parameters): memoised for the recommend search.
+_ACTIVE: dict[int, tuple[WeightInventory, int]] = {}
+
+
 def active_parameters(model: ModelInput) -> int:
+    """Memoised :func:`count_active_parameters` (keyed by the inventory's identity, as :data:`_RANK_BYTES`)."""
+    hit = _ACTIVE.get(id(model.inventory))
+    if hit is not None and hit[0] is model.inventory:
+        return hit[1]
+    if len(_ACTIVE) > 256:
+        _ACTIVE.clear()
+    value = count_active_parameters(model)
+    _ACTIVE[id(model.inventory)] = (model.inventory, value)
+    return value
+
+
+def count_active_parameters(model: ModelInput) -> int:
     """Parameters one token multiplies through: all linear layers, the experts it routes to, the head.
 
     The embedding gather costs no FLOPs; a tied model's head is its embedding table; the vision
@@ -167,13 +201,69 @@ def attention_width(arch: ModelArchitecture, layers: range, context: int) -> flo
     return width
 
 
-def estimate(
-    model: ModelInput, result: Plan, batch: int | None = None, context_tokens: int | None = None
-) -> Performance:
-    """Decode and prefill speed of ``result``'s deployment (see the module docstring for the formulas).
+@dataclass(frozen=True)
+class SpeedLoad:
+    """``--input-tokens`` / ``--output-tokens`` / ``--request-rate``: the load the speed is estimated at."""
 
-    ``batch`` and ``context_tokens`` default to the plan's workload (concurrency capped at
-    ``max_num_seqs``), else to as many ``max_model_len`` requests as the KV pool holds.
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    request_rate: float | None = None
+
+    def kwargs(self) -> dict[str, int | float | None]:
+        """Keyword arguments of :func:`estimate`."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "request_rate": self.request_rate,
+        }
+
+
+def speed_load(
+    input_tokens: int | None, output_tokens: int | None, request_rate: float | None, longest: int
+) -> SpeedLoad:
+    """A checked :class:`SpeedLoad`; errors name the flag, the value and the limit."""
+    if (input_tokens is None) != (output_tokens is None):
+        given, missing = ("--input-tokens", "--output-tokens")[:: 1 if input_tokens is not None else -1]
+        raise SizingError(missing, None, f"a number of tokens when {given} is given (both or neither)")
+    for flag, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
+        if value is not None and not 1 <= value <= longest:
+            raise SizingError(flag, value, f"from 1 to {longest} tokens (the max_model_len)")
+    if input_tokens is not None and output_tokens is not None and input_tokens + output_tokens > longest:
+        raise SizingError(
+            "--input-tokens", input_tokens, f"at most {longest - output_tokens} with --output-tokens {output_tokens}"
+        )
+    if request_rate is not None:
+        if not 0 < request_rate <= MAX_REQUEST_RATE or not math.isfinite(request_rate):
+            raise SizingError(
+                "--request-rate", request_rate, f"requests per second above 0, at most {MAX_REQUEST_RATE:g}"
+            )
+        if input_tokens is None:
+            raise SizingError("--input-tokens", None, "--input-tokens and --output-tokens when --request-rate is given")
+    return SpeedLoad(input_tokens, output_tokens, request_rate)
+
+
+def requests_the_pool_holds(result: Plan, tokens: int) -> int:
+    """Requests of ``tokens`` tokens the KV pool and ``max_num_seqs`` let run at once (at least 1)."""
+    pool_tokens = result.kv.max_concurrency * result.serving.max_model_len
+    return max(1, min(result.serving.max_num_seqs, math.floor(pool_tokens / max(1, tokens))))
+
+
+def compute_dtype_factor(model: ModelInput, result: Plan) -> float:
+    """Peak FLOP/s of the weights' dtype relative to bf16 on this GPU (fp8: 2, fp4: 4, else 1)."""
+    arch = model.arch
+    q = arch.quantization or RUNTIME_QUANTIZATION.get(result.serving.quantization or "")
+    if q is None or q.method in INTEGER_METHODS:
+        return 1.0
+    gen = result.gpu.architecture
+    if q.method in FP4_METHODS and q.weight_bits <= 4 and gen in FP4_ARCHITECTURES:
+        return 4.0
+    if q.weight_bits <= 8 and gen in FP8_ARCHITECTURES:
+        return 2.0
+    return 1.0
+
+
+def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: int) -> Work:
+    """What one step of ``result``'s replica reads and computes per GPU, at a decode context.
 
     Raises:
         SizingError: The GPU has no bandwidth or FLOP/s figure (a ``--gpu-memory`` size).
@@ -181,62 +271,112 @@ def estimate(
     rs, gpu, arch = result.serving, result.gpu, model.arch
     if gpu.memory_bandwidth_gbps <= 0 or gpu.bf16_dense_tflops <= 0:
         raise SizingError("gpu", gpu.name, "a catalog GPU with a memory bandwidth and a bf16 FLOP/s figure")
-    if context_tokens is None:
-        context_tokens = result.workload.context_tokens if result.workload else rs.max_model_len
-    if batch is None:
-        batch = result.workload.concurrency if result.workload else math.floor(result.kv.max_concurrency)
-    batch = max(1, min(batch, rs.max_num_seqs))
-    context_tokens = max(1, context_tokens)
     tp, pp = rs.tensor_parallel_size, rs.pipeline_parallel_size
-    bandwidth = gpu.memory_bandwidth_gbps * 1e9
-    peak = gpu.bf16_dense_tflops * 1e12
     moe = _moe(arch)
-    touched = expert_fraction_touched(moe.num_experts, moe.top_k, batch) if moe is not None else 1.0
     runtime_q = RUNTIME_QUANTIZATION.get(rs.quantization or "") if arch.quantization is None else None
     active = active_parameters(model)
-    link = rs.interconnect if rs.interconnect in ALLREDUCE_LATENCY_S else "pcie"
-    activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
-
-    step = roof = 0.0
-    bytes_read = weights_read_total = 0
+    stages = []
     for r in result.ranks:
         expert_bytes, embed_bytes = _expert_and_embedding_bytes(model, tp, pp, r.pp_rank, rs.dtype, runtime_q)
-        weights_read = r.weights.total_bytes - r.weights.rotary_cache_bytes - embed_bytes
-        weights_read -= int(expert_bytes * (1.0 - touched))
-        kv = one_request_bytes(r.layout, ServingShape(context_tokens, rs.max_num_batched_tokens, r.layout.block_size))
-        stage_bytes = max(0, weights_read) + batch * kv
-        bytes_read += stage_bytes
-        weights_read_total += max(0, weights_read)
+        dense = max(0, r.weights.total_bytes - r.weights.rotary_cache_bytes - embed_bytes - expert_bytes)
+        kv = one_request_bytes(r.layout, ServingShape(decode_context, rs.max_num_batched_tokens, r.layout.block_size))
         share = len(r.layers) / arch.num_layers
-        flops = (
-            2 * active * share / tp * batch
-            + 4 * batch * context_tokens * attention_width(arch, r.layers, context_tokens) / tp
-        )
-        memory_s = stage_bytes / (bandwidth * BANDWIDTH_EFFICIENCY)
-        compute_s = flops / (peak * MFU)
-        allreduce_s = 0.0
-        if tp > 1:
-            payload = batch * arch.hidden_size * activation_bytes * 2 * (tp - 1) / tp
-            allreduce_s = 2 * len(r.layers) * (ALLREDUCE_LATENCY_S[link] + payload / (ALLREDUCE_BUS_GBPS[link] * 1e9))
-        step += max(memory_s, compute_s) + allreduce_s
-        roof += stage_bytes / bandwidth
-    decode = batch / step
-    roofline = batch / roof
+        decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context) / tp
+        half_prompt = max(1, prompt_tokens // 2)
+        prefill_attn = 4 * half_prompt * attention_width(arch, r.layers, half_prompt) / tp
+        stages.append(Stage(len(r.layers), dense, expert_bytes, kv, 2 * active * share / tp, decode_attn, prefill_attn))
+    link = rs.interconnect if rs.interconnect in ALLREDUCE_BUS_GBPS else "pcie"
+    activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
+    return Work(
+        stages=tuple(stages),
+        tp=tp,
+        num_experts=moe.num_experts if moe is not None else 0,
+        top_k=moe.top_k if moe is not None else 0,
+        activation_bytes_per_token=arch.hidden_size * activation_bytes,
+        bandwidth_bytes_per_s=gpu.memory_bandwidth_gbps * 1e9,
+        peak_flops=gpu.bf16_dense_tflops * 1e12 * compute_dtype_factor(model, result),
+        bus_bytes_per_s=ALLREDUCE_BUS_GBPS[link] * 1e9,
+        amd=gpu.vendor == "amd",
+        max_num_batched_tokens=rs.max_num_batched_tokens,
+    )
 
-    per_token = 2 * active + 2 * context_tokens * attention_width(arch, range(arch.num_layers), context_tokens)
-    prefill = tp * pp * peak * MFU / per_token
-    chunks = math.ceil(context_tokens / rs.max_num_batched_tokens)
-    ttft = max(
-        context_tokens * per_token / (tp * peak * MFU),
-        chunks * weights_read_total / (bandwidth * BANDWIDTH_EFFICIENCY),
+
+def estimate(
+    model: ModelInput,
+    result: Plan,
+    batch: int | None = None,
+    context_tokens: int | None = None,
+    *,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    request_rate: float | None = None,
+    load: SpeedLoad | None = None,
+) -> Performance:
+    """Speed of ``result``'s replica under a load (see the module docstring).
+
+    ``batch`` (requests in flight) defaults to the plan's workload concurrency (capped at
+    ``max_num_seqs``), else to as many ``max_model_len`` requests as the KV pool holds. With
+    ``input_tokens`` and ``output_tokens`` the steady state shares each step with the prompts arriving
+    (chunked prefill) and the decode context is ISL + OSL / 2; with ``request_rate`` (requests/s) the
+    concurrency follows from Little's law (``load`` sets all three at once). Otherwise
+    ``context_tokens`` (default: the workload's, else
+    ``max_model_len``) is decoded with no prompt in the steps, and TTFT is one prompt of that length.
+
+    Raises:
+        SizingError: The GPU has no bandwidth or FLOP/s figure (a ``--gpu-memory`` size).
+    """
+    if load is not None:
+        input_tokens, output_tokens, request_rate = load.input_tokens, load.output_tokens, load.request_rate
+    rs = result.serving
+    cal = calibration()
+    split = input_tokens is not None and output_tokens is not None
+    if input_tokens is not None and output_tokens is not None:
+        isl, osl = max(1, input_tokens), max(1, output_tokens)
+        context = isl + osl // 2
+    else:
+        if context_tokens is None:
+            context_tokens = result.workload.context_tokens if result.workload else rs.max_model_len
+        context = isl = max(1, context_tokens)
+        osl = 0
+    if batch is None:
+        batch = result.workload.concurrency if result.workload else math.floor(result.kv.max_concurrency)
+    most = requests_the_pool_holds(result, isl + osl if split else context)
+    batch = max(1, min(batch, rs.max_num_seqs))
+    w = work(model, result, context, isl)
+    k = cal.constants
+    state: SteadyState = steady_state(
+        w, isl, osl, k, concurrency=None if request_rate else batch, request_rate=request_rate, max_concurrency=most
+    )
+    in_flight = max(1, round(state.concurrency))
+    full_budget, _ = step_seconds(w, 0, rs.max_num_batched_tokens, k)
+    prompt_share = max(0.0, state.concurrency - 1) * isl / osl if split else 0.0  # as step_time._closed_loop
+    step_tokens = state.concurrency + prompt_share
+    touched = expert_fraction_touched(w.num_experts, w.top_k, step_tokens) if w.num_experts else 0.0
+    bytes_read = sum(
+        int(s.dense_bytes + s.expert_bytes * touched + state.concurrency * s.kv_bytes_per_request) for s in w.stages
+    )
+    basis = (
+        f"estimated: vLLM step model (fixed + per-layer overhead + max(bytes / bandwidth, FLOPs / peak)) "
+        f"fitted on published vLLM measurements; {cal.basis}"
+        + ("" if split else "; input/output split not given: decode at context_tokens, no prefill in the steps")
     )
     return Performance(
-        decode_tokens_per_s=decode,
-        per_request_tokens_per_s=decode / batch,
-        prefill_tokens_per_s=prefill,
-        ttft_seconds=ttft,
-        batch=batch,
-        context_tokens=context_tokens,
-        roofline_decode_tokens_per_s=roofline,
+        decode_tokens_per_s=state.decode_tokens_per_s,
+        per_request_tokens_per_s=state.decode_tokens_per_s / state.concurrency,
+        prefill_tokens_per_s=rs.max_num_batched_tokens / full_budget,
+        ttft_seconds=state.ttft_s,
+        batch=in_flight,
+        context_tokens=context,
+        roofline_decode_tokens_per_s=state.roofline_decode_tokens_per_s,
         bytes_read_per_step=bytes_read,
+        basis=basis,
+        tpot_seconds=state.tpot_s,
+        input_tokens=isl if split else None,
+        output_tokens=osl if split else None,
+        output_tokens_per_s=state.output_tokens_per_s,
+        requests_per_s=state.requests_per_s,
+        request_rate=request_rate,
+        saturated=state.saturated,
+        tpot_band=cal.tpot_band,
+        ttft_band=cal.ttft_band,
     )

@@ -1,0 +1,264 @@
+"""How long one vLLM engine step takes, and what a steady load makes of it: pure arithmetic on bytes and FLOPs.
+
+How vLLM runs a step (v1 engine, the releases fitgate sizes):
+
+* The scheduler builds one batch per step from a token budget of ``max_num_batched_tokens``:
+  every running request contributes its one decode token first, then waiting prompts fill the rest
+  of the budget in chunks (chunked prefill is always on in v1: ``v1/core/sched/scheduler.py``
+  0.33.0 L719 ``token_budget = self.max_num_scheduled_tokens``, L793 "First, schedule the RUNNING
+  requests", L1049 "Next, schedule the WAITING requests"). So at a steady concurrency ``C`` with
+  prompts of ``ISL`` and outputs of ``OSL`` tokens, an average decode step of one request carries
+  ``C`` decode tokens plus the other requests' prompts, ``(C - 1) x ISL / OSL`` tokens.
+* Decode-only batches run as CUDA graphs captured per batch size (``v1/worker/gpu_model_runner.py``
+  0.33.0 L6417 ``capture_model``), which removes most per-kernel launch cost but not the host side
+  of a step: scheduling, input preparation, sampling and detokenising output (``v1/engine/core.py``
+  0.33.0 L667 ``EngineCore.step``). That is the fixed cost per step; a per-layer cost stands for the
+  kernels a layer launches (more for an MoE layer: routing, top-k, the fused-MoE kernel; more under
+  tensor parallelism: two all-reduces per layer).
+
+One step of one pipeline stage::
+
+    step = overhead + max(bytes / (bandwidth x bw_eff), FLOPs / (peak x mfu [x moe_mfu])) + all-reduce bytes / bus
+    overhead = amd_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
+
+``bytes`` are the weights the step reads (for MoE: the experts its tokens route to, which grow with the
+tokens in the step) plus the running requests' KV cache; ``FLOPs`` are 2 x active parameters per token
+plus attention. The constants are fitted (benchmarks/throughput.py ``--fit``) on the published
+measurements in benchmarks/throughput/points.json, because vLLM's source leaves them open; they live in
+``data/performance.json`` with the error band measured leave-one-group-out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The fitted constants of the step model (``data/performance.json``)."""
+
+    bw_eff: float  # share of the datasheet memory bandwidth a step's reads achieve
+    mfu: float  # share of the dense peak FLOP/s (at the weights' dtype) a step's matmuls achieve
+    step_s: float  # host-side cost of one engine step (schedule, prepare inputs, sample, output)
+    layer_s: float  # per layer and step: the kernels of one decoder layer
+    moe_layer_s: float  # per MoE layer and step: routing, top-k and the fused-MoE kernel
+    tp_layer_s: float  # per layer and step under tensor parallelism: two all-reduce launches and syncs
+    amd_factor: float  # the overhead on ROCm relative to CUDA
+    moe_mfu: float  # the matmul efficiency of an MoE model relative to ``mfu`` (grouped expert GEMMs)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Measured spread of measured / estimated, leave-one-group-out: the 10th and 90th percentiles."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants, error bands and the basis they were measured on."""
+
+    constants: Constants
+    tpot_band: Band
+    ttft_band: Band
+    basis: str
+
+
+@lru_cache(maxsize=1)
+def calibration() -> Calibration:
+    """The shipped calibration (``data/performance.json``)."""
+    raw = json.loads(resources.files("fitgate.sizing").joinpath("data/performance.json").read_text())
+    c = raw["constants"]
+    constants = Constants(**{f.name: float(c[f.name]) for f in fields(Constants)})
+    return Calibration(
+        constants,
+        Band(float(raw["band"]["tpot"][0]), float(raw["band"]["tpot"][1])),
+        Band(float(raw["band"]["ttft"][0]), float(raw["band"]["ttft"][1])),
+        str(raw["basis"]),
+    )
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What one pipeline stage's GPU holds and does, per step (each GPU of a tensor-parallel group alike)."""
+
+    layers: int
+    dense_bytes: int  # weights read every step: all but the experts, the embedding table and rotary caches
+    expert_bytes: int  # the experts' weights on this GPU (0 for dense models)
+    kv_bytes_per_request: int  # the KV cache one request at the decode context holds on this GPU
+    flops_per_token: float  # linear layers, on this GPU: 2 x active parameters x layer share / TP
+    decode_attention_flops: float  # per decode token at the decode context, on this GPU
+    prefill_attention_flops: float  # per prompt token (attending to half the prompt on average), on this GPU
+
+
+@dataclass(frozen=True)
+class Work:
+    """A replica as the step model sees it."""
+
+    stages: tuple[Stage, ...]
+    tp: int
+    num_experts: int  # 0: dense
+    top_k: int
+    activation_bytes_per_token: int  # hidden x activation dtype: one all-reduce payload per token
+    bandwidth_bytes_per_s: float
+    peak_flops: float  # at the weights' compute dtype
+    bus_bytes_per_s: float  # achieved all-reduce bus bandwidth
+    amd: bool
+    max_num_batched_tokens: int
+
+
+def expert_fraction_touched(num_experts: int, top_k: int, tokens: float) -> float:
+    """Expected share of a layer's experts that ``tokens`` tokens routing to ``top_k`` each touch.
+
+    A token picks ``top_k`` distinct experts of ``num_experts``; a given expert escapes one token with
+    probability ``1 - top_k / num_experts`` and all ``tokens`` tokens with that to the ``tokens``.
+    """
+    if num_experts <= 0 or top_k >= num_experts:
+        return 1.0
+    return 1.0 - float((1.0 - top_k / num_experts) ** max(1.0, tokens))
+
+
+def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Constants) -> tuple[float, float]:
+    """One step carrying ``decode_tokens`` running requests and ``prefill_tokens`` prompt tokens.
+
+    Returns (seconds, bandwidth-roofline seconds): the roofline reads the same bytes at the full
+    datasheet bandwidth with no overhead and no compute bound, so it is never more than the step.
+    """
+    tokens = decode_tokens + prefill_tokens
+    touched = expert_fraction_touched(work.num_experts, work.top_k, tokens) if work.num_experts else 0.0
+    total = roof = 0.0
+    for s in work.stages:
+        read = s.dense_bytes + s.expert_bytes * touched + decode_tokens * s.kv_bytes_per_request
+        flops = (
+            tokens * s.flops_per_token
+            + decode_tokens * s.decode_attention_flops
+            + prefill_tokens * s.prefill_attention_flops
+        )
+        memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
+        compute_s = flops / (work.peak_flops * k.mfu * (k.moe_mfu if work.num_experts else 1.0))
+        per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
+        overhead = (k.step_s / len(work.stages) + s.layers * per_layer) * (k.amd_factor if work.amd else 1.0)
+        allreduce_s = 0.0
+        if work.tp > 1:
+            payload = tokens * work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
+            allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
+        total += overhead + max(memory_s, compute_s) + allreduce_s
+        roof += read / work.bandwidth_bytes_per_s
+    return total, roof
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """One replica under a steady load."""
+
+    concurrency: float  # requests in flight (decoding or waiting for their first token)
+    tpot_s: float  # mean time per output token after the first
+    ttft_s: float  # mean time to first token
+    decode_tokens_per_s: float  # all running requests together
+    output_tokens_per_s: float  # as a client counts it: OSL tokens per request over its whole life
+    requests_per_s: float
+    roofline_decode_tokens_per_s: float
+    saturated: bool  # a request rate beyond what the replica holds: TTFT grows without bound
+
+
+def steady_state(
+    work: Work,
+    input_tokens: int,
+    output_tokens: int,
+    k: Constants,
+    concurrency: float | None = None,
+    request_rate: float | None = None,
+    max_concurrency: float = math.inf,
+) -> SteadyState:
+    """The steady state at ``concurrency`` requests in flight (closed loop) or at ``request_rate`` (open loop).
+
+    ``output_tokens`` 0 means a pure decode batch of ``concurrency`` requests (no prompt shares the
+    steps). Open loop: Little's law ``C = rate x (TTFT + (OSL - 1) x TPOT)``; a request's life grows
+    with ``C``, so ``rate x life(C) - C`` has one root, found by regula falsi (Illinois) between 1 and
+    the most requests the replica holds; when even that many cannot absorb the rate, it is saturated.
+    """
+    if request_rate is None:
+        return _closed_loop(work, min(max(1.0, concurrency or 1.0), max_concurrency), input_tokens, output_tokens, k)
+
+    def excess(c: float) -> float:
+        r = _closed_loop(work, c, input_tokens, output_tokens, k)
+        return request_rate * (r.ttft_s + max(0, output_tokens - 1) * r.tpot_s) - c
+
+    low, f_low = 1.0, excess(1.0)
+    if f_low <= 0:
+        return _closed_loop(work, 1.0, input_tokens, output_tokens, k)
+    high = min(max_concurrency, MAX_IN_FLIGHT)
+    f_high = excess(high)
+    if f_high > 0:
+        r = _closed_loop(work, high, input_tokens, output_tokens, k)
+        return SteadyState(
+            r.concurrency, r.tpot_s, math.inf, r.decode_tokens_per_s, r.output_tokens_per_s, r.requests_per_s,
+            r.roofline_decode_tokens_per_s, True,
+        )  # fmt: skip
+    side = 0
+    c = high
+    for _ in range(60):
+        c = high - f_high * (high - low) / (f_high - f_low)
+        f = excess(c)
+        if abs(f) < 1e-3 * c or high - low < 1e-6 * c:
+            break
+        if f > 0:
+            low, f_low = c, f
+            if side == 1:
+                f_high /= 2
+            side = 1
+        else:
+            high, f_high = c, f
+            if side == -1:
+                f_low /= 2
+            side = -1
+    return _closed_loop(work, c, input_tokens, output_tokens, k)
+
+
+#: Upper bound of requests in flight in the open-loop search when the pool sets none.
+MAX_IN_FLIGHT = 1e6
+
+
+def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> SteadyState:
+    # The prompts of the other C - 1 requests land in this request's decode steps: one prompt of ISL
+    # tokens per request life of ~OSL steps each (its own prompt is its TTFT, not its TPOT).
+    prefill_per_step = max(0.0, c - 1) * isl / osl if osl > 0 else 0.0
+    step, roof = step_seconds(work, c, prefill_per_step, k)
+    decode_rate = c / step
+    # Time to first token: the prompt's chunks at the step budget left after the running requests'
+    # decode tokens, each a step carrying that chunk; half a step of waiting for the step in flight; and
+    # the other prompts queued ahead of it (M/D/1 mean wait at the prompt arrival rate).
+    budget = max(1.0, work.max_num_batched_tokens - max(0.0, c - 1))
+    chunks = max(1, math.ceil(isl / budget))
+    chunk = isl / chunks
+    chunk_step, _ = step_seconds(work, max(0.0, c - 1), chunk, k)
+    prefill_s = chunks * chunk_step
+    ttft = 0.5 * step + prefill_s if c > 1 else prefill_s
+    if osl > 0 and c > 1:
+        arrival = c / (prefill_s + (osl - 1) * step)
+        rho = min(0.98, arrival * prefill_s)
+        ttft += prefill_s * rho / (2 * (1 - rho))
+    life = ttft + max(0, osl - 1) * step
+    requests = c / life if osl > 0 else 0.0
+    output_rate = requests * osl if osl > 0 else decode_rate
+    return SteadyState(c, step, ttft, decode_rate, output_rate, requests, c / roof, False)
+
+
+def burst_ttft_seconds(work: Work, burst: float, input_tokens: int, k: Constants) -> float:
+    """Mean time to first token of ``burst`` prompts that arrive at once on an idle replica.
+
+    The scheduler fills each step's budget with waiting prompts in arrival order, so the ``n``-th
+    prompt's first token comes after ``n x ISL`` prompt tokens at the full-budget prefill rate; the
+    mean over ``n = 1..burst`` is ``(burst + 1) / 2 x ISL`` tokens. This is how a benchmark's first
+    ``--max-concurrency`` requests (sent together) see the replica, and what a traffic burst sees.
+    """
+    budget = max(1, work.max_num_batched_tokens)
+    full_step, _ = step_seconds(work, 0.0, float(budget), k)
+    per_token = full_step / budget
+    first_chunk, _ = step_seconds(work, 0.0, float(min(input_tokens, budget)), k)
+    return max(first_chunk, (burst + 1) / 2 * input_tokens * per_token)
