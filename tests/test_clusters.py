@@ -420,3 +420,18 @@ def test_the_audit_marks_a_workload_with_no_node_and_clears_it() -> None:
         {SCHEDULABLE_ANNOTATION: "NoNodeYet", "fitgate.io/verdict": "Fits"}, WorkloadVerdict(reading, placed, "m")
     )
     assert cleared.annotations is not None and cleared.annotations[SCHEDULABLE_ANNOTATION] is None  # removed
+
+
+def test_the_operator_inventory_carries_the_templates_of_both_cluster_api_versions_once() -> None:
+    from fitgate.operator.nodewatch import NodeWatch  # noqa: PLC0415 - the watch module, only here
+    from fitgate.operator.resourcewatch import Sources  # noqa: PLC0415
+
+    sources = Sources(lambda: None, lambda: None)
+    nodes = NodeWatch(api_factory=lambda: None, sources=sources)
+    group = parse_machine_group(MACHINE_DEPLOYMENT)
+    by_watch = {w.name: w for w in sources.templates}
+    by_watch["nodepools.karpenter.sh/v1"].replace({"/gpu": parse_nodepool(NODEPOOL)})
+    by_watch["machinedeployments.cluster.x-k8s.io/v1beta2"].replace({"capi/h100-pool": group})
+    by_watch["machinedeployments.cluster.x-k8s.io/v1beta1"].replace({"capi/h100-pool": group})  # the same object
+    nodes.replace({})
+    assert [t.source for t in nodes.inventory().templates] == ["MachineDeployment/capi/h100-pool", "NodePool/gpu"]

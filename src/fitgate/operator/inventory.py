@@ -10,6 +10,9 @@ raises: the node is kept with what could be read and a note, or skipped when no 
   ``nvidia.com/mig-<profile>.memory`` labels).
 * AMD (GPU Operator node labeller): ``amd.com/gpu.product-name``, ``amd.com/gpu.vram`` (e.g. ``64G``),
   allocatable ``amd.com/gpu``.
+* Without those product labels, the cloud's (:mod:`fitgate.operator.cloudlabels`): the GKE accelerator,
+  Karpenter's / EKS Auto Mode's GPU name, the instance type (AWS, GCP, Azure), Intel's product label; the
+  GPUs counted from the allocatable extended resource.
 
 Device memory comes from the GPU catalog by product (what CUDA reports); unknown products fall back
 to the memory label minus the ~470 MiB the driver keeps (measured on H100: 81559 MiB by nvidia-smi,
