@@ -321,13 +321,15 @@ def evaluate(
         warnings.append(f"fitgate: it does not fit on {names}; set placement.gpuProduct to keep it off those nodes")
     if best.verdict is Verdict.UNKNOWN:
         warnings.append(f"fitgate: verdict Unknown: {best.message}")
-    if no_node:
+    if no_node and best.verdict in (Verdict.FITS, Verdict.TIGHT):
         message += f"; {no_node}: the verdict is the fit on that GPU, the pods wait for a node"
         warnings.insert(
             0,
             f"fitgate: {no_node} (reason NoNodeYet): verdict {best.verdict.value} on the GPU alone; the pods wait "
             "for a node (an autoscaler's, or one you add), and fitgate evaluates again when one joins",
         )
+    elif no_node:  # a misfit on the GPU itself: no node is needed to know it
+        message += f"; {no_node}, and none would take it"
     notes = tuple(facts.notes) if facts else ()
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
     if with_suggestions and best.verdict is Verdict.DOES_NOT_FIT:
