@@ -28,7 +28,6 @@ CRDS = Path(__file__).parent / "crds"
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
 CHART = REPO / "charts" / "fitgate"
 VWC = "fitgate-e2e-clusters-workloads"
-MANAGED = "fitgate-e2e-clusters.fitgate.io"
 NODES = ("e2e-clu-l40s", "e2e-clu-gke-l4", "e2e-clu-eks-l40s", "e2e-clu-gke-h100")
 NODEPOOL = "e2e-clu-h200"
 
@@ -44,7 +43,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
     workdir = tmp_path_factory.mktemp("clusters")
     env = {"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WORKLOAD_AUDIT_SECONDS": "1"}
-    op = Operator(kube, workdir, managed=MANAGED, extra_env=env)
+    op = Operator(kube, workdir, managed=None, extra_env=env)  # the chart's entries: kopf's would repeat names
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
     rendered = kube.helm(
@@ -59,14 +58,13 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         f"webhook.caBundle={workdir / 'ca.crt'}",
     ).stdout
     (vwc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
-    vwc["metadata"] = {"name": VWC}
-    vwc["webhooks"] = [w for w in vwc["webhooks"] if w["name"].startswith("workloads-")]
+    vwc["metadata"] = {"name": VWC}  # every entry: ModelDeployments and the workloads
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(vwc))
     try:
         yield op
     finally:
         op.stop()
-        kube.kubectl("delete", "validatingwebhookconfiguration", VWC, MANAGED, "--ignore-not-found")
+        kube.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
         kube.kubectl("delete", "node", *NODES, "--ignore-not-found")
         kube.kubectl("delete", "nodepools.karpenter.sh", NODEPOOL, "--ignore-not-found")
 
@@ -144,8 +142,9 @@ def test_a_deployment_on_a_gke_gpu_no_node_has_is_admitted_then_gets_its_verdict
     assert got["fitgate.io/verdict"] == "Fits"
     # a true misfit on that GPU is still denied, node or not: 70B in bf16 on one 24 GB L4
     misfit = apply(kube, namespace, deployment("llama70", "meta-llama/Llama-3.1-70B-Instruct", on_l4), check=False)
-    assert misfit.returncode != 0 and "does not fit" in misfit.stderr, misfit.stderr
-    assert "L4" in misfit.stderr
+    assert misfit.returncode != 0 and "denied the request" in misfit.stderr, misfit.stderr
+    # 131.45 GiB of bf16 weights per GPU against 0.92 x 22.06 GiB = 20.30 GiB
+    assert "L4: weights 131.45 GiB" in misfit.stderr and "exceed the 20.30 GiB budget" in misfit.stderr
     # GKE labels a g2 node with its accelerator; no GPU Feature Discovery label on it
     add_node(
         kube,
