@@ -19,7 +19,7 @@ from fitgate.operator.gpuview import build_inventory
 from fitgate.operator.inventory import Inventory, parse_node, unlabeled_gpus
 from fitgate.operator.logic import SCHEDULABLE_ANNOTATION, decide
 from fitgate.operator.placement import Toleration
-from fitgate.operator.prospects import parse_machine_group, parse_nodepool, prospects
+from fitgate.operator.prospects import parse_machine_group, parse_nodeclaim, parse_nodepool, prospects
 from fitgate.operator.workloads import WorkloadVerdict
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.gpus import find_gpu, gpu_catalog
@@ -435,3 +435,33 @@ def test_the_operator_inventory_carries_the_templates_of_both_cluster_api_versio
     by_watch["machinedeployments.cluster.x-k8s.io/v1beta1"].replace({"capi/h100-pool": group})  # the same object
     nodes.replace({})
     assert [t.source for t in nodes.inventory().templates] == ["MachineDeployment/capi/h100-pool", "NodePool/gpu"]
+
+
+def test_a_kaito_nodeclaim_names_the_workspace_instance_type() -> None:
+    # as kaito-project/kaito pkg/utils/nodeclaim/nodeclaim.go writes one for a Workspace on Standard_NC24ads_A100_v4
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "ws0a1b2c3",
+            "labels": {
+                "karpenter.sh/nodepool": "kaito",
+                "kaito.sh/workspace": "workspace-phi-4",
+                "kaito.sh/workspacenamespace": "default",
+                "apps": "phi-4",
+            },
+        },
+        "spec": {
+            "taints": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}],
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["kaito"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["Standard_NC24ads_A100_v4"]},
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+            ],
+        },
+    }
+    template = parse_nodeclaim(claim)
+    assert template is not None
+    [p] = prospects(None, {"apps": "phi-4"}, (Toleration("sku", "Equal", "gpu", "NoSchedule"),), [template])
+    assert (p.gpu.gpu.name, p.count, p.source) == ("A100-80GB", 1, "NodeClaim/ws0a1b2c3")  # 1 x A100 80GB (KAITO)
+    assert parse_nodeclaim({**claim, "status": {"nodeName": "aks-ws0a1b2c3"}}) is None  # its node has joined

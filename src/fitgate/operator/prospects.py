@@ -12,6 +12,8 @@ Fit is not availability. When no node matches a placement, the GPU it will land 
     (kubernetes-sigs/karpenter pkg/apis/v1/nodepool.go; CRD in e2e/crds/karpenter.sh_nodepools.yaml). A key
     Karpenter itself sets (instance type, zone, arch, capacity type, ``karpenter.k8s.aws/*``) that the
     NodePool leaves open is any value: Karpenter picks an instance type that has it;
+  - Karpenter ``NodeClaim`` (``karpenter.sh/v1``): a node being launched, Karpenter's or KAITO's
+    gpu-provisioner's (a Workspace's instance type), read like a NodePool's template;
   - cluster-autoscaler's scale-from-zero annotations on Cluster API ``MachineDeployment`` / ``MachineSet``:
     ``capacity.cluster-autoscaler.kubernetes.io/gpu-type`` (the resource, ``nvidia.com/gpu``), ``/gpu-count``,
     ``/labels`` (``k=v,k=v``) and ``/taints`` (``k=v:Effect,...``) (kubernetes/autoscaler
@@ -124,6 +126,39 @@ def _taints(raw: object) -> tuple[Taint, ...]:
     return tuple(out[:MAX_REQUIREMENTS])
 
 
+def _requirements(spec: object) -> tuple[Requirement, ...]:
+    requirements = []
+    raw = spec.get("requirements") if isinstance(spec, Mapping) else None
+    for r in raw[:MAX_REQUIREMENTS] if isinstance(raw, list) else []:
+        if isinstance(r, Mapping) and r.get("key") and r.get("operator"):
+            values = tuple(str(v) for v in (r.get("values") or [])[:MAX_VALUES])
+            requirements.append(Requirement(str(r["key"]), str(r["operator"]), values))
+    return tuple(requirements)
+
+
+def parse_nodeclaim(obj: Mapping[str, Any]) -> NodeTemplate | None:
+    """A Karpenter ``NodeClaim`` (karpenter.sh/v1): a node being launched, by a NodePool or by KAITO.
+
+    KAITO's gpu-provisioner asks for the Workspace's instance type with one (kaito-project/kaito
+    pkg/utils/nodeclaim/nodeclaim.go GenerateNodeClaimManifestWithOptions: labels from the Workspace's
+    label selector, ``node.kubernetes.io/instance-type In [<instanceType>]``, taint ``sku=gpu:NoSchedule``).
+    A claim whose node has joined is left to the node.
+    """
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    if ((obj.get("status") or {}).get("nodeName")) or not isinstance(spec, Mapping):
+        return None
+    return NodeTemplate(
+        "NodeClaim",
+        str(meta.get("name") or "?"),
+        _str_pairs(meta.get("labels")),
+        _requirements(spec),
+        _taints(spec.get("taints")),
+        open_keys=KARPENTER_WELL_KNOWN,
+        open_prefixes=KARPENTER_WELL_KNOWN_PREFIXES,
+    )
+
+
 def parse_nodepool(obj: Mapping[str, Any]) -> NodeTemplate | None:
     """A Karpenter ``NodePool`` (karpenter.sh/v1) as a template (None: not readable)."""
     meta = obj.get("metadata") or {}
@@ -131,11 +166,7 @@ def parse_nodepool(obj: Mapping[str, Any]) -> NodeTemplate | None:
     if not isinstance(template, Mapping):
         return None
     spec = template.get("spec") or {}
-    requirements = []
-    for r in (spec.get("requirements") or [])[:MAX_REQUIREMENTS] if isinstance(spec, Mapping) else []:
-        if isinstance(r, Mapping) and r.get("key") and r.get("operator"):
-            values = tuple(str(v) for v in (r.get("values") or [])[:MAX_VALUES])
-            requirements.append(Requirement(str(r["key"]), str(r["operator"]), values))
+    requirements = _requirements(spec)
     name = str(meta.get("name") or "?")
     labels = dict(_str_pairs((template.get("metadata") or {}).get("labels")))
     labels["karpenter.sh/nodepool"] = name  # Karpenter labels its nodes with their NodePool's name
@@ -143,7 +174,7 @@ def parse_nodepool(obj: Mapping[str, Any]) -> NodeTemplate | None:
         "NodePool",
         name,
         tuple(sorted(labels.items())),
-        tuple(requirements),
+        requirements,
         _taints(spec.get("taints") if isinstance(spec, Mapping) else None),
         open_keys=KARPENTER_WELL_KNOWN,
         open_prefixes=KARPENTER_WELL_KNOWN_PREFIXES,

@@ -33,7 +33,7 @@ from fitgate.operator.dra import (
 from fitgate.operator.inventory import PodGpus
 from fitgate.operator.listwatch import ListWatch
 from fitgate.operator.placement import gpu_resources, holds_gpus
-from fitgate.operator.prospects import NodeTemplate, parse_machine_group, parse_nodepool
+from fitgate.operator.prospects import NodeTemplate, parse_machine_group, parse_nodeclaim, parse_nodepool
 
 logger = logging.getLogger("fitgate.resourcewatch")
 
@@ -49,6 +49,7 @@ DRA_KINDS = (
 #: like the DRA kinds. Cluster API serves v1beta2 since 1.11 and v1beta1 before: both are read, one object once.
 TEMPLATE_KINDS = (
     ("karpenter.sh", "v1", "nodepools"),
+    ("karpenter.sh", "v1", "nodeclaims"),
     ("cluster.x-k8s.io", "v1beta2", "machinedeployments"),
     ("cluster.x-k8s.io", "v1beta1", "machinedeployments"),
 )
@@ -227,7 +228,11 @@ class Sources:
 
             return of
 
-        parse_template_of = {"nodepools": parse_nodepool, "machinedeployments": parse_machine_group}
+        parse_template_of = {
+            "nodepools": parse_nodepool,
+            "nodeclaims": parse_nodeclaim,
+            "machinedeployments": parse_machine_group,
+        }
         #: Karpenter NodePools and cluster-autoscaler node groups (operator/prospects.py)
         self.templates = [
             ResourceWatch(
