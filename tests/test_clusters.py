@@ -465,3 +465,40 @@ def test_a_kaito_nodeclaim_names_the_workspace_instance_type() -> None:
     [p] = prospects(None, {"apps": "phi-4"}, (Toleration("sku", "Equal", "gpu", "NoSchedule"),), [template])
     assert (p.gpu.gpu.name, p.count, p.source) == ("A100-80GB", 1, "NodeClaim/ws0a1b2c3")  # 1 x A100 80GB (KAITO)
     assert parse_nodeclaim({**claim, "status": {"nodeName": "aks-ws0a1b2c3"}}) is None  # its node has joined
+
+
+def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
+    from fitgate.operator.offline import check_files  # noqa: PLC0415
+
+    def manifest(name: str, model: str, selector: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeSelector": selector,
+                        "containers": [
+                            {
+                                "name": "vllm",
+                                "image": "vllm/vllm-openai:v0.33.0",
+                                "command": ["vllm", "serve", model, "--max-model-len", "8192"],
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                            }
+                        ],
+                    }
+                }
+            },
+        }
+
+    docs = [
+        manifest("on-gke", "meta-llama/Llama-3.1-8B-Instruct", {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
+        manifest("on-eks", "meta-llama/Llama-3.1-70B-Instruct", {"node.kubernetes.io/instance-type": "g6e.xlarge"}),
+    ]
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    gke, eks = check_files([str(path)])
+    assert (gke.gpu, gke.verdict, gke.admitted) == ("L4", "Fits", True)
+    # 70B bf16 (~131 GiB) on one g6e.xlarge L40S (44.42 GiB): denied, known from the instance type alone
+    assert (eks.gpu, eks.verdict, eks.admitted) == ("L40S", "DoesNotFit", False)
