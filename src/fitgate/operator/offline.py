@@ -16,8 +16,8 @@ import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.operator.api import GROUP, KIND, SpecError, parse_spec
-from fitgate.operator.evaluate import evaluate, unknown
 from fitgate.operator.cloudlabels import gpu_from_labels
+from fitgate.operator.evaluate import evaluate, unknown
 from fitgate.operator.inventory import NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, decide
 from fitgate.operator.workloads import evaluate_reading, finish
