@@ -502,3 +502,25 @@ def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
     assert (gke.gpu, gke.verdict, gke.admitted) == ("L4", "Fits", True)
     # 70B bf16 (~131 GiB) on one g6e.xlarge L40S (44.42 GiB): denied, known from the instance type alone
     assert (eks.gpu, eks.verdict, eks.admitted) == ("L40S", "DoesNotFit", False)
+
+
+def test_many_templates_of_one_gpu_are_one_prospect_naming_three() -> None:
+    pools = [
+        parse_nodepool(
+            {
+                "metadata": {"name": f"p{i}"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "requirements": [
+                                {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["l40s"]}
+                            ]
+                        }
+                    }
+                },
+            }
+        )
+        for i in range(5)
+    ]
+    [p] = prospects(None, {}, (), [t for t in pools if t is not None])
+    assert (p.gpu.gpu.name, p.source) == ("L40S", "NodePool/p0,NodePool/p1,NodePool/p2 and 2 more")

@@ -246,6 +246,15 @@ def _from_template(t: NodeTemplate, selector: Mapping[str, str]) -> list[tuple[L
     return []
 
 
+#: Templates named in a prospect's source; the rest are counted.
+MAX_SOURCES_NAMED = 3
+
+
+def _sources(names: list[str]) -> str:
+    more = len(names) - MAX_SOURCES_NAMED
+    return ",".join(names[:MAX_SOURCES_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
 def prospects(
     gpu_product: str | None,
     node_selector: Mapping[str, str],
@@ -254,7 +263,7 @@ def prospects(
 ) -> tuple[Prospect, ...]:
     """The GPUs a placement that matches no node will get: from autoscaler templates, else from itself."""
     wanted: GpuModel | None = find_gpu(gpu_product) if gpu_product else None
-    found: dict[tuple[str, int | None], Prospect] = {}
+    found: dict[tuple[str, int | None], tuple[LabelGpu, list[str]]] = {}
     for t in templates:
         if not all(t.admits(k, v) for k, v in node_selector.items()):
             continue
@@ -263,13 +272,9 @@ def prospects(
         for got, count in _from_template(t, node_selector):
             if wanted is not None and got.gpu.name != wanted.name:
                 continue
-            key = (got.gpu.name, count)
-            if key in found:
-                found[key] = Prospect(got, count, f"{found[key].source},{t.source}")
-            else:
-                found[key] = Prospect(got, count, t.source)
+            found.setdefault((got.gpu.name, count), (got, []))[1].append(t.source)
     if found:
-        return tuple(found.values())
+        return tuple(Prospect(got, count, _sources(names)) for (_, count), (got, names) in found.items())
     if wanted is not None:
         return (Prospect(LabelGpu(str(gpu_product), wanted, None, wanted.vendor, "placement"), None, "placement"),)
     named, _ = gpu_from_labels(node_selector)
