@@ -243,6 +243,7 @@ def test_the_readme_example_is_admitted_on_an_empty_cluster_with_no_node_yet() -
     schedulable = next(c for c in status["conditions"] if c["type"] == "Schedulable")
     assert (schedulable["status"], schedulable["reason"]) == ("False", "NoNodeYet")
     assert status["pools"][0]["nodes"] == 0 and status["pools"][0]["source"] == "placement"
+    assert "freeGpus" not in status["pools"][0]  # no node: no free GPUs to count, not zero of them
 
 
 def test_a_true_misfit_on_a_product_with_no_node_is_still_denied() -> None:

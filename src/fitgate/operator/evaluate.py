@@ -503,7 +503,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
                 gpusPerNode=r.pool.gpus_per_node,
                 verdict=r.verdict.value,
                 headroomBytes=r.plan.per_gpu.headroom_bytes if r.plan else None,
-                freeGpus=r.pool.free_gpus,
+                freeGpus=None if r.pool.prospective else r.pool.free_gpus,  # no node yet: nothing to count
                 sharing=str(r.pool.share.mechanism) if r.pool.share else None,
                 source=r.pool.source,
                 reason=str(r.reason),
