@@ -77,8 +77,8 @@ def test_gfd_product_strings_resolve(label: str, name: str, gib: float) -> None:
 
 
 def test_unknown_gpu_lists_the_choices() -> None:
-    with pytest.raises(SizingError, match=r"--gpu: 'B300' is not valid; expected a GPU from the catalog \(A10"):
-        lookup_gpu("B300", "--gpu")
+    with pytest.raises(SizingError, match=r"--gpu: 'B400' is not valid; expected a GPU from the catalog \(A10"):
+        lookup_gpu("B400", "--gpu")
 
 
 def test_custom_gpu_needs_real_memory() -> None:

@@ -228,7 +228,8 @@ def test_placement_filters_pools() -> None:
     none = evaluate(
         parse_spec({**SPEC, "placement": {"gpuProduct": "B200"}}), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100)
     )
-    assert none.verdict is Verdict.DOES_NOT_FIT and none.reason == "NoMatchingGPUPool"
+    # no B200 node: the fit on a B200 (Fits), with no node yet (docs/clusters.md), never NoMatchingGPUPool
+    assert none.verdict is Verdict.FITS and none.no_node == "no node with B200 (placement) yet"
     selected = evaluate(
         parse_spec({**SPEC, "placement": {"nodeSelector": {"pool": "a", "zone": "b"}}}),
         model("meta-llama/Llama-3.1-8B-Instruct"),
@@ -745,8 +746,10 @@ def test_status_follows_a_node_change_at_once_not_at_the_next_resync(monkeypatch
         return patch, time.monotonic() - started
 
     patch, took = asyncio.run(scenario())
-    assert took < 2 and patch["status"]["verdict"] == "DoesNotFit"
-    assert patch["status"]["reason"] == "NoMatchingGPUPool"
+    # no H100 node any more: the fit on the H100 stands, and Schedulable says no node has one (docs/clusters.md)
+    assert took < 2 and patch["status"]["verdict"] == "Fits"
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in patch["status"]["conditions"]}
+    assert conditions["Schedulable"] == ("False", "NoNodeYet")
 
 
 def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -664,7 +664,12 @@ class PoolStatus(_Status):
     sharing: str | None = Field(
         default=None, description="How the pool's cards are shared (time-slicing, MPS, HAMi, Run:ai), if they are."
     )
-    source: str | None = Field(default=None, description="Where the GPUs were read: labels, dra or labels+dra.")
+    source: str | None = Field(
+        default=None,
+        description="Where the GPUs were read: labels, dra or labels+dra; for a pool with no node yet (0 nodes) what "
+        "names its GPU: placement, NodePool/<name> (Karpenter) or MachineDeployment/<namespace>/<name> "
+        "(cluster-autoscaler).",
+    )
     reason: str | None = Field(default=None, description="The reason of the verdict on this pool.")
 
 
@@ -690,8 +695,9 @@ class Condition(_Status):
     """A Kubernetes condition."""
 
     type: str = Field(
-        description="Ready (evaluated against the current spec and GPU nodes) or Fits (the verdict: True for "
-        "Fits and, with reason Tight, for Tight)."
+        description="Ready (evaluated against the current spec and GPU nodes), Fits (the verdict: True for "
+        "Fits and, with reason Tight, for Tight) or Schedulable (False with reason NoNodeYet while no node of the "
+        "placement's GPU exists, e.g. a pool that scales from zero)."
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="One CamelCase word (Evaluated, Fits, Tight, WeightsExceedBudget, ...).")

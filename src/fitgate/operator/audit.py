@@ -31,11 +31,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fitgate.operator import kubeconfig
-from fitgate.operator.logic import ARGS_ANNOTATION, VERDICT_ANNOTATION
+from fitgate.operator.logic import ARGS_ANNOTATION, SCHEDULABLE_ANNOTATION, VERDICT_ANNOTATION, no_node_yet
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workload_observe import Audited, WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
-from fitgate.sizing import Verdict
+from fitgate.sizing import ReasonCode, Verdict
 from fitgate.workloads import Reading, read_workload
 
 logger = logging.getLogger("fitgate.audit")
@@ -57,14 +57,19 @@ AUDITED = (
 class AuditAction:
     """What to write for one workload."""
 
-    annotations: dict[str, str] | None  # the merge patch of metadata.annotations; None: nothing changed
+    annotations: dict[str, str | None] | None  # the merge patch of metadata.annotations; None: nothing changed
     event: tuple[str, str, str] | None  # (type, reason, message) when the verdict changed
 
 
 def audit_action(current: dict[str, str] | None, verdict: WorkloadVerdict) -> AuditAction:
     """The annotations to write and the Event to post for a workload's new verdict."""
     current = current or {}
-    wanted = {VERDICT_ANNOTATION: verdict.verdict.value, ARGS_ANNOTATION: verdict.recommended_args}
+    wanted: dict[str, str | None] = {
+        VERDICT_ANNOTATION: verdict.verdict.value,
+        ARGS_ANNOTATION: verdict.recommended_args,
+        # no node of its GPU yet (docs/clusters.md): NoNodeYet until one joins, then removed (a null merge patch)
+        SCHEDULABLE_ANNOTATION: ReasonCode.NO_NODE_YET.value if no_node_yet(verdict.evaluation) else None,
+    }
     changed = {k: v for k, v in wanted.items() if current.get(k) != v}
     event = None
     if current.get(VERDICT_ANNOTATION) != verdict.verdict.value:

@@ -25,6 +25,7 @@ from fitgate.operator.api import (
     ResolvedModel,
 )
 from fitgate.operator.cel import SelectorUnsupportedError
+from fitgate.operator.cloudlabels import names_a_gpu
 from fitgate.operator.dra import ClaimError
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.operator.placement import Toleration
@@ -33,6 +34,7 @@ from fitgate.operator.poolplan import (
     choose,
     placed,
     plan_on_pool,
+    prospective_pools,
     select_pools,
     share_of,
     tolerations_of,
@@ -74,6 +76,9 @@ class Evaluation:
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()  # pools of the cluster that would hold a misfit
     # (reason, note) of a verdict from facts known without the Hub while its resolution is pending or failing
     provisional: tuple[ReasonCode, str] | None = None
+    # Clusters (docs/clusters.md): why no node can take it now although the GPU is known (a pool that scales
+    # from zero): the verdict is the fit on that GPU, the Schedulable condition False with reason NoNodeYet
+    no_node: str = ""
 
 
 #: Alternatives listed in status for a deployment that does not fit.
@@ -255,7 +260,19 @@ def evaluate(
         return unknown(
             ReasonCode.CHECKPOINT_UNAVAILABLE, model_error or "the checkpoint has not been resolved yet", facts, inv
         )
-    if not inventory:
+    nodes = spec.placement.nodes_per_replica
+    dp = spec.placement.data_parallel_size
+    gpus_per_replica = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * dp
+    need = -(-gpus_per_replica // nodes)  # GPUs per node
+    no_node = ""
+    if not pools and not spec.placement.resource_claim_template_name:
+        # Fit is not availability: no node matches (yet), but the GPU may be known (docs/clusters.md)
+        tolerations = tolerations_of(spec)
+        if not inventory.left_out(spec.placement.gpu_product, spec.placement.node_selector, tolerations):
+            pools, no_node = prospective_pools(spec, inventory, need)
+            if not pools and (inventory or inventory.templates or names_a_gpu(spec.placement.node_selector)):
+                return unknown(ReasonCode.NO_NODE_YET, _no_node_unknown(spec), facts, inv)
+    if not inventory and not no_node:
         return unknown(
             ReasonCode.NO_GPU_INVENTORY,
             "no node advertises GPUs (GPU Feature Discovery or AMD labels, allocatable nvidia.com/gpu or amd.com/gpu, "
@@ -265,10 +282,6 @@ def evaluate(
         )
     serving = serving_config(spec)
     workload = workload_of(spec)
-    nodes = spec.placement.nodes_per_replica
-    dp = spec.placement.data_parallel_size
-    gpus_per_replica = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * dp
-    need = -(-gpus_per_replica // nodes)  # GPUs per node
     if claimed is not None and claimed < gpus_per_replica:
         msg = (
             f"ResourceClaimTemplate {spec.placement.resource_claim_template_name} asks for {claimed} GPU"
@@ -299,12 +312,13 @@ def evaluate(
     spec_share = share_of(spec)
     results: list[PoolResult] = []
     for pool in pools:
-        if pool.gpus_per_node < need or len(pool.nodes) < nodes:
+        if pool.gpus_per_node < need or (len(pool.nodes) < nodes and not pool.prospective):
             what = "TP x PP x DP" if dp > 1 else "TP x PP"
             per = f"{need} GPUs per node x {nodes} nodes" if nodes > 1 else f"{need} GPUs per replica ({what})"
-            results.append(
-                _short_of_gpus(pool, f"{per} but the pool has {len(pool.nodes)} nodes of {pool.gpus_per_node}")
-            )
+            has = f"the pool has {len(pool.nodes)} nodes of {pool.gpus_per_node}"
+            if pool.prospective:
+                has = f"its nodes ({pool.source}, none yet) have {pool.gpus_per_node}"
+            results.append(_short_of_gpus(pool, f"{per} but {has}"))
             continue
         share = spec_share or pool.share
         if share is not None and share.replicas and need > 1:  # N time-sliced/MPS GPUs may be N shares of one card
@@ -320,7 +334,10 @@ def evaluate(
         except SizingError as exc:
             results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
             continue
-        results.append(placed(result, spec.replicas, max(need, claimed or 0), nodes, own))
+        # a pool with no node yet is planned per GPU only: its nodes are the autoscaler's to create
+        results.append(
+            result if pool.prospective else placed(result, spec.replicas, max(need, claimed or 0), nodes, own)
+        )
     invalid = next((r for r in results if r.reason is ReasonCode.INVALID_SETTINGS), None)
     if invalid is not None:  # a setting the model cannot take, whatever the GPU
         return Evaluation(
@@ -351,6 +368,15 @@ def evaluate(
         warnings.append(f"fitgate: it does not fit on {names}; set placement.gpuProduct to keep it off those nodes")
     if best.verdict is Verdict.UNKNOWN:
         warnings.append(f"fitgate: verdict Unknown: {best.message}")
+    if no_node and best.verdict in (Verdict.FITS, Verdict.TIGHT):
+        message += f"; {no_node}: the verdict is the fit on that GPU, the pods wait for a node"
+        warnings.insert(
+            0,
+            f"fitgate: {no_node} (reason NoNodeYet): verdict {best.verdict.value} on the GPU alone; the pods wait "
+            "for a node (an autoscaler's, or one you add), and fitgate evaluates again when one joins",
+        )
+    elif no_node:  # a misfit on the GPU itself: no node is needed to know it
+        message += f"; {no_node}, and none would take it"
     notes = tuple(facts.notes) if facts else ()
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
     if with_suggestions and best.verdict is Verdict.DOES_NOT_FIT:
@@ -369,6 +395,19 @@ def evaluate(
         notes,
         chosen,
         alternatives,
+        no_node=no_node,
+    )
+
+
+def _no_node_unknown(spec: ModelDeploymentSpec) -> str:
+    """Why a placement that matches no node and names no GPU fitgate can read is Unknown."""
+    p = spec.placement
+    where = f"gpuProduct {p.gpu_product}" if p.gpu_product else "any GPU"
+    if p.node_selector:
+        where += " with nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(p.node_selector.items()))
+    return (
+        f"no node matches the placement ({where}) and neither it nor an autoscaler template (Karpenter NodePool, "
+        "cluster-autoscaler node group) names a GPU fitgate knows: the fit cannot be checked before a node joins"
     )
 
 
@@ -469,7 +508,29 @@ def conditions_of(
         Verdict.DOES_NOT_FIT: ("False", ev.reason),
     }.get(ev.verdict, ("Unknown", ev.reason))
     message = ev.message if ev.verdict is not Verdict.TIGHT else f"{ev.reason}: {ev.message}"
-    return [ready, condition(old, "Fits", fits_status, fits_reason, message, generation, now)]
+    out = [ready, condition(old, "Fits", fits_status, fits_reason, message, generation, now)]
+    schedulable = schedulable_condition(ev, generation, old, now)
+    return out if schedulable is None else [*out, schedulable]
+
+
+def schedulable_condition(
+    ev: Evaluation, generation: int, old: Iterable[Mapping[str, Any]] | None, now: str
+) -> Condition | None:
+    """``Schedulable``: False with reason NoNodeYet while no node of the placement's GPU exists (docs/clusters.md).
+
+    Written only once a deployment has been without a node: then True (reason NodesMatch) when one joins, so
+    the change shows; a deployment that always had nodes keeps the two conditions it always had.
+    """
+    if ev.no_node or ev.reason is ReasonCode.NO_NODE_YET:
+        text = ev.no_node or ev.message
+        return condition(old, "Schedulable", "False", ReasonCode.NO_NODE_YET, text, generation, now)
+    if not any(c.get("type") == "Schedulable" for c in old or ()):
+        return None
+    if ev.best is not None and not ev.best.pool.prospective:
+        nodes = len(ev.best.pool.nodes)
+        text = f"{nodes} node{'s' if nodes != 1 else ''} of {ev.best.pool.product} match the placement"
+        return condition(old, "Schedulable", "True", ReasonCode.NODES_MATCH, text, generation, now)
+    return condition(old, "Schedulable", "Unknown", ev.reason, ev.message, generation, now)
 
 
 def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -493,7 +554,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
                 gpusPerNode=r.pool.gpus_per_node,
                 verdict=r.verdict.value,
                 headroomBytes=r.plan.per_gpu.headroom_bytes if r.plan else None,
-                freeGpus=r.pool.free_gpus,
+                freeGpus=None if r.pool.prospective else r.pool.free_gpus,  # no node yet: nothing to count
                 sharing=str(r.pool.share.mechanism) if r.pool.share else None,
                 source=r.pool.source,
                 reason=str(r.reason),
@@ -556,7 +617,7 @@ def kept_conditions(old_status: Mapping[str, Any] | None) -> list[Condition]:
     return [
         Condition.model_validate(c)
         for c in (old_status or {}).get("conditions") or []
-        if isinstance(c, Mapping) and c.get("type") not in {"Ready", "Fits"}
+        if isinstance(c, Mapping) and c.get("type") not in {"Ready", "Fits", "Schedulable"}
     ]
 
 

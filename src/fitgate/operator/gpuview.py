@@ -16,6 +16,7 @@ from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.dra import NVIDIA_DRIVER, ClaimError, Device, DraState, device_gpu
 from fitgate.operator.inventory import GpuPool, Inventory, NodeGPUs, PodGpus
 from fitgate.operator.placement import Taint, Toleration
+from fitgate.operator.prospects import NodeTemplate
 from fitgate.operator.sharing import node_share
 
 
@@ -129,11 +130,12 @@ def build_inventory(
     dra: DraState | None = None,
     pods: Mapping[tuple[str, str], PodGpus] | None = None,
     cache: DraCache | None = None,
+    templates: Iterable[NodeTemplate] = (),
 ) -> Inventory:
-    """The inventory admission and reconcile read."""
+    """The inventory admission and reconcile read (``templates``: the nodes autoscalers may add)."""
     state = dra or DraState()
     pod_map = pods or {}
-    return Inventory(merge(label_gpus, metas, state, pod_usage(pod_map.values()), cache), state, pod_map)
+    return Inventory(merge(label_gpus, metas, state, pod_usage(pod_map.values()), cache), state, pod_map, templates)
 
 
 def select_claim(

@@ -10,6 +10,9 @@ raises: the node is kept with what could be read and a note, or skipped when no 
   ``nvidia.com/mig-<profile>.memory`` labels).
 * AMD (GPU Operator node labeller): ``amd.com/gpu.product-name``, ``amd.com/gpu.vram`` (e.g. ``64G``),
   allocatable ``amd.com/gpu``.
+* Without those product labels, the cloud's (:mod:`fitgate.operator.cloudlabels`): the GKE accelerator,
+  Karpenter's / EKS Auto Mode's GPU name, the instance type (AWS, GCP, Azure), Intel's product label; the
+  GPUs counted from the allocatable extended resource.
 
 Device memory comes from the GPU catalog by product (what CUDA reports); unknown products fall back
 to the memory label minus the ~470 MiB the driver keeps (measured on H100: 81559 MiB by nvidia-smi,
@@ -26,8 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fitgate.operator.cloudlabels import GFD_PRODUCT, gpu_from_labels
 from fitgate.operator.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.placement import Taint, Toleration, blocking_taint, node_taints
+from fitgate.operator.prospects import NodeTemplate
 from fitgate.operator.sharing import Share, node_share
 from fitgate.sizing.gpus import GpuModel, find_gpu
 from fitgate.sizing.units import GiB, MiB
@@ -52,6 +57,7 @@ class NodeGPUs:
     unschedulable: bool = False  # cordoned
     share: Share | None = None  # time-slicing / MPS from the node's labels
     used: int = 0  # GPUs of this kind that running pods or allocated ResourceClaims already hold
+    device_resource: str = ""  # cloud labels (operator/cloudlabels.py): the extended resource that counted them
 
     @property
     def pool_key(self) -> str:
@@ -67,6 +73,8 @@ class NodeGPUs:
     @property
     def resource(self) -> str:
         """The extended resource a pod asks for to get one of these GPUs."""
+        if self.device_resource:
+            return self.device_resource
         if self.vendor == "amd":
             return "amd.com/gpu"
         if self.mig_profile and not self.labels.get("nvidia.com/gpu.product", "").endswith(f"-MIG-{self.mig_profile}"):
@@ -88,6 +96,7 @@ class GpuPool:
     free_by_node: tuple[tuple[str, int], ...] = ()  # (node, GPUs not yet held by pods or claims)
     share: Share | None = None
     source: str = "labels"
+    prospective: bool = False  # no node yet: the GPU a placement or an autoscaler template names (prospects.py)
 
     @property
     def free_gpus(self) -> int:
@@ -169,11 +178,28 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
         gpu, notes = _gpu_for(amd_product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
         if gpu is not None and count:
             found.append(NodeGPUs(name, labels, amd_product, gpu, count, "amd", None, notes))
+    if not product and not amd_product:  # no device-plugin product label: the cloud's (GKE, Karpenter, instance type)
+        found.extend(_cloud_gpus(name, labels, allocatable))
     taints, cordoned = node_taints(node)
     share = node_share(labels)
     return [
         replace(g, taints=taints, unschedulable=cordoned, share=share if g.vendor == "nvidia" else None) for g in found
     ]
+
+
+def _cloud_gpus(name: str, labels: Mapping[str, str], allocatable: Mapping[str, Any]) -> list[NodeGPUs]:
+    """A node's GPUs named by its cloud's labels (:mod:`fitgate.operator.cloudlabels`), counted by its allocatable."""
+    got, _ = gpu_from_labels(labels)
+    if got is None:
+        return []
+    for resource in got.resources:
+        count = _int(allocatable.get(resource))
+        if count:
+            why = f"{got.product} read from the {got.scheme} labels (no {GFD_PRODUCT} label)"
+            return [
+                NodeGPUs(name, labels, got.product, got.gpu, count, got.vendor, notes=(why,), device_resource=resource)
+            ]
+    return []
 
 
 def unlabeled_gpus(node: Mapping[str, Any]) -> str | None:
@@ -185,12 +211,16 @@ def unlabeled_gpus(node: Mapping[str, Any]) -> str | None:
     for resource, label, source in (
         ("nvidia.com/gpu", "nvidia.com/gpu.product", "GPU Feature Discovery"),
         ("amd.com/gpu", "amd.com/gpu.product-name", "the AMD GPU Operator's labeller"),
+        ("gpu.intel.com/i915", "gpu.intel.com/product", "the Intel GPU plugin's NFD rules"),
+        ("gpu.intel.com/xe", "gpu.intel.com/product", "the Intel GPU plugin's NFD rules"),
     ):
         count = _int(allocatable.get(resource))
         if count and not labels.get(label):
+            _, note = gpu_from_labels(labels)
             return (
                 f"node {meta.get('name', '?')} offers {count} {resource} but has no {label} label "
-                f"(is {source} running?): fitgate cannot tell which GPU it is and leaves it out"
+                f"(is {source} running?) and no cloud label fitgate knows (GKE accelerator, Karpenter GPU name, "
+                f"instance type){f': {note}' if note else ''}: fitgate cannot tell which GPU it is and leaves it out"
             )
     return None
 
@@ -287,10 +317,13 @@ class Inventory:
         gpus: Iterable[NodeGPUs],
         dra: DraState | None = None,
         pods: Mapping[tuple[str, str], PodGpus] | None = None,
+        templates: Iterable[NodeTemplate] = (),
     ) -> None:
         self.gpus = tuple(gpus)
         self.dra = dra or DraState()
         self.pods = pods or {}
+        #: Karpenter NodePools and cluster-autoscaler node groups: the nodes that may join (prospects.py)
+        self.templates = tuple(templates)
         self._cache: dict[SelectKey, tuple[list[GpuPool], str, tuple[str, ...]]] = {}
         #: select_claim's answers (:mod:`fitgate.operator.gpuview`): matching 40,000 devices once per snapshot
         self.claim_cache: dict[tuple[str, str, SelectKey], Any] = {}

@@ -30,6 +30,13 @@ DENIED_MISFIT = 403  # the policy refuses a deployment that does not fit (Forbid
 
 VERDICT_ANNOTATION = "fitgate.io/verdict"
 ARGS_ANNOTATION = "fitgate.io/recommended-args"
+#: On an audited workload while no node of its GPU exists (docs/clusters.md): ``NoNodeYet``, removed when one joins.
+SCHEDULABLE_ANNOTATION = "fitgate.io/schedulable"
+
+
+def no_node_yet(ev: Evaluation) -> bool:
+    """Whether no node of the placement's GPU exists yet (a fit verdict on the GPU alone, or Unknown for it)."""
+    return bool(ev.no_node) or ev.reason is ReasonCode.NO_NODE_YET
 
 
 @dataclass(frozen=True)
@@ -389,4 +396,5 @@ def decide(
         if policy == "Allow":
             return AdmissionOutcome(True, ev.message, (), "allowed")
         return AdmissionOutcome(True, ev.message, tuple(warnings), "warned")
-    return AdmissionOutcome(True, ev.message, tuple(warnings), "warned" if ev.verdict is Verdict.TIGHT else "allowed")
+    warned = ev.verdict is Verdict.TIGHT or bool(ev.no_node)  # no node of its GPU yet: admitted with the warning
+    return AdmissionOutcome(True, ev.message, tuple(warnings), "warned" if warned else "allowed")

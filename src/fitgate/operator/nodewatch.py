@@ -77,7 +77,9 @@ class NodeWatch(ListWatch):
                 else:
                     state = self.sources.state()
                     metas = {n: self._meta[n] for n in state.devices if n in self._meta}
-                    inventory = build_inventory(self._gpus, metas, state, self.sources.pod_map(), self._dra_cache)
+                    inventory = build_inventory(
+                        self._gpus, metas, state, self.sources.pod_map(), self._dra_cache, self.sources.node_templates()
+                    )
                 self._inventory = (version, inventory)
             return self._inventory[1]
 

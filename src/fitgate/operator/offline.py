@@ -16,6 +16,7 @@ import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.operator.api import GROUP, KIND, SpecError, parse_spec
+from fitgate.operator.cloudlabels import gpu_from_labels
 from fitgate.operator.evaluate import evaluate, unknown
 from fitgate.operator.inventory import NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, decide
@@ -149,11 +150,18 @@ def check_workload(
     if reading.invalid is not None:
         return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
     product = gpu_name or next((reading.node_selector[k] for k in _PRODUCT_LABELS if k in reading.node_selector), None)
+    if not product:  # a cloud's GPU label: GKE accelerator, Karpenter GPU name, instance type (docs/clusters.md)
+        named, _ = gpu_from_labels(reading.node_selector)
+        if named is not None:
+            product, gpus_per_node = named.product, named.count or gpus_per_node
     gpu = find_gpu(product) if product else None
     model = facts = None
     if reading.unknown is None and reading.gpu_shortfall() is None:
         if not product:
-            msg = "no GPU to check against: pass --gpu or select nodes by nvidia.com/gpu.product"
+            msg = (
+                "no GPU to check against: pass --gpu or select nodes by nvidia.com/gpu.product (or a GKE "
+                "accelerator, Karpenter GPU name or instance type label)"
+            )
             return CheckResult(source, name, "Unknown", msg, kind=reading.kind)
         if gpu is None:
             msg = f"GPU {product!r} is not in the catalog (see `fitgate gpus`)"

@@ -15,6 +15,7 @@ from fitgate.operator.api import ModelDeploymentSpec
 from fitgate.operator.gpuview import select_claim
 from fitgate.operator.inventory import GpuPool, Inventory
 from fitgate.operator.placement import Toleration, replicas_placed
+from fitgate.operator.prospects import prospects
 from fitgate.operator.sharing import Mechanism, Share, check_share
 from fitgate.sizing import ModelInput, Plan, ReasonCode, ServingConfig, SizingError, Verdict, Workload, plan
 from fitgate.sizing.cost import GpuPrices
@@ -73,6 +74,33 @@ def select_pools(
         return pools, inv, count
     pools, inv = inventory.select(p.gpu_product, p.node_selector, tolerations_of(spec))
     return pools, inv, None
+
+
+def prospective_pools(spec: ModelDeploymentSpec, inventory: Inventory, need: int) -> tuple[list[GpuPool], str]:
+    """Pools of nodes that do not exist yet, for a placement no node matches, and why there is none.
+
+    From the autoscaler templates of the inventory or the placement itself (:mod:`fitgate.operator.prospects`);
+    a pool's GPUs per node are the template's or instance type's, else the ``need`` of one replica (said in
+    its notes). Empty: the placement names no GPU fitgate can read.
+    """
+    p = spec.placement
+    found = prospects(p.gpu_product, p.node_selector, tolerations_of(spec), inventory.templates)
+    pools = []
+    for pr in found:
+        count = pr.count
+        notes: tuple[str, ...] = ()
+        if count is None:
+            count = need
+            notes = (
+                f"{pr.gpu.product}: GPUs per node not known before a node joins; taken as the {need} one replica needs",
+            )
+        pools.append(
+            GpuPool(pr.gpu.product, pr.gpu.gpu, (), count, pr.gpu.vendor, None, notes, (), None, pr.source, True)
+        )
+    if not pools:
+        return [], ""
+    names = ", ".join(sorted({f"{pool.product} ({pool.source})" for pool in pools}))
+    return pools, f"no node with {names} yet"
 
 
 def plan_on_pool(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import kopf
 
-from fitgate.operator.resourcewatch import DRA_GROUP, DRA_KINDS
+from fitgate.operator.resourcewatch import DRA_GROUP, DRA_KINDS, TEMPLATE_KINDS
 
 
 @dataclass(frozen=True, order=True)
@@ -65,6 +65,9 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
     verbs.setdefault(("", "pods"), set()).add("watch")
     for plural, _namespaced in DRA_KINDS:
         verbs.setdefault((DRA_GROUP, plural), set()).update({"list", "watch"})
+    # The autoscaler templates (operator/prospects.py): Karpenter NodePools, Cluster API MachineDeployments.
+    for group, _version, plural in TEMPLATE_KINDS:
+        verbs.setdefault((group, plural), set()).update({"list", "watch"})
     verbs.setdefault(("", "pods/log"), set()).add("get")
     verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
     if namespaced:

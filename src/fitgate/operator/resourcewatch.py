@@ -33,6 +33,7 @@ from fitgate.operator.dra import (
 from fitgate.operator.inventory import PodGpus
 from fitgate.operator.listwatch import ListWatch
 from fitgate.operator.placement import gpu_resources, holds_gpus
+from fitgate.operator.prospects import NodeTemplate, parse_machine_group, parse_nodeclaim, parse_nodepool
 
 logger = logging.getLogger("fitgate.resourcewatch")
 
@@ -43,6 +44,14 @@ DRA_KINDS = (
     ("deviceclasses", False),
     ("resourceclaimtemplates", True),
     ("resourceclaims", True),
+)
+#: The autoscaler templates (nodes that may join: operator/prospects.py), (group, version, plural); each optional
+#: like the DRA kinds. Cluster API serves v1beta2 since 1.11 and v1beta1 before: both are read, one object once.
+TEMPLATE_KINDS = (
+    ("karpenter.sh", "v1", "nodepools"),
+    ("karpenter.sh", "v1", "nodeclaims"),
+    ("cluster.x-k8s.io", "v1beta2", "machinedeployments"),
+    ("cluster.x-k8s.io", "v1beta1", "machinedeployments"),
 )
 
 
@@ -210,10 +219,44 @@ class Sources:
         )
         self._state: tuple[int, DraState] | None = None
 
+        def template_lister(group: str, version: str, plural: str) -> Callable[[Any], Callable[..., Any]]:
+            def of(api: Any) -> Callable[..., Any]:
+                def call(**kwargs: Any) -> Any:
+                    return api.list_cluster_custom_object(group, version, plural, **kwargs)
+
+                return call
+
+            return of
+
+        parse_template_of = {
+            "nodepools": parse_nodepool,
+            "nodeclaims": parse_nodeclaim,
+            "machinedeployments": parse_machine_group,
+        }
+        #: Karpenter NodePools and cluster-autoscaler node groups (operator/prospects.py)
+        self.templates = [
+            ResourceWatch(
+                f"{plural}.{group}/{version}",
+                template_lister(group, version, plural),
+                parse_template_of[plural],
+                custom,
+                relist_s,
+            )
+            for group, version, plural in TEMPLATE_KINDS
+        ]
+
     @property
     def watches(self) -> list[ResourceWatch]:
         """Every watch."""
-        return [*self.dra.values(), self.pods]
+        return [*self.dra.values(), self.pods, *self.templates]
+
+    def node_templates(self) -> tuple[NodeTemplate, ...]:
+        """The autoscaler templates, one per object (Cluster API's two versions of one object are one)."""
+        merged: dict[tuple[str, str], NodeTemplate] = {}
+        for watch in self.templates:
+            for key, template in watch.snapshot().items():
+                merged.setdefault((template.kind, key), template)
+        return tuple(merged[k] for k in sorted(merged))
 
     @property
     def version(self) -> int:

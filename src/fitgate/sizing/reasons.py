@@ -50,3 +50,7 @@ class ReasonCode(StrEnum):
     RESOURCE_CLAIM_UNKNOWN = "ResourceClaimUnknown"
     DEVICE_SELECTOR_UNKNOWN = "DeviceSelectorUnknown"
     WORKLOAD_SETTINGS_UNKNOWN = "WorkloadSettingsUnknown"
+    # Clusters (docs/clusters.md): no node of the placement's GPU exists yet (a pool that scales from zero); the
+    # Schedulable condition's reasons
+    NO_NODE_YET = "NoNodeYet"
+    NODES_MATCH = "NodesMatch"

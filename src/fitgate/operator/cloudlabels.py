@@ -1,0 +1,138 @@
+"""Which GPU a set of node labels names, in every scheme clusters carry (pure).
+
+One reader for Node labels, a pod's nodeSelector and an autoscaler template's labels, so a GPU is
+the same whichever of them names it:
+
+* NVIDIA GPU Feature Discovery: ``nvidia.com/gpu.product`` (``-SHARED`` suffix dropped), ``nvidia.com/gpu.count``
+  (k8s-device-plugin docs/gpu-feature-discovery/README.md);
+* AMD GPU Operator node labeller: ``amd.com/gpu.product-name`` (ROCm/gpu-operator docs/device_plugin);
+* Intel GPU plugin NFD rules: ``gpu.intel.com/product`` (``Max_1550``) and ``gpu.intel.com/device.count``
+  (intel/intel-device-plugins-for-kubernetes cmd/gpu_plugin/labels.md);
+* GKE: ``cloud.google.com/gke-accelerator`` (``nvidia-h100-80gb``) and, on Autopilot,
+  ``cloud.google.com/gke-accelerator-count`` (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus);
+* Karpenter on AWS / EKS Auto Mode: ``karpenter.k8s.aws/instance-gpu-name`` (``h100``), ``-gpu-count``,
+  ``-gpu-memory`` (MiB), and the ``eks.amazonaws.com/`` twins
+  (aws/karpenter-provider-aws website/content/en/docs/reference/instance-types.md);
+* the instance type, ``node.kubernetes.io/instance-type`` (``p5.48xlarge``, ``a3-highgpu-8g``,
+  ``Standard_ND96isr_H100_v5``): AWS, GCP, Azure and KAITO's gpu-provisioner nodes
+  (:mod:`fitgate.sizing.instances`).
+
+The first scheme that names a GPU wins, in that order (the device plugin's own labels before the cloud's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_gpu
+
+GFD_PRODUCT = "nvidia.com/gpu.product"
+AMD_PRODUCT = "amd.com/gpu.product-name"
+INTEL_PRODUCT = "gpu.intel.com/product"
+GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+GKE_COUNT = "cloud.google.com/gke-accelerator-count"
+KARPENTER_PREFIXES = ("karpenter.k8s.aws/", "eks.amazonaws.com/")
+INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+#: The extended resource each vendor's device plugin advertises (Intel: i915 or xe, the kernel driver's).
+VENDOR_RESOURCES = {
+    "nvidia": ("nvidia.com/gpu",),
+    "amd": ("amd.com/gpu",),
+    "intel": ("gpu.intel.com/i915", "gpu.intel.com/xe"),
+}
+
+#: Label keys that name a GPU product or the instance that carries it: a nodeSelector on one of them
+#: selects a GPU, so no node with it means "no such node yet", never "any GPU".
+GPU_KEYS = (
+    GFD_PRODUCT,
+    AMD_PRODUCT,
+    INTEL_PRODUCT,
+    GKE_ACCELERATOR,
+    *(f"{p}instance-gpu-name" for p in KARPENTER_PREFIXES),
+    *INSTANCE_TYPE_KEYS,
+)
+
+
+@dataclass(frozen=True)
+class LabelGpu:
+    """The GPU some labels name, and how many per node when they say."""
+
+    product: str  # as the pool shows it: GFD/AMD/Intel's own product string, else the catalog name
+    gpu: GpuModel
+    count: int | None
+    vendor: str
+    scheme: str  # gfd, amd, intel, gke, karpenter, instance-type
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The extended resources a pod asks for to get these GPUs."""
+        return VENDOR_RESOURCES.get(self.vendor, ("nvidia.com/gpu",))
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or len(text) > 9:
+        return None
+    return int(text)
+
+
+def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | None]:
+    """The GPU ``labels`` name, and a note when a GPU label is there but names nothing fitgate knows."""
+    product = labels.get(GFD_PRODUCT)
+    if product:
+        product = re.sub(r"-SHARED$", "", product)
+        gpu = find_gpu(product)
+        if gpu is not None and "-MIG-" not in product:
+            return LabelGpu(product, gpu, _int(labels.get("nvidia.com/gpu.count")), "nvidia", "gfd"), None
+        return None, f"{GFD_PRODUCT}={product} is not in the GPU catalog"
+    for key, vendor, count_key in (
+        (AMD_PRODUCT, "amd", None),
+        (INTEL_PRODUCT, "intel", "gpu.intel.com/device.count"),
+    ):
+        product = labels.get(key)
+        if product:
+            gpu = find_gpu(product)
+            if gpu is None:
+                return None, f"{key}={product} is not in the GPU catalog"
+            return LabelGpu(product, gpu, _int(labels.get(count_key)) if count_key else None, vendor, vendor), None
+    accel = labels.get(GKE_ACCELERATOR)
+    if accel:
+        gpu = gke_accelerator(accel)
+        if gpu is None:
+            return None, f"{GKE_ACCELERATOR}={accel} is not in fitgate's table of GKE accelerators"
+        count = _int(labels.get(GKE_COUNT)) or _count_of_instance(labels)
+        return LabelGpu(gpu.name, gpu, count, gpu.vendor, "gke"), None
+    for prefix in KARPENTER_PREFIXES:
+        name = labels.get(f"{prefix}instance-gpu-name")
+        if name:
+            gpu = karpenter_gpu(name, _int(labels.get(f"{prefix}instance-gpu-memory")))
+            if gpu is None:
+                return None, f"{prefix}instance-gpu-name={name} is not in fitgate's table of Karpenter GPU names"
+            count = _int(labels.get(f"{prefix}instance-gpu-count")) or _count_of_instance(labels)
+            return LabelGpu(gpu.name, gpu, count, gpu.vendor, "karpenter"), None
+    for key in INSTANCE_TYPE_KEYS:
+        itype = labels.get(key)
+        if itype:
+            found = instance_gpus(itype)
+            if found is not None:
+                return LabelGpu(found.gpu.name, found.gpu, found.count, found.gpu.vendor, "instance-type"), None
+            return None, None  # most instance types have no GPU: nothing to say
+    return None, None
+
+
+def _count_of_instance(labels: Mapping[str, str]) -> int | None:
+    for key in INSTANCE_TYPE_KEYS:
+        found = instance_gpus(labels.get(key) or "")
+        if found is not None:
+            return found.count
+    return None
+
+
+def names_a_gpu(selector: Mapping[str, str]) -> bool:
+    """Whether a nodeSelector selects by a GPU label (product, accelerator, GPU name or instance type)."""
+    return any(key in selector for key in GPU_KEYS)

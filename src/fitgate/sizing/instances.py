@@ -1,0 +1,85 @@
+"""How clouds and autoscalers name GPUs: instance types, GKE accelerators, Karpenter GPU names.
+
+``data/cloud_gpus.json`` is the one registry (a cited source per row); this module only looks it up.
+Every answer is a GPU catalog entry (:mod:`fitgate.sizing.gpus`), so a GKE node labelled
+``nvidia-h100-80gb``, a ``p5.48xlarge`` and a GFD ``NVIDIA-H100-80GB-HBM3`` are the same H100.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from fitgate.sizing.gpus import GpuModel, find_gpu
+
+
+@dataclass(frozen=True)
+class InstanceGpus:
+    """The GPUs of one cloud instance type."""
+
+    instance_type: str
+    cloud: str
+    gpu: GpuModel
+    count: int
+    source: str
+
+
+@dataclass(frozen=True)
+class _Registry:
+    instances: dict[str, InstanceGpus]
+    gke: dict[str, GpuModel]
+    karpenter: dict[str, tuple[tuple[int, GpuModel], ...]]
+
+
+def _gpu(name: str) -> GpuModel:
+    gpu = find_gpu(name)
+    if gpu is None:  # a data error: the registry names a GPU the catalog lacks (tests/test_cloud_labels.py)
+        raise KeyError(f"cloud_gpus.json names {name!r}, which is not in gpus.json")
+    return gpu
+
+
+@lru_cache(maxsize=1)
+def _registry() -> _Registry:
+    raw = json.loads(resources.files("fitgate.sizing").joinpath("data/cloud_gpus.json").read_text())
+    instances = {
+        row["name"].lower(): InstanceGpus(row["name"], row["cloud"], _gpu(row["gpu"]), int(row["count"]), row["source"])
+        for row in raw["instance_types"]
+    }
+    gke = {row["value"].lower(): _gpu(row["gpu"]) for row in raw["gke_accelerators"]}
+    karpenter: dict[str, list[tuple[int, GpuModel]]] = {}
+    for row in raw["karpenter_gpu_names"]:
+        karpenter.setdefault(row["name"].lower(), []).append((int(row["memory_mib"]), _gpu(row["gpu"])))
+    return _Registry(instances, gke, {k: tuple(sorted(v, key=lambda mg: mg[0])) for k, v in karpenter.items()})
+
+
+def instance_gpus(instance_type: str) -> InstanceGpus | None:
+    """The GPUs of an instance type (``p5.48xlarge``, ``a3-highgpu-8g``, ``Standard_ND96isr_H100_v5``), or None."""
+    return _registry().instances.get(instance_type.strip().lower())
+
+
+def instance_types() -> tuple[InstanceGpus, ...]:
+    """Every instance type of the registry."""
+    return tuple(_registry().instances.values())
+
+
+def gke_accelerator(value: str) -> GpuModel | None:
+    """The GPU of a ``cloud.google.com/gke-accelerator`` value (``nvidia-h100-80gb``), or None."""
+    return _registry().gke.get(value.strip().lower())
+
+
+def karpenter_gpu(name: str, memory_mib: int | None = None) -> GpuModel | None:
+    """The GPU of a ``karpenter.k8s.aws/instance-gpu-name`` (``h100``) and, where it is ambiguous, its memory label.
+
+    ``a100`` is the 40 GB or the 80 GB card: the ``instance-gpu-memory`` label (MiB) says which; without it an
+    ambiguous name is None (unknown, never a guess).
+    """
+    rows = _registry().karpenter.get(name.strip().lower())
+    if not rows:
+        return None
+    if len({gpu.name for _, gpu in rows}) == 1:
+        return rows[0][1]
+    if memory_mib is None:
+        return None
+    return min(rows, key=lambda mg: abs(mg[0] - memory_mib))[1]
