@@ -384,9 +384,11 @@ def test_bad_gpu_limit_is_invalid() -> None:
     assert "resources.limits.nvidia.com/gpu: expected a whole number of GPUs (got 'two')" in r.invalid
 
 
-def test_unmodelled_release_is_invalid() -> None:
+def test_unmodelled_release_is_sized_as_the_newest_with_a_warning() -> None:
+    # never Invalid for the release alone: sized with the newest modelled accounting, and said so
     r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.40.0", "args": ["--model", "m"]}))
-    assert r is not None and r.invalid is not None and "0.40.0" in r.invalid
+    assert r is not None and r.invalid is None and r.vllm_version is None and r.model == "m"
+    assert any("vLLM 0.40.0" in w and "newest modelled release" in w for w in r.warnings)
 
 
 def test_fingerprint_ignores_replicas_and_labels() -> None:

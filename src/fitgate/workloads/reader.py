@@ -362,13 +362,13 @@ def _reading(
         name=str(meta.get("name") or "?"),
         container=cname,
         how=found.engine.how,
-        model=None,
+        model=model or found.engine.flags.get("--model") or found.engine.model,  # named even when unreadable
     )
     try:
         flags, unknown, more, ref, origins = read_container(found, configmaps)
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
-        version, version_note = release_of_image(str(container.get("image") or ""))
+        version, version_note = release_of_image(str(container.get("image") or ""), found.env)
         resource, per_pod = gpu_limit_of(container)
         selector, placement_notes = placement_of(found.pod)
         hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
@@ -429,6 +429,7 @@ def _reading(
             gpu_share=hami,
             unknown=unknown,
             notes=all_notes,
+            warnings=(version_note,) if version_note else (),
             args=flags,
             config_map=ref,
             origins=origins,

@@ -39,6 +39,8 @@ class Reading:
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
+    #: Notes said at admission even when the workload fits (the vLLM release was not read or is not modelled)
+    warnings: tuple[str, ...] = ()
     args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
     #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
     config_map: tuple[str, str] | None = None
