@@ -33,18 +33,10 @@ from fitgate.operator.workload_observe import WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
 from fitgate.settings import OperatorConfig
 from fitgate.workloads import Reading, read_workload
+from fitgate.workloads.kinds import admitted_kinds
 
-#: The kinds the webhook is registered for: (group, version, plural).
-WORKLOAD_RESOURCES = (
-    ("apps", "v1", "deployments"),
-    ("apps", "v1", "statefulsets"),
-    ("apps", "v1", "replicasets"),
-    ("batch", "v1", "jobs"),
-    ("", "v1", "pods"),
-    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-    ("serving.kserve.io", "v1beta1", "inferenceservices"),
-    ("serving.kserve.io", "v1alpha1", "llminferenceservices"),
-)
+#: The kinds the webhook is registered for: (group, version, plural), every served version, from the registry.
+WORKLOAD_RESOURCES = tuple((k.group, v, k.plural) for k in admitted_kinds() for v in k.versions)
 
 
 class ReadingCache:
