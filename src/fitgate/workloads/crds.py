@@ -269,7 +269,7 @@ def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[st
             continue
         worker_meta = {**meta, "name": f"{meta.get('name') or '?'}/{name}"}
         _, per_pod = gpu_limit_of(found.container)
-        notes = (f"Dynamo {role or 'worker'} worker {name} (python3 -m dynamo.vllm: vLLM's engine args)",)
+        notes = (f"Dynamo {role + ' ' if role else ''}worker {name} (python3 -m dynamo.vllm: vLLM's engine args)",)
         out.append(
             _reading(
                 "DynamoGraphDeployment",
