@@ -43,6 +43,8 @@ RUNTIME = str(MANIFESTS / "kserve-vllmserver-runtime.yaml")
         ("production-stack-vllmruntime.yaml", [("VLLMRuntime", "Fits")]),
         # KServe: the ClusterServingRuntime merged into the InferenceService whose PVC the annotation names
         ("kserve-isvc-vllm-pvc.yaml", [("InferenceService", "Fits")]),
+        # llm-d's prefill/decode DisaggregatedSet: one result per role, decode first; Qwen3-32B at TP 2 on H100s
+        ("llm-d-disaggregatedset.yaml", [("DisaggregatedSet", "Fits"), ("DisaggregatedSet", "Fits")]),
         # the LMCache image (an LMCache release, not vLLM 0.3.7): sized as the newest modelled release
         ("lmcache-deployment.yaml", [("Deployment", "Fits")]),
     ],

@@ -22,7 +22,7 @@ from fitgate.operator.logic import DENIED_INVALID, decide
 from fitgate.operator.workloads import evaluate_reading, finish
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
 from fitgate.workloads import Reading, configmaps_of, read_workload
-from fitgate.workloads.crds import read_dynamo_workers
+from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
 
 #: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
@@ -128,9 +128,11 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
         if result is not None:
             results.append(result)
             continue
-        if isinstance(doc, dict) and doc.get("kind") == "DynamoGraphDeployment":
-            workers = [check_reading(source, r, gpu_name, gpus_per_node) for r in read_dynamo_workers(doc, configmaps)]
-            results.extend(workers or [skipped(source, doc, "no worker runs python3 -m dynamo.vllm")])
+        if isinstance(doc, dict) and doc.get("kind") in PARTS_READERS:  # one result per worker / role
+            parts = PARTS_READERS[str(doc["kind"])](doc, configmaps)
+            results.extend(check_reading(source, r, gpu_name, gpus_per_node) for r in parts)
+            if not parts:
+                results.append(skipped(source, doc, "none of its workers or roles runs a vLLM server"))
             continue
         result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes)
         results.append(result if result is not None else skipped(source, doc))

@@ -21,6 +21,7 @@ from fitgate.workloads.reader import (
     _blank,
     _find_vllm,
     _finish,
+    _leader_worker_set,
     _reading,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
@@ -349,10 +350,54 @@ def read_vllm_runtime(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str,
     return _reading("VLLMRuntime", meta, found, configmaps, pod_annotations=annotations)
 
 
+# ---------------------------------------------------------------------------------------------
+# DisaggregatedSet (kubernetes-sigs/lws; llm-d's prefill/decode recipe)
+
+
+def read_disaggregated_roles(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per role of a DisaggregatedSet, decode first, each read as the LeaderWorkerSet it creates.
+
+    ``spec.roles[].spec.leaderWorkerTemplate`` (llm-d/llm-d guides/recipes/modelserver/base/single-host/
+    pd-disaggregatedset/base/disaggregatedset.yaml @b266d244): the controller creates one LeaderWorkerSet per role.
+    """
+    meta = as_dict(obj.get("metadata"))
+    roles = [as_dict(r) for r in as_list(at_path(obj, "spec.roles"))[:16]]
+    roles.sort(key=lambda r: {"decode": 0, "prefill": 1}.get(str(r.get("name")), 2))
+    out: list[Reading] = []
+    for role in roles:
+        lws = {
+            "kind": "LeaderWorkerSet",
+            "metadata": {**meta, "name": f"{meta.get('name') or '?'}/{role.get('name') or '?'}"},
+            "spec": as_dict(role.get("spec")),
+        }
+        reading = _leader_worker_set(lws, configmaps)
+        if reading is not None:
+            out.append(_finish(reading, kind="DisaggregatedSet"))
+    return out
+
+
+def read_disaggregated_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The decode role of a DisaggregatedSet (else its first); ``fitgate check`` reads every role."""
+    roles = read_disaggregated_roles(obj, configmaps)
+    if not roles:
+        return None
+    if len(roles) > 1:
+        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in roles[1:])
+        return _finish(roles[0], notes=(*roles[0].notes, f"also roles {others}: `fitgate check` sizes each"))
+    return roles[0]
+
+
+#: Kinds of several vLLM servers (one per worker or role): kind -> the readings of all of them.
+PARTS_READERS: dict[str, Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], list[Reading]]] = {
+    "DynamoGraphDeployment": read_dynamo_workers,
+    "DisaggregatedSet": read_disaggregated_roles,
+}
+
 #: Kind -> reader, for the CRD kinds of :data:`fitgate.workloads.kinds.KINDS` read here.
 CRD_READERS: dict[str, Reader] = {
     "Workspace": read_kaito_workspace,
     "InferenceSet": read_kaito_inference_set,
     "DynamoGraphDeployment": read_dynamo,
     "VLLMRuntime": read_vllm_runtime,
+    "DisaggregatedSet": read_disaggregated_set,
 }

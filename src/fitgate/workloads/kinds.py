@@ -15,6 +15,8 @@ CRD groups, versions and plurals, from each project's CRD:
   (@056b8280b1a8debf644bc6f4399e913a1f9c7e70): served v1alpha1 and v1beta1, v1beta1 stored.
 * NVIDIA Dynamo: ``nvidia.com`` DynamoGraphDeployment v1alpha1 (ai-dynamo/dynamo
   examples/backends/vllm/deploy/disagg.yaml @7893f268) and v1beta1 (deploy/v1beta1/agg.yaml @4d0c5ed6).
+* DisaggregatedSet: kubernetes-sigs/lws (``disaggregatedsets.disaggregatedset.x-k8s.io``, v1; v1alpha1 before),
+  the prefill/decode recipe of llm-d/llm-d guides/recipes/modelserver/base/single-host/pd-disaggregatedset.
 * vLLM production-stack: operator/config/crd/bases/production-stack.vllm.ai_vllmruntimes.yaml
   (vllm-project/production-stack @a6c01db05f65f556235413ba8dbcfb0c01132fff), v1alpha1.
 """
@@ -66,6 +68,9 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind("InferenceSet", "kaito.sh", ("v1beta1", "v1alpha1"), "inferencesets", project="KAITO"),
     WorkloadKind(
         "DynamoGraphDeployment", "nvidia.com", ("v1alpha1", "v1beta1"), "dynamographdeployments", project="Dynamo"
+    ),
+    WorkloadKind(
+        "DisaggregatedSet", "disaggregatedset.x-k8s.io", ("v1", "v1alpha1"), "disaggregatedsets", project="LWS / llm-d"
     ),
     WorkloadKind(
         "VLLMRuntime", "production-stack.vllm.ai", ("v1alpha1",), "vllmruntimes", project="vLLM production-stack"

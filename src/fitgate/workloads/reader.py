@@ -397,6 +397,11 @@ def _reading(
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
         more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
         location = name if name is not None and ("://" in name or name.startswith("/")) else None
+        served = flags.get("--served-model-name", "").split(" ")[0]
+        if location is not None and _ANNOTATED.match(served):  # a hint only: a served name is whatever one chose
+            more.append(
+                f"model {location} is served as {served}: if it holds that, annotate {MODEL_ANNOTATION}: {served}"
+            )
         if (
             name is not None and "://" in name and unknown is None
         ):  # s3://, gs://, pvc://: not a directory fitgate reads
