@@ -386,3 +386,52 @@ def _dra_claim_deployments(kube: Kube, namespace: str) -> None:
     assert "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb" in denied.stderr, denied.stderr  # 8B bf16 on a 9.5 GiB MIG device
     apply(kube, ns, deployment("on-h100", "h100"))
     wait_annotated(kube, ns, "deployment", "on-h100", "Fits")
+
+
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        (
+            "lmcache/vllm-openai:v0.3.7",
+            "names an LMCache release or build, not the vLLM inside",
+        ),  # production-stack docs
+        (
+            "vllm/vllm-openai:v0.34.0",
+            "vLLM 0.34.0 (tag v0.34.0) is not a release fitgate models",
+        ),  # newer than the table
+    ],
+)
+def test_an_image_whose_release_fitgate_does_not_model_is_admitted_with_a_release_warning(
+    kube: Kube, operator: Operator, namespace: str, image: str, why: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    fits = chart_deployment("NVIDIA-H100-80GB-HBM3")
+    fits["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    result = apply(kube, ns, fits)  # admitted: never Invalid for the release alone
+    assert result.returncode == 0, result.stderr
+    assert f"Warning: fitgate: Deployment {ns}/{fits['metadata']['name']}" in result.stderr, result.stderr
+    assert why in result.stderr and "sized as the newest modelled release" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", fits["metadata"]["name"], "Fits")
+
+
+def test_a_pvc_path_model_is_sized_as_the_model_its_annotation_names(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    d = chart_deployment("NVIDIA-L4")  # 131072 tokens of Llama-3.1-8B do not fit an L4: sized, so denied
+    template = d["spec"]["template"]
+    container = template["spec"]["containers"][0]
+    container["command"] = [
+        w.replace("meta-llama/Llama-3.1-8B-Instruct", "/models/Meta-Llama-3.1-8B-Instruct")
+        for w in container["command"]
+    ]
+    assert "/models/Meta-Llama-3.1-8B-Instruct" in container["command"]
+    template["spec"].setdefault("volumes", []).append(
+        {"name": "models", "persistentVolumeClaim": {"claimName": "models"}}
+    )
+    container.setdefault("volumeMounts", []).append({"name": "models", "mountPath": "/models", "readOnly": True})
+    template["metadata"].setdefault("annotations", {})["fitgate.io/model"] = "meta-llama/Llama-3.1-8B-Instruct"
+    result = apply(kube, ns, d, check=False)
+    assert result.returncode != 0, result.stderr
+    assert "meta-llama/Llama-3.1-8B-Instruct" in result.stderr and "131072-token request" in result.stderr
+    assert "/models/Meta-Llama-3.1-8B-Instruct holds meta-llama/Llama-3.1-8B-Instruct" in result.stderr
