@@ -45,6 +45,8 @@ RUNTIME = str(MANIFESTS / "kserve-vllmserver-runtime.yaml")
         ("kserve-isvc-vllm-pvc.yaml", [("InferenceService", "Fits")]),
         # llm-d's prefill/decode DisaggregatedSet: one result per role, decode first; Qwen3-32B at TP 2 on H100s
         ("llm-d-disaggregatedset.yaml", [("DisaggregatedSet", "Fits"), ("DisaggregatedSet", "Fits")]),
+        # KubeRay's Ray Serve LLM sample: engine_kwargs as vLLM flags, the 4-GPU worker group's GPUs
+        ("kuberay-ray-serve-llm.yaml", [("RayService", "Fits"), ("Secret", "Skipped")]),
         # the LMCache image (an LMCache release, not vLLM 0.3.7): sized as the newest modelled release
         ("lmcache-deployment.yaml", [("Deployment", "Fits")]),
     ],
@@ -169,3 +171,28 @@ def test_every_registry_kind_has_a_reader() -> None:
     for kind in KINDS:
         assert kind.pod_template is not None or kind.kind in own | set(CRD_READERS), kind
     assert find_kind("Service") is None
+
+
+def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
+    import yaml  # noqa: PLC0415
+
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-ray-serve-llm.yaml").read_text()) if d)
+    reading = read_workload(ray)
+    assert reading is not None and reading.model == "Qwen/Qwen2.5-7B-Instruct"
+    # engine_kwargs: dtype bfloat16, max_model_len 1024, gpu_memory_utilization 0.75
+    assert reading.serving == {"dtype": "bfloat16", "maxModelLen": 1024, "gpuMemoryUtilization": 0.75}
+    assert reading.gpus_per_replica == 4  # the worker group's nvidia.com/gpu
+    bad = {**ray, "spec": {**ray["spec"], "serveConfigV2": "applications: [unclosed"}}
+    broken = read_workload(bad)
+    assert broken is not None and broken.invalid is not None and broken.invalid.startswith("spec.serveConfigV2")
+
+
+def test_the_webhook_and_audit_take_their_kinds_from_the_registry() -> None:
+    from fitgate.operator.audit import AUDITED  # noqa: PLC0415
+    from fitgate.operator.workload_handlers import WORKLOAD_RESOURCES  # noqa: PLC0415
+
+    assert ("kaito.sh", "v1beta1", "workspaces", "Workspace") in AUDITED
+    assert ("kaito.sh", "v1alpha1", "workspaces") in WORKLOAD_RESOURCES  # every served version is admitted
+    assert ("ray.io", "v1", "rayservices", "RayService") in AUDITED
+    assert {k for *_, k in AUDITED} == {k.kind for k in admitted_kinds()}
+    assert "CronJob" not in {k for *_, k in AUDITED}  # fitgate check only, as before

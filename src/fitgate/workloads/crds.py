@@ -387,10 +387,122 @@ def read_disaggregated_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     return roles[0]
 
 
+# ---------------------------------------------------------------------------------------------
+# KubeRay RayService running Ray Serve LLM (vLLM inside)
+
+#: The most characters of a RayService's ``serveConfigV2`` fitgate parses.
+MAX_SERVE_CONFIG_CHARS = 256 * 1024
+
+
+def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The ``llm_configs`` of the Ray Serve LLM applications of a RayService's ``serveConfigV2``.
+
+    ray-project/ray python/ray/serve/llm (``build_openai_app(builder_config)``: ``LLMServingArgs`` with
+    ``llm_configs``, each an ``LLMConfig``: ``model_loading_config.model_source`` / ``model_id``,
+    ``engine_kwargs`` passed to vLLM's engine args, ``accelerator_type``). Returns (configs, why some were
+    not read): an ``llm_configs`` entry that is a file path is read by Ray from the image, not here.
+    """
+    text = at_path(obj, "spec.serveConfigV2")
+    if not isinstance(text, str) or not text.strip():
+        return [], None
+    if len(text) > MAX_SERVE_CONFIG_CHARS:
+        raise WorkloadError(f"spec.serveConfigV2: more than {MAX_SERVE_CONFIG_CHARS} characters")
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"spec.serveConfigV2 is not YAML: {exc}".splitlines()[0]) from None
+    configs: list[dict[str, Any]] = []
+    why: str | None = None
+    for app in (as_dict(a) for a in as_list(as_dict(loaded).get("applications"))[:32]):
+        if "ray.serve.llm" not in str(app.get("import_path") or ""):
+            continue
+        for entry in as_list(as_dict(app.get("args")).get("llm_configs"))[:32]:
+            if isinstance(entry, dict):
+                configs.append(entry)
+            else:
+                why = f"llm_configs entry {str(entry)[:80]!r} is a file in the image, not read"
+    return configs, why
+
+
+def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per Ray Serve LLM model of a RayService: its ``engine_kwargs`` as vLLM flags.
+
+    The GPUs are the worker group's (``spec.rayClusterConfig.workerGroupSpecs[]`` with a GPU limit): Ray
+    places a replica's TP x PP workers on as many worker pods as it takes.
+    """
+    meta = as_dict(obj.get("metadata"))
+    configs, why = _serve_llm_configs(obj)
+    groups = [as_dict(g) for g in as_list(at_path(obj, "spec.rayClusterConfig.workerGroupSpecs"))[:16]]
+    worker: dict[str, Any] = {}
+    for group in groups:
+        pod = as_dict(at_path(group, "template.spec"))
+        if any(gpu_limit_of(as_dict(c))[1] for c in as_list(pod.get("containers"))):
+            worker = pod
+            break
+    containers = [as_dict(c) for c in as_list(worker.get("containers"))]
+    base = next((c for c in containers if gpu_limit_of(c)[1]), containers[0] if containers else {})
+    resource, per_pod = gpu_limit_of(base) if base else (None, 0)
+    out: list[Reading] = []
+    for i, config in enumerate(configs):
+        loading = as_dict(config.get("model_loading_config"))
+        source = loading.get("model_source")
+        if isinstance(source, dict):  # {bucket_uri: s3://... | gs://...}: a location, named with the annotation
+            source = source.get("bucket_uri")
+        model = str(source or loading.get("model_id") or "")
+        flags = config_file_flags(as_dict(config.get("engine_kwargs")))
+        tp = int(flags.get("--tensor-parallel-size", "1")) if flags.get("--tensor-parallel-size", "1").isdigit() else 1
+        pp = (
+            int(flags.get("--pipeline-parallel-size", "1"))
+            if flags.get("--pipeline-parallel-size", "1").isdigit()
+            else 1
+        )
+        pods = max(1, -(-(tp * pp) // per_pod)) if per_pod else 1
+        args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
+        container = {
+            **base,
+            "name": base.get("name") or "ray-worker",
+            "command": ["vllm", "serve", model, *args],
+            "args": [],
+        }
+        pod = {**worker, "containers": [container]}
+        found = _find_vllm(pod)
+        if found is None:
+            continue
+        name = str(loading.get("model_id") or i)
+        notes = [f"Ray Serve LLM model {name} (engine_kwargs as vLLM's engine args)"]
+        if config.get("accelerator_type"):
+            notes.append(f"accelerator_type {config['accelerator_type']}: Ray's label, the GPU is the worker group's")
+        if why:
+            notes.append(why)
+        reading = _reading(
+            "RayService",
+            {**meta, "name": f"{meta.get('name') or '?'}/{name}"},
+            found,
+            configmaps,
+            gpus_per_replica=max(per_pod * pods, tp * pp) if resource else 0,
+            pods_per_replica=pods,
+            notes=tuple(notes),
+        )
+        out.append(reading)
+    return out
+
+
+def read_ray_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The first Ray Serve LLM model of a RayService; ``fitgate check`` reads every one."""
+    models = read_ray_llm(obj, configmaps)
+    if not models:
+        return None
+    if len(models) > 1:
+        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in models[1:])
+        return _finish(models[0], notes=(*models[0].notes, f"also models {others}: `fitgate check` sizes each"))
+    return models[0]
+
+
 #: Kinds of several vLLM servers (one per worker or role): kind -> the readings of all of them.
 PARTS_READERS: dict[str, Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], list[Reading]]] = {
     "DynamoGraphDeployment": read_dynamo_workers,
     "DisaggregatedSet": read_disaggregated_roles,
+    "RayService": read_ray_llm,
 }
 
 #: Kind -> reader, for the CRD kinds of :data:`fitgate.workloads.kinds.KINDS` read here.
@@ -400,4 +512,5 @@ CRD_READERS: dict[str, Reader] = {
     "DynamoGraphDeployment": read_dynamo,
     "VLLMRuntime": read_vllm_runtime,
     "DisaggregatedSet": read_disaggregated_set,
+    "RayService": read_ray_service,
 }
