@@ -77,6 +77,8 @@ KAITO_PRESETS: dict[str, tuple[str, str]] = {
 #: The vLLM of KAITO's base image at that commit: presets/workspace/dependencies/requirements.txt L4
 #: ``vllm==0.25.1`` (the source of truth, presets/workspace/models/vllm_version_upgrade.md L14).
 KAITO_VLLM = "0.25.1"
+#: KAITO's base image at that commit (supported_models.yaml ``base`` tag 0.5.0), named in messages only.
+KAITO_IMAGE = "mcr.microsoft.com/aks/kaito/kaito-base:0.5.0"
 #: KAITO's key of the inference ConfigMap (charts/kaito/workspace/templates/inference-params.yaml).
 KAITO_CONFIG_KEY = "inference_config.yaml"
 #: Without gpu-memory-utilization KAITO sets free / total memory of GPU 0, at most 0.95
@@ -121,10 +123,8 @@ def _kaito_spec(
     preset = str(as_dict(inference.get("preset")).get("name") or "")
     if preset not in KAITO_PRESETS:
         known = ", ".join(sorted(KAITO_PRESETS)[:8])
-        reading = _finish(_blank(kind, meta), model=None)
-        return _finish(
-            reading, unknown=f"inference.preset.name {preset!r}: not a KAITO preset fitgate knows ({known}, ...)"
-        )
+        missing = f"inference.preset.name {preset!r}: not a KAITO preset fitgate knows ({known}, ...)"
+        return _finish(_blank(kind, meta), unknown=missing)
     repo, revision = KAITO_PRESETS[preset]
     flags: dict[str, str] = {}
     notes: list[str] = []
@@ -153,7 +153,7 @@ def _kaito_spec(
     args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
     container = {
         "name": "inference",
-        "image": f"mcr.microsoft.com/aks/kaito/kaito-base (vllm {KAITO_VLLM})",
+        "image": KAITO_IMAGE,
         "command": ["vllm", "serve", repo, "--revision", revision, *args],
         "env": [{"name": "VLLM_VERSION", "value": KAITO_VLLM}],
         "resources": {"limits": {"nvidia.com/gpu": str(tp)}},
@@ -167,6 +167,7 @@ def _kaito_spec(
     found = _find_vllm(pod)
     if found is None:
         return None
+    notes.append(f"KAITO's base image runs vLLM {KAITO_VLLM} (kaito @056b8280 requirements.txt); sized for it")
     reading = _reading(
         kind,
         meta,
