@@ -762,7 +762,7 @@ def _read_kind(
             return _kserve_model(obj, cms, runtimes)
         if kind == "LLMInferenceService":
             return _llm_inference_service(obj, cms)
-        if kind in CRD_READERS:
+        if path is None and kind in CRD_READERS:  # a configured extra path (extra_paths) comes first
             return CRD_READERS[kind](obj, cms)
         if path is None:
             return None
