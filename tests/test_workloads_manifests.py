@@ -196,3 +196,15 @@ def test_the_webhook_and_audit_take_their_kinds_from_the_registry() -> None:
     assert ("ray.io", "v1", "rayservices", "RayService") in AUDITED
     assert {k for *_, k in AUDITED} == {k.kind for k in admitted_kinds()}
     assert "CronJob" not in {k for *_, k in AUDITED}  # fitgate check only, as before
+
+
+def test_kaito_multi_node_workspace_is_pipeline_parallel_over_its_nodes() -> None:
+    import yaml  # noqa: PLC0415
+
+    # kaito_workspace_deepseek_r1.yaml: resource.count 6 -> KAITO's --pipeline-parallel-size 6 (interface.go L568)
+    ws = next(d for d in yaml.safe_load_all((MANIFESTS / "kaito-workspace-deepseek-r1.yaml").read_text()) if d)
+    reading = read_workload(ws)
+    assert reading is not None and reading.model == "deepseek-ai/DeepSeek-R1-0528"
+    assert (reading.serving["pipelineParallelSize"], reading.pods_per_replica) == (6, 6)
+    assert reading.node_selector["node.kubernetes.io/instance-type"] == "Standard_NC80adis_H100_v5"
+    assert reading.unknown is not None and "tensor-parallel-size" in reading.unknown  # TP: the SKU's GPUs, not known

@@ -145,10 +145,19 @@ def _kaito_spec(
         )
     nodes = resource.get("count")
     pods = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1 else 1
+    if pods > 1 and "--pipeline-parallel-size" not in flags:
+        # KAITO's multi-node rule: pipeline parallelism over the nodes, TP within each (pkg/model/interface.go
+        # L543-569 @056b8280); the ConfigMap's vllm block comes after on the command line and wins
+        # (presets/workspace/inference/vllm/inference_api.py L140-143), so a value written there is kept.
+        flags["--pipeline-parallel-size"] = str(pods)
+        notes.append(f"resource.count {pods}: KAITO runs pipeline parallelism over the {pods} nodes")
     tp = (
         int(flags.get("--tensor-parallel-size", "1"))
         if re.fullmatch(r"\d+", flags.get("--tensor-parallel-size", "1"))
         else 1
+    )
+    pp = (
+        int(flags["--pipeline-parallel-size"]) if re.fullmatch(r"\d+", flags.get("--pipeline-parallel-size", "")) else 1
     )
     args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
     container = {
@@ -156,7 +165,7 @@ def _kaito_spec(
         "image": KAITO_IMAGE,
         "command": ["vllm", "serve", repo, "--revision", revision, *args],
         "env": [{"name": "VLLM_VERSION", "value": KAITO_VLLM}],
-        "resources": {"limits": {"nvidia.com/gpu": str(tp)}},
+        "resources": {"limits": {"nvidia.com/gpu": str(-(-(tp * pp) // pods))}},
     }
     if instance:
         selector[INSTANCE_TYPE_LABEL] = instance
@@ -173,7 +182,7 @@ def _kaito_spec(
         meta,
         found,
         configmaps,
-        gpus_per_replica=tp * pods,
+        gpus_per_replica=-(-(tp * pp) // pods) * pods,
         pods_per_replica=pods,
         notes=(f"KAITO preset {preset}", *notes),
     )
