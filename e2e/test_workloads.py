@@ -67,7 +67,12 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     lws_crd = gzip.decompress((CRDS / "leaderworkerset.x-k8s.io_leaderworkersets.yaml.gz").read_bytes()).decode()
     kube.kubectl("create", "-f", "-", stdin=lws_crd, check=False)  # too big for client-side apply
     kube.kubectl("apply", "-f", str(CRDS / "serving.kserve.io_inferenceservices.yaml"))
-    for crd in ("leaderworkersets.leaderworkerset.x-k8s.io", "inferenceservices.serving.kserve.io"):
+    kube.kubectl("apply", "-f", str(CRDS / "production-stack.vllm.ai_vllmruntimes.yaml"))
+    for crd in (
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        "inferenceservices.serving.kserve.io",
+        "vllmruntimes.production-stack.vllm.ai",
+    ):
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
     for name, labels, allocatable in [*NODES, SECOND_H100]:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
@@ -435,3 +440,29 @@ def test_a_pvc_path_model_is_sized_as_the_model_its_annotation_names(
     assert result.returncode != 0, result.stderr
     assert "meta-llama/Llama-3.1-8B-Instruct" in result.stderr and "131072-token request" in result.stderr
     assert "/models/Meta-Llama-3.1-8B-Instruct holds meta-llama/Llama-3.1-8B-Instruct" in result.stderr
+
+
+def vllm_runtime(product: str, max_model_len: int) -> dict[str, Any]:
+    """production-stack's VLLMRuntime sample (tests/fixtures/manifests), pinned to ``product`` nodes."""
+    obj = copy.deepcopy(
+        yaml.safe_load((REPO / "tests/fixtures/manifests/production-stack-vllmruntime.yaml").read_text())
+    )
+    obj["spec"]["model"]["maxModelLen"] = max_model_len
+    obj["spec"]["deploymentConfig"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [product]}]}
+    ]
+    return obj
+
+
+def test_a_production_stack_vllm_runtime_goes_through_the_charts_rules(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    # a kind of the registry the chart's rules send to the webhook: a misfit denied with numbers, a fit admitted
+    ns = labelled(kube, namespace, "enforce")
+    # 32 layers x 2 x 8 kv heads x 128 x 2 B = 128 KiB/token -> 16 GiB for one 131072-token request: not on an L4
+    result = apply(kube, ns, vllm_runtime("NVIDIA-L4", 131072), check=False)
+    assert result.returncode != 0 and "VLLMRuntime" in result.stderr, result.stderr
+    assert "131072-token request" in result.stderr and "meta-llama/Llama-3.1-8B-Instruct" in result.stderr
+    fits = apply(kube, ns, vllm_runtime("NVIDIA-H100-80GB-HBM3", 4096))
+    assert "LMCache release" in fits.stderr, fits.stderr  # lmcache/vllm-openai:2025-05-27-v1: release unknown, said
+    wait_annotated(kube, ns, "vllmruntime", "vllmruntime-sample", "Fits")
