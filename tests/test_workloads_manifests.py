@@ -208,3 +208,17 @@ def test_kaito_multi_node_workspace_is_pipeline_parallel_over_its_nodes() -> Non
     assert (reading.serving["pipelineParallelSize"], reading.pods_per_replica) == (6, 6)
     assert reading.node_selector["node.kubernetes.io/instance-type"] == "Standard_NC80adis_H100_v5"
     assert reading.unknown is not None and "tensor-parallel-size" in reading.unknown  # TP: the SKU's GPUs, not known
+
+
+def test_llm_inference_service_with_a_pvc_uri_is_sized_by_its_annotation() -> None:
+    # KServe's LLMInferenceService sample shape (tests/fixtures/workloads/llmisvc-qwen2-7b-gpu.yaml), its model on a PVC
+    import yaml  # noqa: PLC0415
+
+    obj = yaml.safe_load((Path(__file__).parent / "fixtures" / "workloads" / "llmisvc-qwen2-7b-gpu.yaml").read_text())
+    obj["spec"]["model"]["uri"] = "pvc://models/qwen2.5-7b"
+    unread = read_workload(obj)
+    assert unread is not None and unread.model == "pvc://models/qwen2.5-7b"  # the message names the location
+    assert unread.unknown is not None and "fitgate.io/model" in unread.unknown
+    obj["metadata"].setdefault("annotations", {})["fitgate.io/model"] = "Qwen/Qwen2.5-7B-Instruct"
+    read = read_workload(obj)
+    assert read is not None and read.unknown is None and read.model == "Qwen/Qwen2.5-7B-Instruct"

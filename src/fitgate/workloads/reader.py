@@ -562,10 +562,11 @@ def _kserve_model(
     container = {**model, "name": "kserve-container", "image": "", "command": [], "args": args}
     pod = {**predictor, "containers": [container]}
     found = _Found(container, pod, EngineCommand(engine.how, None, flags, engine.words), env)
+    if name is None and uri:  # pvc://, s3://, oci:// (a modelcar): the location, Unknown until annotated
+        return _reading("InferenceService", meta, found, configmaps, model=uri, notes=notes)
     if name is None:
         reading = _reading("InferenceService", meta, found, configmaps, notes=notes)
-        why = f"the model is in storageUri {uri}" if uri else "no --model_id or storageUri"
-        return _finish(reading, unknown=f"{why}: {MODEL_ANNOTATION_HINT}", model_location=uri or None)
+        return _finish(reading, unknown=f"no --model_id or storageUri: {MODEL_ANNOTATION_HINT}")
     return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes)
 
 
@@ -624,7 +625,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         meta,
         found,
         configmaps,
-        model=name,
+        model=name or uri or None,  # a non-hf:// uri: its location, Unknown until annotated
         extra_flags=extra,
         extra_origins=origins,
         gpus_per_replica=per_pod * pods,
@@ -633,7 +634,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     )
     if name is None and reading.invalid is None:
         why = f"spec.model.uri {uri or '(none)'}: fitgate reads hf:// models only; {MODEL_ANNOTATION_HINT}"
-        return _finish(reading, unknown=why, model=None, model_location=uri or None)
+        return _finish(reading, unknown=why, model=uri or None, model_location=uri or None)
     return reading
 
 
