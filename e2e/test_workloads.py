@@ -67,7 +67,12 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     lws_crd = gzip.decompress((CRDS / "leaderworkerset.x-k8s.io_leaderworkersets.yaml.gz").read_bytes()).decode()
     kube.kubectl("create", "-f", "-", stdin=lws_crd, check=False)  # too big for client-side apply
     kube.kubectl("apply", "-f", str(CRDS / "serving.kserve.io_inferenceservices.yaml"))
-    for crd in ("leaderworkersets.leaderworkerset.x-k8s.io", "inferenceservices.serving.kserve.io"):
+    kube.kubectl("apply", "-f", str(CRDS / "production-stack.vllm.ai_vllmruntimes.yaml"))
+    for crd in (
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        "inferenceservices.serving.kserve.io",
+        "vllmruntimes.production-stack.vllm.ai",
+    ):
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
     for name, labels, allocatable in [*NODES, SECOND_H100]:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
@@ -510,3 +515,78 @@ def test_enforce_denies_lora_slots_over_the_budget_and_admits_the_same_without_l
     result = apply(kube, ns, plain)
     assert "Warning" not in result.stderr, result.stderr
     wait_annotated(kube, ns, "deployment", "llama-plain", "Fits")
+
+
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        (
+            "lmcache/vllm-openai:v0.3.7",
+            "names an LMCache release or build, not the vLLM inside",
+        ),  # production-stack docs
+        (
+            "vllm/vllm-openai:v0.99.0",
+            "vLLM 0.99.0 is newer than the newest release fitgate models",
+        ),  # newer than the table (0.34.0, the newest release, is modelled)
+    ],
+)
+def test_an_image_whose_release_fitgate_does_not_model_is_admitted_with_a_release_warning(
+    kube: Kube, operator: Operator, namespace: str, image: str, why: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    fits = chart_deployment("NVIDIA-H100-80GB-HBM3")
+    fits["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    result = apply(kube, ns, fits)  # admitted: never Invalid for the release alone
+    assert result.returncode == 0, result.stderr
+    assert f"Warning: fitgate: Deployment {ns}/{fits['metadata']['name']}" in result.stderr, result.stderr
+    assert why in result.stderr and "sized as the newest modelled release" in result.stderr, result.stderr
+    wait_annotated(kube, ns, "deployment", fits["metadata"]["name"], "Fits")
+
+
+def test_a_pvc_path_model_is_sized_as_the_model_its_annotation_names(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = labelled(kube, namespace, "enforce")
+    d = chart_deployment("NVIDIA-L4")  # 131072 tokens of Llama-3.1-8B do not fit an L4: sized, so denied
+    template = d["spec"]["template"]
+    container = template["spec"]["containers"][0]
+    container["command"] = [
+        w.replace("meta-llama/Llama-3.1-8B-Instruct", "/models/Meta-Llama-3.1-8B-Instruct")
+        for w in container["command"]
+    ]
+    assert "/models/Meta-Llama-3.1-8B-Instruct" in container["command"]
+    template["spec"].setdefault("volumes", []).append(
+        {"name": "models", "persistentVolumeClaim": {"claimName": "models"}}
+    )
+    container.setdefault("volumeMounts", []).append({"name": "models", "mountPath": "/models", "readOnly": True})
+    template["metadata"].setdefault("annotations", {})["fitgate.io/model"] = "meta-llama/Llama-3.1-8B-Instruct"
+    result = apply(kube, ns, d, check=False)
+    assert result.returncode != 0, result.stderr
+    assert "meta-llama/Llama-3.1-8B-Instruct" in result.stderr and "131072-token request" in result.stderr
+    assert "/models/Meta-Llama-3.1-8B-Instruct holds meta-llama/Llama-3.1-8B-Instruct" in result.stderr
+
+
+def vllm_runtime(product: str, max_model_len: int) -> dict[str, Any]:
+    """production-stack's VLLMRuntime sample (tests/fixtures/manifests), pinned to ``product`` nodes."""
+    obj = copy.deepcopy(
+        yaml.safe_load((REPO / "tests/fixtures/manifests/production-stack-vllmruntime.yaml").read_text())
+    )
+    obj["spec"]["model"]["maxModelLen"] = max_model_len
+    obj["spec"]["deploymentConfig"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [product]}]}
+    ]
+    return obj
+
+
+def test_a_production_stack_vllm_runtime_goes_through_the_charts_rules(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    # a kind of the registry the chart's rules send to the webhook: a misfit denied with numbers, a fit admitted
+    ns = labelled(kube, namespace, "enforce")
+    # 32 layers x 2 x 8 kv heads x 128 x 2 B = 128 KiB/token -> 16 GiB for one 131072-token request: not on an L4
+    result = apply(kube, ns, vllm_runtime("NVIDIA-L4", 131072), check=False)
+    assert result.returncode != 0 and "VLLMRuntime" in result.stderr, result.stderr
+    assert "131072-token request" in result.stderr and "meta-llama/Llama-3.1-8B-Instruct" in result.stderr
+    fits = apply(kube, ns, vllm_runtime("NVIDIA-H100-80GB-HBM3", 4096))
+    assert "LMCache release" in fits.stderr, fits.stderr  # lmcache/vllm-openai:2025-05-27-v1: release unknown, said
+    wait_annotated(kube, ns, "vllmruntime", "vllmruntime-sample", "Fits")

@@ -68,6 +68,7 @@ KNOBS: dict[str, list[str]] = {
         "operator.hub.deadlineSeconds=10",
     ],
     "catalog-volume": ["--set", "operator.catalog.volume.persistentVolumeClaim.claimName=fitgate-catalog"],
+    "models-volume": ["--set", "operator.models.volume.persistentVolumeClaim.claimName=models"],
     "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
     "name-overrides": ["--set", "nameOverride=gate", "--set", "fullnameOverride=acme-fitgate"],
 }
@@ -158,6 +159,26 @@ def test_catalog_volume_is_mounted_read_only_and_named_in_the_catalog_path(helm:
     assert {"name": "FITGATE_CATALOG_PATH", "value": "/etc/fitgate/catalog"} in container["env"]
     assert {"name": "catalog", "mountPath": "/etc/fitgate/catalog", "readOnly": True} in container["volumeMounts"]
     assert {"name": "catalog", "configMap": {"name": "my-catalog"}} in spec["volumes"]
+
+
+def test_models_volume_is_mounted_read_only_and_added_to_the_model_roots(helm: Path) -> None:
+    # docs/workloads.md "Models on volumes": the PVC the vLLM pods mount, readable by the operator
+    (deploy,) = [
+        d
+        for d in render_chart(
+            helm,
+            "--set",
+            "operator.models.volume.persistentVolumeClaim.claimName=models",
+            "--set",
+            "operator.modelRoots={/mnt/checkpoints}",
+        )
+        if d["kind"] == "Deployment"
+    ]
+    spec = deploy["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert {"name": "FITGATE_MODEL_ROOTS", "value": "/mnt/checkpoints:/models"} in container["env"]
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "models"}} in spec["volumes"]
 
 
 def test_chart_crd_template_is_generated() -> None:

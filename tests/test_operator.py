@@ -452,6 +452,7 @@ def test_check_the_examples() -> None:
         for r in check_files(sorted(str(p) for p in (REPO / "examples").glob("*.yaml")))
     }
     assert results == {
+        "fake-gpu-node.yaml": "Skipped",  # a Node: `fitgate check` says why it does not size it
         "fits-gpt-oss-l40s.yaml": "Fits",
         "fits-llama-8b-h100.yaml": "Fits",
         "misfit-llama-70b-h100.yaml": "DoesNotFit",
@@ -479,8 +480,9 @@ def test_check_reports_invalid_documents(tmp_path: Path) -> None:
             ]
         )
     )
-    (result,) = check_files([str(bad)])
+    result, configmap = check_files([str(bad)])
     assert result.verdict == "Invalid" and "spec.serving.tensorParallelSize" in result.message
+    assert (configmap.kind, configmap.verdict) == ("ConfigMap", "Skipped")  # said, not silently dropped
 
 
 def test_facts_store_does_not_hammer_a_broken_hub() -> None:

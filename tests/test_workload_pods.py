@@ -124,3 +124,23 @@ def test_metrics_port_from_the_workloads_args() -> None:
     assert reading is not None and metrics_port(reading.args) == 8000
     assert metrics_port({}) is None  # the pod's container ports decide (operator/observe.py)
     assert metrics_port({"--port": "$(PORT)"}) is None and metrics_port({"--port": "70000"}) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "labels"),
+    [
+        # kaito-project/kaito api/v1beta1/labels.go L38: LabelWorkspaceName = "kaito.sh/workspace"
+        ("Workspace", "kaito.sh/workspace=ws"),
+        # production-stack vllmruntime_controller.go L392: labels {"app": <name>}
+        ("VLLMRuntime", "app=ws"),
+        # kubernetes-sigs/lws DisaggregatedSet: disaggregatedset.x-k8s.io/name and /role on its pods (decode serves)
+        ("DisaggregatedSet", "disaggregatedset.x-k8s.io/name=ws,disaggregatedset.x-k8s.io/role=decode"),
+    ],
+)
+def test_crd_kinds_select_the_pods_their_controllers_label(kind: str, labels: str) -> None:
+    assert pod_selector({"kind": kind, "metadata": {"name": "ws"}}) == PodSelector(labels)
+
+
+def test_a_kind_whose_pod_labels_fitgate_does_not_know_is_refused() -> None:
+    with pytest.raises(SelectorError, match="DynamoGraphDeployment"):
+        pod_selector({"kind": "DynamoGraphDeployment", "metadata": {"name": "g"}})

@@ -10,15 +10,17 @@ import pytest
 import yaml
 
 from fitgate.cli import main
+from fitgate.workloads.kinds import KINDS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workloads"
 
 
 def check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]]]:
+    """The results of the sized objects (the Skipped lines of Services and the like are tested on their own)."""
     code = main(["check", *argv, "--output", "json"])
     out, err = capsys.readouterr()
     assert err == ""
-    return code, json.loads(out)
+    return code, [r for r in json.loads(out) if r["verdict"] != "Skipped"]
 
 
 def lws(tmp_path: Path, size: int) -> str:
@@ -332,3 +334,30 @@ spec:
     assert code == 0 and rows[0]["verdict"] in ("Fits", "Tight")  # 15 GiB of weights on a 22 GiB card
     code, rows = check(capsys, str(path))
     assert [r["verdict"] for r in rows] == ["Unknown", "Unknown"]  # no GPU named: nothing to size on
+
+
+def test_every_object_not_sized_gets_a_skipped_line_with_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "vllm"}, "spec": {"ports": [{"port": 8000}]}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}},
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}},
+    ]
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code = main(["check", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0  # Skipped lines do not change the exit code
+    assert out == [
+        f"{path}#0: default/vllm: Skipped: kind Service is not one fitgate reads ("
+        + ", ".join(k.kind for k in KINDS)
+        + ")",
+        f"{path}#1: shop/web: Skipped: runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)",
+        f"{path}#2: default/cfg: Skipped: a ConfigMap: read into the workloads of this manifest set that use it",
+    ]

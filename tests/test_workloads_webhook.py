@@ -17,6 +17,7 @@ from fitgate.settings import OperatorConfig
 from tests.test_operator import H100, L4, index, memo, on
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workloads"
+MANIFEST_FIXTURES = Path(__file__).parent / "fixtures" / "manifests"
 CHART = yaml.safe_load((FIXTURES / "production-stack-deployment.yaml").read_text())  # affinity: NVIDIA-L4
 
 
@@ -198,3 +199,28 @@ def test_fix_names_the_config_file_a_value_came_from() -> None:
     assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in text  # the same numbers as the args
     assert "smallest fix: change `kv_cache_dtype: auto` to `kv_cache_dtype: fp8` in ConfigMap llama-engine key" in text
     assert "engine.yaml" in text
+
+
+def test_a_kaito_workspace_is_read_from_its_top_level_fields() -> None:
+    # kaito-project/kaito examples (tests/fixtures/manifests): `resource` and `inference` sit beside metadata
+    docs = list(yaml.safe_load_all((MANIFEST_FIXTURES / "kaito-workspace-deepseek-r1.yaml").read_text()))
+    first = next(d for d in docs if d)
+    other = copy.deepcopy(first)
+    other["inference"]["preset"]["name"] = "phi-4"
+    reading = workload_handlers._READINGS.read(kopf.Body(first))
+    assert reading is not None and reading.model == "deepseek-ai/DeepSeek-R1-0528"
+    # two Workspaces differing only in their top-level fields are two readings, not one cached answer
+    assert workload_handlers.ReadingCache.key(first) != workload_handlers.ReadingCache.key(other)
+    again = workload_handlers._READINGS.read(kopf.Body(other))
+    assert again is not None and again.model == "microsoft/phi-4"
+    # its TP comes from the instance type's GPUs, unknown here: admitted in enforce (Unknown is never a denial)
+    review(first, index(H100), memo())  # no AdmissionError raised
+
+
+def test_a_vllm_runtime_with_an_lmcache_image_is_admitted_with_the_release_warning() -> None:
+    runtime = yaml.safe_load((MANIFEST_FIXTURES / "production-stack-vllmruntime.yaml").read_text())
+    runtime["spec"]["deploymentConfig"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}]}
+    ]
+    warnings = review(runtime, index(H100), memo())
+    assert any("VLLMRuntime default/vllmruntime-sample" in w and "LMCache release" in w for w in warnings), warnings

@@ -15,6 +15,7 @@ Two kinds of catalog are searched, in this order:
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -201,8 +202,7 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
     """
     entry = find_entry(repo_id)
     if entry is None:
-        names = ", ".join(e.repo_id for e in catalog_entries())
-        raise CheckpointError("model", repo_id, f"a local directory or a catalog model ({names})")
+        raise CheckpointError("model", repo_id, not_in_catalog(repo_id))
     config_file, weights_file = _files(entry)
     weights = _weights(weights_file)
     config = read_json(config_file, _MAX_CONFIG_BYTES)
@@ -219,6 +219,19 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
         source="catalog",
         revision=weights.get("revision"),
         origin=f"fitgate catalog{where} ({entry.basis})",
+    )
+
+
+def not_in_catalog(repo_id: str) -> str:
+    """What to do about a model the catalog lacks: the closest names (difflib) and the ``catalog add`` command."""
+    names = {e.repo_id.lower(): e.repo_id for e in catalog_entries()}
+    tails = {k.rsplit("/", 1)[-1]: k for k in names}
+    by_tail = difflib.get_close_matches(repo_id.rsplit("/", 1)[-1].lower(), list(tails), n=2, cutoff=0.75)
+    close = [tails[t] for t in by_tail] + difflib.get_close_matches(repo_id.lower(), list(names), n=2, cutoff=0.75)
+    hint = f"did you mean {' or '.join(names[c] for c in dict.fromkeys(close))}? " if close else ""
+    return (
+        f"a model of the catalog (not in it; {hint}add it with `fitgate catalog add {repo_id} --into DIR` where "
+        f"the Hub or the model's directory can be read, and set {CATALOG_PATH_ENV}=DIR)"
     )
 
 

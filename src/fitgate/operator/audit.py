@@ -37,20 +37,12 @@ from fitgate.operator.workload_observe import Audited, WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.workloads import Reading, read_workload
+from fitgate.workloads.kinds import admitted_kinds
 
 logger = logging.getLogger("fitgate.audit")
 
-#: What the audit lists in each opted-in namespace: (group, version, plural, kind).
-AUDITED = (
-    ("apps", "v1", "deployments", "Deployment"),
-    ("apps", "v1", "statefulsets", "StatefulSet"),
-    ("apps", "v1", "replicasets", "ReplicaSet"),
-    ("batch", "v1", "jobs", "Job"),
-    ("", "v1", "pods", "Pod"),
-    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
-    ("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"),
-    ("serving.kserve.io", "v1alpha1", "llminferenceservices", "LLMInferenceService"),
-)
+#: What the audit lists in each opted-in namespace: (group, version, plural, kind), from the kinds registry.
+AUDITED = tuple((k.group, k.version, k.plural, k.kind) for k in admitted_kinds())
 
 
 @dataclass(frozen=True)

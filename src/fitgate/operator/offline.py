@@ -22,7 +22,9 @@ from fitgate.operator.inventory import NodeGPUs
 from fitgate.operator.logic import DENIED_INVALID, decide
 from fitgate.operator.workloads import evaluate_reading, finish
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
-from fitgate.workloads import configmaps_of, read_workload
+from fitgate.workloads import Reading, configmaps_of, read_workload
+from fitgate.workloads.crds import PARTS_READERS
+from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
 
 #: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
 _PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
@@ -34,7 +36,7 @@ class CheckResult:
 
     source: str
     name: str
-    verdict: str  # Fits | Tight | DoesNotFit | Unknown | Invalid
+    verdict: str  # Fits | Tight | DoesNotFit | Unknown | Invalid | Skipped (not a vLLM workload: message says why)
     message: str
     gpu: str | None = None
     admitted: bool | None = None  # what the webhook would answer (None: not evaluated)
@@ -121,26 +123,75 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
         except (OSError, yaml.YAMLError) as exc:
             results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
     configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
+    runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices
     for source, doc in read:
-        result = check_document(source, doc, gpu_name, gpus_per_node) or check_workload(
-            source, doc, gpu_name, gpus_per_node, configmaps
-        )
+        result = check_document(source, doc, gpu_name, gpus_per_node)
         if result is not None:
             results.append(result)
+            continue
+        if isinstance(doc, dict) and doc.get("kind") in PARTS_READERS:  # one result per worker / role
+            parts = PARTS_READERS[str(doc["kind"])](doc, configmaps)
+            results.extend(check_reading(source, r, gpu_name, gpus_per_node) for r in parts)
+            if not parts:
+                results.append(skipped(source, doc, "none of its workers or roles runs a vLLM server"))
+            continue
+        result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes)
+        results.append(result if result is not None else skipped(source, doc))
     return results
 
 
+def runtimes_of(objects: list[Any]) -> dict[str, dict[str, Any]]:
+    """ServingRuntime / ClusterServingRuntime name -> spec, of a manifest set."""
+    out: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        if isinstance(obj, dict) and obj.get("kind") in ("ServingRuntime", "ClusterServingRuntime"):
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            spec = obj.get("spec")
+            if name and isinstance(spec, dict):
+                out[name] = spec
+    return out
+
+
+def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
+    """The line ``fitgate check`` prints for an object it does not size, with the reason."""
+    if not isinstance(doc, dict):
+        return CheckResult(source, "-", "Skipped", why or "not a Kubernetes object (a mapping with kind)", kind="-")
+    kind = str(doc.get("kind") or "")
+    raw = doc.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    if why is None:
+        if kind in MERGED_KINDS:
+            why = f"a {kind}: read into the workloads of this manifest set that use it"
+        elif find_kind(kind) is None:
+            known = ", ".join(k.kind for k in KINDS)
+            why = f"kind {kind or '(none)'} is not one fitgate reads ({known})"
+        else:
+            why = "runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)"
+    return CheckResult(source, name, "Skipped", why, kind=kind or "-")
+
+
 def check_workload(
-    source: str, doc: Any, gpu_name: str | None, gpus_per_node: int, configmaps: dict[str, dict[str, str]]
+    source: str,
+    doc: Any,
+    gpu_name: str | None,
+    gpus_per_node: int,
+    configmaps: dict[str, dict[str, str]],
+    runtimes: dict[str, dict[str, Any]] | None = None,
 ) -> CheckResult | None:
-    """The verdict on a vLLM workload (Deployment, LeaderWorkerSet, ...); None for anything else.
+    """The verdict on a vLLM workload (Deployment, LeaderWorkerSet, ...); None for anything else."""
+    reading = read_workload(doc, configmaps, runtimes=runtimes)
+    if reading is None:
+        return None
+    return check_reading(source, reading, gpu_name, gpus_per_node)
+
+
+def check_reading(source: str, reading: Reading, gpu_name: str | None, gpus_per_node: int) -> CheckResult:
+    """The verdict on one reading.
 
     The GPU is ``--gpu``, else the product label the workload's nodeSelector or required node affinity
     names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs.
     """
-    reading = read_workload(doc, configmaps)
-    if reading is None:
-        return None
     claim = reading.claim_template
     if claim:  # offline there are no ResourceSlices: the pool is --gpu's, and the claim taken to cover TP x PP
         reading = replace(

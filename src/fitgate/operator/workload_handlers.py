@@ -34,18 +34,10 @@ from fitgate.operator.workload_observe import WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
 from fitgate.settings import OperatorConfig
 from fitgate.workloads import Reading, read_workload
+from fitgate.workloads.kinds import admitted_kinds
 
-#: The kinds the webhook is registered for: (group, version, plural).
-WORKLOAD_RESOURCES = (
-    ("apps", "v1", "deployments"),
-    ("apps", "v1", "statefulsets"),
-    ("apps", "v1", "replicasets"),
-    ("batch", "v1", "jobs"),
-    ("", "v1", "pods"),
-    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-    ("serving.kserve.io", "v1beta1", "inferenceservices"),
-    ("serving.kserve.io", "v1alpha1", "llminferenceservices"),
-)
+#: The kinds the webhook is registered for: (group, version, plural), every served version, from the registry.
+WORKLOAD_RESOURCES = tuple((k.group, v, k.plural) for k in admitted_kinds() for v in k.versions)
 
 
 class ReadingCache:
@@ -62,7 +54,7 @@ class ReadingCache:
     @staticmethod
     def key(body: Any) -> str:
         """The engine-relevant part of an object: kind and spec minus replicas (not its name)."""
-        spec = {k: v for k, v in dict(body.get("spec") or {}).items() if k not in ("replicas", "minReplicas")}
+        spec = {k: v for k, v in dict(_spec_of(body)).items() if k not in ("replicas", "minReplicas")}
         # Not sorted: the API server writes an object's keys in a stable order, and a different order
         # only costs a second reading, never a wrong one (a third of the time of sort_keys on a pod spec).
         return json.dumps([body.get("kind"), spec], separators=(",", ":"), default=str)
@@ -88,9 +80,25 @@ class ReadingCache:
 _READINGS = ReadingCache()
 
 
+#: Top-level fields that are not the object's desired state.
+_NOT_SPEC = ("apiVersion", "kind", "metadata", "status")
+
+
+def _spec_of(body: Any) -> dict[str, Any]:
+    """The desired state: ``spec``, or the top-level fields of a kind without one.
+
+    A KAITO Workspace keeps ``resource`` and ``inference`` beside ``metadata`` (kaito-project/kaito
+    api/v1beta1/workspace_types.go).
+    """
+    if body.get("spec") is not None:
+        return dict(body.get("spec") or {})
+    return {k: v for k, v in dict(body).items() if k not in _NOT_SPEC}
+
+
 def _plain(body: Any) -> dict[str, Any]:
     """The parts of an admitted object the reader looks at, as plain dicts."""
-    return {"kind": body.get("kind"), "metadata": dict(body.get("metadata") or {}), "spec": body.get("spec")}
+    top = {k: v for k, v in dict(body).items() if k not in _NOT_SPEC and k != "spec"}
+    return {**top, "kind": body.get("kind"), "metadata": dict(body.get("metadata") or {}), "spec": body.get("spec")}
 
 
 def _controlled(body: Any) -> bool:

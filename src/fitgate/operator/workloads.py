@@ -146,7 +146,7 @@ def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
         ev = replace(ev, warnings=(*ev.warnings, f"fitgate: {host}"))
     fits = next((s for s in ev.suggestions if s.verdict is Verdict.FITS), None)
     fix = fix_in_args(reading, fits) if fits is not None else ""
-    text = f"{reading.source}: {reading.model}: {_core(ev.message)}"
+    text = f"{reading.source}: {reading.model or 'model not read'}: {_core(ev.message)}"
     if ev.reason is ReasonCode.GPU_LIMIT_BELOW_PARALLELISM:
         text = f"{reading.source}: {ev.message}"
     elif fix:
@@ -212,8 +212,15 @@ def decide_workload(
     outcome = decide(spec, ev, unknown_policy, dryrun=dryrun)
     if ev.verdict is Verdict.DOES_NOT_FIT:
         warnings = (text,) if outcome.allowed else ()
-        return replace(outcome, message=text, warnings=warnings + outcome.warnings[len(warnings) :])
-    return outcome
+        outcome = replace(outcome, message=text, warnings=warnings + outcome.warnings[len(warnings) :])
+    return _with_reading_warnings(outcome, reading)
+
+
+def _with_reading_warnings(outcome: AdmissionOutcome, reading: Reading) -> AdmissionOutcome:
+    """The reading's own warnings (a vLLM release not read or not modelled) said at admission, once each."""
+    said = " ".join(outcome.warnings)
+    extra = tuple(f"fitgate: {reading.source}: {w}" for w in reading.warnings if w not in said)
+    return replace(outcome, warnings=outcome.warnings + extra) if extra and outcome.allowed else outcome
 
 
 def mode_of(annotations: dict[str, str] | None, namespace_mode: str | None) -> str | None:

@@ -43,6 +43,9 @@ LLMISVC_PART_OF = ("app.kubernetes.io/part-of", "llminferenceservice")
 LLMISVC_NAME_LABEL = "app.kubernetes.io/name"
 LLMISVC_COMPONENT = ("kserve.io/component", "workload")
 LLMD_ROLE_LABEL = "llm-d.ai/role"
+KAITO_WORKSPACE_LABEL = "kaito.sh/workspace"
+DISAGG_NAME_LABEL = "disaggregatedset.x-k8s.io/name"
+DISAGG_ROLE_LABEL = "disaggregatedset.x-k8s.io/role"
 
 #: A selector longer than this is not sent to the API server (a label selector is a query parameter).
 MAX_SELECTOR_CHARS = 4096
@@ -127,6 +130,12 @@ def pod_selector(obj: Mapping[str, Any]) -> PodSelector:
     if kind == "LLMInferenceService":
         labels = sorted([LLMISVC_PART_OF, (LLMISVC_NAME_LABEL, name), LLMISVC_COMPONENT])
         return PodSelector(",".join(f"{k}={v}" for k, v in labels) + f",{LLMD_ROLE_LABEL}!=prefill")
+    if kind == "Workspace":  # kaito-project/kaito api/v1beta1/labels.go L38 (LabelWorkspaceName), @056b8280
+        return PodSelector(f"{KAITO_WORKSPACE_LABEL}={name}")
+    if kind == "DisaggregatedSet":  # its pods' labels (kubernetes-sigs/lws disaggregatedset, status.roles[].selector)
+        return PodSelector(f"{DISAGG_NAME_LABEL}={name},{DISAGG_ROLE_LABEL}=decode")
+    if kind == "VLLMRuntime":  # production-stack operator vllmruntime_controller.go L392 (@a6c01db0): app=<name>
+        return PodSelector(f"app={name}")
     raise SelectorError(f"kind {kind!r} is not a workload fitgate observes")
 
 

@@ -6,27 +6,16 @@ names. Pure, over plain dicts.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing import SizingError
 from fitgate.sizing.units import parse_size
-from fitgate.sizing.versions import resolve_release
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, resolve_release
+from fitgate.workloads.images import image_family, image_release, split_image
 from fitgate.workloads.reading import WorkloadError
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
-
-#: Images that run vLLM. ``image_entrypoint``: the image's own entrypoint is the vLLM server, so a
-#: container with only ``args`` runs it (vllm/vllm-openai: ``python3 -m vllm.entrypoints.openai.api_server``,
-#: vllm-project/vllm@0000977eaf873be6a295cf73017976d49ca2fb9d:docker/Dockerfile stage vllm-openai, later
-#: ``vllm serve``: both take ``--model`` and the same engine flags; lmcache/vllm-openai, the
-#: image the vLLM production-stack chart can run, is built on it). rocm/vllm images start a shell.
-_IMAGES = (
-    ("vllm/vllm-openai", True),
-    ("lmcache/vllm-openai", True),
-    ("rocm/vllm", False),
-)
 
 
 def at_path(obj: Any, path: str) -> Any:
@@ -50,54 +39,40 @@ def as_list(value: Any) -> list[Any]:
 
 def image_repo_tag(image: str) -> tuple[str, str | None]:
     """(repository without registry, tag) of an image reference."""
-    ref = image.split("@", 1)[0]
-    slash = ref.rfind("/")
-    colon = ref.rfind(":")
-    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, None)
-    parts = repo.split("/")
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        parts = parts[1:]
-    if parts[:1] == ["library"]:
-        parts = parts[1:]
-    return "/".join(parts), tag
+    repo, tag, _ = split_image(image)
+    return repo, tag
 
 
 def vllm_image(image: str) -> tuple[bool, bool]:
     """(runs vLLM, its entrypoint is the vLLM server) for an image reference."""
-    repo, _ = image_repo_tag(image)
-    for prefix, entrypoint in _IMAGES:
-        if repo == prefix or repo.startswith(prefix + "-") or repo.startswith(prefix + "/"):
-            return True, entrypoint
-    return False, False
+    family = image_family(image_repo_tag(image)[0])
+    return (True, family[1]) if family is not None else (False, False)
 
 
-_ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
+def release_of_image(image: str, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """(vLLM release fitgate sizes, warning) for an image: ``v0.8.5`` -> ``0.8.5``; ``latest`` -> the newest.
 
-
-def release_of_image(image: str) -> tuple[str | None, str | None]:
-    """(vLLM release, note) from an image tag: ``v0.8.5`` -> ``0.8.5``; ``latest`` -> the newest modelled.
-
-    rocm/vllm tags carry the release inside (``rocm6.3.1_vllm_0.8.5_20250521``). A tag that names no
-    release gives (None, a note): the newest release fitgate models is assumed.
+    Never refuses: a release the image does not name (an LMCache or llm-d tag, a digest, a custom image)
+    and one outside fitgate's accounting table (``v0.34.0``, ``v0.3.7``) give (None, a warning) and are
+    sized as the newest modelled release. This is the reader's one call into the table
+    (:func:`fitgate.sizing.versions.parse_version`).
     """
-    is_vllm, _ = vllm_image(image)
-    repo, tag = image_repo_tag(image)
-    if not image:
+    if not image.strip() and not (env or {}).get("VLLM_VERSION"):
         return None, None
-    if not is_vllm:
-        return None, f"image {image}: not a vLLM image, so the vLLM release is not known; sized as the newest modelled"
-    if tag is None:
-        tag = "latest"
-    m = _ROCM_TAG.search(tag) if repo.startswith("rocm/") else None
-    text = m.group(1) if m else tag
+    read = image_release(image, env)
+    newest = DEFAULT_VLLM_VERSION
+    if read.release is None:
+        return None, f"vLLM release unknown ({read.reason}): sized as the newest modelled release, {newest}"
     try:
-        # known, or newer than fitgate models: sized as the newest, and the plan says so (release_note)
-        major, minor, patch = resolve_release(text, "image tag").given
-    except SizingError as exc:
-        if re.match(r"^v?\d+\.\d+", text):  # a release, but one fitgate does not model
-            raise WorkloadError(f"image {image}: {exc}") from None
-        return None, f"image tag {tag!r} names no vLLM release; sized as the newest release fitgate models"
-    return f"{major}.{minor}.{patch}", None
+        # known, or newer than fitgate models: sized as the newest, with the release's note as the warning
+        release = resolve_release(read.release, "image tag")
+    except SizingError:
+        return None, (
+            f"vLLM {read.release} ({read.reason}) is not a release fitgate models: "
+            f"sized as the newest modelled release, {newest}"
+        )
+    major, minor, patch = release.given
+    return f"{major}.{minor}.{patch}", release.note
 
 
 def gpu_limit_of(container: dict[str, Any]) -> tuple[str | None, int]:

@@ -37,6 +37,8 @@ from fitgate.workloads.argv import (
     parse_engine_argv,
     ray_cluster_size,
 )
+from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
+from fitgate.workloads.kinds import pod_template_paths
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
@@ -99,20 +101,19 @@ _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "flo
 #: Runtime quantizations a ModelDeployment takes; others describe a quantized checkpoint, read from its config.
 _RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
 
-#: Where each kind keeps its pod template (dotted path); LeaderWorkerSet, InferenceService and
-#: LLMInferenceService are read by their own functions.
-POD_TEMPLATE_PATHS: dict[str, str] = {
-    "Pod": "spec",
-    "Deployment": "spec.template.spec",
-    "StatefulSet": "spec.template.spec",
-    "ReplicaSet": "spec.template.spec",
-    "Job": "spec.template.spec",
-    "CronJob": "spec.jobTemplate.spec.template.spec",
-}
+#: Where each kind keeps its pod template (dotted path), from the registry (:mod:`fitgate.workloads.kinds`).
+POD_TEMPLATE_PATHS: dict[str, str] = pod_template_paths()
+
+#: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
+MODEL_ANNOTATION = "fitgate.io/model"
+MODEL_ANNOTATION_HINT = (
+    f"fitgate cannot read the model there; name what it holds with the annotation {MODEL_ANNOTATION}: "
+    "org/name[@revision] (and keep it offline with `fitgate catalog add org/name`)"
+)
+_ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,96})(?:@([A-Za-z0-9_./-]{1,96}))?$")
 
 #: Kinds read by :func:`read_workload` (besides any configured through ``extra_paths``).
-KINDS = (*POD_TEMPLATE_PATHS, "LeaderWorkerSet", "InferenceService", "LLMInferenceService")
-
+KINDS = tuple(k.kind for k in WORKLOAD_KINDS)
 
 # ---------------------------------------------------------------------------------------------
 # --config files from ConfigMaps
@@ -497,13 +498,13 @@ def _reading(
         name=str(meta.get("name") or "?"),
         container=cname,
         how=found.engine.how,
-        model=None,
+        model=model or found.engine.flags.get("--model") or found.engine.model,  # named even when unreadable
     )
     try:
         flags, unknown, more, ref, origins = read_container(found, configmaps)
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
-        version, version_note = release_of_image(str(container.get("image") or ""))
+        version, version_note = release_of_image(str(container.get("image") or ""), found.env)
         resource, per_pod = gpu_limit_of(container)
         selector, placement_notes = placement_of(found.pod)
         hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
@@ -532,6 +533,16 @@ def _reading(
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
         more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
+        location = name if name is not None and ("://" in name or name.startswith("/")) else None
+        served = flags.get("--served-model-name", "").split(" ")[0]
+        if location is not None and _ANNOTATED.match(served):  # a hint only: a served name is whatever one chose
+            more.append(
+                f"model {location} is served as {served}: if it holds that, annotate {MODEL_ANNOTATION}: {served}"
+            )
+        if (
+            name is not None and "://" in name and unknown is None
+        ):  # s3://, gs://, pvc://: not a directory fitgate reads
+            unknown = f"model {name}: {MODEL_ANNOTATION_HINT}"
         if name is None and unknown is None:
             name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
             more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
@@ -566,6 +577,8 @@ def _reading(
             gpu_share=hami,
             unknown=unknown,
             notes=all_notes,
+            warnings=(version_note,) if version_note else (),
+            model_location=location,
             args=flags,
             config_map=ref,
             origins=origins,
@@ -586,8 +599,76 @@ def _finish(reading: Reading, **changes: Any) -> Reading:
 # Kinds
 
 
-def _kserve_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
-    """An InferenceService: its predictor's containers, else the huggingface runtime's model.
+def _serving_runtime(
+    model: dict[str, Any], runtimes: Mapping[str, Mapping[str, Any]]
+) -> tuple[str, dict[str, Any]] | None:
+    """The ServingRuntime of a predictor model: ``runtime`` by name, else one that auto-selects its modelFormat."""
+    name = str(model.get("runtime") or "")
+    if name:
+        return (name, dict(runtimes[name])) if name in runtimes else None
+    fmt = str(as_dict(model.get("modelFormat")).get("name") or "").lower()
+    for rname, spec in runtimes.items():
+        for f in (as_dict(x) for x in as_list(as_dict(spec).get("supportedModelFormats"))):
+            if str(f.get("name") or "").lower() == fmt and f.get("autoSelect"):
+                return rname, dict(spec)
+    return None
+
+
+def _kserve_runtime_merged(
+    obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]], runtimes: Mapping[str, Mapping[str, Any]]
+) -> Reading | None:
+    """An InferenceService whose ServingRuntime is in the manifest set, merged as KServe merges them.
+
+    kserve/kserve pkg/controller/v1beta1/inferenceservice/utils (``MergeRuntimeContainers``,
+    @aaac4e294dae2c7b1aa1886447793f3aa1c30912): the runtime's ``kserve-container`` with the predictor model's
+    fields over it, ``args`` appended to the runtime's, ``{{.Name}}`` the InferenceService's name; the
+    storage initializer puts ``storageUri`` at ``/mnt/models``.
+    """
+    meta = as_dict(obj.get("metadata"))
+    predictor = as_dict(at_path(obj, "spec.predictor"))
+    model = as_dict(predictor.get("model"))
+    picked = _serving_runtime(model, runtimes)
+    if picked is None:
+        return None
+    rname, runtime = picked
+    containers = [as_dict(c) for c in as_list(runtime.get("containers"))]
+    base = next((c for c in containers if c.get("name") == "kserve-container"), containers[0] if containers else {})
+    isvc = str(meta.get("name") or "")
+
+    def words(c: dict[str, Any], key: str) -> list[str]:
+        return [str(w).replace("{{.Name}}", isvc) for w in as_list(c.get(key))]
+
+    merged = {
+        **base,
+        **{k: v for k, v in model.items() if k in ("image", "resources", "command") and v},
+        "name": "kserve-container",
+        "args": words(base, "args") + words(model, "args"),
+        "command": words(model, "command") or words(base, "command"),
+        "env": as_list(base.get("env")) + as_list(model.get("env")),
+    }
+    pod = {
+        **{k: v for k, v in runtime.items() if k in ("nodeSelector", "tolerations", "affinity", "volumes")},
+        **{k: v for k, v in predictor.items() if k not in ("model", "containers")},
+        "containers": [merged],
+    }
+    found = _find_vllm(pod)
+    if found is None:
+        return None
+    uri = str(model.get("storageUri") or "")
+    reading = _reading("InferenceService", meta, found, configmaps, notes=(f"ServingRuntime {rname} merged in",))
+    if uri.startswith("hf://"):
+        return _finish(reading, model=uri[len("hf://") :], model_location=None)
+    if uri and reading.unknown is None and reading.invalid is None:
+        return _finish(reading, unknown=f"storageUri {uri}: {MODEL_ANNOTATION_HINT}", model_location=uri)
+    return reading
+
+
+def _kserve_model(
+    obj: dict[str, Any],
+    configmaps: Mapping[str, Mapping[str, str]],
+    runtimes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Reading | None:
+    """An InferenceService: its predictor's containers, its ServingRuntime merged in, else the huggingface runtime.
 
     The KServe huggingface runtime (modelFormat huggingface, or vllm) passes its args through to
     vLLM's engine arguments; the model is ``--model_id`` (else ``storageUri`` ``hf://org/name``);
@@ -598,6 +679,9 @@ def _kserve_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str
     found = _find_vllm(predictor)
     if found is not None:
         return _reading("InferenceService", meta, found, configmaps)
+    merged = _kserve_runtime_merged(obj, configmaps, runtimes or {})
+    if merged is not None:
+        return merged
     model = as_dict(predictor.get("model"))
     fmt = str(as_dict(model.get("modelFormat")).get("name") or "").lower()
     if fmt not in ("huggingface", "vllm"):
@@ -616,10 +700,11 @@ def _kserve_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str
     container = {**model, "name": "kserve-container", "image": "", "command": [], "args": args}
     pod = {**predictor, "containers": [container]}
     found = _Found(container, pod, EngineCommand(engine.how, None, flags, engine.words), env)
+    if name is None and uri:  # pvc://, s3://, oci:// (a modelcar): the location, Unknown until annotated
+        return _reading("InferenceService", meta, found, configmaps, model=uri, notes=notes)
     if name is None:
         reading = _reading("InferenceService", meta, found, configmaps, notes=notes)
-        why = f"the model is in storageUri {uri}" if uri else "no --model_id or storageUri"
-        return _finish(reading, unknown=f"{why}: fitgate cannot read its config without a Hub repo id")
+        return _finish(reading, unknown=f"no --model_id or storageUri: {MODEL_ANNOTATION_HINT}")
     return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes)
 
 
@@ -681,7 +766,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         meta,
         found,
         configmaps,
-        model=name,
+        model=name or uri or None,  # a non-hf:// uri: its location, Unknown until annotated
         extra_flags=extra,
         extra_origins=origins,
         gpus_per_replica=per_pod * pods,
@@ -689,7 +774,8 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         notes=notes,
     )
     if name is None and reading.invalid is None:
-        return _finish(reading, unknown=f"spec.model.uri {uri or '(none)'}: fitgate reads hf:// models only")
+        why = f"spec.model.uri {uri or '(none)'}: fitgate reads hf:// models only; {MODEL_ANNOTATION_HINT}"
+        return _finish(reading, unknown=why, model=uri or None, model_location=uri or None)
     return reading
 
 
@@ -736,10 +822,48 @@ def _first(pod: dict[str, Any]) -> dict[str, Any]:
     return containers[0] if containers else {}
 
 
+def annotated_model(obj: Mapping[str, Any], pod_path: str | None) -> tuple[str, str | None] | str | None:
+    """``fitgate.io/model`` of the object, else of its pod template: (repo id, revision), a why-not, or None."""
+    annotations = as_dict(as_dict(obj.get("metadata")).get("annotations"))
+    if MODEL_ANNOTATION not in annotations and pod_path and pod_path != "spec":
+        template_meta = as_dict(at_path(obj, pod_path.rsplit(".", 1)[0] + ".metadata"))
+        annotations = as_dict(template_meta.get("annotations"))
+    if MODEL_ANNOTATION not in annotations:
+        return None
+    value = str(annotations[MODEL_ANNOTATION]).strip()
+    m = _ANNOTATED.match(value)
+    if m is None:
+        return f"annotation {MODEL_ANNOTATION}: expected org/name[@revision] (got {value[:120]!r})"
+    return f"{m.group(1)}/{m.group(2)}", m.group(3)
+
+
+def with_model_annotation(reading: Reading, annotated: tuple[str, str | None] | str | None) -> Reading:
+    """The reading with the model the annotation names in place of a path / URI / unreadable storageUri."""
+    if annotated is None:
+        return reading
+    if isinstance(annotated, str):  # a malformed annotation: sized as written, the annotation ignored and said so
+        return _finish(reading, notes=(*reading.notes, f"{annotated}; ignored"))
+    name, revision = annotated
+    where = reading.model_location or reading.model
+    if reading.model_location is None and reading.model is not None and reading.model != name:
+        note = f"annotation {MODEL_ANNOTATION}: {name} differs from the model the command names ({reading.model})"
+        return _finish(reading, notes=(*reading.notes, note + "; sized as the command names it"))
+    unknown = reading.unknown if reading.unknown is None or MODEL_ANNOTATION not in reading.unknown else None
+    note = f"{where or 'the model'} holds {name} (annotation {MODEL_ANNOTATION})"
+    return _finish(
+        reading,
+        model=name,
+        revision=revision or reading.revision,
+        unknown=unknown,
+        notes=(*reading.notes, note),
+    )
+
+
 def read_workload(
     obj: Any,
     configmaps: Mapping[str, Mapping[str, str]] | None = None,
     extra_paths: Mapping[str, str] | None = None,
+    runtimes: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Reading | None:
     """The vLLM reading of a Kubernetes object, or None when it runs no vLLM server.
 
@@ -748,31 +872,46 @@ def read_workload(
         configmaps: ConfigMap name -> data of the same namespace or manifest set, for ``--config`` files.
         extra_paths: Kind -> dotted path of the pod spec, for other CRDs that embed a pod template
             (``{"RayService": "spec.rayClusterConfig.headGroupSpec.template.spec"}``).
+        runtimes: KServe ServingRuntime name -> its ``spec``, merged into the InferenceServices that use it.
 
-    Never raises on bad input: a reading with ``invalid`` says what is wrong.
+    Never raises on bad input: a reading with ``invalid`` says what is wrong. The annotation
+    ``fitgate.io/model`` names the model a path or storage URI holds (:func:`with_model_annotation`).
     """
     if not isinstance(obj, dict):
         return None
     kind = str(obj.get("kind") or "")
-    cms = configmaps or {}
+    path = {**POD_TEMPLATE_PATHS, **(extra_paths or {})}.get(kind)
+    reading = _read_kind(obj, kind, path, configmaps or {}, runtimes or {})
+    if reading is None:
+        return None
+    return with_model_annotation(reading, annotated_model(obj, path))
+
+
+def _read_kind(
+    obj: dict[str, Any],
+    kind: str,
+    path: str | None,
+    cms: Mapping[str, Mapping[str, str]],
+    runtimes: Mapping[str, Mapping[str, Any]],
+) -> Reading | None:
+    from fitgate.workloads.crds import CRD_READERS  # noqa: PLC0415 - crds builds on this module
+
     meta = as_dict(obj.get("metadata"))
     try:
         if kind == "LeaderWorkerSet":
             return _leader_worker_set(obj, cms)
         if kind == "InferenceService":
-            return _kserve_model(obj, cms)
+            return _kserve_model(obj, cms, runtimes)
         if kind == "LLMInferenceService":
             return _llm_inference_service(obj, cms)
-        path = {**POD_TEMPLATE_PATHS, **(extra_paths or {})}.get(kind)
+        if path is None and kind in CRD_READERS:  # a configured extra path (extra_paths) comes first
+            return CRD_READERS[kind](obj, cms)
         if path is None:
             return None
         pod = as_dict(at_path(obj, path))
         found = _find_vllm(pod)
     except WorkloadError as exc:
-        return _finish(
-            _blank(kind, meta),
-            invalid=str(exc),
-        )
+        return _finish(_blank(kind, meta), invalid=str(exc))
     if found is None:
         return None
     # the pod's own annotations (Run:ai's gpu-fraction): a Pod's metadata, else its template's

@@ -39,6 +39,10 @@ class Reading:
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
+    #: Where the model lies when not named by a Hub repo id (a path, s3://, pvc://, oci:// modelcar, storageUri)
+    model_location: str | None = None
+    #: Notes said at admission even when the workload fits (the vLLM release was not read or is not modelled)
+    warnings: tuple[str, ...] = ()
     args: dict[str, str] = field(default_factory=dict)  # the flags as written, by long name
     #: (ConfigMap, key) of the ``--config`` file: read from it when given, else to be read (``unknown`` says so)
     config_map: tuple[str, str] | None = None

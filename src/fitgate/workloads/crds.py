@@ -1,0 +1,526 @@
+"""Readers of the inference CRDs that write the vLLM pod themselves: KAITO, NVIDIA Dynamo, production-stack.
+
+Each turns its object into the pod template its controller would write (the vLLM container's command,
+args, image and GPU limit) and reads that on the one path of :mod:`fitgate.workloads.reader`. What the
+controller decides from the cluster (KAITO's tensor parallelism from an instance type's GPUs) is not
+guessed: the reading is Unknown and says what to set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import yaml
+
+from fitgate.workloads.argv import config_file_flags
+from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
+from fitgate.workloads.reader import (
+    MAX_CONFIG_BYTES,
+    _blank,
+    _find_vllm,
+    _finish,
+    _leader_worker_set,
+    _reading,
+)
+from fitgate.workloads.reading import Reading, WorkloadError
+
+Reader = Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], "Reading | None"]
+
+# ---------------------------------------------------------------------------------------------
+# KAITO Workspace / InferenceSet
+
+#: KAITO preset name -> (Hub repo id, revision): kaito-project/kaito presets/workspace/models/supported_models.yaml
+#: @056b8280b1a8debf644bc6f4399e913a1f9c7e70 (each preset's ``version`` URL).
+KAITO_PRESETS: dict[str, tuple[str, str]] = {
+    "llama-3.1-8b-instruct": ("meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659"),
+    "llama-3.3-70b-instruct": ("meta-llama/Llama-3.3-70B-Instruct", "6f6073b423013f6a7d4d9f39144961bfbfbc386b"),
+    "deepseek-r1-0528": ("deepseek-ai/DeepSeek-R1-0528", "4236a6af538feda4548eca9ab308586007567f52"),
+    "deepseek-v3-0324": ("deepseek-ai/DeepSeek-V3-0324", "e9b33add76883f293d6bf61f6bd89b497e80e335"),
+    "falcon-7b": ("tiiuae/falcon-7b", "898df1396f35e447d5fe44e0a3ccaaaa69f30d36"),
+    "falcon-7b-instruct": ("tiiuae/falcon-7b-instruct", "cf4b3c42ce2fdfe24f753f0f0d179202fea59c99"),
+    "falcon-40b": ("tiiuae/falcon-40b", "4a70170c215b36a3cce4b4253f6d0612bb7d4146"),
+    "falcon-40b-instruct": ("tiiuae/falcon-40b-instruct", "ecb78d97ac356d098e79f0db222c9ce7c5d9ee5f"),
+    "mistral-7b": ("mistralai/Mistral-7B-v0.3", "d8cadc02ac76bd617a919d50b092e59d2d110aff"),
+    "mistral-7b-instruct": ("mistralai/Mistral-7B-Instruct-v0.3", "e0bc86c23ce5aae1db576c8cca6f06f1f73af2db"),
+    "ministral-3-3b-instruct": ("mistralai/Ministral-3-3B-Instruct-2512", "83e15808ff6a115f18ff8e68123db3ab35035714"),
+    "ministral-3-8b-instruct": ("mistralai/Ministral-3-8B-Instruct-2512", "df904c183734f8760042c708d3629a4ed68b103a"),
+    "ministral-3-14b-instruct": ("mistralai/Ministral-3-14B-Instruct-2512", "6aa4534f7bb46d16753bd12a08b32810a06b7a14"),
+    "mistral-large-3-675b-instruct": (
+        "mistralai/Mistral-Large-3-675B-Instruct-2512",
+        "7f13ed24ab52a2a1c35bb26a749ef9d891ee98dd",
+    ),
+    "phi-2": ("microsoft/phi-2", "ef382358ec9e382308935a992d908de099b64c23"),
+    "phi-3-mini-4k-instruct": ("microsoft/Phi-3-mini-4k-instruct", "0a67737cc96d2554230f90338b163bc6380a2a85"),
+    "phi-3-mini-128k-instruct": ("microsoft/Phi-3-mini-128k-instruct", "072cb7562cb8c4adf682a8e186aaafa49469eb5d"),
+    "phi-3-medium-4k-instruct": ("microsoft/Phi-3-medium-4k-instruct", "b64223aaea6fbf273c0c8cd0801d5e732dce8897"),
+    "phi-3-medium-128k-instruct": ("microsoft/Phi-3-medium-128k-instruct", "fa7d2aa4f5ea69b2e36b20d050cdae79c9bfbb3f"),
+    "phi-3.5-mini-instruct": ("microsoft/Phi-3.5-mini-instruct", "3145e03a9fd4cdd7cd953c34d9bbf7ad606122ca"),
+    "phi-4-mini-instruct": ("microsoft/Phi-4-mini-instruct", "c0fb9e74abda11b496b7907a9c6c9009a7a0488f"),
+    "phi-4": ("microsoft/phi-4", "187ef0342fff0eb3333be9f00389385e95ef0b61"),
+    "qwen2.5-coder-7b-instruct": ("Qwen/Qwen2.5-Coder-7B-Instruct", "c03e6d358207e414f1eca0bb1891e29f1db0e242"),
+    "qwen2.5-coder-32b-instruct": ("Qwen/Qwen2.5-Coder-32B-Instruct", "381fc969f78efac66bc87ff7ddeadb7e73c218a7"),
+    "deepseek-r1-distill-qwen-14b": (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+        "1df8507178afcc1bef68cd8c393f61a886323761",
+    ),
+    "deepseek-r1-distill-llama-8b": (
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        "6a6f4aa4197940add57724a7707d069478df56b1",
+    ),
+    "gemma-3-4b-instruct": ("google/gemma-3-4b-it", "093f9f388b31de276ce2de164bdc2081324b9767"),
+    "gemma-3-27b-instruct": ("google/gemma-3-27b-it", "005ad3404e59d6023443cb575daa05336842228a"),
+    "gpt-oss-20b": ("openai/gpt-oss-20b", "db6852caddef0cf0c1f729034ed700c84eab376e"),
+    "gpt-oss-120b": ("openai/gpt-oss-120b", "b5c939de8f754692c1647ca79fbf85e8c1e70f8a"),
+}
+#: The vLLM of KAITO's base image at that commit: presets/workspace/dependencies/requirements.txt L4
+#: ``vllm==0.25.1`` (the source of truth, presets/workspace/models/vllm_version_upgrade.md L14).
+KAITO_VLLM = "0.25.1"
+#: KAITO's base image at that commit (supported_models.yaml ``base`` tag 0.5.0), named in messages only.
+KAITO_IMAGE = "mcr.microsoft.com/aks/kaito/kaito-base:0.5.0"
+#: KAITO's key of the inference ConfigMap (charts/kaito/workspace/templates/inference-params.yaml).
+KAITO_CONFIG_KEY = "inference_config.yaml"
+#: Without gpu-memory-utilization KAITO sets free / total memory of GPU 0, at most 0.95
+#: (presets/workspace/inference/vllm/inference_api.py L470-496): the upper bound is sized.
+KAITO_DEFAULT_GMU = "0.95"
+#: The well-known node label of a node's instance type (kubernetes.io/docs reference/labels).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def _kaito_config(name: str, configmaps: Mapping[str, Mapping[str, str]]) -> tuple[dict[str, str] | None, str | None]:
+    """The ``vllm:`` block of a KAITO inference ConfigMap as flags, or (None, why it was not read)."""
+    data = configmaps.get(name)
+    if data is None:
+        return None, f"inference.config: ConfigMap {name} (key {KAITO_CONFIG_KEY}) is not in the manifests read"
+    text = data.get(KAITO_CONFIG_KEY)
+    if text is None:
+        return None, f"inference.config: ConfigMap {name} has no key {KAITO_CONFIG_KEY}"
+    if len(text.encode()) > MAX_CONFIG_BYTES:
+        raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} holds more than {MAX_CONFIG_BYTES} bytes")
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} is not YAML: {exc}".splitlines()[0]) from None
+    return config_file_flags(as_dict(as_dict(loaded).get("vllm"))), None
+
+
+def _kaito_spec(
+    kind: str, obj: dict[str, Any], root: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
+) -> Reading | None:
+    """A Workspace (``resource`` and ``inference`` at the top) or an InferenceSet's ``spec.template``."""
+    meta = as_dict(obj.get("metadata"))
+    resource = as_dict(root.get("resource"))
+    inference = as_dict(root.get("inference"))
+    if not inference:
+        return None  # a tuning Workspace: no inference server
+    instance = str(resource.get("instanceType") or "")
+    selector = {str(k): str(v) for k, v in as_dict(as_dict(resource.get("labelSelector")).get("matchLabels")).items()}
+    template = as_dict(inference.get("template"))
+    if template:  # a custom pod template: read as written
+        found = _find_vllm(as_dict(template.get("spec")))
+        return _reading(kind, meta, found, configmaps) if found is not None else None
+    preset = str(as_dict(inference.get("preset")).get("name") or "")
+    if preset not in KAITO_PRESETS:
+        known = ", ".join(sorted(KAITO_PRESETS)[:8])
+        missing = f"inference.preset.name {preset!r}: not a KAITO preset fitgate knows ({known}, ...)"
+        return _finish(_blank(kind, meta), unknown=missing)
+    repo, revision = KAITO_PRESETS[preset]
+    flags: dict[str, str] = {}
+    notes: list[str] = []
+    unknown: str | None = None
+    ref: tuple[str, str] | None = None
+    config = str(inference.get("config") or "")
+    if config:
+        read, why = _kaito_config(config, configmaps)
+        if read is None:
+            unknown, ref = why, (config, KAITO_CONFIG_KEY)
+        else:
+            flags = read
+    if "--gpu-memory-utilization" not in flags:
+        flags["--gpu-memory-utilization"] = KAITO_DEFAULT_GMU
+        notes.append(
+            f"KAITO sets --gpu-memory-utilization from the GPU's free memory, at most {KAITO_DEFAULT_GMU}: "
+            "sized at that"
+        )
+    nodes = resource.get("count")
+    pods = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1 else 1
+    if pods > 1 and "--pipeline-parallel-size" not in flags:
+        # KAITO's multi-node rule: pipeline parallelism over the nodes, TP within each (pkg/model/interface.go
+        # L543-569 @056b8280); the ConfigMap's vllm block comes after on the command line and wins
+        # (presets/workspace/inference/vllm/inference_api.py L140-143), so a value written there is kept.
+        flags["--pipeline-parallel-size"] = str(pods)
+        notes.append(f"resource.count {pods}: KAITO runs pipeline parallelism over the {pods} nodes")
+    tp = (
+        int(flags.get("--tensor-parallel-size", "1"))
+        if re.fullmatch(r"\d+", flags.get("--tensor-parallel-size", "1"))
+        else 1
+    )
+    pp = (
+        int(flags["--pipeline-parallel-size"]) if re.fullmatch(r"\d+", flags.get("--pipeline-parallel-size", "")) else 1
+    )
+    args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
+    container = {
+        "name": "inference",
+        "image": KAITO_IMAGE,
+        "command": ["vllm", "serve", repo, "--revision", revision, *args],
+        "env": [{"name": "VLLM_VERSION", "value": KAITO_VLLM}],
+        "resources": {"limits": {"nvidia.com/gpu": str(-(-(tp * pp) // pods))}},
+    }
+    if instance:
+        selector[INSTANCE_TYPE_LABEL] = instance
+        notes.append(
+            f"resource.instanceType {instance}: the GPU is that of the nodes labelled {INSTANCE_TYPE_LABEL}={instance}"
+        )
+    pod = {"containers": [container], "nodeSelector": selector}
+    found = _find_vllm(pod)
+    if found is None:
+        return None
+    notes.append(f"KAITO's base image runs vLLM {KAITO_VLLM} (kaito @056b8280 requirements.txt); sized for it")
+    reading = _reading(
+        kind,
+        meta,
+        found,
+        configmaps,
+        gpus_per_replica=-(-(tp * pp) // pods) * pods,
+        pods_per_replica=pods,
+        notes=(f"KAITO preset {preset}", *notes),
+    )
+    reading = _finish(reading, gpu_resource="nvidia.com/gpu", config_map=ref or reading.config_map)
+    if unknown is not None and reading.invalid is None:
+        return _finish(reading, unknown=unknown)
+    if "--tensor-parallel-size" not in flags and reading.unknown is None and reading.invalid is None:
+        why = (
+            "KAITO sets --tensor-parallel-size to the GPUs of each node"
+            + (f" ({instance})" if instance else "")
+            + ", which fitgate does not know here; set tensor-parallel-size in the inference ConfigMap's vllm block"
+        )
+        return _finish(reading, unknown=why)
+    return reading
+
+
+def read_kaito_workspace(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """A KAITO Workspace (kaito.sh): ``resource`` and ``inference`` are top-level fields, not under ``spec``."""
+    return _kaito_spec("Workspace", obj, obj, configmaps)
+
+
+def read_kaito_inference_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """A KAITO InferenceSet: ``spec.template`` is a Workspace's ``resource`` and ``inference`` (one per replica)."""
+    return _kaito_spec("InferenceSet", obj, as_dict(at_path(obj, "spec.template")), configmaps)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVIDIA Dynamo DynamoGraphDeployment
+
+_DYNAMO_VLLM = re.compile(r"\bpython3?\s+-m\s+dynamo\.vllm\b")
+
+
+def _dynamo_container(container: dict[str, Any]) -> dict[str, Any]:
+    """``python3 -m dynamo.vllm ARGS`` (vLLM engine args plus Dynamo's) written as ``vllm serve ARGS``."""
+    command = [str(w) for w in as_list(container.get("command"))]
+    args = [str(w) for w in as_list(container.get("args"))]
+    if command[-3:] == ["python3", "-m", "dynamo.vllm"] or command[-3:] == ["python", "-m", "dynamo.vllm"]:
+        command = [*command[:-3], "vllm", "serve"]
+    command = [_DYNAMO_VLLM.sub("vllm serve", w) for w in command]
+    args = [_DYNAMO_VLLM.sub("vllm serve", w) for w in args]
+    if not command and args[:3] in (["python3", "-m", "dynamo.vllm"], ["python", "-m", "dynamo.vllm"]):
+        args = ["vllm", "serve", *args[3:]]
+    return {**container, "command": command, "args": args}
+
+
+def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, str]]:
+    """(service name, pod spec, nodes per replica, role) of each vLLM worker of a DynamoGraphDeployment.
+
+    v1alpha1: ``spec.services.<name>`` with ``componentType: worker``, ``extraPodSpec.mainContainer`` and
+    ``resources.limits.gpu``; v1beta1: ``spec.components[]`` with ``type: worker`` and ``podTemplate.spec``.
+    Decode workers first (they hold the KV cache of generation), then prefill, then the others.
+    """
+    out: list[tuple[str, dict[str, Any], int, str]] = []
+    spec = as_dict(obj.get("spec"))
+    for name, raw in list(as_dict(spec.get("services")).items())[:64]:
+        service = as_dict(raw)
+        if str(service.get("componentType") or "") != "worker":
+            continue
+        extra = as_dict(service.get("extraPodSpec"))
+        main = _dynamo_container(as_dict(extra.get("mainContainer")))
+        gpus = as_dict(as_dict(service.get("resources")).get("limits")).get("gpu")
+        if gpus is not None and not as_dict(main.get("resources")):
+            main = {**main, "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+        main.setdefault("name", "main")
+        main = {**main, "env": [*as_list(main.get("env")), *as_list(service.get("envs"))]}
+        pod = {**{k: v for k, v in extra.items() if k != "mainContainer"}, "containers": [main]}
+        nodes = as_dict(service.get("multinode")).get("nodeCount", 1)
+        out.append(
+            (
+                str(name),
+                pod,
+                nodes if isinstance(nodes, int) and nodes > 0 else 1,
+                str(service.get("subComponentType") or ""),
+            )
+        )
+    for component in (as_dict(c) for c in as_list(spec.get("components"))[:64]):
+        if str(component.get("type") or "") != "worker":
+            continue
+        pod = as_dict(at_path(component, "podTemplate.spec"))
+        pod = {**pod, "containers": [_dynamo_container(as_dict(c)) for c in as_list(pod.get("containers"))]}
+        nodes = as_dict(component.get("multinode")).get("nodeCount", 1)
+        role = str(component.get("subComponentType") or component.get("subType") or "")
+        out.append((str(component.get("name") or "?"), pod, nodes if isinstance(nodes, int) and nodes > 0 else 1, role))
+    order = {"decode": 0, "prefill": 1}
+    return sorted(out, key=lambda w: order.get(w[3], 2))
+
+
+def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per vLLM worker of a DynamoGraphDeployment, named ``<graph>/<service>``."""
+    meta = as_dict(obj.get("metadata"))
+    out: list[Reading] = []
+    for name, pod, nodes, role in dynamo_workers(obj):
+        found = _find_vllm(pod)
+        if found is None:
+            continue
+        worker_meta = {**meta, "name": f"{meta.get('name') or '?'}/{name}"}
+        _, per_pod = gpu_limit_of(found.container)
+        notes = (f"Dynamo {role + ' ' if role else ''}worker {name} (python3 -m dynamo.vllm: vLLM's engine args)",)
+        out.append(
+            _reading(
+                "DynamoGraphDeployment",
+                worker_meta,
+                found,
+                configmaps,
+                gpus_per_replica=per_pod * nodes,
+                pods_per_replica=nodes,
+                notes=notes,
+            )
+        )
+    return out
+
+
+def read_dynamo(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The first vLLM worker of a DynamoGraphDeployment (decode first); ``fitgate check`` reads them all."""
+    workers = read_dynamo_workers(obj, configmaps)
+    if not workers:
+        return None
+    first = workers[0]
+    if len(workers) > 1:
+        others = ", ".join(w.name.rsplit("/", 1)[-1] for w in workers[1:])
+        return _finish(first, notes=(*first.notes, f"also workers {others}: `fitgate check` sizes each"))
+    return first
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM production-stack VLLMRuntime
+
+
+def read_vllm_runtime(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """A production-stack VLLMRuntime: the ``vllm serve`` its operator writes.
+
+    vllm-project/production-stack operator/internal/controller/vllmruntime_controller.go
+    (@a6c01db05f65f556235413ba8dbcfb0c01132fff) L441-512: ``vllm serve <modelURL>`` with ``--max-model-len``,
+    ``--dtype``, ``--tensor-parallel-size``, ``--max-num-seqs``, ``--gpu_memory_utilization``,
+    ``--[no-]enable-prefix-caching`` and ``extraArgs``; the GPU limit is ``deploymentConfig.resources.gpu``
+    of ``gpuType`` (default nvidia.com/gpu); the image is ``deploymentConfig.image.registry/name``.
+    """
+    meta = as_dict(obj.get("metadata"))
+    spec = as_dict(obj.get("spec"))
+    model = as_dict(spec.get("model"))
+    vllm = as_dict(spec.get("vllmConfig"))
+    deploy = as_dict(spec.get("deploymentConfig"))
+    args: list[str] = []
+    for key, flag in (("maxModelLen", "--max-model-len"), ("dtype", "--dtype"), ("maxNumSeqs", "--max-num-seqs")):
+        if model.get(key) not in (None, "", 0):
+            args += [flag, str(model[key])]
+    if vllm.get("tensorParallelSize") not in (None, 0):
+        args += ["--tensor-parallel-size", str(vllm["tensorParallelSize"])]
+    if vllm.get("gpuMemoryUtilization") not in (None, ""):
+        args += ["--gpu_memory_utilization", str(vllm["gpuMemoryUtilization"])]
+    args.append("--enable-prefix-caching" if vllm.get("enablePrefixCaching") else "--no-enable-prefix-caching")
+    args += [str(a) for a in as_list(vllm.get("extraArgs"))]
+    image = as_dict(deploy.get("image"))
+    registry, name = str(image.get("registry") or ""), str(image.get("name") or "")
+    resources = as_dict(deploy.get("resources"))
+    gpu_type = str(resources.get("gpuType") or "nvidia.com/gpu")
+    container = {
+        "name": "vllm",
+        "image": f"{registry}/{name}" if registry and name else name,
+        "command": ["vllm", "serve", str(model.get("modelURL") or "")],
+        "args": args,
+        "env": as_list(vllm.get("env")),
+        "resources": {"limits": {gpu_type: str(resources.get("gpu") or 0)}} if resources.get("gpu") else {},
+    }
+    pod: dict[str, Any] = {"containers": [container], "tolerations": as_list(deploy.get("toleration"))}
+    terms = as_list(deploy.get("nodeSelectorTerms"))
+    if terms:
+        pod["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
+    found = _find_vllm(pod)
+    if found is None:
+        return None
+    annotations = as_dict(deploy.get("podAnnotations"))
+    return _reading("VLLMRuntime", meta, found, configmaps, pod_annotations=annotations)
+
+
+# ---------------------------------------------------------------------------------------------
+# DisaggregatedSet (kubernetes-sigs/lws; llm-d's prefill/decode recipe)
+
+
+def read_disaggregated_roles(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per role of a DisaggregatedSet, decode first, each read as the LeaderWorkerSet it creates.
+
+    ``spec.roles[].spec.leaderWorkerTemplate`` (llm-d/llm-d guides/recipes/modelserver/base/single-host/
+    pd-disaggregatedset/base/disaggregatedset.yaml @b266d244): the controller creates one LeaderWorkerSet per role.
+    """
+    meta = as_dict(obj.get("metadata"))
+    roles = [as_dict(r) for r in as_list(at_path(obj, "spec.roles"))[:16]]
+    roles.sort(key=lambda r: {"decode": 0, "prefill": 1}.get(str(r.get("name")), 2))
+    out: list[Reading] = []
+    for role in roles:
+        lws = {
+            "kind": "LeaderWorkerSet",
+            "metadata": {**meta, "name": f"{meta.get('name') or '?'}/{role.get('name') or '?'}"},
+            "spec": as_dict(role.get("spec")),
+        }
+        reading = _leader_worker_set(lws, configmaps)
+        if reading is not None:
+            out.append(_finish(reading, kind="DisaggregatedSet"))
+    return out
+
+
+def read_disaggregated_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The decode role of a DisaggregatedSet (else its first); ``fitgate check`` reads every role."""
+    roles = read_disaggregated_roles(obj, configmaps)
+    if not roles:
+        return None
+    if len(roles) > 1:
+        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in roles[1:])
+        return _finish(roles[0], notes=(*roles[0].notes, f"also roles {others}: `fitgate check` sizes each"))
+    return roles[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# KubeRay RayService running Ray Serve LLM (vLLM inside)
+
+#: The most characters of a RayService's ``serveConfigV2`` fitgate parses.
+MAX_SERVE_CONFIG_CHARS = 256 * 1024
+
+
+def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The ``llm_configs`` of the Ray Serve LLM applications of a RayService's ``serveConfigV2``.
+
+    ray-project/ray python/ray/serve/llm (``build_openai_app(builder_config)``: ``LLMServingArgs`` with
+    ``llm_configs``, each an ``LLMConfig``: ``model_loading_config.model_source`` / ``model_id``,
+    ``engine_kwargs`` passed to vLLM's engine args, ``accelerator_type``). Returns (configs, why some were
+    not read): an ``llm_configs`` entry that is a file path is read by Ray from the image, not here.
+    """
+    text = at_path(obj, "spec.serveConfigV2")
+    if not isinstance(text, str) or not text.strip():
+        return [], None
+    if len(text) > MAX_SERVE_CONFIG_CHARS:
+        raise WorkloadError(f"spec.serveConfigV2: more than {MAX_SERVE_CONFIG_CHARS} characters")
+    try:  # libyaml's safe loader when built in: a fifth of the time on a serve config (RayService admission)
+        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"spec.serveConfigV2 is not YAML: {exc}".splitlines()[0]) from None
+    configs: list[dict[str, Any]] = []
+    why: str | None = None
+    for app in (as_dict(a) for a in as_list(as_dict(loaded).get("applications"))[:32]):
+        if "ray.serve.llm" not in str(app.get("import_path") or ""):
+            continue
+        for entry in as_list(as_dict(app.get("args")).get("llm_configs"))[:32]:
+            if isinstance(entry, dict):
+                configs.append(entry)
+            else:
+                why = f"llm_configs entry {str(entry)[:80]!r} is a file in the image, not read"
+    return configs, why
+
+
+def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per Ray Serve LLM model of a RayService: its ``engine_kwargs`` as vLLM flags.
+
+    The GPUs are the worker group's (``spec.rayClusterConfig.workerGroupSpecs[]`` with a GPU limit): Ray
+    places a replica's TP x PP workers on as many worker pods as it takes.
+    """
+    meta = as_dict(obj.get("metadata"))
+    configs, why = _serve_llm_configs(obj)
+    groups = [as_dict(g) for g in as_list(at_path(obj, "spec.rayClusterConfig.workerGroupSpecs"))[:16]]
+    worker: dict[str, Any] = {}
+    for group in groups:
+        pod = as_dict(at_path(group, "template.spec"))
+        if any(gpu_limit_of(as_dict(c))[1] for c in as_list(pod.get("containers"))):
+            worker = pod
+            break
+    containers = [as_dict(c) for c in as_list(worker.get("containers"))]
+    base = next((c for c in containers if gpu_limit_of(c)[1]), containers[0] if containers else {})
+    resource, per_pod = gpu_limit_of(base) if base else (None, 0)
+    out: list[Reading] = []
+    for i, config in enumerate(configs):
+        loading = as_dict(config.get("model_loading_config"))
+        source = loading.get("model_source")
+        if isinstance(source, dict):  # {bucket_uri: s3://... | gs://...}: a location, named with the annotation
+            source = source.get("bucket_uri")
+        model = str(source or loading.get("model_id") or "")
+        flags = config_file_flags(as_dict(config.get("engine_kwargs")))
+        tp = int(flags.get("--tensor-parallel-size", "1")) if flags.get("--tensor-parallel-size", "1").isdigit() else 1
+        pp = (
+            int(flags.get("--pipeline-parallel-size", "1"))
+            if flags.get("--pipeline-parallel-size", "1").isdigit()
+            else 1
+        )
+        pods = max(1, -(-(tp * pp) // per_pod)) if per_pod else 1
+        args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
+        container = {
+            **base,
+            "name": base.get("name") or "ray-worker",
+            "command": ["vllm", "serve", model, *args],
+            "args": [],
+        }
+        pod = {**worker, "containers": [container]}
+        found = _find_vllm(pod)
+        if found is None:
+            continue
+        name = str(loading.get("model_id") or i)
+        notes = [f"Ray Serve LLM model {name} (engine_kwargs as vLLM's engine args)"]
+        if config.get("accelerator_type"):
+            notes.append(f"accelerator_type {config['accelerator_type']}: Ray's label, the GPU is the worker group's")
+        if why:
+            notes.append(why)
+        reading = _reading(
+            "RayService",
+            {**meta, "name": f"{meta.get('name') or '?'}/{name}"},
+            found,
+            configmaps,
+            gpus_per_replica=max(per_pod * pods, tp * pp) if resource else 0,
+            pods_per_replica=pods,
+            notes=tuple(notes),
+        )
+        out.append(reading)
+    return out
+
+
+def read_ray_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The first Ray Serve LLM model of a RayService; ``fitgate check`` reads every one."""
+    models = read_ray_llm(obj, configmaps)
+    if not models:
+        return None
+    if len(models) > 1:
+        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in models[1:])
+        return _finish(models[0], notes=(*models[0].notes, f"also models {others}: `fitgate check` sizes each"))
+    return models[0]
+
+
+#: Kinds of several vLLM servers (one per worker or role): kind -> the readings of all of them.
+PARTS_READERS: dict[str, Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], list[Reading]]] = {
+    "DynamoGraphDeployment": read_dynamo_workers,
+    "DisaggregatedSet": read_disaggregated_roles,
+    "RayService": read_ray_llm,
+}
+
+#: Kind -> reader, for the CRD kinds of :data:`fitgate.workloads.kinds.KINDS` read here.
+CRD_READERS: dict[str, Reader] = {
+    "Workspace": read_kaito_workspace,
+    "InferenceSet": read_kaito_inference_set,
+    "DynamoGraphDeployment": read_dynamo,
+    "VLLMRuntime": read_vllm_runtime,
+    "DisaggregatedSet": read_disaggregated_set,
+    "RayService": read_ray_service,
+}

@@ -1,0 +1,114 @@
+"""Which vLLM release an image runs, read from the image reference (and the container's env).
+
+:func:`image_release` maps an image to ``(release or None, reason)``; it never checks the release against
+fitgate's accounting table (that is :func:`fitgate.workloads.podspec.release_of_image`'s one call into
+sizing), so a release fitgate does not model yet is still named. Families and where each one's vLLM
+comes from (sources cited per family):
+
+* ``vllm/vllm-openai`` (and ``-rocm``, ``-cpu`` siblings): the tag is the vLLM release (``v0.10.2``,
+  ``v0.8.5.post1``, ``v0.19.0-cu128``); ``latest`` / ``nightly`` are moving tags (newest modelled).
+* ``rocm/vllm`` (``rocm/vllm-dev``): the release sits inside the tag, ``rocm6.3.1_vllm_0.8.5_20250521``.
+* ``lmcache/vllm-openai``: the tag is an **LMCache** release (``v0.3.7``) or a build date
+  (``2025-05-27-v1``), never the vLLM inside: LMCache/LMCache docker/README.md
+  (@0a353d636bbf6cf8a5a2370a07317fedf9bc9a5c, "Published Images": ``lmcache/vllm-openai:{version}``, built
+  on "vLLM nightly or stable"): release unknown.
+* ``llm-d/llm-d`` and ``llm-d/llm-d-cuda|rocm|...``: an llm-d release; its Dockerfile builds vLLM from a
+  commit of main (llm-d/llm-d Dockerfile L178 ``VLLM_COMMIT_SHA``, @f458af2e7b1f088cbcc399d1c0337b191ff71101):
+  release unknown. Its entrypoint is vLLM's API server (same Dockerfile L219).
+* ``neuralmagic/nm-vllm-*``: nm-vllm releases "typically track with vllm releases"
+  (neuralmagic/nm-vllm-certs README.md): the tag read as the vLLM release, and said so.
+* any image: a ``VLLM_VERSION`` variable of the container's env names the release when the tag does not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: Repositories (registry stripped) that run vLLM -> the image's entrypoint is the vLLM server.
+#: vllm/vllm-openai: ``vllm serve`` (vllm-project/vllm docker/Dockerfile, stage vllm-openai);
+#: lmcache/vllm-openai is built on it (LMCache docker/README.md); llm-d: vLLM's API server (Dockerfile
+#: L219); nm-vllm-openai images run the OpenAI server as vLLM's do; rocm/vllm images start a shell.
+VLLM_IMAGES: tuple[tuple[str, bool], ...] = (
+    ("vllm/vllm-openai", True),
+    ("lmcache/vllm-openai", True),
+    ("llm-d/llm-d", True),
+    ("neuralmagic/nm-vllm", True),
+    ("rocm/vllm", False),
+)
+
+_RELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
+_MOVING = re.compile(r"^(latest|nightly)([-_.].*)?$", re.IGNORECASE)
+_ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
+#: The longest image reference read (the API server allows long names; nothing real is near this).
+MAX_IMAGE_CHARS = 1024
+
+
+@dataclass(frozen=True)
+class ImageRelease:
+    """The vLLM release an image runs, as read, and how it was read (or why it could not be)."""
+
+    release: str | None  # "0.19.0", "latest"; None: not known from the image or env
+    reason: str
+
+
+def split_image(image: str) -> tuple[str, str | None, str | None]:
+    """(repository without registry, tag, digest) of an image reference."""
+    ref, _, digest = image.partition("@")
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, None)
+    parts = repo.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    if parts[:1] == ["library"]:
+        parts = parts[1:]
+    return "/".join(parts), tag, digest or None
+
+
+def image_family(repo: str) -> tuple[str, bool] | None:
+    """(family, its entrypoint is the vLLM server) of a repository, None when it is no known vLLM image."""
+    for prefix, entrypoint in VLLM_IMAGES:
+        if repo == prefix or repo.startswith(prefix + "-") or repo.startswith(prefix + "/"):
+            return prefix, entrypoint
+    return None
+
+
+def _from_env(env: Mapping[str, str] | None, why: str) -> ImageRelease:
+    value = (env or {}).get("VLLM_VERSION", "").strip()
+    m = _RELEASE.match(value)
+    if m:
+        return ImageRelease(m.group(1), f"env VLLM_VERSION={value} ({why})")
+    return ImageRelease(None, why)
+
+
+def image_release(image: str, env: Mapping[str, str] | None = None) -> ImageRelease:
+    """The vLLM release ``image`` runs: (release, how it was read) or (None, why it is not known)."""
+    image = image.strip()[:MAX_IMAGE_CHARS]
+    if not image:
+        return _from_env(env, "the container names no image")
+    repo, tag, digest = split_image(image)
+    family = image_family(repo)
+    if family is None:
+        return _from_env(env, f"image {image} is not a vLLM image fitgate knows")
+    name = family[0]
+    if tag is None and digest is not None:
+        return _from_env(env, f"image {image} is pinned by digest only, which names no release")
+    tag = tag or "latest"
+    if name == "vllm/vllm-openai":
+        if _MOVING.match(tag):
+            return ImageRelease("latest", f"tag {tag}: vLLM's newest release")
+        m = _RELEASE.match(tag)
+        return ImageRelease(m.group(1), f"tag {tag}") if m else _from_env(env, f"tag {tag!r} names no vLLM release")
+    if name == "rocm/vllm":
+        m = _ROCM_TAG.search(tag)
+        return ImageRelease(m.group(1), f"tag {tag}") if m else _from_env(env, f"tag {tag!r} names no vLLM release")
+    if name == "neuralmagic/nm-vllm":
+        m = _RELEASE.match(tag)
+        if m:
+            return ImageRelease(m.group(1), f"nm-vllm tag {tag}, read as the vLLM release it tracks")
+        return _from_env(env, f"tag {tag!r} names no nm-vllm release")
+    if name == "lmcache/vllm-openai":
+        return _from_env(env, f"lmcache/vllm-openai:{tag} names an LMCache release or build, not the vLLM inside")
+    return _from_env(env, f"{repo}:{tag} names an llm-d release, built on a vLLM commit of main")

@@ -1,0 +1,98 @@
+"""The one registry of workload kinds fitgate reads: every consumer takes its list from here.
+
+The reader (:func:`fitgate.workloads.read_workload`), the pod selectors of the observer
+(:mod:`fitgate.workloads.pods`), the audit's lists (``operator/audit.py`` ``AUDITED``) and its RBAC
+(``operator/rbac.py``), the webhook's registrations (``operator/workload_handlers.py``
+``WORKLOAD_RESOURCES``) and the chart's admission rules (``workloadWebhook.rules`` in values.yaml, checked
+against :data:`KINDS` by ``tests/test_workloads_kinds.py``). Adding a kind is one entry here, its reader,
+and the chart rule the test asks for.
+
+CRD groups, versions and plurals, from each project's CRD:
+
+* LeaderWorkerSet: kubernetes-sigs/lws ``leaderworkerset.x-k8s.io/v1``.
+* KServe: kserve/kserve config/crd (``serving.kserve.io``: InferenceService v1beta1, LLMInferenceService v1alpha1).
+* KAITO: kaito-project/kaito config/crd/bases/kaito.sh_workspaces.yaml and kaito.sh_inferencesets.yaml
+  (@056b8280b1a8debf644bc6f4399e913a1f9c7e70): served v1alpha1 and v1beta1, v1beta1 stored.
+* NVIDIA Dynamo: ``nvidia.com`` DynamoGraphDeployment v1alpha1 (ai-dynamo/dynamo
+  examples/backends/vllm/deploy/disagg.yaml @7893f268) and v1beta1 (deploy/v1beta1/agg.yaml @4d0c5ed6).
+* DisaggregatedSet: kubernetes-sigs/lws (``disaggregatedsets.disaggregatedset.x-k8s.io``, v1; v1alpha1 before),
+  the prefill/decode recipe of llm-d/llm-d guides/recipes/modelserver/base/single-host/pd-disaggregatedset.
+* RayService: ray-project/kuberay ``ray.io/v1`` (``spec.serveConfigV2``, ``spec.rayClusterConfig``).
+* vLLM production-stack: operator/config/crd/bases/production-stack.vllm.ai_vllmruntimes.yaml
+  (vllm-project/production-stack @a6c01db05f65f556235413ba8dbcfb0c01132fff), v1alpha1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """One kind of object that can run a vLLM server.
+
+    Attributes:
+        kind: The object's ``kind``.
+        group: API group ("" for the core group).
+        versions: Served versions the webhook is called for; the first is the one the audit lists.
+        plural: The resource name.
+        pod_template: Dotted path of the pod spec for kinds read as a pod template; None: its own reader.
+        admitted: Whether the webhook and audit handle it (False: ``fitgate check`` only).
+        project: Who defines the kind (for messages and docs).
+    """
+
+    kind: str
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    pod_template: str | None = None
+    admitted: bool = True
+    project: str = "Kubernetes"
+
+    @property
+    def version(self) -> str:
+        """The version the audit lists."""
+        return self.versions[0]
+
+
+KINDS: tuple[WorkloadKind, ...] = (
+    WorkloadKind("Deployment", "apps", ("v1",), "deployments", "spec.template.spec"),
+    WorkloadKind("StatefulSet", "apps", ("v1",), "statefulsets", "spec.template.spec"),
+    WorkloadKind("ReplicaSet", "apps", ("v1",), "replicasets", "spec.template.spec"),
+    WorkloadKind("Job", "batch", ("v1",), "jobs", "spec.template.spec"),
+    WorkloadKind("CronJob", "batch", ("v1",), "cronjobs", "spec.jobTemplate.spec.template.spec", admitted=False),
+    WorkloadKind("Pod", "", ("v1",), "pods", "spec"),
+    WorkloadKind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", ("v1",), "leaderworkersets", project="LWS"),
+    WorkloadKind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", project="KServe"),
+    WorkloadKind("LLMInferenceService", "serving.kserve.io", ("v1alpha1",), "llminferenceservices", project="KServe"),
+    WorkloadKind("Workspace", "kaito.sh", ("v1beta1", "v1alpha1"), "workspaces", project="KAITO"),
+    WorkloadKind("InferenceSet", "kaito.sh", ("v1beta1", "v1alpha1"), "inferencesets", project="KAITO"),
+    WorkloadKind(
+        "DynamoGraphDeployment", "nvidia.com", ("v1alpha1", "v1beta1"), "dynamographdeployments", project="Dynamo"
+    ),
+    WorkloadKind(
+        "DisaggregatedSet", "disaggregatedset.x-k8s.io", ("v1", "v1alpha1"), "disaggregatedsets", project="LWS / llm-d"
+    ),
+    WorkloadKind("RayService", "ray.io", ("v1",), "rayservices", project="KubeRay (Ray Serve LLM)"),
+    WorkloadKind(
+        "VLLMRuntime", "production-stack.vllm.ai", ("v1alpha1",), "vllmruntimes", project="vLLM production-stack"
+    ),
+)
+
+#: Kinds ``fitgate check`` reads only to merge into others (a KServe ServingRuntime into its InferenceServices).
+MERGED_KINDS = ("ServingRuntime", "ClusterServingRuntime", "ConfigMap")
+
+
+def find_kind(kind: str) -> WorkloadKind | None:
+    """The registry entry of ``kind``, or None."""
+    return next((k for k in KINDS if k.kind == kind), None)
+
+
+def pod_template_paths() -> dict[str, str]:
+    """Kind -> dotted path of its pod spec, for the kinds read as a pod template."""
+    return {k.kind: k.pod_template for k in KINDS if k.pod_template is not None}
+
+
+def admitted_kinds() -> tuple[WorkloadKind, ...]:
+    """The kinds the webhook registers for and the audit lists."""
+    return tuple(k for k in KINDS if k.admitted)

@@ -1,0 +1,103 @@
+"""The vLLM release of an image: every image family people deploy, never a denial for the release alone.
+
+Image tags and their sources: vllm/vllm-openai releases (docker/Dockerfile of vllm-project/vllm),
+``lmcache/vllm-openai:v0.3.7`` as vllm-project/production-stack's chart tests write it
+(helm/tests/deployment-vllm-multi_test.yaml @a6c01db0 pins ``v0.3.9post2`` of the same family), llm-d's
+``ghcr.io/llm-d/llm-d-cuda:v0.5.0`` (llm-d guides), rocm/vllm tags (hub.docker.com/r/rocm/vllm).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fitgate.operator.workloads import decide_workload, evaluate_reading
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION
+from fitgate.workloads import read_workload, release_of_image
+from fitgate.workloads.images import image_release
+
+
+@pytest.mark.parametrize(
+    ("image", "env", "release", "reason_has"),
+    [
+        ("vllm/vllm-openai:v0.19.0", {}, "0.19.0", "tag v0.19.0"),
+        ("docker.io/vllm/vllm-openai:v0.10.2@sha256:" + "a" * 64, {}, "0.10.2", "tag v0.10.2"),
+        ("vllm/vllm-openai@sha256:" + "a" * 64, {}, None, "digest only"),
+        ("vllm/vllm-openai@sha256:" + "a" * 64, {"VLLM_VERSION": "0.11.0"}, "0.11.0", "env VLLM_VERSION"),
+        ("vllm/vllm-openai:v0.34.0", {}, "0.34.0", "tag v0.34.0"),
+        ("vllm/vllm-openai:nightly-2026-01-01", {}, "latest", "newest release"),
+        ("lmcache/vllm-openai:v0.3.7", {}, None, "LMCache release"),
+        ("lmcache/vllm-openai:2025-05-27-v1", {}, None, "LMCache release"),
+        ("ghcr.io/llm-d/llm-d-cuda:v0.5.0", {}, None, "llm-d release"),
+        ("ghcr.io/llm-d/llm-d:v0.2.0", {"VLLM_VERSION": "v0.10.0"}, "0.10.0", "env VLLM_VERSION"),
+        ("rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521", {}, "0.8.5", "tag"),
+        ("rocm/vllm-dev:nightly", {}, None, "names no vLLM release"),
+        ("ghcr.io/neuralmagic/nm-vllm-openai:v0.6.2", {}, "0.6.2", "tracks"),
+        ("registry.example.com/team/inference:1.2.3", {}, None, "not a vLLM image"),
+    ],
+)
+def test_image_release(image: str, env: dict[str, str], release: str | None, reason_has: str) -> None:
+    read = image_release(image, env)
+    assert (read.release, reason_has in read.reason) == (release, True), read
+
+
+@pytest.mark.parametrize(
+    ("image", "sized", "warned"),
+    [
+        ("vllm/vllm-openai:v0.19.0", "0.19.0", False),
+        ("vllm/vllm-openai:latest", DEFAULT_VLLM_VERSION, False),
+        ("vllm/vllm-openai:v0.34.0", "0.34.0", False),  # the newest modelled release
+        ("vllm/vllm-openai:v0.99.0", "0.99.0", True),  # newer than the table: sized as the newest, with a warning
+        ("vllm/vllm-openai:v0.4.0", None, True),  # older than the table (0.5.0): the same
+        ("lmcache/vllm-openai:v0.3.7", None, True),  # an LMCache release, not vLLM 0.3.7
+        ("ghcr.io/llm-d/llm-d-cuda:v0.5.0", None, True),
+    ],
+)
+def test_release_of_image_never_refuses(image: str, sized: str | None, warned: bool) -> None:
+    release, warning = release_of_image(image)
+    assert release == sized
+    assert (warning is not None) == warned
+    if warning and sized is None:
+        assert f"sized as the newest modelled release, {DEFAULT_VLLM_VERSION}" in warning
+    elif warning:  # named as given, sized with the newest release's accounting (versions.resolve_release)
+        assert f"sized with {DEFAULT_VLLM_VERSION}'s accounting" in warning
+
+
+def _deployment(image: str) -> dict[str, Any]:
+    # production-stack's vLLM container as its chart renders it (helm/templates/deployment-vllm-multi.yaml)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm-llama3", "namespace": "prod"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": image,
+                            "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"],
+                            "args": ["--max-model-len", "8192"],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize("image", ["lmcache/vllm-openai:v0.3.7", "vllm/vllm-openai:v0.99.0"])
+def test_release_outside_the_table_is_admitted_with_a_warning_naming_the_model(image: str) -> None:
+    reading = read_workload(_deployment(image))
+    assert reading is not None and reading.invalid is None and reading.model == "meta-llama/Llama-3.1-8B-Instruct"
+    # unknown checkpoint (no model facts offline): the verdict is Unknown, admitted; the release warning rides along
+    verdict = evaluate_reading(reading, None, [])
+    assert "None" not in verdict.message and "meta-llama/Llama-3.1-8B-Instruct" in verdict.message
+    outcome = decide_workload(verdict, "enforce", "Warn")
+    assert outcome.allowed
+    assert any(
+        ("newest modelled release" in w or "newest release fitgate models" in w) and "Deployment prod/vllm-llama3" in w
+        for w in outcome.warnings
+    )
