@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 from fitgate.sizing import extras, multimodal, offload, speculative
 from fitgate.sizing import lora as lora_slots
@@ -56,7 +58,7 @@ from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import GiB, cdiv, fmt_gib
 from fitgate.sizing.versions import VllmAccounting, accounting_for, release_note
-from fitgate.sizing.weights import RankWeights, pp_layer_ranges, weights_per_rank
+from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
@@ -326,7 +328,7 @@ def _rank(
     # an MTP drafter's layers live on the last pipeline stage (see fitgate.sizing.speculative)
     spec = rs.speculative if pp_rank == pp - 1 else None
     drafter = (spec.template_layer,) * spec.drafter_layers if spec is not None and spec.drafter_layers else ()
-    weights = weights_per_rank(
+    weights = _weights_per_rank(
         arch,
         model.inventory,
         tp=tp,
@@ -493,6 +495,35 @@ def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
     if layout.group_size == 1 and len(layout.groups) == 1 and len(layout.spec_counts) > 1:
         return tuple(s.page_size_bytes for s in layout.specs)  # UniformTypeKVCacheSpecs: per-layer tensors
     return (layout.page_size_bytes,) * layout.group_size
+
+
+#: ``weights_per_rank`` depends only on the model and a few settings, yet every plan (and every suggestion,
+#: alternative and recommend option re-planned) computed it again: 29 % of a cold reconcile (issue 23).
+#: Keyed by the identity of the model's architecture and inventory (kept in the value, so an id is never
+#: reused while its entry lives) and the settings; bounded, oldest first out; a lock because evaluations
+#: run on the operator's worker threads.
+_WEIGHTS_MEMO: dict[tuple[object, ...], tuple[object, object, RankWeights]] = {}
+_WEIGHTS_MEMO_SIZE = 4096
+_WEIGHTS_LOCK = threading.Lock()
+
+
+def _weights_per_rank(arch: ModelArchitecture, inventory: WeightInventory, **settings: Any) -> RankWeights:
+    """:func:`weights_per_rank`, memoised."""
+    try:
+        key: tuple[object, ...] = (id(arch), id(inventory), *sorted(settings.items()))
+        hash(key)
+    except TypeError:  # an unhashable setting: compute
+        return weights_per_rank(arch, inventory, **settings)
+    with _WEIGHTS_LOCK:
+        hit = _WEIGHTS_MEMO.get(key)
+    if hit is not None and hit[0] is arch and hit[1] is inventory:
+        return hit[2]
+    weights = weights_per_rank(arch, inventory, **settings)
+    with _WEIGHTS_LOCK:
+        if len(_WEIGHTS_MEMO) >= _WEIGHTS_MEMO_SIZE:
+            _WEIGHTS_MEMO.pop(next(iter(_WEIGHTS_MEMO)))
+        _WEIGHTS_MEMO[key] = (arch, inventory, weights)
+    return weights
 
 
 def _fabric(gpu: GpuModel, interconnect: str) -> str:

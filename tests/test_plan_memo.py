@@ -1,0 +1,40 @@
+"""The per-rank weights are computed once per model and settings (issue 23), with the same answer."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from tests.conftest import model
+
+plan_module = importlib.import_module("fitgate.sizing.plan")
+
+
+def test_weights_are_computed_once_per_model_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+    real = plan_module.weights_per_rank
+
+    def counting(arch: Any, inventory: Any, **settings: Any) -> Any:
+        calls.append(settings)
+        return real(arch, inventory, **settings)
+
+    monkeypatch.setattr(plan_module, "weights_per_rank", counting)
+    monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", {})
+    m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
+    first = plan(m, h100, ServingConfig(tensor_parallel_size=4, max_model_len=8192))
+    assert len(calls) == 1
+    # another context length, another KV dtype: the same weights, not computed again
+    again = plan(m, h100, ServingConfig(tensor_parallel_size=4, max_model_len=4096, kv_cache_dtype="fp8"))
+    assert len(calls) == 1
+    assert again.ranks[0].weights == first.ranks[0].weights
+    # TP 8 is another split: computed, and half the per-GPU linear weights of TP 4 (plus the same rotary cache)
+    eight = plan(m, h100, ServingConfig(tensor_parallel_size=8, max_model_len=8192))
+    assert len(calls) == 2
+    assert eight.ranks[0].weights.tensors_bytes < first.ranks[0].weights.tensors_bytes
+    # the memo never changes an answer: the same plan without it
+    monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", {})
+    fresh = plan(m, h100, ServingConfig(tensor_parallel_size=4, max_model_len=8192))
+    assert fresh.ranks[0].weights == first.ranks[0].weights and fresh.per_gpu == first.per_gpu
