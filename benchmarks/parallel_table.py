@@ -15,6 +15,7 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.checkpoints.local import load_directory
@@ -163,15 +164,23 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"| model ({args.gpu}) | shape | weights / GPU | KV pool / GPU | verdict | run publicly |")
-    print("|---|---|---:|---:|---|---|")
+    print("\n".join(markdown(rows, args.gpu)))
+    return 1 if any(r["denied"] for r in rows) else 0
+
+
+def markdown(rows: list[dict[str, Any]], gpu: str) -> list[str]:
+    """The table as Markdown lines (docs/parallelism.md and the README quote rows of it; a test compares)."""
+    out = [
+        f"| model ({gpu}) | shape | weights / GPU | KV pool / GPU | verdict | run publicly |",
+        "|---|---|---:|---:|---|---|",
+    ]
     for r in rows:
         flag = " **DENIED**" if r["denied"] else ""
-        print(
+        out.append(
             f"| {r['model']} | {r['shape']} | {r['weights_gib']} GiB | {r['kv_gib']} GiB | {r['verdict']}{flag} "
             f"| {r['documented'] or '-'} |"
         )
-    return 1 if any(r["denied"] for r in rows) else 0
+    return out
 
 
 if __name__ == "__main__":

@@ -487,3 +487,25 @@ def test_a_dp_workloads_fix_counts_its_gpus_once(tmp_path: Path) -> None:
     (result,) = check_files([str(f)], gpu_name="H100", gpus_per_node=8)
     assert result.verdict == "DoesNotFit"
     assert "add `--tensor-parallel-size 2`, set nvidia.com/gpu: 16" in result.line()
+
+
+def test_the_tables_quoted_in_the_readme_and_docs_are_what_the_code_prints() -> None:
+    # every row of the parallelism table quoted in README.md and docs/parallelism.md is a line
+    # benchmarks/parallel_table.py prints from the code today, so the figures cannot drift
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("parallel_table", root / "benchmarks" / "parallel_table.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["parallel_table"] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.modules.pop("parallel_table", None)
+    printed = set(mod.markdown(mod.table("H200"), "H200"))
+    for page in ("README.md", "docs/parallelism.md"):
+        quoted = [line for line in (root / page).read_text().splitlines() if line.startswith("| ") and " GiB |" in line]
+        assert quoted, page
+        assert [line for line in quoted if line not in printed] == [], page
