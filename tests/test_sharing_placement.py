@@ -217,15 +217,31 @@ def test_hami_share_plans_on_the_slice() -> None:
     assert big.verdict in (Verdict.FITS, Verdict.TIGHT)
 
 
-def test_cordoned_and_tainted_nodes_are_not_candidates() -> None:
+def test_cordoned_and_tainted_nodes_are_planned_on_and_the_pods_wait() -> None:
+    # fit is not availability: a cordon is lifted, a toleration added by a policy; the fit on those nodes is the
+    # verdict, admitted with the reason the pods wait (it was a NoMatchingGPUPool denial)
     cordoned = node("c-0", {}, 8, unschedulable=True)
     tainted = node("t-0", {}, 8, taints=[{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}])
     ev = evaluate(parse_spec(SPEC), LLAMA, inventory(cordoned, tainted))
-    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL)
-    assert "c-0 (cordoned)" in ev.message and "t-0 (taint dedicated=infer:NoSchedule not tolerated)" in ev.message
+    assert ev.verdict is Verdict.FITS
+    assert "c-0 (cordoned)" in ev.no_node and "t-0 (taint dedicated=infer:NoSchedule not tolerated)" in ev.no_node
+    assert any("reason NoNodeYet" in w for w in ev.warnings)
     tolerant = {**SPEC, "placement": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}
     ok = evaluate(parse_spec(tolerant), LLAMA, inventory(cordoned, tainted))
-    assert ok.verdict is Verdict.FITS and ok.pools[0].pool.nodes == ("t-0",)
+    assert ok.verdict is Verdict.FITS and ok.pools[0].pool.nodes == ("t-0",) and not ok.no_node
+    # a misfit on those nodes is still a misfit: 64 x 8192 tokens x 128 KiB = 64 GiB of KV on one 8B replica
+    big = {**SPEC, "workload": {"concurrentRequests": 64, "contextTokens": 8192}, "placement": {"gpuProduct": "L4"}}
+    l4 = node("l4-0", {"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.memory": "23034"}, 1, unschedulable=True)
+    assert evaluate(parse_spec(big), LLAMA, inventory(l4)).verdict is Verdict.DOES_NOT_FIT
+
+
+def test_gpu_taints_are_tolerated_as_the_extended_resource_toleration_plugin_does() -> None:
+    # GKE and AKS taint GPU nodes nvidia.com/gpu=present:NoSchedule; Kubernetes' ExtendedResourceToleration
+    # admission plugin gives every pod that requests nvidia.com/gpu the matching toleration, so the node is a
+    # candidate though the template names no toleration
+    gke = node("g-0", {}, 8, taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+    ev = evaluate(parse_spec(SPEC), LLAMA, inventory(gke))
+    assert ev.verdict is Verdict.FITS and ev.pools[0].pool.nodes == ("g-0",) and not ev.no_node
 
 
 def test_gpus_held_by_pods_are_not_free_and_replicas_become_unschedulable() -> None:

@@ -302,12 +302,17 @@ def evaluate(
         msg = f"no GPU node matches the placement ({where})"
         left_out = inventory.left_out(spec.placement.gpu_product, spec.placement.node_selector, tolerations_of(spec))
         if left_out:
-            msg += f"; not candidates: {', '.join(left_out[:5])}" + (
-                f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+            names = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+            msg += f"; not candidates: {names}"
+        if left_out and not spec.placement.resource_claim_template_name:
+            # Fit is not availability: cordoned or tainted nodes of the placement are planned on as they are, and
+            # the pods wait (a cordon is lifted, a toleration is added by a policy): a gate denies what cannot fit
+            pools = inventory.matching_pools(spec.placement.gpu_product, spec.placement.node_selector)
+            no_node = f"no node of the placement is schedulable now ({names})"
+        if not pools:
+            return Evaluation(
+                Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL, msg, (), inventory_hash=inv, facts=facts
             )
-        return Evaluation(
-            Verdict.DOES_NOT_FIT, ReasonCode.NO_MATCHING_GPU_POOL, msg, (), inventory_hash=inv, facts=facts
-        )
     own = inventory.own_usage(namespace, spec.observe.selector) if spec.observe else {}
     spec_share = share_of(spec)
     results: list[PoolResult] = []

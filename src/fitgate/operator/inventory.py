@@ -344,6 +344,10 @@ class Inventory:
         """The matching nodes that are not placement candidates, each with why (cordoned, a taint)."""
         return self._select(gpu_product, node_selector, tolerations)[2]
 
+    def matching_pools(self, gpu_product: str | None, node_selector: Mapping[str, str]) -> list[GpuPool]:
+        """Pools of every node matching a placement, cordoned and tainted ones included."""
+        return group_pools(g for g in self.gpus if matches_placement(g, gpu_product, node_selector))
+
     def _select(
         self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...]
     ) -> tuple[list[GpuPool], str, tuple[str, ...]]:

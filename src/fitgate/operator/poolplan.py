@@ -38,9 +38,21 @@ class PoolResult:
     in_use: bool = False
 
 
+#: Kubernetes' ExtendedResourceToleration admission plugin (plugin/pkg/admission/extendedresourcetoleration,
+#: enabled by GKE and AKS, whose GPU nodes carry ``nvidia.com/gpu=present:NoSchedule``) gives every pod that
+#: requests an extended resource ``{key: <resource>, operator: Exists, effect: NoSchedule}``. The pods of a
+#: vLLM deployment request their GPUs, so the template's own tolerations are not all they get: without
+#: these, a GKE GPU pool was "not tolerated" and every deployment on it was denied.
+IMPLICIT_TOLERATIONS = tuple(
+    Toleration(resource, "Exists", "", "NoSchedule")
+    for resource in ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
+)
+
+
 def tolerations_of(spec: ModelDeploymentSpec) -> tuple[Toleration, ...]:
-    """The placement's tolerations as :class:`Toleration` values."""
-    return tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in spec.placement.tolerations)
+    """The placement's tolerations as :class:`Toleration` values, with those a GPU pod gets implicitly."""
+    own = tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in spec.placement.tolerations)
+    return own + tuple(t for t in IMPLICIT_TOLERATIONS if t not in own)
 
 
 def share_of(spec: ModelDeploymentSpec) -> Share | None:
