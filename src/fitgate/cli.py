@@ -60,6 +60,7 @@ from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
+from fitgate.workloads.bounds import configure as configure_budgets
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
 PLAN_SCHEMA = "fitgate.io/plan/v1"
@@ -999,7 +1000,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "operator": cmd_operator,
     }
     try:
-        load()  # a bad FITGATE_*/HF_* value stops any command at once, in one line
+        configure_budgets(load().budgets)  # a bad FITGATE_*/HF_* value stops any command at once, in one line
         return handlers[args.command](args)
     except (SizingError, CheckpointError, SettingsError) as exc:
         print(f"fitgate: error: {exc}", file=sys.stderr)

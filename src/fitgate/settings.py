@@ -161,7 +161,40 @@ VARIABLES: tuple[Variable, ...] = (
         "(chart `workloadWebhook.readConfigMaps`); `0`: such a verdict is Unknown.",
     ),
 )
-_DEFAULTS = {v.name: v.default for v in VARIABLES}
+# --- hardening (issue 22): parse budgets of user-controlled input -----------------------------------
+#: The budgets every parse of user-controlled input runs under (docs/hardening.md; its table is generated
+#: from this tuple by ``markdown_table(BUDGET_VARIABLES)`` and a test keeps the two in sync).
+BUDGET_VARIABLES: tuple[Variable, ...] = (
+    Variable(
+        "FITGATE_MAX_EXPANSION_BYTES",
+        str(1 << 20),
+        "Most bytes `$(VAR)` / `$VAR` expansion may produce for one container (command, args, env together); "
+        "past it the workload is Unknown (4096-67108864).",
+    ),
+    Variable(
+        "FITGATE_MAX_YAML_NODES",
+        "100000",
+        "Most YAML nodes a `--config` file may hold once its aliases are expanded (100-10000000).",
+    ),
+    Variable("FITGATE_MAX_YAML_DEPTH", "64", "Deepest nesting of a `--config` file's YAML (collections) (4-1000)."),
+    Variable(
+        "FITGATE_MAX_YAML_EXPANDED_BYTES",
+        str(1 << 20),
+        "Most scalar bytes a `--config` file may hold once its aliases are expanded (4096-67108864).",
+    ),
+    Variable(
+        "FITGATE_READ_DEADLINE_SECONDS",
+        "2",
+        "Seconds one workload read (argv, env, --config) may take off the event loop; then Unknown (0.1-60).",
+    ),
+    Variable(
+        "FITGATE_MAX_REVIEW_BYTES",
+        str(8 << 20),
+        "Most bytes of one AdmissionReview body the webhook reads; a larger one is Unknown by policy "
+        "(1048576-67108864).",
+    ),
+)
+_DEFAULTS = {v.name: v.default for v in (*VARIABLES, *BUDGET_VARIABLES)}
 
 
 class _Env:
@@ -270,6 +303,46 @@ class HeaderLimits:
         return cls(
             env.whole("FITGATE_MAX_TENSORS", 1, 1 << 40, "a positive integer"),
             env.whole("FITGATE_MAX_HEADER_BYTES", 1, 1 << 50, "a positive integer"),
+        )
+
+
+# --- hardening (issue 22): parse budgets -------------------------------------------------------------
+@dataclass(frozen=True)
+class ParseBudgets:
+    """What one parse of user-controlled input may produce or take (docs/hardening.md).
+
+    Attributes:
+        max_expansion_bytes: Output of Kubernetes ``$(VAR)`` and shell ``$VAR`` expansion, one container
+            (``FITGATE_MAX_EXPANSION_BYTES``): 29 env entries ``A_i=$(A_{i-1})$(A_{i-1})`` would expand to 512 MiB.
+        max_yaml_nodes: Nodes of a ``--config`` YAML file with its aliases expanded (``FITGATE_MAX_YAML_NODES``).
+        max_yaml_depth: Its deepest nesting (``FITGATE_MAX_YAML_DEPTH``).
+        max_yaml_expanded_bytes: Its scalar bytes with aliases expanded (``FITGATE_MAX_YAML_EXPANDED_BYTES``).
+        read_deadline_s: Seconds one workload read may take in its worker thread before the review
+            is answered Unknown (``FITGATE_READ_DEADLINE_SECONDS``).
+        max_review_bytes: Bytes of one AdmissionReview body read (``FITGATE_MAX_REVIEW_BYTES``).
+    """
+
+    max_expansion_bytes: int = 1 << 20
+    max_yaml_nodes: int = 100_000
+    max_yaml_depth: int = 64
+    max_yaml_expanded_bytes: int = 1 << 20
+    read_deadline_s: float = 2.0
+    max_review_bytes: int = 8 << 20
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ParseBudgets:
+        """The budgets from ``FITGATE_MAX_*`` and ``FITGATE_READ_DEADLINE_SECONDS``."""
+        env = _Env(os.environ if environ is None else environ)
+        deadline = env.number("FITGATE_READ_DEADLINE_SECONDS", low=0.099)
+        if deadline > 60:
+            raise SettingsError("FITGATE_READ_DEADLINE_SECONDS", env.text("FITGATE_READ_DEADLINE_SECONDS"), "0.1-60")
+        return cls(
+            max_expansion_bytes=env.whole("FITGATE_MAX_EXPANSION_BYTES", 4096, 64 << 20, "bytes"),
+            max_yaml_nodes=env.whole("FITGATE_MAX_YAML_NODES", 100, 10_000_000, "nodes"),
+            max_yaml_depth=env.whole("FITGATE_MAX_YAML_DEPTH", 4, 1000, "levels"),
+            max_yaml_expanded_bytes=env.whole("FITGATE_MAX_YAML_EXPANDED_BYTES", 4096, 64 << 20, "bytes"),
+            read_deadline_s=deadline,
+            max_review_bytes=env.whole("FITGATE_MAX_REVIEW_BYTES", 1 << 20, 64 << 20, "bytes"),
         )
 
 
@@ -415,6 +488,7 @@ class Settings:
             else ``~/.cache/fitgate``).
         catalog_path: User catalog directories (``FITGATE_CATALOG_PATH``, ``os.pathsep``-separated).
         operator: The operator process's settings.
+        budgets: The parse budgets of user-controlled input (:class:`ParseBudgets`).
         debug: The CLI shows tracebacks of internal errors (``FITGATE_DEBUG`` non-empty).
     """
 
@@ -424,6 +498,7 @@ class Settings:
     catalog_path: tuple[str, ...] = ()
     operator: OperatorConfig = field(default_factory=OperatorConfig)
     debug: bool = False
+    budgets: ParseBudgets = field(default_factory=ParseBudgets)  # hardening (issue 22)
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -440,13 +515,14 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         catalog_path=tuple(p for p in environ.get("FITGATE_CATALOG_PATH", "").split(os.pathsep) if p.strip()),
         operator=OperatorConfig.from_env(environ),
         debug=bool(environ.get("FITGATE_DEBUG")),
+        budgets=ParseBudgets.from_env(environ),
     )
 
 
-def markdown_table() -> str:
-    """The README's table of :data:`VARIABLES`."""
+def markdown_table(variables: tuple[Variable, ...] = VARIABLES) -> str:
+    """The README's table of :data:`VARIABLES` (docs/hardening.md's of :data:`BUDGET_VARIABLES`)."""
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    for v in VARIABLES:
+    for v in variables:
         default = f"`{v.default}`" if v.default else "(unset)"
         rows.append(f"| `{v.name}` | {default} | {v.meaning} |")
     return "\n".join(rows) + "\n"

@@ -31,12 +31,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fitgate.operator import kubeconfig
+from fitgate.operator.bounded import read_workload_bounded
 from fitgate.operator.logic import ARGS_ANNOTATION, VERDICT_ANNOTATION
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workload_observe import Audited, WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
 from fitgate.sizing import Verdict
-from fitgate.workloads import Reading, read_workload
+from fitgate.workloads import Reading
 
 logger = logging.getLogger("fitgate.audit")
 
@@ -97,7 +98,18 @@ Read = Callable[[dict[str, Any]], Awaitable[Reading | None]]
 
 
 async def _read(obj: dict[str, Any]) -> Reading | None:
-    return read_workload(obj)
+    return await read_workload_bounded(obj)  # off the event loop, within its deadline
+
+
+def _line(exc: BaseException) -> str:
+    """An exception in one short line (no traceback in the operator's log)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def _name_of(meta: Any) -> str:
+    if not isinstance(meta, dict):
+        return "?"
+    return f"{str(meta.get('namespace'))[:63]}/{str(meta.get('name'))[:253]}"
 
 
 class WorkloadAudit:
@@ -196,7 +208,11 @@ class WorkloadAudit:
         opted = await self.namespaces()
         for namespace, ns_mode in opted.items():
             for group, version, plural, kind in AUDITED:
-                items = [i async for page in self._pages(_path(group, version, namespace, plural)) for i in page]
+                try:  # a kind that cannot be listed here (403, a broken CRD) leaves the others audited
+                    items = [i async for page in self._pages(_path(group, version, namespace, plural)) for i in page]
+                except Exception as exc:
+                    logger.warning("cannot list %s in %s: %s", plural, namespace, _line(exc))
+                    continue
                 for item in items:
                     yield (group, version, plural, kind), item, ns_mode
         if not self.objects:
@@ -224,11 +240,15 @@ class WorkloadAudit:
             mode = annotations.get(VALIDATE_KEY) or ns_mode
             if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
                 continue
-            reading = await self._read(obj)
-            if reading is None:
+            try:  # one bad object is one bad verdict, never a stopped pass (issue 22)
+                reading = await self._read(obj)
+                if reading is None:
+                    continue
+                verdict = await evaluate(reading)
+            except Exception as exc:
+                logger.warning("cannot audit %s %s: %s", kind, _name_of(meta), _line(exc))
                 continue
             namespace = reading.namespace
-            verdict = await evaluate(reading)
             seen.add((namespace, kind, reading.name))
             metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
             audited.append(Audited(obj, _path(group, version, namespace, plural, reading.name), verdict))

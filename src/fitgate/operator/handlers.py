@@ -39,6 +39,7 @@ from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
 from fitgate.settings import Settings
 from fitgate.sizing.cost import parse_gpu_prices
+from fitgate.workloads.bounds import configure as configure_budgets
 
 MD = (GROUP, VERSION, PLURAL)
 FINALIZER = "fitgate.io/finalizer"
@@ -75,6 +76,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     every = _settings(memo)
     config = every.operator
     memo.settings, memo.config = every, config
+    configure_budgets(every.budgets)  # the parse budgets of user input (issue 22)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
     # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
     # deletion); name it after fitgate so users know whose it is.

@@ -27,12 +27,23 @@ import kopf
 
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
+from fitgate.operator.bounded import read_workload_bounded
 from fitgate.operator.configmaps import ConfigMaps, unread
+from fitgate.operator.evaluate import unknown
+from fitgate.operator.logic import AdmissionOutcome
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.workload_observe import WorkloadObserver
-from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
+from fitgate.operator.workloads import (
+    MODES,
+    VALIDATE_KEY,
+    WorkloadVerdict,
+    decide_workload,
+    evaluate_workload,
+    finish,
+)
 from fitgate.settings import OperatorConfig
-from fitgate.workloads import Reading, read_workload
+from fitgate.sizing import ReasonCode
+from fitgate.workloads import Reading
 
 #: The kinds the webhook is registered for: (group, version, plural).
 WORKLOAD_RESOURCES = (
@@ -66,8 +77,11 @@ class ReadingCache:
         # only costs a second reading, never a wrong one (a third of the time of sort_keys on a pod spec).
         return json.dumps([body.get("kind"), spec], separators=(",", ":"), default=str)
 
-    def read(self, body: Any) -> Reading | None:
-        """The reading of ``body``, from the cache when its engine-relevant part was read before."""
+    async def read(self, body: Any) -> Reading | None:
+        """The reading of ``body``, from the cache when its engine-relevant part was read before.
+
+        A new reading is made off the event loop within its deadline (:mod:`fitgate.operator.bounded`).
+        """
         key = self.key(body)
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
@@ -77,7 +91,7 @@ class ReadingCache:
             if hit is None or (hit.namespace, hit.name) == (namespace, name):
                 return hit
             return replace(hit, namespace=namespace, name=name)
-        reading = read_workload(_plain(body))
+        reading = await read_workload_bounded(_plain(body))
         self._entries[key] = reading
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -106,16 +120,64 @@ async def validate_workload(
     warnings: list[str],
     memo: Any,
 ) -> None:
-    """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only)."""
-    from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
+    """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only).
 
-    annotations = dict(body.get("metadata", {}).get("annotations") or {})
-    mode = annotations.get(VALIDATE_KEY) or (None if path_mode == "object" else path_mode)
+    Never answers 500 (issue 22): an exception on the way becomes an Unknown verdict with a one-line
+    message, decided by the namespace's mode and the Unknown policy like any other.
+    """
+    annotations = body.get("metadata", {}).get("annotations") or {}
+    mode = annotations.get(VALIDATE_KEY) if isinstance(annotations, dict) else None
+    mode = mode or (None if path_mode == "object" else path_mode)
     if mode not in MODES or _controlled(body):
         return
+    try:
+        await _validate(str(mode), body=body, old=old, dryrun=dryrun, warnings=warnings, memo=memo)
+    except kopf.AdmissionError:
+        raise
+    except Exception as exc:  # hardening (issue 22): one line through the policy, never a 500
+        why = f"fitgate could not evaluate this object ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        outcome = unknown_outcome(body, str(mode), why, memo.config.unknown_policy, dryrun=bool(dryrun))
+        warnings.extend(outcome.warnings)
+        if not outcome.allowed:
+            raise kopf.AdmissionError(outcome.message, code=outcome.code) from None
+
+
+def unknown_outcome(body: Any, mode: str, why: str, policy: Any, *, dryrun: bool = False) -> AdmissionOutcome:
+    """The answer for an object fitgate could not read or evaluate: Unknown, through ``mode`` and ``policy``."""
+    meta = body.get("metadata") or {}
+    reading = Reading(
+        kind=str(body.get("kind") or "?")[:63],
+        namespace=str(meta.get("namespace") or "default")[:253],
+        name=str(meta.get("name") or "?")[:253],
+        container="-",
+        how="-",
+        model=None,
+        unknown=why,
+    )
+    try:
+        verdict = finish(reading, unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, why))
+        return decide_workload(verdict, mode, policy, dryrun=dryrun)
+    except Exception:  # the decision itself failed: the Unknown policy, written out
+        text = f"fitgate: {reading.source}: {why}"
+        if policy == "Deny":
+            return AdmissionOutcome(False, f"{text} and the Unknown policy is Deny", (), "denied")
+        return AdmissionOutcome(True, text, (text,) if policy == "Warn" else (), "warned")
+
+
+async def _validate(
+    mode: str,
+    *,
+    body: kopf.Body,
+    old: kopf.Body | None,
+    dryrun: bool,
+    warnings: list[str],
+    memo: Any,
+) -> None:
+    from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
+
     started = time.perf_counter()
     metrics: Metrics = memo.metrics
-    reading = _READINGS.read(body)
+    reading = await _READINGS.read(body)
     if reading is None:  # runs no vLLM server
         return
     if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
@@ -213,7 +275,7 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
         configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
 
         async def read(obj: dict[str, Any]) -> Reading | None:
-            reading = read_workload(obj)
+            reading = await read_workload_bounded(obj)
             if reading is None or reading.config_map is None:
                 return reading
             if configmaps is None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from fitgate.workloads.bounds import ExpansionBudget
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
 SHORT_FLAGS = {
@@ -65,7 +67,7 @@ API_SERVER_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entr
 #: `/bin/sh -c python3 /workspace/vllm/inference_api.py --...`).
 KAITO_SERVER = "/vllm/inference_api.py"
 
-_RAY_CLUSTER_SIZE = re.compile(r"--ray[_-]cluster[_-]size[= ](\d+)")
+_RAY_CLUSTER_SIZE = re.compile(r"--ray[_-]cluster[_-]size[= ](\d{1,9})(?!\d)")
 
 
 def ray_cluster_size(words: Sequence[str]) -> int | None:
@@ -104,42 +106,70 @@ class EngineCommand:
 _K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def expand_k8s(text: str, env: Mapping[str, str]) -> str:
+def _expand(
+    pattern: re.Pattern[str],
+    text: str,
+    value: Callable[[re.Match[str]], str | None],
+    budget: ExpansionBudget | None,
+    what: str,
+) -> str:
+    """``text`` with each match of ``pattern`` replaced by ``value(match)`` (None: kept as written).
+
+    The bytes copied out of variables are counted against ``budget`` before each copy, so a value that
+    doubles per env entry stops at the budget instead of filling memory (issue 22).
+    """
+    budget = budget or ExpansionBudget()  # no caller expands without a bound
+    parts: list[str] = []
+    at = 0
+    for m in pattern.finditer(text):
+        parts.append(text[at : m.start()])
+        got = value(m)
+        if got is None:
+            parts.append(m.group(0))
+        else:
+            budget.spend(len(got), what)
+            parts.append(got)
+        at = m.end()
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def expand_k8s(text: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
     """Kubernetes' expansion of ``$(VAR)`` in command, args and env values.
 
     ``$$`` is a literal ``$`` and ``$(VAR)`` of a variable not in ``env`` stays as written
-    (kubernetes third_party/forked/golang/expansion/expand.go).
+    (kubernetes third_party/forked/golang/expansion/expand.go). Bytes copied out of variables count
+    against ``budget`` (:class:`~fitgate.workloads.bounds.BudgetError` past it).
     """
 
-    def sub(m: re.Match[str]) -> str:
+    def sub(m: re.Match[str]) -> str | None:
         if m.group(0) == "$$":
             return "$"
-        name = m.group(1)
-        return env[name] if name in env else m.group(0)
+        return env.get(m.group(1))
 
-    return _K8S_REF.sub(sub, text)
+    return _expand(_K8S_REF, text, sub, budget, "$(VAR)")
 
 
-def container_env(env: object) -> dict[str, str]:
-    """A container's literal env values, each expanded against those before it (``valueFrom`` left out)."""
+def container_env(env: object, budget: ExpansionBudget | None = None) -> dict[str, str]:
+    """A container's literal env values, each expanded against those before it (``valueFrom`` left out).
+
+    Raises:
+        BudgetError: the values expand past ``budget`` (``A_i=$(A_{i-1})$(A_{i-1})``).
+    """
     out: dict[str, str] = {}
+    budget = budget or ExpansionBudget()
     for item in env if isinstance(env, list) else ():
         if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
-            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out)
+            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out, budget)
     return out
 
 
 _SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _expand_shell(word: str, env: Mapping[str, str]) -> str:
+def _expand_shell(word: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
     """``$VAR`` / ``${VAR}`` of a known variable, as the shell would; unknown ones stay as written."""
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2)
-        return env[name] if name in env else m.group(0)
-
-    return _SHELL_REF.sub(sub, word)
+    return _expand(_SHELL_REF, word, lambda m: env.get(m.group(1) or m.group(2)), budget, "$VAR in sh -c")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +204,7 @@ def _shell_script(words: Sequence[str]) -> str | None:
     return None
 
 
-def _split_script(script: str, env: Mapping[str, str]) -> list[list[str]]:
+def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> list[list[str]]:
     """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...)."""
     lexer = shlex.shlex(script.replace("\\\n", " "), posix=True, punctuation_chars=";&|()\n")
     lexer.whitespace = " \t\r"
@@ -185,14 +215,19 @@ def _split_script(script: str, env: Mapping[str, str]) -> list[list[str]]:
             if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
                 commands.append([])
             else:
-                commands[-1].append(_expand_shell(token, env))
+                commands[-1].append(_expand_shell(token, env, budget))
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
     return [c for c in commands if c]
 
 
 def find_engine_command(
-    command: Sequence[str], args: Sequence[str], env: Mapping[str, str], *, image_entrypoint: bool
+    command: Sequence[str],
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    image_entrypoint: bool,
+    budget: ExpansionBudget | None = None,
 ) -> EngineCommand | None:
     """The vLLM invocation of a container, or None when it runs no vLLM server.
 
@@ -201,13 +236,14 @@ def find_engine_command(
 
     Raises:
         CommandError: a shell script that cannot be split into words.
+        BudgetError: expansion past ``budget``.
     """
-    cmd = [expand_k8s(str(w), env) for w in command]
-    arg = [expand_k8s(str(w), env) for w in args]
+    cmd = [expand_k8s(str(w), env, budget) for w in command]
+    arg = [expand_k8s(str(w), env, budget) for w in args]
     words = cmd + arg
     script = _shell_script(words)
     if script is not None:
-        for simple in _split_script(script, env):
+        for simple in _split_script(script, env, budget):
             found = _find_invocation(simple)
             if found is not None:
                 return parse_engine_argv(found[0], found[1])
@@ -308,7 +344,7 @@ def human_int(text: str) -> int | None:
     vllm/utils/argparse_utils.py 0.33.0 L30-74.
     """
     text = text.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    m = re.fullmatch(r"(\d{1,18}(?:\.\d{1,18})?)([kKmMgGtT])", text)  # bounded: no int of 5,000 digits
     if m:
         number, suffix = m.groups()
         mult = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix) or {
@@ -318,4 +354,4 @@ def human_int(text: str) -> int | None:
             "T": 2**40,
         }[suffix]
         return int(float(number) * mult)
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
+    return int(text) if re.fullmatch(r"-?\d{1,18}", text) else None

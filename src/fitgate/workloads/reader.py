@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from fitgate.workloads.argv import (
     parse_engine_argv,
     ray_cluster_size,
 )
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
@@ -144,10 +146,13 @@ def _config_flags(
         return None, f"--config {path}: ConfigMap {name} has no key {key}", None, {}
     if len(data[key].encode()) > MAX_CONFIG_BYTES:
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
-    try:
-        loaded = yaml.safe_load(data[key])
+    try:  # aliases, nodes and depth counted before anything is built (bounds.py, issue 22)
+        loaded = load_yaml(data[key])
     except yaml.YAMLError as exc:
-        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {exc}") from None
+        text = " ".join(str(exc).split())[:300]
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {text}") from None
+    except BudgetError as exc:
+        raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
     flags = config_file_flags(loaded)
@@ -199,13 +204,15 @@ def _find_vllm(pod: dict[str, Any]) -> _Found | None:
         if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
             continue  # vLLM's CPU backend: no GPU to check
         is_vllm, entrypoint = vllm_image(image)
-        env = container_env(container.get("env"))
+        budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
+        env = container_env(container.get("env"), budget)
         try:
             engine = find_engine_command(
                 [str(w) for w in as_list(container.get("command"))],
                 [str(w) for w in as_list(container.get("args"))],
                 env,
                 image_entrypoint=is_vllm and entrypoint,
+                budget=budget,
             )
         except CommandError as exc:
             raise WorkloadError(f"container {container.get('name')}: {exc}") from None
@@ -231,15 +238,20 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     if "$(" in value or value.startswith("$"):
         raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
     if kind in ("int", "human_int"):
-        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d+", value) else None)
+        if len(value) > 24 and re.fullmatch(r"\s*-?\d+(?:\.\d+)?[kKmMgGtT]?\s*", value):  # hardening (issue 22)
+            raise _UnknownValueError(f"{flag}: a number of {len(value)} digits, past what fitgate reads (18)")
+        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d{1,18}", value) else None)
         if n is None:
             raise WorkloadError(f"{flag}: expected a whole number (got {value!r})")
         return n
     if kind == "float":
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
-            raise WorkloadError(f"{flag}: expected a number (got {value!r})") from None
+            raise WorkloadError(f"{flag}: expected a number (got {value[:40]!r})") from None
+        if not math.isfinite(number):  # hardening (issue 22): NaN, inf
+            raise _UnknownValueError(f"{flag} {value[:40]}: not a finite number")
+        return number
     if kind == "bool":
         return value.lower() not in ("false", "0", "no")
     if kind == "dtype":
@@ -403,7 +415,7 @@ def _reading(
             # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
         dp = data_parallel_ranks(flags, pods_per_replica)
-    except _UnknownValueError as exc:
+    except (_UnknownValueError, BudgetError) as exc:
         return _finish(base, unknown=str(exc))
     except WorkloadError as exc:
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
@@ -608,8 +620,30 @@ def read_workload(
         extra_paths: Kind -> dotted path of the pod spec, for other CRDs that embed a pod template
             (``{"RayService": "spec.rayClusterConfig.headGroupSpec.template.spec"}``).
 
-    Never raises on bad input: a reading with ``invalid`` says what is wrong.
+    Never raises on bad input: a reading with ``invalid`` says what is wrong, one with ``unknown`` what
+    fitgate could not read (a parse budget passed, or a value it cannot handle: never a denial on its own).
     """
+    try:
+        return _read_workload(obj, configmaps, extra_paths)
+    except BudgetError as exc:
+        return unreadable(obj, str(exc))
+    except Exception as exc:  # hardening (issue 22): one line, never an exception out of the reader
+        return unreadable(obj, f"fitgate could not read this object ({type(exc).__name__}: {str(exc)[:160]})")
+
+
+def unreadable(obj: Any, why: str) -> Reading | None:
+    """The Unknown reading of an object the reader could not finish."""
+    if not isinstance(obj, dict):
+        return None
+    meta = as_dict(obj.get("metadata"))
+    return _finish(_blank(str(obj.get("kind") or "?")[:63], meta), unknown=" ".join(why.split())[:500])
+
+
+def _read_workload(
+    obj: Any,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
+    extra_paths: Mapping[str, str] | None = None,
+) -> Reading | None:
     if not isinstance(obj, dict):
         return None
     kind = str(obj.get("kind") or "")
