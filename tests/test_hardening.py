@@ -17,7 +17,7 @@ import pytest
 
 from fitgate.operator import workload_handlers
 from fitgate.settings import OperatorConfig, ParseBudgets
-from fitgate.workloads import read_workload
+from fitgate.workloads import read_workload, reader
 from fitgate.workloads.bounds import BudgetError, budgets, check_yaml, configure, load_yaml
 from tests.test_operator import H100, index, memo, on
 from tests.test_workloads_webhook import CHART
@@ -148,8 +148,6 @@ def test_ray_cluster_size_of_many_digits_is_ignored() -> None:
 
 
 def test_the_reader_turns_any_exception_into_one_unknown_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fitgate.workloads import reader
-
     def boom(*_: Any, **__: Any) -> None:
         raise ZeroDivisionError("x\ny")
 
