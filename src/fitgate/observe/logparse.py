@@ -216,8 +216,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters written as ``\\xNN`` (a log's escape sequences never reach a terminal,
-    a status or an Event raw, issue 22); newlines and tabs are kept.
+    """``text`` with control characters written as hex escapes (backslash, x, two digits).
+
+    A log's escape sequences never reach a terminal, a status or an Event raw (issue 22); newlines and tabs
+    are kept.
     """
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
