@@ -16,7 +16,8 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fitgate.workloads.bounds import ExpansionBudget
+from fitgate.workloads import shellmath
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
 SHORT_FLAGS = {
@@ -150,13 +151,18 @@ def expand_k8s(text: str, env: Mapping[str, str], budget: ExpansionBudget | None
     return _expand(_K8S_REF, text, sub, budget, "$(VAR)")
 
 
-def container_env(env: object, budget: ExpansionBudget | None = None) -> dict[str, str]:
+def container_env(
+    env: object, budget: ExpansionBudget | None = None, platform: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """A container's literal env values, each expanded against those before it (``valueFrom`` left out).
+
+    ``platform``: the variables the platform injects before them (LeaderWorkerSet's ``LWS_*``); the
+    container's own entries of the same name win.
 
     Raises:
         BudgetError: the values expand past ``budget`` (``A_i=$(A_{i-1})$(A_{i-1})``).
     """
-    out: dict[str, str] = {}
+    out: dict[str, str] = dict(platform or {})
     budget = budget or ExpansionBudget()
     for item in env if isinstance(env, list) else ():
         if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
@@ -164,12 +170,45 @@ def container_env(env: object, budget: ExpansionBudget | None = None) -> dict[st
     return out
 
 
-_SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# $VAR, ${VAR} and ${VAR-word} / ${VAR:-word} / ${VAR=word} / ${VAR:=word} (a default without `$` of its own)
+_SHELL_REF = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}$]{0,256}))?\}|\$([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])"
+)
+
+
+def _shell_value(m: re.Match[str], env: Mapping[str, str]) -> str | None:
+    """The value of one ``$VAR`` / ``${VAR...}`` as bash gives it; None (kept as written) when unknown."""
+    name = m.group(1) or m.group(4)
+    value = env.get(name)
+    op = m.group(2)
+    if op is None:
+        return value
+    if value is not None and (value != "" or not op.startswith(":")):
+        return value
+    return m.group(3) or ""  # unset (or empty with `:`): the default
 
 
 def _expand_shell(word: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
-    """``$VAR`` / ``${VAR}`` of a known variable, as the shell would; unknown ones stay as written."""
-    return _expand(_SHELL_REF, word, lambda m: env.get(m.group(1) or m.group(2)), budget, "$VAR in sh -c")
+    """``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` of a known variable, as the shell would; unknown ones stay."""
+    return _expand(_SHELL_REF, word, lambda m: _shell_value(m, env), budget, "$VAR in sh -c")
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ARITH_MARK = "FITGATEARITH{}X"
+_ARITH_REF = re.compile(r"FITGATEARITH(\d{1,6})X")
+
+
+def _with_arithmetic(word: str, expressions: Sequence[str], env: Mapping[str, str]) -> str:
+    """``word`` with each ``$(( ... ))`` it held evaluated over ``env`` (kept as written when it cannot be)."""
+
+    def value(m: re.Match[str]) -> str:
+        expression = expressions[int(m.group(1))]
+        try:  # ${VAR:-0} inside is expanded first, as bash does; bare names are looked up by the evaluator
+            return str(shellmath.evaluate(_expand_shell(expression, env), env))
+        except (shellmath.ArithmeticUnknownError, BudgetError):
+            return f"$(({expression}))"
+
+    return _ARITH_REF.sub(value, word)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,20 +244,46 @@ def _shell_script(words: Sequence[str]) -> str | None:
 
 
 def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> list[list[str]]:
-    """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...)."""
-    lexer = shlex.shlex(script.replace("\\\n", " "), posix=True, punctuation_chars=";&|()\n")
+    """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...), words expanded.
+
+    Assignments (``START_RANK=$(( ... ))``, ``export A=1``) set variables for the commands after them and
+    are not commands themselves; ``$(( ... ))`` is evaluated over the variables known at that point
+    (:mod:`fitgate.workloads.shellmath`, issue 21).
+    """
+    text = script.replace("\\\n", " ")
+    expressions: list[str] = []
+    spans = shellmath.arithmetic_spans(text)
+    if spans:  # each $(( ... )) as one word-like mark: shlex would split its parentheses
+        parts, at = [], 0
+        for start, end in spans:
+            parts += [text[at:start], _ARITH_MARK.format(len(expressions))]
+            expressions.append(text[start + 3 : end - 2])
+            at = end
+        text = "".join([*parts, text[at:]])
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
-    commands: list[list[str]] = [[]]
+    raw: list[list[str]] = [[]]
     try:
         for token in lexer:
             if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
-                commands.append([])
+                raw.append([])
             else:
-                commands[-1].append(_expand_shell(token, env, budget))
+                raw[-1].append(token)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
-    return [c for c in commands if c]
+    shell_env = dict(env)
+    commands: list[list[str]] = []
+    for words in (c for c in raw if c):
+        expanded = [_expand_shell(_with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in words]
+        body = expanded[1:] if words[0] == "export" else expanded
+        if body and all(_ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
+            for word in body:  # NAME=value: known to the commands that follow
+                name, _, value = word.partition("=")
+                shell_env[name] = value
+            continue
+        commands.append(expanded)
+    return commands
 
 
 def find_engine_command(

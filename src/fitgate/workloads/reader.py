@@ -197,15 +197,15 @@ def _env_origins(
     return out
 
 
-def _find_vllm(pod: dict[str, Any]) -> _Found | None:
-    """The first container of a pod spec that runs a vLLM server."""
+def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:
+    """The first container of a pod spec that runs a vLLM server (``platform_env``: what LWS injects)."""
     for container in (as_dict(c) for c in as_list(pod.get("containers"))):
         image = str(container.get("image") or "")
         if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
             continue  # vLLM's CPU backend: no GPU to check
         is_vllm, entrypoint = vllm_image(image)
         budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
-        env = container_env(container.get("env"), budget)
+        env = container_env(container.get("env"), budget, platform_env)
         try:
             engine = find_engine_command(
                 [str(w) for w in as_list(container.get("command"))],
@@ -235,6 +235,8 @@ def _flag(container: dict[str, Any], name: str) -> str | None:
 
 
 def _convert(flag: str, value: str, kind: str) -> Any:
+    if "$((" in value:
+        raise _UnknownValueError(f"{flag} {value[:120]}: shell arithmetic over values fitgate does not know")
     if "$(" in value or value.startswith("$"):
         raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
     if kind in ("int", "human_int"):
@@ -576,8 +578,9 @@ def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str
         )
     worker = as_dict(at_path(lwt, "workerTemplate.spec"))
     leader = as_dict(at_path(lwt, "leaderTemplate.spec")) or worker
+    lws = lws_env(meta, size_raw)
     try:
-        found = _find_vllm(leader) or _find_vllm(worker)
+        found = _find_vllm(leader, lws) or _find_vllm(worker, {**lws, "LWS_WORKER_INDEX": "1"})
     except WorkloadError as exc:
         return _finish(
             _blank("LeaderWorkerSet", meta),
@@ -592,6 +595,23 @@ def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str
         return _finish(_reading("LeaderWorkerSet", meta, found, configmaps), invalid=str(exc))
     total = leader_gpus + (size_raw - 1) * worker_gpus
     return _reading("LeaderWorkerSet", meta, found, configmaps, gpus_per_replica=total, pods_per_replica=size_raw)
+
+
+def lws_env(meta: Mapping[str, Any], size: int) -> dict[str, str]:
+    """The env LeaderWorkerSet injects in every pod of a group, as the leader (worker index 0) sees it.
+
+    kubernetes-sigs/lws@da1267b252e17fe795cbc41249a43eb9d52cbca5:
+    site/content/en/docs/reference/labels-annotations-and-environment-variables.md: ``LWS_LEADER_ADDRESS``
+    (the leader via the headless service: ``<name>-0.<name>.<namespace>``), ``LWS_GROUP_SIZE`` (pods per
+    group) and ``LWS_WORKER_INDEX`` (the pod's index in its group). A pod's memory does not depend on its
+    index (only its ranks' numbers do), so the leader's is read (issue 21).
+    """
+    name, namespace = str(meta.get("name") or "lws")[:253], str(meta.get("namespace") or "default")[:63]
+    return {
+        "LWS_LEADER_ADDRESS": f"{name}-0.{name}.{namespace}",
+        "LWS_GROUP_SIZE": str(size),
+        "LWS_WORKER_INDEX": "0",
+    }
 
 
 def _blank(kind: str, meta: dict[str, Any]) -> Reading:
