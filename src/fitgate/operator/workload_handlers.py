@@ -20,6 +20,7 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -108,7 +109,8 @@ def _plain(body: Any) -> dict[str, Any]:
 
 def _controlled(body: Any) -> bool:
     """Whether a controller owns the object (a Deployment's ReplicaSet, its Pods): checked at the owner."""
-    return any(ref.get("controller") for ref in (body.get("metadata") or {}).get("ownerReferences") or [])
+    refs = (body.get("metadata") or {}).get("ownerReferences") or []
+    return isinstance(refs, list) and any(isinstance(ref, Mapping) and ref.get("controller") for ref in refs)
 
 
 async def validate_workload(
@@ -125,10 +127,11 @@ async def validate_workload(
     Never answers 500 (issue 22): an exception on the way becomes an Unknown verdict with a one-line
     message, decided by the namespace's mode and the Unknown policy like any other.
     """
-    annotations = body.get("metadata", {}).get("annotations") or {}
-    mode = annotations.get(VALIDATE_KEY) if isinstance(annotations, dict) else None
+    meta = body.get("metadata")
+    annotations = (meta.get("annotations") if isinstance(meta, Mapping) else None) or {}
+    mode = annotations.get(VALIDATE_KEY) if isinstance(annotations, Mapping) else None
     mode = mode or (None if path_mode == "object" else path_mode)
-    if mode not in MODES or _controlled(body):
+    if mode not in MODES or (isinstance(meta, Mapping) and _controlled(body)):
         return
     try:
         await _validate(str(mode), body=body, old=old, dryrun=dryrun, warnings=warnings, memo=memo)
@@ -144,7 +147,7 @@ async def validate_workload(
 
 def unknown_outcome(body: Any, mode: str, why: str, policy: Any, *, dryrun: bool = False) -> AdmissionOutcome:
     """The answer for an object fitgate could not read or evaluate: Unknown, through ``mode`` and ``policy``."""
-    meta = body.get("metadata") or {}
+    meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
     reading = Reading(
         kind=str(body.get("kind") or "?")[:63],
         namespace=str(meta.get("namespace") or "default")[:253],
