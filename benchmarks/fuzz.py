@@ -68,7 +68,7 @@ def run(
         counts[kind] += 1
         if kind not in ("accepted", "rejected") and shown[kind] < 3:
             shown[kind] += 1
-            print(f"  {name} {outcome[:300]}  <- {data[:120]!r}", file=sys.stderr)
+            print(f"  {name} {outcome[:300]}  <- {repr(data)[:120]}", file=sys.stderr)
 
     one()
     return counts

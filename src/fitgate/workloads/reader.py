@@ -450,8 +450,16 @@ def _reading(
     )
 
 
+#: An invalid / unknown message is one line of at most this many characters (a hostile value is not echoed whole).
+MAX_WHY_CHARS = 500
+
+
 def _finish(reading: Reading, **changes: Any) -> Reading:
     values = {**reading.__dict__, **changes}
+    for key in ("invalid", "unknown"):  # hardening (issue 22): one line, bounded
+        if isinstance(values.get(key), str):
+            why = " ".join(str(values[key]).split())
+            values[key] = why if len(why) <= MAX_WHY_CHARS else why[: MAX_WHY_CHARS - 3] + "..."
     values["fingerprint"] = ""
     text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
     values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
