@@ -19,7 +19,10 @@ import kopf
 
 from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
-from fitgate.operator import workload_handlers  # noqa: F401 - registers the vLLM workload webhook
+from fitgate.operator import (
+    finalizers,
+    workload_handlers,  # noqa: F401 - registers the vLLM workload webhook
+)
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.config import OperatorConfig
@@ -42,7 +45,7 @@ from fitgate.sizing.cost import parse_gpu_prices
 from fitgate.workloads.bounds import configure as configure_budgets
 
 MD = (GROUP, VERSION, PLURAL)
-FINALIZER = "fitgate.io/finalizer"
+FINALIZER = finalizers.FINALIZER  # released by finalizers.py when the CRD is deleted (issue 22)
 REPORTING_COMPONENT = "fitgate"
 _TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or the resync period)
 REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
