@@ -162,7 +162,8 @@ VARIABLES: tuple[Variable, ...] = (
     ),
 )
 # --- hardening (issue 22): parse budgets of user-controlled input -----------------------------------
-#: The budgets every parse of user-controlled input runs under (docs/hardening.md; its table is generated
+#: The budgets every parse of user-controlled input runs under, and where the audit writes its verdicts
+#: (docs/hardening.md; its table is generated
 #: from this tuple by ``markdown_table(BUDGET_VARIABLES)`` and a test keeps the two in sync).
 BUDGET_VARIABLES: tuple[Variable, ...] = (
     Variable(
@@ -186,6 +187,17 @@ BUDGET_VARIABLES: tuple[Variable, ...] = (
         "FITGATE_READ_DEADLINE_SECONDS",
         "2",
         "Seconds one workload read (argv, env, --config) may take off the event loop; then Unknown (0.1-60).",
+    ),
+    Variable(
+        "FITGATE_WORKLOAD_ANNOTATE",
+        "0",
+        "`1`: the audit also writes `fitgate.io/verdict` annotations on the workloads (needs `patch` on them; "
+        "chart `workloadWebhook.annotate`).",
+    ),
+    Variable(
+        "FITGATE_WORKLOAD_POLICY_REPORTS",
+        "1",
+        "`1`: the audit writes its verdicts as one PolicyReport (wgpolicyk8s.io/v1alpha2) per namespace.",
     ),
     Variable(
         "FITGATE_MAX_REVIEW_BYTES",
@@ -386,6 +398,9 @@ class OperatorConfig:
             Event, ``fitgate_workload_*`` series (:mod:`fitgate.operator.workload_observe`).
         workload_audit_objects: The audit also lists its kinds in every namespace (paged) for objects that opt
             in with the ``fitgate.io/validate`` annotation where the namespace is not labelled.
+        workload_annotate: The audit writes ``fitgate.io/verdict`` / ``recommended-args`` annotations and the
+            verdict Events (``FITGATE_WORKLOAD_ANNOTATE``; needs ``patch`` on the workloads).
+        workload_policy_reports: The audit writes one PolicyReport per namespace (``FITGATE_WORKLOAD_POLICY_REPORTS``).
         workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
             cached 30 s); off, such a verdict is Unknown.
     """
@@ -416,6 +431,9 @@ class OperatorConfig:
     workload_observe: bool = False
     workload_audit_objects: bool = False
     workload_configmaps: bool = False
+    # hardening (issue 22): where the audit's verdicts go (docs/hardening.md)
+    workload_annotate: bool = False
+    workload_policy_reports: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -448,6 +466,8 @@ class OperatorConfig:
             workload_observe=env.flag("FITGATE_WORKLOAD_OBSERVE"),
             workload_audit_objects=env.flag("FITGATE_WORKLOAD_AUDIT_OBJECTS"),
             workload_configmaps=env.flag("FITGATE_WORKLOAD_CONFIGMAPS"),
+            workload_annotate=env.flag("FITGATE_WORKLOAD_ANNOTATE"),
+            workload_policy_reports=env.flag("FITGATE_WORKLOAD_POLICY_REPORTS"),
         )
 
 

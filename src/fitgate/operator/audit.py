@@ -34,6 +34,7 @@ from fitgate.operator import kubeconfig
 from fitgate.operator.bounded import read_workload_bounded
 from fitgate.operator.logic import ARGS_ANNOTATION, VERDICT_ANNOTATION
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.policyreport import PolicyReports
 from fitgate.operator.workload_observe import Audited, WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
 from fitgate.sizing import Verdict
@@ -130,12 +131,18 @@ class WorkloadAudit:
         objects: bool = False,
         read: Read | None = None,
         observer: WorkloadObserver | None = None,
+        annotate: bool = True,
+        reports: PolicyReports | None = None,
     ) -> None:
         self._api = api_client
         self.objects = objects
         self._read = read or _read
         self._seen: set[tuple[str, str, str]] = set()
         self.observer = observer
+        # hardening (issue 22): verdicts as a PolicyReport per namespace; annotations (and the patch RBAC
+        # they need on other people's workloads) only where FITGATE_WORKLOAD_ANNOTATE opts in
+        self.annotate = annotate
+        self.reports = reports
 
     def _client(self) -> Any:
         if self._api is None:
@@ -252,6 +259,10 @@ class WorkloadAudit:
             seen.add((namespace, kind, reading.name))
             metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
             audited.append(Audited(obj, _path(group, version, namespace, plural, reading.name), verdict))
+            if self.reports is not None:
+                self.reports.add(obj, verdict)
+            if not self.annotate:
+                continue
             try:
                 await self._write(obj, (group, version, plural, kind), reading, verdict)
             except Exception as exc:  # one object must not stop the pass
@@ -259,6 +270,8 @@ class WorkloadAudit:
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen
+        if self.reports is not None:
+            await self.reports.flush(self._request)
         if self.observer is not None:
             await self.observer.observe_all(audited, self._request, self._event)
         return len(seen)

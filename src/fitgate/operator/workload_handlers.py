@@ -33,6 +33,7 @@ from fitgate.operator.configmaps import ConfigMaps, unread
 from fitgate.operator.evaluate import unknown
 from fitgate.operator.logic import AdmissionOutcome
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.policyreport import PolicyReports
 from fitgate.operator.workload_observe import WorkloadObserver
 from fitgate.operator.workloads import (
     MODES,
@@ -286,7 +287,13 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
             return await configmaps.resolve(obj, reading, memo.config.reconcile_resolve_s)
 
         observer = WorkloadObserver(memo.observer, memo.metrics) if config.workload_observe else None
-        audit = WorkloadAudit(objects=config.workload_audit_objects, read=read, observer=observer)
+        audit = WorkloadAudit(
+            objects=config.workload_audit_objects,
+            read=read,
+            observer=observer,
+            annotate=config.workload_annotate,
+            reports=PolicyReports() if config.workload_policy_reports else None,
+        )
         await audit.run(period, evaluate, memo.metrics)
 
     memo.workload_audit = asyncio.create_task(audit())
