@@ -108,8 +108,44 @@ def hostile(cases: int, at: int) -> int:
         start = time.monotonic()
         bomb()
         print(f"{name:<26}{time.monotonic() - start:>10.3f}{_rss_mib():>14.0f}")
+    slowest = _latency_with_bombs()
+    print(f"\nslowest of 20 ordinary workload reviews with every bomb in flight: {slowest:.3f} s")
     total = sum((c for c in results.values()), Counter())
     return 1 if any(total[k] for k in ("crash", "multiline", "nonsense", "slow")) else 0
+
+
+def _latency_with_bombs() -> float:
+    """Seconds of the slowest ordinary workload review answered while every bomb is reviewed at once."""
+    import asyncio  # noqa: PLC0415
+    import copy  # noqa: PLC0415
+
+    import kopf  # noqa: PLC0415
+    from tests.fuzzing_workloads import env_bomb, yaml_bomb_workload  # noqa: PLC0415
+    from tests.test_operator import H100, index, memo, on  # noqa: PLC0415
+    from tests.test_workloads_webhook import CHART  # noqa: PLC0415
+
+    from fitgate.operator import workload_handlers  # noqa: PLC0415
+
+    m = on(memo(), index(H100))
+
+    async def review(obj: dict[str, Any]) -> float:
+        started = time.perf_counter()
+        await workload_handlers.validate_workload(
+            "warn", body=kopf.Body(obj), old=None, dryrun=False, warnings=[], memo=m
+        )
+        return time.perf_counter() - started
+
+    async def all_at_once() -> float:
+        bombs = [asyncio.create_task(review(b)) for b in (env_bomb(), yaml_bomb_workload()[0])]
+        ordinary = []
+        for i in range(20):
+            obj = copy.deepcopy(CHART)
+            obj["metadata"]["name"] = f"ordinary-{i}"
+            ordinary.append(await review(obj))
+        await asyncio.gather(*bombs)
+        return max(ordinary)
+
+    return asyncio.run(all_at_once())
 
 
 def main(argv: list[str] | None = None) -> int:
