@@ -200,6 +200,12 @@ BUDGET_VARIABLES: tuple[Variable, ...] = (
         "`1`: the audit writes its verdicts as one PolicyReport (wgpolicyk8s.io/v1alpha2) per namespace.",
     ),
     Variable(
+        "FITGATE_WEBHOOK_CLIENT_CA",
+        "",
+        "CA file the API server's client certificate must chain to: set, the webhook refuses TLS clients without "
+        "one (the API server presents it per its AdmissionConfiguration kubeconfig).",
+    ),
+    Variable(
         "FITGATE_MAX_REVIEW_BYTES",
         str(8 << 20),
         "Most bytes of one AdmissionReview body the webhook reads; a larger one is Unknown by policy "
@@ -401,6 +407,8 @@ class OperatorConfig:
         workload_annotate: The audit writes ``fitgate.io/verdict`` / ``recommended-args`` annotations and the
             verdict Events (``FITGATE_WORKLOAD_ANNOTATE``; needs ``patch`` on the workloads).
         workload_policy_reports: The audit writes one PolicyReport per namespace (``FITGATE_WORKLOAD_POLICY_REPORTS``).
+        webhook_client_ca: CA file a webhook client's certificate must chain to (``FITGATE_WEBHOOK_CLIENT_CA``):
+            set, only the API server (configured to present such a certificate) can send reviews.
         workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
             cached 30 s); off, such a verdict is Unknown.
     """
@@ -434,6 +442,7 @@ class OperatorConfig:
     # hardening (issue 22): where the audit's verdicts go (docs/hardening.md)
     workload_annotate: bool = False
     workload_policy_reports: bool = True
+    webhook_client_ca: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -468,6 +477,7 @@ class OperatorConfig:
             workload_configmaps=env.flag("FITGATE_WORKLOAD_CONFIGMAPS"),
             workload_annotate=env.flag("FITGATE_WORKLOAD_ANNOTATE"),
             workload_policy_reports=env.flag("FITGATE_WORKLOAD_POLICY_REPORTS"),
+            webhook_client_ca=env.optional("FITGATE_WEBHOOK_CLIENT_CA"),
         )
 
 

@@ -12,6 +12,7 @@ import gc
 import logging
 import os
 import socket
+import ssl
 import time
 from typing import Any, cast
 
@@ -104,6 +105,9 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
             certfile=config.webhook_cert,
             pkeyfile=config.webhook_key,
             cafile=config.webhook_ca,
+            # issue 22: with a client CA, only a client holding a certificate it signed (the API server) is served
+            verify_mode=ssl.CERT_REQUIRED if config.webhook_client_ca else None,
+            verify_cafile=config.webhook_client_ca,
         )
         if config.webhook_managed:
             settings.admission.managed = config.webhook_managed
