@@ -16,6 +16,7 @@ import kopf
 import pytest
 
 from fitgate.operator import workload_handlers
+from fitgate.operator.offline import check_files
 from fitgate.settings import OperatorConfig, ParseBudgets
 from fitgate.workloads import read_workload, reader
 from fitgate.workloads.bounds import BudgetError, budgets, check_yaml, configure, load_yaml
@@ -191,3 +192,12 @@ def test_a_bomb_in_admission_is_unknown_at_once(small_budgets: ParseBudgets) -> 
     warnings = review(obj, "warn", memo())
     assert time.perf_counter() - started < 1.0
     assert warnings and "FITGATE_MAX_EXPANSION_BYTES" in warnings[0]
+
+
+def test_fitgate_check_refuses_an_alias_bomb_in_one_line(tmp_path: Any) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(billion_laughs(9))  # the old safe_load_all + reading took minutes and gigabytes
+    started = time.perf_counter()
+    (result,) = check_files([str(bomb)], gpu_name="H100")
+    assert time.perf_counter() - started < 1.0
+    assert result.verdict == "Invalid" and "FITGATE_MAX_YAML" in result.message and "\n" not in result.message

@@ -22,6 +22,7 @@ from fitgate.operator.logic import DENIED_INVALID, decide
 from fitgate.operator.workloads import evaluate_reading, finish
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
 from fitgate.workloads import configmaps_of, read_workload
+from fitgate.workloads.bounds import BudgetError, budgets, check_yaml
 
 #: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
 _PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
@@ -58,6 +59,18 @@ class CheckResult:
 
 def _documents(path: str) -> Iterable[tuple[str, Any]]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    # hardening (issue 22): aliases may not expand a manifest set past its own size (or the YAML budgets),
+    # nor nest it past their depth; checked on the parse events before anything is built
+    budget = budgets()
+    check_yaml(
+        text,
+        replace(
+            budget,
+            max_yaml_nodes=max(budget.max_yaml_nodes, len(text)),
+            max_yaml_expanded_bytes=max(budget.max_yaml_expanded_bytes, 2 * len(text)),
+            max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
+        ),
+    )
     for i, doc in enumerate(yaml.safe_load_all(text)):
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
@@ -117,7 +130,7 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
     for path in files:
         try:
             read.extend(_documents(path))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, yaml.YAMLError, BudgetError, ValueError, RecursionError) as exc:
             results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
     configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
     for source, doc in read:
