@@ -85,3 +85,20 @@ def test_pod_logs_are_namespaced_with_watch_namespaces(helm: Path) -> None:
         for d in render_chart(helm, "--set", "operator.watchNamespaces={ml}", "--set", "operator.podLogs=false")
         if d["kind"] == "Role"
     ]
+
+
+def test_metrics_authorization_adds_the_reviews_and_a_reader_role(helm: Path) -> None:
+    base = render_chart(helm)
+    on = render_chart(helm, "--set", "metrics.authorization=true", "--set", "metrics.serviceMonitor.enabled=true")
+    operator = [d for d in on if d["kind"] == "ClusterRole" and not d["metadata"]["name"].endswith("-metrics-reader")]
+    (reader,) = [d for d in on if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-metrics-reader")]
+    assert granted(operator) - granted(base) == {
+        ("authentication.k8s.io", "tokenreviews", ("create",)),
+        ("authorization.k8s.io", "subjectaccessreviews", ("create",)),
+    }
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    (deployment,) = [d for d in on if d["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FITGATE_METRICS_AUTH"] == "1"
+    (monitor,) = [d for d in on if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["bearerTokenFile"].endswith("serviceaccount/token")

@@ -206,6 +206,12 @@ BUDGET_VARIABLES: tuple[Variable, ...] = (
         "one (the API server presents it per its AdmissionConfiguration kubeconfig).",
     ),
     Variable(
+        "FITGATE_METRICS_AUTH",
+        "0",
+        "`1`: /metrics answers only a bearer token that a TokenReview authenticates and a SubjectAccessReview "
+        "allows `get /metrics` (chart `metrics.authorization`).",
+    ),
+    Variable(
         "FITGATE_MAX_REVIEW_BYTES",
         str(8 << 20),
         "Most bytes of one AdmissionReview body the webhook reads; a larger one is Unknown by policy "
@@ -409,6 +415,8 @@ class OperatorConfig:
         workload_policy_reports: The audit writes one PolicyReport per namespace (``FITGATE_WORKLOAD_POLICY_REPORTS``).
         webhook_client_ca: CA file a webhook client's certificate must chain to (``FITGATE_WEBHOOK_CLIENT_CA``):
             set, only the API server (configured to present such a certificate) can send reviews.
+        metrics_auth: /metrics needs a token a TokenReview authenticates and a SubjectAccessReview allows
+            (``FITGATE_METRICS_AUTH``; :mod:`fitgate.operator.metrics_auth`).
         workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
             cached 30 s); off, such a verdict is Unknown.
     """
@@ -443,6 +451,7 @@ class OperatorConfig:
     workload_annotate: bool = False
     workload_policy_reports: bool = True
     webhook_client_ca: str | None = None
+    metrics_auth: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -478,6 +487,7 @@ class OperatorConfig:
             workload_annotate=env.flag("FITGATE_WORKLOAD_ANNOTATE"),
             workload_policy_reports=env.flag("FITGATE_WORKLOAD_POLICY_REPORTS"),
             webhook_client_ca=env.optional("FITGATE_WEBHOOK_CLIENT_CA"),
+            metrics_auth=env.flag("FITGATE_METRICS_AUTH"),
         )
 
 

@@ -32,6 +32,7 @@ from fitgate.operator.inventory import Inventory
 from fitgate.operator.logic import admit, reconcile
 from fitgate.operator.managed import remove_empty_async
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.metrics_auth import MetricsAuth, kubernetes_review
 from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
 from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
@@ -112,7 +113,8 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
         if config.webhook_managed:
             settings.admission.managed = config.webhook_managed
     metrics = Metrics()
-    await metrics.serve(config.metrics_addr, config.metrics_port)
+    auth = MetricsAuth(kubernetes_review()) if config.metrics_auth else None  # issue 22
+    await metrics.serve(config.metrics_addr, config.metrics_port, auth)
     memo.metrics = metrics
     memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
     memo.observer = Observer(
