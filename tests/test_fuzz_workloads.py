@@ -113,6 +113,9 @@ def test_a_review_never_waits_behind_a_slow_read(monkeypatch: pytest.MonkeyPatch
     (other_s, _), (slow_s, slow_warnings) = asyncio.run(both())
     assert other_s < 1.0  # the budget (1 s) + 1 s at most; in practice it does not wait at all
     assert 0.9 < slow_s < 2.0 and "FITGATE_READ_DEADLINE_SECONDS" in slow_warnings[0]
+    hanging["metadata"]["name"] = "fast-now"  # same spec: the timed-out reading was not cached
+    _, again = asyncio.run(review(hanging))
+    assert not any("FITGATE_READ_DEADLINE_SECONDS" in w for w in again)
 
 
 def test_a_review_past_one_mib_is_read_and_judged_not_413() -> None:

@@ -25,6 +25,10 @@ PARSE_WORKERS = 4
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=PARSE_WORKERS, thread_name_prefix="fitgate-parse")
 
 
+#: Named in every deadline message (and how a reader of the message tells a deadline from a budget).
+DEADLINE_SETTING = "FITGATE_READ_DEADLINE_SECONDS"
+
+
 class DeadlineError(TimeoutError):
     """A parse took longer than its deadline."""
 
@@ -37,7 +41,7 @@ async def off_loop(fn: Callable[..., T], *args: Any, deadline_s: float | None = 
     try:
         return await asyncio.wait_for(asyncio.shield(future), limit)
     except TimeoutError:
-        raise DeadlineError(f"took more than {limit:g} s (FITGATE_READ_DEADLINE_SECONDS)") from None
+        raise DeadlineError(f"took more than {limit:g} s ({DEADLINE_SETTING})") from None
 
 
 async def read_workload_bounded(

@@ -28,7 +28,7 @@ import kopf
 
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
-from fitgate.operator.bounded import read_workload_bounded
+from fitgate.operator.bounded import DEADLINE_SETTING, read_workload_bounded
 from fitgate.operator.configmaps import ConfigMaps, unread
 from fitgate.operator.evaluate import unknown
 from fitgate.operator.logic import AdmissionOutcome
@@ -94,6 +94,8 @@ class ReadingCache:
                 return hit
             return replace(hit, namespace=namespace, name=name)
         reading = await read_workload_bounded(_plain(body))
+        if reading is not None and DEADLINE_SETTING in (reading.unknown or ""):
+            return reading  # a read past its deadline (a busy moment) is not remembered: the next one tries again
         self._entries[key] = reading
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
