@@ -145,7 +145,9 @@ def test_hostile_workloads_sample_is_not_trivial() -> None:
     """The strategy reaches the reader's paths: some samples still read, some are refused."""
     outcomes: list[str] = []
 
-    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=200, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )  # derandomized: the same 200 samples each run (about 7 % are refused)
     @given(obj=hostile_workloads())
     def one(obj: dict[str, Any]) -> None:
         outcomes.append(check_workload(obj).split(":", 1)[0])
