@@ -1,6 +1,7 @@
 """Fuzz fitgate's input boundaries with >= 10,000 generated cases and print what became of them.
 
     python benchmarks/fuzz.py [--cases 10000] [--seed 0] [--unguarded]
+    python benchmarks/fuzz.py --hostile [--cases 6000]   # issue 22: workloads, logs, /metrics, bombs
 
 Targets and checks are those of tests/fuzzing.py and tests/fuzzing_configs.py: safetensors files and
 index files resolved as checkpoint directories, hostile ``config.json`` files (real configs with values
@@ -34,6 +35,16 @@ from tests.fuzzing import (
     safetensors_files,
 )
 from tests.fuzzing_configs import check_argv, check_config, hostile_configs, plan_argvs
+from tests.fuzzing_workloads import (
+    BOMBS,
+    check_exposition,
+    check_log,
+    check_workload,
+    check_workload_admission,
+    expositions,
+    hostile_logs,
+    hostile_workloads,
+)
 
 
 def run(
@@ -57,10 +68,84 @@ def run(
         counts[kind] += 1
         if kind not in ("accepted", "rejected") and shown[kind] < 3:
             shown[kind] += 1
-            print(f"  {name} {outcome[:300]}  <- {data[:120]!r}", file=sys.stderr)
+            print(f"  {name} {outcome[:300]}  <- {repr(data)[:120]}", file=sys.stderr)
 
     one()
     return counts
+
+
+def _rss_mib() -> float:
+    """This process's peak resident memory (ru_maxrss is KiB on Linux)."""
+    import resource  # noqa: PLC0415 - Unix only, and only here
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def hostile(cases: int, at: int) -> int:
+    """Issue 22's probes: hostile workloads (read, and admitted in a warn namespace), logs, expositions; bombs."""
+    from tests.test_operator import H100, index, memo, on  # noqa: PLC0415 - the operator only here
+
+    per = -(-cases // 4)
+    targets: list[tuple[str, Any, Callable[[Any], str], int]] = [
+        ("workloads", hostile_workloads(), check_workload, per),
+        ("wl-admission", hostile_workloads(), lambda o: check_workload_admission(o, on(memo(), index(H100))), per // 4),
+        ("logs", hostile_logs, check_log, per),
+        ("exposition", expositions, check_exposition, per),
+    ]
+    results: dict[str, Counter[str]] = {}
+    timings: dict[str, float] = {}
+    for name, strategy, check, n in targets:
+        start = time.monotonic()
+        results[name] = run(name, strategy, check, n, at)
+        timings[name] = time.monotonic() - start
+    kinds = ["accepted", "rejected", "crash", "multiline", "nonsense", "slow"]
+    print(f"{'target':<14}" + "".join(f"{k:>10}" for k in kinds) + f"{'total':>10}{'seconds':>10}")
+    for name, counts in results.items():
+        row = "".join(f"{counts[k]:>10}" for k in kinds)
+        print(f"{name:<14}{row}{sum(counts.values()):>10}{timings[name]:>10.1f}")
+    print(f"\n{'bomb':<26}{'seconds':>10}{'peak RSS MiB':>14}")
+    for name, bomb in BOMBS.items():
+        start = time.monotonic()
+        bomb()
+        print(f"{name:<26}{time.monotonic() - start:>10.3f}{_rss_mib():>14.0f}")
+    slowest = _latency_with_bombs()
+    print(f"\nslowest of 20 ordinary workload reviews with every bomb in flight: {slowest:.3f} s")
+    total = sum((c for c in results.values()), Counter())
+    return 1 if any(total[k] for k in ("crash", "multiline", "nonsense", "slow")) else 0
+
+
+def _latency_with_bombs() -> float:
+    """Seconds of the slowest ordinary workload review answered while every bomb is reviewed at once."""
+    import asyncio  # noqa: PLC0415
+    import copy  # noqa: PLC0415
+
+    import kopf  # noqa: PLC0415
+    from tests.fuzzing_workloads import env_bomb, yaml_bomb_workload  # noqa: PLC0415
+    from tests.test_operator import H100, index, memo, on  # noqa: PLC0415
+    from tests.test_workloads_webhook import CHART  # noqa: PLC0415
+
+    from fitgate.operator import workload_handlers  # noqa: PLC0415
+
+    m = on(memo(), index(H100))
+
+    async def review(obj: dict[str, Any]) -> float:
+        started = time.perf_counter()
+        await workload_handlers.validate_workload(
+            "warn", body=kopf.Body(obj), old=None, dryrun=False, warnings=[], memo=m
+        )
+        return time.perf_counter() - started
+
+    async def all_at_once() -> float:
+        bombs = [asyncio.create_task(review(b)) for b in (env_bomb(), yaml_bomb_workload()[0])]
+        ordinary = []
+        for i in range(20):
+            obj = copy.deepcopy(CHART)
+            obj["metadata"]["name"] = f"ordinary-{i}"
+            ordinary.append(await review(obj))
+        await asyncio.gather(*bombs)
+        return max(ordinary)
+
+    return asyncio.run(all_at_once())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=10_000, help="cases in all, split over the five targets")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--unguarded", action="store_true", help="kopf's own webhook server, for comparison")
+    parser.add_argument("--hostile", action="store_true", help="issue 22: workloads, logs, /metrics and bombs")
     args = parser.parse_args(argv)
+    if args.hostile:
+        return hostile(args.cases, args.seed)
     per = -(-args.cases // 5)
     results: dict[str, Counter[str]] = {}
     timings: dict[str, float] = {}

@@ -36,6 +36,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
     env = {
         "FITGATE_WORKLOAD_AUDIT_SECONDS": "1",
+        "FITGATE_WORKLOAD_ANNOTATE": "1",  # the verdict annotations these tests read (off by default, issue 22)
         "FITGATE_WORKLOAD_OBSERVE": "1",
         "FITGATE_SCRAPE_TIMEOUT_SECONDS": "2",
     }

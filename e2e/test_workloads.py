@@ -80,6 +80,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     env = {
         "FITGATE_WORKLOAD_WEBHOOK": "1",
         "FITGATE_WORKLOAD_AUDIT_SECONDS": "1",
+        "FITGATE_WORKLOAD_ANNOTATE": "1",  # the verdict annotations these tests read (off by default, issue 22)
         "FITGATE_WORKLOAD_AUDIT_OBJECTS": "1",
         "FITGATE_WORKLOAD_CONFIGMAPS": "1",
     }

@@ -11,6 +11,7 @@ import pytest
 
 from fitgate.checkpoints import CheckpointError, resolve
 from fitgate.settings import (
+    BUDGET_VARIABLES,
     VARIABLES,
     HeaderLimits,
     HubSettings,
@@ -84,14 +85,14 @@ def test_the_scan_sees_each_way_of_reading_the_environment() -> None:
 
 
 def test_every_variable_named_in_the_code_and_the_chart_is_documented() -> None:
-    documented = {v.name for v in VARIABLES}
+    documented = {v.name for v in (*VARIABLES, *BUDGET_VARIABLES)}  # the budgets: docs/hardening.md
     named: set[str] = set()
     for path in [*SRC.rglob("*.py"), *(ROOT / "charts").rglob("*")]:
         if path.is_file():
             named |= set(re.findall(r"\b((?:FITGATE|HF)_[A-Z0-9_]*[A-Z0-9])\b", path.read_text(errors="replace")))
     named -= {"FITGATE_HUB"}  # "FITGATE_HUB_*" in prose
     assert named - documented == set()
-    assert len(documented) == len(VARIABLES)
+    assert len(documented) == len(VARIABLES) + len(BUDGET_VARIABLES)
 
 
 def test_the_docs_table_is_the_generated_one() -> None:
@@ -175,3 +176,9 @@ def test_a_resolution_uses_the_settings_it_is_given_not_the_environment(tmp_path
     assert resolve(str(tmp_path)).tensors is not None  # the environment's limit: 500,000
     with pytest.raises(CheckpointError, match=r"at most 600 tensors per checkpoint"):
         resolve(str(tmp_path), settings=load({"FITGATE_MAX_TENSORS": "600"}))
+
+
+def test_the_hardening_page_lists_the_budgets() -> None:
+    page = (ROOT / "docs" / "hardening.md").read_text()
+    table = page.split("<!-- budgets-table:start -->\n", 1)[1].split("<!-- budgets-table:end -->", 1)[0]
+    assert table == markdown_table(BUDGET_VARIABLES)

@@ -28,7 +28,12 @@ def test_observe_sets_the_variable_and_grants_nothing_new(helm: Path) -> None:
     observing = render_chart(helm, *ON)
     assert env(observing)["FITGATE_WORKLOAD_OBSERVE"] == "1"
     assert "FITGATE_WORKLOAD_OBSERVE" not in env(audit_only)
-    assert role(observing) == role(audit_only)  # pods list and pods/log get: already granted for spec.observe
+    # pods list and pods/log get: already granted for spec.observe; patch on the workloads (fitgate.io/observed),
+    # as with workloadWebhook.annotate (issue 22: without either, the audit has no patch on workloads)
+    assert role(observing) == role(
+        render_chart(helm, "--set", "workloadWebhook.enabled=true", "--set", "workloadWebhook.annotate=true")
+    )
+    assert role(observing) != role(audit_only)
     base = [r for r in role(render_chart(helm)) if r["resources"] in (["pods"], ["pods/log"])]
     # pods: list (the observer) and watch (the pod watch counting the GPUs pods hold); pods/log: get
     assert [(r["resources"], r["verbs"]) for r in base] == [(["pods"], ["list", "watch"]), (["pods/log"], ["get"])]

@@ -207,11 +207,11 @@ def test_a_kaito_workspace_is_read_from_its_top_level_fields() -> None:
     first = next(d for d in docs if d)
     other = copy.deepcopy(first)
     other["inference"]["preset"]["name"] = "phi-4"
-    reading = workload_handlers._READINGS.read(kopf.Body(first))
+    reading = asyncio.run(workload_handlers._READINGS.read(kopf.Body(first)))
     assert reading is not None and reading.model == "deepseek-ai/DeepSeek-R1-0528"
     # two Workspaces differing only in their top-level fields are two readings, not one cached answer
     assert workload_handlers.ReadingCache.key(first) != workload_handlers.ReadingCache.key(other)
-    again = workload_handlers._READINGS.read(kopf.Body(other))
+    again = asyncio.run(workload_handlers._READINGS.read(kopf.Body(other)))
     assert again is not None and again.model == "microsoft/phi-4"
     # its TP comes from the instance type's GPUs, unknown here: admitted in enforce (Unknown is never a denial)
     review(first, index(H100), memo())  # no AdmissionError raised

@@ -68,6 +68,7 @@ from fitgate.sizing.performance import speed_load
 from fitgate.sizing.prices import price_table
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, fmt_gib, parse_size
+from fitgate.workloads.bounds import configure as configure_budgets
 
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
 PLAN_SCHEMA = "fitgate.io/plan/v1"
@@ -1365,7 +1366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "operator": cmd_operator,
     }
     try:
-        load()  # a bad FITGATE_*/HF_* value stops any command at once, in one line
+        configure_budgets(load().budgets)  # a bad FITGATE_*/HF_* value stops any command at once, in one line
         code = handlers[args.command](args)
         sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen below
         return code

@@ -161,7 +161,64 @@ VARIABLES: tuple[Variable, ...] = (
         "(chart `workloadWebhook.readConfigMaps`); `0`: such a verdict is Unknown.",
     ),
 )
-_DEFAULTS = {v.name: v.default for v in VARIABLES}
+# --- hardening (issue 22): parse budgets of user-controlled input -----------------------------------
+#: The budgets every parse of user-controlled input runs under, and where the audit writes its verdicts
+#: (docs/hardening.md; its table is generated
+#: from this tuple by ``markdown_table(BUDGET_VARIABLES)`` and a test keeps the two in sync).
+BUDGET_VARIABLES: tuple[Variable, ...] = (
+    Variable(
+        "FITGATE_MAX_EXPANSION_BYTES",
+        str(1 << 20),
+        "Most bytes `$(VAR)` / `$VAR` expansion may produce for one container (command, args, env together); "
+        "past it the workload is Unknown (4096-67108864).",
+    ),
+    Variable(
+        "FITGATE_MAX_YAML_NODES",
+        "100000",
+        "Most YAML nodes a `--config` file may hold once its aliases are expanded (100-10000000).",
+    ),
+    Variable("FITGATE_MAX_YAML_DEPTH", "64", "Deepest nesting of a `--config` file's YAML (collections) (4-1000)."),
+    Variable(
+        "FITGATE_MAX_YAML_EXPANDED_BYTES",
+        str(1 << 20),
+        "Most scalar bytes a `--config` file may hold once its aliases are expanded (4096-67108864).",
+    ),
+    Variable(
+        "FITGATE_READ_DEADLINE_SECONDS",
+        "2",
+        "Seconds one workload read (argv, env, --config) may take off the event loop; then Unknown (0.1-60).",
+    ),
+    Variable(
+        "FITGATE_WORKLOAD_ANNOTATE",
+        "0",
+        "`1`: the audit also writes `fitgate.io/verdict` annotations on the workloads (needs `patch` on them; "
+        "chart `workloadWebhook.annotate`).",
+    ),
+    Variable(
+        "FITGATE_WORKLOAD_POLICY_REPORTS",
+        "1",
+        "`1`: the audit writes its verdicts as one PolicyReport (wgpolicyk8s.io/v1alpha2) per namespace.",
+    ),
+    Variable(
+        "FITGATE_WEBHOOK_CLIENT_CA",
+        "",
+        "CA file the API server's client certificate must chain to: set, the webhook refuses TLS clients without "
+        "one (the API server presents it per its AdmissionConfiguration kubeconfig).",
+    ),
+    Variable(
+        "FITGATE_METRICS_AUTH",
+        "0",
+        "`1`: /metrics answers only a bearer token that a TokenReview authenticates and a SubjectAccessReview "
+        "allows `get /metrics` (chart `metrics.authorization`).",
+    ),
+    Variable(
+        "FITGATE_MAX_REVIEW_BYTES",
+        str(8 << 20),
+        "Most bytes of one AdmissionReview body the webhook reads; a larger one is Unknown by policy "
+        "(1048576-67108864).",
+    ),
+)
+_DEFAULTS = {v.name: v.default for v in (*VARIABLES, *BUDGET_VARIABLES)}
 
 
 class _Env:
@@ -273,6 +330,46 @@ class HeaderLimits:
         )
 
 
+# --- hardening (issue 22): parse budgets -------------------------------------------------------------
+@dataclass(frozen=True)
+class ParseBudgets:
+    """What one parse of user-controlled input may produce or take (docs/hardening.md).
+
+    Attributes:
+        max_expansion_bytes: Output of Kubernetes ``$(VAR)`` and shell ``$VAR`` expansion, one container
+            (``FITGATE_MAX_EXPANSION_BYTES``): 29 env entries ``A_i=$(A_{i-1})$(A_{i-1})`` would expand to 512 MiB.
+        max_yaml_nodes: Nodes of a ``--config`` YAML file with its aliases expanded (``FITGATE_MAX_YAML_NODES``).
+        max_yaml_depth: Its deepest nesting (``FITGATE_MAX_YAML_DEPTH``).
+        max_yaml_expanded_bytes: Its scalar bytes with aliases expanded (``FITGATE_MAX_YAML_EXPANDED_BYTES``).
+        read_deadline_s: Seconds one workload read may take in its worker thread before the review
+            is answered Unknown (``FITGATE_READ_DEADLINE_SECONDS``).
+        max_review_bytes: Bytes of one AdmissionReview body read (``FITGATE_MAX_REVIEW_BYTES``).
+    """
+
+    max_expansion_bytes: int = 1 << 20
+    max_yaml_nodes: int = 100_000
+    max_yaml_depth: int = 64
+    max_yaml_expanded_bytes: int = 1 << 20
+    read_deadline_s: float = 2.0
+    max_review_bytes: int = 8 << 20
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ParseBudgets:
+        """The budgets from ``FITGATE_MAX_*`` and ``FITGATE_READ_DEADLINE_SECONDS``."""
+        env = _Env(os.environ if environ is None else environ)
+        deadline = env.number("FITGATE_READ_DEADLINE_SECONDS", low=0.099)
+        if deadline > 60:
+            raise SettingsError("FITGATE_READ_DEADLINE_SECONDS", env.text("FITGATE_READ_DEADLINE_SECONDS"), "0.1-60")
+        return cls(
+            max_expansion_bytes=env.whole("FITGATE_MAX_EXPANSION_BYTES", 4096, 64 << 20, "bytes"),
+            max_yaml_nodes=env.whole("FITGATE_MAX_YAML_NODES", 100, 10_000_000, "nodes"),
+            max_yaml_depth=env.whole("FITGATE_MAX_YAML_DEPTH", 4, 1000, "levels"),
+            max_yaml_expanded_bytes=env.whole("FITGATE_MAX_YAML_EXPANDED_BYTES", 4096, 64 << 20, "bytes"),
+            read_deadline_s=deadline,
+            max_review_bytes=env.whole("FITGATE_MAX_REVIEW_BYTES", 1 << 20, 64 << 20, "bytes"),
+        )
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     """Everything the operator process is configured with (``FITGATE_*``, overridable by ``fitgate operator`` flags).
@@ -313,6 +410,13 @@ class OperatorConfig:
             Event, ``fitgate_workload_*`` series (:mod:`fitgate.operator.workload_observe`).
         workload_audit_objects: The audit also lists its kinds in every namespace (paged) for objects that opt
             in with the ``fitgate.io/validate`` annotation where the namespace is not labelled.
+        workload_annotate: The audit writes ``fitgate.io/verdict`` / ``recommended-args`` annotations and the
+            verdict Events (``FITGATE_WORKLOAD_ANNOTATE``; needs ``patch`` on the workloads).
+        workload_policy_reports: The audit writes one PolicyReport per namespace (``FITGATE_WORKLOAD_POLICY_REPORTS``).
+        webhook_client_ca: CA file a webhook client's certificate must chain to (``FITGATE_WEBHOOK_CLIENT_CA``):
+            set, only the API server (configured to present such a certificate) can send reviews.
+        metrics_auth: /metrics needs a token a TokenReview authenticates and a SubjectAccessReview allows
+            (``FITGATE_METRICS_AUTH``; :mod:`fitgate.operator.metrics_auth`).
         workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
             cached 30 s); off, such a verdict is Unknown.
     """
@@ -343,6 +447,11 @@ class OperatorConfig:
     workload_observe: bool = False
     workload_audit_objects: bool = False
     workload_configmaps: bool = False
+    # hardening (issue 22): where the audit's verdicts go (docs/hardening.md)
+    workload_annotate: bool = False
+    workload_policy_reports: bool = True
+    webhook_client_ca: str | None = None
+    metrics_auth: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -375,6 +484,10 @@ class OperatorConfig:
             workload_observe=env.flag("FITGATE_WORKLOAD_OBSERVE"),
             workload_audit_objects=env.flag("FITGATE_WORKLOAD_AUDIT_OBJECTS"),
             workload_configmaps=env.flag("FITGATE_WORKLOAD_CONFIGMAPS"),
+            workload_annotate=env.flag("FITGATE_WORKLOAD_ANNOTATE"),
+            workload_policy_reports=env.flag("FITGATE_WORKLOAD_POLICY_REPORTS"),
+            webhook_client_ca=env.optional("FITGATE_WEBHOOK_CLIENT_CA"),
+            metrics_auth=env.flag("FITGATE_METRICS_AUTH"),
         )
 
 
@@ -415,6 +528,7 @@ class Settings:
             else ``~/.cache/fitgate``).
         catalog_path: User catalog directories (``FITGATE_CATALOG_PATH``, ``os.pathsep``-separated).
         operator: The operator process's settings.
+        budgets: The parse budgets of user-controlled input (:class:`ParseBudgets`).
         debug: The CLI shows tracebacks of internal errors (``FITGATE_DEBUG`` non-empty).
     """
 
@@ -424,6 +538,7 @@ class Settings:
     catalog_path: tuple[str, ...] = ()
     operator: OperatorConfig = field(default_factory=OperatorConfig)
     debug: bool = False
+    budgets: ParseBudgets = field(default_factory=ParseBudgets)  # hardening (issue 22)
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -440,13 +555,14 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         catalog_path=tuple(p for p in environ.get("FITGATE_CATALOG_PATH", "").split(os.pathsep) if p.strip()),
         operator=OperatorConfig.from_env(environ),
         debug=bool(environ.get("FITGATE_DEBUG")),
+        budgets=ParseBudgets.from_env(environ),
     )
 
 
-def markdown_table() -> str:
-    """The table of :data:`VARIABLES` in docs/settings.md."""
+def markdown_table(variables: tuple[Variable, ...] = VARIABLES) -> str:
+    """The table of :data:`VARIABLES` in docs/settings.md (docs/hardening.md's of :data:`BUDGET_VARIABLES`)."""
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    for v in VARIABLES:
+    for v in variables:
         default = f"`{v.default}`" if v.default else "(unset)"
         rows.append(f"| `{v.name}` | {default} | {v.meaning} |")
     return "\n".join(rows) + "\n"

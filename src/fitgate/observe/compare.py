@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fitgate.observe.logparse import printable
 from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS
@@ -318,7 +319,11 @@ def _fmt(value: float | None, unit: str) -> str:
 
 
 def render_compare_text(doc: dict[str, Any]) -> str:
-    """The human-readable table of a compare document."""
+    """The human-readable table of a compare document; a log's control characters are escaped (issue 22)."""
+    return printable(_render_compare_text(doc))
+
+
+def _render_compare_text(doc: dict[str, Any]) -> str:
     s, o, p = doc["settings"], doc["observed"], doc["predicted"]
     if p is None:
         return _render_refused_text(doc)

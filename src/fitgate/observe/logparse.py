@@ -30,6 +30,7 @@ import ast
 import codecs
 import io
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable, Iterable
@@ -50,8 +51,10 @@ MAX_FAILURE_CHARS = 400
 #: Recognised lines kept for ``--as-case`` (``raw_lines``).
 MAX_KEPT_LINES = 200
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
-_COUNT = r"(\d{1,3}(?:,\d{3})+|\d+)"
+# Bounded digits (issue 22): a 4,000-digit number is no reading (int() refuses it, float() makes it inf),
+# and a number cut short by the bound must not match at all, hence the look-aheads.
+_NUM = r"(-?\d{1,15}(?:\.\d{1,20})?)(?!\d)"
+_COUNT = r"(\d{1,3}(?:,\d{3}){1,5}|\d{1,15})(?!\d)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PROC = re.compile(r"\(([^()]{1,80}?)\s+pid=\d+\)")
 _RANK = re.compile(r"(?:TP|PP|DP|rank=)(\d+)")
@@ -65,8 +68,12 @@ _EXCEPTION = re.compile(r"\b(?:[A-Za-z_]\w*\.){0,4}[A-Za-z_]\w*(?:Error|Exceptio
 # ------------------------------------------------------------------------------------------------
 # Line patterns. Each names the release whose wording it matches; see shared/calibration for examples.
 
-_ARGS_DICT = re.compile(r"non-default args: (\{.*\})\s*$")
-_ARGS_NAMESPACE = re.compile(r"\bargs: Namespace\((.*)\)\s*$")
+# "non-default args: {...}" and "args: Namespace(...)" run to the end of the line. Read with str.find and
+# rstrip, in linear time: the patterns `non-default args: (\{.*\})\s*$` / `\bargs: Namespace\((.*)\)\s*$`
+# were quadratic in the line's length (each occurrence of the prefix scanned to the end again; 64 KiB
+# lines of it took seconds each, issue 22).
+_ARGS_DICT_PREFIX = "non-default args: {"
+_ARGS_NAMESPACE_PREFIX = re.compile(r"\bargs: Namespace\(")
 # A pasted command line: "$ vllm serve MODEL --max-model-len 8192 -tp 2"
 _SERVE = re.compile(r"(?:^|[\s$>])vllm serve (\S.*)$")
 _SERVE_FLAGS = {
@@ -104,10 +111,11 @@ _SERVE_BOOLEANS = {
 }
 _ENGINE = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v?([0-9][^)\s]{0,40})\) with config: (.*)$")
 _SERVER_VERSION = re.compile(r"vLLM API server version:? v?(\d+\.\d+[\w.+-]{0,40})")
-_DEFAULTING = re.compile(r"Defaulting (max_num_batched_tokens|max_num_seqs) to (\d+) for (\w+) usage context")
-_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+_DEFAULTING = re.compile(r"Defaulting (max_num_batched_tokens|max_num_seqs) to (\d{1,15}) for (\w{1,40}) usage context")
+_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,15})(?!\d)")
 # 0.10+ (DEBUG): worker init memory snapshot: ..., total_memory=79.19GiB, ...
-_SNAPSHOT = re.compile(r"memory snapshot:.*?\btotal_memory=" + _NUM + r"\s*GiB")
+# (found after the first "memory snapshot:" with str.find: `memory snapshot:.*?\btotal_memory=` was quadratic)
+_SNAPSHOT = re.compile(r"\btotal_memory=" + _NUM + r"\s*GiB")
 # 0.10+: Free memory on device (78.68/79.19 GiB) on startup. Desired GPU memory utilization is (0.95, 75.23 GiB).
 _FREE_ON_DEVICE = re.compile(r"Free memory on device \(" + _NUM + r"/" + _NUM + r"\s*GiB\)")
 _DESIRED_GMU = re.compile(r"Desired GPU memory utilization is \(" + _NUM + r",")
@@ -243,6 +251,18 @@ _ARG_ITEM = re.compile(r"'([a-z_]{1,40})': ('(?:[^'\\]|\\.){0,4096}'|[^,}]{0,200
 _ARG, _CONFIG, _DETAIL, _SUMMARY, _FALLBACK = 4, 3, 2, 1, 0
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as hex escapes (backslash, x, two digits).
+
+    A log's escape sequences never reach a terminal, a status or an Event raw (issue 22); newlines and tabs
+    are kept.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 def _num(text: str) -> float:
     return float(text)
 
@@ -277,7 +297,8 @@ def _typed(value: object, kind: type) -> object | None:
         return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 31 else None
     if kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return float(value) if ok else None  # type: ignore[arg-type]
+        number = float(value) if ok else None  # type: ignore[arg-type]
+        return number if number is not None and math.isfinite(number) else None  # no NaN or inf (issue 22)
     return value if isinstance(value, str) and len(value) <= 512 else None
 
 
@@ -352,7 +373,7 @@ class _Reader:
         exc = _EXCEPTION.search(line, start, at + 80)
         if exc and exc.start() <= at:
             start = exc.start()
-        message = line[start:].strip()[:MAX_FAILURE_CHARS]
+        message = printable(line[start:].strip())[:MAX_FAILURE_CHARS]
         failure = Failure(kind, message)
         if kind == "engine_failed":
             self.generic_failure = self.generic_failure or failure
@@ -429,13 +450,31 @@ def _kv_transfer_items(value: object) -> list[tuple[str, object]]:
     return [("kv_connector", match.group(1))] if match else []
 
 
+def _args_dict(line: str) -> str | None:
+    """The ``{...}`` of ``non-default args: {...}`` that ends the line (trailing blanks aside), in linear time."""
+    at = line.find(_ARGS_DICT_PREFIX)
+    if at < 0:
+        return None
+    end = line.rstrip()
+    start = at + len(_ARGS_DICT_PREFIX) - 1
+    return end[start:] if end.endswith("}") and len(end) > start else None
+
+
+def _args_namespace(line: str) -> str | None:
+    """The inside of ``args: Namespace(...)`` that ends the line, in linear time."""
+    match = _ARGS_NAMESPACE_PREFIX.search(line)
+    if match is None:
+        return None
+    end = line.rstrip()
+    return end[match.end() : -1] if end.endswith(")") and len(end) > match.end() else None
+
+
 def _step_args(r: _Reader, line: str) -> None:
     if "args: " not in line:
         return
-    match = _ARGS_DICT.search(line)
-    if match:
+    text = _args_dict(line)
+    if text is not None:
         r.starts += 1
-        text = match.group(1)
         parsed: object = None
         if len(text) <= MAX_ARGS_CHARS:
             try:
@@ -457,10 +496,10 @@ def _step_args(r: _Reader, line: str) -> None:
         items += [kv for key, value in list(items) if key == "kv_transfer_config" for kv in _kv_transfer_items(value)]
         _settings_from(r, items, _ARG, _ARG_NAMES)
         return
-    match = _ARGS_NAMESPACE.search(line)
-    if match:
+    inner = _args_namespace(line)
+    if inner is not None:
         r.starts += 1
-        pairs = [(m.group(1), _literal(m.group(2))) for m in _KEY_VALUE.finditer(match.group(1))]
+        pairs = [(m.group(1), _literal(m.group(2))) for m in _KEY_VALUE.finditer(inner)]
         _settings_from(r, pairs, _ARG, _ARG_NAMES)
 
 
@@ -529,7 +568,8 @@ def _step_defaults(r: _Reader, line: str) -> None:
 
 def _step_gpu_total(r: _Reader, line: str) -> None:
     if "memory snapshot" in line:
-        match = _SNAPSHOT.search(line)
+        at = line.find("memory snapshot:")
+        match = _SNAPSHOT.search(line, at + 16) if at >= 0 else None
         if match:
             r.put("gpu_total_gib", _num(match.group(1)), _DETAIL)
         return  # the snapshot's non_torch_memory is the CUDA context, not the profiling increase

@@ -18,6 +18,7 @@ counter that goes down was reset (the pod restarted), and its new value counts a
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -85,11 +86,35 @@ class Scrape:
     engines: int = 0
 
 
+#: The largest count read from a label or a sample (2^53: exact as a float; a pool of 9 P blocks is no pool).
+MAX_COUNT = 1 << 53
+
+
 def _int_label(labels: dict[str, str], name: str) -> int | None:
-    try:
-        return int(labels.get(name, ""))
-    except ValueError:
-        return None  # "None" before the engine sized its cache
+    """A whole-number label, None when absent or "None" (before the engine sized its cache).
+
+    Raises:
+        MetricsError: digits past :data:`MAX_COUNT` or below 1 (a 4,000-digit ``num_gpu_blocks`` failed
+            the observe timer every minute, issue 22).
+    """
+    text = labels.get(name, "")
+    if text in ("", "None"):
+        return None
+    if len(text) > 16 or not text.isdigit() or not 0 < int(text) <= MAX_COUNT:
+        raise MetricsError(f"vllm:cache_config_info {name}", _shown(text), f"a whole number from 1 to {MAX_COUNT}")
+    return int(text)
+
+
+def _shown(text: str) -> str:
+    """A value from the pod as shown in an error: 20 characters at most (bodies are never echoed)."""
+    return text if len(text) <= 20 else f"{text[:12]}... ({len(text)} characters)"
+
+
+def _checked(name: str, value: float, high: float) -> float:
+    """A sample's value: finite, not negative, at most ``high`` (NaN stopped the observe timer, issue 22)."""
+    if not math.isfinite(value) or not 0 <= value <= high:
+        raise MetricsError(name, _shown(repr(value)), f"a finite number from 0 to {high:g}")
+    return value
 
 
 def parse_scrape(text: str, at_s: float) -> Scrape:
@@ -123,11 +148,17 @@ def parse_scrape(text: str, at_s: float) -> Scrape:
                     cache = cache or tuple(sorted(labels.items()))
                 elif sample.name in _COUNTERS:
                     key = _COUNTERS[sample.name]
-                    counters[key] = counters.get(key, 0.0) + float(sample.value)
+                    value = _checked(sample.name, float(sample.value), MAX_COUNT)
+                    counters[key] = counters.get(key, 0.0) + value
                 elif sample.name in _GAUGES:
-                    gauges.setdefault(sample.name, []).append(float(sample.value))
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
-        raise MetricsError("/metrics", _head(text), "the Prometheus text format", str(exc)[:200]) from None
+                    high = 1.0 if sample.name == "vllm:kv_cache_usage_perc" else MAX_COUNT
+                    gauges.setdefault(sample.name, []).append(_checked(sample.name, float(sample.value), high))
+    except MetricsError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
+        # the parser's message quotes the line: only its kind is said (a body is never echoed into status)
+        detail = f"{type(exc).__name__} from the reference parser"
+        raise MetricsError("/metrics", _head(text), "the Prometheus text format", detail) from None
     if not seen:
         raise MetricsError("/metrics", _head(text), "vLLM's metrics (no vllm: series found)")
     kv = gauges.get("vllm:kv_cache_usage_perc")
@@ -162,7 +193,8 @@ def _relevant(text: str) -> str:
 
 
 def _head(text: str) -> str:
-    return text[:60]
+    """The body as named in an error: its size, never its content (issue 22)."""
+    return f"a body of {len(text)} characters"
 
 
 def increase(values: Sequence[float | None]) -> float | None:

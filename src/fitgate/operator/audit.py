@@ -31,12 +31,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fitgate.operator import kubeconfig
+from fitgate.operator.bounded import read_workload_bounded
 from fitgate.operator.logic import ARGS_ANNOTATION, SCHEDULABLE_ANNOTATION, VERDICT_ANNOTATION, no_node_yet
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.policyreport import PolicyReports
 from fitgate.operator.workload_observe import Audited, WorkloadObserver
 from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict
 from fitgate.sizing import ReasonCode, Verdict
-from fitgate.workloads import Reading, read_workload
+from fitgate.workloads import Reading
 from fitgate.workloads.kinds import admitted_kinds
 
 logger = logging.getLogger("fitgate.audit")
@@ -94,7 +96,18 @@ Read = Callable[[dict[str, Any]], Awaitable[Reading | None]]
 
 
 async def _read(obj: dict[str, Any]) -> Reading | None:
-    return read_workload(obj)
+    return await read_workload_bounded(obj)  # off the event loop, within its deadline
+
+
+def _line(exc: BaseException) -> str:
+    """An exception in one short line (no traceback in the operator's log)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def _name_of(meta: Any) -> str:
+    if not isinstance(meta, dict):
+        return "?"
+    return f"{str(meta.get('namespace'))[:63]}/{str(meta.get('name'))[:253]}"
 
 
 class WorkloadAudit:
@@ -115,12 +128,18 @@ class WorkloadAudit:
         objects: bool = False,
         read: Read | None = None,
         observer: WorkloadObserver | None = None,
+        annotate: bool = True,
+        reports: PolicyReports | None = None,
     ) -> None:
         self._api = api_client
         self.objects = objects
         self._read = read or _read
         self._seen: set[tuple[str, str, str]] = set()
         self.observer = observer
+        # hardening (issue 22): verdicts as a PolicyReport per namespace; annotations (and the patch RBAC
+        # they need on other people's workloads) only where FITGATE_WORKLOAD_ANNOTATE opts in
+        self.annotate = annotate
+        self.reports = reports
 
     def _client(self) -> Any:
         if self._api is None:
@@ -193,7 +212,11 @@ class WorkloadAudit:
         opted = await self.namespaces()
         for namespace, ns_mode in opted.items():
             for group, version, plural, kind in AUDITED:
-                items = [i async for page in self._pages(_path(group, version, namespace, plural)) for i in page]
+                try:  # a kind that cannot be listed here (403, a broken CRD) leaves the others audited
+                    items = [i async for page in self._pages(_path(group, version, namespace, plural)) for i in page]
+                except Exception as exc:
+                    logger.warning("cannot list %s in %s: %s", plural, namespace, _line(exc))
+                    continue
                 for item in items:
                     yield (group, version, plural, kind), item, ns_mode
         if not self.objects:
@@ -221,14 +244,22 @@ class WorkloadAudit:
             mode = annotations.get(VALIDATE_KEY) or ns_mode
             if mode not in MODES or any(r.get("controller") for r in meta.get("ownerReferences") or []):
                 continue
-            reading = await self._read(obj)
-            if reading is None:
+            try:  # one bad object is one bad verdict, never a stopped pass (issue 22)
+                reading = await self._read(obj)
+                if reading is None:
+                    continue
+                verdict = await evaluate(reading)
+            except Exception as exc:
+                logger.warning("cannot audit %s %s: %s", kind, _name_of(meta), _line(exc))
                 continue
             namespace = reading.namespace
-            verdict = await evaluate(reading)
             seen.add((namespace, kind, reading.name))
             metrics.observe_workload(namespace, kind, reading.name, verdict.verdict.value)
             audited.append(Audited(obj, _path(group, version, namespace, plural, reading.name), verdict))
+            if self.reports is not None:
+                self.reports.add(obj, verdict)
+            if not self.annotate:
+                continue
             try:
                 await self._write(obj, (group, version, plural, kind), reading, verdict)
             except Exception as exc:  # one object must not stop the pass
@@ -236,6 +267,8 @@ class WorkloadAudit:
         for gone in self._seen - seen:
             metrics.observe_workload(*gone, None)
         self._seen = seen
+        if self.reports is not None:
+            await self.reports.flush(self._request)
         if self.observer is not None:
             await self.observer.observe_all(audited, self._request, self._event)
         return len(seen)

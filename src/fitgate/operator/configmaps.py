@@ -22,7 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from fitgate.operator import kubeconfig
-from fitgate.workloads import Reading, read_workload
+from fitgate.operator.bounded import read_workload_bounded
+from fitgate.workloads import Reading
 
 #: Seconds a ConfigMap (or the failure to read it) is remembered.
 TTL_S = 30.0
@@ -132,7 +133,7 @@ class ConfigMaps:
             data = await self.get(reading.namespace, name, timeout_s)
         except ConfigMapError as exc:
             return replace(reading, unknown=f"--config: ConfigMap {name} (key {key}) in {reading.namespace}: {exc}")
-        resolved = read_workload(dict(obj), {name: data}, extra_paths)
+        resolved = await read_workload_bounded(dict(obj), {name: data}, extra_paths)
         if resolved is None:
             return reading
         return replace(resolved, namespace=reading.namespace, name=reading.name)

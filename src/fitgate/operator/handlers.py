@@ -12,6 +12,7 @@ import gc
 import logging
 import os
 import socket
+import ssl
 import time
 from typing import Any, cast
 
@@ -19,7 +20,10 @@ import kopf
 
 from fitgate.checkpoints import CheckpointError
 from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
-from fitgate.operator import workload_handlers  # noqa: F401 - registers the vLLM workload webhook
+from fitgate.operator import (
+    finalizers,
+    workload_handlers,  # noqa: F401 - registers the vLLM workload webhook
+)
 from fitgate.operator.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.cel import SelectorUnsupportedError
 from fitgate.operator.config import OperatorConfig
@@ -28,6 +32,7 @@ from fitgate.operator.inventory import Inventory
 from fitgate.operator.logic import admit, forget, reconcile
 from fitgate.operator.managed import remove_empty_async
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.metrics_auth import MetricsAuth, kubernetes_review
 from fitgate.operator.nodewatch import NodeWatch
 from fitgate.operator.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
 from fitgate.operator.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
@@ -39,9 +44,10 @@ from fitgate.operator.store import FactsStore
 from fitgate.operator.webhook import GuardedWebhookServer
 from fitgate.settings import Settings
 from fitgate.sizing.cost import parse_gpu_prices
+from fitgate.workloads.bounds import configure as configure_budgets
 
 MD = (GROUP, VERSION, PLURAL)
-FINALIZER = "fitgate.io/finalizer"
+FINALIZER = finalizers.FINALIZER  # released by finalizers.py when the CRD is deleted (issue 22)
 REPORTING_COMPONENT = "fitgate"
 _TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or the resync period)
 REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
@@ -75,6 +81,7 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     every = _settings(memo)
     config = every.operator
     memo.settings, memo.config = every, config
+    configure_budgets(every.budgets)  # the parse budgets of user input (issue 22)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
     # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
     # deletion); name it after fitgate so users know whose it is.
@@ -99,11 +106,15 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
             certfile=config.webhook_cert,
             pkeyfile=config.webhook_key,
             cafile=config.webhook_ca,
+            # issue 22: with a client CA, only a client holding a certificate it signed (the API server) is served
+            verify_mode=ssl.CERT_REQUIRED if config.webhook_client_ca else None,
+            verify_cafile=config.webhook_client_ca,
         )
         if config.webhook_managed:
             settings.admission.managed = config.webhook_managed
     metrics = Metrics()
-    await metrics.serve(config.metrics_addr, config.metrics_port)
+    auth = MetricsAuth(kubernetes_review()) if config.metrics_auth else None  # issue 22
+    await metrics.serve(config.metrics_addr, config.metrics_port, auth)
     memo.metrics = metrics
     memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
     memo.observer = Observer(

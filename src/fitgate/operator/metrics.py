@@ -12,6 +12,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from fitgate.operator.metrics_auth import MetricsAuth
+
 VERDICTS = ("Fits", "Tight", "DoesNotFit", "Unknown")
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -221,11 +223,15 @@ class Metrics:
         """The Prometheus text format."""
         return generate_latest(self.registry)
 
-    async def serve(self, host: str, port: int) -> None:
-        """Serve /metrics, /healthz and /readyz."""
+    async def serve(self, host: str, port: int, auth: MetricsAuth | None = None) -> None:
+        """Serve /metrics, /healthz and /readyz; with ``auth``, /metrics needs an authorized bearer token."""
         app = web.Application()
 
-        async def metrics(_: web.Request) -> web.Response:
+        async def metrics(request: web.Request) -> web.Response:
+            if auth is not None:  # hardening (issue 22): TokenReview + SubjectAccessReview
+                code = await auth.status(request.headers.get("Authorization"))
+                if code != 200:
+                    return web.Response(status=code, text="Unauthorized" if code == 401 else "Forbidden")
             return web.Response(body=self.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         async def healthz(_: web.Request) -> web.Response:

@@ -41,6 +41,7 @@ from fitgate.observe.metrics import (
     pod_window,
 )
 from fitgate.operator.api import ModelDeploymentSpec, ObservedStatus
+from fitgate.operator.bounded import DeadlineError, off_loop
 from fitgate.operator.evaluate import condition
 from fitgate.operator.kubeconfig import core_v1
 from fitgate.operator.scrape import ScrapeError, ScrapeLimits, fetch_metrics
@@ -57,6 +58,8 @@ MAX_PARALLEL = 16
 LOG_TAIL_LINES = 400
 LOG_LIMIT_BYTES = 256 * 1024
 DEFAULT_METRICS_PORT = 8000  # vllm serve --port
+#: Seconds one pod's log or /metrics text may take to parse (off the event loop) before it counts as unread.
+LOG_PARSE_DEADLINE_S = 10.0
 _FAILED_WAITING = {"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"}
 
 ListPods = Callable[[str, str], Awaitable[list[dict[str, Any]]]]
@@ -71,15 +74,19 @@ class Target:
     url: str | None = None
     failed_container: str | None = None
     previous: bool = False  # read the previous (crashed) container's log
+    skipped: str | None = None  # why this pod is not read at all (a hostNetwork pod)
 
 
 def _port(pod: Mapping[str, Any], override: int | None) -> int:
     if override is not None:
         return override
-    ports = [p for c in (pod.get("spec") or {}).get("containers") or [] for p in c.get("ports") or []]
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ports = [p for c in containers if isinstance(c, Mapping) for p in c.get("ports") or [] if isinstance(p, Mapping)]
     named = [p for p in ports if p.get("name") in {"metrics", "http"}]
-    chosen = (named or ports or [{}])[0]
-    return int(chosen.get("containerPort") or DEFAULT_METRICS_PORT)
+    chosen = (named or ports or [{}])[0].get("containerPort")
+    # a port the pod's author wrote: a whole number 1-65535, else vLLM's default (issue 22)
+    valid = isinstance(chosen, int) and not isinstance(chosen, bool) and 0 < chosen < 65536
+    return chosen if valid and isinstance(chosen, int) else DEFAULT_METRICS_PORT
 
 
 def _failed_container(pod: Mapping[str, Any]) -> tuple[str, bool] | None:
@@ -108,6 +115,10 @@ def targets(pods: Sequence[Mapping[str, Any]], port: int | None) -> list[Target]
         failed = _failed_container(pod)
         if failed is not None:
             out.append(Target(name, failed_container=failed[0], previous=failed[1]))
+        elif (pod.get("spec") or {}).get("hostNetwork"):
+            # its IP is the node's: any port its author names is a port of the node (kubelet, node services);
+            # fitgate never reads one (issue 22)
+            out.append(Target(name, skipped="hostNetwork pod: its /metrics is on the node's address, not read"))
         elif status.get("phase") == "Running" and status.get("podIP"):
             ip = str(status["podIP"])
             host = f"[{ip}]" if ":" in ip else ip
@@ -329,14 +340,25 @@ class Observer:
         return [c.model_dump(by_alias=True, mode="json") for c in (verified, capacity)]
 
     async def _read(self, namespace: str, target: Target) -> Scrape | str:
-        """A scrape, or one line saying why there is none."""
+        """A scrape, or one line saying why there is none; one pod's fault never stops the round (issue 22)."""
+        try:
+            return await self._read_one(namespace, target)
+        except DeadlineError as exc:
+            return f"not read: parsing {exc}"
+        except Exception as exc:
+            return f"not read: {_one_line(exc)}"
+
+    async def _read_one(self, namespace: str, target: Target) -> Scrape | str:
+        if target.skipped is not None:
+            return target.skipped
         async with self._parallel:
             if target.failed_container is not None:
                 try:
                     text = await self.read_log(namespace, target.pod, target.failed_container, target.previous)
                 except Exception as exc:
                     return f"log not readable: {_one_line(exc)}"
-                log = parse_lines(text.splitlines())
+                # off the event loop that answers admission reviews, within a deadline (issue 22)
+                log = await off_loop(parse_lines, text.splitlines(), deadline_s=LOG_PARSE_DEADLINE_S)
                 if log.failure is not None:
                     return f"failed to start: {log.failure.kind}: {log.failure.message}"
                 return f"container {target.failed_container} failed to start (no vLLM failure line in its log)"
@@ -347,7 +369,7 @@ class Observer:
                 text = await fetch_metrics(self._session, target.url, self.limits)
                 at = self.clock()
                 # ~0.1-0.3 ms per sample read: off the event loop that answers admission reviews.
-                return await asyncio.to_thread(parse_scrape, text, at)
+                return await off_loop(parse_scrape, text, at, deadline_s=LOG_PARSE_DEADLINE_S)
             except (ScrapeError, MetricsError) as exc:
                 return str(exc)
 

@@ -23,6 +23,7 @@ from fitgate.operator.logic import DENIED_INVALID, decide
 from fitgate.operator.workloads import evaluate_reading, finish
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
 from fitgate.workloads import Reading, configmaps_of, read_workload
+from fitgate.workloads.bounds import BudgetError, budgets, check_yaml
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
 
@@ -61,6 +62,18 @@ class CheckResult:
 
 def _documents(path: str) -> Iterable[tuple[str, Any]]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    # hardening (issue 22): aliases may not expand a manifest set past its own size (or the YAML budgets),
+    # nor nest it past their depth; checked on the parse events before anything is built
+    budget = budgets()
+    check_yaml(
+        text,
+        replace(
+            budget,
+            max_yaml_nodes=max(budget.max_yaml_nodes, len(text)),
+            max_yaml_expanded_bytes=max(budget.max_yaml_expanded_bytes, 2 * len(text)),
+            max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
+        ),
+    )
     for i, doc in enumerate(yaml.safe_load_all(text)):
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
@@ -120,7 +133,7 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
     for path in files:
         try:
             read.extend(_documents(path))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, yaml.YAMLError, BudgetError, ValueError, RecursionError) as exc:
             results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
     configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
     runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices

@@ -44,8 +44,12 @@ def _selectors(registry: object, name: str) -> set[tuple[str, str]]:
     return out
 
 
-def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
-    """The rules the registered handlers need; ``namespaced``: the operator watches given namespaces."""
+def required_rules(*, peering: bool, namespaced: bool = False, pod_logs: bool = True) -> list[Rule]:
+    """The rules the registered handlers need; ``namespaced``: the operator watches given namespaces.
+
+    ``pod_logs`` (chart ``operator.podLogs``): the observer reads a failed pod's log (issue 22: cluster-wide
+    only without watched namespaces; with them, :func:`pod_log_rules` in a Role per namespace).
+    """
     from fitgate.operator import handlers  # noqa: F401, PLC0415 - registers the handlers
 
     # kopf keeps the registries per handler kind in private attributes; they are stable across 1.3x-1.4x.
@@ -68,7 +72,8 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
     # The autoscaler templates (operator/prospects.py): Karpenter NodePools, Cluster API MachineDeployments.
     for group, _version, plural in TEMPLATE_KINDS:
         verbs.setdefault((group, plural), set()).update({"list", "watch"})
-    verbs.setdefault(("", "pods/log"), set()).add("get")
+    if pod_logs and not namespaced:  # with watched namespaces: a Role in each (pod_log_rules), never cluster-wide
+        verbs.setdefault(("", "pods/log"), set()).add("get")
     verbs.setdefault(("apiextensions.k8s.io", "customresourcedefinitions"), set()).update({"list", "watch"})
     if namespaced:
         verbs.setdefault(("", "namespaces"), set()).update({"list", "watch"})
@@ -78,17 +83,26 @@ def required_rules(*, peering: bool, namespaced: bool = False) -> list[Rule]:
     return sorted(Rule(group, resource, tuple(sorted(v))) for (group, resource), v in verbs.items())
 
 
-def workload_audit_rules() -> list[Rule]:
+def pod_log_rules() -> list[Rule]:
+    """The Role of each watched namespace (chart ``operator.podLogs`` with ``operator.watchNamespaces``)."""
+    return [Rule("", "pods/log", ("get",))]
+
+
+def workload_audit_rules(*, patch: bool = False, policy_reports: bool = True) -> list[Rule]:
     """What the workload audit (:mod:`fitgate.operator.audit`) calls, on top of :func:`required_rules`.
 
     It lists the opted-in namespaces and, in them, the kinds of :data:`fitgate.operator.audit.AUDITED`,
-    and merge-patches their annotations; Events are already granted. The ConfigMaps of ``--config`` files
+    and merge-patches their annotations only with ``patch`` (chart ``workloadWebhook.annotate`` or ``.observe``);
+    its PolicyReports need ``policy_reports``; Events are already granted. The ConfigMaps of ``--config`` files
     are :func:`workload_configmap_rules`.
     """
     from fitgate.operator.audit import AUDITED  # noqa: PLC0415
 
+    verbs = ("list", "patch") if patch else ("list",)  # patch: chart workloadWebhook.annotate / .observe
     rules = [Rule("", "namespaces", ("list",))]
-    rules += [Rule(group, plural, ("list", "patch")) for group, _version, plural, _kind in AUDITED]
+    rules += [Rule(group, plural, verbs) for group, _version, plural, _kind in AUDITED]
+    if policy_reports:  # fitgate.operator.policyreport: list (by name), create, update
+        rules.append(Rule("wgpolicyk8s.io", "policyreports", ("create", "list", "update")))
     return sorted(rules)
 
 

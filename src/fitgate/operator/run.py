@@ -33,6 +33,45 @@ class DenialsAreNotErrors(logging.Filter):
         return True
 
 
+class RedactSecrets(logging.Filter):
+    """Write ``***`` for each secret (the Hub token) in every log line, whatever logger wrote it (issue 22).
+
+    Under ``--verbose`` the HTTP libraries log requests and answers; a Hub (or a proxy) that echoes the
+    token would put it in the operator's log. Installed on the root handlers, it sees every record.
+    """
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        super().__init__()
+        self.secrets = tuple(s for s in secrets if len(s) >= 4)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Replace each secret in the formatted message (and a traceback's text) with ``***``."""
+        if not self.secrets:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose args do not format: leave it to the handler
+            return True
+        redacted = message
+        for secret in self.secrets:
+            redacted = redacted.replace(secret, "***")
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            for secret in self.secrets:
+                record.exc_text = record.exc_text.replace(secret, "***")
+        return True
+
+
+def redact_logs(secrets: tuple[str, ...]) -> None:
+    """Install :class:`RedactSecrets` on every handler of the root logger."""
+    guard = RedactSecrets(secrets)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(guard)
+
+
 def run_operator(
     settings: Settings | None = None,
     namespaces: tuple[str, ...] = (),
@@ -47,6 +86,7 @@ def run_operator(
 
     kopf.configure(verbose=verbose, log_prefix=True)  # every line about an object starts with [namespace/name]
     logging.getLogger("kopf.objects").addFilter(DenialsAreNotErrors(verbose))
+    redact_logs((settings.hub.token,) if settings.hub.token else ())
     if not verbose:  # one access-log line per admission review is noise at production rates
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # per-handler success lines

@@ -16,6 +16,8 @@ from typing import Any
 import aiohttp.web
 import kopf
 
+from fitgate.workloads.bounds import budgets
+
 logger = logging.getLogger("fitgate.webhook")
 
 #: Nesting deeper than this is refused (a ModelDeployment is ~6 levels deep; the review adds 2).
@@ -77,7 +79,16 @@ class GuardedWebhookServer(kopf.WebhookServer):
 
     @staticmethod
     async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
-        raw = await request.read()  # aiohttp keeps it: kopf's own request.text() reads the same bytes
+        # aiohttp reads at most 1 MiB by default and answers 413, which the chart's failurePolicy Ignore
+        # turned into an unchecked admission: a review carries up to two objects of the API server's
+        # 1.5 MiB each, so read up to FITGATE_MAX_REVIEW_BYTES (issue 22, docs/hardening.md).
+        limit = budgets().max_review_bytes
+        request = request.clone(client_max_size=limit)
+        try:
+            raw = await request.read()  # aiohttp keeps it: kopf's own request.text() reads the same bytes
+        except aiohttp.web.HTTPRequestEntityTooLarge:
+            logger.warning("refused an AdmissionReview of more than %d bytes (FITGATE_MAX_REVIEW_BYTES)", limit)
+            raise
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:

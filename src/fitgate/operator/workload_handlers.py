@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,12 +29,24 @@ import kopf
 
 from fitgate import settings
 from fitgate.operator.audit import WorkloadAudit
+from fitgate.operator.bounded import DEADLINE_SETTING, read_workload_bounded
 from fitgate.operator.configmaps import ConfigMaps, unread
+from fitgate.operator.evaluate import unknown
+from fitgate.operator.logic import AdmissionOutcome
 from fitgate.operator.metrics import Metrics
+from fitgate.operator.policyreport import PolicyReports
 from fitgate.operator.workload_observe import WorkloadObserver
-from fitgate.operator.workloads import MODES, VALIDATE_KEY, WorkloadVerdict, decide_workload, evaluate_workload
+from fitgate.operator.workloads import (
+    MODES,
+    VALIDATE_KEY,
+    WorkloadVerdict,
+    decide_workload,
+    evaluate_workload,
+    finish,
+)
 from fitgate.settings import OperatorConfig
-from fitgate.workloads import Reading, read_workload
+from fitgate.sizing import ReasonCode
+from fitgate.workloads import Reading
 from fitgate.workloads.kinds import admitted_kinds
 
 #: The kinds the webhook is registered for: (group, version, plural), every served version, from the registry.
@@ -59,8 +72,11 @@ class ReadingCache:
         # only costs a second reading, never a wrong one (a third of the time of sort_keys on a pod spec).
         return json.dumps([body.get("kind"), spec], separators=(",", ":"), default=str)
 
-    def read(self, body: Any) -> Reading | None:
-        """The reading of ``body``, from the cache when its engine-relevant part was read before."""
+    async def read(self, body: Any) -> Reading | None:
+        """The reading of ``body``, from the cache when its engine-relevant part was read before.
+
+        A new reading is made off the event loop within its deadline (:mod:`fitgate.operator.bounded`).
+        """
         key = self.key(body)
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
@@ -70,7 +86,9 @@ class ReadingCache:
             if hit is None or (hit.namespace, hit.name) == (namespace, name):
                 return hit
             return replace(hit, namespace=namespace, name=name)
-        reading = read_workload(_plain(body))
+        reading = await read_workload_bounded(_plain(body))
+        if reading is not None and DEADLINE_SETTING in (reading.unknown or ""):
+            return reading  # a read past its deadline (a busy moment) is not remembered: the next one tries again
         self._entries[key] = reading
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -103,7 +121,8 @@ def _plain(body: Any) -> dict[str, Any]:
 
 def _controlled(body: Any) -> bool:
     """Whether a controller owns the object (a Deployment's ReplicaSet, its Pods): checked at the owner."""
-    return any(ref.get("controller") for ref in (body.get("metadata") or {}).get("ownerReferences") or [])
+    refs = (body.get("metadata") or {}).get("ownerReferences") or []
+    return isinstance(refs, list) and any(isinstance(ref, Mapping) and ref.get("controller") for ref in refs)
 
 
 async def validate_workload(
@@ -115,16 +134,65 @@ async def validate_workload(
     warnings: list[str],
     memo: Any,
 ) -> None:
-    """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only)."""
+    """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only).
+
+    Never answers 500 (issue 22): an exception on the way becomes an Unknown verdict with a one-line
+    message, decided by the namespace's mode and the Unknown policy like any other.
+    """
+    meta = body.get("metadata")
+    annotations = (meta.get("annotations") if isinstance(meta, Mapping) else None) or {}
+    mode = annotations.get(VALIDATE_KEY) if isinstance(annotations, Mapping) else None
+    mode = mode or (None if path_mode == "object" else path_mode)
+    if mode not in MODES or (isinstance(meta, Mapping) and _controlled(body)):
+        return
+    try:
+        await _validate(str(mode), body=body, old=old, dryrun=dryrun, warnings=warnings, memo=memo)
+    except kopf.AdmissionError:
+        raise
+    except Exception as exc:  # hardening (issue 22): one line through the policy, never a 500
+        why = f"fitgate could not evaluate this object ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        outcome = unknown_outcome(body, str(mode), why, memo.config.unknown_policy, dryrun=bool(dryrun))
+        warnings.extend(outcome.warnings)
+        if not outcome.allowed:
+            raise kopf.AdmissionError(outcome.message, code=outcome.code) from None
+
+
+def unknown_outcome(body: Any, mode: str, why: str, policy: Any, *, dryrun: bool = False) -> AdmissionOutcome:
+    """The answer for an object fitgate could not read or evaluate: Unknown, through ``mode`` and ``policy``."""
+    meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
+    reading = Reading(
+        kind=str(body.get("kind") or "?")[:63],
+        namespace=str(meta.get("namespace") or "default")[:253],
+        name=str(meta.get("name") or "?")[:253],
+        container="-",
+        how="-",
+        model=None,
+        unknown=why,
+    )
+    try:
+        verdict = finish(reading, unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, why))
+        return decide_workload(verdict, mode, policy, dryrun=dryrun)
+    except Exception:  # the decision itself failed: the Unknown policy, written out
+        text = f"fitgate: {reading.source}: {why}"
+        if policy == "Deny":
+            return AdmissionOutcome(False, f"{text} and the Unknown policy is Deny", (), "denied")
+        return AdmissionOutcome(True, text, (text,) if policy == "Warn" else (), "warned")
+
+
+async def _validate(
+    mode: str,
+    *,
+    body: kopf.Body,
+    old: kopf.Body | None,
+    dryrun: bool,
+    warnings: list[str],
+    memo: Any,
+) -> None:
     from fitgate.operator.handlers import _inventory  # noqa: PLC0415 - handlers imports this module
 
-    annotations = dict(body.get("metadata", {}).get("annotations") or {})
-    mode = annotations.get(VALIDATE_KEY) or (None if path_mode == "object" else path_mode)
-    if mode not in MODES or _controlled(body):
-        return
     started = time.perf_counter()
     metrics: Metrics = memo.metrics
-    reading = _READINGS.read(body)
+    reading = await _READINGS.read(body)
     if reading is None:  # runs no vLLM server
         return
     if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
@@ -230,7 +298,7 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
         configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
 
         async def read(obj: dict[str, Any]) -> Reading | None:
-            reading = read_workload(obj)
+            reading = await read_workload_bounded(obj)
             if reading is None or reading.config_map is None:
                 return reading
             if configmaps is None:
@@ -238,7 +306,13 @@ async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) ->
             return await configmaps.resolve(obj, reading, memo.config.reconcile_resolve_s)
 
         observer = WorkloadObserver(memo.observer, memo.metrics) if config.workload_observe else None
-        audit = WorkloadAudit(objects=config.workload_audit_objects, read=read, observer=observer)
+        audit = WorkloadAudit(
+            objects=config.workload_audit_objects,
+            read=read,
+            observer=observer,
+            annotate=config.workload_annotate,
+            reports=PolicyReports() if config.workload_policy_reports else None,
+        )
         await audit.run(period, evaluate, memo.metrics)
 
     memo.workload_audit = asyncio.create_task(audit())

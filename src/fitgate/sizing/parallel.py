@@ -301,4 +301,7 @@ def parse_eplb_config(text: str) -> int:
     if not isinstance(doc, dict):
         raise SizingError("eplb_config", text[:80], 'a JSON object such as {"num_redundant_experts": 32}')
     value = doc.get("num_redundant_experts", 0)
+    if isinstance(value, str) and value.strip().isdigit() and len(value) <= 6:
+        # EPLBConfig is a pydantic model: "32" is read as 32 (llm-d's wide-EP manifests quote every value)
+        value = int(value)
     return _whole(value, "eplb_config.num_redundant_experts", 0, 1 << 16)

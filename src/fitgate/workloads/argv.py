@@ -13,8 +13,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from fitgate.workloads import shellmath
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
 SHORT_FLAGS = {
@@ -69,7 +72,7 @@ API_SERVER_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entr
 #: `/bin/sh -c python3 /workspace/vllm/inference_api.py --...`).
 KAITO_SERVER = "/vllm/inference_api.py"
 
-_RAY_CLUSTER_SIZE = re.compile(r"--ray[_-]cluster[_-]size[= ](\d+)")
+_RAY_CLUSTER_SIZE = re.compile(r"--ray[_-]cluster[_-]size[= ](\d{1,9})(?!\d)")
 
 
 def ray_cluster_size(words: Sequence[str]) -> int | None:
@@ -108,42 +111,108 @@ class EngineCommand:
 _K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def expand_k8s(text: str, env: Mapping[str, str]) -> str:
+def _expand(
+    pattern: re.Pattern[str],
+    text: str,
+    value: Callable[[re.Match[str]], str | None],
+    budget: ExpansionBudget | None,
+    what: str,
+) -> str:
+    """``text`` with each match of ``pattern`` replaced by ``value(match)`` (None: kept as written).
+
+    The bytes copied out of variables are counted against ``budget`` before each copy, so a value that
+    doubles per env entry stops at the budget instead of filling memory (issue 22).
+    """
+    budget = budget or ExpansionBudget()  # no caller expands without a bound
+    parts: list[str] = []
+    at = 0
+    for m in pattern.finditer(text):
+        parts.append(text[at : m.start()])
+        got = value(m)
+        if got is None:
+            parts.append(m.group(0))
+        else:
+            budget.spend(len(got), what)
+            parts.append(got)
+        at = m.end()
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def expand_k8s(text: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
     """Kubernetes' expansion of ``$(VAR)`` in command, args and env values.
 
     ``$$`` is a literal ``$`` and ``$(VAR)`` of a variable not in ``env`` stays as written
-    (kubernetes third_party/forked/golang/expansion/expand.go).
+    (kubernetes third_party/forked/golang/expansion/expand.go). Bytes copied out of variables count
+    against ``budget`` (:class:`~fitgate.workloads.bounds.BudgetError` past it).
     """
 
-    def sub(m: re.Match[str]) -> str:
+    def sub(m: re.Match[str]) -> str | None:
         if m.group(0) == "$$":
             return "$"
-        name = m.group(1)
-        return env[name] if name in env else m.group(0)
+        return env.get(m.group(1))
 
-    return _K8S_REF.sub(sub, text)
+    return _expand(_K8S_REF, text, sub, budget, "$(VAR)")
 
 
-def container_env(env: object) -> dict[str, str]:
-    """A container's literal env values, each expanded against those before it (``valueFrom`` left out)."""
-    out: dict[str, str] = {}
+def container_env(
+    env: object, budget: ExpansionBudget | None = None, platform: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A container's literal env values, each expanded against those before it (``valueFrom`` left out).
+
+    ``platform``: the variables the platform injects before them (LeaderWorkerSet's ``LWS_*``); the
+    container's own entries of the same name win.
+
+    Raises:
+        BudgetError: the values expand past ``budget`` (``A_i=$(A_{i-1})$(A_{i-1})``).
+    """
+    out: dict[str, str] = dict(platform or {})
+    budget = budget or ExpansionBudget()
     for item in env if isinstance(env, list) else ():
         if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
-            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out)
+            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out, budget)
     return out
 
 
-_SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# $VAR, ${VAR} and ${VAR-word} / ${VAR:-word} / ${VAR=word} / ${VAR:=word} (a default without `$` of its own)
+_SHELL_REF = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}$]{0,256}))?\}|\$([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])"
+)
 
 
-def _expand_shell(word: str, env: Mapping[str, str]) -> str:
-    """``$VAR`` / ``${VAR}`` of a known variable, as the shell would; unknown ones stay as written."""
+def _shell_value(m: re.Match[str], env: Mapping[str, str]) -> str | None:
+    """The value of one ``$VAR`` / ``${VAR...}`` as bash gives it; None (kept as written) when unknown."""
+    name = m.group(1) or m.group(4)
+    value = env.get(name)
+    op = m.group(2)
+    if op is None:
+        return value
+    if value is not None and (value != "" or not op.startswith(":")):
+        return value
+    return m.group(3) or ""  # unset (or empty with `:`): the default
 
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2)
-        return env[name] if name in env else m.group(0)
 
-    return _SHELL_REF.sub(sub, word)
+def _expand_shell(word: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
+    """``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` of a known variable, as the shell would; unknown ones stay."""
+    return _expand(_SHELL_REF, word, lambda m: _shell_value(m, env), budget, "$VAR in sh -c")
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ARITH_MARK = "FITGATEARITH{}X"
+_ARITH_REF = re.compile(r"FITGATEARITH(\d{1,6})X")
+
+
+def _with_arithmetic(word: str, expressions: Sequence[str], env: Mapping[str, str]) -> str:
+    """``word`` with each ``$(( ... ))`` it held evaluated over ``env`` (kept as written when it cannot be)."""
+
+    def value(m: re.Match[str]) -> str:
+        expression = expressions[int(m.group(1))]
+        try:  # ${VAR:-0} inside is expanded first, as bash does; bare names are looked up by the evaluator
+            return str(shellmath.evaluate(_expand_shell(expression, env), env))
+        except (shellmath.ArithmeticUnknownError, BudgetError):
+            return f"$(({expression}))"
+
+    return _ARITH_REF.sub(value, word)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,25 +247,56 @@ def _shell_script(words: Sequence[str]) -> str | None:
     return None
 
 
-def _split_script(script: str, env: Mapping[str, str]) -> list[list[str]]:
-    """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...)."""
-    lexer = shlex.shlex(script.replace("\\\n", " "), posix=True, punctuation_chars=";&|()\n")
+def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> list[list[str]]:
+    """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...), words expanded.
+
+    Assignments (``START_RANK=$(( ... ))``, ``export A=1``) set variables for the commands after them and
+    are not commands themselves; ``$(( ... ))`` is evaluated over the variables known at that point
+    (:mod:`fitgate.workloads.shellmath`, issue 21).
+    """
+    text = script.replace("\\\n", " ")
+    expressions: list[str] = []
+    spans = shellmath.arithmetic_spans(text)
+    if spans:  # each $(( ... )) as one word-like mark: shlex would split its parentheses
+        parts, at = [], 0
+        for start, end in spans:
+            parts += [text[at:start], _ARITH_MARK.format(len(expressions))]
+            expressions.append(text[start + 3 : end - 2])
+            at = end
+        text = "".join([*parts, text[at:]])
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
-    commands: list[list[str]] = [[]]
+    raw: list[list[str]] = [[]]
     try:
         for token in lexer:
             if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
-                commands.append([])
+                raw.append([])
             else:
-                commands[-1].append(_expand_shell(token, env))
+                raw[-1].append(token)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
-    return [c for c in commands if c]
+    shell_env = dict(env)
+    commands: list[list[str]] = []
+    for words in (c for c in raw if c):
+        expanded = [_expand_shell(_with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in words]
+        body = expanded[1:] if words[0] == "export" else expanded
+        if body and all(_ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
+            for word in body:  # NAME=value: known to the commands that follow
+                name, _, value = word.partition("=")
+                shell_env[name] = value
+            continue
+        commands.append(expanded)
+    return commands
 
 
 def find_engine_command(
-    command: Sequence[str], args: Sequence[str], env: Mapping[str, str], *, image_entrypoint: bool
+    command: Sequence[str],
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    image_entrypoint: bool,
+    budget: ExpansionBudget | None = None,
 ) -> EngineCommand | None:
     """The vLLM invocation of a container, or None when it runs no vLLM server.
 
@@ -205,13 +305,14 @@ def find_engine_command(
 
     Raises:
         CommandError: a shell script that cannot be split into words.
+        BudgetError: expansion past ``budget``.
     """
-    cmd = [expand_k8s(str(w), env) for w in command]
-    arg = [expand_k8s(str(w), env) for w in args]
+    cmd = [expand_k8s(str(w), env, budget) for w in command]
+    arg = [expand_k8s(str(w), env, budget) for w in args]
     words = cmd + arg
     script = _shell_script(words)
     if script is not None:
-        for simple in _split_script(script, env):
+        for simple in _split_script(script, env, budget):
             found = _find_invocation(simple)
             if found is not None:
                 return parse_engine_argv(found[0], found[1])
@@ -312,7 +413,7 @@ def human_int(text: str) -> int | None:
     vllm/utils/argparse_utils.py 0.33.0 L30-74.
     """
     text = text.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    m = re.fullmatch(r"(\d{1,18}(?:\.\d{1,18})?)([kKmMgGtT])", text)  # bounded: no int of 5,000 digits
     if m:
         number, suffix = m.groups()
         mult = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix) or {
@@ -322,4 +423,4 @@ def human_int(text: str) -> int | None:
             "T": 2**40,
         }[suffix]
         return int(float(number) * mult)
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
+    return int(text) if re.fullmatch(r"-?\d{1,18}", text) else None

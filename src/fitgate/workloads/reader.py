@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ from fitgate.workloads.argv import (
     parse_engine_argv,
     ray_cluster_size,
 )
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
 from fitgate.workloads.kinds import pod_template_paths
 from fitgate.workloads.podspec import (
@@ -161,10 +163,13 @@ def _config_flags(
         return None, f"--config {path}: ConfigMap {name} has no key {key}", None, {}
     if len(data[key].encode()) > MAX_CONFIG_BYTES:
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
-    try:
-        loaded = yaml.safe_load(data[key])
+    try:  # aliases, nodes and depth counted before anything is built (bounds.py, issue 22)
+        loaded = load_yaml(data[key])
     except yaml.YAMLError as exc:
-        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {exc}") from None
+        text = " ".join(str(exc).split())[:300]
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {text}") from None
+    except BudgetError as exc:
+        raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
     flags = config_file_flags(loaded)
@@ -209,20 +214,22 @@ def _env_origins(
     return out
 
 
-def _find_vllm(pod: dict[str, Any]) -> _Found | None:
-    """The first container of a pod spec that runs a vLLM server."""
+def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:
+    """The first container of a pod spec that runs a vLLM server (``platform_env``: what LWS injects)."""
     for container in (as_dict(c) for c in as_list(pod.get("containers"))):
         image = str(container.get("image") or "")
         if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
             continue  # vLLM's CPU backend: no GPU to check
         is_vllm, entrypoint = vllm_image(image)
-        env = container_env(container.get("env"))
+        budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
+        env = container_env(container.get("env"), budget, platform_env)
         try:
             engine = find_engine_command(
                 [str(w) for w in as_list(container.get("command"))],
                 [str(w) for w in as_list(container.get("args"))],
                 env,
                 image_entrypoint=is_vllm and entrypoint,
+                budget=budget,
             )
         except CommandError as exc:
             raise WorkloadError(f"container {container.get('name')}: {exc}") from None
@@ -245,18 +252,25 @@ def _flag(container: dict[str, Any], name: str) -> str | None:
 
 
 def _convert(flag: str, value: str, kind: str) -> Any:
+    if "$((" in value:
+        raise _UnknownValueError(f"{flag} {value[:120]}: shell arithmetic over values fitgate does not know")
     if "$(" in value or value.startswith("$"):
         raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
     if kind in ("int", "human_int"):
-        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d+", value) else None)
+        if len(value) > 24 and re.fullmatch(r"\s*-?\d+(?:\.\d+)?[kKmMgGtT]?\s*", value):  # hardening (issue 22)
+            raise _UnknownValueError(f"{flag}: a number of {len(value)} digits, past what fitgate reads (18)")
+        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d{1,18}", value) else None)
         if n is None:
             raise WorkloadError(f"{flag}: expected a whole number (got {value!r})")
         return n
     if kind == "float":
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
-            raise WorkloadError(f"{flag}: expected a number (got {value!r})") from None
+            raise WorkloadError(f"{flag}: expected a number (got {value[:40]!r})") from None
+        if not math.isfinite(number):  # hardening (issue 22): NaN, inf
+            raise _UnknownValueError(f"{flag} {value[:40]}: not a finite number")
+        return number
     if kind == "bool":
         return value.lower() not in ("false", "0", "no")
     if kind == "dtype":
@@ -551,7 +565,7 @@ def _reading(
             # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
         dp = data_parallel_ranks(flags, pods_per_replica)
-    except _UnknownValueError as exc:
+    except (_UnknownValueError, BudgetError) as exc:
         return _finish(base, unknown=str(exc))
     except WorkloadError as exc:
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
@@ -587,8 +601,16 @@ def _reading(
     )
 
 
+#: An invalid / unknown message is one line of at most this many characters (a hostile value is not echoed whole).
+MAX_WHY_CHARS = 500
+
+
 def _finish(reading: Reading, **changes: Any) -> Reading:
     values = {**reading.__dict__, **changes}
+    for key in ("invalid", "unknown"):  # hardening (issue 22): one line, bounded
+        if isinstance(values.get(key), str):
+            why = " ".join(str(values[key]).split())
+            values[key] = why if len(why) <= MAX_WHY_CHARS else why[: MAX_WHY_CHARS - 3] + "..."
     values["fingerprint"] = ""
     text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
     values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -791,8 +813,9 @@ def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str
         )
     worker = as_dict(at_path(lwt, "workerTemplate.spec"))
     leader = as_dict(at_path(lwt, "leaderTemplate.spec")) or worker
+    lws = lws_env(meta, size_raw)
     try:
-        found = _find_vllm(leader) or _find_vllm(worker)
+        found = _find_vllm(leader, lws) or _find_vllm(worker, {**lws, "LWS_WORKER_INDEX": "1"})
     except WorkloadError as exc:
         return _finish(
             _blank("LeaderWorkerSet", meta),
@@ -807,6 +830,23 @@ def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str
         return _finish(_reading("LeaderWorkerSet", meta, found, configmaps), invalid=str(exc))
     total = leader_gpus + (size_raw - 1) * worker_gpus
     return _reading("LeaderWorkerSet", meta, found, configmaps, gpus_per_replica=total, pods_per_replica=size_raw)
+
+
+def lws_env(meta: Mapping[str, Any], size: int) -> dict[str, str]:
+    """The env LeaderWorkerSet injects in every pod of a group, as the leader (worker index 0) sees it.
+
+    kubernetes-sigs/lws@da1267b252e17fe795cbc41249a43eb9d52cbca5:
+    site/content/en/docs/reference/labels-annotations-and-environment-variables.md: ``LWS_LEADER_ADDRESS``
+    (the leader via the headless service: ``<name>-0.<name>.<namespace>``), ``LWS_GROUP_SIZE`` (pods per
+    group) and ``LWS_WORKER_INDEX`` (the pod's index in its group). A pod's memory does not depend on its
+    index (only its ranks' numbers do), so the leader's is read (issue 21).
+    """
+    name, namespace = str(meta.get("name") or "lws")[:253], str(meta.get("namespace") or "default")[:63]
+    return {
+        "LWS_LEADER_ADDRESS": f"{name}-0.{name}.{namespace}",
+        "LWS_GROUP_SIZE": str(size),
+        "LWS_WORKER_INDEX": "0",
+    }
 
 
 def _blank(kind: str, meta: dict[str, Any]) -> Reading:
@@ -874,9 +914,32 @@ def read_workload(
             (``{"RayService": "spec.rayClusterConfig.headGroupSpec.template.spec"}``).
         runtimes: KServe ServingRuntime name -> its ``spec``, merged into the InferenceServices that use it.
 
-    Never raises on bad input: a reading with ``invalid`` says what is wrong. The annotation
-    ``fitgate.io/model`` names the model a path or storage URI holds (:func:`with_model_annotation`).
+    Never raises on bad input: a reading with ``invalid`` says what is wrong, one with ``unknown`` what
+    fitgate could not read (a parse budget passed, or a value it cannot handle: never a denial on its own).
+    The annotation ``fitgate.io/model`` names the model a path or storage URI holds (:func:`with_model_annotation`).
     """
+    try:
+        return _read_workload(obj, configmaps, extra_paths, runtimes)
+    except BudgetError as exc:
+        return unreadable(obj, str(exc))
+    except Exception as exc:  # hardening (issue 22): one line, never an exception out of the reader
+        return unreadable(obj, f"fitgate could not read this object ({type(exc).__name__}: {str(exc)[:160]})")
+
+
+def unreadable(obj: Any, why: str) -> Reading | None:
+    """The Unknown reading of an object the reader could not finish."""
+    if not isinstance(obj, dict):
+        return None
+    meta = as_dict(obj.get("metadata"))
+    return _finish(_blank(str(obj.get("kind") or "?")[:63], meta), unknown=" ".join(why.split())[:500])
+
+
+def _read_workload(
+    obj: Any,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
+    extra_paths: Mapping[str, str] | None = None,
+    runtimes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Reading | None:
     if not isinstance(obj, dict):
         return None
     kind = str(obj.get("kind") or "")
