@@ -269,10 +269,11 @@ def test_gpt_oss_120b_tp2_at_095_is_the_documented_oom() -> None:
     # + the sampler warm-up's logits, 1024 rows x 201088 x (2 + 4) B = 1.15 GiB -> 4.48 GiB > 3.96 GiB.
     m = to_model_input(load_directory(CORPUS / "openai__gpt-oss-120b"))
     p = plan(m, H100, ServingConfig(tensor_parallel_size=2, gpu_memory_utilization=0.95, vllm_version="0.10.1"))
-    assert p.verdict.value == "DoesNotFit" and [r.code for r in p.reasons] == ["OutsideBudgetTooSmall"]
+    # Tight, not denied: the same floor margin started a Llama 4 Scout run (test below, from a public log)
+    assert p.verdict.value == "Tight" and "OutsideBudgetTooSmall" in [r.code for r in p.reasons]
     floor = int(1.53 * GiB) + p.ranks[0].profile.cuda_graph_bytes + 1024 * 201088 * 6
     assert floor > H100.memory_bytes - p.per_gpu.budget_bytes
-    assert "4.48 GiB" in p.reasons[0].message
+    assert any("4.48 GiB" in r.message for r in p.reasons if r.code == "OutsideBudgetTooSmall")
     # below 0.95 it starts: 7.92 GiB outside
     ok = plan(m, H100, ServingConfig(tensor_parallel_size=2, gpu_memory_utilization=0.9, vllm_version="0.10.1"))
     assert "OutsideBudgetTooSmall" not in {r.code for r in ok.reasons}
@@ -281,20 +282,38 @@ def test_gpt_oss_120b_tp2_at_095_is_the_documented_oom() -> None:
 def test_gpt_oss_20b_logs_of_019() -> None:
     # shared/calibration, vLLM 0.19.0 H100 (llm-d-planner logs): gmu 0.95 failed after KV sizing at TP2,
     # gmu 0.9 ran at TP2. TP2 at 0.95: 1.53 + 1.40 (24 layers x 34 MiB + 0.60) + 1024 x 201088 x 6 B (1.15) =
-    # 4.08 GiB > 3.96 GiB -> DoesNotFit; at 0.9 the 7.92 GiB outside hold it.
+    # 4.08 GiB > 3.96 GiB -> Tight (OutsideBudgetTooSmall), never a denial: Llama 4 Scout TP4 at 0.95 on the same
+    # H100s and release started with the same floor (next test); at 0.9 the 7.92 GiB outside hold it.
     m = model("openai/gpt-oss-20b")
     bad = plan(
         m,
         H100,
         ServingConfig(max_model_len=8192, tensor_parallel_size=2, gpu_memory_utilization=0.95, vllm_version="0.19.0"),
     )
-    assert bad.verdict.value == "DoesNotFit" and "OutsideBudgetTooSmall" in {r.code for r in bad.reasons}
+    assert bad.verdict.value == "Tight" and "OutsideBudgetTooSmall" in {r.code for r in bad.reasons}
     ok = plan(
         m,
         H100,
         ServingConfig(max_model_len=8192, tensor_parallel_size=2, gpu_memory_utilization=0.9, vllm_version="0.19.0"),
     )
     assert ok.verdict.value == "Fits"
+
+
+def test_llama4_scout_tp4_at_095_started_and_is_not_denied() -> None:
+    # llm-d-incubation/llm-d-planner @ d3121e059da8 (benchmarks/calibration/public-2026.jsonl): Llama 4 Scout on
+    # 4 x H100, TP 4, gmu 0.95, max-model-len 8192, vLLM 0.19.0 started. Outside: 3.96 GiB; floor 1.53 + 1.40
+    # (fitted graphs) + 1024 x 202048 x 6 B (1.16) = 4.09 GiB: the floor over-counts, so it only warns
+    m = to_model_input(
+        load_directory(
+            REPO / "src" / "fitgate" / "checkpoints" / "catalog" / "meta-llama__Llama-4-Scout-17B-16E-Instruct"
+        )
+    )
+    p = plan(
+        m,
+        H100,
+        ServingConfig(tensor_parallel_size=4, max_model_len=8192, gpu_memory_utilization=0.95, vllm_version="0.19.0"),
+    )
+    assert p.verdict.value == "Tight" and "OutsideBudgetTooSmall" in {r.code for r in p.reasons}
 
 
 @pytest.mark.parametrize("context", [1_000_000, 1_280_000, 1_310_720])
