@@ -441,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(line)
     if args.json:
+        summary["shapes"] = {
+            shape: {"cases": cases_n, "sized": sized_n, "weights": w, "kv_available": kv, "verdicts": agree}
+            for shape, cases_n, sized_n, w, kv, agree in shape_breakdown(rows)
+        }
         print(json.dumps(summary))
     return 0
 
