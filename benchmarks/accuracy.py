@@ -12,7 +12,10 @@ relative error of
 * num_blocks (min over workers) and the reported KV tokens,
 
 and whether the verdict agrees with what happened (started -> Fits/Tight; failed -> DoesNotFit;
-failed after KV sizing -> not Fits).
+failed after KV sizing -> not Fits; failed before KV sizing, for a reason other than memory -> not
+DoesNotFit). A last table breaks the same figures down by serving shape
+(dense TP, MoE TP, EP/DP, LoRA, VLM, speculative, vLLM >= 0.30, 0.34; issue 20); a shape with no
+case says "no public log found".
 
 Usage: python benchmarks/accuracy.py [--calibration DIR] [--extra FILE ...] [--markdown] [--json]
 """
@@ -80,6 +83,100 @@ class Row:
     release: str = ""
     gpu: str = ""
     source: str = ""
+    shapes: tuple[str, ...] = ()
+
+
+# --- serving shapes (issue 20): which rows of the per-shape report a case belongs to ----------------
+#: The rows of the per-shape report, in order. A case may fall in several (a VLM run on vLLM 0.34 is in
+#: "VLM", "vLLM >= 0.30" and "vLLM 0.34"); "dense TP" and "MoE TP" hold only the plain runs (no EP/DP,
+#: LoRA, VLM or speculative decoding), so every case is in at least one row.
+SHAPES = ("dense TP", "MoE TP", "EP/DP", "LoRA", "VLM", "speculative", "vLLM >= 0.30", "vLLM 0.34")
+#: config.json keys that count routed experts (Mixtral/Qwen-MoE, DeepSeek, Llama 4 / gpt-oss spellings).
+_EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
+#: Model names that are MoE or vision-language where no config.json is at hand (unsized cases only).
+_MOE_NAME = re.compile(r"(?i)\bA\d+B\b|-A\d+B|moe|mixtral|deepseek-v[234]|glm-5|gpt-oss|mimo-v2|kimi|qwen3-235b")
+_VLM_NAME = re.compile(r"(?i)-vl\b|-vl-|\bvision\b|gemma-?[34]\b|gemma-?[34]-|llama-4|pixtral")
+
+
+def _config_of(case: dict[str, Any], calibration: Path) -> dict[str, Any] | None:
+    try:
+        facts = _facts(case, calibration)
+    except (OSError, ValueError):
+        return None
+    return dict(facts.config) if facts is not None else None
+
+
+def _experts(config: dict[str, Any]) -> int:
+    for scope in (config, config.get("text_config") or {}):
+        for key in _EXPERT_KEYS:
+            value = scope.get(key) if isinstance(scope, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+                return value
+    return 0
+
+
+def case_shapes(case: dict[str, Any], calibration: Path, release: str) -> tuple[str, ...]:
+    """The serving shapes of one case: from its recorded settings, else the flags its raw lines print.
+
+    MoE and vision come from the model's config.json where one is at hand (routed experts; a
+    ``vision_config``), else from the model's name (only for cases that are not sized anyway).
+    """
+    raw = " ".join(case.get("raw_lines") or [])
+    dp = case.get("data_parallel_size") or 1
+    dp_raw = re.search(r"data_parallel_size['\"]?\s*[:=]\s*(\d+)", raw)
+    ep_dp = (
+        bool(case.get("enable_expert_parallel"))
+        or dp > 1
+        or bool(re.search(r"enable_expert_parallel['\"]?\s*[:=]\s*True|--enable-expert-parallel", raw))
+        or "Expert parallelism is enabled" in raw
+        or (dp_raw is not None and int(dp_raw.group(1)) > 1)
+    )
+    lora = bool(case.get("enable_lora")) or bool(re.search(r"enable_lora['\"]?\s*[:=]\s*True|--enable-lora", raw))
+    config = _config_of(case, calibration)
+    name = str(case.get("model") or "")
+    if config is not None:
+        moe = _experts(config) > 0
+        vlm = "vision_config" in config and case.get("runner") != "pooling"
+    else:
+        moe = bool(_MOE_NAME.search(name))
+        # the name, or the log: a ...ForConditionalGeneration architecture, or the encoder cache line
+        # vLLM prints only for multimodal models (gpu_model_runner / encoder_runner)
+        vlm = bool(_VLM_NAME.search(name.split(" (", maxsplit=1)[0])) or bool(
+            re.search(r"Resolved architecture: \w*ForConditionalGeneration|Encoder cache will be initialized", raw)
+        )
+    spec = bool(case.get("speculative_method"))
+    shapes = []
+    if not (ep_dp or lora or vlm or spec):
+        shapes.append("MoE TP" if moe else "dense TP")
+    shapes += [s for s, on in (("EP/DP", ep_dp), ("LoRA", lora), ("VLM", vlm), ("speculative", spec)) if on]
+    if re.fullmatch(r"\d+\.\d+", release):
+        minor = tuple(int(p) for p in release.split("."))
+        if minor >= (0, 30):
+            shapes.append("vLLM >= 0.30")
+        if minor == (0, 34):
+            shapes.append("vLLM 0.34")
+    return tuple(shapes)
+
+
+def shape_breakdown(rows: list[Row]) -> list[tuple[str, int, int, str, str, str]]:
+    """Per serving shape: cases, sized, median |err| of weights / available KV, verdicts agreeing.
+
+    A shape with no case keeps its row and says so, rather than disappearing from the report.
+    """
+    out = []
+    for shape in SHAPES:
+        group = [r for r in rows if shape in r.shapes]
+        if not group:
+            out.append((shape, 0, 0, "no public log found", "no public log found", "-"))
+            continue
+        sized = [r for r in group if not r.skipped]
+        cells = []
+        for term in ("weights_gib", "kv_available_gib"):
+            vals = [abs(r.errors[term]) for r in sized if r.errors.get(term) is not None]  # type: ignore[arg-type]
+            cells.append(f"{100 * statistics.median(vals):.2f}% (n={len(vals)})" if vals else "-")
+        agree = f"{sum(r.verdict_ok for r in sized)}/{len(sized)}" if sized else "-"
+        out.append((shape, len(group), len(sized), cells[0], cells[1], agree))
+    return out
 
 
 def _gpu(case: dict[str, Any]) -> GpuModel:
@@ -134,6 +231,7 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
     minor = re.match(r"^(\d+\.\d+)", version)
     base.release = minor.group(1) if minor else f"release not stated ({engine or 'V1'})"
     base.gpu = _gpu(case).name
+    base.shapes = case_shapes(case, calibration, base.release)
     excluded = next((why for pattern, why in EXCLUDED.items() if re.search(pattern, case["id"])), "")
     if excluded:
         base.skipped = excluded
@@ -174,6 +272,12 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         # --speculative-config as the log printed it (recorded for the runs that used it)
         speculative_method=case.get("speculative_method"),
         speculative_tokens=case.get("speculative_tokens"),
+        # issue 20: the serving shapes of 2026, as the case records them (absent: vLLM's defaults)
+        data_parallel_size=case.get("data_parallel_size") or 1,
+        enable_expert_parallel=bool(case.get("enable_expert_parallel")),
+        enable_lora=bool(case.get("enable_lora")),
+        max_loras=case.get("max_loras") if case.get("enable_lora") else None,
+        max_lora_rank=case.get("max_lora_rank") if case.get("enable_lora") else None,
     )
     try:
         result: Plan = plan(to_model_input(facts), _gpu(case), serving)
@@ -202,10 +306,14 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         ok = result.verdict in (Verdict.FITS, Verdict.TIGHT)
     elif case["status"] == "failed_after_kv_sizing":
         ok = result.verdict is not Verdict.FITS
+    elif case["status"] == "failed_before_kv_sizing":
+        # the start failed before memory was sized, for another reason (``fitgate compare --as-case``
+        # names it in the notes): a denial for memory would be a denial for the wrong reason
+        ok = result.verdict is not Verdict.DOES_NOT_FIT
     else:
         ok = result.verdict is Verdict.DOES_NOT_FIT
     row = Row(case["id"], case["model"], case["status"], result.verdict.value, ok, errors, predicted, dict(measured))
-    row.release, row.gpu = base.release, base.gpu
+    row.release, row.gpu, row.shapes = base.release, base.gpu, base.shapes
     return row
 
 
@@ -311,6 +419,14 @@ def main(argv: list[str] | None = None) -> int:
         for line in breakdown(rows, attr):
             cells = [str(c) for c in line]
             print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells))
+    print()
+    head = ["serving shape", "cases", "sized", "weights median abs err", "avail KV median abs err", "verdicts"]
+    print(("| " + " | ".join(head) + " |") if args.markdown else "  ".join(head))
+    if args.markdown:
+        print("|" + "---|" * len(head))
+    for line in shape_breakdown(rows):
+        cells = [str(c) for c in line]
+        print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells))
     recent = [
         r
         for r in rows
@@ -325,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(line)
     if args.json:
+        summary["shapes"] = {
+            shape: {"cases": cases_n, "sized": sized_n, "weights": w, "kv_available": kv, "verdicts": agree}
+            for shape, cases_n, sized_n, w, kv, agree in shape_breakdown(rows)
+        }
         print(json.dumps(summary))
     return 0
 

@@ -115,6 +115,8 @@ def test_printed_estimates_of_020_and_later_are_matched_better_than_before(tmp_p
     spec.loader.exec_module(bench)
     (tmp_path / "cases.jsonl").write_text("")
     points, _ = bench.collect(tmp_path)
+    # the public set also holds 0.19 logs now (issue 20's VLM start-ups, never fitted): 0.20 and later only
+    points = [p for p in points if tuple(int(x) for x in p.release.split(".")) >= (0, 20)]
     assert len(points) == 9
     new = statistics.median(abs(bench.new_bytes(p) / GiB - p.printed_gib) for p in points)
     old = statistics.median(abs(bench.old_bytes(p) / GiB - p.printed_gib) for p in points)

@@ -443,6 +443,11 @@ def case_document(log: StartupLog, log_path: str, named: GpuModel | None) -> dic
             if s.speculative_method
             else {}
         ),
+        # serving shapes of 2026 (issue 20), only where the run used them (as in public-2026.jsonl), so that
+        # benchmarks/accuracy.py sizes the case with the same data / expert parallelism and LoRA slots
+        **({"data_parallel_size": s.data_parallel_size} if (s.data_parallel_size or 1) > 1 else {}),
+        **({"enable_expert_parallel": True} if s.enable_expert_parallel else {}),
+        **({"enable_lora": True, "max_loras": s.max_loras, "max_lora_rank": s.max_lora_rank} if s.enable_lora else {}),
         "status": case_status(log),
         "measured": {
             "weights_gib": o.weights_gib,
