@@ -32,7 +32,8 @@ RUNTIME = str(MANIFESTS / "kserve-vllmserver-runtime.yaml")
         ),
         # presets without tensor-parallel-size: KAITO takes it from the instance type's GPUs: Unknown, saying so
         ("kaito-workspace-deepseek-r1.yaml", [("Workspace", "Unknown")]),
-        ("kaito-inferenceset-llama-3.1-8b.yaml", [("Secret", "Skipped"), ("InferenceSet", "Unknown")]),
+        # Standard_NC24ads_A100_v4: one A100 80GB a node, so KAITO's TP 1 (sizing/data/cloud_gpus.json); 8B fits it
+        ("kaito-inferenceset-llama-3.1-8b.yaml", [("Secret", "Skipped"), ("InferenceSet", "Fits")]),
         # Dynamo: one result per vLLM worker, decode first; Qwen3-0.6B (catalog, estimated) fits one H100
         (
             "dynamo-vllm-disagg.yaml",
@@ -210,7 +211,9 @@ def test_kaito_multi_node_workspace_is_pipeline_parallel_over_its_nodes() -> Non
     assert reading is not None and reading.model == "deepseek-ai/DeepSeek-R1-0528"
     assert (reading.serving["pipelineParallelSize"], reading.pods_per_replica) == (6, 6)
     assert reading.node_selector["node.kubernetes.io/instance-type"] == "Standard_NC80adis_H100_v5"
-    assert reading.unknown is not None and "tensor-parallel-size" in reading.unknown  # TP: the SKU's GPUs, not known
+    # TP: KAITO's, the GPUs of each node: Standard_NC80adis_H100_v5 has 2 H100 NVL (sizing/data/cloud_gpus.json)
+    assert reading.unknown is None and reading.serving["tensorParallelSize"] == 2
+    assert any("Standard_NC80adis_H100_v5: 2 x" in n for n in reading.notes)
 
 
 def test_llm_inference_service_with_a_pvc_uri_is_sized_by_its_annotation() -> None:

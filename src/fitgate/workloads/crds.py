@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from fitgate.sizing.instances import instance_gpus
 from fitgate.workloads.argv import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
 from fitgate.workloads.reader import (
@@ -151,6 +152,14 @@ def _kaito_spec(
         # (presets/workspace/inference/vllm/inference_api.py L140-143), so a value written there is kept.
         flags["--pipeline-parallel-size"] = str(pods)
         notes.append(f"resource.count {pods}: KAITO runs pipeline parallelism over the {pods} nodes")
+    node_gpus = instance_gpus(instance) if instance else None
+    if "--tensor-parallel-size" not in flags and node_gpus is not None:
+        # KAITO sets --tensor-parallel-size to the GPUs of each node: the instance type's (sizing/data/cloud_gpus.json)
+        flags["--tensor-parallel-size"] = str(node_gpus.count)
+        notes.append(
+            f"resource.instanceType {instance}: {node_gpus.count} x {node_gpus.gpu.name} a node ({node_gpus.source}); "
+            f"KAITO runs --tensor-parallel-size {node_gpus.count}"
+        )
     tp = (
         int(flags.get("--tensor-parallel-size", "1"))
         if re.fullmatch(r"\d+", flags.get("--tensor-parallel-size", "1"))
