@@ -27,7 +27,7 @@ from fitgate.checkpoints import resolve
 from fitgate.checkpoints.catalog import catalog_entries
 from fitgate.operator.config import OperatorConfig
 from fitgate.operator.inventory import Inventory, parse_node
-from fitgate.operator.logic import reconcile
+from fitgate.operator.logic import ReconcileOutcome, reconcile
 from fitgate.operator.metrics import Metrics
 from fitgate.operator.store import FactsStore
 
@@ -95,14 +95,12 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
     store = FactsStore(resolver=lambda name, rev, source: resolve(name, rev, source="catalog"))
     metrics = Metrics()
     config = OperatorConfig(webhook_port=0, metrics_port=0)
-    verdicts: dict[str, int] = {}
     all_specs = specs(deployments)
-    statuses: list[dict[str, Any] | None] = []
-    start = time.perf_counter()
-    for i, spec in enumerate(all_specs):
-        outcome = await reconcile(
-            raw_spec=spec,
-            old_status=None,
+
+    async def one(i: int, status: dict[str, Any] | None) -> ReconcileOutcome:
+        return await reconcile(
+            raw_spec=all_specs[i],
+            old_status=status,
             generation=1,
             namespace=f"ns{i % 100}",
             name=f"md-{i}",
@@ -111,25 +109,20 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
             metrics=metrics,
             config=config,
         )
+
+    verdicts: dict[str, int] = {}
+    statuses: list[dict[str, Any] | None] = []
+    start = time.perf_counter()
+    for i in range(len(all_specs)):
+        outcome = await one(i, None)
         statuses.append(outcome.status)
         verdicts[outcome.evaluation.verdict.value] = verdicts.get(outcome.evaluation.verdict.value, 0) + 1
     wall = time.perf_counter() - start
     # A resync round of the unchanged cluster: the timers call reconcile again with the written status.
     start = time.perf_counter()
     patched = 0
-    for i, spec in enumerate(all_specs):
-        outcome = await reconcile(
-            raw_spec=spec,
-            old_status=statuses[i],
-            generation=1,
-            namespace=f"ns{i % 100}",
-            name=f"md-{i}",
-            nodes=inventory,
-            store=store,
-            metrics=metrics,
-            config=config,
-        )
-        patched += outcome.status is not None
+    for i in range(len(all_specs)):
+        patched += (await one(i, statuses[i])).status is not None
     resync = time.perf_counter() - start
     return {
         "deployments": deployments,
