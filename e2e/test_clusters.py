@@ -42,7 +42,11 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     for crd in ("modeldeployments.fitgate.io", "nodepools.karpenter.sh"):
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
     workdir = tmp_path_factory.mktemp("clusters")
-    env = {"FITGATE_WORKLOAD_WEBHOOK": "1", "FITGATE_WORKLOAD_AUDIT_SECONDS": "1"}
+    env = {
+        "FITGATE_WORKLOAD_WEBHOOK": "1",
+        "FITGATE_WORKLOAD_AUDIT_SECONDS": "1",
+        "FITGATE_WORKLOAD_ANNOTATE": "1",  # the fitgate.io/schedulable annotation these tests read (opt-in, issue 22)
+    }
     op = Operator(kube, workdir, managed=None, extra_env=env)  # the chart's entries: kopf's would repeat names
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
@@ -174,7 +178,9 @@ def test_a_karpenter_nodepool_names_the_gpu_of_nodes_to_come(kube: Kube, operato
                         {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h200"]},
                         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
                     ],
-                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                    # a team's dedicated pool (a GPU taint, nvidia.com/gpu, every GPU pod tolerates: the
+                    # ExtendedResourceToleration admission plugin gives it the toleration)
+                    "taints": [{"key": "dedicated", "value": "inference", "effect": "NoSchedule"}],
                 }
             }
         },
@@ -182,7 +188,7 @@ def test_a_karpenter_nodepool_names_the_gpu_of_nodes_to_come(kube: Kube, operato
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(pool))
     kube.kubectl("label", "namespace", namespace, "fitgate.io/validate=enforce")
     selector = {"karpenter.sh/nodepool": NODEPOOL}
-    tolerate = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerate = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
     spec = {
         "model": {"name": "meta-llama/Llama-3.1-70B-Instruct", "source": "catalog"},
         "serving": {"maxModelLen": 8192, "tensorParallelSize": 2},

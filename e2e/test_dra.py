@@ -276,19 +276,30 @@ def test_hami_fraction_is_planned_on_the_slice(kube: Kube, operator: Operator, n
     wait_reason(kube, namespace, "hami", "Fits", "Fits")
 
 
-def test_cordoned_node_is_not_a_candidate(kube: Kube, operator: Operator, namespace: str) -> None:
+def test_cordoned_node_is_planned_on_and_the_pods_wait(kube: Kube, operator: Operator, namespace: str) -> None:
+    # fit is not availability: a cordoned node's pool is planned on (a cordon is lifted); it was NoMatchingGPUPool
     apply(kube, gpu_node("dra-cordon-0", "cordon", 8, unschedulable=True))
     spec = {
         "model": MODEL,
         "serving": {"maxModelLen": 8192},
         "placement": {"nodeSelector": {LABEL: "cordon"}},
-        "policy": {"onMisfit": "Warn"},
     }
     kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("cordoned", spec))
-    st = wait_reason(kube, namespace, "cordoned", "DoesNotFit", "NoMatchingGPUPool")
-    assert "dra-cordon-0 (cordoned)" in st["message"]
+    st = wait_reason(kube, namespace, "cordoned", "Fits", "Fits")
+    schedulable = {c["type"]: c for c in st.get("conditions") or []}.get("Schedulable") or {}
+    assert (schedulable.get("status"), schedulable.get("reason")) == ("False", "NoNodeYet"), st
+    assert "dra-cordon-0 (cordoned)" in schedulable.get("message", "")
     kube.kubectl("patch", "node", "dra-cordon-0", "--type=merge", "-p", '{"spec":{"unschedulable":false}}')
-    wait_reason(kube, namespace, "cordoned", "Fits", "Fits")  # uncordoned: planned again by itself
+    kube.wait_for(  # uncordoned: planned again by itself, and the pods are placed
+        lambda: (
+            {c["type"]: c for c in status(kube, namespace, "cordoned").get("conditions") or []}.get(
+                "Schedulable", {}
+            ).get("reason")
+            == "NodesMatch"
+        ),
+        timeout=45,
+        what="Schedulable once the node is uncordoned",
+    )
 
 
 def test_gpus_held_by_pods_and_replicas(kube: Kube, operator: Operator, namespace: str) -> None:
