@@ -30,7 +30,8 @@ from typing import Any
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
-from fitgate.sizing.performance import requests_the_pool_holds, work
+from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import Constants, Work, burst_ttft_seconds, calibration, steady_state
 
 HERE = Path(__file__).resolve().parent
@@ -75,6 +76,19 @@ class Point:
     tp: int
     v1_tpot_s: float
     v1_ttft_s: float
+    weights: str  # the weights' format as the step model sees it: "fp4", "fp8", "int" or "16-bit"
+
+
+def weight_format(mi: Any, quantization: str | None) -> str:
+    """The weights' format of a point: the checkpoint's quantization, else the one the point serves with."""
+    q = mi.arch.quantization or RUNTIME_QUANTIZATION.get(quantization or "")
+    if q is None:
+        return "16-bit"
+    if q.method in INTEGER_METHODS:
+        return "int"
+    if q.method in FP4_METHODS and q.weight_bits <= 4:
+        return "fp4"
+    return "fp8" if q.weight_bits <= 8 else "16-bit"
 
 
 def family(model: str) -> str:
@@ -115,6 +129,7 @@ def load_points() -> list[Point]:
                 p["tp"],
                 old.batch / old.decode_tokens_per_s,
                 old.ttft_seconds,
+                weight_format(mi, p.get("quantization")),
             )
         )
     return out
@@ -282,7 +297,11 @@ def regime(p: Point) -> list[str]:
     """The rows a point counts in."""
     c = p.concurrency
     band_name = "c=1" if c == 1 else "c 2-16" if c <= 16 else "c 17-128" if c <= 128 else "c > 128"
-    return [f"gpu {p.gpu}", "MoE" if p.moe else "dense", "TP 1" if p.tp == 1 else "TP > 1", band_name, "all"]
+    rows = [f"gpu {p.gpu}", "MoE" if p.moe else "dense", "TP 1" if p.tp == 1 else "TP > 1", band_name, "all"]
+    rows.append(f"weights {p.weights}")
+    if p.raw.get("expert_parallel"):  # EP is sized as TP: this row shows what that costs
+        rows.append("EP (sized as TP)")
+    return rows
 
 
 def median_abs(values: list[float | None]) -> float | None:

@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 
+from fitgate.checkpoints import resolve, to_model_input
 from fitgate.checkpoints.catalog import find_builtin
 from fitgate.cli import main
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.model import MoE
 from fitgate.sizing.performance import work
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import burst_ttft_seconds, calibration, step_seconds
 from tests.conftest import model
 
@@ -35,6 +38,25 @@ def test_every_point_is_cited_and_sizeable() -> None:
             "batch_latency_ms",
         }
     assert len({p["gpu"] for p in points}) >= 6
+
+
+def test_points_cover_the_regimes_issue_24_asks_for() -> None:
+    # Issue 24: >= 80 cited points over >= 6 GPU products, dense and MoE, TP 1 and TP > 1, expert
+    # parallelism, fp8 and fp4 weights, and concurrencies 17-128; each says how its lengths are known.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    assert len(points) >= 80
+    formats, moe = set(), set()
+    for p in points:
+        assert p["lengths_basis"].split(":")[0] in {"published", "assumed", "inferred"}
+        arch = to_model_input(resolve(p["model"], source="catalog")).arch
+        moe.add(any(isinstance(layer.ffn, MoE) for layer in arch.layers))
+        q = arch.quantization or RUNTIME_QUANTIZATION.get(p.get("quantization") or "")
+        formats.add("16-bit" if q is None else f"{q.weight_bits}-bit")
+    assert moe == {True, False}
+    assert {"4-bit", "8-bit", "16-bit"} <= formats
+    assert {p["tp"] == 1 for p in points} == {True, False}
+    assert any(p.get("expert_parallel") for p in points)
+    assert sum(17 <= p["concurrency"] <= 128 for p in points) >= 20
 
 
 def test_fitted_constants_stay_physical() -> None:
