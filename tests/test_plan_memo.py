@@ -38,3 +38,24 @@ def test_weights_are_computed_once_per_model_and_settings(monkeypatch: pytest.Mo
     monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", {})
     fresh = plan(m, h100, ServingConfig(tensor_parallel_size=4, max_model_len=8192))
     assert fresh.ranks[0].weights == first.ranks[0].weights and fresh.per_gpu == first.per_gpu
+
+
+def test_kv_layouts_are_built_once_per_rank_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = plan_module.build_layout
+
+    def counting(specs: Any, accounting: Any) -> Any:
+        calls.append(len(specs))
+        return real(specs, accounting)
+
+    monkeypatch.setattr(plan_module, "build_layout", counting)
+    monkeypatch.setattr(plan_module, "_LAYOUT_MEMO", {})
+    m, h100 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100")
+    first = plan(m, h100, ServingConfig(max_model_len=8192))
+    assert calls == [32]  # one rank, 32 attention layers
+    # another context length and gmu: the same layers, dtype and block size -> the same layout, not rebuilt
+    again = plan(m, h100, ServingConfig(max_model_len=4096, gpu_memory_utilization=0.8))
+    assert calls == [32] and again.kv.bytes_per_token == first.kv.bytes_per_token
+    # fp8 KV halves the bytes a token: rebuilt (32 x 2 x 8 x 128 x 1 B = 64 KiB)
+    fp8 = plan(m, h100, ServingConfig(max_model_len=8192, kv_cache_dtype="fp8"))
+    assert len(calls) == 2 and fp8.kv.bytes_per_token == 65536 == first.kv.bytes_per_token // 2

@@ -365,11 +365,7 @@ def _rank(
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
-    specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec)
-    block = hybrid_block_size(specs, rs.block_size, mla=arch.uses_mla)
-    if block != rs.block_size:
-        specs = layer_specs(arch, kv_layers, tp, rs.kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
-    layout = build_layout(specs, accounting)
+    layout = _kv_layout(arch, tuple(kv_layers), tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec)
     # --- LoRA slots and --cpu-offload-gb (issue 20; fitgate.sizing.lora, fitgate.sizing.offload) ---
     adapters = None
     if rs.lora is not None:
@@ -524,6 +520,39 @@ def _weights_per_rank(arch: ModelArchitecture, inventory: WeightInventory, **set
             _WEIGHTS_MEMO.pop(next(iter(_WEIGHTS_MEMO)))
         _WEIGHTS_MEMO[key] = (arch, inventory, weights)
     return weights
+
+
+#: The KV layout of a rank depends on the model, its layers on that rank and a few settings, not on the
+#: context length or the workload that suggestions and alternatives vary: memoised like the weights.
+_LAYOUT_MEMO: dict[tuple[object, ...], tuple[object, KVLayout]] = {}
+
+
+def _kv_layout(
+    arch: ModelArchitecture,
+    kv_layers: tuple[int, ...],
+    tp: int,
+    kv_dtype_bytes: int,
+    dtype_bytes: int,
+    block_size: int,
+    accounting: VllmAccounting,
+    num_spec: int,
+) -> KVLayout:
+    """Layer specs, the hybrid block size and their grouping (:func:`build_layout`) for one rank, memoised."""
+    key = (id(arch), kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
+    with _WEIGHTS_LOCK:
+        hit = _LAYOUT_MEMO.get(key)
+    if hit is not None and hit[0] is arch:
+        return hit[1]
+    specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
+    block = hybrid_block_size(specs, block_size, mla=arch.uses_mla)
+    if block != block_size:
+        specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
+    layout = build_layout(specs, accounting)
+    with _WEIGHTS_LOCK:
+        if len(_LAYOUT_MEMO) >= _WEIGHTS_MEMO_SIZE:
+            _LAYOUT_MEMO.pop(next(iter(_LAYOUT_MEMO)))
+        _LAYOUT_MEMO[key] = (arch, layout)
+    return layout
 
 
 def _fabric(gpu: GpuModel, interconnect: str) -> str:
