@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.model import MoE
 from fitgate.sizing.performance import work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
-from fitgate.sizing.step_time import burst_ttft_seconds, calibration, step_seconds
+from fitgate.sizing.step_time import burst_ttft_seconds, calibration, steady_state, step_seconds
 from tests.conftest import model
 
 POINTS = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput" / "points.json"
@@ -66,6 +67,9 @@ def test_fitted_constants_stay_physical() -> None:
     k = cal.constants
     assert 0 < k.bw_eff <= 1 and 0 < k.mfu <= 1 and 0 < k.moe_mfu <= 1
     assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0 and k.amd_factor > 0
+    # The per-request front end (issue 24) within its physical range: 0 (pinned) to 150 ms, the most
+    # fixed TTFT a serving benchmark shows at a short prompt (Kimi-K2.5 on 8 x B200: 164 ms in all).
+    assert 0 <= k.frontend_s <= 0.15
     for band in (cal.tpot_band, cal.ttft_band):
         assert band.low <= 1 <= band.high
 
@@ -127,10 +131,34 @@ def test_a_burst_of_prompts_waits_in_arrival_order() -> None:
     k = calibration().constants
     budget = p.serving.max_num_batched_tokens
     per_token = step_seconds(w, 0.0, float(budget), k)[0] / budget
-    assert burst_ttft_seconds(w, 32, 2048, k) == pytest.approx(16.5 * 2048 * per_token)
+    assert burst_ttft_seconds(w, 32, 2048, k) == pytest.approx(16.5 * 2048 * per_token + k.frontend_s)
     one = burst_ttft_seconds(w, 1, 2048, k)
     assert one >= step_seconds(w, 0.0, 2048.0, k)[0] - 1e-12
     assert burst_ttft_seconds(w, 32, 2048, k) > 10 * one
+
+
+def test_the_front_end_is_paid_once_per_served_request_and_not_offline() -> None:
+    # Issue 24: TTFT = frontend_s + the engine's part (step_time.FRONT_END: HTTP, tokenization, the
+    # engine-core round trip, vllm 0.33.0 entrypoints/openai and v1/engine). Llama-3.1-8B on an H100,
+    # 1024-token prompts, 128-token outputs; the budget (8192 tokens) holds a prompt, so at c = 1 the
+    # prompt is one chunk: TTFT = 0.05 s + one step carrying 1024 prompt tokens and no decode token.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(8, 1152))
+    w = work(mi, p, 1024 + 64, 1024)
+    assert w.max_num_batched_tokens >= 1024
+    k0 = dataclasses.replace(calibration().constants, frontend_s=0.0)
+    k = dataclasses.replace(k0, frontend_s=0.05)
+    one = steady_state(w, 1024, 128, k, concurrency=1)
+    assert one.ttft_s == pytest.approx(0.05 + step_seconds(w, 0.0, 1024.0, k)[0])
+    # At c = 8 the engine's part (half a step in flight, the prompt, the wait behind other prompts)
+    # does not depend on the front end, so the TTFT is the same plus 50 ms; TPOT does not change.
+    eight0, eight = steady_state(w, 1024, 128, k0, concurrency=8), steady_state(w, 1024, 128, k, concurrency=8)
+    assert eight.ttft_s == pytest.approx(eight0.ttft_s + 0.05)
+    assert eight.tpot_s == eight0.tpot_s
+    # A burst pays it once per request (the mean adds 50 ms); an offline batch (LLM.generate) does not.
+    offline = burst_ttft_seconds(w, 8, 1024, k, front_end=False)
+    assert offline == burst_ttft_seconds(w, 8, 1024, k0)
+    assert burst_ttft_seconds(w, 8, 1024, k) == pytest.approx(offline + 0.05)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

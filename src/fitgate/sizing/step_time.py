@@ -26,6 +26,9 @@ tokens in the step) plus the running requests' KV cache; ``FLOPs`` are 2 x activ
 plus attention. The constants are fitted (benchmarks/throughput.py ``--fit``) on the published
 measurements in benchmarks/throughput/points.json, because vLLM's source leaves them open; they live in
 ``data/performance.json`` with the error band measured leave-one-group-out.
+
+A served request's time to first token also holds a fixed cost outside the steps, ``frontend_s``
+(issue 24), paid once per request; see :data:`FRONT_END`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,33 @@ class Constants:
     tp_layer_s: float  # per layer and step under tensor parallelism: two all-reduce launches and syncs
     amd_factor: float  # the overhead on ROCm relative to CUDA
     moe_mfu: float  # the matmul efficiency of an MoE model relative to ``mfu`` (grouped expert GEMMs)
+    # Issue 24, the per-request front end: once per request, before its first step (see ``FRONT_END``).
+    frontend_s: float  # HTTP, tokenization, input processing and the engine-core round trip of one request
+
+
+#: What ``frontend_s`` stands for: the path of one request through vLLM's OpenAI server to the engine
+#: core and of its first token back (0.33.0), none of it an engine step:
+#:
+#: * the HTTP route (``entrypoints/openai/completion/api_router.py`` L37-52 ``create_completion``) and
+#:   the prompt's tokenization (``renderers/online_renderer.py`` L602 ``render_completion``, called from
+#:   ``entrypoints/openai/completion/serving.py`` L141);
+#: * input processing into an ``EngineCoreRequest`` (``v1/engine/async_llm.py`` L483-500
+#:   ``process_inputs``) and its send to the engine-core process over ZMQ (``async_llm.py`` L584,
+#:   ``v1/engine/core_client.py`` L1339 ``add_request_async``);
+#: * the engine core's input thread decoding it (``v1/engine/core.py`` L1933 ``process_input_sockets``)
+#:   and the busy loop picking it up between steps (``core.py`` L1647 ``_process_input_queue``);
+#: * the first token's way back: the output thread (``core.py`` L2042 ``process_output_sockets``), the
+#:   client's output handler and detokenizer (``async_llm.py`` L876 ``output_handler``), the HTTP stream,
+#:   and the benchmark client's own time to send and read.
+#:
+#: vLLM's source fixes none of these durations (they are Python, IPC and network time), so the constant
+#: is left to the fit (``benchmarks/throughput.py --free-front-end``, within 1-150 ms: the fixed TTFT that
+#: serving benchmarks show at short prompts, Qwen3-8B on an H100, 233 tokens: 59 ms; Kimi-K2.5 on 8 x B200,
+#: 922 tokens: 164 ms, of which the prefill's FLOPs at full peak take ~3 ms). It ships at 0: the points'
+#: clients disagree on it by over 10x (tenstorrent's A100 runs: 11 ms of TTFT in all), and fitted it makes
+#: the median TTFT error worse (docs/performance.md). Offline runs (``LLM.generate``, vLLM's latency
+#: benchmark) have no HTTP server and do not pay it (``front_end=False``).
+FRONT_END = "HTTP + tokenization + engine-core round trip (vllm 0.33.0 entrypoints/openai, v1/engine)"
 
 
 @dataclass(frozen=True)
@@ -238,7 +268,7 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
     chunk = isl / chunks
     chunk_step, _ = step_seconds(work, max(0.0, c - 1), chunk, k)
     prefill_s = chunks * chunk_step
-    ttft = 0.5 * step + prefill_s if c > 1 else prefill_s
+    ttft = k.frontend_s + (0.5 * step + prefill_s if c > 1 else prefill_s)
     if osl > 0 and c > 1:
         arrival = c / (prefill_s + (osl - 1) * step)
         rho = min(0.98, arrival * prefill_s)
@@ -249,16 +279,19 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
     return SteadyState(c, step, ttft, decode_rate, output_rate, requests, c / roof, False)
 
 
-def burst_ttft_seconds(work: Work, burst: float, input_tokens: int, k: Constants) -> float:
+def burst_ttft_seconds(work: Work, burst: float, input_tokens: int, k: Constants, *, front_end: bool = True) -> float:
     """Mean time to first token of ``burst`` prompts that arrive at once on an idle replica.
 
     The scheduler fills each step's budget with waiting prompts in arrival order, so the ``n``-th
     prompt's first token comes after ``n x ISL`` prompt tokens at the full-budget prefill rate; the
     mean over ``n = 1..burst`` is ``(burst + 1) / 2 x ISL`` tokens. This is how a benchmark's first
     ``--max-concurrency`` requests (sent together) see the replica, and what a traffic burst sees.
+    Each request also pays the front end (``k.frontend_s``) unless ``front_end`` is False (an offline
+    ``LLM.generate`` batch, which has no HTTP server).
     """
     budget = max(1, work.max_num_batched_tokens)
     full_step, _ = step_seconds(work, 0.0, float(budget), k)
     per_token = full_step / budget
     first_chunk, _ = step_seconds(work, 0.0, float(min(input_tokens, budget)), k)
-    return max(first_chunk, (burst + 1) / 2 * input_tokens * per_token)
+    engine_s = max(first_chunk, (burst + 1) / 2 * input_tokens * per_token)
+    return engine_s + (k.frontend_s if front_end else 0.0)
