@@ -9,7 +9,7 @@ Each mode runs in its own process (so that its RSS is its own):
   ResourceClaimTemplates, 10,000 allocated ResourceClaims and 10,000 GPU pods, read by the DRA and pod watches
   (``ResourceWatch._list``): the inventory is the merged one (a node known both ways is one pool).
 
-Then ``--requests`` admissions through ``fitgate.operator.logic.admit`` (what the webhook handler awaits),
+Then ``--requests`` admissions through ``fitgate.operator.decision.logic.admit`` (what the webhook handler awaits),
 each spec different (the workload varies) so that no evaluation comes from the cache: label placements in
 both modes (the p50 compared), and in ``dra`` mode also placements through a claim template (CEL selectors
 over the 40,000 devices, matched once per inventory snapshot). The API server and HTTPS are not in the loop.
@@ -37,11 +37,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fitgate.checkpoints import resolve
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.logic import admit
-from fitgate.operator.nodewatch import NodeWatch
-from fitgate.operator.resourcewatch import Sources
-from fitgate.operator.store import FactsStore
+from fitgate.operator.decision.logic import admit
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.schema.config import OperatorConfig
+from fitgate.operator.watches.nodewatch import NodeWatch
+from fitgate.operator.watches.resourcewatch import Sources
 
 KINDS = [
     ("NVIDIA-H100-80GB-HBM3", "81559", "NVIDIA H100 80GB HBM3", "Hopper", "81559Mi"),

@@ -124,7 +124,7 @@ def _latency_with_bombs() -> float:
     from tests.test_operator import H100, index, memo, on  # noqa: PLC0415
     from tests.test_workloads_webhook import CHART  # noqa: PLC0415
 
-    from fitgate.operator import workload_handlers  # noqa: PLC0415
+    from fitgate.operator.runtime import workload_handlers  # noqa: PLC0415
 
     m = on(memo(), index(H100))
 

@@ -2,7 +2,7 @@
 
 Builds 5,000 Node objects with real GPU Feature Discovery / AMD label sets (H100, H200, L4, L40S,
 A100 MIG, MI300X), runs them through the node indexer, then reconciles 10,000 ModelDeployments
-(20 catalog models x settings x placements) with ``fitgate.operator.logic.reconcile`` (evaluation,
+(20 catalog models x settings x placements) with ``fitgate.operator.decision.logic.reconcile`` (evaluation,
 status, annotations, events, metrics), as the create/resume handlers do for a cold start. The API
 server is not in the loop: this measures what the operator process itself spends.
 
@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fitgate.checkpoints import resolve
 from fitgate.checkpoints.catalog import catalog_entries
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.inventory import Inventory, parse_node
-from fitgate.operator.logic import ReconcileOutcome, reconcile
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.store import FactsStore
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.logic import ReconcileOutcome, reconcile
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.gpus.inventory import Inventory, parse_node
+from fitgate.operator.schema.config import OperatorConfig
 
 NODE_KINDS = [
     ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}, {"nvidia.com/gpu": "8"}),

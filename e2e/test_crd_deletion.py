@@ -1,7 +1,7 @@
 """Issue 22: deleting the ModelDeployment CRD with 200 objects present leaves nothing Terminating.
 
 kopf puts fitgate.io/finalizer on every ModelDeployment; the operator releases it when the CRD is
-deleted (src/fitgate/operator/finalizers.py). Before, the CRD stayed Terminating for good.
+deleted (src/fitgate/operator/runtime/finalizers.py). Before, the CRD stayed Terminating for good.
 """
 
 from __future__ import annotations

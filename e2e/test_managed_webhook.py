@@ -1,7 +1,7 @@
 """Out of cluster with ``--webhook-managed``: kopf's webhook configurations are not left behind on exit.
 
 kopf creates a ValidatingWebhookConfiguration *and* a MutatingWebhookConfiguration of the managed name
-and, on exit, only empties them; the operator's cleanup deletes both (:mod:`fitgate.operator.managed`).
+and, on exit, only empties them; the operator's cleanup deletes both (:mod:`fitgate.operator.runtime.managed`).
 """
 
 from __future__ import annotations

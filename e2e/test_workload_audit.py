@@ -1,6 +1,6 @@
 """The workload audit run by two replicas at once against the real API server: one Event per verdict change.
 
-Two :class:`~fitgate.operator.audit.WorkloadAudit` instances (the chart's 2 replicas, each with its own
+Two :class:`~fitgate.operator.observation.audit.WorkloadAudit` instances (the chart's 2 replicas, each with its own
 client) audit the same namespace in one pass each. Their evaluations meet at a barrier, so both have read
 the object (the same resourceVersion, no verdict annotation) before either writes: without the
 resourceVersion guard both would post "verdict changed". The verdicts are the real ones (the catalog's
@@ -20,10 +20,10 @@ from e2e.conftest import Kube
 from e2e.test_operator import NODES
 from e2e.test_workloads import apply, chart_deployment, labelled
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
-from fitgate.operator.audit import WorkloadAudit
-from fitgate.operator.inventory import Inventory, parse_node
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.gpus.inventory import Inventory, parse_node
+from fitgate.operator.observation.audit import WorkloadAudit
 from fitgate.workloads import Reading
 
 pytestmark = pytest.mark.e2e

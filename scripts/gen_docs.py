@@ -1,7 +1,7 @@
 """Generate the reference pages of the docs site from the code, and the example outputs the pages show.
 
 * ``docs/reference/crd.md``: every field of the ModelDeployment CRD, from the schema
-  ``fitgate.operator.crd`` builds out of the pydantic models of ``src/fitgate/operator/api.py``
+  ``fitgate.operator.schema.crd`` builds out of the pydantic models of ``src/fitgate/operator/schema/api.py``
   (type, limits, enum, default as described, CEL rules, printer columns).
 * ``docs/reference/helm-values.md``: every chart value, from ``charts/fitgate/values.schema.json``
   (type, limits, enum) with its default and the sentence above it in ``charts/fitgate/values.yaml``.
@@ -94,7 +94,7 @@ def _crd_rows(node: dict[str, Any], path: str, required: set[str], rows: list[st
 
 def crd_markdown() -> str:
     """docs/reference/crd.md: the ModelDeployment CRD, field by field."""
-    from fitgate.operator.crd import crd  # noqa: PLC0415 - needs the package, which the script's caller installed
+    from fitgate.operator.schema.crd import crd  # noqa: PLC0415 - needs the package, which the script's caller installed
 
     doc = crd()
     version = doc["spec"]["versions"][0]
@@ -107,7 +107,8 @@ def crd_markdown() -> str:
         "",
         f"`{doc['spec']['group']}/{version['name']}`, kind `{names['kind']}` (plural `{names['plural']}`, short names "
         + ", ".join(f"`{n}`" for n in names.get("shortNames", []))
-        + "). Generated from the pydantic models of `src/fitgate/operator/api.py` through `fitgate.operator.crd`, "
+        + "). Generated from the pydantic models of `src/fitgate/operator/schema/api.py` through "
+        "`fitgate.operator.schema.crd`, "
         "the same schema as `crds/fitgate.io_modeldeployments.yaml`; `kubectl explain mdep.spec` prints the same "
         "descriptions. Fields marked nullable may be left out; the operator applies the default the description names "
         "(no default is written into your objects).",

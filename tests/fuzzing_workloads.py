@@ -133,7 +133,7 @@ def check_workload(obj: Any) -> str:
 
 def check_workload_admission(obj: Any, memo: kopf.Memo) -> str:
     """validate_workload in a *warn* namespace: admitted (with or without warnings), never denied, never 500."""
-    from fitgate.operator import workload_handlers  # noqa: PLC0415 - the operator only for this target
+    from fitgate.operator.runtime import workload_handlers  # noqa: PLC0415 - the operator only for this target
 
     warnings: list[str] = []
     start = time.monotonic()

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from e2e import tools
 
-from fitgate.operator.crd import render, render_helm
-from fitgate.operator.rbac import required_rules
+from fitgate.operator.runtime.rbac import required_rules
+from fitgate.operator.schema.crd import render, render_helm
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fitgate"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fitgate.operator.rbac import pod_log_rules, workload_audit_rules, workload_configmap_rules
+from fitgate.operator.runtime.rbac import pod_log_rules, workload_audit_rules, workload_configmap_rules
 from tests.test_chart import helm, render_chart
 
 __all__ = ["helm"]

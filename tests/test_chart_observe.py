@@ -190,7 +190,7 @@ def test_the_parser_rejects_broken_promql() -> None:
 
 def test_every_series_the_dashboard_and_alerts_name_exists() -> None:
     """The fitgate_* names in the dashboard and alerts are series the operator exposes."""
-    from fitgate.operator.metrics import Metrics  # noqa: PLC0415
+    from fitgate.operator.base.metrics import Metrics  # noqa: PLC0415
 
     m = Metrics()
     m.observe("ns", "m", "Fits", 1, 1, 1)
@@ -224,7 +224,7 @@ def test_egress_and_prices(helm: Path) -> None:  # noqa: F811
 
 def test_prices_env_is_read_and_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from fitgate.cli import main  # noqa: PLC0415
-    from fitgate.operator.config import OperatorConfig  # noqa: PLC0415
+    from fitgate.operator.schema.config import OperatorConfig  # noqa: PLC0415
 
     monkeypatch.setenv("FITGATE_GPU_HOUR_PRICES", "H100=2.5,L4=0.7")
     assert OperatorConfig.from_env().gpu_hour_prices == "H100=2.5,L4=0.7"

@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 import yaml
 
-from fitgate.operator.api import parse_spec
-from fitgate.operator.audit import audit_action
-from fitgate.operator.cloudlabels import gpu_from_labels, names_a_gpu
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.evaluate import evaluate, status_of
-from fitgate.operator.gpuview import build_inventory
-from fitgate.operator.inventory import Inventory, parse_node, unlabeled_gpus
-from fitgate.operator.logic import SCHEDULABLE_ANNOTATION, decide
-from fitgate.operator.placement import Toleration
-from fitgate.operator.prospects import parse_machine_group, parse_nodeclaim, parse_nodepool, prospects
-from fitgate.operator.workloads import WorkloadVerdict
+from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.decision.logic import SCHEDULABLE_ANNOTATION, decide
+from fitgate.operator.decision.workloads import WorkloadVerdict
+from fitgate.operator.gpus.cloudlabels import gpu_from_labels, names_a_gpu
+from fitgate.operator.gpus.gpuview import build_inventory
+from fitgate.operator.gpus.inventory import Inventory, parse_node, unlabeled_gpus
+from fitgate.operator.gpus.placement import Toleration
+from fitgate.operator.gpus.prospects import parse_machine_group, parse_nodeclaim, parse_nodepool, prospects
+from fitgate.operator.observation.audit import audit_action
+from fitgate.operator.schema.api import parse_spec
+from fitgate.operator.schema.config import OperatorConfig
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.gpus import find_gpu, gpu_catalog
 from fitgate.sizing.instances import gke_accelerator, instance_gpus, instance_types, karpenter_gpu
@@ -424,8 +424,8 @@ def test_the_audit_marks_a_workload_with_no_node_and_clears_it() -> None:
 
 
 def test_the_operator_inventory_carries_the_templates_of_both_cluster_api_versions_once() -> None:
-    from fitgate.operator.nodewatch import NodeWatch  # noqa: PLC0415 - the watch module, only here
-    from fitgate.operator.resourcewatch import Sources  # noqa: PLC0415
+    from fitgate.operator.watches.nodewatch import NodeWatch  # noqa: PLC0415 - the watch module, only here
+    from fitgate.operator.watches.resourcewatch import Sources  # noqa: PLC0415
 
     sources = Sources(lambda: None, lambda: None)
     nodes = NodeWatch(api_factory=lambda: None, sources=sources)
@@ -469,7 +469,7 @@ def test_a_kaito_nodeclaim_names_the_workspace_instance_type() -> None:
 
 
 def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
-    from fitgate.operator.offline import check_files  # noqa: PLC0415
+    from fitgate.operator.decision.offline import check_files  # noqa: PLC0415
 
     def manifest(name: str, model: str, selector: dict[str, str]) -> dict[str, Any]:
         return {

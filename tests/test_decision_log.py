@@ -1,6 +1,6 @@
 """The operator's log says what it decided: one INFO line per decision, naming the object, verdict and reason.
 
-kopf's per-object logger is at WARNING unless ``--verbose`` (operator/run.py), and a denial's kopf ERROR
+kopf's per-object logger is at WARNING unless ``--verbose`` (operator/runtime/run.py), and a denial's kopf ERROR
 line is dropped as not an error; before issue 25 the log of a default install said nothing about either.
 """
 
@@ -13,7 +13,7 @@ import logging
 import kopf
 import pytest
 
-from fitgate.operator import handlers
+from fitgate.operator.runtime import handlers
 from tests.test_operator import H100, MISFIT, SPEC, index, memo, on, validate
 
 

@@ -64,14 +64,14 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page() -> None:
 
 @pytest.mark.parametrize("page", ["crd.md", "helm-values.md", "contributing.md"])
 def test_generated_pages_are_fresh(page: str) -> None:
-    """docs/reference/*.md from src/fitgate/operator/api.py and the chart's schema; docs/contributing.md."""
+    """docs/reference/*.md from src/fitgate/operator/schema/api.py and the chart's schema; docs/contributing.md."""
     pages = {p.name: (p, text) for p, text in GEN.generated_pages().items()}
     path, text = pages[page]
     assert path.read_text() == text, "stale: run python scripts/gen_docs.py"
 
 
 def test_the_crd_page_names_every_spec_field() -> None:
-    from fitgate.operator.api import ModelDeploymentSpec  # noqa: PLC0415
+    from fitgate.operator.schema.api import ModelDeploymentSpec  # noqa: PLC0415
 
     text = (DOCS / "reference" / "crd.md").read_text()
     for name, field in ModelDeploymentSpec.model_fields.items():

@@ -1,4 +1,4 @@
-"""DRA (operator/dra.py, gpuview.py): ResourceSlices in the NVIDIA driver's shape, claims, the CEL forms."""
+"""DRA (operator/gpus/dra.py, gpuview.py): ResourceSlices in the NVIDIA driver's shape, claims, the CEL forms."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fitgate.operator.api import parse_spec
-from fitgate.operator.cel import MAX_EXPRESSION_CHARS, SelectorUnsupportedError, compile_selector, parse_quantity
-from fitgate.operator.dra import (
+from fitgate.operator.decision.evaluate import evaluate
+from fitgate.operator.gpus.cel import MAX_EXPRESSION_CHARS, SelectorUnsupportedError, compile_selector, parse_quantity
+from fitgate.operator.gpus.dra import (
     ClaimError,
     Device,
     DraState,
@@ -23,11 +23,11 @@ from fitgate.operator.dra import (
     gfd_product,
     slice_devices,
 )
-from fitgate.operator.evaluate import evaluate
-from fitgate.operator.gpuview import NodeMeta, build_inventory, merge
-from fitgate.operator.inventory import parse_node
-from fitgate.operator.nodewatch import NodeWatch
-from fitgate.operator.resourcewatch import ResourceWatch, Sources, parse_slice
+from fitgate.operator.gpus.gpuview import NodeMeta, build_inventory, merge
+from fitgate.operator.gpus.inventory import parse_node
+from fitgate.operator.schema.api import parse_spec
+from fitgate.operator.watches.nodewatch import NodeWatch
+from fitgate.operator.watches.resourcewatch import ResourceWatch, Sources, parse_slice
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.units import MiB
 from tests.conftest import model
@@ -377,7 +377,7 @@ def test_missing_template_and_unsupported_selector_are_unknown() -> None:
     assert "device.attributes.exists(a, true)" in odd.message
 
 
-# -- the watches (operator/resourcewatch.py), without a cluster ----------------------------------
+# -- the watches (operator/watches/resourcewatch.py), without a cluster ----------------------------------
 
 
 class _Page:

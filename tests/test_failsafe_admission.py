@@ -21,13 +21,13 @@ import yaml
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve
 from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.resolve import resolve_known
-from fitgate.operator import handlers
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.crd import crd
-from fitgate.operator.logic import reconcile
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.offline import check_files
-from fitgate.operator.store import FactsStore
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.logic import reconcile
+from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.runtime import handlers
+from fitgate.operator.schema.config import OperatorConfig
+from fitgate.operator.schema.crd import crd
 from tests.test_operator import H100, gpus, index
 
 MISFIT_70B = {"model": {"name": "meta-llama/Llama-3.1-70B-Instruct"}, "serving": {"maxModelLen": 32768}}

@@ -7,8 +7,8 @@ from typing import Any
 
 import kopf
 
-from fitgate.operator import finalizers
-from fitgate.operator.finalizers import FINALIZER, crd_deleting, release_all, released
+from fitgate.operator.runtime import finalizers
+from fitgate.operator.runtime.finalizers import FINALIZER, crd_deleting, release_all, released
 
 
 class FakeApi:

@@ -14,7 +14,8 @@ import kopf
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from fitgate.operator import bounded, workload_handlers
+from fitgate.operator.base import bounded
+from fitgate.operator.runtime import workload_handlers
 from fitgate.settings import ParseBudgets
 from fitgate.workloads import reader
 from fitgate.workloads.bounds import configure

@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from fitgate.operator.inventory import node_gpus
+from fitgate.operator.gpus.inventory import node_gpus
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import custom_gpu, find_gpu, gpu_catalog, lookup_gpu
 from fitgate.sizing.units import GiB

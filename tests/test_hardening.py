@@ -15,8 +15,8 @@ from typing import Any
 import kopf
 import pytest
 
-from fitgate.operator import workload_handlers
-from fitgate.operator.offline import check_files
+from fitgate.operator.decision.offline import check_files
+from fitgate.operator.runtime import workload_handlers
 from fitgate.settings import OperatorConfig, ParseBudgets
 from fitgate.workloads import read_workload, reader
 from fitgate.workloads.bounds import BudgetError, budgets, check_yaml, configure, load_yaml

@@ -14,10 +14,10 @@ import pytest
 from fitgate.cli import main
 from fitgate.observe.logparse import parse_lines
 from fitgate.observe.metrics import MetricsError, increase, parse_scrape
-from fitgate.operator import observe as observe_module
-from fitgate.operator.api import ModelDeploymentStatus
-from fitgate.operator.observe import Observer, no_log, targets
-from fitgate.operator.run import RedactSecrets
+from fitgate.operator.observation import observe as observe_module
+from fitgate.operator.observation.observe import Observer, no_log, targets
+from fitgate.operator.runtime.run import RedactSecrets
+from fitgate.operator.schema.api import ModelDeploymentStatus
 from tests.test_observe_operator import STATUS, pod, spec
 
 # vLLM 0.33's families (vllm/v1/metrics/loggers.py), one engine

@@ -18,8 +18,8 @@ from huggingface_hub import constants
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve
 from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.hub import HubSettings, HubSource
-from fitgate.operator.api import ModelRef
-from fitgate.operator.store import FactsStore
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.schema.api import ModelRef
 from tests.hub_server import HubRepo, HubServer, faithful_safetensors
 from tests.test_hub import SHA_MAIN, llama8b_files, tiny_files
 

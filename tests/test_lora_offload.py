@@ -14,11 +14,11 @@ import pytest
 from fitgate.cli import main
 from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config
-from fitgate.operator.api import SpecError, parse_spec
-from fitgate.operator.evaluate import evaluate
-from fitgate.operator.evaluate import serving_config as spec_serving
-from fitgate.operator.inventory import parse_node
-from fitgate.operator.workloads import evaluate_reading
+from fitgate.operator.decision.evaluate import evaluate
+from fitgate.operator.decision.evaluate import serving_config as spec_serving
+from fitgate.operator.decision.workloads import evaluate_reading
+from fitgate.operator.gpus.inventory import parse_node
+from fitgate.operator.schema.api import SpecError, parse_spec
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import cuda_graph_bytes
 from fitgate.sizing.advice import suggest

@@ -7,8 +7,8 @@ import socket
 
 import httpx2
 
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.metrics_auth import CACHE_S, MetricsAuth
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.base.metrics_auth import CACHE_S, MetricsAuth
 from fitgate.settings import OperatorConfig
 
 

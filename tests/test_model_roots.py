@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from fitgate.checkpoints import CheckpointError, resolve
-from fitgate.operator.api import ModelRef
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.store import FactsStore
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.schema.api import ModelRef
+from fitgate.operator.schema.config import OperatorConfig
 from tests.test_cli import write_tiny_checkpoint
 
 

@@ -20,7 +20,7 @@ from fitgate.observe.metrics import (
     pod_window,
     window_cost_usd,
 )
-from fitgate.operator.scrape import ScrapeError, ScrapeLimits, fetch_metrics
+from fitgate.operator.observation.scrape import ScrapeError, ScrapeLimits, fetch_metrics
 from tests.vllm_metrics_server import VllmMetrics
 
 

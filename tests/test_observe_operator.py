@@ -1,4 +1,4 @@
-"""The operator's observer (operator/observe.py) against real loopback vLLM metrics servers: pods as the
+"""The operator's observer (operator/observation/observe.py) against real loopback vLLM metrics servers: pods as the
 API server returns them, status.observed, PredictionVerified / AtCapacity, the drift Event, and faults
 that must not block it."""
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from fitgate.operator.api import ModelDeploymentStatus, parse_spec
-from fitgate.operator.evaluate import kept_conditions, same_outcome
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.observe import Observer, drop_conditions, no_log, put_conditions, targets
-from fitgate.operator.scrape import ScrapeLimits
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.evaluate import kept_conditions, same_outcome
+from fitgate.operator.observation.observe import Observer, drop_conditions, no_log, put_conditions, targets
+from fitgate.operator.observation.scrape import ScrapeLimits
+from fitgate.operator.schema.api import ModelDeploymentStatus, parse_spec
 from fitgate.sizing.cost import parse_gpu_prices
 from tests.vllm_metrics_server import VllmMetrics
 
@@ -305,7 +305,7 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
     """handlers.modeldeployment_observe called as kopf calls it (kopf decorators return the function)."""
     import kopf  # noqa: PLC0415
 
-    from fitgate.operator import handlers  # noqa: PLC0415
+    from fitgate.operator.runtime import handlers  # noqa: PLC0415
 
     posted: list[tuple[str, str]] = []
     monkeypatch.setattr(kopf, "event", lambda body, type, reason, message: posted.append((type, reason)))
@@ -356,7 +356,7 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
 def test_the_timer_runs_while_anything_of_the_observer_is_left() -> None:
     import kopf  # noqa: PLC0415
 
-    from fitgate.operator import handlers  # noqa: PLC0415
+    from fitgate.operator.runtime import handlers  # noqa: PLC0415
 
     def runs(raw: dict[str, Any]) -> bool:
         body = kopf.Body(raw)
@@ -369,7 +369,7 @@ def test_the_timer_runs_while_anything_of_the_observer_is_left() -> None:
 
 
 def test_observe_spec_is_checked_with_the_field_named() -> None:
-    from fitgate.operator.api import SpecError  # noqa: PLC0415
+    from fitgate.operator.schema.api import SpecError  # noqa: PLC0415
 
     with pytest.raises(SpecError) as info:
         spec(selector={}, intervalSeconds=0, port=70000)

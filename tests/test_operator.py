@@ -17,18 +17,19 @@ import yaml
 
 from fitgate.checkpoints import CheckpointError, resolve
 from fitgate.cli import main as cli_main
-from fitgate.operator import handlers, logic
-from fitgate.operator.api import ModelDeploymentStatus, ModelRef, SpecError, parse_spec
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.crd import crd, render
-from fitgate.operator.evaluate import evaluate, same_outcome, status_of, unknown
-from fitgate.operator.inventory import group_pools, inventory_hash, parse_node
-from fitgate.operator.logic import admit, reconcile
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.nodewatch import NodeWatch
-from fitgate.operator.offline import check_files
-from fitgate.operator.run import DenialsAreNotErrors
-from fitgate.operator.store import FactsStore
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import logic
+from fitgate.operator.decision.evaluate import evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.logic import admit, reconcile
+from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.gpus.inventory import group_pools, inventory_hash, parse_node
+from fitgate.operator.runtime import handlers
+from fitgate.operator.runtime.run import DenialsAreNotErrors
+from fitgate.operator.schema.api import ModelDeploymentStatus, ModelRef, SpecError, parse_spec
+from fitgate.operator.schema.config import OperatorConfig
+from fitgate.operator.schema.crd import crd, render
+from fitgate.operator.watches.nodewatch import NodeWatch
 from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
 from tests.conftest import model
 
@@ -105,7 +106,7 @@ MISFIT = {
 
 def test_crd_in_repo_matches_the_models() -> None:
     assert (REPO / "crds" / "fitgate.io_modeldeployments.yaml").read_text() == render(), (
-        "crds/ drifted from src/fitgate/operator/api.py: run python -m fitgate.operator.crd > crds/...yaml"
+        "crds/ drifted from src/fitgate/operator/schema/api.py: run python -m fitgate.operator.crd > crds/...yaml"
     )
 
 
@@ -852,7 +853,7 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
     """One set of names and limits for the CLI, the sizing core and the CRD."""
     from typing import get_args  # noqa: PLC0415
 
-    from fitgate.operator.api import Serving, WorkloadSpec  # noqa: PLC0415
+    from fitgate.operator.schema.api import Serving, WorkloadSpec  # noqa: PLC0415
     from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
     from fitgate.sizing.dtypes import KV_CACHE_DTYPES  # noqa: PLC0415
 

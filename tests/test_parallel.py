@@ -17,8 +17,8 @@ from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
 from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config as log_serving
-from fitgate.operator.api import parse_spec
-from fitgate.operator.evaluate import serving_config as spec_serving
+from fitgate.operator.decision.evaluate import serving_config as spec_serving
+from fitgate.operator.schema.api import parse_spec
 from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, lookup_gpu, plan, suggest
 from fitgate.sizing.capacity import search
 from fitgate.sizing.parallel import (
@@ -372,7 +372,7 @@ def test_reader_eplb_and_all2all_backend_from_flags_and_old_env() -> None:
 
 
 def test_check_admits_the_documented_dp8_ep_and_wide_ep_deployments(tmp_path: Path) -> None:
-    from fitgate.operator.offline import check_files  # noqa: PLC0415
+    from fitgate.operator.decision.offline import check_files  # noqa: PLC0415
 
     lws_args = ["vllm", "serve", "deepseek-ai/DeepSeek-V3", "-dp", "16", "-dpl", "8", "-ep"]
     lws_args += ["--all2all-backend", "deepep_low_latency"]
@@ -478,7 +478,7 @@ def test_a_multi_node_ep_group_at_a_very_high_budget_is_tight_not_denied() -> No
 
 
 def test_a_dp_workloads_fix_counts_its_gpus_once(tmp_path: Path) -> None:
-    from fitgate.operator.offline import check_files  # noqa: PLC0415
+    from fitgate.operator.decision.offline import check_files  # noqa: PLC0415
 
     # DP 8 + EP on 8 x H100: 96 GiB of weights per 80 GiB card. The fix is TP 2 in each of the 8 ranks:
     # TP 2 x DP 8 = 16 GPUs in the pod (the suggestion's GPUs already include DP; not 16 x 8)

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from fitgate.operator.audit import WorkloadAudit
-from fitgate.operator.inventory import parse_node
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.policyreport import NAME, PolicyReports, report, result
-from fitgate.operator.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.gpus.inventory import parse_node
+from fitgate.operator.observation.audit import WorkloadAudit
+from fitgate.operator.observation.policyreport import NAME, PolicyReports, report, result
 from fitgate.workloads import Reading
 from tests.conftest import model
 from tests.test_operator import H100, L4

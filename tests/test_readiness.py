@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from fitgate.operator import handlers
-from fitgate.operator.metrics import Metrics
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.runtime import handlers
 from tests.test_operator import H100, index
 
 

@@ -18,8 +18,8 @@ from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
 from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config as serving_config_of_log
-from fitgate.operator.api import parse_spec
-from fitgate.operator.evaluate import serving_config
+from fitgate.operator.decision.evaluate import serving_config
+from fitgate.operator.schema.api import parse_spec
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES
 from fitgate.sizing.architecture import parse_config

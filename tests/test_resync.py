@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from fitgate.operator import logic
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.inventory import Inventory
-from fitgate.operator.logic import ReconcileOutcome, forget, reconcile
-from fitgate.operator.metrics import Metrics
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import logic
+from fitgate.operator.decision.logic import ReconcileOutcome, forget, reconcile
+from fitgate.operator.gpus.inventory import Inventory
+from fitgate.operator.schema.config import OperatorConfig
 from tests.test_operator import H100, L4, SPEC, FakeStore, gpus
 
 

@@ -1,4 +1,4 @@
-"""Shared GPUs (operator/sharing.py), placement (operator/placement.py) and what the evaluation makes of them."""
+"""Shared GPUs (operator/gpus/sharing.py), placement (operator/gpus/placement.py) and what the evaluation makes of them."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from fitgate.operator.api import parse_spec
-from fitgate.operator.evaluate import evaluate, status_of
-from fitgate.operator.gpuview import build_inventory
-from fitgate.operator.inventory import Inventory, PodGpus, parse_node
-from fitgate.operator.placement import (
+from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.gpus.gpuview import build_inventory
+from fitgate.operator.gpus.inventory import Inventory, PodGpus, parse_node
+from fitgate.operator.gpus.placement import (
     Taint,
     Toleration,
     blocking_taint,
@@ -18,7 +17,7 @@ from fitgate.operator.placement import (
     holds_gpus,
     replicas_placed,
 )
-from fitgate.operator.sharing import (
+from fitgate.operator.gpus.sharing import (
     Mechanism,
     Share,
     ShareError,
@@ -27,6 +26,7 @@ from fitgate.operator.sharing import (
     node_share,
     pod_share,
 )
+from fitgate.operator.schema.api import parse_spec
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.gpus import find_gpu
@@ -256,7 +256,7 @@ def test_gpus_held_by_pods_are_not_free_and_replicas_become_unschedulable() -> N
 
 
 def test_gpus_in_use_are_warned_and_a_pool_too_small_is_denied() -> None:
-    from fitgate.operator.logic import decide  # noqa: PLC0415
+    from fitgate.operator.decision.logic import decide  # noqa: PLC0415
 
     pods = {("other", f"p{i}"): PodGpus("h-0", (("nvidia.com/gpu", 3),)) for i in range(2)}  # 6 of 8 held
     inv = inventory(node("h-0", {}, 8), pods=pods)

@@ -19,17 +19,17 @@ import kopf
 import pytest
 
 from fitgate.checkpoints import ModelFacts
-from fitgate.operator import handlers
-from fitgate.operator.config import OperatorConfig
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.store import DaemonPool, FactsStore
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.store import DaemonPool, FactsStore
+from fitgate.operator.runtime import handlers
+from fitgate.operator.schema.config import OperatorConfig
 from tests.test_operator import H100, Stopped, index, start_resync
 
 HUNG_EXIT = textwrap.dedent(
     """
     import asyncio, threading, time
-    from fitgate.operator.api import ModelRef
-    from fitgate.operator.store import FactsStore
+    from fitgate.operator.schema.api import ModelRef
+    from fitgate.operator.decision.store import FactsStore
 
     def hung(name, rev, source):
         threading.Event().wait(60)  # a Hub resolution that has not reached its deadline yet
@@ -58,7 +58,7 @@ def test_the_process_exits_without_waiting_for_hung_resolutions() -> None:
 STUCK_EXIT = textwrap.dedent(
     """
     import threading
-    from fitgate.operator import shutdown
+    from fitgate.operator.runtime import shutdown
 
     def stuck_in_an_api_call():
         threading.Event().wait(60)  # a non-daemon thread: the interpreter joins it at exit

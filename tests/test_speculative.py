@@ -17,7 +17,7 @@ from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
 from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config
-from fitgate.operator.api import SpecError, parse_spec
+from fitgate.operator.schema.api import SpecError, parse_spec
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.advice import engine_args
 from fitgate.sizing.architecture import parse_config

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx2
 from e2e.cluster import CertificateAuthority
 
-from fitgate.operator.webhook import GuardedWebhookServer
+from fitgate.operator.runtime.webhook import GuardedWebhookServer
 from fitgate.settings import OperatorConfig
 
 

@@ -1,4 +1,4 @@
-"""The workload observer (operator/workload_observe.py) against real loopback vLLM metrics servers
+"""The workload observer (operator/observation/workload_observe.py) against real loopback vLLM metrics servers
 (tests/vllm_metrics_server.py): the pods of an audited workload, fitgate.io/observed, the drift Event once,
 the fitgate_workload_* series, and a bad pod that must not block the pass. The I/O on a real API server
 runs in e2e/test_workload_observe.py."""
@@ -17,11 +17,12 @@ import pytest
 import yaml
 
 from fitgate.observe.metrics import Observation
-from fitgate.operator.inventory import parse_node
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.observe import Observer, PodsRead, no_log
-from fitgate.operator.scrape import ScrapeLimits
-from fitgate.operator.workload_observe import (
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.gpus.inventory import parse_node
+from fitgate.operator.observation.observe import Observer, PodsRead, no_log
+from fitgate.operator.observation.scrape import ScrapeLimits
+from fitgate.operator.observation.workload_observe import (
     OBSERVED_ANNOTATION,
     REWRITE_S,
     Audited,
@@ -30,7 +31,6 @@ from fitgate.operator.workload_observe import (
     observed_annotation,
     predicted_blocks,
 )
-from fitgate.operator.workloads import WorkloadVerdict, evaluate_reading
 from fitgate.workloads import read_workload
 from tests.conftest import model
 from tests.test_operator import H100

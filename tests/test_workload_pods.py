@@ -122,7 +122,7 @@ def test_metrics_port_from_the_workloads_args() -> None:
     assert reading is not None and metrics_port(reading.args) == 8080  # --port 8080 in the leader's command
     reading = read_workload(fixture("production-stack-deployment.yaml"))
     assert reading is not None and metrics_port(reading.args) == 8000
-    assert metrics_port({}) is None  # the pod's container ports decide (operator/observe.py)
+    assert metrics_port({}) is None  # the pod's container ports decide (operator/observation/observe.py)
     assert metrics_port({"--port": "$(PORT)"}) is None and metrics_port({"--port": "70000"}) is None
 
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fitgate.operator.audit import ConflictError, WorkloadAudit, audit_action
-from fitgate.operator.inventory import parse_node
-from fitgate.operator.metrics import Metrics
-from fitgate.operator.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.workloads import WorkloadVerdict, evaluate_reading
+from fitgate.operator.gpus.inventory import parse_node
+from fitgate.operator.observation.audit import ConflictError, WorkloadAudit, audit_action
 from fitgate.settings import OperatorConfig
 from fitgate.workloads import read_workload
 from tests.conftest import model

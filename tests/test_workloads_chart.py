@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fitgate.operator.rbac import workload_audit_rules, workload_configmap_rules
+from fitgate.operator.runtime.rbac import workload_audit_rules, workload_configmap_rules
 from tests.test_chart import helm, render_chart
 
 __all__ = ["helm"]

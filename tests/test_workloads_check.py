@@ -192,9 +192,9 @@ def test_the_whole_helm_template_output_of_the_production_stack_chart(capsys: py
 
 def test_model_deployment_nodes_per_replica() -> None:
     """placement.nodesPerReplica: a replica of TP 8 x PP 2 spans 2 nodes of 8 GPUs, and needs 2 such nodes."""
-    from fitgate.operator.api import parse_spec  # noqa: PLC0415
-    from fitgate.operator.evaluate import evaluate  # noqa: PLC0415
-    from fitgate.operator.inventory import parse_node  # noqa: PLC0415
+    from fitgate.operator.decision.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.gpus.inventory import parse_node  # noqa: PLC0415
+    from fitgate.operator.schema.api import parse_spec  # noqa: PLC0415
     from tests.conftest import model  # noqa: PLC0415
     from tests.test_operator import H100  # noqa: PLC0415
 
@@ -233,10 +233,10 @@ def test_check_a_model_deployment_spanning_two_nodes(tmp_path: Path, capsys: pyt
 
 def test_data_parallel_counts_in_the_per_node_check() -> None:
     """placement.dataParallelSize: each rank holds TP x PP GPUs, so a replica needs TP x PP x DP on its nodes."""
-    from fitgate.operator.api import parse_spec  # noqa: PLC0415
-    from fitgate.operator.evaluate import evaluate  # noqa: PLC0415
-    from fitgate.operator.inventory import parse_node  # noqa: PLC0415
-    from fitgate.operator.workloads import evaluate_reading  # noqa: PLC0415
+    from fitgate.operator.decision.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.decision.workloads import evaluate_reading  # noqa: PLC0415
+    from fitgate.operator.gpus.inventory import parse_node  # noqa: PLC0415
+    from fitgate.operator.schema.api import parse_spec  # noqa: PLC0415
     from fitgate.workloads import read_workload  # noqa: PLC0415
     from tests.conftest import model  # noqa: PLC0415
     from tests.test_operator import H100  # noqa: PLC0415

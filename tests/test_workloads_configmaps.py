@@ -21,8 +21,8 @@ import kopf
 import pytest
 from kubernetes import client
 
-from fitgate.operator import workload_handlers
-from fitgate.operator.configmaps import ConfigMaps
+from fitgate.operator.runtime import workload_handlers
+from fitgate.operator.runtime.configmaps import ConfigMaps
 from tests.test_operator import L4, index, memo, on
 
 CONFIG = "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\n"

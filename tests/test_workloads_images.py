@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fitgate.operator.workloads import decide_workload, evaluate_reading
+from fitgate.operator.decision.workloads import decide_workload, evaluate_reading
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION
 from fitgate.workloads import read_workload, release_of_image
 from fitgate.workloads.images import image_release

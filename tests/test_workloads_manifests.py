@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fitgate.operator.offline import check_files
-from fitgate.operator.workloads import decide_workload, evaluate_reading
+from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.workloads import decide_workload, evaluate_reading
 from fitgate.workloads import read_workload
 from fitgate.workloads.kinds import KINDS, admitted_kinds, find_kind
 from tests.test_chart import helm, render_chart
@@ -192,8 +192,8 @@ def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
 
 
 def test_the_webhook_and_audit_take_their_kinds_from_the_registry() -> None:
-    from fitgate.operator.audit import AUDITED  # noqa: PLC0415
-    from fitgate.operator.workload_handlers import WORKLOAD_RESOURCES  # noqa: PLC0415
+    from fitgate.operator.observation.audit import AUDITED  # noqa: PLC0415
+    from fitgate.operator.runtime.workload_handlers import WORKLOAD_RESOURCES  # noqa: PLC0415
 
     assert ("kaito.sh", "v1beta1", "workspaces", "Workspace") in AUDITED
     assert ("kaito.sh", "v1alpha1", "workspaces") in WORKLOAD_RESOURCES  # every served version is admitted

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fitgate.operator.api import parse_spec
+from fitgate.operator.schema.api import parse_spec
 from fitgate.workloads import expand_k8s, find_engine_command, read_workload, release_of_image
 from fitgate.workloads.argv import human_int, long_name
 
@@ -647,7 +647,7 @@ def test_origins_say_where_each_value_was_written() -> None:
         "--model": ("config", "vllm-config", "config.yaml", "model"),
     }
     assert "--dtype" not in r.origins  # a literal on the command line
-    from fitgate.operator.workloads import edit_of  # noqa: PLC0415
+    from fitgate.operator.decision.workloads import edit_of  # noqa: PLC0415
 
     # a flag written nowhere yet goes where the user keeps the rest: vLLM's --config keys are the flags' names
     assert edit_of(r, "--max-num-seqs", "16") == (
@@ -656,7 +656,7 @@ def test_origins_say_where_each_value_was_written() -> None:
 
 
 def test_llm_inference_service_origins_are_its_fields_and_additional_args() -> None:
-    from fitgate.operator.workloads import edit_of  # noqa: PLC0415
+    from fitgate.operator.decision.workloads import edit_of  # noqa: PLC0415
 
     r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
     assert r is not None

@@ -12,7 +12,7 @@ import kopf
 import pytest
 import yaml
 
-from fitgate.operator import workload_handlers
+from fitgate.operator.runtime import workload_handlers
 from fitgate.settings import OperatorConfig
 from tests.test_operator import H100, L4, index, memo, on
 
@@ -173,7 +173,7 @@ def test_fix_names_the_env_variable_of_a_shell_script() -> None:
 
 def test_fix_names_the_config_file_a_value_came_from() -> None:
     # the settings in a --config file (vLLM reads `kv_cache_dtype: auto` as --kv-cache-dtype auto)
-    from fitgate.operator.configmaps import ConfigMaps  # noqa: PLC0415
+    from fitgate.operator.runtime.configmaps import ConfigMaps  # noqa: PLC0415
 
     obj = copy.deepcopy(CHART)
     pod = obj["spec"]["template"]["spec"]

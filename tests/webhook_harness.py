@@ -32,7 +32,7 @@ async def webhook_url(guarded: bool = True) -> AsyncIterator[str]:
     )
     server_type = kopf.WebhookServer
     if guarded:
-        from fitgate.operator.webhook import GuardedWebhookServer  # noqa: PLC0415 - kopf's own server runs without it
+        from fitgate.operator.runtime.webhook import GuardedWebhookServer  # noqa: PLC0415 - kopf's own server runs without it
 
         server_type = GuardedWebhookServer
     async with server_type(addr="127.0.0.1", port=0, insecure=True) as server:  # stops the server on exit

@@ -1280,7 +1280,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``fitgate check FILE...``: the admission decision, offline."""
-    from fitgate.operator.offline import check_files  # noqa: PLC0415 - keeps `fitgate plan` light
+    from fitgate.operator.decision.offline import check_files  # noqa: PLC0415 - keeps `fitgate plan` light
 
     results = check_files(args.files, gpu_name=args.gpu, gpus_per_node=args.gpus_per_node)
     if args.output == "json":
@@ -1316,7 +1316,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
             raise SettingsError(
                 "FITGATE_GPU_HOUR_PRICES", config.gpu_hour_prices, f"one price or GPU=USD items ({exc})"
             ) from None
-    from fitgate.operator.run import run_operator  # noqa: PLC0415 - imports kopf only for this command
+    from fitgate.operator.runtime.run import run_operator  # noqa: PLC0415 - imports kopf only for this command
 
     return run_operator(
         dataclasses.replace(settings, operator=config),

@@ -400,14 +400,14 @@ class OperatorConfig:
             active replica, the standby takes over once this has passed since the last keep-alive.
         gpu_hour_prices: ``FITGATE_GPU_HOUR_PRICES`` as written (checked against the GPU catalog when the
             operator starts), for status.observed.usdPerRequest.
-        shutdown_s: Seconds from SIGTERM for the operator to exit (:mod:`fitgate.operator.shutdown`); the chart
+        shutdown_s: Seconds from SIGTERM for the operator to exit (:mod:`fitgate.operator.runtime.shutdown`); the chart
             gives the pod 10 s more (``terminationGracePeriodSeconds``).
         scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe).
         workload_webhook: Serve the vLLM workload webhook paths (Deployments, LeaderWorkerSets, ...).
         workload_audit_s: Seconds between audits of existing vLLM workloads (0: off).
         workload_observe: Each audit also reads the serving pods of the audited workloads (their vLLM
             /metrics, the log of one that failed to start): annotation ``fitgate.io/observed``, a drift
-            Event, ``fitgate_workload_*`` series (:mod:`fitgate.operator.workload_observe`).
+            Event, ``fitgate_workload_*`` series (:mod:`fitgate.operator.observation.workload_observe`).
         workload_audit_objects: The audit also lists its kinds in every namespace (paged) for objects that opt
             in with the ``fitgate.io/validate`` annotation where the namespace is not labelled.
         workload_annotate: The audit writes ``fitgate.io/verdict`` / ``recommended-args`` annotations and the
@@ -416,7 +416,7 @@ class OperatorConfig:
         webhook_client_ca: CA file a webhook client's certificate must chain to (``FITGATE_WEBHOOK_CLIENT_CA``):
             set, only the API server (configured to present such a certificate) can send reviews.
         metrics_auth: /metrics needs a token a TokenReview authenticates and a SubjectAccessReview allows
-            (``FITGATE_METRICS_AUTH``; :mod:`fitgate.operator.metrics_auth`).
+            (``FITGATE_METRICS_AUTH``; :mod:`fitgate.operator.base.metrics_auth`).
         workload_configmaps: Read the ConfigMap a workload's ``--config`` file is mounted from (one ``get``,
             cached 30 s); off, such a verdict is Unknown.
     """

@@ -42,7 +42,7 @@ class ReasonCode(StrEnum):
     # A vLLM workload (Deployment, LeaderWorkerSet, ...): its pods ask for fewer GPUs than TP x PP, or a
     # setting cannot be known (a variable from a Secret, a --config file outside the manifests read)
     GPU_LIMIT_BELOW_PARALLELISM = "GPULimitBelowParallelism"
-    # GPU inventory beyond node labels (operator/dra.py, sharing.py, placement.py): vLLM's gmu asks for more
+    # GPU inventory beyond node labels (operator/gpus/dra.py, sharing.py, placement.py): vLLM's gmu asks for more
     # than a shared card's slice; the replicas cannot all be placed on free GPUs; a ResourceClaimTemplate or a
     # device selector that cannot be read or evaluated
     GPU_MEMORY_UTILIZATION_EXCEEDS_SHARE = "GpuMemoryUtilizationExceedsShare"

@@ -1,8 +1,8 @@
 """The one registry of workload kinds fitgate reads: every consumer takes its list from here.
 
 The reader (:func:`fitgate.workloads.read_workload`), the pod selectors of the observer
-(:mod:`fitgate.workloads.pods`), the audit's lists (``operator/audit.py`` ``AUDITED``) and its RBAC
-(``operator/rbac.py``), the webhook's registrations (``operator/workload_handlers.py``
+(:mod:`fitgate.workloads.pods`), the audit's lists (``operator/observation/audit.py`` ``AUDITED``) and its RBAC
+(``operator/runtime/rbac.py``), the webhook's registrations (``operator/runtime/workload_handlers.py``
 ``WORKLOAD_RESOURCES``) and the chart's admission rules (``workloadWebhook.rules`` in values.yaml, checked
 against :data:`KINDS` by ``tests/test_workloads_kinds.py``). Adding a kind is one entry here, its reader,
 and the chart rule the test asks for.

@@ -1,6 +1,6 @@
 """Which pods serve a vLLM workload: the label selector of each kind the audit reads (pure).
 
-The workload observer (:mod:`fitgate.operator.workload_observe`) lists these pods and reads their vLLM
+The workload observer (:mod:`fitgate.operator.observation.workload_observe`) lists these pods and reads their vLLM
 ``/metrics``. Each kind's selector is the one its controller puts on the pods it creates:
 
 * Deployment, StatefulSet, ReplicaSet, Job: ``spec.selector`` (``matchLabels`` and ``matchExpressions``),

@@ -69,7 +69,7 @@ class Reading:
         """Why the pods ask for fewer GPUs than the engine uses, or None when they ask for enough."""
         need = self.parallel_gpus
         if self.gpus_per_replica >= need or (self.claim_template and not self.gpus_per_replica):
-            return None  # a DRA claim's count is checked against TP x PP with the template (operator/poolplan.py)
+            return None  # a DRA claim's count is checked against TP x PP with the template (decision/poolplan.py)
         tp = self.serving.get("tensorParallelSize", 1)
         pp = self.serving.get("pipelineParallelSize", 1)
         what = f"TP {tp} x PP {pp}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")

@@ -1,0 +1,1 @@
+"""Shared plumbing: the Kubernetes client, bounded reads off the event loop, Prometheus metrics and their auth."""

@@ -1,0 +1,400 @@
+"""What reconcile and admission decide, as plain async functions (no kopf): the handlers only call these.
+
+Both go through :func:`fitgate.operator.decision.evaluate.evaluate`, so the webhook and the status always agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.evaluate import Evaluation, evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.store import FactsStore, Known
+from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
+from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
+from fitgate.operator.schema.config import OperatorConfig, UnknownPolicy
+from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
+from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
+
+#: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
+#: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
+#: would print "... is invalid" and drop the numbers and the fix. 400 and 403 show the whole message.
+DENIED_INVALID = 400  # the spec cannot be served whatever the GPUs (BadRequest)
+DENIED_MISFIT = 403  # the policy refuses a deployment that does not fit (Forbidden)
+
+VERDICT_ANNOTATION = "fitgate.io/verdict"
+ARGS_ANNOTATION = "fitgate.io/recommended-args"
+#: On an audited workload while no node of its GPU exists (docs/clusters.md): ``NoNodeYet``, removed when one joins.
+SCHEDULABLE_ANNOTATION = "fitgate.io/schedulable"
+
+
+def no_node_yet(ev: Evaluation) -> bool:
+    """Whether no node of the placement's GPU exists yet (a fit verdict on the GPU alone, or Unknown for it)."""
+    return bool(ev.no_node) or ev.reason is ReasonCode.NO_NODE_YET
+
+
+@dataclass(frozen=True)
+class ReconcileOutcome:
+    """What to patch and post after evaluating one ModelDeployment."""
+
+    status: dict[str, Any] | None  # None: nothing changed, no patch
+    annotations: dict[str, str]
+    event: tuple[str, str, str] | None  # (type, reason, message) when the verdict changed
+    evaluation: Evaluation
+    retry_in_s: float | None = None  # resolution still pending or transiently failing
+
+
+@dataclass(frozen=True)
+class AdmissionOutcome:
+    """The webhook's answer."""
+
+    allowed: bool
+    message: str
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    result: str = "allowed"  # allowed | warned | denied
+    code: int = DENIED_MISFIT  # the HTTP code of a denial
+
+
+class EvaluationCache:
+    """Recent evaluations keyed by (spec, inventory snapshot, checkpoint facts).
+
+    The same spec against the same cluster is answered without planning again (GitOps re-applies,
+    dry runs, retries).
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._entries: dict[str, tuple[object, object, Evaluation]] = {}
+
+    def get(self, key: str, inventory: object, known: object) -> Evaluation | None:
+        """The cached evaluation if it was made with these very inventory and facts objects."""
+        hit = self._entries.get(key)
+        if hit is None or hit[0] is not inventory or hit[1] is not known:
+            return None
+        return hit[2]
+
+    def put(self, key: str, inventory: object, known: object, evaluation: Evaluation) -> None:
+        """Remember an evaluation, dropping the oldest when full."""
+        if len(self._entries) >= self.size:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = (inventory, known, evaluation)
+
+
+_CACHE = EvaluationCache()
+
+
+@dataclass(frozen=True)
+class _Last:
+    """One object's last reconcile: what it was computed from and what it wrote."""
+
+    raw_key: str
+    generation: int
+    spec: ModelDeploymentSpec
+    inventory: object
+    known: object
+    status: Mapping[str, Any]
+    outcome: ReconcileOutcome
+
+
+class LastReconciles:
+    """Each live ModelDeployment's last reconcile, keyed by (namespace, name): one entry an object.
+
+    A resync of an unchanged object (same raw spec and generation, the same inventory snapshot, the same
+    fresh checkpoint facts, and the status it wrote still in place) is answered from here without parsing,
+    planning or rendering, whatever the cluster's size: the shared :class:`EvaluationCache` holds a fixed
+    number of recent specs and thrashed when a cluster had more distinct specs than that (issue 23: 5,820
+    specs for 1,024 entries, so every 60 s round re-planned them all). Memory is bounded per object: an
+    entry is replaced on each reconcile and dropped when the object is deleted (:func:`forget`).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], _Last] = {}
+
+    def get(self, owner: tuple[str, str]) -> _Last | None:
+        """The object's last reconcile, if any."""
+        return self._entries.get(owner)
+
+    def put(self, owner: tuple[str, str], last: _Last) -> None:
+        """Remember the object's last reconcile (replaces the previous one)."""
+        self._entries[owner] = last
+
+    def forget(self, owner: tuple[str, str]) -> None:
+        """Drop a deleted object's entry."""
+        self._entries.pop(owner, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_LAST = LastReconciles()
+
+
+def forget(namespace: str, name: str) -> None:
+    """Forget a deleted ModelDeployment's last reconcile."""
+    _LAST.forget((namespace, name))
+
+
+def _raw_key(raw_spec: Mapping[str, Any]) -> str | None:
+    try:
+        return json.dumps(raw_spec, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON data (never from the API server): no fast path
+        return None
+
+
+def prices_for(spec: ModelDeploymentSpec, config: OperatorConfig | None) -> GpuPrices | None:
+    """The GPU prices that choose among pools: the spec's own price, else the operator's (FITGATE_GPU_HOUR_PRICES)."""
+    if spec.economics is not None and spec.economics.gpu_hour_price_usd is not None:
+        return GpuPrices(spec.economics.gpu_hour_price_usd)
+    text = config.gpu_hour_prices if config is not None else ""
+    if not text:
+        return None
+    try:
+        return _parsed_prices(text)
+    except SizingError:  # checked at start-up (cli.py); never fail an evaluation on it
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_prices(text: str) -> GpuPrices:
+    return parse_gpu_prices(text)
+
+
+async def _evaluate(
+    spec: ModelDeploymentSpec,
+    nodes: Inventory | Iterable[NodeGPUs],
+    store: FactsStore,
+    timeout_s: float,
+    blocking: bool,
+    namespace: str = "",
+    prices: GpuPrices | None = None,
+    lane: str = "admission",
+) -> tuple[Evaluation, bool]:
+    """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
+
+    While a Hub resolution is pending or failing transiently, the evaluation uses the facts known without
+    the Hub (on-disk cache, catalog) when there are any, and says so in its message and first warning: a
+    hung Hub must not let a known misfit through as Unknown.
+    """
+    known = await store.get(spec.model, timeout_s) if blocking else store.peek(spec.model)
+    if known is None and not blocking:
+        known = await store.get(spec.model, timeout_s)
+    if known is None or (known.model is None and known.transient):
+        why = (
+            "is still in progress"
+            if known is None
+            else f"is failing for now ({(known.error or 'the Hub could not be reached')[:300]})"
+        )
+        fallback = await store.provisional(spec.model, timeout_s)
+        if fallback is not None:
+            ev, _ = await _evaluate_known(spec, nodes, fallback, namespace, prices, lane)
+            note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
+            first = f"fitgate: {note}"
+            pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
+            ev = replace(ev, message=f"{ev.message} ({note})", warnings=(first, *ev.warnings))
+            return replace(ev, provisional=(pending, note)), True
+    if known is None:
+        return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
+    return await _evaluate_known(spec, nodes, known, namespace, prices, lane)
+
+
+#: Evaluations run off the event loop, so a new spec's plan and suggestions (10 ms and more for a misfit)
+#: never hold up the reviews and handlers behind it; admission and reconcile each have their own lane, so
+#: reviews never queue behind a resync or a cold start's reconciles (issue 23). One thread a lane: the
+#: work is pure Python, and the GIL lets the event loop in between.
+_LANES = {
+    "admission": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-admission"),
+    "reconcile": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-reconcile"),
+}
+#: Evaluations under way, by cache key: ten reviews of the same new spec wait on one evaluation.
+_INFLIGHT: dict[str, asyncio.Future[Evaluation]] = {}
+
+
+async def _evaluate_known(
+    spec: ModelDeploymentSpec,
+    nodes: Inventory | Iterable[NodeGPUs],
+    known: Known,
+    namespace: str = "",
+    prices: GpuPrices | None = None,
+    lane: str = "admission",
+) -> tuple[Evaluation, bool]:
+    if known.model is None:
+        reason = ReasonCode(known.reason) if known.reason else None
+        reason = reason or (ReasonCode.CHECKPOINT_UNAVAILABLE if known.transient else ReasonCode.CHECKPOINT_INVALID)
+        return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
+    inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
+    key = f"{namespace}/{prices}/{spec.model_dump_json()}"
+    cached = _CACHE.get(key, inventory, known)
+    if cached is not None:
+        return cached, False
+    flight = f"{id(inventory)}/{id(known)}/{key}"
+    running = _INFLIGHT.get(flight)
+    if running is None:
+        model = known.model
+        running = asyncio.ensure_future(
+            asyncio.get_running_loop().run_in_executor(
+                _LANES[lane],
+                functools.partial(
+                    evaluate, spec, model, inventory, facts=known.facts, namespace=namespace, prices=prices
+                ),
+            )
+        )
+        _INFLIGHT[flight] = running
+        running.add_done_callback(lambda _: _INFLIGHT.pop(flight, None))
+    evaluation = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
+    _CACHE.put(key, inventory, known, evaluation)
+    return evaluation, False
+
+
+async def reconcile(
+    *,
+    raw_spec: Mapping[str, Any],
+    old_status: Mapping[str, Any] | None,
+    generation: int,
+    namespace: str,
+    name: str,
+    nodes: Inventory | Iterable[NodeGPUs],
+    store: FactsStore,
+    metrics: Metrics,
+    config: OperatorConfig,
+) -> ReconcileOutcome:
+    """Evaluate a ModelDeployment and say what to write; idempotent (no patch when nothing changed).
+
+    An unchanged object is answered from its last reconcile (:class:`LastReconciles`): a resync round of
+    an unchanged cluster plans nothing.
+    """
+    owner = (namespace, name)
+    raw_key = _raw_key(raw_spec)
+    last = _LAST.get(owner)
+    if (
+        last is not None
+        and raw_key is not None
+        and last.raw_key == raw_key
+        and last.generation == generation
+        and isinstance(nodes, Inventory)
+        and last.inventory is nodes
+        and last.known is store.fresh(last.spec.model)
+        and old_status is not None
+        and same_outcome(old_status, last.status)
+    ):
+        return replace(last.outcome, status=None, event=None)
+    retry: float | None = None
+    spec: ModelDeploymentSpec | None = None
+    try:
+        spec = parse_spec(raw_spec)
+    except SpecError as exc:
+        ev = unknown(ReasonCode.INVALID_SPEC, str(exc))
+    else:
+        ev, pending = await _evaluate(
+            spec,
+            nodes,
+            store,
+            config.reconcile_resolve_s,
+            True,
+            namespace,
+            prices_for(spec, config),
+            lane="reconcile",
+        )
+        if pending:
+            retry = min(max(config.resync_s, 5.0), 60.0)
+    new_status = status_of(ev, generation, old_status)
+    changed = not same_outcome(old_status, new_status)
+    plan = ev.best.plan if ev.best else None
+    annotations = {
+        VERDICT_ANNOTATION: ev.verdict.value,
+        ARGS_ANNOTATION: vllm_args_text(ev.engine_args) if ev.engine_args else "",
+    }
+    previous = (old_status or {}).get("verdict")
+    event = None
+    if previous != ev.verdict.value:
+        kind = "Normal" if ev.verdict is Verdict.FITS else "Warning"
+        event = (kind, ev.verdict.value, ev.message[:1000])
+    required = None
+    if plan is not None:
+        g = plan.per_gpu
+        required = (
+            g.weights_bytes
+            + g.activation_bytes
+            + g.non_torch_bytes
+            + max(0, g.kv_cache_bytes - max(0, g.headroom_bytes))
+        )
+    metrics.observe(
+        namespace,
+        name,
+        ev.verdict.value,
+        required,
+        plan.per_gpu.headroom_bytes if plan else None,
+        plan.kv.reported_tokens if plan else None,
+    )
+    outcome = ReconcileOutcome(new_status if changed else None, annotations, event, ev, retry)
+    known = store.fresh(spec.model) if spec is not None else None
+    if (
+        spec is not None
+        and raw_key is not None
+        and retry is None
+        and known is not None
+        and isinstance(nodes, Inventory)
+    ):
+        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome))
+    else:
+        _LAST.forget(owner)
+    return outcome
+
+
+async def admit(
+    *,
+    raw_spec: Mapping[str, Any],
+    nodes: Inventory | Iterable[NodeGPUs],
+    store: FactsStore,
+    config: OperatorConfig,
+    dryrun: bool,
+    namespace: str = "",
+) -> AdmissionOutcome:
+    """The admission decision on a raw spec: parse, evaluate with what the store knows, :func:`decide`."""
+    try:
+        spec = parse_spec(raw_spec)
+    except SpecError as exc:
+        return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
+    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, False, namespace, prices_for(spec, config))
+    return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
+
+
+def decide(
+    spec: ModelDeploymentSpec, ev: Evaluation, unknown_policy: UnknownPolicy, *, dryrun: bool = False
+) -> AdmissionOutcome:
+    """Admit or deny an evaluated spec; the webhook and ``fitgate check`` both decide here.
+
+    DoesNotFit is denied when policy.onMisfit is Deny or Reject (else admitted with a warning), except an
+    Unschedulable that only GPUs held now by other pods cause (warned: the pods would wait); settings the
+    model cannot take are denied as invalid; Unknown follows the spec's policy.onUnknown, else
+    ``unknown_policy`` (the operator's default); Tight is warned. A provisional verdict (facts known
+    without the Hub while it is slow) is decided like any other: its first warning says where it came from.
+    """
+    warnings = list(ev.warnings)
+    if dryrun:
+        warnings.insert(0, f"fitgate (dry run): verdict {ev.verdict.value}: {ev.message}")
+    if ev.verdict is Verdict.DOES_NOT_FIT:
+        text = f"fitgate: {spec.model.name} does not fit: {ev.message}"
+        # GPUs held now by other pods: a rollout waits for them as the scheduler would, so it is warned, not denied
+        held = ev.best is not None and ev.best.in_use
+        if spec.policy.on_misfit != "Warn" and not held:  # Deny, or Reject (its older name)
+            return AdmissionOutcome(False, text, tuple(warnings), "denied")
+        return AdmissionOutcome(True, text, (text, *warnings), "warned")
+    if ev.verdict is Verdict.UNKNOWN:
+        if ev.reason is ReasonCode.INVALID_SETTINGS:  # a setting the model cannot take (TP not dividing its heads...)
+            text = f"fitgate: invalid ModelDeployment: {ev.message}"
+            return AdmissionOutcome(False, text, tuple(warnings), "denied", DENIED_INVALID)
+        policy = spec.policy.on_unknown or unknown_policy
+        if policy == "Deny":
+            text = f"fitgate: cannot verify the fit ({ev.message}) and policy.onUnknown is Deny"
+            return AdmissionOutcome(False, text, tuple(warnings), "denied")
+        if policy == "Allow":
+            return AdmissionOutcome(True, ev.message, (), "allowed")
+        return AdmissionOutcome(True, ev.message, tuple(warnings), "warned")
+    warned = ev.verdict is Verdict.TIGHT or bool(ev.no_node)  # no node of its GPU yet: admitted with the warning
+    return AdmissionOutcome(True, ev.message, tuple(warnings), "warned" if warned else "allowed")

@@ -1,0 +1,248 @@
+"""``fitgate check``: the webhook's decision on ModelDeployment manifests, without a cluster.
+
+The GPUs come from ``--gpu`` or each manifest's ``placement.gpuProduct`` (a catalog GPU or a GPU
+Feature Discovery product string), as a pool of ``--gpus-per-node`` GPUs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fitgate.checkpoints import CheckpointError, resolve, to_model_input
+from fitgate.operator.decision.evaluate import evaluate, unknown
+from fitgate.operator.decision.logic import DENIED_INVALID, decide
+from fitgate.operator.decision.workloads import evaluate_reading, finish
+from fitgate.operator.gpus.cloudlabels import gpu_from_labels
+from fitgate.operator.gpus.inventory import NodeGPUs
+from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
+from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
+from fitgate.workloads import Reading, configmaps_of, read_workload
+from fitgate.workloads.bounds import BudgetError, budgets, check_yaml
+from fitgate.workloads.crds import PARTS_READERS
+from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
+
+#: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
+_PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict on one manifest document."""
+
+    source: str
+    name: str
+    verdict: str  # Fits | Tight | DoesNotFit | Unknown | Invalid | Skipped (not a vLLM workload: message says why)
+    message: str
+    gpu: str | None = None
+    admitted: bool | None = None  # what the webhook would answer (None: not evaluated)
+    kind: str = KIND
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        return f"{self.source}: {self.name}: {self.verdict}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "name": self.name,
+            "verdict": self.verdict,
+            "gpu": self.gpu,
+            "admitted": self.admitted,
+            "message": self.message,
+        }
+
+
+def _documents(path: str) -> Iterable[tuple[str, Any]]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    # hardening (issue 22): aliases may not expand a manifest set past its own size (or the YAML budgets),
+    # nor nest it past their depth; checked on the parse events before anything is built
+    budget = budgets()
+    check_yaml(
+        text,
+        replace(
+            budget,
+            max_yaml_nodes=max(budget.max_yaml_nodes, len(text)),
+            max_yaml_expanded_bytes=max(budget.max_yaml_expanded_bytes, 2 * len(text)),
+            max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
+        ),
+    )
+    for i, doc in enumerate(yaml.safe_load_all(text)):
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
+                yield f"{path}#{i}.items[{j}]", item
+        elif doc is not None:
+            yield f"{path}#{i}", doc
+
+
+def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: int) -> CheckResult | None:
+    """The verdict on one YAML document (None for documents that are not ModelDeployments)."""
+    if not isinstance(doc, dict) or doc.get("kind") != KIND or not str(doc.get("apiVersion", "")).startswith(GROUP):
+        return None
+    meta = doc.get("metadata") or {}
+    name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    try:
+        spec = parse_spec(doc.get("spec"))
+    except SpecError as exc:
+        return CheckResult(source, name, "Invalid", str(exc), admitted=False)
+    product = gpu_name or spec.placement.gpu_product
+    if not product:
+        return CheckResult(source, name, "Unknown", "no GPU to check against: pass --gpu or set placement.gpuProduct")
+    gpu = find_gpu(product)
+    if gpu is None:
+        return CheckResult(source, name, "Invalid", f"GPU {product!r} is not in the catalog (see `fitgate gpus`)")
+    try:
+        facts = resolve(spec.model.name, spec.model.revision, source=spec.model.source)
+        model = to_model_input(facts)
+    except (CheckpointError, SizingError) as exc:  # the webhook's Unknown: policy.onUnknown decides
+        decision = decide(spec, unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc)), "Warn")
+        return CheckResult(source, name, "Unknown", str(exc), product, admitted=decision.allowed)
+    labels = dict(spec.placement.node_selector)
+    nodes = spec.placement.nodes_per_replica  # a pool of as many nodes as one replica spans
+    pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(nodes)]
+    offline = {"gpu_product": None, "resource_claim_template_name": None}  # the pool is --gpu's, not the cluster's
+    spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update=offline)})
+    ev = evaluate(spec_offline, model, pools, facts=facts)
+    decision = decide(spec, ev, "Warn")  # the webhook's own decision
+    message = ev.message + _claim_note(spec.placement.resource_claim_template_name, product)
+    if not decision.allowed and decision.code == DENIED_INVALID:
+        return CheckResult(source, name, "Invalid", message, product, admitted=False)
+    return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed)
+
+
+def _claim_note(template: str | None, product: str) -> str:
+    """What an offline check of a DRA claim could not know (no ResourceSlices offline)."""
+    if not template:
+        return ""
+    return (
+        f" (ResourceClaimTemplate {template} is not resolved offline, there are no ResourceSlices: sized on {product})"
+    )
+
+
+def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int = 8) -> list[CheckResult]:
+    """The verdict on every ModelDeployment in ``files``."""
+    results = []
+    read: list[tuple[str, Any]] = []
+    for path in files:
+        try:
+            read.extend(_documents(path))
+        except (OSError, yaml.YAMLError, BudgetError, ValueError, RecursionError) as exc:
+            results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
+    configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
+    runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices
+    for source, doc in read:
+        result = check_document(source, doc, gpu_name, gpus_per_node)
+        if result is not None:
+            results.append(result)
+            continue
+        if isinstance(doc, dict) and doc.get("kind") in PARTS_READERS:  # one result per worker / role
+            parts = PARTS_READERS[str(doc["kind"])](doc, configmaps)
+            results.extend(check_reading(source, r, gpu_name, gpus_per_node) for r in parts)
+            if not parts:
+                results.append(skipped(source, doc, "none of its workers or roles runs a vLLM server"))
+            continue
+        result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes)
+        results.append(result if result is not None else skipped(source, doc))
+    return results
+
+
+def runtimes_of(objects: list[Any]) -> dict[str, dict[str, Any]]:
+    """ServingRuntime / ClusterServingRuntime name -> spec, of a manifest set."""
+    out: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        if isinstance(obj, dict) and obj.get("kind") in ("ServingRuntime", "ClusterServingRuntime"):
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            spec = obj.get("spec")
+            if name and isinstance(spec, dict):
+                out[name] = spec
+    return out
+
+
+def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
+    """The line ``fitgate check`` prints for an object it does not size, with the reason."""
+    if not isinstance(doc, dict):
+        return CheckResult(source, "-", "Skipped", why or "not a Kubernetes object (a mapping with kind)", kind="-")
+    kind = str(doc.get("kind") or "")
+    raw = doc.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    if why is None:
+        if kind in MERGED_KINDS:
+            why = f"a {kind}: read into the workloads of this manifest set that use it"
+        elif find_kind(kind) is None:
+            known = ", ".join(k.kind for k in KINDS)
+            why = f"kind {kind or '(none)'} is not one fitgate reads ({known})"
+        else:
+            why = "runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)"
+    return CheckResult(source, name, "Skipped", why, kind=kind or "-")
+
+
+def check_workload(
+    source: str,
+    doc: Any,
+    gpu_name: str | None,
+    gpus_per_node: int,
+    configmaps: dict[str, dict[str, str]],
+    runtimes: dict[str, dict[str, Any]] | None = None,
+) -> CheckResult | None:
+    """The verdict on a vLLM workload (Deployment, LeaderWorkerSet, ...); None for anything else."""
+    reading = read_workload(doc, configmaps, runtimes=runtimes)
+    if reading is None:
+        return None
+    return check_reading(source, reading, gpu_name, gpus_per_node)
+
+
+def check_reading(source: str, reading: Reading, gpu_name: str | None, gpus_per_node: int) -> CheckResult:
+    """The verdict on one reading.
+
+    The GPU is ``--gpu``, else the product label the workload's nodeSelector or required node affinity
+    names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs.
+    """
+    claim = reading.claim_template
+    if claim:  # offline there are no ResourceSlices: the pool is --gpu's, and the claim taken to cover TP x PP
+        reading = replace(
+            reading, claim_template=None, gpus_per_replica=max(reading.gpus_per_replica, reading.parallel_gpus)
+        )
+    name = f"{reading.namespace}/{reading.name}"
+    if reading.invalid is not None:
+        return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
+    product = gpu_name or next((reading.node_selector[k] for k in _PRODUCT_LABELS if k in reading.node_selector), None)
+    if not product:  # a cloud's GPU label: GKE accelerator, Karpenter GPU name, instance type (docs/clusters.md)
+        named, _ = gpu_from_labels(reading.node_selector)
+        if named is not None:
+            product, gpus_per_node = named.product, named.count or gpus_per_node
+    gpu = find_gpu(product) if product else None
+    model = facts = None
+    if reading.unknown is None and reading.gpu_shortfall() is None:
+        if not product:
+            msg = (
+                "no GPU to check against: pass --gpu or select nodes by nvidia.com/gpu.product (or a GKE "
+                "accelerator, Karpenter GPU name or instance type label)"
+            )
+            return CheckResult(source, name, "Unknown", msg, kind=reading.kind)
+        if gpu is None:
+            msg = f"GPU {product!r} is not in the catalog (see `fitgate gpus`)"
+            return CheckResult(source, name, "Invalid", msg, kind=reading.kind)
+        try:
+            facts = resolve(reading.model or "", reading.revision)
+            model = to_model_input(facts)
+        except (CheckpointError, SizingError) as exc:
+            ev = unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc))
+            return CheckResult(source, name, "Unknown", finish(reading, ev).message, product, True, reading.kind)
+    pools = []
+    if gpu is not None and product:
+        labels = dict(reading.node_selector)
+        pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(reading.pods_per_replica)]
+    verdict = evaluate_reading(reading, model, pools, facts=facts)
+    if verdict.invalid:
+        return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)
+    admitted = verdict.verdict is not Verdict.DOES_NOT_FIT
+    message = verdict.message + _claim_note(claim, product or "")
+    return CheckResult(source, name, verdict.verdict.value, message, product, admitted, reading.kind)

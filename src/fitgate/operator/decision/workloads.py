@@ -1,0 +1,229 @@
+"""vLLM workloads (Deployments, StatefulSets, LeaderWorkerSets, KServe, Pods) on the ModelDeployment path.
+
+A :class:`~fitgate.workloads.Reading` becomes a ModelDeployment spec (``api.parse_spec``), is evaluated by
+:func:`fitgate.operator.decision.evaluate.evaluate` (through :mod:`fitgate.operator.decision.logic`'s cache) and
+decided by :func:`fitgate.operator.decision.logic.decide`: one sizing and one verdict mapping for both kinds. What this
+module adds is what only a workload has: the GPU limit of its pods against TP x PP, and the fix written
+as a change to the user's own args (``change `--max-model-len 131072` to `--max-model-len 32768```).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from fitgate.checkpoints.facts import ModelFacts
+from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.decision.logic import DENIED_INVALID, AdmissionOutcome, _evaluate, decide
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
+from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
+from fitgate.operator.schema.config import UnknownPolicy
+from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_args_text
+from fitgate.sizing.offload import host_memory_note
+from fitgate.workloads import Reading
+
+#: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
+VALIDATE_KEY = "fitgate.io/validate"
+MODES = ("enforce", "warn")
+
+
+@dataclass(frozen=True)
+class WorkloadVerdict:
+    """The verdict on one workload, with its message in the workload's own terms."""
+
+    reading: Reading
+    evaluation: Evaluation
+    message: str
+    fix: str = ""  # the smallest change that fits, as edits of the user's args ("" when none)
+    invalid: bool = False  # input vLLM itself would refuse
+
+    @property
+    def verdict(self) -> Verdict:
+        """Fits, Tight, DoesNotFit or Unknown."""
+        return self.evaluation.verdict
+
+    @property
+    def recommended_args(self) -> str:
+        """The engine args fitgate recommends (``fitgate.io/recommended-args``)."""
+        return vllm_args_text(self.evaluation.engine_args) if self.evaluation.engine_args else ""
+
+
+def to_spec(reading: Reading, mode: str = "enforce") -> ModelDeploymentSpec:
+    """The ModelDeployment spec of a reading; misfits are refused in enforce mode, warned in warn mode.
+
+    Raises:
+        SpecError: a value the ModelDeployment schema refuses (``tensorParallelSize: 128``).
+    """
+    key = (reading.fingerprint, mode)
+    hit = _SPECS.get(key) if reading.fingerprint else None
+    if hit is not None:
+        return hit
+    raw = reading.spec()
+    raw["policy"] = {"onMisfit": "Reject" if mode == "enforce" else "Warn"}
+    spec = parse_spec(raw)
+    if len(_SPECS) > 4096:
+        _SPECS.clear()
+    _SPECS[key] = spec
+    return spec
+
+
+#: Specs by (reading fingerprint, mode): a rollout re-applies the same pod template many times.
+_SPECS: dict[tuple[str, str], ModelDeploymentSpec] = {}
+
+
+def before_sizing(reading: Reading) -> Evaluation | None:
+    """The verdict when the reading alone decides it (unreadable, or too few GPUs), else None."""
+    if reading.invalid is not None:
+        return unknown(ReasonCode.INVALID_SPEC, reading.invalid)
+    if reading.unknown is not None:
+        return unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, reading.unknown)
+    shortfall = reading.gpu_shortfall()
+    if shortfall is not None:
+        return Evaluation(Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM, shortfall, ())
+    return None
+
+
+def edit_of(reading: Reading, flag: str, value: str) -> str:
+    """One change in the user's own terms: where the value was written (command line, env, --config file)."""
+    old = reading.args.get(flag)
+    origin = reading.origins.get(flag, ())
+    if origin[:1] == ("env",) and len(origin) == 3:
+        _, var, written = origin
+        return f"set env {var}={value} (used by `{flag} {written}`)"
+    if origin[:1] == ("config",) and len(origin) == 4:
+        _, configmap, key, name = origin
+        where = f"in ConfigMap {configmap} key {key}"
+        return f"change `{name}: {old}` to `{name}: {value}` {where}" if old else f"set `{name}: {value}` {where}"
+    if origin[:1] == ("field",) and len(origin) == 2:
+        return f"set {origin[1]}: {value}"
+    if origin[:1] == ("env-args",) and len(origin) == 2 and old is not None:
+        return f"change `{flag} {old}` to `{flag} {value}` in env {origin[1]}"
+    if old is None and reading.config_map is not None:  # written nowhere yet, the settings kept in a --config file
+        configmap, key = reading.config_map
+        return f"add `{flag[2:]}: {value}` in ConfigMap {configmap} key {key} (or `{flag} {value}` to the args)"
+    return f"add `{flag} {value}`" if old is None else f"change `{flag} {old}` to `{flag} {value}`"
+
+
+def fix_in_args(reading: Reading, suggestion: Suggestion) -> str:
+    """A suggestion as edits of the workload's own command line, env, ``--config`` file and GPU limit."""
+    parts: list[str] = []
+    for flag, value in suggestion.changes:
+        if not flag.startswith("--"):
+            continue
+        parts.append(edit_of(reading, flag, value))
+    # suggestion.gpus is TP x PP x the deployment's DP (docs/parallelism.md); this replica holds its own share
+    old_dp = int(reading.serving.get("dataParallelSize") or reading.data_parallel or 1)
+    new_dp = int(dict(suggestion.changes).get("--data-parallel-size") or old_dp)
+    need = suggestion.gpus // new_dp * (reading.data_parallel * new_dp // old_dp)
+    if need > reading.gpus_per_replica:
+        per_pod = -(-need // reading.pods_per_replica)
+        parts.append(f"set {reading.gpu_resource}: {per_pod}")
+    return ", ".join(parts)
+
+
+def _core(message: str) -> str:
+    """An evaluation's message without the fix in ModelDeployment terms (the workload's replaces it)."""
+    for cut in ("; smallest change that fits:", "; cheaper but Tight:"):
+        message = message.split(cut, 1)[0]
+    return message
+
+
+def _host_memory_warning(reading: Reading, ev: Evaluation) -> str | None:
+    """Issue 20: the host memory the plan pins (offloaded weights, KV offload, caches) over the pod's limit."""
+    plan = ev.best.plan if ev.best is not None else None
+    if plan is None or plan.host is None or reading.memory_limit_bytes is None:
+        return None
+    if plan.host.total_bytes <= reading.memory_limit_bytes:
+        return None
+    return f"{reading.source}: {host_memory_note(plan.host, reading.memory_limit_bytes)}"
+
+
+def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
+    """The verdict in the workload's terms: its source, the numbers, and the fix in its args."""
+    host = _host_memory_warning(reading, ev)
+    if host is not None:  # a warning, never a denial: the kubelet, not vLLM, would stop it
+        ev = replace(ev, warnings=(*ev.warnings, f"fitgate: {host}"))
+    fits = next((s for s in ev.suggestions if s.verdict is Verdict.FITS), None)
+    fix = fix_in_args(reading, fits) if fits is not None else ""
+    text = f"{reading.source}: {reading.model or 'model not read'}: {_core(ev.message)}"
+    if ev.reason is ReasonCode.GPU_LIMIT_BELOW_PARALLELISM:
+        text = f"{reading.source}: {ev.message}"
+    elif fix:
+        text += f"; smallest fix: {fix}"
+    if reading.notes:
+        text += " (" + "; ".join(reading.notes) + ")"
+    invalid = reading.invalid is not None or ev.reason is ReasonCode.INVALID_SETTINGS
+    return WorkloadVerdict(reading, ev, text, fix, invalid)
+
+
+def _spec_or_verdict(reading: Reading) -> ModelDeploymentSpec | WorkloadVerdict:
+    """The spec to size, or the verdict already known before sizing (a shortfall, an invalid setting)."""
+    early = before_sizing(reading)
+    if early is not None:
+        return finish(reading, early)
+    try:
+        return to_spec(reading)
+    except SpecError as exc:
+        return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
+
+
+def evaluate_reading(
+    reading: Reading, model: ModelInput | None, gpus: Inventory | Iterable[NodeGPUs], *, facts: ModelFacts | None = None
+) -> WorkloadVerdict:
+    """The verdict on a workload whose checkpoint is known (``fitgate check``, tests)."""
+    spec = _spec_or_verdict(reading)
+    if isinstance(spec, WorkloadVerdict):
+        return spec
+    return finish(reading, evaluate(spec, model, gpus, facts=facts, namespace=reading.namespace))
+
+
+async def evaluate_workload(
+    reading: Reading, nodes: Inventory | Iterable[NodeGPUs], store: FactsStore, timeout_s: float, *, blocking: bool
+) -> WorkloadVerdict:
+    """The verdict with whatever the store knows (admission: not blocking; the audit: blocking)."""
+    spec = _spec_or_verdict(reading)
+    if isinstance(spec, WorkloadVerdict):
+        return spec
+    lane = "reconcile" if blocking else "admission"  # the audit never holds up a review
+    ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking, reading.namespace, lane=lane)
+    return finish(reading, ev)
+
+
+def decide_workload(
+    verdict: WorkloadVerdict, mode: str, unknown_policy: UnknownPolicy, *, dryrun: bool = False
+) -> AdmissionOutcome:
+    """Admit or deny: enforce denies DoesNotFit and what vLLM would refuse; warn admits both with a warning.
+
+    A workload that sizes goes through :func:`fitgate.operator.decision.logic.decide` (the ModelDeployment
+    decision); only the message is the workload's.
+    """
+    ev = verdict.evaluation
+    reading = verdict.reading
+    text = f"fitgate: {verdict.message}"
+    if verdict.invalid:
+        if mode == "enforce":
+            return AdmissionOutcome(False, text, (), "denied", DENIED_INVALID)
+        return AdmissionOutcome(True, text, (text,), "warned")
+    try:
+        spec = to_spec(reading, mode)
+    except SpecError:  # the reading could not be sized (an unknown setting): decided as Unknown
+        spec = to_spec(replace(reading, serving={}, model=reading.model or "unknown", fingerprint=""), mode)
+    outcome = decide(spec, ev, unknown_policy, dryrun=dryrun)
+    if ev.verdict is Verdict.DOES_NOT_FIT:
+        warnings = (text,) if outcome.allowed else ()
+        outcome = replace(outcome, message=text, warnings=warnings + outcome.warnings[len(warnings) :])
+    return _with_reading_warnings(outcome, reading)
+
+
+def _with_reading_warnings(outcome: AdmissionOutcome, reading: Reading) -> AdmissionOutcome:
+    """The reading's own warnings (a vLLM release not read or not modelled) said at admission, once each."""
+    said = " ".join(outcome.warnings)
+    extra = tuple(f"fitgate: {reading.source}: {w}" for w in reading.warnings if w not in said)
+    return replace(outcome, warnings=outcome.warnings + extra) if extra and outcome.allowed else outcome
+
+
+def mode_of(annotations: dict[str, str] | None, namespace_mode: str | None) -> str | None:
+    """The validation mode: the object's annotation, else its namespace's label; None when not opted in."""
+    value = (annotations or {}).get(VALIDATE_KEY) or namespace_mode
+    return value if value in MODES else None

@@ -1,0 +1,400 @@
+"""The cluster's GPUs, from Node objects: GPU Feature Discovery and AMD labels, allocatable GPUs, MIG.
+
+Pure functions over Node dicts (the node watch calls :func:`node_gpus`). A malformed label never
+raises: the node is kept with what could be read and a note, or skipped when no GPU can be read.
+
+* NVIDIA (GPU Feature Discovery): ``nvidia.com/gpu.product`` (``-SHARED`` suffix under time-slicing),
+  ``nvidia.com/gpu.memory`` (MiB per GPU, nvidia-smi's total), ``nvidia.com/gpu.count``, allocatable
+  ``nvidia.com/gpu``; MIG single strategy (the product ends in ``-MIG-<profile>`` and the memory label
+  is per MIG device) and mixed strategy (allocatable ``nvidia.com/mig-<profile>`` resources with
+  ``nvidia.com/mig-<profile>.memory`` labels).
+* AMD (GPU Operator node labeller): ``amd.com/gpu.product-name``, ``amd.com/gpu.vram`` (e.g. ``64G``),
+  allocatable ``amd.com/gpu``.
+* Without those product labels, the cloud's (:mod:`fitgate.operator.gpus.cloudlabels`): the GKE accelerator,
+  Karpenter's / EKS Auto Mode's GPU name, the instance type (AWS, GCP, Azure), Intel's product label; the
+  GPUs counted from the allocatable extended resource.
+
+Device memory comes from the GPU catalog by product (what CUDA reports); unknown products fall back
+to the memory label minus the ~470 MiB the driver keeps (measured on H100: 81559 MiB by nvidia-smi,
+79.19 GiB by CUDA).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fitgate.operator.gpus.cloudlabels import GFD_PRODUCT, gpu_from_labels
+from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
+from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
+from fitgate.operator.gpus.prospects import NodeTemplate
+from fitgate.operator.gpus.sharing import Share, node_share
+from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.units import GiB, MiB
+
+_MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
+
+
+@dataclass(frozen=True)
+class NodeGPUs:
+    """The GPUs of one kind on one node."""
+
+    node: str
+    labels: Mapping[str, str]
+    product: str
+    gpu: GpuModel
+    count: int
+    vendor: str = "nvidia"
+    mig_profile: str | None = None
+    notes: tuple[str, ...] = ()
+    source: str = "labels"  # labels, dra (ResourceSlices), or labels+dra
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False  # cordoned
+    share: Share | None = None  # time-slicing / MPS from the node's labels
+    used: int = 0  # GPUs of this kind that running pods or allocated ResourceClaims already hold
+    device_resource: str = ""  # cloud labels (operator/gpus/cloudlabels.py): the extended resource that counted them
+
+    @property
+    def pool_key(self) -> str:
+        """Nodes with the same key form one pool (a shared card is not a whole one)."""
+        shared = f"/{self.share.mechanism}x{self.share.replicas}" if self.share else ""
+        return f"{self.vendor}/{self.product}/{self.gpu.memory_bytes}{shared}"
+
+    @property
+    def free(self) -> int:
+        """GPUs of this kind no pod or claim holds yet."""
+        return max(0, self.count - self.used)
+
+    @property
+    def resource(self) -> str:
+        """The extended resource a pod asks for to get one of these GPUs."""
+        if self.device_resource:
+            return self.device_resource
+        if self.vendor == "amd":
+            return "amd.com/gpu"
+        if self.mig_profile and not self.labels.get("nvidia.com/gpu.product", "").endswith(f"-MIG-{self.mig_profile}"):
+            return f"nvidia.com/mig-{self.mig_profile}"  # MIG mixed strategy
+        return "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """Identical GPUs on one or more nodes."""
+
+    product: str
+    gpu: GpuModel
+    nodes: tuple[str, ...]
+    gpus_per_node: int
+    vendor: str = "nvidia"
+    mig_profile: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    free_by_node: tuple[tuple[str, int], ...] = ()  # (node, GPUs not yet held by pods or claims)
+    share: Share | None = None
+    source: str = "labels"
+    prospective: bool = False  # no node yet: the GPU a placement or an autoscaler template names (prospects.py)
+
+    @property
+    def free_gpus(self) -> int:
+        """Free GPUs over the pool's nodes."""
+        return sum(n for _, n in self.free_by_node)
+
+
+def _int(value: object) -> int | None:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+def _gpu_for(product: str, memory_mib: int | None, vendor: str) -> tuple[GpuModel | None, tuple[str, ...]]:
+    known = find_gpu(product)
+    if known is not None:
+        return known, ()
+    if memory_mib:
+        total = memory_mib * MiB - (DRIVER_RESERVED_BYTES if vendor == "nvidia" else 16 * MiB)
+        if total >= GiB // 2:
+            note = f"{product} is not in the GPU catalog: its memory label ({memory_mib} MiB) minus the driver's share"
+            return GpuModel(name=product, memory_bytes=total, vendor=vendor, memory_basis="node label"), (note,)
+    return None, (f"{product}: unknown GPU without a usable memory label",)
+
+
+def _amd_vram_mib(text: str) -> int | None:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([GMT])i?B?\s*", text or "", flags=re.IGNORECASE)
+    if not match:
+        return None
+    scale = {"M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2).upper()]
+    return int(float(match.group(1)) * scale)
+
+
+def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
+    """The GPUs a Node offers (empty for nodes without GPUs or unreadable labels)."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", "?"))
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    status = node.get("status") or {}
+    allocatable = {str(k): v for k, v in (status.get("allocatable") or status.get("capacity") or {}).items()}
+    found: list[NodeGPUs] = []
+
+    product = labels.get("nvidia.com/gpu.product")
+    if product:
+        product = re.sub(r"-SHARED$", "", product)
+        count = _int(allocatable.get("nvidia.com/gpu"))
+        if count is None:
+            count = _int(labels.get("nvidia.com/gpu.count"))
+        memory = _int(labels.get("nvidia.com/gpu.memory"))
+        notes: tuple[str, ...] = ()
+        mig = re.search(r"-MIG-(\d+g\.\d+gb)$", product)
+        if mig:  # MIG single strategy: every allocatable GPU is one MIG device
+            gpu, notes = _mig_gpu(product, mig.group(1), memory)
+            mig_profile: str | None = mig.group(1)
+        else:
+            gpu, notes = _gpu_for(product, memory, "nvidia")
+            mig_profile = None
+        if gpu is not None and count:
+            found.append(NodeGPUs(name, labels, product, gpu, count, "nvidia", mig_profile, notes))
+        # MIG mixed strategy: nvidia.com/mig-<profile> resources next to (or instead of) whole GPUs
+        for resource, value in allocatable.items():
+            m = re.fullmatch(r"nvidia\.com/mig-(\d+g\.\d+gb)", resource)
+            n = _int(value)
+            if not m or not n:
+                continue
+            profile = m.group(1)
+            mig_memory = _int(labels.get(f"nvidia.com/mig-{profile}.memory"))
+            gpu_mig, mig_notes = _mig_gpu(f"{product}-MIG-{profile}", profile, mig_memory)
+            if gpu_mig is not None:
+                found.append(
+                    NodeGPUs(name, labels, f"{product}-MIG-{profile}", gpu_mig, n, "nvidia", profile, mig_notes)
+                )
+
+    amd_product = labels.get("amd.com/gpu.product-name")
+    if amd_product:
+        count = _int(allocatable.get("amd.com/gpu"))
+        gpu, notes = _gpu_for(amd_product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
+        if gpu is not None and count:
+            found.append(NodeGPUs(name, labels, amd_product, gpu, count, "amd", None, notes))
+    if not product and not amd_product:  # no device-plugin product label: the cloud's (GKE, Karpenter, instance type)
+        found.extend(_cloud_gpus(name, labels, allocatable))
+    taints, cordoned = node_taints(node)
+    share = node_share(labels)
+    return [
+        replace(g, taints=taints, unschedulable=cordoned, share=share if g.vendor == "nvidia" else None) for g in found
+    ]
+
+
+def _cloud_gpus(name: str, labels: Mapping[str, str], allocatable: Mapping[str, Any]) -> list[NodeGPUs]:
+    """A node's GPUs named by its cloud's labels (:mod:`~fitgate.operator.gpus.cloudlabels`), by its allocatable."""
+    got, _ = gpu_from_labels(labels)
+    if got is None:
+        return []
+    for resource in got.resources:
+        count = _int(allocatable.get(resource))
+        if count:
+            why = f"{got.product} read from the {got.scheme} labels (no {GFD_PRODUCT} label)"
+            return [
+                NodeGPUs(name, labels, got.product, got.gpu, count, got.vendor, notes=(why,), device_resource=resource)
+            ]
+    return []
+
+
+def unlabeled_gpus(node: Mapping[str, Any]) -> str | None:
+    """Why a node that offers GPUs gives fitgate none: allocatable GPUs without the product labels."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    for resource, label, source in (
+        ("nvidia.com/gpu", "nvidia.com/gpu.product", "GPU Feature Discovery"),
+        ("amd.com/gpu", "amd.com/gpu.product-name", "the AMD GPU Operator's labeller"),
+        ("gpu.intel.com/i915", "gpu.intel.com/product", "the Intel GPU plugin's NFD rules"),
+        ("gpu.intel.com/xe", "gpu.intel.com/product", "the Intel GPU plugin's NFD rules"),
+    ):
+        count = _int(allocatable.get(resource))
+        if count and not labels.get(label):
+            _, note = gpu_from_labels(labels)
+            return (
+                f"node {meta.get('name', '?')} offers {count} {resource} but has no {label} label "
+                f"(is {source} running?) and no cloud label fitgate knows (GKE accelerator, Karpenter GPU name, "
+                f"instance type){f': {note}' if note else ''}: fitgate cannot tell which GPU it is and leaves it out"
+            )
+    return None
+
+
+def node_gpus(node: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> list[NodeGPUs]:
+    """:func:`parse_node`, but a node whose labels cannot be read is logged and counts as no GPUs.
+
+    A node that offers GPUs without the labels that say which GPU they are is logged too (not
+    silently ignored): its GPUs cannot be sized.
+    """
+    try:
+        found = parse_node(node)
+    except Exception as exc:  # a malformed node must never break an inventory
+        logger.warning("ignoring GPUs of node %s: %s", (node.get("metadata") or {}).get("name", "?"), exc)
+        return []
+    if not found and (why := unlabeled_gpus(node)):
+        logger.warning("%s", why)
+    return found
+
+
+def _mig_gpu(product: str, profile: str, memory_mib: int | None) -> tuple[GpuModel | None, tuple[str, ...]]:
+    """A MIG slice as a GPU: its memory label if present, else the profile's nominal GB."""
+    match = _MIG_PROFILE.match(profile)
+    if memory_mib:
+        total = memory_mib * MiB
+    elif match:
+        total = int(match.group(2)) * 1000**3
+    else:
+        return None, (f"{product}: unreadable MIG profile {profile!r}",)
+    return GpuModel(name=product, memory_bytes=total, memory_basis="MIG profile"), ()
+
+
+def group_pools(gpus: Iterable[NodeGPUs]) -> list[GpuPool]:
+    """Pools of identical GPUs; ``gpus_per_node`` is the smallest count in the pool."""
+    by_key: dict[str, list[NodeGPUs]] = {}
+    for g in gpus:
+        by_key.setdefault(g.pool_key, []).append(g)
+    pools = []
+    for members in by_key.values():
+        first = members[0]
+        notes = tuple(sorted({n for m in members for n in m.notes}))
+        pools.append(
+            GpuPool(
+                first.product,
+                first.gpu,
+                tuple(sorted(m.node for m in members)),
+                min(m.count for m in members),
+                first.vendor,
+                first.mig_profile,
+                notes,
+                tuple(sorted((m.node, m.free) for m in members)),
+                first.share,
+                "+".join(sorted({p for m in members for p in m.source.split("+")}, key=("labels", "dra").index)),
+            )
+        )
+    return sorted(pools, key=lambda p: (-p.gpu.memory_bytes, p.product))
+
+
+def matches_placement(g: NodeGPUs, gpu_product: str | None, node_selector: Mapping[str, str]) -> bool:
+    """Whether a node's GPUs satisfy a ModelDeployment's placement."""
+    if any(g.labels.get(k) != v for k, v in node_selector.items()):
+        return False
+    if not gpu_product:
+        return True
+    if gpu_product.lower() == g.product.lower():
+        return True
+    wanted = find_gpu(gpu_product)
+    return wanted is not None and g.mig_profile is None and wanted.name == g.gpu.name
+
+
+@dataclass(frozen=True)
+class PodGpus:
+    """The GPUs one running pod holds (kept for GPU-requesting, non-terminal, bound pods only)."""
+
+    node: str
+    resources: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+SelectKey = tuple[str, tuple[tuple[str, str], ...], tuple[Toleration, ...]]
+
+
+class Inventory:
+    """A snapshot of the cluster's GPUs with pools cached per placement.
+
+    Evaluating thousands of deployments against thousands of nodes groups the nodes once per
+    distinct placement instead of once per deployment. ``dra`` is what the DRA watch read (claim
+    templates are planned from it); ``pods`` the GPU pods by (namespace, name), so that a deployment's
+    own pods can be counted back as free when its replicas are checked.
+    """
+
+    def __init__(
+        self,
+        gpus: Iterable[NodeGPUs],
+        dra: DraState | None = None,
+        pods: Mapping[tuple[str, str], PodGpus] | None = None,
+        templates: Iterable[NodeTemplate] = (),
+    ) -> None:
+        self.gpus = tuple(gpus)
+        self.dra = dra or DraState()
+        self.pods = pods or {}
+        #: Karpenter NodePools and cluster-autoscaler node groups: the nodes that may join (prospects.py)
+        self.templates = tuple(templates)
+        self._cache: dict[SelectKey, tuple[list[GpuPool], str, tuple[str, ...]]] = {}
+        #: select_claim's answers (:mod:`fitgate.operator.gpus.gpuview`): matching 40,000 devices once per snapshot
+        self.claim_cache: dict[tuple[str, str, SelectKey], Any] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.gpus)
+
+    def select(
+        self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...] = ()
+    ) -> tuple[list[GpuPool], str]:
+        """Pools matching a placement (cordoned and untolerated tainted nodes left out) and their fingerprint."""
+        pools, fingerprint, _ = self._select(gpu_product, node_selector, tolerations)
+        return pools, fingerprint
+
+    def left_out(
+        self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...] = ()
+    ) -> tuple[str, ...]:
+        """The matching nodes that are not placement candidates, each with why (cordoned, a taint)."""
+        return self._select(gpu_product, node_selector, tolerations)[2]
+
+    def matching_pools(self, gpu_product: str | None, node_selector: Mapping[str, str]) -> list[GpuPool]:
+        """Pools of every node matching a placement, cordoned and tainted ones included."""
+        return group_pools(g for g in self.gpus if matches_placement(g, gpu_product, node_selector))
+
+    def _select(
+        self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...]
+    ) -> tuple[list[GpuPool], str, tuple[str, ...]]:
+        key = (gpu_product or "", tuple(sorted(node_selector.items())), tolerations)
+        hit = self._cache.get(key)
+        if hit is None:
+            matching = [g for g in self.gpus if matches_placement(g, gpu_product, node_selector)]
+            hit = _candidates(matching, tolerations)
+            self._cache[key] = hit
+        return hit
+
+    def own_usage(self, namespace: str, selector: Mapping[str, str]) -> dict[str, dict[str, int]]:
+        """GPUs per node and resource held by the pods of ``namespace`` that carry every ``selector`` label."""
+        out: dict[str, dict[str, int]] = {}
+        if not selector:
+            return out
+        wanted = set(selector.items())
+        for (ns, _), pod in self.pods.items():
+            if ns == namespace and wanted <= set(pod.labels):
+                per = out.setdefault(pod.node, {})
+                for resource, n in pod.resources:
+                    per[resource] = per.get(resource, 0) + n
+        return out
+
+
+def _candidates(
+    matching: list[NodeGPUs], tolerations: tuple[Toleration, ...]
+) -> tuple[list[GpuPool], str, tuple[str, ...]]:
+    eligible, left_out = [], []
+    for g in matching:
+        why = blocking_taint(g.taints, g.unschedulable, tolerations)
+        if why is None:
+            eligible.append(g)
+        else:
+            left_out.append(f"{g.node} ({why})")
+    # the fingerprint covers the left-out nodes too: uncordoning one changes the verdict
+    return group_pools(eligible), inventory_hash(matching), tuple(sorted(set(left_out)))
+
+
+def inventory_hash(gpus: Iterable[NodeGPUs]) -> str:
+    """A short fingerprint of the inventory, to notice node changes."""
+    rows = sorted(
+        (g.node, g.product, g.gpu.memory_bytes, g.count, g.used, g.unschedulable, _taint_text(g.taints), g.pool_key)
+        for g in gpus
+    )
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+
+
+def _taint_text(taints: Iterable[Taint]) -> str:
+    return ",".join(f"{t.key}={t.value}:{t.effect}" for t in taints)

@@ -1,0 +1,1 @@
+"""Observation: running pods, their vLLM logs and metrics, the workload audit and PolicyReports."""

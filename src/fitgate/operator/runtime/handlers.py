@@ -1,0 +1,489 @@
+"""kopf handlers: parse, call :mod:`fitgate.operator.decision.logic`, patch. Nothing else lives here.
+
+kopf decorators return the functions unchanged, so tests call these directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import logging
+import os
+import socket
+import ssl
+import time
+from typing import Any, cast
+
+import kopf
+
+from fitgate.checkpoints import CheckpointError
+from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.base.metrics_auth import MetricsAuth, kubernetes_review
+from fitgate.operator.decision.logic import admit, forget, reconcile
+from fitgate.operator.decision.poolplan import select_pools
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.gpus.cel import SelectorUnsupportedError
+from fitgate.operator.gpus.dra import ClaimError
+from fitgate.operator.gpus.inventory import Inventory
+from fitgate.operator.observation.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
+from fitgate.operator.observation.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
+from fitgate.operator.observation.scrape import ScrapeLimits
+from fitgate.operator.runtime import (
+    finalizers,
+    workload_handlers,  # noqa: F401 - registers the vLLM workload webhook
+)
+from fitgate.operator.runtime.managed import remove_empty_async
+from fitgate.operator.runtime.shutdown import configure as bound_shutdown
+from fitgate.operator.runtime.webhook import GuardedWebhookServer
+from fitgate.operator.schema.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
+from fitgate.operator.schema.config import OperatorConfig
+from fitgate.operator.watches.nodewatch import NodeWatch, memo_inventory
+from fitgate.operator.watches.resourcewatch import Sources
+from fitgate.settings import Settings
+from fitgate.sizing.cost import parse_gpu_prices
+from fitgate.workloads.bounds import configure as configure_budgets
+
+MD = (GROUP, VERSION, PLURAL)
+FINALIZER = finalizers.FINALIZER  # released by finalizers.py when the CRD is deleted (issue 22)
+REPORTING_COMPONENT = "fitgate"
+_TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or the resync period)
+REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
+
+
+def _settings(memo: Any) -> Settings:
+    """The settings ``fitgate operator`` read once and put in kopf's memo (its ``config``, if set, wins)."""
+    settings = getattr(memo, "settings", None)
+    settings = settings if isinstance(settings, Settings) else Settings()
+    config = getattr(memo, "config", None)
+    if isinstance(config, OperatorConfig) and config is not settings.operator:
+        settings = dataclasses.replace(settings, operator=config)
+    return settings
+
+
+def _config(memo: Any) -> OperatorConfig:
+    return _settings(memo).operator
+
+
+@kopf.on.startup()
+async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """Configure kopf and start the metrics server.
+
+    * Progress and the last-handled spec are kept in ``fitgate.io/*`` annotations, never in status
+      (the structural schema would prune kopf's fields).
+    * Only warnings are posted as kopf's own Events; fitgate posts its verdict Events itself. All are
+      reported by ``fitgate`` (the "From" column of ``kubectl describe``) and this pod, not by "kopf".
+    * The webhook server uses the certificate files the deployment mounts (reloaded when they change),
+      and answers malformed AdmissionReview bodies with 400 (:mod:`fitgate.operator.runtime.webhook`).
+    """
+    every = _settings(memo)
+    config = every.operator
+    memo.settings, memo.config = every, config
+    configure_budgets(every.budgets)  # the parse budgets of user input (issue 22)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
+    # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
+    # deletion); name it after fitgate so users know whose it is.
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="fitgate.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = REPORTING_COMPONENT
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
+    settings.execution.max_workers = 8
+    # After a kill -9 the standby resumes when the dead replica's keep-alive expires: kopf's default
+    # lifetime (60 s) kept statuses unwritten for ~58 s. Keep-alives are then renewed every 1-5 s; not logged.
+    settings.peering.lifetime = config.peering_lifetime_s
+    settings.peering.stealth = True
+    bound_shutdown(settings, config.shutdown_s)  # the exit never outlasts the pod's grace period silently
+    if config.webhook_port:
+        settings.admission.server = GuardedWebhookServer(
+            addr=config.webhook_addr,
+            port=config.webhook_port,
+            host=config.webhook_host,
+            certfile=config.webhook_cert,
+            pkeyfile=config.webhook_key,
+            cafile=config.webhook_ca,
+            # issue 22: with a client CA, only a client holding a certificate it signed (the API server) is served
+            verify_mode=ssl.CERT_REQUIRED if config.webhook_client_ca else None,
+            verify_cafile=config.webhook_client_ca,
+        )
+        if config.webhook_managed:
+            settings.admission.managed = config.webhook_managed
+    metrics = Metrics()
+    auth = MetricsAuth(kubernetes_review()) if config.metrics_auth else None  # issue 22
+    await metrics.serve(config.metrics_addr, config.metrics_port, auth)
+    memo.metrics = metrics
+    memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
+    memo.observer = Observer(
+        *kubernetes_reader(),
+        limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
+        prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
+    )
+    nodewatch = NodeWatch(sources=Sources())  # nodes, and the DRA objects and GPU pods (resourcewatch.py)
+    nodewatch.start()
+    memo.nodewatch = nodewatch
+    # Ready (and so behind the webhook Service) once this replica has listed the nodes itself and its
+    # webhook server accepts connections.
+    webhook = (config.webhook_addr, config.webhook_port) if config.webhook_port else None
+    nodewatch.tasks.append(asyncio.create_task(_ready_when_synced(nodewatch, metrics, webhook)))
+    nodewatch.tasks.append(asyncio.create_task(nodewatch.changes.follow(nodewatch)))
+    logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
+    try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
+        users = [e for e in catalog_entries() if e.location != BUILT_IN]
+        if every.catalog_path:
+            logger.info("user catalog %s: %d entries", os.pathsep.join(every.catalog_path), len(users))
+    except CheckpointError as exc:
+        logger.error("user catalog not usable: %s", exc)
+    # Everything loaded so far (kopf, pydantic schemas, the catalogs) lives as long as the process: move
+    # it out of the collector's reach so that full collections, which pause admission answers, stay short.
+    gc.collect()
+    gc.freeze()
+
+
+async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics, webhook: tuple[str, int] | None = None) -> None:
+    """Set ``/readyz`` once the inventory is listed and, with a webhook, once it accepts connections.
+
+    kopf starts its webhook server after the start-up handlers: a replica marked ready before that was sent
+    reviews it refused (connection refused, which ``failurePolicy: Fail`` turns into a denied request).
+    """
+    while not nodewatch.synced.is_set() or (nodewatch.sources is not None and not nodewatch.sources.synced):
+        await asyncio.sleep(0.1)
+    while webhook is not None and not await _accepts(*webhook):
+        await asyncio.sleep(0.1)
+    metrics.ready = True
+
+
+async def _accepts(addr: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``addr:port`` (a wildcard address: on loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(addr, addr)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+@kopf.on.cleanup()
+async def operator_cleanup(*, memo: Any, **_: Any) -> None:
+    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server.
+
+    Out of cluster (``--webhook-managed``), also delete the webhook configurations kopf created and emptied
+    (:mod:`fitgate.operator.runtime.managed`). From here on the process has ``FITGATE_SHUTDOWN_SECONDS`` to end
+    (:mod:`fitgate.operator.runtime.shutdown`; ``memo.arm_shutdown`` is set by ``fitgate operator``, not in tests).
+    """
+    arm = getattr(memo, "arm_shutdown", None)
+    if callable(arm):
+        arm()
+    config = getattr(memo, "config", None)
+    store = getattr(memo, "store", None)
+    if isinstance(store, FactsStore):
+        store.close()
+    nodewatch = getattr(memo, "nodewatch", None)
+    if isinstance(nodewatch, NodeWatch):
+        nodewatch.stop()
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        await observer.close()
+    metrics = getattr(memo, "metrics", None)
+    if isinstance(metrics, Metrics):
+        metrics.ready = False
+        await metrics.close()
+    if isinstance(config, OperatorConfig) and config.webhook_port and config.webhook_managed:
+        for removed in await remove_empty_async(config.webhook_managed):
+            logging.getLogger("fitgate").info("removed the empty webhook configuration %s", removed)
+
+
+#: One INFO line per decision: a reconcile that writes a verdict, an admission denial (``[namespace/name] verdict
+#: DoesNotFit (WeightsExceedBudget): ...``). Its own logger: kopf's per-object one is at WARNING unless
+#: ``--verbose`` (run.py), and a denial's kopf line is dropped (it is not an error).
+DECISIONS = logging.getLogger("fitgate.decisions")
+
+
+async def _reconcile(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    logger: kopf.Logger,
+) -> float | None:
+    started = time.perf_counter()
+    metrics: Metrics = memo.metrics
+    outcome = await reconcile(
+        raw_spec=spec,
+        old_status=dict(status),
+        generation=int(body.meta.get("generation") or 0),
+        namespace=body.meta.namespace or "",
+        name=body.meta.name or "",
+        nodes=memo_inventory(memo),
+        store=memo.store,
+        metrics=metrics,
+        config=memo.config,
+    )
+    if outcome.status is not None:
+        patch.status.update(outcome.status)
+    current = body.meta.annotations
+    for key, value in outcome.annotations.items():
+        if current.get(key) != value:
+            patch.metadata.annotations[key] = value
+    if outcome.event is not None:
+        kind, reason, message = outcome.event
+        kopf.event(body, type=kind, reason=reason, message=message)
+    if outcome.status is not None or outcome.event is not None:  # a decision written: one line says which
+        ev = outcome.evaluation
+        DECISIONS.info(
+            "[%s/%s] verdict %s (%s): %s",
+            body.meta.namespace or "",
+            body.meta.name or "",
+            ev.verdict.value,
+            ev.reason,
+            _short(ev.message, 600),
+        )
+    for kind, count in memo.store.errors.items():
+        metrics.resolution_errors.labels(kind).inc(count)
+    memo.store.errors.clear()
+    metrics.reconcile_seconds.observe(time.perf_counter() - started)
+    return outcome.retry_in_s
+
+
+@kopf.on.resume(*MD)
+@kopf.on.create(*MD)
+@kopf.on.update(*MD, field="spec")
+async def modeldeployment_reconcile(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Evaluate a created, changed or resumed ModelDeployment and write its status."""
+    retry = await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
+    if retry is not None:
+        raise kopf.TemporaryError("checkpoint resolution pending or transiently failing", delay=retry)
+
+
+@kopf.timer(*MD, interval=_TIMER_GAP_S)
+async def modeldeployment_resync(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    logger: kopf.Logger,
+    stopped: Any = None,
+    **_: Any,
+) -> None:
+    """Re-evaluate when a node change affects this deployment's GPU pools, and every resync period.
+
+    The timer's call waits (in the event loop, no thread) for an inventory change whose pools for this
+    placement differ from those the status was planned on, or for ``FITGATE_RESYNC_SECONDS``; kopf
+    applies the patch when it returns and calls it again ``_TIMER_GAP_S`` later.
+    """
+    nodewatch = getattr(memo, "nodewatch", None)
+    if isinstance(nodewatch, NodeWatch):
+        waiting = asyncio.ensure_future(_until_affected(nodewatch, spec, status, memo, body.meta.namespace or ""))
+        if not await _unless_stopped(waiting, stopped):
+            return
+    work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
+    await _unless_stopped(asyncio.ensure_future(work), stopped)
+
+
+async def _unless_stopped(work: asyncio.Future[Any], stopped: Any) -> bool:
+    """Await ``work`` unless the timer is stopped first (then cancel it and return False).
+
+    Deleted, or the operator is exiting: never hold up a finalizer or a shutdown (a reconcile may wait
+    for a checkpoint resolution for up to ``FITGATE_RECONCILE_RESOLVE_SECONDS``; kopf leaves timers that
+    do not return in time orphaned and cancels them only 5 s later).
+    """
+    stopping = asyncio.ensure_future(_stopped(stopped))
+    try:
+        done, _pending = await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when kopf cancels the timer itself
+        stopping.cancel()
+        if not work.done():
+            work.cancel()
+    if work not in done:
+        return False
+    work.result()  # its exception, if any, is kopf's to see
+    return True
+
+
+async def _stopped(stopped: Any) -> None:
+    if stopped is None:  # called directly (tests): never stopped
+        await asyncio.Event().wait()
+    await stopped.wait()
+
+
+async def _until_affected(
+    nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, memo: Any, namespace: str = ""
+) -> None:
+    """Return after an inventory change that affects this deployment, or after the resync period."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _config(memo).resync_s
+    seen = nodewatch.changes.version
+    while (left := deadline - loop.time()) > 0:
+        version = await nodewatch.changes.wait(seen, left)
+        if version != seen and _affected(spec, status, nodewatch.inventory(), namespace):
+            return
+        seen = version
+
+
+def _affected(spec: kopf.Spec, status: kopf.Status, inventory: Inventory, namespace: str = "") -> bool:
+    """Whether the pools this spec may land on are not the ones its status was planned on.
+
+    A ResourceClaimTemplate that cannot be read now (or is read again) counts as a change.
+    """
+    try:
+        parsed = parse_spec(spec)
+    except SpecError:
+        return False  # nothing to plan whatever the nodes
+    try:
+        _, fingerprint, _ = select_pools(parsed, inventory, namespace)
+    except (ClaimError, SelectorUnsupportedError):
+        fingerprint = ""
+    return bool(fingerprint != status.get("inventoryHash"))
+
+
+@kopf.on.field(*MD, field=("metadata", "annotations", REEVALUATE_ANNOTATION))
+async def modeldeployment_reevaluate(
+    *,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Re-evaluate now when the ``fitgate.io/reevaluate`` annotation is set or changed.
+
+    ``kubectl annotate mdep NAME fitgate.io/reevaluate=$(date +%s) --overwrite`` resolves the checkpoint
+    again (a new catalog entry, a new Hub revision) and plans against the current GPU nodes.
+    """
+    with contextlib.suppress(SpecError):
+        memo.store.forget(parse_spec(spec).model)
+    await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
+
+
+@kopf.on.delete(*MD, optional=True)
+def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+    """Forget a deleted deployment's metrics and last evaluation (optional: never blocks deletion with a finalizer)."""
+    forget(namespace or "", name or "")
+    metrics = getattr(memo, "metrics", None)
+    if isinstance(metrics, Metrics):
+        metrics.forget(namespace or "", name or "")
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        observer.forget(namespace or "", name or "")
+
+
+def _observed(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    """spec.observe is set, or the observer's status is left over, to be cleared.
+
+    A reconcile racing the removal of spec.observe may write the observer's conditions back from its
+    snapshot: the timer runs until they are gone.
+    """
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    mine = any(c.get("type") in OBSERVER_CONDITIONS for c in conditions)
+    return bool(spec.get("observe") or status.get("observed") or mine)
+
+
+@kopf.timer(*MD, interval=_TIMER_GAP_S, when=_observed)
+async def modeldeployment_observe(
+    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any
+) -> None:
+    """Read the serving pods (spec.observe) when due: status.observed, PredictionVerified, AtCapacity.
+
+    Its own timer, so admission and reconcile never wait for a pod; each read is bounded
+    (:mod:`fitgate.operator.observation.observe`).
+    """
+    observer: Observer = memo.observer
+    metrics: Metrics = memo.metrics
+    namespace, name = body.meta.namespace or "", body.meta.name or ""
+    try:
+        parsed = parse_spec(spec)
+    except SpecError:
+        return
+    if parsed.observe is None:  # spec.observe removed: take back what the observer wrote
+        observer.forget(namespace, name)
+        metrics.observed(namespace, name, None, None, None, None, None, None)
+        patch.status["observed"] = None
+        patch.fns.append(lambda fresh: drop_conditions(cast(dict[str, Any], fresh)))
+        return
+    if not observer.due(namespace, name, parsed):
+        return
+    outcome = await observer.round(namespace, name, parsed, dict(status), int(body.meta.get("generation") or 0))
+    patch.status["observed"] = outcome.status["observed"]
+    mine = outcome.status["conditions"]
+    # Not the whole list (reconcile owns Ready and Fits): replaced by type on the freshest body.
+    patch.fns.append(lambda fresh: put_conditions(cast(dict[str, Any], fresh), mine))
+    obs = outcome.observation
+    tokens = obs.observed_blocks * obs.block_size if obs.observed_blocks and obs.block_size else None
+    metrics.observed(
+        namespace,
+        name,
+        obs.observed_blocks,
+        tokens,
+        obs.blocks_error_ratio,
+        obs.at_capacity,
+        obs.peak_kv_usage,
+        obs.preemptions_per_minute,
+    )
+    metrics.scrapes.labels("ok").inc(obs.pods)
+    metrics.scrapes.labels("error").inc(outcome.status["observed"]["podsFailed"])
+    if outcome.event is not None:
+        kind, reason, message = outcome.event
+        kopf.event(body, type=kind, reason=reason, message=message)
+
+
+@kopf.on.validate(*MD, id="fit", operations=["CREATE", "UPDATE"])
+async def modeldeployment_validate(
+    *,
+    spec: kopf.Spec,
+    dryrun: bool,
+    warnings: list[str],
+    memo: Any,
+    old: kopf.Body | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    **_: Any,
+) -> None:
+    """Admission: deny what cannot fit, warn on Tight and Unknown; same evaluation as reconcile.
+
+    Updates that leave the spec alone (annotations, labels) are always admitted: a deployment that
+    stopped fitting because a node pool went away must still be annotatable and deletable.
+    """
+    started = time.perf_counter()
+    metrics: Metrics = memo.metrics
+    if old is not None and dict(old.get("spec") or {}) == dict(spec):
+        metrics.admission.labels("unchanged").inc()
+        return
+    outcome = await admit(
+        raw_spec=spec,
+        nodes=memo_inventory(memo),
+        store=memo.store,
+        config=memo.config,
+        dryrun=bool(dryrun),
+        namespace=namespace or "",
+    )
+    warnings.extend(_short(w) for w in outcome.warnings)
+    metrics.admission.labels(outcome.result).inc()
+    metrics.admission_seconds.observe(time.perf_counter() - started)
+    if not outcome.allowed:
+        DECISIONS.info("[%s/%s] admission denied: %s", namespace or "", name or "", _short(outcome.message, 600))
+        raise kopf.AdmissionError(outcome.message, code=outcome.code)
+
+
+def _short(text: str, limit: int = 1200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,1 @@
+"""API types: the ModelDeployment CRD model, its generator and the operator's configuration."""
