@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import one_request_bytes
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
+
+# the helpers the old estimate shares with the step model, unchanged since: called, not copied
+from fitgate.sizing.performance import _expert_and_embedding_bytes, _moe, active_parameters, attention_width
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import ModelInput, Plan
-from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
 
 #: Share of the datasheet memory bandwidth a decode step achieves (streaming GEMV and paged
 #: attention kernels reach 70-85 % of peak; launch gaps between layers take the rest).
@@ -87,88 +88,6 @@ def expert_fraction_touched(num_experts: int, top_k: int, batch: int) -> float:
     if num_experts <= 0 or top_k >= num_experts:
         return 1.0
     return 1.0 - (1.0 - top_k / num_experts) ** max(1, batch)
-
-
-def _only(inventory: WeightInventory, roles: frozenset[Role]) -> WeightInventory:
-    return WeightInventory(tuple(e for e in inventory.entries if e.role in roles), inventory.source)
-
-
-def active_parameters(model: ModelInput) -> int:
-    """Parameters one token multiplies through: all linear layers, the experts it routes to, the head.
-
-    The embedding gather costs no FLOPs; a tied model's head is its embedding table; the vision
-    tower and skipped tensors (MTP layers) do not run per generated token.
-    """
-    arch = model.arch
-    moe = _moe(arch)
-    share = moe.top_k / moe.num_experts if moe is not None and moe.num_experts else 1.0
-    total = 0.0
-    for e in model.inventory.entries:
-        if e.role in (Role.SKIPPED, Role.VISION, Role.EMBED_PER_LAYER):
-            continue  # Gemma 4's per-layer table is gathered like the embedding: no FLOPs
-        if e.role is Role.EMBED:
-            total += e.numel if arch.tie_word_embeddings else 0
-        elif e.role is Role.LM_HEAD:
-            total += 0 if arch.tie_word_embeddings else e.numel
-        elif e.role is Role.EXPERT:
-            total += e.numel * share
-        else:
-            total += e.numel
-    return int(total)
-
-
-#: (id of the inventory, tp, pp, pp_rank, dtype, quantization) -> (that inventory, its bytes): keyed by
-#: identity because hashing a whole model costs more than the arithmetic it would save.
-_RANK_BYTES: dict[tuple[int, int, int, int, str, str], tuple[WeightInventory, tuple[int, int]]] = {}
-
-
-def _expert_and_embedding_bytes(
-    model: ModelInput, tp: int, pp: int, pp_rank: int, dtype: str, runtime_q: Quantization | None
-) -> tuple[int, int]:
-    """Bytes of experts and of the (untied) embedding table on one GPU, as loaded (memoised for the search)."""
-    key = (id(model.inventory), tp, pp, pp_rank, dtype, runtime_q.method if runtime_q else "")
-    hit = _RANK_BYTES.get(key)
-    if hit is not None and hit[0] is model.inventory:
-        return hit[1]
-    if len(_RANK_BYTES) > 4096:
-        _RANK_BYTES.clear()
-    value = _compute_expert_and_embedding_bytes(model, tp, pp, pp_rank, dtype, runtime_q)
-    _RANK_BYTES[key] = (model.inventory, value)
-    return value
-
-
-def _compute_expert_and_embedding_bytes(
-    model: ModelInput, tp: int, pp: int, pp_rank: int, dtype: str, runtime_q: Quantization | None
-) -> tuple[int, int]:
-
-    def rank_bytes(roles: frozenset[Role]) -> int:
-        inventory = _only(model.inventory, roles)
-        w = weights_per_rank(model.arch, inventory, tp=tp, pp=pp, pp_rank=pp_rank, dtype=dtype,
-                             runtime_quantization=runtime_q)  # fmt: skip
-        return w.tensors_bytes
-
-    experts = rank_bytes(frozenset({Role.EXPERT})) if _moe(model.arch) is not None else 0
-    embedding = 0 if model.arch.tie_word_embeddings else rank_bytes(frozenset({Role.EMBED}))
-    if model.arch.per_layer_embedding is not None:
-        embedding += rank_bytes(frozenset({Role.EMBED_PER_LAYER}))  # gathered a row a token, not streamed
-    return experts, embedding
-
-
-def _moe(arch: ModelArchitecture) -> MoE | None:
-    return next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
-
-
-def attention_width(arch: ModelArchitecture, layers: range, context: int) -> float:
-    """Sum over ``layers`` of heads x head_dim x the tokens attended (window-limited), per token of context."""
-    width = 0.0
-    for i in layers:
-        m = arch.layers[i].mixer
-        if isinstance(m, Attention):
-            span = min(context, m.sliding_window or m.chunk_size or context)
-            width += m.num_heads * (m.head_dim + m.v_head_dim) / 2 * span / context
-        elif isinstance(m, MLA):
-            width += m.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2
-    return width
 
 
 def estimate(
