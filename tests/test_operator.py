@@ -862,3 +862,7 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
     assert {a for arg in get_args(quantization) for a in get_args(arg)} == set(RUNTIME_QUANTIZATION)
     limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))
     assert limit == 1 << 20  # plan()'s concurrency limit
+    from fitgate.sizing.parallel import ALL2ALL_BACKENDS  # noqa: PLC0415
+
+    backend = Serving.model_fields["all2all_backend"].annotation
+    assert {a for arg in get_args(backend) for a in get_args(arg)} == set(ALL2ALL_BACKENDS)
