@@ -240,20 +240,25 @@ def verdict_agrees(verdict: str, log: StartupLog) -> bool | None:
     return None  # not a question of memory (a gated model, a bad setting, a busy GPU)
 
 
+def log_document(log: StartupLog, log_path: str) -> dict[str, Any]:
+    """What was read of the log: the ``log`` object of the compare contract."""
+    return {
+        "path": log_path,
+        "lines_read": log.lines_read,
+        "lines_recognised": log.lines_recognised,
+        "lines_too_long": log.lines_too_long,
+        "bytes_read": log.bytes_read,
+        "truncated": log.truncated,
+    }
+
+
 def compare_document(log: StartupLog, log_path: str, plan_doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """The ``--output json`` contract of ``fitgate compare`` (docs/compare-json.md)."""
     observed = observed_document(log)
     predicted = predicted_terms(plan_doc)
     return {
         "schema": COMPARE_SCHEMA,
-        "log": {
-            "path": log_path,
-            "lines_read": log.lines_read,
-            "lines_recognised": log.lines_recognised,
-            "lines_too_long": log.lines_too_long,
-            "bytes_read": log.bytes_read,
-            "truncated": log.truncated,
-        },
+        "log": log_document(log, log_path),
         "settings": settings_document(log),
         "observed": observed,
         "predicted": plan_doc,
@@ -284,14 +289,7 @@ def refused_document(
     """
     return {
         "schema": COMPARE_SCHEMA,
-        "log": {
-            "path": log_path,
-            "lines_read": log.lines_read,
-            "lines_recognised": log.lines_recognised,
-            "lines_too_long": log.lines_too_long,
-            "bytes_read": log.bytes_read,
-            "truncated": log.truncated,
-        },
+        "log": log_document(log, log_path),
         "settings": settings_document(log),
         "observed": observed_document(log),
         "predicted": None,
