@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.memo import IdentityMemo
 from tests.conftest import model
 
 plan_module = importlib.import_module("fitgate.sizing.plan")
@@ -22,7 +23,7 @@ def test_weights_are_computed_once_per_model_and_settings(monkeypatch: pytest.Mo
         return real(arch, inventory, **settings)
 
     monkeypatch.setattr(plan_module, "weights_per_rank", counting)
-    monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", {})
+    monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", IdentityMemo())
     m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
     first = plan(m, h100, ServingConfig(tensor_parallel_size=4, max_model_len=8192))
     assert len(calls) == 1
@@ -35,7 +36,7 @@ def test_weights_are_computed_once_per_model_and_settings(monkeypatch: pytest.Mo
     assert len(calls) == 2
     assert eight.ranks[0].weights.tensors_bytes < first.ranks[0].weights.tensors_bytes
     # the memo never changes an answer: the same plan without it
-    monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", {})
+    monkeypatch.setattr(plan_module, "_WEIGHTS_MEMO", IdentityMemo())
     fresh = plan(m, h100, ServingConfig(tensor_parallel_size=4, max_model_len=8192))
     assert fresh.ranks[0].weights == first.ranks[0].weights and fresh.per_gpu == first.per_gpu
 
@@ -49,7 +50,7 @@ def test_kv_layouts_are_built_once_per_rank_and_settings(monkeypatch: pytest.Mon
         return real(specs, accounting)
 
     monkeypatch.setattr(plan_module, "build_layout", counting)
-    monkeypatch.setattr(plan_module, "_LAYOUT_MEMO", {})
+    monkeypatch.setattr(plan_module, "_LAYOUT_MEMO", IdentityMemo())
     m, h100 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100")
     first = plan(m, h100, ServingConfig(max_model_len=8192))
     assert calls == [32]  # one rank, 32 attention layers

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +42,7 @@ from fitgate.sizing.kv_layout import (
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
+from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
@@ -495,36 +495,17 @@ def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
 
 #: ``weights_per_rank`` depends only on the model and a few settings, yet every plan (and every suggestion,
 #: alternative and recommend option re-planned) computed it again: 29 % of a cold reconcile (issue 23).
-#: Keyed by the identity of the model's architecture and inventory (kept in the value, so an id is never
-#: reused while its entry lives) and the settings; bounded, oldest first out; a lock because evaluations
-#: run on the operator's worker threads.
-_WEIGHTS_MEMO: dict[tuple[object, ...], tuple[object, object, RankWeights]] = {}
-_WEIGHTS_MEMO_SIZE = 4096
-_WEIGHTS_LOCK = threading.Lock()
+_WEIGHTS_MEMO: IdentityMemo[RankWeights] = IdentityMemo()
+#: The KV layout of a rank depends on the model, its layers on that rank and a few settings, not on the
+#: context length or the workload that suggestions and alternatives vary.
+_LAYOUT_MEMO: IdentityMemo[KVLayout] = IdentityMemo()
 
 
 def _weights_per_rank(arch: ModelArchitecture, inventory: WeightInventory, **settings: Any) -> RankWeights:
     """:func:`weights_per_rank`, memoised."""
-    try:
-        key: tuple[object, ...] = (id(arch), id(inventory), *sorted(settings.items()))
-        hash(key)
-    except TypeError:  # an unhashable setting: compute
-        return weights_per_rank(arch, inventory, **settings)
-    with _WEIGHTS_LOCK:
-        hit = _WEIGHTS_MEMO.get(key)
-    if hit is not None and hit[0] is arch and hit[1] is inventory:
-        return hit[2]
-    weights = weights_per_rank(arch, inventory, **settings)
-    with _WEIGHTS_LOCK:
-        if len(_WEIGHTS_MEMO) >= _WEIGHTS_MEMO_SIZE:
-            _WEIGHTS_MEMO.pop(next(iter(_WEIGHTS_MEMO)))
-        _WEIGHTS_MEMO[key] = (arch, inventory, weights)
-    return weights
-
-
-#: The KV layout of a rank depends on the model, its layers on that rank and a few settings, not on the
-#: context length or the workload that suggestions and alternatives vary: memoised like the weights.
-_LAYOUT_MEMO: dict[tuple[object, ...], tuple[object, KVLayout]] = {}
+    return _WEIGHTS_MEMO.get(
+        (arch, inventory), tuple(sorted(settings.items())), lambda: weights_per_rank(arch, inventory, **settings)
+    )
 
 
 def _kv_layout(
@@ -538,21 +519,16 @@ def _kv_layout(
     num_spec: int,
 ) -> KVLayout:
     """Layer specs, the hybrid block size and their grouping (:func:`build_layout`) for one rank, memoised."""
-    key = (id(arch), kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
-    with _WEIGHTS_LOCK:
-        hit = _LAYOUT_MEMO.get(key)
-    if hit is not None and hit[0] is arch:
-        return hit[1]
-    specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
-    block = hybrid_block_size(specs, block_size, mla=arch.uses_mla)
-    if block != block_size:
-        specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
-    layout = build_layout(specs, accounting)
-    with _WEIGHTS_LOCK:
-        if len(_LAYOUT_MEMO) >= _WEIGHTS_MEMO_SIZE:
-            _LAYOUT_MEMO.pop(next(iter(_LAYOUT_MEMO)))
-        _LAYOUT_MEMO[key] = (arch, layout)
-    return layout
+
+    def compute() -> KVLayout:
+        specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
+        block = hybrid_block_size(specs, block_size, mla=arch.uses_mla)
+        if block != block_size:
+            specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
+        return build_layout(specs, accounting)
+
+    settings = (kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
+    return _LAYOUT_MEMO.get((arch,), settings, compute)
 
 
 def _fabric(gpu: GpuModel, interconnect: str) -> str:
