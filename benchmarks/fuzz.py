@@ -83,7 +83,7 @@ def _rss_mib() -> float:
 
 def hostile(cases: int, at: int) -> int:
     """Issue 22's probes: hostile workloads (read, and admitted in a warn namespace), logs, expositions; bombs."""
-    from tests.test_operator import H100, index, memo, on  # noqa: PLC0415 - the operator only here
+    from tests.fitgate_operator.test_operator import H100, index, memo, on  # noqa: PLC0415 - the operator only here
 
     per = -(-cases // 4)
     targets: list[tuple[str, Any, Callable[[Any], str], int]] = [
@@ -120,9 +120,9 @@ def _latency_with_bombs() -> float:
     import copy  # noqa: PLC0415
 
     import kopf  # noqa: PLC0415
+    from tests.fitgate_operator.test_operator import H100, index, memo, on  # noqa: PLC0415
     from tests.fuzzing_workloads import env_bomb, yaml_bomb_workload  # noqa: PLC0415
-    from tests.test_operator import H100, index, memo, on  # noqa: PLC0415
-    from tests.test_workloads_webhook import CHART  # noqa: PLC0415
+    from tests.workloads.test_workloads_webhook import CHART  # noqa: PLC0415
 
     from fitgate.operator.runtime import workload_handlers  # noqa: PLC0415
 

@@ -25,6 +25,23 @@ from e2e import cluster, tools
 RUNS = cluster.CACHE / "runs"
 
 
+def needs_loopback(kube: Kube) -> None:
+    """The one e2e guard: skip when the suite runs against an external cluster (``FITGATE_E2E_KUBECONFIG``).
+
+    The operator, its webhooks and the fake vLLM pods' metrics servers run as processes on 127.0.0.1 beside
+    the test, which only the loopback control plane this suite starts can call back.
+    """
+    if kube.control_plane is None:
+        pytest.skip("runs the operator, webhooks or metrics servers on 127.0.0.1: needs the loopback control plane")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under e2e/ carries the ``e2e`` mark (``-m "not e2e"`` deselects them)."""
+    for item in items:
+        if "/e2e/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.e2e)
+
+
 @dataclass
 class Kube:
     """A reachable cluster and the real clients to drive it."""

@@ -21,11 +21,10 @@ from pathlib import Path
 import pytest
 from tests.hub_server import HubServer
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
 from e2e.test_operator import FITS, NODES, mdep, node_manifest, wait_verdict
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 FAILOVER_TARGET_S = 15.0
 SHUTDOWN_TARGET_S = 10.0
@@ -38,8 +37,7 @@ metadata:
 
 
 def _cluster(kube: Kube) -> None:
-    if kube.control_plane is None:
-        pytest.skip("the operators run on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("apply", "-f", str(REPO / "charts" / "fitgate" / "crds" / "clusterkopfpeerings.kopf.dev.yaml"))
     for crd in ("modeldeployments.fitgate.io", "clusterkopfpeerings.kopf.dev"):

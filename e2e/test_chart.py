@@ -16,11 +16,10 @@ import pytest
 import yaml
 
 from e2e.cluster import free_port
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 from e2e.test_operator import FITS, MISFIT, mdep, node_manifest
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fitgate"
 RELEASE, NS = "fg", "fitgate-system"
@@ -29,8 +28,7 @@ SECRET = "fg-fitgate-webhook-tls"
 
 @pytest.fixture(scope="module")
 def release(kube: Kube) -> Iterator[int]:
-    if kube.control_plane is None:
-        pytest.skip("the operator runs on 127.0.0.1 next to the loopback control plane")
+    needs_loopback(kube)
     port = free_port()
     existing = kube.kubectl("get", "crd", "modeldeployments.fitgate.io", "-o", "json", check=False)
     owned = (

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 from e2e.test_operator import FITS, mdep, node_manifest
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fitgate"
 RELEASE, NS, WATCHED = "fgns", "fitgate-ns-system", "fitgate-ns-models"
@@ -26,8 +25,7 @@ RELEASE, NS, WATCHED = "fgns", "fitgate-ns-system", "fitgate-ns-models"
 
 @pytest.fixture(scope="module")
 def release(kube: Kube) -> Iterator[None]:
-    if kube.control_plane is None:
-        pytest.skip("the operator runs on 127.0.0.1 next to the loopback control plane")
+    needs_loopback(kube)
     crd = kube.kubectl("get", "crd", "modeldeployments.fitgate.io", check=False).returncode == 0
     kube.kubectl("create", "namespace", WATCHED, check=False)
     kube.helm(

@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, webhook_listening
 from e2e.test_operator import node_manifest
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CRDS = Path(__file__).parent / "crds"
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
@@ -34,8 +33,7 @@ NODEPOOL = "e2e-clu-h200"
 
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("runs the webhook on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     # Karpenter's CRD before the operator starts: its NodePool watch lists them from the start
     kube.kubectl("apply", "--server-side", "-f", str(CRDS / "karpenter.sh_nodepools.yaml"))

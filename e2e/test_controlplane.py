@@ -14,9 +14,7 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from e2e.conftest import Kube
-
-pytestmark = pytest.mark.e2e
+from e2e.conftest import Kube, needs_loopback
 
 WIDGET_CRD = """
 apiVersion: apiextensions.k8s.io/v1
@@ -144,7 +142,7 @@ class _DenyAll(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def deny_webhook(kube: Kube, tmp_path: Path) -> Iterator[tuple[int, bytes]]:
-    assert kube.control_plane is not None or pytest.skip("needs the local control plane's CA")
+    needs_loopback(kube)
     ca = kube.control_plane.ca  # type: ignore[union-attr]
     cert, key = ca.issue("webhook", ips=("127.0.0.1",), dns=("localhost",))
     (tmp_path / "tls.crt").write_bytes(cert)

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CRD = REPO / "crds" / "fitgate.io_modeldeployments.yaml"
 OBJECTS = 200
@@ -23,8 +22,7 @@ OBJECTS = 200
 
 @pytest.fixture
 def operator(kube: Kube, tmp_path: Path) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("runs the operator on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(CRD))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     op = Operator(kube, tmp_path, managed=None, resync_s=30.0, verbose=False)

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 # ResourceSlices and DeviceClasses in the NVIDIA DRA driver's published shape (the file cites the driver's source).
 DRIVER_OBJECTS = list(yaml.safe_load_all((REPO / "tests" / "fixtures" / "dra" / "nvidia-dra-driver.yaml").read_text()))
@@ -91,8 +90,7 @@ def wait_reason(
 
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("the operator e2e runs the webhook on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     versions = kube.kubectl("api-versions").stdout.split()
     assert "resource.k8s.io/v1" in versions, "the built kube-apiserver does not serve resource.k8s.io/v1"
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))

@@ -14,18 +14,16 @@ from pathlib import Path
 import pytest
 from tests.hub_server import HubServer
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
 from e2e.test_operator import MISFIT, NODES, mdep, node_manifest, wait_verdict
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def hung_operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("the operator runs on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     for name, labels, allocatable in NODES:

@@ -14,14 +14,12 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.conftest import TINY_LLAMA
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 from e2e.test_operator import NODES, node_manifest
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = TINY_LLAMA
 
@@ -51,8 +49,7 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def test_hostile_checkpoints_keep_the_operator_small(kube: Kube, namespace: str, tmp_path: Path) -> None:
-    if kube.control_plane is None:
-        pytest.skip("the operator runs on 127.0.0.1 next to the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     root = tmp_path / "models"

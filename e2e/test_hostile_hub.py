@@ -30,11 +30,10 @@ import yaml
 from tests.conftest import TINY_LLAMA
 from tests.hub_server import HubRepo, HubServer, VirtualFile
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
 from e2e.test_operator import FITS, NODES, mdep, node_manifest, status
 
-pytestmark = pytest.mark.e2e
 PENDING = (None, "CheckpointResolving", "CheckpointUnavailable")
 OLD_SRC = os.environ.get("FITGATE_E2E_OPERATOR_SRC", "")
 REPO = Path(__file__).resolve().parents[1]
@@ -101,8 +100,7 @@ def peak_rss_mib(pid: int) -> float:
 def test_hostile_hub_checkpoints_keep_the_operator_under_its_memory_limit(
     kube: Kube, hostile_hub: HubServer, namespace: str, tmp_path: Path
 ) -> None:
-    if kube.control_plane is None:
-        pytest.skip("the operator runs on 127.0.0.1 next to the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     for name, labels, allocatable in NODES:

@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 NAME = "fitgate-e2e-managed.fitgate.io"
 
@@ -26,8 +23,7 @@ def webhooks(kube: Kube, kind: str) -> list[dict[str, object]] | None:
 
 
 def test_the_managed_configurations_are_deleted_when_the_operator_exits(kube: Kube, tmp_path: Path) -> None:
-    if kube.control_plane is None:
-        pytest.skip("the webhook runs on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     op = Operator(kube, tmp_path, managed=NAME)

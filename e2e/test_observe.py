@@ -16,11 +16,9 @@ from typing import Any
 import pytest
 from tests.vllm_metrics_server import VllmMetrics
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
 from e2e.test_operator import NODES, REPO, mdep, node_manifest, status, wait_verdict
-
-pytestmark = pytest.mark.e2e
 
 SPEC = {
     "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
@@ -31,8 +29,7 @@ SPEC = {
 
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("the pods' metrics servers listen on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     for name, labels, allocatable in NODES:

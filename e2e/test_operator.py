@@ -16,10 +16,9 @@ import pytest
 from safetensors.numpy import save_file
 from tests.conftest import GEMMA3_TINY, configmap_mount
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 
 NODES = [
@@ -111,8 +110,7 @@ def user_catalog(kube: Kube, workdir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("the operator e2e runs the webhook on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     for name, labels, allocatable in NODES:

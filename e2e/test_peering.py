@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
 from e2e.test_operator import FITS, MISFIT, NODES, node_manifest
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 PEERING = """
 apiVersion: kopf.dev/v1
@@ -28,8 +27,7 @@ metadata:
 
 @pytest.fixture(scope="module")
 def replicas(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Operator]]:
-    if kube.control_plane is None:
-        pytest.skip("the webhooks run on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("apply", "-f", str(REPO / "charts" / "fitgate" / "crds" / "clusterkopfpeerings.kopf.dev.yaml"))
     for crd in ("modeldeployments.fitgate.io", "clusterkopfpeerings.kopf.dev"):

@@ -19,12 +19,11 @@ import pytest
 import yaml
 
 from e2e.cluster import free_port
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 from e2e.test_operator import node_manifest
 from e2e.test_workloads import chart_deployment
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fitgate"
 RELEASE, NS = "fgpr", "fitgate-pr"
@@ -55,8 +54,7 @@ POLICYREPORT_CRD = {
 
 @pytest.fixture
 def operator(kube: Kube, tmp_path: Path) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("the operator runs on 127.0.0.1 next to the loopback control plane")
+    needs_loopback(kube)
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(POLICYREPORT_CRD))
     kube.kubectl("wait", "--for=condition=Established", "crd/policyreports.wgpolicyk8s.io", "--timeout=30s")

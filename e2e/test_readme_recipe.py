@@ -21,7 +21,6 @@ import pytest
 from e2e import cluster, tools
 from e2e.conftest import Kube
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "<!-- recipe: try-without-gpus -->"
 

@@ -13,7 +13,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 from kubernetes import config as kube_config
 
 from e2e.conftest import Kube
@@ -25,8 +24,6 @@ from fitgate.operator.decision.workloads import WorkloadVerdict, evaluate_readin
 from fitgate.operator.gpus.inventory import Inventory, parse_node
 from fitgate.operator.observation.audit import WorkloadAudit
 from fitgate.workloads import Reading
-
-pytestmark = pytest.mark.e2e
 
 
 def inventory() -> Inventory:

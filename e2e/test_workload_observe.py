@@ -19,19 +19,16 @@ import pytest
 from tests.vllm_metrics_server import VllmMetrics
 
 from e2e.cluster import free_port
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator
 from e2e.test_operator import NODES, node_manifest
-
-pytestmark = pytest.mark.e2e
 
 OBSERVED = "fitgate.io/observed"
 
 
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("the pods' metrics servers listen on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     for name, labels, allocatable in NODES:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
     env = {

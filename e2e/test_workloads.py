@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Kube
+from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, webhook_listening
 from e2e.test_operator import NODES, node_manifest
 
-pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CRDS = Path(__file__).parent / "crds"
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
@@ -62,8 +61,7 @@ def apply(kube: Kube, namespace: str, obj: dict[str, Any], check: bool = True) -
 
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if kube.control_plane is None:
-        pytest.skip("runs the webhook on 127.0.0.1: needs the loopback control plane")
+    needs_loopback(kube)
     lws_crd = gzip.decompress((CRDS / "leaderworkerset.x-k8s.io_leaderworkersets.yaml.gz").read_bytes()).decode()
     kube.kubectl("create", "-f", "-", stdin=lws_crd, check=False)  # too big for client-side apply
     kube.kubectl("apply", "-f", str(CRDS / "serving.kserve.io_inferenceservices.yaml"))
@@ -503,7 +501,7 @@ def test_enforce_denies_lora_slots_over_the_budget_and_admits_the_same_without_l
     kube: Kube, operator: Operator, namespace: str
 ) -> None:
     # 8 slots of rank 64 on Llama-3.1-8B: 2 x 1,477,705,728 B = 2.75 GiB of LoRA buffers per GPU
-    # (tests/test_lora_offload.py shows the arithmetic), leaving 0.48 GiB of KV for a 2 GiB request
+    # (tests/sizing/test_lora_offload.py shows the arithmetic), leaving 0.48 GiB of KV for a 2 GiB request
     ns = labelled(kube, namespace, "enforce")
     lora = lora_deployment("llama-lora", ["--enable-lora", "--max-loras", "8", "--max-lora-rank", "64"])
     result = apply(kube, ns, lora, check=False)

@@ -12,7 +12,7 @@
   in order, in the output.
 
 ``python scripts/gen_docs.py`` rewrites what is stale; ``--check`` only says which page is stale (exit 1).
-``tests/test_docs.py`` runs the check, so a change to the CRD, the chart or the CLI's output that is not
+``tests/project/test_docs.py`` runs the check, so a change to the CRD, the chart or the CLI's output that is not
 regenerated fails the suite.
 """
 

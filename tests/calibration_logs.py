@@ -1,4 +1,4 @@
-"""What a calibration case's log prints: shared by tests/test_logparse.py and benchmarks/compare_logs.py."""
+"""What a calibration case's log prints: shared by tests/observe/test_logparse.py and benchmarks/compare_logs.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile inputs and their checks, shared by tests/test_fuzz.py (bounded, in CI) and benchmarks/fuzz.py (>= 10,000).
+"""Hostile inputs and their checks, shared by tests/project/test_fuzz.py (bounded, in CI) and benchmarks/fuzz.py (>= 10,000).
 
 Three targets, each fed through the code a user's input really takes:
 

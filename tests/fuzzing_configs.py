@@ -1,6 +1,6 @@
 """Hostile ``config.json`` files and ``fitgate plan`` arguments, and their checks.
 
-Shared by tests/test_fuzz_configs.py (bounded, in CI) and benchmarks/fuzz.py (>= 10,000 cases).
+Shared by tests/checkpoints/test_fuzz_configs.py (bounded, in CI) and benchmarks/fuzz.py (>= 10,000 cases).
 
 * configs: a real config of the corpus (tests/corpus) with values replaced at random key paths (NaN,
   infinities, strings, nested lists, negative or huge numbers, booleans), keys dropped, or nesting

@@ -1,4 +1,4 @@
-"""Hostile workloads, logs and exposition texts (issue 22), shared by tests/test_fuzz_workloads.py (bounded) and
+"""Hostile workloads, logs and exposition texts (issue 22), shared by tests/workloads/test_fuzz_workloads.py (bounded) and
 benchmarks/fuzz.py (thousands of cases, and the bombs measured).
 
 Targets, each fed through the path a user's input really takes:

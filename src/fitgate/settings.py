@@ -4,7 +4,7 @@
 calls it at start and hands the object, or the part a component needs, down: the operator gets it in
 kopf's memo, the Hub client its :class:`HubSettings`, the header reader its :class:`HeaderLimits`. A
 library caller that passes nothing gets ``load()``'s value at that moment. No other module reads
-``os.environ`` for these names (``tests/test_settings.py`` fails if one does).
+``os.environ`` for these names (``tests/fitgate_operator/test_settings.py`` fails if one does).
 
 A bad value raises :class:`SettingsError`: one line naming the variable, the value and what is allowed.
 :data:`VARIABLES` documents each variable; the table of docs/settings.md is generated from it (``python -m

@@ -13,7 +13,7 @@ keys (``head_dim`` from ``hidden_size``, ``layer_types`` from a pattern) are lef
 generator and computed by fitgate's parser from the file's own values, as the class would; and
 importing transformers alone takes longer than the 1.2 s a cold ``fitgate plan`` may take (measured
 here: 5-20 s for ``from transformers import CONFIG_MAPPING`` on this 2-core machine). The test
-``tests/test_hf_defaults.py`` regenerates the table from the installed transformers and proves it
+``tests/sizing/test_hf_defaults.py`` regenerates the table from the installed transformers and proves it
 equal to the committed file, and proves that every real config of the test corpus parses to the same
 architecture through the table as through transformers' own classes.
 

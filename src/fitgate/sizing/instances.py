@@ -35,7 +35,7 @@ class _Registry:
 
 def _gpu(name: str) -> GpuModel:
     gpu = find_gpu(name)
-    if gpu is None:  # a data error: the registry names a GPU the catalog lacks (tests/test_cloud_labels.py)
+    if gpu is None:  # a data error: the registry names a GPU the catalog lacks (tests/sizing/test_gpus.py)
         raise KeyError(f"cloud_gpus.json names {name!r}, which is not in gpus.json")
     return gpu
 

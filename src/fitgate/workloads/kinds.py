@@ -4,7 +4,7 @@ The reader (:func:`fitgate.workloads.read_workload`), the pod selectors of the o
 (:mod:`fitgate.workloads.pods`), the audit's lists (``operator/observation/audit.py`` ``AUDITED``) and its RBAC
 (``operator/runtime/rbac.py``), the webhook's registrations (``operator/runtime/workload_handlers.py``
 ``WORKLOAD_RESOURCES``) and the chart's admission rules (``workloadWebhook.rules`` in values.yaml, checked
-against :data:`KINDS` by ``tests/test_workloads_kinds.py``). Adding a kind is one entry here, its reader,
+against :data:`KINDS` by ``tests/workloads/test_workloads_manifests.py``). Adding a kind is one entry here, its reader,
 and the chart rule the test asks for.
 
 CRD groups, versions and plurals, from each project's CRD:

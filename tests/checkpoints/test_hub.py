@@ -1,0 +1,263 @@
+"""Checkpoint resolution through the real huggingface_hub client against a loopback Hub."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from huggingface_hub import constants
+from safetensors.numpy import save
+
+from fitgate.checkpoints import CheckpointError, resolve, to_model_input
+from fitgate.checkpoints.cache import FactsCache
+from fitgate.checkpoints.hub import HubSettings, HubSource
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from tests.conftest import catalog_config
+from tests.hub_server import HubRepo, HubServer, VirtualFile, sharded_checkpoint
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hub"
+SHA_MAIN = "a" * 40
+SHA_V1 = "b" * 40
+TOKEN = "hf_s3cr3t_token_never_printed"
+
+
+def llama8b_files() -> dict[str, Any]:
+    config = catalog_config("meta-llama/Llama-3.1-8B-Instruct")
+    index = json.loads((FIXTURES / "llama-3.1-8b.model.safetensors.index.json").read_text())
+    return sharded_checkpoint(config, index["weight_map"])
+
+
+def tiny_files(max_pos: int = 2048) -> dict[str, Any]:
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 256,
+        "max_position_embeddings": max_pos,
+        "torch_dtype": "bfloat16",
+    }
+    arrays = {
+        "model.embed_tokens.weight": np.zeros((256, 64), np.float16),
+        "lm_head.weight": np.zeros((256, 64), np.float16),
+    }
+    return {"config.json": json.dumps(config).encode(), "model.safetensors": save(arrays)}
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    # huggingface_hub reads HF_HUB_OFFLINE once at import; these tests talk to the loopback Hub.
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    repos = [
+        HubRepo("meta-llama/Llama-3.1-8B-Instruct", {SHA_MAIN: llama8b_files()}, {"main": SHA_MAIN}),
+        HubRepo(
+            "acme/tiny", {SHA_MAIN: tiny_files(4096), SHA_V1: tiny_files(2048)}, {"main": SHA_MAIN, "v1.0": SHA_V1}
+        ),
+        HubRepo("acme/gated", {SHA_MAIN: tiny_files()}, {"main": SHA_MAIN}, token=TOKEN, gated=True),
+        HubRepo(
+            "acme/pytorch-only",
+            {SHA_MAIN: {"config.json": tiny_files()["config.json"], "pytorch_model.bin": b"\0" * 1024}},
+            {"main": SHA_MAIN},
+        ),
+        HubRepo("acme/huge-config", {SHA_MAIN: {"config.json": b" " * (9 << 20)}}, {"main": SHA_MAIN}),
+        HubRepo(
+            "acme/bad-header",
+            {
+                SHA_MAIN: {
+                    "config.json": tiny_files()["config.json"],
+                    "model.safetensors": VirtualFile((10**12).to_bytes(8, "little") + b"{}", 4096),
+                }
+            },
+            {"main": SHA_MAIN},
+        ),
+        HubRepo(
+            "acme/truncated",
+            {
+                SHA_MAIN: {
+                    "config.json": tiny_files()["config.json"],
+                    "model.safetensors": (200_000).to_bytes(8, "little") + b'{"a":',
+                }
+            },
+            {"main": SHA_MAIN},
+        ),
+    ]
+    with HubServer(repos) as server:
+        yield server
+
+
+def source(hub: HubServer, tmp_path: Path, **kw: Any) -> HubSource:
+    settings = HubSettings(
+        endpoint=hub.url,
+        token=kw.pop("token", None),
+        timeout_s=kw.pop("timeout_s", 2.0),
+        deadline_s=kw.pop("deadline_s", 10.0),
+        offline=kw.pop("offline", False),
+    )
+    return HubSource(settings, FactsCache(tmp_path / "cache", **kw))
+
+
+def test_sharded_checkpoint_reads_headers_only(hub: HubServer, tmp_path: Path) -> None:
+    facts = source(hub, tmp_path).resolve("meta-llama/Llama-3.1-8B-Instruct")
+    assert facts.revision == SHA_MAIN and facts.weights_basis == "safetensors"
+    assert facts.tensors is not None and facts.tensors.tensor_count == 291 and facts.total_size == 16_060_522_496
+    # headers only: four shard headers (<= 100 kB each), the index and config.json, far under 1 MiB
+    assert hub.bytes_sent < 1 << 20
+    assert not any("bytes=" in r for r in hub.requests)  # (requests log paths; ranges are in headers)
+
+
+def test_catalog_and_hub_give_the_same_plan(hub: HubServer, tmp_path: Path) -> None:
+    via_hub = to_model_input(source(hub, tmp_path).resolve("meta-llama/Llama-3.1-8B-Instruct"))
+    via_catalog = to_model_input(resolve("meta-llama/Llama-3.1-8B-Instruct", source="catalog"))
+    gpu, serving = lookup_gpu("H100"), ServingConfig(max_model_len=32768)
+    a, b = plan(via_hub, gpu, serving), plan(via_catalog, gpu, serving)
+    assert a.per_gpu == b.per_gpu and a.kv == b.kv and a.verdict is b.verdict
+
+
+def test_revision_pinning(hub: HubServer, tmp_path: Path) -> None:
+    src = source(hub, tmp_path)
+    main = src.resolve("acme/tiny")
+    tagged = src.resolve("acme/tiny", "v1.0")
+    pinned = src.resolve("acme/tiny", SHA_V1)
+    assert (main.revision, tagged.revision, pinned.revision) == (SHA_MAIN, SHA_V1, SHA_V1)
+    assert main.config["max_position_embeddings"] == 4096 and tagged.config["max_position_embeddings"] == 2048
+
+
+def test_unknown_repo_and_revision(hub: HubServer, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="repository not found") as exc:
+        source(hub, tmp_path).resolve("acme/missing")
+    assert not exc.value.transient
+    with pytest.raises(CheckpointError, match="revision not found"):
+        source(hub, tmp_path).resolve("acme/tiny", "v9")
+
+
+def test_gated_repo_needs_a_token_and_never_leaks_it(hub: HubServer, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="gated repository: set HF_TOKEN"):
+        source(hub, tmp_path).resolve("acme/gated")
+    with pytest.raises(CheckpointError, match="the token was refused") as exc:
+        source(hub, tmp_path, token="hf_wrong_" + TOKEN).resolve("acme/gated")
+    assert TOKEN not in str(exc.value)
+    facts = source(hub, tmp_path, token=TOKEN).resolve("acme/gated")
+    assert facts.revision == SHA_MAIN and TOKEN not in json.dumps(facts.__dict__, default=str)
+
+
+def test_5xx_then_success(hub: HubServer, tmp_path: Path) -> None:
+    hub.fail(r"^/api/models/acme/tiny", 503, times=2)
+    facts = source(hub, tmp_path).resolve("acme/tiny")
+    assert facts.revision == SHA_MAIN
+    assert sum(r.startswith("GET /api/models/acme/tiny") for r in hub.requests) == 3
+
+
+def test_slow_server_times_out_within_the_deadline(hub: HubServer, tmp_path: Path) -> None:
+    hub.slow(r"^/api/models/acme/tiny", 3.0)
+    start = time.monotonic()
+    with pytest.raises(CheckpointError, match=r"timed out after 0\.5s") as exc:
+        source(hub, tmp_path, timeout_s=0.5, deadline_s=2.0).resolve("acme/tiny")
+    assert exc.value.transient and time.monotonic() - start < 5
+
+
+def test_oversized_and_truncated_headers(hub: HubServer, tmp_path: Path) -> None:
+    with pytest.raises(
+        CheckpointError, match=r"bad-header/model.safetensors: 'header length 10+' .* at most 100000000"
+    ):
+        source(hub, tmp_path).resolve("acme/bad-header")
+    with pytest.raises(CheckpointError, match=r"truncated/model.safetensors: .*within the file's 13 bytes \(truncated"):
+        source(hub, tmp_path).resolve("acme/truncated")
+
+
+def test_oversized_config_is_refused(hub: HubServer, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="more than the 8388608-byte limit"):
+        source(hub, tmp_path).resolve("acme/huge-config")
+
+
+def test_non_safetensors_checkpoint_is_estimated(hub: HubServer, tmp_path: Path) -> None:
+    facts = source(hub, tmp_path).resolve("acme/pytorch-only")
+    assert facts.weights_basis == "estimated" and "estimated from config.json" in facts.notes[0]
+
+
+def test_cache_hit_with_the_server_stopped(hub: HubServer, tmp_path: Path) -> None:
+    src = source(hub, tmp_path)
+    expired = source(hub, tmp_path, ref_ttl_s=0.0)
+    first = src.resolve("acme/tiny")
+    hub.stop()
+    again = src.resolve("acme/tiny")  # branch within its TTL: no request at all
+    assert again == first
+    stale = expired.resolve("acme/tiny")  # TTL over, Hub down: stale-if-error
+    assert stale.revision == SHA_MAIN and "could not be reached" in stale.notes[-1]
+
+
+def test_offline_mode_falls_back_to_the_catalog(hub: HubServer, tmp_path: Path) -> None:
+    offline = source(hub, tmp_path, offline=True)
+    facts = resolve("meta-llama/Llama-3.1-8B-Instruct", hub=offline)
+    assert facts.source == "catalog" and "built-in catalog" in facts.notes[-1]
+    with pytest.raises(CheckpointError, match="HF_HUB_OFFLINE") as exc:
+        resolve("acme/tiny", hub=offline)
+    assert exc.value.transient
+    assert hub.requests == []
+
+
+def test_definitive_answers_are_not_replaced_by_the_catalog(hub: HubServer, tmp_path: Path) -> None:
+    hub.repos.append(
+        HubRepo(
+            "meta-llama/Llama-3.1-70B-Instruct", {SHA_MAIN: tiny_files()}, {"main": SHA_MAIN}, token=TOKEN, gated=True
+        )
+    )
+    with pytest.raises(CheckpointError, match="gated"):
+        resolve("meta-llama/Llama-3.1-70B-Instruct", hub=source(hub, tmp_path))
+
+
+@pytest.mark.parametrize("ref", ["http://169.254.169.254/latest", "acme/tiny@../../etc", "../etc/passwd@x", "a/b/c"])
+def test_references_are_repo_ids_not_urls(ref: str, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError):
+        resolve(
+            ref,
+            source="hub",
+            hub=HubSource(HubSettings(endpoint="http://127.0.0.1:9", timeout_s=0.2), FactsCache(tmp_path)),
+        )
+
+
+def test_cache_is_safe_under_concurrent_use(tmp_path: Path) -> None:
+    cache = FactsCache(tmp_path)
+    facts = resolve("meta-llama/Llama-3.1-8B-Instruct", source="catalog")
+    facts = type(facts)(**{**facts.__dict__, "revision": SHA_MAIN})
+    seen: list[object] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        for _ in range(20):
+            cache.put("e", "r", facts)
+
+    def reader() -> None:
+        try:
+            for _ in range(200):
+                seen.append(cache.get("e", "r", SHA_MAIN))
+        except BaseException as exc:  # pragma: no cover - the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(3)] + [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(s is None or s == facts for s in seen)  # never a torn file
+    assert cache.get("e", "r", SHA_MAIN) == facts
+
+
+def test_cache_is_bounded(tmp_path: Path) -> None:
+    cache = FactsCache(tmp_path, max_bytes=8000)
+    facts = resolve("meta-llama/Llama-3.1-8B-Instruct", source="catalog")
+    for i in range(10):
+        cache.put("e", f"r{i}", type(facts)(**{**facts.__dict__, "revision": f"{i:040d}"}))
+        time.sleep(0.01)
+    files = list((tmp_path / "facts").glob("*.json"))
+    assert sum(f.stat().st_size for f in files) <= 8000
+    assert cache.get("e", "r9", f"{9:040d}") is not None  # the newest survives

@@ -1,0 +1,527 @@
+"""The gate in real clusters: cloud GPU labels, instance types, pools that scale from zero (docs/clusters.md)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.decision.logic import SCHEDULABLE_ANNOTATION, decide
+from fitgate.operator.decision.workloads import WorkloadVerdict
+from fitgate.operator.gpus.cloudlabels import gpu_from_labels, names_a_gpu
+from fitgate.operator.gpus.gpuview import build_inventory
+from fitgate.operator.gpus.inventory import Inventory, parse_node, unlabeled_gpus
+from fitgate.operator.gpus.placement import Toleration
+from fitgate.operator.gpus.prospects import parse_machine_group, parse_nodeclaim, parse_nodepool, prospects
+from fitgate.operator.observation.audit import audit_action
+from fitgate.operator.schema.api import parse_spec
+from fitgate.operator.schema.config import OperatorConfig
+from fitgate.sizing import ReasonCode, Verdict
+from fitgate.sizing.gpus import find_gpu, gpu_catalog
+from fitgate.sizing.instances import gke_accelerator, instance_gpus, instance_types, karpenter_gpu
+from fitgate.sizing.units import GiB
+from tests.conftest import model
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT_OSS = model("openai/gpt-oss-20b")
+LLAMA_8B = model("meta-llama/Llama-3.1-8B-Instruct")
+LLAMA_70B = model("meta-llama/Llama-3.1-70B-Instruct")
+POLICY = OperatorConfig().unknown_policy
+
+
+def node(name: str, labels: dict[str, str], allocatable: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": {"allocatable": allocatable}}
+
+
+def inventory(*nodes: dict[str, Any], templates: tuple[Any, ...] = ()) -> Inventory:
+    return build_inventory({n["metadata"]["name"]: parse_node(n) for n in nodes}, {}, None, None, None, templates)
+
+
+# -- label schemes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("labels", "gpu", "count", "scheme"),
+    [
+        # GPU Feature Discovery (k8s-device-plugin docs/gpu-feature-discovery/README.md)
+        ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}, "H100-SXM", 8, "gfd"),
+        ({"nvidia.com/gpu.product": "NVIDIA-L40S-SHARED"}, "L40S", None, "gfd"),
+        # GKE (cloud.google.com/kubernetes-engine/docs/how-to/gpus); the count from Autopilot's label or the machine
+        ({"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}, "H100-SXM", None, "gke"),
+        (
+            {"cloud.google.com/gke-accelerator": "nvidia-l4", "cloud.google.com/gke-accelerator-count": "2"},
+            "L4",
+            2,
+            "gke",
+        ),
+        (
+            {
+                "cloud.google.com/gke-accelerator": "nvidia-a100-80gb",
+                "node.kubernetes.io/instance-type": "a2-ultragpu-4g",
+            },
+            "A100-80GB",
+            4,
+            "gke",
+        ),
+        ({"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}, "H200", None, "gke"),
+        # Karpenter on AWS (instance-types.md: p5.48xlarge is h100 x 8, 81920 MiB each)
+        (
+            {
+                "karpenter.k8s.aws/instance-gpu-name": "h100",
+                "karpenter.k8s.aws/instance-gpu-count": "8",
+                "karpenter.k8s.aws/instance-gpu-memory": "81920",
+            },
+            "H100-SXM",
+            8,
+            "karpenter",
+        ),
+        # a100 is two cards: 40960 MiB on p4d, 81920 MiB on p4de
+        (
+            {"karpenter.k8s.aws/instance-gpu-name": "a100", "karpenter.k8s.aws/instance-gpu-memory": "40960"},
+            "A100-40GB",
+            None,
+            "karpenter",
+        ),
+        (
+            {"karpenter.k8s.aws/instance-gpu-name": "a100", "karpenter.k8s.aws/instance-gpu-memory": "81920"},
+            "A100-80GB",
+            None,
+            "karpenter",
+        ),
+        ({"eks.amazonaws.com/instance-gpu-name": "l40s"}, "L40S", None, "karpenter"),  # EKS Auto Mode's prefix
+        # instance types (sizing/data/cloud_gpus.json)
+        ({"node.kubernetes.io/instance-type": "p5.48xlarge"}, "H100-SXM", 8, "instance-type"),
+        ({"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"}, "H100-SXM", 8, "instance-type"),
+        # AMD GPU Operator labeller
+        ({"amd.com/gpu.product-name": "Instinct_MI300X"}, "MI300X", None, "amd"),
+    ],
+)
+def test_label_schemes_name_the_gpu(labels: dict[str, str], gpu: str, count: int | None, scheme: str) -> None:
+    got, note = gpu_from_labels(labels)
+    assert got is not None and note is None
+    assert (got.gpu.name, got.count, got.scheme) == (gpu, count, scheme)
+
+
+def test_labels_fitgate_cannot_read_say_so_and_guess_nothing() -> None:
+    assert gpu_from_labels({"cloud.google.com/gke-accelerator": "nvidia-tesla-k80"}) == (
+        None,
+        "cloud.google.com/gke-accelerator=nvidia-tesla-k80 is not in fitgate's table of GKE accelerators",
+    )
+    # an ambiguous Karpenter name without its memory label is unknown, not the 40 GB or the 80 GB card
+    assert gpu_from_labels({"karpenter.k8s.aws/instance-gpu-name": "a100"})[0] is None
+    assert gpu_from_labels({"node.kubernetes.io/instance-type": "m7i.large"}) == (None, None)  # no GPU, no note
+    got, note = gpu_from_labels({"gpu.intel.com/product": "Max_1550"})
+    assert got is None and note == "gpu.intel.com/product=Max_1550 is not in the GPU catalog"
+    assert names_a_gpu({"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    assert not names_a_gpu({"pool": "a"})
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "gpu", "count"),
+    [
+        # AWS, from Karpenter's instance-types.md (gpu-name, gpu-count, gpu-memory)
+        ("p4d.24xlarge", "A100-40GB", 8),
+        ("p4de.24xlarge", "A100-80GB", 8),
+        ("p5.4xlarge", "H100-SXM", 1),
+        ("p5e.48xlarge", "H200", 8),
+        ("p5en.48xlarge", "H200", 8),
+        ("p6-b200.48xlarge", "B200", 8),
+        ("p6-b300.48xlarge", "B300", 8),
+        ("g5.12xlarge", "A10G", 4),
+        ("g6.48xlarge", "L4", 8),
+        ("g6e.xlarge", "L40S", 1),
+        # GCP (cloud.google.com/compute/docs/gpus)
+        ("a2-highgpu-8g", "A100-40GB", 8),
+        ("a2-megagpu-16g", "A100-40GB", 16),
+        ("a3-highgpu-8g", "H100-SXM", 8),
+        ("a3-ultragpu-8g", "H200", 8),
+        ("a4-highgpu-8g", "B200", 8),
+        ("g2-standard-48", "L4", 4),
+        # Azure (KAITO's azure_sku_handler.go, learn.microsoft.com)
+        ("Standard_NC24ads_A100_v4", "A100-80GB", 1),
+        ("Standard_ND96asr_v4", "A100-40GB", 8),
+        ("standard_nc40ads_h100_v5", "H100-NVL", 1),  # case as AKS writes it or not: one instance type
+        ("Standard_ND96isr_H200_v5", "H200", 8),
+        ("Standard_ND96isr_MI300X_v5", "MI300X", 8),
+    ],
+)
+def test_instance_types_map_to_product_and_count(instance_type: str, gpu: str, count: int) -> None:
+    found = instance_gpus(instance_type)
+    assert found is not None and (found.gpu.name, found.count) == (gpu, count)
+
+
+def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
+    raw = json.loads(resources.files("fitgate.sizing").joinpath("data/cloud_gpus.json").read_text())
+    for section in ("instance_types", "gke_accelerators", "karpenter_gpu_names"):
+        for row in raw[section]:
+            assert find_gpu(row["gpu"]) is not None, row
+            assert len(row["source"]) > 20, row
+    assert len(instance_types()) == len(raw["instance_types"])  # no instance type listed twice
+    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {"aws", "gcp", "azure"}
+    assert gke_accelerator("NVIDIA-L4") is not None and karpenter_gpu("nope") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "label_mib", "vendor"),
+    [
+        ("B300", 275040, "nvidia"),
+        ("GB300", 275040, "nvidia"),
+        ("GH200", 97871, "nvidia"),
+        ("H800", 81559, "nvidia"),
+        ("A800", 81920, "nvidia"),
+        ("L20", 46068, "nvidia"),
+        ("A40", 46068, "nvidia"),
+        ("A30", 24576, "nvidia"),
+        ("GB10", 122070, "nvidia"),
+        ("RTX-5080", 16303, "nvidia"),
+        ("RTX-4080", 16376, "nvidia"),
+        ("MI350X", 294912, "amd"),
+    ],
+)
+def test_catalog_has_the_gpus_of_2026(name: str, label_mib: int, vendor: str) -> None:
+    gpu = find_gpu(name)
+    assert gpu is not None and gpu.vendor == vendor and gpu.label_memory_mib == label_mib
+    # CUDA (ROCm) reports less than the label: the driver keeps 16 MiB (AMD) to ~0.6 GiB (NVIDIA)
+    assert 0 < label_mib * 1024**2 - gpu.memory_bytes <= GiB
+    assert gpu in gpu_catalog()
+
+
+# -- nodes labelled by their cloud ---------------------------------------------------------------
+
+
+def test_a_gke_node_without_gfd_is_read_from_its_accelerator_label() -> None:
+    gke = node(
+        "gke-h100-0",
+        {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "node.kubernetes.io/instance-type": "a3-highgpu-8g"},
+        {"nvidia.com/gpu": "8"},
+    )
+    [g] = parse_node(gke)
+    assert (g.product, g.gpu.name, g.count, g.resource) == ("H100-SXM", "H100-SXM", 8, "nvidia.com/gpu")
+    assert "read from the gke labels" in g.notes[0]
+
+
+def test_an_eks_karpenter_node_and_an_aks_node_are_read() -> None:
+    eks = node(
+        "ip-10-0-0-1",
+        {"karpenter.k8s.aws/instance-gpu-name": "l40s", "node.kubernetes.io/instance-type": "g6e.12xlarge"},
+        {"nvidia.com/gpu": "4"},
+    )
+    aks = node("aks-gpu-0", {"node.kubernetes.io/instance-type": "Standard_ND96isr_MI300X_v5"}, {"amd.com/gpu": "8"})
+    [e], [a] = parse_node(eks), parse_node(aks)
+    assert (e.gpu.name, e.count, e.vendor) == ("L40S", 4, "nvidia")
+    assert (a.gpu.name, a.count, a.vendor, a.resource) == ("MI300X", 8, "amd", "amd.com/gpu")
+
+
+def test_a_node_whose_gpu_no_label_names_is_reported() -> None:
+    bare = node("gpu-9", {"node.kubernetes.io/instance-type": "x9.huge"}, {"nvidia.com/gpu": "8"})
+    assert parse_node(bare) == []
+    why = unlabeled_gpus(bare)
+    assert why is not None and "no cloud label fitgate knows" in why
+
+
+# -- fit is not availability ---------------------------------------------------------------------
+
+
+def readme_example() -> dict[str, Any]:
+    return dict(yaml.safe_load((ROOT / "examples" / "fits-gpt-oss-l40s.yaml").read_text())["spec"])
+
+
+def test_the_readme_example_is_admitted_on_an_empty_cluster_with_no_node_yet() -> None:
+    spec = parse_spec({**readme_example(), "model": {"name": "openai/gpt-oss-20b", "source": "catalog"}})
+    ev = evaluate(spec, GPT_OSS, Inventory(()))
+    assert ev.verdict is Verdict.FITS and ev.no_node == "no node with NVIDIA-L40S (placement) yet"
+    assert ev.best is not None and ev.best.pool.prospective and ev.best.pool.gpu.name == "L40S"
+    outcome = decide(spec, ev, POLICY)
+    assert outcome.allowed and outcome.result == "warned"
+    assert "reason NoNodeYet" in outcome.warnings[0] and "evaluates again when one joins" in outcome.warnings[0]
+    status = status_of(ev, 1, None)
+    schedulable = next(c for c in status["conditions"] if c["type"] == "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "NoNodeYet")
+    assert status["pools"][0]["nodes"] == 0 and status["pools"][0]["source"] == "placement"
+    assert "freeGpus" not in status["pools"][0]  # no node: no free GPUs to count, not zero of them
+
+
+def test_a_true_misfit_on_a_product_with_no_node_is_still_denied() -> None:
+    # Llama-3.1-70B bf16: ~131 GiB of weights on one L4 (22.06 GiB x 0.9 budget): no node needed to know that
+    spec = parse_spec(
+        {
+            "model": {"name": "meta-llama/Llama-3.1-70B-Instruct", "source": "catalog"},
+            "serving": {"maxModelLen": 8192},
+            "placement": {"nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
+        }
+    )
+    ev = evaluate(spec, LLAMA_70B, Inventory(()))
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.WEIGHTS_EXCEED_BUDGET)
+    assert ev.no_node and "L4" in ev.message
+    outcome = decide(spec, ev, POLICY)
+    assert not outcome.allowed and "does not fit" in outcome.message
+
+
+def test_a_placement_naming_no_gpu_and_no_node_is_unknown_never_does_not_fit() -> None:
+    h100 = node("h-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "8"})
+    spec = parse_spec(
+        {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+            "serving": {"maxModelLen": 8192},
+            "placement": {"nodeSelector": {"pool": "gpu-a"}},
+        }
+    )
+    ev = evaluate(spec, LLAMA_8B, inventory(h100))
+    assert (ev.verdict, ev.reason) == (Verdict.UNKNOWN, ReasonCode.NO_NODE_YET)
+    assert "nodeSelector pool=gpu-a" in ev.message
+    assert decide(spec, ev, POLICY).allowed
+
+
+def test_a_product_other_than_the_nodes_is_planned_on_that_product() -> None:
+    # the cluster has H100 nodes; the spec asks for a B200 no node has yet: fit on B200, no node
+    h100 = node("h-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "8"})
+    spec = parse_spec(
+        {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+            "serving": {"maxModelLen": 8192},
+            "placement": {"gpuProduct": "B200"},
+        }
+    )
+    ev = evaluate(spec, LLAMA_8B, inventory(h100))
+    assert ev.verdict is Verdict.FITS and ev.best is not None and ev.best.pool.gpu.name == "B200"
+    assert ev.no_node == "no node with B200 (placement) yet"
+
+
+# -- autoscaler templates ------------------------------------------------------------------------
+
+NODEPOOL = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": "gpu"},
+    "spec": {
+        "template": {
+            "metadata": {"labels": {"team": "llm"}},
+            "spec": {
+                "requirements": [
+                    {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["l40s"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                ],
+                "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            },
+        }
+    },
+}
+GPU_TOLERATION = (Toleration("nvidia.com/gpu", "Exists"),)
+
+
+def test_a_karpenter_nodepool_names_the_product() -> None:
+    pool = parse_nodepool(NODEPOOL)
+    assert pool is not None
+    [p] = prospects(None, {"team": "llm"}, GPU_TOLERATION, [pool])
+    assert (p.gpu.gpu.name, p.count, p.source) == ("L40S", None, "NodePool/gpu")
+    assert prospects(None, {"karpenter.sh/nodepool": "gpu"}, GPU_TOLERATION, [pool])[0].gpu.gpu.name == "L40S"
+    # its taint keeps an untolerating pod off it; a label it cannot carry too
+    assert prospects(None, {"team": "llm"}, (), [pool]) == ()
+    assert prospects(None, {"team": "web"}, GPU_TOLERATION, [pool]) == ()
+    # a GPU it does not offer: not from the NodePool, but the placement still names its GPU
+    [h100] = prospects(None, {"karpenter.k8s.aws/instance-gpu-name": "h100"}, GPU_TOLERATION, [pool])
+    assert (h100.gpu.gpu.name, h100.source) == ("H100-SXM", "placement")
+
+
+def test_a_nodepool_that_leaves_the_gpu_open_takes_the_one_the_pod_selects() -> None:
+    open_pool = parse_nodepool({"metadata": {"name": "default"}, "spec": {"template": {"spec": {"requirements": []}}}})
+    assert open_pool is not None
+    [p] = prospects(None, {"karpenter.k8s.aws/instance-gpu-name": "h100"}, (), [open_pool])
+    assert (p.gpu.gpu.name, p.source) == ("H100-SXM", "NodePool/default")
+    [t] = prospects(None, {"node.kubernetes.io/instance-type": "p5e.48xlarge"}, (), [open_pool])
+    assert (t.gpu.gpu.name, t.count) == ("H200", 8)
+
+
+def test_the_nodepool_plans_the_deployment_and_its_verdict_changes_when_a_node_joins() -> None:
+    pool = parse_nodepool(NODEPOOL)
+    spec = parse_spec(
+        {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+            "serving": {"maxModelLen": 8192},
+            "placement": {
+                "nodeSelector": {"team": "llm"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            },
+        }
+    )
+    ev = evaluate(spec, LLAMA_8B, inventory(templates=(pool,)))
+    assert ev.verdict is Verdict.FITS and ev.no_node == "no node with L40S (NodePool/gpu) yet"
+    before = status_of(ev, 1, None)
+    joined = node(
+        "ip-1",
+        {
+            "team": "llm",
+            "karpenter.k8s.aws/instance-gpu-name": "l40s",
+            "node.kubernetes.io/instance-type": "g6e.xlarge",
+        },
+        {"nvidia.com/gpu": "1"},
+    )
+    after_ev = evaluate(spec, LLAMA_8B, inventory(joined, templates=(pool,)))
+    assert after_ev.verdict is Verdict.FITS and not after_ev.no_node
+    after = status_of(after_ev, 1, before)
+    schedulable = next(c for c in after["conditions"] if c["type"] == "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "NodesMatch")
+    assert after["pools"][0]["nodes"] == 1 and after["pools"][0]["source"] == "labels"
+    # a deployment that always had nodes keeps its two conditions
+    assert [c["type"] for c in status_of(after_ev, 1, None)["conditions"]] == ["Ready", "Fits"]
+
+
+MACHINE_DEPLOYMENT = {
+    "apiVersion": "cluster.x-k8s.io/v1beta2",
+    "kind": "MachineDeployment",
+    "metadata": {
+        "name": "h100-pool",
+        "namespace": "capi",
+        "annotations": {
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+            "capacity.cluster-autoscaler.kubernetes.io/gpu-type": "nvidia.com/gpu",
+            "capacity.cluster-autoscaler.kubernetes.io/gpu-count": "4",
+            "capacity.cluster-autoscaler.kubernetes.io/labels": "pool=h100,nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
+            "capacity.cluster-autoscaler.kubernetes.io/taints": "dedicated=gpu:NoSchedule",
+        },
+    },
+}
+
+
+def test_cluster_autoscaler_scale_from_zero_annotations_size_the_node() -> None:
+    group = parse_machine_group(MACHINE_DEPLOYMENT)
+    assert group is not None and group.gpu_count == 4
+    tolerate = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    base = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+        "serving": {"maxModelLen": 8192},
+        "placement": {"nodeSelector": {"pool": "h100"}, "tolerations": tolerate},
+    }
+    ev = evaluate(parse_spec(base), LLAMA_8B, inventory(templates=(group,)))
+    assert ev.verdict is Verdict.FITS and ev.best is not None and ev.best.pool.gpus_per_node == 4
+    assert ev.no_node == "no node with NVIDIA-H100-80GB-HBM3 (MachineDeployment/capi/h100-pool) yet"
+    # TP 8 on nodes of 4 GPUs: a true misfit, known before any node exists
+    tp8 = {**base, "serving": {"maxModelLen": 8192, "tensorParallelSize": 8}}
+    ev8 = evaluate(parse_spec(tp8), LLAMA_8B, inventory(templates=(group,)))
+    assert (ev8.verdict, ev8.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.NOT_ENOUGH_GPUS_PER_NODE)
+    assert "its nodes (MachineDeployment/capi/h100-pool, none yet) have 4" in ev8.message
+    assert parse_machine_group({"metadata": {"name": "cpu", "annotations": {}}}) is None
+
+
+def test_the_audit_marks_a_workload_with_no_node_and_clears_it() -> None:
+    spec = parse_spec({**readme_example(), "model": {"name": "openai/gpt-oss-20b", "source": "catalog"}})
+    waiting = evaluate(spec, GPT_OSS, Inventory(()))
+    reading: Any = None  # audit_action reads only the verdict and the evaluation
+    action = audit_action({}, WorkloadVerdict(reading, waiting, "m"))
+    assert action.annotations is not None and action.annotations[SCHEDULABLE_ANNOTATION] == "NoNodeYet"
+    l40s = node("l-0", {"nvidia.com/gpu.product": "NVIDIA-L40S"}, {"nvidia.com/gpu": "1"})
+    placed = evaluate(spec, GPT_OSS, inventory(l40s))
+    cleared = audit_action(
+        {SCHEDULABLE_ANNOTATION: "NoNodeYet", "fitgate.io/verdict": "Fits"}, WorkloadVerdict(reading, placed, "m")
+    )
+    assert cleared.annotations is not None and cleared.annotations[SCHEDULABLE_ANNOTATION] is None  # removed
+
+
+def test_the_operator_inventory_carries_the_templates_of_both_cluster_api_versions_once() -> None:
+    from fitgate.operator.watches.nodewatch import NodeWatch  # noqa: PLC0415 - the watch module, only here
+    from fitgate.operator.watches.resourcewatch import Sources  # noqa: PLC0415
+
+    sources = Sources(lambda: None, lambda: None)
+    nodes = NodeWatch(api_factory=lambda: None, sources=sources)
+    group = parse_machine_group(MACHINE_DEPLOYMENT)
+    by_watch = {w.name: w for w in sources.templates}
+    by_watch["nodepools.karpenter.sh/v1"].replace({"/gpu": parse_nodepool(NODEPOOL)})
+    by_watch["machinedeployments.cluster.x-k8s.io/v1beta2"].replace({"capi/h100-pool": group})
+    by_watch["machinedeployments.cluster.x-k8s.io/v1beta1"].replace({"capi/h100-pool": group})  # the same object
+    nodes.replace({})
+    assert [t.source for t in nodes.inventory().templates] == ["MachineDeployment/capi/h100-pool", "NodePool/gpu"]
+
+
+def test_a_kaito_nodeclaim_names_the_workspace_instance_type() -> None:
+    # as kaito-project/kaito pkg/utils/nodeclaim/nodeclaim.go writes one for a Workspace on Standard_NC24ads_A100_v4
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "ws0a1b2c3",
+            "labels": {
+                "karpenter.sh/nodepool": "kaito",
+                "kaito.sh/workspace": "workspace-phi-4",
+                "kaito.sh/workspacenamespace": "default",
+                "apps": "phi-4",
+            },
+        },
+        "spec": {
+            "taints": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}],
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["kaito"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["Standard_NC24ads_A100_v4"]},
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+            ],
+        },
+    }
+    template = parse_nodeclaim(claim)
+    assert template is not None
+    [p] = prospects(None, {"apps": "phi-4"}, (Toleration("sku", "Equal", "gpu", "NoSchedule"),), [template])
+    assert (p.gpu.gpu.name, p.count, p.source) == ("A100-80GB", 1, "NodeClaim/ws0a1b2c3")  # 1 x A100 80GB (KAITO)
+    assert parse_nodeclaim({**claim, "status": {"nodeName": "aks-ws0a1b2c3"}}) is None  # its node has joined
+
+
+def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
+    from fitgate.operator.decision.offline import check_files  # noqa: PLC0415
+
+    def manifest(name: str, model: str, selector: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeSelector": selector,
+                        "containers": [
+                            {
+                                "name": "vllm",
+                                "image": "vllm/vllm-openai:v0.33.0",
+                                "command": ["vllm", "serve", model, "--max-model-len", "8192"],
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                            }
+                        ],
+                    }
+                }
+            },
+        }
+
+    docs = [
+        manifest("on-gke", "meta-llama/Llama-3.1-8B-Instruct", {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
+        manifest("on-eks", "meta-llama/Llama-3.1-70B-Instruct", {"node.kubernetes.io/instance-type": "g6e.xlarge"}),
+    ]
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    gke, eks = check_files([str(path)])
+    assert (gke.gpu, gke.verdict, gke.admitted) == ("L4", "Fits", True)
+    # 70B bf16 (~131 GiB) on one g6e.xlarge L40S (44.42 GiB): denied, known from the instance type alone
+    assert (eks.gpu, eks.verdict, eks.admitted) == ("L40S", "DoesNotFit", False)
+
+
+def test_many_templates_of_one_gpu_are_one_prospect_naming_three() -> None:
+    pools = [
+        parse_nodepool(
+            {
+                "metadata": {"name": f"p{i}"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "requirements": [
+                                {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["l40s"]}
+                            ]
+                        }
+                    }
+                },
+            }
+        )
+        for i in range(5)
+    ]
+    [p] = prospects(None, {}, (), [t for t in pools if t is not None])
+    assert (p.gpu.gpu.name, p.source) == ("L40S", "NodePool/p0,NodePool/p1,NodePool/p2 and 2 more")

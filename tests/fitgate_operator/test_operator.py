@@ -1,0 +1,868 @@
+"""The operator without a cluster: API/CRD, GPU inventory, the shared evaluation, handlers called directly."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+
+from fitgate.checkpoints import CheckpointError, resolve
+from fitgate.cli import main as cli_main
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import logic
+from fitgate.operator.decision.evaluate import evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.logic import admit, reconcile
+from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.gpus.inventory import group_pools, inventory_hash, parse_node
+from fitgate.operator.runtime import handlers
+from fitgate.operator.runtime.run import DenialsAreNotErrors
+from fitgate.operator.schema.api import ModelDeploymentStatus, ModelRef, SpecError, parse_spec
+from fitgate.operator.schema.config import OperatorConfig
+from fitgate.operator.schema.crd import crd, render
+from fitgate.operator.watches.nodewatch import NodeWatch
+from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
+from tests.conftest import model
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def node(name: str, labels: dict[str, str], allocatable: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+# Real GPU Feature Discovery label sets.
+H100 = node(
+    "h100-0",
+    {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.family": "hopper",
+    },
+    {"nvidia.com/gpu": "8"},
+)
+L4 = node(
+    "l4-0",
+    {"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.memory": "23034", "nvidia.com/gpu.count": "1"},
+    {"nvidia.com/gpu": "1"},
+)
+A100_MIG_SINGLE = node(
+    "a100-mig-0",
+    {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/gpu.memory": "4864",
+        "nvidia.com/gpu.count": "56",
+        "nvidia.com/mig.strategy": "single",
+    },
+    {"nvidia.com/gpu": "56"},
+)
+A100_MIG_MIXED = node(
+    "a100-mixed-0",
+    {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig-3g.40gb.memory": "40192",
+    },
+    {"nvidia.com/gpu": "6", "nvidia.com/mig-3g.40gb": "4"},
+)
+MI300X = node(
+    "mi300x-0", {"amd.com/gpu.product-name": "Instinct_MI300X", "amd.com/gpu.vram": "192G"}, {"amd.com/gpu": "8"}
+)
+
+
+def gpus(*nodes: dict[str, Any]) -> list[Any]:
+    return [g for n in nodes for g in parse_node(n)]
+
+
+SPEC = {
+    "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "source": "catalog"},
+    "serving": {"maxModelLen": 32768},
+    "workload": {"concurrentRequests": 8, "contextTokens": 32000},
+}
+MISFIT = {
+    "model": {"name": "meta-llama/Llama-3.1-70B-Instruct", "source": "catalog"},
+    "serving": {"maxModelLen": 32768},
+}
+
+
+# -- API and CRD --------------------------------------------------------------------------------
+
+
+def test_crd_in_repo_matches_the_models() -> None:
+    assert (REPO / "crds" / "fitgate.io_modeldeployments.yaml").read_text() == render(), (
+        "crds/ drifted from src/fitgate/operator/schema/api.py: run python -m fitgate.operator.crd > crds/...yaml"
+    )
+
+
+def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
+    def walk(schema: dict[str, Any], path: str) -> None:
+        for key, sub in schema.get("properties", {}).items():
+            assert sub.get("description"), f"{path}.{key} has no description"
+            walk(sub, f"{path}.{key}")
+
+    version = crd()["spec"]["versions"][0]
+    walk(version["schema"]["openAPIV3Schema"]["properties"]["spec"], "spec")
+    columns = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["MODEL", "GPU", "TP", "VERDICT", "HEADROOM", "MAX-CONC", "AGE"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({}, "spec.model: Field required"),
+        ({"model": {"name": ""}}, "spec.model.name: String should have at least 1 character"),
+        (
+            {"model": {"name": "a/b"}, "serving": {"tensorParallelSize": 0}},
+            "spec.serving.tensorParallelSize: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            {"model": {"name": "a/b"}, "serving": {"gpuMemoryUtilization": 1.2}},
+            "spec.serving.gpuMemoryUtilization: Input should be less than or equal to 1 (got 1.2)",
+        ),
+        (
+            {"model": {"name": "a/b"}, "serving": {"kvCacheDtype": "int4"}},
+            "spec.serving.kvCacheDtype: Input should be 'auto', 'bfloat16', 'fp8'",
+        ),
+        (
+            {"model": {"name": "a/b"}, "serving": {"surprise": 1}},
+            "spec.serving.surprise: Extra inputs are not permitted",
+        ),
+        (
+            {"model": {"name": "a/b"}, "policy": {"onMisfit": "Ignore"}},
+            "spec.policy.onMisfit: Input should be 'Deny', 'Reject' or 'Warn'",
+        ),
+    ],
+)
+def test_bad_specs_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        parse_spec(spec)
+    assert message in str(exc.value)
+
+
+# -- Inventory ----------------------------------------------------------------------------------
+
+
+def test_gfd_nodes_become_pools() -> None:
+    pools = group_pools(gpus(H100, node("h100-1", H100["metadata"]["labels"], {"nvidia.com/gpu": "8"}), L4))
+    h100, l4 = pools
+    assert (h100.product, h100.nodes, h100.gpus_per_node) == ("NVIDIA-H100-80GB-HBM3", ("h100-0", "h100-1"), 8)
+    assert round(h100.gpu.memory_bytes / 2**30, 2) == 79.19  # the catalog's CUDA total, not the 81559 MiB label
+    assert l4.gpus_per_node == 1
+
+
+def test_mig_single_and_mixed_strategies() -> None:
+    single = gpus(A100_MIG_SINGLE)
+    assert [(g.mig_profile, g.count, g.gpu.memory_bytes) for g in single] == [("1g.5gb", 56, 4864 * 2**20)]
+    mixed = gpus(A100_MIG_MIXED)
+    assert {g.product: g.count for g in mixed} == {"NVIDIA-A100-SXM4-80GB": 6, "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb": 4}
+
+
+def test_amd_labels() -> None:
+    (g,) = gpus(MI300X)
+    assert g.vendor == "amd" and g.gpu.name == "MI300X" and g.count == 8
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"nvidia.com/gpu.product": "NVIDIA-Z9000", "nvidia.com/gpu.memory": "lots"},
+        {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "-3"},
+        {"nvidia.com/gpu.product": "", "amd.com/gpu.vram": "??"},
+        {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-banana"},
+    ],
+)
+def test_malformed_labels_never_crash_the_node_watch(labels: dict[str, str]) -> None:
+    watch = index()
+    watch.apply("ADDED", node("bad", labels, {"nvidia.com/gpu": "many"}))
+    assert watch.version == 1 and watch.inventory().select(None, {})[0] == []  # left out, nothing counted
+
+
+def test_unknown_product_falls_back_to_the_memory_label() -> None:
+    (g,) = gpus(
+        node(
+            "x",
+            {"nvidia.com/gpu.product": "NVIDIA-Future-96GB", "nvidia.com/gpu.memory": "98304"},
+            {"nvidia.com/gpu": "4"},
+        )
+    )
+    assert g.gpu.memory_bytes == 98304 * 2**20 - 470 * 2**20 and g.notes
+
+
+# -- Evaluation ---------------------------------------------------------------------------------
+
+
+def test_best_pool_decides_and_misfit_pools_warn() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4))
+    assert ev.verdict is Verdict.FITS and ev.best is not None and ev.best.pool.product == "NVIDIA-H100-80GB-HBM3"
+    assert {r.pool.product: r.verdict for r in ev.pools} == {
+        "NVIDIA-H100-80GB-HBM3": Verdict.FITS,
+        "NVIDIA-L4": Verdict.DOES_NOT_FIT,
+    }
+    assert any("does not fit on NVIDIA-L4" in w for w in ev.warnings)
+
+
+def test_removing_the_fitting_pool_turns_it_does_not_fit() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(L4, A100_MIG_SINGLE))
+    assert ev.verdict is Verdict.DOES_NOT_FIT
+
+
+def test_placement_filters_pools() -> None:
+    spec = parse_spec({**SPEC, "placement": {"gpuProduct": "NVIDIA-L4"}})
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, L4))
+    assert [r.pool.product for r in ev.pools] == ["NVIDIA-L4"] and ev.verdict is Verdict.DOES_NOT_FIT
+    none = evaluate(
+        parse_spec({**SPEC, "placement": {"gpuProduct": "B200"}}), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100)
+    )
+    # no B200 node: the fit on a B200 (Fits), with no node yet (docs/clusters.md), never NoMatchingGPUPool
+    assert none.verdict is Verdict.FITS and none.no_node == "no node with B200 (placement) yet"
+    selected = evaluate(
+        parse_spec({**SPEC, "placement": {"nodeSelector": {"pool": "a", "zone": "b"}}}),
+        model("meta-llama/Llama-3.1-8B-Instruct"),
+        gpus(H100),
+    )
+    assert "nodeSelector pool=a,zone=b" in selected.message and "{" not in selected.message  # no dict repr
+
+
+def test_tp_larger_than_the_node() -> None:
+    spec = parse_spec({**MISFIT, "serving": {"maxModelLen": 32768, "tensorParallelSize": 8}})
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100, L4))
+    assert ev.verdict is Verdict.FITS
+    assert {r.pool.product: r.reason for r in ev.pools}["NVIDIA-L4"] == "NotEnoughGPUsPerNode"
+
+
+def test_no_gpu_nodes_is_unknown() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), [])
+    assert ev.verdict is Verdict.UNKNOWN and ev.reason == "NoGPUInventory"
+
+
+def test_misfit_message_has_numbers_and_the_smallest_change() -> None:
+    ev = evaluate(parse_spec(MISFIT), model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100))
+    assert ev.verdict is Verdict.DOES_NOT_FIT
+    assert "131.45 GiB" in ev.message and "smallest change that fits: spec.serving.tensorParallelSize: " in ev.message
+
+
+def test_status_is_stable_and_conditions_do_not_flap() -> None:
+    ev = evaluate(parse_spec(SPEC), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100))
+    first = status_of(ev, 1, None)
+    old = {**first, "conditions": [{**c, "lastTransitionTime": "2020-01-01T00:00:00Z"} for c in first["conditions"]]}
+    second = status_of(ev, 1, old)
+    assert [c["lastTransitionTime"] for c in second["conditions"]] == ["2020-01-01T00:00:00Z"] * 2
+    assert same_outcome(old, second)
+    assert second["verdict"] == "Fits" and second["perGPU"]["weightsBytes"] > 0 and second["headroom"].endswith("Gi")
+    assert second["maxConcurrency"] == f"{second['kvCache']['maxConcurrency']:.2f}"  # the MAX-CONC column
+    assert inventory_hash(gpus(H100)) == second["inventoryHash"]
+
+
+# -- Handlers, called directly --------------------------------------------------------------------
+
+
+class FakeStore(FactsStore):
+    def __init__(self) -> None:
+        super().__init__(resolver=lambda name, rev, source: resolve(name, rev, source="catalog"))
+
+
+def memo() -> kopf.Memo:
+    return kopf.Memo(
+        config=OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Warn"),
+        store=FakeStore(),
+        metrics=Metrics(),
+        nodewatch=index(),
+    )
+
+
+def index(*nodes: dict[str, Any]) -> NodeWatch:
+    """A node watch that has listed ``nodes`` (the operator's one GPU inventory source)."""
+    watch = NodeWatch(api_factory=lambda: None)
+    watch.replace({n["metadata"]["name"]: parse_node(n) for n in nodes})
+    return watch
+
+
+def on(m: kopf.Memo, nodes: NodeWatch) -> kopf.Memo:
+    """``m`` with ``nodes`` as its node watch."""
+    m.nodewatch = nodes
+    return m
+
+
+def validate(spec: dict[str, Any], nodes: dict[str, Any], m: kopf.Memo, dryrun: bool = False) -> list[str]:
+    warnings: list[str] = []
+    asyncio.run(
+        handlers.modeldeployment_validate(
+            spec=kopf.Body({"spec": spec}).spec, dryrun=dryrun, warnings=warnings, memo=on(m, nodes)
+        )
+    )  # type: ignore[arg-type]
+    return warnings
+
+
+def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
+    m = memo()
+    assert validate(SPEC, index(H100), m) == []
+    with pytest.raises(kopf.AdmissionError) as exc:
+        validate(MISFIT, index(H100), m)
+    assert "does not fit" in str(exc.value) and "--tensor-parallel-size" in str(exc.value)
+    # not 422: kubectl edit/apply read a 422 as "Invalid" and print only details.causes (none here)
+    assert exc.value.code == 403
+    text = m.metrics.exposition().decode()
+    assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
+    assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
+
+
+@pytest.mark.parametrize("policy", ["Deny", "Reject"])
+def test_on_misfit_deny_and_its_older_name_reject_both_deny(policy: str) -> None:
+    """onMisfit says Deny, as onUnknown does; manifests written with Reject keep working (the CRD lists both)."""
+    with pytest.raises(kopf.AdmissionError, match="does not fit"):
+        validate({**MISFIT, "policy": {"onMisfit": policy}}, index(H100), memo())
+    field = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["policy"]
+    assert field["properties"]["onMisfit"]["enum"] == ["Deny", "Reject", "Warn"]
+
+
+def test_validate_warns_on_warn_policy_and_dry_run() -> None:
+    m = memo()
+    warnings = validate({**MISFIT, "policy": {"onMisfit": "Warn"}}, index(H100), m)
+    assert warnings and "does not fit" in warnings[0]
+    dry = validate(SPEC, index(H100), m, dryrun=True)
+    assert dry[0].startswith("fitgate (dry run): verdict Fits")
+
+
+def test_validate_rejects_an_invalid_spec_naming_the_field() -> None:
+    with pytest.raises(kopf.AdmissionError, match=r"spec\.serving\.tensorParallelSize") as exc:
+        validate({**SPEC, "serving": {"tensorParallelSize": 0}}, index(H100), memo())
+    assert exc.value.code == 400
+
+
+def test_validate_answers_unknown_fast_when_the_hub_is_slow() -> None:
+    m = memo()
+
+    def slow(name: str, rev: str | None, source: str) -> Any:
+        time.sleep(5)
+        raise AssertionError("not reached in time")
+
+    m.store = FactsStore(resolver=slow)
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, admission_resolve_s=0.3, unknown_policy="Warn")
+    warnings: list[str] = []
+
+    async def timed() -> float:
+        started = time.monotonic()
+        spec = kopf.Body({"spec": {**SPEC, "model": {"name": "acme/slow"}}}).spec
+        await handlers.modeldeployment_validate(spec=spec, dryrun=False, warnings=warnings, memo=on(m, index(H100)))  # type: ignore[arg-type]
+        return time.monotonic() - started
+
+    # the answer comes within the admission budget (the resolution thread finishes in the background)
+    assert asyncio.run(timed()) < 2.0
+    assert any("Unknown" in w for w in warnings)
+
+
+def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.MonkeyPatch) -> None:
+    posted: list[tuple[str, str]] = []
+    monkeypatch.setattr(kopf, "event", lambda body, type, reason, message: posted.append((type, reason)))
+    m = memo()
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 3, "annotations": {}},
+            "spec": SPEC,
+            "status": {},
+        }
+    )
+    patch = kopf.Patch()
+    asyncio.run(
+        handlers.modeldeployment_reconcile(
+            body=body,
+            spec=body.spec,
+            status=body.status,
+            patch=patch,
+            memo=on(m, index(H100, L4)),
+            logger=logging.getLogger("test"),
+        )
+    )
+    status = patch["status"]
+    assert status["verdict"] == "Fits" and status["observedGeneration"] == 3
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Ready": "True", "Fits": "True"}
+    assert patch["metadata"]["annotations"]["fitgate.io/verdict"] == "Fits"
+    assert "--max-model-len 32768" in patch["metadata"]["annotations"]["fitgate.io/recommended-args"]
+    assert posted == [("Normal", "Fits")]
+    assert (
+        'fitgate_deployment_verdict{name="llama",namespace="ml",verdict="Fits"} 1.0' in m.metrics.exposition().decode()
+    )
+    # the same inputs again: nothing to patch, no new event
+    body2 = kopf.Body(
+        {**dict(body), "status": status, "metadata": {**body.metadata, "annotations": patch["metadata"]["annotations"]}}
+    )
+    patch2 = kopf.Patch()
+    asyncio.run(
+        handlers.modeldeployment_reconcile(
+            body=body2,
+            spec=body2.spec,
+            status=body2.status,
+            patch=patch2,
+            memo=on(m, index(H100, L4)),
+            logger=logging.getLogger("test"),
+        )
+    )
+    assert not patch2 and posted == [("Normal", "Fits")]
+
+
+def test_reconcile_does_not_rewrite_the_spec() -> None:
+    m = memo()
+    outcome = asyncio.run(
+        reconcile(
+            raw_spec=SPEC,
+            old_status=None,
+            generation=1,
+            namespace="ml",
+            name="x",
+            nodes=gpus(H100),
+            store=m.store,
+            metrics=m.metrics,
+            config=m.config,
+        )
+    )
+    assert SPEC["serving"] == {"maxModelLen": 32768}  # untouched
+    assert outcome.status is not None and "spec" not in outcome.status
+
+
+def test_admit_unknown_policy_deny() -> None:
+    m = memo()
+    config = OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Deny")
+    outcome = asyncio.run(admit(raw_spec=SPEC, nodes=[], store=m.store, config=config, dryrun=False))
+    assert not outcome.allowed and "cannot verify" in outcome.message
+
+
+# -- fitgate check --------------------------------------------------------------------------------
+
+
+def test_check_the_examples() -> None:
+    results = {
+        Path(r.source.split("#")[0]).name: r.verdict
+        for r in check_files(sorted(str(p) for p in (REPO / "examples").glob("*.yaml")))
+    }
+    assert results == {
+        "fake-gpu-node.yaml": "Skipped",  # a Node: `fitgate check` says why it does not size it
+        "fits-gpt-oss-l40s.yaml": "Fits",
+        "fits-llama-8b-h100.yaml": "Fits",
+        "misfit-llama-70b-h100.yaml": "DoesNotFit",
+        "observed-llama-8b-h100.yaml": "Fits",
+        "tight-qwen3-30b-h100.yaml": "Tight",
+    }
+
+
+def test_check_reports_invalid_documents(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": "fitgate.io/v1alpha1",
+                    "kind": "ModelDeployment",
+                    "metadata": {"name": "b"},
+                    "spec": {
+                        "model": {"name": "a/b"},
+                        "serving": {"tensorParallelSize": 99},
+                        "placement": {"gpuProduct": "H100"},
+                    },
+                },
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ignored"}},
+            ]
+        )
+    )
+    result, configmap = check_files([str(bad)])
+    assert result.verdict == "Invalid" and "spec.serving.tensorParallelSize" in result.message
+    assert (configmap.kind, configmap.verdict) == ("ConfigMap", "Skipped")  # said, not silently dropped
+
+
+def test_facts_store_does_not_hammer_a_broken_hub() -> None:
+    calls: list[str] = []
+
+    def broken(name: str, rev: str | None, source: str) -> Any:
+        calls.append(name)
+        raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub")
+
+    store = FactsStore(resolver=broken, retry_after_s=60)
+    ref = ModelRef(name="acme/x")
+
+    async def twice() -> tuple[Any, Any]:
+        first = await store.get(ref, 5)
+        second = await store.get(ref, 5)
+        return first, second
+
+    first, second = asyncio.run(twice())
+    assert first is second and first.transient and "cannot reach" in first.error
+    assert calls == ["acme/x"] and store.errors == {"transient": 1}
+
+
+def test_admission_reuses_evaluations_across_memo_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kopf hands every review a shallow copy of the memo; the inventory snapshot and the evaluation
+    # cache must survive that, or every review plans again.
+    calls: list[int] = []
+    real = logic.evaluate
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", counting)
+    m = memo()
+    nodes = index(H100)
+    for _ in range(3):
+        validate({**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 1000}}, nodes, copy.copy(m))
+    assert len(calls) == 1
+
+
+def test_admission_denials_are_not_logged_as_errors() -> None:
+    def record(level: int, msg: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", level, __file__, 1, msg, None, None)
+
+    denial = "Webhook 'fit' failed permanently: fitgate: meta-llama/Llama-3.1-70B-Instruct does not fit: ..."
+    assert not DenialsAreNotErrors(verbose=False).filter(record(logging.ERROR, denial))
+    shown = record(logging.ERROR, denial)
+    assert DenialsAreNotErrors(verbose=True).filter(shown) and shown.levelname == "INFO"
+    crash = record(logging.ERROR, "Webhook 'fit' failed with an exception. Will retry.")
+    assert DenialsAreNotErrors(verbose=False).filter(crash) and crash.levelname == "ERROR"
+
+
+def test_node_watch_keeps_the_gpu_nodes_and_counts_changes() -> None:
+    cpu_only = node("cpu-0", {}, {"cpu": "64"})
+
+    class Api:  # the CoreV1Api list_node call, as the API server pages it (limit / continue)
+        def __init__(self) -> None:
+            self.calls: list[dict[str, Any]] = []
+
+        def list_node(self, **kwargs: Any) -> Any:
+            self.calls.append(kwargs)
+            items, token = ([H100, L4], "next") if "_continue" not in kwargs else ([cpu_only], None)
+            meta = {"resourceVersion": "42", **({"continue": token} if token else {})}
+            return type("Response", (), {"data": json.dumps({"items": items, "metadata": meta}).encode()})()
+
+    api = Api()
+    watch = NodeWatch(api_factory=lambda: api, page_size=2)
+    assert not watch.synced.is_set()
+    assert watch._list(api) == "42"
+    assert [c.get("_continue") for c in api.calls] == [None, "next"] and api.calls[0]["limit"] == 2
+    assert watch.synced.is_set() and watch.version == 1
+    first = watch.inventory()
+    assert sorted(g.node for g in first.gpus) == ["h100-0", "l4-0"] and watch.inventory() is first  # cached
+    watch.apply("MODIFIED", H100)  # same GPUs (a heartbeat): no change
+    watch.apply("ADDED", node("cpu-1", {}, {"cpu": "8"}))  # no GPUs: no change
+    assert watch.version == 1
+    watch.apply("DELETED", L4)
+    assert watch.version == 2 and [g.node for g in watch.inventory().gpus] == ["h100-0"]
+    watch.replace({"h100-0": list(watch.inventory().gpus)})  # a periodic relist finding the same GPUs
+    assert watch.version == 2
+    bad = node("bad-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "many"})
+    watch.apply("ADDED", bad)  # unreadable allocatable: left out, never raised
+    assert [g.node for g in watch.inventory().gpus] == ["h100-0"]
+
+
+def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry() -> None:
+    """HF_HUB_OFFLINE and no catalog entry: nothing will change until an entry is added, so no retry storm."""
+    from fitgate.checkpoints import CheckpointError  # noqa: PLC0415
+
+    def offline(name: str, rev: str | None, source: str) -> Any:
+        raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub (HF_HUB_OFFLINE is set)")
+
+    m = memo()
+    m.store = FactsStore(resolver=offline, offline=True)
+    spec = {**SPEC, "model": {"name": "acme/not-anywhere"}}
+
+    def once(old: dict[str, Any] | None) -> Any:
+        return asyncio.run(
+            reconcile(
+                raw_spec=spec,
+                old_status=old,
+                generation=1,
+                namespace="ml",
+                name="x",
+                nodes=gpus(H100),
+                store=m.store,
+                metrics=m.metrics,
+                config=m.config,
+            )
+        )
+
+    first = once(None)
+    assert first.retry_in_s is None  # no TemporaryError, no ERROR line every 60 s
+    assert first.status["verdict"] == "Unknown" and first.status["reason"] == "CheckpointNotInCatalog"
+    assert "fitgate catalog add" in first.status["message"]
+    assert first.event is not None and first.event[0] == "Warning"
+    again = once(first.status)
+    assert again.event is None and again.status is None and again.retry_in_s is None
+    # online, the same failure is transient: retried
+    m.store = FactsStore(resolver=offline, offline=False)
+    assert once(None).retry_in_s is not None
+
+
+# -- one status contract, one decision path -------------------------------------------------------
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, int]]:
+    return {c["type"]: (c["status"], c["reason"], c["observedGeneration"]) for c in status["conditions"]}
+
+
+TIGHT_SPEC = {
+    "model": {"name": "Qwen/Qwen3-30B-A3B", "source": "catalog"},
+    "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
+    "workload": {"concurrentRequests": 17, "contextTokens": 8192},  # 17 x 512 of 9649 blocks: 90.2 %
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "model_name", "expected"),
+    [
+        (SPEC, "meta-llama/Llama-3.1-8B-Instruct", {"Ready": ("True", "Evaluated", 4), "Fits": ("True", "Fits", 4)}),
+        (TIGHT_SPEC, "Qwen/Qwen3-30B-A3B", {"Ready": ("True", "Evaluated", 4), "Fits": ("True", "Tight", 4)}),
+        (
+            MISFIT,
+            "meta-llama/Llama-3.1-70B-Instruct",
+            {"Ready": ("True", "Evaluated", 4), "Fits": ("False", "WeightsExceedBudget", 4)},
+        ),
+    ],
+)
+def test_conditions_follow_kep_1623_and_tight_has_its_own_reason(
+    spec: dict[str, Any], model_name: str, expected: dict[str, tuple[str, str, int]]
+) -> None:
+    status = status_of(evaluate(parse_spec(spec), model(model_name), gpus(H100)), 4, None)
+    assert conditions(status) == expected
+    assert all(c["lastTransitionTime"].endswith("Z") and c["message"] for c in status["conditions"])
+
+
+def test_unknown_is_ready_unknown_while_pending_and_false_when_it_cannot_be_evaluated() -> None:
+    pending = status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)
+    invalid = status_of(unknown(ReasonCode.INVALID_SPEC, "spec.model: required"), 2, None)
+    assert conditions(pending)["Ready"] == ("Unknown", "CheckpointResolving", 2)
+    assert conditions(invalid)["Ready"] == ("False", "InvalidSpec", 2)
+    assert conditions(invalid)["Fits"] == ("Unknown", "InvalidSpec", 2)
+
+
+def test_status_is_the_pydantic_model_dumped_by_alias() -> None:
+    """What reconcile writes is exactly what the CRD's status schema (generated from the model) describes."""
+    for spec, name in ((SPEC, "meta-llama/Llama-3.1-8B-Instruct"), (MISFIT, "meta-llama/Llama-3.1-70B-Instruct")):
+        status = status_of(evaluate(parse_spec(spec), model(name), gpus(H100, L4)), 1, None)
+        dumped = ModelDeploymentStatus.model_validate(status).model_dump(by_alias=True, mode="json")
+        # nulls inside list items are left out: the API server drops them, and a resync would patch again
+        dumped["pools"] = [{k: v for k, v in p.items() if v is not None} for p in dumped["pools"]]
+        assert dumped == {**status, "observed": None}  # status.observed is the observer's (never cleared here)
+        schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        assert set(status) | {"observed"} == set(schema)
+    # a status without a plan clears what an earlier one had (None in a merge patch)
+    cleared = status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)
+    assert cleared["perGPU"] is None and cleared["engineArgs"] is None and cleared["resolvedModel"] is None
+
+
+def test_every_reason_the_plan_gives_is_a_reason_code() -> None:
+    seen = set()
+    for name in ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-30B-A3B"):
+        for gpu in ("H100", "L4", "A10"):
+            for mml in (2048, 32768):
+                for gmu in (0.5, 0.9, 0.99):
+                    try:
+                        p = plan(
+                            model(name),
+                            lookup_gpu(gpu),
+                            ServingConfig(max_model_len=mml, gpu_memory_utilization=gmu, vllm_version="0.33.0"),
+                        )
+                    except SizingError:
+                        continue
+                    seen |= {ReasonCode(r.code) for r in p.reasons}  # ValueError if a code is not in the enum
+    assert len(seen) >= 5
+
+
+def test_the_annotation_recommends_what_fitgate_plan_recommends(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = asyncio.run(
+        reconcile(
+            raw_spec=MISFIT,
+            old_status=None,
+            generation=1,
+            namespace="ml",
+            name="m",
+            nodes=gpus(H100),
+            store=FakeStore(),
+            metrics=Metrics(),
+            config=memo().config,
+        )
+    )
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog"]
+    cli_main([*argv, "--gpu", "NVIDIA-H100-80GB-HBM3", "--max-model-len", "32768", "-o", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert outcome.annotations[logic.ARGS_ANNOTATION] == " ".join(doc["vllm_args"])
+    assert "--tensor-parallel-size 1 " not in outcome.annotations[logic.ARGS_ANNOTATION]  # not the misfit's args
+
+
+def test_check_decides_with_the_webhook_decision() -> None:
+    results = {r.verdict: r for r in check_files([str(REPO / "examples" / "misfit-llama-70b-h100.yaml")])}
+    assert results["DoesNotFit"].admitted is False
+    warn = check_files([str(REPO / "examples" / "tight-qwen3-30b-h100.yaml")])[0]
+    assert warn.verdict == "Tight" and warn.admitted is True
+
+
+def test_status_follows_a_node_change_at_once_not_at_the_next_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    m = memo()
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    nodes = NodeWatch(api_factory=lambda: None)
+    nodes.replace({"h100-0": parse_node(H100), "l4-0": parse_node(L4)})
+    m.nodewatch = nodes
+    spec = {**SPEC, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}
+    first = status_of(evaluate(parse_spec(spec), model("meta-llama/Llama-3.1-8B-Instruct"), nodes.inventory()), 1, None)
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 1, "annotations": {}},
+            "spec": spec,
+            "status": first,
+        }
+    )
+    l4_1 = node("l4-1", L4["metadata"]["labels"], L4["status"]["allocatable"])
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        follow = asyncio.create_task(nodes.changes.follow(nodes, 0.01))
+        patch = kopf.Patch()
+        resync = asyncio.create_task(
+            handlers.modeldeployment_resync(
+                body=body, spec=body.spec, status=body.status, patch=patch, memo=m, logger=logging.getLogger("t")
+            )  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.3)
+        nodes.apply("ADDED", l4_1)  # another L4: not a pool this deployment may land on
+        await asyncio.sleep(0.3)
+        assert not resync.done()
+        started = time.monotonic()
+        nodes.apply("DELETED", H100)  # its only pool is gone
+        await asyncio.wait_for(resync, 5)
+        follow.cancel()
+        return patch, time.monotonic() - started
+
+    patch, took = asyncio.run(scenario())
+    # no H100 node any more: the fit on the H100 stands, and Schedulable says no node has one (docs/clusters.md)
+    assert took < 2 and patch["status"]["verdict"] == "Fits"
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in patch["status"]["conditions"]}
+    assert conditions["Schedulable"] == ("False", "NoNodeYet")
+
+
+def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    calls: list[str] = []
+
+    def resolver(name: str, rev: str | None, source: str) -> Any:
+        calls.append(name)
+        return resolve(name, rev, source="catalog")
+
+    m = memo()
+    m.store = FactsStore(resolver=resolver)
+    body = kopf.Body(
+        {
+            "apiVersion": "fitgate.io/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "llama", "namespace": "ml", "generation": 1, "annotations": {}},
+            "spec": SPEC,
+            "status": {},
+        }
+    )
+
+    async def twice() -> kopf.Patch:
+        for handler in (handlers.modeldeployment_reconcile, handlers.modeldeployment_reevaluate):
+            patch = kopf.Patch()
+            await handler(
+                body=body,
+                spec=body.spec,
+                status=body.status,
+                patch=patch,
+                memo=on(m, index(H100)),
+                logger=logging.getLogger("t"),
+            )  # type: ignore[arg-type]
+        return patch
+
+    patch = asyncio.run(twice())
+    assert len(calls) == 2  # resolved again, not served from the 10-minute facts cache
+    assert patch["status"]["verdict"] == "Fits"
+
+
+class Stopped:
+    """kopf's ``stopped`` flag of a timer, set by the test."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    async def wait(self) -> None:
+        await self.event.wait()
+
+
+def start_resync(body: kopf.Body, m: kopf.Memo, stopped: Stopped, patch: kopf.Patch) -> asyncio.Task[None]:
+    """The resync timer of one deployment on an H100 inventory, as kopf runs it."""
+    return asyncio.create_task(
+        handlers.modeldeployment_resync(
+            body=body,
+            spec=body.spec,
+            status=body.status,
+            patch=patch,
+            memo=on(m, index(H100)),
+            logger=logging.getLogger("t"),
+            stopped=stopped,
+        )  # type: ignore[arg-type]
+    )
+
+
+def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deleted deployment's finalizer must not wait for the resync period."""
+    monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
+    m = memo()
+    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": SPEC, "status": {}})
+
+    async def scenario() -> tuple[kopf.Patch, float]:
+        stopped = Stopped()
+        patch = kopf.Patch()
+        resync = start_resync(body, m, stopped, patch)
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        stopped.event.set()
+        await asyncio.wait_for(resync, 5)
+        return patch, time.monotonic() - started
+
+    patch, took = asyncio.run(scenario())
+    assert took < 1 and not patch
+
+
+def test_every_reason_literal_in_the_sizing_core_is_a_reason_code() -> None:
+    """The enum is the one list: a new Reason("...") in the sizing core without a member fails here."""
+    pattern = re.compile(r'Reason\(\s*"([A-Za-z]+)"(?:\s+if\s[^\n]*?else\s+"([A-Za-z]+)")?')
+    found = set()
+    for path in (REPO / "src" / "fitgate" / "sizing").glob("*.py"):
+        for match in pattern.finditer(path.read_text()):
+            found |= {code for code in match.groups() if code}
+    assert found and found <= {c.value for c in ReasonCode}, found - {c.value for c in ReasonCode}
+
+
+def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
+    """One set of names and limits for the CLI, the sizing core and the CRD."""
+    from typing import get_args  # noqa: PLC0415
+
+    from fitgate.operator.schema.api import Serving, WorkloadSpec  # noqa: PLC0415
+    from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
+    from fitgate.sizing.dtypes import KV_CACHE_DTYPES  # noqa: PLC0415
+
+    assert set(get_args(Serving.model_fields["kv_cache_dtype"].annotation)) == set(KV_CACHE_DTYPES)
+    quantization = Serving.model_fields["quantization"].annotation
+    assert {a for arg in get_args(quantization) for a in get_args(arg)} == set(RUNTIME_QUANTIZATION)
+    limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))
+    assert limit == 1 << 20  # plan()'s concurrency limit
+    from fitgate.sizing.parallel import ALL2ALL_BACKENDS  # noqa: PLC0415
+
+    backend = Serving.model_fields["all2all_backend"].annotation
+    assert {a for arg in get_args(backend) for a in get_args(arg)} == set(ALL2ALL_BACKENDS)

@@ -1,0 +1,130 @@
+"""A resync of an unchanged ModelDeployment plans nothing (issue 23); any changed input re-plans it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import logic
+from fitgate.operator.decision.logic import ReconcileOutcome, forget, reconcile
+from fitgate.operator.gpus.inventory import Inventory
+from fitgate.operator.schema.config import OperatorConfig
+from tests.fitgate_operator.test_operator import H100, L4, SPEC, FakeStore, gpus
+
+
+@pytest.fixture
+def evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts real evaluations (the planning work a resync must skip), by model name."""
+    calls: list[str] = []
+    real, render = logic.evaluate, logic.status_of
+
+    def counting(spec: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(spec.model.name)
+        return real(spec, *args, **kwargs)
+
+    def rendering(*args: Any, **kwargs: Any) -> Any:
+        calls.append("status")
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", counting)
+    monkeypatch.setattr(logic, "status_of", rendering)
+    monkeypatch.setattr(logic, "_CACHE", logic.EvaluationCache(size=1))  # the shared cache cannot help
+    monkeypatch.setattr(logic, "_LAST", logic.LastReconciles())
+    return calls
+
+
+def run(
+    spec: dict[str, Any], status: dict[str, Any] | None, nodes: Inventory, store: FakeStore, name: str = "a"
+) -> ReconcileOutcome:
+    return asyncio.run(
+        reconcile(
+            raw_spec=spec,
+            old_status=status,
+            generation=1,
+            namespace="ml",
+            name=name,
+            nodes=nodes,
+            store=store,
+            metrics=Metrics(),
+            config=OperatorConfig(webhook_port=0, metrics_port=0),
+        )
+    )
+
+
+def test_unchanged_objects_are_not_planned_again(evaluations: list[str]) -> None:
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    other = {**SPEC, "workload": {"concurrentRequests": 4, "contextTokens": 1000}}
+    first = run(SPEC, None, nodes, store)
+    second = run(other, None, nodes, store, name="b")
+    assert first.status is not None and second.status is not None
+    assert len(evaluations) == 4  # two evaluations, two statuses rendered
+    # a resync round: same specs, same inventory object, the written status in place
+    again = run(SPEC, first.status, nodes, store)
+    run(other, second.status, nodes, store, name="b")
+    assert len(evaluations) == 4  # the shared cache holds one entry, so only the per-object memo answered
+    assert again.status is None and again.event is None
+    assert again.evaluation.verdict == first.evaluation.verdict
+
+
+@pytest.mark.parametrize("change", ["spec", "inventory", "status", "deleted"])
+def test_any_change_plans_again(evaluations: list[str], change: str) -> None:
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    first = run(SPEC, None, nodes, store)
+    assert first.status is not None
+    spec, status = SPEC, first.status
+    if change == "spec":
+        spec = {**SPEC, "serving": {"maxModelLen": 65536}}
+    elif change == "inventory":
+        nodes = Inventory(gpus(H100, L4))  # a node event replaces the snapshot
+    elif change == "status":
+        status = {**first.status, "verdict": "DoesNotFit"}  # someone else wrote the status
+    else:
+        forget("ml", "a")
+    outcome = run(spec, status, nodes, store)
+    assert evaluations.count("status") == 2  # not answered from the memo: rendered again
+    if change == "status":
+        assert outcome.status is not None  # the right status is written back
+
+
+def test_a_slow_evaluation_never_holds_up_a_review_already_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: a new spec's evaluation ran on the event loop, so every review queued behind it
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    config = OperatorConfig(webhook_port=0, metrics_port=0)
+    slow_spec = {**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 3000}}
+    real = logic.evaluate
+    calls: list[int] = []
+
+    def slow(spec: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(spec.workload.concurrent_requests)
+        if spec.workload.concurrent_requests == 3:
+            time.sleep(1.0)  # stands for a misfit's suggestions on a busy machine
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", slow)
+
+    async def scenario() -> tuple[float, int]:
+        await logic.admit(raw_spec=SPEC, nodes=nodes, store=store, config=config, dryrun=False)  # now cached
+        start = time.perf_counter()
+        slow_reviews = [
+            asyncio.ensure_future(
+                logic.admit(raw_spec=slow_spec, nodes=nodes, store=store, config=config, dryrun=False)
+            )
+            for _ in range(5)
+        ]
+        await asyncio.sleep(0.1)  # the slow evaluation is under way
+        answer = await logic.admit(raw_spec=SPEC, nodes=nodes, store=store, config=config, dryrun=False)
+        waited = time.perf_counter() - start
+        assert answer.allowed
+        outcomes = await asyncio.gather(*slow_reviews)
+        assert len({o.message for o in outcomes}) == 1
+        return waited, calls.count(3)
+
+    waited, slow_evaluations = asyncio.run(scenario())
+    assert (
+        waited < 0.6
+    )  # from the slow reviews' start; answered while the 1 s evaluation ran (it waited the whole second before)
+    assert slow_evaluations == 1  # five concurrent reviews of one new spec: one evaluation

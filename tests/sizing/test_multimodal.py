@@ -1,0 +1,77 @@
+"""The encoder's profiling pass of vision-language models: known answers from vLLM 0.33.0's source.
+
+The rules are cited in :mod:`fitgate.sizing.multimodal`; each test shows its arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.multimodal import parse_limit_mm
+from tests.conftest import model
+
+H100 = lookup_gpu("H100")
+QWEN_VL = "Qwen/Qwen2.5-VL-7B-Instruct"  # vision: 32 blocks, hidden 1280, MLP 3420; decoder hidden 3584
+
+
+def _serving(**kw: Any) -> ServingConfig:
+    return ServingConfig(vllm_version="0.33.0", max_model_len=32768, **kw)
+
+
+def test_qwen25_vl_encoder_profile_on_one_h100() -> None:
+    m = model(QWEN_VL)
+    p = plan(m, H100, _serving())
+    enc = p.ranks[0].encoder
+    assert enc is not None
+    # 16384 tokens an image; budget max(8192, 16384) = 16384; items max(1, min(16384 // 16384,
+    # 1024 x min(limit, 32768 // 16384))) = 1 (encoder_budget.py _get_max_items)
+    assert (enc.budget_tokens, enc.items, enc.tokens_per_item) == (16384, 1, 16384)
+    # 16384 tokens x 4 patches = 65,536 patches x 2 B x (2 x 1280 + 3 x 3420) = 1,680,343,040 B
+    assert enc.forward_bytes == 65_536 * 2 * 12_820
+    # outputs 16384 x 3584 x 2 B = 117,440,512 B, held through the decoder and sampler passes
+    assert enc.outputs_bytes == 117_440_512
+    text = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),)))
+    assert text.ranks[0].encoder is not None and text.ranks[0].encoder.items == 0
+    assert p.per_gpu.activation_bytes == max(enc.forward_bytes, enc.outputs_bytes + text.per_gpu.activation_bytes)
+    assert any("profiled with 1 image item(s) of 16384 tokens" in n for n in p.notes)
+
+
+def test_encoder_tensor_parallel_modes() -> None:
+    m = model(QWEN_VL)
+    weights = plan(m, H100, _serving(tensor_parallel_size=2)).ranks[0].encoder
+    data = plan(m, H100, _serving(tensor_parallel_size=2, mm_encoder_tp_mode="data")).ranks[0].encoder
+    assert weights is not None and data is not None
+    # weights mode: the MLP is sharded, 65,536 x 2 x (2560 + 3 x 1710)
+    assert weights.forward_bytes == 65_536 * 2 * (2_560 + 5_130)
+    # data mode: each rank encodes ceil(1 / 2) = 1 item with the whole MLP
+    assert data.forward_bytes == 65_536 * 2 * 12_820
+
+
+def test_a_vlm_fitgate_cannot_size_gets_a_note_not_a_verdict() -> None:
+    m = model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert m.arch.vision is not None
+    p = plan(m, H100, ServingConfig(vllm_version="0.33.0", max_model_len=8192, tensor_parallel_size=4))
+    assert p.ranks[0].encoder is None
+    assert any("encoder profiling pass" in n and "not sized" in n for n in p.notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "pairs"),
+    [
+        ('{"image": 2, "video": 0}', (("image", 2), ("video", 0))),
+        ('{"image": {"count": 3, "width": 512}}', (("image", 3),)),
+    ],
+)
+def test_limit_mm_per_prompt_json(text: str, pairs: tuple[tuple[str, int], ...]) -> None:
+    assert parse_limit_mm(text) == pairs
+
+
+@pytest.mark.parametrize("text", ["[1]", '{"image": -1}', "{nope", "x" * 5000])
+def test_bad_limit_mm_per_prompt_names_the_field(text: str) -> None:
+    with pytest.raises(SizingError) as err:
+        parse_limit_mm(text)
+    assert str(err.value.field).startswith("limit_mm_per_prompt")

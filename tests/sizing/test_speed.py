@@ -1,0 +1,265 @@
+"""The speed estimate's data and flags: cited points, fitted constants within physics, bad input named."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fitgate.checkpoints import resolve, to_model_input
+from fitgate.checkpoints.catalog import find_builtin
+from fitgate.cli import main
+from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.model import MoE
+from fitgate.sizing.performance import work
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.step_time import burst_ttft_seconds, calibration, steady_state, step_seconds
+from tests.conftest import model
+
+POINTS = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput" / "points.json"
+
+
+def test_every_point_is_cited_and_sizeable() -> None:
+    # Each point names its source and quotes it, uses a catalog GPU and a catalog model, and gives
+    # ISL, OSL, concurrency and at least one measured figure; together they span >= 6 GPU products.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    for p in points:
+        assert p["source"].startswith("https://") and p["quote"]
+        lookup_gpu(p["gpu"])
+        assert find_builtin(p["model"]) is not None
+        assert p["input_tokens"] >= 1 and p["output_tokens"] >= 1 and p["concurrency"] >= 1
+        assert p["measured"] and set(p["measured"]) <= {
+            "tpot_ms",
+            "ttft_ms",
+            "output_tokens_per_s",
+            "decode_tokens_per_s",
+            "batch_latency_ms",
+        }
+    assert len({p["gpu"] for p in points}) >= 6
+
+
+def test_points_cover_the_regimes_issue_24_asks_for() -> None:
+    # Issue 24: >= 80 cited points over >= 6 GPU products, dense and MoE, TP 1 and TP > 1, expert
+    # parallelism, fp8 and fp4 weights, and concurrencies 17-128; each says how its lengths are known.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    assert len(points) >= 80
+    formats, moe = set(), set()
+    for p in points:
+        assert p["lengths_basis"].split(":")[0] in {"published", "assumed", "inferred"}
+        arch = to_model_input(resolve(p["model"], source="catalog")).arch
+        moe.add(any(isinstance(layer.ffn, MoE) for layer in arch.layers))
+        q = arch.quantization or RUNTIME_QUANTIZATION.get(p.get("quantization") or "")
+        formats.add("16-bit" if q is None else f"{q.weight_bits}-bit")
+    assert moe == {True, False}
+    assert {"4-bit", "8-bit", "16-bit"} <= formats
+    assert {p["tp"] == 1 for p in points} == {True, False}
+    assert any(p.get("expert_parallel") for p in points)
+    assert sum(17 <= p["concurrency"] <= 128 for p in points) >= 20
+
+
+def test_fitted_constants_stay_physical() -> None:
+    # bw_eff <= 1 keeps every estimate under the bandwidth roofline; costs are not negative; the band
+    # brackets 1 (measured / estimated) so the range contains the estimate.
+    cal = calibration()
+    k = cal.constants
+    assert 0 < k.bw_eff <= 1 and 0 < k.mfu <= 1 and 0 < k.moe_mfu <= 1
+    assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0 and k.amd_factor > 0
+    # The per-request front end (issue 24) within its physical range: 0 (pinned) to 150 ms, the most
+    # fixed TTFT a serving benchmark shows at a short prompt (Kimi-K2.5 on 8 x B200: 164 ms in all).
+    assert 0 <= k.frontend_s <= 0.15
+    for band in (cal.tpot_band, cal.ttft_band):
+        assert band.low <= 1 <= band.high
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any] | None, str]:
+    code = main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog", "--gpu", "H100",
+                 "--max-model-len", "8192", "--output", "json", *extra])  # fmt: skip
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def test_plan_reports_tpot_ttft_and_ranges_at_a_load(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, "--concurrency", "16", "--context-tokens", "2048",
+                               "--input-tokens", "1024", "--output-tokens", "512")  # fmt: skip
+    assert code == 0, err
+    assert doc is not None
+    perf = doc["performance"]
+    assert (perf["input_tokens"], perf["output_tokens"], perf["batch"]) == (1024, 512, 16)
+    assert perf["context_tokens"] == 1024 + 256  # the mean decode context: ISL + OSL / 2
+    low, high = perf["tpot_seconds_range"]
+    assert low <= perf["tpot_seconds"] <= high
+    assert perf["decode_tokens_per_s_range"][1] <= perf["roofline_decode_tokens_per_s"]
+    assert 0 < perf["output_tokens_per_s"] < perf["decode_tokens_per_s"]  # the client pays for prefill too
+
+
+def test_plan_at_a_request_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, "--input-tokens", "512", "--output-tokens", "256", "--request-rate", "1")
+    assert code == 0, err
+    assert doc is not None
+    assert doc["performance"]["requests_per_s"] == pytest.approx(1.0, rel=0.02)
+    assert doc["performance"]["saturated"] is False
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (("--input-tokens", "512"), "--output-tokens"),
+        (("--output-tokens", "512"), "--input-tokens"),
+        (("--input-tokens", "8000", "--output-tokens", "500"), "--input-tokens"),
+        (("--input-tokens", "0", "--output-tokens", "5"), "--input-tokens"),
+        (("--input-tokens", "5", "--output-tokens", "5", "--request-rate", "0"), "--request-rate"),
+        (("--input-tokens", "5", "--output-tokens", "5", "--request-rate", "nan"), "--request-rate"),
+        (("--request-rate", "2"), "--input-tokens"),
+    ],
+)
+def test_bad_load_flags_name_the_flag(capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], field: str) -> None:
+    code, _, err = plan_json(capsys, *extra)
+    assert code != 0
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+def test_a_burst_of_prompts_waits_in_arrival_order() -> None:
+    # 32 prompts of 2048 tokens at once on Llama-3.1-8B / H100: the n-th waits for n x 2048 prompt
+    # tokens at the full-budget prefill rate, so the mean is (32 + 1) / 2 x 2048 tokens' worth:
+    # 16.5 x the time of one prompt's tokens at that rate, and never less than one prompt alone.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(32, 4096))
+    w = work(mi, p, 3072, 2048)
+    k = calibration().constants
+    budget = p.serving.max_num_batched_tokens
+    per_token = step_seconds(w, 0.0, float(budget), k)[0] / budget
+    assert burst_ttft_seconds(w, 32, 2048, k) == pytest.approx(16.5 * 2048 * per_token + k.frontend_s)
+    one = burst_ttft_seconds(w, 1, 2048, k)
+    assert one >= step_seconds(w, 0.0, 2048.0, k)[0] - 1e-12
+    assert burst_ttft_seconds(w, 32, 2048, k) > 10 * one
+
+
+def test_the_front_end_is_paid_once_per_served_request_and_not_offline() -> None:
+    # Issue 24: TTFT = frontend_s + the engine's part (step_time.FRONT_END: HTTP, tokenization, the
+    # engine-core round trip, vllm 0.33.0 entrypoints/openai and v1/engine). Llama-3.1-8B on an H100,
+    # 1024-token prompts, 128-token outputs; the budget (8192 tokens) holds a prompt, so at c = 1 the
+    # prompt is one chunk: TTFT = 0.05 s + one step carrying 1024 prompt tokens and no decode token.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(8, 1152))
+    w = work(mi, p, 1024 + 64, 1024)
+    assert w.max_num_batched_tokens >= 1024
+    k0 = dataclasses.replace(calibration().constants, frontend_s=0.0)
+    k = dataclasses.replace(k0, frontend_s=0.05)
+    one = steady_state(w, 1024, 128, k, concurrency=1)
+    assert one.ttft_s == pytest.approx(0.05 + step_seconds(w, 0.0, 1024.0, k)[0])
+    # At c = 8 the engine's part (half a step in flight, the prompt, the wait behind other prompts)
+    # does not depend on the front end, so the TTFT is the same plus 50 ms; TPOT does not change.
+    eight0, eight = steady_state(w, 1024, 128, k0, concurrency=8), steady_state(w, 1024, 128, k, concurrency=8)
+    assert eight.ttft_s == pytest.approx(eight0.ttft_s + 0.05)
+    assert eight.tpot_s == eight0.tpot_s
+    # A burst pays it once per request (the mean adds 50 ms); an offline batch (LLM.generate) does not.
+    offline = burst_ttft_seconds(w, 8, 1024, k, front_end=False)
+    assert offline == burst_ttft_seconds(w, 8, 1024, k0)
+    assert burst_ttft_seconds(w, 8, 1024, k) == pytest.approx(offline + 0.05)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_recommend_with_latency_targets_every_option_replans_within_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 6 requests/s of 4000 in / 500 out for Llama-3.1-70B within TTFT 2 s and TPOT 60 ms: each option
+    # names its replicas; planned alone at rate / replicas it Fits (or is Tight) and its estimated TTFT
+    # and TPOT are within the targets, and one replica fewer would miss them (the fewest replicas).
+    targets = ("--input-tokens", "4000", "--output-tokens", "500", "--ttft-ms", "2000", "--tpot-ms", "60")
+    code, out, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+        "--concurrency", "64", "--context-tokens", "8192", "--request-rate", "6", *targets,
+        "--gpus", "H100,H200,L40S", "--gpu-hour-price", "H100=2.5,H200=3.6,L40S=1.1", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    options = doc["options"]
+    assert options and doc["ranked_by"] == "usd_per_hour_all_replicas"
+    totals = [o["usd_per_hour_all_replicas"] for o in options]
+    assert totals == sorted(totals)
+    for o in options[:4]:
+        rate = 6 / o["replicas"]
+        plan_code, plan_out, _ = run_cli(
+            capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+            "--gpu", o["gpu"], "-tp", str(o["tensor_parallel_size"]), "-pp", str(o["pipeline_parallel_size"]),
+            "--kv-cache-dtype", o["kv_cache_dtype"], "--max-model-len", "8192",
+            *(["--quantization", o["quantization"]] if o["quantization"] else []),
+            "--concurrency", "64", "--context-tokens", "8192", "--input-tokens", "4000", "--output-tokens", "500",
+            "--request-rate", repr(rate), "--output", "json",
+        )  # fmt: skip
+        planned = json.loads(plan_out)
+        assert plan_code == 0 and planned["verdict"] in ("Fits", "Tight"), o
+        perf = planned["performance"]
+        assert not perf["saturated"] and perf["ttft_seconds"] <= 2.0 and perf["tpot_seconds"] <= 0.060, o
+        if o["replicas"] > 1:
+            _, fewer_out, _ = run_cli(
+                capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+                "--gpu", o["gpu"], "-tp", str(o["tensor_parallel_size"]), "-pp", str(o["pipeline_parallel_size"]),
+                "--kv-cache-dtype", o["kv_cache_dtype"], "--max-model-len", "8192",
+                *(["--quantization", o["quantization"]] if o["quantization"] else []),
+                "--concurrency", "64", "--context-tokens", "8192", "--input-tokens", "4000",
+                "--output-tokens", "500", "--request-rate", repr(6 / (o["replicas"] - 1)), "--output", "json",
+            )  # fmt: skip
+            fewer = json.loads(fewer_out)["performance"]
+            assert fewer["saturated"] or fewer["ttft_seconds"] > 2.0 or fewer["tpot_seconds"] > 0.060, o
+
+
+def test_recommend_targets_need_the_request_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--concurrency", "4", "--context-tokens", "4096", "--tpot-ms", "20",
+    )  # fmt: skip
+    assert code != 0 and "--input-tokens" in err and err.count("\n") == 1
+    code, _, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--concurrency", "4", "--context-tokens", "4096", "--input-tokens", "1000", "--output-tokens", "100",
+        "--tpot-ms", "-3",
+    )  # fmt: skip
+    assert code != 0 and "--tpot-ms" in err
+
+
+def test_list_prices_are_dated_cited_catalog_products_and_the_default_is_their_median() -> None:
+    from fitgate.sizing.prices import price_table  # noqa: PLC0415
+
+    table = price_table()
+    for r in table.rows:
+        assert r.source.startswith("https://") and len(r.date) == 10 and r.date <= table.as_of
+        assert 0 < r.usd_per_gpu_hour < 100
+    assert {"AWS", "Azure", "Google Cloud"} <= {r.cloud for r in table.rows}
+    # H100 SXM: AWS 6.88, Azure 12.29, Google Cloud 10.9791, Lambda 4.29, Nebius 3.85, RunPod 3.49
+    #   sorted 3.49 3.85 4.29 | 6.88 10.9791 12.29 -> median (4.29 + 6.88) / 2 = 5.585
+    assert table.default_prices().of(lookup_gpu("H100")) == pytest.approx(5.585)
+    assert table.default_prices().of(lookup_gpu("L4")) is None
+
+
+def test_plan_prices_from_the_list_table_per_request_and_per_token(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, err = plan_json(capsys, "--concurrency", "16", "--context-tokens", "2048",
+                               "--input-tokens", "1024", "--output-tokens", "512")  # fmt: skip
+    assert code == 0 and doc is not None, err
+    cost, perf = doc["cost"], doc["performance"]
+    assert cost["usd_per_hour"] == pytest.approx(5.585) and "as of" in cost["price_basis"]
+    # per request = $/h / (requests/s x 3600 x 0.4); per 1M in + out = $/h / (requests/s x 1536 x 3600 x 0.4) x 1e6
+    assert cost["usd_per_request"] == pytest.approx(5.585 / (perf["requests_per_s"] * 3600 * 0.4), rel=1e-2)
+    assert cost["usd_per_million_tokens"] == pytest.approx(
+        5.585 / (perf["requests_per_s"] * 1536 * 3600 * 0.4) * 1e6, rel=1e-2
+    )
+    code, doc, _ = plan_json(capsys, "--no-list-prices")
+    assert code == 0 and doc is not None and doc["cost"] is None
+
+
+def test_recommend_without_list_prices_assumes_equal_prices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--concurrency", "4", "--context-tokens", "4096", "--gpus", "L4,T4", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["ranked_by"] == "gpu_hours_per_million_output_tokens" and "equal prices" in doc["prices"]

@@ -1,0 +1,363 @@
+"""``fitgate check`` on vLLM workloads: the same contract as for ModelDeployments, through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fitgate.cli import main
+from fitgate.workloads.kinds import KINDS
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
+
+
+def check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]]]:
+    """The results of the sized objects (the Skipped lines of Services and the like are tested on their own)."""
+    code = main(["check", *argv, "--output", "json"])
+    out, err = capsys.readouterr()
+    assert err == ""
+    return code, [r for r in json.loads(out) if r["verdict"] != "Skipped"]
+
+
+def lws(tmp_path: Path, size: int) -> str:
+    """vLLM's LWS example with the 405B base model of the built-in catalog (the example serves -Instruct)."""
+    text = (FIXTURES / "lws-vllm-gpu.yaml").read_text().replace("Llama-3.1-405B-Instruct", "Llama-3.1-405B")
+    path = tmp_path / "lws.yaml"
+    path.write_text(text.replace("size: 2", f"size: {size}"))
+    return str(path)
+
+
+def test_production_stack_deployment_on_its_l4_pool_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, results = check(capsys, str(FIXTURES / "production-stack-deployment.yaml"))
+    assert code == 1
+    [r] = results
+    assert set(r) >= {"source", "kind", "name", "verdict", "gpu", "message"}
+    assert (r["kind"], r["name"], r["verdict"], r["gpu"]) == (
+        "Deployment",
+        "default/vllm-llama3-deployment-vllm",
+        "DoesNotFit",
+        "NVIDIA-L4",  # from the chart's required node affinity on nvidia.com/gpu.product
+    )
+    # the numbers: 32 layers x 2 x 8 kv heads x 128 x 2 B = 128 KiB/token -> 16 GiB for one 131072-token request
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in r["message"]
+    # the fix is written against the chart's own flags
+    assert "smallest fix: change `--kv-cache-dtype auto` to `--kv-cache-dtype fp8`" in r["message"]
+
+
+def test_the_same_deployment_fits_on_h100(capsys: pytest.CaptureFixture[str]) -> None:
+    code, results = check(capsys, str(FIXTURES / "production-stack-deployment.yaml"), "--gpu", "H100")
+    assert code == 0 and results[0]["verdict"] == "Fits", results
+
+
+def test_lws_group_of_two_nodes_fits_and_one_node_is_short_of_gpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, [r] = check(capsys, lws(tmp_path, 2), "--gpu", "H100")
+    assert code == 0 and (r["kind"], r["verdict"]) == ("LeaderWorkerSet", "Fits"), r
+    code, [r] = check(capsys, lws(tmp_path, 1), "--gpu", "H100")
+    assert code == 1 and r["verdict"] == "DoesNotFit"
+    assert "vLLM needs 16 GPUs (TP 8 x PP 2) but container vllm-leader asks for 8 nvidia.com/gpu" in r["message"]
+
+
+HELM_TEMPLATE_OUTPUT = """\
+---
+# Source: demo/templates/configmap.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: vllm-config
+data:
+  config.yaml: |
+    model: meta-llama/Llama-3.1-8B-Instruct
+    max_model_len: 131072
+---
+# Source: demo/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: vllm
+spec:
+  ports: [{port: 8000}]
+---
+# Source: demo/templates/train.yaml
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+spec:
+  template:
+    spec:
+      containers:
+      - name: train
+        image: pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime
+        command: ["torchrun", "train.py"]
+        resources: {limits: {nvidia.com/gpu: 8}}
+---
+# Source: demo/templates/statefulset.yaml
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: vllm
+  namespace: serving
+spec:
+  template:
+    spec:
+      nodeSelector:
+        nvidia.com/gpu.product: NVIDIA-L4
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.19.0
+        args: ["--config", "/etc/vllm/config.yaml"]
+        volumeMounts: [{name: cfg, mountPath: /etc/vllm}]
+        resources: {limits: {nvidia.com/gpu: "1"}}
+      volumes:
+      - name: cfg
+        configMap: {name: vllm-config}
+"""
+
+
+def test_helm_template_output_with_a_config_file_and_skipped_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rendered.yaml"
+    path.write_text(HELM_TEMPLATE_OUTPUT)
+    code, results = check(capsys, str(path))
+    # the ConfigMap, the Service and the non-vLLM GPU Job are not listed
+    assert [(r["kind"], r["name"]) for r in results] == [("StatefulSet", "serving/vllm")]
+    assert code == 1 and results[0]["verdict"] == "DoesNotFit"
+    assert "131072-token request" in results[0]["message"]  # max_model_len came from the ConfigMap
+
+
+def test_kind_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [d for d in yaml.safe_load_all((FIXTURES / "vllm-docs-k8s-nvidia.yaml").read_text()) if d]
+    path = tmp_path / "list.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    code, results = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and [r["verdict"] for r in results] == ["Fits"]
+    assert results[0]["source"].endswith("#0.items[0]")
+
+
+@pytest.mark.parametrize(
+    ("container", "verdict", "code", "text"),
+    [
+        (  # an unclosed quote: vLLM never starts
+            {"command": ["sh", "-c", "vllm serve 'meta-llama/Llama-3.1-8B-Instruct"]},
+            "Invalid",
+            2,
+            "the shell script cannot be split into words (No closing quotation)",
+        ),
+        (  # no GPU limit at all, TP 2
+            {"args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "-tp", "2"]},
+            "DoesNotFit",
+            1,
+            "vLLM needs 2 GPUs (TP 2 x PP 1) but container vllm has no nvidia.com/gpu limit (so no GPU); "
+            "set nvidia.com/gpu: 2",
+        ),
+        (  # a GPU limit of 0
+            {"args": ["--model", "meta-llama/Llama-3.1-8B-Instruct"], "resources": {"limits": {"nvidia.com/gpu": 0}}},
+            "DoesNotFit",
+            1,
+            "vLLM needs 1 GPU (TP 1 x PP 1) but container vllm has no nvidia.com/gpu limit (so no GPU)",
+        ),
+    ],
+)
+def test_bad_workloads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], container: dict[str, Any], verdict: str, code: int, text: str
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", **container}]},
+    }
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    got, [r] = check(capsys, str(path), "--gpu", "H100")
+    assert (got, r["verdict"], r["kind"]) == (code, verdict, "Pod")
+    assert text in r["message"], r["message"]
+
+
+def test_the_whole_helm_template_output_of_the_production_stack_chart(capsys: pytest.CaptureFixture[str]) -> None:
+    # ServiceAccount, Secret, Role, RoleBinding, two Services and the router Deployment are not listed
+    code, results = check(capsys, str(FIXTURES / "production-stack-helm-template.yaml"))
+    assert code == 1
+    assert [(r["kind"], r["name"], r["verdict"]) for r in results] == [
+        ("Deployment", "default/vllm-llama3-deployment-vllm", "DoesNotFit")
+    ]
+
+
+def test_model_deployment_nodes_per_replica() -> None:
+    """placement.nodesPerReplica: a replica of TP 8 x PP 2 spans 2 nodes of 8 GPUs, and needs 2 such nodes."""
+    from fitgate.operator.decision.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.gpus.inventory import parse_node  # noqa: PLC0415
+    from fitgate.operator.schema.api import parse_spec  # noqa: PLC0415
+    from tests.conftest import model  # noqa: PLC0415
+    from tests.fitgate_operator.test_operator import H100  # noqa: PLC0415
+
+    second = {**H100, "metadata": {**H100["metadata"], "name": "h100-1"}}
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-405B"},
+        "serving": {"tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 8192},
+        "placement": {"nodesPerReplica": 2},
+    }
+    llama = model("meta-llama/Llama-3.1-405B")
+    two = evaluate(parse_spec(spec), llama, [*parse_node(H100), *parse_node(second)])
+    assert two.verdict.value == "Fits", two.message
+    one = evaluate(parse_spec(spec), llama, parse_node(H100))
+    assert one.verdict.value == "DoesNotFit" and one.reason == "NotEnoughGPUsPerNode"
+    assert "8 GPUs per node x 2 nodes but the pool has 1 nodes of 8" in one.message
+    single = evaluate(parse_spec({**spec, "placement": {}}), llama, [*parse_node(H100), *parse_node(second)])
+    assert single.reason == "NotEnoughGPUsPerNode"  # 16 GPUs on one node of 8
+
+
+def test_check_a_model_deployment_spanning_two_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mdep = {
+        "apiVersion": "fitgate.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "big"},
+        "spec": {
+            "model": {"name": "meta-llama/Llama-3.1-405B"},
+            "serving": {"tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 8192},
+            "placement": {"gpuProduct": "H100", "nodesPerReplica": 2},
+        },
+    }
+    path = tmp_path / "mdep.yaml"
+    path.write_text(yaml.safe_dump(mdep))
+    code, [r] = check(capsys, str(path))
+    assert code == 0 and (r["kind"], r["verdict"]) == ("ModelDeployment", "Fits"), r
+
+
+def test_data_parallel_counts_in_the_per_node_check() -> None:
+    """placement.dataParallelSize: each rank holds TP x PP GPUs, so a replica needs TP x PP x DP on its nodes."""
+    from fitgate.operator.decision.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.decision.workloads import evaluate_reading  # noqa: PLC0415
+    from fitgate.operator.gpus.inventory import parse_node  # noqa: PLC0415
+    from fitgate.operator.schema.api import parse_spec  # noqa: PLC0415
+    from fitgate.workloads import read_workload  # noqa: PLC0415
+    from tests.conftest import model  # noqa: PLC0415
+    from tests.fitgate_operator.test_operator import H100  # noqa: PLC0415
+
+    llama = model("meta-llama/Llama-3.1-8B-Instruct")
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+        "serving": {"tensorParallelSize": 4, "maxModelLen": 8192},
+        "placement": {"dataParallelSize": 2},
+    }
+    assert evaluate(parse_spec(spec), llama, parse_node(H100)).verdict.value == "Fits"  # 4 x 2 = 8 on a node of 8
+    wide = evaluate(parse_spec({**spec, "placement": {"dataParallelSize": 4}}), llama, parse_node(H100))
+    assert wide.verdict.value == "DoesNotFit" and wide.reason == "NotEnoughGPUsPerNode"
+    assert "16 GPUs per replica (TP x PP x DP) but the pool has 1 nodes of 8" in wide.message  # 4 x 4 = 16
+    # the same as a Deployment: `vllm serve -tp 4 -dp 4` with 16 GPUs in its one pod cannot be scheduled
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": [
+            "vllm",
+            "serve",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "-tp",
+            "4",
+            "-dp",
+            "4",
+            "--max-model-len",
+            "8192",
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": "16"}},
+    }
+    d = {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [container]}}}}
+    reading = read_workload(d)
+    assert reading is not None and reading.gpu_shortfall() is None
+    verdict = evaluate_reading(reading, llama, parse_node(H100))
+    assert verdict.verdict.value == "DoesNotFit" and "16 GPUs per replica (TP x PP x DP)" in verdict.message
+
+
+def test_check_writes_the_fix_in_the_configmap_of_the_manifest_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the production-stack Deployment with its engine settings moved into a --config file of a ConfigMap
+    deployment = yaml.safe_load((FIXTURES / "production-stack-deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["command"] = ["vllm", "serve", "--config", "/etc/vllm/engine.yaml"]
+    container["volumeMounts"] = [{"name": "engine", "mountPath": "/etc/vllm"}]
+    pod["volumes"] = [{"name": "engine", "configMap": {"name": "llama-engine"}}]
+    engine = "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\nkv-cache-dtype: auto\n"
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llama-engine"}}
+    configmap["data"] = {"engine.yaml": engine}
+    path = tmp_path / "stack.yaml"
+    path.write_text(yaml.safe_dump_all([configmap, deployment]))
+    code, [r] = check(capsys, str(path))
+    assert code == 1 and r["verdict"] == "DoesNotFit", r
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in r["message"]
+    fix = (
+        "smallest fix: change `kv-cache-dtype: auto` to `kv-cache-dtype: fp8` in ConfigMap llama-engine key engine.yaml"
+    )
+    assert fix in r["message"], r["message"]
+
+
+def test_a_dra_claim_is_checked_offline_on_the_gpu_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # offline there are no ResourceSlices: the claim's devices are the --gpu pool, and the result says so
+    manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llama, namespace: ml}
+spec:
+  selector: {matchLabels: {app: llama}}
+  template:
+    metadata: {labels: {app: llama}}
+    spec:
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: h100}]
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.19.0
+        args: [meta-llama/Llama-3.1-8B-Instruct, --max-model-len, "8192"]
+        resources: {claims: [{name: gpu}]}
+---
+apiVersion: fitgate.io/v1alpha1
+kind: ModelDeployment
+metadata: {name: md, namespace: ml}
+spec:
+  model: {name: meta-llama/Llama-3.1-8B-Instruct}
+  serving: {maxModelLen: 8192}
+  placement: {resourceClaimTemplateName: h100}
+"""
+    path = tmp_path / "claim.yaml"
+    path.write_text(manifest)
+    code, rows = check(capsys, str(path), "--gpu", "H100")
+    assert code == 0 and [r["verdict"] for r in rows] == ["Fits", "Fits"]  # 8B at 8k on an 80 GB card
+    assert all("ResourceClaimTemplate h100 is not resolved offline" in r["message"] for r in rows)
+    code, rows = check(capsys, str(path), "--gpu", "L4", "--gpus-per-node", "1")
+    assert code == 0 and rows[0]["verdict"] in ("Fits", "Tight")  # 15 GiB of weights on a 22 GiB card
+    code, rows = check(capsys, str(path))
+    assert [r["verdict"] for r in rows] == ["Unknown", "Unknown"]  # no GPU named: nothing to size on
+
+
+def test_every_object_not_sized_gets_a_skipped_line_with_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "vllm"}, "spec": {"ports": [{"port": 8000}]}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}},
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}},
+    ]
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code = main(["check", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0  # Skipped lines do not change the exit code
+    assert out == [
+        f"{path}#0: default/vllm: Skipped: kind Service is not one fitgate reads ("
+        + ", ".join(k.kind for k in KINDS)
+        + ")",
+        f"{path}#1: shop/web: Skipped: runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)",
+        f"{path}#2: default/cfg: Skipped: a ConfigMap: read into the workloads of this manifest set that use it",
+    ]

@@ -1,0 +1,232 @@
+"""Real manifests of every workload kind, each read to its verdict by ``fitgate check`` (offline, built-in catalog).
+
+Sources: tests/fixtures/manifests/SOURCE.md (repo, path, commit per file). The GPU is ``--gpu H100`` (80 GiB).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.workloads import decide_workload, evaluate_reading
+from fitgate.workloads import read_workload
+from fitgate.workloads.kinds import KINDS, admitted_kinds, find_kind
+from tests.chart.test_chart import helm, render_chart
+
+__all__ = ["helm"]
+
+MANIFESTS = Path(__file__).parents[1] / "fixtures" / "manifests"
+RUNTIME = str(MANIFESTS / "kserve-vllmserver-runtime.yaml")
+
+
+@pytest.mark.parametrize(
+    ("file", "expected"),
+    [
+        # KAITO custom config: TP 2, max-model-len 131072 from the ConfigMap's vllm block; DeepSeek-R1-Distill-Qwen-14B
+        # is not in the catalog, so offline it is Unknown (never a denial); the ConfigMap is merged, not skipped silently
+        (
+            "kaito-workspace-custom-config.yaml",
+            [("ConfigMap", "Skipped"), ("Workspace", "Unknown")],
+        ),
+        # presets without tensor-parallel-size: KAITO takes it from the instance type's GPUs: Unknown, saying so
+        ("kaito-workspace-deepseek-r1.yaml", [("Workspace", "Unknown")]),
+        # Standard_NC24ads_A100_v4: one A100 80GB a node, so KAITO's TP 1 (sizing/data/cloud_gpus.json); 8B fits it
+        ("kaito-inferenceset-llama-3.1-8b.yaml", [("Secret", "Skipped"), ("InferenceSet", "Fits")]),
+        # Dynamo: one result per vLLM worker, decode first; Qwen3-0.6B (catalog, estimated) fits one H100
+        (
+            "dynamo-vllm-disagg.yaml",
+            [("DynamoGraphDeployment", "Fits"), ("DynamoGraphDeployment", "Fits")],
+        ),
+        ("dynamo-vllm-agg-v1beta1.yaml", [("DynamoGraphDeployment", "Fits")]),
+        # production-stack's VLLMRuntime sample: Llama-3.1-8B-Instruct, max-model-len 4096, gmu 0.8, 1 GPU
+        ("production-stack-vllmruntime.yaml", [("VLLMRuntime", "Fits")]),
+        # KServe: the ClusterServingRuntime merged into the InferenceService whose PVC the annotation names
+        ("kserve-isvc-vllm-pvc.yaml", [("InferenceService", "Fits")]),
+        # llm-d's prefill/decode DisaggregatedSet: one result per role, decode first; Qwen3-32B at TP 2 on H100s
+        ("llm-d-disaggregatedset.yaml", [("DisaggregatedSet", "Fits"), ("DisaggregatedSet", "Fits")]),
+        # KubeRay's Ray Serve LLM sample: engine_kwargs as vLLM flags, the 4-GPU worker group's GPUs
+        ("kuberay-ray-serve-llm.yaml", [("RayService", "Fits"), ("Secret", "Skipped")]),
+        # the LMCache image (an LMCache release, not vLLM 0.3.7): sized as the newest modelled release
+        ("lmcache-deployment.yaml", [("Deployment", "Fits")]),
+    ],
+)
+def test_real_manifest_verdicts(file: str, expected: list[tuple[str, str]]) -> None:
+    results = [r for r in check_files([str(MANIFESTS / file), RUNTIME], gpu_name="H100") if file in r.source]
+    assert [(r.kind, r.verdict) for r in results] == expected, [r.line() for r in results]
+    for r in results:
+        assert "None" not in r.message, r.line()  # every message names the model (or why it was skipped)
+
+
+def test_dynamo_workers_are_named_and_keep_their_role() -> None:
+    results = check_files([str(MANIFESTS / "dynamo-vllm-disagg.yaml")], gpu_name="H100")
+    assert [r.name for r in results] == [
+        "default/vllm-disagg/VllmDecodeWorker",
+        "default/vllm-disagg/VllmPrefillWorker",
+    ]
+    assert "Dynamo decode worker VllmDecodeWorker" in results[0].message
+
+
+def test_kaito_config_flags_are_read_from_the_configmap() -> None:
+    docs = check_files([str(MANIFESTS / "kaito-workspace-custom-config.yaml")], gpu_name="H100")
+    workspace = docs[-1]
+    # the vllm block: tensor-parallel-size 2 is read (so not the instance-type Unknown), the model is the preset's
+    assert "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" in workspace.message
+    assert "KAITO sets --tensor-parallel-size" not in workspace.message
+
+
+def test_kaito_without_its_configmap_names_it() -> None:
+    import yaml  # noqa: PLC0415
+
+    docs = list(yaml.safe_load_all((MANIFESTS / "kaito-workspace-custom-config.yaml").read_text()))
+    reading = read_workload(docs[1], {})
+    assert reading is not None and reading.unknown is not None
+    assert reading.config_map == ("ds-inference-params", "inference_config.yaml")  # the webhook fetches this key
+
+
+def test_storage_uri_without_annotation_is_unknown_and_says_how() -> None:
+    import yaml  # noqa: PLC0415
+
+    isvc = yaml.safe_load((MANIFESTS / "kserve-isvc-vllm-pvc.yaml").read_text())
+    del isvc["metadata"]["annotations"]
+    runtime = yaml.safe_load(Path(RUNTIME).read_text())
+    reading = read_workload(isvc, runtimes={"kserve-vllmserver": runtime["spec"]})
+    assert reading is not None and reading.unknown is not None
+    assert "pvc://models/Meta-Llama-3.1-8B-Instruct" in reading.unknown and "fitgate.io/model" in reading.unknown
+
+
+def test_pvc_path_model_with_the_annotation_is_sized() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llama", "namespace": "ml"},
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {"fitgate.io/model": "meta-llama/Llama-3.1-8B-Instruct@main"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.99.0",
+                            "args": ["--model", "/models/Meta-Llama-3.1-8B-Instruct", "--max-model-len", "8192"],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            }
+        },
+    }
+    reading = read_workload(deployment)
+    assert reading is not None and reading.unknown is None
+    assert (reading.model, reading.revision) == ("meta-llama/Llama-3.1-8B-Instruct", "main")
+    assert any("/models/Meta-Llama-3.1-8B-Instruct holds meta-llama/Llama-3.1-8B-Instruct" in n for n in reading.notes)
+    verdict = evaluate_reading(reading, None, [])
+    outcome = decide_workload(verdict, "enforce", "Warn")
+    assert outcome.allowed and any("vLLM 0.99.0" in w for w in outcome.warnings)  # newer than the table
+
+
+def test_malformed_model_annotation_is_ignored_and_said() -> None:
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {"name": "d", "annotations": {"fitgate.io/model": "not a repo id"}},
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": "v", "image": "vllm/vllm-openai:v0.19.0", "args": ["--model", "m/x"]}]}
+            }
+        },
+    }
+    reading = read_workload(deployment)
+    assert reading is not None and reading.model == "m/x"
+    assert any("expected org/name[@revision]" in n for n in reading.notes)
+
+
+def test_registry_is_what_the_chart_admits_and_audits(helm: Path) -> None:
+    docs = render_chart(helm, "--set", "workloadWebhook.enabled=true")
+    (config,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    hook = next(w for w in config["webhooks"] if w["name"] == "workloads-enforce.fitgate.io")
+    rules = {
+        (g, v, r)
+        for rule in hook["rules"]
+        for g in rule["apiGroups"]
+        for v in rule["apiVersions"]
+        for r in rule["resources"]
+    }
+    registry = {(k.group, v, k.plural) for k in admitted_kinds() for v in k.versions}
+    assert rules == registry
+    # the audit lists every kind; it patches them only when annotations are opted in (docs/hardening.md)
+    for values, verb in ((("--set", "workloadWebhook.enabled=true"), "list"), (("--set", "workloadWebhook.enabled=true",
+                          "--set", "workloadWebhook.annotate=true"), "patch")):  # fmt: skip
+        (role,) = [d for d in render_chart(helm, *values) if d["kind"] == "ClusterRole"]
+        granted = {
+            (g, r)
+            for rule in role["rules"]
+            if verb in rule["verbs"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+        }
+        assert {(k.group, k.plural) for k in admitted_kinds()} <= granted, verb
+
+
+def test_every_registry_kind_has_a_reader() -> None:
+    from fitgate.workloads.crds import CRD_READERS  # noqa: PLC0415
+
+    own = {"LeaderWorkerSet", "InferenceService", "LLMInferenceService"}
+    for kind in KINDS:
+        assert kind.pod_template is not None or kind.kind in own | set(CRD_READERS), kind
+    assert find_kind("Service") is None
+
+
+def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
+    import yaml  # noqa: PLC0415
+
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-ray-serve-llm.yaml").read_text()) if d)
+    reading = read_workload(ray)
+    assert reading is not None and reading.model == "Qwen/Qwen2.5-7B-Instruct"
+    # engine_kwargs: dtype bfloat16, max_model_len 1024, gpu_memory_utilization 0.75
+    assert reading.serving == {"dtype": "bfloat16", "maxModelLen": 1024, "gpuMemoryUtilization": 0.75}
+    assert reading.gpus_per_replica == 4  # the worker group's nvidia.com/gpu
+    bad = {**ray, "spec": {**ray["spec"], "serveConfigV2": "applications: [unclosed"}}
+    broken = read_workload(bad)
+    assert broken is not None and broken.invalid is not None and broken.invalid.startswith("spec.serveConfigV2")
+
+
+def test_the_webhook_and_audit_take_their_kinds_from_the_registry() -> None:
+    from fitgate.operator.observation.audit import AUDITED  # noqa: PLC0415
+    from fitgate.operator.runtime.workload_handlers import WORKLOAD_RESOURCES  # noqa: PLC0415
+
+    assert ("kaito.sh", "v1beta1", "workspaces", "Workspace") in AUDITED
+    assert ("kaito.sh", "v1alpha1", "workspaces") in WORKLOAD_RESOURCES  # every served version is admitted
+    assert ("ray.io", "v1", "rayservices", "RayService") in AUDITED
+    assert {k for *_, k in AUDITED} == {k.kind for k in admitted_kinds()}
+    assert "CronJob" not in {k for *_, k in AUDITED}  # fitgate check only, as before
+
+
+def test_kaito_multi_node_workspace_is_pipeline_parallel_over_its_nodes() -> None:
+    import yaml  # noqa: PLC0415
+
+    # kaito_workspace_deepseek_r1.yaml: resource.count 6 -> KAITO's --pipeline-parallel-size 6 (interface.go L568)
+    ws = next(d for d in yaml.safe_load_all((MANIFESTS / "kaito-workspace-deepseek-r1.yaml").read_text()) if d)
+    reading = read_workload(ws)
+    assert reading is not None and reading.model == "deepseek-ai/DeepSeek-R1-0528"
+    assert (reading.serving["pipelineParallelSize"], reading.pods_per_replica) == (6, 6)
+    assert reading.node_selector["node.kubernetes.io/instance-type"] == "Standard_NC80adis_H100_v5"
+    # TP: KAITO's, the GPUs of each node: Standard_NC80adis_H100_v5 has 2 H100 NVL (sizing/data/cloud_gpus.json)
+    assert reading.unknown is None and reading.serving["tensorParallelSize"] == 2
+    assert any("Standard_NC80adis_H100_v5: 2 x" in n for n in reading.notes)
+
+
+def test_llm_inference_service_with_a_pvc_uri_is_sized_by_its_annotation() -> None:
+    # KServe's LLMInferenceService sample shape (tests/fixtures/workloads/llmisvc-qwen2-7b-gpu.yaml), its model on a PVC
+    import yaml  # noqa: PLC0415
+
+    obj = yaml.safe_load(
+        (Path(__file__).parents[1] / "fixtures" / "workloads" / "llmisvc-qwen2-7b-gpu.yaml").read_text()
+    )
+    obj["spec"]["model"]["uri"] = "pvc://models/qwen2.5-7b"
+    unread = read_workload(obj)
+    assert unread is not None and unread.model == "pvc://models/qwen2.5-7b"  # the message names the location
+    assert unread.unknown is not None and "fitgate.io/model" in unread.unknown
+    obj["metadata"].setdefault("annotations", {})["fitgate.io/model"] = "Qwen/Qwen2.5-7B-Instruct"
+    read = read_workload(obj)
+    assert read is not None and read.unknown is None and read.model == "Qwen/Qwen2.5-7B-Instruct"

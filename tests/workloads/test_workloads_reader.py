@@ -1,0 +1,724 @@
+"""The workload reader: every command-line shape of vLLM on Kubernetes, each from a real manifest or doc.
+
+Fixtures and their sources: tests/fixtures/workloads/SOURCE.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fitgate.operator.schema.api import parse_spec
+from fitgate.workloads import expand_k8s, find_engine_command, read_workload, release_of_image
+from fitgate.workloads.argv import human_int, long_name
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    """The documents of a fixture file."""
+    return [d for d in yaml.safe_load_all((FIXTURES / name).read_text()) if d]
+
+
+def first(name: str) -> dict[str, Any]:
+    """The first document of a fixture file."""
+    return load(name)[0]
+
+
+def deployment(container: dict[str, Any], **pod: Any) -> dict[str, Any]:
+    """A Deployment around one container."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ns"},
+        "spec": {"template": {"spec": {"containers": [container], **pod}}},
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Shapes from real manifests
+
+
+def test_vllm_serve_model_from_production_stack_chart() -> None:
+    # production-stack deployment-vllm-multi.yaml: `vllm serve MODEL`, dashes and one underscore flag
+    r = read_workload(first("production-stack-deployment.yaml"))
+    assert r is not None and r.invalid is None and r.unknown is None
+    assert r.how == "vllm serve"
+    assert r.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert r.serving == {
+        "maxModelLen": 131072,
+        "kvCacheDtype": "auto",
+        "dtype": "bfloat16",
+        "tensorParallelSize": 1,
+        "maxNumSeqs": 256,
+        "gpuMemoryUtilization": 0.9,  # written --gpu_memory_utilization by the chart
+        "enablePrefixCaching": True,
+    }
+    assert r.vllm_version == "0.19.0"
+    assert r.gpus_per_replica == 1
+    # required node affinity on GPU Feature Discovery's product label -> the GPU pool
+    assert r.node_selector == {"nvidia.com/gpu.product": "NVIDIA-L4"}
+    spec = parse_spec(r.spec())  # the same spec a ModelDeployment would have
+    assert spec.serving.max_model_len == 131072
+    assert spec.placement.node_selector == {"nvidia.com/gpu.product": "NVIDIA-L4"}
+    assert spec.engine.version == "0.19.0"
+
+
+def test_shell_string_from_vllm_k8s_docs() -> None:
+    # vLLM docs k8s.md: command ["/bin/sh", "-c"], args ["vllm serve M ... --max_num_batched_tokens 1024"]
+    r = read_workload(first("vllm-docs-k8s-nvidia.yaml"))
+    assert r is not None and r.invalid is None
+    assert r.model == "mistralai/Mistral-7B-Instruct-v0.3"
+    assert r.serving == {"maxNumBatchedTokens": 1024}  # underscore spelling read as vLLM does
+    assert r.vllm_version == "0.34.0"  # :latest is the newest release fitgate models
+    assert r.gpus_per_replica == 1 and r.gpu_shortfall() is None
+
+
+def test_rocm_image_tag_and_amd_gpu_limit_from_vllm_k8s_docs() -> None:
+    r = read_workload(first("vllm-docs-k8s-amd.yaml"))
+    assert r is not None
+    assert r.vllm_version == "0.6.4"  # rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4
+    assert r.gpu_resource == "amd.com/gpu" and r.gpus_per_replica == 1
+    assert r.model == "mistralai/Mistral-7B-v0.3"
+
+
+def test_lws_api_server_in_sh_c_with_underscore_pp() -> None:
+    # kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml: `sh -c "bash ... leader --ray_cluster_size=$(LWS_GROUP_SIZE);
+    # python3 -m vllm.entrypoints.openai.api_server --model M --tensor-parallel-size 8 --pipeline_parallel_size 2"`
+    docs = load("lws-vllm-gpu.yaml")
+    r = read_workload(docs[0])
+    assert r is not None and r.invalid is None
+    assert r.how == "python -m vllm.entrypoints.openai.api_server"
+    assert r.model == "meta-llama/Llama-3.1-405B-Instruct"
+    assert r.serving == {"tensorParallelSize": 8, "pipelineParallelSize": 2}
+    assert r.vllm_version == "0.8.5"
+    # a group of size 2, 8 GPUs per pod: 16 GPUs cover TP 8 x PP 2 across 2 nodes
+    assert (r.pods_per_replica, r.gpus_per_replica, r.parallel_gpus) == (2, 16, 16)
+    assert r.gpu_shortfall() is None
+    assert parse_spec(r.spec()).placement.nodes_per_replica == 2
+    assert read_workload(docs[1]) is None  # the Service
+
+
+def test_lws_group_short_of_gpus() -> None:
+    lws = copy.deepcopy(first("lws-vllm-gpu.yaml"))
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 1
+    r = read_workload(lws)
+    assert r is not None
+    assert r.gpu_shortfall() == (
+        "vLLM needs 16 GPUs (TP 8 x PP 2) but container vllm-leader asks for 8 nvidia.com/gpu; set nvidia.com/gpu: 16"
+    )
+
+
+def test_kserve_huggingface_runtime_args() -> None:
+    # KServe docs: modelFormat huggingface, args --model_name=llama3 --model_id=meta-llama/meta-llama-3-8b-instruct
+    r = read_workload(first("kserve-huggingface-llama3.yaml"))
+    assert r is not None and r.invalid is None and r.unknown is None
+    assert r.model == "meta-llama/meta-llama-3-8b-instruct"
+    assert r.gpus_per_replica == 1
+    assert any("KServe huggingface runtime" in n for n in r.notes)
+
+
+def test_kserve_huggingface_backend_is_not_vllm() -> None:
+    isvc = copy.deepcopy(first("kserve-huggingface-llama3.yaml"))
+    isvc["spec"]["predictor"]["model"]["args"].append("--backend=huggingface")
+    assert read_workload(isvc) is None
+
+
+def test_kserve_vllm_args_and_storage_uri() -> None:
+    # the args shape of a KServe huggingface InferenceService with engine flags (--flag=value)
+    isvc = copy.deepcopy(first("kserve-huggingface-llama3.yaml"))
+    model = isvc["spec"]["predictor"]["model"]
+    model["args"] = ["--max-model-len=1024", "--tensor-parallel-size=2", "--enforce-eager"]
+    model["storageUri"] = "hf://meta-llama/Llama-3.1-8B-Instruct"
+    r = read_workload(isvc)
+    assert r is not None
+    assert r.model == "meta-llama/Llama-3.1-8B-Instruct"
+    # --enforce-eager is sized since issue 20 (spec.serving.enforceEager), not a note
+    assert r.serving == {"maxModelLen": 1024, "tensorParallelSize": 2, "enforceEager": True}
+    assert "vLLM needs 2 GPUs" in (r.gpu_shortfall() or "")
+    assert not any("--enforce-eager" in n for n in r.notes)
+
+
+def test_image_entrypoint_with_only_args() -> None:
+    # vllm/vllm-openai's ENTRYPOINT is the server (docker/Dockerfile, stage vllm-openai): only args given
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "docker.io/vllm/vllm-openai:v0.10.2",
+                "args": ["--model", "Qwen/Qwen3-8B", "-tp", "2", "--max-model-len=32k"],
+                "resources": {"limits": {"nvidia.com/gpu": 2}},
+            }
+        )
+    )
+    assert r is not None and r.how == "image entrypoint"
+    assert r.model == "Qwen/Qwen3-8B"
+    assert r.serving == {"tensorParallelSize": 2, "maxModelLen": 32000}  # 32k: x1000 (human_readable_int)
+    assert r.vllm_version == "0.10.2"
+    assert r.gpu_shortfall() is None
+
+
+def test_non_vllm_gpu_container_is_skipped() -> None:
+    assert (
+        read_workload(
+            deployment(
+                {"name": "train", "image": "pytorch/pytorch:2.4", "resources": {"limits": {"nvidia.com/gpu": 8}}}
+            )
+        )
+        is None
+    )
+    assert read_workload({"kind": "ConfigMap", "data": {}}) is None
+    assert read_workload("not an object") is None
+
+
+# ------------------------------------------------------------------------------------------------
+# Flags
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("-tp", "--tensor-parallel-size"),  # arg_utils.py 0.33.0 L1208-1210
+        ("-pp", "--pipeline-parallel-size"),  # L1170-1173
+        ("-q", "--quantization"),  # L992
+        ("-dp", "--data-parallel-size"),  # L1240-1242
+        ("--pipeline_parallel_size", "--pipeline-parallel-size"),  # argparse_utils.py L379-394
+        ("--max_model_len", "--max-model-len"),
+        ("--compilation_config.mode", "--compilation-config.mode"),  # only before the first dot
+    ],
+)
+def test_long_name(flag: str, expected: str) -> None:
+    assert long_name(flag) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("32768", 32768), ("32k", 32000), ("32K", 32768), ("1M", 1 << 20), ("25.6k", 25600), ("x", None)],
+)
+def test_human_int(text: str, value: int | None) -> None:
+    assert human_int(text) == value
+
+
+def test_equals_and_space_forms_and_booleans() -> None:
+    cmd = find_engine_command(
+        ["vllm", "serve", "m", "--enforce-eager", "--max-model-len=4096", "--no-enable-prefix-caching", "-pp", "2"],
+        [],
+        {},
+        image_entrypoint=False,
+    )
+    assert cmd is not None and cmd.model == "m"
+    assert cmd.flags == {
+        "--enforce-eager": "true",
+        "--max-model-len": "4096",
+        "--enable-prefix-caching": "false",
+        "--pipeline-parallel-size": "2",
+    }
+
+
+def test_k8s_variable_expansion() -> None:
+    env = {"MODEL": "Qwen/Qwen3-8B", "TP": "4"}
+    # kubernetes expansion: $(VAR) known -> value; unknown -> left; $$ -> $
+    assert expand_k8s("$(MODEL) $(NOPE) $$(MODEL) $$HOME", env) == "Qwen/Qwen3-8B $(NOPE) $(MODEL) $HOME"
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.19.1",
+                "command": ["vllm", "serve", "$(MODEL)", "--tensor-parallel-size", "$(TP)"],
+                "env": [
+                    {"name": "MODEL", "value": "Qwen/Qwen3-8B"},
+                    {"name": "TP", "value": "4"},
+                ],
+                "resources": {"limits": {"nvidia.com/gpu": "4"}},
+            }
+        )
+    )
+    assert r is not None and r.model == "Qwen/Qwen3-8B" and r.serving == {"tensorParallelSize": 4}
+
+
+def test_variable_from_a_secret_is_unknown_naming_it() -> None:
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.19.1",
+                "args": ["--model", "Qwen/Qwen3-8B", "--max-model-len", "$(LEN)"],
+                "env": [{"name": "LEN", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "len"}}}],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        )
+    )
+    assert r is not None and r.unknown == "--max-model-len $(LEN): a variable not set in the container's env"
+
+
+def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.1",
+        "args": ["--config", "/etc/vllm/config.yaml", "--max-model-len", "8192"],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    obj = deployment(container, volumes=[{"name": "cfg", "configMap": {"name": "vllm-config"}}])
+    data = {"config.yaml": "model: Qwen/Qwen3-8B\ntensor_parallel_size: 2\nmax-model-len: 65536\nenforce_eager: true\n"}
+    r = read_workload(obj, {"vllm-config": data})
+    assert r is not None and r.unknown is None
+    assert r.model == "Qwen/Qwen3-8B"
+    # the command line wins over the file (vLLM: cli > config > defaults); enforce_eager is sized (issue 20)
+    assert r.serving == {"maxModelLen": 8192, "tensorParallelSize": 2, "enforceEager": True}
+    missing = read_workload(obj, {})
+    assert missing is not None
+    assert missing.unknown == (
+        "--config /etc/vllm/config.yaml: ConfigMap vllm-config (key config.yaml) is not in the manifests read"
+    )
+    assert missing.config_map == ("vllm-config", "config.yaml")  # what the webhook and the audit read
+    # items: the file config.yaml is the ConfigMap's key `engine`
+    mapped = copy.deepcopy(obj)
+    mapped["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"] = [{"key": "engine", "path": "config.yaml"}]
+    assert read_workload(mapped, {}).config_map == ("vllm-config", "engine")  # type: ignore[union-attr]
+    huge = read_workload(obj, {"vllm-config": {"config.yaml": "a: " + "x" * 300_000}})
+    assert huge is not None and huge.invalid is not None and "holds more than 262144 bytes" in huge.invalid
+
+
+def test_memory_env_vars_are_noted() -> None:
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.20.0",
+                "args": ["--model", "Qwen/Qwen3-8B"],
+                "env": [{"name": "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "value": "0"}],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        )
+    )
+    assert r is not None
+    assert "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: fitgate sizes vLLM with its default (1)" in r.notes
+
+
+@pytest.mark.parametrize(
+    ("image", "release"),
+    [
+        ("vllm/vllm-openai:v0.19.0", "0.19.0"),
+        ("vllm/vllm-openai:v0.8.5.post1", "0.8.5"),
+        ("vllm/vllm-openai:latest", "0.34.0"),
+        ("vllm/vllm-openai", "0.34.0"),
+        ("registry.example.com:5000/vllm/vllm-openai:v0.10.2@sha256:abc", "0.10.2"),
+        ("rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521", "0.8.5"),
+        ("vllm/vllm-openai:sha-1234", None),
+    ],
+)
+def test_release_of_image(image: str, release: str | None) -> None:
+    assert release_of_image(image)[0] == release
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input: a clear verdict or error, never a crash
+
+
+def test_unclosed_quote_is_invalid() -> None:
+    r = read_workload(
+        deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "command": ["sh", "-c", "vllm serve 'm"]})
+    )
+    assert r is not None and r.invalid is not None
+    assert r.invalid.startswith("container vllm: the shell script cannot be split into words (No closing quotation)")
+
+
+def test_no_model_is_vllms_default() -> None:
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.19.1",
+                "command": ["vllm", "serve"],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        )
+    )
+    assert r is not None and r.model == "Qwen/Qwen3-0.6B"
+    assert "no model given: vLLM serves its default, Qwen/Qwen3-0.6B" in r.notes
+
+
+@pytest.mark.parametrize("limit", [0, None])
+def test_gpu_limit_zero_or_missing_does_not_fit(limit: int | None) -> None:
+    resources = {"limits": {"nvidia.com/gpu": limit}} if limit is not None else {}
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.19.1",
+                "args": ["--model", "m", "-tp", "2"],
+                "resources": resources,
+            }
+        )
+    )
+    assert r is not None
+    shortfall = r.gpu_shortfall()
+    assert shortfall is not None and shortfall.startswith("vLLM needs 2 GPUs (TP 2 x PP 1) but container vllm")
+    assert shortfall.endswith("set nvidia.com/gpu: 2")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "m", "--max-model-len", "lots"], "--max-model-len: expected a whole number (got 'lots')"),
+        (["--model", "m", "--gpu-memory-utilization", "high"], "--gpu-memory-utilization: expected a number"),
+        (["--model", "m", "--dtype", "int3"], "--dtype: expected one of auto, half"),
+    ],
+)
+def test_bad_flag_values_are_invalid(args: list[str], message: str) -> None:
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "args": args}))
+    assert r is not None and r.invalid is not None and message in r.invalid
+
+
+def test_bad_gpu_limit_is_invalid() -> None:
+    r = read_workload(
+        deployment(
+            {"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "resources": {"limits": {"nvidia.com/gpu": "two"}}}
+        )
+    )
+    assert r is not None and r.invalid is not None
+    assert "resources.limits.nvidia.com/gpu: expected a whole number of GPUs (got 'two')" in r.invalid
+
+
+def test_a_release_outside_the_table_is_sized_never_invalid() -> None:
+    # a gate never denies for the release alone: 0.40.0 (newer than the table) is read as given and the plan
+    # sizes it as the newest modelled release with a note (sizing.versions.resolve_release); 0.4.0 (older
+    # than any accounting fitgate has) is sized as the newest modelled release with a warning
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.40.0", "args": ["--model", "m"]}))
+    assert r is not None and r.invalid is None and r.vllm_version == "0.40.0" and r.model == "m"
+    assert any("newer than the newest release fitgate models" in w for w in r.warnings)
+    old = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.4.0", "args": ["--model", "m"]}))
+    assert old is not None and old.invalid is None and old.vllm_version is None
+    assert any("vLLM 0.4.0" in w and "newest modelled release" in w for w in old.warnings)
+
+
+def test_fingerprint_ignores_replicas_and_labels() -> None:
+    a = first("production-stack-deployment.yaml")
+    b = copy.deepcopy(a)
+    b["spec"]["replicas"] = 5
+    b["metadata"]["labels"]["extra"] = "x"
+    b["spec"]["template"]["metadata"]["labels"]["extra"] = "x"
+    ra, rb = read_workload(a), read_workload(b)
+    assert ra is not None and rb is not None and ra.fingerprint == rb.fingerprint
+    c = copy.deepcopy(a)
+    command = c["spec"]["template"]["spec"]["containers"][0]["command"]
+    command[command.index("--max-model-len") + 1] = "65536"
+    rc = read_workload(c)
+    assert rc is not None and rc.fingerprint != ra.fingerprint and rc.serving["maxModelLen"] == 65536
+
+
+def test_extra_pod_template_path_for_other_crds() -> None:
+    obj = {
+        "kind": "RayService",
+        "metadata": {"name": "r"},
+        "spec": {
+            "head": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "v", "command": ["vllm", "serve", "Qwen/Qwen3-8B"], "image": "my/vllm:1"}
+                        ]
+                    }
+                }
+            }
+        },
+    }
+    assert read_workload(obj) is None
+    r = read_workload(obj, extra_paths={"RayService": "spec.head.template.spec"})
+    assert r is not None and r.model == "Qwen/Qwen3-8B"
+
+
+def test_llm_inference_service_single_gpu() -> None:
+    # KServe sample: spec.model.uri hf://Qwen/Qwen2.5-7B-Instruct, template main container with 1 GPU
+    r = read_workload(first("llmisvc-qwen2-7b-gpu.yaml"))
+    assert r is not None and r.invalid is None and r.unknown is None
+    assert (r.kind, r.model, r.gpus_per_replica, r.pods_per_replica) == (
+        "LLMInferenceService",
+        "Qwen/Qwen2.5-7B-Instruct",
+        1,
+        1,
+    )
+    assert parse_spec(r.spec()).model.name == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -> None:
+    # KServe sample: parallelism data 16 / dataLocal 8 / tensor 1, a worker, 8 GPUs per pod, and engine
+    # flags in VLLM_ADDITIONAL_ARGS
+    r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    assert r is not None and r.invalid is None
+    assert r.model == "Qwen/Qwen3-Coder-30B-A3B-Instruct"
+    # spec.parallelism data / dataLocal / expert are vLLM's -dp / -dpl / --enable-expert-parallel (docs/parallelism.md)
+    # its --enforce-eager is sized since issue 20
+    assert r.serving == {
+        "tensorParallelSize": 1,
+        "gpuMemoryUtilization": 0.85,
+        "maxModelLen": 8192,
+        "dataParallelSize": 16,
+        "dataParallelSizeLocal": 8,
+        "enableExpertParallel": True,
+        "enforceEager": True,
+    }
+    assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 16, 16, 16)
+    assert r.gpu_shortfall() is None
+    assert not any("--enforce-eager" in n for n in r.notes)
+    short = copy.deepcopy(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    short["spec"]["worker"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    short["spec"]["template"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    rs = read_workload(short)
+    assert rs is not None
+    assert rs.gpu_shortfall() == (
+        "vLLM needs 16 GPUs (TP 1 x PP 1 x DP 16) but its 2 pods ask for 8 nvidia.com/gpu in all; "
+        "set nvidia.com/gpu: 8 on each pod"
+    )
+
+
+# kaito-project/kaito@cfad92e8e9bba2f5f1d0537a3583d487a96366bc:pkg/workspace/inference/preset_inferences_test.go,
+# the commands KAITO's controller writes ("test-model-download-a100/vllm" and "test-model-download-distributed/vllm")
+KAITO_SINGLE = (
+    "python3 /workspace/vllm/inference_api.py --gpu-memory-utilization=0.84 --max-model-len=2048 "
+    "--tensor-parallel-size=2 --model=test-repo/test-model-a100 --code-revision=test-revision "
+    "--download-dir=/workspace/weights --kaito-config-file=/mnt/config/inference_config.yaml"
+)
+KAITO_DISTRIBUTED = (
+    'if [ "${POD_INDEX}" = "0" ]; then  --ray_cluster_size=3 --ray_port=6379; python3 /workspace/vllm/inference_api.py '
+    "--model=test-repo/test-model --code-revision=test-revision --download-dir=/workspace/weights "
+    "--gpu-memory-utilization=0.84 --max-model-len=2048 --kaito-config-file=/mnt/config/inference_config.yaml "
+    "--pipeline-parallel-size=3 --tensor-parallel-size=2; else  --ray_address=testWorkspace-0.testWorkspace-headless"
+    ".kaito.svc.cluster.local --ray_port=6379; fi"
+)
+
+
+def test_kaito_deployment() -> None:
+    r = read_workload(
+        deployment(
+            {
+                "name": "m",
+                "image": "mcr.microsoft.com/aks/kaito/kaito-base:0.4.2",
+                "command": ["/bin/sh", "-c", KAITO_SINGLE],
+                "resources": {"limits": {"nvidia.com/gpu": "2"}},
+            }
+        )
+    )
+    assert r is not None and r.how == "KAITO inference_api.py" and r.invalid is None
+    assert r.model == "test-repo/test-model-a100"
+    assert r.serving == {"gpuMemoryUtilization": 0.84, "maxModelLen": 2048, "tensorParallelSize": 2}
+    assert r.gpu_shortfall() is None
+
+
+def test_kaito_multi_node_statefulset_is_one_replica_of_its_ray_cluster() -> None:
+    sts = deployment(
+        {
+            "name": "m",
+            "image": "mcr.microsoft.com/aks/kaito/kaito-base:0.4.2",
+            "command": ["/bin/sh", "-c", KAITO_DISTRIBUTED],
+            "resources": {"limits": {"nvidia.com/gpu": "2"}},
+        }
+    )
+    sts["kind"] = "StatefulSet"
+    r = read_workload(sts)
+    assert r is not None and r.serving["pipelineParallelSize"] == 3 and r.serving["tensorParallelSize"] == 2
+    # 3 pods x 2 GPUs hold TP 2 x PP 3
+    assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (3, 6, None)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data parallelism: the command lines of vLLM's docs/serving/data_parallel_deployment.md
+# (vllm-project/vllm@01e4fce07423dafcc832600ba05159fb28dc1126), flags as vLLM 0.33's arg_utils.py reads them
+
+
+@pytest.mark.parametrize(
+    ("args", "limit", "ranks", "need"),
+    [
+        # "This will run DP=4, TP=2 on a single 8-GPU node": 4 ranks x TP 2 = 8 GPUs in the pod
+        ("--data-parallel-size 4 --tensor-parallel-size 2", 8, 4, 8),
+        ("-dp 4 -tp 2", 8, 4, 8),  # the short flags (arg_utils.py L1241, L1208-1210)
+        # "DP ranks 0 and 1 on the head node": this pod runs 2 of the 4 ranks -> 2 x TP 1 = 2 GPUs
+        ("--data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-address 10.99.48.128", 2, 2, 2),
+        ("--headless -dp 4 -dpl 2 -dpr 2 --data-parallel-address 10.99.48.128", 2, 2, 2),
+        # "only the API server on the first node": no rank, no GPU
+        ("--data-parallel-size 4 --data-parallel-size-local 0", 0, 0, 0),
+        # external load balancing: one rank per process (arg_utils.py L2463-2483: local size 1)
+        ("--data-parallel-size 2 --data-parallel-rank 0 --port 8000", 1, 1, 1),
+        # --nnodes 2 without -dpl: world 4 x TP 2 = 8 / 2 nodes = 4 GPUs -> 2 ranks here (L2441-2446)
+        ("--data-parallel-size 4 -tp 2 --nnodes 2 --node-rank 0", 4, 2, 4),
+    ],
+)
+def test_data_parallel_ranks_of_one_pod(args: str, limit: int, ranks: int, need: int) -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", *args.split()],
+        "resources": {"limits": {"nvidia.com/gpu": str(limit)}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None, r
+    assert (r.data_parallel, r.parallel_gpus) == (ranks, need)
+    assert r.gpu_shortfall() is None
+    if ranks > 1:
+        assert parse_spec(r.spec()).placement.data_parallel_size == ranks
+    if need:
+        container["resources"]["limits"]["nvidia.com/gpu"] = str(need - 1)
+        short = read_workload(deployment(container))
+        assert short is not None and short.gpu_shortfall() is not None
+        assert f"vLLM needs {need} GPU" in short.gpu_shortfall()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("-dp -3", "--data-parallel-size: expected a whole number >= 1 (got '-3')"),
+        ("-dp 0", "--data-parallel-size: expected a whole number >= 1 (got '0')"),
+        ("-dp 4 -dpl -1", "--data-parallel-size-local: expected a whole number >= 0 (got '-1')"),
+        ("-dp 4 --nnodes -2", "--nnodes: expected a whole number >= 0 (got '-2')"),
+    ],
+)
+def test_negative_data_parallel_flags_are_invalid_not_clamped(args: str, message: str) -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", *args.split()],
+        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is not None and message in r.invalid
+
+
+def test_data_parallel_shortfall_names_dp() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--data-parallel-size=4", "--tensor-parallel-size=2"],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None
+    # 4 ranks x TP 2 x PP 1 = 8
+    assert r.gpu_shortfall() == (
+        "vLLM needs 8 GPUs (TP 2 x PP 1 x DP 4) but container vllm asks for 2 nvidia.com/gpu; set nvidia.com/gpu: 8"
+    )
+
+
+def test_lws_data_parallel_over_the_group() -> None:
+    # an LWS group of 2 pods, each `-dp 4 -dpl 2`: 4 ranks in the replica, 2 x TP 2 = 4 GPUs per pod
+    obj = first("lws-vllm-gpu.yaml")
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    lwt["size"] = 2
+    for role in ("leaderTemplate", "workerTemplate"):
+        c = lwt[role]["spec"]["containers"][0]
+        c["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    lead = lwt["leaderTemplate"]["spec"]["containers"][0]
+    lead["command"] = ["sh", "-c", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 -dp 4 -dpl 2"]
+    r = read_workload(obj)
+    assert r is not None and r.invalid is None, r
+    assert (r.pods_per_replica, r.gpus_per_replica, r.data_parallel, r.parallel_gpus) == (2, 8, 4, 8)
+    assert r.gpu_shortfall() is None
+    only_local = copy.deepcopy(obj)
+    only_local["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["command"] = [
+        "sh",
+        "-c",
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 -dpl 2",
+    ]
+    r2 = read_workload(only_local)
+    assert r2 is not None and r2.data_parallel == 4  # 2 local ranks x 2 pods
+
+
+def test_origins_say_where_each_value_was_written() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.1",
+        "args": ["--config", "/etc/vllm/config.yaml", "--max-model-len", "$(LEN)", "-tp", "$(TP)", "--dtype", "half"],
+        "env": [{"name": "LEN", "value": "8192"}, {"name": "TP", "value": "2"}],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    obj = deployment(container, volumes=[{"name": "cfg", "configMap": {"name": "vllm-config"}}])
+    data = {"config.yaml": "model: Qwen/Qwen3-8B\nmax_model_len: 65536\nkv_cache_dtype: auto\n"}
+    r = read_workload(obj, {"vllm-config": data})
+    assert r is not None and r.unknown is None
+    assert r.origins == {
+        "--max-model-len": ("env", "LEN", "$(LEN)"),  # the command line wins over the file's max_model_len
+        "--tensor-parallel-size": ("env", "TP", "$(TP)"),  # -tp read as its long name
+        "--kv-cache-dtype": ("config", "vllm-config", "config.yaml", "kv_cache_dtype"),
+        "--model": ("config", "vllm-config", "config.yaml", "model"),
+    }
+    assert "--dtype" not in r.origins  # a literal on the command line
+    from fitgate.operator.decision.workloads import edit_of  # noqa: PLC0415
+
+    # a flag written nowhere yet goes where the user keeps the rest: vLLM's --config keys are the flags' names
+    assert edit_of(r, "--max-num-seqs", "16") == (
+        "add `max-num-seqs: 16` in ConfigMap vllm-config key config.yaml (or `--max-num-seqs 16` to the args)"
+    )
+
+
+def test_llm_inference_service_origins_are_its_fields_and_additional_args() -> None:
+    from fitgate.operator.decision.workloads import edit_of  # noqa: PLC0415
+
+    r = read_workload(first("llmisvc-dp-ep-qwen3-multi-node.yaml"))
+    assert r is not None
+    assert r.origins["--tensor-parallel-size"] == ("field", "spec.parallelism.tensor")
+    assert r.origins["--max-model-len"] == ("env-args", "VLLM_ADDITIONAL_ARGS")
+    assert edit_of(r, "--tensor-parallel-size", "2") == "set spec.parallelism.tensor: 2"
+    assert edit_of(r, "--max-model-len", "4096") == (
+        "change `--max-model-len 8192` to `--max-model-len 4096` in env VLLM_ADDITIONAL_ARGS"
+    )
+    assert edit_of(r, "--kv-cache-dtype", "fp8") == "add `--kv-cache-dtype fp8`"  # written nowhere yet
+
+
+def test_dra_claim_template_tolerations_and_hami_limits_reach_the_placement() -> None:
+    claimed = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["meta-llama/Llama-3.1-8B-Instruct"],
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
+    r = read_workload(
+        deployment(
+            claimed,
+            resourceClaims=[
+                {"name": "other", "resourceClaimTemplateName": "nic"},
+                {"name": "gpu", "resourceClaimTemplateName": "h100"},
+            ],
+            tolerations=[
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}
+            ],
+        )
+    )
+    assert r is not None and r.gpu_shortfall() is None  # no nvidia.com/gpu limit: the claim's count is checked later
+    placement = parse_spec(r.spec()).placement
+    assert placement.resource_claim_template_name == "h100"  # the claim the vLLM container uses
+    assert [(t.key, t.operator, t.effect) for t in placement.tolerations] == [
+        ("nvidia.com/gpu", "Exists", "NoSchedule")
+    ]
+    hami = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480"}}}
+    r = read_workload(deployment(hami))
+    assert r is not None and parse_spec(r.spec()).placement.gpu_share is not None
+    assert parse_spec(r.spec()).placement.gpu_share.hami_gpu_mem_mib == 20480
+    bad = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}}}
+    r = read_workload(deployment(bad))
+    assert r is not None and r.invalid is not None and "nvidia.com/gpumem: expected a whole number" in r.invalid
+
+
+def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", "args": ["meta-llama/Llama-3.1-8B-Instruct"]}
+    obj = deployment(container)
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "0.5"}}
+    r = read_workload(obj)
+    assert r is not None
+    share = parse_spec(r.spec()).placement.gpu_share
+    assert share is not None and share.runai_gpu_fraction == 0.5
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "half"}}
+    r = read_workload(obj)
+    assert r is not None and r.invalid is not None and "gpu-fraction: expected a fraction" in r.invalid
+
+
+def test_extensible_kv_cache_flag_reaches_the_spec() -> None:
+    # vLLM 0.34's --[no-]enable-extensible-kv-cache (arg_utils.py 0.34.0 L1413): off, the 0.33 budget applies
+    args = ["--model", "m", "--no-enable-extensible-kv-cache", "--max-model-len", "8192"]
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.34.0", "args": args}))
+    assert r is not None and r.invalid is None and r.serving["enableExtensibleKvCache"] is False
+    assert parse_spec(r.spec()).serving.enable_extensible_kv_cache is False
