@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fitgate.operator.base.metrics import Metrics
-from fitgate.operator.decision.evaluate import kept_conditions, same_outcome
+from fitgate.operator.decision.status import kept_conditions, same_outcome
 from fitgate.operator.observation.observe import Observer, drop_conditions, no_log, put_conditions, targets
 from fitgate.operator.observation.scrape import ScrapeLimits
 from fitgate.operator.schema.api import ModelDeploymentStatus, parse_spec

@@ -20,9 +20,10 @@ from fitgate.checkpoints import CheckpointError, resolve
 from fitgate.cli import main as cli_main
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision import logic
-from fitgate.operator.decision.evaluate import evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import admit, reconcile
 from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.status import same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.gpus.inventory import group_pools, inventory_hash, parse_node
 from fitgate.operator.observation.observe import Observer

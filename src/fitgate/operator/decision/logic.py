@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.operator.base.metrics import Metrics
-from fitgate.operator.decision.evaluate import Evaluation, evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.decision.status import same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
