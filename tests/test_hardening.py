@@ -18,7 +18,7 @@ import pytest
 from fitgate.operator.decision.offline import check_files
 from fitgate.operator.runtime import workload_handlers
 from fitgate.settings import OperatorConfig, ParseBudgets
-from fitgate.workloads import read_workload, reader
+from fitgate.workloads import container, read_workload
 from fitgate.workloads.bounds import BudgetError, budgets, check_yaml, configure, load_yaml
 from tests.test_operator import H100, changed, index, memo, on
 from tests.test_workloads_webhook import CHART
@@ -152,7 +152,7 @@ def test_the_reader_turns_any_exception_into_one_unknown_line(monkeypatch: pytes
     def boom(*_: Any, **__: Any) -> None:
         raise ZeroDivisionError("x\ny")
 
-    monkeypatch.setattr(reader, "gpu_limit_of", boom)
+    monkeypatch.setattr(container, "gpu_limit_of", boom)  # where the reader calls it (workloads/container.py)
     reading = read_workload(deployment(["--model", "Qwen/Qwen3-8B"]))
     assert reading is not None and reading.unknown == "fitgate could not read this object (ZeroDivisionError: x y)"
 
