@@ -46,6 +46,7 @@ from fitgate.sizing import (
     suggest,
 )
 from fitgate.sizing.cost import GpuPrices
+from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.units import GiB
 
 __all__ = ["Evaluation", "alternatives_of", "evaluate", "parallel_serving", "serving_config", "unknown", "workload_of"]
@@ -71,23 +72,17 @@ def alternatives_of(
     """
     serving = serving_config(spec)
     tolerations = tolerations_of(spec)
-    key = (id(inventory), id(model), serving, workload, tolerations)
-    hit = _ALTERNATIVES.get(key)
-    if hit is not None and hit[0] is inventory and hit[1] is model:
-        return hit[2]
-    if len(_ALTERNATIVES) > 4096:
-        _ALTERNATIVES.clear()
-    value = _search_alternatives(model, inventory, serving, workload, tolerations)
-    _ALTERNATIVES[key] = (inventory, model, value)
-    return value
+    return _ALTERNATIVES.get(
+        (inventory, model),
+        (serving, workload, tolerations),
+        lambda: _search_alternatives(model, inventory, serving, workload, tolerations),
+    )
 
 
-#: Alternatives by (inventory, model, settings, workload, tolerations), checked by identity: thousands of
-#: deployments share a few models and settings, and one search plans every pool of the cluster.
-_ALTERNATIVES: dict[
-    tuple[int, int, ServingConfig, Workload | None, tuple[Toleration, ...]],
-    tuple[Inventory, ModelInput, tuple[tuple[GpuPool, Option], ...]],
-] = {}
+#: Alternatives by (inventory, model) identity and (settings, workload, tolerations): thousands of deployments
+#: share a few models and settings, and one search plans every pool of the cluster. Bound 4096: entries of
+#: older inventory snapshots are never hit again and leave first.
+_ALTERNATIVES: IdentityMemo[tuple[tuple[GpuPool, Option], ...]] = IdentityMemo(4096)
 
 
 def _search_alternatives(

@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -47,6 +46,7 @@ from fitgate.operator.runtime.configmaps import unread
 from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.settings import OperatorConfig
 from fitgate.sizing import ReasonCode
+from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.workloads import Reading
 from fitgate.workloads.kinds import admitted_kinds
 
@@ -62,8 +62,9 @@ class ReadingCache:
     """
 
     def __init__(self, size: int = 2048) -> None:
-        self.size = size
-        self._entries: OrderedDict[str, Reading | None] = OrderedDict()
+        # Bound 2048: one entry per distinct engine-relevant pod template (a model and its settings), not per
+        # object; a rollout's ReplicaSets and Pods share one.
+        self._entries: BoundedMemo[str, Reading | None] = BoundedMemo(size)
 
     @staticmethod
     def key(body: Any) -> str:
@@ -81,18 +82,15 @@ class ReadingCache:
         key = self.key(body)
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            hit = self._entries[key]
+        hit = self._entries.get(key)
+        if not isinstance(hit, Miss):
             if hit is None or (hit.namespace, hit.name) == (namespace, name):
                 return hit
             return replace(hit, namespace=namespace, name=name)
         reading = await read_workload_bounded(_plain(body))
         if reading is not None and DEADLINE_SETTING in (reading.unknown or ""):
             return reading  # a read past its deadline (a busy moment) is not remembered: the next one tries again
-        self._entries[key] = reading
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        self._entries.put(key, reading)
         return reading
 
 
