@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.decision.evaluate import evaluate
 from fitgate.operator.decision.logic import SCHEDULABLE_ANNOTATION, decide
+from fitgate.operator.decision.status import status_of
 from fitgate.operator.decision.workloads import WorkloadVerdict
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels, names_a_gpu
 from fitgate.operator.gpus.gpuview import build_inventory

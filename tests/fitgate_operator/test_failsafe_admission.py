@@ -21,14 +21,14 @@ import yaml
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve
 from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.resolve import resolve_known
-from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.logic import reconcile
 from fitgate.operator.decision.offline import check_files
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.runtime import handlers
 from fitgate.operator.schema.config import OperatorConfig
 from fitgate.operator.schema.crd import crd
-from tests.fitgate_operator.test_operator import H100, gpus, index
+from tests.fitgate_operator.test_operator import H100, gpus, index, state
+from tests.fitgate_operator.test_operator import memo as operator_memo
 
 MISFIT_70B = {"model": {"name": "meta-llama/Llama-3.1-70B-Instruct"}, "serving": {"maxModelLen": 32768}}
 ENDPOINT = "https://hub.example"
@@ -52,7 +52,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def memo(store: FactsStore, policy: Any = "Warn") -> kopf.Memo:
     config = OperatorConfig(webhook_port=0, metrics_port=0, admission_resolve_s=0.3, unknown_policy=policy)
-    return kopf.Memo(config=config, store=store, metrics=Metrics(), nodewatch=index(H100))
+    return operator_memo(config, store=store, nodewatch=index(H100))
 
 
 def hanging_store(release: threading.Event) -> FactsStore:
@@ -110,9 +110,9 @@ def test_a_transiently_failing_hub_is_answered_from_the_catalog_in_status() -> N
             namespace="ml",
             name="llama",
             nodes=gpus(H100),
-            store=m.store,
-            metrics=m.metrics,
-            config=m.config,
+            store=state(m).store,
+            metrics=state(m).metrics,
+            config=state(m).config,
         )
     )
     assert outcome.status is not None and outcome.status["verdict"] == "DoesNotFit"

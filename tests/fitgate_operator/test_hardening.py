@@ -18,9 +18,9 @@ import pytest
 from fitgate.operator.decision.offline import check_files
 from fitgate.operator.runtime import workload_handlers
 from fitgate.settings import OperatorConfig, ParseBudgets
-from fitgate.workloads import read_workload, reader
+from fitgate.workloads import container, read_workload
 from fitgate.workloads.bounds import BudgetError, budgets, check_yaml, configure, load_yaml
-from tests.fitgate_operator.test_operator import H100, index, memo, on
+from tests.fitgate_operator.test_operator import H100, changed, index, memo, on
 from tests.workloads.test_workloads_webhook import CHART
 
 IMAGE = "vllm/vllm-openai:v0.11.0"
@@ -152,7 +152,7 @@ def test_the_reader_turns_any_exception_into_one_unknown_line(monkeypatch: pytes
     def boom(*_: Any, **__: Any) -> None:
         raise ZeroDivisionError("x\ny")
 
-    monkeypatch.setattr(reader, "gpu_limit_of", boom)
+    monkeypatch.setattr(container, "gpu_limit_of", boom)  # where the reader calls it (workloads/container.py)
     reading = read_workload(deployment(["--model", "Qwen/Qwen3-8B"]))
     assert reading is not None and reading.unknown == "fitgate could not read this object (ZeroDivisionError: x y)"
 
@@ -177,7 +177,7 @@ def test_an_exception_in_admission_is_unknown_through_the_policy_never_a_500(mon
     assert len(warnings) == 1 and "fitgate could not evaluate this object (KeyError: 'kaputt')" in warnings[0]
     warnings = review(copy.deepcopy(CHART), "enforce", m)  # Unknown policy Warn: admitted with the warning
     assert "KeyError" in warnings[0]
-    m.config = OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Deny")
+    m = changed(m, config=OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Deny"))
     with pytest.raises(kopf.AdmissionError) as exc:
         review(copy.deepcopy(CHART), "enforce", m)
     assert exc.value.code != 500 and "KeyError" in str(exc.value)

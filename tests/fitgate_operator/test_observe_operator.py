@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fitgate.operator.base.metrics import Metrics
-from fitgate.operator.decision.evaluate import kept_conditions, same_outcome
+from fitgate.operator.decision.status import kept_conditions, same_outcome
 from fitgate.operator.observation.observe import Observer, drop_conditions, no_log, put_conditions, targets
 from fitgate.operator.observation.scrape import ScrapeLimits
 from fitgate.operator.schema.api import ModelDeploymentStatus, parse_spec
@@ -309,6 +309,7 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
     import kopf  # noqa: PLC0415
 
     from fitgate.operator.runtime import handlers  # noqa: PLC0415
+    from tests.fitgate_operator.test_operator import memo, state  # noqa: PLC0415
 
     posted: list[tuple[str, str]] = []
     monkeypatch.setattr(kopf, "event", lambda body, type, reason, message: posted.append((type, reason)))
@@ -317,7 +318,7 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
         async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
             return [pod("a", server.port)]
 
-        m = kopf.Memo(observer=Observer(list_pods, no_log), metrics=Metrics())
+        m = memo(observer=Observer(list_pods, no_log))
         ready = {"type": "Ready", "status": "True", "reason": "Evaluated", "message": "m"}
         raw = {
             "apiVersion": "fitgate.io/v1alpha1",
@@ -331,14 +332,14 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
         asyncio.run(
             handlers.modeldeployment_observe(body=body, spec=body.spec, status=body.status, patch=patch, memo=m)
         )
-        asyncio.run(m.observer.close())
+        asyncio.run(state(m).observer.close())
     assert patch["status"]["observed"]["observedBlocks"] == 27_000 and "conditions" not in patch["status"]
     fresh: dict[str, Any] = {"status": {"conditions": [ready]}}
     for fn in patch.fns:
         fn(fresh)
     assert [c["type"] for c in fresh["status"]["conditions"]] == ["Ready", "PredictionVerified", "AtCapacity"]
     assert posted == [("Warning", "PredictionDrift")]  # 27000 vs 31000: -12.9 %
-    assert 'fitgate_prediction_error_ratio{name="llama",namespace="ml"}' in m.metrics.exposition().decode()
+    assert 'fitgate_prediction_error_ratio{name="llama",namespace="ml"}' in state(m).metrics.exposition().decode()
     # spec.observe removed: status.observed, the two conditions and the series go
     del raw["spec"]["observe"]
     raw["status"] = {
@@ -353,7 +354,7 @@ def test_the_timer_handler_patches_status_by_type_and_takes_it_back(monkeypatch:
     for fn in patch.fns:
         fn(fresh)
     assert [c["type"] for c in fresh["status"]["conditions"]] == ["Ready"]
-    assert "fitgate_prediction_error_ratio{" not in m.metrics.exposition().decode()
+    assert "fitgate_prediction_error_ratio{" not in state(m).metrics.exposition().decode()
 
 
 def test_the_timer_runs_while_anything_of_the_observer_is_left() -> None:

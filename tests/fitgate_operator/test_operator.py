@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import logging
 import re
@@ -19,17 +20,21 @@ from fitgate.checkpoints import CheckpointError, resolve
 from fitgate.cli import main as cli_main
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision import logic
-from fitgate.operator.decision.evaluate import evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import admit, reconcile
 from fitgate.operator.decision.offline import check_files
+from fitgate.operator.decision.status import same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.gpus.inventory import group_pools, inventory_hash, parse_node
+from fitgate.operator.observation.observe import Observer
 from fitgate.operator.runtime import handlers
+from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.operator.runtime.run import DenialsAreNotErrors
 from fitgate.operator.schema.api import ModelDeploymentStatus, ModelRef, SpecError, parse_spec
 from fitgate.operator.schema.config import OperatorConfig
 from fitgate.operator.schema.crd import crd, render
 from fitgate.operator.watches.nodewatch import NodeWatch
+from fitgate.settings import Settings
 from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
 from tests.conftest import model
 
@@ -277,13 +282,32 @@ class FakeStore(FactsStore):
         super().__init__(resolver=lambda name, rev, source: resolve(name, rev, source="catalog"))
 
 
-def memo() -> kopf.Memo:
-    return kopf.Memo(
-        config=OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Warn"),
-        store=FakeStore(),
-        metrics=Metrics(),
-        nodewatch=index(),
-    )
+def memo(config: OperatorConfig | None = None, **fields: Any) -> kopf.Memo:
+    """kopf's memo holding an :class:`OperatorMemo` as ``operator_startup`` leaves it (no server, no watch thread)."""
+    config = config or OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Warn")
+    defaults: dict[str, Any] = {
+        "store": FakeStore(),
+        "metrics": Metrics(),
+        "observer": Observer(lambda *a, **k: [], lambda *a, **k: ""),
+        "nodewatch": index(),
+    }
+    m = kopf.Memo()
+    OperatorMemo(settings=Settings(operator=config), **{**defaults, **fields}).attach(m)
+    return m
+
+
+def state(m: kopf.Memo) -> OperatorMemo:
+    """The operator state in ``m``."""
+    return OperatorMemo.of(m)
+
+
+def changed(m: kopf.Memo, config: OperatorConfig | None = None, **fields: Any) -> kopf.Memo:
+    """A new kopf memo: ``m``'s state with ``config`` and ``fields`` replaced (the state is frozen)."""
+    old = state(m)
+    settings = dataclasses.replace(old.settings, operator=config) if config is not None else old.settings
+    fresh = kopf.Memo()
+    dataclasses.replace(old, settings=settings, **fields).attach(fresh)
+    return fresh
 
 
 def index(*nodes: dict[str, Any]) -> NodeWatch:
@@ -295,8 +319,7 @@ def index(*nodes: dict[str, Any]) -> NodeWatch:
 
 def on(m: kopf.Memo, nodes: NodeWatch) -> kopf.Memo:
     """``m`` with ``nodes`` as its node watch."""
-    m.nodewatch = nodes
-    return m
+    return changed(m, nodewatch=nodes)
 
 
 def validate(spec: dict[str, Any], nodes: dict[str, Any], m: kopf.Memo, dryrun: bool = False) -> list[str]:
@@ -317,7 +340,7 @@ def test_validate_admits_a_fit_and_denies_a_misfit() -> None:
     assert "does not fit" in str(exc.value) and "--tensor-parallel-size" in str(exc.value)
     # not 422: kubectl edit/apply read a 422 as "Invalid" and print only details.causes (none here)
     assert exc.value.code == 403
-    text = m.metrics.exposition().decode()
+    text = state(m).metrics.exposition().decode()
     assert 'fitgate_admission_requests_total{result="denied"} 1.0' in text
     assert 'fitgate_admission_requests_total{result="allowed"} 1.0' in text
 
@@ -352,8 +375,10 @@ def test_validate_answers_unknown_fast_when_the_hub_is_slow() -> None:
         time.sleep(5)
         raise AssertionError("not reached in time")
 
-    m.store = FactsStore(resolver=slow)
-    m.config = OperatorConfig(webhook_port=0, metrics_port=0, admission_resolve_s=0.3, unknown_policy="Warn")
+    m = changed(m, store=FactsStore(resolver=slow))
+    m = changed(
+        m, config=OperatorConfig(webhook_port=0, metrics_port=0, admission_resolve_s=0.3, unknown_policy="Warn")
+    )
     warnings: list[str] = []
 
     async def timed() -> float:
@@ -398,7 +423,8 @@ def test_reconcile_handler_patches_status_and_annotations(monkeypatch: pytest.Mo
     assert "--max-model-len 32768" in patch["metadata"]["annotations"]["fitgate.io/recommended-args"]
     assert posted == [("Normal", "Fits")]
     assert (
-        'fitgate_deployment_verdict{name="llama",namespace="ml",verdict="Fits"} 1.0' in m.metrics.exposition().decode()
+        'fitgate_deployment_verdict{name="llama",namespace="ml",verdict="Fits"} 1.0'
+        in state(m).metrics.exposition().decode()
     )
     # the same inputs again: nothing to patch, no new event
     body2 = kopf.Body(
@@ -428,9 +454,9 @@ def test_reconcile_does_not_rewrite_the_spec() -> None:
             namespace="ml",
             name="x",
             nodes=gpus(H100),
-            store=m.store,
-            metrics=m.metrics,
-            config=m.config,
+            store=state(m).store,
+            metrics=state(m).metrics,
+            config=state(m).config,
         )
     )
     assert SPEC["serving"] == {"maxModelLen": 32768}  # untouched
@@ -440,7 +466,7 @@ def test_reconcile_does_not_rewrite_the_spec() -> None:
 def test_admit_unknown_policy_deny() -> None:
     m = memo()
     config = OperatorConfig(webhook_port=0, metrics_port=0, unknown_policy="Deny")
-    outcome = asyncio.run(admit(raw_spec=SPEC, nodes=[], store=m.store, config=config, dryrun=False))
+    outcome = asyncio.run(admit(raw_spec=SPEC, nodes=[], store=state(m).store, config=config, dryrun=False))
     assert not outcome.allowed and "cannot verify" in outcome.message
 
 
@@ -577,7 +603,7 @@ def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry
         raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub (HF_HUB_OFFLINE is set)")
 
     m = memo()
-    m.store = FactsStore(resolver=offline, offline=True)
+    m = changed(m, store=FactsStore(resolver=offline, offline=True))
     spec = {**SPEC, "model": {"name": "acme/not-anywhere"}}
 
     def once(old: dict[str, Any] | None) -> Any:
@@ -589,9 +615,9 @@ def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry
                 namespace="ml",
                 name="x",
                 nodes=gpus(H100),
-                store=m.store,
-                metrics=m.metrics,
-                config=m.config,
+                store=state(m).store,
+                metrics=state(m).metrics,
+                config=state(m).config,
             )
         )
 
@@ -603,7 +629,7 @@ def test_an_offline_model_in_no_catalog_is_a_condition_and_one_event_not_a_retry
     again = once(first.status)
     assert again.event is None and again.status is None and again.retry_in_s is None
     # online, the same failure is transient: retried
-    m.store = FactsStore(resolver=offline, offline=False)
+    m = changed(m, store=FactsStore(resolver=offline, offline=False))
     assert once(None).retry_in_s is not None
 
 
@@ -693,7 +719,7 @@ def test_the_annotation_recommends_what_fitgate_plan_recommends(capsys: pytest.C
             nodes=gpus(H100),
             store=FakeStore(),
             metrics=Metrics(),
-            config=memo().config,
+            config=state(memo()).config,
         )
     )
     argv = ["plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog"]
@@ -713,10 +739,10 @@ def test_check_decides_with_the_webhook_decision() -> None:
 def test_status_follows_a_node_change_at_once_not_at_the_next_resync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
     m = memo()
-    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    m = changed(m, config=OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60))
     nodes = NodeWatch(api_factory=lambda: None)
     nodes.replace({"h100-0": parse_node(H100), "l4-0": parse_node(L4)})
-    m.nodewatch = nodes
+    m = changed(m, nodewatch=nodes)
     spec = {**SPEC, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}
     first = status_of(evaluate(parse_spec(spec), model("meta-llama/Llama-3.1-8B-Instruct"), nodes.inventory()), 1, None)
     body = kopf.Body(
@@ -764,7 +790,7 @@ def test_the_reevaluate_annotation_resolves_the_checkpoint_again(monkeypatch: py
         return resolve(name, rev, source="catalog")
 
     m = memo()
-    m.store = FactsStore(resolver=resolver)
+    m = changed(m, store=FactsStore(resolver=resolver))
     body = kopf.Body(
         {
             "apiVersion": "fitgate.io/v1alpha1",
@@ -822,7 +848,7 @@ def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.Mon
     """A deleted deployment's finalizer must not wait for the resync period."""
     monkeypatch.setattr(kopf, "event", lambda *a, **kw: None)
     m = memo()
-    m.config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60)
+    m = changed(m, config=OperatorConfig(webhook_port=0, metrics_port=0, resync_s=60))
     body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": SPEC, "status": {}})
 
     async def scenario() -> tuple[kopf.Patch, float]:

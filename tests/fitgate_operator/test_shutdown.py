@@ -22,8 +22,10 @@ from fitgate.checkpoints import ModelFacts
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.store import DaemonPool, FactsStore
 from fitgate.operator.runtime import handlers
+from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.operator.schema.config import OperatorConfig
-from tests.fitgate_operator.test_operator import H100, Stopped, index, start_resync
+from fitgate.settings import Settings
+from tests.fitgate_operator.test_operator import H100, Stopped, index, memo, start_resync
 
 HUNG_EXIT = textwrap.dedent(
     """
@@ -82,7 +84,7 @@ def test_a_stuck_exit_ends_with_every_stack_after_the_shutdown_seconds() -> None
 
 def test_cleanup_arms_the_exit_bound_when_the_operator_gives_one() -> None:
     armed: list[bool] = []
-    asyncio.run(handlers.operator_cleanup(memo=kopf.Memo(arm_shutdown=lambda: armed.append(True))))
+    asyncio.run(handlers.operator_cleanup(memo=memo(arm_shutdown=lambda: armed.append(True))))
     assert armed == [True]
 
 
@@ -137,7 +139,7 @@ def test_a_resync_waiting_on_a_hung_hub_returns_when_kopf_stops_it(monkeypatch: 
         raise AssertionError("released at the end of the test")
 
     config = OperatorConfig(webhook_port=0, metrics_port=0, resync_s=0.05, reconcile_resolve_s=20)
-    m = kopf.Memo(config=config, store=FactsStore(resolver=hung), metrics=Metrics(), nodewatch=index(H100))
+    m = memo(config, store=FactsStore(resolver=hung), metrics=Metrics(), nodewatch=index(H100))
     spec = {"model": {"name": "acme/hung", "source": "hub"}}
     body = kopf.Body({"metadata": {"name": "x", "namespace": "ml"}, "spec": spec, "status": {}})
 
@@ -160,7 +162,7 @@ def test_a_resync_waiting_on_a_hung_hub_returns_when_kopf_stops_it(monkeypatch: 
 
 def test_operator_cleanup_closes_the_store() -> None:
     store = FactsStore(resolver=lambda *a: ModelFacts(ref="x", name="x", config={}))
-    asyncio.run(handlers.operator_cleanup(memo=kopf.Memo(store=store)))
+    asyncio.run(handlers.operator_cleanup(memo=memo(store=store)))
     with pytest.raises(RuntimeError, match="after shutdown"):
         store._hub_pool.submit(time.sleep, 0)
 
@@ -182,10 +184,13 @@ def test_startup_shortens_the_peering_lifetime() -> None:
     config = OperatorConfig(
         webhook_port=0, metrics_port=0, metrics_addr="127.0.0.1", peering_lifetime_s=10, shutdown_s=7
     )
-    m = kopf.Memo(config=config)
+    m = kopf.Memo()
 
     async def scenario() -> None:
-        await handlers.operator_startup(settings=settings, memo=m, logger=logging.getLogger("t"))
+        await handlers.operator_startup(
+            settings=settings, memo=m, logger=logging.getLogger("t"), every=Settings(operator=config)
+        )
+        assert OperatorMemo.of(m).config is config  # the one state every handler reads
         await handlers.operator_cleanup(memo=m)
 
     try:

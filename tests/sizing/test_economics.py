@@ -320,7 +320,8 @@ def test_gpus_fits_and_catalog_fits_on(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_operator_lists_the_pools_that_would_hold_a_misfit() -> None:
-    from fitgate.operator.decision.evaluate import evaluate, status_of  # noqa: PLC0415
+    from fitgate.operator.decision.evaluate import evaluate  # noqa: PLC0415
+    from fitgate.operator.decision.status import status_of  # noqa: PLC0415
     from fitgate.operator.schema.api import parse_spec  # noqa: PLC0415
     from tests.fitgate_operator.test_operator import A100_MIG_SINGLE, H100, L4, gpus  # noqa: PLC0415
 

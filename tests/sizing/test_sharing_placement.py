@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.decision.evaluate import evaluate
+from fitgate.operator.decision.status import status_of
 from fitgate.operator.gpus.gpuview import build_inventory
 from fitgate.operator.gpus.inventory import Inventory, PodGpus, parse_node
 from fitgate.operator.gpus.placement import (

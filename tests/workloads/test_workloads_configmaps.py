@@ -23,7 +23,7 @@ from kubernetes import client
 
 from fitgate.operator.runtime import workload_handlers
 from fitgate.operator.runtime.configmaps import ConfigMaps
-from tests.fitgate_operator.test_operator import L4, index, memo, on
+from tests.fitgate_operator.test_operator import L4, changed, index, memo, on
 
 CONFIG = "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\n"
 
@@ -121,7 +121,7 @@ def review(obj: dict[str, Any], m: kopf.Memo, mode: str = "enforce", took: list[
 def test_the_config_file_is_read_from_the_cluster_and_decides(api: client.ApiClient) -> None:
     ApiServer.configmaps = {"vllm-config": {"config.yaml": CONFIG}}
     m = memo()
-    m.configmaps = ConfigMaps(api)
+    m = changed(m, configmaps=ConfigMaps(api))
     with pytest.raises(kopf.AdmissionError, match=r"one 131072-token request needs 16\.00 GiB of KV cache per GPU"):
         review(deployment(), m)
     assert ApiServer.gets == ["/api/v1/namespaces/serving/configmaps/vllm-config"]
@@ -132,14 +132,14 @@ def test_the_config_file_is_read_from_the_cluster_and_decides(api: client.ApiCli
 
 def test_a_missing_configmap_or_key_is_unknown_naming_both(api: client.ApiClient) -> None:
     m = memo()
-    m.configmaps = ConfigMaps(api)
+    m = changed(m, configmaps=ConfigMaps(api))
     warnings = review(deployment(), m)  # Unknown: admitted with a warning (FITGATE_UNKNOWN_POLICY Warn)
     assert any("ConfigMap vllm-config (key config.yaml) in serving: not found" in w for w in warnings), warnings
     ApiServer.configmaps = {"vllm-config": {"config.yaml": CONFIG}}  # applied after its Deployment
     with pytest.raises(kopf.AdmissionError):  # a failure is not cached: the next review reads it
         review(deployment(), m)
     ApiServer.configmaps = {"vllm-config": {"other.yaml": CONFIG}}
-    m.configmaps = ConfigMaps(api)
+    m = changed(m, configmaps=ConfigMaps(api))
     mapped = deployment(items=[{"key": "engine.yaml", "path": "config.yaml"}])
     warnings = review(mapped, m)
     assert any("ConfigMap vllm-config has no key engine.yaml" in w for w in warnings), warnings
@@ -149,7 +149,7 @@ def test_a_slow_api_server_never_holds_admission_past_its_budget(api: client.Api
     ApiServer.configmaps = {"vllm-config": {"config.yaml": CONFIG}}
     ApiServer.delay_s = 5.0
     m = memo()  # FITGATE_ADMISSION_RESOLVE_SECONDS: 1.0
-    m.configmaps = ConfigMaps(api)
+    m = changed(m, configmaps=ConfigMaps(api))
     took: list[float] = []
     warnings = review(deployment(), m, took=took)
     assert took[0] < 3.0, took  # the 1 s budget (and a loaded machine), not the 5 s answer
@@ -163,7 +163,7 @@ def test_a_slow_api_server_never_holds_admission_past_its_budget(api: client.Api
 def test_an_oversized_configmap_is_unknown(api: client.ApiClient) -> None:
     ApiServer.configmaps = {"vllm-config": {"config.yaml": CONFIG, "blob": "x" * (1024 * 1024 + 1)}}
     m = memo()
-    m.configmaps = ConfigMaps(api)
+    m = changed(m, configmaps=ConfigMaps(api))
     warnings = review(deployment(), m)
     assert any("holds 1048" in w and "more than fitgate reads (1048576)" in w for w in warnings), warnings
 

@@ -14,7 +14,7 @@ import yaml
 
 from fitgate.operator.runtime import workload_handlers
 from fitgate.settings import OperatorConfig
-from tests.fitgate_operator.test_operator import H100, L4, index, memo, on
+from tests.fitgate_operator.test_operator import H100, L4, changed, index, memo, on, state
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
 MANIFEST_FIXTURES = Path(__file__).parents[1] / "fixtures" / "manifests"
@@ -46,7 +46,7 @@ def test_enforce_denies_a_misfit_with_numbers_and_the_fix_in_its_args() -> None:
     assert exc.value.code == 403
     assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in text
     assert "smallest fix: change `--kv-cache-dtype auto` to `--kv-cache-dtype fp8`" in text
-    assert 'fitgate_admission_requests_total{result="denied"} 1.0' in m.metrics.exposition().decode()
+    assert 'fitgate_admission_requests_total{result="denied"} 1.0' in state(m).metrics.exposition().decode()
 
 
 def test_warn_admits_a_misfit_with_a_warning() -> None:
@@ -88,7 +88,7 @@ def test_replicas_only_update_is_not_evaluated_again() -> None:
     scaled["spec"]["replicas"] = 4
     scaled["metadata"]["labels"]["team"] = "a"
     assert review(scaled, index(L4), m, old=CHART) == []  # a misfit created before opt-in can still scale
-    assert 'fitgate_admission_requests_total{result="unchanged"} 1.0' in m.metrics.exposition().decode()
+    assert 'fitgate_admission_requests_total{result="unchanged"} 1.0' in state(m).metrics.exposition().decode()
 
 
 def test_non_vllm_and_controlled_objects_are_untouched() -> None:
@@ -109,7 +109,7 @@ def test_non_vllm_and_controlled_objects_are_untouched() -> None:
         "spec": CHART["spec"]["template"]["spec"],
     }
     assert review(pod, index(L4), m) == []  # its Deployment was checked
-    assert "fitgate_admission_requests_total{" not in m.metrics.exposition().decode()
+    assert "fitgate_admission_requests_total{" not in state(m).metrics.exposition().decode()
 
 
 def test_unclosed_quote_is_denied_as_invalid_in_enforce() -> None:
@@ -192,7 +192,7 @@ def test_fix_names_the_config_file_a_value_came_from() -> None:
             return {"engine.yaml": engine}
 
     m = memo()
-    m.configmaps = Cluster()
+    m = changed(m, configmaps=Cluster())
     with pytest.raises(kopf.AdmissionError) as exc:
         review(obj, index(L4), m)
     text = str(exc.value)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -28,6 +27,7 @@ from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
 from fitgate.checkpoints.local import read_json
 from fitgate.checkpoints.safetensors import TotalsBuilder
 from fitgate.settings import load
+from fitgate.sizing.memo import BoundedMemo
 
 _ROOT = "catalog"
 #: Environment variable naming user catalog directories.
@@ -131,9 +131,17 @@ def _scan(root: Traversable, location: str) -> list[CatalogEntry]:
     return out
 
 
-@lru_cache(maxsize=8)
+#: Catalog entries by (user catalog directories, their change stamps). Bound 8: one FITGATE_CATALOG_PATH per
+#: process, a new stamp each time a user catalog changes; stale ones leave first.
+_ENTRIES: BoundedMemo[tuple[tuple[str, ...], tuple[float, ...]], tuple[CatalogEntry, ...]] = BoundedMemo(8)
+
+
 def _entries(user_dirs: tuple[str, ...], stamps: tuple[float, ...]) -> tuple[CatalogEntry, ...]:
-    del stamps  # part of the cache key only: an entry added or changed in a user catalog is seen at once
+    """The entries of ``user_dirs``, then the built-in ones; ``stamps`` is in the key only: a change is seen at once."""
+    return _ENTRIES.get_or_compute((user_dirs, stamps), lambda: _scan_all(user_dirs))
+
+
+def _scan_all(user_dirs: tuple[str, ...]) -> tuple[CatalogEntry, ...]:
     seen: dict[str, CatalogEntry] = {}
     for d in user_dirs:
         path = Path(d).expanduser()

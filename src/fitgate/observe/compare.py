@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fitgate.observe.logparse import printable
+from fitgate.observe.logpatterns import printable
 from fitgate.observe.records import StartupLog
 from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS

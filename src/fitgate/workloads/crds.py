@@ -16,15 +16,9 @@ import yaml
 
 from fitgate.sizing.instances import instance_gpus
 from fitgate.workloads.argv import config_file_flags
+from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
-from fitgate.workloads.reader import (
-    MAX_CONFIG_BYTES,
-    _blank,
-    _find_vllm,
-    _finish,
-    _leader_worker_set,
-    _reading,
-)
+from fitgate.workloads.reader import _blank, _leader_worker_set
 from fitgate.workloads.reading import Reading, WorkloadError
 
 Reader = Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], "Reading | None"]

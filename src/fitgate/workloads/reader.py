@@ -5,617 +5,72 @@ a :class:`Reading`, or None when the object runs no vLLM server. A reading conve
 ModelDeployment ``spec`` (:meth:`Reading.spec`), so the operator and ``fitgate check`` size it on the
 one path ModelDeployments take; the only check made here is the one a ModelDeployment cannot
 express: the GPUs the pods ask for must cover TP x PP (:meth:`Reading.gpu_shortfall`).
+
+The container of each kind is read by :mod:`fitgate.workloads.container`, its flags interpreted by
+:mod:`fitgate.workloads.flags`, and the result is :mod:`fitgate.workloads.reading`'s :class:`Reading`;
+their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import parse_limit_mm
-from fitgate.sizing.offload import parse_kv_transfer_config
-from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
-from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
-from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
-from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.workloads.argv import (
-    CommandError,
     EngineCommand,
-    config_file_flags,
     container_env,
-    find_engine_command,
-    human_int,
-    long_name,
     parse_engine_argv,
-    ray_cluster_size,
 )
-from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
+from fitgate.workloads.bounds import BudgetError
+from fitgate.workloads.container import (
+    _ANNOTATED,
+    MAX_CONFIG_BYTES,
+    MAX_WHY_CHARS,
+    MODEL_ANNOTATION,
+    MODEL_ANNOTATION_HINT,
+    _find_vllm,
+    _finish,
+    _Found,
+    _reading,
+    config_ref,
+    read_container,
+)
+from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
 from fitgate.workloads.kinds import pod_template_paths
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
     at_path,
-    claim_template_of,
     gpu_limit_of,
-    hami_share_of,
-    image_repo_tag,
-    memory_limit_of,
-    placement_of,
-    release_of_image,
-    runai_share_of,
-    tolerations_of,
-    vllm_image,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
 
-#: VLLM_* variables that change vLLM 0.33's memory and that fitgate models with their defaults only
-#: (a ModelDeployment cannot change them): a different value is named in the verdict's notes.
-MEMORY_ENV = {
-    # envs.py 0.33.0 L2219: the CUDA-graph estimate deducted from the KV budget (default "1" from 0.20)
-    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1",
-    # envs.py 0.33.0 L1931-1932: chunked local attention keeps its own KV group (default "1" from 0.14)
-    "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "1",
-    # envs.py 0.33.0 L1961: FlashInfer all-reduce workspace on Hopper/Blackwell (modelled in activation.py)
-    "VLLM_ALLREDUCE_USE_FLASHINFER": "1",
-}
-
-#: Engine flags a ModelDeployment's ``spec.serving`` holds: flag -> (field, kind).
-_SERVING_FLAGS: dict[str, tuple[str, str]] = {
-    "--max-model-len": ("maxModelLen", "human_int"),
-    "--kv-cache-dtype": ("kvCacheDtype", "str"),
-    "--dtype": ("dtype", "dtype"),
-    "--quantization": ("quantization", "quantization"),
-    "--tensor-parallel-size": ("tensorParallelSize", "int"),
-    "--pipeline-parallel-size": ("pipelineParallelSize", "int"),
-    "--gpu-memory-utilization": ("gpuMemoryUtilization", "float"),
-    "--max-num-seqs": ("maxNumSeqs", "int"),
-    "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
-    "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
-    # data / expert / decode-context parallelism (docs/parallelism.md)
-    "--data-parallel-size": ("dataParallelSize", "int"),
-    "--data-parallel-size-local": ("dataParallelSizeLocal", "int"),
-    "--enable-expert-parallel": ("enableExpertParallel", "bool"),
-    "--enable-eplb": ("enableEplb", "bool"),
-    "--num-redundant-experts": ("numRedundantExperts", "int"),
-    "--decode-context-parallel-size": ("decodeContextParallelSize", "int"),
-    # issue 20: CUDA graphs, KV block size, weights offloaded to the host
-    "--enforce-eager": ("enforceEager", "bool"),
-    "--block-size": ("blockSize", "int"),
-    "--cpu-offload-gb": ("cpuOffloadGiB", "float"),
-    "--enable-extensible-kv-cache": ("enableExtensibleKvCache", "bool"),  # vLLM 0.34 (config/vllm.py L3180)
-}
-
-#: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
-_NOT_MODELLED = ("--kv-cache-memory-bytes", "--swap-space", "--offload-group-size", "--enable-tower-connector-lora")
-
-#: vLLM's --dtype spellings (config/model.py) as a ModelDeployment's.
-_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
-#: Runtime quantizations a ModelDeployment takes; others describe a quantized checkpoint, read from its config.
-_RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
+__all__ = [
+    "KINDS",
+    "MAX_CONFIG_BYTES",
+    "MAX_WHY_CHARS",
+    "MEMORY_ENV",
+    "MODEL_ANNOTATION",
+    "MODEL_ANNOTATION_HINT",
+    "POD_TEMPLATE_PATHS",
+    "annotated_model",
+    "config_ref",
+    "configmaps_of",
+    "data_parallel_ranks",
+    "lws_env",
+    "read_container",
+    "read_workload",
+    "unreadable",
+    "with_model_annotation",
+]
 
 #: Where each kind keeps its pod template (dotted path), from the registry (:mod:`fitgate.workloads.kinds`).
 POD_TEMPLATE_PATHS: dict[str, str] = pod_template_paths()
 
-#: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
-MODEL_ANNOTATION = "fitgate.io/model"
-MODEL_ANNOTATION_HINT = (
-    f"fitgate cannot read the model there; name what it holds with the annotation {MODEL_ANNOTATION}: "
-    "org/name[@revision] (and keep it offline with `fitgate catalog add org/name`)"
-)
-_ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,96})(?:@([A-Za-z0-9_./-]{1,96}))?$")
-
 #: Kinds read by :func:`read_workload` (besides any configured through ``extra_paths``).
 KINDS = tuple(k.kind for k in WORKLOAD_KINDS)
-
-# ---------------------------------------------------------------------------------------------
-# --config files from ConfigMaps
-
-
-#: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
-MAX_CONFIG_BYTES = 256 * 1024
-
-
-def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
-    """(ConfigMap name, key) of the file ``--config PATH`` reads, or why it is not a ConfigMap's file."""
-    volumes = {v.get("name"): v for v in (as_dict(x) for x in as_list(pod.get("volumes")))}
-    for mount in (as_dict(m) for m in as_list(container.get("volumeMounts"))):
-        mount_path = str(mount.get("mountPath", "")).rstrip("/")
-        if not mount_path or not (path == mount_path or path.startswith(mount_path + "/")):
-            continue
-        volume = as_dict(volumes.get(mount.get("name")))
-        cm = as_dict(volume.get("configMap"))
-        if not cm:
-            return f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
-        rel = str(mount.get("subPath") or path[len(mount_path) + 1 :])
-        key = next(
-            (str(i.get("key")) for i in (as_dict(x) for x in as_list(cm.get("items"))) if i.get("path") == rel), rel
-        )
-        return str(cm.get("name")), key
-    return f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
-
-
-def _config_flags(
-    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:
-    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
-
-    Returns (flags, "", (name, key), flag -> its key in the file as written) or (None, why not, (name, key)
-    of the ConfigMap when it was not given, {}).
-    """
-    ref = config_ref(path, container, pod)
-    if isinstance(ref, str):
-        return None, ref, None, {}
-    name, key = ref
-    data = configmaps.get(name)
-    if data is None:
-        return None, f"--config {path}: ConfigMap {name} (key {key}) is not in the manifests read", ref, {}
-    if key not in data:
-        return None, f"--config {path}: ConfigMap {name} has no key {key}", None, {}
-    if len(data[key].encode()) > MAX_CONFIG_BYTES:
-        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
-    try:  # aliases, nodes and depth counted before anything is built (bounds.py, issue 22)
-        loaded = load_yaml(data[key])
-    except yaml.YAMLError as exc:
-        text = " ".join(str(exc).split())[:300]
-        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {text}") from None
-    except BudgetError as exc:
-        raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
-    if not isinstance(loaded, dict):
-        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
-    flags = config_file_flags(loaded)
-    keys = {long_name(f"--{k}"): str(k) for k in loaded}
-    return flags, "", ref, {f: keys[f] for f in flags if f in keys}
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading one container
-
-
-@dataclass
-class _Found:
-    container: dict[str, Any]
-    pod: dict[str, Any]
-    engine: EngineCommand
-    env: dict[str, str]
-    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # see Reading.origins
-
-
-_VAR_WORD = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _env_origins(
-    command: list[str], args: list[str], env: Mapping[str, str], entrypoint: bool
-) -> dict[str, tuple[str, ...]]:
-    """Flags whose whole value is one variable of the container's env: flag -> ("env", VAR, as written).
-
-    The command line read again with nothing expanded: ``--max-model-len $(MAXLEN)`` (Kubernetes) or
-    ``$MAXLEN`` / ``${MAXLEN}`` (a shell script) keeps its variable.
-    """
-    try:
-        raw = find_engine_command(command, args, {}, image_entrypoint=entrypoint)
-    except CommandError:
-        return {}
-    out: dict[str, tuple[str, ...]] = {}
-    for flag, value in (raw.flags if raw is not None else {}).items():
-        m = _VAR_WORD.fullmatch(value)
-        name = m and (m.group(1) or m.group(2) or m.group(3))
-        if name and name in env:
-            out[flag] = ("env", name, value)
-    return out
-
-
-def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:
-    """The first container of a pod spec that runs a vLLM server (``platform_env``: what LWS injects)."""
-    for container in (as_dict(c) for c in as_list(pod.get("containers"))):
-        image = str(container.get("image") or "")
-        if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
-            continue  # vLLM's CPU backend: no GPU to check
-        is_vllm, entrypoint = vllm_image(image)
-        budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
-        env = container_env(container.get("env"), budget, platform_env)
-        try:
-            engine = find_engine_command(
-                [str(w) for w in as_list(container.get("command"))],
-                [str(w) for w in as_list(container.get("args"))],
-                env,
-                image_entrypoint=is_vllm and entrypoint,
-                budget=budget,
-            )
-        except CommandError as exc:
-            raise WorkloadError(f"container {container.get('name')}: {exc}") from None
-        if engine is not None:
-            command = [str(w) for w in as_list(container.get("command"))]
-            args = [str(w) for w in as_list(container.get("args"))]
-            origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
-            return _Found(container, pod, engine, env, origins)
-    return None
-
-
-def _flag(container: dict[str, Any], name: str) -> str | None:
-    words = [str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))]
-    for i, word in enumerate(words):
-        if word == name and i + 1 < len(words):
-            return words[i + 1]
-        if word.startswith(name + "="):
-            return word.split("=", 1)[1]
-    return None
-
-
-def _convert(flag: str, value: str, kind: str) -> Any:
-    if "$((" in value:
-        raise _UnknownValueError(f"{flag} {value[:120]}: shell arithmetic over values fitgate does not know")
-    if "$(" in value or value.startswith("$"):
-        raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
-    if kind in ("int", "human_int"):
-        if len(value) > 24 and re.fullmatch(r"\s*-?\d+(?:\.\d+)?[kKmMgGtT]?\s*", value):  # hardening (issue 22)
-            raise _UnknownValueError(f"{flag}: a number of {len(value)} digits, past what fitgate reads (18)")
-        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d{1,18}", value) else None)
-        if n is None:
-            raise WorkloadError(f"{flag}: expected a whole number (got {value!r})")
-        return n
-    if kind == "float":
-        try:
-            number = float(value)
-        except ValueError:
-            raise WorkloadError(f"{flag}: expected a number (got {value[:40]!r})") from None
-        if not math.isfinite(number):  # hardening (issue 22): NaN, inf
-            raise _UnknownValueError(f"{flag} {value[:40]}: not a finite number")
-        return number
-    if kind == "bool":
-        return value.lower() not in ("false", "0", "no")
-    if kind == "dtype":
-        if value == "auto":
-            return "auto"
-        if value not in _DTYPES:
-            raise WorkloadError(f"{flag}: expected one of auto, {', '.join(_DTYPES)} (got {value!r})")
-        return _DTYPES[value]
-    return value
-
-
-def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
-    """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``.
-
-    JSON vLLM could not read is an error; a method fitgate does not size (``custom_class``, a newer one) is
-    named in the notes and left out, never a denial.
-    """
-    if "$(" in value or value.startswith("$"):
-        raise _UnknownValueError(f"--speculative-config {value}: a variable not set in the container's env")
-    try:
-        method, tokens = parse_speculative_config(value)
-    except SizingError as exc:
-        raise WorkloadError(str(exc)) from None
-    method = canonical_method(method)
-    if method not in SPECULATIVE_METHODS:
-        notes.append(f"--speculative-config method {method}: not sized by fitgate (its drafter is not counted)")
-        return None
-    if method in DRAFT_CHECKPOINT_METHODS:
-        notes.append(f"--speculative-config method {method}: the drafter is another checkpoint, not counted")
-    return {"method": method, **({"numSpeculativeTokens": tokens} if tokens is not None else {})}
-
-
-#: vLLM PR #33535 (2026-02) removed the VLLM_ALL2ALL_BACKEND variable (deprecated for --all2all-backend by
-#: PR #26732, "scheduled for removal in v0.15.0"): releases from this one ignore it.
-ALL2ALL_ENV_IGNORED_FROM = (0, 16, 0)
-
-
-def _expert_parallel(
-    flags: Mapping[str, str], env: Mapping[str, str], version: str | None, notes: list[str]
-) -> dict[str, Any]:
-    """``--eplb-config`` and the all2all backend (flag, else ``VLLM_ALL2ALL_BACKEND`` on older releases).
-
-    A backend vLLM has no name for, or a variable this release ignores, is named in the notes and left
-    out (sized with the default), never a denial.
-    """
-    out: dict[str, Any] = {}
-    if "--eplb-config" in flags:
-        value = flags["--eplb-config"]
-        if "$(" in value or value.startswith("$"):
-            raise _UnknownValueError(f"--eplb-config {value}: a variable not set in the container's env")
-        try:
-            out["numRedundantExperts"] = parse_eplb_config(value)
-        except SizingError as exc:
-            raise WorkloadError(f"--eplb-config: {exc}") from None
-    backend = flags.get("--all2all-backend")
-    if backend is None and env.get("VLLM_ALL2ALL_BACKEND"):
-        release = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3]) if version else None
-        if release is not None and release < ALL2ALL_ENV_IGNORED_FROM:
-            backend = env["VLLM_ALL2ALL_BACKEND"]
-        else:
-            notes.append(
-                f"VLLM_ALL2ALL_BACKEND={env['VLLM_ALL2ALL_BACKEND']}: vLLM 0.16 and later ignore it (use "
-                "--all2all-backend); sized with the default allgather_reducescatter"
-            )
-    if backend is not None:
-        if "$(" in backend or backend.startswith("$"):
-            raise _UnknownValueError(f"--all2all-backend {backend}: a variable not set in the container's env")
-        if backend in ALL2ALL_BACKENDS:
-            out["all2allBackend"] = backend
-        else:
-            notes.append(f"all2all backend {backend}: not one fitgate knows; its buffers are not counted")
-    return out
-
-
-def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
-    """The data-parallel ranks of one replica: those of its one pod, or of all its ``pods``.
-
-    vLLM 0.33 (vllm/engine/arg_utils.py 0.33.0 L2399-2535, ``create_engine_config``): a process runs
-    ``--data-parallel-size-local`` ranks; without it, 1 with an external load balancer
-    (``--data-parallel-rank`` or ``--data-parallel-external-lb``), world size / ``--nnodes`` / (TP x PP)
-    on one of several nodes, else all ``--data-parallel-size`` ranks. Each rank holds TP x PP GPUs, so
-    one pod needs TP x PP x its local ranks. A replica of several pods (a LeaderWorkerSet group) holds
-    ``--data-parallel-size`` ranks in all (its pods' local ranks when only those are given).
-    ``--data-parallel-size-local 0`` is a pod that runs the API server and no rank: it needs no GPU.
-    """
-
-    def number(flag: str, default: int, least: int = 0) -> int:
-        if flag not in flags:
-            return default
-        n: int = _convert(flag, flags[flag], "int")
-        if n < least:  # vLLM refuses it too: never read as some other number
-            raise WorkloadError(f"{flag}: expected a whole number >= {least} (got {flags[flag]!r})")
-        return n
-
-    total = number("--data-parallel-size", 1, least=1)
-    if pods > 1:
-        if "--data-parallel-size" in flags or "--data-parallel-size-local" not in flags:
-            return total
-        return number("--data-parallel-size-local", 1) * pods
-    if "--data-parallel-size-local" in flags:
-        return number("--data-parallel-size-local", 1)
-    external = "--data-parallel-rank" in flags or flags.get("--data-parallel-external-lb", "false") != "false"
-    if external:
-        return 1
-    nnodes = number("--nnodes", 1)
-    if nnodes > 1:  # the ranks of this node: world size / nnodes / (TP x PP), at least 1
-        return max(total // nnodes, 1)
-    return total
-
-
-class _UnknownValueError(Exception):
-    """A value fitgate cannot know (an unexpanded variable)."""
-
-
-# --- LoRA, KV connectors, KV offloading, multimodal (issue 20; docs/lora-offload-multimodal.md) ---
-
-
-_LORA_INT_FLAGS = (("--max-loras", "maxLoras"), ("--max-lora-rank", "maxLoraRank"), ("--max-cpu-loras", "maxCpuLoras"))
-
-
-def _json_flag(flags: Mapping[str, str], flag: str) -> str | None:
-    value = flags.get(flag)
-    if value is not None and ("$(" in value or value.startswith("$")):
-        raise _UnknownValueError(f"{flag} {value}: a variable not set in the container's env")
-    return value
-
-
-def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
-    """``spec.serving`` fields of the LoRA, KV-transfer, KV-offloading and multimodal flags.
-
-    A value vLLM itself would refuse is a WorkloadError; a setting fitgate does not size is a note.
-    """
-    serving: dict[str, Any] = {}
-    if flags.get("--enable-lora", "false") not in ("false", "0", "no"):
-        lora: dict[str, Any] = {}
-        for flag, fld in (
-            ("--max-loras", "maxLoras"),
-            ("--max-lora-rank", "maxLoraRank"),
-            ("--max-cpu-loras", "maxCpuLoras"),
-        ):
-            if flag in flags:
-                lora[fld] = _convert(flag, flags[flag], "int")
-        if flags.get("--fully-sharded-loras", "false") not in ("false", "0", "no"):
-            lora["fullyShardedLoras"] = True
-        if "--lora-dtype" in flags:
-            lora["loraDtype"] = flags["--lora-dtype"]
-        if "--lora-target-modules" in flags:
-            # nargs="+": the argv reader keeps the first word; fewer targets count fewer slots (never more)
-            lora["targetModules"] = [flags["--lora-target-modules"]]
-            notes.append("--lora-target-modules: only its first module is read; slots of the others are not counted")
-        serving["lora"] = lora
-    text = _json_flag(flags, "--kv-transfer-config")
-    if text is not None:
-        try:
-            connector, role, device = parse_kv_transfer_config(text)
-        except SizingError as exc:
-            raise WorkloadError(f"--kv-transfer-config: {exc}") from None
-        if connector is None:
-            notes.append("--kv-transfer-config without kv_connector: not sized")
-        else:
-            transfer: dict[str, Any] = {"connector": connector}
-            if role is not None:
-                transfer["role"] = role
-            if device in ("cuda", "cpu"):
-                transfer["bufferDevice"] = device
-            serving["kvTransfer"] = transfer
-    if "--kv-offloading-size" in flags:
-        offloading: dict[str, Any] = {
-            "sizeGiB": _convert("--kv-offloading-size", flags["--kv-offloading-size"], "float")
-        }
-        if "--kv-offloading-backend" in flags:
-            offloading["backend"] = flags["--kv-offloading-backend"]
-        serving["kvOffloading"] = offloading
-    mm: dict[str, Any] = {}
-    text = _json_flag(flags, "--limit-mm-per-prompt")
-    if text is not None:
-        try:
-            mm["limitPerPrompt"] = dict(parse_limit_mm(text))
-        except SizingError as exc:
-            raise WorkloadError(f"--limit-mm-per-prompt: {exc}") from None
-    if "--mm-encoder-tp-mode" in flags:
-        mm["encoderTpMode"] = flags["--mm-encoder-tp-mode"]
-    if "--mm-processor-cache-gb" in flags:
-        mm["processorCacheGiB"] = _convert("--mm-processor-cache-gb", flags["--mm-processor-cache-gb"], "float")
-    if "--disable-mm-preprocessor-cache" in flags:
-        notes.append("--disable-mm-preprocessor-cache: removed before vLLM 0.33 (use --mm-processor-cache-gb 0)")
-    if mm:
-        serving["multimodal"] = mm
-    return serving
-
-
-def read_container(
-    found: _Found, configmaps: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None, dict[str, tuple[str, ...]]]:
-    """The engine flags of a container (``--config`` merged under the command line), unknown, notes.
-
-    Then the (ConfigMap, key) its ``--config`` file comes from, if any, and where each flag's value was
-    written when not on the command line as a literal (:attr:`Reading.origins`).
-    """
-    flags = dict(found.engine.flags)
-    notes: list[str] = []
-    unknown: str | None = None
-    ref: tuple[str, str] | None = None
-    config = flags.pop("--config", None)
-    origins = dict(found.origins)
-    if config is not None:
-        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps)
-        if from_file is None:
-            unknown = why
-        else:
-            for flag in from_file.keys() - flags.keys():
-                origins[flag] = ("config", *(ref or ("?", "?")), keys.get(flag, flag[2:]))
-            flags = {**from_file, **flags}  # vLLM: command line > config file > defaults
-    for name, default in MEMORY_ENV.items():
-        if name in found.env and found.env[name] != default:
-            notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
-    return flags, unknown, notes, ref, origins
-
-
-def _reading(
-    kind: str,
-    meta: dict[str, Any],
-    found: _Found,
-    configmaps: Mapping[str, Mapping[str, str]],
-    *,
-    model: str | None = None,
-    extra_flags: Mapping[str, str] | None = None,
-    extra_origins: Mapping[str, tuple[str, ...]] | None = None,
-    gpus_per_replica: int | None = None,
-    pods_per_replica: int = 1,
-    notes: tuple[str, ...] = (),
-    pod_annotations: Mapping[str, Any] | None = None,
-) -> Reading:
-    container = found.container
-    cname = str(container.get("name") or "?")
-    base = Reading(
-        kind=kind,
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name") or "?"),
-        container=cname,
-        how=found.engine.how,
-        model=model or found.engine.flags.get("--model") or found.engine.model,  # named even when unreadable
-    )
-    try:
-        flags, unknown, more, ref, origins = read_container(found, configmaps)
-        origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
-        flags = {**(extra_flags or {}), **flags}
-        version, version_note = release_of_image(str(container.get("image") or ""), found.env)
-        resource, per_pod = gpu_limit_of(container)
-        selector, placement_notes = placement_of(found.pod)
-        hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
-        serving: dict[str, Any] = {}
-        for flag, (fld, conv) in _SERVING_FLAGS.items():
-            if flag not in flags:
-                continue
-            value = flags[flag]
-            if conv == "quantization":
-                if value in _RUNTIME_QUANTIZATIONS:
-                    serving[fld] = value
-                else:
-                    more.append(f"--quantization {value}: read from the checkpoint's own config")
-                continue
-            if flag == "--max-model-len" and value in ("-1", "auto"):
-                more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
-                continue
-            serving[fld] = _convert(flag, value, conv)
-        if "--speculative-config" in flags:
-            speculative = _speculative(flags["--speculative-config"], more)
-            if speculative is not None:
-                serving["speculativeConfig"] = speculative
-        serving.update(_expert_parallel(flags, found.env, version, more))
-        serving.update(_issue20_serving(flags, more))
-        name = model or flags.get("--model") or found.engine.model
-        if name is not None and "$(" in name:
-            raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
-        more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
-        location = name if name is not None and ("://" in name or name.startswith("/")) else None
-        served = flags.get("--served-model-name", "").split(" ")[0]
-        if location is not None and _ANNOTATED.match(served):  # a hint only: a served name is whatever one chose
-            more.append(
-                f"model {location} is served as {served}: if it holds that, annotate {MODEL_ANNOTATION}: {served}"
-            )
-        if (
-            name is not None and "://" in name and unknown is None
-        ):  # s3://, gs://, pvc://: not a directory fitgate reads
-            unknown = f"model {name}: {MODEL_ANNOTATION_HINT}"
-        if name is None and unknown is None:
-            name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
-            more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
-        ray = ray_cluster_size([str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))])
-        if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
-            # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
-            pods_per_replica, gpus_per_replica = ray, per_pod * ray
-        dp = data_parallel_ranks(flags, pods_per_replica)
-    except (_UnknownValueError, BudgetError) as exc:
-        return _finish(base, unknown=str(exc))
-    except WorkloadError as exc:
-        return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
-    all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
-    return _finish(
-        Reading(
-            kind=base.kind,
-            namespace=base.namespace,
-            name=base.name,
-            container=cname,
-            how=found.engine.how,
-            model=name,
-            revision=flags.get("--revision"),
-            serving=serving,
-            vllm_version=version,
-            gpu_resource=resource or "nvidia.com/gpu",
-            gpus_per_replica=per_pod if gpus_per_replica is None else gpus_per_replica,
-            pods_per_replica=pods_per_replica,
-            data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
-            node_selector=selector,
-            claim_template=claim_template_of(container, found.pod),
-            tolerations=tolerations_of(found.pod),
-            gpu_share=hami,
-            unknown=unknown,
-            notes=all_notes,
-            warnings=(version_note,) if version_note else (),
-            model_location=location,
-            args=flags,
-            config_map=ref,
-            origins=origins,
-            memory_limit_bytes=memory_limit_of(container),
-        )
-    )
-
-
-#: An invalid / unknown message is one line of at most this many characters (a hostile value is not echoed whole).
-MAX_WHY_CHARS = 500
-
-
-def _finish(reading: Reading, **changes: Any) -> Reading:
-    values = {**reading.__dict__, **changes}
-    for key in ("invalid", "unknown"):  # hardening (issue 22): one line, bounded
-        if isinstance(values.get(key), str):
-            why = " ".join(str(values[key]).split())
-            values[key] = why if len(why) <= MAX_WHY_CHARS else why[: MAX_WHY_CHARS - 3] + "..."
-    values["fingerprint"] = ""
-    text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
-    values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return Reading(**values)
-
 
 # ---------------------------------------------------------------------------------------------
 # Kinds

@@ -15,9 +15,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fitgate.sizing.memo import BoundedMemo, Miss
+
 #: Seconds an answer for one token is kept.
 CACHE_S = 60.0
-#: Tokens remembered at once.
+#: Tokens remembered at once (by their SHA-256). Bound 256: Prometheus replicas and a few people's tokens;
+#: more only costs a TokenReview again.
 CACHE_ENTRIES = 256
 
 #: (authenticated, allowed) for a bearer token.
@@ -30,7 +33,7 @@ class MetricsAuth:
     def __init__(self, review: Review, clock: Callable[[], float] = time.monotonic) -> None:
         self.review = review
         self.clock = clock
-        self._cache: dict[str, tuple[float, int]] = {}
+        self._cache: BoundedMemo[str, tuple[float, int]] = BoundedMemo(CACHE_ENTRIES)
 
     async def status(self, authorization: str | None) -> int:
         """The HTTP status for a request with this ``Authorization`` header."""
@@ -40,16 +43,14 @@ class MetricsAuth:
         key = hashlib.sha256(token.strip().encode()).hexdigest()  # the token itself is never kept
         hit = self._cache.get(key)
         now = self.clock()
-        if hit is not None and hit[0] > now:
+        if not isinstance(hit, Miss) and hit[0] > now:
             return hit[1]
         try:
             authenticated, allowed = await self.review(token.strip())
         except Exception:  # the API server's fault: refuse, remember nothing
             return 403
         code = 200 if authenticated and allowed else 401 if not authenticated else 403
-        if len(self._cache) >= CACHE_ENTRIES:
-            self._cache.clear()
-        self._cache[key] = (now + CACHE_S, code)
+        self._cache.put(key, (now + CACHE_S, code))
         return code
 
 

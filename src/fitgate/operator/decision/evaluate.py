@@ -2,17 +2,18 @@
 
 ``evaluate(spec, model, gpus)`` plans the deployment on every GPU pool it may land on and returns
 the verdict (the best pool's: the deployment fits if some pool it may land on fits), the message with
-the numbers and the smallest change that fits, admission warnings, and the status to write.
+the numbers and the smallest change that fits, and admission warnings. Its result type is
+:mod:`fitgate.operator.decision.evaluation`'s; the status, conditions and messages are rendered by
+:mod:`fitgate.operator.decision.status`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any
 
 from fitgate.checkpoints.facts import ModelFacts
+from fitgate.operator.decision.evaluation import Evaluation, unknown
 from fitgate.operator.decision.poolplan import (
     PoolResult,
     choose,
@@ -23,22 +24,13 @@ from fitgate.operator.decision.poolplan import (
     share_of,
     tolerations_of,
 )
+from fitgate.operator.decision.status import message_of, no_node_unknown
 from fitgate.operator.gpus.cel import SelectorUnsupportedError
 from fitgate.operator.gpus.cloudlabels import names_a_gpu
 from fitgate.operator.gpus.dra import ClaimError
 from fitgate.operator.gpus.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.operator.gpus.placement import Toleration
-from fitgate.operator.schema.api import (
-    AlternativeStatus,
-    Condition,
-    EngineArgStatus,
-    KVCacheStatus,
-    ModelDeploymentSpec,
-    ModelDeploymentStatus,
-    PerGPU,
-    PoolStatus,
-    ResolvedModel,
-)
+from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import (
     EngineArg,
     ModelInput,
@@ -54,32 +46,10 @@ from fitgate.sizing import (
     suggest,
 )
 from fitgate.sizing.cost import GpuPrices
-from fitgate.sizing.units import GiB, fmt_gib
+from fitgate.sizing.memo import IdentityMemo
+from fitgate.sizing.units import GiB
 
-
-@dataclass(frozen=True)
-class Evaluation:
-    """Everything admission and reconcile need."""
-
-    verdict: Verdict
-    reason: ReasonCode
-    message: str
-    warnings: tuple[str, ...]
-    pools: tuple[PoolResult, ...] = ()
-    best: PoolResult | None = None
-    suggestions: tuple[Suggestion, ...] = ()
-    engine_args: tuple[EngineArg, ...] = ()
-    inventory_hash: str = ""
-    facts: ModelFacts | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    recommended_change: Suggestion | None = None  # the suggestion engine_args were taken from (a misfit)
-    alternatives: tuple[tuple[GpuPool, Option], ...] = ()  # pools of the cluster that would hold a misfit
-    # (reason, note) of a verdict from facts known without the Hub while its resolution is pending or failing
-    provisional: tuple[ReasonCode, str] | None = None
-    # Clusters (docs/clusters.md): why no node can take it now although the GPU is known (a pool that scales
-    # from zero): the verdict is the fit on that GPU, the Schedulable condition False with reason NoNodeYet
-    no_node: str = ""
-
+__all__ = ["Evaluation", "alternatives_of", "evaluate", "parallel_serving", "serving_config", "unknown", "workload_of"]
 
 #: Alternatives listed in status for a deployment that does not fit.
 MAX_ALTERNATIVES = 3
@@ -102,23 +72,17 @@ def alternatives_of(
     """
     serving = serving_config(spec)
     tolerations = tolerations_of(spec)
-    key = (id(inventory), id(model), serving, workload, tolerations)
-    hit = _ALTERNATIVES.get(key)
-    if hit is not None and hit[0] is inventory and hit[1] is model:
-        return hit[2]
-    if len(_ALTERNATIVES) > 4096:
-        _ALTERNATIVES.clear()
-    value = _search_alternatives(model, inventory, serving, workload, tolerations)
-    _ALTERNATIVES[key] = (inventory, model, value)
-    return value
+    return _ALTERNATIVES.get(
+        (inventory, model),
+        (serving, workload, tolerations),
+        lambda: _search_alternatives(model, inventory, serving, workload, tolerations),
+    )
 
 
-#: Alternatives by (inventory, model, settings, workload, tolerations), checked by identity: thousands of
-#: deployments share a few models and settings, and one search plans every pool of the cluster.
-_ALTERNATIVES: dict[
-    tuple[int, int, ServingConfig, Workload | None, tuple[Toleration, ...]],
-    tuple[Inventory, ModelInput, tuple[tuple[GpuPool, Option], ...]],
-] = {}
+#: Alternatives by (inventory, model) identity and (settings, workload, tolerations): thousands of deployments
+#: share a few models and settings, and one search plans every pool of the cluster. Bound 4096: entries of
+#: older inventory snapshots are never hit again and leave first.
+_ALTERNATIVES: IdentityMemo[tuple[tuple[GpuPool, Option], ...]] = IdentityMemo(4096)
 
 
 def _search_alternatives(
@@ -230,13 +194,6 @@ def workload_of(spec: ModelDeploymentSpec) -> Workload | None:
     return None if w is None else Workload(w.concurrent_requests, w.context_tokens)
 
 
-def unknown(reason: ReasonCode, message: str, facts: ModelFacts | None = None, inv: str = "") -> Evaluation:
-    """An Unknown verdict with its reason (missing inputs)."""
-    return Evaluation(
-        Verdict.UNKNOWN, reason, message, (f"fitgate: verdict Unknown: {message}",), inventory_hash=inv, facts=facts
-    )
-
-
 def evaluate(
     spec: ModelDeploymentSpec,
     model: ModelInput | None,
@@ -271,7 +228,7 @@ def evaluate(
         if not inventory.left_out(spec.placement.gpu_product, spec.placement.node_selector, tolerations):
             pools, no_node = prospective_pools(spec, inventory, need)
             if not pools and (inventory or inventory.templates or names_a_gpu(spec.placement.node_selector)):
-                return unknown(ReasonCode.NO_NODE_YET, _no_node_unknown(spec), facts, inv)
+                return unknown(ReasonCode.NO_NODE_YET, no_node_unknown(spec), facts, inv)
     if not inventory and not no_node:
         return unknown(
             ReasonCode.NO_GPU_INVENTORY,
@@ -363,7 +320,7 @@ def evaluate(
     chosen: Suggestion | None = None
     if best.plan is not None:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
         _, args, chosen = recommend(model, best.pool.gpu, serving, workload, best.plan, suggestions)
-    message = _message(best, suggestions, len(results))
+    message = message_of(best, suggestions, len(results))
     warnings: list[str] = []
     if best.verdict is Verdict.TIGHT:
         warnings.append(f"fitgate: verdict Tight on {best.pool.product}: {best.message.split(': ', 1)[-1]}")
@@ -402,240 +359,3 @@ def evaluate(
         alternatives,
         no_node=no_node,
     )
-
-
-def _no_node_unknown(spec: ModelDeploymentSpec) -> str:
-    """Why a placement that matches no node and names no GPU fitgate can read is Unknown."""
-    p = spec.placement
-    where = f"gpuProduct {p.gpu_product}" if p.gpu_product else "any GPU"
-    if p.node_selector:
-        where += " with nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(p.node_selector.items()))
-    return (
-        f"no node matches the placement ({where}) and neither it nor an autoscaler template (Karpenter NodePool, "
-        "cluster-autoscaler node group) names a GPU fitgate knows: the fit cannot be checked before a node joins"
-    )
-
-
-#: The spec field each suggested change is made in (a vLLM flag, or the workload).
-SPEC_FIELDS = {
-    "--tensor-parallel-size": "spec.serving.tensorParallelSize",
-    "--pipeline-parallel-size": "spec.serving.pipelineParallelSize",
-    "--kv-cache-dtype": "spec.serving.kvCacheDtype",
-    "--max-model-len": "spec.serving.maxModelLen",
-    "--gpu-memory-utilization": "spec.serving.gpuMemoryUtilization",
-    "--quantization": "spec.serving.quantization",
-    "--dtype": "spec.serving.dtype",
-    "workload.concurrentRequests": "spec.workload.concurrentRequests",
-    # issue 20: LoRA slots
-    "--max-loras": "spec.serving.lora.maxLoras",
-    "--max-lora-rank": "spec.serving.lora.maxLoraRank",
-    "--enforce-eager": "spec.serving.enforceEager",
-}
-
-
-def _edit(suggestion: Suggestion) -> str:
-    """A suggestion as the spec fields to edit, then the vLLM flags: ``spec.serving.tensorParallelSize: 4 (...)``."""
-    fields = [f"{SPEC_FIELDS.get(flag, flag)}: {value}" for flag, value in suggestion.changes]
-    flags = [f"{flag} {value}" for flag, value in suggestion.changes if flag.startswith("--")]
-    return ", ".join(fields) + (f" [vLLM {' '.join(flags)}]" if flags else "")
-
-
-def _message(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) -> str:
-    text = best.message
-    if best.plan is not None:
-        g, kv = best.plan.per_gpu, best.plan.kv
-        text += (
-            f" [per GPU: weights {fmt_gib(g.weights_bytes)}, activation {fmt_gib(g.activation_bytes)}, "
-            f"KV pool {fmt_gib(g.kv_cache_bytes)} of a {fmt_gib(g.budget_bytes)} budget; "
-            f"max concurrency {kv.max_concurrency:.2f}]"
-        )
-    fits = next((s for s in suggestions if s.verdict is Verdict.FITS), None)
-    if fits is not None:
-        text += f"; smallest change that fits: {_edit(fits)} ({fits.gpus} GPU{'s' if fits.gpus > 1 else ''})"
-    if suggestions and suggestions[0] is not fits:
-        text += f"; cheaper but Tight: {_edit(suggestions[0])}"
-    if pools > 1:
-        text += f" (best of {pools} GPU pools)"
-    return text
-
-
-# --------------------------------------------------------------------------------------------
-# Status
-
-
-def _gib_text(n: int) -> str:
-    return f"{n / GiB:.1f}Gi"
-
-
-#: Reasons that keep a deployment from being evaluated only for now (Ready is Unknown, not False).
-_PENDING = {ReasonCode.CHECKPOINT_RESOLVING, ReasonCode.CHECKPOINT_UNAVAILABLE}
-
-
-def condition(
-    old: Iterable[Mapping[str, Any]] | None,
-    ctype: str,
-    status: str,
-    reason: str,
-    message: str,
-    generation: int,
-    now: str,
-) -> Condition:
-    """A condition (KEP-1623); ``lastTransitionTime`` only moves when ``status`` changes (no flapping)."""
-    previous = next((c for c in old or () if c.get("type") == ctype), None)
-    since = previous.get("lastTransitionTime") if previous and previous.get("status") == status else None
-    return Condition(
-        type=ctype,
-        status=status,  # type: ignore[arg-type]
-        reason=str(reason),
-        message=message[:32000],
-        lastTransitionTime=since or now,
-        observedGeneration=generation,
-    )
-
-
-def conditions_of(
-    ev: Evaluation, generation: int, old: Iterable[Mapping[str, Any]] | None, now: str
-) -> list[Condition]:
-    """``Ready``: evaluated against the current spec and GPU nodes; ``Fits``: the verdict (Tight: reason Tight)."""
-    if ev.verdict is Verdict.UNKNOWN:
-        ready = condition(
-            old, "Ready", "Unknown" if ev.reason in _PENDING else "False", ev.reason, ev.message, generation, now
-        )
-    elif ev.provisional is not None:  # planned, but on facts the Hub has not confirmed yet
-        reason, note = ev.provisional
-        ready = condition(old, "Ready", "Unknown", reason, note, generation, now)
-    else:
-        text = f"planned against the cluster's GPUs (inventory {ev.inventory_hash or '-'})"
-        ready = condition(old, "Ready", "True", ReasonCode.EVALUATED, text, generation, now)
-    fits_status, fits_reason = {
-        Verdict.FITS: ("True", ReasonCode.FITS),
-        Verdict.TIGHT: ("True", ReasonCode.TIGHT),
-        Verdict.DOES_NOT_FIT: ("False", ev.reason),
-    }.get(ev.verdict, ("Unknown", ev.reason))
-    message = ev.message if ev.verdict is not Verdict.TIGHT else f"{ev.reason}: {ev.message}"
-    out = [ready, condition(old, "Fits", fits_status, fits_reason, message, generation, now)]
-    schedulable = schedulable_condition(ev, generation, old, now)
-    return out if schedulable is None else [*out, schedulable]
-
-
-def schedulable_condition(
-    ev: Evaluation, generation: int, old: Iterable[Mapping[str, Any]] | None, now: str
-) -> Condition | None:
-    """``Schedulable``: False with reason NoNodeYet while no node of the placement's GPU exists (docs/clusters.md).
-
-    Written only once a deployment has been without a node: then True (reason NodesMatch) when one joins, so
-    the change shows; a deployment that always had nodes keeps the two conditions it always had.
-    """
-    if ev.no_node or ev.reason is ReasonCode.NO_NODE_YET:
-        text = ev.no_node or ev.message
-        return condition(old, "Schedulable", "False", ReasonCode.NO_NODE_YET, text, generation, now)
-    if not any(c.get("type") == "Schedulable" for c in old or ()):
-        return None
-    if ev.best is not None and not ev.best.pool.prospective:
-        nodes = len(ev.best.pool.nodes)
-        text = f"{nodes} node{'s' if nodes != 1 else ''} of {ev.best.pool.product} match the placement"
-        return condition(old, "Schedulable", "True", ReasonCode.NODES_MATCH, text, generation, now)
-    return condition(old, "Schedulable", "Unknown", ev.reason, ev.message, generation, now)
-
-
-def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``status`` to write for an evaluation: :class:`ModelDeploymentStatus` dumped by alias.
-
-    Every field is present; ``None`` removes a value an earlier status had (a merge patch).
-    """
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = ModelDeploymentStatus(
-        observedGeneration=generation,
-        verdict=ev.verdict.value,
-        reason=str(ev.reason),
-        message=ev.message[:32000],
-        inventoryHash=ev.inventory_hash,
-        conditions=conditions_of(ev, generation, (old_status or {}).get("conditions"), now)
-        + kept_conditions(old_status),
-        pools=[
-            PoolStatus(
-                gpuProduct=r.pool.product,
-                nodes=len(r.pool.nodes),
-                gpusPerNode=r.pool.gpus_per_node,
-                verdict=r.verdict.value,
-                headroomBytes=r.plan.per_gpu.headroom_bytes if r.plan else None,
-                freeGpus=None if r.pool.prospective else r.pool.free_gpus,  # no node yet: nothing to count
-                sharing=str(r.pool.share.mechanism) if r.pool.share else None,
-                source=r.pool.source,
-                reason=str(r.reason),
-            )
-            for r in ev.pools
-        ],
-        alternatives=[
-            AlternativeStatus(
-                gpuProduct=pool.product,
-                gpus=o.gpus,
-                tensorParallelSize=o.tensor_parallel_size,
-                pipelineParallelSize=o.pipeline_parallel_size,
-                verdict="Fits" if o.verdict is Verdict.FITS else "Tight",
-                headroomBytes=o.headroom_bytes,
-                decodeTokensPerSecond=round(o.performance.decode_tokens_per_s, 1),
-                gpuHoursPerMillionOutputTokens=round(o.gpu_hours_per_million_output_tokens, 3),
-            )
-            for pool, o in ev.alternatives
-        ]
-        or None,
-        resolvedModel=None
-        if ev.facts is None
-        else ResolvedModel(revision=ev.facts.revision, source=ev.facts.source, weightsBasis=ev.facts.weights_basis),
-    )
-    best = ev.best
-    if best is not None and best.plan is not None:
-        p = best.plan
-        g = p.per_gpu
-        status.gpu_product = best.pool.product
-        status.tensor_parallel_size = p.serving.tensor_parallel_size
-        status.headroom = _gib_text(g.headroom_bytes)
-        status.per_gpu = PerGPU(
-            capacityBytes=g.capacity_bytes,
-            budgetBytes=g.budget_bytes,
-            weightsBytes=g.weights_bytes,
-            kvCacheBytes=g.kv_cache_bytes,
-            activationBytes=g.activation_bytes,
-            nonTorchBytes=g.non_torch_bytes,
-            cudaGraphBytes=g.cuda_graph_bytes if g.cuda_graphs_in_budget else 0,
-            headroomBytes=g.headroom_bytes,
-        )
-        status.kv_cache = KVCacheStatus(
-            bytesPerToken=p.kv.bytes_per_token,
-            capacityTokens=p.kv.reported_tokens,
-            maxConcurrency=round(p.kv.max_concurrency, 2),
-            numGpuBlocks=p.kv.num_blocks,
-            blockSize=p.kv.block_size,
-        )
-        status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
-        status.recommended_max_model_len = p.max_model_len_that_fits
-        status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
-    out = status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (observation/observe.py)
-    # a null inside a list item is dropped by the API server: leave it out, or every resync would patch again
-    out["pools"] = [{k: v for k, v in pool.items() if v is not None} for pool in out.get("pools") or []]
-    return out
-
-
-def kept_conditions(old_status: Mapping[str, Any] | None) -> list[Condition]:
-    """The conditions another writer owns (the observer's PredictionVerified, AtCapacity), kept as they were."""
-    return [
-        Condition.model_validate(c)
-        for c in (old_status or {}).get("conditions") or []
-        if isinstance(c, Mapping) and c.get("type") not in {"Ready", "Fits", "Schedulable"}
-    ]
-
-
-def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:
-    """Whether writing ``new_status`` would change anything but timestamps (to avoid needless patches)."""
-    if not old_status:
-        return False
-
-    def strip(s: Mapping[str, Any]) -> Any:
-        out = {k: v for k, v in s.items() if k not in {"conditions", "observed"}}  # observed: the observer's
-        out["conditions"] = [
-            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in s.get("conditions") or []
-        ]
-        return out
-
-    return bool(strip(old_status) == strip(new_status))

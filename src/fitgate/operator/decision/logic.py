@@ -14,13 +14,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.operator.base.metrics import Metrics
-from fitgate.operator.decision.evaluate import Evaluation, evaluate, same_outcome, status_of, unknown
+from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.decision.status import same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.operator.schema.config import OperatorConfig, UnknownPolicy
 from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
 from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
+from fitgate.sizing.memo import BoundedMemo, Miss
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
 #: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
@@ -69,21 +71,20 @@ class EvaluationCache:
     """
 
     def __init__(self, size: int = 1024) -> None:
-        self.size = size
-        self._entries: dict[str, tuple[object, object, Evaluation]] = {}
+        # Bound 1024: evaluations of the current snapshot for the distinct specs reconciled or admitted lately;
+        # the per-object memo (_Lasts) answers each ModelDeployment's own resyncs without it.
+        self._entries: BoundedMemo[str, tuple[object, object, Evaluation]] = BoundedMemo(size)
 
     def get(self, key: str, inventory: object, known: object) -> Evaluation | None:
         """The cached evaluation if it was made with these very inventory and facts objects."""
         hit = self._entries.get(key)
-        if hit is None or hit[0] is not inventory or hit[1] is not known:
+        if isinstance(hit, Miss) or hit[0] is not inventory or hit[1] is not known:
             return None
         return hit[2]
 
     def put(self, key: str, inventory: object, known: object, evaluation: Evaluation) -> None:
-        """Remember an evaluation, dropping the oldest when full."""
-        if len(self._entries) >= self.size:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[key] = (inventory, known, evaluation)
+        """Remember an evaluation, dropping the least recently used when full."""
+        self._entries.put(key, (inventory, known, evaluation))
 
 
 _CACHE = EvaluationCache()
@@ -155,14 +156,13 @@ def prices_for(spec: ModelDeploymentSpec, config: OperatorConfig | None) -> GpuP
     if not text:
         return None
     try:
-        return _parsed_prices(text)
+        return _PRICES.get_or_compute(text, lambda: parse_gpu_prices(text))
     except SizingError:  # checked at start-up (cli.py); never fail an evaluation on it
         return None
 
 
-@functools.lru_cache(maxsize=4)
-def _parsed_prices(text: str) -> GpuPrices:
-    return parse_gpu_prices(text)
+#: FITGATE_GPU_HOUR_PRICES parsed, by its text. Bound 4: one value per process (tests use a few).
+_PRICES: BoundedMemo[str, GpuPrices] = BoundedMemo(4)
 
 
 async def _evaluate(

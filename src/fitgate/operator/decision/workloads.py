@@ -20,6 +20,7 @@ from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.operator.schema.config import UnknownPolicy
 from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_args_text
+from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.sizing.offload import host_memory_note
 from fitgate.workloads import Reading
 
@@ -57,19 +58,18 @@ def to_spec(reading: Reading, mode: str = "enforce") -> ModelDeploymentSpec:
     """
     key = (reading.fingerprint, mode)
     hit = _SPECS.get(key) if reading.fingerprint else None
-    if hit is not None:
+    if hit is not None and not isinstance(hit, Miss):
         return hit
     raw = reading.spec()
     raw["policy"] = {"onMisfit": "Reject" if mode == "enforce" else "Warn"}
     spec = parse_spec(raw)
-    if len(_SPECS) > 4096:
-        _SPECS.clear()
-    _SPECS[key] = spec
+    _SPECS.put(key, spec)
     return spec
 
 
-#: Specs by (reading fingerprint, mode): a rollout re-applies the same pod template many times.
-_SPECS: dict[tuple[str, str], ModelDeploymentSpec] = {}
+#: Specs by (reading fingerprint, mode): a rollout re-applies the same pod template many times. Bound 4096:
+#: one entry per distinct engine setting (a fingerprint) and mode, the cluster's workloads have a few hundred.
+_SPECS: BoundedMemo[tuple[str, str], ModelDeploymentSpec] = BoundedMemo(4096)
 
 
 def before_sizing(reading: Reading) -> Evaluation | None:

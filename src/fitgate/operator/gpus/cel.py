@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
+from fitgate.sizing.memo import BoundedMemo, Miss
+
 #: CEL expressions longer than this, or nested deeper, are not evaluated (Unknown).
 MAX_EXPRESSION_CHARS = 2048
 MAX_DEPTH = 32
@@ -406,18 +408,18 @@ class Selector:
             raise SelectorUnsupportedError(self.expression, str(exc)) from None
 
 
-_COMPILED: dict[str, Selector] = {}
+#: Compiled selectors by expression. Bound 4096: a cluster's ResourceClaimTemplates hold a few distinct
+#: expressions; the bound only keeps a flood of distinct ones (each <= MAX_EXPRESSION_CHARS) from growing it.
+_COMPILED: BoundedMemo[str, Selector] = BoundedMemo(4096)
 
 
 def compile_selector(expression: str) -> Selector:
     """A selector for ``expression``; raises :class:`SelectorUnsupportedError` for other forms or oversized input."""
     hit = _COMPILED.get(expression)
-    if hit is not None:
+    if not isinstance(hit, Miss):
         return hit
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise SelectorUnsupportedError(expression, f"longer than {MAX_EXPRESSION_CHARS} characters")
     selector = Selector(expression, _Parser(expression).parse())
-    if len(_COMPILED) > 4096:
-        _COMPILED.clear()
-    _COMPILED[expression] = selector
+    _COMPILED.put(expression, selector)
     return selector

@@ -26,10 +26,11 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from fitgate.operator.gpus.cel import compile_selector, parse_quantity
 from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
@@ -109,18 +110,15 @@ class _Attributes(Mapping[str, AttrValue]):
         return len(self._kind) + len(self._identity)
 
 
-_INTERNED: dict[Any, Any] = {}
+#: One shared copy of equal attribute / capacity mappings. Bound 65536: a cluster has a few kinds of device
+#: (one entry each); a snapshot of 40,000 devices of a few hundred kinds stays far below it.
+_INTERNED: BoundedMemo[Any, Mapping[str, Any]] = BoundedMemo(65536)
 
 
 def _intern(value: Mapping[str, Any]) -> Mapping[str, Any]:
     """One shared copy of equal mappings (bounded: a cluster has few kinds of device)."""
     key = tuple(sorted(value.items()))
-    hit = _INTERNED.get(key)
-    if hit is None:
-        if len(_INTERNED) > 65536:
-            _INTERNED.clear()
-        hit = _INTERNED[key] = dict(value)
-    return cast(Mapping[str, Any], hit)
+    return _INTERNED.get_or_compute(key, lambda: dict(value))
 
 
 def slice_devices(obj: Mapping[str, Any]) -> list[Device]:
@@ -170,19 +168,16 @@ def gfd_product(product_name: str) -> str:
     return re.sub(r"\s+", "-", product_name.strip())
 
 
-_GPU_OF: dict[int, tuple[str, GpuModel, str | None, tuple[str, ...]] | None] = {}
+#: What GPU a device of a given signature (driver, kind attributes, capacity) is; None: not a GPU. Bound 4096:
+#: one entry per kind of device, and a cluster has a few.
+_GPU_OF: BoundedMemo[int, tuple[str, GpuModel, str | None, tuple[str, ...]] | None] = BoundedMemo(4096)
 
 
 def device_gpu(device: Device) -> tuple[str, GpuModel, str | None, tuple[str, ...]] | None:
     """(product, GPU model, MIG profile, notes) of one NVIDIA DRA device, or None when it is not a GPU."""
-    if device.signature and device.signature in _GPU_OF:
-        return _GPU_OF[device.signature]
-    got = _device_gpu(device)
-    if device.signature:
-        if len(_GPU_OF) > 4096:
-            _GPU_OF.clear()
-        _GPU_OF[device.signature] = got
-    return got
+    if not device.signature:
+        return _device_gpu(device)
+    return _GPU_OF.get_or_compute(device.signature, lambda: _device_gpu(device))
 
 
 def _device_gpu(device: Device) -> tuple[str, GpuModel, str | None, tuple[str, ...]] | None:

@@ -18,6 +18,7 @@ from fitgate.operator.gpus.inventory import GpuPool, Inventory, NodeGPUs, PodGpu
 from fitgate.operator.gpus.placement import Taint, Toleration
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import node_share
+from fitgate.sizing.memo import Miss
 
 
 @dataclass(frozen=True)
@@ -152,14 +153,12 @@ def select_claim(
     """
     key = (namespace, template, (gpu_product or "", tuple(sorted(node_selector.items())), tolerations))
     hit = inventory.claim_cache.get(key)
-    if hit is None:
+    if isinstance(hit, Miss):
         try:
             hit = _select_claim(inventory, namespace, template, gpu_product, node_selector, tolerations)
         except (ClaimError, SelectorUnsupportedError) as exc:
             hit = exc
-        if len(inventory.claim_cache) > 4096:
-            inventory.claim_cache.clear()
-        inventory.claim_cache[key] = hit
+        inventory.claim_cache.put(key, hit)
     if isinstance(hit, Exception):
         raise hit.with_traceback(None)  # the same answer for the same snapshot, without piling up tracebacks
     return cast(tuple[list[GpuPool], str, int], hit)

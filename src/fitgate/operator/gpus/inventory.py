@@ -35,6 +35,7 @@ from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, n
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import Share, node_share
 from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 
 _MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
@@ -324,9 +325,12 @@ class Inventory:
         self.pods = pods or {}
         #: Karpenter NodePools and cluster-autoscaler node groups: the nodes that may join (prospects.py)
         self.templates = tuple(templates)
-        self._cache: dict[SelectKey, tuple[list[GpuPool], str, tuple[str, ...]]] = {}
-        #: select_claim's answers (:mod:`fitgate.operator.gpus.gpuview`): matching 40,000 devices once per snapshot
-        self.claim_cache: dict[tuple[str, str, SelectKey], Any] = {}
+        #: Placements' candidate pools in this snapshot. Bound 4096: one entry per distinct (GPU product,
+        #: node selector, tolerations) the deployments ask for; a snapshot lives until the next node change.
+        self._cache: BoundedMemo[SelectKey, tuple[list[GpuPool], str, tuple[str, ...]]] = BoundedMemo(4096)
+        #: select_claim's answers (:mod:`fitgate.operator.gpus.gpuview`): matching 40,000 devices once per snapshot.
+        #: Bound 4096: one entry per (namespace, ResourceClaimTemplate, placement) asked about in this snapshot.
+        self.claim_cache: BoundedMemo[tuple[str, str, SelectKey], Any] = BoundedMemo(4096)
 
     def __bool__(self) -> bool:
         return bool(self.gpus)
@@ -352,12 +356,12 @@ class Inventory:
         self, gpu_product: str | None, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...]
     ) -> tuple[list[GpuPool], str, tuple[str, ...]]:
         key = (gpu_product or "", tuple(sorted(node_selector.items())), tolerations)
-        hit = self._cache.get(key)
-        if hit is None:
+
+        def candidates() -> tuple[list[GpuPool], str, tuple[str, ...]]:
             matching = [g for g in self.gpus if matches_placement(g, gpu_product, node_selector)]
-            hit = _candidates(matching, tolerations)
-            self._cache[key] = hit
-        return hit
+            return _candidates(matching, tolerations)
+
+        return self._cache.get_or_compute(key, candidates)
 
     def own_usage(self, namespace: str, selector: Mapping[str, str]) -> dict[str, dict[str, int]]:
         """GPUs per node and resource held by the pods of ``namespace`` that carry every ``selector`` label."""

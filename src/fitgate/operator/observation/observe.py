@@ -42,7 +42,7 @@ from fitgate.observe.metrics import (
 )
 from fitgate.operator.base.bounded import DeadlineError, off_loop
 from fitgate.operator.base.kubeconfig import core_v1
-from fitgate.operator.decision.evaluate import condition
+from fitgate.operator.decision.status import condition
 from fitgate.operator.observation.scrape import ScrapeError, ScrapeLimits, fetch_metrics
 from fitgate.operator.schema.api import ModelDeploymentSpec, ObservedStatus
 from fitgate.sizing import find_gpu

@@ -16,20 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from fitgate.operator.base import kubeconfig
 from fitgate.operator.base.bounded import read_workload_bounded
+from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.workloads import Reading
 
 #: Seconds a ConfigMap (or the failure to read it) is remembered.
 TTL_S = 30.0
 #: The most bytes one ConfigMap's data may hold (the API server's own limit is 1 MiB).
 MAX_BYTES = 1024 * 1024
-#: ConfigMaps remembered at once.
+#: ConfigMaps remembered at once. Bound 1024: one per ``--config`` file the cluster's vLLM workloads mount
+#: (a few per model served); each holds at most MAX_BYTES, so 1 GiB at the very worst.
 ENTRIES = 1024
 
 
@@ -46,7 +47,7 @@ class ConfigMaps:
     def __init__(self, api_client: Any = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._api = api_client
         self._clock = clock
-        self._entries: OrderedDict[tuple[str, str], tuple[float, dict[str, str]]] = OrderedDict()
+        self._entries: BoundedMemo[tuple[str, str], tuple[float, dict[str, str]]] = BoundedMemo(ENTRIES)
         self.reads = 0  # API server reads, for tests
 
     def _client(self) -> Any:
@@ -104,7 +105,7 @@ class ConfigMaps:
         key = (namespace, name)
         now = self._clock()
         hit = self._entries.get(key)
-        if hit is None or hit[0] <= now:
+        if isinstance(hit, Miss) or hit[0] <= now:
             try:
                 got = await asyncio.wait_for(asyncio.to_thread(self._fetch, namespace, name, timeout_s), timeout_s)
             except TimeoutError:
@@ -112,10 +113,7 @@ class ConfigMaps:
             if isinstance(got, str):  # not remembered: a ConfigMap created after its Deployment is seen at once
                 raise ConfigMapError(got)
             hit = (now + TTL_S, got)
-            self._entries[key] = hit
-            self._entries.move_to_end(key)
-            while len(self._entries) > ENTRIES:
-                self._entries.popitem(last=False)
+            self._entries.put(key, hit)
         return hit[1]
 
     async def resolve(

@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 
 from fitgate.operator.base import kubeconfig
+from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.operator.schema.api import GROUP, PLURAL, VERSION
 
 logger = logging.getLogger("fitgate.finalizers")
@@ -73,12 +74,12 @@ def _is_ours(name: str, **_: Any) -> bool:
 
 
 @kopf.on.event("apiextensions.k8s.io", "v1", "customresourcedefinitions", when=_is_ours)
-async def crd_deleting(*, body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+async def crd_deleting(*, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     """The ModelDeployment CRD is being deleted: release fitgate's finalizer from every ModelDeployment."""
     if not body.get("metadata", {}).get("deletionTimestamp"):
         return
-    config = getattr(memo, "config", None)
-    namespaces = tuple(getattr(config, "namespaces", ()) or ())
+    state = OperatorMemo.find(memo)  # None: start-up has not run yet; then every namespace
+    namespaces = state.config.namespaces if state is not None else ()
     try:
         count = await asyncio.to_thread(release_all, kubeconfig.custom_objects(), namespaces)
     except Exception as exc:  # the API server's fault: the CRD's next event (or a restart) tries again

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import logging
 import os
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import kopf
@@ -31,16 +31,14 @@ from fitgate.operator.gpus.inventory import Inventory
 from fitgate.operator.observation.observe import CONDITION_TYPES as OBSERVER_CONDITIONS
 from fitgate.operator.observation.observe import Observer, drop_conditions, kubernetes_reader, put_conditions
 from fitgate.operator.observation.scrape import ScrapeLimits
-from fitgate.operator.runtime import (
-    finalizers,
-    workload_handlers,  # noqa: F401 - registers the vLLM workload webhook
-)
+from fitgate.operator.runtime import finalizers, workload_handlers
+from fitgate.operator.runtime.configmaps import ConfigMaps
 from fitgate.operator.runtime.managed import remove_empty_async
+from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.operator.runtime.shutdown import configure as bound_shutdown
 from fitgate.operator.runtime.webhook import GuardedWebhookServer
 from fitgate.operator.schema.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
-from fitgate.operator.schema.config import OperatorConfig
-from fitgate.operator.watches.nodewatch import NodeWatch, memo_inventory
+from fitgate.operator.watches.nodewatch import NodeWatch
 from fitgate.operator.watches.resourcewatch import Sources
 from fitgate.settings import Settings
 from fitgate.sizing.cost import parse_gpu_prices
@@ -53,23 +51,18 @@ _TIMER_GAP_S = 1.0  # between two resync waits (each waits for a node change or 
 REEVALUATE_ANNOTATION = "fitgate.io/reevaluate"
 
 
-def _settings(memo: Any) -> Settings:
-    """The settings ``fitgate operator`` read once and put in kopf's memo (its ``config``, if set, wins)."""
-    settings = getattr(memo, "settings", None)
-    settings = settings if isinstance(settings, Settings) else Settings()
-    config = getattr(memo, "config", None)
-    if isinstance(config, OperatorConfig) and config is not settings.operator:
-        settings = dataclasses.replace(settings, operator=config)
-    return settings
+async def operator_startup(
+    *,
+    settings: kopf.OperatorSettings,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    every: Settings,
+    arm_shutdown: Callable[[], None] | None = None,
+    **_: Any,
+) -> None:
+    """Configure kopf, start the metrics server and the node watch, and put the :class:`OperatorMemo` in kopf's memo.
 
-
-def _config(memo: Any) -> OperatorConfig:
-    return _settings(memo).operator
-
-
-@kopf.on.startup()
-async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    """Configure kopf and start the metrics server.
+    Registered by :func:`register` with ``every``, the settings ``fitgate operator`` read (flags applied).
 
     * Progress and the last-handled spec are kept in ``fitgate.io/*`` annotations, never in status
       (the structural schema would prune kopf's fields).
@@ -77,10 +70,9 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
       reported by ``fitgate`` (the "From" column of ``kubectl describe``) and this pod, not by "kopf".
     * The webhook server uses the certificate files the deployment mounts (reloaded when they change),
       and answers malformed AdmissionReview bodies with 400 (:mod:`fitgate.operator.runtime.webhook`).
+    * Then the vLLM workload audit, if configured (:func:`workload_handlers.start_audit`).
     """
-    every = _settings(memo)
     config = every.operator
-    memo.settings, memo.config = every, config
     configure_budgets(every.budgets)  # the parse budgets of user input (issue 22)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="fitgate.io")
     # The resync timer makes kopf put a finalizer on each ModelDeployment (to stop the timer cleanly on
@@ -115,21 +107,28 @@ async def operator_startup(*, settings: kopf.OperatorSettings, memo: Any, logger
     metrics = Metrics()
     auth = MetricsAuth(kubernetes_review()) if config.metrics_auth else None  # issue 22
     await metrics.serve(config.metrics_addr, config.metrics_port, auth)
-    memo.metrics = metrics
-    memo.store = FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every)
-    memo.observer = Observer(
-        *kubernetes_reader(),
-        limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
-        prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
-    )
     nodewatch = NodeWatch(sources=Sources())  # nodes, and the DRA objects and GPU pods (resourcewatch.py)
     nodewatch.start()
-    memo.nodewatch = nodewatch
+    state = OperatorMemo(
+        settings=every,
+        metrics=metrics,
+        store=FactsStore(model_roots=config.model_roots, offline=every.hub.offline, settings=every),
+        observer=Observer(
+            *kubernetes_reader(),
+            limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
+            prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
+        ),
+        nodewatch=nodewatch,
+        configmaps=ConfigMaps() if config.workload_webhook and config.workload_configmaps else None,
+        arm_shutdown=arm_shutdown,
+    )
+    state.attach(memo)
     # Ready (and so behind the webhook Service) once this replica has listed the nodes itself and its
     # webhook server accepts connections.
     webhook = (config.webhook_addr, config.webhook_port) if config.webhook_port else None
     nodewatch.tasks.append(asyncio.create_task(_ready_when_synced(nodewatch, metrics, webhook)))
     nodewatch.tasks.append(asyncio.create_task(nodewatch.changes.follow(nodewatch)))
+    workload_handlers.start_audit(state, logger)
     logger.info("fitgate operator started: webhook port %s, metrics port %s", config.webhook_port, config.metrics_port)
     try:  # a broken user catalog is named once here; each affected ModelDeployment says so too
         users = [e for e in catalog_entries() if e.location != BUILT_IN]
@@ -170,33 +169,46 @@ async def _accepts(addr: str, port: int) -> bool:
 
 
 @kopf.on.cleanup()
-async def operator_cleanup(*, memo: Any, **_: Any) -> None:
-    """Stop the node watch, the checkpoint resolutions (without waiting for a hung Hub) and the metrics server.
+async def operator_cleanup(*, memo: kopf.Memo, **_: Any) -> None:
+    """Stop the audit, the node watch, the checkpoint resolutions (not waiting for a hung Hub), the metrics server.
 
     Out of cluster (``--webhook-managed``), also delete the webhook configurations kopf created and emptied
     (:mod:`fitgate.operator.runtime.managed`). From here on the process has ``FITGATE_SHUTDOWN_SECONDS`` to end
-    (:mod:`fitgate.operator.runtime.shutdown`; ``memo.arm_shutdown`` is set by ``fitgate operator``, not in tests).
+    (:mod:`fitgate.operator.runtime.shutdown`; ``arm_shutdown`` is given by ``fitgate operator``, not in tests).
+    Nothing to stop when start-up failed before it built the state.
     """
-    arm = getattr(memo, "arm_shutdown", None)
-    if callable(arm):
-        arm()
-    config = getattr(memo, "config", None)
-    store = getattr(memo, "store", None)
-    if isinstance(store, FactsStore):
-        store.close()
-    nodewatch = getattr(memo, "nodewatch", None)
-    if isinstance(nodewatch, NodeWatch):
-        nodewatch.stop()
-    observer = getattr(memo, "observer", None)
-    if isinstance(observer, Observer):
-        await observer.close()
-    metrics = getattr(memo, "metrics", None)
-    if isinstance(metrics, Metrics):
-        metrics.ready = False
-        await metrics.close()
-    if isinstance(config, OperatorConfig) and config.webhook_port and config.webhook_managed:
+    state = OperatorMemo.find(memo)
+    if state is None:
+        return
+    if state.arm_shutdown is not None:
+        state.arm_shutdown()
+    for task in state.tasks:
+        task.cancel()
+    state.store.close()
+    state.nodewatch.stop()
+    await state.observer.close()
+    state.metrics.ready = False
+    await state.metrics.close()
+    config = state.config
+    if config.webhook_port and config.webhook_managed:
         for removed in await remove_empty_async(config.webhook_managed):
             logging.getLogger("fitgate").info("removed the empty webhook configuration %s", removed)
+
+
+def register(registry: kopf.OperatorRegistry, every: Settings, arm_shutdown: Callable[[], None] | None = None) -> None:
+    """Register what depends on the settings, before ``kopf.run`` (called once per process by ``run_operator``).
+
+    The start-up handler, given ``every``, and the vLLM workload webhook's paths when ``every`` asks for them
+    (:func:`workload_handlers.register`): decided from the flag-aware settings, not from the environment at
+    import, so ``--webhook-managed`` wins over ``FITGATE_WORKLOAD_WEBHOOK=1`` (``fitgate.settings``: flags win).
+    The other handlers are registered by their decorators (kopf's default registry) when this module is imported.
+    """
+
+    async def startup(**kwargs: Any) -> None:
+        await operator_startup(every=every, arm_shutdown=arm_shutdown, **kwargs)
+
+    kopf.on.startup(id="operator_startup", registry=registry)(startup)
+    workload_handlers.register(registry, every.operator)
 
 
 #: One INFO line per decision: a reconcile that writes a verdict, an admission denial (``[namespace/name] verdict
@@ -211,21 +223,22 @@ async def _reconcile(
     spec: kopf.Spec,
     status: kopf.Status,
     patch: kopf.Patch,
-    memo: Any,
+    memo: kopf.Memo,
     logger: kopf.Logger,
 ) -> float | None:
     started = time.perf_counter()
-    metrics: Metrics = memo.metrics
+    state = OperatorMemo.of(memo)
+    metrics = state.metrics
     outcome = await reconcile(
         raw_spec=spec,
         old_status=dict(status),
         generation=int(body.meta.get("generation") or 0),
         namespace=body.meta.namespace or "",
         name=body.meta.name or "",
-        nodes=memo_inventory(memo),
-        store=memo.store,
+        nodes=state.inventory(),
+        store=state.store,
         metrics=metrics,
-        config=memo.config,
+        config=state.config,
     )
     if outcome.status is not None:
         patch.status.update(outcome.status)
@@ -246,9 +259,9 @@ async def _reconcile(
             ev.reason,
             _short(ev.message, 600),
         )
-    for kind, count in memo.store.errors.items():
+    for kind, count in state.store.errors.items():
         metrics.resolution_errors.labels(kind).inc(count)
-    memo.store.errors.clear()
+    state.store.errors.clear()
     metrics.reconcile_seconds.observe(time.perf_counter() - started)
     return outcome.retry_in_s
 
@@ -262,7 +275,7 @@ async def modeldeployment_reconcile(
     spec: kopf.Spec,
     status: kopf.Status,
     patch: kopf.Patch,
-    memo: Any,
+    memo: kopf.Memo,
     logger: kopf.Logger,
     **_: Any,
 ) -> None:
@@ -279,7 +292,7 @@ async def modeldeployment_resync(
     spec: kopf.Spec,
     status: kopf.Status,
     patch: kopf.Patch,
-    memo: Any,
+    memo: kopf.Memo,
     logger: kopf.Logger,
     stopped: Any = None,
     **_: Any,
@@ -290,11 +303,11 @@ async def modeldeployment_resync(
     placement differ from those the status was planned on, or for ``FITGATE_RESYNC_SECONDS``; kopf
     applies the patch when it returns and calls it again ``_TIMER_GAP_S`` later.
     """
-    nodewatch = getattr(memo, "nodewatch", None)
-    if isinstance(nodewatch, NodeWatch):
-        waiting = asyncio.ensure_future(_until_affected(nodewatch, spec, status, memo, body.meta.namespace or ""))
-        if not await _unless_stopped(waiting, stopped):
-            return
+    state = OperatorMemo.of(memo)
+    resync_s = state.config.resync_s
+    waiting = asyncio.ensure_future(_until_affected(state.nodewatch, spec, status, resync_s, body.meta.namespace or ""))
+    if not await _unless_stopped(waiting, stopped):
+        return
     work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
     await _unless_stopped(asyncio.ensure_future(work), stopped)
 
@@ -326,11 +339,11 @@ async def _stopped(stopped: Any) -> None:
 
 
 async def _until_affected(
-    nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, memo: Any, namespace: str = ""
+    nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, resync_s: float, namespace: str = ""
 ) -> None:
     """Return after an inventory change that affects this deployment, or after the resync period."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + _config(memo).resync_s
+    deadline = loop.time() + resync_s
     seen = nodewatch.changes.version
     while (left := deadline - loop.time()) > 0:
         version = await nodewatch.changes.wait(seen, left)
@@ -362,7 +375,7 @@ async def modeldeployment_reevaluate(
     spec: kopf.Spec,
     status: kopf.Status,
     patch: kopf.Patch,
-    memo: Any,
+    memo: kopf.Memo,
     logger: kopf.Logger,
     **_: Any,
 ) -> None:
@@ -372,20 +385,17 @@ async def modeldeployment_reevaluate(
     again (a new catalog entry, a new Hub revision) and plans against the current GPU nodes.
     """
     with contextlib.suppress(SpecError):
-        memo.store.forget(parse_spec(spec).model)
+        OperatorMemo.of(memo).store.forget(parse_spec(spec).model)
     await _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
 
 
 @kopf.on.delete(*MD, optional=True)
-def modeldeployment_delete(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+def modeldeployment_delete(*, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     """Forget a deleted deployment's metrics and last evaluation (optional: never blocks deletion with a finalizer)."""
     forget(namespace or "", name or "")
-    metrics = getattr(memo, "metrics", None)
-    if isinstance(metrics, Metrics):
-        metrics.forget(namespace or "", name or "")
-    observer = getattr(memo, "observer", None)
-    if isinstance(observer, Observer):
-        observer.forget(namespace or "", name or "")
+    state = OperatorMemo.of(memo)
+    state.metrics.forget(namespace or "", name or "")
+    state.observer.forget(namespace or "", name or "")
 
 
 def _observed(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
@@ -401,15 +411,15 @@ def _observed(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
 
 @kopf.timer(*MD, interval=_TIMER_GAP_S, when=_observed)
 async def modeldeployment_observe(
-    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any
+    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: kopf.Memo, **_: Any
 ) -> None:
     """Read the serving pods (spec.observe) when due: status.observed, PredictionVerified, AtCapacity.
 
     Its own timer, so admission and reconcile never wait for a pod; each read is bounded
     (:mod:`fitgate.operator.observation.observe`).
     """
-    observer: Observer = memo.observer
-    metrics: Metrics = memo.metrics
+    state = OperatorMemo.of(memo)
+    observer, metrics = state.observer, state.metrics
     namespace, name = body.meta.namespace or "", body.meta.name or ""
     try:
         parsed = parse_spec(spec)
@@ -453,7 +463,7 @@ async def modeldeployment_validate(
     spec: kopf.Spec,
     dryrun: bool,
     warnings: list[str],
-    memo: Any,
+    memo: kopf.Memo,
     old: kopf.Body | None = None,
     namespace: str | None = None,
     name: str | None = None,
@@ -465,15 +475,16 @@ async def modeldeployment_validate(
     stopped fitting because a node pool went away must still be annotatable and deletable.
     """
     started = time.perf_counter()
-    metrics: Metrics = memo.metrics
+    state = OperatorMemo.of(memo)
+    metrics = state.metrics
     if old is not None and dict(old.get("spec") or {}) == dict(spec):
         metrics.admission.labels("unchanged").inc()
         return
     outcome = await admit(
         raw_spec=spec,
-        nodes=memo_inventory(memo),
-        store=memo.store,
-        config=memo.config,
+        nodes=state.inventory(),
+        store=state.store,
+        config=state.config,
         dryrun=bool(dryrun),
         namespace=namespace or "",
     )

@@ -82,7 +82,12 @@ def run_operator(
     settings = settings or load()
     config = settings.operator
     namespaces = namespaces or config.namespaces
-    from fitgate.operator.runtime import handlers  # noqa: F401, PLC0415 - registers the handlers with kopf
+    from fitgate.operator.runtime import handlers  # noqa: PLC0415 - its decorators register the handlers with kopf
+
+    registry = kopf.get_default_registry()
+    # What depends on the settings (the start-up handler, the workload webhook's paths) is registered now,
+    # from ``settings`` (flags applied), never at import from the environment.
+    handlers.register(registry, settings, functools.partial(shutdown.arm, config.shutdown_s))
 
     kopf.configure(verbose=verbose, log_prefix=True)  # every line about an object starts with [namespace/name]
     logging.getLogger("kopf.objects").addFilter(DenialsAreNotErrors(verbose))
@@ -97,8 +102,7 @@ def run_operator(
         peering_name=config.peering,
         priority=random.randint(0, 32767) if config.peering else None,
         liveness_endpoint=liveness,
-        memo=kopf.Memo(
-            settings=settings, config=config, arm_shutdown=functools.partial(shutdown.arm, config.shutdown_s)
-        ),
+        registry=registry,
+        memo=kopf.Memo(),  # operator_startup puts the OperatorMemo in it (fitgate.operator.runtime.memo)
     )
     return 0

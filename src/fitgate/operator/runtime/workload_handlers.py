@@ -1,6 +1,8 @@
 """kopf handlers of the second webhook: vLLM workloads (Deployments, StatefulSets, ..., KServe), validate only.
 
-Registered when ``FITGATE_WORKLOAD_WEBHOOK=1`` (the chart sets it with ``workloadWebhook.enabled``).
+Registered at start-up (:func:`register`, called by ``fitgate operator`` before ``kopf.run``) when the settings,
+flags applied, ask for it: ``FITGATE_WORKLOAD_WEBHOOK=1`` (the chart sets it with ``workloadWebhook.enabled``)
+and no ``--webhook-managed``.
 Three webhook paths, each a ValidatingWebhookConfiguration entry of the chart:
 
 * ``/workloads-enforce``: namespaces labelled ``fitgate.io/validate=enforce``: DoesNotFit is denied;
@@ -20,16 +22,13 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import kopf
 
-from fitgate import settings
 from fitgate.operator.base.bounded import DEADLINE_SETTING, read_workload_bounded
-from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import unknown
 from fitgate.operator.decision.logic import AdmissionOutcome
 from fitgate.operator.decision.workloads import (
@@ -43,10 +42,11 @@ from fitgate.operator.decision.workloads import (
 from fitgate.operator.observation.audit import WorkloadAudit
 from fitgate.operator.observation.policyreport import PolicyReports
 from fitgate.operator.observation.workload_observe import WorkloadObserver
-from fitgate.operator.runtime.configmaps import ConfigMaps, unread
-from fitgate.operator.watches.nodewatch import memo_inventory
+from fitgate.operator.runtime.configmaps import unread
+from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.settings import OperatorConfig
 from fitgate.sizing import ReasonCode
+from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.workloads import Reading
 from fitgate.workloads.kinds import admitted_kinds
 
@@ -62,8 +62,9 @@ class ReadingCache:
     """
 
     def __init__(self, size: int = 2048) -> None:
-        self.size = size
-        self._entries: OrderedDict[str, Reading | None] = OrderedDict()
+        # Bound 2048: one entry per distinct engine-relevant pod template (a model and its settings), not per
+        # object; a rollout's ReplicaSets and Pods share one.
+        self._entries: BoundedMemo[str, Reading | None] = BoundedMemo(size)
 
     @staticmethod
     def key(body: Any) -> str:
@@ -81,18 +82,15 @@ class ReadingCache:
         key = self.key(body)
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            hit = self._entries[key]
+        hit = self._entries.get(key)
+        if not isinstance(hit, Miss):
             if hit is None or (hit.namespace, hit.name) == (namespace, name):
                 return hit
             return replace(hit, namespace=namespace, name=name)
         reading = await read_workload_bounded(_plain(body))
         if reading is not None and DEADLINE_SETTING in (reading.unknown or ""):
             return reading  # a read past its deadline (a busy moment) is not remembered: the next one tries again
-        self._entries[key] = reading
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        self._entries.put(key, reading)
         return reading
 
 
@@ -133,7 +131,7 @@ async def validate_workload(
     old: kopf.Body | None,
     dryrun: bool,
     warnings: list[str],
-    memo: Any,
+    memo: kopf.Memo,
 ) -> None:
     """Admission of a vLLM workload; ``path_mode`` is the namespace's (``object``: the annotation only).
 
@@ -152,7 +150,8 @@ async def validate_workload(
         raise
     except Exception as exc:  # hardening (issue 22): one line through the policy, never a 500
         why = f"fitgate could not evaluate this object ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-        outcome = unknown_outcome(body, str(mode), why, memo.config.unknown_policy, dryrun=bool(dryrun))
+        policy = OperatorMemo.of(memo).config.unknown_policy
+        outcome = unknown_outcome(body, str(mode), why, policy, dryrun=bool(dryrun))
         warnings.extend(outcome.warnings)
         if not outcome.allowed:
             raise kopf.AdmissionError(outcome.message, code=outcome.code) from None
@@ -187,30 +186,31 @@ async def _validate(
     old: kopf.Body | None,
     dryrun: bool,
     warnings: list[str],
-    memo: Any,
+    memo: kopf.Memo,
 ) -> None:
 
     started = time.perf_counter()
-    metrics: Metrics = memo.metrics
+    state = OperatorMemo.of(memo)
+    metrics = state.metrics
     reading = await _READINGS.read(body)
     if reading is None:  # runs no vLLM server
         return
     if old is not None and ReadingCache.key(old) == ReadingCache.key(body):  # replicas, labels: nothing to size
         metrics.admission.labels("unchanged").inc()
         return
-    configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
+    configmaps = state.configmaps
     if reading.config_map is not None:  # its --config file, within the budget
         if configmaps is None:
             reading = unread(reading)
         else:
-            resolved = await configmaps.resolve(_plain(body), reading, memo.config.admission_resolve_s)
+            resolved = await configmaps.resolve(_plain(body), reading, state.config.admission_resolve_s)
             if resolved is None:
                 return
             reading = resolved
     verdict = await evaluate_workload(
-        reading, memo_inventory(memo), memo.store, memo.config.admission_resolve_s, blocking=False
+        reading, state.inventory(), state.store, state.config.admission_resolve_s, blocking=False
     )
-    outcome = decide_workload(verdict, mode, memo.config.unknown_policy, dryrun=bool(dryrun))
+    outcome = decide_workload(verdict, mode, state.config.unknown_policy, dryrun=bool(dryrun))
     warnings.extend(w if len(w) <= 1200 else w[:1197] + "..." for w in outcome.warnings)
     metrics.admission.labels(outcome.result).inc()
     metrics.admission_seconds.observe(time.perf_counter() - started)
@@ -226,21 +226,24 @@ async def _validate(
         raise kopf.AdmissionError(outcome.message, code=outcome.code)
 
 
-def _register(path_mode: str) -> None:
+#: The three webhook paths (``/workloads-<mode>``), each a ValidatingWebhookConfiguration entry of the chart.
+PATH_MODES = ("enforce", "warn", "object")
+
+
+def _handler(path_mode: str) -> Callable[..., Awaitable[None]]:
     async def handler(
         *,
         body: kopf.Body,
         dryrun: bool,
         warnings: list[str],
-        memo: Any,
+        memo: kopf.Memo,
         old: kopf.Body | None = None,
         **_: Any,
     ) -> None:
         await validate_workload(path_mode, body=body, old=old, dryrun=dryrun, warnings=warnings, memo=memo)
 
     handler.__name__ = handler.__qualname__ = f"workload_validate_{path_mode}"
-    for group, version, plural in WORKLOAD_RESOURCES:
-        kopf.on.validate(group, version, plural, id=f"workloads-{path_mode}", operations=["CREATE", "UPDATE"])(handler)
+    return handler
 
 
 def enabled(config: OperatorConfig) -> bool:
@@ -252,76 +255,62 @@ def enabled(config: OperatorConfig) -> bool:
     return config.workload_webhook and not config.webhook_managed
 
 
-def _configured() -> OperatorConfig:
-    """The settings kopf's registration (at import) is decided by; a bad value stops ``fitgate operator`` anyway."""
-    try:
-        return settings.load().operator
-    except settings.SettingsError:
-        return OperatorConfig()
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> bool:
+    """Register the three workload paths in ``registry`` when :func:`enabled`; whether it did.
 
-
-if enabled(_configured()):
-    for _mode in ("enforce", "warn", "object"):
-        _register(_mode)
-
-
-@kopf.on.startup()
-async def workload_audit_startup(*, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    """Start the audit of existing vLLM workloads when ``FITGATE_WORKLOAD_AUDIT_SECONDS`` > 0.
-
-    It waits for this replica's node list (the inventory) and evaluates with the shared store, blocking
-    up to the reconcile resolution timeout for a checkpoint (it is no admission).
+    ``config`` is the one ``fitgate operator`` runs with, its flags applied: the paths follow
+    ``--webhook-managed`` even when ``FITGATE_WORKLOAD_WEBHOOK=1`` is in the environment.
     """
-    config: OperatorConfig = memo.config if isinstance(getattr(memo, "config", None), OperatorConfig) else _configured()
     if config.workload_webhook and not enabled(config):
-        logger.warning(
+        logging.getLogger("fitgate").warning(
             "FITGATE_WORKLOAD_WEBHOOK is ignored with a kopf-managed webhook configuration (no namespace selector)"
         )
-    if config.workload_webhook and config.workload_configmaps:
-        memo.configmaps = ConfigMaps()
+    if not enabled(config):
+        return False
+    for path_mode in PATH_MODES:
+        handler = _handler(path_mode)
+        for group, version, plural in WORKLOAD_RESOURCES:
+            kopf.on.validate(
+                group, version, plural, id=f"workloads-{path_mode}", operations=["CREATE", "UPDATE"], registry=registry
+            )(handler)
+    return True
+
+
+def start_audit(state: OperatorMemo, logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+    """Start the audit of existing vLLM workloads when ``FITGATE_WORKLOAD_AUDIT_SECONDS`` > 0.
+
+    Called by ``operator_startup`` once it has built ``state``. The audit waits for this replica's node
+    list (the inventory) and evaluates with the shared store, blocking up to the reconcile resolution
+    timeout for a checkpoint (it is no admission). Its task is in ``state.tasks``: cleanup cancels it.
+    """
+    config = state.config
     period = config.workload_audit_s
     if not period:
         return
 
     async def evaluate(reading: Reading) -> WorkloadVerdict:
-        nodewatch = getattr(memo, "nodewatch", None)
-        while nodewatch is not None and not nodewatch.synced.is_set():
+        while not state.nodewatch.synced.is_set():
             await asyncio.sleep(0.2)
         return await evaluate_workload(
-            reading, memo_inventory(memo), memo.store, memo.config.reconcile_resolve_s, blocking=True
+            reading, state.inventory(), state.store, config.reconcile_resolve_s, blocking=True
         )
 
-    async def audit() -> None:
-        while getattr(memo, "metrics", None) is None or getattr(memo, "store", None) is None:
-            await asyncio.sleep(0.1)  # operator_startup (registered after this handler) sets them
-        configmaps: ConfigMaps | None = getattr(memo, "configmaps", None)
+    async def read(obj: dict[str, Any]) -> Reading | None:
+        reading = await read_workload_bounded(obj)
+        if reading is None or reading.config_map is None:
+            return reading
+        if state.configmaps is None:
+            return unread(reading)
+        return await state.configmaps.resolve(obj, reading, config.reconcile_resolve_s)
 
-        async def read(obj: dict[str, Any]) -> Reading | None:
-            reading = await read_workload_bounded(obj)
-            if reading is None or reading.config_map is None:
-                return reading
-            if configmaps is None:
-                return unread(reading)
-            return await configmaps.resolve(obj, reading, memo.config.reconcile_resolve_s)
-
-        observer = WorkloadObserver(memo.observer, memo.metrics) if config.workload_observe else None
-        audit = WorkloadAudit(
-            objects=config.workload_audit_objects,
-            read=read,
-            observer=observer,
-            annotate=config.workload_annotate,
-            reports=PolicyReports() if config.workload_policy_reports else None,
-        )
-        await audit.run(period, evaluate, memo.metrics)
-
-    memo.workload_audit = asyncio.create_task(audit())
+    observer = WorkloadObserver(state.observer, state.metrics) if config.workload_observe else None
+    audit = WorkloadAudit(
+        objects=config.workload_audit_objects,
+        read=read,
+        observer=observer,
+        annotate=config.workload_annotate,
+        reports=PolicyReports() if config.workload_policy_reports else None,
+    )
+    state.tasks.append(asyncio.create_task(audit.run(period, evaluate, state.metrics)))
     observing = ", reading their pods' /metrics" if config.workload_observe else ""
     logger.info("vLLM workload audit every %.0f s%s", period, observing)
-
-
-@kopf.on.cleanup()
-async def workload_audit_cleanup(*, memo: Any, **_: Any) -> None:
-    """Stop the audit."""
-    task = getattr(memo, "workload_audit", None)
-    if isinstance(task, asyncio.Task):
-        task.cancel()

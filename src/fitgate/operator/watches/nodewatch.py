@@ -184,14 +184,3 @@ class InventoryChanges:
             if nodewatch.version != self.version:
                 await self.changed(nodewatch.version)
             await asyncio.sleep(period_s)
-
-
-def memo_inventory(memo: Any) -> Inventory:
-    """The GPU inventory admission and reconcile use: this replica's own node watch (``memo.nodewatch``).
-
-    It is kept current on standby replicas too (kopf peering pauses their kopf watches). Empty until it
-    has listed the nodes; the replica is not ready (not behind the webhook Service) before that. Here, not in
-    the handlers, so that the ModelDeployment handlers and the workload handlers both import it one way.
-    """
-    nodewatch = getattr(memo, "nodewatch", None)
-    return nodewatch.inventory() if isinstance(nodewatch, NodeWatch) else Inventory(())

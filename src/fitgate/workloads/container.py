@@ -1,0 +1,343 @@
+"""Reading the container of a pod that runs vLLM into a :class:`Reading`: its command line, ``--config``, env.
+
+Finds the vLLM container (:func:`_find_vllm`), merges its ``--config`` file from a ConfigMap under the
+command line (vLLM's order), and builds the :class:`Reading` from the flags (:mod:`fitgate.workloads.flags`),
+the image's release, the GPU limit and the placement. Which container of which object is
+:mod:`fitgate.workloads.reader`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from fitgate.workloads.argv import (
+    CommandError,
+    EngineCommand,
+    config_file_flags,
+    container_env,
+    find_engine_command,
+    long_name,
+    ray_cluster_size,
+)
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
+from fitgate.workloads.flags import (
+    _NOT_MODELLED,
+    _RUNTIME_QUANTIZATIONS,
+    _SERVING_FLAGS,
+    MEMORY_ENV,
+    _convert,
+    _expert_parallel,
+    _flag,
+    _issue20_serving,
+    _speculative,
+    _UnknownValueError,
+    data_parallel_ranks,
+)
+from fitgate.workloads.podspec import (
+    as_dict,
+    as_list,
+    claim_template_of,
+    gpu_limit_of,
+    hami_share_of,
+    image_repo_tag,
+    memory_limit_of,
+    placement_of,
+    release_of_image,
+    runai_share_of,
+    tolerations_of,
+    vllm_image,
+)
+from fitgate.workloads.reading import Reading, WorkloadError
+
+#: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
+MODEL_ANNOTATION = "fitgate.io/model"
+MODEL_ANNOTATION_HINT = (
+    f"fitgate cannot read the model there; name what it holds with the annotation {MODEL_ANNOTATION}: "
+    "org/name[@revision] (and keep it offline with `fitgate catalog add org/name`)"
+)
+_ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,96})(?:@([A-Za-z0-9_./-]{1,96}))?$")
+
+# ---------------------------------------------------------------------------------------------
+# --config files from ConfigMaps
+
+
+#: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
+    """(ConfigMap name, key) of the file ``--config PATH`` reads, or why it is not a ConfigMap's file."""
+    volumes = {v.get("name"): v for v in (as_dict(x) for x in as_list(pod.get("volumes")))}
+    for mount in (as_dict(m) for m in as_list(container.get("volumeMounts"))):
+        mount_path = str(mount.get("mountPath", "")).rstrip("/")
+        if not mount_path or not (path == mount_path or path.startswith(mount_path + "/")):
+            continue
+        volume = as_dict(volumes.get(mount.get("name")))
+        cm = as_dict(volume.get("configMap"))
+        if not cm:
+            return f"--config {path}: volume {mount.get('name')} is not a ConfigMap"
+        rel = str(mount.get("subPath") or path[len(mount_path) + 1 :])
+        key = next(
+            (str(i.get("key")) for i in (as_dict(x) for x in as_list(cm.get("items"))) if i.get("path") == rel), rel
+        )
+        return str(cm.get("name")), key
+    return f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
+
+
+def _config_flags(
+    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:
+    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+
+    Returns (flags, "", (name, key), flag -> its key in the file as written) or (None, why not, (name, key)
+    of the ConfigMap when it was not given, {}).
+    """
+    ref = config_ref(path, container, pod)
+    if isinstance(ref, str):
+        return None, ref, None, {}
+    name, key = ref
+    data = configmaps.get(name)
+    if data is None:
+        return None, f"--config {path}: ConfigMap {name} (key {key}) is not in the manifests read", ref, {}
+    if key not in data:
+        return None, f"--config {path}: ConfigMap {name} has no key {key}", None, {}
+    if len(data[key].encode()) > MAX_CONFIG_BYTES:
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} holds more than {MAX_CONFIG_BYTES} bytes")
+    try:  # aliases, nodes and depth counted before anything is built (bounds.py, issue 22)
+        loaded = load_yaml(data[key])
+    except yaml.YAMLError as exc:
+        text = " ".join(str(exc).split())[:300]
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key} is not YAML: {text}") from None
+    except BudgetError as exc:
+        raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
+    flags = config_file_flags(loaded)
+    keys = {long_name(f"--{k}"): str(k) for k in loaded}
+    return flags, "", ref, {f: keys[f] for f in flags if f in keys}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading one container
+
+
+@dataclass
+class _Found:
+    container: dict[str, Any]
+    pod: dict[str, Any]
+    engine: EngineCommand
+    env: dict[str, str]
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # see Reading.origins
+
+
+_VAR_WORD = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _env_origins(
+    command: list[str], args: list[str], env: Mapping[str, str], entrypoint: bool
+) -> dict[str, tuple[str, ...]]:
+    """Flags whose whole value is one variable of the container's env: flag -> ("env", VAR, as written).
+
+    The command line read again with nothing expanded: ``--max-model-len $(MAXLEN)`` (Kubernetes) or
+    ``$MAXLEN`` / ``${MAXLEN}`` (a shell script) keeps its variable.
+    """
+    try:
+        raw = find_engine_command(command, args, {}, image_entrypoint=entrypoint)
+    except CommandError:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    for flag, value in (raw.flags if raw is not None else {}).items():
+        m = _VAR_WORD.fullmatch(value)
+        name = m and (m.group(1) or m.group(2) or m.group(3))
+        if name and name in env:
+            out[flag] = ("env", name, value)
+    return out
+
+
+def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:
+    """The first container of a pod spec that runs a vLLM server (``platform_env``: what LWS injects)."""
+    for container in (as_dict(c) for c in as_list(pod.get("containers"))):
+        image = str(container.get("image") or "")
+        if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
+            continue  # vLLM's CPU backend: no GPU to check
+        is_vllm, entrypoint = vllm_image(image)
+        budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
+        env = container_env(container.get("env"), budget, platform_env)
+        try:
+            engine = find_engine_command(
+                [str(w) for w in as_list(container.get("command"))],
+                [str(w) for w in as_list(container.get("args"))],
+                env,
+                image_entrypoint=is_vllm and entrypoint,
+                budget=budget,
+            )
+        except CommandError as exc:
+            raise WorkloadError(f"container {container.get('name')}: {exc}") from None
+        if engine is not None:
+            command = [str(w) for w in as_list(container.get("command"))]
+            args = [str(w) for w in as_list(container.get("args"))]
+            origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
+            return _Found(container, pod, engine, env, origins)
+    return None
+
+
+def read_container(
+    found: _Found, configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None, dict[str, tuple[str, ...]]]:
+    """The engine flags of a container (``--config`` merged under the command line), unknown, notes.
+
+    Then the (ConfigMap, key) its ``--config`` file comes from, if any, and where each flag's value was
+    written when not on the command line as a literal (:attr:`Reading.origins`).
+    """
+    flags = dict(found.engine.flags)
+    notes: list[str] = []
+    unknown: str | None = None
+    ref: tuple[str, str] | None = None
+    config = flags.pop("--config", None)
+    origins = dict(found.origins)
+    if config is not None:
+        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps)
+        if from_file is None:
+            unknown = why
+        else:
+            for flag in from_file.keys() - flags.keys():
+                origins[flag] = ("config", *(ref or ("?", "?")), keys.get(flag, flag[2:]))
+            flags = {**from_file, **flags}  # vLLM: command line > config file > defaults
+    for name, default in MEMORY_ENV.items():
+        if name in found.env and found.env[name] != default:
+            notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
+    return flags, unknown, notes, ref, origins
+
+
+def _reading(
+    kind: str,
+    meta: dict[str, Any],
+    found: _Found,
+    configmaps: Mapping[str, Mapping[str, str]],
+    *,
+    model: str | None = None,
+    extra_flags: Mapping[str, str] | None = None,
+    extra_origins: Mapping[str, tuple[str, ...]] | None = None,
+    gpus_per_replica: int | None = None,
+    pods_per_replica: int = 1,
+    notes: tuple[str, ...] = (),
+    pod_annotations: Mapping[str, Any] | None = None,
+) -> Reading:
+    container = found.container
+    cname = str(container.get("name") or "?")
+    base = Reading(
+        kind=kind,
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or "?"),
+        container=cname,
+        how=found.engine.how,
+        model=model or found.engine.flags.get("--model") or found.engine.model,  # named even when unreadable
+    )
+    try:
+        flags, unknown, more, ref, origins = read_container(found, configmaps)
+        origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
+        flags = {**(extra_flags or {}), **flags}
+        version, version_note = release_of_image(str(container.get("image") or ""), found.env)
+        resource, per_pod = gpu_limit_of(container)
+        selector, placement_notes = placement_of(found.pod)
+        hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
+        serving: dict[str, Any] = {}
+        for flag, (fld, conv) in _SERVING_FLAGS.items():
+            if flag not in flags:
+                continue
+            value = flags[flag]
+            if conv == "quantization":
+                if value in _RUNTIME_QUANTIZATIONS:
+                    serving[fld] = value
+                else:
+                    more.append(f"--quantization {value}: read from the checkpoint's own config")
+                continue
+            if flag == "--max-model-len" and value in ("-1", "auto"):
+                more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
+                continue
+            serving[fld] = _convert(flag, value, conv)
+        if "--speculative-config" in flags:
+            speculative = _speculative(flags["--speculative-config"], more)
+            if speculative is not None:
+                serving["speculativeConfig"] = speculative
+        serving.update(_expert_parallel(flags, found.env, version, more))
+        serving.update(_issue20_serving(flags, more))
+        name = model or flags.get("--model") or found.engine.model
+        if name is not None and "$(" in name:
+            raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
+        more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
+        location = name if name is not None and ("://" in name or name.startswith("/")) else None
+        served = flags.get("--served-model-name", "").split(" ")[0]
+        if location is not None and _ANNOTATED.match(served):  # a hint only: a served name is whatever one chose
+            more.append(
+                f"model {location} is served as {served}: if it holds that, annotate {MODEL_ANNOTATION}: {served}"
+            )
+        if (
+            name is not None and "://" in name and unknown is None
+        ):  # s3://, gs://, pvc://: not a directory fitgate reads
+            unknown = f"model {name}: {MODEL_ANNOTATION_HINT}"
+        if name is None and unknown is None:
+            name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
+            more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
+        ray = ray_cluster_size([str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))])
+        if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
+            # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
+            pods_per_replica, gpus_per_replica = ray, per_pod * ray
+        dp = data_parallel_ranks(flags, pods_per_replica)
+    except (_UnknownValueError, BudgetError) as exc:
+        return _finish(base, unknown=str(exc))
+    except WorkloadError as exc:
+        return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
+    all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
+    return _finish(
+        Reading(
+            kind=base.kind,
+            namespace=base.namespace,
+            name=base.name,
+            container=cname,
+            how=found.engine.how,
+            model=name,
+            revision=flags.get("--revision"),
+            serving=serving,
+            vllm_version=version,
+            gpu_resource=resource or "nvidia.com/gpu",
+            gpus_per_replica=per_pod if gpus_per_replica is None else gpus_per_replica,
+            pods_per_replica=pods_per_replica,
+            data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
+            node_selector=selector,
+            claim_template=claim_template_of(container, found.pod),
+            tolerations=tolerations_of(found.pod),
+            gpu_share=hami,
+            unknown=unknown,
+            notes=all_notes,
+            warnings=(version_note,) if version_note else (),
+            model_location=location,
+            args=flags,
+            config_map=ref,
+            origins=origins,
+            memory_limit_bytes=memory_limit_of(container),
+        )
+    )
+
+
+#: An invalid / unknown message is one line of at most this many characters (a hostile value is not echoed whole).
+MAX_WHY_CHARS = 500
+
+
+def _finish(reading: Reading, **changes: Any) -> Reading:
+    values = {**reading.__dict__, **changes}
+    for key in ("invalid", "unknown"):  # hardening (issue 22): one line, bounded
+        if isinstance(values.get(key), str):
+            why = " ".join(str(values[key]).split())
+            values[key] = why if len(why) <= MAX_WHY_CHARS else why[: MAX_WHY_CHARS - 3] + "..."
+    values["fingerprint"] = ""
+    text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
+    values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return Reading(**values)
