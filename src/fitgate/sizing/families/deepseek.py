@@ -10,16 +10,8 @@ from dataclasses import replace
 
 from fitgate.sizing.config_reader import ConfigReader, mtp_layers
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    dense_mlp,
-    moe_from,
-    moe_layers,
-    routes_to_experts,
-)
-from fitgate.sizing.model import (
-    MLA,
-    Layer,
-)
+from fitgate.sizing.families.common import dense_mlp, moe_from, moe_layers, routes_to_experts
+from fitgate.sizing.model import MLA, Layer
 
 #: ``config.json:architectures[0]`` values read by the mla family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

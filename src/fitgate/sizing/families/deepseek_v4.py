@@ -9,14 +9,8 @@ from typing import Any
 from fitgate.sizing.config_reader import ConfigReader, mtp_layers
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    moe_from,
-)
-from fitgate.sizing.model import (
-    CompressedSparseMLA,
-    Layer,
-    Quantization,
-)
+from fitgate.sizing.families.common import moe_from
+from fitgate.sizing.model import CompressedSparseMLA, Layer, Quantization
 
 #: ``config.json:architectures[0]`` values read by the deepseek_v4 family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

@@ -10,17 +10,8 @@ from collections.abc import Mapping
 from fitgate.sizing.config_reader import MAX_REASONABLE, ConfigReader
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
-from fitgate.sizing.families.common import (
-    layer_types,
-)
-from fitgate.sizing.model import (
-    Attention,
-    DenseMLP,
-    FeedForward,
-    Layer,
-    MoE,
-    PerLayerEmbedding,
-)
+from fitgate.sizing.families.common import layer_types
+from fitgate.sizing.model import Attention, DenseMLP, FeedForward, Layer, MoE, PerLayerEmbedding
 
 #: ``config.json:architectures[0]`` values read by the gemma4 family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from fitgate.sizing.config_reader import ConfigReader
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
-from fitgate.sizing.families.common import (
-    attention,
-    layer_types,
-)
-from fitgate.sizing.model import (
-    DenseMLP,
-    FeedForward,
-    Layer,
-    Mamba,
-    MoE,
-)
+from fitgate.sizing.families.common import attention, layer_types
+from fitgate.sizing.model import DenseMLP, FeedForward, Layer, Mamba, MoE
 
 #: ``config.json:architectures[0]`` values read by the granite_hybrid family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = ("GraniteMoeHybridForCausalLM",)

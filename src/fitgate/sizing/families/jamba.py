@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from fitgate.sizing.config_reader import ConfigReader
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-    moe_from,
-)
-from fitgate.sizing.model import (
-    Layer,
-    Mamba,
-    Mixer,
-)
+from fitgate.sizing.families.common import attention, dense_mlp, moe_from
+from fitgate.sizing.model import Layer, Mamba, Mixer
 
 #: ``config.json:architectures[0]`` values read by the jamba family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = ("JambaForCausalLM",)

@@ -7,14 +7,7 @@ from collections.abc import Mapping
 from fitgate.sizing.config_reader import MAX_REASONABLE, ConfigReader, mtp_layers
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.model import (
-    MLA,
-    DenseMLP,
-    Layer,
-    LinearAttention,
-    MoE,
-    Quantization,
-)
+from fitgate.sizing.model import MLA, DenseMLP, Layer, LinearAttention, MoE, Quantization
 
 #: ``config.json:architectures[0]`` values read by the kimi_k3 family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

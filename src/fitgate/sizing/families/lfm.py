@@ -5,17 +5,8 @@ from __future__ import annotations
 from fitgate.sizing.config_reader import ConfigReader
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-    layer_types,
-)
-from fitgate.sizing.model import (
-    DenseMLP,
-    Layer,
-    MoE,
-    ShortConv,
-)
+from fitgate.sizing.families.common import attention, dense_mlp, layer_types
+from fitgate.sizing.model import DenseMLP, Layer, MoE, ShortConv
 
 #: ``config.json:architectures[0]`` values read by the lfm2 family (vllm/model_executor/models/registry.py).
 LFM2_ARCHITECTURES: tuple[str, ...] = (

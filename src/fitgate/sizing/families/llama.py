@@ -10,14 +10,8 @@ from dataclasses import replace
 
 from fitgate.sizing.config_reader import ConfigReader
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-    sliding_pattern,
-)
-from fitgate.sizing.model import (
-    Layer,
-)
+from fitgate.sizing.families.common import attention, dense_mlp, sliding_pattern
+from fitgate.sizing.model import Layer
 
 #: ``config.json:architectures[0]`` values read by the llama family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from fitgate.sizing.config_reader import ConfigReader
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-)
-from fitgate.sizing.model import (
-    DenseMLP,
-    Layer,
-    MoE,
-)
+from fitgate.sizing.families.common import attention, dense_mlp
+from fitgate.sizing.model import DenseMLP, Layer, MoE
 
 #: ``config.json:architectures[0]`` values read by the llama4 family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

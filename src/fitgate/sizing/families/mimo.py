@@ -5,16 +5,8 @@ from __future__ import annotations
 from fitgate.sizing.config_reader import MAX_POSITIONS, ConfigReader
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-    moe_from,
-    moe_layers,
-)
-from fitgate.sizing.model import (
-    Attention,
-    Layer,
-)
+from fitgate.sizing.families.common import attention, dense_mlp, moe_from, moe_layers
+from fitgate.sizing.model import Attention, Layer
 
 #: ``config.json:architectures[0]`` values read by the mimo_v2 family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

@@ -12,17 +12,8 @@ from dataclasses import replace
 from fitgate.sizing.config_reader import ConfigReader, mtp_layers
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
-from fitgate.sizing.families.common import (
-    attention,
-    dense_ffn,
-    moe_from,
-    moe_layers,
-    sliding_pattern,
-)
-from fitgate.sizing.model import (
-    Attention,
-    Layer,
-)
+from fitgate.sizing.families.common import attention, dense_ffn, moe_from, moe_layers, sliding_pattern
+from fitgate.sizing.model import Attention, Layer
 
 #: ``config.json:architectures[0]`` values read by the moe family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (

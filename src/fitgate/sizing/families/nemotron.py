@@ -13,18 +13,8 @@ from dataclasses import replace
 from fitgate.sizing.config_reader import MAX_REASONABLE, ConfigReader
 from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    attention,
-    moe_from,
-)
-from fitgate.sizing.model import (
-    Attention,
-    DenseMLP,
-    FeedForward,
-    Layer,
-    Mamba,
-    Mixer,
-)
+from fitgate.sizing.families.common import attention, moe_from
+from fitgate.sizing.model import Attention, DenseMLP, FeedForward, Layer, Mamba, Mixer
 
 #: ``config.json:architectures[0]`` values read by the nemotron_h family (vllm/model_executor/models/registry.py).
 NEMOTRON_H_ARCHITECTURES: tuple[str, ...] = ("NemotronHForCausalLM",)

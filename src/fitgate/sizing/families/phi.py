@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from fitgate.sizing.config_reader import ConfigReader
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-)
-from fitgate.sizing.model import (
-    Layer,
-)
+from fitgate.sizing.families.common import attention, dense_mlp
+from fitgate.sizing.model import Layer
 
 #: ``config.json:architectures[0]`` values read by the phi2 family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = ("PhiForCausalLM",)

@@ -4,19 +4,8 @@ from __future__ import annotations
 
 from fitgate.sizing.config_reader import ConfigReader, mtp_layers
 from fitgate.sizing.families.base import Family, FamilyLayers
-from fitgate.sizing.families.common import (
-    attention,
-    dense_mlp,
-    layer_types,
-    moe_from,
-    routes_to_experts,
-)
-from fitgate.sizing.model import (
-    Attention,
-    FeedForward,
-    Layer,
-    LinearAttention,
-)
+from fitgate.sizing.families.common import attention, dense_mlp, layer_types, moe_from, routes_to_experts
+from fitgate.sizing.model import Attention, FeedForward, Layer, LinearAttention
 
 #: ``config.json:architectures[0]`` values read by the qwen3_next family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (
