@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitgate.sizing.cudagraphs import GraphCounts, capture_sizes, cuda_graph_estimate_bytes, graph_counts
+from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.units import GiB, MiB
 from fitgate.sizing.versions import VllmAccounting
@@ -75,9 +76,9 @@ def estimate_profile(
     max_num_seqs: int,
     enforce_eager: bool,
     accounting: VllmAccounting,
-    fabric: str = "pcie",
+    gpu: GpuModel | None = None,
+    interconnect: str = "pcie",
     pooling: bool = False,
-    compute_capability: str | None = None,
     decode_query_len: int = 1,
     moe_tp: int | None = None,
     all2all_bytes: int = 0,
@@ -85,6 +86,8 @@ def estimate_profile(
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
+    ``gpu`` and ``interconnect`` (what connects its TP ranks): the board's generation traits from the
+    GPU catalog (NVSwitch, all-reduce workspace, compute capability); None sizes a GPU without any.
     ``moe_tp``: GPUs each expert is TP-sharded over (1 with expert parallelism, TP x DP without;
     :mod:`fitgate.sizing.parallel`), default ``tp``. ``all2all_bytes``: the all2all backend's buffers,
     allocated after the start snapshot, so part of the non-torch increase.
@@ -118,7 +121,7 @@ def estimate_profile(
         sampler_bytes=sampler,
         forward_bytes=forward,
         moe_workspace_bytes=workspace,
-        non_torch_bytes=non_torch_bytes(tp, pp, accounting, fabric) + all2all_bytes,
+        non_torch_bytes=non_torch_bytes(tp, pp, accounting, gpu, interconnect) + all2all_bytes,
         cuda_graph_bytes=0
         if enforce_eager
         else cuda_graph_bytes(
@@ -127,23 +130,16 @@ def estimate_profile(
             accounting,
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens,
-            compute_capability=compute_capability,
+            compute_capability=gpu.compute_capability if gpu is not None else None,
             decode_query_len=decode_query_len,
             graph_cases=graph_cases,
         ),
     )
 
 
-#: FlashInfer's all-reduce workspace per GPU (flashinfer_all_reduce.py 0.33.0 L142-250: sized for
-#: max_size per capability and world size), created lazily in the profiling pass from 0.29.0, when
-#: VLLM_ALLREDUCE_USE_FLASHINFER became "1" (envs.py 0.29.0 L1864-1865). Hopper / Blackwell only.
-_FLASHINFER_AR_BYTES = {
-    "hopper": {2: 64 * MiB, 4: 2 * MiB, 8: MiB // 2},
-    "blackwell": {2: 64 * MiB, 4: 32 * MiB, 8: MiB},
-}
-
-
-def non_torch_bytes(tp: int, pp: int, accounting: VllmAccounting, fabric: str = "pcie") -> int:
+def non_torch_bytes(
+    tp: int, pp: int, accounting: VllmAccounting, gpu: GpuModel | None = None, interconnect: str = "pcie"
+) -> int:
     """Growth of non-torch memory during profiling, by what the box allocates after the start snapshot.
 
     From vLLM's source (docs/vllm-releases.md section 5): NCCL communicators (warmed up), custom
@@ -151,21 +147,23 @@ def non_torch_bytes(tp: int, pp: int, accounting: VllmAccounting, fabric: str = 
     ``init_worker_distributed_environment``, *before* the snapshot, so they sit outside the budget on
     every box. What grows during the profiling pass is cuBLAS / attention workspaces (the TP1
     figure: 0.25 GiB on 0.18+, 0.13 GiB before, fitted on the calibration logs) plus, on NVSwitch
-    boards (``fabric`` ``nvswitch-hopper`` or ``nvswitch-blackwell``: SXM / NVL boards of those
-    generations), NCCL's NVLink SHARP buffers, allocated on the first collectives of the profiling
-    forward: the 0.19 H100 SXM logs measured 2.07 GiB at TP2 and ~0.04 GiB more per two ranks
-    (fitted on 8 TP2/TP4 runs), 0.55 GiB at TP2 before 0.18. PCIe cards and NVLink bridges without
+    boards (``gpu.nvswitch_sharp(interconnect)``: SXM / NVL boards of the generations gpus.json marks
+    ``nvlink_sharp``, Hopper and Blackwell), NCCL's NVLink SHARP buffers, allocated on the first
+    collectives of the profiling forward: the 0.19 H100 SXM logs measured 2.07 GiB at TP2 and ~0.04 GiB
+    more per two ranks (fitted on 8 TP2/TP4 runs), 0.55 GiB at TP2 before 0.18. PCIe cards and NVLink bridges without
     NVSwitch add nothing TP-specific after the snapshot (8 x L40S TP8 on 0.10.2 measured 0.18 GiB,
-    like TP1), and from 0.29 FlashInfer's all-reduce workspace joins on Hopper/Blackwell. Pipeline
+    like TP1), and from 0.29 FlashInfer's all-reduce workspace joins on those boards
+    (``gpu.flashinfer_allreduce_bytes``: flashinfer_all_reduce.py 0.33.0 L142-250, created lazily in the
+    profiling pass since VLLM_ALLREDUCE_USE_FLASHINFER became "1", envs.py 0.29.0 L1864-1865). Pipeline
     stages without tensor parallelism measured 0.07 GiB.
     """
     recent = accounting.version >= (0, 18, 0) and accounting.engine == "V1"
     base = int(0.25 * GiB) if recent else int(0.13 * GiB)
     if tp > 1:
-        nvswitch = fabric.startswith("nvswitch-")
+        nvswitch = gpu is not None and gpu.nvswitch_sharp(interconnect)
         total = (int((2.07 + 0.04 * (tp - 2)) * GiB) if recent else int(0.55 * GiB)) if nvswitch else base
-        if nvswitch and accounting.version >= (0, 29, 0):
-            total += _FLASHINFER_AR_BYTES[fabric.removeprefix("nvswitch-")].get(tp, 0)
+        if gpu is not None and nvswitch and accounting.version >= (0, 29, 0):
+            total += gpu.flashinfer_allreduce_bytes(tp)
         return total
     if pp > 1:
         return int(0.07 * GiB)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import GiB
@@ -32,20 +34,45 @@ class GpuModel:
     memory_bandwidth_gbps: float = 0.0
     bf16_dense_tflops: float = 0.0
     interconnect: str = "pcie"  # "nvlink": SXM/NVL boards whose GPUs talk over NVLink/NVSwitch
+    # --- generation traits (issue 25): data/gpus.json "generations", read by _catalog; none for custom GPUs ---
+    #: Its NVLink boards connect through NVSwitch with NVLink SHARP (NCCL's NVLS buffers in the profiling pass).
+    nvlink_sharp: bool = False
+    #: (TP world size, bytes) of FlashInfer's all-reduce workspace on those boards from vLLM 0.29.
+    flashinfer_allreduce_workspace_bytes: tuple[tuple[int, int], ...] = ()
+    #: Tokens per KV block of the MLA backend vLLM picks by default on this GPU.
+    mla_block_size: int = 16
 
     @property
     def is_a100(self) -> bool:
         """VLLM gives A100s the small default batch even with 80 GB (its name test is 'a100')."""
         return "a100" in self.name.lower()
 
+    def nvswitch_sharp(self, interconnect: str) -> bool:
+        """Whether TP ranks on this board talk through NVSwitch with NVLink SHARP (``interconnect`` as served)."""
+        return interconnect == "nvlink" and self.nvlink_sharp
+
+    def flashinfer_allreduce_bytes(self, tp: int) -> int:
+        """FlashInfer's all-reduce workspace at ``tp`` ranks (0 where vLLM builds none for this GPU)."""
+        return dict(self.flashinfer_allreduce_workspace_bytes).get(tp, 0)
+
 
 def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", name.lower())
 
 
+def _workspace(value: Mapping[str, int]) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted((int(tp), int(size)) for tp, size in value.items()))
+
+
 @lru_cache(maxsize=1)
 def _catalog() -> tuple[tuple[GpuModel, ...], dict[str, GpuModel]]:
     raw = json.loads(resources.files("fitgate.sizing").joinpath("data/gpus.json").read_text())
+    generations = raw["generations"]
+
+    def trait(g: Mapping[str, Any], key: str, default: Any) -> Any:
+        """The GPU's own value, else its generation's, else the default."""
+        return g.get(key, generations.get(g["architecture"], {}).get(key, default))
+
     models = tuple(
         GpuModel(
             name=g["name"],
@@ -59,6 +86,9 @@ def _catalog() -> tuple[tuple[GpuModel, ...], dict[str, GpuModel]]:
             memory_bandwidth_gbps=float(g["memory_bandwidth_gbps"]),
             bf16_dense_tflops=float(g["bf16_dense_tflops"]),
             interconnect=str(g.get("interconnect", "pcie")),
+            nvlink_sharp=bool(trait(g, "nvlink_sharp", False)),
+            flashinfer_allreduce_workspace_bytes=_workspace(trait(g, "flashinfer_allreduce_workspace_bytes", {})),
+            mla_block_size=int(trait(g, "mla_block_size", 16)),
         )
         for g in raw["gpus"]
     )

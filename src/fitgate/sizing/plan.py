@@ -290,7 +290,7 @@ def _block_sparse(arch: ModelArchitecture) -> bool:
 
 
 def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
-    """16 on CUDA and ROCm; MLA on Blackwell uses CUTLASS MLA with 128-token blocks; sparse MLA 64.
+    """16 on CUDA and ROCm; MLA the GPU's MLA backend block (gpus.json: CUTLASS MLA's 128 on Blackwell); sparse MLA 64.
 
     vllm/platforms/cuda.py: FlashMLA-sparse (DeepSeek V3.2, GLM-5) and FlashMLA use 64-token blocks,
     CUTLASS MLA on Blackwell 128.
@@ -304,8 +304,8 @@ def _default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
     mla = [layer.mixer for layer in arch.layers if isinstance(layer.mixer, MLA)]
     if mla and any(m.index_head_dim for m in mla):
         return 64
-    if mla and gpu.architecture == "blackwell":
-        return 128
+    if mla:
+        return gpu.mla_block_size
     return 16
 
 
@@ -355,9 +355,9 @@ def _rank(
         max_num_seqs=rs.max_num_seqs,
         enforce_eager=rs.enforce_eager,
         accounting=accounting,
-        fabric=_fabric(gpu, rs.interconnect),
+        gpu=gpu,
+        interconnect=rs.interconnect,
         pooling=rs.runner == "pooling",
-        compute_capability=gpu.compute_capability,
         decode_query_len=rs.decode_query_len,
         moe_tp=rs.parallel.moe_tp,
         all2all_bytes=all2all_buffer_bytes(arch, rs.parallel, rs.max_num_batched_tokens),
@@ -529,13 +529,6 @@ def _kv_layout(
 
     settings = (kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
     return _LAYOUT_MEMO.get((arch,), settings, compute)
-
-
-def _fabric(gpu: GpuModel, interconnect: str) -> str:
-    """What connects the TP ranks: NVSwitch with NVLink SHARP (Hopper/Blackwell NVLink boards) or not."""
-    if interconnect == "nvlink" and gpu.architecture in ("hopper", "blackwell"):
-        return f"nvswitch-{gpu.architecture}"
-    return interconnect
 
 
 def _graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:

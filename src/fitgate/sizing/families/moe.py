@@ -1,0 +1,93 @@
+"""Mixtures of experts with softmax attention (Mixtral, Qwen MoE, gpt-oss, MiniMax M2/M3, GLM-4.5 ...).
+
+Expert placement follows the family keys :func:`~fitgate.sizing.families.common.moe_layers` reads;
+gpt-oss adds attention sinks, MiniMax M3 an indexer cache on its sparse layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from fitgate.sizing.config_reader import ConfigReader, mtp_layers
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
+from fitgate.sizing.families.common import attention, dense_ffn, moe_from, moe_layers, sliding_pattern
+from fitgate.sizing.model import Attention, Layer
+
+#: ``config.json:architectures[0]`` values read by the moe family (vllm/model_executor/models/registry.py).
+ARCHITECTURES: tuple[str, ...] = (
+    # mixtures of experts with softmax attention
+    "MiniMaxM2ForCausalLM",
+    "PhiMoEForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Ernie4_5_MoeForCausalLM",
+    "HunYuanMoEV1ForCausalLM",
+    "Qwen3VLMoeForConditionalGeneration",
+    "Step3p5ForCausalLM",
+    # OLMoE: every layer num_experts x intermediate_size experts, top num_experts_per_tok, no shared
+    # expert, full-width q/k norms (vllm/model_executor/models/olmoe.py 0.33.0 L153-165, L229-240)
+    "OlmoeForCausalLM",
+    # MiniMax M3: block-sparse attention (128-token pages) with a key-only indexer cache on the
+    # layers sparse_attention_freq marks (vllm/models/minimax_m3 0.33.0)
+    "MiniMaxM3SparseForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration",
+    "MixtralForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "GraniteMoeForCausalLM",
+    "GptOssForCausalLM",
+)
+
+
+def _family_moe(text: ConfigReader, model_type: str) -> FamilyLayers:
+    n = text.int_("num_hidden_layers")
+    sliding = sliding_pattern(text, model_type, n)
+    window = text.data.get("sliding_window")
+    moe = moe_from(text, model_type)
+    placement = moe_layers(text, n)
+    dense = dense_ffn(text)
+    indexed = _minimax_m3_sparse_layers(text, n)
+    layers = []
+    for i in range(n):
+        w = window if sliding[i] and isinstance(window, int) else None
+        att = attention(text, window=w)
+        if model_type == "gpt_oss":
+            att = Attention(att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim, w, sinks=True)
+        if indexed[i]:
+            att = replace(att, index_head_dim=indexed[i])
+        layers.append(Layer(att, moe if placement[i] else dense))
+    return layers, {"mtp_layers": mtp_layers(text)}
+
+
+def _minimax_m3_sparse_layers(text: ConfigReader, n: int) -> list[int]:
+    """MiniMax M3: the index head size of each layer that runs the sparse branch (0: dense attention).
+
+    ``_sparse_attention_layer_ids`` (vllm/models/minimax_m3/nvidia/model.py 0.33.0 L99-107): the
+    layers whose ``sparse_attention_config.sparse_attention_freq`` entry is non-zero; none without
+    the key. Their index head size is ``sparse_index_dim`` (L441).
+    """
+    cfg = text.data.get("sparse_attention_config")
+    if not isinstance(cfg, Mapping) or cfg.get("sparse_attention_freq") is None:
+        return [0] * n
+    sparse = ConfigReader(cfg, f"{text.prefix}:sparse_attention_config")
+    freq = sparse.list_("sparse_attention_freq") or []
+    if len(freq) < n:
+        raise SizingError(f"{sparse.prefix}:sparse_attention_freq", f"{len(freq)} entries", f"{n} entries")
+    dim = sparse.int_("sparse_index_dim")
+    return [dim if f != 0 else 0 for f in freq[:n]]
+
+
+MOE = Family(
+    "moe",
+    ARCHITECTURES,
+    _family_moe,
+    # GptOssForCausalLMConfig raises max_cudagraph_capture_size to 1024 (models/config.py 0.19.0 L120-133,
+    # 0.33.0 L559): 83 capture sizes instead of 51.
+    max_capture_sizes={"gpt_oss": 1024},
+    model_types={
+        "qwen2_moe": ModelTypeTraits(attention_bias=True),
+        "gpt_oss": ModelTypeTraits(attention_bias=True),
+        "granitemoe": ModelTypeTraits(tied_by_default=True),
+    },
+)
