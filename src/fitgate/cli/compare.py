@@ -14,7 +14,7 @@ from fitgate.sizing import SizingError, lookup_gpu, plan, recommend, suggest
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``fitgate compare --log FILE``: predicted against observed, term by term (docs/compare-json.md)."""
-    from fitgate.observe import compare, read_log  # noqa: PLC0415 - keeps `fitgate plan` light
+    from fitgate.observe import compare, compare_text, read_log  # noqa: PLC0415 - keeps `fitgate plan` light
 
     log = read_log(args.log)
     named = lookup_gpu(args.gpu, "--gpu") if args.gpu else None
@@ -46,6 +46,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen)
         c = compare.Comparison(log, args.log, report, None, tuple(found))
     print(
-        json.dumps(compare.compare_document(c), indent=2) if args.output == "json" else compare.render_compare_text(c)
+        json.dumps(compare.compare_document(c), indent=2)
+        if args.output == "json"
+        else compare_text.render_compare_text(c)
     )
     return EXIT_FITS
