@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import copy
 import dataclasses
 import json
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -865,14 +865,26 @@ def test_the_resync_wait_ends_at_once_when_kopf_stops_it(monkeypatch: pytest.Mon
     assert took < 1 and not patch
 
 
-def test_every_reason_literal_in_the_sizing_core_is_a_reason_code() -> None:
-    """The enum is the one list: a new Reason("...") in the sizing core without a member fails here."""
-    pattern = re.compile(r'Reason\(\s*"([A-Za-z]+)"(?:\s+if\s[^\n]*?else\s+"([A-Za-z]+)")?')
-    found = set()
+def test_every_reason_in_the_sizing_core_is_a_reason_code_member() -> None:
+    """The enum is the one list: a Reason(...) in the sizing core whose code is not a ReasonCode member fails here.
+
+    Issue 25 typed ``Reason.code`` as :class:`ReasonCode` (mypy --strict refuses a string there); this reads the
+    source as well, so that a string literal (or any other expression) in a ``Reason(...)`` fails without mypy.
+    """
+    found: set[str] = set()
     for path in (REPO / "src" / "fitgate" / "sizing").glob("*.py"):
-        for match in pattern.finditer(path.read_text()):
-            found |= {code for code in match.groups() if code}
-    assert found and found <= {c.value for c in ReasonCode}, found - {c.value for c in ReasonCode}
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "Reason"):
+                continue
+            code = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "code")
+            options = [code.body, code.orelse] if isinstance(code, ast.IfExp) else [code]
+            for node in options:
+                if ast.unparse(node) == "r.code":  # the code of another Reason: a member already
+                    continue
+                assert isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name), ast.unparse(node)
+                assert node.value.id == "ReasonCode", f"{path.name}:{node.lineno}: {ast.unparse(node)}"
+                found.add(ReasonCode[node.attr].value)  # KeyError: not a member
+    assert len(found) >= 12, found  # the plan's DoesNotFit, Tight and Fits codes
 
 
 def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:

@@ -1,8 +1,10 @@
 """Predicted against observed: the settings of a start-up log as a plan, and the figures side by side.
 
-Pure: takes a :class:`~fitgate.observe.logparse.StartupLog` and the plan document ``fitgate plan
---output json`` prints (``docs/plan-json.md``), returns dicts and text. The CLI resolves the checkpoint
-and runs the plan in between (``fitgate compare``, ``docs/compare-json.md``).
+Pure: takes a :class:`~fitgate.observe.logparse.StartupLog` and fitgate's typed plan of its settings (a
+:class:`~fitgate.report.PlanReport`) and returns dicts; :mod:`~fitgate.observe.compare_text` writes the text.
+The plan is read as the typed result, never as its JSON document read back; the ``predicted`` object is that
+document, written by :mod:`fitgate.report`. The CLI resolves the checkpoint and runs the plan in between
+(``fitgate compare``, ``docs/compare-json.md``).
 """
 
 from __future__ import annotations
@@ -12,9 +14,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fitgate.observe.logpatterns import printable
 from fitgate.observe.records import StartupLog
-from fitgate.sizing import DEFAULT_VLLM_VERSION, GpuModel, ServingConfig, SizingError, custom_gpu, gpu_catalog
+from fitgate.report import PlanReport, max_concurrency, plan_document
+from fitgate.sizing import (
+    DEFAULT_VLLM_VERSION,
+    GpuModel,
+    Plan,
+    ServingConfig,
+    SizingError,
+    Verdict,
+    custom_gpu,
+    gpu_catalog,
+)
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
@@ -31,7 +42,7 @@ _TOTAL_TOLERANCE_GIB = 0.006
 
 @dataclass(frozen=True)
 class Term:
-    """One figure compared: its JSON key, its label, where the plan document holds it."""
+    """One figure compared: its JSON key (in ``observed`` and ``errors``), its label, its unit."""
 
     key: str
     label: str
@@ -202,18 +213,22 @@ def settings_document(log: StartupLog) -> dict[str, Any]:
     }
 
 
-def predicted_terms(plan_doc: dict[str, Any]) -> dict[str, int | float]:
-    """The plan's figures for the same terms: tensor rank 0 of pipeline stage 0, as the log prints them."""
-    rank0, kv = plan_doc["ranks"][0], plan_doc["kv_cache"]
+def predicted_terms(plan: Plan) -> dict[str, int | float]:
+    """The plan's figures for the same terms: tensor rank 0 of pipeline stage 0, as the log prints them.
+
+    Each is the figure the plan document prints for it (``ranks[0]``, ``kv_cache``; max concurrency rounded
+    as there), so that ``errors`` can be checked against ``predicted``.
+    """
+    rank0, kv = plan.ranks[0], plan.kv
     return {
-        "weights_bytes": rank0["weights_bytes"],
-        "activation_bytes": rank0["activation_bytes"],
-        "non_torch_bytes": rank0["non_torch_bytes"],
-        "cuda_graph_bytes": rank0["cuda_graph_bytes"],
-        "kv_available_bytes": rank0["available_kv_bytes"],
-        "kv_tokens": kv["reported_tokens"],
-        "num_gpu_blocks": kv["num_blocks"],
-        "max_concurrency": kv["max_concurrency"],
+        "weights_bytes": rank0.loaded_weights_bytes,
+        "activation_bytes": rank0.profile.activation_bytes,
+        "non_torch_bytes": rank0.profile.non_torch_bytes,
+        "cuda_graph_bytes": rank0.profile.cuda_graph_bytes,
+        "kv_available_bytes": rank0.available_kv_bytes,
+        "kv_tokens": kv.reported_tokens,
+        "num_gpu_blocks": kv.num_blocks,
+        "max_concurrency": max_concurrency(kv),
     }
 
 
@@ -223,7 +238,7 @@ def _error_pct(predicted: float, observed: float | None) -> float | None:
     return round(100 * (predicted - observed) / abs(observed), 2)
 
 
-def verdict_agrees(verdict: str, log: StartupLog) -> bool | None:
+def verdict_agrees(verdict: Verdict, log: StartupLog) -> bool | None:
     """Whether the plan's verdict matches what happened (None when the log does not say how it ended).
 
     Started: Fits or Tight. KV cache too small or none left: DoesNotFit. Out of memory after the KV cache
@@ -232,11 +247,11 @@ def verdict_agrees(verdict: str, log: StartupLog) -> bool | None:
     if log.outcome == "unknown":
         return None
     if log.failure is None:
-        return verdict in ("Fits", "Tight")
+        return verdict in (Verdict.FITS, Verdict.TIGHT)
     if log.failure.kind in ("kv_too_small", "no_kv_memory"):
-        return verdict == "DoesNotFit"
+        return verdict is Verdict.DOES_NOT_FIT
     if log.failure.kind == "out_of_memory" and log.kv_sized:
-        return verdict != "Fits"
+        return verdict is not Verdict.FITS
     return None  # not a question of memory (a gated model, a bad setting, a busy GPU)
 
 
@@ -252,128 +267,82 @@ def log_document(log: StartupLog, log_path: str) -> dict[str, Any]:
     }
 
 
-def compare_document(log: StartupLog, log_path: str, plan_doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """The ``--output json`` contract of ``fitgate compare`` (docs/compare-json.md)."""
-    observed = observed_document(log)
-    predicted = predicted_terms(plan_doc)
-    return {
+@dataclass(frozen=True)
+class Refusal:
+    """Settings fitgate refuses to plan (TP 5 of 32 heads): the one-line reason, and what was asked."""
+
+    message: str
+    gpu: GpuModel
+    serving: ServingConfig
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One run set against fitgate: the log read, and fitgate's plan of its settings (or its refusal).
+
+    Attributes:
+        log: The start-up log read.
+        log_path: Where it was read from, as given.
+        predicted: The plan of the settings the log shows; None when fitgate refuses them.
+        refusal: Why fitgate refuses them (``predicted`` is then None).
+        notes: What the log did not print and how that was filled in.
+    """
+
+    log: StartupLog
+    log_path: str
+    predicted: PlanReport | None
+    refusal: Refusal | None = None
+    notes: tuple[str, ...] = ()
+
+    def errors(self) -> dict[str, float | None]:
+        """Per term, (predicted - observed) / observed in percent; None where either is not known."""
+        if self.predicted is None:
+            return {t.key: None for t in TERMS}
+        observed = observed_document(self.log)
+        predicted = predicted_terms(self.predicted.plan)
+        return {t.key: _error_pct(predicted[t.key], observed[t.key]) for t in TERMS}
+
+    def agrees(self) -> bool | None:
+        """Whether fitgate's answer (a verdict, or a refusal) matches how the run ended; None: not known."""
+        if self.predicted is None:
+            return refusal_agrees(self.log)
+        return verdict_agrees(self.predicted.plan.verdict, self.log)
+
+
+def compare_document(c: Comparison) -> dict[str, Any]:
+    """The ``--output json`` contract of ``fitgate compare`` (docs/compare-json.md).
+
+    ``predicted`` is the plan contract of :func:`fitgate.report.plan_document`; for settings fitgate refuses
+    to plan it is null and ``refused`` holds fitgate's one-line reason.
+    """
+    doc: dict[str, Any] = {
         "schema": COMPARE_SCHEMA,
-        "log": log_document(log, log_path),
-        "settings": settings_document(log),
-        "observed": observed,
-        "predicted": plan_doc,
-        "errors": {t.key: _error_pct(predicted[t.key], observed[t.key]) for t in TERMS},
-        "verdict_agrees": verdict_agrees(plan_doc["verdict"], log),
-        "notes": notes,
+        "log": log_document(c.log, c.log_path),
+        "settings": settings_document(c.log),
+        "observed": observed_document(c.log),
+        "predicted": None if c.predicted is None else plan_document(c.predicted),
     }
+    if c.predicted is None and c.refusal is not None:
+        doc["refused"] = {
+            "message": c.refusal.message,
+            "gpu": c.refusal.gpu.name,
+            "tensor_parallel_size": c.refusal.serving.tensor_parallel_size,
+            "pipeline_parallel_size": c.refusal.serving.pipeline_parallel_size,
+            "vllm_version": c.refusal.serving.vllm_version,
+        }
+    return {**doc, "errors": c.errors(), "verdict_agrees": c.agrees(), "notes": list(c.notes)}
 
 
 def refusal_agrees(log: StartupLog) -> bool | None:
     """Whether fitgate refusing the settings matches what happened: vLLM failed before sizing its KV cache.
 
-    A run that started (or sized its KV cache) disagrees: fitgate refused what ran. None when the log does
-    not say how it ended.
+    vLLM refuses most of the same settings at start-up (an assertion in its config checks), so a failed
+    start agrees. A run that started (or sized its KV cache) disagrees: fitgate refused what ran. None when
+    the log does not say how it ended.
     """
     if log.outcome == "unknown":
         return None
     return log.outcome == "failed" and not log.kv_sized
-
-
-def refused_document(
-    log: StartupLog, log_path: str, gpu: GpuModel, serving: ServingConfig, refusal: str, notes: list[str]
-) -> dict[str, Any]:
-    """The compare contract for settings fitgate refuses to plan (TP 5 of 32 heads): ``predicted`` is null.
-
-    vLLM refuses most of the same settings at start-up (an assertion in its config checks), so a failed
-    start agrees; ``refused`` is fitgate's one-line reason.
-    """
-    return {
-        "schema": COMPARE_SCHEMA,
-        "log": log_document(log, log_path),
-        "settings": settings_document(log),
-        "observed": observed_document(log),
-        "predicted": None,
-        "refused": {
-            "message": refusal,
-            "gpu": gpu.name,
-            "tensor_parallel_size": serving.tensor_parallel_size,
-            "pipeline_parallel_size": serving.pipeline_parallel_size,
-            "vllm_version": serving.vllm_version,
-        },
-        "errors": {t.key: None for t in TERMS},
-        "verdict_agrees": refusal_agrees(log),
-        "notes": notes,
-    }
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "bytes":
-        return fmt_gib(value)
-    if unit == "x":
-        return f"{value:.2f}x"
-    return f"{int(value):,}"
-
-
-def render_compare_text(doc: dict[str, Any]) -> str:
-    """The human-readable table of a compare document; a log's control characters are escaped (issue 22)."""
-    return printable(_render_compare_text(doc))
-
-
-def _render_compare_text(doc: dict[str, Any]) -> str:
-    s, o, p = doc["settings"], doc["observed"], doc["predicted"]
-    if p is None:
-        return _render_refused_text(doc)
-    predicted = predicted_terms(p)
-    serving = p["serving"]
-    lines = [
-        f"fitgate compare: {p['model']['name']} on {p['gpu']['count']} x {p['gpu']['name']} "
-        f"({fmt_gib(p['gpu']['memory_bytes'])} each), vLLM {p['vllm_version']}",
-        f"  TP {serving['tensor_parallel_size']} x PP {serving['pipeline_parallel_size']}"
-        + (f" x DP {serving['data_parallel_size']}" if serving.get("data_parallel_size", 1) > 1 else "")
-        + (" (EP)" if serving.get("enable_expert_parallel") else "")
-        + f", max_model_len {p['max_model_len']}, dtype {serving['dtype']}, kv {serving['kv_cache_dtype']}, "
-        f"gpu_memory_utilization {serving['gpu_memory_utilization']}, max_num_seqs {serving['max_num_seqs']}, "
-        f"max_num_batched_tokens {serving['max_num_batched_tokens']}",
-        f"  log {doc['log']['path']}: {doc['log']['lines_recognised']} of {doc['log']['lines_read']} lines recognised; "
-        f"model in log: {s['model'] or '-'}",
-        "",
-    ]
-    failure = o["failure"]
-    outcome = o["outcome"] + ("" if failure is None else f" ({failure['kind']}): {failure['message'][:160]}")
-    agrees = {True: "agrees", False: "DISAGREES", None: "-"}[doc["verdict_agrees"]]
-    lines += [f"observed: {outcome}", f"fitgate:  {p['verdict']} ({agrees})", ""]
-    lines.append(f"  {'per GPU (rank 0)':22s}{'predicted':>14s}{'observed':>14s}{'error':>10s}")
-    for term in TERMS:
-        err = doc["errors"][term.key]
-        lines.append(
-            f"  {term.label:22s}{_fmt(predicted[term.key], term.unit):>14s}{_fmt(o[term.key], term.unit):>14s}"
-            f"{'-' if err is None else f'{err:+.1f}%':>10s}"
-        )
-    lines.append("  (- : the log does not print this figure; errors are (predicted - observed) / observed)")
-    notes = [*doc["notes"], *p["notes"]]
-    if notes:
-        lines += ["", *[f"note: {n}" for n in notes]]
-    return "\n".join(lines)
-
-
-def _render_refused_text(doc: dict[str, Any]) -> str:
-    s, o, r = doc["settings"], doc["observed"], doc["refused"]
-    failure = o["failure"]
-    outcome = o["outcome"] + ("" if failure is None else f" ({failure['kind']}): {failure['message'][:160]}")
-    agrees = {True: "agrees", False: "DISAGREES", None: "-"}[doc["verdict_agrees"]]
-    lines = [
-        f"fitgate compare: {s['model'] or '-'} on {r['gpu']}, TP {r['tensor_parallel_size']} x PP "
-        f"{r['pipeline_parallel_size']}, vLLM {r['vllm_version']}",
-        f"  log {doc['log']['path']}: {doc['log']['lines_recognised']} of {doc['log']['lines_read']} lines recognised",
-        "",
-        f"observed: {outcome}",
-        f"fitgate:  refuses these settings ({agrees}): {r['message']}",
-    ]
-    if doc["notes"]:
-        lines += ["", *[f"note: {n}" for n in doc["notes"]]]
-    return "\n".join(lines)
 
 
 def case_status(log: StartupLog) -> str:

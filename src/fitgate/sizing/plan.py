@@ -54,6 +54,7 @@ from fitgate.sizing.parallel import (
     shared_experts_replicated,
 )
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import GiB, cdiv, fmt_gib
@@ -830,7 +831,7 @@ def _verdict(
     if rs.kv_cache_memory_bytes is not None and g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
         hard.append(
             Reason(
-                "KVCacheMemoryExceedsGpu",
+                ReasonCode.KV_CACHE_MEMORY_EXCEEDS_GPU,
                 f"kv_cache_memory_bytes {fmt_gib(rs.kv_cache_memory_bytes)} + weights and activations "
                 f"{fmt_gib(worst.non_kv_bytes)} = {fmt_gib(budget)} per GPU, more than the "
                 f"{fmt_gib(g.capacity_bytes - CUDA_CONTEXT_BYTES)} a {fmt_gib(g.capacity_bytes)} card has "
@@ -844,7 +845,7 @@ def _verdict(
         held = pre_snapshot_bytes(rs.tensor_parallel_size)
         hard.append(
             Reason(
-                "GpuMemoryUtilizationTooHigh",
+                ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,
                 f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} "
                 f"of a {fmt_gib(g.capacity_bytes)} "
                 f"card, but the CUDA context{' and NCCL' if rs.tensor_parallel_size > 1 else ''} already "
@@ -854,7 +855,7 @@ def _verdict(
     if avail <= 0 and rs.extensible_kv_cache:
         hard.append(
             Reason(
-                "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
+                ReasonCode.WEIGHTS_EXCEED_BUDGET if g.weights_bytes > budget else ReasonCode.NO_KV_CACHE_MEMORY,
                 f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
                 f"{fmt_gib(g.non_torch_bytes)} + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}, with vLLM "
                 f"{rs.vllm_version}'s warm-up reserve and margin, leave no memory for the KV cache in "
@@ -864,7 +865,7 @@ def _verdict(
     elif avail <= 0:
         hard.append(
             Reason(
-                "WeightsExceedBudget" if g.weights_bytes > budget else "NoKVCacheMemory",
+                ReasonCode.WEIGHTS_EXCEED_BUDGET if g.weights_bytes > budget else ReasonCode.NO_KV_CACHE_MEMORY,
                 f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
                 f"{fmt_gib(g.non_torch_bytes)}"
                 + (f" + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}" if g.cuda_graphs_in_budget else "")
@@ -876,7 +877,7 @@ def _verdict(
     elif kv.one_request_bytes > avail:
         hard.append(
             Reason(
-                "KVCacheTooSmallForMaxModelLen",
+                ReasonCode.KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN,
                 f"one {rs.max_model_len}-token request needs {fmt_gib(kv.one_request_bytes)} of KV cache "
                 f"per GPU but only "
                 f"{fmt_gib(avail)} is left after {fmt_gib(worst.non_kv_bytes)} of weights and activations",
@@ -885,7 +886,7 @@ def _verdict(
     elif workload is not None and kv.workload_blocks is not None and kv.workload_blocks > kv.num_blocks:
         hard.append(
             Reason(
-                "WorkloadExceedsKVCache",
+                ReasonCode.WORKLOAD_EXCEEDS_KV_CACHE,
                 f"{workload.concurrency} concurrent requests x {workload.context_tokens} tokens need "
                 f"{kv.workload_blocks} KV "
                 f"blocks per GPU; the pool has {kv.num_blocks} (max concurrency {kv.max_concurrency:.2f} at "
@@ -903,7 +904,7 @@ def _verdict(
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:
         soft.append(
             Reason(
-                "WeightsNearBudget",
+                ReasonCode.WEIGHTS_NEAR_BUDGET,
                 f"weights and activations take {fmt_gib(worst.non_kv_bytes)} of the {fmt_gib(budget)} budget "
                 f"({worst.non_kv_bytes / budget:.0%})",
             )
@@ -911,7 +912,7 @@ def _verdict(
     if kv.workload_fraction is not None and kv.workload_fraction > TIGHT_FRACTION:
         soft.append(
             Reason(
-                "WorkloadNearKVCapacity",
+                ReasonCode.WORKLOAD_NEAR_KV_CAPACITY,
                 f"the declared workload uses {kv.workload_fraction:.0%} of the KV pool ({kv.workload_blocks} of "
                 f"{kv.num_blocks} blocks)",
             )
@@ -919,7 +920,7 @@ def _verdict(
     elif kv.one_request_bytes > TIGHT_FRACTION * avail:
         soft.append(
             Reason(
-                "MaxModelLenNearKVCapacity",
+                ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY,
                 f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
             )
         )
@@ -934,7 +935,7 @@ def _verdict(
     ):
         soft.append(
             Reason(
-                "OutsideBudgetTooSmall",
+                ReasonCode.OUTSIDE_BUDGET_TOO_SMALL,
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget, "
                 f"but the CUDA context and NCCL (~{fmt_gib(outside.pre_snapshot_bytes)}), "
                 + (
@@ -957,11 +958,11 @@ def _verdict(
         g.outside_budget_bytes < reserve
         and not rs.extensible_kv_cache
         and rs.kv_cache_memory_bytes is None
-        and not any(r.code == "OutsideBudgetTooSmall" for r in soft)
+        and not any(r.code is ReasonCode.OUTSIDE_BUDGET_TOO_SMALL for r in soft)
     ):
         soft.append(
             Reason(
-                "LowHeadroomOutsideBudget",
+                ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
                 "the CUDA context and NCCL, the CUDA graphs captured after the KV cache"
                 + (f", a multi-node EP group's communicators (~{fmt_gib(communicators)})" if communicators else "")
@@ -973,7 +974,7 @@ def _verdict(
     msg = f"{kv.num_blocks} KV blocks ({kv.reported_tokens} tokens) per GPU"
     if workload is not None and kv.workload_fraction is not None:
         msg += f"; the workload uses {kv.workload_fraction:.0%} of them"
-    return Verdict.FITS, (Reason("Fits", msg),)
+    return Verdict.FITS, (Reason(ReasonCode.FITS, msg),)
 
 
 def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:

@@ -54,3 +54,12 @@ class ReasonCode(StrEnum):
     # Schedulable condition's reasons
     NO_NODE_YET = "NoNodeYet"
     NODES_MATCH = "NodesMatch"
+    # The observer (operator/observation/observe.py, workload_observe.py): the PredictionVerified and AtCapacity
+    # conditions, and the PredictionDrift Event of an audited workload
+    NOT_OBSERVED = "NotObserved"
+    POD_FAILED_TO_START = "PodFailedToStart"
+    WITHIN_TOLERANCE = "WithinTolerance"
+    PREDICTION_DRIFT = "PredictionDrift"
+    PREEMPTING = "Preempting"
+    KV_CACHE_FULL = "KVCacheFull"
+    HAS_ROOM = "HasRoom"

@@ -12,6 +12,7 @@ from fitgate.sizing.lora import LoraBytes
 from fitgate.sizing.model import ModelArchitecture
 from fitgate.sizing.multimodal import EncoderProfile
 from fitgate.sizing.offload import HostMemory
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.serving import ResolvedServing, Workload
 from fitgate.sizing.weights import RankWeights, WeightInventory
 
@@ -27,9 +28,9 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Reason:
-    """One finding behind a verdict: a CamelCase code and a sentence with the numbers."""
+    """One finding behind a verdict: a code of :class:`ReasonCode` and a sentence with the numbers."""
 
-    code: str
+    code: ReasonCode
     message: str
 
 

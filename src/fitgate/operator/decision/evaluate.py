@@ -334,8 +334,9 @@ def evaluate(
         message += f"; {no_node}: the verdict is the fit on that GPU, the pods wait for a node"
         warnings.insert(
             0,
-            f"fitgate: {no_node} (reason NoNodeYet): verdict {best.verdict.value} on the GPU alone; the pods wait "
-            "for a node (an autoscaler's, or one you add), and fitgate evaluates again when one joins",
+            f"fitgate: {no_node} (reason {ReasonCode.NO_NODE_YET.value}): verdict {best.verdict.value} on the GPU "
+            "alone; the pods wait for a node (an autoscaler's, or one you add), and fitgate evaluates again when one "
+            "joins",
         )
     elif no_node:  # a misfit on the GPU itself: no node is needed to know it
         message += f"; {no_node}, and none would take it"

@@ -224,8 +224,9 @@ async def _evaluate_known(
     lane: str = "admission",
 ) -> tuple[Evaluation, bool]:
     if known.model is None:
-        reason = ReasonCode(known.reason) if known.reason else None
-        reason = reason or (ReasonCode.CHECKPOINT_UNAVAILABLE if known.transient else ReasonCode.CHECKPOINT_INVALID)
+        reason = known.reason or (
+            ReasonCode.CHECKPOINT_UNAVAILABLE if known.transient else ReasonCode.CHECKPOINT_INVALID
+        )
         return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = f"{namespace}/{prices}/{spec.model_dump_json()}"

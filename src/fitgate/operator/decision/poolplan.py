@@ -124,7 +124,7 @@ def plan_on_pool(
     """
     if share is None:
         p = plan(model, pool.gpu, serving, workload)
-        return PoolResult(pool, p.verdict, p, ReasonCode(p.reasons[0].code), f"{pool.product}: {p.reasons[0].message}")
+        return PoolResult(pool, p.verdict, p, p.reasons[0].code, f"{pool.product}: {p.reasons[0].message}")
     card = pool.gpu.memory_bytes
     if share.vllm_sees_slice:  # HAMi: CUDA reports the slice as the device total
         slice_gpu = replace(
@@ -133,13 +133,11 @@ def plan_on_pool(
         p = plan(model, slice_gpu, serving, workload)
         gmu = p.serving.gpu_memory_utilization
         text = check_share(share, card, gmu).message
-        return PoolResult(
-            pool, p.verdict, p, ReasonCode(p.reasons[0].code), f"{pool.product}: {text}; {p.reasons[0].message}"
-        )
+        return PoolResult(pool, p.verdict, p, p.reasons[0].code, f"{pool.product}: {text}; {p.reasons[0].message}")
     p = plan(model, pool.gpu, serving, workload)
     check = check_share(share, card, p.serving.gpu_memory_utilization)
     if not check.exceeds:
-        code = ReasonCode(p.reasons[0].code)
+        code = p.reasons[0].code
         return PoolResult(pool, p.verdict, p, code, f"{pool.product}: {check.message}; {p.reasons[0].message}")
     try:  # what the recommended gmu gives inside the slice
         fixed = plan(model, pool.gpu, replace(serving, gpu_memory_utilization=check.recommended_gmu), workload)

@@ -101,7 +101,7 @@ def condition(
     old: Iterable[Mapping[str, Any]] | None,
     ctype: str,
     status: str,
-    reason: str,
+    reason: ReasonCode,
     message: str,
     generation: int,
     now: str,
@@ -112,7 +112,7 @@ def condition(
     return Condition(
         type=ctype,
         status=status,  # type: ignore[arg-type]
-        reason=str(reason),
+        reason=reason.value,
         message=message[:32000],
         lastTransitionTime=since or now,
         observedGeneration=generation,
@@ -173,7 +173,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
     status = ModelDeploymentStatus(
         observedGeneration=generation,
         verdict=ev.verdict.value,
-        reason=str(ev.reason),
+        reason=ev.reason.value,
         message=ev.message[:32000],
         inventoryHash=ev.inventory_hash,
         conditions=conditions_of(ev, generation, (old_status or {}).get("conditions"), now)
@@ -188,7 +188,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
                 freeGpus=None if r.pool.prospective else r.pool.free_gpus,  # no node yet: nothing to count
                 sharing=str(r.pool.share.mechanism) if r.pool.share else None,
                 source=r.pool.source,
-                reason=str(r.reason),
+                reason=r.reason.value,
             )
             for r in ev.pools
         ],

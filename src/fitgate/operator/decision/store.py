@@ -32,7 +32,7 @@ from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_i
 from fitgate.checkpoints.resolve import resolve_known
 from fitgate.operator.schema.api import ModelRef
 from fitgate.settings import Settings, load
-from fitgate.sizing import ModelInput, SizingError
+from fitgate.sizing import ModelInput, ReasonCode, SizingError
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,11 @@ class Known:
     error: str | None
     transient: bool
     at: float
-    reason: str = ""  # CamelCase reason of an error, when more precise than transient/permanent
+    reason: ReasonCode | None = None  # the reason of an error, when more precise than transient/permanent
     provisional: str = ""  # where facts known without the Hub came from (see FactsStore.provisional)
 
 
-NOT_IN_CATALOG = "CheckpointNotInCatalog"
+NOT_IN_CATALOG = ReasonCode.CHECKPOINT_NOT_IN_CATALOG
 P = ParamSpec("P")
 T = TypeVar("T")
 _Item = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]

@@ -45,7 +45,7 @@ from fitgate.operator.base.kubeconfig import core_v1
 from fitgate.operator.decision.status import condition
 from fitgate.operator.observation.scrape import ScrapeError, ScrapeLimits, fetch_metrics
 from fitgate.operator.schema.api import ModelDeploymentSpec, ObservedStatus
-from fitgate.sizing import find_gpu
+from fitgate.sizing import ReasonCode, find_gpu
 from fitgate.sizing.cost import GpuPrices
 
 #: Rates and cost are over at most this much history per pod.
@@ -311,7 +311,7 @@ class Observer:
     ) -> list[dict[str, Any]]:
         old = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
         if obs.verified is None:
-            why = "NotObserved" if failure is None else "PodFailedToStart"
+            why = ReasonCode.NOT_OBSERVED if failure is None else ReasonCode.POD_FAILED_TO_START
             text = failure or "no pod has reported num_gpu_blocks yet, or there is no prediction to compare"
             verified = condition(old, "PredictionVerified", "Unknown", why, text, generation, now)
         else:
@@ -319,20 +319,21 @@ class Observer:
                 old,
                 "PredictionVerified",
                 "True" if obs.verified else "False",
-                "WithinTolerance" if obs.verified else "PredictionDrift",
+                ReasonCode.WITHIN_TOLERANCE if obs.verified else ReasonCode.PREDICTION_DRIFT,
                 verified_message(obs),
                 generation,
                 now,
             )
         if obs.at_capacity is None:
-            capacity = condition(old, "AtCapacity", "Unknown", "NotObserved", "no pod has been read", generation, now)
+            unread = "no pod has been read"
+            capacity = condition(old, "AtCapacity", "Unknown", ReasonCode.NOT_OBSERVED, unread, generation, now)
         else:
-            reason = "Preempting" if (obs.preemptions_per_minute or 0) > 0 else "KVCacheFull"
+            reason = ReasonCode.PREEMPTING if (obs.preemptions_per_minute or 0) > 0 else ReasonCode.KV_CACHE_FULL
             capacity = condition(
                 old,
                 "AtCapacity",
                 "True" if obs.at_capacity else "False",
-                reason if obs.at_capacity else "HasRoom",
+                reason if obs.at_capacity else ReasonCode.HAS_ROOM,
                 _capacity_message(obs),
                 generation,
                 now,

@@ -39,6 +39,7 @@ from fitgate.observe.metrics import VERIFIED_ERROR_RATIO, Observation, observe
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.workloads import WorkloadVerdict
 from fitgate.operator.observation.observe import MAX_PARALLEL, Observer, PodsRead, verified_message
+from fitgate.sizing import ReasonCode
 from fitgate.workloads.pods import SelectorError, metrics_port, pod_selector
 
 logger = logging.getLogger("fitgate.audit")
@@ -145,7 +146,7 @@ def observe_action(
             patch = {OBSERVED_ANNOTATION: value}
     event = None
     if obs.verified is False and not _drifted(old):
-        event = ("Warning", "PredictionDrift", verified_message(obs))
+        event = ("Warning", ReasonCode.PREDICTION_DRIFT.value, verified_message(obs))
     return ObserveAction(patch, event)
 
 

@@ -1,0 +1,5 @@
+"""``python -m fitgate.cli``: the ``fitgate`` console script."""
+
+from fitgate.cli.app import main
+
+raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""Parsed flags as the sizing core's typed inputs: the GPU, the serving settings, the workload, the prices.
+
+Every value is checked here, once, with the flag's name in the error (``SizingError``): the commands only
+call the sizing core with what these return. :func:`origin_of` is the resolver's facts as the plan contract's
+typed :class:`~fitgate.report.ModelOrigin`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fitgate.checkpoints import ModelFacts
+from fitgate.report import ModelOrigin
+from fitgate.sizing import (
+    Cost,
+    GpuModel,
+    GpuPrices,
+    Performance,
+    Plan,
+    ServingConfig,
+    SizingError,
+    Verdict,
+    Workload,
+    check_utilization,
+    custom_gpu,
+    estimate,
+    lookup_gpu,
+    parse_gpu_prices,
+    replica_cost,
+)
+from fitgate.sizing.multimodal import parse_limit_mm
+from fitgate.sizing.offload import parse_kv_transfer_config
+from fitgate.sizing.parallel import parse_eplb_config
+from fitgate.sizing.performance import speed_load
+from fitgate.sizing.prices import price_table
+from fitgate.sizing.speculative import parse_config as parse_speculative_config
+from fitgate.sizing.units import GiB, parse_size
+
+
+def gpu_of(args: argparse.Namespace) -> GpuModel:
+    """``--gpu`` (a catalog GPU, its memory replaced by ``--gpu-memory`` if given), else a ``--gpu-memory`` GPU."""
+    if not args.gpu and not args.gpu_memory:
+        raise SizingError(
+            "--gpu",
+            None,
+            "a GPU from `fitgate gpus` (e.g. --gpu H100), or --gpu-memory with the device total CUDA reports "
+            "(e.g. --gpu-memory 79.19GiB)",
+        )
+    if args.gpu:
+        model = lookup_gpu(args.gpu, "--gpu")
+        if args.gpu_memory:
+            return GpuModel(**{**model.__dict__, "memory_bytes": parse_size(args.gpu_memory, "--gpu-memory")})
+        return model
+    return custom_gpu(parse_size(args.gpu_memory, "--gpu-memory"))
+
+
+def serving_of(args: argparse.Namespace) -> ServingConfig:
+    """The sizing core's serving settings from the plan flags."""
+    spec_text = getattr(args, "speculative_config", None)
+    spec_method, spec_tokens = parse_speculative_config(spec_text) if spec_text else (None, None)
+    return ServingConfig(
+        speculative_method=spec_method,
+        speculative_tokens=spec_tokens,
+        max_model_len=args.max_model_len,
+        kv_cache_dtype=args.kv_cache_dtype,
+        dtype=args.dtype,
+        quantization=args.quantization,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
+        interconnect=getattr(args, "interconnect", None),
+        extensible_kv_cache=getattr(args, "enable_extensible_kv_cache", None),
+        runner=getattr(args, "runner", "generate"),
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size,
+        enforce_eager=args.enforce_eager,
+        vllm_version=args.vllm_version,
+        offline=args.offline_llm,
+        **_parallel_serving(args),
+        **_issue20_serving(args),
+    )
+
+
+def _parallel_serving(args: argparse.Namespace) -> dict[str, Any]:
+    """ServingConfig's data / expert / decode-context fields from the plan flags."""
+    redundant = getattr(args, "num_redundant_experts", None)
+    if getattr(args, "eplb_config", None):
+        redundant = parse_eplb_config(args.eplb_config)
+    return {
+        "data_parallel_size": getattr(args, "data_parallel_size", 1),
+        "data_parallel_size_local": getattr(args, "data_parallel_size_local", None),
+        "enable_expert_parallel": getattr(args, "enable_expert_parallel", False),
+        "enable_eplb": getattr(args, "enable_eplb", False),
+        "num_redundant_experts": redundant or 0,
+        "all2all_backend": getattr(args, "all2all_backend", None),
+        "decode_context_parallel_size": getattr(args, "decode_context_parallel_size", 1),
+    }
+
+
+def _gib_flag(value: float | None, flag: str) -> int | None:
+    if value is None:
+        return None
+    if not 0 <= value <= 1 << 20:
+        raise SizingError(flag, value, "a size in GiB from 0 to 1048576")
+    return int(value * GiB)
+
+
+def _issue20_serving(args: argparse.Namespace) -> dict[str, Any]:
+    """The ServingConfig fields of the issue-20 flags (absent on subcommands without them)."""
+    if not hasattr(args, "enable_lora"):
+        return {}
+    connector = role = device = None
+    if args.kv_transfer_config:
+        connector, role, device = parse_kv_transfer_config(args.kv_transfer_config)
+    return {
+        "enable_lora": args.enable_lora,
+        "max_loras": args.max_loras,
+        "max_lora_rank": args.max_lora_rank,
+        "max_cpu_loras": args.max_cpu_loras,
+        "fully_sharded_loras": args.fully_sharded_loras,
+        "lora_dtype": args.lora_dtype,
+        "lora_target_modules": tuple(args.lora_target_modules) if args.lora_target_modules else None,
+        "cpu_offload_bytes": _gib_flag(args.cpu_offload_gb, "--cpu-offload-gb") or 0,
+        "kv_offloading_bytes": _gib_flag(args.kv_offloading_size, "--kv-offloading-size"),
+        "kv_offloading_backend": args.kv_offloading_backend,
+        "kv_connector": connector,
+        "kv_role": role,
+        "kv_buffer_device": device,
+        "limit_mm_per_prompt": parse_limit_mm(args.limit_mm_per_prompt) if args.limit_mm_per_prompt else None,
+        "mm_encoder_tp_mode": args.mm_encoder_tp_mode,
+        "mm_processor_cache_bytes": _gib_flag(args.mm_processor_cache_gb, "--mm-processor-cache-gb"),
+    }
+
+
+def workload_of(args: argparse.Namespace, serving: ServingConfig, default_len: int) -> Workload | None:
+    """``--concurrency`` x ``--context-tokens`` (default: the longest request), None when neither is given."""
+    if args.concurrency is None and args.context_tokens is None:
+        return None
+    if args.concurrency is None:
+        raise SizingError("--concurrency", None, "a number of concurrent requests when --context-tokens is given")
+    longest = serving.max_model_len or default_len
+    if args.context_tokens is not None and args.context_tokens > longest:  # the CRD's CEL rule, as a flag
+        limit = f"--max-model-len {longest}" if serving.max_model_len else f"the model's {longest} tokens"
+        raise SizingError("--context-tokens", args.context_tokens, f"at most {limit} (vLLM refuses longer requests)")
+    return Workload(args.concurrency, args.context_tokens or longest)
+
+
+def prices_of(args: argparse.Namespace) -> GpuPrices | None:
+    """``--gpu-hour-price``: one price, or per GPU product."""
+    return parse_gpu_prices(args.gpu_hour_price) if args.gpu_hour_price else None
+
+
+def list_prices_of(args: argparse.Namespace) -> GpuPrices | None:
+    """The dated list-price table (docs/performance.md) when no ``--gpu-hour-price`` overrides it."""
+    if args.gpu_hour_price or getattr(args, "no_list_prices", False):
+        return None
+    return price_table().default_prices()
+
+
+def _load_costs(perf: Performance) -> dict[str, float]:
+    """The per-request and per-token inputs of :func:`replica_cost` when the request shape is known."""
+    if perf.input_tokens is None or perf.output_tokens is None or perf.requests_per_s <= 0:
+        return {}
+    return {
+        "requests_per_s": perf.requests_per_s,
+        "tokens_per_s": perf.requests_per_s * (perf.input_tokens + perf.output_tokens),
+    }
+
+
+def economics_of(
+    args: argparse.Namespace, model: Any, gpu: GpuModel, result: Plan
+) -> tuple[Performance | None, Cost | None]:
+    """The estimate of a plan that can start, and its cost when ``--gpu-hour-price`` prices its GPU."""
+    utilization = check_utilization(args.utilization)
+    prices = prices_of(args)
+    listed = list_prices_of(args)
+    listed_price = listed.of(gpu) if listed is not None else None
+    if args.api_price_per_million is not None and prices is None and listed_price is None:
+        raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
+    if result.verdict is Verdict.DOES_NOT_FIT or not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
+        return None, None  # nothing to estimate, or a --gpu-memory size without speeds
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, result.serving.max_model_len)
+    perf = estimate(model, result, load=load)
+    price = prices.of(gpu) if prices is not None else None
+    if prices is not None and price is None:
+        raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
+    basis = "--gpu-hour-price"
+    if price is None and listed_price is not None:  # the dated list-price table (issue 24)
+        price, basis = listed_price, price_table().basis(gpu.name)
+    if price is None:
+        return perf, None
+    gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size
+    return perf, replica_cost(
+        price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million,
+        price_basis=basis, **_load_costs(perf),
+    )  # fmt: skip
+
+
+def origin_of(facts: ModelFacts) -> ModelOrigin:
+    """Where the checkpoint came from, as the plan contract's ``model`` object says."""
+    return ModelOrigin(facts.source, facts.revision, facts.weights_basis, facts.origin, tuple(facts.notes))

@@ -1,0 +1,146 @@
+"""``fitgate recommend``: every GPU x TP x PP x KV dtype x quantization that holds a workload, cheapest first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from fitgate.checkpoints import resolve, to_model_input
+from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
+from fitgate.cli.inputs import list_prices_of, prices_of
+from fitgate.report import option_document
+from fitgate.sizing import (
+    GpuModel,
+    GpuPrices,
+    Option,
+    SizingError,
+    Workload,
+    check_utilization,
+    gpu_catalog,
+    lookup_gpu,
+    search,
+)
+from fitgate.sizing.capacity import check_targets
+from fitgate.sizing.performance import speed_load
+from fitgate.sizing.prices import price_table
+from fitgate.sizing.units import fmt_gib
+
+
+def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], GpuPrices | None, str]:
+    """``--gpus`` (else the catalog) priced from the list table: the listed ones, or all at equal prices.
+
+    Unlisted products are left out when some are listed (their cost cannot be ranked with the rest);
+    when none is, equal prices are assumed and the ranking is by GPU-hours.
+    """
+    named = [lookup_gpu(n.strip(), "--gpus") for n in text.split(",") if n.strip()] if text else list(gpu_catalog())
+    priced = [g for g in named if listed.of(g) is not None]
+    table = price_table()
+    if not priced:
+        return named, None, "no list price for these GPUs: equal prices assumed (ranked by GPU-hours)"
+    left_out = sorted({g.name for g in named if listed.of(g) is None})
+    note = f"median on-demand list prices of the major clouds as of {table.as_of} (data/gpu_prices.json)"
+    if left_out:
+        note += f"; no list price, left out (give --gpu-hour-price to include): {', '.join(left_out)}"
+    return priced, listed, note
+
+
+def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
+    """``--gpus`` (each must be priced when per-product prices are given), else the catalog (the priced ones)."""
+    if text:
+        gpus = [lookup_gpu(name.strip(), "--gpus") for name in text.split(",") if name.strip()]
+        for g in gpus:
+            if prices is not None and prices.of(g) is None:
+                raise SizingError("--gpu-hour-price", None, f"a price for {g.name}, which --gpus names")
+        return list(dict.fromkeys(gpus))
+    return [g for g in gpu_catalog() if prices is None or prices.of(g) is not None]
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """``fitgate recommend``: every configuration that holds the workload, cheapest per 1M output tokens first."""
+    facts = resolve(args.model, source=args.source)
+    model = to_model_input(facts)
+    utilization = check_utilization(args.utilization)
+    prices = prices_of(args)
+    gpu_list, price_note = None, None
+    if prices is None and (listed := list_prices_of(args)) is not None:
+        gpu_list, prices, price_note = _listed_gpus(args.gpus, listed)
+    if args.api_price_per_million is not None and prices is None:
+        raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
+    longest = args.max_model_len or model.arch.derived_max_model_len
+    if args.context_tokens > longest:
+        raise SizingError("--context-tokens", args.context_tokens, f"at most {longest} (the max_model_len)")
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, args.context_tokens)
+    targets = check_targets(args.ttft_ms, args.tpot_ms, load)
+    found = search(
+        model,
+        Workload(args.concurrency, args.context_tokens),
+        gpu_list if gpu_list is not None else _gpu_list(args.gpus, prices),
+        max_model_len=args.max_model_len,
+        max_gpus=args.max_gpus,
+        prices=prices,
+        utilization=utilization,
+        api_usd_per_million=args.api_price_per_million,
+        vllm_version=args.vllm_version,
+        speed_load=load,
+        targets=targets,
+    )
+    doc = {
+        "model": model.name,
+        "workload": {"concurrency": args.concurrency, "context_tokens": args.context_tokens},
+        "max_model_len": args.max_model_len or args.context_tokens,
+        "vllm_version": args.vllm_version,
+        "utilization": utilization,
+        "ranked_by": (
+            ("usd_per_hour_all_replicas" if prices else "gpu_hours_per_hour_all_replicas")
+            if targets
+            else ("usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens")
+        ),
+        "targets": None
+        if targets is None
+        else {"ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms, "request_rate": args.request_rate},
+        "options": [option_document(o) for o in found.options],
+        "prices": price_note,
+        "reason": found.reason or None,
+        "basis": found.options[0].performance.basis if found.options else None,
+    }
+    if args.output == "json":
+        print(json.dumps(doc, indent=2))
+        return EXIT_FITS if found.options else EXIT_DOES_NOT_FIT
+    print(
+        f"fitgate recommend: {model.name} for {args.concurrency} x {args.context_tokens} tokens "
+        f"(vLLM {args.vllm_version}), ranked by {doc['ranked_by']} at {utilization:.0%} utilisation"
+    )
+    if price_note:
+        print(f"  prices: {price_note}")
+    if not found.options:
+        print(f"  none: {found.reason}")
+        return EXIT_DOES_NOT_FIT
+    unit = "$/1M out" if prices else "GPU-h/1M"
+    print(
+        f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
+        f"{unit:>9s}" + (f" {'REPLICAS':>8s} {'TTFT ms':>8s} {'TPOT ms':>8s}" if targets else "")
+    )
+    for o in found.options[: max(1, args.limit)]:
+        d = option_document(o)
+        per = d["usd_per_million_output_tokens"] if prices else d["gpu_hours_per_million_output_tokens"]
+        print(
+            f"  {o.gpu.name:13s} {_shape(o):>6s} {o.kv_cache_dtype:5s} "
+            f"{o.quantization or 'as-is':7s} {o.verdict.value:8s} {fmt_gib(o.headroom_bytes):>10s} "
+            f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
+            + (
+                f" {o.replicas:8d} {o.performance.ttft_seconds * 1000:8.0f} {o.performance.tpot_seconds * 1000:8.1f}"
+                if targets
+                else ""
+            )
+        )
+    if len(found.options) > args.limit:
+        print(f"  ... {len(found.options) - args.limit} more (--limit, or --output json for all)")
+    print(f"  {doc['basis']}")
+    return EXIT_FITS
+
+
+def _shape(o: Option) -> str:
+    """``8x1`` (TP x PP), or ``1x8EP`` (TP x DP with expert parallelism)."""
+    if o.expert_parallel:
+        return f"{o.tensor_parallel_size}x{o.data_parallel_size}EP"
+    return f"{o.tensor_parallel_size}x{o.pipeline_parallel_size}"
