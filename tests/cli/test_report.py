@@ -14,7 +14,8 @@ from fitgate.cli import build_parser, main
 from fitgate.cli.inputs import economics_of, origin_of
 from fitgate.observe import parse_lines
 from fitgate.observe.compare import TERMS, Comparison, compare_document, gpu_of, predicted_terms, serving_config
-from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.decision.evaluate import evaluate
+from fitgate.operator.decision.status import status_of
 from fitgate.operator.gpus.inventory import parse_node
 from fitgate.operator.schema.api import parse_spec
 from fitgate.report import PlanReport, plan_document
