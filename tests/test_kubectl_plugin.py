@@ -73,6 +73,9 @@ def test_misfit_why_shows_the_numbers_the_breakdown_and_the_smallest_fix() -> No
     assert "Smallest fix:\n  fits: spec.serving.tensorParallelSize: " in text
     assert "generation 3 of 3 (the current spec)" in text
     assert "Fits=False WeightsExceedBudget" in text and "Ready=True Evaluated" in text
+    assert "(the message under Why)" in text  # the Fits condition repeats status.message: shown once
+    assert "vLLM args with the fix applied:\n  --max-model-len" in text  # engineArgs of a misfit are the fix's
+    assert st["recommendedMaxModelLen"] == 0 and "maxModelLen: 0" not in text  # no length fits: not offered
     assert "; smallest change that fits:" not in text.split("Smallest fix:")[0]  # the fix is shown once, apart
 
 

@@ -362,7 +362,7 @@ def _fix(status: ModelDeploymentStatus, fixes: list[str]) -> list[str]:
     out: list[str] = []
     if status.verdict in {"DoesNotFit", "Tight"} or fixes:
         out.extend(f"  {f}" for f in fixes)
-        if status.recommended_max_model_len is not None:
+        if status.recommended_max_model_len:  # 0: no maxModelLen fits
             out.append(f"  or spec.serving.maxModelLen: {status.recommended_max_model_len} (the longest that fits)")
         for a in status.alternatives or []:
             out.append(
@@ -376,7 +376,9 @@ def _fix(status: ModelDeploymentStatus, fixes: list[str]) -> list[str]:
         out.insert(0, "")
         out.insert(1, "Smallest fix:")
     if status.engine_args:
-        out += ["", "Recommended vLLM args:"]
+        # on a misfit the operator takes them from the fix (evaluate.py Evaluation.recommended_change)
+        title = "vLLM args with the fix applied:" if status.verdict == "DoesNotFit" else "Recommended vLLM args:"
+        out += ["", title]
         out.extend(f"  {a.name} {a.value}  ({a.reason})" for a in status.engine_args)
     return out
 
@@ -404,7 +406,10 @@ def _conditions(status: ModelDeploymentStatus) -> list[str]:
         out.append(
             f"  {c.type}={c.status} {c.reason} (since {c.last_transition_time}, generation {c.observed_generation})"
         )
-        out.extend(f"    {part}" for part in _wrap(c.message, 104) if c.message)
+        if c.message == status.message:
+            out.append("    (the message under Why)")
+        else:
+            out.extend(f"    {part}" for part in _wrap(c.message, 104))
     schedulable = next((c for c in status.conditions if c.type == "Schedulable"), None)
     if schedulable is None:
         out.append("  Schedulable: no condition (a node of the placement's GPU exists)")
