@@ -30,10 +30,13 @@ step() { printf '[build_image %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 # 1. The base: a minimal bookworm with python3 (3.11, as python:3.11-slim) and its venv module, cached by suite.
 rootfs="$WORK/base-$SUITE.tar"
-if [ ! -s "$rootfs" ]; then
+if [ ! -f "$rootfs" ] || [ ! -s "$rootfs" ]; then
   step "mmdebstrap $SUITE from $MIRROR"
-  mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-    --aptopt='Acquire::Retries "3"' --dpkgopt='path-exclude=/usr/share/{doc,man,info,locale}/*' \
+  # dpkg's path-exclude takes fnmatch globs (no braces): one option per folder; copyright files are kept
+  mmdebstrap --variant=minbase --format=tar --include=python3,python3-venv,ca-certificates \
+    --aptopt='Acquire::Retries "3"' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     "$SUITE" "$rootfs.part" \
     "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" "deb $SECURITY $SUITE-security main"
   mv "$rootfs.part" "$rootfs"
@@ -80,6 +83,20 @@ fi
 if env -i PATH=/usr/bin:/bin "$CHROOT" --userspec="$user" "$mnt" /usr/bin/touch /opt/fitgate/bin/x 2> /dev/null; then
   echo "build_image: /opt/fitgate is writable by $user" >&2; exit 1
 fi
+
+# The chart's conditions: a read-only root (readOnlyRootFilesystem), tmpfs on /tmp and /cache (its emptyDirs),
+# uid 10001, no network (HF_HUB_OFFLINE: the built-in catalog). A private mount namespace keeps the mounts here.
+mkdir -p "$mnt/cache"
+step "fitgate plan as $user on a read-only root with tmpfs /tmp and /cache (unshare --mount)"
+plan=$(unshare --mount --propagation private sh -ec '
+  mount --bind "$1" "$1"; mount -o remount,bind,ro "$1"
+  mount -t tmpfs -o size=64m tmpfs "$1/tmp"; mount -t tmpfs -o size=64m tmpfs "$1/cache"
+  exec env -i PATH=/opt/fitgate/bin:/usr/bin:/bin HOME=/tmp FITGATE_CACHE_DIR=/cache PYTHONDONTWRITEBYTECODE=1 \
+    HF_HUB_OFFLINE=1 "$2" --userspec="$3" "$1" fitgate plan --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 -o json
+' sh "$mnt" "$CHROOT" "$user")
+verdict=$(printf '%s' "$plan" | python3 -c 'import json, sys; print(json.load(sys.stdin)["verdict"])')
+[ "$verdict" = Fits ] || { echo "build_image: plan on a read-only root gave '$verdict'" >&2; exit 1; }
+echo "Llama-3.1-8B-Instruct on H100: $verdict"
 
 # 4. Export an OCI archive (load it with `skopeo copy`, `podman load` or `docker load` after conversion).
 out="$WORK/fitgate-$VERSION.oci.tar"
