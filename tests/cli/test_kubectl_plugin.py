@@ -15,13 +15,14 @@ from kubernetes.client.exceptions import ApiException
 from fitgate import kubectl_plugin
 from fitgate.cli import main as cli_main
 from fitgate.kubectl_plugin import PluginError, explain, parse_why, resource_name
-from fitgate.operator.decision.evaluate import evaluate, status_of
+from fitgate.operator.decision.evaluate import evaluate
+from fitgate.operator.decision.status import status_of
 from fitgate.operator.gpus.inventory import parse_node
 from fitgate.operator.schema.api import parse_spec
 from fitgate.sizing.units import fmt_gib
 from tests.conftest import model
 
-# Real GPU Feature Discovery labels (as tests/test_operator.py's H100 and L4 nodes).
+# Real GPU Feature Discovery labels (as tests/fitgate_operator/test_operator.py's H100 and L4 nodes).
 H100 = {
     "apiVersion": "v1",
     "kind": "Node",
@@ -65,7 +66,7 @@ def test_misfit_why_shows_the_numbers_the_breakdown_and_the_smallest_fix() -> No
     st = o["status"]
     assert text.startswith("modeldeployment team-a/m: DoesNotFit on NVIDIA-H100-80GB-HBM3 (tensor parallel 1)\n")
     assert f"Why: {st['reason']}\n" in text
-    # the 70B's bf16 weights on one GPU: 131.45 GiB (tests/test_operator.py's misfit message)
+    # the 70B's bf16 weights on one GPU: 131.45 GiB (tests/fitgate_operator/test_operator.py's misfit message)
     assert "131.45 GiB" in text
     # every per-GPU figure of the status, formatted as the sizing core formats bytes
     for key in ("capacityBytes", "budgetBytes", "weightsBytes", "activationBytes", "kvCacheBytes", "headroomBytes"):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 VALUES = REPO / "charts" / "fitgate" / "values.yaml"
 DEPLOYMENT = REPO / "charts" / "fitgate" / "templates" / "deployment.yaml"

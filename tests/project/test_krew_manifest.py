@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("krew_plugin", REPO / "scripts" / "krew_plugin.py")
 assert _spec is not None and _spec.loader is not None
 krew_plugin = importlib.util.module_from_spec(_spec)
