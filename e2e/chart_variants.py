@@ -1,6 +1,6 @@
-"""The values combinations the chart checks render (kubeconform, helm lint): every knob of tests/test_chart.py's
-KNOBS (kept equal by tests/test_chart_checks.py) plus the feature switches tests/test_chart_least_privilege.py
-and tests/test_chart_observe.py render, and everything on at once."""
+"""The values combinations the chart checks render (kubeconform, helm lint): every knob of tests/chart/test_chart.py's
+KNOBS (kept equal by tests/chart/test_chart_checks.py) plus the feature switches tests/chart/test_chart_least_privilege.py
+and tests/chart/test_chart_observe.py render, and everything on at once."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ VARIANTS: dict[str, list[str]] = {
     "models-volume": ["--set", "operator.models.volume.persistentVolumeClaim.claimName=models"],
     "verbose": ["--set", "operator.verbose=true", "--set", "webhook.failurePolicy=Ignore"],
     "name-overrides": ["--set", "nameOverride=gate", "--set", "fullnameOverride=acme-fitgate"],
-    # the switches of tests/test_chart_least_privilege.py
+    # the switches of tests/chart/test_chart_least_privilege.py
     "workload-audit": [*WORKLOADS],
     "workload-annotate": [*WORKLOADS, "--set", "workloadWebhook.annotate=true"],
     "workload-configmaps": [*WORKLOADS, "--set", "workloadWebhook.readConfigMaps=true"],

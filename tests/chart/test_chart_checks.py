@@ -21,9 +21,9 @@ import yaml
 from e2e import gotools, tools
 from e2e.chart_variants import VARIANTS
 
-from tests.test_chart import KNOBS
+from tests.chart.test_chart import KNOBS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "fitgate"
 VENV_BIN = Path(sys.executable).parent
 CHART_TESTING = "github.com/helm/chart-testing/v3@v3.14.0"  # e2e/gotools/chart-testing/go.mod's version
