@@ -1,6 +1,8 @@
-"""The values combinations the chart checks render (kubeconform, helm lint): every knob of tests/chart/test_chart.py's
-KNOBS (kept equal by tests/chart/test_chart_checks.py) plus the feature switches tests/chart/test_chart_least_privilege.py
-and tests/chart/test_chart_observe.py render, and everything on at once."""
+"""The values combinations the chart checks render (kubeconform, helm lint).
+
+Every knob of tests/chart/test_chart.py's KNOBS (kept equal by tests/chart/test_chart_checks.py) plus the feature
+switches tests/chart/test_chart_least_privilege.py and tests/chart/test_chart_observe.py render, and everything on
+at once."""
 
 from __future__ import annotations
 
