@@ -123,6 +123,8 @@ async def operator_startup(
         arm_shutdown=arm_shutdown,
     )
     state.attach(memo)
+    # before readiness: a hung Hub's first review must find the catalog loaded (see FactsStore.warm)
+    await state.store.warm()
     # Ready (and so behind the webhook Service) once this replica has listed the nodes itself and its
     # webhook server accepts connections.
     webhook = (config.webhook_addr, config.webhook_port) if config.webhook_port else None
