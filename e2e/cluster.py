@@ -50,9 +50,12 @@ KUBECONFIG = CACHE / "kubeconfig"
 KWOK_STAGES = ROOT / "e2e" / "kwok" / "stages.yaml"
 #: The annotation kwok manages nodes by (``--manage-nodes-with-annotation-selector``).
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
-#: The controllers a vLLM Deployment, LeaderWorkerSet-free StatefulSet and their cleanup need (kube-controller-manager
-#: names, cmd/kube-controller-manager/names/controller_names.go of k8s.io/kubernetes v1.37.2).
+#: The controllers a vLLM Deployment, a StatefulSet and their cleanup need (kube-controller-manager's names,
+#: cmd/kube-controller-manager/names/controller_names.go of k8s.io/kubernetes v1.37.2). node-lifecycle-controller
+#: takes off the ``node.kubernetes.io/not-ready`` taint the API server puts on every new Node (TaintNodesByCondition)
+#: once kwok reports it Ready: without it the scheduler places nothing.
 CONTROLLERS = (
+    "node-lifecycle-controller",
     "deployment-controller",
     "replicaset-controller",
     "statefulset-controller",
