@@ -310,12 +310,10 @@ def test_free_gpus_are_what_the_scheduler_left_and_a_pending_replica_is_one_fitg
     scheduling_cluster: Kube, operator: Operator, h100_nodes: list[str], ns: str
 ) -> None:
     kube = scheduling_cluster
-    kube.kubectl("label", "namespace", ns, "fitgate.io/validate=warn", "--overwrite")  # enforce would deny it
     assert free_gpus_by_scheduler(kube, h100_nodes) == 16  # 2 nodes x 8, nothing placed yet
+    # 3 replicas of 8 GPUs on 2 nodes of 8; admitted: a workload's verdict is per replica (docs/workload-webhook.md)
     d = vllm_deployment("llama-70b", "meta-llama/Llama-3.1-70B-Instruct", {"nvidia.com/gpu.product": H100}, 3, 8)
-    result = apply(kube, ns, d)
-    # fitgate says at apply time what the scheduler will do: 3 replicas of 8 GPUs, 2 nodes of 8
-    assert "2 of 3 replicas" in result.stderr, result.stderr
+    apply(kube, ns, d)
 
     def two_placed_one_pending() -> list[dict[str, Any]] | None:
         ps = pods(kube, ns, "llama-70b")
