@@ -38,7 +38,8 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 GFD_H100 = {"nvidia.com/gpu.product": H100, "nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "8"}
 #: GKE's labels of an a3-highgpu-8g node (8 x H100 80GB): https://cloud.google.com/kubernetes-engine/docs/how-to/gpus
 GKE_H100 = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "node.kubernetes.io/instance-type": "a3-highgpu-8g"}
-#: EKS: the instance type (p5.48xlarge: 8 x H100) and the accelerator label of EKS' GPU AMIs' node groups.
+#: EKS: the instance type (p5.48xlarge: 8 x H100) and the GPU label of cluster-autoscaler's AWS provider
+#: (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws, ``GPULabel``), which fitgate does not read.
 EKS_H100 = {"node.kubernetes.io/instance-type": "p5.48xlarge", "k8s.amazonaws.com/accelerator": "nvidia-h100"}
 
 
