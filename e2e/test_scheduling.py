@@ -199,6 +199,16 @@ def verdict_of(
     return result
 
 
+def reviews_decided(op: Operator) -> float:
+    """Admission reviews the operator sized and decided (``fitgate_admission_requests_total`` but ``unchanged``:
+    an update that changes nothing to size, such as the audit's own annotation patch)."""
+    total = 0.0
+    for line in op.metrics().splitlines():
+        if line.startswith("fitgate_admission_requests_total{") and 'result="unchanged"' not in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def free_gpus_by_scheduler(kube: Kube, nodes: list[str]) -> int:
     """GPUs of ``nodes`` that no bound, unfinished pod requests: what the scheduler has left to place."""
     free = 0
@@ -277,6 +287,7 @@ def test_a_deployment_becomes_a_replicaset_and_pods_placed_by_the_scheduler_and_
 ) -> None:
     kube = scheduling_cluster
     d = vllm_deployment("llama-70b", "meta-llama/Llama-3.1-70B-Instruct", {"nvidia.com/gpu.product": H100}, 2, 8)
+    decided = reviews_decided(operator)
     apply(kube, ns, d)  # enforce: admitted, so it fits
     placed = kube.wait_for(
         lambda: (ps := pods(kube, ns, "llama-70b")) and all(p["status"].get("phase") == "Running" for p in ps) and ps,
@@ -303,6 +314,12 @@ def test_a_deployment_becomes_a_replicaset_and_pods_placed_by_the_scheduler_and_
     )
     # none on the ReplicaSet or its Pods: the audit and the webhook leave controller-owned objects to their owner
     assert {kind for kind, _, _ in fitgate_events(kube, ns)} == {"Deployment"}
+    # the chart's rules send the ReplicaSet's and the Pods' CREATEs to the webhook too, which admits them unread:
+    # only the Deployment's review was sized and decided
+    log = operator.log.read_text()
+    for name in [rs["metadata"]["name"], *(p["metadata"]["name"] for p in placed)]:
+        assert f"[{ns}/{name}] Webhook 'workloads-enforce' succeeded" in log, name
+    assert reviews_decided(operator) - decided == 1
     kube.kubectl("delete", "deployment", "llama-70b", "-n", ns, "--wait=true", "--timeout=60s")
     kube.wait_for(lambda: pods(kube, ns, "llama-70b") == [], timeout=60, what="the garbage collector")
 
