@@ -6,7 +6,12 @@ A100 MIG, MI300X), runs them through the node indexer, then reconciles 10,000 Mo
 status, annotations, events, metrics), as the create/resume handlers do for a cold start. The API
 server is not in the loop: this measures what the operator process itself spends.
 
-Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M]
+With ``--kwok`` the nodes are not built here: the same label sets are created as M kwok nodes on the
+scheduling cluster of the e2e tests (kube-apiserver, controller-manager, scheduler and kwok on loopback,
+``e2e/cluster.py``; built on first use), kwok makes them Ready, and the Node objects the API server
+lists (conditions, addresses, nodeInfo, heartbeats) are what the operator's code indexes.
+
+Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M] [--kwok]
 Ends with one JSON line: {"deployments", "nodes", "wall_s", "per_deployment_ms", "peak_rss_mib", ...}
 """
 
@@ -17,7 +22,9 @@ import asyncio
 import json
 import resource
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +93,52 @@ def specs(count: int) -> list[dict[str, Any]]:
     return out
 
 
-async def run(deployments: int, node_count: int) -> dict[str, Any]:
-    body = nodes(node_count)
+def kwok_nodes(count: int, workdir: Path) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """``nodes(count)`` created as kwok nodes on a scheduling cluster, listed back once all are Ready."""
+    from e2e import cluster  # noqa: PLC0415 - the e2e control plane, built on first use
+    from kubernetes import client  # noqa: PLC0415 - only this mode talks to an API server
+    from kubernetes import config as kube_config  # noqa: PLC0415
+
+    cluster.build_scheduling()
+    cp = cluster.ControlPlane(workdir / "cluster", scheduling=True).start()
+    try:
+        api = client.CoreV1Api(kube_config.new_client_from_config(config_file=str(cp.kubeconfig)))
+        key, value = cluster.KWOK_NODE_ANNOTATION
+        wanted = nodes(count)
+        for n in wanted:
+            n["metadata"]["annotations"] = {key: value}
+            extra = {"cpu": "192", "memory": "2Ti", "pods": "110"}
+            n["status"] = {k: {**extra, **v} for k, v in n["status"].items()}
+        start = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(api.create_node, wanted))
+        created = time.perf_counter() - start
+
+        def ready() -> list[dict[str, Any]]:
+            listed = api.api_client.sanitize_for_serialization(api.list_node())["items"]
+            return [
+                n
+                for n in listed
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
+            ]
+
+        deadline = time.monotonic() + 60 + count / 10
+        while len(listed := ready()) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kwok made {len(listed)} of {count} nodes Ready; logs in {cp.directory}")
+            time.sleep(0.5)
+        return listed, {"create_s": round(created, 2), "ready_s": round(time.perf_counter() - start, 2)}
+    finally:
+        cp.stop()
+
+
+async def run(deployments: int, node_count: int, kwok: bool = False) -> dict[str, Any]:
+    kwok_times: dict[str, float] = {}
+    if kwok:
+        with tempfile.TemporaryDirectory(prefix="fitgate-kwok-") as tmp:
+            body, kwok_times = kwok_nodes(node_count, Path(tmp))
+    else:
+        body = nodes(node_count)
     start = time.perf_counter()
     index = {n["metadata"]["name"]: parse_node(n) for n in body}
     inventory = Inventory(g for gpus in index.values() for g in gpus)
@@ -127,6 +178,8 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
     return {
         "deployments": deployments,
         "nodes": node_count,
+        "node_source": "kwok" if kwok else "synthetic",
+        **{f"kwok_{k}": v for k, v in kwok_times.items()},
         "gpu_nodes_indexed": sum(1 for v in index.values() if v),
         "index_s": round(index_s, 2),
         "wall_s": round(wall, 2),
@@ -143,8 +196,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deployments", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=5_000)
+    parser.add_argument(
+        "--kwok", action="store_true", help="the nodes as kwok nodes on a loopback scheduling cluster (e2e/cluster.py)"
+    )
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.deployments, args.nodes))))
+    if args.nodes < 1 or args.deployments < 1:
+        parser.error(f"--nodes and --deployments must be at least 1 (got {args.nodes}, {args.deployments})")
+    print(json.dumps(asyncio.run(run(args.deployments, args.nodes, args.kwok))))
     return 0
 
 
