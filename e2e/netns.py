@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -158,11 +158,19 @@ class Namespaced:
 
     Started by :meth:`start` (or ``with``) and ended by PID in :meth:`stop`: SIGTERM to the namespace's
     first process, which ends the command, then SIGKILL after ``stop_timeout_s``. Its output goes to
-    ``workdir/output.log``.
+    ``workdir/output.log``; ``env`` is added to this process's environment for it.
     """
 
-    def __init__(self, command: Sequence[str], port: int, workdir: Path, stop_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        port: int,
+        workdir: Path,
+        env: Mapping[str, str] | None = None,
+        stop_timeout_s: float = 10.0,
+    ) -> None:
         self.command = list(command)
+        self.env = {**os.environ, **(env or {})}
         self.inner_port = port
         self.workdir = workdir
         self.stop_timeout_s = stop_timeout_s
@@ -196,7 +204,12 @@ class Namespaced:
         argv = ["unshare", "-rn", sys.executable, "-m", "e2e.netns", "inner", self.socket_path, str(self.inner_port)]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                [*argv, "--", *self.command], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                [*argv, "--", *self.command],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         self._relay = _TcpRelay(self.socket_path)
         threading.Thread(target=self._relay.serve_forever, daemon=True).start()

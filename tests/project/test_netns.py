@@ -56,8 +56,8 @@ def test_server_isolated_and_reached_through_the_relay(short_tmp: Path) -> None:
 
 
 def test_a_command_that_fails_is_reported_with_its_output(short_tmp: Path) -> None:
-    command = [sys.executable, "-c", "import sys; print('no model here'); sys.exit(3)"]
-    with Namespaced(command, 8000, short_tmp / "ns") as server:
+    command = [sys.executable, "-c", "import os, sys; print(os.environ['WHY']); sys.exit(3)"]
+    with Namespaced(command, 8000, short_tmp / "ns", env={"WHY": "no model here"}) as server:
         with pytest.raises(NetnsError, match="ended before answering /health") as caught:
             server.wait_http("/health", timeout_s=20)
         assert "no model here" in str(caught.value)
