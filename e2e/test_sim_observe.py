@@ -290,6 +290,7 @@ def test_operator_observes_the_simulator(
             what="the three requests in status.observed",
         )
         o = st["observed"]
+        print(f"\nthe operator on the simulator: {json.dumps(o, sort_keys=True)}")
         window = o["windowSeconds"]
         slack = 0.06 * window + 1  # tokens/s rounded to 0.1 and the window to 0.1 s
         assert abs(o["tokensPerSecond"] * window - 3 * (PROMPT_WORDS + MAX_TOKENS)) < slack  # 312 tokens
