@@ -37,7 +37,7 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ INNER_PORT = 8000  # the simulator's default (vLLM's), inside its namespace
 BLOCK_SIZE = 16
 PROMPT_WORDS = 64  # the dummy tokenizer: one token per word -> 64 tokens = 4 blocks of 16
 MAX_TOKENS = 40  # with ignore_eos the simulator generates exactly max_tokens
-INTER_TOKEN = "50ms"  # 40 tokens x 50 ms = 2 s per request: long enough to be read while running
+INTER_TOKEN = "100ms"  # 40 tokens x 100 ms = 4 s per request: long enough to be read while running
 
 
 def simulator(request: pytest.FixtureRequest, workdir: Path, kv_blocks: int) -> Namespaced:
@@ -132,6 +132,17 @@ def scrape(port: int, at_s: float = 0.0) -> tuple[str, Scrape]:
     return asyncio.run(_scrape(f"http://127.0.0.1:{port}/metrics", at_s))
 
 
+def settled(port: int, done: Callable[[Scrape], bool], timeout_s: float = 15.0) -> tuple[str, Scrape]:
+    """Scrape until ``done`` holds (the simulator updates its metrics asynchronously), at most ``timeout_s``;
+    the last scrape either way, for the assertions to show."""
+    deadline = time.monotonic() + timeout_s
+    text, read = scrape(port)
+    while not done(read) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text, read = scrape(port)
+    return text, read
+
+
 def samples(text: str) -> dict[str, float]:
     """Every ``vllm:`` sample of the page by its name as written (summed over label sets).
 
@@ -171,17 +182,15 @@ def test_fitgate_reads_the_simulator(request: pytest.FixtureRequest, tmp_path_fa
 
         # 4 requests at once, each 64 prompt tokens = 4 full blocks held while it runs
         threads, usages = in_background(server.port, [prompt(f"r{i}") for i in range(4)])
-        deadline = time.monotonic() + 15
-        busy = idle
-        while busy.running != 4 and time.monotonic() < deadline:
-            _, busy = scrape(server.port)
+        # the simulator moves its gauges from goroutines fed by channels: read until they have caught up
+        _, busy = settled(server.port, lambda s: s.running == 4 and s.kv_usage == 16 / kv_blocks)
         assert busy.running == 4 and busy.waiting == 0
         assert busy.kv_usage == 16 / kv_blocks  # 4 requests x 4 blocks = 16 of 64 blocks = 0.25
         for thread in threads:
             thread.join(timeout=30)
         assert len(usages) == 4
 
-        text, done = scrape(server.port, at_s=10.0)
+        text, done = settled(server.port, lambda s: s.counters.requests == 4 and s.running == 0)
         assert [u["prompt_tokens"] for u in usages] == [PROMPT_WORDS] * 4
         assert [u["completion_tokens"] for u in usages] == [MAX_TOKENS] * 4
         assert done.running == 0 and done.kv_usage == 0  # finished requests free their blocks
@@ -210,6 +219,7 @@ def test_fitgate_reads_the_simulator(request: pytest.FixtureRequest, tmp_path_fa
         async def rounds() -> Any:
             await read()
             await asyncio.to_thread(complete, server.port, prompt("r0"))  # r0's 4 blocks are cached
+            await asyncio.to_thread(settled, server.port, lambda s: s.counters.requests == 5)
             read_ = await read()
             await observer.close()
             return read_
