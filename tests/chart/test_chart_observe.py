@@ -27,7 +27,16 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from tests.chart.test_chart import CHART, KNOBS, helm, render_chart  # noqa: F401 - the helm fixture
 
-ON = [*KNOBS["observe"][:-1], 'operator.prices={"H100":2.5,"L4":0.7}']  # the chart test's observe knob, two prices
+ON = [
+    *KNOBS["observe"][:-1],
+    'operator.prices={"H100":2.5,"L4":0.7}',  # the chart test's observe knob, two prices
+    "--set",
+    "workloadWebhook.enabled=true",  # and the workload webhooks' alerts
+]
+#: Grafana's range variable: a range at least four scrape intervals long whatever the zoom
+#: (https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/#use-__rate_interval);
+#: PromQL parsers see the duration Grafana puts in its place.
+RATE_INTERVAL = "$__rate_interval"
 
 _REF = {
     "type": "object",
@@ -150,7 +159,7 @@ def _expressions(docs: list[dict[str, Any]]) -> dict[str, str]:
     dash = _dashboard(docs)
     for p in dash["panels"]:
         for t in p["targets"]:
-            out[f"panel {p['title']!r} {t['refId']}"] = t["expr"]
+            out[f"panel {p['title']!r} {t['refId']}"] = t["expr"].replace(RATE_INTERVAL, "2m")
     for v in dash["templating"]["list"]:
         if v["type"] == "query":  # label_values(METRIC, label): Grafana's function around a PromQL selector
             m = re.fullmatch(r"label_values\((.+), *\w+\)", v["query"]["query"])
@@ -180,7 +189,22 @@ def test_every_promql_expression_parses(helm: Path) -> None:  # noqa: F811
         "FitgateDoesNotFitAdmitted",
         "FitgateWebhookErrors",
         "FitgateWebhookFailOpen",
+        "FitgateWorkloadWebhookFailOpen",
+        "FitgateWorkloadWebhookErrors",
+        "FitgateWorkloadAdmissionErrors",
     }
+
+
+def test_the_dashboard_is_provisioned_read_only_with_grafanas_rate_interval(helm: Path) -> None:  # noqa: F811
+    dash = _dashboard(render_chart(helm, *ON))
+    assert dash["editable"] is False  # provisioned from the chart: edits in the UI would be lost on upgrade
+    ranges = [
+        (p["title"], m.group(1))
+        for p in dash["panels"]
+        for t in p["targets"]
+        for m in re.finditer(r"(?:rate|increase|irate)\([^\[]*\[([^\]]+)\]", t["expr"])
+    ]
+    assert ranges and all(r == RATE_INTERVAL for _, r in ranges), ranges
 
 
 def test_the_parser_rejects_broken_promql() -> None:
@@ -199,6 +223,7 @@ def test_every_series_the_dashboard_and_alerts_name_exists() -> None:
     m.scrapes.labels("ok").inc()
     m.admission.labels("allowed").inc()
     m.admission_seconds.observe(0.01)
+    m.workload_admission_errors.labels("Deployment", "true").inc()
     exposed = {line.split("{")[0].split(" ")[0] for line in m.exposition().decode().splitlines() if line[:1] != "#"}
     text = (CHART / "dashboards" / "fitgate-overview.json").read_text()
     text += (CHART / "templates" / "prometheusrule.yaml").read_text()

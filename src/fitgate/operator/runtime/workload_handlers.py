@@ -150,11 +150,18 @@ async def validate_workload(
         raise
     except Exception as exc:  # hardening (issue 22): one line through the policy, never a 500
         why = f"fitgate could not evaluate this object ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-        policy = OperatorMemo.of(memo).config.unknown_policy
+        state = OperatorMemo.of(memo)
+        policy = state.config.unknown_policy
         outcome = unknown_outcome(body, str(mode), why, policy, dryrun=bool(dryrun))
+        kind = body.get("kind")
+        kind = kind if kind in _METRIC_KINDS else "other"  # a label value from a fixed set, whatever was posted
+        state.metrics.workload_admission_errors.labels(kind, str(outcome.allowed).lower()).inc()
         warnings.extend(outcome.warnings)
         if not outcome.allowed:
             raise kopf.AdmissionError(outcome.message, code=outcome.code) from None
+
+
+_METRIC_KINDS = frozenset(k.kind for k in admitted_kinds())
 
 
 def unknown_outcome(body: Any, mode: str, why: str, policy: Any, *, dryrun: bool = False) -> AdmissionOutcome:
