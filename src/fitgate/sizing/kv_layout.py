@@ -104,7 +104,7 @@ class KVLayout:
             counts[s] = counts.get(s, 0) + 1
         return tuple(counts.items())
 
-    @property
+    @cached_property
     def kinds(self) -> tuple[str, ...]:
         """Spec kinds present, e.g. ('full', 'sliding_window')."""
         return tuple(sorted({spec_kind(s) for s in self.specs}))
