@@ -6,8 +6,10 @@ A100 MIG, MI300X), runs them through the node indexer, then reconciles 10,000 Mo
 status, annotations, events, metrics), as the create/resume handlers do for a cold start. The API
 server is not in the loop: this measures what the operator process itself spends.
 
-Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M]
+Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M] [--baseline REF [--rounds 1]]
 Ends with one JSON line: {"deployments", "nodes", "wall_s", "per_deployment_ms", "peak_rss_mib", ...}
+With ``--baseline REF`` the same run alternates with commit REF's code (``benchmarks/baseline.py``) and the
+last line holds both sides' figures and their ratios.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import argparse
 import asyncio
 import json
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.baseline import side_by_side
 
 from fitgate.checkpoints import resolve
 from fitgate.checkpoints.catalog import catalog_entries
@@ -143,8 +148,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deployments", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=5_000)
+    parser.add_argument("--baseline", help="a commit to measure side by side with the working tree")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds with --baseline")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.deployments, args.nodes))))
+    if not args.baseline:
+        print(json.dumps(asyncio.run(run(args.deployments, args.nodes))))
+        return 0
+    argv = [__file__, "--deployments", str(args.deployments), "--nodes", str(args.nodes)]
+    runs = side_by_side(argv, args.baseline, args.rounds)
+    summary: dict[str, Any] = {"baseline": args.baseline, "deployments": args.deployments, "nodes": args.nodes}
+    for key in ("wall_s", "resync_round_s", "peak_rss_mib"):
+        now, before = [r[key] for r in runs["current"]], [r[key] for r in runs["baseline"]]
+        ratio = round(statistics.median(now) / statistics.median(before), 2) if statistics.median(before) else None
+        summary[key] = {"current": now, "baseline": before, "ratio": ratio}
+    summary["same_verdicts"] = all(r["verdicts"] == runs["current"][0]["verdicts"] for r in runs["baseline"])
+    print(json.dumps(summary))
     return 0
 
 

@@ -489,7 +489,7 @@ def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
     if layout.packed:
         return (layout.bytes_per_block,)
     if layout.group_size == 1 and len(layout.groups) == 1 and len(layout.spec_counts) > 1:
-        return tuple(s.page_size_bytes for s in layout.specs)  # UniformTypeKVCacheSpecs: per-layer tensors
+        return layout.layer_page_sizes  # UniformTypeKVCacheSpecs: per-layer tensors
     return (layout.page_size_bytes,) * layout.group_size
 
 
