@@ -1,10 +1,12 @@
 """Speed of one plan evaluation (pure sizing, warm model facts), on this machine.
 
 Usage: python benchmarks/speed.py [--n 2000] [--cold 5] [--baseline REF [--rounds 3]]
-Prints one JSON line: {"plan_ms_p50": ..., "plan_ms_p99": ..., "with_suggestions_ms_p50": ...,
-"cold_plan_s": [...], "results_sha": ...} where cold_plan_s is the wall time of ``fitgate plan`` in a new
-process (offline, a catalog model: import, config reading with the defaults table, plan, suggestions,
-print) and results_sha a digest of the plans and suggestions measured (equal digests: equal results).
+Prints one JSON line: {"plan_ms_p50": ..., "plan_ms_p99": ..., "plan_new_settings_ms_p50": ...,
+"with_suggestions_ms_p50": ..., "cold_plan_s": [...], "results_sha": ...}: plan_ms_* re-plan the four
+cases (warm: the plan-level memo answers the settings), plan_new_settings_ms_p50 the same cases each with
+a max_model_len never planned before (only the per-model memos answer), cold_plan_s the wall time of
+``fitgate plan`` in a new process (offline, a catalog model: import, config reading with the defaults
+table, plan, suggestions, print), results_sha a digest of the plans and suggestions (equal: equal results).
 
 With ``--baseline REF`` the same measurement runs ``--rounds`` times alternately on the working tree and on
 commit REF (``benchmarks/baseline.py``), and the last line holds both sides' medians, their ratio and
@@ -21,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -77,6 +80,14 @@ def main() -> int:
         timings.append((time.perf_counter() - start) * 1000)
         if i < len(prepared):
             digest.update(repr(result).encode())
+    # every plan with settings never planned before (a new max_model_len): no plan-level memo answers it
+    fresh: list[float] = []
+    for i in range(min(args.n, 1000)):
+        model, gpu, serving, workload = prepared[i % len(prepared)]
+        serving = replace(serving, max_model_len=(serving.max_model_len or 8192) - 1 - i)
+        start = time.perf_counter()
+        plan(model, gpu, serving, workload)
+        fresh.append((time.perf_counter() - start) * 1000)
     misfit = to_model_input(resolve("meta-llama/Llama-3.1-70B-Instruct", source="catalog"))
     h100 = lookup_gpu("H100")
     serving = ServingConfig(max_model_len=32768)
@@ -92,6 +103,7 @@ def main() -> int:
             {
                 "plan_ms_p50": round(statistics.median(timings), 3),
                 "plan_ms_p99": round(timings[int(0.99 * (len(timings) - 1))], 3),
+                "plan_new_settings_ms_p50": round(statistics.median(fresh), 3),
                 "with_suggestions_ms_p50": round(statistics.median(with_suggestions), 3),
                 "cold_plan_s": cold,
                 "n": args.n,
@@ -106,7 +118,7 @@ def compare(ref: str, rounds: int, n: int, cold: int) -> int:
     """Interleaved rounds on the working tree and on ``ref``; prints each round, then the medians."""
     runs = side_by_side([__file__, "--n", str(n), "--cold", str(cold)], ref, rounds)
     summary: dict[str, object] = {"baseline": ref, "rounds": rounds, "n": n}
-    for key in ("plan_ms_p50", "plan_ms_p99", "with_suggestions_ms_p50"):
+    for key in ("plan_ms_p50", "plan_ms_p99", "plan_new_settings_ms_p50", "with_suggestions_ms_p50"):
         now = statistics.median(r[key] for r in runs["current"])
         before = statistics.median(r[key] for r in runs["baseline"])
         summary[key] = {"current": now, "baseline": before, "ratio": round(now / before, 2) if before else None}
