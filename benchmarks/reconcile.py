@@ -31,6 +31,7 @@ from benchmarks.baseline import side_by_side
 from fitgate.checkpoints import resolve
 from fitgate.checkpoints.catalog import catalog_entries
 from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import logic
 from fitgate.operator.decision.logic import ReconcileOutcome, reconcile
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.gpus.inventory import Inventory, parse_node
@@ -97,6 +98,7 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
     index = {n["metadata"]["name"]: parse_node(n) for n in body}
     inventory = Inventory(g for gpus in index.values() for g in gpus)
     index_s = time.perf_counter() - start
+    gpu_nodes = sum(1 for v in index.values() if v)
     store = FactsStore(resolver=lambda name, rev, source: resolve(name, rev, source="catalog"))
     metrics = Metrics()
     config = OperatorConfig(webhook_port=0, metrics_port=0)
@@ -129,19 +131,40 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
     for i in range(len(all_specs)):
         patched += (await one(i, statuses[i])).status is not None
     resync = time.perf_counter() - start
+    # Node churn: one L4 node joins (a new snapshot). Only the objects whose pools it touches are evaluated
+    # again: placements on any GPU, and misfits (their alternatives are searched cluster-wide).
+    body.append(nodes(3)[2] | {"metadata": {"name": "node-joined", "labels": {**NODE_KINDS[2][0], "pool": "new"}}})
+    index["node-joined"] = parse_node(body[-1])
+    inventory = Inventory(g for gpus in index.values() for g in gpus)
+    before = _reuse()
+    start = time.perf_counter()
+    for i in range(len(all_specs)):
+        outcome = await one(i, statuses[i])
+        if outcome.status is not None:
+            statuses[i] = outcome.status
+    churn = time.perf_counter() - start
+    after = _reuse()
     return {
         "deployments": deployments,
         "nodes": node_count,
-        "gpu_nodes_indexed": sum(1 for v in index.values() if v),
+        "gpu_nodes_indexed": gpu_nodes,
         "index_s": round(index_s, 2),
         "wall_s": round(wall, 2),
         "per_deployment_ms": round(1000 * wall / deployments, 2),
         "distinct_specs": len({json.dumps(s, sort_keys=True) for s in all_specs}),
         "resync_round_s": round(resync, 2),
         "resync_patches": patched,
+        "churn_resync_s": round(churn, 2),
+        # (same snapshot, same pools of a new snapshot, evaluated) during the churn round; null: not counted
+        "churn_reuse": [a - b for a, b in zip(after, before, strict=True)] if after and before else None,
         "verdicts": verdicts,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def _reuse() -> tuple[int, ...] | None:
+    counts = getattr(logic, "REUSE", None)  # absent from a baseline before it
+    return None if counts is None else (counts.same_snapshot, counts.same_pools, counts.evaluated)
 
 
 def main() -> int:
@@ -157,7 +180,7 @@ def main() -> int:
     argv = [__file__, "--deployments", str(args.deployments), "--nodes", str(args.nodes)]
     runs = side_by_side(argv, args.baseline, args.rounds)
     summary: dict[str, Any] = {"baseline": args.baseline, "deployments": args.deployments, "nodes": args.nodes}
-    for key in ("wall_s", "resync_round_s", "peak_rss_mib"):
+    for key in ("wall_s", "resync_round_s", "churn_resync_s", "peak_rss_mib"):
         now, before = [r[key] for r in runs["current"]], [r[key] for r in runs["baseline"]]
         ratio = round(statistics.median(now) / statistics.median(before), 2) if statistics.median(before) else None
         summary[key] = {"current": now, "baseline": before, "ratio": ratio}

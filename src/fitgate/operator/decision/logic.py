@@ -15,6 +15,7 @@ from typing import Any
 
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.decision.poolplan import tolerations_of
 from fitgate.operator.decision.status import same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
@@ -101,6 +102,45 @@ class _Last:
     known: object
     status: Mapping[str, Any]
     outcome: ReconcileOutcome
+    inputs: tuple[object, ...] | None = None  # what the evaluation read of the inventory (:func:`inputs_of`)
+
+
+@dataclass
+class ReuseCounts:
+    """How reconciles were answered: from the same snapshot, from unchanged pools of a new one, or evaluated."""
+
+    same_snapshot: int = 0
+    same_pools: int = 0
+    evaluated: int = 0
+
+
+#: Counts since start (the benchmarks read them; node churn must re-evaluate only what it touched).
+REUSE = ReuseCounts()
+
+
+def inputs_of(spec: ModelDeploymentSpec, nodes: Inventory, ev: Evaluation) -> tuple[object, ...] | None:
+    """What evaluating ``spec`` read of ``nodes``, comparable by value with another snapshot's; None: not known.
+
+    A verdict is a function of the spec, the checkpoint facts and the pools it may land on (issue 23):
+    the candidate pools of its placement (every field, free GPUs per node included) with their fingerprint
+    (which covers cordoned and tainted nodes left out), and for a misfit the pools of the whole cluster
+    its alternatives are searched on. A node change elsewhere leaves these equal, and the last evaluation
+    stands. Not known (always evaluated on a new snapshot): claim templates (DRA devices and claims),
+    ``spec.observe`` (the deployment's own pods), and placements no node matches (prospective pools,
+    autoscaler templates, left-out nodes planned as they are).
+    """
+    p = spec.placement
+    if p.resource_claim_template_name or spec.observe is not None or ev.no_node:
+        return None
+    tolerations = tolerations_of(spec)
+    pools, fingerprint = nodes.select(p.gpu_product, p.node_selector, tolerations)
+    if not pools:
+        return None
+    cluster: tuple[object, ...] = ()
+    if ev.verdict is Verdict.DOES_NOT_FIT:
+        everywhere, everywhere_fingerprint = nodes.select(None, {}, tolerations)
+        cluster = (tuple(everywhere), everywhere_fingerprint)
+    return (tuple(pools), fingerprint, *cluster)
 
 
 class LastReconciles:
@@ -278,12 +318,19 @@ async def reconcile(
         and last.raw_key == raw_key
         and last.generation == generation
         and isinstance(nodes, Inventory)
-        and last.inventory is nodes
         and last.known is store.fresh(last.spec.model)
         and old_status is not None
         and same_outcome(old_status, last.status)
     ):
-        return replace(last.outcome, status=None, event=None)
+        if last.inventory is nodes:
+            REUSE.same_snapshot += 1
+            return replace(last.outcome, status=None, event=None)
+        if last.inputs is not None and inputs_of(last.spec, nodes, last.outcome.evaluation) == last.inputs:
+            # a new snapshot, but not of the pools this object may use: the last evaluation stands
+            REUSE.same_pools += 1
+            _LAST.put(owner, replace(last, inventory=nodes))
+            return replace(last.outcome, status=None, event=None)
+    REUSE.evaluated += 1
     retry: float | None = None
     spec: ModelDeploymentSpec | None = None
     try:
@@ -341,7 +388,8 @@ async def reconcile(
         and known is not None
         and isinstance(nodes, Inventory)
     ):
-        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome))
+        inputs = inputs_of(spec, nodes, ev)
+        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome, inputs))
     else:
         _LAST.forget(owner)
     return outcome
