@@ -166,3 +166,23 @@ def test_node_churn_re_evaluates_only_the_objects_whose_pools_changed(
     # and the object is now known against the new snapshot: its next resync is answered at once
     counted = len(evaluations)
     assert run(spec, fresh.status, churned, store).status is None and len(evaluations) == counted
+
+
+def test_admission_leaves_a_misfits_alternatives_to_reconcile(evaluations: list[str]) -> None:
+    # issue 23: status shows a misfit's cluster-wide alternatives, admission's answer never does; its own
+    # evaluation skips that search (a third of a misfit's cost) and decides exactly as on a full one
+    store, nodes = FakeStore(), Inventory(gpus(H100, L4))
+    config = OperatorConfig(webhook_port=0, metrics_port=0)
+    answer = asyncio.run(
+        logic.admit(raw_spec=MISFIT, nodes=nodes, store=store, config=config, dryrun=False, namespace="ml")
+    )
+    assert not answer.allowed and "does not fit" in answer.message
+    full = run(MISFIT, None, nodes, store)
+    assert full.evaluation.alternatives  # 70B at 32k: TP 2 or more on an H100 node
+    assert logic.decide(logic.parse_spec(MISFIT), full.evaluation, config.unknown_policy) == answer
+    # a review after the reconcile takes its full evaluation: not evaluated again
+    counted = len(evaluations)
+    again = asyncio.run(
+        logic.admit(raw_spec=MISFIT, nodes=nodes, store=store, config=config, dryrun=False, namespace="ml")
+    )
+    assert again == answer and len(evaluations) == counted

@@ -569,6 +569,15 @@ def _check_workload(workload: Workload | None) -> None:
 _RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...]]] = IdentityMemo()
 
 
+def _longest(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
+    """:func:`max_model_len_that_fits`, once per rank plans (a binary search of ~10 one-request sums)."""
+    return _LONGEST_MEMO.get((ranks, rs), (model_max,), lambda: max_model_len_that_fits(ranks, rs, model_max))
+
+
+#: By the identity of the memoised rank plans (:data:`_RANKS_MEMO`): workloads do not change it.
+_LONGEST_MEMO: IdentityMemo[int] = IdentityMemo()
+
+
 def _graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:
     """Whether vLLM deducts its CUDA-graph estimate from the KV budget for this run.
 
@@ -672,7 +681,7 @@ def plan(
         ranks=ranks,
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
-        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
+        max_model_len_that_fits=_longest(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
         notes=_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
         host=host,

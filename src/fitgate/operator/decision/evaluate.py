@@ -204,8 +204,13 @@ def evaluate(
     with_suggestions: bool = True,
     namespace: str = "",
     prices: GpuPrices | None = None,
+    with_alternatives: bool = True,
 ) -> Evaluation:
-    """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring."""
+    """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring.
+
+    ``with_alternatives=False``: a misfit's cluster-wide alternatives (status only; a third of a misfit's
+    evaluation) are not searched: admission's answer never shows them.
+    """
     inventory = gpus if isinstance(gpus, Inventory) else Inventory(gpus)
     try:
         pools, inv, claimed = select_pools(spec, inventory, namespace)
@@ -342,7 +347,7 @@ def evaluate(
         message += f"; {no_node}, and none would take it"
     notes = tuple(facts.notes) if facts else ()
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
-    if with_suggestions and best.verdict is Verdict.DOES_NOT_FIT:
+    if with_suggestions and with_alternatives and best.verdict is Verdict.DOES_NOT_FIT:
         alternatives = alternatives_of(model, inventory, spec, workload)
     return Evaluation(
         best.verdict,

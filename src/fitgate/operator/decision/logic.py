@@ -271,8 +271,15 @@ async def _evaluate_known(
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = f"{namespace}/{prices}/{spec.model_dump_json()}"
     cached = _CACHE.get(key, inventory, known)
+    # Admission never shows a misfit's alternatives (status does): its own evaluations leave them out, a third
+    # of a misfit's cost, and it takes reconcile's full ones too. Reconcile takes only full evaluations.
+    lean = lane == "admission"
+    if cached is None and lean:
+        cached = _CACHE.get(_LEAN + key, inventory, known)
     if cached is not None:
         return cached, False
+    if lean:
+        key = _LEAN + key
     flight = f"{id(inventory)}/{id(known)}/{key}"
     running = _INFLIGHT.get(flight)
     if running is None:
@@ -281,7 +288,14 @@ async def _evaluate_known(
             asyncio.get_running_loop().run_in_executor(
                 _LANES[lane],
                 functools.partial(
-                    evaluate, spec, model, inventory, facts=known.facts, namespace=namespace, prices=prices
+                    evaluate,
+                    spec,
+                    model,
+                    inventory,
+                    facts=known.facts,
+                    namespace=namespace,
+                    prices=prices,
+                    with_alternatives=not lean,
                 ),
             )
         )
@@ -290,6 +304,10 @@ async def _evaluate_known(
     evaluation = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
     _CACHE.put(key, inventory, known, evaluation)
     return evaluation, False
+
+
+#: The cache key prefix of admission's evaluations, made without a misfit's alternatives.
+_LEAN = "lean:"
 
 
 async def reconcile(
