@@ -6,10 +6,11 @@ A100 MIG, MI300X), runs them through the node indexer, then reconciles 10,000 Mo
 status, annotations, events, metrics), as the create/resume handlers do for a cold start. The API
 server is not in the loop: this measures what the operator process itself spends.
 
-Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M] [--baseline REF [--rounds 1]]
+Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M] [--baseline REF [--rounds 1]] [--scaling]
 Ends with one JSON line: {"deployments", "nodes", "wall_s", "per_deployment_ms", "peak_rss_mib", ...}
 With ``--baseline REF`` the same run alternates with commit REF's code (``benchmarks/baseline.py``) and the
-last line holds both sides' figures and their ratios.
+last line holds both sides' figures and their ratios; ``--scaling`` runs N x M, N/4 x M and N x M/4 and prints
+the exponents of ``wall ~ N^a x M^b``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import resource
 import statistics
 import sys
@@ -26,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.baseline import side_by_side
+from benchmarks.baseline import run_json, side_by_side
 
 from fitgate.checkpoints import resolve
 from fitgate.checkpoints.catalog import catalog_entries
@@ -162,6 +164,20 @@ async def run(deployments: int, node_count: int) -> dict[str, Any]:
     }
 
 
+def scaling(deployments: int, node_count: int) -> int:
+    """Cold wall time at (N, M), (N/4, M) and (N, M/4), each in a new process: t ~ N^a M^b, a and b printed."""
+    runs = {}
+    for n, m in ((deployments, node_count), (deployments // 4, node_count), (deployments, node_count // 4)):
+        argv = [__file__, "--deployments", str(n), "--nodes", str(m)]
+        runs[(n, m)] = run_json(argv, None)
+        print(json.dumps(runs[(n, m)]), flush=True)
+    full = runs[(deployments, node_count)]["wall_s"]
+    a = math.log(full / runs[(deployments // 4, node_count)]["wall_s"]) / math.log(4)
+    b = math.log(full / runs[(deployments, node_count // 4)]["wall_s"]) / math.log(4)
+    print(json.dumps({"scaling": {"deployments_exponent": round(a, 2), "nodes_exponent": round(b, 2)}}))
+    return 0
+
+
 def _reuse() -> tuple[int, ...] | None:
     counts = getattr(logic, "REUSE", None)  # absent from a baseline before it
     return None if counts is None else (counts.same_snapshot, counts.same_pools, counts.evaluated)
@@ -173,7 +189,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--baseline", help="a commit to measure side by side with the working tree")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds with --baseline")
+    parser.add_argument(
+        "--scaling", action="store_true", help="also at a quarter of the deployments and of the nodes: the exponents"
+    )
     args = parser.parse_args()
+    if args.scaling:
+        return scaling(args.deployments, args.nodes)
     if not args.baseline:
         print(json.dumps(asyncio.run(run(args.deployments, args.nodes))))
         return 0
