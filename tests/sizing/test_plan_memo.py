@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fitgate.sizing import ServingConfig, SizingError, Workload, lookup_gpu, plan
+from fitgate.sizing import ServingConfig, SizingError, Verdict, Workload, lookup_gpu, plan
 from fitgate.sizing.memo import IdentityMemo
 from tests.conftest import model
 
@@ -94,3 +94,32 @@ def test_ranks_are_planned_once_per_model_gpu_and_settings_whatever_the_workload
     for _ in range(2):
         with pytest.raises(SizingError, match="tensor_parallel_size"):
             plan(m, h100, ServingConfig(tensor_parallel_size=3))
+
+
+def test_suggestions_are_searched_once_per_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: a misfit evaluated again (a node joined elsewhere) re-planned a dozen candidates each time
+    from fitgate.sizing import advice  # noqa: PLC0415 - the module whose memo is replaced
+
+    monkeypatch.setattr(advice, "_SUGGESTIONS", IdentityMemo())
+    searches: list[int] = []
+    real = advice.search_suggestions
+
+    def counting(*args: Any) -> Any:
+        searches.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(advice, "search_suggestions", counting)
+    m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
+    serving = ServingConfig(max_model_len=32768)
+    current = plan(m, h100, serving)
+    first = advice.suggest(m, h100, serving, None, current)
+    assert first and len(searches) == 1
+    assert advice.suggest(m, h100, serving, None, current) is first and len(searches) == 1  # answered once
+    # another workload is another deployment: searched, and the answer is the search's
+    busy = Workload(64, 32000)
+    other = advice.suggest(m, h100, serving, busy, plan(m, h100, serving, busy))
+    assert len(searches) == 2 and other == real(m, h100, serving, busy, plan(m, h100, serving, busy))
+    # a different current plan for the same key (never from plan(), but the memo must not trust the key alone)
+    tight = dataclasses.replace(current, verdict=Verdict.TIGHT)
+    advice.suggest(m, h100, serving, None, tight)
+    assert len(searches) == 3

@@ -55,6 +55,18 @@ class IdentityMemo(Generic[V]):
             return hit[1]
         return None
 
+    def put(self, owners: tuple[object, ...], settings: tuple[Hashable, ...], value: V) -> None:
+        """Remember ``value`` for ``owners`` and ``settings``, replacing what was there (unhashable: nothing)."""
+        key = (*(id(o) for o in owners), *settings)
+        try:
+            with self._lock:
+                self._entries.pop(key, None)
+                if len(self._entries) >= self.size:
+                    self._entries.pop(next(iter(self._entries)))
+                self._entries[key] = (owners, value)
+        except TypeError:  # an unhashable setting
+            return
+
     def __len__(self) -> int:
         return len(self._entries)
 
