@@ -186,3 +186,29 @@ def test_admission_leaves_a_misfits_alternatives_to_reconcile(evaluations: list[
         logic.admit(raw_spec=MISFIT, nodes=nodes, store=store, config=config, dryrun=False, namespace="ml")
     )
     assert again == answer and len(evaluations) == counted
+
+
+def test_a_node_elsewhere_re_searches_only_the_pools_it_changed(
+    evaluations: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a misfit's alternatives are searched pool by pool; after an L4 joins, the H100 pool's search stands
+    from fitgate.operator.decision import evaluate as evaluate_module  # noqa: PLC0415 - the memo replaced
+
+    monkeypatch.setattr(evaluate_module, "_POOL_OPTIONS", evaluate_module.IdentityMemo())
+    searched: list[str] = []
+    real = evaluate_module._cheapest_on
+
+    def counting(model: Any, wl: Any, serving: Any, pool: Any) -> Any:
+        searched.append(pool.product)
+        return real(model, wl, serving, pool)
+
+    monkeypatch.setattr(evaluate_module, "_cheapest_on", counting)
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    first = run(MISFIT, None, nodes, store)
+    assert searched == ["NVIDIA-H100-80GB-HBM3"] and first.evaluation.alternatives
+    again = run(MISFIT, first.status, Inventory(gpus(H100, L4)), store)
+    assert searched == ["NVIDIA-H100-80GB-HBM3", "NVIDIA-L4"]  # only the new pool searched
+    forget("ml", "a")
+    monkeypatch.setattr(evaluate_module, "_POOL_OPTIONS", evaluate_module.IdentityMemo())
+    fresh = run(MISFIT, None, Inventory(gpus(H100, L4)), store)
+    assert again.evaluation.alternatives == fresh.evaluation.alternatives

@@ -9,6 +9,7 @@ the numbers and the smallest change that fits, and admission warnings. Its resul
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -97,23 +98,13 @@ def _search_alternatives(
     wl = workload or Workload(1, serving.max_model_len or model.arch.derived_max_model_len)
     found: list[tuple[GpuPool, Option]] = []
     for pool in pools:
-        try:
-            result = search(
-                model,
-                wl,
-                [pool.gpu],
-                max_model_len=serving.max_model_len,
-                max_gpus=min(pool.gpus_per_node, 64),
-                vllm_version=serving.vllm_version,
-                kv_cache_dtypes=(serving.kv_cache_dtype,),
-                quantizations=(serving.quantization,),
-                fewest_gpus_only=True,
-                expert_parallel=False,  # an alternative's status has no data-parallel field
-            )
-        except SizingError:
-            continue
-        if result.options:
-            found.append((pool, result.options[0]))
+        option = _POOL_OPTIONS.get(
+            (model.arch, model.inventory, pool.gpu),
+            (model.name, serving, wl, pool.gpus_per_node),
+            functools.partial(_cheapest_on, model, wl, serving, pool),
+        )
+        if option is not None:
+            found.append((pool, option))
 
     def busy(po: tuple[GpuPool, Option]) -> bool:
         pool, option = po
@@ -121,6 +112,32 @@ def _search_alternatives(
 
     found.sort(key=lambda po: (busy(po), po[1].gpu_hours_per_million_output_tokens, po[1].gpus))
     return tuple(found[:MAX_ALTERNATIVES])
+
+
+def _cheapest_on(model: ModelInput, wl: Workload, serving: ServingConfig, pool: GpuPool) -> Option | None:
+    """The fewest GPUs of one node of ``pool`` that hold the deployment (None: none do, or the settings cannot)."""
+    try:
+        result = search(
+            model,
+            wl,
+            [pool.gpu],
+            max_model_len=serving.max_model_len,
+            max_gpus=min(pool.gpus_per_node, 64),
+            vllm_version=serving.vllm_version,
+            kv_cache_dtypes=(serving.kv_cache_dtype,),
+            quantizations=(serving.quantization,),
+            fewest_gpus_only=True,
+            expert_parallel=False,  # an alternative's status has no data-parallel field
+        )
+    except SizingError:
+        return None
+    return result.options[0] if result.options else None
+
+
+#: One pool's search by model and GPU identity, settings, workload and GPUs per node: after a node event only the
+#: pools it changed are searched again (the whole-cluster memo above is by snapshot). Bound 16384: a few pool
+#: kinds for each misfit deployment.
+_POOL_OPTIONS: IdentityMemo[Option | None] = IdentityMemo(16384)
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
