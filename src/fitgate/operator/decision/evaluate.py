@@ -221,12 +221,12 @@ def evaluate(
     with_suggestions: bool = True,
     namespace: str = "",
     prices: GpuPrices | None = None,
-    with_alternatives: bool = True,
+    lean: bool = False,
 ) -> Evaluation:
     """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring.
 
-    ``with_alternatives=False``: a misfit's cluster-wide alternatives (status only; a third of a misfit's
-    evaluation) are not searched: admission's answer never shows them.
+    ``lean``: admission's evaluation, without what only the status shows and a review never does: a misfit's
+    cluster-wide alternatives (a third of a misfit's cost) and the recommended engine args.
     """
     inventory = gpus if isinstance(gpus, Inventory) else Inventory(gpus)
     try:
@@ -340,7 +340,7 @@ def evaluate(
         suggestions = suggest(model, best.pool.gpu, serving, workload, best.plan)
     args: tuple[EngineArg, ...] = ()
     chosen: Suggestion | None = None
-    if best.plan is not None:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
+    if best.plan is not None and not lean:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
         _, args, chosen = recommend(model, best.pool.gpu, serving, workload, best.plan, suggestions)
     message = message_of(best, suggestions, len(results))
     warnings: list[str] = []
@@ -364,7 +364,7 @@ def evaluate(
         message += f"; {no_node}, and none would take it"
     notes = tuple(facts.notes) if facts else ()
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
-    if with_suggestions and with_alternatives and best.verdict is Verdict.DOES_NOT_FIT:
+    if with_suggestions and not lean and best.verdict is Verdict.DOES_NOT_FIT:
         alternatives = alternatives_of(model, inventory, spec, workload)
     return Evaluation(
         best.verdict,

@@ -271,8 +271,8 @@ async def _evaluate_known(
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = f"{namespace}/{prices}/{spec.model_dump_json()}"
     cached = _CACHE.get(key, inventory, known)
-    # Admission never shows a misfit's alternatives (status does): its own evaluations leave them out, a third
-    # of a misfit's cost, and it takes reconcile's full ones too. Reconcile takes only full evaluations.
+    # Admission never shows a misfit's alternatives or the recommended args (status does): its own evaluations
+    # leave them out (evaluate's ``lean``) and it takes reconcile's full ones too. Reconcile takes only full ones.
     lean = lane == "admission"
     if cached is None and lean:
         cached = _CACHE.get(_LEAN + key, inventory, known)
@@ -295,7 +295,7 @@ async def _evaluate_known(
                     facts=known.facts,
                     namespace=namespace,
                     prices=prices,
-                    with_alternatives=not lean,
+                    lean=lean,
                 ),
             )
         )
@@ -306,7 +306,7 @@ async def _evaluate_known(
     return evaluation, False
 
 
-#: The cache key prefix of admission's evaluations, made without a misfit's alternatives.
+#: The cache key prefix of admission's evaluations, made without a misfit's alternatives or the recommended args.
 _LEAN = "lean:"
 
 
