@@ -11,8 +11,11 @@ scheduling cluster of the e2e tests (kube-apiserver, controller-manager, schedul
 ``e2e/cluster.py``; built on first use), kwok makes them Ready, and the Node objects the API server
 lists (conditions, addresses, nodeInfo, heartbeats) are what the operator's code indexes.
 
-Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M] [--kwok]
+Usage: python benchmarks/reconcile.py [--deployments N] [--nodes M] [--kwok] [--baseline REF [--rounds 1]] [--scaling]
 Ends with one JSON line: {"deployments", "nodes", "wall_s", "per_deployment_ms", "peak_rss_mib", ...}
+With ``--baseline REF`` the same run alternates with commit REF's code (``benchmarks/baseline.py``) and the
+last line holds both sides' figures and their ratios; ``--scaling`` runs N x M, N/4 x M and N x M/4 and prints
+the exponents of ``wall ~ N^a x M^b``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -30,9 +35,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.baseline import run_json, side_by_side
+
 from fitgate.checkpoints import resolve
 from fitgate.checkpoints.catalog import catalog_entries
 from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import logic
 from fitgate.operator.decision.logic import ReconcileOutcome, reconcile
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.gpus.inventory import Inventory, parse_node
@@ -143,6 +151,7 @@ async def run(deployments: int, node_count: int, kwok: bool = False) -> dict[str
     index = {n["metadata"]["name"]: parse_node(n) for n in body}
     inventory = Inventory(g for gpus in index.values() for g in gpus)
     index_s = time.perf_counter() - start
+    gpu_nodes = sum(1 for v in index.values() if v)
     store = FactsStore(resolver=lambda name, rev, source: resolve(name, rev, source="catalog"))
     metrics = Metrics()
     config = OperatorConfig(webhook_port=0, metrics_port=0)
@@ -175,34 +184,89 @@ async def run(deployments: int, node_count: int, kwok: bool = False) -> dict[str
     for i in range(len(all_specs)):
         patched += (await one(i, statuses[i])).status is not None
     resync = time.perf_counter() - start
+    # Node churn: one L4 node joins (a new snapshot). Only the objects whose pools it touches are evaluated
+    # again: placements on any GPU, and misfits (their alternatives are searched cluster-wide).
+    body.append(nodes(3)[2] | {"metadata": {"name": "node-joined", "labels": {**NODE_KINDS[2][0], "pool": "new"}}})
+    index["node-joined"] = parse_node(body[-1])
+    inventory = Inventory(g for gpus in index.values() for g in gpus)
+    before = _reuse()
+    start = time.perf_counter()
+    for i in range(len(all_specs)):
+        outcome = await one(i, statuses[i])
+        if outcome.status is not None:
+            statuses[i] = outcome.status
+    churn = time.perf_counter() - start
+    after = _reuse()
     return {
         "deployments": deployments,
         "nodes": node_count,
         "node_source": "kwok" if kwok else "synthetic",
         **{f"kwok_{k}": v for k, v in kwok_times.items()},
-        "gpu_nodes_indexed": sum(1 for v in index.values() if v),
+        "gpu_nodes_indexed": gpu_nodes,
         "index_s": round(index_s, 2),
         "wall_s": round(wall, 2),
         "per_deployment_ms": round(1000 * wall / deployments, 2),
         "distinct_specs": len({json.dumps(s, sort_keys=True) for s in all_specs}),
         "resync_round_s": round(resync, 2),
         "resync_patches": patched,
+        "churn_resync_s": round(churn, 2),
+        # (same snapshot, same pools of a new snapshot, evaluated) during the churn round; null: not counted
+        "churn_reuse": [a - b for a, b in zip(after, before, strict=True)] if after and before else None,
         "verdicts": verdicts,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def scaling(deployments: int, node_count: int) -> int:
+    """Cold wall time at (N, M), (N/4, M) and (N, M/4), each in a new process: t ~ N^a M^b, a and b printed."""
+    runs = {}
+    for n, m in ((deployments, node_count), (deployments // 4, node_count), (deployments, node_count // 4)):
+        argv = [__file__, "--deployments", str(n), "--nodes", str(m)]
+        runs[(n, m)] = run_json(argv, None)
+        print(json.dumps(runs[(n, m)]), flush=True)
+    full = runs[(deployments, node_count)]["wall_s"]
+    a = math.log(full / runs[(deployments // 4, node_count)]["wall_s"]) / math.log(4)
+    b = math.log(full / runs[(deployments, node_count // 4)]["wall_s"]) / math.log(4)
+    print(json.dumps({"scaling": {"deployments_exponent": round(a, 2), "nodes_exponent": round(b, 2)}}))
+    return 0
+
+
+def _reuse() -> tuple[int, ...] | None:
+    counts = getattr(logic, "REUSE", None)  # absent from a baseline before it
+    return None if counts is None else (counts.same_snapshot, counts.same_pools, counts.evaluated)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deployments", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=5_000)
+    parser.add_argument("--baseline", help="a commit to measure side by side with the working tree")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds with --baseline")
+    parser.add_argument(
+        "--scaling", action="store_true", help="also at a quarter of the deployments and of the nodes: the exponents"
+    )
     parser.add_argument(
         "--kwok", action="store_true", help="the nodes as kwok nodes on a loopback scheduling cluster (e2e/cluster.py)"
     )
     args = parser.parse_args()
     if args.nodes < 1 or args.deployments < 1:
         parser.error(f"--nodes and --deployments must be at least 1 (got {args.nodes}, {args.deployments})")
-    print(json.dumps(asyncio.run(run(args.deployments, args.nodes, args.kwok))))
+    if args.kwok and (args.scaling or args.baseline):
+        parser.error("--kwok measures one run: not with --scaling or --baseline")
+    if args.scaling:
+        return scaling(args.deployments, args.nodes)
+    if not args.baseline:
+        print(json.dumps(asyncio.run(run(args.deployments, args.nodes, args.kwok))))
+        return 0
+    argv = [__file__, "--deployments", str(args.deployments), "--nodes", str(args.nodes)]
+    runs = side_by_side(argv, args.baseline, args.rounds)
+    summary: dict[str, Any] = {"baseline": args.baseline, "deployments": args.deployments, "nodes": args.nodes}
+    for key in ("wall_s", "resync_round_s", "churn_resync_s", "peak_rss_mib"):
+        now, before = [r[key] for r in runs["current"]], [r[key] for r in runs["baseline"]]
+        ratio = round(statistics.median(now) / statistics.median(before), 2) if statistics.median(before) else None
+        summary[key] = {"current": now, "baseline": before, "ratio": ratio}
+    summary["same_verdicts"] = all(r["verdicts"] == runs["current"][0]["verdicts"] for r in runs["baseline"])
+    print(json.dumps(summary))
     return 0
 
 

@@ -14,6 +14,7 @@ from fitgate.sizing.engine_args import EngineArg, engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.lora import LORA_RANKS
+from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.units import fmt_gib
@@ -265,6 +266,35 @@ def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, cu
 
 
 def suggest(
+    model: ModelInput,
+    gpu: GpuModel,
+    serving: ServingConfig,
+    workload: Workload | None,
+    current: Plan,
+    limit: int = 6,
+) -> tuple[Suggestion, ...]:
+    """:func:`search_suggestions`, memoised per deployment (model, GPU, settings, workload).
+
+    The same deployment evaluated again (a node joined elsewhere in the cluster, a re-applied spec) gets
+    its suggestions without re-planning a dozen candidates (issue 23). Keyed by the model's and GPU's
+    identity and the settings, workload and limit; a hit also needs the same current plan (by value), so
+    the answer is always the one the search would give.
+    """
+    owners = (model.arch, model.inventory, gpu)
+    settings = (model.name, serving, workload, limit)
+    hit = _SUGGESTIONS.peek(owners, settings)
+    if hit is not None and hit[0] == current:
+        return hit[1]
+    found = search_suggestions(model, gpu, serving, workload, current, limit)
+    _SUGGESTIONS.put(owners, settings, (current, found))
+    return found
+
+
+#: Suggestions by deployment (see :func:`suggest`). Bound 8192: one entry per misfit deployment's best pool.
+_SUGGESTIONS: IdentityMemo[tuple[Plan, tuple[Suggestion, ...]]] = IdentityMemo(8192)
+
+
+def search_suggestions(
     model: ModelInput,
     gpu: GpuModel,
     serving: ServingConfig,

@@ -253,7 +253,7 @@ def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
     if layout.packed:
         return (layout.bytes_per_block,)
     if layout.group_size == 1 and len(layout.groups) == 1 and len(layout.spec_counts) > 1:
-        return tuple(s.page_size_bytes for s in layout.specs)  # UniformTypeKVCacheSpecs: per-layer tensors
+        return layout.layer_page_sizes  # UniformTypeKVCacheSpecs: per-layer tensors
     return (layout.page_size_bytes,) * layout.group_size
 
 
@@ -295,6 +295,53 @@ def _kv_layout(
     return _LAYOUT_MEMO.get((arch,), settings, compute)
 
 
+def _ranks(
+    model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None
+) -> tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...]]:
+    """The settings resolved and every pipeline rank planned: what a plan is before its workload.
+
+    They depend on the model, the GPU and the settings only, and thousands of deployments (and every
+    suggestion and alternative re-planned for them) share those while their workloads differ, so they
+    are memoised by the model's and GPU's identity and the settings' value (issue 23). A failure is
+    not remembered: the next call raises it again, in the same order (settings, workload, ranks).
+    """
+    hit = _RANKS_MEMO.peek((model.arch, model.inventory, gpu), (serving,))
+    if hit is not None:
+        _check_workload(workload)
+        return hit
+    accounting = accounting_for(serving.vllm_version, serving.engine)
+    rs = resolve_serving(model.arch, gpu, serving, accounting)
+    if offload.disables_hybrid_manager(rs.kv_connector) and accounting.engine == "V1":
+        # a KV connector without SupportsHMA turns the hybrid KV cache manager off (config/vllm.py 0.33.0
+        # L2257-2280): sliding-window and chunked-local layers are sized as full attention (issue 20)
+        accounting = dataclasses.replace(accounting, hybrid_kv_manager=False, chunked_local_hybrid=False)
+    _check_workload(workload)
+    stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
+    ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
+    value = (accounting, rs, ranks)
+    _RANKS_MEMO.get((model.arch, model.inventory, gpu), (serving,), lambda: value)
+    return value
+
+
+def _check_workload(workload: Workload | None) -> None:
+    if workload is not None:
+        checked_int(workload.concurrency, "concurrency", 1, 1 << 20)
+        checked_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
+
+
+#: Resolved settings and rank plans by (model, GPU) identity and settings value; see :func:`_ranks`.
+_RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...]]] = IdentityMemo()
+
+
+def _longest(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
+    """:func:`max_model_len_that_fits`, once per rank plans (a binary search of ~10 one-request sums)."""
+    return _LONGEST_MEMO.get((ranks, rs), (model_max,), lambda: max_model_len_that_fits(ranks, rs, model_max))
+
+
+#: By the identity of the memoised rank plans (:data:`_RANKS_MEMO`): workloads do not change it.
+_LONGEST_MEMO: IdentityMemo[int] = IdentityMemo()
+
+
 def plan(
     model: ModelInput,
     gpu: GpuModel,
@@ -313,17 +360,7 @@ def plan(
         SizingError: A setting is out of range or inconsistent with the model.
     """
     serving = serving or ServingConfig()
-    accounting = accounting_for(serving.vllm_version, serving.engine)
-    rs = resolve_serving(model.arch, gpu, serving, accounting)
-    if offload.disables_hybrid_manager(rs.kv_connector) and accounting.engine == "V1":
-        # a KV connector without SupportsHMA turns the hybrid KV cache manager off (config/vllm.py 0.33.0
-        # L2257-2280): sliding-window and chunked-local layers are sized as full attention (issue 20)
-        accounting = dataclasses.replace(accounting, hybrid_kv_manager=False, chunked_local_hybrid=False)
-    if workload is not None:
-        checked_int(workload.concurrency, "concurrency", 1, 1 << 20)
-        checked_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
-    stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
-    ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
+    accounting, rs, ranks = _ranks(model, gpu, serving, workload)
     binding = min(range(len(ranks)), key=lambda i: (ranks[i].num_blocks, ranks[i].available_kv_bytes))
     worst = ranks[binding]
     blocks = worst.num_blocks
@@ -392,7 +429,7 @@ def plan(
         ranks=ranks,
         binding_rank=binding,
         weights_estimated=model.inventory.estimated,
-        max_model_len_that_fits=max_model_len_that_fits(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
+        max_model_len_that_fits=_longest(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
         notes=plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
         host=host,

@@ -13,7 +13,7 @@ from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
 )
-from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture
+from fitgate.sizing.model import ModelArchitecture
 from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
     resolve_layout,
@@ -92,7 +92,7 @@ def resolve_serving(
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
-    if any(isinstance(layer.mixer, CompressedSparseMLA) for layer in arch.layers):
+    if arch.compressed_sparse_mla:
         # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
         # else but fp8 is an error (vllm/models/deepseek_v4/attention.py 0.33.0 L107-123).
         if serving.kv_cache_dtype != "auto" and not serving.kv_cache_dtype.startswith("fp8"):
@@ -230,7 +230,7 @@ def _extensible(serving: ServingConfig, accounting: VllmAccounting) -> bool:
 
 def _block_sparse(arch: ModelArchitecture) -> bool:
     """MiniMax M3: softmax attention layers with an indexer cache (block-sparse, 128-token pages)."""
-    return any(isinstance(layer.mixer, Attention) and layer.mixer.index_head_dim for layer in arch.layers)
+    return arch.attention_indexed
 
 
 def default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
@@ -239,16 +239,15 @@ def default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
     vllm/platforms/cuda.py: FlashMLA-sparse (DeepSeek V3.2, GLM-5) and FlashMLA use 64-token blocks,
     CUTLASS MLA on Blackwell 128.
     """
-    if any(isinstance(layer.mixer, CompressedSparseMLA) for layer in arch.layers):
+    if arch.compressed_sparse_mla:
         # DeepSeek V4: DeepseekSparseSWABackend.get_preferred_block_size() returns 256
         # (vllm/v1/attention/backends/mla/sparse_swa.py 0.33.0 L164-166).
         return 256
     if _block_sparse(arch):
         return MINIMAX_M3_BLOCK
-    mla = [layer.mixer for layer in arch.layers if isinstance(layer.mixer, MLA)]
-    if mla and any(m.index_head_dim for m in mla):
+    if arch.mla_indexed:
         return 64
-    if mla:
+    if arch.uses_mla:
         return gpu.mla_block_size
     return 16
 

@@ -14,7 +14,7 @@ from fitgate.sizing.kv_layout import (
     one_request_bytes,
 )
 from fitgate.sizing.kv_specs import ServingShape
-from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE
+from fitgate.sizing.model import MLA, Attention, ModelArchitecture
 from fitgate.sizing.parallel import (
     EP_INTERNODE_RESIDENT_BYTES,
     all2all_buffer_bytes,
@@ -89,7 +89,7 @@ def plan_notes(
 def _parallel_notes(arch: ModelArchitecture, rs: ResolvedServing) -> list[str]:
     """What the data / expert / decode-context layout changed, and what of it is not counted."""
     lay, notes = rs.parallel, []
-    moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
+    moe = arch.first_moe
     tp, dp = rs.tensor_parallel_size, lay.data_parallel_size
     if moe is not None and lay.expert_parallel:
         held = local_experts(moe.num_experts, lay.redundant_experts, lay.ep_size)
