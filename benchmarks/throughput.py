@@ -63,6 +63,8 @@ BOUNDS = {
     # need it: the front end is the benchmark client's, not one constant; the figures are in
     # docs/performance.md. Free it with ``--free-front-end``.
     "frontend_s": (0.0, 0.0),
+    # Prompt chunks' matmuls (step_time.PREFILL_GEMMS): a GEMM of hundreds to thousands of rows.
+    "prefill_mfu": (0.05, 0.9),
 }
 #: The physical range of ``frontend_s`` when freed (``--free-front-end``).
 FRONT_END_BOUNDS = (1e-3, 0.15)
@@ -231,6 +233,9 @@ def _constants(x: Sequence[float]) -> Constants:
     for name, v in zip(_free(), x, strict=True):
         lo, hi = BOUNDS[name]
         values[name] = min(hi, max(lo, math.exp(v)))
+    # A prompt chunk's GEMMs (hundreds to thousands of rows) are never less efficient than a decode
+    # step's (one row per running request): prefill_mfu >= mfu (step_time.PREFILL_GEMMS).
+    values["prefill_mfu"] = max(values["prefill_mfu"], values["mfu"])
     return Constants(**values)
 
 
@@ -240,8 +245,8 @@ def _coordinates(k: Constants) -> list[float]:
 
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
-#: 30 ms of front end per request.
-PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5, 0.03)
+#: 30 ms of front end per request, prompt chunks' matmuls at 60 % of peak.
+PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5, 0.03, 0.6)
 
 
 def nelder_mead(
