@@ -106,11 +106,20 @@ def blocks_within(num_bytes: int, segment_strides: Sequence[int], capacity_block
     if num_bytes <= 0 or per_block <= 0:
         return 0
     blocks = min(num_bytes // per_block, capacity_blocks)
-    while blocks > 0 and _footprint(blocks, segment_strides) > num_bytes:
-        # Rounding costs less than one granule per segment, so this runs at most
-        # len(segments) x granule / per_block + 1 times (as vLLM's own loop).
-        blocks -= 1
-    return blocks
+    if _footprint(blocks, segment_strides) <= num_bytes:
+        return blocks
+    # vLLM steps down one block at a time; the footprint only grows with the blocks, so the largest count
+    # that fits is found by bisection instead (the same answer in ~log2 steps: recommend plans thousands).
+    # Rounding costs less than one granule per segment, so ``low`` blocks always fit.
+    low = max(0, min(blocks, (num_bytes - len(segment_strides) * GRANULE_BYTES) // per_block))
+    high = blocks  # invariant: footprint(low) <= num_bytes < footprint(high)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _footprint(mid, segment_strides) <= num_bytes:
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def _footprint(blocks: int, strides: Sequence[int]) -> int:
