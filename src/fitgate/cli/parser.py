@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         "else the model's)",
     )
     _economics_flags(p)
+    p.add_argument(
+        "--speed-backend",
+        choices=("fitgate", "aic"),
+        default="fitgate",
+        help="aic: NVIDIA aiconfigurator's measured-kernel TTFT / TPOT where it has data (pip install "
+        "'fitgate[aic]'; needs --input-tokens / --output-tokens), fitgate's step model elsewhere",
+    )
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     r = sub.add_parser(
