@@ -6,6 +6,8 @@ Usage:
     python benchmarks/throughput.py --fit      # refit the constants on every point and write
                                                # src/fitgate/sizing/data/performance.json (with the band)
     python benchmarks/throughput.py --free-front-end [--fit]  # the per-request front end fitted too (issue 24)
+    python benchmarks/throughput.py --aic      # side by side with NVIDIA aiconfigurator (fitgate[aic]) on the
+                                               # points it has a system and a model for
 
 For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
 computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
@@ -29,6 +31,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from fitgate import aic  # the optional backend's adapter: it imports aiconfigurator only when asked
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
@@ -334,6 +337,52 @@ def median_abs(values: list[float | None]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
+    """Median |error| of aiconfigurator and of fitgate's step model on the points aiconfigurator answers.
+
+    Only the points with a per-request decode speed (``tpot_ms`` or ``decode_tokens_per_s``) or a TTFT count:
+    aiconfigurator answers TPOT and TTFT of its aggregated (in-flight batching) model at the point's TP, ISL,
+    OSL and concurrency, with vLLM's kernel tables.
+    """
+    if not aic.available():
+        print("aiconfigurator is not installed (pip install 'fitgate[aic]')", file=sys.stderr)
+        return 2
+    rows: dict[str, dict[str, list[float | None]]] = {}
+    skipped: dict[str, int] = {}
+    for p in points:
+        metric, speed, ttft = measured(p)
+        e = aic.estimate(p.raw["model"], lookup_gpu(p.gpu), p.tp, p.isl, p.osl, p.concurrency, moe=p.moe,
+                         expert_parallel=bool(p.raw.get("expert_parallel")))  # fmt: skip
+        if not e.answered or e.tpot_seconds is None or e.ttft_seconds is None:
+            skipped[e.reason.split(":")[0]] = skipped.get(e.reason.split(":")[0], 0) + 1
+            continue
+        ours_speed, ours_ttft = errors(p, k)
+        aic_speed = (1 / e.tpot_seconds / speed - 1) if speed and metric == "decode" else None
+        aic_ttft = (e.ttft_seconds / ttft - 1) if ttft else None
+        if metric != "decode":
+            ours_speed = None
+        for r in regime(p):
+            row = rows.setdefault(r, {"aic_speed": [], "aic_ttft": [], "fit_speed": [], "fit_ttft": []})
+            row["aic_speed"].append(aic_speed)
+            row["aic_ttft"].append(aic_ttft)
+            row["fit_speed"].append(ours_speed)
+            row["fit_ttft"].append(ours_ttft if aic_ttft is not None else None)
+    print(f"aiconfigurator answered {sum(1 for r in rows.get('all', {}).get('aic_speed', []))} of {len(points)} "
+          f"points; not: {skipped}")  # fmt: skip
+    print("median |error| of per-request decode speed (TTFT in brackets), on the points both answer:")
+    print(f"{'regime':18s} {'n':>3s}  {'aiconfigurator':>16s}  {'fitgate':>16s}")
+
+    def cell(xs: list[float | None]) -> str:
+        m = median_abs(xs)
+        return "     -" if m is None else f"{m:6.0%}"
+
+    for r, row in sorted(rows.items()):
+        n = len(row["aic_speed"])
+        print(f"{r:18s} {n:3d}  {cell(row['aic_speed'])} ({cell(row['aic_ttft']).strip():>5s})  "
+              f"{cell(row['fit_speed'])} ({cell(row['fit_ttft']).strip():>5s})")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -341,7 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--free-front-end", action="store_true", help="fit the per-request front end within 1-150 ms (issue 24)"
     )
+    parser.add_argument("--aic", action="store_true", help="compare with aiconfigurator on the points it covers")
     args = parser.parse_args(argv)
+    if args.aic:
+        return side_by_side_aic(load_points(), calibration().constants)
     if args.free_front_end:
         BOUNDS["frontend_s"] = FRONT_END_BOUNDS
     points = load_points()

@@ -95,9 +95,20 @@ def _version() -> str:
 
 
 def estimate(
-    model_id: str, gpu: GpuModel, tensor_parallel_size: int, input_tokens: int, output_tokens: int, concurrency: int
+    model_id: str,
+    gpu: GpuModel,
+    tensor_parallel_size: int,
+    input_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    *,
+    moe: bool = False,
+    expert_parallel: bool = False,
 ) -> AicEstimate:
     """The aggregated (in-flight batching) TTFT and TPOT aiconfigurator estimates, or why it has none.
+
+    ``moe``: the experts are sharded as vLLM shards them, by TP (``moe_tp_size`` = TP), or whole experts
+    over the TP GPUs with ``expert_parallel`` (``moe_ep_size`` = TP).
 
     Raises:
         AicUnavailableError: aiconfigurator is not installed.
@@ -119,6 +130,13 @@ def estimate(
             osl=output_tokens,
             batch_size=max(1, concurrency),
             tp_size=tensor_parallel_size,
+            **(
+                {"moe_tp_size": 1, "moe_ep_size": tensor_parallel_size}
+                if moe and expert_parallel
+                else {"moe_tp_size": tensor_parallel_size, "moe_ep_size": 1}
+                if moe
+                else {}
+            ),
         )
     except Exception as exc:  # its errors are its own types: no data for this model / system / backend
         return AicEstimate(False, system, version, reason=f"{type(exc).__name__}: {str(exc)[:200]}")

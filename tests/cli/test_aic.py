@@ -87,3 +87,28 @@ def test_needs_the_request_shape(capsys: pytest.CaptureFixture[str], monkeypatch
     argv = [a for a in PLAN if a not in ("--input-tokens", "1000", "--output-tokens", "200")]
     assert main(argv) == 2
     assert "--input-tokens" in capsys.readouterr().err
+
+
+def test_moe_experts_are_sharded_as_vllm_shards_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiconfigurator needs moe_tp_size or moe_ep_size for an MoE model: vLLM shards experts by TP unless
+    # --enable-expert-parallel puts whole experts on each GPU (moe_ep_size = TP); a dense model gets neither.
+    calls = _fake_aiconfigurator(monkeypatch, lambda *a, **k: types.SimpleNamespace(ttft=50.0, tpot=5.0))
+    argv = [*PLAN, "--output", "json"]
+    argv[argv.index("meta-llama/Llama-3.1-8B-Instruct")] = "Qwen/Qwen3-30B-A3B"
+    argv[argv.index("--max-model-len")] = "-tp"
+    argv[argv.index("8192")] = "2"
+    assert main([*argv, "--max-model-len", "8192"]) == 0
+    assert main([*argv, "--max-model-len", "8192", "--enable-expert-parallel"]) == 0
+    capsys.readouterr()
+    assert [(c["tp_size"], c["moe_tp_size"], c["moe_ep_size"]) for c in calls] == [(2, 2, 1), (2, 1, 2)]
+    _fake_aiconfigurator(monkeypatch, lambda *a, **k: types.SimpleNamespace(ttft=50.0, tpot=5.0))
+    assert "moe_tp_size" not in _dense_call(capsys, monkeypatch)
+
+
+def _dense_call(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    calls = _fake_aiconfigurator(monkeypatch, lambda *a, **k: types.SimpleNamespace(ttft=50.0, tpot=5.0))
+    assert main([*PLAN, "--output", "json"]) == 0
+    capsys.readouterr()
+    return calls[0]

@@ -30,12 +30,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     perf, cost = economics_of(args, model, gpu, result)
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
     doc = plan_document(report)
-    line = _speed_backend(args, model.name, result, doc) if args.speed_backend == "aic" else None
+    line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
 
 
-def _speed_backend(args: argparse.Namespace, model_id: str, result: Plan, doc: dict[str, Any]) -> str | None:
+def _speed_backend(
+    args: argparse.Namespace, model_id: str, model_is_moe: bool, result: Plan, doc: dict[str, Any]
+) -> str | None:
     """``--speed-backend aic``: aiconfigurator's TTFT / TPOT where it has data, saying which backend answered.
 
     Its answer goes to ``performance.speed_backend`` (``answered_by``: aiconfigurator or fitgate, with the
@@ -49,7 +51,8 @@ def _speed_backend(args: argparse.Namespace, model_id: str, result: Plan, doc: d
         return None  # nothing estimated (DoesNotFit, or a GPU without speeds)
     concurrency = result.workload.concurrency if result.workload else 1
     e = aic.estimate(model_id, result.gpu, result.serving.tensor_parallel_size, args.input_tokens,
-                     args.output_tokens, concurrency)  # fmt: skip
+                     args.output_tokens, concurrency, moe=model_is_moe,
+                     expert_parallel=bool(args.enable_expert_parallel))  # fmt: skip
     block = aic.document(e)
     block["fitgate_ttft_seconds"], block["fitgate_tpot_seconds"] = perf.get("ttft_seconds"), perf.get("tpot_seconds")
     perf["speed_backend"] = block
