@@ -349,7 +349,8 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
         return 2
     rows: dict[str, dict[str, list[float | None]]] = {}
     skipped: dict[str, int] = {}
-    for p in points:
+    by_gpu = logo(points, lambda p: p.gpu, k)  # fitgate out of sample: constants fitted without the GPU
+    for i, p in enumerate(points):
         metric, speed, ttft = measured(p)
         e = aic.estimate(p.raw["model"], lookup_gpu(p.gpu), p.tp, p.isl, p.osl, p.concurrency, moe=p.moe,
                          expert_parallel=bool(p.raw.get("expert_parallel")))  # fmt: skip
@@ -359,18 +360,22 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
         ours_speed, ours_ttft = errors(p, k)
         aic_speed = (1 / e.tpot_seconds / speed - 1) if speed and metric == "decode" else None
         aic_ttft = (e.ttft_seconds / ttft - 1) if ttft else None
+        logo_speed, logo_ttft = by_gpu[i]
         if metric != "decode":
-            ours_speed = None
+            ours_speed = logo_speed = None
         for r in regime(p):
-            row = rows.setdefault(r, {"aic_speed": [], "aic_ttft": [], "fit_speed": [], "fit_ttft": []})
+            row = rows.setdefault(r, {c: [] for c in ("aic_speed", "aic_ttft", "fit_speed", "fit_ttft", "logo_speed",
+                                                       "logo_ttft")})  # fmt: skip
             row["aic_speed"].append(aic_speed)
             row["aic_ttft"].append(aic_ttft)
             row["fit_speed"].append(ours_speed)
             row["fit_ttft"].append(ours_ttft if aic_ttft is not None else None)
+            row["logo_speed"].append(logo_speed)
+            row["logo_ttft"].append(logo_ttft if aic_ttft is not None else None)
     print(f"aiconfigurator answered {sum(1 for r in rows.get('all', {}).get('aic_speed', []))} of {len(points)} "
           f"points; not: {skipped}")  # fmt: skip
     print("median |error| of per-request decode speed (TTFT in brackets), on the points both answer:")
-    print(f"{'regime':18s} {'n':>3s}  {'aiconfigurator':>16s}  {'fitgate':>16s}")
+    print(f"{'regime':18s} {'n':>3s}  {'aiconfigurator':>16s}  {'fitgate fitted':>16s}  {'fitgate LOGO gpu':>16s}")
 
     def cell(xs: list[float | None]) -> str:
         m = median_abs(xs)
@@ -379,7 +384,8 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
     for r, row in sorted(rows.items()):
         n = len(row["aic_speed"])
         print(f"{r:18s} {n:3d}  {cell(row['aic_speed'])} ({cell(row['aic_ttft']).strip():>5s})  "
-              f"{cell(row['fit_speed'])} ({cell(row['fit_ttft']).strip():>5s})")  # fmt: skip
+              f"{cell(row['fit_speed'])} ({cell(row['fit_ttft']).strip():>5s})  "
+              f"{cell(row['logo_speed'])} ({cell(row['logo_ttft']).strip():>5s})")  # fmt: skip
     return 0
 
 
