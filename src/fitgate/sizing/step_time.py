@@ -20,7 +20,7 @@ One step of one pipeline stage::
 
     step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus
     compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
-    (MoE: the experts' FLOPs over every row of the fused-MoE kernel's padded tiles, moe_tile_efficiency)
+    (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
     overhead = amd_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
 
 ``bytes`` are the weights the step reads (for MoE: the experts its tokens route to, which grow with the
@@ -220,10 +220,14 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
     total = roof = 0.0
     for s in work.stages:
         read = s.dense_bytes + s.expert_bytes * touched + decode_tokens * s.kv_bytes_per_request
-        # The experts' FLOPs count every padded tile row (moe_tile_efficiency), the rest as they are.
-        per_token = s.flops_per_token + s.expert_flops_per_token * (1 / tile - 1)
-        decode_flops = decode_tokens * (per_token + s.decode_attention_flops)
-        prefill_flops = prefill_tokens * (per_token + s.prefill_attention_flops)
+        # A prompt chunk's expert FLOPs count every padded tile row (moe_tile_efficiency): its GEMMs are
+        # compute-bound. A decode token's do not: its few rows per expert ride on the expert weights' read
+        # (the memory term), and the fused-MoE tile size jumps with the step's tokens (16 -> 32 rows at 33),
+        # which would make TPOT jump with the batch; moe_mfu stands for what remains.
+        decode_flops = decode_tokens * (s.flops_per_token + s.decode_attention_flops)
+        prefill_flops = prefill_tokens * (
+            s.flops_per_token + s.expert_flops_per_token * (1 / tile - 1) + s.prefill_attention_flops
+        )
         memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
         moe = k.moe_mfu if work.num_experts else 1.0
         compute_s = decode_flops / (work.peak_flops * k.mfu * moe) + prefill_flops / (work.peak_flops * k.prefill_mfu)
