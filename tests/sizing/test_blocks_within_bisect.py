@@ -36,3 +36,11 @@ def test_bisection_equals_the_step_down_loop() -> None:
             strides,
             capacity,
         )
+
+
+def test_known_answer_rounding_per_segment() -> None:
+    # Two segments of 1 MiB per block with a 2 MiB granule: 3 blocks take 2 x ceil(3 MiB / 2 MiB) x 2 MiB
+    # = 8 MiB; 7 MiB of room holds 2 blocks (2 x 2 MiB = 4 MiB), not 3 (7 MiB // 2 MiB per block).
+    assert 2 * MiB == GRANULE_BYTES
+    assert blocks_within(7 * MiB, [MiB, MiB], 100) == 2
+    assert blocks_within(8 * MiB, [MiB, MiB], 100) == 4
