@@ -207,3 +207,13 @@ def test_fitgate_check_refuses_an_alias_bomb_in_one_line(tmp_path: Any) -> None:
     (result,) = check_files([str(bomb)], gpu_name="H100")
     assert time.perf_counter() - started < 1.0
     assert result.verdict == "Invalid" and "FITGATE_MAX_YAML" in result.message and "\n" not in result.message
+
+
+def test_an_error_on_an_object_whose_kind_is_not_a_string_is_counted_as_other() -> None:
+    # hypothesis found it: kind [] made the error counter's label lookup raise TypeError (unhashable) -> a 500
+    body = {**copy.deepcopy(CHART), "kind": [], "metadata": True}
+    m = memo()
+    warnings = review(body, "warn", m)
+    assert warnings and "fitgate could not evaluate this object" in warnings[0]
+    errors = OperatorMemo.of(m).metrics.registry.get_sample_value
+    assert errors("fitgate_workload_admission_errors_total", {"kind": "other", "allowed": "true"}) == 1.0

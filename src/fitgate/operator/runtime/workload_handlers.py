@@ -154,7 +154,7 @@ async def validate_workload(
         policy = state.config.unknown_policy
         outcome = unknown_outcome(body, str(mode), why, policy, dryrun=bool(dryrun))
         kind = body.get("kind")
-        kind = kind if kind in _METRIC_KINDS else "other"  # a label value from a fixed set, whatever was posted
+        kind = kind if isinstance(kind, str) and kind in _METRIC_KINDS else "other"  # a fixed set, whatever was posted
         state.metrics.workload_admission_errors.labels(kind, str(outcome.allowed).lower()).inc()
         warnings.extend(outcome.warnings)
         if not outcome.allowed:
