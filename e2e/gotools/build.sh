@@ -4,6 +4,8 @@
 # directives (`go get -tool pkg@version`), and every tool of that module is built with `go build -o DIR tool`.
 # Skipped when the binaries were built from the same go.mod and go.sum (their SHA-256 is kept in
 # <dir>/.sources), so a copied or restored .cache is not rebuilt because of file times.
+# A module may declare Go build tags in a `tags` file beside go.mod (one line, comma-separated, e.g.
+# `remove_all_sd` so promtool does not compile every service-discovery plugin); the file is part of that hash.
 #
 #   e2e/gotools/build.sh NAME                       -> .cache/gotools/NAME/bin/
 #   FITGATE_GOTOOLS_DIR=/some/dir build.sh NAME      -> /some/dir/NAME/bin/
@@ -16,7 +18,8 @@ module="$here/$name"
 out="${FITGATE_GOTOOLS_DIR:-$root/.cache/gotools}/$name/bin"
 command -v go >/dev/null || { echo "build.sh: Go is required to build the test tools (apt-get install golang or see go.dev)" >&2; exit 2; }
 sha256="$(command -v sha256sum || echo "shasum -a 256")"
-hash="$(cat "$module/go.mod" "$module/go.sum" 2>/dev/null | $sha256 | cut -d' ' -f1)"
+tags="$(tr -d ' \n' < "$module/tags" 2>/dev/null || true)"
+hash="$(cat "$module/go.mod" "$module/go.sum" "$module/tags" 2>/dev/null | $sha256 | cut -d' ' -f1)"
 if [ -f "$out/.sources" ] && [ "$(cat "$out/.sources")" = "$hash" ]; then
   echo "$name tools: up to date in $out"
   exit 0
@@ -27,7 +30,7 @@ rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
 cd "$module"
 export CGO_ENABLED="${CGO_ENABLED:-0}"
-go_build -trimpath -p "${FITGATE_GO_JOBS:-2}" -ldflags "-s -w" -o "$out.tmp/" tool
+go_build -trimpath -p "${FITGATE_GO_JOBS:-2}" ${tags:+-tags "$tags"} -ldflags "-s -w" -o "$out.tmp/" tool
 rm -rf "$out"
 mv "$out.tmp" "$out"
 echo "$hash" > "$out/.sources"

@@ -117,6 +117,12 @@ def test_dashboard_follows_grafanas_dashboard_model(helm: Path) -> None:  # noqa
     for p in dash["panels"]:  # the 24-column grid
         assert p["gridPos"]["x"] + p["gridPos"]["w"] <= 24, p["title"]
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+    # Provisioned from a ConfigMap: edits in the UI would be lost at the next sync, so none are offered.
+    assert dash["editable"] is False
+    # Range windows follow Grafana's $__rate_interval (>= 4 scrape intervals), never a fixed [5m].
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    windows = [w for e in exprs for w in re.findall(r"\[([^\]]+)\]", e)]
+    assert windows and set(windows) == {"$__rate_interval"}, windows
     # Grafana's generated types give back every key: nothing unknown to its schema.
     again = json.loads(json.dumps(Dashboard.from_json(dash), cls=JSONEncoder))
     assert _keys(dash) <= _keys(again), sorted(_keys(dash) - _keys(again))
@@ -150,7 +156,8 @@ def _expressions(docs: list[dict[str, Any]]) -> dict[str, str]:
     dash = _dashboard(docs)
     for p in dash["panels"]:
         for t in p["targets"]:
-            out[f"panel {p['title']!r} {t['refId']}"] = t["expr"]
+            # Grafana substitutes $__rate_interval (at least 4 scrape intervals) before Prometheus sees it.
+            out[f"panel {p['title']!r} {t['refId']}"] = t["expr"].replace("$__rate_interval", "2m")
     for v in dash["templating"]["list"]:
         if v["type"] == "query":  # label_values(METRIC, label): Grafana's function around a PromQL selector
             m = re.fullmatch(r"label_values\((.+), *\w+\)", v["query"]["query"])
@@ -181,6 +188,9 @@ def test_every_promql_expression_parses(helm: Path) -> None:  # noqa: F811
         "FitgateWebhookErrors",
         "FitgateWebhookFailOpen",
     }
+    exprs = _expressions(render_chart(helm, *ON, "--set", "workloadWebhook.enabled=true"))
+    alerts_on = {k.removeprefix("alert ") for k in exprs if k.startswith("alert ")}
+    assert alerts_on - alerts == {"FitgateWorkloadWebhookFailOpen", "FitgateWorkloadAdmissionErrors"}
 
 
 def test_the_parser_rejects_broken_promql() -> None:
@@ -199,6 +209,7 @@ def test_every_series_the_dashboard_and_alerts_name_exists() -> None:
     m.scrapes.labels("ok").inc()
     m.admission.labels("allowed").inc()
     m.admission_seconds.observe(0.01)
+    m.workload_admission_errors.labels("Deployment", "allowed").inc()
     exposed = {line.split("{")[0].split(" ")[0] for line in m.exposition().decode().splitlines() if line[:1] != "#"}
     text = (CHART / "dashboards" / "fitgate-overview.json").read_text()
     text += (CHART / "templates" / "prometheusrule.yaml").read_text()

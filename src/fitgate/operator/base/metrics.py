@@ -136,6 +136,13 @@ class Metrics:
             workload,
             registry=self.registry,
         )
+        self.workload_admission_errors = Counter(
+            "fitgate_workload_admission_errors_total",
+            "Workload admission reviews fitgate could not evaluate (an exception on the way), answered through the"
+            " Unknown policy, by kind and by result (allowed: admitted unchecked, denied)",
+            ["kind", "result"],
+            registry=self.registry,
+        )
         self.ready = False
         self._runner: web.AppRunner | None = None
 
