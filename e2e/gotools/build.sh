@@ -18,8 +18,13 @@ module="$here/$name"
 out="${FITGATE_GOTOOLS_DIR:-$root/.cache/gotools}/$name/bin"
 command -v go >/dev/null || { echo "build.sh: Go is required to build the test tools (apt-get install golang or see go.dev)" >&2; exit 2; }
 sha256="$(command -v sha256sum || echo "shasum -a 256")"
-tags="$(tr -d ' \n' < "$module/tags" 2>/dev/null || true)"
-hash="$(cat "$module/go.mod" "$module/go.sum" "$module/tags" 2>/dev/null | $sha256 | cut -d' ' -f1)"
+sources=("$module/go.mod" "$module/go.sum")
+tags=""
+if [ -f "$module/tags" ]; then  # without one, the hash is go.mod + go.sum's as before: built caches stay valid
+  tags="$(tr -d ' \n' < "$module/tags")"
+  sources+=("$module/tags")
+fi
+hash="$(cat "${sources[@]}" 2>/dev/null | $sha256 | cut -d' ' -f1)"
 if [ -f "$out/.sources" ] && [ "$(cat "$out/.sources")" = "$hash" ]; then
   echo "$name tools: up to date in $out"
   exit 0
