@@ -34,6 +34,8 @@ from tests.chart.test_chart import CHART, helm, render_chart  # noqa: F401 - the
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "promtool"
 #: Every alert on: the rule, and the workload webhooks with their two alerts.
 ALL_ON = ["--set", "metrics.prometheusRule.enabled=true", "--set", "workloadWebhook.enabled=true"]
+#: The values that change which alerts render: the workload webhooks' failurePolicy Ignore (default) or Fail.
+VARIANTS = {"ignore": ALL_ON, "fail": [*ALL_ON, "--set", "workloadWebhook.failurePolicy=Fail"]}
 #: Series of the API server (k8s.io/apiserver pkg/admission/metrics/metrics.go), not of the operator.
 APISERVER = {"apiserver_admission_webhook_rejection_count", "apiserver_admission_webhook_fail_open_count"}
 
@@ -43,8 +45,8 @@ def promtool(request: pytest.FixtureRequest) -> Path:
     return gotools.ensure(request, "promtool", "promtool")
 
 
-def _rules(helm: Path) -> dict[str, Any]:  # noqa: F811
-    (rule,) = [d for d in render_chart(helm, *ALL_ON) if d["kind"] == "PrometheusRule"]
+def _rules(helm: Path, *args: str) -> dict[str, Any]:  # noqa: F811
+    (rule,) = [d for d in render_chart(helm, *(args or ALL_ON)) if d["kind"] == "PrometheusRule"]
     return {"groups": rule["spec"]["groups"]}
 
 
@@ -59,16 +61,20 @@ def _run(promtool: Path, *args: str, cwd: Path, stdin: str | None = None) -> sub
 
 
 def _unit_tests(directory: Path, rules: dict[str, Any]) -> list[Path]:
+    """The rules file and the unit-test files of the alerts it holds, copied into ``directory``."""
     (directory / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     files = []
     for f in sorted(FIXTURES.glob("*.yaml")):
+        if f.stem not in _alerts(rules):
+            continue
         shutil.copy(f, directory / f.name)
         files.append(directory / f.name)
     return files
 
 
-def test_rules_pass_promtool_check(promtool: Path, helm: Path, tmp_path: Path) -> None:  # noqa: F811
-    rules = _rules(helm)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rules_pass_promtool_check(promtool: Path, helm: Path, tmp_path: Path, variant: str) -> None:  # noqa: F811
+    rules = _rules(helm, *VARIANTS[variant])
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     result = _run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -77,7 +83,7 @@ def test_rules_pass_promtool_check(promtool: Path, helm: Path, tmp_path: Path) -
 
 
 def test_every_alert_has_a_firing_and_a_silent_case(helm: Path) -> None:  # noqa: F811
-    alerts = _alerts(_rules(helm))
+    alerts = set().union(*(_alerts(_rules(helm, *args)) for args in VARIANTS.values()))
     assert alerts == {f.stem for f in FIXTURES.glob("*.yaml")}, "one tests/fixtures/promtool/<Alert>.yaml per alert"
     for f in FIXTURES.glob("*.yaml"):
         cases = [c for t in yaml.safe_load(f.read_text())["tests"] for c in t["alert_rule_test"]]
@@ -86,8 +92,10 @@ def test_every_alert_has_a_firing_and_a_silent_case(helm: Path) -> None:  # noqa
         assert any(not c["exp_alerts"] for c in cases), f"{f.name}: no case where {f.stem} stays silent"
 
 
-def test_alerts_fire_and_stay_silent_under_promtool(promtool: Path, helm: Path, tmp_path: Path) -> None:  # noqa: F811
-    files = _unit_tests(tmp_path, _rules(helm))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_alerts_fire_and_stay_silent_under_promtool(promtool: Path, helm: Path, tmp_path: Path, variant: str) -> None:  # noqa: F811
+    files = _unit_tests(tmp_path, _rules(helm, *VARIANTS[variant]))
+    assert len(files) >= 9, [f.name for f in files]
     result = _run(promtool, "test", "rules", *(f.name for f in files), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(files), result.stdout
