@@ -23,6 +23,7 @@ def operator_on_gpu_nodes(
     extra_env: dict[str, str] | None = None,
     managed: str | None = "fitgate-e2e.fitgate.io",
     nodes: list[tuple[str, dict[str, str], dict[str, str]]] | None = None,
+    resync_s: float = 600,
 ) -> Iterator[tuple[Kube, Operator, Path]]:
     """A started control plane with the CRD and ``nodes`` (default: the e2e H100, L4 and MIG A100 nodes)
     and a `fitgate operator` whose webhook listens; yields (kube, operator, its workdir with ca.crt)."""
@@ -39,7 +40,7 @@ def operator_on_gpu_nodes(
                 kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
             workdir = Path(tmp) / "op"
             workdir.mkdir()
-            op = Operator(kube, workdir, resync_s=600, verbose=False, managed=managed, extra_env=extra_env)
+            op = Operator(kube, workdir, resync_s=resync_s, verbose=False, managed=managed, extra_env=extra_env)
             op.start()
             kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
             yield kube, op, workdir

@@ -6,6 +6,8 @@ Usage:
     python benchmarks/throughput.py --fit      # refit the constants on every point and write
                                                # src/fitgate/sizing/data/performance.json (with the band)
     python benchmarks/throughput.py --free-front-end [--fit]  # the per-request front end fitted too (issue 24)
+    python benchmarks/throughput.py --aic      # side by side with NVIDIA aiconfigurator (fitgate[aic]) on the
+                                               # points it has a system and a model for
 
 For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
 computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
@@ -29,6 +31,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from fitgate import aic  # the optional backend's adapter: it imports aiconfigurator only when asked
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
@@ -63,6 +66,8 @@ BOUNDS = {
     # need it: the front end is the benchmark client's, not one constant; the figures are in
     # docs/performance.md. Free it with ``--free-front-end``.
     "frontend_s": (0.0, 0.0),
+    # Prompt chunks' matmuls (step_time.PREFILL_GEMMS): a GEMM of hundreds to thousands of rows.
+    "prefill_mfu": (0.05, 0.9),
 }
 #: The physical range of ``frontend_s`` when freed (``--free-front-end``).
 FRONT_END_BOUNDS = (1e-3, 0.15)
@@ -231,6 +236,9 @@ def _constants(x: Sequence[float]) -> Constants:
     for name, v in zip(_free(), x, strict=True):
         lo, hi = BOUNDS[name]
         values[name] = min(hi, max(lo, math.exp(v)))
+    # A prompt chunk's GEMMs (hundreds to thousands of rows) are never less efficient than a decode
+    # step's (one row per running request): prefill_mfu >= mfu (step_time.PREFILL_GEMMS).
+    values["prefill_mfu"] = max(values["prefill_mfu"], values["mfu"])
     return Constants(**values)
 
 
@@ -240,8 +248,8 @@ def _coordinates(k: Constants) -> list[float]:
 
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
-#: 30 ms of front end per request.
-PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5, 0.03)
+#: 30 ms of front end per request, prompt chunks' matmuls at 60 % of peak.
+PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5, 0.03, 0.6)
 
 
 def nelder_mead(
@@ -329,6 +337,58 @@ def median_abs(values: list[float | None]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
+    """Median |error| of aiconfigurator and of fitgate's step model on the points aiconfigurator answers.
+
+    Only the points with a per-request decode speed (``tpot_ms`` or ``decode_tokens_per_s``) or a TTFT count:
+    aiconfigurator answers TPOT and TTFT of its aggregated (in-flight batching) model at the point's TP, ISL,
+    OSL and concurrency, with vLLM's kernel tables.
+    """
+    if not aic.available():
+        print("aiconfigurator is not installed (pip install 'fitgate[aic]')", file=sys.stderr)
+        return 2
+    rows: dict[str, dict[str, list[float | None]]] = {}
+    skipped: dict[str, int] = {}
+    by_gpu = logo(points, lambda p: p.gpu, k)  # fitgate out of sample: constants fitted without the GPU
+    for i, p in enumerate(points):
+        metric, speed, ttft = measured(p)
+        e = aic.estimate(p.raw["model"], lookup_gpu(p.gpu), p.tp, p.isl, p.osl, p.concurrency, moe=p.moe,
+                         expert_parallel=bool(p.raw.get("expert_parallel")))  # fmt: skip
+        if not e.answered or e.tpot_seconds is None or e.ttft_seconds is None:
+            skipped[e.reason.split(":")[0]] = skipped.get(e.reason.split(":")[0], 0) + 1
+            continue
+        ours_speed, ours_ttft = errors(p, k)
+        aic_speed = (1 / e.tpot_seconds / speed - 1) if speed and metric == "decode" else None
+        aic_ttft = (e.ttft_seconds / ttft - 1) if ttft else None
+        logo_speed, logo_ttft = by_gpu[i]
+        if metric != "decode":
+            ours_speed = logo_speed = None
+        for r in regime(p):
+            row = rows.setdefault(r, {c: [] for c in ("aic_speed", "aic_ttft", "fit_speed", "fit_ttft", "logo_speed",
+                                                       "logo_ttft")})  # fmt: skip
+            row["aic_speed"].append(aic_speed)
+            row["aic_ttft"].append(aic_ttft)
+            row["fit_speed"].append(ours_speed)
+            row["fit_ttft"].append(ours_ttft if aic_ttft is not None else None)
+            row["logo_speed"].append(logo_speed)
+            row["logo_ttft"].append(logo_ttft if aic_ttft is not None else None)
+    print(f"aiconfigurator answered {sum(1 for r in rows.get('all', {}).get('aic_speed', []))} of {len(points)} "
+          f"points; not: {skipped}")  # fmt: skip
+    print("median |error| of per-request decode speed (TTFT in brackets), on the points both answer:")
+    print(f"{'regime':18s} {'n':>3s}  {'aiconfigurator':>16s}  {'fitgate fitted':>16s}  {'fitgate LOGO gpu':>16s}")
+
+    def cell(xs: list[float | None]) -> str:
+        m = median_abs(xs)
+        return "     -" if m is None else f"{m:6.0%}"
+
+    for r, row in sorted(rows.items()):
+        n = len(row["aic_speed"])
+        print(f"{r:18s} {n:3d}  {cell(row['aic_speed'])} ({cell(row['aic_ttft']).strip():>5s})  "
+              f"{cell(row['fit_speed'])} ({cell(row['fit_ttft']).strip():>5s})  "
+              f"{cell(row['logo_speed'])} ({cell(row['logo_ttft']).strip():>5s})")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -336,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--free-front-end", action="store_true", help="fit the per-request front end within 1-150 ms (issue 24)"
     )
+    parser.add_argument("--aic", action="store_true", help="compare with aiconfigurator on the points it covers")
     args = parser.parse_args(argv)
+    if args.aic:
+        return side_by_side_aic(load_points(), calibration().constants)
     if args.free_front_end:
         BOUNDS["frontend_s"] = FRONT_END_BOUNDS
     points = load_points()

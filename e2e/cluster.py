@@ -1,11 +1,15 @@
 """A real Kubernetes control plane on loopback: etcd + kube-apiserver built from Go modules.
 
-No kubelet, scheduler or controller-manager (envtest-style): CRDs, admission webhooks, RBAC, Events
-and Helm releases are all served by kube-apiserver alone. Everything listens on 127.0.0.1 on free
-ports; certificates are generated per run (a CA, a serving certificate with an IP SAN for 127.0.0.1,
-a service-account signing key, an admin client certificate and token).
+By default no kubelet, scheduler or controller-manager (envtest-style): CRDs, admission webhooks, RBAC, Events
+and Helm releases are all served by kube-apiserver alone. ``ControlPlane(..., scheduling=True)`` adds
+kube-controller-manager (Deployments -> ReplicaSets -> Pods, StatefulSets, garbage collection, namespaces),
+kube-scheduler and kwok (fake nodes: the Nodes annotated ``kwok.x-k8s.io/node: fake`` get Ready and
+heartbeats, their bound pods Running), the cluster of the scheduling tests (e2e/test_scheduling.py).
+Everything listens on 127.0.0.1 on free ports; certificates are generated per run (a CA, a serving
+certificate with an IP SAN for 127.0.0.1, a service-account signing key, an admin client certificate and token).
 
     python -m e2e.cluster up      # build if needed, start in the background, write .cache/kube/kubeconfig
+    python -m e2e.cluster up --scheduling   # the same with controller-manager, scheduler and kwok
     python -m e2e.cluster down    # stop it
     python -m e2e.cluster status
 
@@ -43,6 +47,21 @@ CACHE = ROOT / ".cache" / "kube"
 BIN = Path(os.environ.get("FITGATE_KUBE_BIN", CACHE / "bin"))
 DEFAULT_DIR = CACHE / "cluster"
 KUBECONFIG = CACHE / "kubeconfig"
+KWOK_STAGES = ROOT / "e2e" / "kwok" / "stages.yaml"
+#: The annotation kwok manages nodes by (``--manage-nodes-with-annotation-selector``).
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+#: The controllers a vLLM Deployment, a StatefulSet and their cleanup need (kube-controller-manager's names,
+#: cmd/kube-controller-manager/names/controller_names.go of k8s.io/kubernetes v1.37.2). node-lifecycle-controller
+#: takes off the ``node.kubernetes.io/not-ready`` taint the API server puts on every new Node (TaintNodesByCondition)
+#: once kwok reports it Ready: without it the scheduler places nothing.
+CONTROLLERS = (
+    "node-lifecycle-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+)
 
 
 def free_port() -> int:
@@ -52,9 +71,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def build() -> None:
-    """Compile kube-apiserver and etcd into ``.cache/kube/bin`` (skipped when up to date)."""
-    subprocess.run(["bash", str(ROOT / "e2e" / "controlplane" / "build.sh")], check=True)
+def build(*components: str) -> None:
+    """Compile kube-apiserver and etcd (or the ``components`` named) into ``.cache/kube/bin`` (skipped when
+    up to date)."""
+    subprocess.run(["bash", str(ROOT / "e2e" / "controlplane" / "build.sh"), *components], check=True)
+
+
+def kwok_bin() -> Path:
+    """Where ``e2e/gotools/build.sh kwok`` puts kwok (``e2e/gotools.py``'s layout)."""
+    base = os.environ.get("FITGATE_GOTOOLS_DIR")
+    return (Path(base) if base else ROOT / ".cache" / "gotools") / "kwok" / "bin" / "kwok"
+
+
+def build_scheduling() -> None:
+    """Everything a ``scheduling=True`` control plane runs: the apiserver's build, the controllers, kwok."""
+    build("all")
+    subprocess.run(["bash", str(ROOT / "e2e" / "gotools" / "build.sh"), "kwok"], check=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,12 +210,17 @@ def _write_pki(pki: Path) -> tuple[CertificateAuthority, str]:
 
 @dataclass
 class ControlPlane:
-    """etcd + kube-apiserver in ``directory``; logs stay there (``etcd.log``, ``apiserver.log``)."""
+    """etcd + kube-apiserver in ``directory``; logs stay there (``etcd.log``, ``apiserver.log``).
+
+    ``scheduling``: also kube-controller-manager, kube-scheduler and kwok (``controller-manager.log``,
+    ``scheduler.log``, ``kwok.log``).
+    """
 
     directory: Path
     api_port: int = 0
     etcd_port: int = 0
     token: str = ""
+    scheduling: bool = False
     pids: dict[str, int] = field(default_factory=dict)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
@@ -201,9 +238,14 @@ class ControlPlane:
 
     def start(self, *, detach: bool = False, timeout: float = 90.0) -> ControlPlane:
         """Start etcd and kube-apiserver, wait for ``/readyz`` and write an admin kubeconfig."""
-        for binary in ("etcd", "kube-apiserver"):
-            if not (BIN / binary).is_file():
-                raise RuntimeError(f"{BIN / binary} is missing: run e2e/controlplane/build.sh (make controlplane)")
+        binaries = [BIN / "etcd", BIN / "kube-apiserver"]
+        if self.scheduling:
+            binaries += [BIN / "kube-controller-manager", BIN / "kube-scheduler", kwok_bin()]
+        for binary in binaries:
+            if not binary.is_file():
+                raise RuntimeError(
+                    f"{binary} is missing: run python -m e2e.cluster build{' --scheduling' * self.scheduling}"
+                )
         if self.directory.exists():
             shutil.rmtree(self.directory)
         pki = self.directory / "pki"
@@ -253,14 +295,98 @@ class ControlPlane:
         )
         try:
             self._wait_ready(timeout)
-        except Exception:
+            self._write_kubeconfig()
+            if self.scheduling:
+                self._start_scheduling(detach, timeout)
+        except BaseException:
             self.stop()
             raise
-        self._write_kubeconfig()
         (self.directory / "state.json").write_text(
             json.dumps({"api_port": self.api_port, "etcd_port": self.etcd_port, "pids": self.pids})
         )
         return self
+
+    def _start_scheduling(self, detach: bool, timeout: float) -> None:
+        """kube-controller-manager, kube-scheduler and kwok with the admin kubeconfig; each serves its health
+        on a free port of 127.0.0.1, and all three answer ``/healthz`` before this returns."""
+        pki = self.directory / "pki"
+        kubeconfig = str(self.kubeconfig)
+        delegated = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}"]
+        ports = {"controller-manager": free_port(), "scheduler": free_port(), "kwok": free_port()}
+        self._spawn(
+            "controller-manager",
+            [
+                str(BIN / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                *delegated,
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--use-service-account-credentials=false",  # every controller on the admin credentials
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['controller-manager']}",
+                f"--cert-dir={self.directory / 'controller-manager-certs'}",
+                "--v=1",
+            ],
+            detach,
+        )
+        self._spawn(
+            "scheduler",
+            [
+                str(BIN / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                *delegated,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['scheduler']}",
+                f"--cert-dir={self.directory / 'scheduler-certs'}",
+                "--v=1",
+            ],
+            detach,
+        )
+        key, value = KWOK_NODE_ANNOTATION
+        self._spawn(
+            "kwok",
+            [
+                str(kwok_bin()),
+                f"--config={KWOK_STAGES}",
+                f"--kubeconfig={kubeconfig}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={key}={value}",
+                f"--server-address=127.0.0.1:{ports['kwok']}",
+                "--node-ip=10.0.1.1",
+                "--cidr=10.0.2.0/24",
+            ],
+            detach,
+        )
+        for name, port in ports.items():
+            scheme = "http" if name == "kwok" else "https"
+            self._wait_healthy(name, f"{scheme}://127.0.0.1:{port}/healthz", timeout)
+
+    def _wait_healthy(self, name: str, url: str, timeout: float) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate: only "is it up" is asked
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                with urllib.request.urlopen(url, context=context, timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = str(exc)
+            time.sleep(0.25)
+        raise TimeoutError(f"{name} not healthy after {timeout:.0f}s ({last}); logs in {self.directory}")
+
+    def _check_alive(self) -> None:
+        names = {pid: name for name, pid in self.pids.items()}
+        for proc in self._procs:
+            if proc.poll() is not None:
+                name = names.get(proc.pid, "a control-plane process")
+                raise RuntimeError(f"{name} exited with {proc.returncode}; see {name}.log in {self.directory}")
 
     def _spawn(self, name: str, argv: list[str], detach: bool) -> None:
         with (self.directory / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
@@ -274,11 +400,7 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            for proc in self._procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"{proc.args[0]} exited with {proc.returncode}; see the logs in {self.directory}"  # type: ignore[index]
-                    )
+            self._check_alive()
             try:
                 with urllib.request.urlopen(request, context=context, timeout=5) as response:
                     if response.status == 200:
@@ -310,8 +432,9 @@ class ControlPlane:
         self.kubeconfig.chmod(0o600)
 
     def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM both processes (apiserver first), then SIGKILL what is left."""
-        for name in ("apiserver", "etcd"):
+        """SIGTERM every process (the API server's clients, then the API server, then etcd), then SIGKILL what
+        is left."""
+        for name in ("kwok", "scheduler", "controller-manager", "apiserver", "etcd"):
             pid = self.pids.get(name)
             if pid is None:
                 continue
@@ -356,16 +479,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="fitgate's e2e control plane (etcd + kube-apiserver on loopback)")
     parser.add_argument("action", choices=("up", "down", "status", "build"))
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    parser.add_argument(
+        "--scheduling", action="store_true", help="also kube-controller-manager, kube-scheduler and kwok"
+    )
     args = parser.parse_args(argv)
     if args.action == "build":
-        build()
+        build_scheduling() if args.scheduling else build()
         return 0
     if args.action == "up":
         if (args.dir / "state.json").exists():
             ControlPlane.attach(args.dir).stop()
-        build()
+        build_scheduling() if args.scheduling else build()
         started = time.monotonic()
-        cp = ControlPlane(args.dir).start(detach=True)
+        cp = ControlPlane(args.dir, scheduling=args.scheduling).start(detach=True)
         shutil.copy(cp.kubeconfig, KUBECONFIG)
         print(f"control plane ready in {time.monotonic() - started:.1f}s at {cp.server}")
         print(f"export KUBECONFIG={KUBECONFIG}")

@@ -125,6 +125,35 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Kube]:
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def scheduling_cluster(request: pytest.FixtureRequest) -> Iterator[Kube]:
+    """A second loopback control plane that behaves like a cluster: kube-controller-manager (Deployments become
+    ReplicaSets and Pods, garbage collection), kube-scheduler and kwok (fake nodes that turn Ready, their pods
+    Running). Its own cluster, started only by the tests that ask for it: the session's ``kube`` stays
+    envtest-style and no test there is touched by a garbage collector or a scheduler. The controllers' and
+    kwok's first build adds a few minutes to a cold run (docs/development.md)."""
+    if os.environ.get("FITGATE_E2E_KUBECONFIG"):
+        pytest.skip("starts its own controller-manager, scheduler and kwok: needs the loopback control plane")
+    bin_dir = tools.install()
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if capture is None:
+        cluster.build_scheduling()
+    else:
+        with capture.global_and_fixture_disabled():
+            cluster.build_scheduling()
+    run_dir = RUNS / time.strftime("scheduling-%Y%m%d-%H%M%S")
+    cp = cluster.ControlPlane(run_dir, scheduling=True).start()
+    failed = request.session.testsfailed
+    try:
+        yield Kube(cp.kubeconfig, bin_dir, cp)
+    finally:
+        cp.stop()
+        if request.session.testsfailed > failed:
+            print(f"\ne2e: scheduling-cluster logs kept in {run_dir} (controller-manager.log, scheduler.log, kwok.log)")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """A fresh namespace per test (namespaces are never finalized without kube-controller-manager).

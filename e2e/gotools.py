@@ -1,8 +1,7 @@
 """The Go tools the tests drive, built from the Go module proxy on first use (``e2e/gotools/build.sh``).
 
 Each directory of ``e2e/gotools`` is one Go module whose ``tool`` directives pin the versions; its binaries
-land in ``.cache/gotools/<name>/bin`` and are rebuilt only when its go.mod, go.sum or ``tags`` file (Go build
-tags, e.g. promtool's ``remove_all_sd``) changes.
+land in ``.cache/gotools/<name>/bin`` and are rebuilt only when its go.mod or go.sum changes.
 
     python -m e2e.gotools NAME [NAME ...]     # build (skipped when up to date), print the bin directories
 """

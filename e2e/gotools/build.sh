@@ -4,8 +4,9 @@
 # directives (`go get -tool pkg@version`), and every tool of that module is built with `go build -o DIR tool`.
 # Skipped when the binaries were built from the same go.mod and go.sum (their SHA-256 is kept in
 # <dir>/.sources), so a copied or restored .cache is not rebuilt because of file times.
-# A module may declare Go build tags in a `tags` file beside go.mod (one line, comma-separated, e.g.
-# `remove_all_sd` so promtool does not compile every service-discovery plugin); the file is part of that hash.
+#
+# An optional <name>/tags file lists Go build tags for that module (e.g. promtool's remove_all_sd, which leaves
+# out the service-discovery plugins a rule checker never uses); it is part of the stamp.
 #
 #   e2e/gotools/build.sh NAME                       -> .cache/gotools/NAME/bin/
 #   FITGATE_GOTOOLS_DIR=/some/dir build.sh NAME      -> /some/dir/NAME/bin/
@@ -18,13 +19,13 @@ module="$here/$name"
 out="${FITGATE_GOTOOLS_DIR:-$root/.cache/gotools}/$name/bin"
 command -v go >/dev/null || { echo "build.sh: Go is required to build the test tools (apt-get install golang or see go.dev)" >&2; exit 2; }
 sha256="$(command -v sha256sum || echo "shasum -a 256")"
-sources=("$module/go.mod" "$module/go.sum")
+stamped=("$module/go.mod" "$module/go.sum")
 tags=""
-if [ -f "$module/tags" ]; then  # without one, the hash is go.mod + go.sum's as before: built caches stay valid
-  tags="$(tr -d ' \n' < "$module/tags")"
-  sources+=("$module/tags")
+if [ -f "$module/tags" ]; then
+  stamped+=("$module/tags")
+  tags="$(tr -s ' \n' ',' < "$module/tags" | sed 's/^,//; s/,$//')"
 fi
-hash="$(cat "${sources[@]}" 2>/dev/null | $sha256 | cut -d' ' -f1)"
+hash="$(cat "${stamped[@]}" | $sha256 | cut -d' ' -f1)"
 if [ -f "$out/.sources" ] && [ "$(cat "$out/.sources")" = "$hash" ]; then
   echo "$name tools: up to date in $out"
   exit 0

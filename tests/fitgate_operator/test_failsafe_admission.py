@@ -60,14 +60,20 @@ def hanging_store(release: threading.Event) -> FactsStore:
         release.wait(30)
         raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub")
 
-    return FactsStore(resolver=hub)
+    return warmed(FactsStore(resolver=hub))
+
+
+def warmed(store: FactsStore) -> FactsStore:
+    """As the operator starts it: the catalog loaded before the first review (FactsStore.warm)."""
+    asyncio.run(store.warm())
+    return store
 
 
 def failing_store() -> FactsStore:
     def hub(name: str, rev: str | None, source: str) -> ModelFacts:
         raise CheckpointError("model", name, "", transient=True, problem="cannot reach https://hub.example (503)")
 
-    return FactsStore(resolver=hub)
+    return warmed(FactsStore(resolver=hub))
 
 
 def validate(spec: dict[str, Any], m: kopf.Memo) -> tuple[float, list[str]]:
@@ -91,6 +97,38 @@ def test_a_hung_hub_does_not_admit_a_misfit_the_catalog_knows(hung: threading.Ev
     text = str(exc.value)
     assert exc.value.code == 403 and "does not fit" in text
     assert "provisional verdict from fitgate catalog" in text and "is still in progress" in text
+
+
+def test_a_catalog_lookup_that_outlasts_a_review_still_lands_for_the_next(hung: threading.Event) -> None:
+    # A busy node: the lookup takes 0.6 s, the review waits 0.3 s (admission_resolve_s in memo()). The first
+    # review answers Unknown (Warn: admitted); before, the lookup's answer was dropped and every later review
+    # started it again and timed out the same way, so the misfit was never denied.
+    def slow(name: str, rev: str | None, source: str) -> ModelFacts | None:
+        time.sleep(0.6)
+        return resolve_known(name, rev, source=source)
+
+    def hub(name: str, rev: str | None, source: str) -> ModelFacts:
+        hung.wait(30)
+        raise CheckpointError("model", name, "", transient=True, problem="cannot reach the Hub")
+
+    m = memo(FactsStore(resolver=hub, fallback=slow))
+    _, warnings = validate(MISFIT_70B, m)
+    assert any("Unknown" in w or "resolving" in w for w in warnings), warnings
+    time.sleep(0.8)  # the first lookup has finished meanwhile
+    with pytest.raises(kopf.AdmissionError) as exc:
+        validate(MISFIT_70B, m)
+    assert "provisional verdict from fitgate catalog" in str(exc.value)
+
+
+def test_warm_loads_a_built_in_catalog_entry_before_the_first_review() -> None:
+    seen: list[str] = []
+
+    def fallback(name: str, rev: str | None, source: str) -> ModelFacts | None:
+        seen.append(name)
+        return resolve_known(name, rev, source=source)
+
+    warmed(FactsStore(fallback=fallback))
+    assert len(seen) == 1 and "/" in seen[0], seen
 
 
 def test_the_provisional_answer_comes_within_the_admission_budget(hung: threading.Event) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from fitgate.operator.decision.offline import check_files
 from fitgate.operator.runtime import workload_handlers
+from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.settings import OperatorConfig, ParseBudgets
 from fitgate.workloads import container, read_workload
 from fitgate.workloads.bounds import BudgetError, budgets, check_yaml, configure, load_yaml
@@ -181,6 +182,11 @@ def test_an_exception_in_admission_is_unknown_through_the_policy_never_a_500(mon
     with pytest.raises(kopf.AdmissionError) as exc:
         review(copy.deepcopy(CHART), "enforce", m)
     assert exc.value.code != 500 and "KeyError" in str(exc.value)
+    # each one counted for the FitgateWorkloadAdmissionErrors alert: two admitted (warn, enforce + Warn), one denied
+    errors = OperatorMemo.of(m).metrics.registry.get_sample_value
+    kind = CHART["kind"]
+    assert errors("fitgate_workload_admission_errors_total", {"kind": kind, "allowed": "false"}) == 1.0
+    assert errors("fitgate_workload_admission_errors_total", {"kind": kind, "allowed": "true"}) == 2.0
 
 
 def test_a_bomb_in_admission_is_unknown_at_once(small_budgets: ParseBudgets) -> None:

@@ -13,7 +13,7 @@ from fitgate.operator.decision import logic
 from fitgate.operator.decision.logic import ReconcileOutcome, forget, reconcile
 from fitgate.operator.gpus.inventory import Inventory
 from fitgate.operator.schema.config import OperatorConfig
-from tests.fitgate_operator.test_operator import H100, L4, SPEC, FakeStore, gpus
+from tests.fitgate_operator.test_operator import H100, L4, MISFIT, SPEC, FakeStore, gpus
 
 
 @pytest.fixture
@@ -128,3 +128,87 @@ def test_a_slow_evaluation_never_holds_up_a_review_already_answered(monkeypatch:
         waited < 0.6
     )  # from the slow reviews' start; answered while the 1 s evaluation ran (it waited the whole second before)
     assert slow_evaluations == 1  # five concurrent reviews of one new spec: one evaluation
+
+
+def _h100_node(name: str) -> dict[str, Any]:
+    return {**H100, "metadata": {**H100["metadata"], "name": name}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "joined", "evaluated"),
+    [
+        # an L4 joins: not a pool an H100 placement may use, so its last evaluation stands (issue 23)
+        ({**SPEC, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}, L4, False),
+        # a second H100 node: the placement's pool changed (its nodes, its free GPUs): evaluated again
+        ({**SPEC, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}, "h100", True),
+        # any GPU: the L4 is a candidate pool now
+        (SPEC, L4, True),
+        # a misfit's alternatives are searched over the whole cluster: any pool change re-evaluates it
+        ({**MISFIT, "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}, L4, True),
+    ],
+)
+def test_node_churn_re_evaluates_only_the_objects_whose_pools_changed(
+    evaluations: list[str], spec: dict[str, Any], joined: Any, evaluated: bool
+) -> None:
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    first = run(spec, None, nodes, store)
+    assert first.status is not None
+    before = len(evaluations)
+    extra = _h100_node("h100-1") if joined == "h100" else joined
+    churned = Inventory(gpus(H100, extra))  # a node event replaces the snapshot
+    outcome = run(spec, first.status, churned, store)
+    assert (len(evaluations) > before) is evaluated
+    # whichever way it was answered, the answer is the one a fresh evaluation of the new snapshot gives
+    forget("ml", "a")
+    fresh = run(spec, None, churned, store)
+    assert outcome.evaluation == fresh.evaluation
+    assert outcome.status is None or outcome.status == fresh.status
+    # and the object is now known against the new snapshot: its next resync is answered at once
+    counted = len(evaluations)
+    assert run(spec, fresh.status, churned, store).status is None and len(evaluations) == counted
+
+
+def test_admission_leaves_a_misfits_alternatives_to_reconcile(evaluations: list[str]) -> None:
+    # issue 23: status shows a misfit's cluster-wide alternatives, admission's answer never does; its own
+    # evaluation skips that search (a third of a misfit's cost) and decides exactly as on a full one
+    store, nodes = FakeStore(), Inventory(gpus(H100, L4))
+    config = OperatorConfig(webhook_port=0, metrics_port=0)
+    answer = asyncio.run(
+        logic.admit(raw_spec=MISFIT, nodes=nodes, store=store, config=config, dryrun=False, namespace="ml")
+    )
+    assert not answer.allowed and "does not fit" in answer.message
+    full = run(MISFIT, None, nodes, store)
+    assert full.evaluation.alternatives  # 70B at 32k: TP 2 or more on an H100 node
+    assert logic.decide(logic.parse_spec(MISFIT), full.evaluation, config.unknown_policy) == answer
+    # a review after the reconcile takes its full evaluation: not evaluated again
+    counted = len(evaluations)
+    again = asyncio.run(
+        logic.admit(raw_spec=MISFIT, nodes=nodes, store=store, config=config, dryrun=False, namespace="ml")
+    )
+    assert again == answer and len(evaluations) == counted
+
+
+def test_a_node_elsewhere_re_searches_only_the_pools_it_changed(
+    evaluations: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a misfit's alternatives are searched pool by pool; after an L4 joins, the H100 pool's search stands
+    from fitgate.operator.decision import evaluate as evaluate_module  # noqa: PLC0415 - the memo replaced
+
+    monkeypatch.setattr(evaluate_module, "_POOL_OPTIONS", evaluate_module.IdentityMemo())
+    searched: list[str] = []
+    real = evaluate_module._cheapest_on
+
+    def counting(model: Any, wl: Any, serving: Any, pool: Any) -> Any:
+        searched.append(pool.product)
+        return real(model, wl, serving, pool)
+
+    monkeypatch.setattr(evaluate_module, "_cheapest_on", counting)
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    first = run(MISFIT, None, nodes, store)
+    assert searched == ["NVIDIA-H100-80GB-HBM3"] and first.evaluation.alternatives
+    again = run(MISFIT, first.status, Inventory(gpus(H100, L4)), store)
+    assert searched == ["NVIDIA-H100-80GB-HBM3", "NVIDIA-L4"]  # only the new pool searched
+    forget("ml", "a")
+    monkeypatch.setattr(evaluate_module, "_POOL_OPTIONS", evaluate_module.IdentityMemo())
+    fresh = run(MISFIT, None, Inventory(gpus(H100, L4)), store)
+    assert again.evaluation.alternatives == fresh.evaluation.alternatives

@@ -74,3 +74,61 @@ def test_binaries_built_before_the_record_are_adopted_once(script: tuple[Path, P
         record.unlink()
     assert builds(module, log, env) == 0  # newer than their sources: adopted, records written
     assert sorted(p.name for p in bin_dir.glob("*.sources")) == ["etcd.sources", "kube-apiserver.sources"]
+
+
+def build_named(module: Path, log: Path, env: dict[str, str], *names: str) -> list[str]:
+    """The `go build` command lines of one `build.sh NAMES...` run."""
+    before = len(log.read_text().splitlines()) if log.exists() else 0
+    subprocess.run(["bash", str(module / "build.sh"), *names], env=env, check=True, capture_output=True)
+    return log.read_text().splitlines()[before:]
+
+
+def test_the_controllers_are_built_only_when_named_from_their_own_module(
+    script: tuple[Path, Path, dict[str, str]],
+) -> None:
+    module, log, env = script
+    assert [line.split()[-1] for line in build_named(module, log, env)] == ["./cmd/kube-apiserver", "./cmd/etcd"]
+    bin_dir = Path(env["FITGATE_KUBE_BIN"])
+    assert not (bin_dir / "kube-scheduler").exists()  # a plain run (every e2e test's) leaves them out
+    built = build_named(module, log, env, "kube-controller-manager", "kube-scheduler")
+    assert [line.split()[-1] for line in built] == ["./cmd/kube-controller-manager", "./cmd/kube-scheduler"]
+    assert all("version.gitVersion=v1." in line for line in built)  # stamped with the apiserver's release
+    assert build_named(module, log, env, "all") == []
+    # a change to the controllers' module rebuilds them, never kube-apiserver (whose stamp hashes only its module)
+    gomod = module / "controllers" / "go.mod"
+    gomod.write_text(gomod.read_text() + "\n// changed\n")
+    rebuilt = build_named(module, log, env, "all")
+    assert [line.split()[-1] for line in rebuilt] == ["./cmd/kube-controller-manager", "./cmd/kube-scheduler"]
+
+
+def test_an_unknown_component_is_named_and_nothing_is_built(script: tuple[Path, Path, dict[str, str]]) -> None:
+    module, log, env = script
+    done = subprocess.run(
+        ["bash", str(module / "build.sh"), "kube-scheduler", "kubelet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "unknown component 'kubelet'" in done.stderr
+    assert not log.exists()
+
+
+def test_both_modules_require_the_same_kubernetes_release() -> None:
+    """The controllers' go.mod is the apiserver's plus what they add: same k8s.io/kubernetes, same pins, so the
+    packages they share compile once into the Go cache (docs/development.md)."""
+
+    def requires(path: Path) -> dict[str, str]:
+        out = {}
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and "." in parts[0] and parts[1].startswith("v") and "=>" not in line:
+                out[parts[0]] = parts[1]
+        return out
+
+    api = requires(REPO / "e2e" / "controlplane" / "go.mod")
+    controllers = requires(REPO / "e2e" / "controlplane" / "controllers" / "go.mod")
+    assert api["k8s.io/kubernetes"] == controllers["k8s.io/kubernetes"]
+    differing = {m: (v, controllers.get(m)) for m, v in api.items() if controllers.get(m) != v}
+    assert differing == {}

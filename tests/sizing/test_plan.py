@@ -13,8 +13,9 @@ import pytest
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, Verdict, Workload, custom_gpu, lookup_gpu, plan, recommend, suggest
-from fitgate.sizing.advice import apply_suggestion, engine_args
+from fitgate.sizing.advice import apply_suggestion
 from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.engine_args import engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import MambaSpec

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
 import pytest
 
-from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing import ServingConfig, SizingError, Verdict, Workload, lookup_gpu, plan
 from fitgate.sizing.memo import IdentityMemo
 from tests.conftest import model
 
@@ -60,3 +61,65 @@ def test_kv_layouts_are_built_once_per_rank_and_settings(monkeypatch: pytest.Mon
     # fp8 KV halves the bytes a token: rebuilt (32 x 2 x 8 x 128 x 1 B = 64 KiB)
     fp8 = plan(m, h100, ServingConfig(max_model_len=8192, kv_cache_dtype="fp8"))
     assert len(calls) == 2 and fp8.kv.bytes_per_token == 65536 == first.kv.bytes_per_token // 2
+
+
+def test_ranks_are_planned_once_per_model_gpu_and_settings_whatever_the_workload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 23: thousands of deployments share a model and settings and differ in workload; the ranks
+    # (weights, activations, KV pool) do not depend on it, only the verdict and the workload's blocks do
+    calls: list[int] = []
+    real = plan_module._rank
+
+    def counting(*args: Any) -> Any:
+        calls.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(plan_module, "_rank", counting)
+    monkeypatch.setattr(plan_module, "_RANKS_MEMO", IdentityMemo())
+    m, h100 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100")
+    serving = ServingConfig(max_model_len=32768)
+    small = plan(m, h100, serving, Workload(2, 8000))
+    big = plan(m, h100, serving, Workload(400, 32000))
+    assert calls == [0]  # one rank, planned once for both workloads
+    assert small.ranks is big.ranks and small.verdict is not big.verdict
+    # the memo never changes an answer: the same plan for a copy of the model (another identity: a miss)
+    twin = dataclasses.replace(m, arch=dataclasses.replace(m.arch))
+    fresh = plan(twin, h100, serving, Workload(400, 32000))
+    assert calls == [0, 0] and fresh == dataclasses.replace(big, model=fresh.model)
+    # a bad workload is still refused on a hit, naming the field
+    with pytest.raises(SizingError, match="concurrency"):
+        plan(m, h100, serving, Workload(0, 8000))
+    # a setting the model cannot take is refused every time (failures are not remembered)
+    for _ in range(2):
+        with pytest.raises(SizingError, match="tensor_parallel_size"):
+            plan(m, h100, ServingConfig(tensor_parallel_size=3))
+
+
+def test_suggestions_are_searched_once_per_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: a misfit evaluated again (a node joined elsewhere) re-planned a dozen candidates each time
+    from fitgate.sizing import advice  # noqa: PLC0415 - the module whose memo is replaced
+
+    monkeypatch.setattr(advice, "_SUGGESTIONS", IdentityMemo())
+    searches: list[int] = []
+    real = advice.search_suggestions
+
+    def counting(*args: Any) -> Any:
+        searches.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(advice, "search_suggestions", counting)
+    m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
+    serving = ServingConfig(max_model_len=32768)
+    current = plan(m, h100, serving)
+    first = advice.suggest(m, h100, serving, None, current)
+    assert first and len(searches) == 1
+    assert advice.suggest(m, h100, serving, None, current) is first and len(searches) == 1  # answered once
+    # another workload is another deployment: searched, and the answer is the search's
+    busy = Workload(64, 32000)
+    other = advice.suggest(m, h100, serving, busy, plan(m, h100, serving, busy))
+    assert len(searches) == 2 and other == real(m, h100, serving, busy, plan(m, h100, serving, busy))
+    # a different current plan for the same key (never from plan(), but the memo must not trust the key alone)
+    tight = dataclasses.replace(current, verdict=Verdict.TIGHT)
+    advice.suggest(m, h100, serving, None, tight)
+    assert len(searches) == 3

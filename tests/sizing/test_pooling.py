@@ -10,7 +10,7 @@ from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
 from fitgate.sizing import ServingConfig, custom_gpu, lookup_gpu, plan
-from fitgate.sizing.advice import engine_args
+from fitgate.sizing.engine_args import engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import GiB
 from tests.conftest import model

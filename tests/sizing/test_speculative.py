@@ -19,9 +19,9 @@ from fitgate.observe import parse_lines
 from fitgate.observe.compare import serving_config
 from fitgate.operator.schema.api import SpecError, parse_spec
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
-from fitgate.sizing.advice import engine_args
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.cudagraphs import capture_sizes, graph_counts
+from fitgate.sizing.engine_args import engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.speculative import resolve
 from fitgate.sizing.versions import accounting_for

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,14 @@ from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.model import MoE
 from fitgate.sizing.performance import work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
-from fitgate.sizing.step_time import burst_ttft_seconds, calibration, steady_state, step_seconds
+from fitgate.sizing.step_time import (
+    burst_ttft_seconds,
+    calibration,
+    moe_block_m,
+    moe_tile_efficiency,
+    steady_state,
+    step_seconds,
+)
 from tests.conftest import model
 
 POINTS = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput" / "points.json"
@@ -66,6 +74,8 @@ def test_fitted_constants_stay_physical() -> None:
     cal = calibration()
     k = cal.constants
     assert 0 < k.bw_eff <= 1 and 0 < k.mfu <= 1 and 0 < k.moe_mfu <= 1
+    # A prompt chunk's GEMMs (thousands of rows) are at least as efficient as a decode step's.
+    assert k.mfu <= k.prefill_mfu <= 1
     assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0 and k.amd_factor > 0
     # The per-request front end (issue 24) within its physical range: 0 (pinned) to 150 ms, the most
     # fixed TTFT a serving benchmark shows at a short prompt (Kimi-K2.5 on 8 x B200: 164 ms in all).
@@ -263,3 +273,58 @@ def test_recommend_without_list_prices_assumes_equal_prices(capsys: pytest.Captu
     assert code == 0, err
     doc = json.loads(out)
     assert doc["ranked_by"] == "gpu_hours_per_million_output_tokens" and "equal prices" in doc["prices"]
+
+
+@pytest.mark.parametrize(
+    ("experts", "top_k", "tokens", "expected"),
+    [
+        # Dense: no tiles to pad.
+        (0, 0, 64.0, 1.0),
+        # Qwen3-30B-A3B, one 2048-token prompt chunk: 2048 x 8 = 16384 rows over 128 experts (all
+        # touched), 128 rows each in 128-row tiles (fused_moe get_default_config: > 512 tokens) -> 100 %.
+        (128, 8, 2048.0, 1.0),
+        # Mixtral (8 experts, top 2), 8 tokens: 16 rows; touched 8 x (1 - (6/8)^8) = 7.20 experts,
+        # 2.22 rows each in one 16-row tile -> 16 / (7.20 x 16) = 13.9 %.
+        (8, 2, 8.0, 16 / (8 * (1 - 0.75**8) * 16)),
+        # DeepSeek-V3 (256 experts, top 8), 316 tokens (a decode step of 64 with 252 prompt tokens):
+        # 2528 rows; touched 256 x (1 - (248/256)^316) = 255.99, 9.9 rows each in one 64-row tile -> 15.4 %.
+        (256, 8, 316.0, 2528 / (256 * (1 - (248 / 256) ** 316) * 64)),
+    ],
+)
+def test_moe_tile_efficiency_counts_the_padded_rows(experts: int, top_k: int, tokens: float, expected: float) -> None:
+    assert moe_tile_efficiency(experts, top_k, tokens) == pytest.approx(expected, rel=1e-9)
+
+
+def test_moe_block_m_follows_vllm_defaults() -> None:
+    # vllm 0.33.0 fused_moe.py L1376-1383: <= 32 -> 16, <= 96 -> 32, <= 512 -> 64, else 128.
+    assert [moe_block_m(t) for t in (1, 32, 33, 96, 97, 512, 513, 8192)] == [16, 16, 32, 32, 64, 64, 128, 128]
+
+
+def test_prompt_tokens_run_at_the_prefill_efficiency() -> None:
+    # Llama-3.1-8B on an H100, a step of 2048 prompt tokens and no decode token is compute-bound:
+    # its compute part is 2048 x (FLOPs per token + prefill attention) / (989e12 x prefill_mfu), so
+    # doubling prefill_mfu halves it; the decode efficiency (mfu) does not enter it.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(1, 4096))
+    w = work(mi, p, 3072, 2048)
+    k = dataclasses.replace(calibration().constants, prefill_mfu=0.3)
+    s = w.stages[0]
+    compute = 2048 * (s.flops_per_token + s.prefill_attention_flops) / (w.peak_flops * 0.3)
+    overhead = k.step_s + s.layers * k.layer_s
+    assert step_seconds(w, 0.0, 2048.0, k)[0] == pytest.approx(overhead + compute)
+    faster = dataclasses.replace(k, prefill_mfu=0.6)
+    assert step_seconds(w, 0.0, 2048.0, faster)[0] == pytest.approx(overhead + compute / 2)
+    assert step_seconds(w, 0.0, 2048.0, dataclasses.replace(k, mfu=0.05))[0] == step_seconds(w, 0.0, 2048.0, k)[0]
+
+
+def test_moe_decode_step_grows_smoothly_with_the_batch() -> None:
+    # DeepSeek-V3 on 8 x H200: the fused-MoE tile grows from 16 to 32 rows at 33 tokens and to 64 at 97; a
+    # decode token's padding rides on the expert weights' read, so one more request in flight adds little
+    # (before decode padding was dropped: 26 ms at 32, 43 ms at 33, 62 ms at 96, 110 ms at 97).
+    mi = model("deepseek-ai/DeepSeek-V3")
+    p = plan(mi, lookup_gpu("H200"), ServingConfig(max_model_len=8192, tensor_parallel_size=8), Workload(1, 3800))
+    w = work(mi, p, 3400, 3000)
+    k = calibration().constants
+    steps = [step_seconds(w, float(c), 0.0, k)[0] for c in range(1, 257)]
+    assert all(b >= a for a, b in itertools.pairwise(steps))  # never faster with more in flight
+    assert all(b / a < 1.1 for a, b in itertools.pairwise(steps))  # and no jump at a tile boundary

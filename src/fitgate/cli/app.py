@@ -13,6 +13,7 @@ from fitgate.cli.compare import cmd_compare
 from fitgate.cli.exits import EXIT_CLOSED_PIPE, EXIT_INTERNAL, EXIT_USAGE
 from fitgate.cli.parser import build_parser
 from fitgate.cli.plan import cmd_plan
+from fitgate.cli.plan_pd import cmd_plan_pd
 from fitgate.cli.recommend import cmd_recommend
 from fitgate.settings import SettingsError, load
 from fitgate.sizing import SizingError
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {
         "plan": cmd_plan,
+        "plan-pd": cmd_plan_pd,
         "recommend": cmd_recommend,
         "compare": cmd_compare,
         "catalog": cmd_catalog,

@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         "else the model's)",
     )
     _economics_flags(p)
+    p.add_argument(
+        "--speed-backend",
+        choices=("fitgate", "aic"),
+        default="fitgate",
+        help="aic: NVIDIA aiconfigurator's measured-kernel TTFT / TPOT where it has data (pip install "
+        "'fitgate[aic]'; needs --input-tokens / --output-tokens), fitgate's step model elsewhere",
+    )
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     r = sub.add_parser(
@@ -193,6 +200,31 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tpot-ms", type=_float, help="mean time per output token each replica must stay within")
     _economics_flags(r)
     r.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+    d = sub.add_parser(
+        "plan-pd",
+        help="disaggregated prefill / decode: prefill and decode replicas for a request rate (docs/disaggregated.md)",
+    )
+    d.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
+    d.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
+    d.add_argument("--gpu", help="the GPU of both pools (a GPU from `fitgate gpus`)")
+    d.add_argument("--prefill-gpu", help="the prefill pool's GPU (default --gpu)")
+    d.add_argument("--decode-gpu", help="the decode pool's GPU (default --gpu)")
+    d.add_argument("--prefill-tp", type=_int, default=1, help="tensor-parallel size of a prefill replica (default 1)")
+    d.add_argument("--decode-tp", type=_int, default=1, help="tensor-parallel size of a decode replica (default 1)")
+    d.add_argument("--request-rate", type=_float, required=True, help="requests/s arriving")
+    d.add_argument("--input-tokens", type=_int, required=True, help="prompt tokens per request (ISL)")
+    d.add_argument("--output-tokens", type=_int, required=True, help="generated tokens per request (OSL)")
+    d.add_argument("--ttft-ms", type=_float, help="mean time to first token the prefill pool must stay within")
+    d.add_argument("--tpot-ms", type=_float, help="mean time per output token the decode pool must stay within")
+    d.add_argument(
+        "--kv-transfer-gbps", type=_float, help="KV-transfer link per GPU, GB/s (default 50: one 400 Gb/s NIC)"
+    )
+    d.add_argument("--max-model-len", type=_max_model_len, help="default: the model's (32k, 32K as in vLLM)")
+    d.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
+    d.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8")
+    d.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
+    d.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     cmp = sub.add_parser("compare", help="set fitgate's plan beside what a vLLM start-up log printed")
     cmp.add_argument("--log", required=True, help="the log file (`kubectl logs POD > FILE`), prefixes and all")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
+from fitgate import aic
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
 from fitgate.cli.inputs import economics_of, gpu_of, origin_of, serving_of, workload_of
 from fitgate.cli.render import render_text
 from fitgate.report import PlanReport, plan_document
-from fitgate.sizing import Verdict, plan, recommend, suggest
+from fitgate.sizing import SizingError, Verdict, plan, recommend, suggest
+from fitgate.sizing.results import Plan
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -27,5 +30,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     perf, cost = economics_of(args, model, gpu, result)
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
     doc = plan_document(report)
-    print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc))
+    line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
+    print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
+
+
+def _speed_backend(
+    args: argparse.Namespace, model_id: str, model_is_moe: bool, result: Plan, doc: dict[str, Any]
+) -> str | None:
+    """``--speed-backend aic``: aiconfigurator's TTFT / TPOT where it has data, saying which backend answered.
+
+    Its answer goes to ``performance.speed_backend`` (``answered_by``: aiconfigurator or fitgate, with the
+    reason); the usual ``performance`` fields stay fitgate's, with their measured band, because the cost and
+    capacity answers and the band are fitgate's step model's.
+    """
+    if args.input_tokens is None or args.output_tokens is None:
+        raise SizingError("--input-tokens", None, "--input-tokens and --output-tokens with --speed-backend aic")
+    perf = doc.get("performance")
+    if not isinstance(perf, dict):
+        return None  # nothing estimated (DoesNotFit, or a GPU without speeds)
+    concurrency = result.workload.concurrency if result.workload else 1
+    e = aic.estimate(model_id, result.gpu, result.serving.tensor_parallel_size, args.input_tokens,
+                     args.output_tokens, concurrency, moe=model_is_moe,
+                     expert_parallel=bool(args.enable_expert_parallel))  # fmt: skip
+    block = aic.document(e)
+    block["fitgate_ttft_seconds"], block["fitgate_tpot_seconds"] = perf.get("ttft_seconds"), perf.get("tpot_seconds")
+    perf["speed_backend"] = block
+    own_ttft, own_tpot = block["fitgate_ttft_seconds"], block["fitgate_tpot_seconds"]
+    if e.answered and e.ttft_seconds is not None and e.tpot_seconds is not None:
+        return (
+            f"speed backend: {e.backend}: TTFT {e.ttft_seconds * 1000:.0f} ms, TPOT {e.tpot_seconds * 1000:.1f} ms "
+            f"(fitgate's step model: TTFT {(own_ttft or 0) * 1000:.0f} ms, TPOT {(own_tpot or 0) * 1000:.1f} ms)"
+        )
+    return f"speed backend: {e.backend}"

@@ -4,19 +4,11 @@ No I/O beyond reading its own packaged data, no Kubernetes, no network (an impor
 checks this). Everything is bytes as integers.
 """
 
-from fitgate.sizing.advice import (
-    EngineArg,
-    Suggestion,
-    engine_args,
-    recommend,
-    suggest,
-    vllm_args_text,
-    vllm_argv,
-    vllm_command,
-)
+from fitgate.sizing.advice import Suggestion, recommend, suggest
 from fitgate.sizing.architecture import ModelArchitecture, parse_config
 from fitgate.sizing.capacity import Option, Search, fewest_gpus, search
 from fitgate.sizing.cost import Cost, GpuPrices, check_utilization, parse_gpu_prices, replica_cost
+from fitgate.sizing.engine_args import EngineArg, engine_args, vllm_args_text, vllm_argv, vllm_command
 from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from fitgate.sizing.gpus import GpuModel, custom_gpu, find_gpu, gpu_catalog, lookup_gpu
 from fitgate.sizing.performance import Performance, estimate

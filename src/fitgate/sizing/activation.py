@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from fitgate.sizing.cudagraphs import GraphCounts, capture_sizes, cuda_graph_estimate_bytes, graph_counts
 from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.units import GiB, MiB
 from fitgate.sizing.versions import VllmAccounting
@@ -54,6 +55,15 @@ class ProfileEstimate:
 
 
 def _dense_intermediate(arch: ModelArchitecture, layers: range) -> int:
+    """The widest dense (or shared-expert) MLP of ``layers``, once per model and layer range."""
+    return _WIDEST.get((arch,), (layers.start, layers.stop, layers.step), lambda: _widest_mlp(arch, layers))
+
+
+#: Widest MLP by model identity and layer range: every plan, suggestion and alternative asked it again.
+_WIDEST: IdentityMemo[int] = IdentityMemo()
+
+
+def _widest_mlp(arch: ModelArchitecture, layers: range) -> int:
     widest = 0
     for i in layers:
         ffn = arch.layers[i].ffn

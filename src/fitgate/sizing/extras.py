@@ -11,7 +11,7 @@ import dataclasses
 
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing import offload
-from fitgate.sizing.model import Attention, LinearAttention, Mamba, ModelArchitecture, ShortConv
+from fitgate.sizing.model import ModelArchitecture
 from fitgate.sizing.results import RankPlan
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import fmt_gib
@@ -82,12 +82,7 @@ def notes(
             + (f" (all of them: {fmt_gib(asked)} was asked)" if got < asked else "")
             + "; vLLM offloads whole parameters, so up to one parameter more may move"
         )
-    has_window = any(
-        isinstance(layer.mixer, Attention) and (layer.mixer.sliding_window or layer.mixer.chunk_size)
-        for layer in arch.layers
-    )
-    has_state = any(isinstance(layer.mixer, Mamba | LinearAttention | ShortConv) for layer in arch.layers)
-    notes.extend(offload.connector_notes(rs.kv_connector, rs.kv_role, has_window, has_state))
+    notes.extend(offload.connector_notes(rs.kv_connector, rs.kv_role, arch.windowed_attention, arch.has_state))
     if rs.kv_offloading_bytes is not None and rs.kv_offloading_backend == "lmcache":
         notes.append("--kv-offloading-backend lmcache: the KV store lives in a separate LMCache server process")
     enc = ranks[0].encoder

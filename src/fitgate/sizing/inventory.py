@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 from fitgate.sizing.dtypes import tensor_dtype_bytes
 from fitgate.sizing.errors import SizingError
@@ -73,9 +74,9 @@ class WeightInventory:
     entries: tuple[WeightEntry, ...]
     source: str  # "safetensors" (exact per tensor), "total" (scaled to a known total), "config" (estimated)
 
-    @property
+    @cached_property
     def stored_bytes(self) -> int:
-        """Total bytes of the checkpoint's tensors."""
+        """Total bytes of the checkpoint's tensors (summed once: the inventory is frozen)."""
         return sum(e.stored_bytes for e in self.entries)
 
     @property

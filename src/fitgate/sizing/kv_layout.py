@@ -104,7 +104,12 @@ class KVLayout:
             counts[s] = counts.get(s, 0) + 1
         return tuple(counts.items())
 
-    @property
+    @cached_property
+    def layer_page_sizes(self) -> tuple[int, ...]:
+        """Each layer's page in bytes, in layer order (summed once: the layout is frozen)."""
+        return tuple(s.page_size_bytes for s in self.specs)
+
+    @cached_property
     def kinds(self) -> tuple[str, ...]:
         """Spec kinds present, e.g. ('full', 'sliding_window')."""
         return tuple(sorted({spec_kind(s) for s in self.specs}))

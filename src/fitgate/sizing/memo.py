@@ -43,6 +43,30 @@ class IdentityMemo(Generic[V]):
             self._entries[key] = (owners, value)
         return value
 
+    def peek(self, owners: tuple[object, ...], settings: tuple[Hashable, ...]) -> V | None:
+        """The value for ``owners`` and ``settings`` if it is held (None when absent or unhashable)."""
+        key = (*(id(o) for o in owners), *settings)
+        try:
+            with self._lock:
+                hit = self._entries.get(key)
+        except TypeError:  # an unhashable setting
+            return None
+        if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
+            return hit[1]
+        return None
+
+    def put(self, owners: tuple[object, ...], settings: tuple[Hashable, ...], value: V) -> None:
+        """Remember ``value`` for ``owners`` and ``settings``, replacing what was there (unhashable: nothing)."""
+        key = (*(id(o) for o in owners), *settings)
+        try:
+            with self._lock:
+                self._entries.pop(key, None)
+                if len(self._entries) >= self.size:
+                    self._entries.pop(next(iter(self._entries)))
+                self._entries[key] = (owners, value)
+        except TypeError:  # an unhashable setting
+            return
+
     def __len__(self) -> int:
         return len(self._entries)
 

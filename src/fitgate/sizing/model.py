@@ -8,6 +8,7 @@ reads them. They hold no arithmetic beyond a few derived properties.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # --------------------------------------------------------------------------------------------
 # Token mixers
@@ -286,17 +287,54 @@ class ModelArchitecture:
             return self.max_len_default
         return self.max_model_len_limit(version)
 
-    @property
+    # The traits below scan every layer; a plan asks them many times (and suggestions re-plan the same
+    # model dozens of times), so each is computed once per architecture: the object is frozen and its
+    # layers a tuple, so the answer never changes (issue 23).
+
+    @cached_property
     def is_moe(self) -> bool:
         """Whether any layer is a mixture of experts."""
         return any(isinstance(layer.ffn, MoE) for layer in self.layers)
 
-    @property
+    @cached_property
+    def first_moe(self) -> MoE | None:
+        """The first mixture-of-experts block, if any."""
+        return next((layer.ffn for layer in self.layers if isinstance(layer.ffn, MoE)), None)
+
+    @cached_property
     def uses_mla(self) -> bool:
         """Whether any layer is multi-head latent attention (vLLM's ``model_config.use_mla``)."""
         return any(isinstance(layer.mixer, MLA) for layer in self.layers)
 
-    @property
+    @cached_property
+    def mla_indexed(self) -> bool:
+        """Whether an MLA layer has an indexer (sparse MLA: DeepSeek V3.2, GLM-5)."""
+        return any(isinstance(layer.mixer, MLA) and layer.mixer.index_head_dim for layer in self.layers)
+
+    @cached_property
+    def compressed_sparse_mla(self) -> bool:
+        """Whether any layer is DeepSeek V4's compressed sparse MLA."""
+        return any(isinstance(layer.mixer, CompressedSparseMLA) for layer in self.layers)
+
+    @cached_property
+    def attention_indexed(self) -> bool:
+        """Whether a softmax-attention layer has an indexer cache (MiniMax M3's block-sparse attention)."""
+        return any(isinstance(layer.mixer, Attention) and layer.mixer.index_head_dim for layer in self.layers)
+
+    @cached_property
+    def windowed_attention(self) -> bool:
+        """Whether a softmax-attention layer is sliding-window or chunked-local."""
+        return any(
+            isinstance(layer.mixer, Attention) and (layer.mixer.sliding_window or layer.mixer.chunk_size)
+            for layer in self.layers
+        )
+
+    @cached_property
+    def has_state(self) -> bool:
+        """Whether a layer keeps a recurrent state (Mamba, linear attention, short convolution)."""
+        return any(isinstance(layer.mixer, Mamba | LinearAttention | ShortConv) for layer in self.layers)
+
+    @cached_property
     def attention_heads(self) -> int:
         """Query heads of the first attention-like layer (for TP divisibility checks)."""
         for layer in self.layers:
@@ -304,7 +342,7 @@ class ModelArchitecture:
                 return layer.mixer.num_heads
         return 0
 
-    @property
+    @cached_property
     def kv_heads(self) -> int:
         """KV heads of the first softmax-attention layer (0 for MLA / attention-free models)."""
         for layer in self.layers:

@@ -123,6 +123,24 @@ def active_parameters(model: ModelInput) -> int:
     return value
 
 
+#: id(inventory) -> (that inventory, the routed experts' active parameters): as :data:`_ACTIVE`.
+_ACTIVE_EXPERTS: dict[int, tuple[WeightInventory, int]] = {}
+
+
+def active_expert_parameters(model: ModelInput) -> int:
+    """Parameters of the routed experts one token multiplies through (top_k of each MoE layer's experts)."""
+    hit = _ACTIVE_EXPERTS.get(id(model.inventory))
+    if hit is not None and hit[0] is model.inventory:
+        return hit[1]
+    if len(_ACTIVE_EXPERTS) > 256:
+        _ACTIVE_EXPERTS.clear()
+    moe = _moe(model.arch)
+    share = moe.top_k / moe.num_experts if moe is not None and moe.num_experts else 0.0
+    value = int(sum(e.numel * share for e in model.inventory.entries if e.role is Role.EXPERT))
+    _ACTIVE_EXPERTS[id(model.inventory)] = (model.inventory, value)
+    return value
+
+
 def count_active_parameters(model: ModelInput) -> int:
     """Parameters one token multiplies through: all linear layers, the experts it routes to, the head.
 
@@ -275,6 +293,7 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
     moe = _moe(arch)
     runtime_q = RUNTIME_QUANTIZATION.get(rs.quantization or "") if arch.quantization is None else None
     active = active_parameters(model)
+    active_experts = active_expert_parameters(model) if moe is not None else 0
     stages = []
     for r in result.ranks:
         expert_bytes, embed_bytes = _expert_and_embedding_bytes(model, tp, pp, r.pp_rank, rs.dtype, runtime_q)
@@ -284,7 +303,10 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context) / tp
         half_prompt = max(1, prompt_tokens // 2)
         prefill_attn = 4 * half_prompt * attention_width(arch, r.layers, half_prompt) / tp
-        stages.append(Stage(len(r.layers), dense, expert_bytes, kv, 2 * active * share / tp, decode_attn, prefill_attn))
+        stages.append(
+            Stage(len(r.layers), dense, expert_bytes, kv, 2 * active * share / tp, decode_attn, prefill_attn,
+                  2 * active_experts * share / tp)
+        )  # fmt: skip
     link = rs.interconnect if rs.interconnect in ALLREDUCE_BUS_GBPS else "pcie"
     activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
     return Work(

@@ -18,7 +18,9 @@ How vLLM runs a step (v1 engine, the releases fitgate sizes):
 
 One step of one pipeline stage::
 
-    step = overhead + max(bytes / (bandwidth x bw_eff), FLOPs / (peak x mfu [x moe_mfu])) + all-reduce bytes / bus
+    step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus
+    compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
+    (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
     overhead = amd_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
 
 ``bytes`` are the weights the step reads (for MoE: the experts its tokens route to, which grow with the
@@ -51,10 +53,26 @@ class Constants:
     moe_layer_s: float  # per MoE layer and step: routing, top-k and the fused-MoE kernel
     tp_layer_s: float  # per layer and step under tensor parallelism: two all-reduce launches and syncs
     amd_factor: float  # the overhead on ROCm relative to CUDA
-    moe_mfu: float  # the matmul efficiency of an MoE model relative to ``mfu`` (grouped expert GEMMs)
+    moe_mfu: float  # an MoE model's decode-step matmul efficiency relative to ``mfu`` (beyond padded tiles)
+    # Issue 24: prompt tokens run in chunks of up to ``max_num_batched_tokens`` rows per GEMM (see
+    # ``PREFILL_GEMMS``), decode tokens in GEMMs of one row per running request: two efficiencies.
+    prefill_mfu: float  # share of the dense peak the matmuls of a prompt chunk reach
     # Issue 24, the per-request front end: once per request, before its first step (see ``FRONT_END``).
     frontend_s: float  # HTTP, tokenization, input processing and the engine-core round trip of one request
 
+
+#: Why prompt tokens get a matmul efficiency of their own (``prefill_mfu``), from vLLM 0.33.0: the
+#: scheduler hands a waiting prompt up to the whole token budget at once (``v1/core/sched/scheduler.py``
+#: L1049 "Next, schedule the WAITING requests", L1346 ``num_new_tokens = min(num_new_tokens,
+#: request_token_budget)``), and the model runner flattens every scheduled token of a step into one
+#: batch (``v1/worker/gpu_model_runner.py`` L1924 ``_prepare_inputs``, L1937 ``total_num_scheduled_tokens``
+#: rows), so each linear layer of a prefill chunk is one GEMM with hundreds to thousands of rows, the shape
+#: where cuBLAS / CUTLASS reach most of the tensor cores' peak; a decode step's GEMMs have one row per
+#: running request (1-256), read-bound and, where compute shows at all, far from peak. The fit keeps
+#: ``prefill_mfu >= mfu``; on the 91 points it lands on that floor (docs/performance.md): the published
+#: prefill-heavy decode speeds (V0 DeepSeek-V3, RTX 4090 output rates) pull it down as much as the A100
+#: single-prompt TTFTs (55-78 % of peak) pull it up, so the term is in place but not yet separated by data.
+PREFILL_GEMMS = "prompt chunks of up to max_num_batched_tokens rows per GEMM (vllm 0.33.0 v1/core/sched)"
 
 #: What ``frontend_s`` stands for: the path of one request through vLLM's OpenAI server to the engine
 #: core and of its first token back (0.33.0), none of it an engine step:
@@ -124,6 +142,7 @@ class Stage:
     flops_per_token: float  # linear layers, on this GPU: 2 x active parameters x layer share / TP
     decode_attention_flops: float  # per decode token at the decode context, on this GPU
     prefill_attention_flops: float  # per prompt token (attending to half the prompt on average), on this GPU
+    expert_flops_per_token: float = 0.0  # the routed experts' share of ``flops_per_token`` (0 for dense models)
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,42 @@ def expert_fraction_touched(num_experts: int, top_k: int, tokens: float) -> floa
     return 1.0 - float((1.0 - top_k / num_experts) ** max(1.0, tokens))
 
 
+def moe_block_m(tokens: float) -> int:
+    """The row tile (``BLOCK_SIZE_M``) of vLLM's fused-MoE kernel for a step of ``tokens`` tokens.
+
+    vLLM 0.33.0 ``model_executor/layers/fused_moe/fused_moe.py`` L1298 ``get_default_config`` (the bf16 /
+    fp8 per-tensor defaults, L1376-1383): 16 rows up to 32 tokens, 32 up to 96, 64 up to 512, else 128.
+    """
+    if tokens <= 32:
+        return 16
+    if tokens <= 96:
+        return 32
+    if tokens <= 512:
+        return 64
+    return 128
+
+
+def moe_tile_efficiency(num_experts: int, top_k: int, tokens: float) -> float:
+    """Share of the fused-MoE kernel's row tiles that carry a token (1 for dense models).
+
+    vLLM sorts a step's ``tokens x top_k`` routed rows by expert and pads each expert's rows to a
+    multiple of ``BLOCK_SIZE_M`` (``fused_moe/fused_moe.py`` L1593 calls ``moe_align_block_size`` with
+    ``config["BLOCK_SIZE_M"]``; ``fused_moe/moe_align_block_size.py`` L55:
+    "Aligns the token distribution across experts to be compatible with block size"); every padded
+    tile is computed. With the touched experts sharing the rows evenly, the useful share is
+    ``rows / (touched x ceil(rows / touched / block_m) x block_m)``: a decode step of 32 tokens over 256
+    experts, top 8 (DeepSeek-V3), touches 164 experts with ~1.6 rows each in 16-row tiles: ~10 %; a
+    2048-token prompt chunk over 128 experts, top 8 (Qwen3-30B-A3B), 128 rows each in 128-row tiles: 100 %.
+    """
+    if num_experts <= 0 or tokens <= 0:
+        return 1.0
+    rows = tokens * top_k
+    touched = num_experts * expert_fraction_touched(num_experts, top_k, tokens)
+    block = moe_block_m(tokens)
+    padded = touched * math.ceil(rows / touched / block - 1e-9) * block
+    return min(1.0, rows / padded)
+
+
 def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Constants) -> tuple[float, float]:
     """One step carrying ``decode_tokens`` running requests and ``prefill_tokens`` prompt tokens.
 
@@ -161,16 +216,21 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
     """
     tokens = decode_tokens + prefill_tokens
     touched = expert_fraction_touched(work.num_experts, work.top_k, tokens) if work.num_experts else 0.0
+    tile = moe_tile_efficiency(work.num_experts, work.top_k, tokens)
     total = roof = 0.0
     for s in work.stages:
         read = s.dense_bytes + s.expert_bytes * touched + decode_tokens * s.kv_bytes_per_request
-        flops = (
-            tokens * s.flops_per_token
-            + decode_tokens * s.decode_attention_flops
-            + prefill_tokens * s.prefill_attention_flops
+        # A prompt chunk's expert FLOPs count every padded tile row (moe_tile_efficiency): its GEMMs are
+        # compute-bound. A decode token's do not: its few rows per expert ride on the expert weights' read
+        # (the memory term), and the fused-MoE tile size jumps with the step's tokens (16 -> 32 rows at 33),
+        # which would make TPOT jump with the batch; moe_mfu stands for what remains.
+        decode_flops = decode_tokens * (s.flops_per_token + s.decode_attention_flops)
+        prefill_flops = prefill_tokens * (
+            s.flops_per_token + s.expert_flops_per_token * (1 / tile - 1) + s.prefill_attention_flops
         )
         memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
-        compute_s = flops / (work.peak_flops * k.mfu * (k.moe_mfu if work.num_experts else 1.0))
+        moe = k.moe_mfu if work.num_experts else 1.0
+        compute_s = decode_flops / (work.peak_flops * k.mfu * moe) + prefill_flops / (work.peak_flops * k.prefill_mfu)
         per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
         overhead = (k.step_s / len(work.stages) + s.layers * per_layer) * (k.amd_factor if work.amd else 1.0)
         allreduce_s = 0.0

@@ -402,7 +402,35 @@ def _read_workload(
     reading = _read_kind(obj, kind, path, configmaps or {}, runtimes or {})
     if reading is None:
         return None
+    selector = pod_selector(obj, kind)
+    if selector:
+        reading = _finish(reading, pod_selector=selector)
     return with_model_annotation(reading, annotated_model(obj, path))
+
+
+#: Kinds whose ``spec.selector`` selects their pods (Kubernetes' apps/v1 and batch/v1 types).
+_SELECTOR_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job")
+#: The label the LeaderWorkerSet controller puts on every pod of a set (kubernetes-sigs/lws api/leaderworkerset/v1
+#: ``SetNameLabelKey``).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+
+
+def pod_selector(obj: dict[str, Any], kind: str) -> dict[str, str]:
+    """Labels every pod of ``obj`` carries (empty: none known).
+
+    ``spec.selector.matchLabels`` of the apps/batch kinds (its matchExpressions are not evaluated: pods with these
+    labels that they would exclude are counted as its own too), the set-name label of a LeaderWorkerSet. Label
+    values that are not strings, or more than 64 pairs, give none.
+    """
+    if kind == "LeaderWorkerSet":
+        name = as_dict(obj.get("metadata")).get("name")
+        return {LWS_NAME_LABEL: name} if isinstance(name, str) and name else {}
+    if kind not in _SELECTOR_KINDS:
+        return {}
+    labels = as_dict(as_dict(at_path(obj, "spec.selector")).get("matchLabels"))
+    if len(labels) > 64 or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _read_kind(

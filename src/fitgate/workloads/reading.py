@@ -52,6 +52,10 @@ class Reading:
     origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fingerprint: str = ""
     memory_limit_bytes: int | None = None  # the vLLM container's memory limit (issue 20: host memory warning)
+    #: Labels every pod of this workload carries (its ``spec.selector.matchLabels``; a LeaderWorkerSet's name label):
+    #: the GPUs those pods hold are its own, free for it when its replicas are placed (a running Deployment that
+    #: holds every GPU of its pool still fits there). Empty: none known (a bare Pod, a CRD).
+    pod_selector: dict[str, str] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -109,4 +113,6 @@ class Reading:
             placement["gpuShare"] = dict(self.gpu_share)
         if placement:
             spec["placement"] = placement
+        if self.pod_selector:  # read by the free-GPU check only (evaluate.py: own pods count as free)
+            spec["observe"] = {"selector": dict(self.pod_selector)}
         return spec

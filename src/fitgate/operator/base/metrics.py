@@ -56,6 +56,15 @@ class Metrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
+        # A workload review fitgate could not evaluate (an exception on its way): answered Unknown through the
+        # namespace's mode and the Unknown policy, so under Warn/Allow the object is admitted unchecked; the
+        # chart's FitgateWorkloadAdmissionErrors alert watches it (the workload webhooks fail open).
+        self.workload_admission_errors = Counter(
+            "fitgate_workload_admission_errors_total",
+            "Workload admission reviews fitgate could not evaluate, by kind and answer (allowed or denied)",
+            ["kind", "allowed"],
+            registry=self.registry,
+        )
         self.reconcile_seconds = Histogram(
             "fitgate_reconcile_duration_seconds",
             "Time to evaluate and patch status",
@@ -134,13 +143,6 @@ class Metrics:
             "fitgate_workload_at_capacity",
             "1 when an audited vLLM workload's pods preempt requests or fill the KV cache to 95 % or more, else 0",
             workload,
-            registry=self.registry,
-        )
-        self.workload_admission_errors = Counter(
-            "fitgate_workload_admission_errors_total",
-            "Workload admission reviews fitgate could not evaluate (an exception on the way), answered through the"
-            " Unknown policy, by kind and by result (allowed: admitted unchecked, denied)",
-            ["kind", "result"],
             registry=self.registry,
         )
         self.ready = False

@@ -9,6 +9,7 @@ the numbers and the smallest change that fits, and admission warnings. Its resul
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -97,23 +98,13 @@ def _search_alternatives(
     wl = workload or Workload(1, serving.max_model_len or model.arch.derived_max_model_len)
     found: list[tuple[GpuPool, Option]] = []
     for pool in pools:
-        try:
-            result = search(
-                model,
-                wl,
-                [pool.gpu],
-                max_model_len=serving.max_model_len,
-                max_gpus=min(pool.gpus_per_node, 64),
-                vllm_version=serving.vllm_version,
-                kv_cache_dtypes=(serving.kv_cache_dtype,),
-                quantizations=(serving.quantization,),
-                fewest_gpus_only=True,
-                expert_parallel=False,  # an alternative's status has no data-parallel field
-            )
-        except SizingError:
-            continue
-        if result.options:
-            found.append((pool, result.options[0]))
+        option = _POOL_OPTIONS.get(
+            (model.arch, model.inventory, pool.gpu),
+            (model.name, serving, wl, pool.gpus_per_node),
+            functools.partial(_cheapest_on, model, wl, serving, pool),
+        )
+        if option is not None:
+            found.append((pool, option))
 
     def busy(po: tuple[GpuPool, Option]) -> bool:
         pool, option = po
@@ -121,6 +112,32 @@ def _search_alternatives(
 
     found.sort(key=lambda po: (busy(po), po[1].gpu_hours_per_million_output_tokens, po[1].gpus))
     return tuple(found[:MAX_ALTERNATIVES])
+
+
+def _cheapest_on(model: ModelInput, wl: Workload, serving: ServingConfig, pool: GpuPool) -> Option | None:
+    """The fewest GPUs of one node of ``pool`` that hold the deployment (None: none do, or the settings cannot)."""
+    try:
+        result = search(
+            model,
+            wl,
+            [pool.gpu],
+            max_model_len=serving.max_model_len,
+            max_gpus=min(pool.gpus_per_node, 64),
+            vllm_version=serving.vllm_version,
+            kv_cache_dtypes=(serving.kv_cache_dtype,),
+            quantizations=(serving.quantization,),
+            fewest_gpus_only=True,
+            expert_parallel=False,  # an alternative's status has no data-parallel field
+        )
+    except SizingError:
+        return None
+    return result.options[0] if result.options else None
+
+
+#: One pool's search by model and GPU identity, settings, workload and GPUs per node: after a node event only the
+#: pools it changed are searched again (the whole-cluster memo above is by snapshot). Bound 16384: a few pool
+#: kinds for each misfit deployment.
+_POOL_OPTIONS: IdentityMemo[Option | None] = IdentityMemo(16384)
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
@@ -204,8 +221,13 @@ def evaluate(
     with_suggestions: bool = True,
     namespace: str = "",
     prices: GpuPrices | None = None,
+    lean: bool = False,
 ) -> Evaluation:
-    """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring."""
+    """Plan ``spec`` on every pool of ``gpus`` it may land on; see the module docstring.
+
+    ``lean``: admission's evaluation, without what only the status shows and a review never does: a misfit's
+    cluster-wide alternatives (a third of a misfit's cost) and the recommended engine args.
+    """
     inventory = gpus if isinstance(gpus, Inventory) else Inventory(gpus)
     try:
         pools, inv, claimed = select_pools(spec, inventory, namespace)
@@ -318,7 +340,7 @@ def evaluate(
         suggestions = suggest(model, best.pool.gpu, serving, workload, best.plan)
     args: tuple[EngineArg, ...] = ()
     chosen: Suggestion | None = None
-    if best.plan is not None:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
+    if best.plan is not None and not lean:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
         _, args, chosen = recommend(model, best.pool.gpu, serving, workload, best.plan, suggestions)
     message = message_of(best, suggestions, len(results))
     warnings: list[str] = []
@@ -342,7 +364,7 @@ def evaluate(
         message += f"; {no_node}, and none would take it"
     notes = tuple(facts.notes) if facts else ()
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
-    if with_suggestions and best.verdict is Verdict.DOES_NOT_FIT:
+    if with_suggestions and not lean and best.verdict is Verdict.DOES_NOT_FIT:
         alternatives = alternatives_of(model, inventory, spec, workload)
     return Evaluation(
         best.verdict,

@@ -15,6 +15,7 @@ from typing import Any
 
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.decision.poolplan import tolerations_of
 from fitgate.operator.decision.status import same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
@@ -101,6 +102,45 @@ class _Last:
     known: object
     status: Mapping[str, Any]
     outcome: ReconcileOutcome
+    inputs: tuple[object, ...] | None = None  # what the evaluation read of the inventory (:func:`inputs_of`)
+
+
+@dataclass
+class ReuseCounts:
+    """How reconciles were answered: from the same snapshot, from unchanged pools of a new one, or evaluated."""
+
+    same_snapshot: int = 0
+    same_pools: int = 0
+    evaluated: int = 0
+
+
+#: Counts since start (the benchmarks read them; node churn must re-evaluate only what it touched).
+REUSE = ReuseCounts()
+
+
+def inputs_of(spec: ModelDeploymentSpec, nodes: Inventory, ev: Evaluation) -> tuple[object, ...] | None:
+    """What evaluating ``spec`` read of ``nodes``, comparable by value with another snapshot's; None: not known.
+
+    A verdict is a function of the spec, the checkpoint facts and the pools it may land on (issue 23):
+    the candidate pools of its placement (every field, free GPUs per node included) with their fingerprint
+    (which covers cordoned and tainted nodes left out), and for a misfit the pools of the whole cluster
+    its alternatives are searched on. A node change elsewhere leaves these equal, and the last evaluation
+    stands. Not known (always evaluated on a new snapshot): claim templates (DRA devices and claims),
+    ``spec.observe`` (the deployment's own pods), and placements no node matches (prospective pools,
+    autoscaler templates, left-out nodes planned as they are).
+    """
+    p = spec.placement
+    if p.resource_claim_template_name or spec.observe is not None or ev.no_node:
+        return None
+    tolerations = tolerations_of(spec)
+    pools, fingerprint = nodes.select(p.gpu_product, p.node_selector, tolerations)
+    if not pools:
+        return None
+    cluster: tuple[object, ...] = ()
+    if ev.verdict is Verdict.DOES_NOT_FIT:
+        everywhere, everywhere_fingerprint = nodes.select(None, {}, tolerations)
+        cluster = (tuple(everywhere), everywhere_fingerprint)
+    return (tuple(pools), fingerprint, *cluster)
 
 
 class LastReconciles:
@@ -231,8 +271,15 @@ async def _evaluate_known(
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
     key = f"{namespace}/{prices}/{spec.model_dump_json()}"
     cached = _CACHE.get(key, inventory, known)
+    # Admission never shows a misfit's alternatives or the recommended args (status does): its own evaluations
+    # leave them out (evaluate's ``lean``) and it takes reconcile's full ones too. Reconcile takes only full ones.
+    lean = lane == "admission"
+    if cached is None and lean:
+        cached = _CACHE.get(_LEAN + key, inventory, known)
     if cached is not None:
         return cached, False
+    if lean:
+        key = _LEAN + key
     flight = f"{id(inventory)}/{id(known)}/{key}"
     running = _INFLIGHT.get(flight)
     if running is None:
@@ -241,7 +288,14 @@ async def _evaluate_known(
             asyncio.get_running_loop().run_in_executor(
                 _LANES[lane],
                 functools.partial(
-                    evaluate, spec, model, inventory, facts=known.facts, namespace=namespace, prices=prices
+                    evaluate,
+                    spec,
+                    model,
+                    inventory,
+                    facts=known.facts,
+                    namespace=namespace,
+                    prices=prices,
+                    lean=lean,
                 ),
             )
         )
@@ -250,6 +304,10 @@ async def _evaluate_known(
     evaluation = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
     _CACHE.put(key, inventory, known, evaluation)
     return evaluation, False
+
+
+#: The cache key prefix of admission's evaluations, made without a misfit's alternatives or the recommended args.
+_LEAN = "lean:"
 
 
 async def reconcile(
@@ -278,12 +336,19 @@ async def reconcile(
         and last.raw_key == raw_key
         and last.generation == generation
         and isinstance(nodes, Inventory)
-        and last.inventory is nodes
         and last.known is store.fresh(last.spec.model)
         and old_status is not None
         and same_outcome(old_status, last.status)
     ):
-        return replace(last.outcome, status=None, event=None)
+        if last.inventory is nodes:
+            REUSE.same_snapshot += 1
+            return replace(last.outcome, status=None, event=None)
+        if last.inputs is not None and inputs_of(last.spec, nodes, last.outcome.evaluation) == last.inputs:
+            # a new snapshot, but not of the pools this object may use: the last evaluation stands
+            REUSE.same_pools += 1
+            _LAST.put(owner, replace(last, inventory=nodes))
+            return replace(last.outcome, status=None, event=None)
+    REUSE.evaluated += 1
     retry: float | None = None
     spec: ModelDeploymentSpec | None = None
     try:
@@ -341,7 +406,8 @@ async def reconcile(
         and known is not None
         and isinstance(nodes, Inventory)
     ):
-        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome))
+        inputs = inputs_of(spec, nodes, ev)
+        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome, inputs))
     else:
         _LAST.forget(owner)
     return outcome

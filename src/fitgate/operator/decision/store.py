@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from fitgate.checkpoints import CheckpointError, ModelFacts, resolve, to_model_input
+from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
 from fitgate.checkpoints.resolve import resolve_known
 from fitgate.operator.schema.api import ModelRef
 from fitgate.settings import Settings, load
@@ -179,6 +181,7 @@ class FactsStore:
         )
         self._provisional: dict[tuple[str, str, str], Known | None] = {}
         self._provisional_at: dict[tuple[str, str, str], float] = {}
+        self._provisional_lookups: dict[tuple[str, str, str], Future[Known | None]] = {}
         self.offline = offline
         self._known: dict[tuple[str, str, str], Known] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[Known]] = {}
@@ -243,14 +246,39 @@ class FactsStore:
         key = _key(ref)
         if time.monotonic() - self._provisional_at.get(key, -1e9) < self.retry_after_s:
             return self._provisional.get(key)
-        loop = asyncio.get_running_loop()
-        lookup = loop.run_in_executor(self._local_pool, self._known_offline, ref)
+        lookup = self._provisional_lookups.get(key)
+        if lookup is None:  # one lookup a reference; one that outlives a review still lands for the next
+            lookup = self._local_pool.submit(self._known_offline, ref)
+            self._provisional_lookups[key] = lookup
+            lookup.add_done_callback(lambda done: self._provisional_found(key, done))
         try:
-            known = await asyncio.wait_for(lookup, timeout_s)
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), timeout_s)
         except TimeoutError:
             return None
-        self._provisional[key], self._provisional_at[key] = known, time.monotonic()
-        return known
+
+    def _provisional_found(self, key: tuple[str, str, str], done: Future[Known | None]) -> None:
+        # runs in the lookup's thread: plain dict stores only
+        self._provisional_lookups.pop(key, None)
+        if not done.cancelled() and done.exception() is None:
+            self._provisional[key], self._provisional_at[key] = done.result(), time.monotonic()
+
+    async def warm(self, timeout_s: float = 30.0) -> None:
+        """Load what a provisional lookup needs (the catalog, the config readers) before the first review.
+
+        The first lookup of a process costs ~0.6 s on an idle core (imports and the catalog's index); on a busy
+        node that outlasted the admission timeout, and a hung Hub let a catalog misfit through as Unknown.
+        """
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(loop.run_in_executor(self._local_pool, self._warm_lookup), timeout_s)
+
+    def _warm_lookup(self) -> None:
+        try:
+            entry = next((e for e in catalog_entries() if e.location == BUILT_IN), None)
+        except CheckpointError:
+            return  # a broken user catalog: named at startup, and by each deployment it affects
+        if entry is not None:
+            self._known_offline(ModelRef.model_validate({"name": entry.repo_id}))
 
     def _known_offline(self, ref: ModelRef) -> Known | None:
         try:

@@ -27,6 +27,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from fitgate.operator.gpus.cloudlabels import GFD_PRODUCT, gpu_from_labels
@@ -99,9 +100,9 @@ class GpuPool:
     source: str = "labels"
     prospective: bool = False  # no node yet: the GPU a placement or an autoscaler template names (prospects.py)
 
-    @property
+    @cached_property
     def free_gpus(self) -> int:
-        """Free GPUs over the pool's nodes."""
+        """Free GPUs over the pool's nodes (summed once: the pool is frozen; a large pool has thousands of nodes)."""
         return sum(n for _, n in self.free_by_node)
 
 

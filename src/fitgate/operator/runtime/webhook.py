@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp.web
@@ -74,11 +75,22 @@ def review_problem(data: Any) -> str:
     return ""
 
 
-class GuardedWebhookServer(kopf.WebhookServer):
-    """kopf's webhook server, answering malformed AdmissionReview bodies with 400 and one log line."""
+#: fitgate's own answer to a decoded, well-formed review on one webhook path; None: kopf's engine answers it.
+DirectFn = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any] | None]]
 
-    @staticmethod
-    async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
+
+class GuardedWebhookServer(kopf.WebhookServer):
+    """kopf's webhook server, answering malformed AdmissionReview bodies with 400 and one log line.
+
+    Reviews on a path of :attr:`direct` (by kopf's handler id, ``/fit``) are answered by that function when it
+    recognises them, without kopf's admission engine; the rest, and any it fails on, go to kopf's engine.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.direct: dict[str, DirectFn] = {}
+
+    async def _serve(self, fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:  # type: ignore[override]
         # aiohttp reads at most 1 MiB by default and answers 413, which the chart's failurePolicy Ignore
         # turned into an unchecked admission: a review carries up to two objects of the API server's
         # 1.5 MiB each, so read up to FITGATE_MAX_REVIEW_BYTES (issue 22, docs/hardening.md).
@@ -102,5 +114,14 @@ class GuardedWebhookServer(kopf.WebhookServer):
         if problem:
             logger.warning("refused a malformed AdmissionReview from %s with HTTP 400: %s", request.remote, problem)
             return aiohttp.web.json_response({"error": f"malformed AdmissionReview: {problem}"}, status=400)
+        direct = self.direct.get(request.match_info.get("id") or "")
+        if direct is not None:
+            try:
+                answer = await direct(data)
+            except Exception:  # kopf's engine runs the same handler and reports what it raises, as before
+                logger.debug("the direct admission path failed; kopf's engine answers", exc_info=True)
+            else:
+                if answer is not None:
+                    return aiohttp.web.json_response(answer)
         response: aiohttp.web.Response = await kopf.WebhookServer._serve(fn, request)
         return response

@@ -29,7 +29,6 @@ from typing import Any
 import kopf
 
 from fitgate.operator.base.bounded import DEADLINE_SETTING, read_workload_bounded
-from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import unknown
 from fitgate.operator.decision.logic import AdmissionOutcome
 from fitgate.operator.decision.workloads import (
@@ -49,7 +48,7 @@ from fitgate.settings import OperatorConfig
 from fitgate.sizing import ReasonCode
 from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.workloads import Reading
-from fitgate.workloads.kinds import KINDS, admitted_kinds
+from fitgate.workloads.kinds import admitted_kinds
 
 #: The kinds the webhook is registered for: (group, version, plural), every served version, from the registry.
 WORKLOAD_RESOURCES = tuple((k.group, v, k.plural) for k in admitted_kinds() for v in k.versions)
@@ -151,27 +150,18 @@ async def validate_workload(
         raise
     except Exception as exc:  # hardening (issue 22): one line through the policy, never a 500
         why = f"fitgate could not evaluate this object ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-        policy = OperatorMemo.of(memo).config.unknown_policy
+        state = OperatorMemo.of(memo)
+        policy = state.config.unknown_policy
         outcome = unknown_outcome(body, str(mode), why, policy, dryrun=bool(dryrun))
+        kind = body.get("kind")
+        kind = kind if kind in _METRIC_KINDS else "other"  # a label value from a fixed set, whatever was posted
+        state.metrics.workload_admission_errors.labels(kind, str(outcome.allowed).lower()).inc()
         warnings.extend(outcome.warnings)
-        admission_error(OperatorMemo.of(memo).metrics, body, allowed=outcome.allowed)
         if not outcome.allowed:
             raise kopf.AdmissionError(outcome.message, code=outcome.code) from None
 
 
-#: The kinds the error counter names; anything else is counted as ``other`` (a bounded label).
-_COUNTED_KINDS = frozenset(kind.kind for kind in KINDS)
-
-
-def admission_error(metrics: Metrics, body: Any, *, allowed: bool) -> None:
-    """Count a workload review fitgate could not evaluate (``fitgate_workload_admission_errors_total``).
-
-    The workload webhooks fail open (failurePolicy Ignore) and the Unknown policy admits by default, so an
-    error here admits the object unchecked: the chart's FitgateWorkloadAdmissionErrors alert watches this.
-    """
-    kind = body.get("kind")
-    label = kind if isinstance(kind, str) and kind in _COUNTED_KINDS else "other"
-    metrics.workload_admission_errors.labels(label, "allowed" if allowed else "denied").inc()
+_METRIC_KINDS = frozenset(k.kind for k in admitted_kinds())
 
 
 def unknown_outcome(body: Any, mode: str, why: str, policy: Any, *, dryrun: bool = False) -> AdmissionOutcome:

@@ -1,0 +1,268 @@
+"""vLLM's serving settings resolved for one model on one GPU: defaults, limits, block size, budgets.
+
+What ``EngineArgs`` / ``VllmConfig`` decide before a worker starts (reference section 9), as fitgate sizes them.
+"""
+
+from __future__ import annotations
+
+from fitgate.sizing import lora as lora_slots
+from fitgate.sizing import offload, speculative
+from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.kv_layout import (
+    MINIMAX_M3_BLOCK,
+)
+from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.parallel import (
+    BATCHED_DP_DEFAULT_TOKENS,
+    resolve_layout,
+)
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.serving import ResolvedServing, ServingConfig
+from fitgate.sizing.units import GiB
+from fitgate.sizing.versions import VllmAccounting
+
+#: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
+KV_CACHE_MEMORY_SINCE = (0, 11, 0)
+#: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
+RUNNERS = ("generate", "pooling")
+MAX_CONTEXT = 1 << 24
+
+
+def default_batch(gpu: GpuModel, accounting: VllmAccounting, offline: bool) -> tuple[int, int]:
+    """VLLM's default (max_num_batched_tokens, max_num_seqs) for this card (reference section 9)."""
+    big = gpu.memory_bytes >= 70 * GiB and not (accounting.a100_small_tier and gpu.is_a100)
+    if accounting.big_gpu_tier_bytes is not None and gpu.memory_bytes >= accounting.big_gpu_tier_bytes:
+        return 16384, 1024
+    if big:
+        return (16384 if offline else 8192), 1024
+    return (8192 if offline else 2048), 256
+
+
+def checked_int(value: int | None, name: str, low: int, high: int) -> int | None:
+    """``value`` if it is None or an integer in ``[low, high]``; else a SizingError naming ``name``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SizingError(name, value, f"an integer from {low} to {high}")
+    return value
+
+
+def resolve_serving(
+    arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig, accounting: VllmAccounting
+) -> ResolvedServing:
+    """Validate the settings and fill in vLLM's defaults; errors name the flag, value and range."""
+    tp = checked_int(serving.tensor_parallel_size, "tensor_parallel_size", 1, 64) or 1
+    pp = checked_int(serving.pipeline_parallel_size, "pipeline_parallel_size", 1, 64) or 1
+    if tp * pp > 64:
+        raise SizingError("tensor_parallel_size x pipeline_parallel_size", tp * pp, "at most 64 GPUs")
+    heads = arch.attention_heads
+    if heads and heads % tp:
+        raise SizingError(
+            "tensor_parallel_size",
+            tp,
+            f"a divisor of the model's {heads} attention heads",
+            "vLLM shards heads evenly",
+        )
+    kv = arch.kv_heads
+    if kv and kv % tp and tp % kv:
+        raise SizingError("tensor_parallel_size", tp, f"a divisor or multiple of the model's {kv} KV heads")
+    if pp > arch.num_layers:
+        raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
+    extensible = _extensible(serving, accounting)
+    gmu = serving.gpu_memory_utilization
+    if gmu is None:
+        # 0.34: 1.0 with the extensible KV cache (config/cache.py 0.34.0 L495-501), else 0.92
+        gmu = 1.0 if extensible else accounting.default_gpu_memory_utilization
+    if isinstance(gmu, bool) or not isinstance(gmu, int | float) or not 0 < gmu <= 1:
+        raise SizingError("gpu_memory_utilization", gmu, "a fraction greater than 0 and at most 1")
+    model_max = arch.max_model_len_limit(accounting.version)
+    max_len = checked_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or arch.default_max_model_len(
+        accounting.version
+    )
+    if max_len > model_max:
+        # vLLM's own refusal (config/model.py 0.34.0 L2700-2727): honoured only with the env override
+        key = arch.max_len_key or "max_position_embeddings"
+        raise SizingError(
+            "max_model_len",
+            max_len,
+            f"at most the derived max_model_len ({key}={model_max} with RoPE scaling as vLLM "
+            f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        )
+    dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
+    kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
+    if arch.compressed_sparse_mla:
+        # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
+        # else but fp8 is an error (vllm/models/deepseek_v4/attention.py 0.33.0 L107-123).
+        if serving.kv_cache_dtype != "auto" and not serving.kv_cache_dtype.startswith("fp8"):
+            raise SizingError(
+                "kv_cache_dtype", serving.kv_cache_dtype, "auto or fp8 (DeepSeek V4 stores fp8_ds_mla entries)"
+            )
+        kv_bytes = 1
+    quant = serving.quantization
+    if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
+        raise SizingError(
+            "quantization",
+            quant,
+            "one of " + ", ".join(RUNTIME_QUANTIZATION) + " for an unquantized checkpoint",
+        )
+    default_tokens, default_seqs = default_batch(gpu, accounting, serving.offline)
+    seqs = checked_int(serving.max_num_seqs, "max_num_seqs", 1, 65536) or default_seqs
+    if accounting.engine == "V0":
+        chunked = max_len > 32768
+        default_tokens = 2048 if chunked else max(max_len, 2048)
+        seqs = serving.max_num_seqs or 256
+    layout = resolve_layout(
+        arch,
+        tp=tp,
+        pp=pp,
+        data_parallel_size=serving.data_parallel_size,
+        data_parallel_size_local=serving.data_parallel_size_local,
+        enable_expert_parallel=serving.enable_expert_parallel,
+        enable_eplb=serving.enable_eplb,
+        num_redundant_experts=serving.num_redundant_experts,
+        all2all_backend=serving.all2all_backend,
+        decode_context_parallel_size=serving.decode_context_parallel_size,
+    )
+    if layout.batched_dp_moe and accounting.engine == "V1":
+        default_tokens = BATCHED_DP_DEFAULT_TOKENS  # DeepEP low-latency / nixl_ep (arg_utils.py 0.33.0 L3166-3170)
+    tokens = checked_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
+    kv_memory = checked_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
+    if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
+        since = ".".join(map(str, KV_CACHE_MEMORY_SINCE))
+        raise SizingError("kv_cache_memory_bytes", kv_memory, f"vLLM {since} or later (--kv-cache-memory-bytes)")
+    interconnect = serving.interconnect or gpu.interconnect
+    if interconnect not in ("nvlink", "pcie"):
+        raise SizingError("interconnect", interconnect, "nvlink or pcie")
+    if serving.runner not in RUNNERS:
+        raise SizingError("runner", serving.runner, "generate or pooling (vLLM's --runner)")
+    block = checked_int(serving.block_size, "block_size", 1, 4096)
+    if block is not None and block % 16 and block not in (1, 8):
+        raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
+    if block is not None and block % MINIMAX_M3_BLOCK and _block_sparse(arch):
+        raise SizingError("block_size", block, "a multiple of 128 (MiniMax M3's 128-token sparse pages)")
+    if serving.runner == "pooling" and (serving.speculative_method or serving.speculative_tokens):
+        raise SizingError("speculative_config", serving.speculative_method, "none with --runner pooling")
+    # --- LoRA, weight offload, KV connectors (issue 20) ---
+    lora = lora_slots.resolve_lora(
+        enable=serving.enable_lora,
+        max_loras=serving.max_loras,
+        max_lora_rank=serving.max_lora_rank,
+        max_cpu_loras=serving.max_cpu_loras,
+        fully_sharded=serving.fully_sharded_loras,
+        lora_dtype=serving.lora_dtype,
+        model_dtype_bytes=MODEL_DTYPES[dtype],
+        tp=tp,
+    )
+    offload_bytes = serving.cpu_offload_bytes
+    if isinstance(offload_bytes, bool) or not isinstance(offload_bytes, int) or not 0 <= offload_bytes <= 1 << 50:
+        raise SizingError("cpu_offload_gb", offload_bytes, "a size from 0 to 1 PiB")
+    offload.check_kv_transfer(
+        serving.kv_connector,
+        serving.kv_role,
+        serving.kv_offloading_backend,
+        serving.kv_offloading_bytes,
+        serving.kv_buffer_device,
+    )
+    mm_cache = 4 * GiB if serving.mm_processor_cache_bytes is None else serving.mm_processor_cache_bytes
+    if isinstance(mm_cache, bool) or not isinstance(mm_cache, int) or not 0 <= mm_cache <= 1 << 50:
+        raise SizingError("mm_processor_cache_gb", mm_cache, "a size from 0 to 1 PiB")
+    if serving.mm_encoder_tp_mode not in ("weights", "data"):
+        raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
+    return ResolvedServing(
+        max_model_len=max_len,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        block_size=block or default_block_size(arch, gpu),
+        block_size_given=block is not None,
+        dtype=dtype,
+        kv_cache_dtype=serving.kv_cache_dtype,
+        kv_dtype_bytes=kv_bytes,
+        quantization=quant,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        gpu_memory_utilization=float(gmu),
+        enforce_eager=serving.enforce_eager,
+        vllm_version=accounting.label,
+        kv_cache_memory_bytes=kv_memory,
+        interconnect=interconnect,
+        runner=serving.runner,
+        speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
+        parallel=layout,
+        lora=lora,
+        cpu_offload_bytes=offload_bytes,
+        kv_offloading_bytes=serving.kv_offloading_bytes,
+        kv_offloading_backend=serving.kv_offloading_backend,
+        kv_connector=offload.effective_connector(
+            serving.kv_connector, serving.kv_offloading_bytes, serving.kv_offloading_backend
+        ),
+        kv_role="kv_both" if serving.kv_offloading_bytes is not None else serving.kv_role,
+        kv_buffer_device=serving.kv_buffer_device,
+        limit_mm_per_prompt=serving.limit_mm_per_prompt,
+        mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
+        mm_processor_cache_bytes=mm_cache if arch.vision is not None else 0,
+        lora_target_modules=serving.lora_target_modules,
+        extensible_kv_cache=extensible,
+    )
+
+
+def _extensible(serving: ServingConfig, accounting: VllmAccounting) -> bool:
+    """Whether vLLM sizes the KV cache after warm-up (0.34+, ``VllmConfig._resolve_extensible_kv_cache``).
+
+    Off with ``--kv-cache-memory-bytes`` (config/vllm.py 0.34.0 L3203-3207) or
+    ``--no-enable-extensible-kv-cache``; asking for both is vLLM's start-up error (L3261-3262).
+    Releases before 0.34 have no such cache: the setting is ignored there.
+    """
+    if not accounting.extensible_kv_cache:
+        return False
+    if serving.kv_cache_memory_bytes is not None:
+        if serving.extensible_kv_cache:
+            raise SizingError(
+                "enable_extensible_kv_cache",
+                True,
+                "off with kv_cache_memory_bytes (vLLM: it sizes the KV cache from measured memory, "
+                "which kv_cache_memory_bytes overrides)",
+            )
+        return False
+    return serving.extensible_kv_cache is not False
+
+
+def _block_sparse(arch: ModelArchitecture) -> bool:
+    """MiniMax M3: softmax attention layers with an indexer cache (block-sparse, 128-token pages)."""
+    return arch.attention_indexed
+
+
+def default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
+    """16 on CUDA and ROCm; MLA the GPU's MLA backend block (gpus.json: CUTLASS MLA's 128 on Blackwell); sparse MLA 64.
+
+    vllm/platforms/cuda.py: FlashMLA-sparse (DeepSeek V3.2, GLM-5) and FlashMLA use 64-token blocks,
+    CUTLASS MLA on Blackwell 128.
+    """
+    if arch.compressed_sparse_mla:
+        # DeepSeek V4: DeepseekSparseSWABackend.get_preferred_block_size() returns 256
+        # (vllm/v1/attention/backends/mla/sparse_swa.py 0.33.0 L164-166).
+        return 256
+    if _block_sparse(arch):
+        return MINIMAX_M3_BLOCK
+    if arch.mla_indexed:
+        return 64
+    if arch.uses_mla:
+        return gpu.mla_block_size
+    return 16
+
+
+def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:
+    """Whether vLLM deducts its CUDA-graph estimate from the KV budget for this run.
+
+    Not with ``--kv-cache-memory-bytes`` (no profiling: gpu_worker.py 0.33.0 L656-681), not under
+    ``--enforce-eager``, not on a V2-runner model of 0.22-0.28 (its estimate is a stub returning 0).
+    """
+    if rs.extensible_kv_cache:
+        return not rs.enforce_eager  # measured after capture (gpu_worker.py 0.34.0 L1098-1101, L1226-1240)
+    return (
+        accounting.cudagraph_in_budget
+        and not rs.enforce_eager
+        and rs.kv_cache_memory_bytes is None
+        and not accounting.v2_runner_without_cudagraph_estimate(arch.architecture)
+    )

@@ -1,0 +1,110 @@
+"""fitgate's own /fit path answers ModelDeployment reviews exactly as kopf's admission engine does (issue 23).
+
+Each review goes both ways: through kopf's real engine (resource lookup, memo, the registered ``fit``
+handler, ``build_response``) and through :func:`handlers.answer_fit_review`; the responses must be equal,
+field for field. Reviews the direct path does not take (another resource, a subresource, DELETE) are
+left to kopf (None).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+from typing import Any
+
+import kopf
+import pytest
+from kopf._cogs.structs import references
+from kopf._core.engines import admission, indexing
+from kopf._core.reactor import inventory
+
+from fitgate.operator.runtime import handlers
+from fitgate.operator.runtime.memo import OperatorMemo
+from fitgate.operator.schema.api import GROUP, PLURAL, VERSION
+from tests.fitgate_operator.test_operator import H100, MISFIT, SPEC, index, memo, on
+
+
+def review(
+    spec: dict[str, Any] | None,
+    *,
+    operation: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    resource: str = PLURAL,
+    sub: str | None = None,
+) -> dict[str, Any]:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ModelDeployment", "metadata": {"name": "a", "namespace": "ml"}}
+    request: dict[str, Any] = {
+        "uid": "u-1",
+        "kind": {"group": GROUP, "version": VERSION, "kind": "ModelDeployment"},
+        "resource": {"group": GROUP, "version": VERSION, "resource": resource},
+        "operation": operation,
+        "userInfo": {"username": "alice"},
+        "object": None if spec is None else {**body, "spec": spec},
+        "oldObject": None if old is None else {**body, "spec": old},
+        "dryRun": dry_run,
+    }
+    if sub:
+        request["subResource"] = sub
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+async def kopf_answer(m: kopf.Memo, data: dict[str, Any]) -> dict[str, Any]:
+    insights = references.Insights()
+    insights.webhook_resources.add(
+        references.Resource(GROUP, VERSION, PLURAL, kind="ModelDeployment", namespaced=True, verbs=["list", "watch"])
+    )
+    engine = functools.partial(
+        admission.serve_admission_request,
+        settings=kopf.OperatorSettings(),
+        memories=inventory.ResourceMemories(),
+        memobase=m,
+        registry=kopf.get_default_registry(),
+        insights=insights,
+        indices=indexing.OperatorIndices(indexing.OperatorIndexers()),
+    )
+    return dict(await engine(copy.deepcopy(data), webhook="fit"))
+
+
+LONG = {**SPEC, "serving": {"maxModelLen": 131072}, "workload": {"concurrentRequests": 64, "contextTokens": 120000}}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        review(SPEC),  # fits: allowed, no warnings
+        review(MISFIT),  # denied 403 with the numbers and the fix
+        review({**MISFIT, "policy": {"onMisfit": "Warn"}}),  # admitted with warnings
+        review(LONG, dry_run=True),  # dry run: the verdict as a warning
+        review({**SPEC, "serving": {"tensorParallelSize": 3}}),  # invalid settings: denied 400
+        review({**SPEC, "replicas": -1}),  # invalid spec: denied 400
+        review(MISFIT, operation="UPDATE", old=MISFIT),  # unchanged spec: admitted
+        review(MISFIT, operation="UPDATE", old=SPEC),  # changed to a misfit: denied
+    ],
+    ids=["fits", "misfit", "warn", "dryrun", "tp3", "invalid", "unchanged", "changed"],
+)
+def test_the_direct_path_answers_as_kopf_does(data: dict[str, Any]) -> None:
+    m = on(memo(), index(H100))
+
+    async def both() -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return await kopf_answer(m, data), await handlers.answer_fit_review(OperatorMemo.of(m), copy.deepcopy(data))
+
+    by_kopf, direct = asyncio.run(both())
+    assert direct is not None
+    assert direct == by_kopf
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        review(SPEC, resource="workloads"),
+        review(SPEC, sub="status"),
+        review(None, operation="DELETE", old=SPEC),
+        review(SPEC, operation="CONNECT"),
+    ],
+    ids=["other-resource", "subresource", "delete", "connect"],
+)
+def test_reviews_the_direct_path_does_not_take_go_to_kopf(data: dict[str, Any]) -> None:
+    m = on(memo(), index(H100))
+    assert asyncio.run(handlers.answer_fit_review(OperatorMemo.of(m), data)) is None
