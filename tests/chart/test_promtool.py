@@ -3,8 +3,8 @@
 promtool is built from the Go module proxy (``e2e/gotools/promtool``, prometheus v0.316.0 with the
 ``remove_all_sd`` tag: a rule checker needs no service discovery). The rendered PrometheusRule's groups are
 written out as a rules file; ``tests/fixtures/promtool/alerts_test.yaml`` has one test group per alert, each
-with a series that fires and series that stay silent. ``promtool check metrics`` lints what the operator
-exports (names, types, help) on the exposition its metrics server serves.
+with a series that fires and series that stay silent. ``promtool check metrics`` on what the operator's metrics
+server serves is ``tests/chart/test_promtool_exposition.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 import yaml
 from e2e.gotools import ensure
 
-from fitgate.operator.base.metrics import Metrics
 from tests.chart.test_chart import helm, render_chart  # noqa: F401 - the helm fixture
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "promtool" / "alerts_test.yaml"
@@ -80,17 +79,3 @@ def test_a_wrong_expectation_fails(promtool: Path, helm: Path, tmp_path: Path) -
         [str(promtool), "test", "rules", "wrong_test.yaml"], capture_output=True, timeout=120, check=False, cwd=tmp_path
     )
     assert result.returncode != 0 and b"FitgatePredictionDrift" in result.stdout + result.stderr
-
-
-def test_check_metrics_on_what_the_operator_exports(promtool: Path) -> None:
-    m = Metrics()  # every family with a sample, as a live operator that has seen each kind of event
-    m.observe("ns", "m", "Fits", 1, 1, 1)
-    m.observed("ns", "m", 1, 16, 0.0, False, 0.1, 0.0)
-    m.observed_workload("ns", "Deployment", "d", 1, 0.0, False)
-    m.scrapes.labels("ok").inc()
-    m.admission.labels("allowed").inc()
-    m.admission_seconds.observe(0.01)
-    m.workload_admission_errors.labels("Deployment", "true").inc()
-    exposition = m.exposition()
-    _run(promtool, "check", "metrics", stdin=exposition)
-    assert b"fitgate_workload_admission_errors_total" in exposition

@@ -1,6 +1,6 @@
 """What the operator serves on /metrics, checked by promtool, and the names the chart's queries use.
 
-Beside ``tests/chart/test_promtool.py`` (which lints ``Metrics.exposition()`` in-process), this starts the
+Beside ``tests/chart/test_promtool.py`` (the alerts' rules and unit tests), this starts the
 operator's own metrics server (``Metrics.serve``, as ``fitgate operator`` does) on a loopback port and scrapes
 ``/metrics`` over HTTP, so the content type and body Prometheus would receive are what promtool reads:
 
