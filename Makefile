@@ -39,8 +39,8 @@ e2e: $(STAMP)
 	$(BIN)/python -m pytest e2e
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks e2e
-	$(BIN)/ruff format --check src tests benchmarks e2e
+	$(BIN)/ruff check src tests benchmarks e2e scripts
+	$(BIN)/ruff format --check src tests benchmarks e2e scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -7,7 +7,8 @@ archive holds, per CPython version, the wheels for its platform unpacked into ``
 folder of the running ``python3`` (shiv-style, without the zip: compiled modules cannot be imported from a zip).
 
     python scripts/krew_plugin.py archive --platform linux/amd64 --python 3.11 --python 3.12 --out dist/krew
-    python scripts/krew_plugin.py manifest --version 0.1.0 --base-url https://github.com/fitgate/fitgate/releases/download/v0.1.0 dist/krew/*.tar.gz
+    python scripts/krew_plugin.py manifest --version 0.1.0 \
+        --base-url https://github.com/fitgate/fitgate/releases/download/v0.1.0 dist/krew/*.tar.gz
 
 ``archive`` downloads wheels from PyPI (manual, as a release step; never part of ``make test``). ``manifest`` only
 hashes files. docs/kubectl-plugin.md has the whole procedure.
@@ -65,6 +66,7 @@ def archive_name(platform: str, version: str) -> str:
 
 
 def project_version() -> str:
+    """The version in pyproject.toml."""
     match = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)
     assert match, "pyproject.toml has no version"
     return match.group(1)
@@ -116,6 +118,7 @@ def write_tar(root: Path, path: Path) -> None:
 
 
 def sha256(path: Path) -> str:
+    """The SHA-256 of a file, as krew's manifest writes it."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -150,6 +153,7 @@ def render(version: str, base_url: str, archives: list[Path], template: str | No
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``archive`` or ``manifest`` (see the module's docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     a = sub.add_parser("archive", help="build the archive of one platform (downloads wheels)")

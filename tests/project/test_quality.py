@@ -19,8 +19,8 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "argv",
     [
-        (str(BIN / "ruff"), "check", "src", "tests", "benchmarks", "e2e"),
-        (str(BIN / "ruff"), "format", "--check", "src", "tests", "benchmarks", "e2e"),
+        (str(BIN / "ruff"), "check", "src", "tests", "benchmarks", "e2e", "scripts"),
+        (str(BIN / "ruff"), "format", "--check", "src", "tests", "benchmarks", "e2e", "scripts"),
         (str(BIN / "mypy"),),
         (str(BIN / "lint-imports"),),
     ],
