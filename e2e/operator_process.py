@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from e2e.cluster import free_port
 
 FITGATE = Path(sys.executable).parent / "fitgate"
@@ -196,3 +198,27 @@ def post_review(op: Operator, review: dict[str, Any]) -> dict[str, Any]:
     with urllib.request.urlopen(request, timeout=10, context=context) as r:
         answer: dict[str, Any] = json.loads(r.read())
     return dict(answer["response"])
+
+
+def chart_webhooks(kube: Any, op: Operator, workdir: Path, *sets: str) -> dict[str, Any]:
+    """The chart's ValidatingWebhookConfiguration with the workload webhooks, in url mode at ``op``.
+
+    ``sets`` are more ``--set`` values; the caller names it (and may drop entries) before applying it.
+    """
+    chart = Path(__file__).resolve().parents[1] / "charts" / "fitgate"
+    args = ["--set", "workloadWebhook.enabled=true"]
+    for value in sets:
+        args += ["--set", value]
+    rendered = kube.helm(
+        "template",
+        "fitgate",
+        str(chart),
+        *args,
+        "--set",
+        f"webhook.url=https://127.0.0.1:{op.webhook_port}",
+        "--set-file",
+        f"webhook.caBundle={workdir / 'ca.crt'}",
+    ).stdout
+    (vwc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    result: dict[str, Any] = vwc
+    return result

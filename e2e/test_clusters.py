@@ -19,13 +19,12 @@ import pytest
 import yaml
 
 from e2e.conftest import Kube, needs_loopback
-from e2e.operator_process import Operator, webhook_listening
+from e2e.operator_process import Operator, chart_webhooks, webhook_listening
 from e2e.test_operator import node_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = Path(__file__).parent / "crds"
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
-CHART = REPO / "charts" / "fitgate"
 VWC = "fitgate-e2e-clusters-workloads"
 NODES = ("e2e-clu-l40s", "e2e-clu-gke-l4", "e2e-clu-eks-l40s", "e2e-clu-gke-h100")
 NODEPOOL = "e2e-clu-h200"
@@ -48,18 +47,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     op = Operator(kube, workdir, managed=None, extra_env=env)  # the chart's entries: kopf's would repeat names
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
-    rendered = kube.helm(
-        "template",
-        "fitgate",
-        str(CHART),
-        "--set",
-        "workloadWebhook.enabled=true",
-        "--set",
-        f"webhook.url=https://127.0.0.1:{op.webhook_port}",
-        "--set-file",
-        f"webhook.caBundle={workdir / 'ca.crt'}",
-    ).stdout
-    (vwc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    vwc = chart_webhooks(kube, op, workdir)  # the chart's entries, in url mode at this operator
     vwc["metadata"] = {"name": VWC}  # every entry: ModelDeployments and the workloads
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(vwc))
     try:

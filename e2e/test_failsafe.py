@@ -16,7 +16,7 @@ from tests.hub_server import HubServer
 
 from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
-from e2e.test_operator import MISFIT, NODES, mdep, node_manifest, wait_verdict
+from e2e.test_operator import MISFIT, install_crd_and_nodes, mdep, wait_verdict
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,10 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def hung_operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     needs_loopback(kube)
-    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-    for name, labels, allocatable in NODES:
-        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    install_crd_and_nodes(kube)
     with HubServer([]) as hub:
         hub.trickle(r"^/api/models/", bytes_per_s=1)
         env = {

@@ -32,7 +32,7 @@ from tests.hub_server import HubRepo, HubServer, VirtualFile
 
 from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
-from e2e.test_operator import FITS, NODES, mdep, node_manifest, status
+from e2e.test_operator import FITS, install_crd_and_nodes, mdep, status
 
 PENDING = (None, "CheckpointResolving", "CheckpointUnavailable")
 OLD_SRC = os.environ.get("FITGATE_E2E_OPERATOR_SRC", "")
@@ -101,10 +101,7 @@ def test_hostile_hub_checkpoints_keep_the_operator_under_its_memory_limit(
     kube: Kube, hostile_hub: HubServer, namespace: str, tmp_path: Path
 ) -> None:
     needs_loopback(kube)
-    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-    for name, labels, allocatable in NODES:
-        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    install_crd_and_nodes(kube)
     env = {
         "HF_HUB_OFFLINE": "0",
         "HF_ENDPOINT": hostile_hub.url,

@@ -14,7 +14,7 @@ import pytest
 
 from e2e.conftest import Kube
 from e2e.operator_process import Operator
-from e2e.test_operator import MISFIT, NODES, mdep, node_manifest, wait_verdict
+from e2e.test_operator import MISFIT, install_crd_and_nodes, mdep, wait_verdict
 from fitgate.sizing.units import fmt_gib
 
 pytestmark = pytest.mark.e2e
@@ -28,10 +28,7 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     if kube.control_plane is None:
         pytest.skip("the operator e2e runs the webhook on 127.0.0.1: needs the loopback control plane")
     assert (SCRIPTS / "kubectl-fitgate").exists(), "pip install -e . did not install the kubectl-fitgate script"
-    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-    for name, labels, allocatable in NODES:
-        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    install_crd_and_nodes(kube)
     op = Operator(kube, tmp_path_factory.mktemp("kubectl-plugin"))
     op.start()
     try:

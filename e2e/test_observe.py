@@ -18,7 +18,7 @@ from tests.vllm_metrics_server import VllmMetrics
 
 from e2e.conftest import Kube, needs_loopback
 from e2e.operator_process import Operator, admission_review, post_review
-from e2e.test_operator import NODES, REPO, mdep, node_manifest, status, wait_verdict
+from e2e.test_operator import install_crd_and_nodes, mdep, status, wait_verdict
 
 SPEC = {
     "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
@@ -30,10 +30,7 @@ SPEC = {
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     needs_loopback(kube)
-    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-    for name, labels, allocatable in NODES:
-        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    install_crd_and_nodes(kube)
     workdir = tmp_path_factory.mktemp("observe")
     env = {
         "FITGATE_SCRAPE_TIMEOUT_SECONDS": "2",

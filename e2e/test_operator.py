@@ -108,13 +108,18 @@ def user_catalog(kube: Kube, workdir: Path) -> Path:
     return configmap_mount({key: value.encode() for key, value in data.items()}, workdir / "mount")
 
 
-@pytest.fixture(scope="module")
-def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    needs_loopback(kube)
+def install_crd_and_nodes(kube: Kube) -> None:
+    """The ModelDeployment CRD (established) and the GPU nodes of :data:`NODES`, as the operator e2e tests start."""
     kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
     kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
     for name, labels, allocatable in NODES:
         kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    needs_loopback(kube)
+    install_crd_and_nodes(kube)
     workdir = tmp_path_factory.mktemp("operator")
     op = Operator(kube, workdir, extra_env={"FITGATE_CATALOG_PATH": str(user_catalog(kube, workdir))})
     op.start()

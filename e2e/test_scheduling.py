@@ -27,11 +27,10 @@ import yaml
 
 from e2e.cluster import KWOK_NODE_ANNOTATION
 from e2e.conftest import Kube
-from e2e.operator_process import Operator, webhook_listening
+from e2e.operator_process import Operator, chart_webhooks, webhook_listening
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
-CHART = REPO / "charts" / "fitgate"
 VWC = "fitgate-e2e-scheduling"
 H100 = "NVIDIA-H100-80GB-HBM3"
 #: GPU Feature Discovery labels of an 8 x H100 SXM node (k8s-device-plugin docs/gpu-feature-discovery/README.md).
@@ -86,18 +85,7 @@ def operator(scheduling_cluster: Kube, tmp_path_factory: pytest.TempPathFactory)
     op = Operator(kube, workdir, managed=None, extra_env=env)
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
-    rendered = kube.helm(
-        "template",
-        "fitgate",
-        str(CHART),
-        "--set",
-        "workloadWebhook.enabled=true",
-        "--set",
-        f"webhook.url=https://127.0.0.1:{op.webhook_port}",
-        "--set-file",
-        f"webhook.caBundle={workdir / 'ca.crt'}",
-    ).stdout
-    (vwc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    vwc = chart_webhooks(kube, op, workdir)  # the chart's entries, in url mode at this operator
     vwc["metadata"] = {"name": VWC}  # every entry: ModelDeployments and the workloads (pods and ReplicaSets too)
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(vwc))
     try:

@@ -50,7 +50,7 @@ from e2e.conftest import Kube, needs_loopback
 from e2e.netns import Namespaced
 from e2e.operator_process import Operator
 from e2e.test_observe import conditions, observed_spec, predicted_blocks, serving_pod
-from e2e.test_operator import NODES, REPO, mdep, node_manifest, status
+from e2e.test_operator import install_crd_and_nodes, mdep, status
 from fitgate.observe.metrics import Scrape, observe, parse_scrape
 from fitgate.operator.observation.observe import Observer, no_log, no_pods
 from fitgate.operator.observation.scrape import ScrapeLimits, fetch_metrics
@@ -248,10 +248,7 @@ def test_fitgate_reads_the_simulator(request: pytest.FixtureRequest, tmp_path_fa
 @pytest.fixture(scope="module")
 def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     needs_loopback(kube)
-    kube.kubectl("apply", "-f", str(REPO / "crds" / "fitgate.io_modeldeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/modeldeployments.fitgate.io", "--timeout=30s")
-    for name, labels, allocatable in NODES:
-        kube.kubectl("apply", "-f", "-", stdin=node_manifest(name, labels, allocatable))
+    install_crd_and_nodes(kube)
     op = Operator(kube, tmp_path_factory.mktemp("sim-observe"), extra_env={"FITGATE_SCRAPE_TIMEOUT_SECONDS": "2"})
     op.start()
     try:

@@ -20,13 +20,12 @@ import pytest
 import yaml
 
 from e2e.conftest import Kube, needs_loopback
-from e2e.operator_process import Operator, webhook_listening
+from e2e.operator_process import Operator, chart_webhooks, webhook_listening
 from e2e.test_operator import NODES, node_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = Path(__file__).parent / "crds"
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
-CHART = REPO / "charts" / "fitgate"
 VWC = "fitgate-e2e-workloads"
 
 SECOND_H100 = ("e2e-h100-b", NODES[0][1], NODES[0][2])  # an LWS group of 2 pods needs 2 nodes
@@ -85,21 +84,9 @@ def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
     op = Operator(kube, workdir, managed=None, extra_env=env)
     op.start()
     kube.wait_for(lambda: webhook_listening(op.webhook_port), timeout=60, what="the webhook server")
-    # the chart's webhook entries, in url mode at this operator
-    rendered = kube.helm(
-        "template",
-        "fitgate",
-        str(CHART),
-        "--set",
-        "workloadWebhook.enabled=true",
-        "--set",
-        "workloadWebhook.objectOptIn=true",
-        "--set",
-        f"webhook.url=https://127.0.0.1:{op.webhook_port}",
-        "--set-file",
-        f"webhook.caBundle={workdir / 'ca.crt'}",
-    ).stdout
-    (vwc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    vwc = chart_webhooks(
+        kube, op, workdir, "workloadWebhook.objectOptIn=true"
+    )  # the chart's entries, in url mode at this operator
     vwc["metadata"] = {"name": VWC}
     vwc["webhooks"] = [w for w in vwc["webhooks"] if w["name"].startswith("workloads-")]
     kube.kubectl("apply", "-f", "-", stdin=json.dumps(vwc))

@@ -27,6 +27,7 @@ prefix caching, and a decode pool that also runs prompts (vLLM's decode instance
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -169,14 +170,7 @@ def _fewest(meets: Callable[[int], bool]) -> int | None:
     """The fewest replicas in 1..MAX_POOL_REPLICAS for which ``meets`` holds (monotone), or None."""
     if not meets(MAX_POOL_REPLICAS):
         return None
-    low, high = 0, MAX_POOL_REPLICAS  # invariant: not meets(low) (or low = 0), meets(high)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if meets(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return bisect.bisect_left(range(1, MAX_POOL_REPLICAS + 1), True, key=meets) + 1
 
 
 def _prefill_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load: DisaggLoad) -> PoolPlan:

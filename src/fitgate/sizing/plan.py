@@ -319,7 +319,7 @@ def _ranks(
     stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
     ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
     value = (accounting, rs, ranks)
-    _RANKS_MEMO.get((model.arch, model.inventory, gpu), (serving,), lambda: value)
+    _RANKS_MEMO.put((model.arch, model.inventory, gpu), (serving,), value)
     return value
 
 

@@ -42,6 +42,7 @@ from fitgate.operator.decision.workloads import (
 from fitgate.operator.observation.audit import WorkloadAudit
 from fitgate.operator.observation.policyreport import PolicyReports
 from fitgate.operator.observation.workload_observe import WorkloadObserver
+from fitgate.operator.runtime.admission import short
 from fitgate.operator.runtime.configmaps import unread
 from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.settings import OperatorConfig
@@ -218,7 +219,7 @@ async def _validate(
         reading, state.inventory(), state.store, state.config.admission_resolve_s, blocking=False
     )
     outcome = decide_workload(verdict, mode, state.config.unknown_policy, dryrun=bool(dryrun))
-    warnings.extend(w if len(w) <= 1200 else w[:1197] + "..." for w in outcome.warnings)
+    warnings.extend(short(w) for w in outcome.warnings)
     metrics.admission.labels(outcome.result).inc()
     metrics.admission_seconds.observe(time.perf_counter() - started)
     if not outcome.allowed:
@@ -228,7 +229,7 @@ async def _validate(
             meta.get("namespace") or "",
             meta.get("name") or meta.get("generateName") or "",
             body.get("kind") or "workload",
-            outcome.message if len(outcome.message) <= 600 else outcome.message[:597] + "...",
+            short(outcome.message, 600),
         )
         raise kopf.AdmissionError(outcome.message, code=outcome.code)
 
