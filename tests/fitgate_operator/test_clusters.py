@@ -218,6 +218,21 @@ def test_an_eks_karpenter_node_and_an_aks_node_are_read() -> None:
     assert (a.gpu.name, a.count, a.vendor, a.resource) == ("MI300X", 8, "amd", "amd.com/gpu")
 
 
+def test_one_gpu_spelled_by_gfd_and_by_a_cloud_label_is_one_pool() -> None:
+    # Two 8 x H100 nodes: one labelled by GPU Feature Discovery, one only by GKE. One GPU, one pool of 16 GPUs,
+    # named after the catalog (the two spellings differ); an A100 node stays a pool of its own.
+    gfd = node(
+        "gfd-0",
+        {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"},
+        {"nvidia.com/gpu": "8"},
+    )
+    gke = node("gke-0", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}, {"nvidia.com/gpu": "8"})
+    a100 = node("a100-0", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}, {"nvidia.com/gpu": "8"})
+    pools = {p.product: p for p in inventory(gfd, gke, a100).matching_pools(None, {})}
+    assert set(pools) == {"H100-SXM", "NVIDIA-A100-SXM4-80GB"}
+    assert (pools["H100-SXM"].nodes, pools["H100-SXM"].free_gpus) == (("gfd-0", "gke-0"), 16)
+
+
 def test_a_node_whose_gpu_no_label_names_is_reported() -> None:
     bare = node("gpu-9", {"node.kubernetes.io/instance-type": "x9.huge"}, {"nvidia.com/gpu": "8"})
     assert parse_node(bare) == []

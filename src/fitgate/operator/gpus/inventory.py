@@ -63,9 +63,14 @@ class NodeGPUs:
 
     @property
     def pool_key(self) -> str:
-        """Nodes with the same key form one pool (a shared card is not a whole one)."""
+        """Nodes with the same key form one pool (a shared card is not a whole one).
+
+        Keyed by the catalog's GPU, not the label's spelling: GPU Feature Discovery's ``NVIDIA-H100-80GB-HBM3``
+        and a cloud's ``H100-SXM`` (or an instance type) are one pool of one GPU (a MIG slice's and an unknown
+        product's GPU is named after the label, so those stay apart as before).
+        """
         shared = f"/{self.share.mechanism}x{self.share.replicas}" if self.share else ""
-        return f"{self.vendor}/{self.product}/{self.gpu.memory_bytes}{shared}"
+        return f"{self.vendor}/{self.gpu.name}/{self.gpu.memory_bytes}/{self.resource}{shared}"
 
     @property
     def free(self) -> int:
@@ -264,9 +269,10 @@ def group_pools(gpus: Iterable[NodeGPUs]) -> list[GpuPool]:
     for members in by_key.values():
         first = members[0]
         notes = tuple(sorted({n for m in members for n in m.notes}))
+        spellings = {m.product for m in members}
         pools.append(
             GpuPool(
-                first.product,
+                first.product if len(spellings) == 1 else first.gpu.name,
                 first.gpu,
                 tuple(sorted(m.node for m in members)),
                 min(m.count for m in members),
