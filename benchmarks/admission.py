@@ -28,6 +28,7 @@ import asyncio
 import copy
 import itertools
 import json
+import os
 import socket
 import ssl
 import statistics
@@ -130,6 +131,12 @@ def busy(kube: Any, url: str, ca: Path, count: int, levels: list[int], requests:
         print(json.dumps(row), flush=True)
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used: what a busy shared machine disturbs less than latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,12 +177,17 @@ def main() -> int:
                 time.sleep(0.1)
             ratios: dict[tuple[str, int], list[float]] = {}
             p50s: dict[tuple[str, int], list[float]] = {}
+            cpus: dict[tuple[str, int], list[float]] = {}
             for r in range(args.rounds):  # interleaved: a busy spell of this shared machine hits every case alike
                 floor: dict[int, float] = {}
                 for n in args.concurrency:
                     for case in args.cases:
                         target = f"https://127.0.0.1:{bare_port}/fit" if case == "bare" else url
+                        assert op.proc is not None
+                        server = bare.pid if case == "bare" else op.proc.pid
+                        cpu_before = cpu_s(server)
                         lat = sorted(asyncio.run(run(target, ca, n, args.requests, new=case == "new")))
+                        cpu_ms = (cpu_s(server) - cpu_before) * 1000 / len(lat)
                         p50 = statistics.median(lat)
                         if case == "bare":
                             floor[n] = p50
@@ -187,7 +199,9 @@ def main() -> int:
                             "p50_ms": round(p50, 2),
                             "p99_ms": round(lat[int(0.99 * (len(lat) - 1))], 2),
                             "max_ms": round(lat[-1], 2),
+                            "server_cpu_ms_per_review": round(cpu_ms, 3),
                         }
+                        cpus.setdefault((case, n), []).append(cpu_ms)
                         p50s.setdefault((case, n), []).append(p50)
                         if n in floor:
                             row["ratio_p50"] = round(p50 / floor[n], 2)
@@ -196,6 +210,7 @@ def main() -> int:
             for (case, n), values in p50s.items():
                 summary: dict[str, Any] = {"summary": case, "concurrency": n, "rounds": len(values)}
                 summary["p50_ms_median"] = round(statistics.median(values), 2)
+                summary["server_cpu_ms_per_review_median"] = round(statistics.median(cpus[(case, n)]), 3)
                 if (case, n) in ratios:
                     summary["ratio_p50_median"] = round(statistics.median(ratios[(case, n)]), 2)
                     summary["ratio_p50_range"] = [round(min(ratios[(case, n)]), 2), round(max(ratios[(case, n)]), 2)]
