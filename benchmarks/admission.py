@@ -91,11 +91,22 @@ async def run(url: str, ca: Path, concurrency: int, requests: int, new: bool = F
     return latencies
 
 
-def busy(kube: Any, url: str, ca: Path, count: int, levels: list[int], requests: int) -> None:
+def busy(
+    kube: Any,
+    url: str,
+    ca: Path,
+    count: int,
+    levels: list[int],
+    requests: int,
+    pid: int | None = None,
+    resync_s: float = 600,
+) -> None:
     """Cached reviews while the operator reconciles ``count`` new ModelDeployments, against the same just before.
 
     ``kubectl apply`` creates them (each through the webhook too), the operator evaluates, renders and patches
     each one's status: a heavier load than a resync round of unchanged objects (which evaluates nothing).
+    Then, with ``pid`` (the operator's), its CPU over two resync periods without reviews: the mean and the
+    busiest 100 ms (a round that wakes every object at once shows there).
     """
     items = []
     for i in range(count):  # distinct fitting specs: every one a new evaluation
@@ -120,6 +131,16 @@ def busy(kube: Any, url: str, ca: Path, count: int, levels: list[int], requests:
         print(json.dumps(row), flush=True)
     applying.join()
     time.sleep(10.0)  # the last reconciles done: what runs now is the resync timers of unchanged objects
+    if pid is not None:  # the operator's CPU over two resync periods, no reviews: its mean and its busiest 100 ms
+        samples = [(time.monotonic(), cpu_s(pid))]
+        while samples[-1][0] - samples[0][0] < 2 * resync_s:
+            time.sleep(0.1)
+            samples.append((time.monotonic(), cpu_s(pid)))
+        steps = [(c2 - c1) / (t2 - t1) for (t1, c1), (t2, c2) in itertools.pairwise(samples)]
+        total = (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0])
+        row = {"case": "operator-cpu-during-resync", "objects": count, "seconds": round(2 * resync_s, 1)}
+        row |= {"cpu_fraction_mean": round(total, 3), "cpu_fraction_busiest_100ms": round(max(steps), 3)}
+        print(json.dumps(row), flush=True)
     for n in levels:
         lat = []
         for _ in range(3):  # spread over several resync periods of a short --resync
@@ -216,7 +237,8 @@ def main() -> int:
                     summary["ratio_p50_range"] = [round(min(ratios[(case, n)]), 2), round(max(ratios[(case, n)]), 2)]
                 print(json.dumps(summary), flush=True)
             if args.busy:
-                busy(kube, url, ca, args.busy, args.concurrency, args.requests)
+                assert op.proc is not None
+                busy(kube, url, ca, args.busy, args.concurrency, args.requests, op.proc.pid, args.resync)
         finally:
             bare.terminate()
             bare.wait(timeout=10)

@@ -16,7 +16,7 @@ from typing import Any
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
 from fitgate.operator.decision.poolplan import tolerations_of
-from fitgate.operator.decision.status import same_outcome, status_of
+from fitgate.operator.decision.status import outcome_of, same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
@@ -103,6 +103,7 @@ class _Last:
     status: Mapping[str, Any]
     outcome: ReconcileOutcome
     inputs: tuple[object, ...] | None = None  # what the evaluation read of the inventory (:func:`inputs_of`)
+    written: object = None  # :func:`outcome_of` the status it wrote, what a resync compares the object's with
 
 
 @dataclass
@@ -182,10 +183,21 @@ def forget(namespace: str, name: str) -> None:
 
 
 def _raw_key(raw_spec: Mapping[str, Any]) -> str | None:
+    """The raw spec as canonical JSON; None when it is not JSON data (never from the API server): no fast path.
+
+    kopf hands its handlers ``spec`` as a read-only view (``kopf.Spec``, a Mapping but no dict), which ``json``
+    refuses: read through it (until this, the live operator never took :class:`LastReconciles`' fast path).
+    """
     try:
-        return json.dumps(raw_spec, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):  # not JSON data (never from the API server): no fast path
+        return json.dumps(raw_spec, sort_keys=True, separators=(",", ":"), default=_plain)
+    except (TypeError, ValueError):
         return None
+
+
+def _plain(value: object) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
 def prices_for(spec: ModelDeploymentSpec, config: OperatorConfig | None) -> GpuPrices | None:
@@ -342,7 +354,7 @@ async def reconcile(
         and isinstance(nodes, Inventory)
         and last.known is store.fresh(last.spec.model)
         and old_status is not None
-        and same_outcome(old_status, last.status)
+        and outcome_of(old_status) == last.written
     ):
         if last.inventory is nodes:
             REUSE.same_snapshot += 1
@@ -411,7 +423,8 @@ async def reconcile(
         and isinstance(nodes, Inventory)
     ):
         inputs = inputs_of(spec, nodes, ev)
-        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome, inputs))
+        written = outcome_of(new_status)
+        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome, inputs, written))
     else:
         _LAST.forget(owner)
     return outcome
