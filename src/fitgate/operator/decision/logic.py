@@ -354,7 +354,7 @@ async def reconcile(
         and isinstance(nodes, Inventory)
         and last.known is store.fresh(last.spec.model)
         and old_status is not None
-        and outcome_of(old_status) == last.written
+        and (outcome_of(old_status, nulls=True) == last.written or outcome_of(old_status) == last.written)
     ):
         if last.inventory is nodes:
             REUSE.same_snapshot += 1

@@ -259,17 +259,18 @@ def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     return bool(outcome_of(old_status) == outcome_of(new_status))
 
 
-def outcome_of(status: Mapping[str, Any]) -> Any:
+def outcome_of(status: Mapping[str, Any], nulls: bool = False) -> Any:
     """What :func:`same_outcome` compares: ``status`` without timestamps, the observer's part and null fields.
 
     Null fields are what the API server stores of a merge patch's nulls: nothing (issue 23: compared with
-    them, the status read back never matched the one written, and every resync patched it again).
+    them, the status read back never matched the one written, and every resync patched it again). ``nulls``:
+    keep them (a status read back from the API server has none: the same answer, without walking it again).
     """
     out = {k: v for k, v in status.items() if k not in {"conditions", "observed"}}  # observed: the observer's
     out["conditions"] = [
         {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions") or []
     ]
-    return _no_nulls(out)
+    return out if nulls else _no_nulls(out)
 
 
 def _no_nulls(value: Any) -> Any:

@@ -306,18 +306,25 @@ async def modeldeployment_resync(
 
     The timer's call waits (in the event loop, no thread) for an inventory change whose pools for this
     placement differ from those the status was planned on, or for this object's next resync slot
-    (:func:`resync_slot`: once every ``FITGATE_RESYNC_SECONDS``, at its own phase of the period); kopf
-    applies the patch when it returns and calls it again ``_TIMER_GAP_S`` later.
+    (:func:`resync_slot`: once every ``FITGATE_RESYNC_SECONDS``, at its own phase of the period). A
+    reconcile with something to write returns, and kopf applies the patch and calls it again ``_TIMER_GAP_S``
+    later; one with nothing to write (an unchanged object, answered from its last reconcile) waits for the
+    next slot in the same call: kopf's round of a timer call (its handler execution, outcome and patch
+    bookkeeping) cost several times fitgate's own check, for every object every period (issue 23). ``body``,
+    ``spec`` and ``status`` are kopf's live views of the object (updated by its watch events) all along.
     """
     state = OperatorMemo.of(memo)
     resync_s = state.config.resync_s
     namespace = body.meta.namespace or ""
-    deadline = resync_slot(asyncio.get_running_loop().time(), resync_s, f"{namespace}/{body.meta.name or ''}")
-    waiting = asyncio.ensure_future(_until_affected(state.nodewatch, spec, status, deadline, namespace))
-    if not await _unless_stopped(waiting, stopped):
-        return
-    work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
-    await _unless_stopped(asyncio.ensure_future(work), stopped)
+    key = f"{namespace}/{body.meta.name or ''}"
+    while True:
+        deadline = resync_slot(asyncio.get_running_loop().time(), resync_s, key)
+        waiting = asyncio.ensure_future(_until_affected(state.nodewatch, spec, status, deadline, namespace))
+        if not await _unless_stopped(waiting, stopped):
+            return
+        work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
+        if not await _unless_stopped(asyncio.ensure_future(work), stopped) or patch:
+            return
 
 
 async def _unless_stopped(work: asyncio.Future[Any], stopped: Any) -> bool:
