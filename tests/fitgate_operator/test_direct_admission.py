@@ -139,3 +139,22 @@ def test_a_spec_reviewed_again_is_not_parsed_again(monkeypatch: pytest.MonkeyPat
     for n in (3, 4):
         denied = answer(review(bad))
         assert denied is not None and denied["response"]["status"]["code"] == 400 and len(calls) == n
+
+
+def test_a_large_spec_is_parsed_every_time_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The parse memo's keys are bounded (1024 x 16 KiB): a spec whose repr is longer is parsed on every review.
+    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
+    monkeypatch.setattr(logic, "_PARSED_KEY_CHARS", 64)
+    calls: list[object] = []
+    real = logic.parse_spec
+
+    def counting(raw: Any) -> Any:
+        calls.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(logic, "parse_spec", counting)
+    state = OperatorMemo.of(on(memo(), index(H100)))
+    assert len(repr(MISFIT)) > 64
+    for n in (1, 2):
+        asyncio.run(handlers.answer_fit_review(state, copy.deepcopy(review(MISFIT))))
+        assert len(calls) == n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pytest
 
@@ -39,3 +40,19 @@ def test_evolve_refuses_what_replace_would_not_copy_the_same_way() -> None:
 
     with pytest.raises(TypeError, match="not a plain dataclass"):
         evolve(Checked(1), n=2)
+
+
+def test_evolve_refuses_a_class_whose_dict_holds_cached_values() -> None:
+    # A cached_property's value lives in the instance's __dict__: copying it would carry the old value over.
+    @dataclasses.dataclass(frozen=True)
+    class Cached:
+        n: int
+
+        @functools.cached_property
+        def double(self) -> int:
+            return 2 * self.n
+
+    first = Cached(1)
+    assert first.double == 2
+    with pytest.raises(TypeError, match="not a plain dataclass"):
+        evolve(first, n=2)

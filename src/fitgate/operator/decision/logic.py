@@ -458,6 +458,8 @@ def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str]:
     nothing but the spec; an invalid one raises every time (not remembered).
     """
     key = repr(raw_spec) if type(raw_spec) is dict else None
+    if key is not None and len(key) > _PARSED_KEY_CHARS:
+        key = None  # a large spec is parsed every time: the memo's memory stays bounded (1024 x 16 KiB keys)
     hit = _PARSED.get(key) if key is not None else MISS
     if not isinstance(hit, Miss):
         return hit
@@ -471,6 +473,7 @@ def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str]:
 #: Admission's parsed specs by their raw ``repr`` (:func:`_parsed`). Bound 1024, as the evaluation cache: the
 #: specs reviewed lately.
 _PARSED: BoundedMemo[str, tuple[ModelDeploymentSpec, str]] = BoundedMemo(1024)
+_PARSED_KEY_CHARS = 16_384  # a real spec's repr is 0.3-2 KB
 
 
 def decide(
