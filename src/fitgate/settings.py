@@ -95,7 +95,11 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable("FITGATE_METRICS_ADDR", "0.0.0.0", "Address of /metrics, /healthz and /readyz."),
     Variable("FITGATE_METRICS_PORT", "8080", "Port of /metrics, /healthz and /readyz."),
-    Variable("FITGATE_RESYNC_SECONDS", "60", "Seconds between re-evaluations of every ModelDeployment (> 0)."),
+    Variable(
+        "FITGATE_RESYNC_SECONDS",
+        "60",
+        "Seconds between re-evaluations of every ModelDeployment (> 0); each object at its own phase of the period.",
+    ),
     Variable(
         "FITGATE_ADMISSION_RESOLVE_SECONDS",
         "1.0",

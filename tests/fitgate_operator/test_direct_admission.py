@@ -19,6 +19,7 @@ from kopf._cogs.structs import references
 from kopf._core.engines import admission, indexing
 from kopf._core.reactor import inventory
 
+from fitgate.operator.decision import logic
 from fitgate.operator.runtime import handlers
 from fitgate.operator.runtime.memo import OperatorMemo
 from fitgate.operator.schema.api import GROUP, PLURAL, VERSION
@@ -108,3 +109,52 @@ def test_the_direct_path_answers_as_kopf_does(data: dict[str, Any]) -> None:
 def test_reviews_the_direct_path_does_not_take_go_to_kopf(data: dict[str, Any]) -> None:
     m = on(memo(), index(H100))
     assert asyncio.run(handlers.answer_fit_review(OperatorMemo.of(m), data)) is None
+
+
+def test_a_spec_reviewed_again_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: re-applies, dry runs and retries send the same spec; its parse is remembered by the raw value
+    calls: list[object] = []
+    real = logic.parse_spec
+
+    def counting(raw: Any) -> Any:
+        calls.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(logic, "parse_spec", counting)
+    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
+    m = on(memo(), index(H100))
+    state = OperatorMemo.of(m)
+
+    def answer(data: dict[str, Any]) -> dict[str, Any] | None:
+        return asyncio.run(handlers.answer_fit_review(state, copy.deepcopy(data)))
+
+    first = answer(review(MISFIT))
+    again = answer(review(MISFIT))
+    assert len(calls) == 1 and again == first and first is not None and not first["response"]["allowed"]
+    # the same values in another key order: another text, parsed again, the same answer
+    reordered = dict(reversed(list(MISFIT.items())))
+    assert list(reordered) != list(MISFIT) and answer(review(reordered)) == first and len(calls) == 2
+    # an invalid spec is not remembered: refused (400) and parsed every time
+    bad = {**SPEC, "replicas": 2.5}
+    for n in (3, 4):
+        denied = answer(review(bad))
+        assert denied is not None and denied["response"]["status"]["code"] == 400 and len(calls) == n
+
+
+def test_a_large_spec_is_parsed_every_time_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The parse memo's keys are bounded (1024 x 16 KiB): a spec whose repr is longer is parsed on every review.
+    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
+    monkeypatch.setattr(logic, "_PARSED_KEY_CHARS", 64)
+    calls: list[object] = []
+    real = logic.parse_spec
+
+    def counting(raw: Any) -> Any:
+        calls.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(logic, "parse_spec", counting)
+    state = OperatorMemo.of(on(memo(), index(H100)))
+    assert len(repr(MISFIT)) > 64
+    for n in (1, 2):
+        asyncio.run(handlers.answer_fit_review(state, copy.deepcopy(review(MISFIT))))
+        assert len(calls) == n

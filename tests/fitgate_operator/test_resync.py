@@ -6,12 +6,15 @@ import asyncio
 import time
 from typing import Any
 
+import kopf
 import pytest
 
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision import logic
 from fitgate.operator.decision.logic import ReconcileOutcome, forget, reconcile
+from fitgate.operator.decision.status import status_patch
 from fitgate.operator.gpus.inventory import Inventory
+from fitgate.operator.runtime import handlers
 from fitgate.operator.schema.config import OperatorConfig
 from tests.fitgate_operator.test_operator import H100, L4, MISFIT, SPEC, FakeStore, gpus
 
@@ -212,3 +215,65 @@ def test_a_node_elsewhere_re_searches_only_the_pools_it_changed(
     monkeypatch.setattr(evaluate_module, "_POOL_OPTIONS", evaluate_module.IdentityMemo())
     fresh = run(MISFIT, None, Inventory(gpus(H100, L4)), store)
     assert again.evaluation.alternatives == fresh.evaluation.alternatives
+
+
+def test_unchanged_objects_are_not_planned_again_through_kopfs_views(evaluations: list[str]) -> None:
+    # the handlers pass kopf's read-only views (kopf.Spec is a Mapping, not a dict): json refused them, so the
+    # live operator re-planned and re-rendered every object on every resync round
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    body = kopf.Body({"metadata": {"name": "a", "namespace": "ml"}, "spec": SPEC, "status": {}})
+    assert not isinstance(body.spec, dict)
+    first = run(body.spec, dict(body.status), nodes, store)  # type: ignore[arg-type]
+    assert first.status is not None and len(evaluations) == 2  # evaluated, status rendered
+    written = kopf.Body({"metadata": {"name": "a", "namespace": "ml"}, "spec": SPEC, "status": first.status})
+    again = run(written.spec, dict(written.status), nodes, store)  # type: ignore[arg-type]
+    assert len(evaluations) == 2 and again.status is None and again.event is None
+
+
+def stored(value: Any) -> Any:
+    """What the API server keeps of a merge patch: its null fields delete, so they are not there."""
+    if isinstance(value, dict):
+        return {k: stored(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [stored(v) for v in value]
+    return value
+
+
+def test_the_status_read_back_without_its_null_fields_is_the_one_written(evaluations: list[str]) -> None:
+    # the API server drops a merge patch's nulls (alternatives: null for a deployment that fits): compared with
+    # them, the object's status never matched the one written, and every resync re-planned and patched it
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    first = run(SPEC, None, nodes, store)
+    assert first.status is not None and first.status != stored(first.status)  # it has null fields
+    again = run(SPEC, stored(first.status), nodes, store)
+    assert len(evaluations) == 2 and again.status is None
+
+
+def test_a_status_patch_sends_a_null_only_to_delete_a_field_that_is_there() -> None:
+    new = {"verdict": "Fits", "alternatives": None, "resolvedModel": {"name": "m", "revision": None}}
+    # nothing there yet: no nulls at all (kopf would find them missing from the object and re-send them)
+    assert status_patch(new, None) == {"verdict": "Fits", "resolvedModel": {"name": "m"}}
+    assert status_patch(new, {"verdict": "DoesNotFit", "resolvedModel": {"name": "m"}}) == status_patch(new, None)
+    # a field that is there is deleted by its null, at any depth
+    old = {"alternatives": [{"gpu": "L4"}], "resolvedModel": {"name": "m", "revision": "abc"}}
+    assert status_patch(new, old) == new
+
+
+def test_each_object_resyncs_once_a_period_at_a_phase_of_its_own() -> None:
+    # issue 23: timers started together (an operator restarted with thousands of objects) woke together every
+    # round; each object now waits for its own slot of the period, never longer than one period
+    period = 60.0
+    keys = [f"ml/d{i}" for i in range(2000)]
+    for now in (0.0, 1234.5, 1e6 + 0.25):
+        slots = [handlers.resync_slot(now, period, key) for key in keys]
+        assert all(now < s <= now + period for s in slots)
+        # the same object's next slot, asked just after this one: exactly one period later
+        assert all(
+            abs(handlers.resync_slot(s + 1e-3, period, k) - (s + period)) < 1e-6
+            for s, k in zip(slots, keys, strict=True)
+        )
+        # spread over the period: each sixth of it holds a sixth of the objects, within 20 %
+        counts = [0] * 6
+        for s in slots:
+            counts[min(5, int((s - now) / period * 6))] += 1
+        assert all(abs(c - len(keys) / 6) < 0.2 * len(keys) / 6 for c in counts), counts

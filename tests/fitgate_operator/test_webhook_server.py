@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 
 import pytest
 
+from fitgate.operator.runtime.webhook import _too_deep
 from tests.webhook_harness import post_all, webhook_url
 
 REVIEW = {
@@ -68,3 +70,39 @@ def test_a_well_formed_review_reaches_kopf(caplog: pytest.LogCaptureFixture) -> 
 
     assert asyncio.run(scenario()) == [404]  # kopf's own answer: no handler for this resource here
     assert not [r for r in caplog.records if "malformed" in r.getMessage()]
+
+
+def _deepest(value: object) -> int:
+    """The level of the deepest value (the top is 1), recursively: the definition ``_too_deep`` walks level by level."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return 1 + max((_deepest(v) for v in children), default=0)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 64])
+def test_too_deep_is_the_depth_of_the_deepest_value(limit: int) -> None:
+    # issue 23: it runs on every review, so it walks only objects and lists; empty ones at the limit count as
+    # values at the limit, not below it
+    rnd = random.Random(limit)
+
+    def tree(depth: int) -> object:
+        r = rnd.random()
+        if depth > 70 or r < 0.3:
+            return rnd.choice([1, "x", None, 2.5, True])
+        if r < 0.6:
+            return [tree(depth + 1) for _ in range(rnd.randrange(3))]
+        return {str(i): tree(depth + 1) for i in range(rnd.randrange(3))}
+
+    def chain(n: int, leaf: object, kind: str) -> object:
+        for _ in range(n - 1):
+            leaf = [leaf] if kind == "list" else {"a": leaf}
+        return leaf
+
+    cases = [tree(0) for _ in range(2000)]
+    cases += [
+        chain(n, leaf, kind) for n in range(1, 70) for leaf in (1, [], {}, [1], {"a": 1}) for kind in ("list", "dict")
+    ]
+    deep = 0
+    for case in cases:
+        assert _too_deep(case, limit) is (_deepest(case) > limit), json.dumps(case)[:200]
+        deep += _deepest(case) > limit
+    assert 0 < deep < len(cases)

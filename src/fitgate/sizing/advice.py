@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.engine_args import EngineArg, engine_args
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.frozen import evolve
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.lora import LORA_RANKS
 from fitgate.sizing.memo import IdentityMemo
@@ -73,10 +75,10 @@ _MIN_TIGHT_FIX_GMU = 0.8
 
 @dataclass(frozen=True)
 class _Move:
-    """One change to try: the flags, the settings and workload it gives, and why."""
+    """One change to try: the flags, the settings it changes and the workload it gives, and why."""
 
     changes: tuple[tuple[str, str], ...]
-    serving: ServingConfig
+    fields: dict[str, Any]  # ServingConfig fields and their new values
     workload: Workload | None
     why: str
 
@@ -100,7 +102,7 @@ def _moves(
             gmus.append(
                 _Move(
                     (("--gpu-memory-utilization", f"{gmu}"),),
-                    replace(serving, gpu_memory_utilization=gmu),
+                    {"gpu_memory_utilization": gmu},
                     workload,
                     f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget for CUDA graphs "
                     "and warm-up",
@@ -108,20 +110,14 @@ def _moves(
             )
             gmu = round(gmu - _GMU_STEP, 2)
         if not rs.enforce_eager:
-            kinds.append(
-                [
-                    _Move(
-                        (("--enforce-eager", "true"),), replace(serving, enforce_eager=True), workload, "no CUDA graphs"
-                    )
-                ]
-            )
+            kinds.append([_Move((("--enforce-eager", "true"),), {"enforce_eager": True}, workload, "no CUDA graphs")])
     else:
         gmu = round(rs.gpu_memory_utilization + _GMU_STEP, 2)
         while gmu <= SAFE_MAX_GPU_MEMORY_UTILIZATION:
             gmus.append(
                 _Move(
                     (("--gpu-memory-utilization", f"{gmu}"),),
-                    replace(serving, gpu_memory_utilization=gmu),
+                    {"gpu_memory_utilization": gmu},
                     workload,
                     f"a {fmt_gib(int(gpu.memory_bytes * gmu))} budget",
                 )
@@ -132,7 +128,7 @@ def _moves(
         [
             _Move(
                 (("--tensor-parallel-size", str(tp)),),
-                replace(serving, tensor_parallel_size=tp),
+                {"tensor_parallel_size": tp},
                 workload,
                 f"weights and KV heads split over {tp} GPUs",
             )
@@ -147,7 +143,7 @@ def _moves(
             [
                 _Move(
                     (("--kv-cache-dtype", "fp8"),),
-                    replace(serving, kv_cache_dtype="fp8"),
+                    {"kv_cache_dtype": "fp8"},
                     workload,
                     "fp8 KV cache halves bytes per token",
                 )
@@ -159,7 +155,7 @@ def _moves(
             [
                 _Move(
                     (("--quantization", "fp8"),),
-                    replace(serving, quantization="fp8"),
+                    {"quantization": "fp8"},
                     workload,
                     "fp8 weights (or an FP8 / INT4 checkpoint) halve the weight bytes",
                 )
@@ -175,7 +171,7 @@ def _moves(
                 [
                     _Move(
                         (("workload.concurrentRequests", str(most)),),
-                        serving,
+                        {},
                         Workload(most, workload.context_tokens),
                         f"the pool holds {most} requests of {workload.context_tokens} tokens",
                     )
@@ -195,7 +191,7 @@ def _lora_moves(serving: ServingConfig, workload: Workload | None, loras: int, r
         fewer.append(
             _Move(
                 (("--max-loras", str(n)),),
-                replace(serving, max_loras=n),
+                {"max_loras": n},
                 workload,
                 f"{n} adapter slot(s) instead of {loras}",
             )
@@ -204,7 +200,7 @@ def _lora_moves(serving: ServingConfig, workload: Workload | None, loras: int, r
     lower = [
         _Move(
             (("--max-lora-rank", str(r)),),
-            replace(serving, max_lora_rank=r),
+            {"max_lora_rank": r},
             workload,
             f"slots of rank {r} instead of {rank} (adapters of a higher rank are refused)",
         )
@@ -223,7 +219,7 @@ def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) ->
         return None  # the workload's requests would be refused
     return _Move(
         (("--max-model-len", str(rounded)),),
-        replace(serving, max_model_len=rounded),
+        {"max_model_len": rounded},
         workload,
         f"the longest context that fits is {fit} tokens",
     )
@@ -246,7 +242,7 @@ def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, cu
         moves.append(
             _Move(
                 (("--enable-expert-parallel", "true"),),
-                replace(serving, enable_expert_parallel=True),
+                {"enable_expert_parallel": True},
                 workload,
                 f"whole experts over the same {tp * lay.data_parallel_size} GPUs",
             )
@@ -257,7 +253,7 @@ def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, cu
         moves.append(
             _Move(
                 (("--data-parallel-size", str(dp)), ("--enable-expert-parallel", "true")),
-                replace(serving, data_parallel_size=dp, enable_expert_parallel=True),
+                {"data_parallel_size": dp, "enable_expert_parallel": True},
                 workload,
                 f"{dp} engine ranks of TP {tp} with the experts spread over {tp * dp} GPUs",
             )
@@ -320,8 +316,8 @@ def search_suggestions(
     def dominated(moves: tuple[_Move, ...]) -> bool:
         """A combination that cannot beat a Fits suggestion already found on both GPUs and cost."""
         gpus = (
-            max((m.serving.tensor_parallel_size for m in moves), default=1)
-            * max((m.serving.data_parallel_size for m in moves), default=1)
+            max((m.fields.get("tensor_parallel_size", serving.tensor_parallel_size) for m in moves), default=1)
+            * max((m.fields.get("data_parallel_size", serving.data_parallel_size) for m in moves), default=1)
             * rs_pp
         )
         cost = sum(CHANGE_COST.get(flag, 3) for m in moves for flag, _ in m.changes)
@@ -331,7 +327,7 @@ def search_suggestions(
         changes = tuple(c for m in moves for c in m.changes)
         new, wl = serving, workload
         for m in moves:  # later moves only set their own fields
-            new = replace(new, **{k: v for k, v in m.serving.__dict__.items() if v != serving.__dict__[k]})
+            new = evolve(new, **{k: v for k, v in m.fields.items() if v != getattr(serving, k)})
             wl = m.workload if m.workload is not workload else wl
         if (new, wl) not in planned:
             planned[(new, wl)] = _try(model, gpu, new, wl)
@@ -387,7 +383,7 @@ def search_suggestions(
             while gmu >= _MIN_TIGHT_FIX_GMU:  # leave room outside the budget for CUDA graphs and warm-up
                 lower = _Move(
                     (("--gpu-memory-utilization", f"{gmu}"),),
-                    replace(serving, gpu_memory_utilization=gmu),
+                    {"gpu_memory_utilization": gmu},
                     workload,
                     f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget",
                 )

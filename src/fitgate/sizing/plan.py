@@ -26,6 +26,7 @@ from fitgate.sizing.extensible import (
     blocks_within,
     measure_kv_bytes,
 )
+from fitgate.sizing.frozen import evolve
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     KVLayout,
@@ -41,6 +42,7 @@ from fitgate.sizing.kv_layout import (
 from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import ModelArchitecture, Quantization
+from fitgate.sizing.offload import HostMemory
 from fitgate.sizing.parallel import (
     EP_INTERNODE_RESIDENT_BYTES,
     all2all_buffer_bytes,
@@ -51,7 +53,7 @@ from fitgate.sizing.resolve import MAX_CONTEXT, checked_int, graphs_in_budget, r
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import cdiv
-from fitgate.sizing.verdict_rules import judge, max_model_len_that_fits, outside_need, plan_notes
+from fitgate.sizing.verdict_rules import OutsideNeed, judge, max_model_len_that_fits, outside_need, plan_notes
 from fitgate.sizing.versions import VllmAccounting, accounting_for
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
@@ -297,8 +299,8 @@ def _kv_layout(
 
 def _ranks(
     model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None
-) -> tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...]]:
-    """The settings resolved and every pipeline rank planned: what a plan is before its workload.
+) -> tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]:
+    """The settings resolved, every pipeline rank planned and the rest of a plan that its workload leaves alone.
 
     They depend on the model, the GPU and the settings only, and thousands of deployments (and every
     suggestion and alternative re-planned for them) share those while their workloads differ, so they
@@ -318,7 +320,7 @@ def _ranks(
     _check_workload(workload)
     stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
     ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
-    value = (accounting, rs, ranks)
+    value = (accounting, rs, ranks, _base(model, gpu, serving, accounting, rs, ranks))
     _RANKS_MEMO.put((model.arch, model.inventory, gpu), (serving,), value)
     return value
 
@@ -329,17 +331,9 @@ def _check_workload(workload: Workload | None) -> None:
         checked_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
 
 
-#: Resolved settings and rank plans by (model, GPU) identity and settings value; see :func:`_ranks`.
-_RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...]]] = IdentityMemo()
-
-
-def _longest(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
-    """:func:`max_model_len_that_fits`, once per rank plans (a binary search of ~10 one-request sums)."""
-    return _LONGEST_MEMO.get((ranks, rs), (model_max,), lambda: max_model_len_that_fits(ranks, rs, model_max))
-
-
-#: By the identity of the memoised rank plans (:data:`_RANKS_MEMO`): workloads do not change it.
-_LONGEST_MEMO: IdentityMemo[int] = IdentityMemo()
+#: Resolved settings, rank plans and a plan's workload-free part by (model, GPU) identity and settings value; see
+#: :func:`_ranks`.
+_RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]] = IdentityMemo()
 
 
 def plan(
@@ -360,7 +354,60 @@ def plan(
         SizingError: A setting is out of range or inconsistent with the model.
     """
     serving = serving or ServingConfig()
-    accounting, rs, ranks = _ranks(model, gpu, serving, workload)
+    accounting, rs, ranks, base = _ranks(model, gpu, serving, workload)
+    worst, kv, per_gpu = ranks[base.binding], base.kv, base.per_gpu
+    if workload is not None:
+        dcp = rs.parallel.decode_context_parallel_size
+        wlen = cdiv(workload.context_tokens, dcp)
+        wshape = ServingShape(wlen, rs.max_num_batched_tokens, worst.layout.block_size)
+        workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
+        kv = evolve(
+            kv,
+            workload_blocks=workload_blocks,
+            workload_fraction=workload_blocks / kv.num_blocks if kv.num_blocks else None,
+        )
+        required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)
+        per_gpu = evolve(per_gpu, headroom_bytes=worst.available_kv_bytes - required_kv)
+    verdict, reasons = judge(rs, worst, kv, per_gpu, workload, accounting, base.need)
+    return Plan(
+        model=model.name,
+        gpu=gpu,
+        serving=rs,
+        workload=workload,
+        verdict=verdict,
+        reasons=reasons,
+        per_gpu=per_gpu,
+        kv=kv,
+        ranks=ranks,
+        binding_rank=base.binding,
+        weights_estimated=model.inventory.estimated,
+        max_model_len_that_fits=base.longest,
+        notes=base.notes,
+        host=base.host,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Base:
+    """What a plan is before its workload: the binding rank, the KV pool and per-GPU numbers without it, the notes."""
+
+    binding: int
+    kv: KVSummary  # workload_blocks and workload_fraction None
+    per_gpu: PerGpu  # headroom_bytes for one max_model_len request
+    need: OutsideNeed
+    longest: int
+    notes: tuple[str, ...]
+    host: HostMemory | None
+
+
+def _base(
+    model: ModelInput,
+    gpu: GpuModel,
+    serving: ServingConfig,
+    accounting: VllmAccounting,
+    rs: ResolvedServing,
+    ranks: tuple[RankPlan, ...],
+) -> _Base:
     binding = min(range(len(ranks)), key=lambda i: (ranks[i].num_blocks, ranks[i].available_kv_bytes))
     worst = ranks[binding]
     blocks = worst.num_blocks
@@ -372,13 +419,6 @@ def plan(
         one_request_bytes(r.layout, ServingShape(per_gpu_len, rs.max_num_batched_tokens, r.layout.block_size))
         for r in ranks
     )
-    workload_blocks = None
-    workload_fraction = None
-    if workload is not None:
-        wlen = cdiv(workload.context_tokens, dcp)
-        wshape = ServingShape(wlen, rs.max_num_batched_tokens, worst.layout.block_size)
-        workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
-        workload_fraction = workload_blocks / blocks if blocks else None
     conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
     kv = KVSummary(
         bytes_per_token=sum(r.layout.bytes_per_token for r in ranks),
@@ -390,13 +430,10 @@ def plan(
         reported_tokens=reported_tokens(worst.layout, blocks, shape, accounting) * dcp if blocks else 0,
         max_concurrency=conc,
         one_request_bytes=one_request,
-        workload_blocks=workload_blocks,
-        workload_fraction=workload_fraction,
+        workload_blocks=None,
+        workload_fraction=None,
     )
     pool_bytes = blocks * worst.layout.bytes_per_block
-    required_kv = one_request
-    if workload_blocks is not None:
-        required_kv = max(required_kv, workload_blocks * worst.layout.bytes_per_block)
     outside = gpu.memory_bytes - worst.requested_bytes
     per_gpu = PerGpu(
         capacity_bytes=gpu.memory_bytes,
@@ -406,7 +443,7 @@ def plan(
         non_torch_bytes=worst.profile.non_torch_bytes,
         cuda_graph_bytes=worst.profile.cuda_graph_bytes,
         kv_cache_bytes=max(0, pool_bytes),
-        headroom_bytes=worst.available_kv_bytes - required_kv,
+        headroom_bytes=worst.available_kv_bytes - one_request,
         outside_budget_bytes=outside,
         cuda_graphs_in_budget=graphs_in_budget(model.arch, rs, accounting),
         lora_bytes=worst.lora.total_bytes if worst.lora else 0,
@@ -415,22 +452,14 @@ def plan(
     need = max(
         (outside_need(model.arch, r, rs, accounting, r is ranks[-1]) for r in ranks), key=lambda n: n.floor_bytes
     )
-    verdict, reasons = judge(rs, worst, kv, per_gpu, workload, accounting, need)
     host = extras.host_memory(model.arch, rs, ranks)
-    return Plan(
-        model=model.name,
-        gpu=gpu,
-        serving=rs,
-        workload=workload,
-        verdict=verdict,
-        reasons=reasons,
-        per_gpu=per_gpu,
-        kv=kv,
-        ranks=ranks,
-        binding_rank=binding,
-        weights_estimated=model.inventory.estimated,
-        max_model_len_that_fits=_longest(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
-        notes=plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
+    return _Base(
+        binding,
+        kv,
+        per_gpu,
+        need,
+        max_model_len_that_fits(ranks, rs, model.arch.max_model_len_limit(accounting.version)),
+        plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
-        host=host,
+        host,
     )

@@ -16,14 +16,14 @@ from typing import Any
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
 from fitgate.operator.decision.poolplan import tolerations_of
-from fitgate.operator.decision.status import same_outcome, status_of
+from fitgate.operator.decision.status import outcome_of, same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.operator.schema.config import OperatorConfig, UnknownPolicy
 from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
 from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
-from fitgate.sizing.memo import BoundedMemo, Miss
+from fitgate.sizing.memo import MISS, BoundedMemo, Miss
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
 #: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
@@ -103,6 +103,7 @@ class _Last:
     status: Mapping[str, Any]
     outcome: ReconcileOutcome
     inputs: tuple[object, ...] | None = None  # what the evaluation read of the inventory (:func:`inputs_of`)
+    written: object = None  # :func:`outcome_of` the status it wrote, what a resync compares the object's with
 
 
 @dataclass
@@ -182,10 +183,21 @@ def forget(namespace: str, name: str) -> None:
 
 
 def _raw_key(raw_spec: Mapping[str, Any]) -> str | None:
+    """The raw spec as canonical JSON; None when it is not JSON data (never from the API server): no fast path.
+
+    kopf hands its handlers ``spec`` as a read-only view (``kopf.Spec``, a Mapping but no dict), which ``json``
+    refuses: read through it (until this, the live operator never took :class:`LastReconciles`' fast path).
+    """
     try:
-        return json.dumps(raw_spec, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):  # not JSON data (never from the API server): no fast path
+        return json.dumps(raw_spec, sort_keys=True, separators=(",", ":"), default=_plain)
+    except (TypeError, ValueError):
         return None
+
+
+def _plain(value: object) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
 def prices_for(spec: ModelDeploymentSpec, config: OperatorConfig | None) -> GpuPrices | None:
@@ -214,8 +226,11 @@ async def _evaluate(
     namespace: str = "",
     prices: GpuPrices | None = None,
     lane: str = "admission",
+    spec_json: str | None = None,
 ) -> tuple[Evaluation, bool]:
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
+
+    ``spec_json``: ``spec.model_dump_json()`` when the caller has it (:func:`_parsed`).
 
     While a Hub resolution is pending or failing transiently, the evaluation uses the facts known without
     the Hub (on-disk cache, catalog) when there are any, and says so in its message and first warning: a
@@ -232,7 +247,7 @@ async def _evaluate(
         )
         fallback = await store.provisional(spec.model, timeout_s)
         if fallback is not None:
-            ev, _ = await _evaluate_known(spec, nodes, fallback, namespace, prices, lane)
+            ev, _ = await _evaluate_known(spec, nodes, fallback, namespace, prices, lane, spec_json)
             note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
             first = f"fitgate: {note}"
             pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
@@ -240,7 +255,7 @@ async def _evaluate(
             return replace(ev, provisional=(pending, note)), True
     if known is None:
         return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
-    return await _evaluate_known(spec, nodes, known, namespace, prices, lane)
+    return await _evaluate_known(spec, nodes, known, namespace, prices, lane, spec_json)
 
 
 #: Evaluations run off the event loop, so a new spec's plan and suggestions (10 ms and more for a misfit)
@@ -262,6 +277,7 @@ async def _evaluate_known(
     namespace: str = "",
     prices: GpuPrices | None = None,
     lane: str = "admission",
+    spec_json: str | None = None,
 ) -> tuple[Evaluation, bool]:
     if known.model is None:
         reason = known.reason or (
@@ -269,7 +285,7 @@ async def _evaluate_known(
         )
         return unknown(reason, known.error or "the checkpoint could not be resolved"), known.transient
     inventory = nodes if isinstance(nodes, Inventory) else Inventory(nodes)
-    key = f"{namespace}/{prices}/{spec.model_dump_json()}"
+    key = f"{namespace}/{prices}/{spec_json if spec_json is not None else spec.model_dump_json()}"
     cached = _CACHE.get(key, inventory, known)
     # Admission never shows a misfit's alternatives or the recommended args (status does): its own evaluations
     # leave them out (evaluate's ``lean``) and it takes reconcile's full ones too. Reconcile takes only full ones.
@@ -338,7 +354,7 @@ async def reconcile(
         and isinstance(nodes, Inventory)
         and last.known is store.fresh(last.spec.model)
         and old_status is not None
-        and same_outcome(old_status, last.status)
+        and (outcome_of(old_status, nulls=True) == last.written or outcome_of(old_status) == last.written)
     ):
         if last.inventory is nodes:
             REUSE.same_snapshot += 1
@@ -407,7 +423,8 @@ async def reconcile(
         and isinstance(nodes, Inventory)
     ):
         inputs = inputs_of(spec, nodes, ev)
-        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome, inputs))
+        written = outcome_of(new_status)
+        _LAST.put(owner, _Last(raw_key, generation, spec, nodes, known, new_status, outcome, inputs, written))
     else:
         _LAST.forget(owner)
     return outcome
@@ -424,11 +441,39 @@ async def admit(
 ) -> AdmissionOutcome:
     """The admission decision on a raw spec: parse, evaluate with what the store knows, :func:`decide`."""
     try:
-        spec = parse_spec(raw_spec)
+        spec, text = _parsed(raw_spec)
     except SpecError as exc:
         return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
-    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, False, namespace, prices_for(spec, config))
+    prices = prices_for(spec, config)
+    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, False, namespace, prices, spec_json=text)
     return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
+
+
+def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str]:
+    """``raw_spec`` parsed, and its canonical JSON (the evaluation cache's key); remembered by the raw value.
+
+    A review's spec is a plain ``dict`` decoded from the API server's JSON, and its ``repr`` tells such
+    values apart (types, key order, every string quoted): the same spec reviewed again (GitOps re-applies,
+    dry runs, retries, the same spec under another name) is not validated again (issue 23). Parsing reads
+    nothing but the spec; an invalid one raises every time (not remembered).
+    """
+    key = repr(raw_spec) if type(raw_spec) is dict else None
+    if key is not None and len(key) > _PARSED_KEY_CHARS:
+        key = None  # a large spec is parsed every time: the memo's memory stays bounded (1024 x 16 KiB keys)
+    hit = _PARSED.get(key) if key is not None else MISS
+    if not isinstance(hit, Miss):
+        return hit
+    spec = parse_spec(raw_spec)
+    value = (spec, spec.model_dump_json())
+    if key is not None:
+        _PARSED.put(key, value)
+    return value
+
+
+#: Admission's parsed specs by their raw ``repr`` (:func:`_parsed`). Bound 1024, as the evaluation cache: the
+#: specs reviewed lately.
+_PARSED: BoundedMemo[str, tuple[ModelDeploymentSpec, str]] = BoundedMemo(1024)
+_PARSED_KEY_CHARS = 16_384  # a real spec's repr is 0.3-2 KB
 
 
 def decide(

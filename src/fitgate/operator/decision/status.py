@@ -256,12 +256,46 @@ def same_outcome(old_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     """Whether writing ``new_status`` would change anything but timestamps (to avoid needless patches)."""
     if not old_status:
         return False
+    return bool(outcome_of(old_status) == outcome_of(new_status))
 
-    def strip(s: Mapping[str, Any]) -> Any:
-        out = {k: v for k, v in s.items() if k not in {"conditions", "observed"}}  # observed: the observer's
-        out["conditions"] = [
-            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in s.get("conditions") or []
-        ]
-        return out
 
-    return bool(strip(old_status) == strip(new_status))
+def outcome_of(status: Mapping[str, Any], nulls: bool = False) -> Any:
+    """What :func:`same_outcome` compares: ``status`` without timestamps, the observer's part and null fields.
+
+    Null fields are what the API server stores of a merge patch's nulls: nothing (issue 23: compared with
+    them, the status read back never matched the one written, and every resync patched it again). ``nulls``:
+    keep them (a status read back from the API server has none: the same answer, without walking it again).
+    """
+    out = {k: v for k, v in status.items() if k not in {"conditions", "observed"}}  # observed: the observer's
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions") or []
+    ]
+    return out if nulls else _no_nulls(out)
+
+
+def _no_nulls(value: Any) -> Any:
+    """``value`` without the null fields of its objects: what the API server keeps of a merge patch."""
+    if isinstance(value, Mapping):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value
+
+
+def status_patch(new_status: Mapping[str, Any], old_status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``new_status`` as a merge patch on ``old_status``: a null only where it deletes a field that is there.
+
+    A null in a merge patch deletes the field, and the API server stores nothing for it; kopf checks a patch
+    against the object it gets back and keeps what does not match, and a timer re-sends what it kept on every
+    call: a status written with ``alternatives: null`` (a deployment that fits) was patched again on each resync
+    of every object, for ever (issue 23).
+    """
+    out: dict[str, Any] = {}
+    for key, value in new_status.items():
+        old = old_status.get(key) if old_status is not None else None
+        if value is None and old is None:
+            continue
+        out[key] = (
+            status_patch(value, old if isinstance(old, Mapping) else None) if isinstance(value, Mapping) else value
+        )
+    return out

@@ -10,10 +10,12 @@ import contextlib
 import functools
 import gc
 import logging
+import math
 import os
 import socket
 import ssl
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -25,6 +27,7 @@ from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.base.metrics_auth import MetricsAuth, kubernetes_review
 from fitgate.operator.decision.logic import forget, reconcile
 from fitgate.operator.decision.poolplan import select_pools
+from fitgate.operator.decision.status import status_patch
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.gpus.cel import SelectorUnsupportedError
 from fitgate.operator.gpus.dra import ClaimError
@@ -243,7 +246,7 @@ async def _reconcile(
         config=state.config,
     )
     if outcome.status is not None:
-        patch.status.update(outcome.status)
+        patch.status.update(status_patch(outcome.status, status))
     current = body.meta.annotations
     for key, value in outcome.annotations.items():
         if current.get(key) != value:
@@ -302,16 +305,26 @@ async def modeldeployment_resync(
     """Re-evaluate when a node change affects this deployment's GPU pools, and every resync period.
 
     The timer's call waits (in the event loop, no thread) for an inventory change whose pools for this
-    placement differ from those the status was planned on, or for ``FITGATE_RESYNC_SECONDS``; kopf
-    applies the patch when it returns and calls it again ``_TIMER_GAP_S`` later.
+    placement differ from those the status was planned on, or for this object's next resync slot
+    (:func:`resync_slot`: once every ``FITGATE_RESYNC_SECONDS``, at its own phase of the period). A
+    reconcile with something to write returns, and kopf applies the patch and calls it again ``_TIMER_GAP_S``
+    later; one with nothing to write (an unchanged object, answered from its last reconcile) waits for the
+    next slot in the same call: kopf's round of a timer call (its handler execution, outcome and patch
+    bookkeeping) cost several times fitgate's own check, for every object every period (issue 23). ``body``,
+    ``spec`` and ``status`` are kopf's live views of the object (updated by its watch events) all along.
     """
     state = OperatorMemo.of(memo)
     resync_s = state.config.resync_s
-    waiting = asyncio.ensure_future(_until_affected(state.nodewatch, spec, status, resync_s, body.meta.namespace or ""))
-    if not await _unless_stopped(waiting, stopped):
-        return
-    work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
-    await _unless_stopped(asyncio.ensure_future(work), stopped)
+    namespace = body.meta.namespace or ""
+    key = f"{namespace}/{body.meta.name or ''}"
+    while True:
+        deadline = resync_slot(asyncio.get_running_loop().time(), resync_s, key)
+        waiting = asyncio.ensure_future(_until_affected(state.nodewatch, spec, status, deadline, namespace))
+        if not await _unless_stopped(waiting, stopped):
+            return
+        work = _reconcile(body=body, spec=spec, status=status, patch=patch, memo=memo, logger=logger)
+        if not await _unless_stopped(asyncio.ensure_future(work), stopped) or patch:
+            return
 
 
 async def _unless_stopped(work: asyncio.Future[Any], stopped: Any) -> bool:
@@ -340,12 +353,23 @@ async def _stopped(stopped: Any) -> None:
     await stopped.wait()
 
 
+def resync_slot(now: float, period_s: float, key: str) -> float:
+    """The first time after ``now`` (event-loop time) at ``key``'s own phase of the resync period.
+
+    Every object resyncs once a period, but at a phase of its own (from a CRC of namespace/name, spread evenly
+    over the period) rather than one period after its timer started: an operator (re)started with thousands of
+    ModelDeployments started all their timers at once, and every round then woke them in one burst that held
+    the event loop while admission reviews waited (issue 23). The wait is never longer than one period.
+    """
+    phase = zlib.crc32(key.encode()) / 2**32 * period_s
+    return phase + (math.floor((now - phase) / period_s) + 1) * period_s
+
+
 async def _until_affected(
-    nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, resync_s: float, namespace: str = ""
+    nodewatch: NodeWatch, spec: kopf.Spec, status: kopf.Status, deadline: float, namespace: str = ""
 ) -> None:
-    """Return after an inventory change that affects this deployment, or after the resync period."""
+    """Return after an inventory change that affects this deployment, or at ``deadline`` (event-loop time)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + resync_s
     seen = nodewatch.changes.version
     while (left := deadline - loop.time()) > 0:
         version = await nodewatch.changes.wait(seen, left)

@@ -38,16 +38,23 @@ def _kind(value: object) -> str:
 
 
 def _too_deep(data: object, limit: int = MAX_DEPTH) -> bool:
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return False
+    """Whether some value sits more than ``limit`` levels deep (the top level is 1).
+
+    Level by level over the objects and lists only (a review's leaves are most of its values, and this runs on
+    every review: issue 23): a value deeper than ``limit`` exists exactly when an object or list at level
+    ``limit`` has anything in it.
+    """
+    level: list[dict[Any, Any] | list[Any]] = [data] if isinstance(data, dict | list) else []
+    for _depth in range(1, limit):
+        below: list[dict[Any, Any] | list[Any]] = []
+        for value in level:
+            for v in value.values() if isinstance(value, dict) else value:
+                if isinstance(v, dict | list):
+                    below.append(v)
+        if not below:
+            return False
+        level = below
+    return any(level)
 
 
 def review_problem(data: Any) -> str:

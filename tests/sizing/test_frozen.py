@@ -1,0 +1,58 @@
+"""``evolve`` is ``dataclasses.replace`` for the plain frozen dataclasses it is used on (issue 23)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+
+from fitgate.sizing import ServingConfig
+from fitgate.sizing.frozen import evolve
+from fitgate.sizing.results import KVSummary
+
+
+def test_evolve_equals_replace_and_leaves_the_original_alone() -> None:
+    base = ServingConfig(max_model_len=8192, tensor_parallel_size=2)
+    for changes in ({}, {"gpu_memory_utilization": 0.8}, {"kv_cache_dtype": "fp8", "tensor_parallel_size": 4}):
+        new = evolve(base, **changes)
+        assert new == dataclasses.replace(base, **changes) and hash(new) == hash(dataclasses.replace(base, **changes))
+        assert new is not base and type(new) is ServingConfig
+    assert base.tensor_parallel_size == 2 and base.kv_cache_dtype == "auto"
+    kv = KVSummary(16, 32, 16, 100, 1, ("full",), 1600, 1.5, 10, None, None)
+    assert evolve(kv, workload_blocks=40, workload_fraction=0.4) == dataclasses.replace(
+        kv, workload_blocks=40, workload_fraction=0.4
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        evolve(base, max_model_len=1).max_model_len = 2  # type: ignore[misc]
+
+
+def test_evolve_refuses_what_replace_would_not_copy_the_same_way() -> None:
+    with pytest.raises(TypeError, match="no field 'max_model_length'"):
+        evolve(ServingConfig(), max_model_length=1)
+
+    @dataclasses.dataclass(frozen=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            assert self.n >= 0
+
+    with pytest.raises(TypeError, match="not a plain dataclass"):
+        evolve(Checked(1), n=2)
+
+
+def test_evolve_refuses_a_class_whose_dict_holds_cached_values() -> None:
+    # A cached_property's value lives in the instance's __dict__: copying it would carry the old value over.
+    @dataclasses.dataclass(frozen=True)
+    class Cached:
+        n: int
+
+        @functools.cached_property
+        def double(self) -> int:
+            return 2 * self.n
+
+    first = Cached(1)
+    assert first.double == 2
+    with pytest.raises(TypeError, match="not a plain dataclass"):
+        evolve(first, n=2)
