@@ -35,8 +35,10 @@ from fitgate import aic  # the optional backend's adapter: it imports aiconfigur
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
+from fitgate.sizing.errors import SizingError
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import Constants, Work, burst_ttft_seconds, calibration, steady_state
+from fitgate.sizing.versions import parse_version
 
 HERE = Path(__file__).resolve().parent
 POINTS = HERE / "throughput" / "points.json"
@@ -55,7 +57,10 @@ BOUNDS = {
     "layer_s": (0.0, 1e-3),
     "moe_layer_s": (0.0, 3e-3),
     "tp_layer_s": (0.0, 1e-3),
-    "amd_factor": (0.5, 5.0),
+    # ROCm runs the same Python host code as CUDA and adds to its launches (HIP graphs, hipBLASLt), so its
+    # overhead is never below CUDA's: at least 1. (Left to 0.5, a fit without the MI300X points takes it to
+    # 0.5 from the one MI355X point, whose step is mostly bytes.)
+    "amd_factor": (1.0, 5.0),
     # Not raised to 0.3: with the TTFTs left out of the loss the fit still takes moe_mfu to ~0.10, from
     # the decode speeds of prefill-heavy MoE steps (DeepSeek-V3 TP8 c 64-128 with 3200-token prompts,
     # Qwen3-Next c 256); a floor of 0.3 makes those 60-88 % too fast (docs/performance.md, issue 24).
@@ -68,6 +73,9 @@ BOUNDS = {
     "frontend_s": (0.0, 0.0),
     # Prompt chunks' matmuls (step_time.PREFILL_GEMMS): a GEMM of hundreds to thousands of rows.
     "prefill_mfu": (0.05, 0.9),
+    # V0's host cost per step relative to V1's (step_time.ENGINE_ERA): V1 moved it off the critical path,
+    # so at least 1; fitted on the V0 points (the dstack DeepSeek and Llama-3.1-405B runs).
+    "v0_factor": (1.0, 5.0),
 }
 #: The physical range of ``frontend_s`` when freed (``--free-front-end``).
 FRONT_END_BOUNDS = (1e-3, 0.15)
@@ -114,6 +122,17 @@ def family(model: str) -> str:
     return name.split("-")[0].rstrip("0123456789.").lower() or name.lower()
 
 
+def v0_release(p: dict[str, Any]) -> str:
+    """The V0 release a point ran: its ``vllm`` field where that names one (``0.6.3.post2``), else 0.7.3, the last
+    V0-default release before the points' dates (the dstack DeepSeek runs of 2025-03: V0 with MLA)."""
+    text = str(p.get("vllm", "")).split(" ")[0]
+    try:
+        parse_version(text)
+    except SizingError:
+        return "0.7.3"
+    return text
+
+
 def load_points() -> list[Point]:
     """Every point of points.json, planned and turned into step work."""
     out = []
@@ -122,6 +141,9 @@ def load_points() -> list[Point]:
         isl, osl, c = int(p["input_tokens"]), int(p["output_tokens"]), int(p["concurrency"])
         serving = ServingConfig(
             max_model_len=max(4096, isl + osl),
+            # the engine era (step_time.ENGINE_ERA): a V0 point is planned on its V0 release
+            vllm_version=v0_release(p) if p.get("engine") == "v0" else None,
+            engine="V0" if p.get("engine") == "v0" else None,
             tensor_parallel_size=p["tp"],
             dtype=p.get("dtype", "auto"),
             quantization=p.get("quantization"),
@@ -248,8 +270,11 @@ def _coordinates(k: Constants) -> list[float]:
 
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
-#: 30 ms of front end per request, prompt chunks' matmuls at 60 % of peak.
-PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5, 0.03, 0.6)
+#: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's.
+PLAIN_START = Constants(
+    bw_eff=0.8, mfu=0.4, step_s=1e-3, layer_s=2e-5, moe_layer_s=5e-5, tp_layer_s=5e-5, amd_factor=1.5,
+    moe_mfu=0.5, prefill_mfu=0.6, frontend_s=0.03, v0_factor=2.0,
+)
 
 
 def nelder_mead(

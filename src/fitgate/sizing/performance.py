@@ -320,6 +320,10 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         bus_bytes_per_s=ALLREDUCE_BUS_GBPS[link] * 1e9,
         amd=gpu.vendor == "amd",
         max_num_batched_tokens=rs.max_num_batched_tokens,
+        # V0 (before 0.8): its own host cost; without chunked prefill (its budget holds a whole
+        # max_model_len prompt) prompts run in prefill-only steps (step_time.ENGINE_ERA).
+        v0=rs.engine == "V0",
+        prefill_apart=rs.engine == "V0" and rs.max_num_batched_tokens >= rs.max_model_len,
     )
 
 
@@ -371,12 +375,8 @@ def estimate(
     )
     in_flight = max(1, round(state.concurrency))
     full_budget, _ = step_seconds(w, 0, rs.max_num_batched_tokens, k)
-    prompt_share = max(0.0, state.concurrency - 1) * isl / osl if split else 0.0  # as step_time._closed_loop
-    step_tokens = state.concurrency + prompt_share
-    touched = expert_fraction_touched(w.num_experts, w.top_k, step_tokens) if w.num_experts else 0.0
-    bytes_read = sum(
-        int(s.dense_bytes + s.expert_bytes * touched + state.concurrency * s.kv_bytes_per_request) for s in w.stages
-    )
+    # the mean bytes of a step (steps with a prompt chunk read more experts): what the roofline reads
+    bytes_read = round(state.concurrency / state.roofline_decode_tokens_per_s * w.bandwidth_bytes_per_s)
     basis = (
         f"estimated: vLLM step model (fixed + per-layer overhead + max(bytes / bandwidth, FLOPs / peak)) "
         f"fitted on published vLLM measurements; {cal.basis}"

@@ -21,7 +21,7 @@ One step of one pipeline stage::
     step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus
     compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
     (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
-    overhead = amd_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
+    overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
 
 ``bytes`` are the weights the step reads (for MoE: the experts its tokens route to, which grow with the
 tokens in the step) plus the running requests' KV cache; ``FLOPs`` are 2 x active parameters per token
@@ -59,6 +59,8 @@ class Constants:
     prefill_mfu: float  # share of the dense peak the matmuls of a prompt chunk reach
     # Issue 24, the per-request front end: once per request, before its first step (see ``FRONT_END``).
     frontend_s: float  # HTTP, tokenization, input processing and the engine-core round trip of one request
+    # Issue 24, the engine era: V0's host side of a step relative to V1's (see ``ENGINE_ERA``).
+    v0_factor: float  # the overhead (step_s and the per-layer costs) on vLLM's V0 engine relative to V1
 
 
 #: Why prompt tokens get a matmul efficiency of their own (``prefill_mfu``), from vLLM 0.33.0: the
@@ -97,6 +99,42 @@ PREFILL_GEMMS = "prompt chunks of up to max_num_batched_tokens rows per GEMM (vl
 #: the median TTFT error worse (docs/performance.md). Offline runs (``LLM.generate``, vLLM's latency
 #: benchmark) have no HTTP server and do not pay it (``front_end=False``).
 FRONT_END = "HTTP + tokenization + engine-core round trip (vllm 0.33.0 entrypoints/openai, v1/engine)"
+
+#: Why the engine era is an input (issue 24): the published points mix vLLM's V0 engine (before 0.8; the
+#: 2024-25 dstack runs, ROCm 6.2 images) with V1 releases (0.8+; 0.17 on B200 in 2026), and the two run a
+#: step differently in two ways the step model can take from the deployment's release:
+#:
+#: * **Host side of a step.** V0's ``LLMEngine.step`` (``vllm/engine/llm_engine.py``, 0.6-0.7) schedules,
+#:   rebuilds the step's input tensors from the sequence groups (``worker/model_runner.py``
+#:   ``_prepare_model_input_tensors``), runs the model, samples and processes the outputs in one Python
+#:   process, serially with the GPU except for the output processing (``async output processing``, 0.6.0).
+#:   V1 (the default from 0.8.0) moves the scheduler and model runner into their own engine-core process
+#:   (``v1/engine/core.py`` ``EngineCore.step``, ``v1/engine/core_client.py``), keeps a persistent batch whose
+#:   input tensors are updated by difference (``v1/worker/gpu_input_batch.py`` ``InputBatch``) and captures
+#:   piecewise CUDA graphs with ``torch.compile`` (``v1/worker/gpu_model_runner.py`` ``capture_model``), and
+#:   overlaps tokenization, detokenization and streaming with the steps. vLLM's source does not say by how
+#:   much the host cost shrinks, so ``v0_factor`` (V0 overhead / V1 overhead, fitted within 1-5) scales the
+#:   fitted ``step_s`` and per-layer costs on V0 releases.
+#: * **Prompts in their own steps.** Without chunked prefill, V0's scheduler runs a waiting prompt in a
+#:   prefill-only step and the running requests' decodes wait for it (``vllm/core/scheduler.py``
+#:   ``Scheduler._schedule_default``: "Don't schedule decodes if prefills are scheduled"). V0 turns chunked
+#:   prefill on by default only above 32K tokens of context (``engine/arg_utils.py`` 0.6-0.7, the
+#:   ``use_long_context`` default; fitgate's ``resolve`` does the same), and never for MLA models (0.7.x
+#:   ``config.py``, logged at L3257 in 0.7.1 and L3329 in 0.7.3: "MLA is enabled; forcing chunked prefill
+#:   and prefix caching to be disabled"). So on V0 without chunking a request's decode time is its batch's
+#:   decode steps plus the other requests' prompt-only steps, not steps that mix both
+#:   (``Work.prefill_apart``).
+#: How a steady load's prompts share the decode steps on V1 (vLLM 0.33.0): the scheduler gives a waiting
+#: prompt the whole token budget left after the running requests' decode tokens (``v1/core/sched/scheduler.py``
+#: L1049, L1346; ``long_prefill_token_threshold`` 0 by default), so the prompts arrive as chunks of up to the
+#: budget in a few steps, not as a few prompt tokens in every step. A mean of ``p = (C - 1) x ISL / OSL`` prompt
+#: tokens per step is a share ``p / chunk`` of steps that carry a chunk of ``min(ISL, budget - C)`` tokens and
+#: the rest none; TPOT is the mean step. The chunk's MoE tile efficiency and experts hit are those of the
+#: whole chunk (before issue 24's era refit a chunk was spread evenly, ``p`` tokens a step, which padded a
+#: 24-token share of Kimi-K2.5's 8k prompts into 16-row tiles over 384 experts: 16 x the FLOPs).
+PROMPT_CHUNKS = "prompts in chunks of the step budget left after the decodes (vllm 0.33.0 v1/core/sched/scheduler.py)"
+
+ENGINE_ERA = "V0 (before 0.8): serial host side, prompts in prefill-only steps; V1: engine-core process, mixed steps"
 
 
 @dataclass(frozen=True)
@@ -159,6 +197,8 @@ class Work:
     bus_bytes_per_s: float  # achieved all-reduce bus bandwidth
     amd: bool
     max_num_batched_tokens: int
+    v0: bool = False  # vLLM's V0 engine (before 0.8): the host side of a step costs v0_factor x V1's
+    prefill_apart: bool = False  # V0 without chunked prefill: prompts run in prefill-only steps (ENGINE_ERA)
 
 
 def expert_fraction_touched(num_experts: int, top_k: int, tokens: float) -> float:
@@ -232,7 +272,8 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         moe = k.moe_mfu if work.num_experts else 1.0
         compute_s = decode_flops / (work.peak_flops * k.mfu * moe) + prefill_flops / (work.peak_flops * k.prefill_mfu)
         per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
-        overhead = (k.step_s / len(work.stages) + s.layers * per_layer) * (k.amd_factor if work.amd else 1.0)
+        host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
+        overhead = (k.step_s / len(work.stages) + s.layers * per_layer) * host
         allreduce_s = 0.0
         if work.tp > 1:
             payload = tokens * work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
@@ -318,15 +359,32 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
     # The prompts of the other C - 1 requests land in this request's decode steps: one prompt of ISL
     # tokens per request life of ~OSL steps each (its own prompt is its TTFT, not its TPOT).
     prefill_per_step = max(0.0, c - 1) * isl / osl if osl > 0 else 0.0
-    step, roof = step_seconds(work, c, prefill_per_step, k)
+    step, roof = step_seconds(work, c, 0.0, k)
+    if prefill_per_step > 0 and work.prefill_apart:
+        # V0 without chunked prefill (ENGINE_ERA): the batch's decode steps carry no prompt; each of the
+        # other C - 1 prompts of a request's life runs in a prefill-only step that the decodes wait for.
+        step += max(0.0, c - 1) / osl * step_seconds(work, 0.0, float(isl), k)[0]
+    elif prefill_per_step > 0:
+        # V1 (PROMPT_CHUNKS): a waiting prompt takes the budget left after the decodes in one chunk, so a
+        # share of the steps carries a chunk of ``chunk`` prompt tokens and the rest carry none; when the
+        # prompts need every step's budget, each step carries the prompt tokens of the mean.
+        chunk = min(float(isl), max(1.0, work.max_num_batched_tokens - c))
+        share = prefill_per_step / chunk
+        if share >= 1:
+            step, roof = step_seconds(work, c, prefill_per_step, k)
+        else:
+            mixed, mixed_roof = step_seconds(work, c, chunk, k)
+            step, roof = share * mixed + (1 - share) * step, share * mixed_roof + (1 - share) * roof
     decode_rate = c / step
     # Time to first token: the prompt's chunks at the step budget left after the running requests'
     # decode tokens, each a step carrying that chunk; half a step of waiting for the step in flight; and
-    # the other prompts queued ahead of it (M/D/1 mean wait at the prompt arrival rate).
-    budget = max(1.0, work.max_num_batched_tokens - max(0.0, c - 1))
+    # the other prompts queued ahead of it (M/D/1 mean wait at the prompt arrival rate). V0 without
+    # chunking: the whole prompt in one prefill-only step.
+    running = 0.0 if work.prefill_apart else max(0.0, c - 1)
+    budget = max(1.0, work.max_num_batched_tokens - running)
     chunks = max(1, math.ceil(isl / budget))
     chunk = isl / chunks
-    chunk_step, _ = step_seconds(work, max(0.0, c - 1), chunk, k)
+    chunk_step, _ = step_seconds(work, running, chunk, k)
     prefill_s = chunks * chunk_step
     ttft = k.frontend_s + (0.5 * step + prefill_s if c > 1 else prefill_s)
     if osl > 0 and c > 1:
