@@ -34,8 +34,8 @@ from typing import Any
 from fitgate import aic  # the optional backend's adapter: it imports aiconfigurator only when asked
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
-from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import Constants, Work, burst_ttft_seconds, calibration, steady_state
 from fitgate.sizing.versions import parse_version
@@ -272,8 +272,17 @@ def _coordinates(k: Constants) -> list[float]:
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
 #: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's.
 PLAIN_START = Constants(
-    bw_eff=0.8, mfu=0.4, step_s=1e-3, layer_s=2e-5, moe_layer_s=5e-5, tp_layer_s=5e-5, amd_factor=1.5,
-    moe_mfu=0.5, prefill_mfu=0.6, frontend_s=0.03, v0_factor=2.0,
+    bw_eff=0.8,
+    mfu=0.4,
+    step_s=1e-3,
+    layer_s=2e-5,
+    moe_layer_s=5e-5,
+    tp_layer_s=5e-5,
+    amd_factor=1.5,
+    moe_mfu=0.5,
+    prefill_mfu=0.6,
+    frontend_s=0.03,
+    v0_factor=2.0,
 )
 
 
