@@ -18,8 +18,10 @@ estimated over the published points, each estimated by constants fitted without 
 family (leave-one-group-out, benchmarks/throughput.py). It is never above the bandwidth roofline (every
 byte a step reads at the full datasheet bandwidth and nothing else).
 
-Not modelled: speculative decoding, prefix caching, expert-parallel all-to-all (EP is sized as TP),
-multi-node links, preemption under KV pressure, CUDA-graph padding, load imbalance between experts.
+Expert parallelism with DP > 1 pays its all2all per MoE layer (:data:`ALL2ALL_RDMA_GBPS`: NVLink in a
+node, RDMA across nodes); with DP 1 EP costs what TP does (vLLM builds no all2all kernels then).
+Not modelled: speculative decoding, prefix caching, preemption under KV pressure, CUDA-graph padding, load
+imbalance between experts, multi-node tensor parallelism.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import ModelInput, Plan
+from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.step_time import (
     Band,
     Stage,
@@ -55,6 +58,28 @@ MAX_REQUEST_RATE = 1e6
 #: Achieved all-reduce bus bandwidth per GPU, GB/s (NVLink 4 / NVSwitch: ~300 of 450 unidirectional;
 #: PCIe 4.0 x16 through the host bridge: ~20). The latency of each all-reduce is in the fitted per-layer cost.
 ALLREDUCE_BUS_GBPS = {"nvlink": 300.0, "pcie": 20.0}
+#: Expert parallelism's all2all (issue 24), only where vLLM builds all2all kernels: EP with DP > 1
+#: (``use_all2all_kernels``, fused_moe/config.py 0.33.0 L1034-1038; with DP 1 the EP ranks see every token
+#: and the experts' outputs are all-reduced as under TP). Per MoE layer and step, one GPU moves:
+#:
+#: * ``allgather_reducescatter`` (the default, config/parallel.py 0.33.0 L220): the dispatch all-gathers the
+#:   other DP ranks' hidden states and the combine reduce-scatters them back (``AgRsAll2AllManager``,
+#:   distributed/device_communicators/all2all.py 0.33.0): 2 x (DP - 1) / DP x hidden x activation bytes per
+#:   token of the step;
+#: * the token-routed backends (DeepEP, MoRI, NIXL-EP, FlashInfer, MoonEP): each token goes to the EP ranks
+#:   that hold its top-k experts and comes back, spread over the EP group: 2 x min(k, EP) x (EP - 1) / EP^2 x
+#:   hidden x activation bytes per token (bf16 both ways; DeepEP's fp8 dispatch halves one leg: not counted).
+#:
+#: The link: NVLink at the all-reduce bus figure inside a node, else the node's RDMA NIC per GPU, GB/s as
+#: DeepEP measures a CX7 400 Gb/s InfiniBand card (deepseek-ai/DeepEP README, normal kernels: 43-58 GB/s
+#: internode, ~50 GB/s maximum). No point in benchmarks/throughput/points.json runs EP with DP > 1, so the
+#: term is derived, not validated (docs/performance.md, Gaps).
+ALL2ALL_RDMA_GBPS = 45.0
+#: Backends that send each token only to its experts' ranks (the rest all-gather every token).
+TOKEN_ROUTED_ALL2ALL = frozenset(
+    {"deepep_high_throughput", "deepep_low_latency", "deepep_v2", "mori_high_throughput", "mori_low_latency",
+     "moonep", "nixl_ep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"}
+)  # fmt: skip
 #: GPU architectures whose tensor cores run fp8 (twice the bf16 rate) and fp4 (four times).
 FP8_ARCHITECTURES = frozenset({"ada", "hopper", "blackwell", "cdna3", "cdna4"})
 FP4_ARCHITECTURES = frozenset({"blackwell", "cdna4"})
@@ -280,6 +305,19 @@ def compute_dtype_factor(model: ModelInput, result: Plan) -> float:
     return 1.0
 
 
+def all2all_bytes_per_token(arch: ModelArchitecture, rs: ResolvedServing, activation_bytes: int) -> float:
+    """Bytes one GPU moves per token of a step and MoE layer for expert parallelism (:data:`ALL2ALL_RDMA_GBPS`)."""
+    lay, moe = rs.parallel, _moe(arch)
+    if moe is None or not lay.expert_parallel or lay.data_parallel_size <= 1:
+        return 0.0
+    hidden = arch.hidden_size * activation_bytes
+    if lay.all2all_backend in TOKEN_ROUTED_ALL2ALL:
+        ep = lay.ep_size
+        return 2 * min(moe.top_k, ep) * (ep - 1) / ep**2 * hidden
+    dp = lay.data_parallel_size
+    return 2 * (dp - 1) / dp * hidden
+
+
 def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: int) -> Work:
     """What one step of ``result``'s replica reads and computes per GPU, at a decode context.
 
@@ -303,12 +341,16 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context) / tp
         half_prompt = max(1, prompt_tokens // 2)
         prefill_attn = 4 * half_prompt * attention_width(arch, r.layers, half_prompt) / tp
+        moe_layers = sum(1 for i in r.layers if isinstance(arch.layers[i].ffn, MoE))
         stages.append(
             Stage(len(r.layers), dense, expert_bytes, kv, 2 * active * share / tp, decode_attn, prefill_attn,
-                  2 * active_experts * share / tp)
+                  2 * active_experts * share / tp, moe_layers)
         )  # fmt: skip
     link = rs.interconnect if rs.interconnect in ALLREDUCE_BUS_GBPS else "pcie"
     activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
+    a2a_per_token, a2a_link = all2all_bytes_per_token(arch, rs, activation_bytes), ALLREDUCE_BUS_GBPS[link]
+    if rs.parallel.internode:
+        a2a_link = ALL2ALL_RDMA_GBPS
     return Work(
         stages=tuple(stages),
         tp=tp,
@@ -323,6 +365,8 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         # V0 (before 0.8): its own host cost; without chunked prefill (its budget holds a whole
         # max_model_len prompt) prompts run in prefill-only steps (step_time.ENGINE_ERA).
         v0=rs.engine == "V0",
+        a2a_bytes_per_token=a2a_per_token,
+        a2a_bytes_per_s=a2a_link * 1e9,
         prefill_apart=rs.engine == "V0" and rs.max_num_batched_tokens >= rs.max_model_len,
     )
 

@@ -18,7 +18,7 @@ How vLLM runs a step (v1 engine, the releases fitgate sizes):
 
 One step of one pipeline stage::
 
-    step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus
+    step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus [+ all2all bytes / link]
     compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
     (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
     overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
@@ -181,6 +181,7 @@ class Stage:
     decode_attention_flops: float  # per decode token at the decode context, on this GPU
     prefill_attention_flops: float  # per prompt token (attending to half the prompt on average), on this GPU
     expert_flops_per_token: float = 0.0  # the routed experts' share of ``flops_per_token`` (0 for dense models)
+    moe_layers: int = 0  # the stage's MoE layers (each pays the all2all of expert parallelism with DP > 1)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,10 @@ class Work:
     amd: bool
     max_num_batched_tokens: int
     v0: bool = False  # vLLM's V0 engine (before 0.8): the host side of a step costs v0_factor x V1's
+    # Expert parallelism with DP > 1 (performance.ALL2ALL): bytes one GPU moves per token of the step and MoE
+    # layer (dispatch + combine), over the link the EP group uses (NVLink in a node, RDMA across nodes).
+    a2a_bytes_per_token: float = 0.0
+    a2a_bytes_per_s: float = 1.0
     prefill_apart: bool = False  # V0 without chunked prefill: prompts run in prefill-only steps (ENGINE_ERA)
 
 
@@ -278,7 +283,8 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         if work.tp > 1:
             payload = tokens * work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
             allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
-        total += overhead + max(memory_s, compute_s) + allreduce_s
+        a2a_s = s.moe_layers * tokens * work.a2a_bytes_per_token / work.a2a_bytes_per_s
+        total += overhead + max(memory_s, compute_s) + allreduce_s + a2a_s
         roof += read / work.bandwidth_bytes_per_s
     return total, roof
 
