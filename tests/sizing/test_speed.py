@@ -76,7 +76,9 @@ def test_fitted_constants_stay_physical() -> None:
     assert 0 < k.bw_eff <= 1 and 0 < k.mfu <= 1 and 0 < k.moe_mfu <= 1
     # A prompt chunk's GEMMs (thousands of rows) are at least as efficient as a decode step's.
     assert k.mfu <= k.prefill_mfu <= 1
-    assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0 and k.amd_factor > 0
+    assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0
+    # ROCm and V0 only add host cost: the same Python host code, more launches / a serial engine loop.
+    assert k.amd_factor >= 1 and k.v0_factor >= 1
     # The per-request front end (issue 24) within its physical range: 0 (pinned) to 150 ms, the most
     # fixed TTFT a serving benchmark shows at a short prompt (Kimi-K2.5 on 8 x B200: 164 ms in all).
     assert 0 <= k.frontend_s <= 0.15

@@ -1,0 +1,102 @@
+"""Issue 24's structure from vLLM's source: the engine era, prompts in budget-sized chunks, EP's all2all."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.performance import ALL2ALL_RDMA_GBPS, ALLREDUCE_BUS_GBPS, estimate, work
+from fitgate.sizing.step_time import Work, calibration, steady_state, step_seconds
+from tests.conftest import model
+
+
+def llama_8b_work(vllm_version: str | None = None) -> Work:
+    """Llama-3.1-8B on one H100 at max_model_len 8192, a 2048-token prompt, decoded at 3072 tokens."""
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192, vllm_version=vllm_version), Workload(16, 4096))
+    return work(mi, p, 3072, 2048)
+
+
+def test_a_v0_release_runs_its_prompts_in_their_own_steps() -> None:
+    # vLLM 0.6.3 is V0 (before 0.8); at max_model_len 8192 (<= 32K) its chunked prefill is off, so its
+    # budget holds a whole prompt (max(8192, 2048) tokens) and the step model keeps prompts apart.
+    w = llama_8b_work("0.6.3")
+    assert w.v0 and w.prefill_apart
+    # At 16 in flight, 2048 in / 1024 out: TPOT = a 16-token decode step + 15 / 1024 prompt-only steps of
+    # 2048 tokens (the other requests' prompts during one request's life).
+    k = calibration().constants
+    s = steady_state(w, 2048, 1024, k, concurrency=16)
+    decode = step_seconds(w, 16.0, 0.0, k)[0]
+    prompt = step_seconds(w, 0.0, 2048.0, k)[0]
+    assert s.tpot_s == pytest.approx(decode + 15 / 1024 * prompt)
+    # a V1 release of the same deployment mixes them (and pays V1's host cost)
+    w1 = llama_8b_work()
+    assert not w1.v0 and not w1.prefill_apart
+
+
+def test_v0_chunked_prefill_above_32k_mixes_the_prompts() -> None:
+    # V0 turns chunked prefill on above 32K tokens of context (budget 2048 < max_model_len): mixed steps.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=65536, vllm_version="0.6.3"), Workload(1, 4096))
+    w = work(mi, p, 3072, 2048)
+    assert w.v0 and not w.prefill_apart
+
+
+def test_v0_factor_scales_the_host_overhead_only() -> None:
+    # One decode token on Llama-3.1-8B (32 layers, TP 1): overhead = step_s + 32 x layer_s, times
+    # v0_factor on V0; the bytes and FLOPs terms are the same on both engines.
+    w = llama_8b_work("0.6.3")
+    k = dataclasses.replace(calibration().constants, v0_factor=1.0)
+    k3 = dataclasses.replace(k, v0_factor=3.0)
+    overhead = k.step_s + 32 * k.layer_s
+    assert step_seconds(w, 1.0, 0.0, k3)[0] - step_seconds(w, 1.0, 0.0, k)[0] == pytest.approx(2 * overhead)
+    assert step_seconds(dataclasses.replace(w, v0=False), 1.0, 0.0, k3)[0] == pytest.approx(
+        step_seconds(w, 1.0, 0.0, k)[0]
+    )
+
+
+def test_v1_prompts_arrive_in_chunks_of_the_budget_left() -> None:
+    # V1, 16 in flight, 2048 in / 1024 out: 15 x 2048 / 1024 = 30 prompt tokens a step on average, which the
+    # scheduler gives as whole chunks of min(2048, budget - 16) = 2048 tokens to 30 / 2048 of the steps.
+    w = llama_8b_work()
+    k = calibration().constants
+    share = 30 / 2048
+    mixed, mixed_roof = step_seconds(w, 16.0, 2048.0, k)
+    decode, decode_roof = step_seconds(w, 16.0, 0.0, k)
+    s = steady_state(w, 2048, 1024, k, concurrency=16)
+    assert s.tpot_s == pytest.approx(share * mixed + (1 - share) * decode)
+    assert s.roofline_decode_tokens_per_s == pytest.approx(16 / (share * mixed_roof + (1 - share) * decode_roof))
+    assert s.decode_tokens_per_s <= s.roofline_decode_tokens_per_s
+
+
+def test_expert_parallel_all2all_bytes_with_data_parallelism() -> None:
+    # DeepSeek-V3 (hidden 7168, top 8 of 256 experts, bf16 activations: 14,336 bytes a token) on TP 8:
+    # * DP 1 + EP: no all2all kernels (use_all2all_kernels needs DP > 1): 0;
+    # * DP 2 + EP, allgather_reducescatter: 2 x (2 - 1) / 2 x 14,336 = 14,336 bytes a token and MoE layer;
+    # * DP 2 + EP (EP 16), DeepEP low-latency: 2 x min(8, 16) x 15 / 16^2 x 14,336 = 13,440 bytes;
+    # over NVLink (300 GB/s) in one node, RDMA (45 GB/s) when the 2 ranks are on 2 nodes.
+    mi = model("deepseek-ai/DeepSeek-V3")
+    gpu = lookup_gpu("H200")
+    cases = [
+        (1, 1, None, 0.0, ALLREDUCE_BUS_GBPS["nvlink"]),
+        (2, 2, None, 14336.0, ALLREDUCE_BUS_GBPS["nvlink"]),
+        (2, 2, "deepep_low_latency", 13440.0, ALLREDUCE_BUS_GBPS["nvlink"]),
+        (2, 1, None, 14336.0, ALL2ALL_RDMA_GBPS),
+    ]
+    steps = []
+    for dp, local, backend, per_token, link in cases:
+        serving = ServingConfig(max_model_len=8192, tensor_parallel_size=8, data_parallel_size=dp,
+                                data_parallel_size_local=local, enable_expert_parallel=True, all2all_backend=backend)  # fmt: skip
+        p = plan(mi, gpu, serving, Workload(64, 4096))
+        w = work(mi, p, 3400, 3000)
+        assert w.a2a_bytes_per_token == pytest.approx(per_token)
+        assert w.a2a_bytes_per_s == pytest.approx(link * 1e9)
+        # 58 of DeepSeek-V3's 61 layers are MoE: the step pays 58 x tokens x bytes / link more
+        k = calibration().constants
+        no_a2a = dataclasses.replace(w, a2a_bytes_per_token=0.0)
+        extra = step_seconds(w, 64.0, 0.0, k)[0] - step_seconds(no_a2a, 64.0, 0.0, k)[0]
+        assert extra == pytest.approx(58 * 64 * per_token / (link * 1e9))
+        steps.append(estimate(mi, p, batch=64, input_tokens=3000, output_tokens=1000).tpot_seconds)
+    assert steps[0] < steps[1] < steps[3]  # all2all over NVLink, then over RDMA
