@@ -8,6 +8,7 @@ Usage:
     python benchmarks/throughput.py --free-front-end [--fit]  # the per-request front end fitted too (issue 24)
     python benchmarks/throughput.py --aic      # side by side with NVIDIA aiconfigurator (fitgate[aic]) on the
                                                # points it has a system and a model for
+    python benchmarks/throughput.py --held-out SET  # fit without the points whose "added" is SET, print theirs
 
 For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
 computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
@@ -360,8 +361,9 @@ def regime(p: Point) -> list[str]:
     band_name = "c=1" if c == 1 else "c 2-16" if c <= 16 else "c 17-128" if c <= 128 else "c > 128"
     rows = [f"gpu {p.gpu}", "MoE" if p.moe else "dense", "TP 1" if p.tp == 1 else "TP > 1", band_name, "all"]
     rows.append(f"weights {p.weights}")
-    if p.raw.get("expert_parallel"):  # EP is sized as TP: this row shows what that costs
-        rows.append("EP (sized as TP)")
+    if p.raw.get("expert_parallel"):  # EP with DP 1 costs what TP does (no all2all kernels): this row shows it
+        rows.append("EP (DP 1)")
+    rows.append("engine V0" if p.work.v0 else "engine V1")  # the engine era (step_time.ENGINE_ERA)
     return rows
 
 
@@ -423,6 +425,28 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
     return 0
 
 
+def held_out(points: Sequence[Point], name: str) -> int:
+    """Median |error| on the points added as ``name`` with constants fitted on the others only (a true hold-out)."""
+    train = [p for p in points if p.raw.get("added") != name]
+    test = [p for p in points if p.raw.get("added") == name]
+    if not test:
+        print(f"no point has added={name!r}", file=sys.stderr)
+        return 2
+    k = fit(train, calibration().constants)
+    print(f"fitted on {len(train)} points, held out {len(test)} ({name}); constants: "
+          + ", ".join(f"{n}={getattr(k, n):.3g}" for n in NAMES))  # fmt: skip
+    rows: dict[str, list[tuple[float | None, float | None]]] = {}
+    for p in test:
+        for r in regime(p):
+            rows.setdefault(r, []).append(errors(p, k))
+    print(f"{'regime':18s} {'n':>3s}  {'held out':>13s}")
+    for r, errs in sorted(rows.items()):
+        speed, ttft = median_abs([e for e, _ in errs]), median_abs([t for _, t in errs])
+        cells = [("     -" if v is None else f"{v:6.0%}") for v in (speed, ttft)]
+        print(f"{r:18s} {len(errs):3d}  {cells[0]} ({cells[1].strip():>5s})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -431,9 +455,14 @@ def main(argv: list[str] | None = None) -> int:
         "--free-front-end", action="store_true", help="fit the per-request front end within 1-150 ms (issue 24)"
     )
     parser.add_argument("--aic", action="store_true", help="compare with aiconfigurator on the points it covers")
+    parser.add_argument(
+        "--held-out", metavar="SET", help="fit without the points whose 'added' is SET and print their errors only"
+    )
     args = parser.parse_args(argv)
     if args.aic:
         return side_by_side_aic(load_points(), calibration().constants)
+    if args.held_out:
+        return held_out(load_points(), args.held_out)
     if args.free_front_end:
         BOUNDS["frontend_s"] = FRONT_END_BOUNDS
     points = load_points()
