@@ -25,6 +25,7 @@ import argparse
 import importlib.util
 import json
 import math
+import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -123,15 +124,38 @@ def family(model: str) -> str:
     return name.split("-")[0].rstrip("0123456789.").lower() or name.lower()
 
 
-def v0_release(p: dict[str, Any]) -> str:
-    """The V0 release a point ran: its ``vllm`` field where that names one (``0.6.3.post2``), else 0.7.3, the last
-    V0-default release before the points' dates (the dstack DeepSeek runs of 2025-03: V0 with MLA)."""
-    text = str(p.get("vllm", "")).split(" ")[0]
+#: The vLLM release current in a month (its PyPI upload dates), for points that give only a date: what a run
+#: that month most likely used. It decides the engine-era terms (step_time.ENGINE_ERA, ASYNC_SCHEDULING).
+RELEASE_BY_MONTH = {
+    "2025-03": "0.7.3", "2025-06": "0.9.1", "2025-07": "0.9.2", "2025-08": "0.10.0", "2025-09": "0.10.1",
+    "2025-10": "0.11.0", "2025-11": "0.11.0", "2025-12": "0.12.0", "2026-01": "0.13.0", "2026-02": "0.15.1",
+    "2026-03": "0.16.0", "2026-04": "0.17.0",
+}  # fmt: skip
+#: A point that names a year only (``rocm/vllm-dev nightly (2026)``): a release of that year after async
+#: scheduling became the default (0.14.0, January 2026).
+RELEASE_BY_YEAR = {"2026": "0.15.1"}
+#: A V1 point that names neither a release nor a date (blog posts and CI pages of 2024-25, the notes say):
+#: planned on 0.11.0, a V1 release before async scheduling was the default.
+UNDATED_V1_RELEASE = "0.11.0"
+
+
+def point_release(p: dict[str, Any]) -> str:
+    """The release a point ran: the version its ``vllm`` field names (``0.6.3.post2``, ``0.15.1 (llm-d ...)``),
+    else the release of the month or year it names (:data:`RELEASE_BY_MONTH`, :data:`RELEASE_BY_YEAR`), else
+    :data:`UNDATED_V1_RELEASE`; a V0 point without either ran 0.7.3, the last release with V0 as its default."""
+    text = str(p.get("vllm", ""))
     try:
-        parse_version(text)
+        parse_version(text.split(" ", maxsplit=1)[0])
+        return text.split(" ", maxsplit=1)[0]
     except SizingError:
-        return "0.7.3"
-    return text
+        pass
+    month = re.search(r"(20\d\d-\d\d)", text)
+    if month and month.group(1) in RELEASE_BY_MONTH:
+        return RELEASE_BY_MONTH[month.group(1)]
+    year = re.search(r"\((20\d\d)\)", text)
+    if year and year.group(1) in RELEASE_BY_YEAR:
+        return RELEASE_BY_YEAR[year.group(1)]
+    return "0.7.3" if p.get("engine") == "v0" else UNDATED_V1_RELEASE
 
 
 def load_points() -> list[Point]:
@@ -142,8 +166,8 @@ def load_points() -> list[Point]:
         isl, osl, c = int(p["input_tokens"]), int(p["output_tokens"]), int(p["concurrency"])
         serving = ServingConfig(
             max_model_len=max(4096, isl + osl),
-            # the engine era (step_time.ENGINE_ERA): a V0 point is planned on its V0 release
-            vllm_version=v0_release(p) if p.get("engine") == "v0" else None,
+            # the engine era (step_time.ENGINE_ERA, ASYNC_SCHEDULING): each point is planned on its release
+            vllm_version=point_release(p),
             engine="V0" if p.get("engine") == "v0" else None,
             tensor_parallel_size=p["tp"],
             dtype=p.get("dtype", "auto"),

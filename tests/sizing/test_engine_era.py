@@ -100,3 +100,17 @@ def test_expert_parallel_all2all_bytes_with_data_parallelism() -> None:
         assert extra == pytest.approx(58 * 64 * per_token / (link * 1e9))
         steps.append(estimate(mi, p, batch=64, input_tokens=3000, output_tokens=1000).tpot_seconds)
     assert steps[0] < steps[1] < steps[3]  # all2all over NVLink, then over RDMA
+
+
+def test_async_scheduling_overlaps_the_host_side_from_0_14() -> None:
+    # vLLM 0.14.0 turned async scheduling on (vllm-project/vllm#27614): the host's step_s overlaps the GPU's
+    # part, so one decode token on Llama-3.1-8B takes max(step_s, 32 x layer_s + bytes / bandwidth) instead
+    # of their sum; 0.13.0 still adds them.
+    before, after = llama_8b_work("0.13.0"), llama_8b_work("0.14.0")
+    assert not before.async_scheduling and after.async_scheduling
+    k = calibration().constants
+    gpu = step_seconds(before, 1.0, 0.0, k)[0] - k.step_s
+    assert step_seconds(after, 1.0, 0.0, k)[0] == pytest.approx(max(k.step_s, gpu))
+    # a host slower than the GPU part sets the step on its own
+    slow_host = dataclasses.replace(k, step_s=1.0)
+    assert step_seconds(after, 1.0, 0.0, slow_host)[0] == pytest.approx(1.0)

@@ -46,6 +46,7 @@ from fitgate.sizing.step_time import (
     steady_state,
     step_seconds,
 )
+from fitgate.sizing.versions import parse_version
 from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
 
 __all__ = ["Performance", "SpeedLoad", "active_parameters", "estimate", "expert_fraction_touched"]
@@ -305,6 +306,21 @@ def compute_dtype_factor(model: ModelInput, result: Plan) -> float:
     return 1.0
 
 
+#: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
+ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+#: Speculative methods async scheduling works with (vllm-project/vllm#31998); others turn it off.
+ASYNC_SPECULATIVE_METHODS = frozenset({"eagle", "eagle3", "mtp"})
+
+
+def async_scheduling(rs: ResolvedServing) -> bool:
+    """Whether the release schedules the next step while the GPU runs this one (step_time.ASYNC_SCHEDULING)."""
+    if rs.engine != "V1" or parse_version(rs.vllm_version) < ASYNC_SCHEDULING_SINCE:
+        return False
+    if rs.pipeline_parallel_size > 1 and parse_version(rs.vllm_version) < (0, 15, 0):
+        return False
+    return rs.speculative is None or rs.speculative.method in ASYNC_SPECULATIVE_METHODS
+
+
 def all2all_bytes_per_token(arch: ModelArchitecture, rs: ResolvedServing, activation_bytes: int) -> float:
     """Bytes one GPU moves per token of a step and MoE layer for expert parallelism (:data:`ALL2ALL_RDMA_GBPS`)."""
     lay, moe = rs.parallel, _moe(arch)
@@ -365,6 +381,7 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         # V0 (before 0.8): its own host cost; without chunked prefill (its budget holds a whole
         # max_model_len prompt) prompts run in prefill-only steps (step_time.ENGINE_ERA).
         v0=rs.engine == "V0",
+        async_scheduling=async_scheduling(rs),
         a2a_bytes_per_token=a2a_per_token,
         a2a_bytes_per_s=a2a_link * 1e9,
         prefill_apart=rs.engine == "V0" and rs.max_num_batched_tokens >= rs.max_model_len,

@@ -22,6 +22,7 @@ One step of one pipeline stage::
     compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
     (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
     overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
+    (async scheduling, V1 0.14+: step = max(the host's step_s, the rest): ASYNC_SCHEDULING)
 
 ``bytes`` are the weights the step reads (for MoE: the experts its tokens route to, which grow with the
 tokens in the step) plus the running requests' KV cache; ``FLOPs`` are 2 x active parameters per token
@@ -134,6 +135,16 @@ FRONT_END = "HTTP + tokenization + engine-core round trip (vllm 0.33.0 entrypoin
 #: 24-token share of Kimi-K2.5's 8k prompts into 16-row tiles over 384 experts: 16 x the FLOPs).
 PROMPT_CHUNKS = "prompts in chunks of the step budget left after the decodes (vllm 0.33.0 v1/core/sched/scheduler.py)"
 
+#: Async scheduling (issue 24): from vLLM 0.14.0 (vllm-project/vllm#27614, the last item of the async
+#: scheduling plan, issue #27679) ``async_scheduling`` is on by default (``config/scheduler.py``
+#: ``SchedulerConfig.async_scheduling``: "Async scheduling helps to avoid gaps in GPU utilization"), and
+#: the engine core schedules step N + 1 and processes step N's output while step N + 1 runs on the GPU
+#: (``v1/core/sched/async_scheduler.py`` ``AsyncScheduler``; ``v1/engine/core.py``
+#: ``step_with_batch_queue``). So the host part of a step (``step_s``) overlaps the GPU part instead of
+#: adding to it: a step takes ``max(step_s, the rest)``. vLLM turns it off with pipeline parallelism (before
+#: 0.15) and with speculative methods other than EAGLE / MTP (vllm-project/vllm#31998); fitgate follows.
+ASYNC_SCHEDULING = "V1 0.14+: the next step's scheduling overlaps the running step (vllm-project/vllm#27614)"
+
 ENGINE_ERA = "V0 (before 0.8): serial host side, prompts in prefill-only steps; V1: engine-core process, mixed steps"
 
 
@@ -199,6 +210,7 @@ class Work:
     amd: bool
     max_num_batched_tokens: int
     v0: bool = False  # vLLM's V0 engine (before 0.8): the host side of a step costs v0_factor x V1's
+    async_scheduling: bool = False  # V1 0.14+: the host side of a step overlaps the GPU's (ASYNC_SCHEDULING)
     # Expert parallelism with DP > 1 (performance.ALL2ALL): bytes one GPU moves per token of the step and MoE
     # layer (dispatch + combine), over the link the EP group uses (NVLink in a node, RDMA across nodes).
     a2a_bytes_per_token: float = 0.0
@@ -278,13 +290,15 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         compute_s = decode_flops / (work.peak_flops * k.mfu * moe) + prefill_flops / (work.peak_flops * k.prefill_mfu)
         per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
         host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
-        overhead = (k.step_s / len(work.stages) + s.layers * per_layer) * host
+        step_host, layers_s = k.step_s / len(work.stages) * host, s.layers * per_layer * host
         allreduce_s = 0.0
         if work.tp > 1:
             payload = tokens * work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
             allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
         a2a_s = s.moe_layers * tokens * work.a2a_bytes_per_token / work.a2a_bytes_per_s
-        total += overhead + max(memory_s, compute_s) + allreduce_s + a2a_s
+        gpu_s = layers_s + max(memory_s, compute_s) + allreduce_s + a2a_s
+        # async scheduling: the next step is scheduled (and the last one's output processed) while the GPU runs
+        total += max(step_host, gpu_s) if work.async_scheduling else step_host + gpu_s
         roof += read / work.bandwidth_bytes_per_s
     return total, roof
 
