@@ -114,3 +114,14 @@ def test_async_scheduling_overlaps_the_host_side_from_0_14() -> None:
     # a host slower than the GPU part sets the step on its own
     slow_host = dataclasses.replace(k, step_s=1.0)
     assert step_seconds(after, 1.0, 0.0, slow_host)[0] == pytest.approx(1.0)
+
+
+def test_requests_beyond_the_pool_wait_for_a_slot() -> None:
+    # A client keeping 48 requests in flight against an engine that holds 32: the 16 others wait in the
+    # engine's queue; by Little's law each waits 16 / (the 32 requests' rate) for a slot, on top of its TTFT.
+    w = llama_8b_work()
+    k = calibration().constants
+    held = steady_state(w, 2048, 1024, k, concurrency=32)
+    over = steady_state(w, 2048, 1024, k, concurrency=48, max_concurrency=32)
+    assert over.concurrency == held.concurrency == 32 and over.tpot_s == held.tpot_s
+    assert over.ttft_s == pytest.approx(held.ttft_s + 16 / held.requests_per_s)

@@ -36,6 +36,7 @@ A served request's time to first token also holds a fixed cost outside the steps
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, fields
@@ -334,7 +335,15 @@ def steady_state(
     the most requests the replica holds; when even that many cannot absorb the rate, it is saturated.
     """
     if request_rate is None:
-        return _closed_loop(work, min(max(1.0, concurrency or 1.0), max_concurrency), input_tokens, output_tokens, k)
+        wanted = max(1.0, concurrency or 1.0)
+        r = _closed_loop(work, min(wanted, max_concurrency), input_tokens, output_tokens, k)
+        if wanted <= max_concurrency or output_tokens <= 0:
+            return r
+        # More requests in flight than the engine holds (its KV pool or max_num_seqs): the rest wait in its
+        # queue (the scheduler's waiting loop, v1/core/sched/scheduler.py 0.33.0 L1049, admits a request only
+        # when its KV blocks fit); by Little's law each waits (wanted - held) / requests_per_s for a slot.
+        wait = (wanted - r.concurrency) / r.requests_per_s
+        return dataclasses.replace(r, ttft_s=r.ttft_s + wait)
 
     def excess(c: float) -> float:
         r = _closed_loop(work, c, input_tokens, output_tokens, k)
