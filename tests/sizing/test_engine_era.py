@@ -99,7 +99,7 @@ def test_expert_parallel_all2all_bytes_with_data_parallelism() -> None:
         extra = step_seconds(w, 64.0, 0.0, k)[0] - step_seconds(no_a2a, 64.0, 0.0, k)[0]
         assert extra == pytest.approx(58 * 64 * per_token / (link * 1e9))
         steps.append(estimate(mi, p, batch=64, input_tokens=3000, output_tokens=1000).tpot_seconds)
-    assert steps[0] < steps[1] < steps[3]  # all2all over NVLink, then over RDMA
+    assert steps[1] < steps[3]  # the same layout: all2all over NVLink, then over RDMA
 
 
 def test_async_scheduling_overlaps_the_host_side_from_0_14() -> None:
