@@ -230,12 +230,14 @@ def predict(p: Point, k: Constants) -> tuple[float, float, float]:
 
     A benchmark run at ``--max-concurrency C`` with ``num_prompts`` N sends its first C requests at
     once: where the source publishes N, the mean TTFT mixes that burst (share C / N) with the
-    steady state (share 1 - C / N).
+    steady state (share 1 - C / N); a published median TTFT is the steady state's alone.
     """
     s = steady_state(p.work, p.isl, p.osl, k, concurrency=p.concurrency, max_concurrency=p.max_concurrency)
     ttft = s.ttft_s
     n = p.raw.get("num_prompts")
-    if n and p.concurrency > 1:
+    # A median TTFT (``statistic``) is a steady-state request's: the burst's first C of N requests sit in the tail.
+    median_ttft = "median" in p.raw.get("statistic", "") and "ttft_ms a mean" not in p.raw.get("statistic", "")
+    if n and p.concurrency > 1 and not median_ttft:
         share = min(1.0, p.concurrency / n)
         ttft = share * burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (1 - share) * s.ttft_s
     return 1 / s.tpot_s, ttft, s.output_tokens_per_s
