@@ -124,10 +124,11 @@ def family(model: str) -> str:
     return name.split("-")[0].rstrip("0123456789.").lower() or name.lower()
 
 
-#: The vLLM release current in a month (its PyPI upload dates), for points that give only a date: what a run
+#: The vLLM release current in a month (by release month, approximately), for points that give only a date: what a run
 #: that month most likely used. It decides the engine-era terms (step_time.ENGINE_ERA, ASYNC_SCHEDULING).
 RELEASE_BY_MONTH = {
-    "2025-03": "0.7.3", "2025-06": "0.9.1", "2025-07": "0.9.2", "2025-08": "0.10.0", "2025-09": "0.10.1",
+    "2025-03": "0.7.3", "2025-04": "0.8.4", "2025-05": "0.8.5", "2025-06": "0.9.1", "2025-07": "0.9.2",
+    "2025-08": "0.10.0", "2025-09": "0.10.1",
     "2025-10": "0.11.0", "2025-11": "0.11.0", "2025-12": "0.12.0", "2026-01": "0.13.0", "2026-02": "0.15.1",
     "2026-03": "0.16.0", "2026-04": "0.17.0",
 }  # fmt: skip
