@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
-from fitgate.sizing.performance import ALL2ALL_RDMA_GBPS, ALLREDUCE_BUS_GBPS, estimate, work
+from fitgate.sizing.performance import ALL2ALL_RDMA_GBPS, ALLREDUCE_BUS_GBPS, compute_dtype_factors, estimate, work
 from fitgate.sizing.step_time import Work, calibration, steady_state, step_seconds
 from tests.conftest import model
 
@@ -125,3 +125,25 @@ def test_requests_beyond_the_pool_wait_for_a_slot() -> None:
     over = steady_state(w, 2048, 1024, k, concurrency=48, max_concurrency=32)
     assert over.concurrency == held.concurrency == 32 and over.tpot_s == held.tpot_s
     assert over.ttft_s == pytest.approx(held.ttft_s + 16 / held.requests_per_s)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "tp", "expected"),
+    [
+        # gpt-oss MXFP4 quantizes only its experts: attention and dense layers at bf16 (1); the experts on fp4
+        # tensor cores on a B200 (4), weight-only into bf16 matmuls on an H100 (Marlin / Triton: 1, not fp8's 2)
+        ("openai/gpt-oss-120b", "B200", 1, (1.0, 4.0)),
+        ("openai/gpt-oss-120b", "H100", 1, (1.0, 1.0)),
+        # DeepSeek-V3's fp8 checkpoint, W8A8 on Hopper's fp8 tensor cores: 2 for both parts
+        ("deepseek-ai/DeepSeek-V3", "H200", 8, (2.0, 2.0)),
+        # a bf16 model: 1
+        ("meta-llama/Llama-3.1-8B-Instruct", "H100", 1, (1.0, 1.0)),
+    ],
+)
+def test_compute_dtype_by_part_and_gpu(name: str, gpu: str, tp: int, expected: tuple[float, float]) -> None:
+    mi = model(name)
+    p = plan(mi, lookup_gpu(gpu), ServingConfig(max_model_len=8192, tensor_parallel_size=tp), Workload(1, 4096))
+    assert compute_dtype_factors(mi, p) == expected
+    w = work(mi, p, 3072, 2048)
+    peak = lookup_gpu(gpu).bf16_dense_tflops * 1e12
+    assert (w.peak_flops, w.expert_peak_flops) == pytest.approx((peak * expected[0], peak * expected[1]))

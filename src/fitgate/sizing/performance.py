@@ -292,18 +292,37 @@ def requests_the_pool_holds(result: Plan, tokens: int) -> int:
     return max(1, min(result.serving.max_num_seqs, math.floor(pool_tokens / max(1, tokens))))
 
 
-def compute_dtype_factor(model: ModelInput, result: Plan) -> float:
-    """Peak FLOP/s of the weights' dtype relative to bf16 on this GPU (fp8: 2, fp4: 4, else 1)."""
-    arch = model.arch
-    q = arch.quantization or RUNTIME_QUANTIZATION.get(result.serving.quantization or "")
+def _dtype_factor(q: Quantization | None, gen: str) -> float:
+    """Peak FLOP/s of matmuls on weights stored as ``q`` relative to bf16 on a GPU of architecture ``gen``.
+
+    fp8 weights run W8A8 on fp8 tensor cores (2 x bf16) where the GPU has them; fp4 weights run on fp4 tensor
+    cores (4 x) on Blackwell and CDNA4. Elsewhere vLLM runs them weight-only, dequantized into bf16 matmuls:
+    Marlin (``quantization/utils/marlin_utils_fp8.py``, ``marlin_utils_fp4.py``) or, for MXFP4 on Hopper,
+    the Triton ``matmul_ogs`` kernels with bf16 activations (``quantization/mxfp4.py`` backend selection), so
+    an MXFP4 checkpoint on an H100 computes at the bf16 peak, not the fp8 one (before issue 24's era refit: 2 x).
+    """
     if q is None or q.method in INTEGER_METHODS:
         return 1.0
-    gen = result.gpu.architecture
-    if q.method in FP4_METHODS and q.weight_bits <= 4 and gen in FP4_ARCHITECTURES:
-        return 4.0
+    if q.method in FP4_METHODS and q.weight_bits <= 4:
+        return 4.0 if gen in FP4_ARCHITECTURES else 1.0
     if q.weight_bits <= 8 and gen in FP8_ARCHITECTURES:
         return 2.0
     return 1.0
+
+
+def compute_dtype_factors(model: ModelInput, result: Plan) -> tuple[float, float]:
+    """(dense, routed experts) peak FLOP/s relative to bf16 on this GPU, by how each part's weights are stored.
+
+    A checkpoint that quantizes only its experts (gpt-oss MXFP4: ``experts_only``) runs its attention and dense
+    layers at bf16; one that stores its experts another way (DeepSeek V4: fp8 linear layers, fp4 experts) runs
+    each part at its own rate.
+    """
+    arch, gen = model.arch, result.gpu.architecture
+    q = arch.quantization or RUNTIME_QUANTIZATION.get(result.serving.quantization or "")
+    if q is None:
+        return 1.0, 1.0
+    dense = 1.0 if q.experts_only else _dtype_factor(q, gen)
+    return dense, _dtype_factor(q.experts or q, gen)
 
 
 #: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
@@ -363,6 +382,7 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
                   2 * active_experts * share / tp, moe_layers)
         )  # fmt: skip
     link = rs.interconnect if rs.interconnect in ALLREDUCE_BUS_GBPS else "pcie"
+    dense_factor, expert_factor = compute_dtype_factors(model, result)
     activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
     a2a_per_token, a2a_link = all2all_bytes_per_token(arch, rs, activation_bytes), ALLREDUCE_BUS_GBPS[link]
     if rs.parallel.internode:
@@ -374,7 +394,8 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         top_k=moe.top_k if moe is not None else 0,
         activation_bytes_per_token=arch.hidden_size * activation_bytes,
         bandwidth_bytes_per_s=gpu.memory_bandwidth_gbps * 1e9,
-        peak_flops=gpu.bf16_dense_tflops * 1e12 * compute_dtype_factor(model, result),
+        peak_flops=gpu.bf16_dense_tflops * 1e12 * dense_factor,
+        expert_peak_flops=gpu.bf16_dense_tflops * 1e12 * expert_factor,
         bus_bytes_per_s=ALLREDUCE_BUS_GBPS[link] * 1e9,
         amd=gpu.vendor == "amd",
         max_num_batched_tokens=rs.max_num_batched_tokens,

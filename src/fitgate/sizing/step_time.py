@@ -206,11 +206,12 @@ class Work:
     top_k: int
     activation_bytes_per_token: int  # hidden x activation dtype: one all-reduce payload per token
     bandwidth_bytes_per_s: float
-    peak_flops: float  # at the weights' compute dtype
+    peak_flops: float  # at the compute dtype of the weights other than the routed experts
     bus_bytes_per_s: float  # achieved all-reduce bus bandwidth
     amd: bool
     max_num_batched_tokens: int
     v0: bool = False  # vLLM's V0 engine (before 0.8): the host side of a step costs v0_factor x V1's
+    expert_peak_flops: float = 0.0  # at the routed experts' compute dtype (0: as peak_flops)
     async_scheduling: bool = False  # V1 0.14+: the host side of a step overlaps the GPU's (ASYNC_SCHEDULING)
     # Expert parallelism with DP > 1 (performance.ALL2ALL): bytes one GPU moves per token of the step and MoE
     # layer (dispatch + combine), over the link the EP group uses (NVLink in a node, RDMA across nodes).
@@ -282,13 +283,18 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         # compute-bound. A decode token's do not: its few rows per expert ride on the expert weights' read
         # (the memory term), and the fused-MoE tile size jumps with the step's tokens (16 -> 32 rows at 33),
         # which would make TPOT jump with the batch; moe_mfu stands for what remains.
-        decode_flops = decode_tokens * (s.flops_per_token + s.decode_attention_flops)
-        prefill_flops = prefill_tokens * (
-            s.flops_per_token + s.expert_flops_per_token * (1 / tile - 1) + s.prefill_attention_flops
+        # the routed experts' matmuls at their own dtype's peak (compute_dtype_factors), the rest at the dense one
+        dense = s.flops_per_token - s.expert_flops_per_token
+        expert_peak = work.expert_peak_flops or work.peak_flops
+        decode_s = decode_tokens * (
+            (dense + s.decode_attention_flops) / work.peak_flops + s.expert_flops_per_token / expert_peak
+        )
+        prefill_s = prefill_tokens * (
+            (dense + s.prefill_attention_flops) / work.peak_flops + s.expert_flops_per_token / tile / expert_peak
         )
         memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
         moe = k.moe_mfu if work.num_experts else 1.0
-        compute_s = decode_flops / (work.peak_flops * k.mfu * moe) + prefill_flops / (work.peak_flops * k.prefill_mfu)
+        compute_s = decode_s / (k.mfu * moe) + prefill_s / k.prefill_mfu
         per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
         host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
         step_host, layers_s = k.step_s / len(work.stages) * host, s.layers * per_layer * host
