@@ -78,6 +78,8 @@ BOUNDS = {
     # V0's host cost per step relative to V1's (step_time.ENGINE_ERA): V1 moved it off the critical path,
     # so at least 1; fitted on the V0 points (the dstack DeepSeek and Llama-3.1-405B runs).
     "v0_factor": (1.0, 5.0),
+    # ROCm GEMMs against the datasheet peak relative to CUDA's (step_time.AMD_GEMMS): at most 1.
+    "amd_mfu": (0.2, 1.0),
 }
 #: The physical range of ``frontend_s`` when freed (``--free-front-end``).
 FRONT_END_BOUNDS = (1e-3, 0.15)
@@ -298,7 +300,8 @@ def _coordinates(k: Constants) -> list[float]:
 
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
-#: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's.
+#: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's, ROCm
+#: GEMMs at 0.7 x CUDA's share of the peak.
 PLAIN_START = Constants(
     bw_eff=0.8,
     mfu=0.4,
@@ -311,6 +314,7 @@ PLAIN_START = Constants(
     prefill_mfu=0.6,
     frontend_s=0.03,
     v0_factor=2.0,
+    amd_mfu=0.7,
 )
 
 

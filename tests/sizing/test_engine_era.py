@@ -147,3 +147,18 @@ def test_compute_dtype_by_part_and_gpu(name: str, gpu: str, tp: int, expected: t
     w = work(mi, p, 3072, 2048)
     peak = lookup_gpu(gpu).bf16_dense_tflops * 1e12
     assert (w.peak_flops, w.expert_peak_flops) == pytest.approx((peak * expected[0], peak * expected[1]))
+
+
+def test_rocm_matmuls_run_at_amd_mfu_of_cudas_share() -> None:
+    # Llama-3.1-8B on one MI300X, a 2048-token prompt-only step (compute-bound: 2048 x ~16 GFLOP at 1,307 TF):
+    # the compute part is divided by amd_mfu; halving amd_mfu doubles it, the bytes and overheads stay.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("MI300X"), ServingConfig(max_model_len=8192), Workload(1, 4096))
+    w = work(mi, p, 3072, 2048)
+    assert w.amd
+    k = dataclasses.replace(calibration().constants, amd_mfu=1.0, step_s=0.0)
+    s = w.stages[0]
+    compute = 2048 * (s.flops_per_token + s.prefill_attention_flops) / (w.peak_flops * k.prefill_mfu)
+    overhead = 32 * k.layer_s * k.amd_factor
+    assert step_seconds(w, 0.0, 2048.0, k)[0] == pytest.approx(overhead + compute)
+    assert step_seconds(w, 0.0, 2048.0, dataclasses.replace(k, amd_mfu=0.5))[0] == pytest.approx(overhead + 2 * compute)

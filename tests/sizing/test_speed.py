@@ -79,6 +79,8 @@ def test_fitted_constants_stay_physical() -> None:
     assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0
     # ROCm and V0 only add host cost: the same Python host code, more launches / a serial engine loop.
     assert k.amd_factor >= 1 and k.v0_factor >= 1
+    # ROCm's matmuls reach at most CUDA's share of the datasheet peak (step_time.AMD_GEMMS)
+    assert 0 < k.amd_mfu <= 1
     # The per-request front end (issue 24) within its physical range: 0 (pinned) to 150 ms, the most
     # fixed TTFT a serving benchmark shows at a short prompt (Kimi-K2.5 on 8 x B200: 164 ms in all).
     assert 0 <= k.frontend_s <= 0.15

@@ -19,7 +19,7 @@ How vLLM runs a step (v1 engine, the releases fitgate sizes):
 One step of one pipeline stage::
 
     step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus [+ all2all bytes / link]
-    compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
+    compute = (decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)) [/ amd_mfu]
     (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
     overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
     (async scheduling, V1 0.14+: step = max(the host's step_s, the rest): ASYNC_SCHEDULING)
@@ -63,6 +63,8 @@ class Constants:
     frontend_s: float  # HTTP, tokenization, input processing and the engine-core round trip of one request
     # Issue 24, the engine era: V0's host side of a step relative to V1's (see ``ENGINE_ERA``).
     v0_factor: float  # the overhead (step_s and the per-layer costs) on vLLM's V0 engine relative to V1
+    # Issue 24: the matmul efficiency on ROCm relative to CUDA, against each GPU's datasheet peak (AMD_GEMMS).
+    amd_mfu: float = 1.0
 
 
 #: Why prompt tokens get a matmul efficiency of their own (``prefill_mfu``), from vLLM 0.33.0: the
@@ -145,6 +147,15 @@ PROMPT_CHUNKS = "prompts in chunks of the step budget left after the decodes (vl
 #: adding to it: a step takes ``max(step_s, the rest)``. vLLM turns it off with pipeline parallelism (before
 #: 0.15) and with speculative methods other than EAGLE / MTP (vllm-project/vllm#31998); fitgate follows.
 ASYNC_SCHEDULING = "V1 0.14+: the next step's scheduling overlaps the running step (vllm-project/vllm#27614)"
+
+#: Why ROCm gets a matmul efficiency of its own (issue 24, ``amd_mfu``): ``mfu`` and ``prefill_mfu`` are shares of
+#: each GPU's datasheet peak, and AMD's datasheet peaks are further from what its GEMMs reach than NVIDIA's:
+#: SemiAnalysis' MI300X / H100 / H200 benchmark (2024-12, part 1) measured BF16 GEMMs at about half of the
+#: MI300X's 1,307 TFLOP/s against about three quarters of the H100's 989. vLLM's source leaves the ratio open (its
+#: ROCm kernels are hipBLASLt, AITER and Triton ports of the CUDA ones), so it is fitted within 0.2-1 on the
+#: MI300X and MI355X points; the fit (~0.45) is below the GEMM ratio (~0.65) because it also carries ROCm's
+#: attention and fused-MoE kernels.
+AMD_GEMMS = "ROCm matmuls reach a smaller share of the datasheet peak than CUDA's (amd_mfu, fitted)"
 
 ENGINE_ERA = "V0 (before 0.8): serial host side, prompts in prefill-only steps; V1: engine-core process, mixed steps"
 
@@ -294,7 +305,7 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         )
         memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
         moe = k.moe_mfu if work.num_experts else 1.0
-        compute_s = decode_s / (k.mfu * moe) + prefill_s / k.prefill_mfu
+        compute_s = (decode_s / (k.mfu * moe) + prefill_s / k.prefill_mfu) / (k.amd_mfu if work.amd else 1.0)
         per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
         host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
         step_host, layers_s = k.step_s / len(work.stages) * host, s.layers * per_layer * host
