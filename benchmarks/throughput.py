@@ -8,6 +8,7 @@ Usage:
     python benchmarks/throughput.py --free-front-end [--fit]  # the per-request front end fitted too (issue 24)
     python benchmarks/throughput.py --aic      # side by side with NVIDIA aiconfigurator (fitgate[aic]) on the
                                                # points it has a system and a model for
+    python benchmarks/throughput.py --held-out SET  # fit without the points whose "added" is SET, print theirs
 
 For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
 computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
@@ -24,6 +25,7 @@ import argparse
 import importlib.util
 import json
 import math
+import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -34,9 +36,11 @@ from typing import Any
 from fitgate import aic  # the optional backend's adapter: it imports aiconfigurator only when asked
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.errors import SizingError
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import Constants, Work, burst_ttft_seconds, calibration, steady_state
+from fitgate.sizing.versions import parse_version
 
 HERE = Path(__file__).resolve().parent
 POINTS = HERE / "throughput" / "points.json"
@@ -55,7 +59,10 @@ BOUNDS = {
     "layer_s": (0.0, 1e-3),
     "moe_layer_s": (0.0, 3e-3),
     "tp_layer_s": (0.0, 1e-3),
-    "amd_factor": (0.5, 5.0),
+    # ROCm runs the same Python host code as CUDA and adds to its launches (HIP graphs, hipBLASLt), so its
+    # overhead is never below CUDA's: at least 1. (Left to 0.5, a fit without the MI300X points takes it to
+    # 0.5 from the one MI355X point, whose step is mostly bytes.)
+    "amd_factor": (1.0, 5.0),
     # Not raised to 0.3: with the TTFTs left out of the loss the fit still takes moe_mfu to ~0.10, from
     # the decode speeds of prefill-heavy MoE steps (DeepSeek-V3 TP8 c 64-128 with 3200-token prompts,
     # Qwen3-Next c 256); a floor of 0.3 makes those 60-88 % too fast (docs/performance.md, issue 24).
@@ -68,6 +75,11 @@ BOUNDS = {
     "frontend_s": (0.0, 0.0),
     # Prompt chunks' matmuls (step_time.PREFILL_GEMMS): a GEMM of hundreds to thousands of rows.
     "prefill_mfu": (0.05, 0.9),
+    # V0's host cost per step relative to V1's (step_time.ENGINE_ERA): V1 moved it off the critical path,
+    # so at least 1; fitted on the V0 points (the dstack DeepSeek and Llama-3.1-405B runs).
+    "v0_factor": (1.0, 5.0),
+    # ROCm GEMMs against the datasheet peak relative to CUDA's (step_time.AMD_GEMMS): at most 1.
+    "amd_mfu": (0.2, 1.0),
 }
 #: The physical range of ``frontend_s`` when freed (``--free-front-end``).
 FRONT_END_BOUNDS = (1e-3, 0.15)
@@ -114,6 +126,41 @@ def family(model: str) -> str:
     return name.split("-")[0].rstrip("0123456789.").lower() or name.lower()
 
 
+#: The vLLM release current in a month (by release month, approximately), for points that give only a date: what a run
+#: that month most likely used. It decides the engine-era terms (step_time.ENGINE_ERA, ASYNC_SCHEDULING).
+RELEASE_BY_MONTH = {
+    "2025-03": "0.7.3", "2025-04": "0.8.4", "2025-05": "0.8.5", "2025-06": "0.9.1", "2025-07": "0.9.2",
+    "2025-08": "0.10.0", "2025-09": "0.10.1",
+    "2025-10": "0.11.0", "2025-11": "0.11.0", "2025-12": "0.12.0", "2026-01": "0.13.0", "2026-02": "0.15.1",
+    "2026-03": "0.16.0", "2026-04": "0.17.0",
+}  # fmt: skip
+#: A point that names a year only (``rocm/vllm-dev nightly (2026)``): a release of that year after async
+#: scheduling became the default (0.14.0, January 2026).
+RELEASE_BY_YEAR = {"2026": "0.15.1"}
+#: A V1 point that names neither a release nor a date (blog posts and CI pages of 2024-25, the notes say):
+#: planned on 0.11.0, a V1 release before async scheduling was the default.
+UNDATED_V1_RELEASE = "0.11.0"
+
+
+def point_release(p: dict[str, Any]) -> str:
+    """The release a point ran: the version its ``vllm`` field names (``0.6.3.post2``, ``0.15.1 (llm-d ...)``),
+    else the release of the month or year it names (:data:`RELEASE_BY_MONTH`, :data:`RELEASE_BY_YEAR`), else
+    :data:`UNDATED_V1_RELEASE`; a V0 point without either ran 0.7.3, the last release with V0 as its default."""
+    text = str(p.get("vllm", ""))
+    try:
+        parse_version(text.split(" ", maxsplit=1)[0])
+        return text.split(" ", maxsplit=1)[0]
+    except SizingError:
+        pass
+    month = re.search(r"(20\d\d-\d\d)", text)
+    if month and month.group(1) in RELEASE_BY_MONTH:
+        return RELEASE_BY_MONTH[month.group(1)]
+    year = re.search(r"\((20\d\d)\)", text)
+    if year and year.group(1) in RELEASE_BY_YEAR:
+        return RELEASE_BY_YEAR[year.group(1)]
+    return "0.7.3" if p.get("engine") == "v0" else UNDATED_V1_RELEASE
+
+
 def load_points() -> list[Point]:
     """Every point of points.json, planned and turned into step work."""
     out = []
@@ -122,6 +169,9 @@ def load_points() -> list[Point]:
         isl, osl, c = int(p["input_tokens"]), int(p["output_tokens"]), int(p["concurrency"])
         serving = ServingConfig(
             max_model_len=max(4096, isl + osl),
+            # the engine era (step_time.ENGINE_ERA, ASYNC_SCHEDULING): each point is planned on its release
+            vllm_version=point_release(p),
+            engine="V0" if p.get("engine") == "v0" else None,
             tensor_parallel_size=p["tp"],
             dtype=p.get("dtype", "auto"),
             quantization=p.get("quantization"),
@@ -183,12 +233,14 @@ def predict(p: Point, k: Constants) -> tuple[float, float, float]:
 
     A benchmark run at ``--max-concurrency C`` with ``num_prompts`` N sends its first C requests at
     once: where the source publishes N, the mean TTFT mixes that burst (share C / N) with the
-    steady state (share 1 - C / N).
+    steady state (share 1 - C / N); a published median TTFT is the steady state's alone.
     """
     s = steady_state(p.work, p.isl, p.osl, k, concurrency=p.concurrency, max_concurrency=p.max_concurrency)
     ttft = s.ttft_s
     n = p.raw.get("num_prompts")
-    if n and p.concurrency > 1:
+    # A median TTFT (``statistic``) is a steady-state request's: the burst's first C of N requests sit in the tail.
+    median_ttft = "median" in p.raw.get("statistic", "") and "ttft_ms a mean" not in p.raw.get("statistic", "")
+    if n and p.concurrency > 1 and not median_ttft:
         share = min(1.0, p.concurrency / n)
         ttft = share * burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (1 - share) * s.ttft_s
     return 1 / s.tpot_s, ttft, s.output_tokens_per_s
@@ -248,8 +300,22 @@ def _coordinates(k: Constants) -> list[float]:
 
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
-#: 30 ms of front end per request, prompt chunks' matmuls at 60 % of peak.
-PLAIN_START = Constants(0.8, 0.4, 1e-3, 2e-5, 5e-5, 5e-5, 1.5, 0.5, 0.03, 0.6)
+#: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's, ROCm
+#: GEMMs at 0.7 x CUDA's share of the peak.
+PLAIN_START = Constants(
+    bw_eff=0.8,
+    mfu=0.4,
+    step_s=1e-3,
+    layer_s=2e-5,
+    moe_layer_s=5e-5,
+    tp_layer_s=5e-5,
+    amd_factor=1.5,
+    moe_mfu=0.5,
+    prefill_mfu=0.6,
+    frontend_s=0.03,
+    v0_factor=2.0,
+    amd_mfu=0.7,
+)
 
 
 def nelder_mead(
@@ -326,8 +392,9 @@ def regime(p: Point) -> list[str]:
     band_name = "c=1" if c == 1 else "c 2-16" if c <= 16 else "c 17-128" if c <= 128 else "c > 128"
     rows = [f"gpu {p.gpu}", "MoE" if p.moe else "dense", "TP 1" if p.tp == 1 else "TP > 1", band_name, "all"]
     rows.append(f"weights {p.weights}")
-    if p.raw.get("expert_parallel"):  # EP is sized as TP: this row shows what that costs
-        rows.append("EP (sized as TP)")
+    if p.raw.get("expert_parallel"):  # EP with DP 1 costs what TP does (no all2all kernels): this row shows it
+        rows.append("EP (DP 1)")
+    rows.append("engine V0" if p.work.v0 else "engine V1")  # the engine era (step_time.ENGINE_ERA)
     return rows
 
 
@@ -389,6 +456,28 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
     return 0
 
 
+def held_out(points: Sequence[Point], name: str) -> int:
+    """Median |error| on the points added as ``name`` with constants fitted on the others only (a true hold-out)."""
+    train = [p for p in points if p.raw.get("added") != name]
+    test = [p for p in points if p.raw.get("added") == name]
+    if not test:
+        print(f"no point has added={name!r}", file=sys.stderr)
+        return 2
+    k = fit(train, calibration().constants)
+    print(f"fitted on {len(train)} points, held out {len(test)} ({name}); constants: "
+          + ", ".join(f"{n}={getattr(k, n):.3g}" for n in NAMES))  # fmt: skip
+    rows: dict[str, list[tuple[float | None, float | None]]] = {}
+    for p in test:
+        for r in regime(p):
+            rows.setdefault(r, []).append(errors(p, k))
+    print(f"{'regime':18s} {'n':>3s}  {'held out':>13s}")
+    for r, errs in sorted(rows.items()):
+        speed, ttft = median_abs([e for e, _ in errs]), median_abs([t for _, t in errs])
+        cells = [("     -" if v is None else f"{v:6.0%}") for v in (speed, ttft)]
+        print(f"{r:18s} {len(errs):3d}  {cells[0]} ({cells[1].strip():>5s})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -397,9 +486,14 @@ def main(argv: list[str] | None = None) -> int:
         "--free-front-end", action="store_true", help="fit the per-request front end within 1-150 ms (issue 24)"
     )
     parser.add_argument("--aic", action="store_true", help="compare with aiconfigurator on the points it covers")
+    parser.add_argument(
+        "--held-out", metavar="SET", help="fit without the points whose 'added' is SET and print their errors only"
+    )
     args = parser.parse_args(argv)
     if args.aic:
         return side_by_side_aic(load_points(), calibration().constants)
+    if args.held_out:
+        return held_out(load_points(), args.held_out)
     if args.free_front_end:
         BOUNDS["frontend_s"] = FRONT_END_BOUNDS
     points = load_points()

@@ -59,8 +59,9 @@ def test_each_pool_meets_the_rate_and_its_target_and_replans_fits(
 def test_one_replica_fewer_misses(
     name: str, gpu: str, ptp: int, dtp: int, rate: float, isl: int, osl: int, ttft: float | None, tpot: float | None
 ) -> None:
-    # The counts are the fewest: one prefill replica fewer saturates or misses the TTFT target, one decode
-    # replica fewer overflows its KV pool or misses the TPOT target.
+    # The counts are the fewest: one prefill replica fewer saturates, misses the TTFT target or queues more
+    # prompts than a replica's KV pool holds; one decode replica fewer overflows its KV pool or misses the TPOT
+    # target.
     mi = model(name)
     g = lookup_gpu(gpu)
     base = ServingConfig(max_model_len=16384)
@@ -71,7 +72,12 @@ def test_one_replica_fewer_misses(
         service = prefill_service_seconds(work(mi, p, isl, isl), isl)
         rho = rate / n * service
         wait = service * rho / (2 * (1 - rho)) if rho < 1 else math.inf
-        assert rho >= 1 or (ttft is not None and service + wait + d.prefill.kv_transfer_seconds > ttft)
+        queued = math.ceil(rate / n * (service + wait)) if rho < 1 else math.inf
+        assert (
+            rho >= 1
+            or (ttft is not None and service + wait + d.prefill.kv_transfer_seconds > ttft)
+            or queued > requests_the_pool_holds(p, isl)
+        )
     if d.decode.replicas > 1:
         n = d.decode.replicas - 1
         p = plan(mi, g, dataclasses.replace(base, tensor_parallel_size=dtp), Workload(1, isl + osl))

@@ -98,8 +98,9 @@ def test_decode_known_answer_llama_8b_h100() -> None:
     #   bytes per step = weights on the GPU - rotary cache - embedding table (128256 x 4096 x 2 B, only
     #   one row is gathered; lm_head is separate and read) + KV 1024 tokens x 131072 B = 128 MiB
     #   roofline = 1 / (bytes / 3.35e12)
-    #   TPOT = step_s + 32 layers x layer_s + bytes / (3.35e12 x bw_eff)   (memory-bound: ~16 GFLOP per token
-    #          is ~0.06 ms at any fitted MFU, against ~5 ms of reads; no TP, no MoE terms)
+    #   TPOT = max(step_s, 32 layers x layer_s + bytes / (3.35e12 x bw_eff))   (memory-bound: ~16 GFLOP per
+    #          token is ~0.06 ms at any fitted MFU, against ~5 ms of reads; no TP, no MoE terms; fitgate's default
+    #          release schedules asynchronously, so the host's step_s overlaps the GPU's part)
     mi = m("meta-llama/Llama-3.1-8B-Instruct")
     p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(1, 1024))
     e = estimate(mi, p)
@@ -109,7 +110,7 @@ def test_decode_known_answer_llama_8b_h100() -> None:
     expected = w.total_bytes - w.rotary_cache_bytes - embed + 1024 * 131072
     assert abs(e.bytes_read_per_step - expected) <= 1
     assert e.roofline_decode_tokens_per_s == pytest.approx(3350e9 / expected)
-    tpot = k.step_s + 32 * k.layer_s + expected / (3350e9 * k.bw_eff)
+    tpot = max(k.step_s, 32 * k.layer_s + expected / (3350e9 * k.bw_eff))
     assert e.tpot_seconds == pytest.approx(tpot, rel=1e-6)
     assert e.decode_tokens_per_s == pytest.approx(1 / tpot, rel=1e-6)
     assert 120 < e.decode_tokens_per_s < 200  # ~16 GB per token: 6.5 ms measured on this pair (points.json)
@@ -157,13 +158,13 @@ def test_moe_reads_only_the_experts_it_touches() -> None:
 
 def test_tensor_parallel_adds_an_all_reduce() -> None:
     # Llama-3.1-70B on 4 x H100: each of 80 layers pays tp_layer_s (two all-reduce launches and syncs)
-    # on top of the per-layer and per-step costs and the reads.
+    # on top of the per-layer cost and the reads (the host's step_s overlaps them: async scheduling).
     mi = m("meta-llama/Llama-3.1-70B-Instruct")
     p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192, tensor_parallel_size=4), Workload(8, 4096))
     e = estimate(mi, p)
     k = calibration().constants
     reads = e.bytes_read_per_step / (3350e9 * k.bw_eff)
-    assert e.tpot_seconds >= k.step_s + 80 * (k.layer_s + k.tp_layer_s) + reads - 1e-9
+    assert e.tpot_seconds >= max(k.step_s, 80 * (k.layer_s + k.tp_layer_s) + reads) - 1e-9
     assert e.decode_tokens_per_s < e.roofline_decode_tokens_per_s
 
 

@@ -76,7 +76,11 @@ def test_fitted_constants_stay_physical() -> None:
     assert 0 < k.bw_eff <= 1 and 0 < k.mfu <= 1 and 0 < k.moe_mfu <= 1
     # A prompt chunk's GEMMs (thousands of rows) are at least as efficient as a decode step's.
     assert k.mfu <= k.prefill_mfu <= 1
-    assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0 and k.amd_factor > 0
+    assert min(k.step_s, k.layer_s, k.moe_layer_s, k.tp_layer_s) >= 0
+    # ROCm and V0 only add host cost: the same Python host code, more launches / a serial engine loop.
+    assert k.amd_factor >= 1 and k.v0_factor >= 1
+    # ROCm's matmuls reach at most CUDA's share of the datasheet peak (step_time.AMD_GEMMS)
+    assert 0 < k.amd_mfu <= 1
     # The per-request front end (issue 24) within its physical range: 0 (pinned) to 150 ms, the most
     # fixed TTFT a serving benchmark shows at a short prompt (Kimi-K2.5 on 8 x B200: 164 ms in all).
     assert 0 <= k.frontend_s <= 0.15
@@ -310,10 +314,13 @@ def test_prompt_tokens_run_at_the_prefill_efficiency() -> None:
     k = dataclasses.replace(calibration().constants, prefill_mfu=0.3)
     s = w.stages[0]
     compute = 2048 * (s.flops_per_token + s.prefill_attention_flops) / (w.peak_flops * 0.3)
-    overhead = k.step_s + s.layers * k.layer_s
-    assert step_seconds(w, 0.0, 2048.0, k)[0] == pytest.approx(overhead + compute)
+    # fitgate's default release schedules asynchronously (0.14+, step_time.ASYNC_SCHEDULING): the host's
+    # step_s overlaps the GPU's part, 32 layers' cost + the compute
+    overhead = s.layers * k.layer_s
+    assert w.async_scheduling
+    assert step_seconds(w, 0.0, 2048.0, k)[0] == pytest.approx(max(k.step_s, overhead + compute))
     faster = dataclasses.replace(k, prefill_mfu=0.6)
-    assert step_seconds(w, 0.0, 2048.0, faster)[0] == pytest.approx(overhead + compute / 2)
+    assert step_seconds(w, 0.0, 2048.0, faster)[0] == pytest.approx(max(k.step_s, overhead + compute / 2))
     assert step_seconds(w, 0.0, 2048.0, dataclasses.replace(k, mfu=0.05))[0] == step_seconds(w, 0.0, 2048.0, k)[0]
 
 

@@ -185,9 +185,16 @@ def _prefill_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load
     def ttft(n: int) -> float:
         return service + _mdl_wait(service, load.request_rate / n) + transfer
 
+    # prompts in service and waiting at once (Little's law on the prefill's own time), at least one: a replica
+    # must hold them all in its KV pool, or its queue near saturation would not fit (issue 24's refit found one)
+    most = requests_the_pool_holds(probe, isl)
+
+    def in_flight(n: int) -> int:
+        return max(1, math.ceil(load.request_rate / n * (ttft(n) - transfer)))
+
     def meets(n: int) -> bool:
         t = ttft(n)
-        return math.isfinite(t) and (load.ttft_seconds is None or t <= load.ttft_seconds)
+        return math.isfinite(t) and (load.ttft_seconds is None or t <= load.ttft_seconds) and in_flight(n) <= most
 
     n = _fewest(meets)
     if n is None:
@@ -199,10 +206,8 @@ def _prefill_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load
             "raise --ttft-ms or --prefill-tp",
         )  # fmt: skip
     rate = load.request_rate / n
-    # prompts in service and waiting at once (Little's law on the prefill's own time), at least one
-    in_flight = max(1, math.ceil(rate * (ttft(n) - transfer)))
-    final = plan(model, shape.gpu, _serving(base, shape), Workload(in_flight, isl))
-    return PoolPlan("prefill", shape, n, rate, 1 / service, in_flight, ttft(n), None, transfer, final)
+    final = plan(model, shape.gpu, _serving(base, shape), Workload(in_flight(n), isl))
+    return PoolPlan("prefill", shape, n, rate, 1 / service, in_flight(n), ttft(n), None, transfer, final)
 
 
 def decode_in_flight(w: Work, rate: float, output_tokens: int, most: float) -> tuple[float, float]:

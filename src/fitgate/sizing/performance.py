@@ -18,8 +18,10 @@ estimated over the published points, each estimated by constants fitted without 
 family (leave-one-group-out, benchmarks/throughput.py). It is never above the bandwidth roofline (every
 byte a step reads at the full datasheet bandwidth and nothing else).
 
-Not modelled: speculative decoding, prefix caching, expert-parallel all-to-all (EP is sized as TP),
-multi-node links, preemption under KV pressure, CUDA-graph padding, load imbalance between experts.
+Expert parallelism with DP > 1 pays its all2all per MoE layer (:data:`ALL2ALL_RDMA_GBPS`: NVLink in a
+node, RDMA across nodes); with DP 1 EP costs what TP does (vLLM builds no all2all kernels then).
+Not modelled: speculative decoding, prefix caching, preemption under KV pressure, CUDA-graph padding, load
+imbalance between experts, multi-node tensor parallelism.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import ModelInput, Plan
+from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.step_time import (
     Band,
     Stage,
@@ -43,6 +46,7 @@ from fitgate.sizing.step_time import (
     steady_state,
     step_seconds,
 )
+from fitgate.sizing.versions import parse_version
 from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
 
 __all__ = ["Performance", "SpeedLoad", "active_parameters", "estimate", "expert_fraction_touched"]
@@ -55,6 +59,28 @@ MAX_REQUEST_RATE = 1e6
 #: Achieved all-reduce bus bandwidth per GPU, GB/s (NVLink 4 / NVSwitch: ~300 of 450 unidirectional;
 #: PCIe 4.0 x16 through the host bridge: ~20). The latency of each all-reduce is in the fitted per-layer cost.
 ALLREDUCE_BUS_GBPS = {"nvlink": 300.0, "pcie": 20.0}
+#: Expert parallelism's all2all (issue 24), only where vLLM builds all2all kernels: EP with DP > 1
+#: (``use_all2all_kernels``, fused_moe/config.py 0.33.0 L1034-1038; with DP 1 the EP ranks see every token
+#: and the experts' outputs are all-reduced as under TP). Per MoE layer and step, one GPU moves:
+#:
+#: * ``allgather_reducescatter`` (the default, config/parallel.py 0.33.0 L220): the dispatch all-gathers the
+#:   other DP ranks' hidden states and the combine reduce-scatters them back (``AgRsAll2AllManager``,
+#:   distributed/device_communicators/all2all.py 0.33.0): 2 x (DP - 1) / DP x hidden x activation bytes per
+#:   token of the step;
+#: * the token-routed backends (DeepEP, MoRI, NIXL-EP, FlashInfer, MoonEP): each token goes to the EP ranks
+#:   that hold its top-k experts and comes back, spread over the EP group: 2 x min(k, EP) x (EP - 1) / EP^2 x
+#:   hidden x activation bytes per token (bf16 both ways; DeepEP's fp8 dispatch halves one leg: not counted).
+#:
+#: The link: NVLink at the all-reduce bus figure inside a node, else the node's RDMA NIC per GPU, GB/s as
+#: DeepEP measures a CX7 400 Gb/s InfiniBand card (deepseek-ai/DeepEP README, normal kernels: 43-58 GB/s
+#: internode, ~50 GB/s maximum). No point in benchmarks/throughput/points.json runs EP with DP > 1, so the
+#: term is derived, not validated (docs/performance.md, Gaps).
+ALL2ALL_RDMA_GBPS = 45.0
+#: Backends that send each token only to its experts' ranks (the rest all-gather every token).
+TOKEN_ROUTED_ALL2ALL = frozenset(
+    {"deepep_high_throughput", "deepep_low_latency", "deepep_v2", "mori_high_throughput", "mori_low_latency",
+     "moonep", "nixl_ep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"}
+)  # fmt: skip
 #: GPU architectures whose tensor cores run fp8 (twice the bf16 rate) and fp4 (four times).
 FP8_ARCHITECTURES = frozenset({"ada", "hopper", "blackwell", "cdna3", "cdna4"})
 FP4_ARCHITECTURES = frozenset({"blackwell", "cdna4"})
@@ -266,18 +292,65 @@ def requests_the_pool_holds(result: Plan, tokens: int) -> int:
     return max(1, min(result.serving.max_num_seqs, math.floor(pool_tokens / max(1, tokens))))
 
 
-def compute_dtype_factor(model: ModelInput, result: Plan) -> float:
-    """Peak FLOP/s of the weights' dtype relative to bf16 on this GPU (fp8: 2, fp4: 4, else 1)."""
-    arch = model.arch
-    q = arch.quantization or RUNTIME_QUANTIZATION.get(result.serving.quantization or "")
+def _dtype_factor(q: Quantization | None, gen: str) -> float:
+    """Peak FLOP/s of matmuls on weights stored as ``q`` relative to bf16 on a GPU of architecture ``gen``.
+
+    fp8 weights run W8A8 on fp8 tensor cores (2 x bf16) where the GPU has them; fp4 weights run on fp4 tensor
+    cores (4 x) on Blackwell and CDNA4. Elsewhere vLLM runs them weight-only, dequantized into bf16 matmuls:
+    Marlin (``quantization/utils/marlin_utils_fp8.py``, ``marlin_utils_fp4.py``) or, for MXFP4 on Hopper,
+    the Triton ``matmul_ogs`` kernels with bf16 activations (``quantization/mxfp4.py`` backend selection), so
+    an MXFP4 checkpoint on an H100 computes at the bf16 peak, not the fp8 one (before issue 24's era refit: 2 x).
+    """
     if q is None or q.method in INTEGER_METHODS:
         return 1.0
-    gen = result.gpu.architecture
-    if q.method in FP4_METHODS and q.weight_bits <= 4 and gen in FP4_ARCHITECTURES:
-        return 4.0
+    if q.method in FP4_METHODS and q.weight_bits <= 4:
+        return 4.0 if gen in FP4_ARCHITECTURES else 1.0
     if q.weight_bits <= 8 and gen in FP8_ARCHITECTURES:
         return 2.0
     return 1.0
+
+
+def compute_dtype_factors(model: ModelInput, result: Plan) -> tuple[float, float]:
+    """(dense, routed experts) peak FLOP/s relative to bf16 on this GPU, by how each part's weights are stored.
+
+    A checkpoint that quantizes only its experts (gpt-oss MXFP4: ``experts_only``) runs its attention and dense
+    layers at bf16; one that stores its experts another way (DeepSeek V4: fp8 linear layers, fp4 experts) runs
+    each part at its own rate.
+    """
+    arch, gen = model.arch, result.gpu.architecture
+    q = arch.quantization or RUNTIME_QUANTIZATION.get(result.serving.quantization or "")
+    if q is None:
+        return 1.0, 1.0
+    dense = 1.0 if q.experts_only else _dtype_factor(q, gen)
+    return dense, _dtype_factor(q.experts or q, gen)
+
+
+#: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
+ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+#: Speculative methods async scheduling works with (vllm-project/vllm#31998); others turn it off.
+ASYNC_SPECULATIVE_METHODS = frozenset({"eagle", "eagle3", "mtp"})
+
+
+def async_scheduling(rs: ResolvedServing) -> bool:
+    """Whether the release schedules the next step while the GPU runs this one (step_time.ASYNC_SCHEDULING)."""
+    if rs.engine != "V1" or parse_version(rs.vllm_version) < ASYNC_SCHEDULING_SINCE:
+        return False
+    if rs.pipeline_parallel_size > 1 and parse_version(rs.vllm_version) < (0, 15, 0):
+        return False
+    return rs.speculative is None or rs.speculative.method in ASYNC_SPECULATIVE_METHODS
+
+
+def all2all_bytes_per_token(arch: ModelArchitecture, rs: ResolvedServing, activation_bytes: int) -> float:
+    """Bytes one GPU moves per token of a step and MoE layer for expert parallelism (:data:`ALL2ALL_RDMA_GBPS`)."""
+    lay, moe = rs.parallel, _moe(arch)
+    if moe is None or not lay.expert_parallel or lay.data_parallel_size <= 1:
+        return 0.0
+    hidden = arch.hidden_size * activation_bytes
+    if lay.all2all_backend in TOKEN_ROUTED_ALL2ALL:
+        ep = lay.ep_size
+        return 2 * min(moe.top_k, ep) * (ep - 1) / ep**2 * hidden
+    dp = lay.data_parallel_size
+    return 2 * (dp - 1) / dp * hidden
 
 
 def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: int) -> Work:
@@ -303,12 +376,17 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context) / tp
         half_prompt = max(1, prompt_tokens // 2)
         prefill_attn = 4 * half_prompt * attention_width(arch, r.layers, half_prompt) / tp
+        moe_layers = sum(1 for i in r.layers if isinstance(arch.layers[i].ffn, MoE))
         stages.append(
             Stage(len(r.layers), dense, expert_bytes, kv, 2 * active * share / tp, decode_attn, prefill_attn,
-                  2 * active_experts * share / tp)
+                  2 * active_experts * share / tp, moe_layers)
         )  # fmt: skip
     link = rs.interconnect if rs.interconnect in ALLREDUCE_BUS_GBPS else "pcie"
+    dense_factor, expert_factor = compute_dtype_factors(model, result)
     activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
+    a2a_per_token, a2a_link = all2all_bytes_per_token(arch, rs, activation_bytes), ALLREDUCE_BUS_GBPS[link]
+    if rs.parallel.internode:
+        a2a_link = ALL2ALL_RDMA_GBPS
     return Work(
         stages=tuple(stages),
         tp=tp,
@@ -316,10 +394,18 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         top_k=moe.top_k if moe is not None else 0,
         activation_bytes_per_token=arch.hidden_size * activation_bytes,
         bandwidth_bytes_per_s=gpu.memory_bandwidth_gbps * 1e9,
-        peak_flops=gpu.bf16_dense_tflops * 1e12 * compute_dtype_factor(model, result),
+        peak_flops=gpu.bf16_dense_tflops * 1e12 * dense_factor,
+        expert_peak_flops=gpu.bf16_dense_tflops * 1e12 * expert_factor,
         bus_bytes_per_s=ALLREDUCE_BUS_GBPS[link] * 1e9,
         amd=gpu.vendor == "amd",
         max_num_batched_tokens=rs.max_num_batched_tokens,
+        # V0 (before 0.8): its own host cost; without chunked prefill (its budget holds a whole
+        # max_model_len prompt) prompts run in prefill-only steps (step_time.ENGINE_ERA).
+        v0=rs.engine == "V0",
+        async_scheduling=async_scheduling(rs),
+        a2a_bytes_per_token=a2a_per_token,
+        a2a_bytes_per_s=a2a_link * 1e9,
+        prefill_apart=rs.engine == "V0" and rs.max_num_batched_tokens >= rs.max_model_len,
     )
 
 
@@ -371,12 +457,8 @@ def estimate(
     )
     in_flight = max(1, round(state.concurrency))
     full_budget, _ = step_seconds(w, 0, rs.max_num_batched_tokens, k)
-    prompt_share = max(0.0, state.concurrency - 1) * isl / osl if split else 0.0  # as step_time._closed_loop
-    step_tokens = state.concurrency + prompt_share
-    touched = expert_fraction_touched(w.num_experts, w.top_k, step_tokens) if w.num_experts else 0.0
-    bytes_read = sum(
-        int(s.dense_bytes + s.expert_bytes * touched + state.concurrency * s.kv_bytes_per_request) for s in w.stages
-    )
+    # the mean bytes of a step (steps with a prompt chunk read more experts): what the roofline reads
+    bytes_read = round(state.concurrency / state.roofline_decode_tokens_per_s * w.bandwidth_bytes_per_s)
     basis = (
         f"estimated: vLLM step model (fixed + per-layer overhead + max(bytes / bandwidth, FLOPs / peak)) "
         f"fitted on published vLLM measurements; {cal.basis}"

@@ -185,6 +185,7 @@ def resolve_serving(
         gpu_memory_utilization=float(gmu),
         enforce_eager=serving.enforce_eager,
         vllm_version=accounting.label,
+        engine=accounting.engine,
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=serving.runner,

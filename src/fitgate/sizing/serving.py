@@ -119,6 +119,7 @@ class ResolvedServing:
     mm_processor_cache_bytes: int = 0
     # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
     extensible_kv_cache: bool = False
+    engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)
 
     @property
     def draft_tokens(self) -> int:

@@ -18,10 +18,11 @@ How vLLM runs a step (v1 engine, the releases fitgate sizes):
 
 One step of one pipeline stage::
 
-    step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus
-    compute = decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)
+    step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus [+ all2all bytes / link]
+    compute = (decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)) [/ amd_mfu]
     (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
-    overhead = amd_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
+    overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
+    (async scheduling, V1 0.14+: step = max(the host's step_s, the rest): ASYNC_SCHEDULING)
 
 ``bytes`` are the weights the step reads (for MoE: the experts its tokens route to, which grow with the
 tokens in the step) plus the running requests' KV cache; ``FLOPs`` are 2 x active parameters per token
@@ -35,6 +36,7 @@ A served request's time to first token also holds a fixed cost outside the steps
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, fields
@@ -59,6 +61,10 @@ class Constants:
     prefill_mfu: float  # share of the dense peak the matmuls of a prompt chunk reach
     # Issue 24, the per-request front end: once per request, before its first step (see ``FRONT_END``).
     frontend_s: float  # HTTP, tokenization, input processing and the engine-core round trip of one request
+    # Issue 24, the engine era: V0's host side of a step relative to V1's (see ``ENGINE_ERA``).
+    v0_factor: float  # the overhead (step_s and the per-layer costs) on vLLM's V0 engine relative to V1
+    # Issue 24: the matmul efficiency on ROCm relative to CUDA, against each GPU's datasheet peak (AMD_GEMMS).
+    amd_mfu: float = 1.0
 
 
 #: Why prompt tokens get a matmul efficiency of their own (``prefill_mfu``), from vLLM 0.33.0: the
@@ -97,6 +103,61 @@ PREFILL_GEMMS = "prompt chunks of up to max_num_batched_tokens rows per GEMM (vl
 #: the median TTFT error worse (docs/performance.md). Offline runs (``LLM.generate``, vLLM's latency
 #: benchmark) have no HTTP server and do not pay it (``front_end=False``).
 FRONT_END = "HTTP + tokenization + engine-core round trip (vllm 0.33.0 entrypoints/openai, v1/engine)"
+
+#: Why the engine era is an input (issue 24): the published points mix vLLM's V0 engine (before 0.8; the
+#: 2024-25 dstack runs, ROCm 6.2 images) with V1 releases (0.8+; 0.17 on B200 in 2026), and the two run a
+#: step differently in two ways the step model can take from the deployment's release:
+#:
+#: * **Host side of a step.** V0's ``LLMEngine.step`` (``vllm/engine/llm_engine.py``, 0.6-0.7) schedules,
+#:   rebuilds the step's input tensors from the sequence groups (``worker/model_runner.py``
+#:   ``_prepare_model_input_tensors``), runs the model, samples and processes the outputs in one Python
+#:   process, serially with the GPU except for the output processing (``async output processing``, 0.6.0).
+#:   V1 (the default from 0.8.0) moves the scheduler and model runner into their own engine-core process
+#:   (``v1/engine/core.py`` ``EngineCore.step``, ``v1/engine/core_client.py``), keeps a persistent batch whose
+#:   input tensors are updated by difference (``v1/worker/gpu_input_batch.py`` ``InputBatch``) and captures
+#:   piecewise CUDA graphs with ``torch.compile`` (``v1/worker/gpu_model_runner.py`` ``capture_model``), and
+#:   overlaps tokenization, detokenization and streaming with the steps. vLLM's source does not say by how
+#:   much the host cost shrinks, so ``v0_factor`` (V0 overhead / V1 overhead, fitted within 1-5) scales the
+#:   fitted ``step_s`` and per-layer costs on V0 releases.
+#: * **Prompts in their own steps.** Without chunked prefill, V0's scheduler runs a waiting prompt in a
+#:   prefill-only step and the running requests' decodes wait for it (``vllm/core/scheduler.py``
+#:   ``Scheduler._schedule_default``: "Don't schedule decodes if prefills are scheduled"). V0 turns chunked
+#:   prefill on by default only above 32K tokens of context (``engine/arg_utils.py`` 0.6-0.7, the
+#:   ``use_long_context`` default; fitgate's ``resolve`` does the same), and never for MLA models (0.7.x
+#:   ``config.py``, logged at L3257 in 0.7.1 and L3329 in 0.7.3: "MLA is enabled; forcing chunked prefill
+#:   and prefix caching to be disabled"). So on V0 without chunking a request's decode time is its batch's
+#:   decode steps plus the other requests' prompt-only steps, not steps that mix both
+#:   (``Work.prefill_apart``).
+#: How a steady load's prompts share the decode steps on V1 (vLLM 0.33.0): the scheduler gives a waiting
+#: prompt the whole token budget left after the running requests' decode tokens (``v1/core/sched/scheduler.py``
+#: L1049, L1346; ``long_prefill_token_threshold`` 0 by default), so the prompts arrive as chunks of up to the
+#: budget in a few steps, not as a few prompt tokens in every step. A mean of ``p = (C - 1) x ISL / OSL`` prompt
+#: tokens per step is a share ``p / chunk`` of steps that carry a chunk of ``min(ISL, budget - C)`` tokens and
+#: the rest none; TPOT is the mean step. The chunk's MoE tile efficiency and experts hit are those of the
+#: whole chunk (before issue 24's era refit a chunk was spread evenly, ``p`` tokens a step, which padded a
+#: 24-token share of Kimi-K2.5's 8k prompts into 16-row tiles over 384 experts: 16 x the FLOPs).
+PROMPT_CHUNKS = "prompts in chunks of the step budget left after the decodes (vllm 0.33.0 v1/core/sched/scheduler.py)"
+
+#: Async scheduling (issue 24): from vLLM 0.14.0 (vllm-project/vllm#27614, the last item of the async
+#: scheduling plan, issue #27679) ``async_scheduling`` is on by default (``config/scheduler.py``
+#: ``SchedulerConfig.async_scheduling``: "Async scheduling helps to avoid gaps in GPU utilization"), and
+#: the engine core schedules step N + 1 and processes step N's output while step N + 1 runs on the GPU
+#: (``v1/core/sched/async_scheduler.py`` ``AsyncScheduler``; ``v1/engine/core.py``
+#: ``step_with_batch_queue``). So the host part of a step (``step_s``) overlaps the GPU part instead of
+#: adding to it: a step takes ``max(step_s, the rest)``. vLLM turns it off with pipeline parallelism (before
+#: 0.15) and with speculative methods other than EAGLE / MTP (vllm-project/vllm#31998); fitgate follows.
+ASYNC_SCHEDULING = "V1 0.14+: the next step's scheduling overlaps the running step (vllm-project/vllm#27614)"
+
+#: Why ROCm gets a matmul efficiency of its own (issue 24, ``amd_mfu``): ``mfu`` and ``prefill_mfu`` are shares of
+#: each GPU's datasheet peak, and AMD's datasheet peaks are further from what its GEMMs reach than NVIDIA's:
+#: SemiAnalysis' MI300X / H100 / H200 benchmark (2024-12, part 1) measured BF16 GEMMs at about half of the
+#: MI300X's 1,307 TFLOP/s against about three quarters of the H100's 989. vLLM's source leaves the ratio open (its
+#: ROCm kernels are hipBLASLt, AITER and Triton ports of the CUDA ones), so it is fitted within 0.2-1 on the
+#: MI300X and MI355X points; the fit (~0.45) is below the GEMM ratio (~0.65) because it also carries ROCm's
+#: attention and fused-MoE kernels.
+AMD_GEMMS = "ROCm matmuls reach a smaller share of the datasheet peak than CUDA's (amd_mfu, fitted)"
+
+ENGINE_ERA = "V0 (before 0.8): serial host side, prompts in prefill-only steps; V1: engine-core process, mixed steps"
 
 
 @dataclass(frozen=True)
@@ -143,6 +204,7 @@ class Stage:
     decode_attention_flops: float  # per decode token at the decode context, on this GPU
     prefill_attention_flops: float  # per prompt token (attending to half the prompt on average), on this GPU
     expert_flops_per_token: float = 0.0  # the routed experts' share of ``flops_per_token`` (0 for dense models)
+    moe_layers: int = 0  # the stage's MoE layers (each pays the all2all of expert parallelism with DP > 1)
 
 
 @dataclass(frozen=True)
@@ -155,10 +217,18 @@ class Work:
     top_k: int
     activation_bytes_per_token: int  # hidden x activation dtype: one all-reduce payload per token
     bandwidth_bytes_per_s: float
-    peak_flops: float  # at the weights' compute dtype
+    peak_flops: float  # at the compute dtype of the weights other than the routed experts
     bus_bytes_per_s: float  # achieved all-reduce bus bandwidth
     amd: bool
     max_num_batched_tokens: int
+    v0: bool = False  # vLLM's V0 engine (before 0.8): the host side of a step costs v0_factor x V1's
+    expert_peak_flops: float = 0.0  # at the routed experts' compute dtype (0: as peak_flops)
+    async_scheduling: bool = False  # V1 0.14+: the host side of a step overlaps the GPU's (ASYNC_SCHEDULING)
+    # Expert parallelism with DP > 1 (performance.ALL2ALL): bytes one GPU moves per token of the step and MoE
+    # layer (dispatch + combine), over the link the EP group uses (NVLink in a node, RDMA across nodes).
+    a2a_bytes_per_token: float = 0.0
+    a2a_bytes_per_s: float = 1.0
+    prefill_apart: bool = False  # V0 without chunked prefill: prompts run in prefill-only steps (ENGINE_ERA)
 
 
 def expert_fraction_touched(num_experts: int, top_k: int, tokens: float) -> float:
@@ -224,20 +294,29 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         # compute-bound. A decode token's do not: its few rows per expert ride on the expert weights' read
         # (the memory term), and the fused-MoE tile size jumps with the step's tokens (16 -> 32 rows at 33),
         # which would make TPOT jump with the batch; moe_mfu stands for what remains.
-        decode_flops = decode_tokens * (s.flops_per_token + s.decode_attention_flops)
-        prefill_flops = prefill_tokens * (
-            s.flops_per_token + s.expert_flops_per_token * (1 / tile - 1) + s.prefill_attention_flops
+        # the routed experts' matmuls at their own dtype's peak (compute_dtype_factors), the rest at the dense one
+        dense = s.flops_per_token - s.expert_flops_per_token
+        expert_peak = work.expert_peak_flops or work.peak_flops
+        decode_s = decode_tokens * (
+            (dense + s.decode_attention_flops) / work.peak_flops + s.expert_flops_per_token / expert_peak
+        )
+        prefill_s = prefill_tokens * (
+            (dense + s.prefill_attention_flops) / work.peak_flops + s.expert_flops_per_token / tile / expert_peak
         )
         memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
         moe = k.moe_mfu if work.num_experts else 1.0
-        compute_s = decode_flops / (work.peak_flops * k.mfu * moe) + prefill_flops / (work.peak_flops * k.prefill_mfu)
+        compute_s = (decode_s / (k.mfu * moe) + prefill_s / k.prefill_mfu) / (k.amd_mfu if work.amd else 1.0)
         per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
-        overhead = (k.step_s / len(work.stages) + s.layers * per_layer) * (k.amd_factor if work.amd else 1.0)
+        host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
+        step_host, layers_s = k.step_s / len(work.stages) * host, s.layers * per_layer * host
         allreduce_s = 0.0
         if work.tp > 1:
             payload = tokens * work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
             allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
-        total += overhead + max(memory_s, compute_s) + allreduce_s
+        a2a_s = s.moe_layers * tokens * work.a2a_bytes_per_token / work.a2a_bytes_per_s
+        gpu_s = layers_s + max(memory_s, compute_s) + allreduce_s + a2a_s
+        # async scheduling: the next step is scheduled (and the last one's output processed) while the GPU runs
+        total += max(step_host, gpu_s) if work.async_scheduling else step_host + gpu_s
         roof += read / work.bandwidth_bytes_per_s
     return total, roof
 
@@ -273,7 +352,15 @@ def steady_state(
     the most requests the replica holds; when even that many cannot absorb the rate, it is saturated.
     """
     if request_rate is None:
-        return _closed_loop(work, min(max(1.0, concurrency or 1.0), max_concurrency), input_tokens, output_tokens, k)
+        wanted = max(1.0, concurrency or 1.0)
+        r = _closed_loop(work, min(wanted, max_concurrency), input_tokens, output_tokens, k)
+        if wanted <= max_concurrency or output_tokens <= 0:
+            return r
+        # More requests in flight than the engine holds (its KV pool or max_num_seqs): the rest wait in its
+        # queue (the scheduler's waiting loop, v1/core/sched/scheduler.py 0.33.0 L1049, admits a request only
+        # when its KV blocks fit); by Little's law each waits (wanted - held) / requests_per_s for a slot.
+        wait = (wanted - r.concurrency) / r.requests_per_s
+        return dataclasses.replace(r, ttft_s=r.ttft_s + wait)
 
     def excess(c: float) -> float:
         r = _closed_loop(work, c, input_tokens, output_tokens, k)
@@ -318,15 +405,32 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
     # The prompts of the other C - 1 requests land in this request's decode steps: one prompt of ISL
     # tokens per request life of ~OSL steps each (its own prompt is its TTFT, not its TPOT).
     prefill_per_step = max(0.0, c - 1) * isl / osl if osl > 0 else 0.0
-    step, roof = step_seconds(work, c, prefill_per_step, k)
+    step, roof = step_seconds(work, c, 0.0, k)
+    if prefill_per_step > 0 and work.prefill_apart:
+        # V0 without chunked prefill (ENGINE_ERA): the batch's decode steps carry no prompt; each of the
+        # other C - 1 prompts of a request's life runs in a prefill-only step that the decodes wait for.
+        step += max(0.0, c - 1) / osl * step_seconds(work, 0.0, float(isl), k)[0]
+    elif prefill_per_step > 0:
+        # V1 (PROMPT_CHUNKS): a waiting prompt takes the budget left after the decodes in one chunk, so a
+        # share of the steps carries a chunk of ``chunk`` prompt tokens and the rest carry none; when the
+        # prompts need every step's budget, each step carries the prompt tokens of the mean.
+        chunk = min(float(isl), max(1.0, work.max_num_batched_tokens - c))
+        share = prefill_per_step / chunk
+        if share >= 1:
+            step, roof = step_seconds(work, c, prefill_per_step, k)
+        else:
+            mixed, mixed_roof = step_seconds(work, c, chunk, k)
+            step, roof = share * mixed + (1 - share) * step, share * mixed_roof + (1 - share) * roof
     decode_rate = c / step
     # Time to first token: the prompt's chunks at the step budget left after the running requests'
     # decode tokens, each a step carrying that chunk; half a step of waiting for the step in flight; and
-    # the other prompts queued ahead of it (M/D/1 mean wait at the prompt arrival rate).
-    budget = max(1.0, work.max_num_batched_tokens - max(0.0, c - 1))
+    # the other prompts queued ahead of it (M/D/1 mean wait at the prompt arrival rate). V0 without
+    # chunking: the whole prompt in one prefill-only step.
+    running = 0.0 if work.prefill_apart else max(0.0, c - 1)
+    budget = max(1.0, work.max_num_batched_tokens - running)
     chunks = max(1, math.ceil(isl / budget))
     chunk = isl / chunks
-    chunk_step, _ = step_seconds(work, max(0.0, c - 1), chunk, k)
+    chunk_step, _ = step_seconds(work, running, chunk, k)
     prefill_s = chunks * chunk_step
     ttft = k.frontend_s + (0.5 * step + prefill_s if c > 1 else prefill_s)
     if osl > 0 and c > 1:
