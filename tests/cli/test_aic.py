@@ -31,6 +31,8 @@ def _fake_aiconfigurator(monkeypatch: pytest.MonkeyPatch, estimate: Any) -> list
         module.__spec__ = importlib.machinery.ModuleSpec(name, None)
         monkeypatch.setitem(sys.modules, name, module)
     sys.modules["aiconfigurator.cli.api"].cli_estimate = cli_estimate  # type: ignore[attr-defined]
+    # the stand-in's version, whether or not the real package (with its own metadata) is installed too
+    monkeypatch.setattr(aic, "_version", lambda: "stand-in")
     return calls
 
 
@@ -59,7 +61,7 @@ def test_answered_says_which_backend_and_keeps_fitgates_figures_beside(
     assert calls == [{"model_path": "meta-llama/Meta-Llama-3.1-8B", "system_name": "h100_sxm", "mode": "agg",
                       "backend_name": "vllm", "isl": 1000, "osl": 200, "batch_size": 8, "tp_size": 1}]  # fmt: skip
     assert main(PLAN) == 0
-    assert "speed backend: aiconfigurator unknown (vllm kernel tables, h100_sxm): TTFT 66 ms, TPOT 7.2 ms" in (
+    assert "speed backend: aiconfigurator stand-in (vllm kernel tables, h100_sxm): TTFT 66 ms, TPOT 7.2 ms" in (
         capsys.readouterr().out
     )
 
