@@ -79,7 +79,8 @@ BOUNDS = {
     # range, 1-150 ms, the fit takes 20-46 ms, which the tenstorrent A100 points contradict (Qwen3-1.7B,
     # 128-token prompt: 11 ms TTFT in all) while gpustack (H100, ~55 ms) and InferenceX (B200, ~150 ms)
     # need it: the front end is the benchmark client's, not one constant; the figures are in
-    # docs/performance.md. Free it with ``--free-front-end``.
+    # docs/performance.md (after the TTFT round: 51 ms, better in sample, worse leave-one-group-out).
+    # Free it with ``--free-front-end``.
     "frontend_s": (0.0, 0.0),
     # Prompt chunks' matmuls (step_time.PREFILL_GEMMS): a GEMM of hundreds to thousands of rows.
     "prefill_mfu": (0.05, 0.9),
