@@ -261,8 +261,11 @@ def predict(p: Point, k: Constants) -> tuple[float, float, float]:
         # steps and no decode runs in them, so the wave's requests get their first tokens within a few steps
         # of each other and, at fixed lengths, finish within those steps too: the client's next C requests
         # arrive as the next wave. Every request of the run is in a wave, the first C and all after.
+        # Beyond what the KV pool holds the wave is what it holds, and the rest wait in the engine's queue
+        # (Little's law, as steady_state: s.concurrency is the requests held).
         v0 = dataclasses.replace(p.work, max_num_batched_tokens=p.v0_budget)
-        ttft = v0_wave_ttft_seconds(v0, p.concurrency, p.isl, k) + k.frontend_s
+        ttft = v0_wave_ttft_seconds(v0, s.concurrency, p.isl, k) + k.frontend_s
+        ttft += max(0.0, p.concurrency - s.concurrency) / s.requests_per_s
     elif n and p.concurrency > 1 and not median_ttft:
         share = min(1.0, p.concurrency / n)
         ttft = share * burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (1 - share) * s.ttft_s
