@@ -22,6 +22,7 @@ fit never saw. The fit minimises the sum of |log(estimated / measured)| by Nelde
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -39,7 +40,14 @@ from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
-from fitgate.sizing.step_time import Constants, Work, burst_ttft_seconds, calibration, steady_state
+from fitgate.sizing.step_time import (
+    Constants,
+    Work,
+    burst_ttft_seconds,
+    calibration,
+    steady_state,
+    v0_wave_ttft_seconds,
+)
 from fitgate.sizing.versions import parse_version
 
 HERE = Path(__file__).resolve().parent
@@ -71,7 +79,8 @@ BOUNDS = {
     # range, 1-150 ms, the fit takes 20-46 ms, which the tenstorrent A100 points contradict (Qwen3-1.7B,
     # 128-token prompt: 11 ms TTFT in all) while gpustack (H100, ~55 ms) and InferenceX (B200, ~150 ms)
     # need it: the front end is the benchmark client's, not one constant; the figures are in
-    # docs/performance.md. Free it with ``--free-front-end``.
+    # docs/performance.md (after the TTFT round: 51 ms, better in sample, worse leave-one-group-out).
+    # Free it with ``--free-front-end``.
     "frontend_s": (0.0, 0.0),
     # Prompt chunks' matmuls (step_time.PREFILL_GEMMS): a GEMM of hundreds to thousands of rows.
     "prefill_mfu": (0.05, 0.9),
@@ -106,6 +115,7 @@ class Point:
     v1_tpot_s: float
     v1_ttft_s: float
     weights: str  # the weights' format as the step model sees it: "fp4", "fp8", "int" or "16-bit"
+    v0_budget: int = 0  # V0 without chunking: the server's token budget, max(max_model_len, 2048) (0: not V0)
 
 
 def weight_format(mi: Any, quantization: str | None) -> str:
@@ -182,6 +192,10 @@ def load_points() -> list[Point]:
         w = work(mi, result, context, isl)
         old = roofline_v1.estimate(mi, result, batch=c, context_tokens=context)
         most = float(requests_the_pool_holds(result, isl + osl))
+        # V0 without chunked prefill batches waiting prompts into one prefill-only step up to
+        # max(max_model_len, 2048) tokens (vllm 0.7.3 config.py L1536); the servers ran at the model's own
+        # max_model_len unless the point names one (planned above at a shorter one, for the KV pool only)
+        v0_budget = max(int(p.get("max_model_len", mi.arch.max_position_embeddings)), 2048) if w.prefill_apart else 0
         out.append(
             Point(
                 p,
@@ -197,6 +211,7 @@ def load_points() -> list[Point]:
                 old.batch / old.decode_tokens_per_s,
                 old.ttft_seconds,
                 weight_format(mi, p.get("quantization")),
+                v0_budget,
             )
         )
     return out
@@ -213,10 +228,11 @@ def measured(p: Point) -> tuple[str, float | None, float | None]:
     or OSL / a batch's end-to-end latency.
 
     A TTFT below :func:`prefill_floor_s` cannot be a cold prefill (a prefix-cache hit on repeated prompts is
-    the likely cause): it is left out (None) of the fit and the table.
+    the likely cause): it is left out (None) of the fit and the table; so is one whose point says why its
+    source's TTFT is not the server's (``ttft_excluded``, a reason).
     """
     m = p.raw["measured"]
-    ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m else None
+    ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m and not p.raw.get("ttft_excluded") else None
     if ttft is not None and ttft < prefill_floor_s(p):
         ttft = None
     if "tpot_ms" in m:
@@ -240,7 +256,17 @@ def predict(p: Point, k: Constants) -> tuple[float, float, float]:
     n = p.raw.get("num_prompts")
     # A median TTFT (``statistic``) is a steady-state request's: the burst's first C of N requests sit in the tail.
     median_ttft = "median" in p.raw.get("statistic", "") and "ttft_ms a mean" not in p.raw.get("statistic", "")
-    if n and p.concurrency > 1 and not median_ttft:
+    if p.work.prefill_apart and p.concurrency > 1:
+        # V0 without chunking (step_time.v0_wave_ttft_seconds): a wave's prompts run in shared prefill-only
+        # steps and no decode runs in them, so the wave's requests get their first tokens within a few steps
+        # of each other and, at fixed lengths, finish within those steps too: the client's next C requests
+        # arrive as the next wave. Every request of the run is in a wave, the first C and all after.
+        # Beyond what the KV pool holds the wave is what it holds, and the rest wait in the engine's queue
+        # (Little's law, as steady_state: s.concurrency is the requests held).
+        v0 = dataclasses.replace(p.work, max_num_batched_tokens=p.v0_budget)
+        ttft = v0_wave_ttft_seconds(v0, s.concurrency, p.isl, k) + k.frontend_s
+        ttft += max(0.0, p.concurrency - s.concurrency) / s.requests_per_s
+    elif n and p.concurrency > 1 and not median_ttft:
         share = min(1.0, p.concurrency / n)
         ttft = share * burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (1 - share) * s.ttft_s
     return 1 / s.tpot_s, ttft, s.output_tokens_per_s

@@ -24,6 +24,7 @@ from fitgate.sizing.step_time import (
     moe_tile_efficiency,
     steady_state,
     step_seconds,
+    v0_wave_ttft_seconds,
 )
 from tests.conftest import model
 
@@ -149,6 +150,35 @@ def test_a_burst_of_prompts_waits_in_arrival_order() -> None:
     one = burst_ttft_seconds(w, 1, 2048, k)
     assert one >= step_seconds(w, 0.0, 2048.0, k)[0] - 1e-12
     assert burst_ttft_seconds(w, 32, 2048, k) > 10 * one
+
+
+def test_a_v0_wave_shares_prefill_only_steps() -> None:
+    # V0 without chunked prefill (vllm 0.7.3 core/scheduler.py L1204 _schedule_default): waiting prompts go
+    # into one prefill-only step while the budget (max(max_model_len, 2048)) and max_num_seqs (256) hold
+    # them, and each prompt's first token comes at the end of its step. 10 prompts of 3000 tokens with a
+    # 8192-token budget: 8192 // 3000 = 2 a step, 5 steps of 6000 tokens each; the n-th pair waits n steps,
+    # so the mean is (1 + 2 + 3 + 4 + 5) / 5 = 3 steps of 6000 prompt tokens.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(10, 4096))
+    w = dataclasses.replace(work(mi, p, 3500, 3000), max_num_batched_tokens=8192, prefill_apart=True, v0=True)
+    k = calibration().constants
+    step = step_seconds(w, 0.0, 6000.0, k)[0]
+    assert v0_wave_ttft_seconds(w, 10, 3000, k) == pytest.approx(3 * step)
+    # An uneven last step: 5 prompts, 2 a step -> steps of 6000, 6000 and 3000 tokens; first tokens at the
+    # end of the first (2 prompts), second (2) and third (1): (2 s1 + 2 (s1 + s2) + (s1 + s2 + s3)) / 5.
+    s3 = step_seconds(w, 0.0, 3000.0, k)[0]
+    assert v0_wave_ttft_seconds(w, 5, 3000, k) == pytest.approx((2 * step + 2 * 2 * step + 2 * step + s3) / 5)
+    # The whole wave fits one step when the budget holds it: every prompt waits for that one step.
+    big = dataclasses.replace(w, max_num_batched_tokens=163840)
+    assert v0_wave_ttft_seconds(big, 10, 3000, k) == pytest.approx(step_seconds(w, 0.0, 30000.0, k)[0])
+
+
+def test_excluded_ttfts_say_why() -> None:
+    # A point whose source's TTFT is not the server's keeps its TPOT and says why its TTFT is left out.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    excluded = [p for p in points if "ttft_excluded" in p]
+    assert excluded and all(isinstance(p["ttft_excluded"], str) and len(p["ttft_excluded"]) > 40 for p in excluded)
+    assert all("ttft_ms" in p["measured"] for p in excluded)
 
 
 def test_the_front_end_is_paid_once_per_served_request_and_not_offline() -> None:

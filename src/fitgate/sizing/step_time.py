@@ -459,3 +459,30 @@ def burst_ttft_seconds(work: Work, burst: float, input_tokens: int, k: Constants
     first_chunk, _ = step_seconds(work, 0.0, float(min(input_tokens, budget)), k)
     engine_s = max(first_chunk, (burst + 1) / 2 * input_tokens * per_token)
     return engine_s + (k.frontend_s if front_end else 0.0)
+
+
+#: V0's default ``max_num_seqs`` (``engine/arg_utils.py`` 0.7.3 L224: 256 on V0, 1024 on V1).
+V0_MAX_NUM_SEQS = 256
+
+
+def v0_wave_ttft_seconds(work: Work, burst: float, input_tokens: int, k: Constants) -> float:
+    """Mean time to first token of ``burst`` prompts arriving at once on V0 without chunked prefill.
+
+    V0's ``Scheduler._schedule_default`` (``vllm/core/scheduler.py`` 0.7.3 L1204: "First, it batches as
+    many prefill requests as possible") admits waiting prompts into one prefill-only step while the token
+    budget and ``max_num_seqs`` hold them (``_schedule_prefills`` L1017, ``SchedulingBudget.can_schedule``
+    L69-75), and runs no decode in that step (L1240); without chunking the budget is
+    ``max(max_model_len, 2048)`` (``config.py`` 0.7.3 L1536). So a burst runs as ``ceil(burst / per_step)``
+    prefill-only steps of ``per_step`` prompts each, and every prompt of a step gets its first token at
+    that step's end: the mean is over the cumulative step ends, weighted by the prompts in each step.
+    """
+    burst_n = max(1, math.ceil(burst))
+    per_step = max(1, min(burst_n, V0_MAX_NUM_SEQS, work.max_num_batched_tokens // max(1, input_tokens)))
+    elapsed = total = 0.0
+    left = burst_n
+    while left > 0:
+        n = min(per_step, left)
+        elapsed += step_seconds(work, 0.0, float(n * input_tokens), k)[0]
+        total += n * elapsed
+        left -= n
+    return total / burst_n
