@@ -368,18 +368,22 @@ class ControlPlane:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate: only "is it up" is asked
+        self._poll(f"{name} not healthy", urllib.request.Request(url), context, timeout)
+
+    def _poll(self, failure: str, request: urllib.request.Request, context: ssl.SSLContext, timeout: float) -> None:
+        """Until ``request`` answers 200 (every 0.25 s, each of our processes checked alive), else TimeoutError."""
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
             self._check_alive()
             try:
-                with urllib.request.urlopen(url, context=context, timeout=5) as response:
+                with urllib.request.urlopen(request, context=context, timeout=5) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 last = str(exc)
             time.sleep(0.25)
-        raise TimeoutError(f"{name} not healthy after {timeout:.0f}s ({last}); logs in {self.directory}")
+        raise TimeoutError(f"{failure} after {timeout:.0f}s ({last}); logs in {self.directory}")
 
     def _check_alive(self) -> None:
         names = {pid: name for name, pid in self.pids.items()}
@@ -397,18 +401,7 @@ class ControlPlane:
     def _wait_ready(self, timeout: float) -> None:
         context = ssl.create_default_context(cafile=str(self.directory / "pki" / "ca.crt"))
         request = urllib.request.Request(f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"})
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                with urllib.request.urlopen(request, context=context, timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                last = str(exc)
-            time.sleep(0.25)
-        raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s ({last}); logs in {self.directory}")
+        self._poll("kube-apiserver not ready", request, context, timeout)
 
     def _write_kubeconfig(self) -> None:
         pki = self.directory / "pki"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import one_request_bytes
 from fitgate.sizing.kv_specs import ServingShape
+from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.results import ModelInput, Plan
@@ -133,38 +134,25 @@ def _only(inventory: WeightInventory, roles: frozenset[Role]) -> WeightInventory
     return WeightInventory(tuple(e for e in inventory.entries if e.role in roles), inventory.source)
 
 
-#: id(inventory) -> (that inventory, its active parameters): memoised for the recommend search.
-_ACTIVE: dict[int, tuple[WeightInventory, int]] = {}
+#: Active parameters per inventory (by its identity), memoised for the recommend search.
+_ACTIVE: IdentityMemo[int] = IdentityMemo(256)
+_ACTIVE_EXPERTS: IdentityMemo[int] = IdentityMemo(256)
 
 
 def active_parameters(model: ModelInput) -> int:
-    """Memoised :func:`count_active_parameters` (keyed by the inventory's identity, as :data:`_RANK_BYTES`)."""
-    hit = _ACTIVE.get(id(model.inventory))
-    if hit is not None and hit[0] is model.inventory:
-        return hit[1]
-    if len(_ACTIVE) > 256:
-        _ACTIVE.clear()
-    value = count_active_parameters(model)
-    _ACTIVE[id(model.inventory)] = (model.inventory, value)
-    return value
-
-
-#: id(inventory) -> (that inventory, the routed experts' active parameters): as :data:`_ACTIVE`.
-_ACTIVE_EXPERTS: dict[int, tuple[WeightInventory, int]] = {}
+    """Memoised :func:`count_active_parameters` (keyed by the inventory's identity)."""
+    return _ACTIVE.get((model.inventory,), (), lambda: count_active_parameters(model))
 
 
 def active_expert_parameters(model: ModelInput) -> int:
     """Parameters of the routed experts one token multiplies through (top_k of each MoE layer's experts)."""
-    hit = _ACTIVE_EXPERTS.get(id(model.inventory))
-    if hit is not None and hit[0] is model.inventory:
-        return hit[1]
-    if len(_ACTIVE_EXPERTS) > 256:
-        _ACTIVE_EXPERTS.clear()
-    moe = _moe(model.arch)
-    share = moe.top_k / moe.num_experts if moe is not None and moe.num_experts else 0.0
-    value = int(sum(e.numel * share for e in model.inventory.entries if e.role is Role.EXPERT))
-    _ACTIVE_EXPERTS[id(model.inventory)] = (model.inventory, value)
-    return value
+
+    def count() -> int:
+        moe = _moe(model.arch)
+        share = moe.top_k / moe.num_experts if moe is not None and moe.num_experts else 0.0
+        return int(sum(e.numel * share for e in model.inventory.entries if e.role is Role.EXPERT))
+
+    return _ACTIVE_EXPERTS.get((model.inventory,), (), count)
 
 
 def count_active_parameters(model: ModelInput) -> int:
