@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -94,10 +95,16 @@ def test_any_change_plans_again(evaluations: list[str], change: str) -> None:
 
 
 def test_a_slow_evaluation_never_holds_up_a_review_already_answered(monkeypatch: pytest.MonkeyPatch) -> None:
-    # issue 23: a new spec's evaluation ran on the event loop, so every review queued behind it
+    # issue 23: a new spec's evaluation ran on the event loop, so every review queued behind it. A shape (the
+    # spec without its workload) never evaluated goes to the admission lane; SPEC's own shape ran cheaply, so
+    # the slow spec has other settings (test_the_shapes_cheap_last_time_... covers a shape seen before).
     store, nodes = FakeStore(), Inventory(gpus(H100))
     config = OperatorConfig(webhook_port=0, metrics_port=0)
-    slow_spec = {**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 3000}}
+    slow_spec = {
+        **SPEC,
+        "serving": {"maxModelLen": 16384},
+        "workload": {"concurrentRequests": 3, "contextTokens": 3000},
+    }
     real = logic.evaluate
     calls: list[int] = []
 
@@ -131,6 +138,59 @@ def test_a_slow_evaluation_never_holds_up_a_review_already_answered(monkeypatch:
         waited < 0.6
     )  # from the slow reviews' start; answered while the 1 s evaluation ran (it waited the whole second before)
     assert slow_evaluations == 1  # five concurrent reviews of one new spec: one evaluation
+
+
+def test_the_shapes_cheap_last_time_are_evaluated_on_the_loop_and_the_rest_in_the_lane(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 23: handing a 0.1 ms evaluation to the lane thread and back cost as much CPU as the evaluation; a
+    # shape (spec without workload, same facts, snapshot, namespace) that took < INLINE_BUDGET_S runs on the loop
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    config = OperatorConfig(webhook_port=0, metrics_port=0)
+    real = logic.evaluate
+    where: list[tuple[int, bool]] = []
+    slow = {5}  # these workloads' evaluations take 60 ms, over a budget of 50 ms (a busy machine's margin)
+
+    def watched(spec: Any, *args: Any, **kwargs: Any) -> Any:
+        n = spec.workload.concurrent_requests
+        where.append((n, threading.current_thread() is threading.main_thread()))
+        if n in slow:
+            time.sleep(0.06)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", watched)
+    monkeypatch.setattr(logic, "_COSTS", type(logic._COSTS)(16))
+    monkeypatch.setattr(logic, "INLINE_BUDGET_S", 0.05)
+
+    def spec(n: int, max_len: int = 32768) -> dict[str, Any]:
+        return {
+            **SPEC,
+            "serving": {"maxModelLen": max_len},
+            "workload": {"concurrentRequests": n, "contextTokens": 900},
+        }
+
+    async def admit_all(specs: list[dict[str, Any]]) -> list[str]:
+        answers = []
+        for raw in specs:
+            outcome = await logic.admit(raw_spec=raw, nodes=nodes, store=store, config=config, dryrun=False)
+            answers.append(outcome.message)
+        return answers
+
+    answers = asyncio.run(admit_all([spec(1), spec(2), spec(5), spec(6), spec(7), spec(8, 16384)]))
+    assert where == [
+        (1, False),  # a shape never seen: the lane
+        (2, True),  # the same shape, cheap last time: on the loop
+        (5, True),  # cheap last time, so on the loop, but it took 60 ms...
+        (6, False),  # ...so the next one of that shape goes to the lane
+        (7, True),  # and that one was cheap again
+        (8, False),  # other settings: another shape, the lane
+    ]
+    # the same answers as evaluations made in the lane alone (a budget of 0: never on the loop)
+    monkeypatch.setattr(logic, "INLINE_BUDGET_S", 0.0)
+    monkeypatch.setattr(logic, "_CACHE", logic.EvaluationCache())
+    where.clear()
+    assert asyncio.run(admit_all([spec(1), spec(2), spec(5), spec(6), spec(7), spec(8, 16384)])) == answers
+    assert not any(on_loop for _, on_loop in where)
 
 
 def _h100_node(name: str) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,7 +24,7 @@ from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_sp
 from fitgate.operator.schema.config import OperatorConfig, UnknownPolicy
 from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
 from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
-from fitgate.sizing.memo import MISS, BoundedMemo, Miss
+from fitgate.sizing.memo import MISS, BoundedMemo, IdentityMemo, Miss
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
 #: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
@@ -227,10 +228,12 @@ async def _evaluate(
     prices: GpuPrices | None = None,
     lane: str = "admission",
     spec_json: str | None = None,
+    shape: str | None = None,
 ) -> tuple[Evaluation, bool]:
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
 
-    ``spec_json``: ``spec.model_dump_json()`` when the caller has it (:func:`_parsed`).
+    ``spec_json``: ``spec.model_dump_json()`` when the caller has it, ``shape`` the same without the workload
+    (:func:`_parsed`; admission's evaluations of a shape that was cheap last time run on the event loop).
 
     While a Hub resolution is pending or failing transiently, the evaluation uses the facts known without
     the Hub (on-disk cache, catalog) when there are any, and says so in its message and first warning: a
@@ -247,7 +250,7 @@ async def _evaluate(
         )
         fallback = await store.provisional(spec.model, timeout_s)
         if fallback is not None:
-            ev, _ = await _evaluate_known(spec, nodes, fallback, namespace, prices, lane, spec_json)
+            ev, _ = await _evaluate_known(spec, nodes, fallback, namespace, prices, lane, spec_json, shape)
             note = f"provisional verdict from {fallback.provisional}: resolving {spec.model.name} on the Hub {why}"
             first = f"fitgate: {note}"
             pending = ReasonCode.CHECKPOINT_RESOLVING if known is None else ReasonCode.CHECKPOINT_UNAVAILABLE
@@ -255,19 +258,38 @@ async def _evaluate(
             return replace(ev, provisional=(pending, note)), True
     if known is None:
         return unknown(ReasonCode.CHECKPOINT_RESOLVING, f"resolving {spec.model.name} is still in progress"), True
-    return await _evaluate_known(spec, nodes, known, namespace, prices, lane, spec_json)
+    return await _evaluate_known(spec, nodes, known, namespace, prices, lane, spec_json, shape)
 
 
 #: Evaluations run off the event loop, so a new spec's plan and suggestions (10 ms and more for a misfit)
 #: never hold up the reviews and handlers behind it; admission and reconcile each have their own lane, so
 #: reviews never queue behind a resync or a cold start's reconciles (issue 23). One thread a lane: the
-#: work is pure Python, and the GIL lets the event loop in between.
+#: work is pure Python, and the GIL lets the event loop in between (every ``sys.getswitchinterval()``, 5 ms).
+#: Admission's evaluations of a shape that took under :data:`INLINE_BUDGET_S` last time run on the loop itself.
 _LANES = {
     "admission": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-admission"),
     "reconcile": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-reconcile"),
 }
 #: Evaluations under way, by cache key: ten reviews of the same new spec wait on one evaluation.
-_INFLIGHT: dict[str, asyncio.Future[Evaluation]] = {}
+_INFLIGHT: dict[str, asyncio.Future[tuple[Evaluation, float]]] = {}
+
+#: An admission evaluation whose shape (the spec without its workload, with the same checkpoint facts, inventory
+#: snapshot and namespace) took less than this last time runs on the event loop: a new workload of a model
+#: whose plans are memoised costs 0.05-0.3 ms (fits, tight, a misfit with its suggestions; 0.6 ms at p99), and
+#: handing that to the lane and back cost ~0.1 ms of CPU a review (a thread wake-up, the loop's self-pipe, GIL
+#: hand-overs; issue 23). The loop loses nothing it had: a lane thread holds the GIL for up to the switch
+#: interval (5 ms) while it plans, so an evaluation shorter than that held the loop up as long either way. A
+#: shape never seen, or slow last time (a new model, new settings, a new snapshot's pools), goes to the lane.
+INLINE_BUDGET_S = 0.001
+#: The last evaluation's duration by (inventory, facts) identity and (namespace, shape). Bound 1024, as the
+#: evaluation cache: the shapes admitted lately (a shape is shared by every workload of a deployment).
+_COSTS: IdentityMemo[float] = IdentityMemo(1024)
+
+
+def _timed(fn: Callable[[], Evaluation]) -> tuple[Evaluation, float]:
+    started = time.perf_counter()
+    evaluation = fn()
+    return evaluation, time.perf_counter() - started
 
 
 async def _evaluate_known(
@@ -278,6 +300,7 @@ async def _evaluate_known(
     prices: GpuPrices | None = None,
     lane: str = "admission",
     spec_json: str | None = None,
+    shape: str | None = None,
 ) -> tuple[Evaluation, bool]:
     if known.model is None:
         reason = known.reason or (
@@ -296,28 +319,27 @@ async def _evaluate_known(
         return cached, False
     if lean:
         key = _LEAN + key
+    work = functools.partial(
+        evaluate, spec, known.model, inventory, facts=known.facts, namespace=namespace, prices=prices, lean=lean
+    )
+    owners, shaped = (inventory, known), (namespace, shape)
+    last = _COSTS.peek(owners, shaped) if shape is not None and lean else None
+    if last is not None and last < INLINE_BUDGET_S:  # cheap last time: on the loop, no hand-over
+        evaluation, took = _timed(work)
+        _COSTS.put(owners, shaped, took)
+        _CACHE.put(key, inventory, known, evaluation)
+        return evaluation, False
     flight = f"{id(inventory)}/{id(known)}/{key}"
     running = _INFLIGHT.get(flight)
     if running is None:
-        model = known.model
         running = asyncio.ensure_future(
-            asyncio.get_running_loop().run_in_executor(
-                _LANES[lane],
-                functools.partial(
-                    evaluate,
-                    spec,
-                    model,
-                    inventory,
-                    facts=known.facts,
-                    namespace=namespace,
-                    prices=prices,
-                    lean=lean,
-                ),
-            )
+            asyncio.get_running_loop().run_in_executor(_LANES[lane], functools.partial(_timed, work))
         )
         _INFLIGHT[flight] = running
         running.add_done_callback(lambda _: _INFLIGHT.pop(flight, None))
-    evaluation = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
+    evaluation, took = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
+    if shape is not None and lean:
+        _COSTS.put(owners, shaped, took)
     _CACHE.put(key, inventory, known, evaluation)
     return evaluation, False
 
@@ -441,16 +463,21 @@ async def admit(
 ) -> AdmissionOutcome:
     """The admission decision on a raw spec: parse, evaluate with what the store knows, :func:`decide`."""
     try:
-        spec, text = _parsed(raw_spec)
+        spec, text, shape = _parsed(raw_spec)
     except SpecError as exc:
         return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
     prices = prices_for(spec, config)
-    ev, _ = await _evaluate(spec, nodes, store, config.admission_resolve_s, False, namespace, prices, spec_json=text)
+    ev, _ = await _evaluate(
+        spec, nodes, store, config.admission_resolve_s, False, namespace, prices, spec_json=text, shape=shape
+    )
     return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
 
 
-def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str]:
-    """``raw_spec`` parsed, and its canonical JSON (the evaluation cache's key); remembered by the raw value.
+def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str, str]:
+    """``raw_spec`` parsed, its canonical JSON and its shape; remembered by the raw value.
+
+    The JSON is the evaluation cache's key; the shape is the same without the workload, what
+    :data:`INLINE_BUDGET_S` is judged by.
 
     A review's spec is a plain ``dict`` decoded from the API server's JSON, and its ``repr`` tells such
     values apart (types, key order, every string quoted): the same spec reviewed again (GitOps re-applies,
@@ -464,7 +491,7 @@ def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str]:
     if not isinstance(hit, Miss):
         return hit
     spec = parse_spec(raw_spec)
-    value = (spec, spec.model_dump_json())
+    value = (spec, spec.model_dump_json(), spec.model_dump_json(exclude={"workload"}))
     if key is not None:
         _PARSED.put(key, value)
     return value
@@ -472,7 +499,7 @@ def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str]:
 
 #: Admission's parsed specs by their raw ``repr`` (:func:`_parsed`). Bound 1024, as the evaluation cache: the
 #: specs reviewed lately.
-_PARSED: BoundedMemo[str, tuple[ModelDeploymentSpec, str]] = BoundedMemo(1024)
+_PARSED: BoundedMemo[str, tuple[ModelDeploymentSpec, str, str]] = BoundedMemo(1024)
 _PARSED_KEY_CHARS = 16_384  # a real spec's repr is 0.3-2 KB
 
 
