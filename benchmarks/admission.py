@@ -16,8 +16,10 @@ Usage: python benchmarks/admission.py [--concurrency N ...] [--requests M] [--ca
 Prints one JSON line per round, case and concurrency: {"round", "case", "concurrency", "p50_ms", "p99_ms",
 "ratio_p50"...}, the cases interleaved within each round, then one summary line per case and concurrency
 (the median p50 and the median and range of its ratio to the same round's bare p50). ``--busy N`` then creates
-N ModelDeployments and measures cached reviews while the operator reconciles them, then while it resyncs them
-(every ``--resync`` seconds), each as a ratio to the cached p50 before they existed. ``--baseline REF`` runs the
+N ModelDeployments and measures cached reviews while the operator reconciles them (as a ratio to the cached p50
+before they existed), then while it resyncs them (every ``--resync`` seconds): their resync slots all fall in the
+first half of the period, so ``--periods`` periods alternate a window with resyncs and one as long without, and
+each resync window's p50 is compared with the idle one after it (:func:`busy`). ``--baseline REF`` runs the
 operator from commit REF's code instead (the client, the bare webhook and the cluster unchanged).
 """
 
@@ -28,6 +30,7 @@ import asyncio
 import copy
 import itertools
 import json
+import math
 import os
 import socket
 import ssl
@@ -37,6 +40,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,8 @@ from benchmarks.baseline import source_of
 from benchmarks.harness import operator_on_gpu_nodes
 from e2e.operator_process import admission_review
 from e2e.test_operator import FITS, MISFIT, TIGHT
+
+from fitgate.operator.runtime.handlers import resync_slot
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,22 +69,31 @@ def fresh(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def run(url: str, ca: Path, concurrency: int, requests: int, new: bool = False) -> list[float]:
+async def run(
+    url: str, ca: Path, concurrency: int, requests: int, new: bool = False, until: float | None = None
+) -> list[float]:
+    """``requests`` reviews from ``concurrency`` clients; with ``until`` (``time.monotonic()``), as many as fit."""
     context = ssl.create_default_context(cafile=str(ca))
     specs = [FITS, TIGHT, MISFIT]
     latencies: list[float] = []
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(requests):
         queue.put_nowait(i)
+    sent = itertools.count()
     connector = aiohttp.TCPConnector(ssl=context, limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def worker() -> None:
             while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
+                if until is not None:
+                    if time.monotonic() >= until:
+                        return
+                    i = next(sent)
+                else:
+                    try:
+                        i = queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        return
                 spec = specs[i % len(specs)]
                 body = admission_review(fresh(spec) if new else spec, f"bench-{uuid.uuid4().hex[:8]}")
                 start = time.perf_counter()
@@ -91,6 +106,38 @@ async def run(url: str, ca: Path, concurrency: int, requests: int, new: bool = F
     return latencies
 
 
+#: The part of the resync period (from its phase 0) that the ``--busy`` objects' slots fall in: their resyncs
+#: all happen in the first half of each period, so the second half is a window of the same length with the same
+#: objects, watches and machine but no resync (:func:`busy`).
+RESYNC_SHARE = (0.05, 0.45)
+
+
+def phase_share(name: str, namespace: str = "default") -> float:
+    """Where in the resync period (0-1) the operator resyncs this object (its ``handlers.resync_slot``).
+
+    The slots are the working tree's; a ``--baseline`` from before them (c400e69 and older) resynced each
+    object one period after its timer started, and its windows mean nothing.
+    """
+    return resync_slot(0.0, 1.0, f"{namespace}/{name}") % 1.0
+
+
+def busy_names(count: int) -> list[str]:
+    """``count`` object names whose resync slots fall in :data:`RESYNC_SHARE` of the period."""
+    low, high = RESYNC_SHARE
+    names = (f"busy-{i}" for i in itertools.count())
+    return list(itertools.islice((n for n in names if low <= phase_share(n) < high), count))
+
+
+def windows(period_s: float, start: float) -> Iterator[tuple[str, float, float]]:
+    """Alternate half-period windows from the first period boundary after ``start`` (monotonic time, which is
+    the operator's event-loop clock): ("resync", t0, t1) for the first half, ("idle", t1, t2) for the second."""
+    t = (math.floor(start / period_s) + 1) * period_s
+    while True:
+        yield "resync", t, t + period_s / 2
+        yield "idle", t + period_s / 2, t + period_s
+        t += period_s
+
+
 def busy(
     kube: Any,
     url: str,
@@ -100,19 +147,24 @@ def busy(
     requests: int,
     pid: int | None = None,
     resync_s: float = 600,
+    periods: int = 6,
 ) -> None:
     """Cached reviews while the operator reconciles ``count`` new ModelDeployments, against the same just before.
 
     ``kubectl apply`` creates them (each through the webhook too), the operator evaluates, renders and patches
     each one's status: a heavier load than a resync round of unchanged objects (which evaluates nothing).
-    Then, with ``pid`` (the operator's), its CPU over two resync periods without reviews: the mean and the
-    busiest 100 ms (a round that wakes every object at once shows there).
+    Then, with ``pid`` (the operator's), its CPU over two resync periods without reviews: the mean, the mean in
+    the halves of the period with and without resyncs, and the busiest 100 ms. Then, for each concurrency,
+    cached reviews over ``periods`` resync periods, alternating windows of half a period: the objects' slots
+    are all in the first half (:func:`busy_names`), so each "resync" window has an "idle" one of the same length
+    right after it, with the same objects and machine; the ratio is each resync window's p50 over the next idle
+    window's (its median and range over the periods) and the pooled p50s' ratio.
     """
     items = []
-    for i in range(count):  # distinct fitting specs: every one a new evaluation
+    for i, name in enumerate(busy_names(count)):  # distinct fitting specs: every one a new evaluation
         spec = copy.deepcopy(FITS)
         spec["workload"] = {"concurrentRequests": 1 + i % 16, "contextTokens": 2000 + i}
-        meta = {"name": f"busy-{i}", "namespace": "default"}
+        meta = {"name": name, "namespace": "default"}
         items.append({"apiVersion": "fitgate.io/v1alpha1", "kind": "ModelDeployment", "metadata": meta, "spec": spec})
     idle = {n: statistics.median([t for _ in range(3) for t in asyncio.run(run(url, ca, n, requests))]) for n in levels}
     applying = threading.Thread(
@@ -136,22 +188,35 @@ def busy(
         while samples[-1][0] - samples[0][0] < 2 * resync_s:
             time.sleep(0.1)
             samples.append((time.monotonic(), cpu_s(pid)))
-        steps = [(c2 - c1) / (t2 - t1) for (t1, c1), (t2, c2) in itertools.pairwise(samples)]
+        steps = [(t1, (c2 - c1) / (t2 - t1)) for (t1, c1), (t2, c2) in itertools.pairwise(samples)]
         total = (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0])
+        half = {k: [f for t, f in steps if ((t % resync_s) < resync_s / 2) == (k == "resync")] for k in WINDOWS}
         row = {"case": "operator-cpu-during-resync", "objects": count, "seconds": round(2 * resync_s, 1)}
-        row |= {"cpu_fraction_mean": round(total, 3), "cpu_fraction_busiest_100ms": round(max(steps), 3)}
+        row |= {"cpu_fraction_mean": round(total, 3), "cpu_fraction_busiest_100ms": round(max(f for _, f in steps), 3)}
+        row |= {f"cpu_fraction_{k}_half": round(statistics.fmean(v), 3) for k, v in half.items() if v}
         print(json.dumps(row), flush=True)
     for n in levels:
-        lat: list[float] = []
-        deadline = time.monotonic() + 2 * resync_s
-        while time.monotonic() < deadline or not lat:  # over two resync periods: every object's slot
-            lat += asyncio.run(run(url, ca, n, requests))
-        p50 = statistics.median(lat)
-        row = {"case": "cached-during-resync", "objects": count, "concurrency": n, "p50_ms": round(p50, 2)}
-        row["ratio_to_idle_p50"] = round(p50 / idle[n], 2)
-        row["idle_p50_ms"] = round(idle[n], 2)
-        row["requests"] = len(lat)
+        got: dict[str, list[list[float]]] = {k: [] for k in WINDOWS}
+        cpu: dict[str, list[float]] = {k: [] for k in WINDOWS}
+        for kind, start, end in itertools.islice(windows(resync_s, time.monotonic()), 2 * periods):
+            time.sleep(max(0.0, start - time.monotonic()))
+            before = cpu_s(pid) if pid is not None else 0.0
+            lat = asyncio.run(run(url, ca, n, 0, until=end))
+            got[kind].append(lat)
+            cpu[kind].append((cpu_s(pid) - before) * 1000 / max(1, len(lat)) if pid is not None else 0.0)
+        ratios = [statistics.median(r) / statistics.median(i) for r, i in zip(got["resync"], got["idle"], strict=True)]
+        pooled = {k: statistics.median([t for w in v for t in w]) for k, v in got.items()}
+        row = {"case": "cached-resync-vs-idle-windows", "objects": count, "concurrency": n, "periods": periods}
+        row |= {"window_s": round(resync_s / 2, 2), "p50_resync_ms": round(pooled["resync"], 2)}
+        row |= {"p50_idle_ms": round(pooled["idle"], 2), "ratio_pooled": round(pooled["resync"] / pooled["idle"], 2)}
+        row |= {"ratio_median": round(statistics.median(ratios), 2)}
+        row |= {"ratio_range": [round(min(ratios), 2), round(max(ratios), 2)]}
+        row |= {"requests": [sum(len(w) for w in got[k]) for k in WINDOWS]}
+        row |= {f"server_cpu_ms_per_review_{k}": round(statistics.median(v), 3) for k, v in cpu.items()}
         print(json.dumps(row), flush=True)
+
+
+WINDOWS = ("resync", "idle")
 
 
 def cpu_s(pid: int) -> float:
@@ -179,6 +244,9 @@ def main() -> int:
         type=int,
         default=0,
         help="then create this many ModelDeployments and measure cached reviews while the operator reconciles them",
+    )
+    parser.add_argument(
+        "--periods", type=int, default=6, help="with --busy: resync periods of alternating resync / idle windows"
     )
     args = parser.parse_args()
     extra_env = {"PYTHONPATH": str(source_of(args.baseline))} if args.baseline else None
@@ -240,7 +308,7 @@ def main() -> int:
                 print(json.dumps(summary), flush=True)
             if args.busy:
                 assert op.proc is not None
-                busy(kube, url, ca, args.busy, args.concurrency, args.requests, op.proc.pid, args.resync)
+                busy(kube, url, ca, args.busy, args.concurrency, args.requests, op.proc.pid, args.resync, args.periods)
         finally:
             bare.terminate()
             bare.wait(timeout=10)
