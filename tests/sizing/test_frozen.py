@@ -56,3 +56,28 @@ def test_evolve_refuses_a_class_whose_dict_holds_cached_values() -> None:
     assert first.double == 2
     with pytest.raises(TypeError, match="not a plain dataclass"):
         evolve(first, n=2)
+
+
+def test_serving_config_compares_and_hashes_as_the_generated_methods_would() -> None:
+    # ServingConfig's __eq__ / __hash__ read its __dict__ (issue 23); the generated ones compare and hash the
+    # tuple of every field in field order. They must agree on objects made by __init__, replace and evolve.
+    def fields_of(s: ServingConfig) -> tuple[object, ...]:
+        return tuple(getattr(s, f.name) for f in dataclasses.fields(s))
+
+    base = ServingConfig(max_model_len=8192, tensor_parallel_size=2, limit_mm_per_prompt=(("image", 2),))
+    variants = [
+        base,
+        dataclasses.replace(base),
+        evolve(base, tensor_parallel_size=4),
+        evolve(evolve(base, tensor_parallel_size=4), tensor_parallel_size=2),  # equal to base again
+        evolve(base, gpu_memory_utilization=0.95, kv_cache_dtype="fp8"),
+        dataclasses.replace(base, kv_cache_dtype="fp8", gpu_memory_utilization=0.95),
+        ServingConfig(tensor_parallel_size=2, max_model_len=8192, limit_mm_per_prompt=(("image", 2),)),
+        ServingConfig(),
+    ]
+    for a in variants:
+        assert list(a.__dict__) == [f.name for f in dataclasses.fields(a)]
+        assert hash(a) == hash(fields_of(a))
+        for b in variants:
+            assert (a == b) is (fields_of(a) == fields_of(b))
+    assert (base == ("not", "a", "config")) is False

@@ -62,6 +62,19 @@ class ServingConfig:
     mm_encoder_tp_mode: str = "weights"  # ``--mm-encoder-tp-mode``: weights or data
     mm_processor_cache_bytes: int | None = None  # ``--mm-processor-cache-gb`` x 2**30 (host; default 4 GiB)
 
+    # A ServingConfig keys the plan memos (``plan._ranks``, the suggestion search's candidates): each plan
+    # hashes one and compares it with the memo's, field by field. The generated methods build a 43-field
+    # tuple for each in Python; these compare and hash the same values in C (issue 23: 2 of a warm plan's
+    # 12 us). The instance's ``__dict__`` holds exactly its fields, in field order (``__init__`` and
+    # ``frozen.evolve``, which copies a ``__dict__``, both keep it), so the results are the generated ones.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
 
 @dataclass(frozen=True)
 class LoraSlots:
