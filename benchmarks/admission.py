@@ -14,13 +14,14 @@ concurrent clients over HTTPS (keep-alive). Latency is measured at the client. T
 
 Usage: python benchmarks/admission.py [--concurrency N ...] [--requests M] [--cases bare cached new] [--rounds R]
 Prints one JSON line per round, case and concurrency: {"round", "case", "concurrency", "p50_ms", "p99_ms",
-"ratio_p50"...}, the cases interleaved within each round, then one summary line per case and concurrency
-(the median p50 and the median and range of its ratio to the same round's bare p50). ``--busy N`` then creates
-N ModelDeployments and measures cached reviews while the operator reconciles them (as a ratio to the cached p50
-before they existed), then while it resyncs them (every ``--resync`` seconds): their resync slots all fall in the
-first half of the period, so ``--periods`` periods alternate a window with resyncs and one as long without, and
-each resync window's p50 is compared with the idle one after it (:func:`busy`). ``--baseline REF`` runs the
-operator from commit REF's code instead (the client, the bare webhook and the cluster unchanged).
+"ratio_p50", "answers_digest" (the same in every run and code that answers alike)...}, the cases interleaved within
+each round, then one summary line per case and concurrency (the median p50 and the median and range of its ratio to
+the same round's bare p50). ``--busy N`` then creates N ModelDeployments and measures cached reviews while the
+operator reconciles them (as a ratio to the cached p50 before they existed), then while it resyncs them (every
+``--resync`` seconds): their resync slots all fall in the first half of the period, so ``--periods`` periods
+alternate a window with resyncs and one as long without, and each resync window's p50 is compared with the idle one
+after it (:func:`busy`). ``--baseline REF`` runs the operator from commit REF's code instead (the client, the bare
+webhook and the cluster unchanged).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import hashlib
 import itertools
 import json
 import math
@@ -70,9 +72,18 @@ def fresh(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run(
-    url: str, ca: Path, concurrency: int, requests: int, new: bool = False, until: float | None = None
+    url: str,
+    ca: Path,
+    concurrency: int,
+    requests: int,
+    new: bool = False,
+    until: float | None = None,
+    answers: dict[int, Any] | None = None,
 ) -> list[float]:
-    """``requests`` reviews from ``concurrency`` clients; with ``until`` (``time.monotonic()``), as many as fit."""
+    """``requests`` reviews from ``concurrency`` clients; with ``until`` (``time.monotonic()``), as many as fit.
+
+    ``answers``: filled with each review's response (without its uid) by the review's index.
+    """
     context = ssl.create_default_context(cafile=str(ca))
     specs = [FITS, TIGHT, MISFIT]
     latencies: list[float] = []
@@ -101,6 +112,8 @@ async def run(
                     payload = await response.json()
                 latencies.append((time.perf_counter() - start) * 1000)
                 assert payload["response"]["uid"] == body["request"]["uid"]
+                if answers is not None:
+                    answers[i] = {k: v for k, v in payload["response"].items() if k != "uid"}
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return latencies
@@ -219,6 +232,11 @@ def busy(
 WINDOWS = ("resync", "idle")
 
 
+def digest(answers: dict[int, Any]) -> str:
+    """A digest of the answers by review index: equal runs (and codes) answered the same specs alike."""
+    return hashlib.sha256(json.dumps(sorted(answers.items())).encode()).hexdigest()[:16]
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used: what a busy shared machine disturbs less than latency."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -277,7 +295,8 @@ def main() -> int:
                         assert op.proc is not None
                         server = bare.pid if case == "bare" else op.proc.pid
                         cpu_before = cpu_s(server)
-                        lat = sorted(asyncio.run(run(target, ca, n, args.requests, new=case == "new")))
+                        answers: dict[int, Any] = {}
+                        lat = sorted(asyncio.run(run(target, ca, n, args.requests, case == "new", None, answers)))
                         cpu_ms = (cpu_s(server) - cpu_before) * 1000 / len(lat)
                         p50 = statistics.median(lat)
                         if case == "bare":
@@ -291,6 +310,8 @@ def main() -> int:
                             "p99_ms": round(lat[int(0.99 * (len(lat) - 1))], 2),
                             "max_ms": round(lat[-1], 2),
                             "server_cpu_ms_per_review": round(cpu_ms, 3),
+                            # the answers by review (the same specs in the same order in every run and code)
+                            "answers_digest": digest(answers),
                         }
                         cpus.setdefault((case, n), []).append(cpu_ms)
                         p50s.setdefault((case, n), []).append(p50)
