@@ -11,11 +11,13 @@ import kopf
 import pytest
 
 from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision import evaluate as ev
 from fitgate.operator.decision import logic
 from fitgate.operator.decision.logic import ReconcileOutcome, forget, reconcile
 from fitgate.operator.decision.status import status_patch
 from fitgate.operator.gpus.inventory import Inventory
 from fitgate.operator.runtime import handlers
+from fitgate.operator.schema.api import parse_spec
 from fitgate.operator.schema.config import OperatorConfig
 from tests.fitgate_operator.test_operator import H100, L4, MISFIT, SPEC, FakeStore, gpus
 
@@ -337,3 +339,23 @@ def test_each_object_resyncs_once_a_period_at_a_phase_of_its_own() -> None:
         for s in slots:
             counts[min(5, int((s - now) / period * 6))] += 1
         assert all(abs(c - len(keys) / 6) < 0.2 * len(keys) / 6 for c in counts), counts
+
+
+def test_serving_settings_are_made_once_per_value_of_what_they_read() -> None:
+    # issue 23: every evaluation built the 43 ServingConfig fields again; now one instance per value of the spec
+    # parts they come from (serving, engine version, the placement's data parallelism), the same as built anew
+    base = {**SPEC, "serving": {"maxModelLen": 16384, "kvCacheDtype": "fp8"}, "workload": None}
+    same_settings = {**base, "workload": {"concurrentRequests": 2, "contextTokens": 500}, "replicas": 3}
+    other = [
+        {**base, "serving": {"maxModelLen": 8192, "kvCacheDtype": "fp8"}},
+        {**base, "engine": {"version": "0.10.1"}},
+        {**base, "placement": {"dataParallelSize": 2}},
+        {**base, "serving": {**base["serving"], "multimodal": {"limitPerPrompt": {"image": 2}}}},  # not hashable
+    ]
+    first = ev.serving_config(parse_spec(base))
+    assert ev.serving_config(parse_spec(same_settings)) is first
+    assert first == ev._serving_config(parse_spec(same_settings))
+    for raw in other:
+        spec = parse_spec(raw)
+        made = ev.serving_config(spec)
+        assert made == ev._serving_config(spec) and made != first

@@ -47,7 +47,7 @@ from fitgate.sizing import (
     suggest,
 )
 from fitgate.sizing.cost import GpuPrices
-from fitgate.sizing.memo import IdentityMemo
+from fitgate.sizing.memo import BoundedMemo, IdentityMemo
 from fitgate.sizing.units import GiB
 
 __all__ = ["Evaluation", "alternatives_of", "evaluate", "parallel_serving", "serving_config", "unknown", "workload_of"]
@@ -141,7 +141,26 @@ _POOL_OPTIONS: IdentityMemo[Option | None] = IdentityMemo(16384)
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
-    """The sizing core's settings from a spec."""
+    """The sizing core's settings from a spec; one instance per value of what they are made from.
+
+    Every evaluation needs them, and each new workload of a deployment (every new spec admitted) built the same
+    43 fields again (9 us, issue 23). Remembered by the spec parts they read (frozen, so hashable unless a
+    part holds a mapping: then built every time); the same instance each time also lets the plan memos,
+    keyed by it, match by identity first.
+    """
+    key = (spec.serving, spec.engine.version, spec.placement.data_parallel_size, spec.placement.nodes_per_replica)
+    try:
+        return _SERVING.get_or_compute(key, lambda: _serving_config(spec))
+    except TypeError:  # a part holding a mapping (multimodal limitPerPrompt): not hashable
+        return _serving_config(spec)
+
+
+#: Serving settings by the spec parts they are made from (:func:`serving_config`). Bound 1024: the distinct
+#: settings of the deployments evaluated lately (their workloads left out, which most specs differ in).
+_SERVING: BoundedMemo[tuple[Any, ...], ServingConfig] = BoundedMemo(1024)
+
+
+def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
     s = spec.serving
     mm = s.multimodal
     return ServingConfig(
