@@ -290,6 +290,13 @@ def suggest(
 _SUGGESTIONS: IdentityMemo[tuple[Plan, tuple[Suggestion, ...]]] = IdentityMemo(8192)
 
 
+class _Unplanned:
+    """What :func:`search_suggestions` finds in its ``planned`` for a candidate not planned yet (a plan may be None)."""
+
+
+_UNPLANNED = _Unplanned()
+
+
 def search_suggestions(
     model: ModelInput,
     gpu: GpuModel,
@@ -329,9 +336,9 @@ def search_suggestions(
         for m in moves:  # later moves only set their own fields
             new = evolve(new, **{k: v for k, v in m.fields.items() if v != getattr(serving, k)})
             wl = m.workload if m.workload is not workload else wl
-        if (new, wl) not in planned:
-            planned[(new, wl)] = _try(model, gpu, new, wl)
-        result = planned[(new, wl)]
+        key = (new, wl)  # one hash a lookup (a ServingConfig's 43 fields), not three (issue 23)
+        hit = planned.get(key, _UNPLANNED)
+        result = planned.setdefault(key, _try(model, gpu, new, wl)) if isinstance(hit, _Unplanned) else hit
         if result is None:
             return None
         if result.verdict in wanted and changes not in found:
