@@ -10,6 +10,7 @@ a lock because the operator evaluates on worker threads.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -28,13 +29,13 @@ class IdentityMemo(Generic[V]):
 
     def get(self, owners: tuple[object, ...], settings: tuple[Hashable, ...], compute: Callable[[], V]) -> V:
         """The value for ``owners`` and ``settings``, computed once (unhashable settings: every time)."""
-        key = (*(id(o) for o in owners), *settings)
+        key = (*map(id, owners), *settings)
         try:
             with self._lock:
                 hit = self._entries.get(key)
         except TypeError:  # an unhashable setting
             return compute()
-        if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
+        if hit is not None and _same(hit[0], owners):
             return hit[1]
         value = compute()
         with self._lock:
@@ -45,19 +46,19 @@ class IdentityMemo(Generic[V]):
 
     def peek(self, owners: tuple[object, ...], settings: tuple[Hashable, ...]) -> V | None:
         """The value for ``owners`` and ``settings`` if it is held (None when absent or unhashable)."""
-        key = (*(id(o) for o in owners), *settings)
+        key = (*map(id, owners), *settings)
         try:
             with self._lock:
                 hit = self._entries.get(key)
         except TypeError:  # an unhashable setting
             return None
-        if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
+        if hit is not None and _same(hit[0], owners):
             return hit[1]
         return None
 
     def put(self, owners: tuple[object, ...], settings: tuple[Hashable, ...], value: V) -> None:
         """Remember ``value`` for ``owners`` and ``settings``, replacing what was there (unhashable: nothing)."""
-        key = (*(id(o) for o in owners), *settings)
+        key = (*map(id, owners), *settings)
         try:
             with self._lock:
                 self._entries.pop(key, None)
@@ -69,6 +70,11 @@ class IdentityMemo(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _same(held: tuple[object, ...], owners: tuple[object, ...]) -> bool:
+    """Whether an entry's owners are ``owners``, object for object (in C: every plan looks some up)."""
+    return len(held) == len(owners) and all(map(operator.is_, held, owners))
 
 
 K = TypeVar("K", bound=Hashable)
