@@ -9,6 +9,8 @@ Usage:
     python benchmarks/throughput.py --aic      # side by side with NVIDIA aiconfigurator (fitgate[aic]) on the
                                                # points it has a system and a model for
     python benchmarks/throughput.py --held-out SET  # fit without the points whose "added" is SET, print theirs
+    python benchmarks/throughput.py --points   # one line per point: its config, measured vs estimated, the
+                                               # fitted and leave-one-group-out errors (worst LOGO GPU first)
 
 For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
 computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
@@ -482,6 +484,47 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
     return 0
 
 
+def source_name(p: Point) -> str:
+    """A point's source in a few words: the repository or the site it cites."""
+    url = str(p.raw["source"])
+    gh = re.search(r"github\.com/([^/]+/[^/#?]+)", url)
+    if gh:
+        return gh.group(1)
+    site = re.search(r"https?://([^/]+)", url)
+    return site.group(1) if site else url[:30]
+
+
+def dump_points(
+    points: Sequence[Point],
+    k: Constants,
+    by_gpu: dict[int, tuple[float | None, float | None]],
+    by_family: dict[int, tuple[float | None, float | None]],
+) -> None:
+    """One line per point: config, measured vs estimated decode speed and TTFT, fitted and LOGO errors."""
+
+    def pct(v: float | None) -> str:
+        return "    -" if v is None else f"{v:+5.0%}"
+
+    print(f"{'#':>3s} {'gpu':9s} {'model':28s} {'tp':>2s} {'ep':2s} {'w':5s} {'eng':3s} {'c':>4s} {'isl/osl':>11s} "
+          f"{'metric':6s} {'meas':>7s} {'est':>7s} {'fit':>5s} {'gpu':>5s} {'fam':>5s}  "
+          f"{'ttft':>7s} {'est':>7s} {'fit':>5s} {'gpu':>5s} {'fam':>5s}  source")  # fmt: skip
+    order = sorted(range(len(points)), key=lambda i: -abs(by_gpu[i][0] or 0.0))
+    for i in order:
+        p = points[i]
+        metric, speed, ttft = measured(p)
+        e_speed, e_ttft = errors(p, k)
+        est_speed = speed * (1 + e_speed) if speed and e_speed is not None else None
+        est_ttft = ttft * (1 + e_ttft) if ttft and e_ttft is not None else None
+        ep = "EP" if p.raw.get("expert_parallel") else ""
+        model = str(p.raw["model"]).rsplit("/", maxsplit=1)[-1][:28]
+        speed_cells = f"{speed or 0:7.1f} {est_speed or 0:7.1f}" if speed else f"{'-':>7s} {'-':>7s}"
+        ttft_cells = f"{ttft * 1000:7.0f} {est_ttft * 1000 if est_ttft else 0:7.0f}" if ttft else f"{'-':>7s} {'-':>7s}"
+        print(f"{i:3d} {p.gpu:9s} {model:28s} {p.tp:2d} {ep:2s} {p.weights:5s} {'v0' if p.work.v0 else 'v1':3s} "
+              f"{p.concurrency:4d} {f'{p.isl}/{p.osl}':>11s} {metric:6s} {speed_cells} {pct(e_speed)} "
+              f"{pct(by_gpu[i][0])} {pct(by_family[i][0])}  {ttft_cells} {pct(e_ttft)} {pct(by_gpu[i][1])} "
+              f"{pct(by_family[i][1])}  {source_name(p)} {p.raw.get('statistic', '')}")  # fmt: skip
+
+
 def held_out(points: Sequence[Point], name: str) -> int:
     """Median |error| on the points added as ``name`` with constants fitted on the others only (a true hold-out)."""
     train = [p for p in points if p.raw.get("added") != name]
@@ -515,6 +558,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--held-out", metavar="SET", help="fit without the points whose 'added' is SET and print their errors only"
     )
+    parser.add_argument(
+        "--points", action="store_true", help="one line per point (measured, estimated, fitted and LOGO errors)"
+    )
     args = parser.parse_args(argv)
     if args.aic:
         return side_by_side_aic(load_points(), calibration().constants)
@@ -527,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     k = fit(points, start) if args.fit else start
     by_gpu = logo(points, lambda p: p.gpu, k)
     by_family = logo(points, lambda p: p.family, k)
+    if args.points:
+        dump_points(points, k, by_gpu, by_family)
     rows: dict[str, dict[str, list[float | None]]] = {}
     for i, p in enumerate(points):
         cols = {"v1": v1_errors(p), "fit": errors(p, k), "logo_gpu": by_gpu[i], "logo_family": by_family[i]}
