@@ -221,8 +221,11 @@ def load_points() -> list[Point]:
 
 def prefill_floor_s(p: Point) -> float:
     """The least time one cold prompt of the point's ISL can take: its FLOPs at the GPU's full peak."""
-    flops = sum(p.isl * (s.flops_per_token + s.prefill_attention_flops) for s in p.work.stages)
-    return flops / p.work.peak_flops
+    attention_peak = p.work.attention_peak_flops or p.work.peak_flops  # step_time.ATTENTION_DTYPE
+    return sum(
+        p.isl * (s.flops_per_token / p.work.peak_flops + s.prefill_attention_flops / attention_peak)
+        for s in p.work.stages
+    )
 
 
 def measured(p: Point) -> tuple[str, float | None, float | None]:
@@ -231,12 +234,15 @@ def measured(p: Point) -> tuple[str, float | None, float | None]:
 
     A TTFT below :func:`prefill_floor_s` cannot be a cold prefill (a prefix-cache hit on repeated prompts is
     the likely cause): it is left out (None) of the fit and the table; so is one whose point says why its
-    source's TTFT is not the server's (``ttft_excluded``, a reason).
+    source's TTFT is not the server's (``ttft_excluded``, a reason), and a decode figure whose point says why its
+    source's is not the steady state's (``decode_excluded``, a reason): the speed is None then.
     """
     m = p.raw["measured"]
     ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m and not p.raw.get("ttft_excluded") else None
     if ttft is not None and ttft < prefill_floor_s(p):
         ttft = None
+    if p.raw.get("decode_excluded"):
+        return "excluded", None, ttft
     if "tpot_ms" in m:
         return "decode", 1000 / m["tpot_ms"], ttft
     if "decode_tokens_per_s" in m:
@@ -583,9 +589,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, (speed, ttft) in cols.items():
                 row.setdefault(f"{name}_speed", []).append(speed)
                 row.setdefault(f"{name}_ttft", []).append(ttft)
-            row.setdefault("n", []).append(1.0)
+            if cols["fit"][0] is not None:  # n: the points whose decode speed is compared
+                row.setdefault("n", []).append(1.0)
     table = {
-        r: {c: (len(v) if c == "n" else median_abs(v)) for c, v in cols.items()} for r, cols in sorted(rows.items())
+        r: {"n": 0, **{c: (len(v) if c == "n" else median_abs(v)) for c, v in cols.items()}}
+        for r, cols in sorted(rows.items())
     }
     tpot_band = band([e for e, _ in by_gpu.values() if e is not None])
     ttft_band = band([e for _, e in by_gpu.values() if e is not None])
