@@ -188,6 +188,9 @@ def load_points() -> list[Point]:
             dtype=p.get("dtype", "auto"),
             quantization=p.get("quantization"),
             kv_cache_dtype=p.get("kv_cache_dtype", "auto"),
+            # the server's step budget and sequence cap where its source states them (else vLLM's defaults)
+            max_num_batched_tokens=p.get("max_num_batched_tokens"),
+            max_num_seqs=p.get("max_num_seqs"),
         )
         result = plan(mi, lookup_gpu(p["gpu"]), serving, Workload(c, isl + osl))
         context = isl + osl // 2
@@ -235,7 +238,8 @@ def measured(p: Point) -> tuple[str, float | None, float | None]:
     A TTFT below :func:`prefill_floor_s` cannot be a cold prefill (a prefix-cache hit on repeated prompts is
     the likely cause): it is left out (None) of the fit and the table; so is one whose point says why its
     source's TTFT is not the server's (``ttft_excluded``, a reason), and a decode figure whose point says why its
-    source's is not the steady state's (``decode_excluded``, a reason): the speed is None then.
+    source's is not the steady state's (``decode_excluded``, a reason): the speed is None then. A point whose TPOT
+    its own source contradicts (``tpot_excluded``, a reason) is compared on its output rate.
     """
     m = p.raw["measured"]
     ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m and not p.raw.get("ttft_excluded") else None
@@ -243,7 +247,7 @@ def measured(p: Point) -> tuple[str, float | None, float | None]:
         ttft = None
     if p.raw.get("decode_excluded"):
         return "excluded", None, ttft
-    if "tpot_ms" in m:
+    if "tpot_ms" in m and not p.raw.get("tpot_excluded"):  # tpot_excluded: compared on its output rate
         return "decode", 1000 / m["tpot_ms"], ttft
     if "decode_tokens_per_s" in m:
         return "decode", m["decode_tokens_per_s"] / p.concurrency, ttft
@@ -473,8 +477,8 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
             row["fit_ttft"].append(ours_ttft if aic_ttft is not None else None)
             row["logo_speed"].append(logo_speed)
             row["logo_ttft"].append(logo_ttft if aic_ttft is not None else None)
-    print(f"aiconfigurator answered {sum(1 for r in rows.get('all', {}).get('aic_speed', []))} of {len(points)} "
-          f"points; not: {skipped}")  # fmt: skip
+    print(f"aiconfigurator answered {len(rows.get('all', {}).get('aic_speed', []))} of {len(points)} points "
+          f"(n below: those with a decode speed compared); not: {skipped}")  # fmt: skip
     print("median |error| of per-request decode speed (TTFT in brackets), on the points both answer:")
     print(f"{'regime':18s} {'n':>3s}  {'aiconfigurator':>16s}  {'fitgate fitted':>16s}  {'fitgate LOGO gpu':>16s}")
 
@@ -483,7 +487,7 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
         return "     -" if m is None else f"{m:6.0%}"
 
     for r, row in sorted(rows.items()):
-        n = len(row["aic_speed"])
+        n = sum(1 for a, o in zip(row["aic_speed"], row["fit_speed"], strict=True) if a is not None or o is not None)
         print(f"{r:18s} {n:3d}  {cell(row['aic_speed'])} ({cell(row['aic_ttft']).strip():>5s})  "
               f"{cell(row['fit_speed'])} ({cell(row['fit_ttft']).strip():>5s})  "
               f"{cell(row['logo_speed'])} ({cell(row['logo_ttft']).strip():>5s})")  # fmt: skip
@@ -549,7 +553,8 @@ def held_out(points: Sequence[Point], name: str) -> int:
     for r, errs in sorted(rows.items()):
         speed, ttft = median_abs([e for e, _ in errs]), median_abs([t for _, t in errs])
         cells = [("     -" if v is None else f"{v:6.0%}") for v in (speed, ttft)]
-        print(f"{r:18s} {len(errs):3d}  {cells[0]} ({cells[1].strip():>5s})")
+        n = sum(1 for e, _ in errs if e is not None)  # the points whose decode speed is compared
+        print(f"{r:18s} {n:3d}  {cells[0]} ({cells[1].strip():>5s})")
     return 0
 
 
