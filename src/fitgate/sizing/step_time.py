@@ -20,7 +20,8 @@ One step of one pipeline stage::
 
     step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus [+ all2all bytes / link]
     compute = (decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)) [/ amd_mfu]
-    (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
+    (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles; attention's
+    FLOPs at the KV cache dtype's peak, not the weights': ATTENTION_DTYPE)
     overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
     (async scheduling, V1 0.14+: step = max(the host's step_s, the rest): ASYNC_SCHEDULING)
 
