@@ -9,6 +9,8 @@ Usage:
     python benchmarks/throughput.py --aic      # side by side with NVIDIA aiconfigurator (fitgate[aic]) on the
                                                # points it has a system and a model for
     python benchmarks/throughput.py --held-out SET  # fit without the points whose "added" is SET, print theirs
+    python benchmarks/throughput.py --points   # one line per point: its config, measured vs estimated, the
+                                               # fitted and leave-one-group-out errors (worst LOGO GPU first)
 
 For each point: plan the model on the GPU at the point's TP, build what one engine step reads and
 computes (fitgate.sizing.performance.work) and run the steady state at the point's concurrency, ISL and
@@ -186,6 +188,9 @@ def load_points() -> list[Point]:
             dtype=p.get("dtype", "auto"),
             quantization=p.get("quantization"),
             kv_cache_dtype=p.get("kv_cache_dtype", "auto"),
+            # the server's step budget and sequence cap where its source states them (else vLLM's defaults)
+            max_num_batched_tokens=p.get("max_num_batched_tokens"),
+            max_num_seqs=p.get("max_num_seqs"),
         )
         result = plan(mi, lookup_gpu(p["gpu"]), serving, Workload(c, isl + osl))
         context = isl + osl // 2
@@ -219,8 +224,11 @@ def load_points() -> list[Point]:
 
 def prefill_floor_s(p: Point) -> float:
     """The least time one cold prompt of the point's ISL can take: its FLOPs at the GPU's full peak."""
-    flops = sum(p.isl * (s.flops_per_token + s.prefill_attention_flops) for s in p.work.stages)
-    return flops / p.work.peak_flops
+    attention_peak = p.work.attention_peak_flops or p.work.peak_flops  # step_time.ATTENTION_DTYPE
+    return sum(
+        p.isl * (s.flops_per_token / p.work.peak_flops + s.prefill_attention_flops / attention_peak)
+        for s in p.work.stages
+    )
 
 
 def measured(p: Point) -> tuple[str, float | None, float | None]:
@@ -229,13 +237,17 @@ def measured(p: Point) -> tuple[str, float | None, float | None]:
 
     A TTFT below :func:`prefill_floor_s` cannot be a cold prefill (a prefix-cache hit on repeated prompts is
     the likely cause): it is left out (None) of the fit and the table; so is one whose point says why its
-    source's TTFT is not the server's (``ttft_excluded``, a reason).
+    source's TTFT is not the server's (``ttft_excluded``, a reason), and a decode figure whose point says why its
+    source's is not the steady state's (``decode_excluded``, a reason): the speed is None then. A point whose TPOT
+    its own source contradicts (``tpot_excluded``, a reason) is compared on its output rate.
     """
     m = p.raw["measured"]
     ttft = m["ttft_ms"] / 1000 if "ttft_ms" in m and not p.raw.get("ttft_excluded") else None
     if ttft is not None and ttft < prefill_floor_s(p):
         ttft = None
-    if "tpot_ms" in m:
+    if p.raw.get("decode_excluded"):
+        return "excluded", None, ttft
+    if "tpot_ms" in m and not p.raw.get("tpot_excluded"):  # tpot_excluded: compared on its output rate
         return "decode", 1000 / m["tpot_ms"], ttft
     if "decode_tokens_per_s" in m:
         return "decode", m["decode_tokens_per_s"] / p.concurrency, ttft
@@ -465,8 +477,8 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
             row["fit_ttft"].append(ours_ttft if aic_ttft is not None else None)
             row["logo_speed"].append(logo_speed)
             row["logo_ttft"].append(logo_ttft if aic_ttft is not None else None)
-    print(f"aiconfigurator answered {sum(1 for r in rows.get('all', {}).get('aic_speed', []))} of {len(points)} "
-          f"points; not: {skipped}")  # fmt: skip
+    print(f"aiconfigurator answered {len(rows.get('all', {}).get('aic_speed', []))} of {len(points)} points "
+          f"(n below: those with a decode speed compared); not: {skipped}")  # fmt: skip
     print("median |error| of per-request decode speed (TTFT in brackets), on the points both answer:")
     print(f"{'regime':18s} {'n':>3s}  {'aiconfigurator':>16s}  {'fitgate fitted':>16s}  {'fitgate LOGO gpu':>16s}")
 
@@ -475,11 +487,52 @@ def side_by_side_aic(points: Sequence[Point], k: Constants) -> int:
         return "     -" if m is None else f"{m:6.0%}"
 
     for r, row in sorted(rows.items()):
-        n = len(row["aic_speed"])
+        n = sum(1 for a, o in zip(row["aic_speed"], row["fit_speed"], strict=True) if a is not None or o is not None)
         print(f"{r:18s} {n:3d}  {cell(row['aic_speed'])} ({cell(row['aic_ttft']).strip():>5s})  "
               f"{cell(row['fit_speed'])} ({cell(row['fit_ttft']).strip():>5s})  "
               f"{cell(row['logo_speed'])} ({cell(row['logo_ttft']).strip():>5s})")  # fmt: skip
     return 0
+
+
+def source_name(p: Point) -> str:
+    """A point's source in a few words: the repository or the site it cites."""
+    url = str(p.raw["source"])
+    gh = re.search(r"github\.com/([^/]+/[^/#?]+)", url)
+    if gh:
+        return gh.group(1)
+    site = re.search(r"https?://([^/]+)", url)
+    return site.group(1) if site else url[:30]
+
+
+def dump_points(
+    points: Sequence[Point],
+    k: Constants,
+    by_gpu: dict[int, tuple[float | None, float | None]],
+    by_family: dict[int, tuple[float | None, float | None]],
+) -> None:
+    """One line per point: config, measured vs estimated decode speed and TTFT, fitted and LOGO errors."""
+
+    def pct(v: float | None) -> str:
+        return "    -" if v is None else f"{v:+5.0%}"
+
+    print(f"{'#':>3s} {'gpu':9s} {'model':28s} {'tp':>2s} {'ep':2s} {'w':5s} {'eng':3s} {'c':>4s} {'isl/osl':>11s} "
+          f"{'metric':6s} {'meas':>7s} {'est':>7s} {'fit':>5s} {'gpu':>5s} {'fam':>5s}  "
+          f"{'ttft':>7s} {'est':>7s} {'fit':>5s} {'gpu':>5s} {'fam':>5s}  source")  # fmt: skip
+    order = sorted(range(len(points)), key=lambda i: -abs(by_gpu[i][0] or 0.0))
+    for i in order:
+        p = points[i]
+        metric, speed, ttft = measured(p)
+        e_speed, e_ttft = errors(p, k)
+        est_speed = speed * (1 + e_speed) if speed and e_speed is not None else None
+        est_ttft = ttft * (1 + e_ttft) if ttft and e_ttft is not None else None
+        ep = "EP" if p.raw.get("expert_parallel") else ""
+        model = str(p.raw["model"]).rsplit("/", maxsplit=1)[-1][:28]
+        speed_cells = f"{speed or 0:7.1f} {est_speed or 0:7.1f}" if speed else f"{'-':>7s} {'-':>7s}"
+        ttft_cells = f"{ttft * 1000:7.0f} {est_ttft * 1000 if est_ttft else 0:7.0f}" if ttft else f"{'-':>7s} {'-':>7s}"
+        print(f"{i:3d} {p.gpu:9s} {model:28s} {p.tp:2d} {ep:2s} {p.weights:5s} {'v0' if p.work.v0 else 'v1':3s} "
+              f"{p.concurrency:4d} {f'{p.isl}/{p.osl}':>11s} {metric:6s} {speed_cells} {pct(e_speed)} "
+              f"{pct(by_gpu[i][0])} {pct(by_family[i][0])}  {ttft_cells} {pct(e_ttft)} {pct(by_gpu[i][1])} "
+              f"{pct(by_family[i][1])}  {source_name(p)} {p.raw.get('statistic', '')}")  # fmt: skip
 
 
 def held_out(points: Sequence[Point], name: str) -> int:
@@ -500,7 +553,8 @@ def held_out(points: Sequence[Point], name: str) -> int:
     for r, errs in sorted(rows.items()):
         speed, ttft = median_abs([e for e, _ in errs]), median_abs([t for _, t in errs])
         cells = [("     -" if v is None else f"{v:6.0%}") for v in (speed, ttft)]
-        print(f"{r:18s} {len(errs):3d}  {cells[0]} ({cells[1].strip():>5s})")
+        n = sum(1 for e, _ in errs if e is not None)  # the points whose decode speed is compared
+        print(f"{r:18s} {n:3d}  {cells[0]} ({cells[1].strip():>5s})")
     return 0
 
 
@@ -515,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--held-out", metavar="SET", help="fit without the points whose 'added' is SET and print their errors only"
     )
+    parser.add_argument(
+        "--points", action="store_true", help="one line per point (measured, estimated, fitted and LOGO errors)"
+    )
     args = parser.parse_args(argv)
     if args.aic:
         return side_by_side_aic(load_points(), calibration().constants)
@@ -527,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     k = fit(points, start) if args.fit else start
     by_gpu = logo(points, lambda p: p.gpu, k)
     by_family = logo(points, lambda p: p.family, k)
+    if args.points:
+        dump_points(points, k, by_gpu, by_family)
     rows: dict[str, dict[str, list[float | None]]] = {}
     for i, p in enumerate(points):
         cols = {"v1": v1_errors(p), "fit": errors(p, k), "logo_gpu": by_gpu[i], "logo_family": by_family[i]}
@@ -535,9 +594,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, (speed, ttft) in cols.items():
                 row.setdefault(f"{name}_speed", []).append(speed)
                 row.setdefault(f"{name}_ttft", []).append(ttft)
-            row.setdefault("n", []).append(1.0)
+            if cols["fit"][0] is not None:  # n: the points whose decode speed is compared
+                row.setdefault("n", []).append(1.0)
     table = {
-        r: {c: (len(v) if c == "n" else median_abs(v)) for c, v in cols.items()} for r, cols in sorted(rows.items())
+        r: {"n": 0, **{c: (len(v) if c == "n" else median_abs(v)) for c, v in cols.items()}}
+        for r, cols in sorted(rows.items())
     }
     tpot_band = band([e for e, _ in by_gpu.values() if e is not None])
     ttft_band = band([e for _, e in by_gpu.values() if e is not None])

@@ -365,3 +365,55 @@ def test_moe_decode_step_grows_smoothly_with_the_batch() -> None:
     steps = [step_seconds(w, float(c), 0.0, k)[0] for c in range(1, 257)]
     assert all(b >= a for a, b in itertools.pairwise(steps))  # never faster with more in flight
     assert all(b / a < 1.1 for a, b in itertools.pairwise(steps))  # and no jump at a tile boundary
+
+
+def test_attention_runs_at_the_kv_cache_dtype_not_the_weights() -> None:
+    # step_time.ATTENTION_DTYPE: Llama-3.1-8B with --quantization fp8 on an H100 (989 TFLOP/s bf16 dense): its
+    # linear layers run on fp8 tensor cores (2 x 989e12 = 1.978e15), its attention on bf16 queries and a bf16 KV
+    # cache (989e12), and on fp8 (1.978e15) only with --kv-cache-dtype fp8 (flash_attn.py quantizes the query then).
+    # A 2048-token prompt step is compute-bound: 2048 x (linear FLOPs / 1.978e15 + attention FLOPs / 989e12) /
+    # prefill_mfu, plus 32 layers' per-layer cost (the host's step_s overlaps: async scheduling).
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    k = dataclasses.replace(calibration().constants, prefill_mfu=0.5)
+    for kv, attention_peak in (("auto", 989e12), ("fp8", 2 * 989e12)):
+        serving = ServingConfig(max_model_len=8192, quantization="fp8", kv_cache_dtype=kv)
+        w = work(mi, plan(mi, lookup_gpu("H100"), serving, Workload(1, 4096)), 3072, 2048)
+        s = w.stages[0]
+        assert (w.peak_flops, w.attention_peak_flops) == pytest.approx((2 * 989e12, attention_peak))
+        compute = 2048 * (s.flops_per_token / (2 * 989e12) + s.prefill_attention_flops / attention_peak) / 0.5
+        assert step_seconds(w, 0.0, 2048.0, k)[0] == pytest.approx(max(k.step_s, s.layers * k.layer_s + compute))
+
+
+def test_a_norm_over_tp_split_heads_adds_an_all_reduce_per_layer() -> None:
+    # step_time.TP_NORMS: MiniMax-M2.5 at TP 8 all-reduces its q / k variances once a layer besides o_proj's and
+    # the MoE's all-reduce: its per-layer TP cost is 1.5 x tp_layer_s. With every other term equal, one decode
+    # token's step grows by 62 layers x tp_layer_s / 2 (62 x 8 us = 0.496 ms at tp_layer_s 16 us); async
+    # scheduling is off here so that the host's step_s adds instead of overlapping.
+    mi = model("MiniMaxAI/MiniMax-M2.5")
+    p = plan(mi, lookup_gpu("H200"), ServingConfig(max_model_len=8192, tensor_parallel_size=8), Workload(1, 2048))
+    w = dataclasses.replace(work(mi, p, 1024, 1024), async_scheduling=False)
+    assert w.extra_allreduces_per_layer == 1 and w.stages[0].layers == 62
+    k = dataclasses.replace(calibration().constants, tp_layer_s=16e-6)
+    plain = dataclasses.replace(w, extra_allreduces_per_layer=0)
+    extra = step_seconds(w, 1.0, 0.0, k)[0] - step_seconds(plain, 1.0, 0.0, k)[0]
+    assert extra == pytest.approx(62 * 8e-6)
+
+
+def test_excluded_decode_figures_say_why_and_stay_in_the_file() -> None:
+    # A point whose source's decode figure is not the server's steady state (InferenceX's experimental folder:
+    # "experimental WIP ... likely contains errors", medians its own Little's-law figures contradict) stays in
+    # the file with its measurement and says why the benchmark leaves it out.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    excluded = [p for p in points if "decode_excluded" in p]
+    assert excluded and all(isinstance(p["decode_excluded"], str) and len(p["decode_excluded"]) > 40 for p in excluded)
+    assert all({"tpot_ms", "output_tokens_per_s", "decode_tokens_per_s"} & set(p["measured"]) for p in excluded)
+    assert len(excluded) <= len(points) // 5  # a correction, not a cull
+
+
+def test_a_tpot_its_source_contradicts_is_compared_on_the_output_rate() -> None:
+    # llm-d's MI355X 16k / 2k row at c 4: its median TPOT (21.0 ms) contradicts its own output rate
+    # (4 x 2048 / 246.8 tok/s = 33.2 s a request, (33.2 - 1.77) / 2047 = 15.4 ms): the point says why
+    # (tpot_excluded) and carries the output rate the benchmark compares instead.
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    flagged = [p for p in points if "tpot_excluded" in p]
+    assert flagged and all(len(p["tpot_excluded"]) > 40 and "output_tokens_per_s" in p["measured"] for p in flagged)

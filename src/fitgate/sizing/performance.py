@@ -313,6 +313,22 @@ def compute_dtype_factors(model: ModelInput, result: Plan) -> tuple[float, float
     return dense, _dtype_factor(q.experts or q, gen)
 
 
+#: Architectures whose decoder layer runs more TP all-reduces than o_proj's and the MLP's (step_time.TP_NORMS).
+#: MiniMax-M2 normalises q and k over all heads, which TP splits, so it all-reduces their variances once per
+#: layer (``MiniMaxText01RMSNormTP.forward_qk``: ``torch.cat([q_var, k_var])`` then
+#: ``tensor_model_parallel_all_reduce``; models/minimax_m2.py ``MiniMaxM2Attention.forward``).
+TP_NORM_ALLREDUCES = {"MiniMaxM2ForCausalLM": 1}
+
+
+def attention_dtype_factor(kv_cache_dtype: str, gen: str) -> float:
+    """Peak FLOP/s of the attention matmuls relative to bf16 (step_time.ATTENTION_DTYPE).
+
+    2 with an fp8 KV cache on a GPU with fp8 tensor cores (FlashAttention quantizes the query to fp8 then), else 1,
+    whatever the weights' format.
+    """
+    return 2.0 if kv_cache_dtype.startswith("fp8") and gen in FP8_ARCHITECTURES else 1.0
+
+
 #: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
 ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 #: Speculative methods async scheduling works with (vllm-project/vllm#31998); others turn it off.
@@ -384,6 +400,8 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         bandwidth_bytes_per_s=gpu.memory_bandwidth_gbps * 1e9,
         peak_flops=gpu.bf16_dense_tflops * 1e12 * dense_factor,
         expert_peak_flops=gpu.bf16_dense_tflops * 1e12 * expert_factor,
+        extra_allreduces_per_layer=TP_NORM_ALLREDUCES.get(arch.architecture, 0),
+        attention_peak_flops=gpu.bf16_dense_tflops * 1e12 * attention_dtype_factor(rs.kv_cache_dtype, gpu.architecture),
         bus_bytes_per_s=ALLREDUCE_BUS_GBPS[link] * 1e9,
         amd=gpu.vendor == "amd",
         max_num_batched_tokens=rs.max_num_batched_tokens,

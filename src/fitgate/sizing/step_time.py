@@ -20,7 +20,8 @@ One step of one pipeline stage::
 
     step = overhead + max(bytes / (bandwidth x bw_eff), compute) + all-reduce bytes / bus [+ all2all bytes / link]
     compute = (decode FLOPs / (peak x mfu [x moe_mfu]) + prompt FLOPs / (peak x prefill_mfu)) [/ amd_mfu]
-    (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles)
+    (MoE: a prompt chunk's expert FLOPs over every row of the fused-MoE kernel's padded tiles; attention's
+    FLOPs at the KV cache dtype's peak, not the weights': ATTENTION_DTYPE)
     overhead = amd_factor? x v0_factor? x (step_s + layers x (layer_s + moe_layer_s [MoE] + tp_layer_s [TP > 1]))
     (async scheduling, V1 0.14+: step = max(the host's step_s, the rest): ASYNC_SCHEDULING)
 
@@ -157,6 +158,27 @@ ASYNC_SCHEDULING = "V1 0.14+: the next step's scheduling overlaps the running st
 #: attention and fused-MoE kernels.
 AMD_GEMMS = "ROCm matmuls reach a smaller share of the datasheet peak than CUDA's (amd_mfu, fitted)"
 
+#: Why attention has a peak of its own (issue 24): fp8 / fp4 weights speed up the linear layers (their GEMMs run
+#: on fp8 / fp4 tensor cores), not attention, whose matmuls (QK^T over the context, PV) run on the query and the KV
+#: cache. vLLM's FlashAttention backend takes float16 / bfloat16 queries (``v1/attention/backends/flash_attn.py``,
+#: commit 0084b783 (0.10.x): ``FlashAttentionBackend.get_supported_dtypes`` returns ``[torch.float16,
+#: torch.bfloat16]``) and runs fp8 attention only when the KV cache is fp8: ``FlashAttentionImpl.forward`` views
+#: the cache as ``float8_e4m3fn`` and quantizes the query (``ops.scaled_fp8_quant(query, layer._q_scale)``) under
+#: ``if self.kv_cache_dtype.startswith("fp8")``, passing ``q/k/v_descale`` to the kernel. So attention FLOPs count
+#: at the bf16 peak, or at the fp8 peak with an fp8 KV cache on a GPU with fp8 tensor cores
+#: (``Work.attention_peak_flops``); before, a prompt chunk of an fp8 model ran its attention at 2 x the bf16 peak
+#: (4 x for fp4), which made long prompts of fp8 / fp4 models too cheap (MiniMax-M2.5 at 16-32k tokens on H200).
+ATTENTION_DTYPE = "attention at the KV cache's dtype: bf16 peak, fp8 only with an fp8 KV cache (flash_attn.py)"
+
+#: Why some models pay more TP all-reduces per layer (issue 24, ``Work.extra_allreduces_per_layer``): ``tp_layer_s`` is
+#: the latency of the two all-reduces every decoder layer runs under TP (the row-parallel o_proj and the MLP / MoE
+#: output). A model whose norm spans the TP-split heads adds its own: MiniMax-M2's q / k norm is over all heads
+#: (``MiniMaxM2Attention`` builds ``MiniMaxText01RMSNormTP(head_dim x total_num_heads)``), so each layer
+#: all-reduces the concatenated q and k variances once (``MiniMaxText01RMSNormTP.forward_qk``,
+#: ``tensor_model_parallel_all_reduce(qk_var)``): three all-reduces a layer, 1.5 x ``tp_layer_s``. The payload
+#: (two floats a token) costs no bandwidth worth counting. No constant (performance.TP_NORM_ALLREDUCES).
+TP_NORMS = "norms over TP-split heads all-reduce per layer (vllm models/minimax_m2.py, MiniMaxText01RMSNormTP)"
+
 ENGINE_ERA = "V0 (before 0.8): serial host side, prompts in prefill-only steps; V1: engine-core process, mixed steps"
 
 
@@ -229,6 +251,12 @@ class Work:
     a2a_bytes_per_token: float = 0.0
     a2a_bytes_per_s: float = 1.0
     prefill_apart: bool = False  # V0 without chunked prefill: prompts run in prefill-only steps (ENGINE_ERA)
+    # The attention matmuls (QK^T, PV) at the KV cache / activation dtype's peak, not the weights' (ATTENTION_DTYPE);
+    # 0: as peak_flops (the step model before issue 24's attention-dtype round).
+    attention_peak_flops: float = 0.0
+    # All-reduces a decoder layer runs under TP beyond the two of o_proj and the MLP / MoE (TP_NORMS): their
+    # latency is paid like those two (tp_layer_s / 2 each); their payload (a few floats per token) is not.
+    extra_allreduces_per_layer: int = 0
 
 
 def expert_fraction_touched(num_experts: int, top_k: int, tokens: float) -> float:
@@ -297,16 +325,20 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
         # the routed experts' matmuls at their own dtype's peak (compute_dtype_factors), the rest at the dense one
         dense = s.flops_per_token - s.expert_flops_per_token
         expert_peak = work.expert_peak_flops or work.peak_flops
+        attention_peak = work.attention_peak_flops or work.peak_flops  # ATTENTION_DTYPE
         decode_s = decode_tokens * (
-            (dense + s.decode_attention_flops) / work.peak_flops + s.expert_flops_per_token / expert_peak
+            dense / work.peak_flops + s.decode_attention_flops / attention_peak + s.expert_flops_per_token / expert_peak
         )
         prefill_s = prefill_tokens * (
-            (dense + s.prefill_attention_flops) / work.peak_flops + s.expert_flops_per_token / tile / expert_peak
+            dense / work.peak_flops
+            + s.prefill_attention_flops / attention_peak
+            + s.expert_flops_per_token / tile / expert_peak
         )
         memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
         moe = k.moe_mfu if work.num_experts else 1.0
         compute_s = (decode_s / (k.mfu * moe) + prefill_s / k.prefill_mfu) / (k.amd_mfu if work.amd else 1.0)
-        per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + (k.tp_layer_s if work.tp > 1 else 0.0)
+        tp_layer = k.tp_layer_s * (1 + work.extra_allreduces_per_layer / 2) if work.tp > 1 else 0.0
+        per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + tp_layer
         host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
         step_host, layers_s = k.step_s / len(work.stages) * host, s.layers * per_layer * host
         allreduce_s = 0.0
