@@ -266,6 +266,10 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
         block_size=case.get("block_size"),
         enforce_eager=bool(case.get("enforce_eager")),
+        # The sampler as the case's install had it (vLLM 0.8-0.11.0 sample with FlashInfer where it is installed):
+        # recorded with its basis; an undated run's release and install are unknown, so it is sized on PyTorch's
+        # sort, the path every release has (activation._flashinfer_sampler).
+        flashinfer_sampler=case.get("flashinfer_sampler", False if not case.get("vllm_version") else None),
         vllm_version=version,
         engine=engine,
         runner=case.get("runner") or "generate",

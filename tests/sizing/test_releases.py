@@ -279,6 +279,36 @@ def test_gpt_oss_120b_tp2_at_095_is_the_documented_oom() -> None:
     assert "OutsideBudgetTooSmall" not in {r.code for r in ok.reasons}
 
 
+def test_gpt_oss_120b_on_one_h100_samples_with_flashinfer_on_0_10() -> None:
+    # gpustack's performance lab ran `vllm serve openai/gpt-oss-120b --max-model-len 32768` on one H100 at vLLM
+    # 0.10.2 (docs/performance-lab/gpt-oss-120b/h100.md, commit 47277d79, L476 and its ShareGPT run), while
+    # vllm#23278 (0.10.1, a conda pip install, defaults) printed -2.14 GiB of KV. vLLM 0.8-0.11.0 sample with
+    # FlashInfer when it is installed (topk_topp_sampler.py 0.10.2 L42-60; vLLM's image installs it), PyTorch's
+    # sort otherwise. Sampler pass, 1024 rows x 201088 vocab: FlashInfer 14 B a logit = 2,882,838,528 B =
+    # 2.685 GiB + 0.146 GiB = 2.83 GiB; the sort's 37.8 B = 7,783,664,025 B = 7.249 GiB + 0.146 = 7.39 GiB.
+    # Budget 0.9 x 79.19 = 71.27 GiB - weights 65.91 - non-torch 0.13 - 2.83 = 2.40 GiB of KV (one 32768-token
+    # request needs 32768 x 36864 B = 1.125 GiB of full attention plus the sliding window's): it starts, Tight;
+    # on the sort path 2.40 - (7.39 - 2.83) < 0: the pip install's start is refused, said in the reason.
+    m = to_model_input(load_directory(CORPUS / "openai__gpt-oss-120b"))
+    image = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.10.2"))
+    assert image.ranks[0].profile.activation_bytes == int(0.146 * GiB) + int(14.0 * 1024 * 201088)
+    assert image.verdict.value == "Tight" and "SamplerNeedsFlashInfer" in {r.code for r in image.reasons}
+    extra = image.ranks[0].profile.without_flashinfer_bytes
+    assert extra == int(37.8 * 1024 * 201088) - int(14.0 * 1024 * 201088)
+    assert image.ranks[0].available_kv_bytes - extra < 0
+    pip = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.10.2", flashinfer_sampler=False))
+    assert pip.verdict.value == "DoesNotFit" and pip.ranks[0].profile.without_flashinfer_bytes == 0
+    # 0.11.1 made FlashInfer's sampler opt-in (topk_topp_sampler.py 0.11.1 L34-35): the sort is the default there,
+    # and with fewer sequences (vllm#33155 ran 0.11.2 at gmu 0.97 with --max-num-seqs 100) it is not denied
+    later = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.11.2"))
+    assert later.verdict.value == "DoesNotFit"
+    issue = ServingConfig(max_model_len=87040, max_num_seqs=100, gpu_memory_utilization=0.97, vllm_version="0.11.2")
+    assert plan(m, H100, issue).verdict.value != "DoesNotFit"
+    # opted in on 0.11.2 (VLLM_USE_FLASHINFER_SAMPLER=1): FlashInfer's smaller pass, nothing assumed
+    opted = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.11.2", flashinfer_sampler=True))
+    assert opted.verdict.value != "DoesNotFit" and opted.ranks[0].profile.without_flashinfer_bytes == 0
+
+
 def test_gpt_oss_20b_logs_of_019() -> None:
     # shared/calibration, vLLM 0.19.0 H100 (llm-d-planner logs): gmu 0.95 failed after KV sizing at TP2,
     # gmu 0.9 ran at TP2. TP2 at 0.95: 1.53 + 1.40 (24 layers x 34 MiB + 0.60) + 1024 x 201088 x 6 B (1.15) =

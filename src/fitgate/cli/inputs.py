@@ -77,6 +77,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,
         enforce_eager=args.enforce_eager,
+        flashinfer_sampler=getattr(args, "flashinfer_sampler", None),
         vllm_version=args.vllm_version,
         offline=args.offline_llm,
         **_parallel_serving(args),

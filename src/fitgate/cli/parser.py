@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=_int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
+        "--flashinfer-sampler",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the V1 sampler on FlashInfer (VLLM_USE_FLASHINFER_SAMPLER with FlashInfer installed) or, with --no-, "
+        "PyTorch's sort; default: the release's own with FlashInfer installed, as in vLLM's image (on in 0.8-0.11.0)",
+    )
+    p.add_argument(
         "--runner", choices=("generate", "pooling"), default="generate", help="vLLM's --runner (pooling: embeddings)"
     )
     p.add_argument(

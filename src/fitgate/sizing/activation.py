@@ -34,7 +34,7 @@ from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.units import GiB, MiB
-from fitgate.sizing.versions import VllmAccounting
+from fitgate.sizing.versions import FLASHINFER_SAMPLER_BYTES_PER_LOGIT, VllmAccounting
 
 FORWARD_HIDDEN_FACTOR = 7
 FORWARD_INTERMEDIATE_FACTOR = 3
@@ -52,6 +52,9 @@ class ProfileEstimate:
     moe_workspace_bytes: int
     non_torch_bytes: int
     cuda_graph_bytes: int
+    #: How much larger the activation peak would be on PyTorch's sort sampler where fitgate assumed FlashInfer's
+    #: (the release's default with FlashInfer installed, nothing stated; :func:`_flashinfer_sampler`).
+    without_flashinfer_bytes: int = 0
 
 
 def _dense_intermediate(arch: ModelArchitecture, layers: range) -> int:
@@ -74,6 +77,24 @@ def _widest_mlp(arch: ModelArchitecture, layers: range) -> int:
     return widest
 
 
+def _flashinfer_sampler(
+    arch: ModelArchitecture, accounting: VllmAccounting, gpu: GpuModel | None, stated: bool | None
+) -> bool:
+    """Whether the profiling sampler pass runs on FlashInfer's top-k/top-p kernels instead of PyTorch's sort.
+
+    Only the V1 runner's ``TopKTopPSampler`` on CUDA has the FlashInfer path (``current_platform.is_cuda()``,
+    topk_topp_sampler.py 0.10.2 L40-42); ``stated``: ``VLLM_USE_FLASHINFER_SAMPLER`` with FlashInfer installed;
+    None: the release's default in vLLM's own image, which installs FlashInfer (versions.FLASHINFER_SAMPLER_DEFAULT:
+    on in 0.8 to 0.11.0, opt-in after). Assuming it there is the smaller of the two peaks, so a start that a pip
+    install without FlashInfer would refuse is Tight (verdict_rules), never denied for it.
+    """
+    if accounting.engine != "V1" or accounting.uses_v2_runner(arch.architecture):
+        return False
+    if gpu is not None and gpu.vendor == "amd":
+        return False
+    return accounting.flashinfer_sampler_default if stated is None else stated
+
+
 def estimate_profile(
     arch: ModelArchitecture,
     *,
@@ -93,6 +114,7 @@ def estimate_profile(
     moe_tp: int | None = None,
     all2all_bytes: int = 0,
     graph_cases: int = 1,  # LoRA: graphs are captured without and with adapters (fitgate.sizing.lora)
+    flashinfer_sampler: bool | None = None,  # ServingConfig.flashinfer_sampler; None: the release's default
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
@@ -114,11 +136,14 @@ def estimate_profile(
         # pipeline stages receive them as an intermediate tensor (L1168-1195).
         per_token += arch.num_layers * arch.per_layer_embedding.hidden_size
     forward = max_num_batched_tokens * dtype_bytes * per_token
-    sampler = 0
+    sampler = sort_sampler = 0
     if last_stage and not pooling:
         seqs = min(max_num_seqs, max_num_batched_tokens)
         per_logit = accounting.sampler_bytes_per_logit_for(arch.architecture, dtype_bytes)
-        sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)
+        sort_sampler = sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)
+        if _flashinfer_sampler(arch, accounting, gpu, flashinfer_sampler):
+            per_logit = min(per_logit, FLASHINFER_SAMPLER_BYTES_PER_LOGIT)
+            sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)
     workspace = 0
     mxfp4 = arch.quantization is not None and arch.quantization.method == "mxfp4"
     moe = next((arch.layers[i].ffn for i in layers if isinstance(arch.layers[i].ffn, MoE)), None)
@@ -126,8 +151,11 @@ def estimate_profile(
         n = moe.expert_intermediate_size // (moe_tp or tp)
         workspace = max_num_batched_tokens * moe.top_k * dtype_bytes * (max(2 * n, hidden) + n)
     activation = max(forward, sampler) + workspace
+    # Assumed, not stated: what the activation would grow by on PyTorch's sort (no FlashInfer in the image).
+    assumed = flashinfer_sampler is None and sort_sampler > sampler
     return ProfileEstimate(
         activation_bytes=activation,
+        without_flashinfer_bytes=max(forward, sort_sampler) + workspace - activation if assumed else 0,
         sampler_bytes=sampler,
         forward_bytes=forward,
         moe_workspace_bytes=workspace,

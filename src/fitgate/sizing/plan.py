@@ -121,6 +121,7 @@ def _rank(
         max_num_seqs=rs.max_num_seqs,
         enforce_eager=rs.enforce_eager,
         accounting=accounting,
+        flashinfer_sampler=rs.flashinfer_sampler,
         gpu=gpu,
         interconnect=rs.interconnect,
         pooling=rs.runner == "pooling",

@@ -25,6 +25,7 @@ class ReasonCode(StrEnum):
     WORKLOAD_NEAR_KV_CAPACITY = "WorkloadNearKVCapacity"
     MAX_MODEL_LEN_NEAR_KV_CAPACITY = "MaxModelLenNearKVCapacity"
     LOW_HEADROOM_OUTSIDE_BUDGET = "LowHeadroomOutsideBudget"
+    SAMPLER_NEEDS_FLASHINFER = "SamplerNeedsFlashInfer"
     # The plan: Fits; and the Fits condition's reasons for a Tight and a Fits verdict
     FITS = "Fits"
     TIGHT = "Tight"

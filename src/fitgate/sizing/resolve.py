@@ -184,6 +184,7 @@ def resolve_serving(
         pipeline_parallel_size=pp,
         gpu_memory_utilization=float(gmu),
         enforce_eager=serving.enforce_eager,
+        flashinfer_sampler=serving.flashinfer_sampler,
         vllm_version=accounting.label,
         engine=accounting.engine,
         kv_cache_memory_bytes=kv_memory,

@@ -23,6 +23,9 @@ class ServingConfig:
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
     enforce_eager: bool = False
+    # The V1 sampler on FlashInfer's top-k/top-p kernels (``VLLM_USE_FLASHINFER_SAMPLER``; FlashInfer installed, as
+    # in vLLM's image) or PyTorch's sort; None: the release's default with FlashInfer installed (activation.py).
+    flashinfer_sampler: bool | None = None
     vllm_version: str | None = None
     engine: str | None = None
     offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
@@ -132,6 +135,7 @@ class ResolvedServing:
     mm_processor_cache_bytes: int = 0
     # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
     extensible_kv_cache: bool = False
+    flashinfer_sampler: bool | None = None  # ServingConfig.flashinfer_sampler
     engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)
 
     @property

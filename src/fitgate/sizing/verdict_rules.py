@@ -285,6 +285,26 @@ def judge(
         hard = [Reason(r.code, r.message + slots) for r in hard]
     if hard:
         return Verdict.DOES_NOT_FIT, tuple(hard)
+    extra = worst.profile.without_flashinfer_bytes
+    if extra and (avail - extra <= 0 or kv.one_request_bytes > avail - extra):
+        # Tight, never DoesNotFit: vLLM 0.8-0.11.0 samples with FlashInfer wherever it is installed (vLLM's image);
+        # a pip install without it profiles PyTorch's sort, which vllm#23278 (0.10.1, one H100) ran out on, while
+        # gpustack's vLLM 0.10.2 runs of the same model and card started (activation.py ``_flashinfer_sampler``).
+        soft.append(
+            Reason(
+                ReasonCode.SAMPLER_NEEDS_FLASHINFER,
+                f"fits with the FlashInfer top-k/top-p sampler that vLLM {rs.vllm_version} uses when FlashInfer is "
+                f"installed (vLLM's own image ships it); without it (a pip install without FlashInfer, or "
+                f"VLLM_USE_FLASHINFER_SAMPLER=0) the profiling sampler pass takes {fmt_gib(extra)} more and leaves "
+                + (
+                    "no memory for the KV cache"
+                    if avail - extra <= 0
+                    else f"{fmt_gib(avail - extra)} for the KV cache, less than one {rs.max_model_len}-token "
+                    f"request's {fmt_gib(kv.one_request_bytes)}"
+                )
+                + ": vLLM would refuse to start",
+            )
+        )
     if worst.non_kv_bytes > TIGHT_FRACTION * budget:
         soft.append(
             Reason(

@@ -24,6 +24,21 @@ _NEWEST = (NEWEST_MODELLED[0], NEWEST_MODELLED[1], 99)
 #: The extensible KV cache (sized after warm-up and CUDA-graph capture) is on by default from 0.34.0
 #: on CUDA and ROCm (``VllmConfig._resolve_extensible_kv_cache``, config/vllm.py 0.34.0 L3180-3270).
 EXTENSIBLE_KV_CACHE_SINCE = (0, 34, 0)
+#: Releases whose V1 sampler uses FlashInfer's top-k/top-p kernels by default when FlashInfer is importable (vLLM's
+#: own image installs it: docker/Dockerfile's vllm-base stage, ``uv pip install ... ${FLASHINFER_WHEEL}`` on amd64).
+#: ``TopKTopPSampler.__init__`` (v1/sample/ops/topk_topp_sampler.py) takes ``forward_cuda`` when
+#: ``envs.VLLM_USE_FLASHINFER_SAMPLER is not False`` ("In V1, None means True"): 0.8.5 L50, 0.9.2 L40, 0.10.1.1 L41,
+#: 0.10.2 L49, 0.11.0 L46. From 0.11.1 it is opt-in (``if envs.VLLM_USE_FLASHINFER_SAMPLER:``, "Users must opt in
+#: explicitly": 0.11.1 L34-35, 0.11.2, 0.12.0, 0.13.0 L35, 0.15.1, 0.17.0 L39).
+FLASHINFER_SAMPLER_DEFAULT = ((0, 8, 0), (0, 11, 1))
+#: Bytes per (sequence x vocab) element of the profiling sampler pass on FlashInfer's path, from the source (0.10.2):
+#: ``compute_logits`` returns logits in the model dtype (2 B, kept alive by ``_dummy_sampler_run``), the sampler
+#: copies them to fp32 (4 B, v1/sample/sampler.py), ``_dummy_sampler_run`` sets both top_k and top_p
+#: (gpu_model_runner.py 0.10.2 L2855-2861), so ``flashinfer_sample`` calls ``top_k_top_p_sampling_from_logits``
+#: (topk_topp_sampler.py 0.10.2 L249-252), which masks the top-k logits (4 B) and takes their softmax (4 B) and then
+#: samples by rejection, without PyTorch's sort (which ``sampler_bytes_per_logit``'s 37.8 B fits):
+#: 2 + 4 + 4 + 4 = 14 B.
+FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 14.0
 
 #: Architectures measured by the V2 model runner, by release (config/vllm.py
 #: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``: 0.22.0 L69, 0.23.0 L69-75, 0.24.0 L68-77, 0.25.0 L68-74,
@@ -112,6 +127,9 @@ class VllmAccounting:
             default gpu_memory_utilization is 1.0 (``resolved_gpu_memory_utilization``,
             config/cache.py 0.34.0 L216, L495-501) and the free-memory start-up check is skipped
             (v1/worker/utils.py 0.34.0 L783-797).
+        flashinfer_sampler_default: The V1 sampler uses FlashInfer's top-k/top-p kernels when FlashInfer is
+            installed unless ``VLLM_USE_FLASHINFER_SAMPLER=0`` (0.8 to 0.11.0; see
+            ``FLASHINFER_SAMPLER_DEFAULT``): its profiling pass is then far smaller than PyTorch's sort.
     """
 
     version: tuple[int, int, int]
@@ -129,6 +147,7 @@ class VllmAccounting:
     sampler_base_bytes: int
     mla_align_bytes: int
     extensible_kv_cache: bool = False
+    flashinfer_sampler_default: bool = False
 
     def uses_v2_runner(self, architecture: str) -> bool:
         """Whether vLLM measures this architecture with its V2 model runner (0.22+; every model from 0.29)."""
@@ -278,4 +297,5 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         sampler_base_bytes=0 if v0 else int(0.146 * 1024**3),
         mla_align_bytes=256 if v0 and version >= (0, 7, 0) else 1,
         extensible_kv_cache=not v0 and version >= EXTENSIBLE_KV_CACHE_SINCE,
+        flashinfer_sampler_default=not v0 and FLASHINFER_SAMPLER_DEFAULT[0] <= version < FLASHINFER_SAMPLER_DEFAULT[1],
     )
