@@ -23,7 +23,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals, with_hf_quant_config
 from fitgate.checkpoints.local import read_json
 from fitgate.checkpoints.safetensors import TotalsBuilder
 from fitgate.settings import load
@@ -216,6 +216,13 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
     config = read_json(config_file, _MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise CheckpointError(str(config_file), type(config).__name__, "a JSON object")
+    if not entry.flat:
+        # ModelOpt exports (NVIDIA's FP8 / NVFP4 checkpoints) keep their quantization in hf_quant_config.json beside
+        # config.json, as a local directory does (checkpoints.local): without it they were sized as 16-bit models.
+        root: Traversable = _builtin_dir() if entry.location == BUILT_IN else Path(entry.location)
+        quant_file = root.joinpath(entry.directory).joinpath("hf_quant_config.json")
+        if quant_file.is_file():
+            config = with_hf_quant_config(config, read_json(quant_file, _MAX_CONFIG_BYTES), str(quant_file))
     where = "" if entry.location == BUILT_IN else f" in {entry.location}"
     return ModelFacts(
         ref=ref or repo_id,
