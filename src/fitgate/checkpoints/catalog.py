@@ -193,13 +193,13 @@ def find_builtin(repo_id: str) -> CatalogEntry | None:
     return next((e for e in _entries((), ()) if e.location == BUILT_IN and e.repo_id.lower() == wanted), None)
 
 
-def _files(entry: CatalogEntry) -> tuple[Traversable, Traversable]:
-    """An entry's config.json and weights.json."""
+def _files(entry: CatalogEntry) -> tuple[Traversable, Traversable, Traversable | None]:
+    """An entry's config.json, weights.json and, in a folder entry, where a ModelOpt hf_quant_config.json would be."""
     root: Traversable = _builtin_dir() if entry.location == BUILT_IN else Path(entry.location)
     if entry.flat:
-        return root.joinpath(entry.directory + FLAT_CONFIG), root.joinpath(entry.directory + FLAT_WEIGHTS)
+        return root.joinpath(entry.directory + FLAT_CONFIG), root.joinpath(entry.directory + FLAT_WEIGHTS), None
     folder = root.joinpath(entry.directory)
-    return folder.joinpath("config.json"), folder.joinpath("weights.json")
+    return folder.joinpath("config.json"), folder.joinpath("weights.json"), folder.joinpath("hf_quant_config.json")
 
 
 def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
@@ -211,18 +211,15 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
     entry = find_entry(repo_id)
     if entry is None:
         raise CheckpointError("model", repo_id, not_in_catalog(repo_id))
-    config_file, weights_file = _files(entry)
+    config_file, weights_file, quant_file = _files(entry)
     weights = _weights(weights_file)
     config = read_json(config_file, _MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise CheckpointError(str(config_file), type(config).__name__, "a JSON object")
-    if not entry.flat:
-        # ModelOpt exports (NVIDIA's FP8 / NVFP4 checkpoints) keep their quantization in hf_quant_config.json beside
-        # config.json, as a local directory does (checkpoints.local): without it they were sized as 16-bit models.
-        root: Traversable = _builtin_dir() if entry.location == BUILT_IN else Path(entry.location)
-        quant_file = root.joinpath(entry.directory).joinpath("hf_quant_config.json")
-        if quant_file.is_file():
-            config = with_hf_quant_config(config, read_json(quant_file, _MAX_CONFIG_BYTES), str(quant_file))
+    # ModelOpt exports (NVIDIA's FP8 / NVFP4 checkpoints) keep their quantization in hf_quant_config.json beside
+    # config.json, as a local directory does (checkpoints.local): without it they were sized as 16-bit models.
+    if quant_file is not None and quant_file.is_file():
+        config = with_hf_quant_config(config, read_json(quant_file, _MAX_CONFIG_BYTES), str(quant_file))
     where = "" if entry.location == BUILT_IN else f" in {entry.location}"
     return ModelFacts(
         ref=ref or repo_id,

@@ -140,10 +140,11 @@ def estimate_profile(
     if last_stage and not pooling:
         seqs = min(max_num_seqs, max_num_batched_tokens)
         per_logit = accounting.sampler_bytes_per_logit_for(arch.architecture, dtype_bytes)
-        sort_sampler = sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)
         if _flashinfer_sampler(arch, accounting, gpu, flashinfer_sampler):
-            per_logit = min(per_logit, FLASHINFER_SAMPLER_BYTES_PER_LOGIT)
-            sampler = accounting.sampler_base_bytes + int(per_logit * seqs * arch.vocab_size)
+            per_logits = (per_logit, min(per_logit, FLASHINFER_SAMPLER_BYTES_PER_LOGIT))
+        else:
+            per_logits = (per_logit, per_logit)
+        sort_sampler, sampler = (accounting.sampler_base_bytes + int(b * seqs * arch.vocab_size) for b in per_logits)
     workspace = 0
     mxfp4 = arch.quantization is not None and arch.quantization.method == "mxfp4"
     moe = next((arch.layers[i].ffn for i in layers if isinstance(arch.layers[i].ffn, MoE)), None)

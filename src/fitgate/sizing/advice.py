@@ -16,7 +16,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.frozen import evolve
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.lora import LORA_RANKS
-from fitgate.sizing.memo import IdentityMemo
+from fitgate.sizing.memo import MISS, IdentityMemo, Miss
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.units import fmt_gib
@@ -290,13 +290,6 @@ def suggest(
 _SUGGESTIONS: IdentityMemo[tuple[Plan, tuple[Suggestion, ...]]] = IdentityMemo(8192)
 
 
-class _Unplanned:
-    """What :func:`search_suggestions` finds in its ``planned`` for a candidate not planned yet (a plan may be None)."""
-
-
-_UNPLANNED = _Unplanned()
-
-
 def search_suggestions(
     model: ModelInput,
     gpu: GpuModel,
@@ -337,8 +330,8 @@ def search_suggestions(
             new = evolve(new, **{k: v for k, v in m.fields.items() if v != getattr(serving, k)})
             wl = m.workload if m.workload is not workload else wl
         key = (new, wl)  # one hash a lookup (a ServingConfig's 43 fields), not three (issue 23)
-        hit = planned.get(key, _UNPLANNED)
-        result = planned.setdefault(key, _try(model, gpu, new, wl)) if isinstance(hit, _Unplanned) else hit
+        hit = planned.get(key, MISS)  # a plan may be None: the memo module's sentinel marks "not planned yet"
+        result = planned.setdefault(key, _try(model, gpu, new, wl)) if isinstance(hit, Miss) else hit
         if result is None:
             return None
         if result.verdict in wanted and changes not in found:
