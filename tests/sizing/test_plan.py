@@ -440,3 +440,24 @@ def test_sampler_profile_by_runner_and_release() -> None:
     lite = model("deepseek-ai/DeepSeek-V2-Lite-Chat")
     v27 = plan(lite, H100, ServingConfig(max_model_len=8192, vllm_version="0.27.0")).ranks[0].profile.sampler_bytes
     assert v27 == base + (2 + 4) * 1024 * lite.arch.vocab_size
+
+
+def test_v0_long_context_chunked_budget_follows_the_release() -> None:
+    # V0 turns chunked prefill on above 32K tokens (engine/arg_utils.py 0.6.4.post1 L996-1020) with a 512-token
+    # budget up to 0.6.4 (config.py 0.6.4.post1 L1114) and 2048 from 0.6.5 (config.py 0.6.5 L1344); 0.5.2 has no
+    # such default and profiles one whole max_model_len prompt (config.py max(max_model_len, 2048)).
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    rtx = custom_gpu(int(23.58 * GiB))
+
+    def tokens(version: str, **kw: object) -> int:
+        cfg = ServingConfig(max_model_len=45000, vllm_version=version, engine="V0", **kw)  # type: ignore[arg-type]
+        return plan(m, rtx, cfg).serving.max_num_batched_tokens
+
+    assert tokens("0.6.4") == 512 and tokens("0.5.5") == 512
+    assert tokens("0.6.5") == 2048 and tokens("0.7.3") == 2048
+    assert tokens("0.5.2") == 45000
+    # LoRA kept chunked prefill off by default, so the profiling pass is the whole 45000-token prompt.
+    assert tokens("0.6.4", enable_lora=True) == 45000
+    # forward pass of the profile: 512 x 2 B x (6 x 4096 + 2 x 14336) = 54.5 MB (V0 factors, activation.py)
+    p = plan(m, rtx, ServingConfig(max_model_len=45000, vllm_version="0.6.4", engine="V0"))
+    assert p.ranks[0].profile.forward_bytes == 512 * 2 * (6 * 4096 + 2 * 14336)

@@ -40,6 +40,44 @@ def default_batch(gpu: GpuModel, accounting: VllmAccounting, offline: bool) -> t
     return (8192 if offline else 2048), 256
 
 
+#: V0 turns chunked prefill on by itself above 32K tokens of context from 0.5.3 (``use_long_context``,
+#: engine/arg_utils.py 0.5.3.post1; 0.5.4 L747-773; 0.6.4.post1 L996-1020); 0.5.0-0.5.2 have no such default.
+V0_AUTO_CHUNKED_SINCE = (0, 5, 3)
+#: The token budget V0 gives chunked prefill when none is stated (``SchedulerConfig``): 512, "the values that
+#: have the best balance between ITL and TTFT on A100" (config.py 0.5.5 L901, 0.6.0 L977, 0.6.4.post1 L1114),
+#: then 2048 from 0.6.5 (config.py 0.6.5 L1344, 0.6.6 L1438, 0.7.3 L1532, 0.8.5 L1978
+#: ``_DEFAULT_MAX_NUM_BATCHED_TOKENS``).
+V0_CHUNKED_TOKENS = ((0, 6, 5), 512, 2048)
+
+
+def v0_default_tokens(
+    arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig, accounting: VllmAccounting, max_len: int
+) -> int:
+    """V0's default ``max_num_batched_tokens``: the chunked-prefill budget, or one whole prompt without chunking.
+
+    The budget applies when the long-context default turns chunking on, else ``max(max_model_len, 2048)``.
+
+    The long-context default (context above 32K) skips what chunked prefill did not support then: a sliding
+    window (``model_config.get_sliding_window()``), speculative decoding, LoRA, and from 0.6.0 multimodal models,
+    from 0.6.5 pooling runners and ROCm (engine/arg_utils.py 0.6.0 L843-865, 0.6.4.post1 L996-1020, 0.6.5
+    L1064-1095, 0.7.3 L1164-1193). Prompt adapters and prefix caching (0.5.3-0.6.0), both off by default, and
+    the Mamba-layer exception of 0.5.4-0.6.0 (``has_seqlen_agnostic_layers``) are not modelled.
+    """
+    version = accounting.version
+    chunked = max_len > 32768 and version >= V0_AUTO_CHUNKED_SINCE
+    chunked = chunked and not (
+        arch.windowed_attention or serving.speculative_method or serving.speculative_tokens or serving.enable_lora
+    )
+    if version >= (0, 6, 0):
+        chunked = chunked and arch.vision is None
+    if version >= (0, 6, 5):
+        chunked = chunked and serving.runner != "pooling" and gpu.vendor != "amd"
+    if not chunked:
+        return max(max_len, 2048)
+    since, before, after = V0_CHUNKED_TOKENS
+    return after if version >= since else before
+
+
 def checked_int(value: int | None, name: str, low: int, high: int) -> int | None:
     """``value`` if it is None or an integer in ``[low, high]``; else a SizingError naming ``name``."""
     if value is None:
@@ -110,8 +148,7 @@ def resolve_serving(
     default_tokens, default_seqs = default_batch(gpu, accounting, serving.offline)
     seqs = checked_int(serving.max_num_seqs, "max_num_seqs", 1, 65536) or default_seqs
     if accounting.engine == "V0":
-        chunked = max_len > 32768
-        default_tokens = 2048 if chunked else max(max_len, 2048)
+        default_tokens = v0_default_tokens(arch, gpu, serving, accounting, max_len)
         seqs = serving.max_num_seqs or 256
     layout = resolve_layout(
         arch,
