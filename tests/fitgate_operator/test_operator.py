@@ -354,6 +354,23 @@ def test_on_misfit_deny_and_its_older_name_reject_both_deny(policy: str) -> None
     assert field["properties"]["onMisfit"]["enum"] == ["Deny", "Reject", "Warn"]
 
 
+def test_a_workload_beyond_the_kv_pool_is_warned_not_denied() -> None:
+    """The engine starts; requests beyond the pool wait for blocks (vLLM's scheduler): a slow deployment, not a failed one.
+
+    Llama-3.1-8B on one H100 at 32768 tokens holds ~30 such requests (README: max concurrency 30.72 at TP 4 fp8 for
+    the 70B; the 8B's pool is larger), so 4,096 concurrent 32,000-token requests are far beyond any pool: verdict
+    DoesNotFit (WorkloadExceedsKVCache) in the status, admitted with the numbers as a warning.
+    """
+    m = memo()
+    big = {**SPEC, "workload": {"concurrentRequests": 4096, "contextTokens": 32000}}
+    warnings = validate(big, index(H100), m)
+    assert warnings and "does not fit" in warnings[0] and "wait for blocks" in warnings[0]
+    assert "KV blocks" in warnings[0]  # the numbers: blocks needed against the pool's
+    # the engine itself not fitting is still denied (the 70B misfit above, with the same workload)
+    with pytest.raises(kopf.AdmissionError, match="does not fit"):
+        validate({**MISFIT, "workload": big["workload"]}, index(H100), m)
+
+
 def test_validate_warns_on_warn_policy_and_dry_run() -> None:
     m = memo()
     warnings = validate({**MISFIT, "policy": {"onMisfit": "Warn"}}, index(H100), m)

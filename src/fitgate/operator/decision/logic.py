@@ -521,8 +521,18 @@ def decide(
         text = f"fitgate: {spec.model.name} does not fit: {ev.message}"
         # GPUs held now by other pods: a rollout waits for them as the scheduler would, so it is warned, not denied
         held = ev.best is not None and ev.best.in_use
-        if spec.policy.on_misfit != "Warn" and not held:  # Deny, or Reject (its older name)
+        # Only the declared workload is beyond the KV pool: the engine starts and serves it, the requests the pool
+        # cannot hold wait for blocks (V1's scheduler stops admitting waiting requests when ``allocate_slots``
+        # returns None and preempts running ones for a decode's block: v1/core/sched/scheduler.py 0.11.0 L255-292,
+        # L471-483). Slower than declared, not a failed start: warned, never denied.
+        queued = ev.reason is ReasonCode.WORKLOAD_EXCEEDS_KV_CACHE
+        if spec.policy.on_misfit != "Warn" and not held and not queued:  # Deny, or Reject (its older name)
             return AdmissionOutcome(False, text, tuple(warnings), "denied")
+        if queued:
+            text += (
+                "; vLLM starts and serves it, the requests the KV pool cannot hold wait for blocks or are "
+                "preempted (warned, not denied: the deployment runs, slower than the declared workload needs)"
+            )
         return AdmissionOutcome(True, text, (text, *warnings), "warned")
     if ev.verdict is Verdict.UNKNOWN:
         if ev.reason is ReasonCode.INVALID_SETTINGS:  # a setting the model cannot take (TP not dividing its heads...)
