@@ -81,7 +81,25 @@ def test_max_model_len_that_fits_is_the_boundary() -> None:
     l4 = lookup_gpu("L4")
     n = plan(m, l4, ServingConfig(max_model_len=131072)).max_model_len_that_fits
     assert plan(m, l4, ServingConfig(max_model_len=n)).verdict is not Verdict.DOES_NOT_FIT
-    assert "KVCacheTooSmallForMaxModelLen" in codes(plan(m, l4, ServingConfig(max_model_len=n + 1)))
+    # One token past it is short by less than the fitted terms' error band: Tight, named, not denied
+    # (verdict_rules.ESTIMATE_ERROR_FRACTION); well past it (a 0.59 GiB band is ~4,600 tokens at 128 KiB each) it
+    # does not fit.
+    over = plan(m, l4, ServingConfig(max_model_len=n + 1))
+    assert over.verdict is Verdict.TIGHT and "ShortWithinEstimateError" in codes(over)
+    assert "KVCacheTooSmallForMaxModelLen" in codes(plan(m, l4, ServingConfig(max_model_len=n + 8192)))
+
+
+def test_a_shortfall_within_the_estimate_error_is_tight_and_beyond_it_is_denied() -> None:
+    # Llama-3.1-8B at 131072 on an L4 (16 GiB of KV for one request, ~3 GiB left) is short by far more than the band
+    # of min(0.6 x (activation + non-torch + graph estimate), 0.59 GiB): denied. At the longest length that fits plus
+    # 2,048 tokens it is short by 2,048 x 131,072 B = 0.25 GiB at most, inside the band: Tight with the numbers.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    l4 = lookup_gpu("L4")
+    far = plan(m, l4, ServingConfig(max_model_len=131072))
+    assert far.verdict is Verdict.DOES_NOT_FIT
+    near = plan(m, l4, ServingConfig(max_model_len=far.max_model_len_that_fits + 2048))
+    assert near.verdict is Verdict.TIGHT and near.reasons[0].code == "ShortWithinEstimateError"
+    assert "short, within the error of fitgate's fitted" in near.reasons[0].message
 
 
 def test_declared_workload_beyond_the_pool_does_not_fit() -> None:
@@ -461,3 +479,18 @@ def test_v0_long_context_chunked_budget_follows_the_release() -> None:
     # forward pass of the profile: 512 x 2 B x (6 x 4096 + 2 x 14336) = 54.5 MB (V0 factors, activation.py)
     p = plan(m, rtx, ServingConfig(max_model_len=45000, vllm_version="0.6.4", engine="V0"))
     assert p.ranks[0].profile.forward_bytes == 512 * 2 * (6 * 4096 + 2 * 14336)
+
+
+def test_public_runs_short_by_less_than_the_estimate_error_are_not_denied() -> None:
+    # Runs public sources report as served, which fitgate's fitted terms put a little short of KV memory:
+    # - gpt-oss-120b on one A100 80GB at its 131072 default, vLLM 0.11 (vllm-project/recipes
+    #   models/openai/gpt-oss-120b.yaml, "A100 (single card)"): 4.38 GiB left for 4.58 GiB, 0.20 short;
+    # - Qwen3-32B on one H100 at 32768 tokens, vLLM 0.11.0 (gpustack performance lab qwen3-32b/h100.md): 0.07 short.
+    # Each band: min(0.6 x (activation + non-torch [+ graph estimate]), 0.59 GiB) > the shortfall.
+    cases = [
+        ("openai/gpt-oss-120b", "A100-80GB", ServingConfig(vllm_version="0.11.0")),
+        ("Qwen/Qwen3-32B", "H100", ServingConfig(max_model_len=32768, vllm_version="0.11.0")),
+    ]
+    for name, gpu, serving in cases:
+        p = plan(model(name), lookup_gpu(gpu), serving)
+        assert p.verdict is Verdict.TIGHT and "ShortWithinEstimateError" in codes(p), name

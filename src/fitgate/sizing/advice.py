@@ -334,7 +334,7 @@ def search_suggestions(
         result = planned.setdefault(key, _try(model, gpu, new, wl)) if isinstance(hit, Miss) else hit
         if result is None:
             return None
-        if result.verdict in wanted and changes not in found:
+        if result.verdict in wanted and changes not in found and not _within_error(result):
             rs = result.serving
             gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size * rs.parallel.data_parallel_size
             cost = sum(CHANGE_COST.get(flag, 3) for flag, _ in changes)
@@ -363,7 +363,7 @@ def search_suggestions(
             if result.verdict is Verdict.FITS:
                 break
             tried.append((k, move, result))
-            if result.verdict is Verdict.TIGHT:
+            if result.verdict is Verdict.TIGHT and not _within_error(result):
                 break
         if alternatives and alternatives[0].changes[0][0] == "--gpu-memory-utilization":
             tried = tried[-1:]  # one budget to combine with: the first that is Tight, else the boldest
@@ -405,6 +405,11 @@ def search_suggestions(
         ):
             kept.append(s)
     return tuple(kept[:limit])
+
+
+def _within_error(result: Plan) -> bool:
+    """A Tight plan that is short of KV by less than fitgate's error (verdict_rules): no fix to offer, keep looking."""
+    return any(r.code is ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR for r in result.reasons)
 
 
 def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingConfig:
