@@ -6,6 +6,7 @@ import pytest
 
 from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, parse_config
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.quantization import parse_quantization
 from fitgate.sizing.weights import (
     Role,
     classify_tensor,
@@ -160,3 +161,24 @@ def test_a_stored_lm_head_of_a_tied_model_is_not_loaded() -> None:
         arch, inventory_from_tensors(stored, arch.num_layers), tp=1, pp=1, pp_rank=0, dtype="bfloat16"
     )
     assert extra.total_bytes == plain.total_bytes
+
+
+def test_auto_round_and_quark_checkpoints_are_sized_not_refused() -> None:
+    # Public runs serve both (club-3090's AutoRound INT4 Qwen checkpoints; the recipes' amd/gpt-oss-120b-w-mxfp4-a-fp8
+    # on MI355X); vLLM reads auto-round as "inc" and quark as QuarkConfig. AutoRound int4, group 128: 4 bits plus a
+    # 2 B fp16 scale and a 0.5 B packed zero point per 128 weights, as GPTQ.
+    auto = parse_quantization({"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True})
+    assert auto is not None and (auto.method, auto.weight_bits, auto.group_size, auto.scale_bytes) == (
+        "gptq",
+        4,
+        128,
+        2.5,
+    )
+    mx = parse_quantization(
+        {"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4", "group_size": 32}}}
+    )
+    assert mx is not None and (mx.weight_bits, mx.group_size, mx.scale_bytes) == (4, 32, 1.0)
+    fp8 = parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": [{"dtype": "fp8_e4m3"}]}})
+    assert fp8 is not None and fp8.weight_bits == 8
+    with pytest.raises(SizingError, match=r"global_quant_config\.weight\.dtype"):
+        parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "nf3"}}})

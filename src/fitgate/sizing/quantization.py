@@ -105,11 +105,47 @@ def parse_quantization(qc: object) -> Quantization | None:
         return Quantization("bitsandbytes", 4 if four_bit else 8, 64 if four_bit else 0, 4.0)
     if method in {"fbgemm_fp8", "ptpc_fp8"}:
         return Quantization(method, 8, 0, 4.0)
+    if method in {"auto-round", "auto_round", "inc"}:
+        # Intel AutoRound: vLLM reads it as "inc" (quantization/inc/inc.py, 0.24) and loads its GPTQ / AWQ packing
+        # ("packing_format" auto_round:auto_gptq / auto_awq): bits and group_size as a GPTQ checkpoint's.
+        bits = _number(qc, "bits", 4, 2, 8, integer=True)
+        group = int(_number(qc, "group_size", 128, -1, 1 << 20, integer=True))
+        return Quantization("gptq", bits, max(group, 0), 2.0 + bits / 8)
+    if method == "quark":
+        return _quark(qc)
     raise SizingError(
         f"{_FIELD}.quant_method",
         method or None,
-        "one of fp8, compressed-tensors, awq, gptq, mxfp4, modelopt, modelopt_fp4, bitsandbytes, fbgemm_fp8",
+        "one of fp8, compressed-tensors, awq, gptq, auto-round, quark, mxfp4, modelopt, modelopt_fp4, bitsandbytes, "
+        "fbgemm_fp8",
     )
+
+
+def _quark(qc: Mapping[str, object]) -> Quantization:
+    """AMD Quark (``QuarkConfig``, vLLM quantization/quark/quark.py): the global weight format sizes the layers.
+
+    ``global_quant_config.weight.dtype``: ``fp8_e4m3`` (one fp32 scale per tensor or channel), ``fp4`` (OCP MX
+    FP4: an e8m0 scale per 32), ``int4`` / ``uint4`` (fp16 scale and zero point per ``group_size``), ``int8``.
+    Layers a ``layer_quant_config`` or ``exclude`` treats otherwise are sized as the global format.
+    """
+    where = f"{_FIELD}.global_quant_config.weight"
+    glob = qc.get("global_quant_config")
+    weight = glob.get("weight") if isinstance(glob, Mapping) else None
+    if isinstance(weight, list):
+        weight = weight[0] if weight else None
+    if not isinstance(weight, Mapping):
+        raise SizingError(where, weight, "an object with the weights' dtype (AMD Quark)")
+    dtype = str(weight.get("dtype") or "").lower()
+    if dtype.startswith("fp8"):
+        return Quantization("quark", 8, 0, 4.0)
+    if dtype in {"fp4", "mxfp4"}:
+        return Quantization("quark", 4, 32, 1.0)
+    if dtype in {"int4", "uint4"}:
+        group = int(_number(weight, "group_size", 128, -1, 1 << 20, integer=True))
+        return Quantization("quark", 4, max(group, 0), 2.5)
+    if dtype in {"int8", "uint8"}:
+        return Quantization("quark", 8, 0, 4.0)
+    raise SizingError(f"{where}.dtype", dtype or None, "fp8_e4m3, fp4, int4, uint4 or int8 (AMD Quark)")
 
 
 #: Runtime ``--quantization`` values fitgate can size, mapped to how weights end up stored.
