@@ -158,3 +158,16 @@ def test_a_large_spec_is_parsed_every_time_not_remembered(monkeypatch: pytest.Mo
     for n in (1, 2):
         asyncio.run(handlers.answer_fit_review(state, copy.deepcopy(review(MISFIT))))
         assert len(calls) == n
+
+
+def test_a_specs_shape_is_its_raw_value_without_the_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: the shape (what INLINE_BUDGET_S judges by) comes from the review's raw spec, not a second JSON dump
+    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
+    busy = {**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 1000}}
+    quiet = {**SPEC, "workload": {"concurrentRequests": 9, "contextTokens": 2000}}
+    bare = {k: v for k, v in SPEC.items() if k != "workload"}
+    shapes = {logic._parsed(copy.deepcopy(raw))[2] for raw in (busy, quiet, bare)}
+    assert shapes == {repr(bare)}  # a deployment's workloads share one shape
+    assert logic._parsed(copy.deepcopy(busy))[1] != logic._parsed(copy.deepcopy(quiet))[1]  # their cache keys differ
+    other = {**busy, "serving": {"maxModelLen": 8192}}
+    assert logic._parsed(other)[2] != repr(bare)  # other settings: another shape

@@ -8,7 +8,7 @@ import functools
 import pytest
 
 from fitgate.sizing import ServingConfig
-from fitgate.sizing.frozen import evolve
+from fitgate.sizing.frozen import build, evolve
 from fitgate.sizing.results import KVSummary
 
 
@@ -81,3 +81,34 @@ def test_serving_config_compares_and_hashes_as_the_generated_methods_would() -> 
         for b in variants:
             assert (a == b) is (fields_of(a) == fields_of(b))
     assert (base == ("not", "a", "config")) is False
+
+
+def test_build_makes_what_the_generated_init_makes() -> None:
+    # frozen.build (issue 23): a Plan made without its frozen __init__ (14 object.__setattr__ calls) is equal to
+    # the one __init__ makes, field for field and in the same __dict__ order, defaults filled alike
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        x: int
+        y: int = 2
+        tags: tuple[str, ...] = dataclasses.field(default_factory=tuple)
+
+    for values in ({"x": 1, "y": 5, "tags": ("a",)}, {"x": 1}, {"tags": ("b",), "x": 3}):
+        made, built = Point(**values), build(Point, **values)  # type: ignore[arg-type]
+        assert built == made and type(built) is Point
+        assert list(built.__dict__.items()) == list(made.__dict__.items())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        build(Point, x=1).x = 2  # type: ignore[misc]
+    with pytest.raises(TypeError, match="has no field 'z'"):
+        build(Point, x=1, z=3)
+    with pytest.raises(TypeError, match="needs field 'x'"):
+        build(Point, y=1)
+
+    @dataclasses.dataclass(frozen=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            assert self.n >= 0
+
+    with pytest.raises(TypeError, match="not a plain dataclass"):
+        build(Checked, n=1)

@@ -77,6 +77,7 @@ def test_ranks_are_planned_once_per_model_gpu_and_settings_whatever_the_workload
 
     monkeypatch.setattr(plan_module, "_rank", counting)
     monkeypatch.setattr(plan_module, "_RANKS_MEMO", IdentityMemo())
+    monkeypatch.setattr(plan_module, "_RANKS_BY_ID", IdentityMemo())
     m, h100 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100")
     serving = ServingConfig(max_model_len=32768)
     small = plan(m, h100, serving, Workload(2, 8000))
@@ -123,3 +124,45 @@ def test_suggestions_are_searched_once_per_deployment(monkeypatch: pytest.Monkey
     tight = dataclasses.replace(current, verdict=Verdict.TIGHT)
     advice.suggest(m, h100, serving, None, tight)
     assert len(searches) == 3
+
+
+def test_suggestion_candidates_are_interned_and_planned_by_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: each new workload of a misfit searches the same candidates on the same settings; interned per
+    # (settings, change), they are the same objects each time and plan() finds their ranks by identity, without
+    # hashing a ServingConfig (43 fields) once in the whole search
+    from fitgate.sizing import advice  # noqa: PLC0415 - the module whose memo is replaced
+
+    monkeypatch.setattr(advice, "_CANDIDATES", IdentityMemo())
+    monkeypatch.setattr(plan_module, "_RANKS_BY_ID", IdentityMemo())
+    m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
+    serving = ServingConfig(max_model_len=32768)
+    first_wl, second_wl = Workload(5, 3000), Workload(6, 3001)
+    first = advice.search_suggestions(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))
+    assert first and len(advice._CANDIDATES) > 3
+    moves = advice._moves(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))
+    tp = next(kind for kind in moves if kind and kind[0].changes[0][0] == "--tensor-parallel-size")[0]
+    again = advice.candidate(serving, (tp,))
+    assert again is advice.candidate(serving, (tp,)) and again == dataclasses.replace(serving, tensor_parallel_size=2)
+    # equal settings in another object are another owner: their own candidates, equal in value
+    twin = dataclasses.replace(serving)
+    assert advice.candidate(twin, (tp,)) is not again and advice.candidate(twin, (tp,)) == again
+    assert advice.candidate(serving, ()) is serving  # no change: the settings themselves
+
+    hashes: list[int] = []
+    real_hash = ServingConfig.__hash__
+
+    def counting(self: ServingConfig) -> int:
+        hashes.append(1)
+        return real_hash(self)
+
+    monkeypatch.setattr(ServingConfig, "__hash__", counting)
+    current = plan(m, h100, serving, second_wl)
+    second = advice.search_suggestions(m, h100, serving, second_wl, current)
+    assert hashes == []  # every candidate (and the settings) found by identity
+    monkeypatch.setattr(ServingConfig, "__hash__", real_hash)
+    # the answers are those of a search with nothing interned or memoised by identity
+    monkeypatch.setattr(advice, "_CANDIDATES", IdentityMemo())
+    monkeypatch.setattr(plan_module, "_RANKS_BY_ID", IdentityMemo())
+    monkeypatch.setattr(plan_module, "_RANKS_MEMO", IdentityMemo())
+    assert second == advice.search_suggestions(m, h100, twin, second_wl, plan(m, h100, twin, second_wl))
+    assert second != first  # another workload: other numbers in the summaries

@@ -290,6 +290,28 @@ def suggest(
 _SUGGESTIONS: IdentityMemo[tuple[Plan, tuple[Suggestion, ...]]] = IdentityMemo(8192)
 
 
+def candidate(serving: ServingConfig, moves: tuple[_Move, ...]) -> ServingConfig:
+    """``serving`` with ``moves``' fields set (later moves only set their own), one instance per value.
+
+    Every misfit of a deployment (each new workload admitted) tries the same candidates on the same settings
+    (:func:`~fitgate.operator.decision.evaluate.serving_config` gives one instance per value): interned by the
+    settings' identity and the fields changed, they are the same objects each time, so planning them
+    (:func:`fitgate.sizing.plan.plan`) finds its memo by identity without hashing 43 fields (issue 23).
+    """
+    fields = tuple((k, v) for m in moves for k, v in m.fields.items() if v != getattr(serving, k))
+    return _CANDIDATES.get((serving,), fields, lambda: _changed(serving, fields))
+
+
+def _changed(serving: ServingConfig, fields: tuple[tuple[str, Any], ...]) -> ServingConfig:
+    return evolve(serving, **dict(fields)) if fields else serving
+
+
+#: Suggestion candidates by the settings' identity and the fields they change (:func:`candidate`). Bound 4096:
+#: a misfit's search tries 10-40 candidates, so the candidates of the ~100-400 distinct misfit settings lately
+#: searched (a deployment's workloads share theirs).
+_CANDIDATES: IdentityMemo[ServingConfig] = IdentityMemo(4096)
+
+
 def search_suggestions(
     model: ModelInput,
     gpu: GpuModel,
@@ -311,7 +333,7 @@ def search_suggestions(
         return ()
     wanted = {Verdict.FITS} if current.verdict is Verdict.TIGHT else {Verdict.FITS, Verdict.TIGHT}
     found: dict[tuple[tuple[str, str], ...], tuple[Suggestion, Plan]] = {}
-    planned: dict[tuple[ServingConfig, Workload | None], Plan | None] = {}
+    planned: dict[tuple[int, Workload | None], tuple[ServingConfig, Plan | None]] = {}
 
     def dominated(moves: tuple[_Move, ...]) -> bool:
         """A combination that cannot beat a Fits suggestion already found on both GPUs and cost."""
@@ -325,13 +347,14 @@ def search_suggestions(
 
     def attempt(moves: tuple[_Move, ...]) -> Plan | None:
         changes = tuple(c for m in moves for c in m.changes)
-        new, wl = serving, workload
-        for m in moves:  # later moves only set their own fields
-            new = evolve(new, **{k: v for k, v in m.fields.items() if v != getattr(serving, k)})
+        new, wl = candidate(serving, moves), workload
+        for m in moves:
             wl = m.workload if m.workload is not workload else wl
-        key = (new, wl)  # one hash a lookup (a ServingConfig's 43 fields), not three (issue 23)
+        key = (id(new), wl)  # ``new`` is interned (:func:`candidate`) and held by ``planned``'s value
         hit = planned.get(key, MISS)  # a plan may be None: the memo module's sentinel marks "not planned yet"
-        result = planned.setdefault(key, _try(model, gpu, new, wl)) if isinstance(hit, Miss) else hit
+        if isinstance(hit, Miss):
+            hit = planned[key] = (new, _try(model, gpu, new, wl))
+        result = hit[1]
         if result is None:
             return None
         if result.verdict in wanted and changes not in found and not _within_error(result):

@@ -106,11 +106,11 @@ class BoundedMemo(Generic[K, V]):
 
     def get(self, key: K) -> V | Miss:
         """The value for ``key``, or :data:`MISS`."""
-        with self._lock:
-            if key not in self._entries:
-                return MISS
-            self._entries.move_to_end(key)
-            return self._entries[key]
+        with self._lock:  # two hashes of the key, not three (a tuple key is hashed anew each time)
+            value = self._entries.get(key, MISS)
+            if value is not MISS:
+                self._entries.move_to_end(key)
+            return value
 
     def put(self, key: K, value: V) -> None:
         """Remember ``value`` for ``key``, dropping the least recently used entry when full."""

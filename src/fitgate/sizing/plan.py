@@ -26,7 +26,7 @@ from fitgate.sizing.extensible import (
     blocks_within,
     measure_kv_bytes,
 )
-from fitgate.sizing.frozen import evolve
+from fitgate.sizing.frozen import build, evolve
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     KVLayout,
@@ -308,7 +308,12 @@ def _ranks(
     are memoised by the model's and GPU's identity and the settings' value (issue 23). A failure is
     not remembered: the next call raises it again, in the same order (settings, workload, ranks).
     """
-    hit = _RANKS_MEMO.peek((model.arch, model.inventory, gpu), (serving,))
+    owners = (model.arch, model.inventory, gpu, serving)
+    hit = _RANKS_BY_ID.peek(owners, ())
+    if hit is None:
+        hit = _RANKS_MEMO.peek(owners[:3], (serving,))
+        if hit is not None:
+            _RANKS_BY_ID.put(owners, (), hit)
     if hit is not None:
         _check_workload(workload)
         return hit
@@ -322,7 +327,8 @@ def _ranks(
     stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
     ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
     value = (accounting, rs, ranks, _base(model, gpu, serving, accounting, rs, ranks))
-    _RANKS_MEMO.put((model.arch, model.inventory, gpu), (serving,), value)
+    _RANKS_MEMO.put(owners[:3], (serving,), value)
+    _RANKS_BY_ID.put(owners, (), value)
     return value
 
 
@@ -335,6 +341,11 @@ def _check_workload(workload: Workload | None) -> None:
 #: Resolved settings, rank plans and a plan's workload-free part by (model, GPU) identity and settings value; see
 #: :func:`_ranks`.
 _RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]] = IdentityMemo()
+#: The same by the settings' identity too: one instance of settings is planned again and again (a deployment's
+#: evaluations share :func:`~fitgate.operator.decision.evaluate.serving_config`'s, a suggestion search's candidates
+#: are interned by :mod:`fitgate.sizing.advice`), and hashing 43 fields and comparing them with the memo's cost
+#: more than the rest of a memoised plan's lookups (issue 23). Bound 4096, as the memo by value it is a view of.
+_RANKS_BY_ID: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]] = IdentityMemo(4096)
 
 
 def plan(
@@ -370,7 +381,9 @@ def plan(
         required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)
         per_gpu = evolve(per_gpu, headroom_bytes=worst.available_kv_bytes - required_kv)
     verdict, reasons = judge(rs, worst, kv, per_gpu, workload, accounting, base.need)
-    return Plan(
+    # every field in field order, as ``Plan(...)`` would set them, without its frozen ``__init__`` (frozen.build)
+    return build(
+        Plan,
         model=model.name,
         gpu=gpu,
         serving=rs,

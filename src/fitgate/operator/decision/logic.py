@@ -274,22 +274,29 @@ _LANES = {
 _INFLIGHT: dict[str, asyncio.Future[tuple[Evaluation, float]]] = {}
 
 #: An admission evaluation whose shape (the spec without its workload, with the same checkpoint facts, inventory
-#: snapshot and namespace) took less than this last time runs on the event loop: a new workload of a model
-#: whose plans are memoised costs 0.05-0.3 ms (fits, tight, a misfit with its suggestions; 0.6 ms at p99), and
-#: handing that to the lane and back cost ~0.1 ms of CPU a review (a thread wake-up, the loop's self-pipe, GIL
-#: hand-overs; issue 23). The loop loses nothing it had: a lane thread holds the GIL for up to the switch
-#: interval (5 ms) while it plans, so an evaluation shorter than that held the loop up as long either way. A
-#: shape never seen, or slow last time (a new model, new settings, a new snapshot's pools), goes to the lane.
+#: snapshot and namespace) took less than this much CPU (:func:`_timed`) last time runs on the event loop: a new
+#: workload of a model whose plans are memoised costs 0.05-0.3 ms (fits, tight, a misfit with its suggestions;
+#: 0.6 ms at p99), and handing that to the lane and back cost ~0.1 ms of CPU a review (a thread wake-up, the
+#: loop's self-pipe, GIL hand-overs; issue 23). The loop loses nothing it had: a lane thread holds the GIL for up
+#: to the switch interval (5 ms) while it plans, so an evaluation shorter than that held the loop up as long
+#: either way. A shape never seen, or slow last time (a new model, new settings, a new snapshot's pools), goes
+#: to the lane.
 INLINE_BUDGET_S = 0.001
-#: The last evaluation's duration by (inventory, facts) identity and (namespace, shape). Bound 1024, as the
+#: The last evaluation's CPU time by (inventory, facts) identity and (namespace, shape). Bound 1024, as the
 #: evaluation cache: the shapes admitted lately (a shape is shared by every workload of a deployment).
 _COSTS: IdentityMemo[float] = IdentityMemo(1024)
 
 
 def _timed(fn: Callable[[], Evaluation]) -> tuple[Evaluation, float]:
-    started = time.perf_counter()
+    """``fn()`` and the CPU time its thread spent on it.
+
+    CPU, not wall time: on a busy machine (or in the lane, waiting for the GIL while the loop serves other
+    reviews) a 0.4 ms evaluation took several ms of wall time, so its shape was judged slow and every later
+    review of it paid the lane's hand-over (14 % of new reviews at concurrency 10, issue 23).
+    """
+    started = time.thread_time()
     evaluation = fn()
-    return evaluation, time.perf_counter() - started
+    return evaluation, time.thread_time() - started
 
 
 async def _evaluate_known(
@@ -483,6 +490,11 @@ def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str, str]
     values apart (types, key order, every string quoted): the same spec reviewed again (GitOps re-applies,
     dry runs, retries, the same spec under another name) is not validated again (issue 23). Parsing reads
     nothing but the spec; an invalid one raises every time (not remembered).
+
+    The shape is the raw spec's ``repr`` without its ``workload`` (a second JSON dump of the parsed spec cost as
+    much as a quarter of a fitting new spec's evaluation): the workloads of a deployment share it, and a raw
+    spec written otherwise (another key order, a default spelled out) only has a shape of its own, judged by
+    its own last cost. Anything but a plain dict takes the parsed spec's JSON without the workload, as before.
     """
     key = repr(raw_spec) if type(raw_spec) is dict else None
     if key is not None and len(key) > _PARSED_KEY_CHARS:
@@ -491,7 +503,13 @@ def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str, str]
     if not isinstance(hit, Miss):
         return hit
     spec = parse_spec(raw_spec)
-    value = (spec, spec.model_dump_json(), spec.model_dump_json(exclude={"workload"}))
+    if key is not None and "workload" not in raw_spec:
+        shape = key
+    elif key is not None:
+        shape = repr({k: v for k, v in raw_spec.items() if k != "workload"})
+    else:
+        shape = spec.model_dump_json(exclude={"workload"})
+    value = (spec, spec.model_dump_json(), shape)
     if key is not None:
         _PARSED.put(key, value)
     return value
