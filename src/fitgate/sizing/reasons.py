@@ -26,6 +26,7 @@ class ReasonCode(StrEnum):
     MAX_MODEL_LEN_NEAR_KV_CAPACITY = "MaxModelLenNearKVCapacity"
     LOW_HEADROOM_OUTSIDE_BUDGET = "LowHeadroomOutsideBudget"
     SAMPLER_NEEDS_FLASHINFER = "SamplerNeedsFlashInfer"
+    MXFP4_NEEDS_TRITON_KERNELS = "Mxfp4NeedsTritonKernels"
     # The plan: Fits; and the Fits condition's reasons for a Tight and a Fits verdict
     FITS = "Fits"
     TIGHT = "Tight"
