@@ -17,6 +17,7 @@ from fitgate.sizing.architecture import MLA, DenseMLP, LinearAttention, MoE, par
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import build_layout, hybrid_block_size, layer_specs
 from fitgate.sizing.kv_specs import MambaSpec, MLAAttentionSpec
+from fitgate.sizing.mxfp4 import MARLIN_LAYOUT
 from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import (
     Role,
@@ -127,9 +128,9 @@ def test_experts_padded_to_256_columns_a_rank_without_expert_parallelism() -> No
     # 256 (already multiples): no further padding. Without the minimum (a bf16 checkpoint of another
     # model) TP16 would hold exactly 1/16.
     arch = parse_config(_config())
-    assert _expert_padding(arch, 8, mxfp4=True) == 1.0
-    assert _expert_padding(arch, 16, mxfp4=True) == _expert_padding(arch, 16, mxfp4=False) == 256 / 192
-    assert _expert_padding(arch, 32, mxfp4=False) == 256 / 96
+    assert _expert_padding(arch, 8, MARLIN_LAYOUT)[0] == 1.0
+    assert _expert_padding(arch, 16, MARLIN_LAYOUT)[0] == _expert_padding(arch, 16, None)[0] == 256 / 192
+    assert _expert_padding(arch, 32, None)[0] == 256 / 96
     unpadded = replace(
         arch,
         layers=tuple(
@@ -139,7 +140,7 @@ def test_experts_padded_to_256_columns_a_rank_without_expert_parallelism() -> No
             for layer in arch.layers
         ),
     )
-    assert _expert_padding(unpadded, 16, mxfp4=False) == 1.0
+    assert _expert_padding(unpadded, 16, None)[0] == 1.0
     # one TP16 rank: 92 layers x 15,722,348,544 B of experts / 16 x 4/3
     inv = inventory_from_architecture(arch)
     rank16 = weights_per_rank(arch, inv, tp=16, pp=1, pp_rank=0, dtype="bfloat16").tensors_bytes

@@ -296,8 +296,16 @@ def test_gpt_oss_120b_on_one_h100_samples_with_flashinfer_on_0_10() -> None:
     extra = image.ranks[0].profile.without_flashinfer_bytes
     assert extra == int(37.8 * 1024 * 201088) - int(14.0 * 1024 * 201088)
     assert image.ranks[0].available_kv_bytes - extra < 0
-    pip = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.10.2", flashinfer_sampler=False))
+    pip = plan(
+        m,
+        H100,
+        ServingConfig(max_model_len=32768, vllm_version="0.10.2", flashinfer_sampler=False, mxfp4_backend="marlin"),
+    )
     assert pip.verdict.value == "DoesNotFit" and pip.ranks[0].profile.without_flashinfer_bytes == 0
+    # the same pip install with triton_kernels added runs the Triton MoE layout (60.86 GiB, fitgate.sizing.mxfp4):
+    # 71.27 - 60.86 - 7.39 - 0.13 = 2.89 GiB of KV, enough for 32768 tokens; fitgate cannot see it: Tight
+    either = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.10.2", flashinfer_sampler=False))
+    assert either.verdict.value == "Tight" and either.reasons[0].code == "Mxfp4NeedsTritonKernels"
     # 0.11.1 made FlashInfer's sampler opt-in (topk_topp_sampler.py 0.11.1 L34-35): the sort is the default there,
     # and with fewer sequences (vllm#33155 ran 0.11.2 at gmu 0.97 with --max-num-seqs 100) it is not denied
     later = plan(m, H100, ServingConfig(max_model_len=32768, vllm_version="0.11.2"))

@@ -78,6 +78,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         block_size=args.block_size,
         enforce_eager=args.enforce_eager,
         flashinfer_sampler=getattr(args, "flashinfer_sampler", None),
+        mxfp4_backend=getattr(args, "mxfp4_backend", None),
         vllm_version=args.vllm_version,
         offline=args.offline_llm,
         **_parallel_serving(args),

@@ -133,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
         "PyTorch's sort; default: the release's own with FlashInfer installed, as in vLLM's image (on in 0.8-0.11.0)",
     )
     p.add_argument(
+        "--mxfp4-backend",
+        choices=("marlin", "triton"),
+        default=None,
+        help="gpt-oss's MXFP4 MoE backend on Hopper (VLLM_MXFP4_USE_MARLIN, or triton_kernels installed before "
+        "vLLM 0.12); default: the one vLLM's image picks (Marlin before 0.12.0, Triton from it)",
+    )
+    p.add_argument(
         "--runner", choices=("generate", "pooling"), default="generate", help="vLLM's --runner (pooling: embeddings)"
     )
     p.add_argument(

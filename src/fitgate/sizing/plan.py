@@ -42,6 +42,7 @@ from fitgate.sizing.kv_layout import (
 from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import ModelArchitecture, Quantization
+from fitgate.sizing.mxfp4 import mxfp4_layouts
 from fitgate.sizing.offload import HostMemory
 from fitgate.sizing.parallel import (
     EP_INTERNODE_RESIDENT_BYTES,
@@ -49,10 +50,11 @@ from fitgate.sizing.parallel import (
     shared_experts_replicated,
 )
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.resolve import MAX_CONTEXT, checked_int, graphs_in_budget, resolve_serving
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
-from fitgate.sizing.units import cdiv
+from fitgate.sizing.units import cdiv, fmt_gib
 from fitgate.sizing.verdict_rules import OutsideNeed, judge, max_model_len_that_fits, outside_need, plan_notes
 from fitgate.sizing.versions import VllmAccounting, accounting_for
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
@@ -108,6 +110,7 @@ def _rank(
         ep_size=rs.parallel.ep_size,
         redundant_experts=rs.parallel.redundant_experts,
         shared_experts_replicated=shared_experts_replicated(arch, rs.parallel),
+        mxfp4_layout=mxfp4_layouts(accounting.version, gpu, rs.mxfp4_backend)[0],
     )
     dtype_bytes = MODEL_DTYPES[rs.dtype]
     profile = estimate_profile(
@@ -381,6 +384,10 @@ def plan(
         required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)
         per_gpu = evolve(per_gpu, headroom_bytes=worst.available_kv_bytes - required_kv)
     verdict, reasons = judge(rs, worst, kv, per_gpu, workload, accounting, base.need)
+    if verdict is Verdict.DOES_NOT_FIT:
+        smaller = _smaller_mxfp4_plan(model, gpu, serving, workload, accounting, worst.weights.total_bytes)
+        if smaller is not None:
+            return smaller
     # every field in field order, as ``Plan(...)`` would set them, without its frozen ``__init__`` (frozen.build)
     return build(
         Plan,
@@ -399,6 +406,45 @@ def plan(
         notes=base.notes,
         host=base.host,
     )
+
+
+def _smaller_mxfp4_plan(
+    model: ModelInput,
+    gpu: GpuModel,
+    serving: ServingConfig,
+    workload: Workload | None,
+    accounting: VllmAccounting,
+    weights_bytes: int,
+) -> Plan | None:
+    """The plan on the smaller MXFP4 layout an install may pick, Tight, where only it fits; else None.
+
+    gpt-oss on Hopper before vLLM 0.12.0: vLLM's image has no ``triton_kernels``, so Marlin's padded layout is
+    sized, but an install that has it runs the Triton backend's smaller one (:mod:`fitgate.sizing.mxfp4`).
+    fitgate cannot see which, so a start that only the Triton layout fits is Tight, never DoesNotFit; a
+    backend stated with ``--mxfp4-backend`` is sized as stated.
+    """
+    arch = model.arch
+    if serving.mxfp4_backend is not None or arch.quantization is None or arch.quantization.method != "mxfp4":
+        return None
+    if arch.model_type != "gpt_oss":
+        return None
+    default, other = mxfp4_layouts(accounting.version, gpu)
+    if other is None:
+        return None
+    alt = plan(model, gpu, dataclasses.replace(serving, mxfp4_backend=other.backend), workload)
+    if alt.verdict is Verdict.DOES_NOT_FIT:
+        return None
+    saved = weights_bytes - alt.ranks[alt.binding_rank].weights.total_bytes
+    reason = Reason(
+        ReasonCode.MXFP4_NEEDS_TRITON_KERNELS,
+        f"fits with the {other.backend.capitalize()} MXFP4 MoE layout that vLLM {alt.serving.vllm_version} picks "
+        f"on this GPU when the triton_kernels package is installed (sized here); vLLM's own image has no "
+        f"triton_kernels and picks {default.backend.capitalize()}, whose padded experts take {fmt_gib(saved)} more "
+        f"per GPU ({fmt_gib(weights_bytes)} of weights): it would not fit (--mxfp4-backend "
+        f"{default.backend} sizes it)",
+    )
+    kept = tuple(r for r in alt.reasons if r.code is not ReasonCode.FITS)
+    return dataclasses.replace(alt, verdict=Verdict.TIGHT, reasons=(reason, *kept))
 
 
 @dataclasses.dataclass(frozen=True)

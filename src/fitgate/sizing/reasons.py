@@ -27,6 +27,7 @@ class ReasonCode(StrEnum):
     LOW_HEADROOM_OUTSIDE_BUDGET = "LowHeadroomOutsideBudget"
     SAMPLER_NEEDS_FLASHINFER = "SamplerNeedsFlashInfer"
     SHORT_WITHIN_ESTIMATE_ERROR = "ShortWithinEstimateError"
+    MXFP4_NEEDS_TRITON_KERNELS = "Mxfp4NeedsTritonKernels"
     # The plan: Fits; and the Fits condition's reasons for a Tight and a Fits verdict
     FITS = "Fits"
     TIGHT = "Tight"

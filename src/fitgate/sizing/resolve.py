@@ -14,6 +14,7 @@ from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
 )
 from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.mxfp4 import MXFP4_BACKENDS
 from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
     resolve_layout,
@@ -205,6 +206,8 @@ def resolve_serving(
     mm_cache = 4 * GiB if serving.mm_processor_cache_bytes is None else serving.mm_processor_cache_bytes
     if isinstance(mm_cache, bool) or not isinstance(mm_cache, int) or not 0 <= mm_cache <= 1 << 50:
         raise SizingError("mm_processor_cache_gb", mm_cache, "a size from 0 to 1 PiB")
+    if serving.mxfp4_backend is not None and serving.mxfp4_backend not in MXFP4_BACKENDS:
+        raise SizingError("mxfp4_backend", serving.mxfp4_backend, " or ".join(MXFP4_BACKENDS))
     if serving.mm_encoder_tp_mode not in ("weights", "data"):
         raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
     return ResolvedServing(
@@ -222,6 +225,7 @@ def resolve_serving(
         gpu_memory_utilization=float(gmu),
         enforce_eager=serving.enforce_eager,
         flashinfer_sampler=serving.flashinfer_sampler,
+        mxfp4_backend=serving.mxfp4_backend,
         vllm_version=accounting.label,
         engine=accounting.engine,
         kv_cache_memory_bytes=kv_memory,

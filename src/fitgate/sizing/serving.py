@@ -26,6 +26,8 @@ class ServingConfig:
     # The V1 sampler on FlashInfer's top-k/top-p kernels (``VLLM_USE_FLASHINFER_SAMPLER``; FlashInfer installed, as
     # in vLLM's image) or PyTorch's sort; None: the release's default with FlashInfer installed (activation.py).
     flashinfer_sampler: bool | None = None
+    # gpt-oss's MXFP4 MoE backend (``marlin`` or ``triton``; fitgate.sizing.mxfp4); None: the one vLLM's image picks.
+    mxfp4_backend: str | None = None
     vllm_version: str | None = None
     engine: str | None = None
     offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
@@ -136,6 +138,7 @@ class ResolvedServing:
     # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
     extensible_kv_cache: bool = False
     flashinfer_sampler: bool | None = None  # ServingConfig.flashinfer_sampler
+    mxfp4_backend: str | None = None  # ServingConfig.mxfp4_backend
     engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)
 
     @property

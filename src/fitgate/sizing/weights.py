@@ -31,6 +31,7 @@ from fitgate.sizing.inventory_estimate import (  # the private two: still import
     inventory_from_architecture,
 )
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
+from fitgate.sizing.mxfp4 import MARLIN_LAYOUT, Mxfp4Layout
 from fitgate.sizing.units import cdiv, round_up
 
 __all__ = [
@@ -101,28 +102,33 @@ _VOCAB_ROLES = frozenset({Role.EMBED, Role.LM_HEAD})
 _TP_SPLIT_ROLES = frozenset({Role.COLUMN, Role.ROW, Role.VISION})
 
 
-def _expert_padding(arch: ModelArchitecture, tp: int, mxfp4: bool) -> float:
-    """How much larger one rank's experts are than ``1 / TP`` of the checkpoint's.
+def _expert_padding(arch: ModelArchitecture, tp: int, mxfp4: Mxfp4Layout | None) -> tuple[float, float]:
+    """How much larger one rank's experts (quantized tensors, then biases) are than ``1 / TP`` of the checkpoint's.
 
     ``tp`` is the MoE layers' TP (1 under expert parallelism, TP x DP without; fitgate.sizing.parallel).
     Kimi K3 without expert parallelism pads ``moe_intermediate_size`` to
     ``min_intermediate_per_partition x TP`` when ``moe_intermediate_size // TP`` is below it
     (vllm/models/kimi_k3/nvidia/model.py 0.33.0 L418-427; with EP its TP is 1: no padding). ``mxfp4``:
-    vLLM's MXFP4 kernels then pad the rank's intermediate to 128 and the expert width to 256
-    (Hopper triton; fused_moe/oracle/mxfp4.py 0.33.0 L837-873 for the other backends: 128 / 128-256).
+    the MXFP4 MoE backend's layout (:mod:`fitgate.sizing.mxfp4`) for gpt-oss; other MXFP4 checkpoints keep
+    Marlin's padding (intermediate to 128, expert width to 256; fused_moe/oracle/mxfp4.py 0.33.0 L837-873
+    for the other backends: 128 / 128-256).
     """
     moe = next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
     if moe is None:
-        return 1.0
+        return 1.0, 1.0
     inter = moe.expert_intermediate_size // tp
     local = inter
     if tp > 1 and moe.min_intermediate_per_partition and local < moe.min_intermediate_per_partition:
         local = moe.min_intermediate_per_partition
     width = moe.latent_size or arch.hidden_size
-    padded_width = width
-    if mxfp4:
-        local, padded_width = round_up(local, 128), round_up(width, 256)
-    return (local * padded_width) / (inter * width)
+    if mxfp4 is None:
+        return local / inter, local / inter
+    if arch.model_type != "gpt_oss":
+        ratio = (round_up(local, 128) * round_up(width, 256)) / (inter * width)
+        return ratio, local / inter
+    stored, biases = Mxfp4Layout("checkpoint", 1, 1).expert_bytes(inter, width)
+    quantized, bias = mxfp4.expert_bytes(local, width)
+    return quantized / stored, bias / biases
 
 
 def weights_per_rank(
@@ -140,6 +146,7 @@ def weights_per_rank(
     ep_size: int = 1,
     redundant_experts: int = 0,
     shared_experts_replicated: bool = False,
+    mxfp4_layout: Mxfp4Layout | None = None,
 ) -> RankWeights:
     """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading.
 
@@ -155,6 +162,9 @@ def weights_per_rank(
     sharded over (default ``tp``; TP x DP without EP, 1 with it); ``ep_size`` > 1 gives this GPU whole
     experts, the fullest rank's ``ceil((E + redundant_experts) / ep_size)`` of each MoE layer's ``E``;
     ``shared_experts_replicated`` (sequence-parallel MoE) keeps the shared experts whole on every GPU.
+
+    ``mxfp4_layout``: the MXFP4 MoE backend's layout of the experts (:func:`fitgate.sizing.mxfp4.mxfp4_layouts`);
+    default Marlin's.
     """
     dtype_bytes = MODEL_DTYPES[dtype]
     stages = pp_layer_ranges(arch.num_layers, pp)
@@ -164,8 +174,10 @@ def weights_per_rank(
     kv_factor = (max(1, kv // tp) / kv) if kv else 1 / tp
     vocab_factor = cdiv(round_up(arch.vocab_size, VOCAB_PADDING), tp) / arch.vocab_size
     mtp = moe_tp or tp
-    expert_padding = _expert_padding(arch, mtp, mxfp4=False)
-    mxfp4 = _expert_padding(arch, mtp, mxfp4=bool(arch.quantization and arch.quantization.method == "mxfp4"))
+    expert_padding, _ = _expert_padding(arch, mtp, None)
+    mxfp4, mxfp4_bias = expert_padding, expert_padding
+    if arch.quantization and arch.quantization.method == "mxfp4":
+        mxfp4, mxfp4_bias = _expert_padding(arch, mtp, mxfp4_layout or MARLIN_LAYOUT)
     ple = arch.per_layer_embedding
     ple_factor = cdiv(round_up(ple.vocab_size, VOCAB_PADDING), tp) / ple.vocab_size if ple else 1.0
     total = 0.0
@@ -206,7 +218,7 @@ def weights_per_rank(
             size /= tp
         elif role is Role.EXPERT:
             size = size * _expert_share(arch, e.layer, mtp, ep_size, redundant_experts)
-            size *= mxfp4 if e.quantized else expert_padding
+            size *= mxfp4 if e.quantized else mxfp4_bias
         elif role is Role.KV_PROJ:
             size *= _layer_kv_factor(arch, e.layer, tp, kv_factor)
         total += size * copies
