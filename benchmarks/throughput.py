@@ -38,17 +38,15 @@ from typing import Any
 from fitgate import aic  # the optional backend's adapter: it imports aiconfigurator only when asked
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.client_schedule import ClientSchedule, client_schedule, schedule_ttft_seconds
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import (
-    ClientSchedule,
     Constants,
     Work,
     burst_ttft_seconds,
     calibration,
-    client_schedule,
-    schedule_ttft_seconds,
     steady_state,
 )
 from fitgate.sizing.versions import parse_version
@@ -128,7 +126,7 @@ HARNESS_NUM_PROMPTS = 1000
 
 
 def point_schedule(p: dict[str, Any], w: Work, held: float, v0_budget: int) -> ClientSchedule:
-    """The point's benchmark run through the scheduler (step_time.CLIENT_SCHEDULE), at its published num_prompts
+    """The point's benchmark run through the scheduler (client_schedule.CLIENT_SCHEDULE), at its published num_prompts
     (else :data:`HARNESS_NUM_PROMPTS`); the median request is picked by a rough step time (10 ms a step, 20 µs a
     prompt token: only the ranking matters)."""
     c = int(p["concurrency"])
@@ -142,10 +140,12 @@ def point_schedule(p: dict[str, Any], w: Work, held: float, v0_budget: int) -> C
 
 
 def length_spread(p: dict[str, Any]) -> float:
-    """How far a point's requests' lengths spread about its ISL / OSL (step_time.client_schedule ``spread``): ShareGPT's
-    conversations vary widely (1: uniform from 0 to twice the mean), InferenceX's ``--random-range-ratio 0.8`` draws
-    0.8-1.0 x nominal (0.1 / 0.9 = 0.11 about the mean), fixed random lengths (``vllm bench serve``'s default
-    ``--random-range-ratio`` 0) not at all."""
+    """How far a point's requests' lengths spread about its ISL / OSL (``spread`` of client_schedule.client_schedule).
+
+    ShareGPT's conversations vary widely (1: uniform from 0 to twice the mean), InferenceX's
+    ``--random-range-ratio 0.8`` draws 0.8-1.0 x nominal (0.1 / 0.9 = 0.11 about the mean), fixed random lengths
+    (``vllm bench serve``'s default ``--random-range-ratio`` 0) not at all.
+    """
     text = f"{p.get('lengths_basis', '')} {p.get('note', '')}"
     if "ShareGPT" in text:
         return 1.0
@@ -301,7 +301,7 @@ def predict(p: Point, k: Constants) -> tuple[float, float, float]:
     s = steady_state(p.work, p.isl, p.osl, k, concurrency=p.concurrency, max_concurrency=p.max_concurrency)
     ttft = s.ttft_s
     if p.schedule is not None:
-        # the client's requests through the scheduler (step_time.CLIENT_SCHEDULE): every request of the run, the
+        # the client's requests through the scheduler (client_schedule.CLIENT_SCHEDULE): every request of the run, the
         # first C on an idle engine and each later one behind the steps in flight; a median TTFT is the median one's
         median = "median" in p.raw.get("statistic", "") and "ttft_ms a mean" not in p.raw.get("statistic", "")
         ttft = schedule_ttft_seconds(p.work, p.schedule, k, median=median)

@@ -1,4 +1,4 @@
-"""A benchmark client's requests through vLLM's scheduler (step_time.CLIENT_SCHEDULE): TTFT the way it is measured."""
+"""A benchmark client's requests through vLLM's scheduler (client_schedule.CLIENT_SCHEDULE): TTFT the way it is measured."""
 
 from __future__ import annotations
 
@@ -7,15 +7,9 @@ import dataclasses
 import pytest
 
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.client_schedule import client_schedule, schedule_ttft_seconds
 from fitgate.sizing.performance import work
-from fitgate.sizing.step_time import (
-    Work,
-    calibration,
-    client_schedule,
-    schedule_ttft_seconds,
-    step_seconds,
-    v0_wave_ttft_seconds,
-)
+from fitgate.sizing.step_time import Work, calibration, step_seconds, v0_wave_ttft_seconds
 from tests.conftest import model
 
 
@@ -52,8 +46,8 @@ def test_a_small_run_by_hand() -> None:
     # Windows (the steps from the first one a request can be in to the one ending its prompt): r0 step 0, r1 steps
     # 0-1, r2 step 4, r3 step 5; in flight: r2 step 3, r3 step 4; r0 and r1 found the engine idle.
     s = client_schedule(2, 4, 100, 3, 150)
-    assert dict(((d, p), w) for d, p, w in s.window) == {(0, 150): 0.5, (1, 50): 0.25, (0, 100): 0.25, (1, 100): 0.25}
-    assert dict(((d, p), w) for d, p, w in s.in_flight) == {(1, 0): 0.25, (0, 100): 0.25}
+    assert {(d, p): w for d, p, w in s.window} == {(0, 150): 0.5, (1, 50): 0.25, (0, 100): 0.25, (1, 100): 0.25}
+    assert {(d, p): w for d, p, w in s.in_flight} == {(1, 0): 0.25, (0, 100): 0.25}
     assert s.idle == 0.5
     # Mean TTFT = the windows' steps + half the requests x the front end + the other half x max(front end, the
     # mean of their steps in flight): a front end shorter than the step in flight is hidden behind it.
