@@ -24,7 +24,6 @@ fit never saw. The fit minimises the sum of |log(estimated / measured)| by Nelde
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import math
@@ -39,6 +38,7 @@ from typing import Any
 from fitgate import aic  # the optional backend's adapter: it imports aiconfigurator only when asked
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.client_schedule import ClientSchedule, client_schedule, schedule_ttft_seconds
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
@@ -48,7 +48,6 @@ from fitgate.sizing.step_time import (
     burst_ttft_seconds,
     calibration,
     steady_state,
-    v0_wave_ttft_seconds,
 )
 from fitgate.sizing.versions import parse_version
 
@@ -118,6 +117,41 @@ class Point:
     v1_ttft_s: float
     weights: str  # the weights' format as the step model sees it: "fp4", "fp8", "int" or "16-bit"
     v0_budget: int = 0  # V0 without chunking: the server's token budget, max(max_model_len, 2048) (0: not V0)
+    schedule: ClientSchedule | None = None  # the benchmark client's requests through the scheduler (CLIENT_SCHEDULE)
+
+
+#: ``vllm bench serve``'s ``--num-prompts`` default (vLLM 0.24.0 ``benchmarks/datasets/datasets.py`` L1600-1602,
+#: ``DEFAULT_NUM_PROMPTS``; ``serve.py`` L18 "Default 1000"): the run length of a point that does not publish one.
+HARNESS_NUM_PROMPTS = 1000
+
+
+def point_schedule(p: dict[str, Any], w: Work, held: float, v0_budget: int) -> ClientSchedule:
+    """The point's benchmark run through the scheduler (client_schedule.CLIENT_SCHEDULE), at its published num_prompts
+    (else :data:`HARNESS_NUM_PROMPTS`); the median request is picked by a rough step time (10 ms a step, 20 µs a
+    prompt token: only the ranking matters)."""
+    c = int(p["concurrency"])
+    n = int(p.get("num_prompts") or HARNESS_NUM_PROMPTS)
+    return client_schedule(
+        c, max(c, n), int(p["input_tokens"]), int(p["output_tokens"]),
+        v0_budget if w.prefill_apart else w.max_num_batched_tokens,
+        held=max(1, math.floor(held)), async_scheduling=w.async_scheduling, prefill_apart=w.prefill_apart,
+        step_weight=(0.01, 2e-5), spread=length_spread(p),
+    )  # fmt: skip
+
+
+def length_spread(p: dict[str, Any]) -> float:
+    """How far a point's requests' lengths spread about its ISL / OSL (``spread`` of client_schedule.client_schedule).
+
+    ShareGPT's conversations vary widely (1: uniform from 0 to twice the mean), InferenceX's
+    ``--random-range-ratio 0.8`` draws 0.8-1.0 x nominal (0.1 / 0.9 = 0.11 about the mean), fixed random lengths
+    (``vllm bench serve``'s default ``--random-range-ratio`` 0) not at all.
+    """
+    text = f"{p.get('lengths_basis', '')} {p.get('note', '')}"
+    if "ShareGPT" in text:
+        return 1.0
+    if "range-ratio 0.8" in text or "range ratio 0.8" in text or "RANDOM_RANGE_RATIO 0.8" in text:
+        return 0.1 / 0.9
+    return 0.0
 
 
 def weight_format(mi: Any, quantization: str | None) -> str:
@@ -217,6 +251,7 @@ def load_points() -> list[Point]:
                 old.ttft_seconds,
                 weight_format(mi, p.get("quantization")),
                 v0_budget,
+                point_schedule(p, w, most, v0_budget) if "ttft_ms" in p["measured"] else None,
             )
         )
     return out
@@ -265,22 +300,11 @@ def predict(p: Point, k: Constants) -> tuple[float, float, float]:
     """
     s = steady_state(p.work, p.isl, p.osl, k, concurrency=p.concurrency, max_concurrency=p.max_concurrency)
     ttft = s.ttft_s
-    n = p.raw.get("num_prompts")
-    # A median TTFT (``statistic``) is a steady-state request's: the burst's first C of N requests sit in the tail.
-    median_ttft = "median" in p.raw.get("statistic", "") and "ttft_ms a mean" not in p.raw.get("statistic", "")
-    if p.work.prefill_apart and p.concurrency > 1:
-        # V0 without chunking (step_time.v0_wave_ttft_seconds): a wave's prompts run in shared prefill-only
-        # steps and no decode runs in them, so the wave's requests get their first tokens within a few steps
-        # of each other and, at fixed lengths, finish within those steps too: the client's next C requests
-        # arrive as the next wave. Every request of the run is in a wave, the first C and all after.
-        # Beyond what the KV pool holds the wave is what it holds, and the rest wait in the engine's queue
-        # (Little's law, as steady_state: s.concurrency is the requests held).
-        v0 = dataclasses.replace(p.work, max_num_batched_tokens=p.v0_budget)
-        ttft = v0_wave_ttft_seconds(v0, s.concurrency, p.isl, k) + k.frontend_s
-        ttft += max(0.0, p.concurrency - s.concurrency) / s.requests_per_s
-    elif n and p.concurrency > 1 and not median_ttft:
-        share = min(1.0, p.concurrency / n)
-        ttft = share * burst_ttft_seconds(p.work, p.concurrency, p.isl, k) + (1 - share) * s.ttft_s
+    if p.schedule is not None:
+        # the client's requests through the scheduler (client_schedule.CLIENT_SCHEDULE): every request of the run, the
+        # first C on an idle engine and each later one behind the steps in flight; a median TTFT is the median one's
+        median = "median" in p.raw.get("statistic", "") and "ttft_ms a mean" not in p.raw.get("statistic", "")
+        ttft = schedule_ttft_seconds(p.work, p.schedule, k, median=median)
     return 1 / s.tpot_s, ttft, s.output_tokens_per_s
 
 
