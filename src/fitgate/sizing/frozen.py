@@ -5,9 +5,9 @@
 misfit (a quarter of its evaluation). :func:`evolve` copies the instance's ``__dict__`` and sets the changed
 fields: the same object for the plain frozen dataclasses it is used on (no ``__post_init__``, no ``init=False``
 field, no ``__slots__``, no ``cached_property`` whose value the copied ``__dict__`` would carry over stale),
-which :func:`evolve` checks once per class. :func:`build` makes a new instance of such a class the same way
-(``Plan``, 14 fields set one ``object.__setattr__`` at a time by a frozen class's ``__init__``: a plan a candidate
-in a misfit's suggestion search).
+which :func:`evolve` checks once per class. :func:`build` makes a new instance of such a class the same way:
+``Plan``, whose frozen ``__init__`` sets its 14 fields one ``object.__setattr__`` at a time, is built once for
+every candidate of a misfit's suggestion search.
 """
 
 from __future__ import annotations

@@ -50,7 +50,13 @@ IMPLICIT_TOLERATIONS = tuple(
 
 
 def tolerations_of(spec: ModelDeploymentSpec) -> tuple[Toleration, ...]:
-    """The placement's tolerations as :class:`Toleration` values, with those a GPU pod gets implicitly."""
+    """The placement's tolerations as :class:`Toleration` values, with those a GPU pod gets implicitly.
+
+    A placement without tolerations of its own (most) gets :data:`IMPLICIT_TOLERATIONS` itself: no four
+    values built on each evaluation, and the inventory's pool memo compares its key by identity (issue 23).
+    """
+    if not spec.placement.tolerations:
+        return IMPLICIT_TOLERATIONS
     own = tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in spec.placement.tolerations)
     return own + tuple(t for t in IMPLICIT_TOLERATIONS if t not in own)
 
