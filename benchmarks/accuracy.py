@@ -330,6 +330,22 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def error_band(rows: list[Row]) -> tuple[list[float], list[float]] | None:
+    """How far the fitted terms were off on each sized case: |error of available KV| relative to them, and in GiB."""
+    rel: list[float] = []
+    gib: list[float] = []
+    for r in rows:
+        truth = r.measured.get("kv_available_gib") if not r.skipped else None
+        if truth is None or not r.predicted:
+            continue
+        p = r.predicted
+        fitted = p["activation_peak_gib"] + p["graph_estimate_gib"] + p["non_torch_gib"]
+        miss = abs(p["kv_available_gib"] - truth)
+        gib.append(miss)
+        rel.append(miss / fitted if fitted else 0.0)
+    return (rel, gib) if rel else None
+
+
 def summarize(rows: list[Row]) -> dict[str, Any]:
     summary: dict[str, Any] = {"cases": len(rows), "sized": sum(1 for r in rows if not r.skipped)}
     for key in ("weights_gib", "kv_available_gib", "gpu_blocks", "kv_tokens"):
@@ -444,6 +460,15 @@ def main(argv: list[str] | None = None) -> int:
             f"p90 {100 * _pct(kv_recent, 0.9):.2f}% (n={len(kv_recent)})"
         )
     print(line)
+    band = error_band(rows)
+    if band:
+        rel, gib = band
+        print(
+            "error of the fitted terms (|predicted - measured available KV| / (activation + non-torch + graph "
+            "estimate), verdict_rules.ESTIMATE_ERROR_FRACTION): "
+            + ", ".join(f"p{q} {_pct(rel, q / 100):.2f}" for q in (50, 80, 85, 90))
+            + f"; in GiB p90 {_pct(gib, 0.9):.2f} (n={len(rel)})"
+        )
     if args.json:
         summary["shapes"] = {
             shape: {"cases": cases_n, "sized": sized_n, "weights": w, "kv_available": kv, "verdicts": agree}

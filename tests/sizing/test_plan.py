@@ -82,7 +82,7 @@ def test_max_model_len_that_fits_is_the_boundary() -> None:
     n = plan(m, l4, ServingConfig(max_model_len=131072)).max_model_len_that_fits
     assert plan(m, l4, ServingConfig(max_model_len=n)).verdict is not Verdict.DOES_NOT_FIT
     # One token past it is short by less than the fitted terms' error band: Tight, named, not denied
-    # (verdict_rules.ESTIMATE_ERROR_FRACTION); well past it (a 0.59 GiB band is ~4,600 tokens at 128 KiB each) it
+    # (verdict_rules.ESTIMATE_ERROR_FRACTION); well past it (a 0.51 GiB band is ~4,200 tokens at 128 KiB each) it
     # does not fit.
     over = plan(m, l4, ServingConfig(max_model_len=n + 1))
     assert over.verdict is Verdict.TIGHT and "ShortWithinEstimateError" in codes(over)
@@ -91,7 +91,7 @@ def test_max_model_len_that_fits_is_the_boundary() -> None:
 
 def test_a_shortfall_within_the_estimate_error_is_tight_and_beyond_it_is_denied() -> None:
     # Llama-3.1-8B at 131072 on an L4 (16 GiB of KV for one request, ~3 GiB left) is short by far more than the band
-    # of min(0.6 x (activation + non-torch + graph estimate), 0.59 GiB): denied. At the longest length that fits plus
+    # of min(0.58 x (activation + non-torch + graph estimate), 0.51 GiB): denied. At the longest length that fits plus
     # 2,048 tokens it is short by 2,048 x 131,072 B = 0.25 GiB at most, inside the band: Tight with the numbers.
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     l4 = lookup_gpu("L4")
@@ -486,7 +486,7 @@ def test_public_runs_short_by_less_than_the_estimate_error_are_not_denied() -> N
     # - gpt-oss-120b on one A100 80GB at its 131072 default, vLLM 0.11 (vllm-project/recipes
     #   models/openai/gpt-oss-120b.yaml, "A100 (single card)"): 4.38 GiB left for 4.58 GiB, 0.20 short;
     # - Qwen3-32B on one H100 at 32768 tokens, vLLM 0.11.0 (gpustack performance lab qwen3-32b/h100.md): 0.07 short.
-    # Each band: min(0.6 x (activation + non-torch [+ graph estimate]), 0.59 GiB) > the shortfall.
+    # Each band: min(0.58 x (activation + non-torch [+ graph estimate]), 0.51 GiB) > the shortfall.
     cases = [
         ("openai/gpt-oss-120b", "A100-80GB", ServingConfig(vllm_version="0.11.0")),
         ("Qwen/Qwen3-32B", "H100", ServingConfig(max_model_len=32768, vllm_version="0.11.0")),
