@@ -384,6 +384,30 @@ def test_attention_runs_at_the_kv_cache_dtype_not_the_weights() -> None:
         assert step_seconds(w, 0.0, 2048.0, k)[0] == pytest.approx(max(k.step_s, s.layers * k.layer_s + compute))
 
 
+def test_an_mla_decode_token_attends_over_the_latent() -> None:
+    # performance.MLA_DECODE: vLLM decodes MLA as MQA over the cached latent (QK head dim kv_lora_rank + rope =
+    # 512 + 64, V head dim 512), a prompt token as MHA over up-projected heads (QK 128 + 64, V 128). DeepSeek-V3,
+    # 128 heads, 61 MLA layers, TP 8, context 3400: a decode token's attention is 2 x 3400 x 128 x (576 + 512)
+    # x 61 / 8 = 7.22e9 FLOPs on one GPU (4 x context x width / TP with width = 61 x 128 x 1088 / 2); a prompt
+    # token at 1500 (half a 3000-token prompt) is 2 x 1500 x 128 x (192 + 128) x 61 / 8 = 0.94e9.
+    mi = model("deepseek-ai/DeepSeek-V3")
+    p = plan(mi, lookup_gpu("H200"), ServingConfig(max_model_len=8192, tensor_parallel_size=8), Workload(1, 3800))
+    s = work(mi, p, 3400, 3000).stages[0]
+    assert s.decode_attention_flops == pytest.approx(2 * 3400 * 128 * (576 + 512) * 61 / 8)
+    assert s.prefill_attention_flops == pytest.approx(2 * 1500 * 128 * (192 + 128) * 61 / 8)
+    # a dense model's decode and prompt tokens attend alike (Llama-3.1-8B: 32 layers, 32 heads of 128, context
+    # 3072): 4 x 3072 x 32 x 32 x (128 + 128) / 2
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    s = work(mi, plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(1, 4096)), 3072, 6144).stages[
+        0
+    ]
+    assert (
+        s.decode_attention_flops
+        == pytest.approx(s.prefill_attention_flops)
+        == pytest.approx(4 * 3072 * 32 * 32 * 256 / 2)
+    )
+
+
 def test_a_norm_over_tp_split_heads_adds_an_all_reduce_per_layer() -> None:
     # step_time.TP_NORMS: MiniMax-M2.5 at TP 8 all-reduces its q / k variances once a layer besides o_proj's and
     # the MoE's all-reduce: its per-layer TP cost is 1.5 x tp_layer_s. With every other term equal, one decode

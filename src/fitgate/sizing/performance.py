@@ -220,14 +220,34 @@ def _moe(arch: ModelArchitecture) -> MoE | None:
     return next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
 
 
-def attention_width(arch: ModelArchitecture, layers: range, context: int) -> float:
-    """Sum over ``layers`` of heads x head_dim x the tokens attended (window-limited), per token of context."""
+#: How vLLM runs an MLA layer's attention (issue 24): two ways, chosen per token of the step
+#: (``model_executor/layers/attention/mla_attention.py`` 0.24.0, module docstring and L703-708: ``num_mqa_tokens =
+#: attn_metadata.num_decode_tokens``, the rest ``num_mha_tokens``). Prompt tokens take the "compute friendly"
+#: MHA path: the cached latent is up-projected to ``num_heads`` keys of ``qk_nope + qk_rope`` and values of
+#: ``v_head_dim`` (``forward_mha``). Decode tokens take the "data-movement friendly" MQA path: ``W_UK`` is absorbed
+#: into the query, and every head attends over the latent itself, QK head dim ``kv_lora_rank + qk_rope_head_dim``
+#: and V head dim ``kv_lora_rank`` (``forward_mqa``; "less compute-friendly since Lkv > P"). V0 did the same
+#: (``attention/backends/mla/utils.py`` 0.7.3 L444-476: ``_q_proj_and_k_up_proj`` then ``_forward_decode`` for
+#: decodes, ``q_proj`` then ``_forward_prefill`` for prompts). So a DeepSeek-V3 decode token does 2 x 128 x
+#: (576 + 512) FLOPs a context token and layer, 3.4 x a prompt token's 2 x 128 x (192 + 128). No constant.
+MLA_DECODE = "MLA decodes as MQA over the latent, prompts as MHA (vllm mla_attention.py forward_mqa / forward_mha)"
+
+
+def attention_width(arch: ModelArchitecture, layers: range, context: int, *, decode: bool = False) -> float:
+    """Sum over ``layers`` of heads x head_dim x the tokens attended (window-limited), per token of context.
+
+    ``decode``: the width of a decode token's attention, which differs from a prompt token's for MLA
+    (:data:`MLA_DECODE`): heads x (kv_lora_rank + qk_rope_head_dim + kv_lora_rank) / 2 instead of heads x
+    (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) / 2 (DeepSeek-V3: 128 x 1088 / 2 against 128 x 320 / 2).
+    """
     width = 0.0
     for i in layers:
         m = arch.layers[i].mixer
         if isinstance(m, Attention):
             span = min(context, m.sliding_window or m.chunk_size or context)
             width += m.num_heads * (m.head_dim + m.v_head_dim) / 2 * span / context
+        elif isinstance(m, MLA) and decode:
+            width += m.num_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim) / 2
         elif isinstance(m, MLA):
             width += m.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2
     return width
@@ -377,7 +397,7 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         dense = max(0, r.weights.total_bytes - r.weights.rotary_cache_bytes - embed_bytes - expert_bytes)
         kv = one_request_bytes(r.layout, ServingShape(decode_context, rs.max_num_batched_tokens, r.layout.block_size))
         share = len(r.layers) / arch.num_layers
-        decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context) / tp
+        decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context, decode=True) / tp
         half_prompt = max(1, prompt_tokens // 2)
         prefill_attn = 4 * half_prompt * attention_width(arch, r.layers, half_prompt) / tp
         moe_layers = sum(1 for i in r.layers if isinstance(arch.layers[i].ffn, MoE))
