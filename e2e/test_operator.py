@@ -262,6 +262,10 @@ def test_dry_run_returns_the_verdict_and_stores_nothing(kube: Kube, operator: Op
             "tensor_parallel_size: 3 is not valid",
         ),
         ({"serving": {"maxModelLen": 1024}}, "spec.model"),
+        (  # an integer or auto: the CRD's int-or-string pattern
+            {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "serving": {"maxModelLen": "banana"}},
+            "spec.serving.maxModelLen",
+        ),
         (  # the CRD's CEL rule
             {
                 "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
@@ -284,6 +288,25 @@ def test_invalid_specs_are_refused_naming_the_field(
     argv = [str(fitgate), "check", "--gpu", "H100", str(manifest)]
     check = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert check.returncode == 2 and check.stdout.count("\n") == 1 and field in check.stdout, check
+
+
+def test_max_model_len_auto_is_sized_at_the_length_vllm_picks(kube: Kube, operator: Operator, namespace: str) -> None:
+    # 8B on one L4 (23 GiB): at the model's 131072 tokens one request needs 16 GiB of KV and ~4 GiB is left, so
+    # vLLM refuses to start; with auto (vLLM 0.14+) it lowers the length to what the pool holds and starts
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+        "engine": {"name": "vllm", "version": "0.25.1"},
+        "serving": {"maxModelLen": "auto"},
+        "workload": {"concurrentRequests": 1, "contextTokens": 8192},  # the CEL rule lets auto through
+        "placement": {"gpuProduct": "NVIDIA-L4"},
+    }
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("auto-len", spec))
+    assert kube.get("mdep", "auto-len", "-n", namespace)["spec"]["serving"]["maxModelLen"] == "auto"  # kept as written
+    s = wait_verdict(kube, namespace, "auto-len", "Fits")
+    assert 8192 < s["recommendedMaxModelLen"] < 131072, s
+    full = {**spec, "serving": {}}
+    denied = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("full-len", full), check=False)
+    assert denied.returncode != 0 and "does not fit" in denied.stderr, denied.stderr
 
 
 def test_metrics_are_scraped(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -62,7 +62,8 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
     return ServingConfig(
         speculative_method=spec_method,
         speculative_tokens=spec_tokens,
-        max_model_len=args.max_model_len,
+        max_model_len=None if args.max_model_len == "auto" else args.max_model_len,
+        max_model_len_auto=args.max_model_len == "auto",
         kv_cache_dtype=args.kv_cache_dtype,
         dtype=args.dtype,
         quantization=args.quantization,

@@ -65,6 +65,13 @@ def _max_model_len(text: str) -> int | None:
     return _human_int(text)
 
 
+def _max_model_len_or_auto(text: str) -> int | str:
+    """``plan --max-model-len``: :func:`_human_int`, or ``auto`` / ``-1`` (the longest that fits, vLLM 0.14+)."""
+    if text.strip().lower() in ("auto", "-1"):
+        return "auto"
+    return _human_int(text)
+
+
 def _float(text: str) -> float:
     try:
         return float(text)
@@ -112,8 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     _parallel_flags(p)
     p.add_argument(
         "--max-model-len",
-        type=_max_model_len,
-        help="default (or auto): the model's max_position_embeddings; 32k = 32000, 32K = 32768, as in vLLM",
+        type=_max_model_len_or_auto,
+        help="default: the model's max_position_embeddings; auto (or -1): the longest that fits, as vLLM 0.14+; "
+        "32k = 32000, 32K = 32768, as in vLLM",
     )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")

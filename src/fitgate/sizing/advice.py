@@ -219,7 +219,7 @@ def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) ->
         return None  # the workload's requests would be refused
     return _Move(
         (("--max-model-len", str(rounded)),),
-        {"max_model_len": rounded},
+        {"max_model_len": rounded, "max_model_len_auto": False},
         workload,
         f"the longest context that fits is {fit} tokens",
     )
@@ -296,7 +296,7 @@ def candidate(serving: ServingConfig, moves: tuple[_Move, ...]) -> ServingConfig
     Every misfit of a deployment (each new workload admitted) tries the same candidates on the same settings
     (:func:`~fitgate.operator.decision.evaluate.serving_config` gives one instance per value): interned by the
     settings' identity and the fields changed, they are the same objects each time, so planning them
-    (:func:`fitgate.sizing.plan.plan`) finds its memo by identity without hashing 43 fields (issue 23).
+    (:func:`fitgate.sizing.plan.plan`) finds its memo by identity without hashing every field (issue 23).
     """
     fields = tuple((k, v) for m in moves for k, v in m.fields.items() if v != getattr(serving, k))
     return _CANDIDATES.get((serving,), fields, lambda: _changed(serving, fields))
@@ -452,6 +452,8 @@ def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingC
         if flag in fields:
             name, conv = fields[flag]
             updates[name] = conv(value)
+    if "max_model_len" in updates:
+        updates["max_model_len_auto"] = False  # a length given replaces ``auto``
     return replace(serving, **updates)  # type: ignore[arg-type]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from fitgate.sizing import extras, multimodal, offload
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing.activation import ProfileEstimate, estimate_profile, pre_snapshot_bytes
+from fitgate.sizing.auto_fit import plan_auto
 from fitgate.sizing.dtypes import MODEL_DTYPES
 from fitgate.sizing.extensible import (
     MARGIN_FLOOR_BYTES,
@@ -346,7 +347,7 @@ def _check_workload(workload: Workload | None) -> None:
 _RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]] = IdentityMemo()
 #: The same by the settings' identity too: one instance of settings is planned again and again (a deployment's
 #: evaluations share :func:`~fitgate.operator.decision.evaluate.serving_config`'s, a suggestion search's candidates
-#: are interned by :mod:`fitgate.sizing.advice`), and hashing 43 fields and comparing them with the memo's cost
+#: are interned by :mod:`fitgate.sizing.advice`), and hashing every field and comparing them with the memo's cost
 #: more than the rest of a memoised plan's lookups (issue 23). Bound 4096, as the memo by value it is a view of.
 _RANKS_BY_ID: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]] = IdentityMemo(4096)
 
@@ -369,6 +370,8 @@ def plan(
         SizingError: A setting is out of range or inconsistent with the model.
     """
     serving = serving or ServingConfig()
+    if serving.max_model_len_auto:
+        return plan_auto(plan, model, gpu, serving, workload)
     accounting, rs, ranks, base = _ranks(model, gpu, serving, workload)
     worst, kv, per_gpu = ranks[base.binding], base.kv, base.per_gpu
     if workload is not None:

@@ -13,6 +13,9 @@ class ServingConfig:
     """The vLLM engine settings that change memory (``None``: vLLM's default)."""
 
     max_model_len: int | None = None
+    # ``--max-model-len auto`` (or ``-1``): from vLLM 0.14 the engine lowers the model's length to the longest whose
+    # one request fits the KV pool (fitgate.sizing.auto_fit); ``max_model_len`` is then None.
+    max_model_len_auto: bool = False
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
     quantization: str | None = None
@@ -68,8 +71,8 @@ class ServingConfig:
     mm_processor_cache_bytes: int | None = None  # ``--mm-processor-cache-gb`` x 2**30 (host; default 4 GiB)
 
     # A ServingConfig keys the plan memos (``plan._ranks``, the suggestion search's candidates): each plan
-    # hashes one and compares it with the memo's, field by field. The generated methods build a 43-field
-    # tuple for each in Python; these compare and hash the same values in C (issue 23: 2 of a warm plan's
+    # hashes one and compares it with the memo's, field by field. The generated methods build a tuple of every
+    # field for each in Python; these compare and hash the same values in C (issue 23: 2 of a warm plan's
     # 12 us). The instance's ``__dict__`` holds exactly its fields, in field order (``__init__`` and
     # ``frozen.evolve``, which copies a ``__dict__``, both keep it), so the results are the generated ones.
     def __eq__(self, other: object) -> bool:

@@ -259,8 +259,8 @@ def _reading(
                 else:
                     more.append(f"--quantization {value}: read from the checkpoint's own config")
                 continue
-            if flag == "--max-model-len" and value in ("-1", "auto"):
-                more.append("--max-model-len auto: sized at the model's full context (vLLM would lower it to fit)")
+            if flag == "--max-model-len" and value.strip().lower() in ("-1", "auto"):
+                serving[fld] = "auto"  # vLLM 0.14+ lowers it to the longest that fits (fitgate.sizing.auto_fit)
                 continue
             serving[fld] = _convert(flag, value, conv)
         if "--speculative-config" in flags:

@@ -144,7 +144,7 @@ def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
     """The sizing core's settings from a spec; one instance per value of what they are made from.
 
     Every evaluation needs them, and each new workload of a deployment (every new spec admitted) built the same
-    43 fields again (9 us, issue 23). Remembered by the spec parts they read (frozen, so hashable unless a
+    settings again (9 us, issue 23). Remembered by the spec parts they read (frozen, so hashable unless a
     part holds a mapping: then built every time); the same instance each time also lets the plan memos,
     keyed by it, match by identity first.
     """
@@ -164,7 +164,8 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
     s = spec.serving
     mm = s.multimodal
     return ServingConfig(
-        max_model_len=s.max_model_len,
+        max_model_len=None if s.max_model_len == "auto" else s.max_model_len,
+        max_model_len_auto=s.max_model_len == "auto",
         kv_cache_dtype=s.kv_cache_dtype,
         dtype=s.dtype,
         quantization=s.quantization,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
+from pydantic_core import PydanticCustomError
 
 GROUP = "fitgate.io"
 VERSION = "v1alpha1"
@@ -168,13 +169,24 @@ class MultimodalSpec(_Spec):
 class Serving(_Spec):
     """vLLM engine settings that change memory; unset fields take vLLM's defaults."""
 
-    max_model_len: int | None = Field(
+    max_model_len: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] | Literal["auto"] | None = Field(
         default=None,
         alias="maxModelLen",
-        ge=1,
-        le=MAX_CONTEXT,
-        description="--max-model-len: the longest request in tokens. Default: the model's context length.",
+        description="--max-model-len: the longest request in tokens, or auto: the longest whose one request fits "
+        "the KV cache, as vLLM 0.14+ picks it. Default: the model's context length.",
     )
+
+    @field_validator("max_model_len", mode="wrap")
+    @classmethod
+    def _one_error_for_max_model_len(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """One message naming both forms, not one per member of the union."""
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError(
+                "max_model_len", "a number of tokens from 1 to {limit}, or auto", {"limit": MAX_CONTEXT}
+            ) from None
+
     kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"] = Field(
         default="auto",
         alias="kvCacheDtype",
@@ -534,12 +546,12 @@ SPEC_RULES: tuple[SpecRule, ...] = (
     ),
     SpecRule(
         "!has(self.workload) || !has(self.serving) || !has(self.serving.maxModelLen) || "
-        "self.workload.contextTokens <= self.serving.maxModelLen",
+        "type(self.serving.maxModelLen) == string || self.workload.contextTokens <= self.serving.maxModelLen",
         "workload.contextTokens cannot exceed serving.maxModelLen",
         ".workload.contextTokens",
         lambda s: (
             s.workload is None
-            or s.serving.max_model_len is None
+            or not isinstance(s.serving.max_model_len, int)
             or s.workload.context_tokens <= s.serving.max_model_len
         ),
         lambda s: f"{s.workload.context_tokens if s.workload else None} > maxModelLen {s.serving.max_model_len}",

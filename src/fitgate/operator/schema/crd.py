@@ -9,6 +9,7 @@ operator applies vLLM's defaults), ranges and enums kept, CEL rules carried over
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -46,6 +47,8 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             if nullable:
                 single["nullable"] = True
             return single
+        if sorted(o.get("type", "") for o in options) == ["integer", "string"]:
+            return _int_or_string(options, rest, nullable)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP or key == "$defs":
@@ -71,6 +74,27 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         del out["additionalProperties"]
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
         out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def _int_or_string(options: list[dict[str, Any]], rest: dict[str, Any], nullable: bool) -> dict[str, Any]:
+    """An integer or one fixed word (``maxModelLen: auto``) as a structural schema.
+
+    ``x-kubernetes-int-or-string`` with the only ``anyOf`` a structural schema allows beside it; the integer's
+    bounds and the word's pattern sit beside them, each applying to its own type only (OpenAPI's ``minimum``
+    to numbers, ``pattern`` to strings).
+    """
+    number = next(o for o in options if o["type"] == "integer")
+    word = next(o for o in options if o["type"] == "string")
+    words = [word["const"]] if "const" in word else list(word.get("enum", []))
+    out: dict[str, Any] = {k: v for k, v in rest.items() if k not in _DROP}
+    out["x-kubernetes-int-or-string"] = True
+    out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    out.update({k: number[k] for k in ("minimum", "maximum") if k in number})
+    if words:
+        out["pattern"] = "^(" + "|".join(re.escape(w) for w in words) + ")$"
+    if nullable:
+        out["nullable"] = True
     return out
 
 

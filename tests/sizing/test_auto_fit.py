@@ -1,0 +1,68 @@
+"""``--max-model-len auto``: vLLM 0.14+ lowers the length to the longest that fits (fitgate.sizing.auto_fit).
+
+The case is KAITO's FastCheck e2e (kaito-project/kaito @056b8280 test/e2e/preset_vllm_test.go L122-141): Llama-3.1-8B
+on one A10 with ``--gpu-memory-utilization=0.82 --max-model-len=auto`` (pkg/model/interface.go L386-392, L414-415),
+vLLM 0.25.1 (presets/workspace/dependencies/requirements.txt L4), kept enabled, so it starts.
+"""
+
+from __future__ import annotations
+
+from fitgate.sizing import ServingConfig, Verdict, lookup_gpu, plan
+from fitgate.sizing.advice import Suggestion, apply_suggestion
+from fitgate.sizing.auto_fit import AUTO_SINCE
+from fitgate.sizing.kv_layout import one_request_bytes
+from fitgate.sizing.kv_specs import ServingShape
+from fitgate.sizing.reasons import ReasonCode
+from tests.conftest import model
+
+A10 = lookup_gpu("A10")
+KAITO = ServingConfig(gpu_memory_utilization=0.82, vllm_version="0.25.1")
+
+
+def test_auto_plans_at_the_longest_length_that_fits_where_the_full_one_does_not() -> None:
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    full = plan(m, A10, KAITO)
+    auto = plan(m, A10, ServingConfig(**{**KAITO.__dict__, "max_model_len_auto": True}))
+    # at the model's 131072 tokens one request needs 131072 x 128 KiB = 16 GiB: more than the pool (vLLM refuses)
+    assert full.verdict is Verdict.DOES_NOT_FIT and full.serving.max_model_len == 131072
+    assert 0 < full.max_model_len_that_fits < 131072
+    # auto: the length vLLM's binary search picks, the same predicate as max_model_len_that_fits
+    assert auto.verdict is not Verdict.DOES_NOT_FIT, auto.reasons
+    assert auto.serving.max_model_len == full.max_model_len_that_fits
+    worst = auto.ranks[auto.binding_rank]
+    shape = ServingShape(auto.serving.max_model_len, auto.serving.max_num_batched_tokens, worst.layout.block_size)
+    assert one_request_bytes(worst.layout, shape) <= worst.available_kv_bytes
+    shape = ServingShape(auto.serving.max_model_len + 1, auto.serving.max_num_batched_tokens, worst.layout.block_size)
+    assert one_request_bytes(worst.layout, shape) > worst.available_kv_bytes
+    # the lowered length filling the pool is not what makes it Tight (vLLM picks it from its own measured pool)
+    assert ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY not in {r.code for r in auto.reasons}
+    assert any("lowers max_model_len from the model's 131072" in n for n in auto.notes)
+
+
+def test_auto_keeps_the_models_length_where_it_fits() -> None:
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    h100 = lookup_gpu("H100")
+    auto = plan(m, h100, ServingConfig(max_model_len_auto=True, vllm_version="0.25.1"))
+    full = plan(m, h100, ServingConfig(vllm_version="0.25.1"))
+    assert auto.serving.max_model_len == full.serving.max_model_len == 131072
+    assert auto.verdict is full.verdict and auto.kv.num_blocks == full.kv.num_blocks
+
+
+def test_auto_is_still_a_denial_where_not_one_token_fits() -> None:
+    # 70B in bf16 (~131 GiB of weights) on one 24 GiB A10: no KV memory at all; vLLM raises "Cannot auto-fit"
+    auto = plan(model("meta-llama/Llama-3.1-70B-Instruct"), A10, ServingConfig(max_model_len_auto=True))
+    assert auto.verdict is Verdict.DOES_NOT_FIT and auto.max_model_len_that_fits == 0
+
+
+def test_a_release_before_014_is_told_not_denied() -> None:
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    old = plan(m, A10, ServingConfig(gpu_memory_utilization=0.82, vllm_version="0.13.0", max_model_len_auto=True))
+    assert AUTO_SINCE == (0, 14, 0)
+    assert old.verdict is not Verdict.DOES_NOT_FIT
+    assert any("does not accept it (from 0.14.0)" in n for n in old.notes)
+
+
+def test_a_suggested_length_replaces_auto() -> None:
+    serving = ServingConfig(max_model_len_auto=True)
+    changed = apply_suggestion(serving, Suggestion((("--max-model-len", "8192"),), Verdict.FITS, ""))
+    assert changed.max_model_len == 8192 and not changed.max_model_len_auto
