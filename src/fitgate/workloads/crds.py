@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from fitgate.sizing.instances import instance_gpus
+from fitgate.sizing.units import parse_size
 from fitgate.workloads.argv import config_file_flags
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
@@ -76,9 +77,47 @@ KAITO_VLLM = "0.25.1"
 KAITO_IMAGE = "mcr.microsoft.com/aks/kaito/kaito-base:0.5.0"
 #: KAITO's key of the inference ConfigMap (charts/kaito/workspace/templates/inference-params.yaml).
 KAITO_CONFIG_KEY = "inference_config.yaml"
-#: Without gpu-memory-utilization KAITO sets free / total memory of GPU 0, at most 0.95
-#: (presets/workspace/inference/vllm/inference_api.py L470-496): the upper bound is sized.
-KAITO_DEFAULT_GMU = "0.95"
+#: KAITO's controller passes ``--gpu-memory-utilization=0.84`` to every vLLM preset, 0.82 on the "NVIDIA A10" SKUs
+#: (pkg/model/interface.go @056b8280 L375-392, ``defaultGPUMemoryUtilization`` / ``gpuMemoryUtilizationByGPUModel``);
+#: a value in the inference ConfigMap's vllm block comes later on the command line and wins. (inference_api.py's own
+#: free-memory default, at most 0.95, applies only where the flag is absent, which the controller never leaves it.)
+KAITO_DEFAULT_GMU = "0.84"
+KAITO_GMU_BY_GPU = {"A10": "0.82"}
+#: KAITO passes ``--max-model-len=auto`` to every vLLM preset (pkg/workspace/inference/preset_inferences.go
+#: @056b8280 L581-590, ``MaxModelLenAuto``; pkg/model/interface.go L414-415): vLLM picks the longest that fits.
+KAITO_MAX_MODEL_LEN = "auto"
+#: Each preset's checkpoint size as KAITO's catalog gives it (presets/workspace/models/model_catalog.yaml @056b8280
+#: ``modelFileSize``), which ``configureParallelism``'s first tier reads (pkg/model/interface.go L525-555, L605-619,
+#: L686-698): a model under half of one GPU runs data parallel over the node's GPUs, TP 1.
+KAITO_FILE_SIZES = {
+    "llama-3.1-8b-instruct": "14.96Gi",
+    "llama-3.3-70b-instruct": "131.42Gi",
+    "deepseek-r1-0528": "641.30Gi",
+    "deepseek-v3-0324": "641.30Gi",
+    "mistral-7b": "13.50Gi",
+    "mistral-7b-instruct": "13.50Gi",
+    "ministral-3-3b-instruct": "4.35Gi",
+    "ministral-3-8b-instruct": "9.70Gi",
+    "ministral-3-14b-instruct": "14.65Gi",
+    "mistral-large-3-675b-instruct": "634.70Gi",
+    "phi-3-mini-4k-instruct": "7.12Gi",
+    "phi-3-mini-128k-instruct": "7.12Gi",
+    "phi-3-medium-4k-instruct": "26.00Gi",
+    "phi-3-medium-128k-instruct": "26.00Gi",
+    "phi-3.5-mini-instruct": "7.12Gi",
+    "phi-4-mini-instruct": "7.15Gi",
+    "phi-4": "27.31Gi",
+    "qwen2.5-coder-7b-instruct": "14.19Gi",
+    "qwen2.5-coder-32b-instruct": "61.03Gi",
+    "deepseek-r1-distill-qwen-14b": "27.51Gi",
+    "deepseek-r1-distill-llama-8b": "14.96Gi",
+    "gemma-3-4b-instruct": "8.01Gi",
+    "gemma-3-27b-instruct": "51.10Gi",
+    "gpt-oss-20b": "25.63Gi",
+    "gpt-oss-120b": "121.54Gi",
+}
+#: A Hub repo id as a preset name: KAITO accepts any since e42bb0418 ("simplify vLLM inference model support flow").
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 #: The well-known node label of a node's instance type (kubernetes.io/docs reference/labels).
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -116,37 +155,57 @@ def _kaito_spec(
         found = _find_vllm(as_dict(template.get("spec")))
         return _reading(kind, meta, found, configmaps) if found is not None else None
     preset = str(as_dict(inference.get("preset")).get("name") or "")
-    if preset not in KAITO_PRESETS:
+    if preset in KAITO_PRESETS:
+        repo, revision = KAITO_PRESETS[preset]
+    elif _HUB_ID.fullmatch(preset):
+        repo, revision = preset, ""
+    else:
         known = ", ".join(sorted(KAITO_PRESETS)[:8])
-        missing = f"inference.preset.name {preset!r}: not a KAITO preset fitgate knows ({known}, ...)"
+        missing = f"inference.preset.name {preset!r}: not a KAITO preset fitgate knows ({known}, ...) nor a Hub repo id"
         return _finish(_blank(kind, meta), unknown=missing)
-    repo, revision = KAITO_PRESETS[preset]
-    flags: dict[str, str] = {}
-    notes: list[str] = []
+    node_gpus = instance_gpus(instance) if instance else None
+    gmu = KAITO_GMU_BY_GPU.get(node_gpus.gpu.name, KAITO_DEFAULT_GMU) if node_gpus else KAITO_DEFAULT_GMU
+    # what KAITO's controller puts on the command line before the ConfigMap's flags, which win
+    flags: dict[str, str] = {"--gpu-memory-utilization": gmu, "--max-model-len": KAITO_MAX_MODEL_LEN}
+    notes: list[str] = [
+        f"KAITO passes --gpu-memory-utilization={gmu} and --max-model-len=auto (vLLM picks the longest that fits) "
+        "unless its inference ConfigMap sets them"
+    ]
     unknown: str | None = None
     ref: tuple[str, str] | None = None
+    given: set[str] = set()
     config = str(inference.get("config") or "")
     if config:
         read, why = _kaito_config(config, configmaps)
         if read is None:
             unknown, ref = why, (config, KAITO_CONFIG_KEY)
         else:
-            flags = read
-    if "--gpu-memory-utilization" not in flags:
-        flags["--gpu-memory-utilization"] = KAITO_DEFAULT_GMU
-        notes.append(
-            f"KAITO sets --gpu-memory-utilization from the GPU's free memory, at most {KAITO_DEFAULT_GMU}: "
-            "sized at that"
-        )
+            given = set(read)
+            flags.update(read)
     nodes = resource.get("count")
     pods = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1 else 1
+    size = KAITO_FILE_SIZES.get(preset)
+    if (
+        pods == 1
+        and node_gpus is not None
+        and node_gpus.count > 1
+        and size is not None
+        and not given & {"--tensor-parallel-size", "--data-parallel-size", "--pipeline-parallel-size"}
+        and parse_size(size) * 2 < node_gpus.gpu.memory_bytes
+    ):
+        # KAITO's first tier: a checkpoint under half of one GPU runs on every GPU of the node, data parallel
+        flags["--data-parallel-size"] = str(node_gpus.count)
+        flags["--tensor-parallel-size"] = "1"
+        notes.append(
+            f"KAITO preset {preset}: {size} under half of one {node_gpus.gpu.name}: KAITO runs "
+            f"--data-parallel-size {node_gpus.count} --tensor-parallel-size 1"
+        )
     if pods > 1 and "--pipeline-parallel-size" not in flags:
         # KAITO's multi-node rule: pipeline parallelism over the nodes, TP within each (pkg/model/interface.go
         # L543-569 @056b8280); the ConfigMap's vllm block comes after on the command line and wins
         # (presets/workspace/inference/vllm/inference_api.py L140-143), so a value written there is kept.
         flags["--pipeline-parallel-size"] = str(pods)
         notes.append(f"resource.count {pods}: KAITO runs pipeline parallelism over the {pods} nodes")
-    node_gpus = instance_gpus(instance) if instance else None
     if "--tensor-parallel-size" not in flags and node_gpus is not None:
         # KAITO sets --tensor-parallel-size to the GPUs of each node: the instance type's (sizing/data/cloud_gpus.json)
         flags["--tensor-parallel-size"] = str(node_gpus.count)
@@ -162,13 +221,14 @@ def _kaito_spec(
     pp = (
         int(flags["--pipeline-parallel-size"]) if re.fullmatch(r"\d+", flags.get("--pipeline-parallel-size", "")) else 1
     )
+    dp = int(flags["--data-parallel-size"]) if re.fullmatch(r"\d+", flags.get("--data-parallel-size", "")) else 1
     args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
     container = {
         "name": "inference",
         "image": KAITO_IMAGE,
-        "command": ["vllm", "serve", repo, "--revision", revision, *args],
+        "command": ["vllm", "serve", repo, *(("--revision", revision) if revision else ()), *args],
         "env": [{"name": "VLLM_VERSION", "value": KAITO_VLLM}],
-        "resources": {"limits": {"nvidia.com/gpu": str(-(-(tp * pp) // pods))}},
+        "resources": {"limits": {"nvidia.com/gpu": str(-(-(dp * tp * pp) // pods))}},
     }
     if instance:
         selector[INSTANCE_TYPE_LABEL] = instance
@@ -185,7 +245,7 @@ def _kaito_spec(
         meta,
         found,
         configmaps,
-        gpus_per_replica=-(-(tp * pp) // pods) * pods,
+        gpus_per_replica=-(-(dp * tp * pp) // pods) * pods,
         pods_per_replica=pods,
         notes=(f"KAITO preset {preset}", *notes),
     )
