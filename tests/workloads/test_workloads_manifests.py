@@ -230,3 +230,20 @@ def test_llm_inference_service_with_a_pvc_uri_is_sized_by_its_annotation() -> No
     obj["metadata"].setdefault("annotations", {})["fitgate.io/model"] = "Qwen/Qwen2.5-7B-Instruct"
     read = read_workload(obj)
     assert read is not None and read.unknown is None and read.model == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_a_dynamo_graph_names_what_its_workers_local_path_holds(tmp_path: Path) -> None:
+    # the Dynamo sample with the worker reading a local path, as the recipes do (--model /model-cache/...):
+    # offline the path is Unknown; the graph's fitgate.io/model annotation names the checkpoint, on every worker
+    text = (MANIFESTS / "dynamo-vllm-agg-v1beta1.yaml").read_text()
+    text = text.replace("- Qwen/Qwen3-0.6B", "- /model-cache/qwen3")
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(text)
+    assert [r.verdict for r in check_files([str(bare)], gpu_name="H100")] == ["Unknown"]
+    named = tmp_path / "named.yaml"
+    named.write_text(
+        text.replace("  name: vllm-agg\n", "  name: vllm-agg\n  annotations: {fitgate.io/model: Qwen/Qwen3-0.6B}\n", 1)
+    )
+    results = check_files([str(named)], gpu_name="H100")
+    assert [r.verdict for r in results] == ["Fits"], [r.line() for r in results]
+    assert results[0].message.count("annotation fitgate.io/model") == 1, results[0].message

@@ -19,7 +19,7 @@ from fitgate.sizing.units import parse_size
 from fitgate.workloads.argv import config_file_flags
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
-from fitgate.workloads.reader import _blank, _leader_worker_set
+from fitgate.workloads.reader import _blank, _leader_worker_set, annotated_model, with_model_annotation
 from fitgate.workloads.reading import Reading, WorkloadError
 
 Reader = Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], "Reading | None"]
@@ -344,17 +344,17 @@ def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[st
         worker_meta = {**meta, "name": f"{meta.get('name') or '?'}/{name}"}
         _, per_pod = gpu_limit_of(found.container)
         notes = (f"Dynamo {role + ' ' if role else ''}worker {name} (python3 -m dynamo.vllm: vLLM's engine args)",)
-        out.append(
-            _reading(
-                "DynamoGraphDeployment",
-                worker_meta,
-                found,
-                configmaps,
-                gpus_per_replica=per_pod * nodes,
-                pods_per_replica=nodes,
-                notes=notes,
-            )
+        reading = _reading(
+            "DynamoGraphDeployment",
+            worker_meta,
+            found,
+            configmaps,
+            gpus_per_replica=per_pod * nodes,
+            pods_per_replica=nodes,
+            notes=notes,
         )
+        # the graph's fitgate.io/model names what a worker's local path holds, as on any workload
+        out.append(with_model_annotation(reading, annotated_model(obj, None)))
     return out
 
 

@@ -339,6 +339,8 @@ def with_model_annotation(reading: Reading, annotated: tuple[str, str | None] | 
     if isinstance(annotated, str):  # a malformed annotation: sized as written, the annotation ignored and said so
         return _finish(reading, notes=(*reading.notes, f"{annotated}; ignored"))
     name, revision = annotated
+    if reading.model == name and any(MODEL_ANNOTATION in n for n in reading.notes):
+        return reading  # applied already (a reader of several servers applies it to each)
     where = reading.model_location or reading.model
     if reading.model_location is None and reading.model is not None and reading.model != name:
         note = f"annotation {MODEL_ANNOTATION}: {name} differs from the model the command names ({reading.model})"
