@@ -296,7 +296,8 @@ def test_max_model_len_auto_is_sized_at_the_length_vllm_picks(kube: Kube, operat
     spec = {
         "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
         "engine": {"name": "vllm", "version": "0.25.1"},
-        "serving": {"maxModelLen": "auto"},
+        # with the CUDA-graph settings of a memory-tight decode (the CRD takes them as vLLM's compilation config)
+        "serving": {"maxModelLen": "auto", "cudagraphMode": "FULL_DECODE_ONLY", "cudagraphCaptureSizes": [1, 2, 4]},
         "workload": {"concurrentRequests": 1, "contextTokens": 8192},  # the CEL rule lets auto through
         "placement": {"gpuProduct": "NVIDIA-L4"},
     }

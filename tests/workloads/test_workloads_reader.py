@@ -722,3 +722,30 @@ def test_extensible_kv_cache_flag_reaches_the_spec() -> None:
     r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.34.0", "args": args}))
     assert r is not None and r.invalid is None and r.serving["enableExtensibleKvCache"] is False
     assert parse_spec(r.spec()).serving.enable_extensible_kv_cache is False
+
+
+def test_cuda_graph_settings_and_max_model_len_auto_reach_the_spec() -> None:
+    # llm-d's wide-EP decode runs FULL_DECODE_ONLY; KAITO passes --max-model-len=auto: both sized as vLLM runs them
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.25.1",
+                "args": [
+                    "Qwen/Qwen3-8B",
+                    "--max-model-len=auto",
+                    "--compilation-config",
+                    '{"cudagraph_mode": "FULL_DECODE_ONLY"}',
+                    "--cudagraph-capture-sizes",
+                    "1",
+                    "2",
+                    "4",
+                ],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        )
+    )
+    assert r is not None and r.invalid is None and r.unknown is None, r
+    serving = parse_spec(r.spec()).serving
+    assert serving.max_model_len == "auto"
+    assert serving.cudagraph_mode == "FULL_DECODE_ONLY" and serving.cudagraph_capture_sizes == [1, 2, 4]

@@ -29,6 +29,7 @@ from fitgate.sizing import (
     parse_gpu_prices,
     replica_cost,
 )
+from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.multimodal import parse_limit_mm
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
@@ -55,6 +56,33 @@ def gpu_of(args: argparse.Namespace) -> GpuModel:
     return custom_gpu(parse_size(args.gpu_memory, "--gpu-memory"))
 
 
+def _graph_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The CUDA-graph flags as ServingConfig fields, read as the workload path reads a container's."""
+    flags = {
+        flag: value
+        for flag, value in (
+            ("--compilation-config", getattr(args, "compilation_config", None)),
+            ("--max-cudagraph-capture-size", getattr(args, "max_cudagraph_capture_size", None)),
+            ("--optimization-level", getattr(args, "optimization_level", None)),
+        )
+        if value is not None
+    }
+    sizes = getattr(args, "cudagraph_capture_sizes", None)
+    if sizes:
+        flags["--cudagraph-capture-sizes"] = ",".join(str(s) for s in sizes)
+    graphs = graph_flags({k: str(v) for k, v in flags.items()})
+    if graphs.notes:  # the workload path notes them; on the command line they are usage errors
+        text = flags.get("--compilation-config")
+        raise SizingError(
+            "--compilation-config", text, '{"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": [1, 2, 4]}'
+        )
+    return {
+        "cudagraph_mode": graphs.mode,
+        "cudagraph_capture_sizes": graphs.capture_sizes,
+        "max_cudagraph_capture_size": graphs.max_capture_size,
+    }
+
+
 def serving_of(args: argparse.Namespace) -> ServingConfig:
     """The sizing core's serving settings from the plan flags."""
     spec_text = getattr(args, "speculative_config", None)
@@ -78,6 +106,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,
         enforce_eager=args.enforce_eager,
+        **_graph_settings(args),
         flashinfer_sampler=getattr(args, "flashinfer_sampler", None),
         mxfp4_backend=getattr(args, "mxfp4_backend", None),
         vllm_version=args.vllm_version,

@@ -134,6 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=_int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
+        "--compilation-config",
+        "-cc",
+        help="vLLM's JSON; its cudagraph_mode, cudagraph_capture_sizes and max_cudagraph_capture_size are sized, e.g. "
+        '\'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'',
+    )
+    p.add_argument("--cudagraph-capture-sizes", type=_int, nargs="+", help="the batch sizes vLLM captures")
+    p.add_argument("--max-cudagraph-capture-size", type=_int, help="the largest captured batch (default 2 x seqs)")
+    p.add_argument(
+        "--optimization-level", "-O", choices=("0", "1", "2", "3"), help="vLLM's -O<n>: -O0 captures no CUDA graphs"
+    )
+    p.add_argument(
         "--flashinfer-sampler",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -115,6 +115,9 @@ def estimate_profile(
     all2all_bytes: int = 0,
     graph_cases: int = 1,  # LoRA: graphs are captured without and with adapters (fitgate.sizing.lora)
     flashinfer_sampler: bool | None = None,  # ServingConfig.flashinfer_sampler; None: the release's default
+    cudagraph_mode: str = "FULL_AND_PIECEWISE",  # the compilation config's (cudagraphs.py)
+    given_sizes: tuple[int, ...] | None = None,  # --cudagraph-capture-sizes
+    given_max: int | None = None,  # --max-cudagraph-capture-size
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
@@ -172,6 +175,9 @@ def estimate_profile(
             compute_capability=gpu.compute_capability if gpu is not None else None,
             decode_query_len=decode_query_len,
             graph_cases=graph_cases,
+            cudagraph_mode=cudagraph_mode,
+            given_sizes=given_sizes,
+            given_max=given_max,
         ),
     )
 
@@ -219,6 +225,9 @@ def cuda_graph_bytes(
     compute_capability: str | None = None,
     decode_query_len: int = 1,
     graph_cases: int = 1,
+    cudagraph_mode: str = "FULL_AND_PIECEWISE",
+    given_sizes: tuple[int, ...] | None = None,
+    given_max: int | None = None,
 ) -> int:
     """CUDA-graph memory of one GPU: vLLM's estimate where it is in the budget, else the capture itself.
 
@@ -230,8 +239,11 @@ def cuda_graph_bytes(
     captured, doubled per layer for models that raise the largest capture size (gpt-oss), plus
     0.25 GiB for MoE models (fitted on those logs' "Graph capturing finished ... took").
     ``graph_cases``: every size is captured that many times (2 with LoRA: without adapters and with
-    ``max_loras + 1``, v1/cudagraph_dispatcher.py 0.33.0 L110-128, L179-230).
+    ``max_loras + 1``, v1/cudagraph_dispatcher.py 0.33.0 L110-128, L179-230). ``cudagraph_mode``,
+    ``given_sizes``, ``given_max``: the compilation config's (cudagraphs.py); mode NONE captures nothing.
     """
+    if cudagraph_mode == "NONE":
+        return 0
     if accounting.cudagraph_in_budget:
         sizes = capture_sizes(
             accounting,
@@ -240,8 +252,10 @@ def cuda_graph_bytes(
             model_max_capture_size=arch.max_capture_size_override,
             compute_capability=compute_capability,
             decode_query_len=decode_query_len,
+            given_sizes=given_sizes,
+            given_max=given_max,
         )
-        counts = graph_counts(sizes, max_num_seqs, decode_query_len)
+        counts = graph_counts(sizes, max_num_seqs, decode_query_len, cudagraph_mode)
         if graph_cases > 1:
             counts = GraphCounts(counts.piecewise * graph_cases, counts.full * graph_cases, counts.largest)
         return cuda_graph_estimate_bytes(num_layers, arch.is_moe, counts)

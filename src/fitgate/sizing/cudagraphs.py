@@ -28,6 +28,15 @@ How many graphs (config/vllm.py ``_set_cudagraph_sizes``; dispatcher ``initializ
 * PIECEWISE captures every size; FULL (decode, the default ``FULL_AND_PIECEWISE``) the sizes up to
   ``max_num_seqs`` (cudagraph_dispatcher.py 0.20.0 L204-223, 0.33.0 L203-222).
 
+What the user can set (config/vllm.py 0.25.0 L1669-1828, ``_set_cudagraph_sizes``; compilation config
+``cudagraph_mode``, cudagraph_dispatcher.py): ``--cudagraph-capture-sizes`` replaces the list (de-duplicated,
+the sizes above ``max_num_batched_tokens`` dropped, L1736-1747); ``--max-cudagraph-capture-size`` replaces the
+``2 x max_num_seqs`` ceiling (L1719-1728); ``cudagraph_mode`` picks which graphs are captured: NONE none (as
+``--enforce-eager``, and ``-O0``), PIECEWISE every size piecewise, FULL every size as a full graph,
+FULL_DECODE_ONLY full graphs of the decode sizes only, FULL_AND_PIECEWISE (the default since 0.11) both.
+vLLM may lower a FULL mode to PIECEWISE for a backend without full-graph support (L1268-1318); fitgate counts
+the mode as given, the larger count for a FULL mode.
+
 What the source leaves open is what ``first`` and ``per_graph`` measure; fitgate fits them (see
 :data:`PER_GRAPH_LAYER_BYTES`). vLLM's own tracker (issues #45178, #50780, #53013) reports the estimate
 off the real pool by tens of percent both ways; the logs in hand agree (README, "CUDA-graph estimate").
@@ -35,6 +44,9 @@ off the real pool by tens of percent both ways; the logs in hand agree (README, 
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fitgate.sizing.units import MiB
@@ -65,6 +77,10 @@ class GraphCounts:
     largest: int
 
 
+#: ``cudagraph_mode`` values (vllm/config/compilation.py ``CUDAGraphMode``), the default first.
+CUDAGRAPH_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "NONE")
+
+
 def capture_sizes(
     accounting: VllmAccounting,
     *,
@@ -73,14 +89,21 @@ def capture_sizes(
     model_max_capture_size: int | None = None,
     compute_capability: str | None = None,
     decode_query_len: int = 1,
+    given_sizes: tuple[int, ...] | None = None,
+    given_max: int | None = None,
 ) -> tuple[int, ...]:
     """The batch sizes vLLM captures graphs for (``cudagraph_capture_sizes``), as its config computes them.
 
     ``decode_query_len``: 1 + draft tokens with speculative decoding (``uniform_decode_query_len``); the
     decode sizes 0.33 appends for it beyond the ceiling (config/vllm.py L2471-2500) are not modelled.
+    ``given_sizes`` / ``given_max``: ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size``.
     """
+    if given_sizes is not None:
+        return tuple(sorted({s for s in given_sizes if s <= max_num_batched_tokens}))
     v = accounting.version
-    if model_max_capture_size is not None:
+    if given_max is not None:
+        largest = given_max
+    elif model_max_capture_size is not None:
         largest = model_max_capture_size
     else:
         blackwell_dc = v >= (0, 28, 0) and (compute_capability or "").split(".")[0] == "10"
@@ -97,18 +120,20 @@ def capture_sizes(
     return tuple(sorted(set(sizes)))
 
 
-def graph_counts(sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int = 1) -> GraphCounts:
-    """PIECEWISE graphs for every size, FULL decode graphs for the decode sizes.
+def graph_counts(
+    sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int = 1, mode: str = "FULL_AND_PIECEWISE"
+) -> GraphCounts:
+    """By ``mode``: PIECEWISE graphs for every size, FULL decode graphs for the decode sizes (the default).
 
-    Those are the sizes from ``decode_query_len`` up to ``max_num_seqs x decode_query_len``
-    (cudagraph_dispatcher.py 0.33.0 L209-220).
+    The decode sizes are those from ``decode_query_len`` up to ``max_num_seqs x decode_query_len``
+    (cudagraph_dispatcher.py 0.33.0 L209-220); FULL captures every size as a full graph, PIECEWISE and
+    FULL_DECODE_ONLY one kind only, NONE nothing.
     """
     top = max_num_seqs * decode_query_len
-    return GraphCounts(
-        piecewise=len(sizes),
-        full=sum(1 for s in sizes if decode_query_len <= s <= top),
-        largest=max(sizes, default=0),
-    )
+    decode = sum(1 for s in sizes if decode_query_len <= s <= top)
+    piecewise = len(sizes) if mode in ("FULL_AND_PIECEWISE", "PIECEWISE") else 0
+    full = {"FULL_AND_PIECEWISE": decode, "FULL_DECODE_ONLY": decode, "FULL": len(sizes)}.get(mode, 0)
+    return GraphCounts(piecewise=piecewise, full=full, largest=max(sizes, default=0) if piecewise or full else 0)
 
 
 def cuda_graph_estimate_bytes(num_layers: int, moe: bool, counts: GraphCounts) -> int:
@@ -123,3 +148,86 @@ def cuda_graph_estimate_bytes(num_layers: int, moe: bool, counts: GraphCounts) -
     first = FIRST_CAPTURE_MOE_BYTES if moe else FIRST_CAPTURE_BYTES
     extra = sum(max(n - 1, 0) for n in (counts.piecewise, counts.full))
     return first + extra * per_graph
+
+
+@dataclass(frozen=True)
+class GraphFlags:
+    """The CUDA-graph settings of an engine command line (None: vLLM's default) and what was not read."""
+
+    mode: str | None = None
+    capture_sizes: tuple[int, ...] | None = None
+    max_capture_size: int | None = None
+    notes: tuple[str, ...] = ()
+
+
+#: ``--optimization-level`` / ``-O<n>`` and the ``cudagraph_mode`` each level sets (config/vllm.py 0.25.0
+#: ``OPTIMIZATION_LEVEL_00`` .. ``_03`` L200-275; the levels exist from 0.12): a mode given explicitly wins.
+_LEVEL_MODES = {"0": "NONE", "1": "PIECEWISE", "2": "FULL_AND_PIECEWISE", "3": "FULL_AND_PIECEWISE"}
+_GRAPH_KEYS = ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size")
+
+
+def _sizes(value: object) -> tuple[int, ...] | None:
+    if isinstance(value, str):
+        text = value.strip().strip("[]")
+        words = [w for w in re.split(r"[,\s]+", text) if w]
+        if len(words) > 1024 or not all(re.fullmatch(r"\d{1,9}", w) for w in words):
+            return None
+        value = [int(w) for w in words]
+    if (
+        isinstance(value, list)
+        and 0 < len(value) <= 1024
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 30 for v in value)
+    ):
+        return tuple(value)
+    return None
+
+
+def _whole(value: object) -> int | None:
+    if isinstance(value, str) and re.fullmatch(r"\s*\d{1,9}\s*", value):
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 30 else None
+
+
+def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
+    """The CUDA-graph settings of an engine's flags, as vLLM's engine args read them.
+
+    ``--compilation-config`` (JSON or ``.key=value``), ``--cudagraph-capture-sizes``,
+    ``--max-cudagraph-capture-size`` and ``-O<n>`` (arg_utils.py 0.25.0 L1478-1482, L1534, L2303-2318;
+    utils/argparse_utils.py L322-333).
+
+    A value fitgate cannot read is named in the notes and left at vLLM's default, never an error: the
+    default captures the most graphs, so it can only over-count.
+    """
+    found: dict[str, object] = {}
+    notes: list[str] = []
+    text = flags.get("--compilation-config")
+    if text is not None and not re.fullmatch(r"\s*\d\s*", text):
+        try:
+            data = json.loads(text) if len(text) <= 65536 else None
+        except (json.JSONDecodeError, RecursionError):
+            data = None
+        if isinstance(data, dict):
+            found.update({k: data[k] for k in _GRAPH_KEYS if k in data})
+        else:
+            notes.append(f"--compilation-config {text[:80]!r}: not a JSON object; CUDA graphs sized at vLLM's default")
+    for key in _GRAPH_KEYS:
+        for flag in (f"--compilation-config.{key}", f"--compilation-config.{key.replace('_', '-')}"):
+            if flag in flags:
+                found[key] = flags[flag]
+    if "--cudagraph-capture-sizes" in flags:
+        found["cudagraph_capture_sizes"] = flags["--cudagraph-capture-sizes"]
+    if "--max-cudagraph-capture-size" in flags:
+        found["max_cudagraph_capture_size"] = flags["--max-cudagraph-capture-size"]
+    mode = found.get("cudagraph_mode")
+    if mode is None and flags.get("--optimization-level", "").strip() in _LEVEL_MODES:
+        mode = _LEVEL_MODES[flags["--optimization-level"].strip()]
+    if mode is not None and str(mode).strip().upper() not in CUDAGRAPH_MODES:
+        notes.append(f"cudagraph_mode {str(mode)[:40]!r}: not one fitgate knows; sized as {CUDAGRAPH_MODES[0]}")
+        mode = None
+    sizes = _sizes(found["cudagraph_capture_sizes"]) if "cudagraph_capture_sizes" in found else None
+    if "cudagraph_capture_sizes" in found and sizes is None:
+        notes.append("cudagraph_capture_sizes: not a list of batch sizes; sized at vLLM's default")
+    largest = _whole(found["max_cudagraph_capture_size"]) if "max_cudagraph_capture_size" in found else None
+    if "max_cudagraph_capture_size" in found and largest is None:
+        notes.append("max_cudagraph_capture_size: not a whole number; sized at vLLM's default")
+    return GraphFlags(str(mode).strip().upper() if mode is not None else None, sizes, largest, tuple(notes))

@@ -133,6 +133,9 @@ def _rank(
         moe_tp=rs.parallel.moe_tp,
         all2all_bytes=all2all_buffer_bytes(arch, rs.parallel, rs.max_num_batched_tokens),
         graph_cases=lora_slots.graph_cases(rs.lora),
+        cudagraph_mode=rs.cudagraph_mode,
+        given_sizes=rs.cudagraph_capture_sizes,
+        given_max=rs.max_cudagraph_capture_size,
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
@@ -228,7 +231,7 @@ def _extensible_rank(
     """
     requested = math.ceil(gpu.memory_bytes * rs.gpu_memory_utilization)  # v1/worker/utils.py 0.34.0 L743
     capacity = num_blocks(layout, requested - non_kv)
-    graphs = 0 if rs.enforce_eager else profile.cuda_graph_bytes
+    graphs = profile.cuda_graph_bytes if rs.cuda_graphs else 0
     # Resident after capture: weights, non-torch growth, the persistent MoE workspace, the graph pool.
     on_gpu = weights.total_bytes if weights_resident_bytes is None else weights_resident_bytes
     resident = on_gpu + profile.non_torch_bytes + profile.moe_workspace_bytes + graphs

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing import offload, speculative
+from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
@@ -210,6 +211,14 @@ def resolve_serving(
         raise SizingError("mxfp4_backend", serving.mxfp4_backend, " or ".join(MXFP4_BACKENDS))
     if serving.mm_encoder_tp_mode not in ("weights", "data"):
         raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
+    graph_mode = _cudagraph_mode(serving.cudagraph_mode)
+    graph_sizes = serving.cudagraph_capture_sizes
+    if graph_sizes is not None and (
+        not 1 <= len(graph_sizes) <= MAX_CAPTURE_SIZES
+        or not all(checked_int(s, "cudagraph_capture_sizes", 1, MAX_CONTEXT) for s in graph_sizes)
+    ):
+        raise SizingError("cudagraph_capture_sizes", graph_sizes, f"1 to {MAX_CAPTURE_SIZES} batch sizes")
+    graph_max = checked_int(serving.max_cudagraph_capture_size, "max_cudagraph_capture_size", 1, MAX_CONTEXT)
     return ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -224,6 +233,9 @@ def resolve_serving(
         pipeline_parallel_size=pp,
         gpu_memory_utilization=float(gmu),
         enforce_eager=serving.enforce_eager,
+        cudagraph_mode=graph_mode,
+        cudagraph_capture_sizes=graph_sizes,
+        max_cudagraph_capture_size=graph_max,
         flashinfer_sampler=serving.flashinfer_sampler,
         mxfp4_backend=serving.mxfp4_backend,
         vllm_version=accounting.label,
@@ -295,6 +307,20 @@ def default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
     return 16
 
 
+#: At most this many ``--cudagraph-capture-sizes`` (vLLM sets no bound; the default list has 67 at most).
+MAX_CAPTURE_SIZES = 1024
+
+
+def _cudagraph_mode(mode: str | None) -> str:
+    """The compilation config's ``cudagraph_mode`` (None: FULL_AND_PIECEWISE, the default since 0.11)."""
+    if mode is None:
+        return CUDAGRAPH_MODES[0]
+    name = str(mode).strip().upper()
+    if name not in CUDAGRAPH_MODES:
+        raise SizingError("cudagraph_mode", mode, "one of " + ", ".join(CUDAGRAPH_MODES))
+    return name
+
+
 def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:
     """Whether vLLM deducts its CUDA-graph estimate from the KV budget for this run.
 
@@ -302,10 +328,10 @@ def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: V
     ``--enforce-eager``, not on a V2-runner model of 0.22-0.28 (its estimate is a stub returning 0).
     """
     if rs.extensible_kv_cache:
-        return not rs.enforce_eager  # measured after capture (gpu_worker.py 0.34.0 L1098-1101, L1226-1240)
+        return rs.cuda_graphs  # measured after capture (gpu_worker.py 0.34.0 L1098-1101, L1226-1240)
     return (
         accounting.cudagraph_in_budget
-        and not rs.enforce_eager
+        and rs.cuda_graphs
         and rs.kv_cache_memory_bytes is None
         and not accounting.v2_runner_without_cudagraph_estimate(arch.architecture)
     )

@@ -26,6 +26,12 @@ class ServingConfig:
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
     enforce_eager: bool = False
+    # CUDA graphs as vLLM's compilation config sets them (fitgate.sizing.cudagraphs): ``cudagraph_mode`` (NONE,
+    # PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE; None: the release's default), the capture sizes
+    # (``--cudagraph-capture-sizes``) and their ceiling (``--max-cudagraph-capture-size``); None: vLLM's defaults.
+    cudagraph_mode: str | None = None
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    max_cudagraph_capture_size: int | None = None
     # The V1 sampler on FlashInfer's top-k/top-p kernels (``VLLM_USE_FLASHINFER_SAMPLER``; FlashInfer installed, as
     # in vLLM's image) or PyTorch's sort; None: the release's default with FlashInfer installed (activation.py).
     flashinfer_sampler: bool | None = None
@@ -143,6 +149,14 @@ class ResolvedServing:
     flashinfer_sampler: bool | None = None  # ServingConfig.flashinfer_sampler
     mxfp4_backend: str | None = None  # ServingConfig.mxfp4_backend
     engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"  # ServingConfig.cudagraph_mode after the default
+    cudagraph_capture_sizes: tuple[int, ...] | None = None  # ServingConfig.cudagraph_capture_sizes
+    max_cudagraph_capture_size: int | None = None  # ServingConfig.max_cudagraph_capture_size
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether vLLM captures CUDA graphs at all (not under ``--enforce-eager`` or ``cudagraph_mode`` NONE)."""
+        return not self.enforce_eager and self.cudagraph_mode != "NONE"
 
     @property
     def draft_tokens(self) -> int:

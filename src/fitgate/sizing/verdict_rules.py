@@ -91,7 +91,7 @@ def plan_notes(
             f"speculative decoding ({spec.method}, {spec.num_tokens} draft tokens): no drafter memory; CUDA "
             "graphs are captured for up to max_num_seqs x (1 + draft tokens) x 2 tokens"
         )
-    if not g.cuda_graphs_in_budget and not rs.enforce_eager:
+    if not g.cuda_graphs_in_budget and rs.cuda_graphs:
         notes.append("CUDA graphs are captured after KV sizing and must fit outside the gpu_memory_utilization budget")
     notes.extend(_parallel_notes(model.arch, rs))
     return tuple(notes)
@@ -197,7 +197,7 @@ def outside_need(
     at the default gmu (blog.vllm.ai/2025/04/05/llama4.html, vLLM 0.8.3).
     """
     in_budget = graphs_in_budget(arch, rs, accounting)
-    graphs = 0 if rs.enforce_eager or in_budget else rank.profile.cuda_graph_bytes
+    graphs = 0 if not rs.cuda_graphs or in_budget else rank.profile.cuda_graph_bytes
     excess = int(GRAPH_EXCESS_FRACTION * rank.profile.cuda_graph_bytes) if in_budget else 0
     warm_up = last_stage and rs.runner != "pooling" and accounting.engine == "V1"
     if accounting.version < (0, 34, 0) and accounting.uses_v2_runner(arch.architecture):

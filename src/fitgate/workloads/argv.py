@@ -32,7 +32,10 @@ SHORT_FLAGS = {
     "-ep": "--enable-expert-parallel",  # arg_utils.py 0.33.0 L1304-1307
     "-n": "--nnodes",
     "-r": "--node-rank",
+    "-cc": "--compilation-config",  # arg_utils.py 0.25.0 L1534
 }
+#: Flags that take several values (``nargs="+"``): every number after them (arg_utils.py 0.25.0 L1478).
+LIST_FLAGS = frozenset({"--cudagraph-capture-sizes"})
 
 #: Flags that take no value (``store_true`` / ``BooleanOptionalAction`` in vLLM 0.33); every
 #: ``--no-X`` is one too. Any other flag takes the next word as its value unless it starts with ``-``.
@@ -335,6 +338,9 @@ def long_name(flag: str) -> str:
     """The canonical spelling of a flag for vLLM: short aliases resolved, underscores read as dashes."""
     if flag in SHORT_FLAGS:
         return SHORT_FLAGS[flag]
+    short, dot, rest = flag.partition(".")
+    if dot and short in SHORT_FLAGS:  # -cc.cudagraph_mode
+        return SHORT_FLAGS[short] + "." + rest
     if flag.startswith("--"):
         head, dot, tail = flag[2:].partition(".")
         return "--" + head.replace("_", "-") + dot + tail
@@ -359,6 +365,14 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             if model is None:
                 model = word
             continue
+        if word.startswith("-O") and not word.startswith("-O.") and word != "-O":
+            # -O3, -O=3: the optimization level (FlexibleArgumentParser, utils/argparse_utils.py 0.25.0 L322-333)
+            flags["--optimization-level"] = word[3:] if word[2:3] == "=" else word[2:]
+            continue
+        if word == "-O" and i < len(words) and words[i] in ("0", "1", "2", "3"):
+            flags["--optimization-level"] = words[i]
+            i += 1
+            continue
         name, eq, value = word.partition("=")
         name = long_name(name)
         if eq:
@@ -368,6 +382,12 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
                 flags["--" + name[5:]] = "false"
             else:
                 flags[name] = "true"
+        elif name in LIST_FLAGS:
+            values = []
+            while i < len(words) and _is_number(words[i]):
+                values.append(words[i])
+                i += 1
+            flags[name] = ",".join(values) if values else "true"
         elif i < len(words) and (not words[i].startswith("-") or _is_number(words[i])):
             flags[name] = words[i]
             i += 1

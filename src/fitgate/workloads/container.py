@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
@@ -267,6 +268,14 @@ def _reading(
             speculative = _speculative(flags["--speculative-config"], more)
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
+        graphs = graph_flags(flags)
+        more.extend(graphs.notes)
+        if graphs.mode is not None:
+            serving["cudagraphMode"] = graphs.mode
+        if graphs.capture_sizes is not None:
+            serving["cudagraphCaptureSizes"] = list(graphs.capture_sizes)
+        if graphs.max_capture_size is not None:
+            serving["maxCudagraphCaptureSize"] = graphs.max_capture_size
         serving.update(_expert_parallel(flags, found.env, version, more))
         serving.update(_issue20_serving(flags, more))
         name = model or flags.get("--model") or found.engine.model

@@ -187,6 +187,26 @@ class Serving(_Spec):
                 "max_model_len", "a number of tokens from 1 to {limit}, or auto", {"limit": MAX_CONTEXT}
             ) from None
 
+    cudagraph_mode: Literal["FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "NONE"] | None = Field(
+        default=None,
+        alias="cudagraphMode",
+        description="--compilation-config cudagraph_mode: which CUDA graphs vLLM captures (NONE as --enforce-eager). "
+        "Default: the release's (FULL_AND_PIECEWISE).",
+    )
+    cudagraph_capture_sizes: list[Annotated[int, Field(ge=1, le=MAX_CONTEXT)]] | None = Field(
+        default=None,
+        alias="cudagraphCaptureSizes",
+        min_length=1,
+        max_length=1024,
+        description="--cudagraph-capture-sizes: the batch sizes vLLM captures. Default: vLLM's list.",
+    )
+    max_cudagraph_capture_size: int | None = Field(
+        default=None,
+        alias="maxCudagraphCaptureSize",
+        ge=1,
+        le=MAX_CONTEXT,
+        description="--max-cudagraph-capture-size: the largest captured batch. Default: 2 x maxNumSeqs, at most 512.",
+    )
     kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"] = Field(
         default="auto",
         alias="kvCacheDtype",

@@ -1,0 +1,87 @@
+"""The compilation config's CUDA-graph settings: mode, capture sizes and their ceiling (fitgate.sizing.cudagraphs).
+
+vLLM 0.25.0 config/vllm.py ``_set_cudagraph_sizes`` L1669-1828: given sizes replace the list (de-duplicated, those
+above max_num_batched_tokens dropped); a given ceiling replaces min(2 x max_num_seqs, 512); cudagraph_mode picks the
+graphs (cudagraph_dispatcher.py); ``-O0`` sets mode NONE (OPTIMIZATION_LEVEL_00).
+"""
+
+from __future__ import annotations
+
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.cudagraphs import (
+    FIRST_CAPTURE_MOE_BYTES,
+    PER_GRAPH_LAYER_BYTES,
+    capture_sizes,
+    graph_counts,
+    graph_flags,
+)
+from fitgate.sizing.resolve import graphs_in_budget
+from fitgate.sizing.versions import accounting_for
+from fitgate.workloads.argv import parse_engine_argv
+from tests.conftest import model
+
+V25 = accounting_for("0.25.0")
+
+
+def test_given_sizes_and_ceiling() -> None:
+    # given sizes: de-duplicated, sorted, the ones above max_num_batched_tokens (2048) dropped
+    sizes = capture_sizes(V25, max_num_seqs=256, max_num_batched_tokens=2048, given_sizes=(8, 4096, 1, 8, 2))
+    assert sizes == (1, 2, 8)
+    # a ceiling of 64: 1, 2, 4, then every 8 from 8 to 64 = 3 + 8 sizes (instead of 51 up to 512)
+    sizes = capture_sizes(V25, max_num_seqs=256, max_num_batched_tokens=2048, given_max=64)
+    assert sizes == (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+
+
+def test_modes_count_their_graphs() -> None:
+    # the default list at 256 seqs / 2048 tokens: 1, 2, 4 + 8..248 (31) + 256..512 step 16 (17) = 51 sizes, the
+    # decode ones (<= 256 seqs) 35
+    sizes = capture_sizes(V25, max_num_seqs=256, max_num_batched_tokens=2048)
+    assert len(sizes) == 51
+    counts = {
+        m: graph_counts(sizes, 256, 1, m) for m in ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
+    }
+    assert (counts["FULL_AND_PIECEWISE"].piecewise, counts["FULL_AND_PIECEWISE"].full) == (51, 35)
+    assert (counts["PIECEWISE"].piecewise, counts["PIECEWISE"].full) == (51, 0)
+    assert (counts["FULL"].piecewise, counts["FULL"].full) == (0, 51)
+    assert (counts["FULL_DECODE_ONLY"].piecewise, counts["FULL_DECODE_ONLY"].full) == (0, 35)
+    none = graph_counts(sizes, 256, 1, "NONE")
+    assert none.piecewise == none.full == 0
+
+
+def test_the_estimate_follows_the_mode() -> None:
+    # Qwen3-30B-A3B, TP 2 x PP 2 on A10s at vLLM 0.25: a stage runs 24 layers; the estimate is
+    # first + (graphs - 1) x 220 KiB x 24 per mode: default 480 MiB + (50 + 34) x 5.16 MiB;
+    # FULL_DECODE_ONLY 480 MiB + 34 x 5.16 MiB; NONE nothing, and nothing deducted from the budget
+    m = model("Qwen/Qwen3-30B-A3B-Instruct-2507")
+    a10 = lookup_gpu("A10")
+    base = {"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "max_model_len": 2560, "vllm_version": "0.25.0"}
+    per_graph = PER_GRAPH_LAYER_BYTES * 24
+    default = plan(m, a10, ServingConfig(**base)).ranks[1].profile.cuda_graph_bytes
+    decode = plan(m, a10, ServingConfig(**base, cudagraph_mode="FULL_DECODE_ONLY"))
+    off = plan(m, a10, ServingConfig(**base, cudagraph_mode="NONE"))
+    assert default == FIRST_CAPTURE_MOE_BYTES + 84 * per_graph
+    assert decode.ranks[1].profile.cuda_graph_bytes == FIRST_CAPTURE_MOE_BYTES + 34 * per_graph
+    assert off.ranks[1].profile.cuda_graph_bytes == 0
+    assert not graphs_in_budget(m.arch, off.serving, V25) and not off.per_gpu.cuda_graphs_in_budget
+    assert off.per_gpu.kv_cache_bytes > decode.per_gpu.kv_cache_bytes
+
+
+def test_flags_as_vllm_reads_them() -> None:
+    argv = ["M", "-O0", "--max-model-len", "4096"]
+    assert graph_flags(parse_engine_argv("serve", argv).flags).mode == "NONE"
+    argv = ["M", "-cc", '{"cudagraph_mode": "full_decode_only", "cudagraph_capture_sizes": [1, 2, 4]}']
+    read = graph_flags(parse_engine_argv("serve", argv).flags)
+    assert (read.mode, read.capture_sizes, read.notes) == ("FULL_DECODE_ONLY", (1, 2, 4), ())
+    argv = ["-O", "3", "M", "--compilation-config.cudagraph_mode=PIECEWISE", "--cudagraph-capture-sizes", "1", "8"]
+    cmd = parse_engine_argv("serve", argv)
+    assert cmd.model == "M"  # -O 3 takes its level, not the model
+    read = graph_flags(cmd.flags)
+    assert (read.mode, read.capture_sizes) == ("PIECEWISE", (1, 8))
+    assert graph_flags({"--max-cudagraph-capture-size": "64"}).max_capture_size == 64
+
+
+def test_what_cannot_be_read_is_said_and_sized_at_the_default() -> None:
+    read = graph_flags({"--compilation-config": "{not json", "--max-cudagraph-capture-size": "lots"})
+    assert read.mode is None and read.max_capture_size is None and len(read.notes) == 2
+    read = graph_flags({"--compilation-config.cudagraph_mode": "SOMETHING_NEW"})
+    assert read.mode is None and "not one fitgate knows" in read.notes[0]
