@@ -247,3 +247,30 @@ def test_a_dynamo_graph_names_what_its_workers_local_path_holds(tmp_path: Path) 
     results = check_files([str(named)], gpu_name="H100")
     assert [r.verdict for r in results] == ["Fits"], [r.line() for r in results]
     assert results[0].message.count("annotation fitgate.io/model") == 1, results[0].message
+
+
+def _l4_deployment(tmp_path: Path, image: str, extra: str) -> str:
+    f = tmp_path / "d.yaml"
+    f.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: ns}\nspec:\n  template:\n    spec:\n"
+        "      containers:\n      - name: vllm\n        image: " + image + "\n"
+        "        args: [meta-llama/Llama-3.1-8B-Instruct, --max-model-len, '40000'" + extra + "]\n"
+        "        resources: {limits: {nvidia.com/gpu: '1'}}\n"
+    )
+    (result,) = check_files([str(f)], gpu_name="NVIDIA-L4")
+    return f"{result.verdict}: {result.message}"
+
+
+def test_kv_cache_memory_bytes_is_sized_not_ignored(tmp_path: Path) -> None:
+    # 8B on one L4 at 40,000 tokens: one request needs 40000 x 128 KiB = 4.88 GiB of KV; by gpu_memory_utilization
+    # 0.92 only ~3.8 GiB is left (vLLM refuses), but --kv-cache-memory-bytes 5200M (5.08 GiB) skips the profile and
+    # the fraction: weights + activations + 5.08 GiB stay within the card
+    assert _l4_deployment(tmp_path, "vllm/vllm-openai:v0.25.1", "").startswith("DoesNotFit")
+    line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.25.1", ", --kv-cache-memory-bytes, 5200M")
+    assert not line.startswith("DoesNotFit"), line
+    # a release without the flag (before 0.11) says so and sizes without it
+    line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.10.2", ", --kv-cache-memory-bytes, 5200M")
+    assert "has no such flag (from 0.11.0)" in line, line
+    # an empty value (a script's --kv-cache-memory-bytes=${VAR-}) is unset for vLLM's optional flags: the default
+    line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.25.1", ", '--kv-cache-memory-bytes='")
+    assert line.startswith("DoesNotFit") and "unset, vLLM's default" in line, line

@@ -18,6 +18,9 @@ from typing import Any
 import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
+from fitgate.sizing.errors import SizingError
+from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE
+from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
@@ -71,6 +74,14 @@ _ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,9
 
 #: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
 MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _before(version: str, since: tuple[int, int, int]) -> bool:
+    """Whether a release read from an image is older than ``since`` (an unreadable one is not)."""
+    try:
+        return parse_version(version) < since
+    except SizingError:
+        return False
 
 
 def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
@@ -259,6 +270,14 @@ def _reading(
                     serving[fld] = value
                 else:
                     more.append(f"--quantization {value}: read from the checkpoint's own config")
+                continue
+            if conv in ("int", "human_int", "float") and value.strip() in ("", "None"):
+                # vLLM reads "" and "None" of an optional flag as unset (engine/arg_utils.py 0.25.0 optional_type,
+                # L155-161, L391-394): a script's ``--flag=${VAR-}`` with VAR unset is the default
+                more.append(f"{flag} {value.strip()!r}: unset, vLLM's default")
+                continue
+            if flag == "--kv-cache-memory-bytes" and version is not None and _before(version, KV_CACHE_MEMORY_SINCE):
+                more.append(f"--kv-cache-memory-bytes: vLLM {version} has no such flag (from 0.11.0); not sized")
                 continue
             if flag == "--max-model-len" and value.strip().lower() in ("-1", "auto"):
                 serving[fld] = "auto"  # vLLM 0.14+ lowers it to the longest that fits (fitgate.sizing.auto_fit)

@@ -50,6 +50,7 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--gpu-memory-utilization": ("gpuMemoryUtilization", "float"),
     "--max-num-seqs": ("maxNumSeqs", "int"),
     "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
+    "--kv-cache-memory-bytes": ("kvCacheMemoryBytes", "human_int"),  # vLLM 0.11+ (sizing.resolve)
     "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
     # data / expert / decode-context parallelism (docs/parallelism.md)
     "--data-parallel-size": ("dataParallelSize", "int"),
@@ -66,7 +67,7 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
 }
 
 #: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
-_NOT_MODELLED = ("--kv-cache-memory-bytes", "--swap-space", "--offload-group-size", "--enable-tower-connector-lora")
+_NOT_MODELLED = ("--swap-space", "--offload-group-size", "--enable-tower-connector-lora")
 
 #: vLLM's --dtype spellings (config/model.py) as a ModelDeployment's.
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}

@@ -187,6 +187,14 @@ class Serving(_Spec):
                 "max_model_len", "a number of tokens from 1 to {limit}, or auto", {"limit": MAX_CONTEXT}
             ) from None
 
+    kv_cache_memory_bytes: int | None = Field(
+        default=None,
+        alias="kvCacheMemoryBytes",
+        ge=1,
+        le=1 << 50,
+        description="--kv-cache-memory-bytes: the KV pool per GPU in bytes; vLLM (0.11+) then skips profiling and "
+        "ignores gpuMemoryUtilization. Default: sized from gpuMemoryUtilization.",
+    )
     cudagraph_mode: Literal["FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "NONE"] | None = Field(
         default=None,
         alias="cudagraphMode",
