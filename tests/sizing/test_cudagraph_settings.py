@@ -85,3 +85,20 @@ def test_what_cannot_be_read_is_said_and_sized_at_the_default() -> None:
     assert read.mode is None and read.max_capture_size is None and len(read.notes) == 2
     read = graph_flags({"--compilation-config.cudagraph_mode": "SOMETHING_NEW"})
     assert read.mode is None and "not one fitgate knows" in read.notes[0]
+
+
+def test_the_estimate_variable_decides_whether_graphs_are_in_the_budget() -> None:
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: "0" in 0.18-0.19, "1" from 0.20 (envs.py 0.18.0 L1636, 0.20.0 L1725);
+    # set to 0 on 0.25 the estimate is not deducted, so the KV pool is larger by exactly the estimate
+    m = model("Qwen/Qwen3-8B")
+    h100 = lookup_gpu("H100")
+    on = plan(m, h100, ServingConfig(vllm_version="0.25.0", max_model_len=8192))
+    off = plan(m, h100, ServingConfig(vllm_version="0.25.0", max_model_len=8192, cudagraph_memory_estimate=False))
+    assert on.per_gpu.cuda_graphs_in_budget and not off.per_gpu.cuda_graphs_in_budget
+    graphs = on.ranks[0].profile.cuda_graph_bytes
+    assert off.ranks[0].available_kv_bytes - on.ranks[0].available_kv_bytes == graphs
+    # set to 1 on 0.19 it is deducted; before 0.18 the variable does not exist and changes nothing
+    old = plan(m, h100, ServingConfig(vllm_version="0.19.0", max_model_len=8192, cudagraph_memory_estimate=True))
+    assert old.per_gpu.cuda_graphs_in_budget
+    older = plan(m, h100, ServingConfig(vllm_version="0.17.0", max_model_len=8192, cudagraph_memory_estimate=True))
+    assert not older.per_gpu.cuda_graphs_in_budget

@@ -291,13 +291,13 @@ def test_memory_env_vars_are_noted() -> None:
                 "name": "vllm",
                 "image": "vllm/vllm-openai:v0.20.0",
                 "args": ["--model", "Qwen/Qwen3-8B"],
-                "env": [{"name": "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "value": "0"}],
+                "env": [{"name": "VLLM_ALLREDUCE_USE_FLASHINFER", "value": "0"}],
                 "resources": {"limits": {"nvidia.com/gpu": "1"}},
             }
         )
     )
     assert r is not None
-    assert "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: fitgate sizes vLLM with its default (1)" in r.notes
+    assert "VLLM_ALLREDUCE_USE_FLASHINFER=0: fitgate sizes vLLM with its default (1)" in r.notes
 
 
 @pytest.mark.parametrize(
@@ -749,3 +749,17 @@ def test_cuda_graph_settings_and_max_model_len_auto_reach_the_spec() -> None:
     serving = parse_spec(r.spec()).serving
     assert serving.max_model_len == "auto"
     assert serving.cudagraph_mode == "FULL_DECODE_ONLY" and serving.cudagraph_capture_sizes == [1, 2, 4]
+
+
+def test_the_cuda_graph_estimate_variable_is_sized() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.25.1",
+        "args": ["Qwen/Qwen3-8B"],
+        "env": [{"name": "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "value": "0"}],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None
+    assert parse_spec(r.spec()).serving.cudagraph_memory_estimate is False
+    assert not any("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: fitgate sizes" in n for n in r.notes)

@@ -140,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
         '\'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'',
     )
     p.add_argument("--cudagraph-capture-sizes", type=_int, nargs="+", help="the batch sizes vLLM captures")
+    p.add_argument(
+        "--cudagraph-memory-estimate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0 (vLLM 0.18+; default: the release's, on from 0.20)",
+    )
     p.add_argument("--max-cudagraph-capture-size", type=_int, help="the largest captured batch (default 2 x seqs)")
     p.add_argument(
         "--optimization-level", "-O", choices=("0", "1", "2", "3"), help="vLLM's -O<n>: -O0 captures no CUDA graphs"

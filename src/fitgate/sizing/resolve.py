@@ -236,6 +236,7 @@ def resolve_serving(
         cudagraph_mode=graph_mode,
         cudagraph_capture_sizes=graph_sizes,
         max_cudagraph_capture_size=graph_max,
+        cudagraph_memory_estimate=serving.cudagraph_memory_estimate,
         flashinfer_sampler=serving.flashinfer_sampler,
         mxfp4_backend=serving.mxfp4_backend,
         vllm_version=accounting.label,
@@ -329,8 +330,12 @@ def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: V
     """
     if rs.extensible_kv_cache:
         return rs.cuda_graphs  # measured after capture (gpu_worker.py 0.34.0 L1098-1101, L1226-1240)
+    estimate = accounting.cudagraph_in_budget
+    if rs.cudagraph_memory_estimate is not None and accounting.engine == "V1" and accounting.version >= (0, 18, 0):
+        # the variable exists from 0.18 (envs.py 0.18.0 L1636, "0"; "1" from 0.20.0 L1725)
+        estimate = rs.cudagraph_memory_estimate
     return (
-        accounting.cudagraph_in_budget
+        estimate
         and rs.cuda_graphs
         and rs.kv_cache_memory_bytes is None
         and not accounting.v2_runner_without_cudagraph_estimate(arch.architecture)

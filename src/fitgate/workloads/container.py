@@ -73,6 +73,8 @@ _ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,9
 
 
 #: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
+#: The variable that says whether vLLM (0.18+) deducts its CUDA-graph estimate from the KV budget: sized.
+GRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 MAX_CONFIG_BYTES = 256 * 1024
 
 
@@ -223,6 +225,8 @@ def read_container(
                 origins[flag] = ("config", *(ref or ("?", "?")), keys.get(flag, flag[2:]))
             flags = {**from_file, **flags}  # vLLM: command line > config file > defaults
     for name, default in MEMORY_ENV.items():
+        if name == GRAPH_ESTIMATE_ENV and found.env.get(name, "").strip() in ("0", "1"):
+            continue  # sized (serving.cudagraphMemoryEstimate)
         if name in found.env and found.env[name] != default:
             notes.append(f"{name}={found.env[name]}: fitgate sizes vLLM with its default ({default})")
     return flags, unknown, notes, ref, origins
@@ -287,6 +291,9 @@ def _reading(
             speculative = _speculative(flags["--speculative-config"], more)
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
+        estimate = found.env.get(GRAPH_ESTIMATE_ENV, "").strip()
+        if estimate in ("0", "1"):
+            serving["cudagraphMemoryEstimate"] = estimate == "1"
         graphs = graph_flags(flags)
         more.extend(graphs.notes)
         if graphs.mode is not None:

@@ -168,6 +168,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         max_model_len_auto=s.max_model_len == "auto",
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         cudagraph_mode=s.cudagraph_mode,
+        cudagraph_memory_estimate=s.cudagraph_memory_estimate,
         cudagraph_capture_sizes=tuple(s.cudagraph_capture_sizes) if s.cudagraph_capture_sizes else None,
         max_cudagraph_capture_size=s.max_cudagraph_capture_size,
         kv_cache_dtype=s.kv_cache_dtype,

@@ -195,6 +195,12 @@ class Serving(_Spec):
         description="--kv-cache-memory-bytes: the KV pool per GPU in bytes; vLLM (0.11+) then skips profiling and "
         "ignores gpuMemoryUtilization. Default: sized from gpuMemoryUtilization.",
     )
+    cudagraph_memory_estimate: bool | None = Field(
+        default=None,
+        alias="cudagraphMemoryEstimate",
+        description="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM 0.18+): whether vLLM deducts its CUDA-graph "
+        "estimate from the KV budget. Default: the release's (on from 0.20).",
+    )
     cudagraph_mode: Literal["FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "NONE"] | None = Field(
         default=None,
         alias="cudagraphMode",
