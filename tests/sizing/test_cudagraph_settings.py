@@ -102,3 +102,19 @@ def test_the_estimate_variable_decides_whether_graphs_are_in_the_budget() -> Non
     assert old.per_gpu.cuda_graphs_in_budget
     older = plan(m, h100, ServingConfig(vllm_version="0.17.0", max_model_len=8192, cudagraph_memory_estimate=True))
     assert not older.per_gpu.cuda_graphs_in_budget
+
+
+def test_performance_mode() -> None:
+    # throughput doubles the default batch limits where not given (engine/arg_utils.py 0.17.0 L2128-2133):
+    # an H100's 1024 seqs / 8192 tokens -> 2048 / 16384; a given --max-num-seqs stays; 0.14 has no such mode
+    m = model("Qwen/Qwen3-8B")
+    h100 = lookup_gpu("H100")
+    fast = plan(m, h100, ServingConfig(vllm_version="0.25.0", performance_mode="throughput"))
+    assert (fast.serving.max_num_seqs, fast.serving.max_num_batched_tokens) == (2048, 16384)
+    given = plan(m, h100, ServingConfig(vllm_version="0.25.0", performance_mode="throughput", max_num_seqs=64))
+    assert (given.serving.max_num_seqs, given.serving.max_num_batched_tokens) == (64, 16384)
+    old = plan(m, h100, ServingConfig(vllm_version="0.14.0", performance_mode="throughput"))
+    assert (old.serving.max_num_seqs, old.serving.max_num_batched_tokens) == (1024, 8192)
+    # interactivity: every size 1-32, then the usual 40..248 step 8 and 256..512 step 16 = 32 + 27 + 17 = 76 sizes
+    sizes = capture_sizes(V25, max_num_seqs=1024, max_num_batched_tokens=8192, interactivity=True)
+    assert sizes[:32] == tuple(range(1, 33)) and len(sizes) == 76

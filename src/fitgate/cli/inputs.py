@@ -108,6 +108,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         enforce_eager=args.enforce_eager,
         **_graph_settings(args),
         cudagraph_memory_estimate=getattr(args, "cudagraph_memory_estimate", None),
+        performance_mode=getattr(args, "performance_mode", None),
         flashinfer_sampler=getattr(args, "flashinfer_sampler", None),
         mxfp4_backend=getattr(args, "mxfp4_backend", None),
         vllm_version=args.vllm_version,

@@ -141,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cudagraph-capture-sizes", type=_int, nargs="+", help="the batch sizes vLLM captures")
     p.add_argument(
+        "--performance-mode",
+        choices=("balanced", "interactivity", "throughput"),
+        help="vLLM 0.17+: throughput doubles the default batch limits, interactivity captures graphs 1-32",
+    )
+    p.add_argument(
         "--cudagraph-memory-estimate",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -118,6 +118,7 @@ def estimate_profile(
     cudagraph_mode: str = "FULL_AND_PIECEWISE",  # the compilation config's (cudagraphs.py)
     given_sizes: tuple[int, ...] | None = None,  # --cudagraph-capture-sizes
     given_max: int | None = None,  # --max-cudagraph-capture-size
+    interactivity: bool = False,  # --performance-mode interactivity
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
@@ -178,6 +179,7 @@ def estimate_profile(
             cudagraph_mode=cudagraph_mode,
             given_sizes=given_sizes,
             given_max=given_max,
+            interactivity=interactivity,
         ),
     )
 
@@ -228,6 +230,7 @@ def cuda_graph_bytes(
     cudagraph_mode: str = "FULL_AND_PIECEWISE",
     given_sizes: tuple[int, ...] | None = None,
     given_max: int | None = None,
+    interactivity: bool = False,
 ) -> int:
     """CUDA-graph memory of one GPU: vLLM's estimate where it is in the budget, else the capture itself.
 
@@ -254,6 +257,7 @@ def cuda_graph_bytes(
             decode_query_len=decode_query_len,
             given_sizes=given_sizes,
             given_max=given_max,
+            interactivity=interactivity,
         )
         counts = graph_counts(sizes, max_num_seqs, decode_query_len, cudagraph_mode)
         if graph_cases > 1:

@@ -91,12 +91,15 @@ def capture_sizes(
     decode_query_len: int = 1,
     given_sizes: tuple[int, ...] | None = None,
     given_max: int | None = None,
+    interactivity: bool = False,
 ) -> tuple[int, ...]:
     """The batch sizes vLLM captures graphs for (``cudagraph_capture_sizes``), as its config computes them.
 
     ``decode_query_len``: 1 + draft tokens with speculative decoding (``uniform_decode_query_len``); the
     decode sizes 0.33 appends for it beyond the ceiling (config/vllm.py L2471-2500) are not modelled.
     ``given_sizes`` / ``given_max``: ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size``.
+    ``interactivity``: ``--performance-mode interactivity`` (0.17+) captures every size from 1 to 32 first
+    (config/vllm.py 0.17.0 L1404-1408, 0.25.0 L1749-1753).
     """
     if given_sizes is not None:
         return tuple(sorted({s for s in given_sizes if s <= max_num_batched_tokens}))
@@ -110,7 +113,7 @@ def capture_sizes(
         largest = min(2 * max_num_seqs * decode_query_len, 1024 if blackwell_dc else 512)
     ceiling = largest
     largest = min(max_num_batched_tokens, largest)
-    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes = list(range(1, min(largest, 32) + 1)) if interactivity else [s for s in (1, 2, 4) if s <= largest]
     sizes += list(range(8, min(largest + 1, 256), 8))
     sizes += list(range(256, largest + 1, 16))
     if v >= (0, 21, 0) and max_num_batched_tokens <= ceiling:

@@ -136,6 +136,7 @@ def _rank(
         cudagraph_mode=rs.cudagraph_mode,
         given_sizes=rs.cudagraph_capture_sizes,
         given_max=rs.max_cudagraph_capture_size,
+        interactivity=rs.performance_mode == "interactivity",
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too

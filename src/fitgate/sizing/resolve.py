@@ -166,6 +166,12 @@ def resolve_serving(
     )
     if layout.batched_dp_moe and accounting.engine == "V1":
         default_tokens = BATCHED_DP_DEFAULT_TOKENS  # DeepEP low-latency / nixl_ep (arg_utils.py 0.33.0 L3166-3170)
+    mode = _performance_mode(serving.performance_mode, accounting)
+    if mode == "throughput":
+        # the defaults (whichever applied) doubled where not given (engine/arg_utils.py 0.17.0 L2128-2133,
+        # 0.25.0 L2622-2627)
+        default_tokens *= 2
+        seqs = seqs if serving.max_num_seqs is not None else seqs * 2
     tokens = checked_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
     kv_memory = checked_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
     if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
@@ -237,6 +243,7 @@ def resolve_serving(
         cudagraph_capture_sizes=graph_sizes,
         max_cudagraph_capture_size=graph_max,
         cudagraph_memory_estimate=serving.cudagraph_memory_estimate,
+        performance_mode=mode,
         flashinfer_sampler=serving.flashinfer_sampler,
         mxfp4_backend=serving.mxfp4_backend,
         vllm_version=accounting.label,
@@ -320,6 +327,20 @@ def _cudagraph_mode(mode: str | None) -> str:
     if name not in CUDAGRAPH_MODES:
         raise SizingError("cudagraph_mode", mode, "one of " + ", ".join(CUDAGRAPH_MODES))
     return name
+
+
+#: ``--performance-mode`` values (config/vllm.py 0.17.0 L79 ``PerformanceMode``) and the first release with it.
+PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+PERFORMANCE_MODE_SINCE = (0, 17, 0)
+
+
+def _performance_mode(mode: str | None, accounting: VllmAccounting) -> str:
+    """``--performance-mode`` as the release applies it: balanced before 0.17 (and in V0), else as given."""
+    if mode is None or accounting.engine != "V1" or accounting.version < PERFORMANCE_MODE_SINCE:
+        return "balanced"
+    if mode not in PERFORMANCE_MODES:
+        raise SizingError("performance_mode", mode, "one of " + ", ".join(PERFORMANCE_MODES))
+    return mode
 
 
 def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> bool:

@@ -35,6 +35,9 @@ class ServingConfig:
     # ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` (0.18+): whether the CUDA-graph estimate is deducted from the KV
     # budget; None: the release's default ("0" in 0.18-0.19, "1" from 0.20).
     cudagraph_memory_estimate: bool | None = None
+    # ``--performance-mode`` (0.17+): balanced (None), throughput (default batch limits doubled) or interactivity
+    # (every CUDA-graph size from 1 to 32 captured).
+    performance_mode: str | None = None
     # The V1 sampler on FlashInfer's top-k/top-p kernels (``VLLM_USE_FLASHINFER_SAMPLER``; FlashInfer installed, as
     # in vLLM's image) or PyTorch's sort; None: the release's default with FlashInfer installed (activation.py).
     flashinfer_sampler: bool | None = None
@@ -156,6 +159,7 @@ class ResolvedServing:
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # ServingConfig.cudagraph_capture_sizes
     max_cudagraph_capture_size: int | None = None  # ServingConfig.max_cudagraph_capture_size
     cudagraph_memory_estimate: bool | None = None  # ServingConfig.cudagraph_memory_estimate
+    performance_mode: str = "balanced"  # ServingConfig.performance_mode, on releases that have it
 
     @property
     def cuda_graphs(self) -> bool:

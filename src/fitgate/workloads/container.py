@@ -294,6 +294,11 @@ def _reading(
         estimate = found.env.get(GRAPH_ESTIMATE_ENV, "").strip()
         if estimate in ("0", "1"):
             serving["cudagraphMemoryEstimate"] = estimate == "1"
+        performance = flags.get("--performance-mode", "").strip()
+        if performance in ("balanced", "interactivity", "throughput"):
+            serving["performanceMode"] = performance
+        elif performance:
+            more.append(f"--performance-mode {performance[:40]!r}: not one fitgate knows; sized as balanced")
         graphs = graph_flags(flags)
         more.extend(graphs.notes)
         if graphs.mode is not None:

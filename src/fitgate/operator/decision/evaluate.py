@@ -167,6 +167,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         max_model_len=None if s.max_model_len == "auto" else s.max_model_len,
         max_model_len_auto=s.max_model_len == "auto",
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        performance_mode=s.performance_mode,
         cudagraph_mode=s.cudagraph_mode,
         cudagraph_memory_estimate=s.cudagraph_memory_estimate,
         cudagraph_capture_sizes=tuple(s.cudagraph_capture_sizes) if s.cudagraph_capture_sizes else None,

@@ -201,6 +201,12 @@ class Serving(_Spec):
         description="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM 0.18+): whether vLLM deducts its CUDA-graph "
         "estimate from the KV budget. Default: the release's (on from 0.20).",
     )
+    performance_mode: Literal["balanced", "interactivity", "throughput"] | None = Field(
+        default=None,
+        alias="performanceMode",
+        description="--performance-mode (vLLM 0.17+): throughput doubles the default maxNumSeqs and "
+        "maxNumBatchedTokens, interactivity captures every CUDA-graph size up to 32. Default: balanced.",
+    )
     cudagraph_mode: Literal["FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "NONE"] | None = Field(
         default=None,
         alias="cudagraphMode",
