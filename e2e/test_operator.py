@@ -305,6 +305,10 @@ def test_max_model_len_auto_is_sized_at_the_length_vllm_picks(kube: Kube, operat
     assert kube.get("mdep", "auto-len", "-n", namespace)["spec"]["serving"]["maxModelLen"] == "auto"  # kept as written
     s = wait_verdict(kube, namespace, "auto-len", "Fits")
     assert 8192 < s["recommendedMaxModelLen"] < 131072, s
+    # --hf-overrides as a ModelDeployment holds it: any JSON object, stored as written
+    yarn = {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+    spec["model"] = {**spec["model"], "hfOverrides": yarn}
+    kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=mdep("auto-len-yarn", spec))
     full = {**spec, "serving": {}}
     denied = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("full-len", full), check=False)
     assert denied.returncode != 0 and "does not fit" in denied.stderr, denied.stderr

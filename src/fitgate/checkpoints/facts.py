@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.hf_config import apply_hf_overrides
 from fitgate.sizing.plan import ModelInput
 from fitgate.sizing.weights import (
     Role,
@@ -186,8 +188,13 @@ def with_hf_quant_config(config: dict[str, Any], hf_quant: object, file: str) ->
     return {**config, "quantization_config": {"quant_method": "modelopt", **hf_quant}}
 
 
-def to_model_input(facts: ModelFacts) -> ModelInput:
-    """Parse the config and build the weight inventory from the best weight facts available."""
+def to_model_input(facts: ModelFacts, hf_overrides: Mapping[str, Any] | None = None) -> ModelInput:
+    """Parse the config and build the weight inventory from the best weight facts available.
+
+    ``hf_overrides``: vLLM's ``--hf-overrides`` (:func:`apply_hf_overrides`).
+    """
+    if hf_overrides:
+        facts = dataclasses.replace(facts, config=apply_hf_overrides(facts.config, hf_overrides))
     arch = parse_config(facts.config)
     if facts.tensors:
         inventory = facts.tensors.inventory(arch.num_layers)

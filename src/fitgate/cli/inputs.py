@@ -92,6 +92,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         speculative_tokens=spec_tokens,
         max_model_len=None if args.max_model_len == "auto" else args.max_model_len,
         max_model_len_auto=args.max_model_len == "auto",
+        allow_long_max_model_len=getattr(args, "allow_long_max_model_len", False),
         kv_cache_dtype=args.kv_cache_dtype,
         dtype=args.dtype,
         quantization=args.quantization,

@@ -7,6 +7,7 @@ vLLM reads them (``32k``, ``32K``, ``auto``); a usage error is one line and exit
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from typing import NoReturn
 
@@ -17,6 +18,7 @@ from fitgate.cli.exits import EXIT_USAGE
 from fitgate.sizing import DEFAULT_VLLM_VERSION
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
+from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +65,17 @@ def _max_model_len(text: str) -> int | None:
     if text.strip().lower() in ("auto", "-1"):
         return None
     return _human_int(text)
+
+
+def _hf_overrides(text: str) -> dict[str, object]:
+    """``--hf-overrides``: a JSON object of at most MAX_HF_OVERRIDES_BYTES, as vLLM's flag takes it."""
+    try:
+        value = json.loads(text) if len(text) <= MAX_HF_OVERRIDES_BYTES else None
+    except (json.JSONDecodeError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes")
+    return value
 
 
 def _max_model_len_or_auto(text: str) -> int | str:
@@ -140,6 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
         '\'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'',
     )
     p.add_argument("--cudagraph-capture-sizes", type=_int, nargs="+", help="the batch sizes vLLM captures")
+    p.add_argument(
+        "--allow-long-max-model-len",
+        action="store_true",
+        help="as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a --max-model-len past the model's derived length is sized",
+    )
+    p.add_argument(
+        "--hf-overrides",
+        type=_hf_overrides,
+        help='vLLM\'s JSON of config.json keys to replace, e.g. \'{"rope_scaling": {"rope_type": "yarn", '
+        '"factor": 4.0, "original_max_position_embeddings": 32768}}\'',
+    )
     p.add_argument(
         "--performance-mode",
         choices=("balanced", "interactivity", "throughput"),

@@ -19,7 +19,7 @@ from fitgate.sizing.results import Plan
 def cmd_plan(args: argparse.Namespace) -> int:
     """``fitgate plan``."""
     facts = resolve(args.model, args.revision, source=args.source)
-    model = to_model_input(facts)
+    model = to_model_input(facts, getattr(args, "hf_overrides", None))
     gpu = gpu_of(args)
     serving = serving_of(args)
     workload = workload_of(args, serving, model.arch.derived_max_model_len)

@@ -134,3 +134,41 @@ def _fill(raw: Mapping[str, Any], model_type: str, depth: int = 0) -> dict[str, 
         if chosen:
             out[key] = _fill(sub_raw, chosen, depth + 1)
     return out
+
+
+#: Bounds of ``--hf-overrides`` (a ModelDeployment's ``model.hfOverrides``, a workload's flag): JSON bytes, nesting.
+MAX_HF_OVERRIDES_BYTES = 16384
+MAX_HF_OVERRIDES_DEPTH = 8
+#: ``--hf-overrides`` keys whose dict value updates a nested sub-config rather than replacing it: the
+#: sub-configs transformers builds as ``PretrainedConfig`` objects (vLLM's ``_apply_dict_overrides`` recurses into
+#: those, config/model.py 0.25.0 L461-476); any other dict (``rope_scaling``, ``quantization_config``) is replaced.
+_NESTED_CONFIGS = frozenset(
+    {"text_config", "vision_config", "audio_config", "llm_config", "language_config", "thinker_config"}
+)
+
+
+def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``config.json`` with vLLM's ``--hf-overrides`` applied, as vLLM applies them before reading the model.
+
+    Flat values update the top level (``config.update``, transformers_utils/config.py 0.25.0 L760-762); a dict
+    value updates a nested sub-config key by key, or replaces any other key (config/model.py 0.25.0 L461-476,
+    L517-531, L566-567). So ``{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, ...}}`` turns on YaRN and
+    raises the derived max_model_len as vLLM does.
+    """
+    merged = dict(config)
+    for key, value in overrides.items():
+        current = merged.get(key)
+        if isinstance(value, Mapping) and key in _NESTED_CONFIGS and isinstance(current, Mapping):
+            merged[key] = apply_hf_overrides(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def json_depth(value: object) -> int:
+    """How deeply a decoded JSON value nests (0 for a scalar)."""
+    if isinstance(value, dict):
+        return 1 + max((json_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((json_depth(v) for v in value), default=0)
+    return 0

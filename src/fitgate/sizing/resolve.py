@@ -121,7 +121,7 @@ def resolve_serving(
     max_len = checked_int(serving.max_model_len, "max_model_len", 1, MAX_CONTEXT) or arch.default_max_model_len(
         accounting.version
     )
-    if max_len > model_max:
+    if max_len > model_max and not serving.allow_long_max_model_len:
         # vLLM's own refusal (config/model.py 0.34.0 L2700-2727): honoured only with the env override
         key = arch.max_len_key or "max_position_embeddings"
         raise SizingError(

@@ -16,6 +16,8 @@ class ServingConfig:
     # ``--max-model-len auto`` (or ``-1``): from vLLM 0.14 the engine lowers the model's length to the longest whose
     # one request fits the KV pool (fitgate.sizing.auto_fit); ``max_model_len`` is then None.
     max_model_len_auto: bool = False
+    # ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: vLLM accepts a max_model_len past the model's derived one (a warning)
+    allow_long_max_model_len: bool = False
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
     quantization: str | None = None

@@ -19,6 +19,7 @@ import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
@@ -76,6 +77,23 @@ _ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,9
 #: The variable that says whether vLLM (0.18+) deducts its CUDA-graph estimate from the KV budget: sized.
 GRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
+    """``--hf-overrides JSON`` (a ModelDeployment's ``model.hfOverrides``); what cannot be read is noted, not sized."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text) if len(text) <= MAX_HF_OVERRIDES_BYTES else None
+    except (json.JSONDecodeError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        notes.append(
+            f"--hf-overrides {text[:80]!r}: not a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes; "
+            "the model's own config is sized"
+        )
+        return None
+    return value
 
 
 def _before(version: str, since: tuple[int, int, int]) -> bool:
@@ -291,6 +309,8 @@ def _reading(
             speculative = _speculative(flags["--speculative-config"], more)
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
+        if found.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true"):
+            serving["allowLongMaxModelLen"] = True  # envs.py: "1"/"true" (vLLM then warns instead of refusing)
         estimate = found.env.get(GRAPH_ESTIMATE_ENV, "").strip()
         if estimate in ("0", "1"):
             serving["cudagraphMemoryEstimate"] = estimate == "1"
@@ -307,6 +327,7 @@ def _reading(
             serving["cudagraphCaptureSizes"] = list(graphs.capture_sizes)
         if graphs.max_capture_size is not None:
             serving["maxCudagraphCaptureSize"] = graphs.max_capture_size
+        overrides = _hf_overrides(flags.get("--hf-overrides"), more)
         serving.update(_expert_parallel(flags, found.env, version, more))
         serving.update(_issue20_serving(flags, more))
         name = model or flags.get("--model") or found.engine.model
@@ -345,6 +366,7 @@ def _reading(
             how=found.engine.how,
             model=name,
             revision=flags.get("--revision"),
+            hf_overrides=overrides,
             serving=serving,
             vllm_version=version,
             gpu_resource=resource or "nvidia.com/gpu",

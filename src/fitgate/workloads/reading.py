@@ -26,6 +26,7 @@ class Reading:
     how: str
     model: str | None
     revision: str | None = None
+    hf_overrides: dict[str, Any] | None = None  # --hf-overrides (a ModelDeployment's model.hfOverrides)
     serving: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
     gpu_resource: str = "nvidia.com/gpu"
@@ -95,6 +96,8 @@ class Reading:
         model: dict[str, Any] = {"name": self.model or ""}
         if self.revision:
             model["revision"] = self.revision
+        if self.hf_overrides:
+            model["hfOverrides"] = dict(self.hf_overrides)
         spec: dict[str, Any] = {"model": model, "serving": dict(self.serving)}
         if self.vllm_version:
             spec["engine"] = {"version": self.vllm_version}

@@ -10,10 +10,11 @@ the numbers and the smallest change that fits, and admission warnings. Its resul
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable
 from typing import Any
 
-from fitgate.checkpoints.facts import ModelFacts
+from fitgate.checkpoints.facts import ModelFacts, to_model_input
 from fitgate.operator.decision.evaluation import Evaluation, unknown
 from fitgate.operator.decision.poolplan import (
     PoolResult,
@@ -167,6 +168,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         max_model_len=None if s.max_model_len == "auto" else s.max_model_len,
         max_model_len_auto=s.max_model_len == "auto",
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        allow_long_max_model_len=s.allow_long_max_model_len,
         performance_mode=s.performance_mode,
         cudagraph_mode=s.cudagraph_mode,
         cudagraph_memory_estimate=s.cudagraph_memory_estimate,
@@ -237,6 +239,10 @@ def workload_of(spec: ModelDeploymentSpec) -> Workload | None:
     return None if w is None else Workload(w.concurrent_requests, w.context_tokens)
 
 
+#: The model as ``--hf-overrides`` (``model.hfOverrides``) changes it, by checkpoint facts and overrides.
+_OVERRIDDEN: IdentityMemo[ModelInput] = IdentityMemo(256)
+
+
 def evaluate(
     spec: ModelDeploymentSpec,
     model: ModelInput | None,
@@ -265,6 +271,14 @@ def evaluate(
         return unknown(
             ReasonCode.CHECKPOINT_UNAVAILABLE, model_error or "the checkpoint has not been resolved yet", facts, inv
         )
+    if spec.model.hf_overrides and facts is not None:
+        overrides = json.dumps(spec.model.hf_overrides, sort_keys=True, default=str)
+        try:
+            model = _OVERRIDDEN.get(
+                (facts,), (overrides,), functools.partial(to_model_input, facts, spec.model.hf_overrides)
+            )
+        except SizingError as exc:
+            return unknown(ReasonCode.CHECKPOINT_INVALID, f"model.hfOverrides: {exc}", facts, inv)
     nodes = spec.placement.nodes_per_replica
     dp = spec.placement.data_parallel_size
     gpus_per_replica = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * dp

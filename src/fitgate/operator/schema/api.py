@@ -7,12 +7,15 @@ from them (``python -m fitgate.operator.crd``) and a test fails when the two dri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
 from pydantic_core import PydanticCustomError
+
+from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES, MAX_HF_OVERRIDES_DEPTH, json_depth
 
 GROUP = "fitgate.io"
 VERSION = "v1alpha1"
@@ -49,6 +52,29 @@ class ModelRef(_Spec):
         "for air-gapped clusters), path (a directory), or auto (a path if it looks like one, else the Hub, "
         "falling back to the catalog when the Hub is unreachable). Default: auto.",
     )
+    hf_overrides: dict[str, Any] | None = Field(
+        default=None,
+        alias="hfOverrides",
+        description="vLLM's --hf-overrides: keys of config.json replaced before the model is read (e.g. "
+        "rope_scaling to turn on YaRN, which raises the longest maxModelLen vLLM accepts). At most 16 KiB of JSON.",
+    )
+
+    @field_validator("hf_overrides")
+    @classmethod
+    def _bounded_overrides(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Bounded in size and depth before anything reads it (hardening: a user's object)."""
+        if value is None:
+            return None
+        text = json.dumps(value, sort_keys=True, default=str)
+        if len(text) > MAX_HF_OVERRIDES_BYTES:
+            raise PydanticCustomError(
+                "hf_overrides",
+                "at most {limit} bytes of JSON (got {n})",
+                {"limit": MAX_HF_OVERRIDES_BYTES, "n": len(text)},
+            )
+        if json_depth(value) > MAX_HF_OVERRIDES_DEPTH:
+            raise PydanticCustomError("hf_overrides", "nested at most {limit} deep", {"limit": MAX_HF_OVERRIDES_DEPTH})
+        return value
 
 
 class Engine(_Spec):
@@ -187,6 +213,12 @@ class Serving(_Spec):
                 "max_model_len", "a number of tokens from 1 to {limit}, or auto", {"limit": MAX_CONTEXT}
             ) from None
 
+    allow_long_max_model_len: bool = Field(
+        default=False,
+        alias="allowLongMaxModelLen",
+        description="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM accepts a maxModelLen past the model's derived length "
+        "(with a warning). Default: false.",
+    )
     kv_cache_memory_bytes: int | None = Field(
         default=None,
         alias="kvCacheMemoryBytes",

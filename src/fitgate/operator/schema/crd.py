@@ -72,6 +72,8 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         # Structural schemas cannot combine both; unknown fields are refused by the API server's
         # strict field validation (kubectl's default) instead of being silently pruned.
         del out["additionalProperties"]
+    if out.get("additionalProperties") is True:  # dict[str, Any]: any JSON object, kept as written
+        del out["additionalProperties"]
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
         out["x-kubernetes-preserve-unknown-fields"] = True
     return out
