@@ -325,3 +325,18 @@ def test_usage_errors_point_at_the_right_help(capsys: pytest.CaptureFixture[str]
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and err.rstrip().endswith(hint), err
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "limit"),
+    [
+        (["--cudagraph-capture-sizes", "0"], "--cudagraph-capture-sizes", "sizes from 1 to 16777216"),
+        (["--max-cudagraph-capture-size", "99999999999"], "--max-cudagraph-capture-size", "from 1 to 16777216"),
+        (["-cc", '{"cudagraph_mode": "BOGUS"}'], "--compilation-config cudagraph_mode", "one of FULL_AND_PIECEWISE"),
+    ],
+)
+def test_cuda_graph_and_override_flags_name_the_flag_and_the_limit(
+    capsys: pytest.CaptureFixture[str], extra: list[str], flag: str, limit: str
+) -> None:
+    code, _, err = run(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--source", "catalog", *extra)
+    assert code == 2 and err.count("\n") == 1 and flag in err and limit in err, err

@@ -84,7 +84,7 @@ def test_what_cannot_be_read_is_said_and_sized_at_the_default() -> None:
     read = graph_flags({"--compilation-config": "{not json", "--max-cudagraph-capture-size": "lots"})
     assert read.mode is None and read.max_capture_size is None and len(read.notes) == 2
     read = graph_flags({"--compilation-config.cudagraph_mode": "SOMETHING_NEW"})
-    assert read.mode is None and "not one fitgate knows" in read.notes[0]
+    assert read.mode is None and "expected one of FULL_AND_PIECEWISE" in read.notes[0]
 
 
 def test_the_estimate_variable_decides_whether_graphs_are_in_the_budget() -> None:

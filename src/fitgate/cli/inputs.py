@@ -71,11 +71,12 @@ def _graph_settings(args: argparse.Namespace) -> dict[str, Any]:
     if sizes:
         flags["--cudagraph-capture-sizes"] = ",".join(str(s) for s in sizes)
     graphs = graph_flags({k: str(v) for k, v in flags.items()})
-    if graphs.notes:  # the workload path notes them; on the command line they are usage errors
-        text = flags.get("--compilation-config")
-        raise SizingError(
-            "--compilation-config", text, '{"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": [1, 2, 4]}'
+    if graphs.problems:  # the workload path notes them; on the command line they are usage errors
+        key, value, want = graphs.problems[0]
+        flag = {"cudagraph_mode": "--compilation-config cudagraph_mode"}.get(
+            key, "--" + key.lstrip("-").replace("_", "-")
         )
+        raise SizingError(flag, value, want)
     return {
         "cudagraph_mode": graphs.mode,
         "cudagraph_capture_sizes": graphs.capture_sizes,

@@ -160,7 +160,18 @@ class GraphFlags:
     mode: str | None = None
     capture_sizes: tuple[int, ...] | None = None
     max_capture_size: int | None = None
-    notes: tuple[str, ...] = ()
+    #: What was not read, each as (the flag or key, its value, what it should be): sized at vLLM's default.
+    problems: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The problems as a workload's notes."""
+        return tuple(f"{key} {value!r}: expected {want}; sized at vLLM's default" for key, value, want in self.problems)
+
+
+#: At most this many capture sizes (vLLM sets no bound; its default list has 67 at most), each at most this large.
+MAX_CAPTURE_SIZES = 1024
+MAX_CAPTURE_SIZE = 1 << 24
 
 
 #: ``--optimization-level`` / ``-O<n>`` and the ``cudagraph_mode`` each level sets (config/vllm.py 0.25.0
@@ -173,13 +184,13 @@ def _sizes(value: object) -> tuple[int, ...] | None:
     if isinstance(value, str):
         text = value.strip().strip("[]")
         words = [w for w in re.split(r"[,\s]+", text) if w]
-        if len(words) > 1024 or not all(re.fullmatch(r"\d{1,9}", w) for w in words):
+        if len(words) > MAX_CAPTURE_SIZES or not all(re.fullmatch(r"\d{1,9}", w) for w in words):
             return None
         value = [int(w) for w in words]
     if (
         isinstance(value, list)
-        and 0 < len(value) <= 1024
-        and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 30 for v in value)
+        and 0 < len(value) <= MAX_CAPTURE_SIZES
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_CAPTURE_SIZE for v in value)
     ):
         return tuple(value)
     return None
@@ -188,7 +199,7 @@ def _sizes(value: object) -> tuple[int, ...] | None:
 def _whole(value: object) -> int | None:
     if isinstance(value, str) and re.fullmatch(r"\s*\d{1,9}\s*", value):
         value = int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 30 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CAPTURE_SIZE else None
 
 
 def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
@@ -202,7 +213,7 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
     default captures the most graphs, so it can only over-count.
     """
     found: dict[str, object] = {}
-    notes: list[str] = []
+    problems: list[tuple[str, str, str]] = []
     text = flags.get("--compilation-config")
     if text is not None and not re.fullmatch(r"\s*\d\s*", text):
         try:
@@ -212,7 +223,7 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
         if isinstance(data, dict):
             found.update({k: data[k] for k in _GRAPH_KEYS if k in data})
         else:
-            notes.append(f"--compilation-config {text[:80]!r}: not a JSON object; CUDA graphs sized at vLLM's default")
+            problems.append(("--compilation-config", text[:80], "a JSON object of at most 65536 bytes"))
     for key in _GRAPH_KEYS:
         for flag in (f"--compilation-config.{key}", f"--compilation-config.{key.replace('_', '-')}"):
             if flag in flags:
@@ -225,12 +236,16 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
     if mode is None and flags.get("--optimization-level", "").strip() in _LEVEL_MODES:
         mode = _LEVEL_MODES[flags["--optimization-level"].strip()]
     if mode is not None and str(mode).strip().upper() not in CUDAGRAPH_MODES:
-        notes.append(f"cudagraph_mode {str(mode)[:40]!r}: not one fitgate knows; sized as {CUDAGRAPH_MODES[0]}")
+        problems.append(("cudagraph_mode", str(mode)[:40], "one of " + ", ".join(CUDAGRAPH_MODES)))
         mode = None
     sizes = _sizes(found["cudagraph_capture_sizes"]) if "cudagraph_capture_sizes" in found else None
     if "cudagraph_capture_sizes" in found and sizes is None:
-        notes.append("cudagraph_capture_sizes: not a list of batch sizes; sized at vLLM's default")
+        value = str(found["cudagraph_capture_sizes"])[:80]
+        problems.append(
+            ("cudagraph_capture_sizes", value, f"1 to {MAX_CAPTURE_SIZES} sizes from 1 to {MAX_CAPTURE_SIZE}")
+        )
     largest = _whole(found["max_cudagraph_capture_size"]) if "max_cudagraph_capture_size" in found else None
     if "max_cudagraph_capture_size" in found and largest is None:
-        notes.append("max_cudagraph_capture_size: not a whole number; sized at vLLM's default")
-    return GraphFlags(str(mode).strip().upper() if mode is not None else None, sizes, largest, tuple(notes))
+        value = str(found["max_cudagraph_capture_size"])[:40]
+        problems.append(("max_cudagraph_capture_size", value, f"a whole number from 1 to {MAX_CAPTURE_SIZE}"))
+    return GraphFlags(str(mode).strip().upper() if mode is not None else None, sizes, largest, tuple(problems))

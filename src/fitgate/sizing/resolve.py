@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing import offload, speculative
-from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES
+from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES, MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
@@ -219,12 +219,12 @@ def resolve_serving(
         raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
     graph_mode = _cudagraph_mode(serving.cudagraph_mode)
     graph_sizes = serving.cudagraph_capture_sizes
-    if graph_sizes is not None and (
-        not 1 <= len(graph_sizes) <= MAX_CAPTURE_SIZES
-        or not all(checked_int(s, "cudagraph_capture_sizes", 1, MAX_CONTEXT) for s in graph_sizes)
-    ):
-        raise SizingError("cudagraph_capture_sizes", graph_sizes, f"1 to {MAX_CAPTURE_SIZES} batch sizes")
-    graph_max = checked_int(serving.max_cudagraph_capture_size, "max_cudagraph_capture_size", 1, MAX_CONTEXT)
+    if graph_sizes is not None:
+        if not 1 <= len(graph_sizes) <= MAX_CAPTURE_SIZES:
+            raise SizingError("cudagraph_capture_sizes", graph_sizes, f"1 to {MAX_CAPTURE_SIZES} batch sizes")
+        for size in graph_sizes:
+            checked_int(size, "cudagraph_capture_sizes", 1, MAX_CAPTURE_SIZE)
+    graph_max = checked_int(serving.max_cudagraph_capture_size, "max_cudagraph_capture_size", 1, MAX_CAPTURE_SIZE)
     return ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -313,10 +313,6 @@ def default_block_size(arch: ModelArchitecture, gpu: GpuModel) -> int:
     if arch.uses_mla:
         return gpu.mla_block_size
     return 16
-
-
-#: At most this many ``--cudagraph-capture-sizes`` (vLLM sets no bound; the default list has 67 at most).
-MAX_CAPTURE_SIZES = 1024
 
 
 def _cudagraph_mode(mode: str | None) -> str:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
 from pydantic_core import PydanticCustomError
 
+from fitgate.sizing.cudagraphs import MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES, MAX_HF_OVERRIDES_DEPTH, json_depth
 
 GROUP = "fitgate.io"
@@ -245,18 +246,18 @@ class Serving(_Spec):
         description="--compilation-config cudagraph_mode: which CUDA graphs vLLM captures (NONE as --enforce-eager). "
         "Default: the release's (FULL_AND_PIECEWISE).",
     )
-    cudagraph_capture_sizes: list[Annotated[int, Field(ge=1, le=MAX_CONTEXT)]] | None = Field(
+    cudagraph_capture_sizes: list[Annotated[int, Field(ge=1, le=MAX_CAPTURE_SIZE)]] | None = Field(
         default=None,
         alias="cudagraphCaptureSizes",
         min_length=1,
-        max_length=1024,
+        max_length=MAX_CAPTURE_SIZES,
         description="--cudagraph-capture-sizes: the batch sizes vLLM captures. Default: vLLM's list.",
     )
     max_cudagraph_capture_size: int | None = Field(
         default=None,
         alias="maxCudagraphCaptureSize",
         ge=1,
-        le=MAX_CONTEXT,
+        le=MAX_CAPTURE_SIZE,
         description="--max-cudagraph-capture-size: the largest captured batch. Default: 2 x maxNumSeqs, at most 512.",
     )
     kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"] = Field(
