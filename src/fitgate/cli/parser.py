@@ -7,7 +7,6 @@ vLLM reads them (``32k``, ``32K``, ``auto``); a usage error is one line and exit
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from typing import NoReturn
 
@@ -18,7 +17,7 @@ from fitgate.cli.exits import EXIT_USAGE
 from fitgate.sizing import DEFAULT_VLLM_VERSION
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
-from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES
+from fitgate.sizing.hf_config import HF_OVERRIDES_EXPECTED, parse_hf_overrides
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,13 +67,10 @@ def _max_model_len(text: str) -> int | None:
 
 
 def _hf_overrides(text: str) -> dict[str, object]:
-    """``--hf-overrides``: a JSON object of at most MAX_HF_OVERRIDES_BYTES, as vLLM's flag takes it."""
-    try:
-        value = json.loads(text) if len(text) <= MAX_HF_OVERRIDES_BYTES else None
-    except (json.JSONDecodeError, RecursionError):
-        value = None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes")
+    """``--hf-overrides``: :func:`~fitgate.sizing.hf_config.parse_hf_overrides`, a usage error where it is None."""
+    value = parse_hf_overrides(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected {HF_OVERRIDES_EXPECTED}")
     return value
 
 

@@ -172,3 +172,18 @@ def json_depth(value: object) -> int:
     if isinstance(value, list):
         return 1 + max((json_depth(v) for v in value), default=0)
     return 0
+
+
+def parse_hf_overrides(text: str) -> dict[str, Any] | None:
+    """``--hf-overrides`` as vLLM's flag takes it: a JSON object, bounded in bytes and nesting (None: it is not)."""
+    try:
+        value = json.loads(text) if len(text) <= MAX_HF_OVERRIDES_BYTES else None
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) and json_depth(value) <= MAX_HF_OVERRIDES_DEPTH else None
+
+
+#: What :func:`parse_hf_overrides` accepts, in words.
+HF_OVERRIDES_EXPECTED = (
+    f"a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes, nested at most {MAX_HF_OVERRIDES_DEPTH} deep"
+)

@@ -19,8 +19,8 @@ import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES
-from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE
+from fitgate.sizing.hf_config import HF_OVERRIDES_EXPECTED, parse_hf_overrides
+from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
     CommandError,
@@ -83,16 +83,12 @@ def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
     """``--hf-overrides JSON`` (a ModelDeployment's ``model.hfOverrides``); what cannot be read is noted, not sized."""
     if text is None or not text.strip():
         return None
-    try:
-        value = json.loads(text) if len(text) <= MAX_HF_OVERRIDES_BYTES else None
-    except (json.JSONDecodeError, RecursionError):
-        value = None
-    if not isinstance(value, dict):
+    value = parse_hf_overrides(text)
+    if value is None:
         notes.append(
-            f"--hf-overrides {text[:80]!r}: not a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes; "
-            "the model's own config is sized"
+            f"--hf-overrides {text[:80]!r}: not a JSON object fitgate reads ({HF_OVERRIDES_EXPECTED}); the "
+            "model's own config is sized"
         )
-        return None
     return value
 
 
@@ -315,7 +311,7 @@ def _reading(
         if estimate in ("0", "1"):
             serving["cudagraphMemoryEstimate"] = estimate == "1"
         performance = flags.get("--performance-mode", "").strip()
-        if performance in ("balanced", "interactivity", "throughput"):
+        if performance in PERFORMANCE_MODES:
             serving["performanceMode"] = performance
         elif performance:
             more.append(f"--performance-mode {performance[:40]!r}: not one fitgate knows; sized as balanced")
