@@ -17,7 +17,7 @@ from fitgate.cli.exits import EXIT_USAGE
 from fitgate.sizing import DEFAULT_VLLM_VERSION
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
-from fitgate.sizing.hf_config import HF_OVERRIDES_EXPECTED, parse_hf_overrides
+from fitgate.sizing.hf_config import OVERRIDES_EXPECTED, parse_hf_overrides
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +70,7 @@ def _hf_overrides(text: str) -> dict[str, object]:
     """``--hf-overrides``: :func:`~fitgate.sizing.hf_config.parse_hf_overrides`, a usage error where it is None."""
     value = parse_hf_overrides(text)
     if value is None:
-        raise argparse.ArgumentTypeError(f"expected {HF_OVERRIDES_EXPECTED}")
+        raise argparse.ArgumentTypeError(f"expected {OVERRIDES_EXPECTED}")
     return value
 
 

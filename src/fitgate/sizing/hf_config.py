@@ -184,6 +184,6 @@ def parse_hf_overrides(text: str) -> dict[str, Any] | None:
 
 
 #: What :func:`parse_hf_overrides` accepts, in words.
-HF_OVERRIDES_EXPECTED = (
+OVERRIDES_EXPECTED = (
     f"a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes, nested at most {MAX_HF_OVERRIDES_DEPTH} deep"
 )

@@ -19,7 +19,7 @@ import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.hf_config import HF_OVERRIDES_EXPECTED, parse_hf_overrides
+from fitgate.sizing.hf_config import OVERRIDES_EXPECTED, parse_hf_overrides
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
@@ -86,7 +86,7 @@ def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
     value = parse_hf_overrides(text)
     if value is None:
         notes.append(
-            f"--hf-overrides {text[:80]!r}: not a JSON object fitgate reads ({HF_OVERRIDES_EXPECTED}); the "
+            f"--hf-overrides {text[:80]!r}: not a JSON object fitgate reads ({OVERRIDES_EXPECTED}); the "
             "model's own config is sized"
         )
     return value
