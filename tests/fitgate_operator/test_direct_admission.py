@@ -19,10 +19,10 @@ from kopf._cogs.structs import references
 from kopf._core.engines import admission, indexing
 from kopf._core.reactor import inventory
 
-from fitgate.operator.decision import logic
+from fitgate.operator.decision import parsing
 from fitgate.operator.runtime import handlers
 from fitgate.operator.runtime.memo import OperatorMemo
-from fitgate.operator.schema.api import GROUP, PLURAL, VERSION
+from fitgate.operator.schema.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from tests.fitgate_operator.test_operator import H100, MISFIT, SPEC, index, memo, on
 
 
@@ -114,14 +114,14 @@ def test_reviews_the_direct_path_does_not_take_go_to_kopf(data: dict[str, Any]) 
 def test_a_spec_reviewed_again_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     # issue 23: re-applies, dry runs and retries send the same spec; its parse is remembered by the raw value
     calls: list[object] = []
-    real = logic.parse_spec
+    real = parsing.parse_spec
 
     def counting(raw: Any) -> Any:
         calls.append(raw)
         return real(raw)
 
-    monkeypatch.setattr(logic, "parse_spec", counting)
-    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
+    monkeypatch.setattr(parsing, "parse_spec", counting)
+    fresh_memos(monkeypatch)
     m = on(memo(), index(H100))
     state = OperatorMemo.of(m)
 
@@ -143,16 +143,16 @@ def test_a_spec_reviewed_again_is_not_parsed_again(monkeypatch: pytest.MonkeyPat
 
 def test_a_large_spec_is_parsed_every_time_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
     # The parse memo's keys are bounded (1024 x 16 KiB): a spec whose repr is longer is parsed on every review.
-    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
-    monkeypatch.setattr(logic, "_PARSED_KEY_CHARS", 64)
+    fresh_memos(monkeypatch)
+    monkeypatch.setattr(parsing, "PARSED_KEY_CHARS", 64)
     calls: list[object] = []
-    real = logic.parse_spec
+    real = parsing.parse_spec
 
     def counting(raw: Any) -> Any:
         calls.append(raw)
         return real(raw)
 
-    monkeypatch.setattr(logic, "parse_spec", counting)
+    monkeypatch.setattr(parsing, "parse_spec", counting)
     state = OperatorMemo.of(on(memo(), index(H100)))
     assert len(repr(MISFIT)) > 64
     for n in (1, 2):
@@ -162,12 +162,77 @@ def test_a_large_spec_is_parsed_every_time_not_remembered(monkeypatch: pytest.Mo
 
 def test_a_specs_shape_is_its_raw_value_without_the_workload(monkeypatch: pytest.MonkeyPatch) -> None:
     # issue 23: the shape (what INLINE_BUDGET_S judges by) comes from the review's raw spec, not a second JSON dump
-    monkeypatch.setattr(logic, "_PARSED", type(logic._PARSED)(8))
+    fresh_memos(monkeypatch)
     busy = {**SPEC, "workload": {"concurrentRequests": 3, "contextTokens": 1000}}
     quiet = {**SPEC, "workload": {"concurrentRequests": 9, "contextTokens": 2000}}
     bare = {k: v for k, v in SPEC.items() if k != "workload"}
-    shapes = {logic._parsed(copy.deepcopy(raw))[2] for raw in (busy, quiet, bare)}
+    shapes = {parsing.parsed(copy.deepcopy(raw))[2] for raw in (busy, quiet, bare)}
     assert shapes == {repr(bare)}  # a deployment's workloads share one shape
-    assert logic._parsed(copy.deepcopy(busy))[1] != logic._parsed(copy.deepcopy(quiet))[1]  # their cache keys differ
+    assert parsing.parsed(copy.deepcopy(busy))[1] != parsing.parsed(copy.deepcopy(quiet))[1]  # their cache keys differ
     other = {**busy, "serving": {"maxModelLen": 8192}}
-    assert logic._parsed(other)[2] != repr(bare)  # other settings: another shape
+    assert parsing.parsed(other)[2] != repr(bare)  # other settings: another shape
+
+
+def fresh_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Empty parse memos for one test (the process's are shared by every test)."""
+    monkeypatch.setattr(parsing, "PARSED", type(parsing.PARSED)(8))
+    monkeypatch.setattr(parsing, "SHAPES", type(parsing.SHAPES)(8))
+
+
+def whole(raw: dict[str, Any]) -> tuple[Any, str, frozenset[str]]:
+    """What parse_spec gives for ``raw``: the spec, its JSON and the fields it sets."""
+    spec = parse_spec(copy.deepcopy(raw))
+    return spec, spec.model_dump_json(), frozenset(spec.model_fields_set)
+
+
+SHAPED = {
+    **SPEC,
+    "serving": {"maxModelLen": 32768, "gpuMemoryUtilization": 0.85, "kvCacheDtype": "fp8"},
+    "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "nodeSelector": {"pool": "a"}},
+    "replicas": 2,
+    "policy": {"onMisfit": "Warn"},
+    "economics": {"gpuHourPriceUsd": 2.5},
+}
+
+
+@pytest.mark.parametrize("base", [SPEC, MISFIT, SHAPED])
+def test_a_new_workload_of_a_known_shape_validates_only_the_workload(
+    monkeypatch: pytest.MonkeyPatch, base: dict[str, Any]
+) -> None:
+    # issue 23: the common new spec changes only its workload; the rest is parsed once per shape, and the result is
+    # what the whole parse gives: the same spec, the same fields set and the same canonical JSON (the cache key)
+    fresh_memos(monkeypatch)
+    calls: list[object] = []
+    real = parsing.parse_spec
+    monkeypatch.setattr(parsing, "parse_spec", lambda raw: calls.append(raw) or real(raw))
+    workloads = [{"concurrentRequests": n, "contextTokens": 1000 + 7 * n} for n in (1, 3, 64)]
+    for i, workload in enumerate(workloads):
+        raw = {**base, "workload": workload}
+        spec, text, shape = parsing.parsed(copy.deepcopy(raw))
+        assert (spec, text, frozenset(spec.model_fields_set)) == whole(raw)
+        assert shape == repr({k: v for k, v in raw.items() if k != "workload"})
+        assert len(calls) == 1, f"workload {i}: parsed whole {len(calls)} times"  # only the shape's first review
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        {"concurrentRequests": 0, "contextTokens": 1000},  # below its minimum
+        {"concurrentRequests": 2, "contextTokens": 40000},  # over serving.maxModelLen 32768 (a CEL rule)
+        {"concurrentRequests": 2},  # contextTokens missing
+        {"concurrentRequests": 2, "contextTokens": 1000, "burst": 1},  # a field the schema does not have
+        ["not", "an", "object"],
+    ],
+)
+def test_a_bad_workload_of_a_known_shape_is_refused_as_the_whole_parse_refuses_it(
+    monkeypatch: pytest.MonkeyPatch, workload: Any
+) -> None:
+    fresh_memos(monkeypatch)
+    parsing.parsed(copy.deepcopy({**SPEC, "workload": {"concurrentRequests": 1, "contextTokens": 10}}))
+    raw = {**SPEC, "workload": workload}
+    with pytest.raises(SpecError) as whole_error:
+        parse_spec(copy.deepcopy(raw))
+    for _ in range(2):  # and every time: an invalid spec is not remembered
+        with pytest.raises(SpecError) as error:
+            parsing.parsed(copy.deepcopy(raw))
+        assert str(error.value) == str(whole_error.value)

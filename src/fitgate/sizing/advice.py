@@ -295,15 +295,18 @@ def candidate(serving: ServingConfig, moves: tuple[_Move, ...]) -> ServingConfig
 
     Every misfit of a deployment (each new workload admitted) tries the same candidates on the same settings
     (:func:`~fitgate.operator.decision.evaluate.serving_config` gives one instance per value): interned by the
-    settings' identity and the fields changed, they are the same objects each time, so planning them
+    settings' identity and the flags changed, they are the same objects each time, so planning them
     (:func:`fitgate.sizing.plan.plan`) finds its memo by identity without hashing every field (issue 23).
     """
-    fields = tuple((k, v) for m in moves for k, v in m.fields.items() if v != getattr(serving, k))
-    return _CANDIDATES.get((serving,), fields, lambda: _changed(serving, fields))
+    changes = tuple(m.changes for m in moves if m.fields)  # a move's fields follow from its flags (:func:`_moves`)
+    if not changes:
+        return serving
+    return _CANDIDATES.get((serving,), changes, lambda: _changed(serving, moves))
 
 
-def _changed(serving: ServingConfig, fields: tuple[tuple[str, Any], ...]) -> ServingConfig:
-    return evolve(serving, **dict(fields)) if fields else serving
+def _changed(serving: ServingConfig, moves: tuple[_Move, ...]) -> ServingConfig:
+    fields = {k: v for m in moves for k, v in m.fields.items() if v != getattr(serving, k)}
+    return evolve(serving, **fields) if fields else serving
 
 
 #: Suggestion candidates by the settings' identity and the fields they change (:func:`candidate`). Bound 4096:

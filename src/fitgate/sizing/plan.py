@@ -29,6 +29,7 @@ from fitgate.sizing.extensible import (
 )
 from fitgate.sizing.frozen import build, evolve
 from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.judge import Prejudged, finish, prejudge
 from fitgate.sizing.kv_layout import (
     KVLayout,
     blocks_per_request,
@@ -56,7 +57,7 @@ from fitgate.sizing.resolve import MAX_CONTEXT, checked_int, graphs_in_budget, r
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import cdiv, fmt_gib
-from fitgate.sizing.verdict_rules import OutsideNeed, judge, max_model_len_that_fits, outside_need, plan_notes
+from fitgate.sizing.verdict_rules import OutsideNeed, max_model_len_that_fits, outside_need, plan_notes
 from fitgate.sizing.versions import VllmAccounting, accounting_for
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
@@ -390,7 +391,7 @@ def plan(
         )
         required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)
         per_gpu = evolve(per_gpu, headroom_bytes=worst.available_kv_bytes - required_kv)
-    verdict, reasons = judge(rs, worst, kv, per_gpu, workload, accounting, base.need)
+    verdict, reasons = finish(base.judged, rs, kv, workload)
     if verdict is Verdict.DOES_NOT_FIT:
         smaller = _smaller_mxfp4_plan(model, gpu, serving, workload, accounting, worst.weights.total_bytes)
         if smaller is not None:
@@ -465,6 +466,7 @@ class _Base:
     longest: int
     notes: tuple[str, ...]
     host: HostMemory | None
+    judged: Prejudged  # the verdict's reasons that no workload changes (fitgate.sizing.judge)
 
 
 def _base(
@@ -529,4 +531,5 @@ def _base(
         plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
         host,
+        prejudge(rs, worst, kv, per_gpu, need),
     )

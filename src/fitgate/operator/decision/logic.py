@@ -16,6 +16,7 @@ from typing import Any
 
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
+from fitgate.operator.decision.parsing import parsed
 from fitgate.operator.decision.poolplan import tolerations_of
 from fitgate.operator.decision.status import outcome_of, same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
@@ -24,7 +25,7 @@ from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_sp
 from fitgate.operator.schema.config import OperatorConfig, UnknownPolicy
 from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
 from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
-from fitgate.sizing.memo import MISS, BoundedMemo, IdentityMemo, Miss
+from fitgate.sizing.memo import BoundedMemo, IdentityMemo, Miss
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
 #: ``details.causes``, which an admission webhook cannot send, so ``kubectl edit`` and ``kubectl apply``
@@ -233,7 +234,8 @@ async def _evaluate(
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
 
     ``spec_json``: ``spec.model_dump_json()`` when the caller has it, ``shape`` the same without the workload
-    (:func:`_parsed`; admission's evaluations of a shape that was cheap last time run on the event loop).
+    (:func:`~fitgate.operator.decision.parsing.parsed`; admission's evaluations of a shape that was cheap last time
+    run on the event loop).
 
     While a Hub resolution is pending or failing transiently, the evaluation uses the facts known without
     the Hub (on-disk cache, catalog) when there are any, and says so in its message and first warning: a
@@ -470,7 +472,7 @@ async def admit(
 ) -> AdmissionOutcome:
     """The admission decision on a raw spec: parse, evaluate with what the store knows, :func:`decide`."""
     try:
-        spec, text, shape = _parsed(raw_spec)
+        spec, text, shape = parsed(raw_spec)
     except SpecError as exc:
         return AdmissionOutcome(False, f"fitgate: invalid ModelDeployment: {exc}", result="denied", code=DENIED_INVALID)
     prices = prices_for(spec, config)
@@ -478,47 +480,6 @@ async def admit(
         spec, nodes, store, config.admission_resolve_s, False, namespace, prices, spec_json=text, shape=shape
     )
     return decide(spec, ev, config.unknown_policy, dryrun=dryrun)
-
-
-def _parsed(raw_spec: Mapping[str, Any]) -> tuple[ModelDeploymentSpec, str, str]:
-    """``raw_spec`` parsed, its canonical JSON and its shape; remembered by the raw value.
-
-    The JSON is the evaluation cache's key; the shape is the same without the workload, what
-    :data:`INLINE_BUDGET_S` is judged by.
-
-    A review's spec is a plain ``dict`` decoded from the API server's JSON, and its ``repr`` tells such
-    values apart (types, key order, every string quoted): the same spec reviewed again (GitOps re-applies,
-    dry runs, retries, the same spec under another name) is not validated again (issue 23). Parsing reads
-    nothing but the spec; an invalid one raises every time (not remembered).
-
-    The shape is the raw spec's ``repr`` without its ``workload`` (a second JSON dump of the parsed spec cost as
-    much as a quarter of a fitting new spec's evaluation): the workloads of a deployment share it, and a raw
-    spec written otherwise (another key order, a default spelled out) only has a shape of its own, judged by
-    its own last cost. Anything but a plain dict takes the parsed spec's JSON without the workload, as before.
-    """
-    key = repr(raw_spec) if type(raw_spec) is dict else None
-    if key is not None and len(key) > _PARSED_KEY_CHARS:
-        key = None  # a large spec is parsed every time: the memo's memory stays bounded (1024 x 16 KiB keys)
-    hit = _PARSED.get(key) if key is not None else MISS
-    if not isinstance(hit, Miss):
-        return hit
-    spec = parse_spec(raw_spec)
-    if key is not None and "workload" not in raw_spec:
-        shape = key
-    elif key is not None:
-        shape = repr({k: v for k, v in raw_spec.items() if k != "workload"})
-    else:
-        shape = spec.model_dump_json(exclude={"workload"})
-    value = (spec, spec.model_dump_json(), shape)
-    if key is not None:
-        _PARSED.put(key, value)
-    return value
-
-
-#: Admission's parsed specs by their raw ``repr`` (:func:`_parsed`). Bound 1024, as the evaluation cache: the
-#: specs reviewed lately.
-_PARSED: BoundedMemo[str, tuple[ModelDeploymentSpec, str, str]] = BoundedMemo(1024)
-_PARSED_KEY_CHARS = 16_384  # a real spec's repr is 0.3-2 KB
 
 
 def decide(

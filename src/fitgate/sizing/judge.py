@@ -1,0 +1,299 @@
+"""The verdict on a plan and its reasons, decided in two steps (:func:`prejudge` once, :func:`finish` per workload).
+
+A plan's memory, and so every reason but two, does not depend on its workload: :func:`prejudge` decides and words
+them once per settings (:func:`fitgate.sizing.plan.plan` keeps it with the rank plans it memoises), and
+:func:`finish` adds what the workload decides (the workload beyond the KV pool, or near it) and the verdict. A
+suggestion search plans a dozen candidates for every new workload of a misfit, and the wording of the same reasons
+was half of each candidate's plan (issue 23). :func:`judge` is both steps at once, the same reasons in the same
+order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, pre_snapshot_bytes
+from fitgate.sizing.parallel import EP_INTERNODE_RESIDENT_BYTES
+from fitgate.sizing.reasons import ReasonCode
+from fitgate.sizing.results import KVSummary, PerGpu, RankPlan, Reason, Verdict
+from fitgate.sizing.serving import ResolvedServing, Workload
+from fitgate.sizing.units import fmt_gib
+from fitgate.sizing.verdict_rules import (
+    ESTIMATE_ERROR_CAP_BYTES,
+    ESTIMATE_ERROR_FRACTION,
+    TIGHT_FRACTION,
+    OutsideNeed,
+)
+
+_KV_SHORT = frozenset({ReasonCode.KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN, ReasonCode.NO_KV_CACHE_MEMORY})
+
+
+@dataclass(frozen=True)
+class Prejudged:
+    """What a plan's verdict is before its workload (:func:`prejudge`).
+
+    Attributes:
+        hard: The hard reasons no workload changes (the budget against the card, the KV pool against one
+            ``max_model_len`` request), LoRA slots named.
+        pool_short: ``hard`` holds a reason about the KV pool itself, so the workload is not checked against it.
+        within: With ``pool_short``, the Tight reason replacing a shortfall within fitgate's error, else None.
+        lora_suffix: What names the LoRA slots at the end of every hard reason ("" without LoRA).
+        before: The Tight reasons that come before the workload's (the FlashInfer sampler, weights near the budget).
+        near_max_model_len: Tight: one request takes over 90 % of the pool (only when the workload does not).
+        after: The Tight reasons after it (memory outside the budget).
+    """
+
+    hard: tuple[Reason, ...]
+    pool_short: bool
+    within: Reason | None
+    lora_suffix: str
+    before: tuple[Reason, ...]
+    near_max_model_len: Reason | None
+    after: tuple[Reason, ...]
+
+
+def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g: PerGpu) -> Reason | None:
+    """The Tight reason replacing a KV shortfall smaller than the error of fitgate's fitted terms, else None.
+
+    Only a shortfall of KV memory (not weights over the budget, a card too small for the stated KV size or an
+    unsatisfiable budget): those terms are exact or vLLM's own refusals.
+    """
+    if not hard or any(r.code not in _KV_SHORT for r in hard) or g.weights_bytes > g.budget_bytes:
+        return None
+    fitted = worst.profile.activation_bytes + worst.profile.non_torch_bytes
+    fitted += worst.profile.cuda_graph_bytes if g.cuda_graphs_in_budget else 0
+    margin = min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+    short = kv.one_request_bytes - worst.available_kv_bytes
+    if short > margin:
+        return None
+    return Reason(
+        ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR,
+        f"{hard[0].message}; {fmt_gib(short)} short, within the error of fitgate's fitted activation, non-torch and "
+        f"CUDA-graph terms ({fmt_gib(fitted)} here, +/- {fmt_gib(margin)} on the calibration runs): vLLM may start "
+        "or refuse, so it is not denied",
+    )
+
+
+def prejudge(
+    rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu, outside: OutsideNeed | None = None
+) -> Prejudged:
+    """The reasons of a plan that its workload leaves alone, from the worst worker's numbers.
+
+    ``kv`` and ``g`` as they are without the workload: its blocks, its fraction and the headroom are not read.
+    """
+    chain: list[Reason] = []
+    budget, avail = g.budget_bytes, worst.available_kv_bytes
+    if rs.kv_cache_memory_bytes is not None and g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
+        chain.append(
+            Reason(
+                ReasonCode.KV_CACHE_MEMORY_EXCEEDS_GPU,
+                f"kv_cache_memory_bytes {fmt_gib(rs.kv_cache_memory_bytes)} + weights and activations "
+                f"{fmt_gib(worst.non_kv_bytes)} = {fmt_gib(budget)} per GPU, more than the "
+                f"{fmt_gib(g.capacity_bytes - CUDA_CONTEXT_BYTES)} a {fmt_gib(g.capacity_bytes)} card has "
+                "after its CUDA context: vLLM runs out of memory allocating the KV cache",
+            )
+        )
+    elif g.capacity_bytes - pre_snapshot_bytes(rs.tensor_parallel_size) < g.budget_bytes and not rs.extensible_kv_cache:
+        # vLLM refuses free < requested at its start snapshot (v1/worker/utils.py 0.33.0 L716-772); free is total less
+        # what exists before it (CUDA context, NCCL at TP > 1). 0.34's extensible cache skips this check: the
+        # budget is only a cap (v1/worker/utils.py 0.34.0 L783-797).
+        held = pre_snapshot_bytes(rs.tensor_parallel_size)
+        chain.append(
+            Reason(
+                ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,
+                f"gpu_memory_utilization {rs.gpu_memory_utilization} asks for {fmt_gib(budget)} "
+                f"of a {fmt_gib(g.capacity_bytes)} "
+                f"card, but the CUDA context{' and NCCL' if rs.tensor_parallel_size > 1 else ''} already "
+                f"hold ~{fmt_gib(held)}: vLLM refuses to start",
+            )
+        )
+    pool: Reason | None = None
+    if avail <= 0 and rs.extensible_kv_cache:
+        pool = Reason(
+            ReasonCode.WEIGHTS_EXCEED_BUDGET if g.weights_bytes > budget else ReasonCode.NO_KV_CACHE_MEMORY,
+            f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
+            f"{fmt_gib(g.non_torch_bytes)} + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}, with vLLM "
+            f"{rs.vllm_version}'s warm-up reserve and margin, leave no memory for the KV cache in "
+            f"{fmt_gib(budget)} per GPU",
+        )
+    elif avail <= 0:
+        pool = Reason(
+            ReasonCode.WEIGHTS_EXCEED_BUDGET if g.weights_bytes > budget else ReasonCode.NO_KV_CACHE_MEMORY,
+            f"weights {fmt_gib(g.weights_bytes)} + activation {fmt_gib(g.activation_bytes)} + non-torch "
+            f"{fmt_gib(g.non_torch_bytes)}"
+            + (f" + CUDA graphs {fmt_gib(g.cuda_graph_bytes)}" if g.cuda_graphs_in_budget else "")
+            + f" = {fmt_gib(worst.non_kv_bytes)} per GPU exceed the "
+            f"{fmt_gib(budget)} budget ({rs.gpu_memory_utilization} x {fmt_gib(g.capacity_bytes)}): "
+            "no memory left for the KV cache",
+        )
+    elif kv.one_request_bytes > avail:
+        pool = Reason(
+            ReasonCode.KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN,
+            f"one {rs.max_model_len}-token request needs {fmt_gib(kv.one_request_bytes)} of KV cache "
+            f"per GPU but only "
+            f"{fmt_gib(avail)} is left after {fmt_gib(worst.non_kv_bytes)} of weights and activations",
+        )
+    if pool is not None:
+        chain.append(pool)
+    suffix = ""
+    if g.lora_bytes and rs.lora is not None:  # issue 20: name the LoRA slots in the numbers
+        suffix = (
+            f" (weights include {fmt_gib(g.lora_bytes)} of LoRA slots: --max-loras {rs.lora.max_loras} x "
+            f"--max-lora-rank {rs.lora.max_lora_rank})"
+        )
+    hard = [Reason(r.code, r.message + suffix) for r in chain] if suffix else chain
+    within = _within_estimate_error(hard, worst, kv, g) if pool is not None else None
+    return Prejudged(
+        tuple(hard),
+        pool is not None,
+        within,
+        suffix,
+        _before(rs, worst, kv, g),
+        _near_max_model_len(rs, worst, kv),
+        _after(rs, g, outside),
+    )
+
+
+def _before(rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu) -> tuple[Reason, ...]:
+    soft: list[Reason] = []
+    budget, avail = g.budget_bytes, worst.available_kv_bytes
+    extra = worst.profile.without_flashinfer_bytes
+    if extra and (avail - extra <= 0 or kv.one_request_bytes > avail - extra):
+        # Tight, never DoesNotFit: vLLM 0.8-0.11.0 samples with FlashInfer wherever it is installed (vLLM's image);
+        # a pip install without it profiles PyTorch's sort, which vllm#23278 (0.10.1, one H100) ran out on, while
+        # gpustack's vLLM 0.10.2 runs of the same model and card started (activation.py ``_flashinfer_sampler``).
+        soft.append(
+            Reason(
+                ReasonCode.SAMPLER_NEEDS_FLASHINFER,
+                f"fits with the FlashInfer top-k/top-p sampler that vLLM {rs.vllm_version} uses when FlashInfer is "
+                f"installed (vLLM's own image ships it); without it (a pip install without FlashInfer, or "
+                f"VLLM_USE_FLASHINFER_SAMPLER=0) the profiling sampler pass takes {fmt_gib(extra)} more and leaves "
+                + (
+                    "no memory for the KV cache"
+                    if avail - extra <= 0
+                    else f"{fmt_gib(avail - extra)} for the KV cache, less than one {rs.max_model_len}-token "
+                    f"request's {fmt_gib(kv.one_request_bytes)}"
+                )
+                + ": vLLM would refuse to start",
+            )
+        )
+    if budget > 0 and worst.non_kv_bytes > TIGHT_FRACTION * budget:
+        soft.append(
+            Reason(
+                ReasonCode.WEIGHTS_NEAR_BUDGET,
+                f"weights and activations take {fmt_gib(worst.non_kv_bytes)} of the {fmt_gib(budget)} budget "
+                f"({worst.non_kv_bytes / budget:.0%})",
+            )
+        )
+    return tuple(soft)
+
+
+def _near_max_model_len(rs: ResolvedServing, worst: RankPlan, kv: KVSummary) -> Reason | None:
+    avail = worst.available_kv_bytes
+    if avail <= 0 or kv.one_request_bytes <= TIGHT_FRACTION * avail:  # no KV at all is a hard reason, not this
+        return None
+    return Reason(
+        ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY,
+        f"one {rs.max_model_len}-token request uses {kv.one_request_bytes / avail:.0%} of the KV pool",
+    )
+
+
+def _after(rs: ResolvedServing, g: PerGpu, outside: OutsideNeed | None) -> tuple[Reason, ...]:
+    soft: list[Reason] = []
+    # Tight, never DoesNotFit: on vLLM 0.19's H100 logs gpt-oss-20b TP2 at gmu 0.95 ran out of memory here and
+    # Llama 4 Scout TP4 at gmu 0.95 started, with the same 4.08 GiB floor against 3.96 GiB outside
+    # (benchmarks/calibration/public-2026.jsonl): the floor cannot tell a run that starts from one that does not.
+    if (
+        outside is not None
+        and not rs.extensible_kv_cache
+        and rs.kv_cache_memory_bytes is None
+        and g.outside_budget_bytes < outside.floor_bytes
+    ):
+        soft.append(
+            Reason(
+                ReasonCode.OUTSIDE_BUDGET_TOO_SMALL,
+                f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget, "
+                f"but the CUDA context and NCCL (~{fmt_gib(outside.pre_snapshot_bytes)}), "
+                + (
+                    f"the CUDA graphs captured after the KV cache (~{fmt_gib(outside.graphs_bytes)}) "
+                    if outside.graphs_bytes
+                    else ""
+                )
+                + f"and the sampler warm-up's logits ({fmt_gib(outside.sampler_floor_bytes)}) need at least "
+                f"{fmt_gib(outside.floor_bytes)}: vLLM may run out of memory after sizing the KV cache; lower "
+                "--gpu-memory-utilization or --max-num-seqs (Tight, not denied: the graph pool in that figure is "
+                "fitted, and a public run has started 0.1 GiB below it)",
+            )
+        )
+    reserve = outside.fitted_bytes if outside is not None else CUDA_CONTEXT_BYTES
+    # an EP group across nodes holds its NCCL communicators before vLLM's snapshot (fitgate.sizing.parallel)
+    communicators = EP_INTERNODE_RESIDENT_BYTES if rs.parallel.internode else 0
+    reserve += communicators
+    # 0.34's extensible cache measures graphs and warm-up and keeps a margin itself (fitgate.sizing.extensible)
+    unmeasured = not rs.extensible_kv_cache and rs.kv_cache_memory_bytes is None
+    if g.outside_budget_bytes < reserve and unmeasured and not soft:  # not when the floor above is already short
+        soft.append(
+            Reason(
+                ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
+                f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
+                "the CUDA context and NCCL, the CUDA graphs captured after the KV cache"
+                + (f", a multi-node EP group's communicators (~{fmt_gib(communicators)})" if communicators else "")
+                + f" and the sampler warm-up need ~{fmt_gib(reserve)} by fitgate's fitted terms",
+            )
+        )
+    return tuple(soft)
+
+
+def finish(
+    pre: Prejudged, rs: ResolvedServing, kv: KVSummary, workload: Workload | None
+) -> tuple[Verdict, tuple[Reason, ...]]:
+    """The verdict and its reasons: ``pre`` and what the workload (``kv``'s workload blocks and fraction) adds."""
+    within = pre.within
+    if pre.pool_short:  # the pool itself is short: the workload is not checked against it
+        if within is None:
+            return Verdict.DOES_NOT_FIT, pre.hard
+        soft = [within]
+    else:
+        hard = pre.hard
+        if workload is not None and kv.workload_blocks is not None and kv.workload_blocks > kv.num_blocks:
+            over = Reason(
+                ReasonCode.WORKLOAD_EXCEEDS_KV_CACHE,
+                f"{workload.concurrency} concurrent requests x {workload.context_tokens} tokens need "
+                f"{kv.workload_blocks} KV "
+                f"blocks per GPU; the pool has {kv.num_blocks} (max concurrency {kv.max_concurrency:.2f} at "
+                f"{rs.max_model_len} tokens)" + pre.lora_suffix,
+            )
+            hard = (*hard, over)
+        if hard:
+            return Verdict.DOES_NOT_FIT, hard
+        soft = []
+    soft.extend(pre.before)
+    if kv.workload_fraction is not None and kv.workload_fraction > TIGHT_FRACTION:
+        soft.append(
+            Reason(
+                ReasonCode.WORKLOAD_NEAR_KV_CAPACITY,
+                f"the declared workload uses {kv.workload_fraction:.0%} of the KV pool ({kv.workload_blocks} of "
+                f"{kv.num_blocks} blocks)",
+            )
+        )
+    elif pre.near_max_model_len is not None and within is None:
+        soft.append(pre.near_max_model_len)
+    soft.extend(pre.after)
+    if soft:
+        return Verdict.TIGHT, tuple(soft)
+    msg = f"{kv.num_blocks} KV blocks ({kv.reported_tokens} tokens) per GPU"
+    if workload is not None and kv.workload_fraction is not None:
+        msg += f"; the workload uses {kv.workload_fraction:.0%} of them"
+    return Verdict.FITS, (Reason(ReasonCode.FITS, msg),)
+
+
+def judge(
+    rs: ResolvedServing,
+    worst: RankPlan,
+    kv: KVSummary,
+    g: PerGpu,
+    workload: Workload | None,
+    outside: OutsideNeed | None = None,
+) -> tuple[Verdict, tuple[Reason, ...]]:
+    """The verdict and its reasons from the worst worker's numbers and what must fit outside the budget."""
+    return finish(prejudge(rs, worst, kv, g, outside), rs, kv, workload)
