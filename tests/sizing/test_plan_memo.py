@@ -166,3 +166,29 @@ def test_suggestion_candidates_are_interned_and_planned_by_identity(monkeypatch:
     monkeypatch.setattr(plan_module, "_RANKS_MEMO", IdentityMemo())
     assert second == advice.search_suggestions(m, h100, twin, second_wl, plan(m, h100, twin, second_wl))
     assert second != first  # another workload: other numbers in the summaries
+
+
+def test_the_reasons_no_workload_changes_are_decided_once_per_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: a plan's reasons that its workload cannot change (weights over the budget, the memory outside it)
+    # are worded once per settings (sizing.judge.prejudge) and shared by every workload's plan; what the workload
+    # decides (beyond the KV pool, near it) is added per plan, in judge's order
+    judge_module = importlib.import_module("fitgate.sizing.judge")
+    calls: list[object] = []
+    real = judge_module.prejudge
+    monkeypatch.setattr(plan_module, "prejudge", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(plan_module, "_RANKS_MEMO", IdentityMemo())
+    monkeypatch.setattr(plan_module, "_RANKS_BY_ID", IdentityMemo())
+    m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
+    serving = ServingConfig(max_model_len=8192)
+    a, b = (plan(m, h100, serving, Workload(n, 4096)) for n in (1, 64))
+    assert len(calls) == 1  # two workloads, one settings: decided once
+    assert a.verdict is b.verdict is Verdict.DOES_NOT_FIT and a.reasons[0] is b.reasons[0]  # the same words
+    tp4 = ServingConfig(max_model_len=8192, tensor_parallel_size=4)
+    light, heavy = plan(m, h100, tp4, Workload(1, 4096)), plan(m, h100, tp4, Workload(4096, 8192))
+    assert len(calls) == 2 and light.verdict is Verdict.FITS
+    # 4,096 requests of 8,192 tokens need 4096 x 512 blocks of 16 tokens; the pool holds far fewer
+    assert heavy.verdict is Verdict.DOES_NOT_FIT and heavy.reasons[-1].code.value == "WorkloadExceedsKVCache"
+    assert "4096 concurrent requests x 8192 tokens" in heavy.reasons[-1].message
+    # both steps at once give the plan's answer (a DoesNotFit's reasons do not read the memory outside the budget)
+    again = judge_module.judge(heavy.serving, heavy.ranks[heavy.binding_rank], heavy.kv, heavy.per_gpu, heavy.workload)
+    assert again == (heavy.verdict, heavy.reasons)
