@@ -19,6 +19,7 @@ from fitgate.sizing.lora import LORA_RANKS
 from fitgate.sizing.memo import MISS, IdentityMemo, Miss
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.reasons import ReasonCode
+from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import fmt_gib
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
@@ -79,8 +80,17 @@ class _Move:
 
     changes: tuple[tuple[str, str], ...]
     fields: dict[str, Any]  # ServingConfig fields and their new values
-    workload: Workload | None
+    workload: Workload | None  # None: the deployment's own
     why: str
+
+
+_OUTSIDE = frozenset(
+    {
+        ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
+        ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,
+        ReasonCode.OUTSIDE_BUDGET_TOO_SMALL,
+    }
+)
 
 
 def _moves(
@@ -88,81 +98,11 @@ def _moves(
 ) -> list[list[_Move]]:
     """The changes to try, by kind (each kind holds alternatives; a suggestion takes at most one of a kind)."""
     rs = current.serving
-    kinds: list[list[_Move]] = []
-    codes = {r.code for r in current.reasons}
-    gmus: list[_Move] = []
-    outside = {
-        ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
-        ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,
-        ReasonCode.OUTSIDE_BUDGET_TOO_SMALL,
-    }
-    if codes & outside:
-        gmu = round(rs.gpu_memory_utilization - _GMU_STEP, 2)
-        while gmu > _MIN_GMU and len(gmus) < 15:
-            gmus.append(
-                _Move(
-                    (("--gpu-memory-utilization", f"{gmu}"),),
-                    {"gpu_memory_utilization": gmu},
-                    workload,
-                    f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget for CUDA graphs "
-                    "and warm-up",
-                )
-            )
-            gmu = round(gmu - _GMU_STEP, 2)
-        if not rs.enforce_eager:
-            kinds.append([_Move((("--enforce-eager", "true"),), {"enforce_eager": True}, workload, "no CUDA graphs")])
-    else:
-        gmu = round(rs.gpu_memory_utilization + _GMU_STEP, 2)
-        while gmu <= SAFE_MAX_GPU_MEMORY_UTILIZATION:
-            gmus.append(
-                _Move(
-                    (("--gpu-memory-utilization", f"{gmu}"),),
-                    {"gpu_memory_utilization": gmu},
-                    workload,
-                    f"a {fmt_gib(int(gpu.memory_bytes * gmu))} budget",
-                )
-            )
-            gmu = round(gmu + _GMU_STEP, 2)
-    kinds.append(gmus)
-    kinds.append(
-        [
-            _Move(
-                (("--tensor-parallel-size", str(tp)),),
-                {"tensor_parallel_size": tp},
-                workload,
-                f"weights and KV heads split over {tp} GPUs",
-            )
-            for tp in TP_CHOICES
-            if tp > rs.tensor_parallel_size
-        ]
+    short_outside = any(r.code in _OUTSIDE for r in current.reasons)
+    owners = (model.arch, gpu, serving, rs)
+    kinds = list(
+        _SETTINGS_MOVES.get(owners, (short_outside,), lambda: _settings_moves(model, gpu, serving, rs, short_outside))
     )
-    if model.arch.is_moe:
-        kinds.append(_expert_parallel_moves(serving, workload, current))
-    if rs.kv_dtype_bytes > 1:
-        kinds.append(
-            [
-                _Move(
-                    (("--kv-cache-dtype", "fp8"),),
-                    {"kv_cache_dtype": "fp8"},
-                    workload,
-                    "fp8 KV cache halves bytes per token",
-                )
-            ]
-        )
-    fp8_weights = compute_capability_at_least(gpu.compute_capability, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY)
-    if model.arch.quantization is None and rs.quantization is None and fp8_weights:
-        kinds.append(
-            [
-                _Move(
-                    (("--quantization", "fp8"),),
-                    {"quantization": "fp8"},
-                    workload,
-                    "fp8 weights (or an FP8 / INT4 checkpoint) halve the weight bytes",
-                )
-            ]
-        )
-    if rs.lora is not None:  # issue 20: LoRA slots (fitgate.sizing.lora)
-        kinds.extend(_lora_moves(serving, workload, rs.lora.max_loras, rs.lora.max_lora_rank))
     if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
         per_request = current.kv.workload_blocks / workload.concurrency
         most = int(current.kv.num_blocks / per_request)
@@ -180,7 +120,90 @@ def _moves(
     return kinds
 
 
-def _lora_moves(serving: ServingConfig, workload: Workload | None, loras: int, rank: int) -> list[list[_Move]]:
+def _settings_moves(
+    model: ModelInput, gpu: GpuModel, serving: ServingConfig, rs: ResolvedServing, short_outside: bool
+) -> tuple[list[_Move], ...]:
+    """The kinds of changes of the settings (:func:`_moves` without the workload's): the same for every workload."""
+    kinds: list[list[_Move]] = []
+    gmus: list[_Move] = []
+    if short_outside:
+        gmu = round(rs.gpu_memory_utilization - _GMU_STEP, 2)
+        while gmu > _MIN_GMU and len(gmus) < 15:
+            gmus.append(
+                _Move(
+                    (("--gpu-memory-utilization", f"{gmu}"),),
+                    {"gpu_memory_utilization": gmu},
+                    None,
+                    f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget for CUDA graphs "
+                    "and warm-up",
+                )
+            )
+            gmu = round(gmu - _GMU_STEP, 2)
+        if not rs.enforce_eager:
+            kinds.append([_Move((("--enforce-eager", "true"),), {"enforce_eager": True}, None, "no CUDA graphs")])
+    else:
+        gmu = round(rs.gpu_memory_utilization + _GMU_STEP, 2)
+        while gmu <= SAFE_MAX_GPU_MEMORY_UTILIZATION:
+            gmus.append(
+                _Move(
+                    (("--gpu-memory-utilization", f"{gmu}"),),
+                    {"gpu_memory_utilization": gmu},
+                    None,
+                    f"a {fmt_gib(int(gpu.memory_bytes * gmu))} budget",
+                )
+            )
+            gmu = round(gmu + _GMU_STEP, 2)
+    kinds.append(gmus)
+    kinds.append(
+        [
+            _Move(
+                (("--tensor-parallel-size", str(tp)),),
+                {"tensor_parallel_size": tp},
+                None,
+                f"weights and KV heads split over {tp} GPUs",
+            )
+            for tp in TP_CHOICES
+            if tp > rs.tensor_parallel_size
+        ]
+    )
+    if model.arch.is_moe:
+        kinds.append(_expert_parallel_moves(serving, rs))
+    if rs.kv_dtype_bytes > 1:
+        kinds.append(
+            [
+                _Move(
+                    (("--kv-cache-dtype", "fp8"),),
+                    {"kv_cache_dtype": "fp8"},
+                    None,
+                    "fp8 KV cache halves bytes per token",
+                )
+            ]
+        )
+    fp8_weights = compute_capability_at_least(gpu.compute_capability, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY)
+    if model.arch.quantization is None and rs.quantization is None and fp8_weights:
+        kinds.append(
+            [
+                _Move(
+                    (("--quantization", "fp8"),),
+                    {"quantization": "fp8"},
+                    None,
+                    "fp8 weights (or an FP8 / INT4 checkpoint) halve the weight bytes",
+                )
+            ]
+        )
+    if rs.lora is not None:  # issue 20: LoRA slots (fitgate.sizing.lora)
+        kinds.extend(_lora_moves(serving, rs.lora.max_loras, rs.lora.max_lora_rank))
+    return tuple(kinds)
+
+
+#: :func:`_settings_moves` by the model's, GPU's, settings' and resolved settings' identity and whether the
+#: memory outside the budget is short. Bound 4096, as the candidates they make (:data:`_CANDIDATES`): every new
+#: workload of a misfit tries the same moves, and building them (their words, a dozen budgets) was a tenth of a
+#: search (issue 23). The lists are never changed: :func:`_moves` copies the tuple into its own list.
+_SETTINGS_MOVES: IdentityMemo[tuple[list[_Move], ...]] = IdentityMemo(4096)
+
+
+def _lora_moves(serving: ServingConfig, loras: int, rank: int) -> list[list[_Move]]:
     """Fewer ``--max-loras`` (halving) and lower ``--max-lora-rank`` (vLLM's ranks).
 
     Each slot is ``max_lora_rank`` wide in every target module (fitgate.sizing.lora).
@@ -192,7 +215,7 @@ def _lora_moves(serving: ServingConfig, workload: Workload | None, loras: int, r
             _Move(
                 (("--max-loras", str(n)),),
                 {"max_loras": n},
-                workload,
+                None,
                 f"{n} adapter slot(s) instead of {loras}",
             )
         )
@@ -201,7 +224,7 @@ def _lora_moves(serving: ServingConfig, workload: Workload | None, loras: int, r
         _Move(
             (("--max-lora-rank", str(r)),),
             {"max_lora_rank": r},
-            workload,
+            None,
             f"slots of rank {r} instead of {rank} (adapters of a higher rank are refused)",
         )
         for r in sorted((r for r in LORA_RANKS if 8 <= r < rank), reverse=True)
@@ -220,7 +243,7 @@ def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) ->
     return _Move(
         (("--max-model-len", str(rounded)),),
         {"max_model_len": rounded, "max_model_len_auto": False},
-        workload,
+        None,
         f"the longest context that fits is {fit} tokens",
     )
 
@@ -229,13 +252,12 @@ def _shorter(serving: ServingConfig, workload: Workload | None, result: Plan) ->
 EP_DP_CHOICES = (2, 4, 8, 16)
 
 
-def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, current: Plan) -> list[_Move]:
+def _expert_parallel_moves(serving: ServingConfig, rs: ResolvedServing) -> list[_Move]:
     """For a MoE model: whole experts over the GPUs it has, then over DP x TP GPUs (mildest first).
 
     vLLM's EP group is TP x DP (fused_moe/config.py 0.33.0 L1105-1114, L1227-1244): more engine
     ranks spread the experts thinner while attention stays TP-sharded in each rank.
     """
-    rs = current.serving
     lay, tp = rs.parallel, rs.tensor_parallel_size
     moves = []
     if not lay.expert_parallel and tp * lay.data_parallel_size > 1:
@@ -243,7 +265,7 @@ def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, cu
             _Move(
                 (("--enable-expert-parallel", "true"),),
                 {"enable_expert_parallel": True},
-                workload,
+                None,
                 f"whole experts over the same {tp * lay.data_parallel_size} GPUs",
             )
         )
@@ -254,7 +276,7 @@ def _expert_parallel_moves(serving: ServingConfig, workload: Workload | None, cu
             _Move(
                 (("--data-parallel-size", str(dp)), ("--enable-expert-parallel", "true")),
                 {"data_parallel_size": dp, "enable_expert_parallel": True},
-                workload,
+                None,
                 f"{dp} engine ranks of TP {tp} with the experts spread over {tp * dp} GPUs",
             )
         )
@@ -352,7 +374,7 @@ def search_suggestions(
         changes = tuple(c for m in moves for c in m.changes)
         new, wl = candidate(serving, moves), workload
         for m in moves:
-            wl = m.workload if m.workload is not workload else wl
+            wl = m.workload if m.workload is not None else wl
         key = (id(new), wl)  # ``new`` is interned (:func:`candidate`) and held by ``planned``'s value
         hit = planned.get(key, MISS)  # a plan may be None: the memo module's sentinel marks "not planned yet"
         if isinstance(hit, Miss):
@@ -410,7 +432,7 @@ def search_suggestions(
                 lower = _Move(
                     (("--gpu-memory-utilization", f"{gmu}"),),
                     {"gpu_memory_utilization": gmu},
-                    workload,
+                    None,
                     f"leave {fmt_gib(int(gpu.memory_bytes * (1 - gmu)))} outside the budget",
                 )
                 if dominated((lower, move)):
