@@ -7,7 +7,7 @@ suggestion is only offered when it really fits.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.sizing.dtypes import compute_capability_at_least
@@ -82,6 +82,14 @@ class _Move:
     fields: dict[str, Any]  # ServingConfig fields and their new values
     workload: Workload | None  # None: the deployment's own
     why: str
+    cost: int = field(init=False)  # what its changes give up (CHANGE_COST)
+    tp: int | None = field(init=False)  # the tensor-parallel size it sets, if any
+    dp: int | None = field(init=False)  # the data-parallel size it sets, if any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cost", sum(CHANGE_COST.get(flag, 3) for flag, _ in self.changes))
+        object.__setattr__(self, "tp", self.fields.get("tensor_parallel_size"))
+        object.__setattr__(self, "dp", self.fields.get("data_parallel_size"))
 
 
 _OUTSIDE = frozenset(
@@ -359,19 +367,19 @@ def search_suggestions(
     wanted = {Verdict.FITS} if current.verdict is Verdict.TIGHT else {Verdict.FITS, Verdict.TIGHT}
     found: dict[tuple[tuple[str, str], ...], tuple[Suggestion, Plan]] = {}
     planned: dict[tuple[int, Workload | None], tuple[ServingConfig, Plan | None]] = {}
+    fitting: list[Suggestion] = []  # the Fits suggestions of ``found``, in its order (what ``dominated`` reads)
 
     def dominated(moves: tuple[_Move, ...]) -> bool:
         """A combination that cannot beat a Fits suggestion already found on both GPUs and cost."""
-        gpus = (
-            max((m.fields.get("tensor_parallel_size", serving.tensor_parallel_size) for m in moves), default=1)
-            * max((m.fields.get("data_parallel_size", serving.data_parallel_size) for m in moves), default=1)
-            * rs_pp
-        )
-        cost = sum(CHANGE_COST.get(flag, 3) for m in moves for flag, _ in m.changes)
-        return any(s.verdict is Verdict.FITS and s.gpus <= gpus and s.cost <= cost for s, _ in found.values())
+        if not fitting:
+            return False
+        tp = max(serving.tensor_parallel_size if m.tp is None else m.tp for m in moves)
+        dp = max(serving.data_parallel_size if m.dp is None else m.dp for m in moves)
+        gpus, cost = tp * dp * rs_pp, sum(m.cost for m in moves)
+        return any(s.gpus <= gpus and s.cost <= cost for s in fitting)
 
     def attempt(moves: tuple[_Move, ...]) -> Plan | None:
-        changes = tuple(c for m in moves for c in m.changes)
+        changes = moves[0].changes if len(moves) == 1 else tuple(c for m in moves for c in m.changes)
         new, wl = candidate(serving, moves), workload
         for m in moves:
             wl = m.workload if m.workload is not None else wl
@@ -385,7 +393,7 @@ def search_suggestions(
         if result.verdict in wanted and changes not in found and not _within_error(result):
             rs = result.serving
             gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size * rs.parallel.data_parallel_size
-            cost = sum(CHANGE_COST.get(flag, 3) for flag, _ in changes)
+            cost = sum(m.cost for m in moves)
             summary = (
                 "; ".join(m.why for m in moves)
                 + f": {result.kv.num_blocks} KV blocks, max concurrency {result.kv.max_concurrency:.2f}, "
@@ -394,6 +402,8 @@ def search_suggestions(
             if result.verdict is Verdict.TIGHT:
                 summary += f" (Tight: {result.reasons[0].message})"
             found[changes] = (Suggestion(changes, result.verdict, summary, gpus, cost), result)
+            if result.verdict is Verdict.FITS:
+                fitting.append(found[changes][0])
         return result
 
     rs_pp = current.serving.pipeline_parallel_size

@@ -27,7 +27,7 @@ from fitgate.sizing.extensible import (
     blocks_within,
     measure_kv_bytes,
 )
-from fitgate.sizing.frozen import build, evolve
+from fitgate.sizing.frozen import build, copied
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.judge import Prejudged, finish, prejudge
 from fitgate.sizing.kv_layout import (
@@ -384,13 +384,10 @@ def plan(
         wlen = cdiv(workload.context_tokens, dcp)
         wshape = ServingShape(wlen, rs.max_num_batched_tokens, worst.layout.block_size)
         workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
-        kv = evolve(
-            kv,
-            workload_blocks=workload_blocks,
-            workload_fraction=workload_blocks / kv.num_blocks if kv.num_blocks else None,
-        )
+        fraction = workload_blocks / kv.num_blocks if kv.num_blocks else None
+        kv = copied(kv, {"workload_blocks": workload_blocks, "workload_fraction": fraction})
         required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)
-        per_gpu = evolve(per_gpu, headroom_bytes=worst.available_kv_bytes - required_kv)
+        per_gpu = copied(per_gpu, {"headroom_bytes": worst.available_kv_bytes - required_kv})
     verdict, reasons = finish(base.judged, rs, kv, workload)
     if verdict is Verdict.DOES_NOT_FIT:
         smaller = _smaller_mxfp4_plan(model, gpu, serving, workload, accounting, worst.weights.total_bytes)
