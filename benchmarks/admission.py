@@ -63,11 +63,22 @@ REPO = Path(__file__).resolve().parents[1]
 _FRESH = itertools.count(1)
 
 
+#: The contexts of :func:`fresh`'s workloads: 1,000 + (n x 997 mod 6,007) tokens, every value of 1,000-7,006 once in
+#: any 6,007 reviews (6,007 is prime), in an order that does not drift, so each case and concurrency of a run gets the
+#: same mix of light and heavy workloads wherever it falls in the run (they grew with n before: the later cases
+#: were the heavier, and past 7,192 reviews the Tight spec's were over its maxModelLen 8192).
+CONTEXT_SPAN = 6007
+
+
 def fresh(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` with a workload no review has used yet: a new cache key, so a full evaluation."""
+    """``spec`` with a workload no review has used yet: a new cache key, so a full evaluation.
+
+    Concurrency 1 + n mod 64 and the context above: the pair is new for 64 x 6,007 reviews (64 and 6,007 are
+    coprime), more than any run sends.
+    """
     out = copy.deepcopy(spec)
     n = next(_FRESH)
-    out["workload"] = {"concurrentRequests": 1 + n % 64, "contextTokens": 1000 + n}
+    out["workload"] = {"concurrentRequests": 1 + n % 64, "contextTokens": 1000 + (n * 997) % CONTEXT_SPAN}
     return out
 
 

@@ -236,3 +236,19 @@ def test_a_bad_workload_of_a_known_shape_is_refused_as_the_whole_parse_refuses_i
         with pytest.raises(SpecError) as error:
             parsing.parsed(copy.deepcopy(raw))
         assert str(error.value) == str(whole_error.value)
+
+
+def test_admission_searches_a_misfits_fixes_without_filling_the_per_deployment_memo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 23: a new spec's workload is new to the suggestion memo, and the plans it would keep alive cost a sixth of
+    # a review's CPU; admission searches without it (the same fixes), reconcile's re-evaluations keep using it
+    from fitgate.sizing import advice  # noqa: PLC0415 - the module whose memo is replaced
+
+    fresh_memos(monkeypatch)
+    monkeypatch.setattr(advice, "_SUGGESTIONS", type(advice._SUGGESTIONS)(16))
+    state = OperatorMemo.of(on(memo(), index(H100)))
+    answer = asyncio.run(handlers.answer_fit_review(state, copy.deepcopy(review(MISFIT))))
+    assert answer is not None and not answer["response"]["allowed"]
+    assert "smallest change that fits" in answer["response"]["status"]["message"]
+    assert len(advice._SUGGESTIONS) == 0

@@ -47,6 +47,7 @@ from fitgate.sizing import (
     search,
     suggest,
 )
+from fitgate.sizing.advice import search_suggestions
 from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.memo import BoundedMemo, IdentityMemo
 from fitgate.sizing.units import GiB
@@ -377,7 +378,11 @@ def evaluate(
     best = choose(results, prices, gpus_per_replica)
     suggestions: tuple[Suggestion, ...] = ()
     if with_suggestions and best.plan is not None and best.verdict is Verdict.DOES_NOT_FIT:
-        suggestions = suggest(model, best.pool.gpu, serving, workload, best.plan)
+        # admission's (lean) evaluations search without the per-deployment memo: a new spec's workload is new to it,
+        # a reviewed one is answered from the evaluation cache, and 8,192 remembered plans a review would keep
+        # alive cost a sixth of a review's CPU (issue 23); reconcile's re-evaluations of a deployment use it
+        find = search_suggestions if lean else suggest
+        suggestions = find(model, best.pool.gpu, serving, workload, best.plan)
     args: tuple[EngineArg, ...] = ()
     chosen: Suggestion | None = None
     if best.plan is not None and not lean:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
