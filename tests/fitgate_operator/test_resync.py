@@ -393,3 +393,40 @@ def test_serving_settings_are_made_once_per_value_of_what_they_read() -> None:
         spec = parse_spec(raw)
         made = ev.serving_config(spec)
         assert made == ev._serving_config(spec) and made != first
+
+
+def test_reconciles_of_a_shape_cheap_last_time_are_evaluated_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23: a cold start hands every evaluation to the reconcile lane and back (a sixth of its CPU); the
+    # deployments of one shape (spec without its workload) reconciled after a cheap one are evaluated on the loop,
+    # and admission's costs (another lane: no alternatives, no engine args) are not reconcile's
+    store, nodes = FakeStore(), Inventory(gpus(H100))
+    config = OperatorConfig(webhook_port=0, metrics_port=0)
+    real = logic.evaluate
+    where: list[tuple[int, bool, bool]] = []
+
+    def watched(spec: Any, *args: Any, **kwargs: Any) -> Any:
+        on_loop = threading.current_thread() is threading.main_thread()
+        where.append((spec.workload.concurrent_requests, bool(kwargs.get("lean")), on_loop))
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(logic, "evaluate", watched)
+    monkeypatch.setattr(logic, "_COSTS", type(logic._COSTS)(16))
+    monkeypatch.setattr(logic, "INLINE_BUDGET_S", 0.5)  # generous: this test is about where, not how fast
+
+    def spec(n: int) -> dict[str, Any]:
+        return {**SPEC, "workload": {"concurrentRequests": n, "contextTokens": 900}}
+
+    async def scenario() -> None:
+        for n, name in ((11, "a"), (12, "b")):
+            await reconcile(
+                raw_spec=spec(n), old_status=None, generation=1, namespace="ml", name=name, nodes=nodes,
+                store=store, metrics=Metrics(), config=config,
+            )  # fmt: skip
+        await logic.admit(raw_spec=spec(13), nodes=nodes, store=store, config=config, dryrun=False)
+
+    asyncio.run(scenario())
+    assert where == [
+        (11, False, False),  # reconcile, a shape never reconciled: the lane
+        (12, False, True),  # the same shape, cheap last time: on the loop
+        (13, True, False),  # admission's first review of it: its own lane, its own cost
+    ]

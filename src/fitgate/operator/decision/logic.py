@@ -234,8 +234,8 @@ async def _evaluate(
     """Evaluate with whatever the store knows; returns (evaluation, still_resolving_or_transient).
 
     ``spec_json``: ``spec.model_dump_json()`` when the caller has it, ``shape`` the same without the workload
-    (:func:`~fitgate.operator.decision.parsing.parsed`; admission's evaluations of a shape that was cheap last time
-    run on the event loop).
+    (:func:`~fitgate.operator.decision.parsing.parsed`, or the raw spec's JSON without it for reconcile):
+    evaluations of a shape that was cheap last time run on the event loop.
 
     While a Hub resolution is pending or failing transiently, the evaluation uses the facts known without
     the Hub (on-disk cache, catalog) when there are any, and says so in its message and first warning: a
@@ -267,7 +267,7 @@ async def _evaluate(
 #: never hold up the reviews and handlers behind it; admission and reconcile each have their own lane, so
 #: reviews never queue behind a resync or a cold start's reconciles (issue 23). One thread a lane: the
 #: work is pure Python, and the GIL lets the event loop in between (every ``sys.getswitchinterval()``, 5 ms).
-#: Admission's evaluations of a shape that took under :data:`INLINE_BUDGET_S` last time run on the loop itself.
+#: Evaluations of a shape that took under :data:`INLINE_BUDGET_S` last time run on the loop itself.
 _LANES = {
     "admission": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-admission"),
     "reconcile": ThreadPoolExecutor(max_workers=1, thread_name_prefix="fitgate-reconcile"),
@@ -275,18 +275,18 @@ _LANES = {
 #: Evaluations under way, by cache key: ten reviews of the same new spec wait on one evaluation.
 _INFLIGHT: dict[str, asyncio.Future[tuple[Evaluation, float]]] = {}
 
-#: An admission evaluation whose shape (the spec without its workload, with the same checkpoint facts, inventory
-#: snapshot and namespace) took less than this much CPU (:func:`_timed`) last time runs on the event loop: a new
+#: An evaluation whose shape (the spec without its workload, with the same checkpoint facts, inventory snapshot,
+#: namespace and lane) took less than this much CPU (:func:`_timed`) last time runs on the event loop: a new
 #: workload of a model whose plans are memoised costs 0.05-0.3 ms (fits, tight, a misfit with its suggestions;
 #: 0.6 ms at p99), and handing that to the lane and back cost ~0.1 ms of CPU a review (a thread wake-up, the
-#: loop's self-pipe, GIL hand-overs; issue 23). The loop loses nothing it had: a lane thread holds the GIL for up
-#: to the switch interval (5 ms) while it plans, so an evaluation shorter than that held the loop up as long
-#: either way. A shape never seen, or slow last time (a new model, new settings, a new snapshot's pools), goes
-#: to the lane.
+#: loop's self-pipe, GIL hand-overs; issue 23), and as much again a reconcile (a sixth of a cold start's CPU).
+#: The loop loses nothing it had: a lane thread holds the GIL for up to the switch interval (5 ms) while it plans,
+#: so an evaluation shorter than that held the loop up as long either way. A shape never seen, or slow last time
+#: (a new model, new settings, a new snapshot's pools), goes to the lane.
 INLINE_BUDGET_S = 0.001
-#: The last evaluation's CPU time by (inventory, facts) identity and (namespace, shape). Bound 1024, as the
-#: evaluation cache: the shapes admitted lately (a shape is shared by every workload of a deployment).
-_COSTS: IdentityMemo[float] = IdentityMemo(1024)
+#: The last evaluation's CPU time by (inventory, facts) identity and (namespace, shape, lane). Bound 4096: the
+#: shapes admitted and reconciled lately (a shape is shared by every workload of a deployment).
+_COSTS: IdentityMemo[float] = IdentityMemo(4096)
 
 
 def _timed(fn: Callable[[], Evaluation]) -> tuple[Evaluation, float]:
@@ -331,8 +331,8 @@ async def _evaluate_known(
     work = functools.partial(
         evaluate, spec, known.model, inventory, facts=known.facts, namespace=namespace, prices=prices, lean=lean
     )
-    owners, shaped = (inventory, known), (namespace, shape)
-    last = _COSTS.peek(owners, shaped) if shape is not None and lean else None
+    owners, shaped = (inventory, known), (namespace, shape, lane)
+    last = _COSTS.peek(owners, shaped) if shape is not None else None
     if last is not None and last < INLINE_BUDGET_S:  # cheap last time: on the loop, no hand-over
         evaluation, took = _timed(work)
         _COSTS.put(owners, shaped, took)
@@ -347,7 +347,7 @@ async def _evaluate_known(
         _INFLIGHT[flight] = running
         running.add_done_callback(lambda _: _INFLIGHT.pop(flight, None))
     evaluation, took = await asyncio.shield(running)  # a cancelled review leaves the evaluation to the others
-    if shape is not None and lean:
+    if shape is not None:
         _COSTS.put(owners, shaped, took)
     _CACHE.put(key, inventory, known, evaluation)
     return evaluation, False
@@ -412,6 +412,7 @@ async def reconcile(
             namespace,
             prices_for(spec, config),
             lane="reconcile",
+            shape=_raw_key({k: v for k, v in raw_spec.items() if k != "workload"}),
         )
         if pending:
             retry = min(max(config.resync_s, 5.0), 60.0)
