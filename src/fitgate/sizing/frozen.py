@@ -39,10 +39,7 @@ def evolve(obj: T, **changes: Any) -> T:
     cls = type(obj)
     if not changes.keys() <= _fields_of(cls):
         raise TypeError(f"evolve: {cls.__name__} has no field {sorted(changes.keys() - _fields_of(cls))[0]!r}")
-    new = object.__new__(cls)
-    new.__dict__.update(obj.__dict__)
-    new.__dict__.update(changes)
-    return new
+    return copied(obj, changes)
 
 
 def copied(obj: T, changes: dict[str, Any]) -> T:

@@ -30,6 +30,11 @@ from fitgate.sizing.memo import BoundedMemo, Miss
 Parsed = tuple[ModelDeploymentSpec, str, str]
 
 
+_FIELDS = list(ModelDeploymentSpec.model_fields)
+_BEFORE_WORKLOAD = set(_FIELDS[: _FIELDS.index("workload")])
+_AFTER_WORKLOAD = set(_FIELDS[_FIELDS.index("workload") + 1 :])
+
+
 class _Shape:
     """A spec parsed without its workload, and its canonical JSON cut where the workload goes."""
 
@@ -37,13 +42,11 @@ class _Shape:
 
     def __init__(self, spec: ModelDeploymentSpec) -> None:
         self.spec = spec.model_copy(update={"workload": None}) if spec.workload is not None else spec
-        fields = list(ModelDeploymentSpec.model_fields)
-        at = fields.index("workload")
         # ``{"model":...,"serving":...}`` and ``{"placement":...,"economics":...}``: the whole spec's JSON is the
         # first without its ``}``, ``,"workload":``, the workload's JSON, ``,`` and the second without its ``{``
         # (pydantic writes fields in declaration order, without spaces; every field is written, None as null).
-        self.head = self.spec.model_dump_json(include=set(fields[:at]))[:-1]
-        self.tail = self.spec.model_dump_json(include=set(fields[at + 1 :]))[1:]
+        self.head = self.spec.model_dump_json(include=_BEFORE_WORKLOAD)[:-1]
+        self.tail = self.spec.model_dump_json(include=_AFTER_WORKLOAD)[1:]
 
     def json(self, workload: WorkloadSpec | None) -> str:
         """The JSON of this shape's spec with ``workload``, as ``model_dump_json()`` writes the whole spec."""
