@@ -177,3 +177,12 @@ def test_the_hub_token_is_redacted_from_every_log_line() -> None:
     finally:
         log.removeHandler(handler)
     assert "hf_secretTOKEN123" not in stream.getvalue() and "Bearer ***" in stream.getvalue()
+
+
+def test_a_failure_message_is_one_line_whatever_the_caller_hands_in() -> None:
+    # found by tests/workloads/test_fuzz_workloads.py (2026-12-05): a "line" holding a newline kept it in the
+    # failure message, which a status condition or an Event then shows as two lines
+    log = parse_lines(["ERROR torch.OutOfMemoryError: CUDA out of memory\n0 GiB \x1b[2J"])
+    assert log.failure is not None and log.failure.kind == "out_of_memory"
+    assert not any(ord(c) < 32 for c in log.failure.message)
+    assert "memory\\x0a0 GiB \\x1b[2J" in log.failure.message

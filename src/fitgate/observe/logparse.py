@@ -125,7 +125,8 @@ class _Reader:
         exc = _EXCEPTION.search(line, start, at + 80)
         if exc and exc.start() <= at:
             start = exc.start()
-        message = printable(line[start:].strip())[:MAX_FAILURE_CHARS]
+        # one line: a newline inside a "line" handed to parse_lines (hostile input) is escaped like the rest
+        message = printable(line[start:].strip()).replace("\n", "\\x0a")[:MAX_FAILURE_CHARS]
         failure = Failure(kind, message)
         if kind == "engine_failed":
             self.generic_failure = self.generic_failure or failure
