@@ -114,6 +114,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         flashinfer_sampler=getattr(args, "flashinfer_sampler", None),
         mxfp4_backend=getattr(args, "mxfp4_backend", None),
         vllm_version=args.vllm_version,
+        use_v1=getattr(args, "use_v1", None),
         offline=args.offline_llm,
         **_parallel_serving(args),
         **_issue20_serving(args),

@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--optimization-level", "-O", choices=("0", "1", "2", "3"), help="vLLM's -O<n>: -O0 captures no CUDA graphs"
     )
     p.add_argument(
+        "--use-v1",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="VLLM_USE_V1=1/0 (vLLM 0.8-0.10): --no-use-v1 sizes the V0 engine; default: unset, V1 except on GPUs "
+        "below compute capability 8.0 (T4, V100) before 0.10.2, where vLLM falls back to V0",
+    )
+    p.add_argument(
         "--flashinfer-sampler",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from fitgate.sizing.frozen import evolve
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.reasons import ReasonCode
+from fitgate.sizing.resolve import accounting_of
 from fitgate.sizing.results import ModelInput, Plan, Reason, Verdict
 from fitgate.sizing.serving import ServingConfig, Workload
-from fitgate.sizing.versions import accounting_for
 
 #: The first release whose ``--max-model-len`` accepts ``auto`` / ``-1`` (engine/arg_utils.py 0.14.0 L2121-2135;
 #: 0.13.0 has no ``human_readable_int_or_auto`` and no ``_auto_fit_max_model_len``).
@@ -42,7 +42,7 @@ def plan_auto(
     """The plan vLLM starts with under ``--max-model-len auto``: the model's length, else the longest that fits."""
     fixed = evolve(serving, max_model_len=None, max_model_len_auto=False)
     full = plan_fn(model, gpu, fixed, workload)
-    accounting = accounting_for(serving.vllm_version, serving.engine)
+    accounting = accounting_of(serving, gpu)
     notes: list[str] = []
     if accounting.version < AUTO_SINCE:
         notes.append(

@@ -53,12 +53,12 @@ from fitgate.sizing.parallel import (
 )
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.reasons import ReasonCode
-from fitgate.sizing.resolve import MAX_CONTEXT, checked_int, graphs_in_budget, resolve_serving
+from fitgate.sizing.resolve import MAX_CONTEXT, accounting_of, checked_int, graphs_in_budget, resolve_serving
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import cdiv, fmt_gib
 from fitgate.sizing.verdict_rules import OutsideNeed, max_model_len_that_fits, outside_need, plan_notes
-from fitgate.sizing.versions import VllmAccounting, accounting_for
+from fitgate.sizing.versions import VllmAccounting
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
 __all__ = [
@@ -326,7 +326,7 @@ def _ranks(
     if hit is not None:
         _check_workload(workload)
         return hit
-    accounting = accounting_for(serving.vllm_version, serving.engine)
+    accounting = accounting_of(serving, gpu)
     rs = resolve_serving(model.arch, gpu, serving, accounting)
     if offload.disables_hybrid_manager(rs.kv_connector) and accounting.engine == "V1":
         # a KV connector without SupportsHMA turns the hybrid KV cache manager off (config/vllm.py 0.33.0

@@ -23,7 +23,7 @@ from fitgate.sizing.parallel import (
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.serving import ResolvedServing, ServingConfig
 from fitgate.sizing.units import GiB
-from fitgate.sizing.versions import VllmAccounting
+from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
@@ -87,6 +87,12 @@ def checked_int(value: int | None, name: str, low: int, high: int) -> int | None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise SizingError(name, value, f"an integer from {low} to {high}")
     return value
+
+
+def accounting_of(serving: ServingConfig, gpu: GpuModel) -> VllmAccounting:
+    """The accounting of ``serving``'s release with the engine vLLM runs on ``gpu`` (``versions.engine_for``)."""
+    engine = serving.engine or engine_for(serving.vllm_version, serving.use_v1, gpu.compute_capability)[0]
+    return accounting_for(serving.vllm_version, engine)
 
 
 def resolve_serving(
@@ -248,6 +254,9 @@ def resolve_serving(
         mxfp4_backend=serving.mxfp4_backend,
         vllm_version=accounting.label,
         engine=accounting.engine,
+        engine_note=None
+        if serving.engine
+        else engine_for(serving.vllm_version, serving.use_v1, gpu.compute_capability)[1],
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=serving.runner,

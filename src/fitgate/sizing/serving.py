@@ -46,7 +46,10 @@ class ServingConfig:
     # gpt-oss's MXFP4 MoE backend (``marlin`` or ``triton``; fitgate.sizing.mxfp4); None: the one vLLM's image picks.
     mxfp4_backend: str | None = None
     vllm_version: str | None = None
-    engine: str | None = None
+    engine: str | None = None  # ``V0`` / ``V1`` as a start-up log shows it; None: the one vLLM picks (use_v1, GPU)
+    # ``VLLM_USE_V1`` (vLLM 0.8-0.10): False runs V0, True V1 even where vLLM would fall back (it then raises);
+    # None: unset, V1 unless the GPU is below compute capability 8.0 before 0.10.2 (versions.engine_for).
+    use_v1: bool | None = None
     offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
     kv_cache_memory_bytes: int | None = None  # ``--kv-cache-memory-bytes``: the KV pool per GPU, no profiling
     interconnect: str | None = None  # ``nvlink`` or ``pcie``; None: the GPU catalog's
@@ -157,6 +160,7 @@ class ResolvedServing:
     flashinfer_sampler: bool | None = None  # ServingConfig.flashinfer_sampler
     mxfp4_backend: str | None = None  # ServingConfig.mxfp4_backend
     engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)
+    engine_note: str | None = None  # why the engine is not the release's default (versions.engine_for)
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # ServingConfig.cudagraph_mode after the default
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # ServingConfig.cudagraph_capture_sizes
     max_cudagraph_capture_size: int | None = None  # ServingConfig.max_cudagraph_capture_size

@@ -51,6 +51,8 @@ def plan_notes(
     newer = release_note(given_version)
     if newer is not None:
         notes.append(newer)
+    if rs.engine_note is not None:
+        notes.append(rs.engine_note)
     if rs.extensible_kv_cache:
         notes.append(
             f"vLLM {rs.vllm_version} sizes the KV cache after warm-up and CUDA-graph capture (extensible KV cache): "

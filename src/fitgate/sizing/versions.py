@@ -267,6 +267,52 @@ def release_note(text: str | None) -> str | None:
     return resolve_release(text).note
 
 
+#: The V1 engine's first release and the first without V0 (``VLLM_USE_V1`` is read from 0.8.0 to 0.10.x).
+V1_SINCE = (0, 8, 0)
+V0_REMOVED = (0, 11, 0)
+#: Before 0.10.2, V1 refuses CUDA GPUs below compute capability 8.0 ("Need at least Ampere for now (FA support
+#: required)"): unless ``VLLM_USE_V1`` is set, vLLM logs "Compute Capability < 8.0 is not supported by the V1
+#: Engine. Falling back to V0" and runs V0; with ``VLLM_USE_V1=1`` it raises instead (engine/arg_utils.py
+#: ``_is_v1_supported_oracle`` and ``_raise_or_fallback``: 0.8.0 L1475, 0.8.5 L1350-1356, 0.9.2 L1357-1363,
+#: 0.10.0 L1343-1352, 0.10.1.1 L1403; no such check in 0.10.2 L1431-1560).
+V1_AMPERE_ONLY_UNTIL = (0, 10, 2)
+
+
+def engine_for(
+    version_text: str | None, use_v1: bool | None, compute_capability: str | None
+) -> tuple[str | None, str | None]:
+    """The engine vLLM runs (``V0``, ``V1``; None: the release's own) and the note a plan carries about it.
+
+    ``use_v1`` is ``VLLM_USE_V1`` (None: unset); ``compute_capability`` the CUDA GPU's ("7.5"; None: not CUDA).
+    vLLM 0.8.0-0.10.x runs V1 unless ``VLLM_USE_V1=0`` or V1 cannot run there (engine/arg_utils.py
+    ``create_engine_config``, 0.10.0 L1006-1013: ``try_v1 = envs.VLLM_USE_V1 or not envs.is_set("VLLM_USE_V1")``).
+    """
+    version = parse_version(version_text or DEFAULT_VLLM_VERSION)
+    label = ".".join(map(str, version))
+    if version < V1_SINCE:
+        note = f"VLLM_USE_V1=1: V1 was experimental in vLLM {label}; sized as its V0 engine" if use_v1 else None
+        return None, note
+    if version >= V0_REMOVED:
+        note = (
+            f"VLLM_USE_V1=0: vLLM {label} has no V0 engine (removed in 0.11); sized as V1" if use_v1 is False else None
+        )
+        return None, note
+    if use_v1 is False:
+        return "V0", f"VLLM_USE_V1=0: vLLM {label} runs its V0 engine, sized as V0"
+    old_gpu = compute_capability is not None and int(compute_capability.split(".")[0]) < 8
+    if old_gpu and version < V1_AMPERE_ONLY_UNTIL:
+        if use_v1:
+            return "V1", (
+                f"VLLM_USE_V1=1 on a compute capability {compute_capability} GPU: vLLM {label} raises "
+                "NotImplementedError (V1 needs 8.0 before 0.10.2; unset VLLM_USE_V1 to fall back to V0); sized as V1"
+            )
+        return "V0", (
+            f"vLLM {label} falls back to its V0 engine on a compute capability {compute_capability} GPU (V1 needs "
+            "8.0 before 0.10.2); sized as V0"
+        )
+    return None, None
+
+
 def accounting_for(version_text: str | None = None, engine: str | None = None) -> VllmAccounting:
     """The accounting of a vLLM release (``None``: :data:`DEFAULT_VLLM_VERSION`).
 

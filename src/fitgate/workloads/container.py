@@ -76,6 +76,7 @@ _ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,9
 #: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
 #: The variable that says whether vLLM (0.18+) deducts its CUDA-graph estimate from the KV budget: sized.
 GRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+USE_V1_ENV = "VLLM_USE_V1"  # vLLM 0.8-0.10: "0" runs V0 (sizing.versions.engine_for)
 MAX_CONFIG_BYTES = 256 * 1024
 
 
@@ -307,6 +308,11 @@ def _reading(
                 serving["speculativeConfig"] = speculative
         if found.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true"):
             serving["allowLongMaxModelLen"] = True  # envs.py: "1"/"true" (vLLM then warns instead of refusing)
+        use_v1 = found.env.get(USE_V1_ENV, "").strip()
+        if use_v1 in ("0", "1"):
+            serving["useV1"] = use_v1 == "1"  # envs.py 0.10.0 L650-651: bool(int(...))
+        elif use_v1:
+            more.append(f"{USE_V1_ENV}={use_v1[:20]!r}: not 0 or 1; sized as unset")
         estimate = found.env.get(GRAPH_ESTIMATE_ENV, "").strip()
         if estimate in ("0", "1"):
             serving["cudagraphMemoryEstimate"] = estimate == "1"

@@ -234,6 +234,12 @@ class Serving(_Spec):
         description="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM 0.18+): whether vLLM deducts its CUDA-graph "
         "estimate from the KV budget. Default: the release's (on from 0.20).",
     )
+    use_v1: bool | None = Field(
+        default=None,
+        alias="useV1",
+        description="VLLM_USE_V1 (vLLM 0.8-0.10): false sizes the V0 engine. Default: unset, V1 except on GPUs "
+        "below compute capability 8.0 (T4, V100) before 0.10.2, where vLLM falls back to V0.",
+    )
     performance_mode: Literal["balanced", "interactivity", "throughput"] | None = Field(
         default=None,
         alias="performanceMode",
