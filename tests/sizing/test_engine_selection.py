@@ -30,25 +30,51 @@ V100 = lookup_gpu("V100-16GB")
 
 
 @pytest.mark.parametrize(
-    ("version", "use_v1", "capability", "engine", "note"),
+    ("version", "use_v1", "capability", "kv", "mla", "engine", "note"),
     [
-        ("0.7.3", None, "7.0", None, None),  # V0 is the only engine sized before 0.8
-        ("0.7.3", True, "9.0", None, "V1 was experimental"),
-        ("0.8.0", None, "7.0", "V0", "falls back to its V0 engine on a compute capability 7.0"),
-        ("0.8.5", None, "7.5", "V0", "falls back"),
-        ("0.10.1.1", None, "7.5", "V0", "falls back"),
-        ("0.10.2", None, "7.0", None, None),  # the check is gone: V1 on Volta / Turing
-        ("0.9.2", None, "8.0", None, None),  # Ampere: V1
-        ("0.9.2", None, None, None, None),  # not CUDA (ROCm): no compute capability check
-        ("0.9.2", False, "9.0", "V0", "VLLM_USE_V1=0"),
-        ("0.9.2", True, "7.5", "V1", "raises NotImplementedError"),
-        ("0.19.1", False, "9.0", None, "has no V0 engine"),
+        ("0.7.3", None, "7.0", None, False, None, None),  # V0 is the only engine sized before 0.8
+        ("0.7.3", True, "9.0", None, False, None, "V1 was experimental"),
+        ("0.8.0", None, "7.0", None, False, "V0", "falls back to its V0 engine on a compute capability 7.0"),
+        ("0.8.5", None, "7.5", None, False, "V0", "falls back"),
+        ("0.10.1.1", None, "7.5", None, False, "V0", "falls back"),
+        ("0.10.2", None, "7.0", None, False, None, None),  # the check is gone: V1 on Volta / Turing
+        ("0.9.2", None, "8.0", None, False, None, None),  # Ampere: V1
+        ("0.9.2", None, None, "fp8", False, None, None),  # not CUDA (ROCm): not modelled
+        ("0.9.2", False, "9.0", None, False, "V0", "VLLM_USE_V1=0"),
+        ("0.9.2", True, "7.5", None, False, "V1", "raises NotImplementedError"),
+        ("0.19.1", False, "9.0", None, False, None, "has no V0 engine"),
+        # an fp8 KV cache: none on V1 in 0.8.0-0.8.1; FlashAttention 3 (Hopper) from 0.8.2; 10.0 from 0.10.0;
+        # MLA models from 0.10.2
+        ("0.8.1", None, "9.0", "fp8", False, "V0", "--kv-cache-dtype fp8"),
+        ("0.8.5", None, "9.0", "fp8", False, None, None),
+        ("0.9.2", None, "8.9", "fp8_e4m3", False, "V0", "--kv-cache-dtype fp8_e4m3 on a compute capability 8.9"),
+        ("0.9.2", None, "10.0", "fp8", False, "V0", "fp8"),
+        ("0.10.0", None, "10.0", "fp8", False, None, None),
+        ("0.10.1.1", None, "8.0", "fp8", True, "V0", "fp8"),
+        ("0.10.2", None, "8.0", "fp8", True, None, None),
+        ("0.10.2", None, "12.0", "fp8", False, "V0", "fp8"),  # RTX 5090: not 10.0, not Hopper
+        ("0.10.2", None, "8.9", "auto", False, None, None),
+        ("0.11.0", None, "8.9", "fp8", False, None, None),
     ],
 )
-def test_engine_for(version: str, use_v1: bool | None, capability: str | None, engine: str | None, note: str) -> None:
-    got, why = engine_for(version, use_v1, capability)
+def test_engine_for(
+    version: str, use_v1: bool | None, capability: str | None, kv: str | None, mla: bool, engine: str | None, note: str
+) -> None:
+    got, why = engine_for(version, use_v1, capability, kv, mla)
     assert got == engine
     assert (why is None) if note is None else (why is not None and note in why)
+
+
+def test_an_fp8_kv_cache_on_ada_runs_v0_on_0_9() -> None:
+    # Llama-3.1-8B, --kv-cache-dtype fp8 on an L40S (8.9) with vLLM 0.9.2: FlashAttention 2 there cannot read fp8,
+    # so vLLM runs V0; on an H100 (9.0, FlashAttention 3) it stays V1
+    llama = model("meta-llama/Llama-3.1-8B-Instruct")
+    settings = ServingConfig(max_model_len=8192, kv_cache_dtype="fp8", vllm_version="0.9.2")
+    ada = plan(llama, lookup_gpu("L40S"), settings)
+    assert ada.serving.engine == "V0" and any(
+        "--kv-cache-dtype fp8 on a compute capability 8.9" in n for n in ada.notes
+    )
+    assert plan(llama, lookup_gpu("H100"), settings).serving.engine == "V1"
 
 
 def test_production_stack_v100_tp2_is_sized_as_v0_and_fits() -> None:

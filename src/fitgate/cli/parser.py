@@ -179,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--use-v1",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="VLLM_USE_V1=1/0 (vLLM 0.8-0.10): --no-use-v1 sizes the V0 engine; default: unset, V1 except on GPUs "
-        "below compute capability 8.0 (T4, V100) before 0.10.2, where vLLM falls back to V0",
+        help="VLLM_USE_V1=1/0 (vLLM 0.8-0.10): --no-use-v1 sizes the V0 engine; default: unset, V1 except where vLLM "
+        "falls back to V0 (a T4 or V100 before 0.10.2, an fp8 KV cache off Hopper)",
     )
     p.add_argument(
         "--flashinfer-sampler",

@@ -42,7 +42,7 @@ def plan_auto(
     """The plan vLLM starts with under ``--max-model-len auto``: the model's length, else the longest that fits."""
     fixed = evolve(serving, max_model_len=None, max_model_len_auto=False)
     full = plan_fn(model, gpu, fixed, workload)
-    accounting = accounting_of(serving, gpu)
+    accounting = accounting_of(model.arch, gpu, serving)
     notes: list[str] = []
     if accounting.version < AUTO_SINCE:
         notes.append(

@@ -326,7 +326,7 @@ def _ranks(
     if hit is not None:
         _check_workload(workload)
         return hit
-    accounting = accounting_of(serving, gpu)
+    accounting = accounting_of(model.arch, gpu, serving)
     rs = resolve_serving(model.arch, gpu, serving, accounting)
     if offload.disables_hybrid_manager(rs.kv_connector) and accounting.engine == "V1":
         # a KV connector without SupportsHMA turns the hybrid KV cache manager off (config/vllm.py 0.33.0

@@ -89,10 +89,17 @@ def checked_int(value: int | None, name: str, low: int, high: int) -> int | None
     return value
 
 
-def accounting_of(serving: ServingConfig, gpu: GpuModel) -> VllmAccounting:
-    """The accounting of ``serving``'s release with the engine vLLM runs on ``gpu`` (``versions.engine_for``)."""
-    engine = serving.engine or engine_for(serving.vllm_version, serving.use_v1, gpu.compute_capability)[0]
-    return accounting_for(serving.vllm_version, engine)
+def _engine(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig) -> tuple[str | None, str | None]:
+    """The engine vLLM runs (None: the release's own) and why (``versions.engine_for``)."""
+    if serving.engine:
+        return serving.engine, None
+    cc = gpu.compute_capability
+    return engine_for(serving.vllm_version, serving.use_v1, cc, serving.kv_cache_dtype, arch.uses_mla)
+
+
+def accounting_of(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig) -> VllmAccounting:
+    """The accounting of ``serving``'s release with the engine vLLM runs there (``versions.engine_for``)."""
+    return accounting_for(serving.vllm_version, _engine(arch, gpu, serving)[0])
 
 
 def resolve_serving(
@@ -254,9 +261,7 @@ def resolve_serving(
         mxfp4_backend=serving.mxfp4_backend,
         vllm_version=accounting.label,
         engine=accounting.engine,
-        engine_note=None
-        if serving.engine
-        else engine_for(serving.vllm_version, serving.use_v1, gpu.compute_capability)[1],
+        engine_note=_engine(arch, gpu, serving)[1],
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=serving.runner,

@@ -276,14 +276,54 @@ V0_REMOVED = (0, 11, 0)
 #: ``_is_v1_supported_oracle`` and ``_raise_or_fallback``: 0.8.0 L1475, 0.8.5 L1350-1356, 0.9.2 L1357-1363,
 #: 0.10.0 L1343-1352, 0.10.1.1 L1403; no such check in 0.10.2 L1431-1560).
 V1_AMPERE_ONLY_UNTIL = (0, 10, 2)
+#: An fp8 KV cache (``--kv-cache-dtype fp8*``) on V1 before 0.11: none in 0.8.0-0.8.1 ("No Fp8 KV cache so far",
+#: arg_utils.py 0.8.0 L1479-1483); from 0.8.2 where FlashAttention 3 reads it, Hopper only (``flash_attn_supports_fp8``:
+#: FA3 and capability major 9, attention/utils/fa_utils.py 0.8.5 L51-54; arg_utils.py 0.8.2 L1560-1574, 0.9.2
+#: L1365-1382); from 0.10.0 also capability 10.0 (platforms/cuda.py 0.10.0 L460-470 ``is_device_capability(100)``);
+#: from 0.10.2 also MLA models, on FlashMLA / CUTLASS MLA by default (cuda.py 0.10.2 L522-561). Elsewhere vLLM falls
+#: back to V0 the same way (0.10.2 L1465-1471). ROCm is not modelled (fitgate has no capability for it).
+FP8_KV_ON_V1_SINCE = (0, 8, 2)
+FP8_KV_ON_SM100_SINCE = (0, 10, 0)
+FP8_KV_MLA_ON_V1_SINCE = (0, 10, 2)
+
+
+def _v1_refuses(version: tuple[int, int, int], capability: str, kv_cache_dtype: str | None, mla: bool) -> str | None:
+    """Why V1 of ``version`` cannot run on this CUDA GPU with these settings (``_is_v1_supported_oracle``), or None."""
+    major, _, minor = capability.partition(".")
+    cc = int(major) * 10 + int(minor or 0)
+    if cc < 80 and version < V1_AMPERE_ONLY_UNTIL:
+        return f"on a compute capability {capability} GPU (V1 needs 8.0 before 0.10.2)"
+    if kv_cache_dtype is None or kv_cache_dtype == "auto":
+        return None
+    fp8 = kv_cache_dtype.startswith("fp8")
+    readable = (
+        version >= FP8_KV_ON_V1_SINCE
+        and fp8
+        and (
+            cc // 10 == 9
+            or (cc == 100 and version >= FP8_KV_ON_SM100_SINCE)
+            or (mla and version >= FP8_KV_MLA_ON_V1_SINCE)
+        )
+    )
+    if readable:
+        return None
+    return (
+        f"for --kv-cache-dtype {kv_cache_dtype} on a compute capability {capability} GPU (V1 reads an fp8 KV cache "
+        "with FlashAttention 3 on Hopper only before 0.11, also on 10.0 from 0.10.0 and for MLA models from 0.10.2)"
+    )
 
 
 def engine_for(
-    version_text: str | None, use_v1: bool | None, compute_capability: str | None
+    version_text: str | None,
+    use_v1: bool | None,
+    compute_capability: str | None,
+    kv_cache_dtype: str | None = None,
+    mla: bool = False,
 ) -> tuple[str | None, str | None]:
     """The engine vLLM runs (``V0``, ``V1``; None: the release's own) and the note a plan carries about it.
 
-    ``use_v1`` is ``VLLM_USE_V1`` (None: unset); ``compute_capability`` the CUDA GPU's ("7.5"; None: not CUDA).
+    ``use_v1`` is ``VLLM_USE_V1`` (None: unset); ``compute_capability`` the CUDA GPU's ("7.5"; None: not CUDA);
+    ``kv_cache_dtype`` and ``mla`` (the model attends with MLA) decide whether V1 reads an fp8 KV cache there.
     vLLM 0.8.0-0.10.x runs V1 unless ``VLLM_USE_V1=0`` or V1 cannot run there (engine/arg_utils.py
     ``create_engine_config``, 0.10.0 L1006-1013: ``try_v1 = envs.VLLM_USE_V1 or not envs.is_set("VLLM_USE_V1")``).
     """
@@ -299,18 +339,15 @@ def engine_for(
         return None, note
     if use_v1 is False:
         return "V0", f"VLLM_USE_V1=0: vLLM {label} runs its V0 engine, sized as V0"
-    old_gpu = compute_capability is not None and int(compute_capability.split(".")[0]) < 8
-    if old_gpu and version < V1_AMPERE_ONLY_UNTIL:
-        if use_v1:
-            return "V1", (
-                f"VLLM_USE_V1=1 on a compute capability {compute_capability} GPU: vLLM {label} raises "
-                "NotImplementedError (V1 needs 8.0 before 0.10.2; unset VLLM_USE_V1 to fall back to V0); sized as V1"
-            )
-        return "V0", (
-            f"vLLM {label} falls back to its V0 engine on a compute capability {compute_capability} GPU (V1 needs "
-            "8.0 before 0.10.2); sized as V0"
+    why = None if compute_capability is None else _v1_refuses(version, compute_capability, kv_cache_dtype, mla)
+    if why is None:
+        return None, None
+    if use_v1:
+        return "V1", (
+            f"VLLM_USE_V1=1: vLLM {label} raises NotImplementedError {why}; unset VLLM_USE_V1 to fall back to V0; "
+            "sized as V1"
         )
-    return None, None
+    return "V0", f"vLLM {label} falls back to its V0 engine {why}; sized as V0"
 
 
 def accounting_for(version_text: str | None = None, engine: str | None = None) -> VllmAccounting:

@@ -237,8 +237,8 @@ class Serving(_Spec):
     use_v1: bool | None = Field(
         default=None,
         alias="useV1",
-        description="VLLM_USE_V1 (vLLM 0.8-0.10): false sizes the V0 engine. Default: unset, V1 except on GPUs "
-        "below compute capability 8.0 (T4, V100) before 0.10.2, where vLLM falls back to V0.",
+        description="VLLM_USE_V1 (vLLM 0.8-0.10): false sizes the V0 engine. Default: unset, V1 except where vLLM "
+        "falls back to V0 (a T4 or V100 before 0.10.2, an fp8 KV cache off Hopper).",
     )
     performance_mode: Literal["balanced", "interactivity", "throughput"] | None = Field(
         default=None,
