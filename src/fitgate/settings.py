@@ -161,7 +161,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "FITGATE_WORKLOAD_CONFIGMAPS",
         "0",
-        "`1`: the workload webhook and audit read the ConfigMap a `--config` file is mounted from "
+        "`1`: the workload webhook and audit read the ConfigMaps a `--config` file is mounted from and the env reads "
         "(chart `workloadWebhook.readConfigMaps`); `0`: such a verdict is Unknown.",
     ),
 )

@@ -175,3 +175,25 @@ def test_without_configmaps_the_verdict_stays_unknown() -> None:
         "(chart workloadWebhook.readConfigMaps: false)" in w
         for w in warnings
     ), warnings
+
+
+def test_the_env_is_read_from_the_cluster_s_configmaps(api: client.ApiClient) -> None:
+    # the model from an envFrom ConfigMap and the length from a configMapKeyRef of another: two reads, then the
+    # verdict (Llama-3.1-8B at 131072 tokens on an L4 is the denial of the --config test above)
+    obj = deployment()
+    container = obj["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "$(MODEL)", "--max-model-len", "$(LEN)"]
+    container["envFrom"] = [{"configMapRef": {"name": "models"}}]
+    container["env"] = [{"name": "LEN", "valueFrom": {"configMapKeyRef": {"name": "lengths", "key": "long"}}}]
+    ApiServer.configmaps = {"models": {"MODEL": "meta-llama/Llama-3.1-8B-Instruct"}, "lengths": {"long": "131072"}}
+    m = changed(memo(), configmaps=ConfigMaps(api))
+    with pytest.raises(kopf.AdmissionError, match=r"one 131072-token request needs 16\.00 GiB of KV cache per GPU"):
+        review(obj, m)
+    assert ApiServer.gets == [
+        "/api/v1/namespaces/serving/configmaps/models",
+        "/api/v1/namespaces/serving/configmaps/lengths",
+    ]
+    ApiServer.configmaps = {"models": {"MODEL": "meta-llama/Llama-3.1-8B-Instruct"}}
+    m = changed(memo(), configmaps=ConfigMaps(api))
+    warnings = review(obj, m)  # the second ConfigMap is missing: Unknown, naming it
+    assert any("ConfigMap lengths (key long) in serving: not found" in w for w in warnings), warnings

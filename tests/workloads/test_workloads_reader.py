@@ -247,12 +247,37 @@ def test_variable_from_a_secret_is_unknown_naming_it() -> None:
                 "name": "vllm",
                 "image": "vllm/vllm-openai:v0.19.1",
                 "args": ["--model", "Qwen/Qwen3-8B", "--max-model-len", "$(LEN)"],
-                "env": [{"name": "LEN", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "len"}}}],
+                "env": [{"name": "LEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "len"}}}],
                 "resources": {"limits": {"nvidia.com/gpu": "1"}},
             }
         )
     )
     assert r is not None and r.unknown == "--max-model-len $(LEN): a variable not set in the container's env"
+    assert r.config_map is None  # fitgate never reads Secrets
+
+
+def test_variables_from_configmaps_are_read_where_fitgate_has_them() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.1",
+        "args": ["--model", "$(VLLM_MODEL)", "--max-model-len", "$(LEN)", "--tensor-parallel-size", "$(TP)"],
+        "envFrom": [{"configMapRef": {"name": "shared"}, "prefix": "VLLM_"}, {"configMapRef": {"name": "other"}}],
+        "env": [
+            {"name": "LEN", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "len"}}},
+            {"name": "TP", "value": "2"},
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    unread = read_workload(deployment(container))
+    assert unread is not None and unread.config_map == ("shared", "*")  # the first one the kubelet reads
+    assert "ConfigMap shared (key *)" in str(unread.unknown)
+    maps = {"shared": {"MODEL": "Qwen/Qwen3-8B", "1bad": "x"}, "c": {"len": "16384"}}
+    half = read_workload(deployment(container), {"shared": maps["shared"]})  # the next missing one, in order
+    assert half is not None and half.config_map == ("other", "*") and "$(LEN)" in str(half.unknown)
+    r = read_workload(deployment(container), maps)  # "other" is missing: none of the flags needs it
+    assert r is not None and r.unknown is None and r.invalid is None, r
+    serving = parse_spec(r.spec()).serving
+    assert r.model == "Qwen/Qwen3-8B" and serving.max_model_len == 16384 and serving.tensor_parallel_size == 2
 
 
 def test_config_file_from_a_configmap_in_the_manifest_set() -> None:

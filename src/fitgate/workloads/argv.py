@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fitgate.workloads import shellmath
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget
@@ -158,22 +159,70 @@ def expand_k8s(text: str, env: Mapping[str, str], budget: ExpansionBudget | None
     return _expand(_K8S_REF, text, sub, budget, "$(VAR)")
 
 
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def configmap_refs(container: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """The ConfigMaps a container's env reads, in the order the kubelet reads them (``envFrom`` first).
+
+    (name, key) of each ``configMapKeyRef``, (name, None) of each ``envFrom`` ``configMapRef``.
+    """
+    refs: list[tuple[str, str | None]] = []
+    env_from, env = container.get("envFrom"), container.get("env")
+    for item in env_from if isinstance(env_from, list) else ():
+        ref = item.get("configMapRef") if isinstance(item, dict) else None
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+            refs.append((ref["name"], None))
+    for item in env if isinstance(env, list) else ():
+        source = item.get("valueFrom") if isinstance(item, dict) else None
+        ref = source.get("configMapKeyRef") if isinstance(source, dict) else None
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("key"), str):
+            refs.append((ref["name"], ref["key"]))
+    return refs
+
+
 def container_env(
-    env: object, budget: ExpansionBudget | None = None, platform: Mapping[str, str] | None = None
+    env: object,
+    budget: ExpansionBudget | None = None,
+    platform: Mapping[str, str] | None = None,
+    *,
+    env_from: object = None,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, str]:
-    """A container's literal env values, each expanded against those before it (``valueFrom`` left out).
+    """A container's env as the kubelet builds it: ``envFrom`` ConfigMaps, then ``env``.
+
+    Each literal value is expanded against those before it; a ``configMapKeyRef`` (or an ``envFrom``
+    ConfigMap) is read from ``configmaps`` when it is there, any other ``valueFrom`` left out.
 
     ``platform``: the variables the platform injects before them (LeaderWorkerSet's ``LWS_*``); the
-    container's own entries of the same name win.
+    container's own entries of the same name win. A ConfigMap's values count against ``budget`` as copies.
 
     Raises:
         BudgetError: the values expand past ``budget`` (``A_i=$(A_{i-1})$(A_{i-1})``).
     """
     out: dict[str, str] = dict(platform or {})
     budget = budget or ExpansionBudget()
+    maps = configmaps or {}
+    for item in env_from if isinstance(env_from, list) else ():
+        ref = item.get("configMapRef") if isinstance(item, dict) else None
+        data = maps.get(ref["name"]) if isinstance(ref, dict) and isinstance(ref.get("name"), str) else None
+        prefix = str(item.get("prefix") or "")
+        for key, value in (data or {}).items():
+            if _ENV_NAME.fullmatch(prefix + key):  # the kubelet skips keys that are not variable names
+                budget.spend(len(value), f"envFrom ConfigMap {ref['name'] if isinstance(ref, dict) else ''}")
+                out[prefix + key] = value
     for item in env if isinstance(env, list) else ():
-        if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        if "value" in item:
             out[item["name"]] = expand_k8s(str(item.get("value") or ""), out, budget)
+            continue
+        source = item.get("valueFrom")
+        ref = source.get("configMapKeyRef") if isinstance(source, dict) else None
+        if isinstance(ref, dict) and str(ref.get("key")) in (maps.get(str(ref.get("name"))) or {}):
+            value = maps[str(ref["name"])][str(ref["key"])]
+            budget.spend(len(value), f"env {item['name']} from ConfigMap {ref['name']}")
+            out[item["name"]] = value
     return out
 
 

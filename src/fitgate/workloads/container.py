@@ -26,6 +26,7 @@ from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
     config_file_flags,
+    configmap_refs,
     container_env,
     find_engine_command,
     long_name,
@@ -164,6 +165,7 @@ class _Found:
     engine: EngineCommand
     env: dict[str, str]
     origins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # see Reading.origins
+    platform_env: dict[str, str] = field(default_factory=dict)  # what the platform injects (LWS_*)
 
 
 _VAR_WORD = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -196,24 +198,49 @@ def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = Non
         image = str(container.get("image") or "")
         if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
             continue  # vLLM's CPU backend: no GPU to check
-        is_vllm, entrypoint = vllm_image(image)
-        budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
-        env = container_env(container.get("env"), budget, platform_env)
-        try:
-            engine = find_engine_command(
-                [str(w) for w in as_list(container.get("command"))],
-                [str(w) for w in as_list(container.get("args"))],
-                env,
-                image_entrypoint=is_vllm and entrypoint,
-                budget=budget,
-            )
-        except CommandError as exc:
-            raise WorkloadError(f"container {container.get('name')}: {exc}") from None
-        if engine is not None:
-            command = [str(w) for w in as_list(container.get("command"))]
-            args = [str(w) for w in as_list(container.get("args"))]
-            origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
-            return _Found(container, pod, engine, env, origins)
+        found = _engine_of(container, pod, platform_env, None)
+        if found is not None:
+            return found
+    return None
+
+
+def _engine_of(
+    container: dict[str, Any],
+    pod: dict[str, Any],
+    platform_env: Mapping[str, str] | None,
+    configmaps: Mapping[str, Mapping[str, str]] | None,
+) -> _Found | None:
+    """``container``'s vLLM command with its env (ConfigMap values read from ``configmaps``), or None."""
+    is_vllm, entrypoint = vllm_image(str(container.get("image") or ""))
+    budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
+    env = container_env(
+        container.get("env"), budget, platform_env, env_from=container.get("envFrom"), configmaps=configmaps
+    )
+    command = [str(w) for w in as_list(container.get("command"))]
+    args = [str(w) for w in as_list(container.get("args"))]
+    try:
+        engine = find_engine_command(command, args, env, image_entrypoint=is_vllm and entrypoint, budget=budget)
+    except CommandError as exc:
+        raise WorkloadError(f"container {container.get('name')}: {exc}") from None
+    if engine is None:
+        return None
+    origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
+    return _Found(container, pod, engine, env, origins, dict(platform_env or {}))
+
+
+def _with_configmaps(found: _Found, configmaps: Mapping[str, Mapping[str, str]]) -> _Found:
+    """``found`` read again with the ConfigMaps its env names, where ``configmaps`` holds them."""
+    if not any(name in configmaps for name, _ in configmap_refs(found.container)):
+        return found
+    again = _engine_of(found.container, found.pod, found.platform_env, configmaps)
+    return found if again is None else again
+
+
+def _missing_configmap(found: _Found, configmaps: Mapping[str, Mapping[str, str]]) -> tuple[str, str] | None:
+    """The first ConfigMap (name, key; "*" for a whole ``envFrom``) the env names that ``configmaps`` lacks."""
+    for name, key in configmap_refs(found.container):
+        if name not in configmaps or (key is not None and key not in configmaps[name]):
+            return name, key or "*"
     return None
 
 
@@ -272,6 +299,7 @@ def _reading(
         model=model or found.engine.flags.get("--model") or found.engine.model,  # named even when unreadable
     )
     try:
+        found = _with_configmaps(found, configmaps)
         flags, unknown, more, ref, origins = read_container(found, configmaps)
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
@@ -355,7 +383,12 @@ def _reading(
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
         dp = data_parallel_ranks(flags, pods_per_replica)
     except (_UnknownValueError, BudgetError) as exc:
-        return _finish(base, unknown=str(exc))
+        missing = _missing_configmap(found, configmaps) if "variable not set" in str(exc) else None
+        if missing is None:
+            return _finish(base, unknown=str(exc))
+        name, key = missing
+        why = f"{exc}; the env reads ConfigMap {name} (key {key}), which fitgate has not read"
+        return _finish(base, unknown=why, config_map=missing)
     except WorkloadError as exc:
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
     all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))

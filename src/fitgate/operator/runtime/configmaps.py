@@ -1,4 +1,4 @@
-"""The ConfigMaps that vLLM ``--config`` files come from, read from the API server for one workload.
+"""The ConfigMaps a vLLM workload reads (its ``--config`` file, its env), read from the API server for one workload.
 
 ``fitgate check`` finds a ``--config`` file's ConfigMap in the same manifest set; the webhook and the
 audit see one object, so they read the ConfigMap it mounts (:attr:`fitgate.workloads.Reading.config_map`)
@@ -29,6 +29,8 @@ from fitgate.workloads import Reading
 TTL_S = 30.0
 #: The most bytes one ConfigMap's data may hold (the API server's own limit is 1 MiB).
 MAX_BYTES = 1024 * 1024
+#: ConfigMaps one workload may need read (a ``--config`` file, its env's ``configMapKeyRef`` / ``envFrom``).
+MAX_PER_WORKLOAD = 4
 #: ConfigMaps remembered at once. Bound 1024: one per ``--config`` file the cluster's vLLM workloads mount
 #: (a few per model served); each holds at most MAX_BYTES, so 1 GiB at the very worst.
 ENTRIES = 1024
@@ -123,18 +125,29 @@ class ConfigMaps:
         timeout_s: float,
         extra_paths: Mapping[str, str] | None = None,
     ) -> Reading | None:
-        """``reading`` of ``obj`` with its ``--config`` file read from the cluster, when it needs one."""
-        if reading is None or reading.config_map is None or reading.unknown is None:
-            return reading
-        name, key = reading.config_map
-        try:
-            data = await self.get(reading.namespace, name, timeout_s)
-        except ConfigMapError as exc:
-            return replace(reading, unknown=f"--config: ConfigMap {name} (key {key}) in {reading.namespace}: {exc}")
-        resolved = await read_workload_bounded(dict(obj), {name: data}, extra_paths)
-        if resolved is None:
-            return reading
-        return replace(resolved, namespace=reading.namespace, name=reading.name)
+        """``reading`` of ``obj`` with the ConfigMaps it needs read from the cluster.
+
+        Its ``--config`` file's, its env's ``configMapKeyRef`` / ``envFrom``: one at a time, as each reading
+        names the next, at most :data:`MAX_PER_WORKLOAD`, all within ``timeout_s``.
+        """
+        deadline = self._clock() + timeout_s
+        read: dict[str, dict[str, str]] = {}
+        for _ in range(MAX_PER_WORKLOAD):
+            if reading is None or reading.config_map is None or reading.unknown is None:
+                return reading
+            name, key = reading.config_map
+            if name in read:  # read, and the key is not there: the reading says so
+                return reading
+            try:
+                left = timeout_s if not read else max(0.001, deadline - self._clock())
+                read[name] = await self.get(reading.namespace, name, left)
+            except ConfigMapError as exc:
+                return replace(reading, unknown=f"ConfigMap {name} (key {key}) in {reading.namespace}: {exc}")
+            resolved = await read_workload_bounded(dict(obj), read, extra_paths)
+            if resolved is None:
+                return reading
+            reading = replace(resolved, namespace=reading.namespace, name=reading.name)
+        return reading
 
 
 def unread(reading: Reading) -> Reading:
@@ -143,4 +156,4 @@ def unread(reading: Reading) -> Reading:
         return reading
     name, key = reading.config_map
     why = "fitgate does not read ConfigMaps (chart workloadWebhook.readConfigMaps: false)"
-    return replace(reading, unknown=f"--config: ConfigMap {name} (key {key}) in {reading.namespace}: {why}")
+    return replace(reading, unknown=f"ConfigMap {name} (key {key}) in {reading.namespace}: {why}")
