@@ -317,6 +317,27 @@ def test_a_config_file_is_read_from_its_configmap_in_the_cluster(
     wait_annotated(kube, ns, "deployment", "early", "DoesNotFit")  # the audit reads it too
 
 
+def test_env_values_are_read_from_configmaps_in_the_cluster(kube: Kube, operator: Operator, namespace: str) -> None:
+    # the model from an envFrom ConfigMap, the length from another's key: the webhook gets both from the API server
+    ns = labelled(kube, namespace, "enforce")
+    doc = config_deployment("env")
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "$(MODEL)", "--max-model-len", "$(LEN)"]
+    container["envFrom"] = [{"configMapRef": {"name": "models"}}]
+    container["env"] = [{"name": "LEN", "valueFrom": {"configMapKeyRef": {"name": "lengths", "key": "long"}}}]
+    del container["volumeMounts"], doc["spec"]["template"]["spec"]["volumes"]
+    models = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "models"}}
+    apply(kube, ns, {**models, "data": {"MODEL": "meta-llama/Llama-3.1-8B-Instruct"}})
+    result = apply(kube, ns, doc)  # "lengths" is not there yet: Unknown, admitted with a warning naming it
+    assert "ConfigMap lengths (key long) in " + ns + ": not found" in result.stderr, result.stderr
+    lengths = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lengths"}}
+    apply(kube, ns, {**lengths, "data": {"long": "131072"}})
+    doc["metadata"]["name"] = "env-late"
+    result = apply(kube, ns, doc, check=False)
+    assert result.returncode != 0, result.stderr
+    assert "one 131072-token request needs 16.00 GiB of KV cache per GPU" in result.stderr, result.stderr
+
+
 def test_webhook_down_applies_still_succeed(kube: Kube, operator: Operator, namespace: str) -> None:
     ns = labelled(kube, namespace, "enforce")
     operator.stop()
