@@ -65,6 +65,16 @@ def test_engine_for(
     assert (why is None) if note is None else (why is not None and note in why)
 
 
+@pytest.mark.parametrize(
+    ("version", "capability", "engine"),
+    [("0.8.0", "9.0", "V0"), ("0.9.1", None, "V0"), ("0.9.2", "9.0", None), ("0.7.3", "9.0", None)],
+)
+def test_a_pooling_model_runs_v0_before_0_9_2(version: str, capability: str | None, engine: str | None) -> None:
+    # arg_utils.py 0.8.0 L1512-1516 ... 0.9.1 L1347-1350: task not "generate" falls back (any platform); 0.9.2 no more
+    got, why = engine_for(version, None, capability, runner="pooling")
+    assert got == engine and (engine is None or (why is not None and "pooling model" in why))
+
+
 def test_an_fp8_kv_cache_on_ada_runs_v0_on_0_9() -> None:
     # Llama-3.1-8B, --kv-cache-dtype fp8 on an L40S (8.9) with vLLM 0.9.2: FlashAttention 2 there cannot read fp8,
     # so vLLM runs V0; on an H100 (9.0, FlashAttention 3) it stays V1

@@ -94,7 +94,7 @@ def _engine(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig) -> t
     if serving.engine:
         return serving.engine, None
     cc = gpu.compute_capability
-    return engine_for(serving.vllm_version, serving.use_v1, cc, serving.kv_cache_dtype, arch.uses_mla)
+    return engine_for(serving.vllm_version, serving.use_v1, cc, serving.kv_cache_dtype, arch.uses_mla, serving.runner)
 
 
 def accounting_of(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig) -> VllmAccounting:

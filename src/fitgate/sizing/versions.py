@@ -285,10 +285,20 @@ V1_AMPERE_ONLY_UNTIL = (0, 10, 2)
 FP8_KV_ON_V1_SINCE = (0, 8, 2)
 FP8_KV_ON_SM100_SINCE = (0, 10, 0)
 FP8_KV_MLA_ON_V1_SINCE = (0, 10, 2)
+#: A pooling model (embedding, classification, reward) on V1: not before 0.9.2 ("No Embedding Models so far":
+#: ``model_config.task not in ["generate"]``, arg_utils.py 0.8.0 L1512-1516, 0.8.5 L1396-1400, 0.9.0 L1294-1298,
+#: 0.9.1 L1347-1350; gone in 0.9.2).
+POOLING_ON_V1_SINCE = (0, 9, 2)
 
 
-def _v1_refuses(version: tuple[int, int, int], capability: str, kv_cache_dtype: str | None, mla: bool) -> str | None:
-    """Why V1 of ``version`` cannot run on this CUDA GPU with these settings (``_is_v1_supported_oracle``), or None."""
+def _v1_refuses(
+    version: tuple[int, int, int], capability: str | None, kv_cache_dtype: str | None, mla: bool, runner: str
+) -> str | None:
+    """Why V1 of ``version`` cannot run here with these settings (``_is_v1_supported_oracle``), or None."""
+    if runner == "pooling" and version < POOLING_ON_V1_SINCE:
+        return "for a pooling model (V1 runs generation only before 0.9.2)"
+    if capability is None:  # not CUDA: ROCm's fallbacks are not modelled
+        return None
     major, _, minor = capability.partition(".")
     cc = int(major) * 10 + int(minor or 0)
     if cc < 80 and version < V1_AMPERE_ONLY_UNTIL:
@@ -319,11 +329,13 @@ def engine_for(
     compute_capability: str | None,
     kv_cache_dtype: str | None = None,
     mla: bool = False,
+    runner: str = "generate",
 ) -> tuple[str | None, str | None]:
     """The engine vLLM runs (``V0``, ``V1``; None: the release's own) and the note a plan carries about it.
 
     ``use_v1`` is ``VLLM_USE_V1`` (None: unset); ``compute_capability`` the CUDA GPU's ("7.5"; None: not CUDA);
-    ``kv_cache_dtype`` and ``mla`` (the model attends with MLA) decide whether V1 reads an fp8 KV cache there.
+    ``kv_cache_dtype`` and ``mla`` (the model attends with MLA) decide whether V1 reads an fp8 KV cache there;
+    ``runner`` is ``--runner`` (``pooling``: an embedding, classification or reward model).
     vLLM 0.8.0-0.10.x runs V1 unless ``VLLM_USE_V1=0`` or V1 cannot run there (engine/arg_utils.py
     ``create_engine_config``, 0.10.0 L1006-1013: ``try_v1 = envs.VLLM_USE_V1 or not envs.is_set("VLLM_USE_V1")``).
     """
@@ -339,7 +351,7 @@ def engine_for(
         return None, note
     if use_v1 is False:
         return "V0", f"VLLM_USE_V1=0: vLLM {label} runs its V0 engine, sized as V0"
-    why = None if compute_capability is None else _v1_refuses(version, compute_capability, kv_cache_dtype, mla)
+    why = _v1_refuses(version, compute_capability, kv_cache_dtype, mla, runner)
     if why is None:
         return None, None
     if use_v1:
