@@ -149,3 +149,30 @@ def test_cli_no_use_v1(capsys: pytest.CaptureFixture[str]) -> None:
     assert any("VLLM_USE_V1=0: vLLM 0.9.2 runs its V0 engine" in n for n in notes)
     assert main([*args, "--vllm-version", "0.9.2"]) == 0
     assert not any("V0" in n for n in json.loads(capsys.readouterr().out)["notes"])
+
+
+def test_the_workload_s_flashinfer_sampler_variable_is_sized() -> None:
+    # VLLM_USE_FLASHINFER_SAMPLER=1 on 0.11.1+ (opt-in there) samples without PyTorch's sort: the profiling pass
+    # shrinks from the sort's 14.35-37.8 B a logit to FlashInfer's 14 B (versions.py), so the KV pool grows
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.15.1",
+        "args": ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192"],
+        "env": [{"name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "1"}],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "q", "namespace": "ml"},
+        "spec": {"template": {"spec": {"containers": [container]}}},
+    }
+    r = read_workload(doc)
+    assert r is not None and r.unknown is None, r
+    spec = parse_spec(r.spec())
+    assert spec.serving.flashinfer_sampler is True
+    h100 = lookup_gpu("H100")
+    qwen = model("Qwen/Qwen2.5-7B-Instruct")
+    on = plan(qwen, h100, serving_config(spec))
+    off = plan(qwen, h100, ServingConfig(max_model_len=8192, vllm_version="0.15.1"))
+    assert on.per_gpu.activation_bytes < off.per_gpu.activation_bytes

@@ -77,6 +77,7 @@ _ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,9
 #: The most bytes of a ``--config`` file fitgate parses (vLLM's own files are a few hundred bytes).
 #: The variable that says whether vLLM (0.18+) deducts its CUDA-graph estimate from the KV budget: sized.
 GRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"  # the sampler's profiling pass (sizing.activation)
 USE_V1_ENV = "VLLM_USE_V1"  # vLLM 0.8-0.10: "0" runs V0 (sizing.versions.engine_for)
 MAX_CONFIG_BYTES = 256 * 1024
 
@@ -336,6 +337,11 @@ def _reading(
                 serving["speculativeConfig"] = speculative
         if found.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true"):
             serving["allowLongMaxModelLen"] = True  # envs.py: "1"/"true" (vLLM then warns instead of refusing)
+        sampler = found.env.get(FLASHINFER_SAMPLER_ENV, "").strip()
+        if sampler in ("0", "1"):
+            serving["flashinferSampler"] = sampler == "1"  # envs.py 0.10.2 L482-484: bool(int(...)), unset None
+        elif sampler:
+            more.append(f"{FLASHINFER_SAMPLER_ENV}={sampler[:20]!r}: not 0 or 1; sized as unset")
         use_v1 = found.env.get(USE_V1_ENV, "").strip()
         if use_v1 in ("0", "1"):
             serving["useV1"] = use_v1 == "1"  # envs.py 0.10.0 L650-651: bool(int(...))

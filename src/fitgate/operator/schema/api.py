@@ -240,6 +240,13 @@ class Serving(_Spec):
         description="VLLM_USE_V1 (vLLM 0.8-0.10): false sizes the V0 engine. Default: unset, V1 except where vLLM "
         "falls back to V0 (a T4 or V100 before 0.10.2, an fp8 KV cache off Hopper).",
     )
+    flashinfer_sampler: bool | None = Field(
+        default=None,
+        alias="flashinferSampler",
+        description="VLLM_USE_FLASHINFER_SAMPLER with FlashInfer installed (as in vLLM's image): true samples with "
+        "FlashInfer's top-k/top-p kernels, false with PyTorch's sort (a larger profiling pass). Default: the "
+        "release's (on in 0.8-0.11.0, opt-in from 0.11.1).",
+    )
     performance_mode: Literal["balanced", "interactivity", "throughput"] | None = Field(
         default=None,
         alias="performanceMode",
