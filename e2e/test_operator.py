@@ -170,6 +170,37 @@ def test_fitting_deployment_gets_status_and_columns(kube: Kube, operator: Operat
     assert kube.kubectl("get", "mdep", "llama-8b", "-n", namespace, check=False).returncode != 0
 
 
+def test_latency_targets_are_answered_in_status(kube: Kube, operator: Operator, namespace: str) -> None:
+    # issue 24: the ISL / OSL and a request rate with a TTFT target; one replica cannot serve 40 req/s of 1k / 256
+    # tokens (saturated), the status says so and how many replicas would
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+        "serving": {"maxModelLen": 8192},
+        "workload": {
+            "concurrentRequests": 16,
+            "contextTokens": 4096,
+            "inputTokens": 1024,
+            "outputTokens": 256,
+            "requestRate": 40,
+            "ttftMs": 2000,
+        },
+        "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
+    }
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("rate", spec))
+    perf = wait_verdict(kube, namespace, "rate", "Fits")["performance"]
+    assert perf["saturated"] is True and perf["ttftMs"] == -1 and perf["meetsTargets"] is False
+    needed = perf["replicasForTargets"]
+    assert needed > 1
+    kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("rate", {**spec, "replicas": needed}))
+    enough = kube.wait_for(
+        lambda: (p := status(kube, namespace, "rate").get("performance") or {}).get("replicas") == needed and p,
+        timeout=45,
+        what="status.performance at the replicas it named",
+    )
+    assert enough["meetsTargets"] is True and needed * enough["requestsPerSecond"] >= 40 * 0.999
+    assert kube.get("mdep", "rate", "-n", namespace)["spec"]["workload"] == spec["workload"]  # kept as written
+
+
 def test_speculative_decoding_counts_the_mtp_layer(kube: Kube, operator: Operator, namespace: str) -> None:
     base = {
         "model": {"name": "Qwen/Qwen3-Next-80B-A3B-Thinking"},
@@ -273,6 +304,13 @@ def test_dry_run_returns_the_verdict_and_stores_nothing(kube: Kube, operator: Op
                 "workload": {"concurrentRequests": 2, "contextTokens": 8192},
             },
             "spec.workload.contextTokens",
+        ),
+        (  # the CRD's CEL rule (issue 24): latency targets need the load they are estimated at
+            {
+                "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+                "workload": {"concurrentRequests": 2, "contextTokens": 4096, "ttftMs": 500},
+            },
+            "workload.requestRate, ttftMs and tpotMs need inputTokens and outputTokens",
         ),
     ],
 )

@@ -26,6 +26,7 @@ from fitgate.operator.decision.poolplan import (
     share_of,
     tolerations_of,
 )
+from fitgate.operator.decision.speed import speed_at_load
 from fitgate.operator.decision.status import message_of, no_node_unknown
 from fitgate.operator.gpus.cel import SelectorUnsupportedError
 from fitgate.operator.gpus.cloudlabels import names_a_gpu
@@ -413,6 +414,10 @@ def evaluate(
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
     if with_suggestions and not lean and best.verdict is Verdict.DOES_NOT_FIT:
         alternatives = alternatives_of(model, inventory, spec, workload)
+    speed = None
+    fits = best.verdict in (Verdict.FITS, Verdict.TIGHT)
+    if not lean and fits and best.plan is not None and spec.workload is not None:
+        speed = speed_at_load(model, best.plan, spec.workload, spec.replicas)
     return Evaluation(
         best.verdict,
         best.reason,
@@ -428,4 +433,5 @@ def evaluate(
         chosen,
         alternatives,
         no_node=no_node,
+        speed=speed,
     )

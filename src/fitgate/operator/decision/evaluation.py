@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from fitgate.checkpoints.facts import ModelFacts
 from fitgate.operator.decision.poolplan import PoolResult
+from fitgate.operator.decision.speed import SpeedAtLoad
 from fitgate.operator.gpus.inventory import GpuPool
 from fitgate.sizing import EngineArg, Option, ReasonCode, Suggestion, Verdict
 
@@ -36,6 +37,8 @@ class Evaluation:
     # Clusters (docs/clusters.md): why no node can take it now although the GPU is known (a pool that scales
     # from zero): the verdict is the fit on that GPU, the Schedulable condition False with reason NoNodeYet
     no_node: str = ""
+    # issue 24: the best plan's speed at the workload's inputTokens / outputTokens, against its targets
+    speed: SpeedAtLoad | None = None
 
 
 def unknown(reason: ReasonCode, message: str, facts: ModelFacts | None = None, inv: str = "") -> Evaluation:

@@ -5,12 +5,14 @@ The evaluation itself is :mod:`fitgate.operator.decision.evaluate`'s; nothing he
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from fitgate.operator.decision.evaluation import Evaluation
 from fitgate.operator.decision.poolplan import PoolResult
+from fitgate.operator.decision.speed import SpeedAtLoad
 from fitgate.operator.schema.api import (
     AlternativeStatus,
     Condition,
@@ -18,6 +20,7 @@ from fitgate.operator.schema.api import (
     KVCacheStatus,
     ModelDeploymentSpec,
     ModelDeploymentStatus,
+    PerformanceStatus,
     PerGPU,
     PoolStatus,
     ResolvedModel,
@@ -164,6 +167,31 @@ def schedulable_condition(
     return condition(old, "Schedulable", "Unknown", ev.reason, ev.message, generation, now)
 
 
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1) if math.isfinite(seconds) else -1.0
+
+
+def _performance(speed: SpeedAtLoad | None) -> PerformanceStatus | None:
+    """``status.performance`` from the evaluation's estimate at the workload's load (-1 ms: unbounded)."""
+    if speed is None:
+        return None
+    p = speed.performance
+    return PerformanceStatus(
+        ttftMs=_ms(p.ttft_seconds),
+        ttftRangeMs=[_ms(v) for v in p.ttft_range_seconds],
+        tpotMs=_ms(p.tpot_seconds),
+        tpotRangeMs=[_ms(v) for v in p.tpot_range_seconds],
+        concurrency=round(float(p.batch), 2),
+        requestsPerSecond=round(p.requests_per_s, 3),
+        outputTokensPerSecond=round(p.output_tokens_per_s, 1),
+        saturated=p.saturated,
+        replicas=speed.replicas,
+        meetsTargets=speed.meets_targets,
+        replicasForTargets=speed.replicas_for_targets,
+        basis=p.basis[:1000],
+    )
+
+
 def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``status`` to write for an evaluation: :class:`ModelDeploymentStatus` dumped by alias.
 
@@ -237,6 +265,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
         status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
         status.recommended_max_model_len = p.max_model_len_that_fits
         status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
+        status.performance = _performance(ev.speed)
     out = status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (observation/observe.py)
     # a null inside a list item is dropped by the API server: leave it out, or every resync would patch again
     out["pools"] = [{k: v for k, v in pool.items() if v is not None} for pool in out.get("pools") or []]

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from fitgate.sizing.cudagraphs import MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES, MAX_HF_OVERRIDES_DEPTH, json_depth
+from fitgate.sizing.performance import MAX_REQUEST_RATE
 
 GROUP = "fitgate.io"
 VERSION = "v1alpha1"
@@ -441,6 +442,10 @@ class Serving(_Spec):
     )
 
 
+#: The largest latency target (``workload.ttftMs`` / ``tpotMs``): an hour, as ``recommend --ttft-ms`` takes.
+MAX_TARGET_MS = 3.6e6
+
+
 class WorkloadSpec(_Spec):
     """The peak the service must hold, checked against the KV cache pool."""
 
@@ -449,6 +454,44 @@ class WorkloadSpec(_Spec):
     )
     context_tokens: int = Field(
         alias="contextTokens", ge=1, le=MAX_CONTEXT, description="Tokens (prompt + output) of each request."
+    )
+    # issue 24: the load and latency targets the speed estimate is checked against (status.performance)
+    input_tokens: int | None = Field(
+        default=None,
+        alias="inputTokens",
+        ge=1,
+        le=MAX_CONTEXT,
+        description="Prompt tokens of each request (a benchmark's ISL); with outputTokens, status.performance "
+        "estimates TTFT and TPOT at this load.",
+    )
+    output_tokens: int | None = Field(
+        default=None, alias="outputTokens", ge=1, le=MAX_CONTEXT, description="Generated tokens of each request (OSL)."
+    )
+    request_rate: float | None = Field(
+        default=None,
+        alias="requestRate",
+        gt=0,
+        le=MAX_REQUEST_RATE,
+        allow_inf_nan=False,
+        description="Requests per second arriving at all replicas (open loop); one replica's concurrency follows "
+        "from Little's law. Default: concurrentRequests in flight.",
+    )
+    ttft_ms: float | None = Field(
+        default=None,
+        alias="ttftMs",
+        gt=0,
+        le=MAX_TARGET_MS,
+        allow_inf_nan=False,
+        description="Target mean time to first token in ms: status.performance says whether one replica meets it "
+        "and how many replicas would.",
+    )
+    tpot_ms: float | None = Field(
+        default=None,
+        alias="tpotMs",
+        gt=0,
+        le=MAX_TARGET_MS,
+        allow_inf_nan=False,
+        description="Target mean time per output token in ms.",
     )
 
 
@@ -654,6 +697,50 @@ SPEC_RULES: tuple[SpecRule, ...] = (
         lambda s: s.placement.gpu_share is None or len(s.placement.gpu_share.model_fields_set) <= 1,
         lambda s: ", ".join(sorted(s.placement.gpu_share.model_fields_set)) if s.placement.gpu_share else "",
     ),
+    SpecRule(
+        "!has(self.workload) || (has(self.workload.inputTokens) == has(self.workload.outputTokens) && "
+        "(!has(self.workload.inputTokens) || "
+        "self.workload.inputTokens + self.workload.outputTokens <= self.workload.contextTokens))",
+        "workload.inputTokens and workload.outputTokens go together, and their sum cannot exceed contextTokens",
+        ".workload",
+        lambda s: (
+            s.workload is None
+            or (s.workload.input_tokens is None and s.workload.output_tokens is None)
+            or (
+                s.workload.input_tokens is not None
+                and s.workload.output_tokens is not None
+                and s.workload.input_tokens + s.workload.output_tokens <= s.workload.context_tokens
+            )
+        ),
+        lambda s: (
+            f"inputTokens {s.workload.input_tokens}, outputTokens {s.workload.output_tokens}" if s.workload else ""
+        ),
+    ),
+    SpecRule(
+        "!has(self.workload) || has(self.workload.inputTokens) || "
+        "!(has(self.workload.requestRate) || has(self.workload.ttftMs) || has(self.workload.tpotMs))",
+        "workload.requestRate, ttftMs and tpotMs need inputTokens and outputTokens (the load they are estimated at)",
+        ".workload",
+        lambda s: (
+            s.workload is None
+            or s.workload.input_tokens is not None
+            or (s.workload.request_rate is None and s.workload.ttft_ms is None and s.workload.tpot_ms is None)
+        ),
+        lambda s: (
+            ", ".join(
+                f"{k} {v:g}"
+                for k, v in (
+                    ("requestRate", s.workload.request_rate),
+                    ("ttftMs", s.workload.ttft_ms),
+                    ("tpotMs", s.workload.tpot_ms),
+                )
+                if v is not None
+            )
+            + " without inputTokens"
+            if s.workload
+            else ""
+        ),
+    ),
 )
 
 
@@ -789,6 +876,37 @@ class AlternativeStatus(_Status):
     )
 
 
+class PerformanceStatus(_Status):
+    """One replica's estimated speed at the workload's inputTokens / outputTokens, and its latency targets."""
+
+    ttft_ms: float = Field(
+        alias="ttftMs", description="Estimated mean time to first token (ms) at the load; -1: unbounded (saturated)."
+    )
+    ttft_range_ms: list[float] = Field(
+        alias="ttftRangeMs", description="The TTFT band [low, high]: the 10th-90th percentile of measured / estimated."
+    )
+    tpot_ms: float = Field(alias="tpotMs", description="Estimated mean time per output token (ms).")
+    tpot_range_ms: list[float] = Field(alias="tpotRangeMs", description="The TPOT band [low, high], as ttftRangeMs.")
+    concurrency: float = Field(description="Requests in flight on one replica (Little's law under a requestRate).")
+    requests_per_second: float = Field(
+        alias="requestsPerSecond", description="Requests one replica completes per second at that concurrency."
+    )
+    output_tokens_per_second: float = Field(
+        alias="outputTokensPerSecond", description="Output tokens one replica returns per second, as a client counts."
+    )
+    saturated: bool = Field(description="The requestRate is more than the replicas can serve: TTFT grows unbounded.")
+    replicas: int = Field(description="The replicas the load is split over (spec.replicas).")
+    meets_targets: bool | None = Field(
+        default=None, alias="meetsTargets", description="Whether that estimate meets workload.ttftMs / tpotMs."
+    )
+    replicas_for_targets: int | None = Field(
+        default=None,
+        alias="replicasForTargets",
+        description="The fewest replicas whose estimate meets the targets (none up to 1024: absent).",
+    )
+    basis: str = Field(description="What the estimate rests on (fitted on published vLLM runs, not measured).")
+
+
 class Condition(_Status):
     """A Kubernetes condition."""
 
@@ -906,6 +1024,11 @@ class ModelDeploymentStatus(_Status):
         default=None, alias="engineArgs", description="Recommended vLLM engine args."
     )
     pools: list[PoolStatus] | None = Field(default=None, description="Verdict per GPU pool.")
+    performance: PerformanceStatus | None = Field(
+        default=None,
+        description="With workload.inputTokens and outputTokens: one replica's estimated TTFT, TPOT and rate at "
+        "that load on the best pool, and whether it meets workload.ttftMs / tpotMs (issue 24).",
+    )
     alternatives: list[AlternativeStatus] | None = Field(
         default=None,
         description="When it does not fit: the cheapest pools of this cluster (any placement) that would hold it "
