@@ -91,8 +91,26 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
     return MODEL_DTYPES[model_dtype] if size is None else size
 
 
-#: Model types vLLM refuses to run in float16 (numerical instability): its ``_FLOAT16_NOT_SUPPORTED_MODELS``.
+#: Model types vLLM refuses to run in float16 (numerical instability): its ``_FLOAT16_NOT_SUPPORTED_MODELS``, by the
+#: first release of each list. None before 0.9.1 (0.8.5 config.py L2885-2960 and 0.9.0 accept an explicit float16;
+#: the list first appears in 0.9.1 config.py L3121-3126); gemma3_text from 0.10.2 (config/__init__.py L2615-2622;
+#: 0.10.1.1 L2669-2674 without it); plamo2 gone from 0.27.0 (config/model.py 0.26.0 L2010, 0.27.0 L2105, 0.34.0
+#: L2442-2447). ``auto`` leaves float16 out for these model types whatever the release (0.9.1's candidates; an older
+#: release keeps a bfloat16 checkpoint's dtype, which a T4 refuses anyway).
+FLOAT16_UNSUPPORTED_BY_RELEASE: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 27, 0), frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})),
+    ((0, 10, 2), frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"})),
+    ((0, 9, 1), frozenset({"gemma2", "gemma3", "plamo2", "glm4"})),
+    ((0, 0, 0), frozenset()),
+)
 FLOAT16_UNSUPPORTED_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"})
+
+
+def float16_refused(model_type: str, version: tuple[int, int, int]) -> bool:
+    """Whether vLLM ``version`` refuses an explicit ``--dtype float16`` for ``model_type``."""
+    return model_type in next(types for since, types in FLOAT16_UNSUPPORTED_BY_RELEASE if version >= since)
+
+
 #: CUDA has bfloat16 from compute capability 8.0 (Ampere); T4 (7.5) and V100 (7.0) do not.
 BFLOAT16_MIN_COMPUTE_CAPABILITY = (8, 0)
 
@@ -110,7 +128,13 @@ def has_bfloat16(compute_capability: str | None) -> bool:
     return compute_capability_at_least(compute_capability, BFLOAT16_MIN_COMPUTE_CAPABILITY)
 
 
-def served_dtype(requested: str | None, checkpoint: str, model_type: str, compute_capability: str | None) -> str:
+def served_dtype(
+    requested: str | None,
+    checkpoint: str,
+    model_type: str,
+    compute_capability: str | None,
+    version: tuple[int, int, int] = (99, 0, 0),
+) -> str:
     """The dtype vLLM runs the model in on a GPU of ``compute_capability``, as its ``_resolve_auto_dtype`` picks it.
 
     The candidates are the platform's dtypes (bfloat16, float16, float32; no bfloat16 below compute
@@ -119,14 +143,17 @@ def served_dtype(requested: str | None, checkpoint: str, model_type: str, comput
     checkpoint runs in float16 on a T4, a Gemma 2 one in float32; a float32 checkpoint takes the first
     candidate too.
 
+    An explicit ``--dtype float16`` is refused only by the releases that refuse it (:func:`float16_refused`).
+
     Raises:
         SizingError: an explicit ``--dtype`` the GPU or the model cannot run.
     """
-    candidates = [d for d in ("bfloat16", "float16", "float32") if d != "bfloat16" or has_bfloat16(compute_capability)]
-    candidates = [d for d in candidates if d != "float16" or model_type not in FLOAT16_UNSUPPORTED_MODEL_TYPES]
+    platform = [d for d in ("bfloat16", "float16", "float32") if d != "bfloat16" or has_bfloat16(compute_capability)]
+    candidates = [d for d in platform if d != "float16" or model_type not in FLOAT16_UNSUPPORTED_MODEL_TYPES]
     if requested in ("auto", "", None):
         dtype = candidates[0] if checkpoint == "float32" else checkpoint
         return dtype if dtype in candidates else candidates[0]
+    candidates = [d for d in platform if d != "float16" or not float16_refused(model_type, version)]
     dtype = normalize_model_dtype(requested, "dtype")
     if dtype not in candidates:
         why = (

@@ -93,10 +93,15 @@ def prejudge(
                 "after its CUDA context: vLLM runs out of memory allocating the KV cache",
             )
         )
-    elif g.capacity_bytes - pre_snapshot_bytes(rs.tensor_parallel_size) < g.budget_bytes and not rs.extensible_kv_cache:
-        # vLLM refuses free < requested at its start snapshot (v1/worker/utils.py 0.33.0 L716-772); free is total less
-        # what exists before it (CUDA context, NCCL at TP > 1). 0.34's extensible cache skips this check: the
-        # budget is only a cap (v1/worker/utils.py 0.34.0 L783-797).
+    elif (
+        g.capacity_bytes - pre_snapshot_bytes(rs.tensor_parallel_size) < g.budget_bytes
+        and rs.free_memory_check
+        and not rs.extensible_kv_cache
+    ):
+        # vLLM refuses free < requested at its start snapshot (v1/worker/utils.py 0.33.0 L716-772; from 0.9.1,
+        # versions.FREE_MEMORY_CHECK_SINCE); free is total less what exists before it (CUDA context, NCCL at
+        # TP > 1). 0.34's extensible cache skips this check: the budget is only a cap (v1/worker/utils.py 0.34.0
+        # L783-797).
         held = pre_snapshot_bytes(rs.tensor_parallel_size)
         chain.append(
             Reason(

@@ -143,7 +143,7 @@ def resolve_serving(
             f"at most the derived max_model_len ({key}={model_max} with RoPE scaling as vLLM "
             f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         )
-    dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability)  # float16 on a T4
+    dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability, accounting.version)
     kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
     if arch.compressed_sparse_mla:
         # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
@@ -262,6 +262,7 @@ def resolve_serving(
         vllm_version=accounting.label,
         engine=accounting.engine,
         engine_note=_engine(arch, gpu, serving)[1],
+        free_memory_check=accounting.free_memory_check,
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=serving.runner,

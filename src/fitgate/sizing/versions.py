@@ -130,6 +130,8 @@ class VllmAccounting:
         flashinfer_sampler_default: The V1 sampler uses FlashInfer's top-k/top-p kernels when FlashInfer is
             installed unless ``VLLM_USE_FLASHINFER_SAMPLER=0`` (0.8 to 0.11.0; see
             ``FLASHINFER_SAMPLER_DEFAULT``): its profiling pass is then far smaller than PyTorch's sort.
+        free_memory_check: V1 refuses a start whose free memory is below ``total x gmu`` (0.9.1+, see
+            ``FREE_MEMORY_CHECK_SINCE``; the extensible KV cache of 0.34 skips it).
     """
 
     version: tuple[int, int, int]
@@ -148,6 +150,7 @@ class VllmAccounting:
     mla_align_bytes: int
     extensible_kv_cache: bool = False
     flashinfer_sampler_default: bool = False
+    free_memory_check: bool = False
 
     def uses_v2_runner(self, architecture: str) -> bool:
         """Whether vLLM measures this architecture with its V2 model runner (0.22+; every model from 0.29)."""
@@ -267,6 +270,10 @@ def release_note(text: str | None) -> str | None:
     return resolve_release(text).note
 
 
+#: V1 refuses to start when the free memory at its start snapshot is below ``total x gpu_memory_utilization``
+#: ("Free memory on device ... is less than desired GPU memory utilization"): from 0.9.1 (v1/worker/gpu_worker.py
+#: 0.9.1 L136-150); 0.8.5 (L195-213) and 0.9.0 size ``total x gmu - peak`` with no such check, nor does V0's worker.
+FREE_MEMORY_CHECK_SINCE = (0, 9, 1)
 #: The V1 engine's first release and the first without V0 (``VLLM_USE_V1`` is read from 0.8.0 to 0.10.x).
 V1_SINCE = (0, 8, 0)
 V0_REMOVED = (0, 11, 0)
@@ -393,4 +400,5 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         mla_align_bytes=256 if v0 and version >= (0, 7, 0) else 1,
         extensible_kv_cache=not v0 and version >= EXTENSIBLE_KV_CACHE_SINCE,
         flashinfer_sampler_default=not v0 and FLASHINFER_SAMPLER_DEFAULT[0] <= version < FLASHINFER_SAMPLER_DEFAULT[1],
+        free_memory_check=not v0 and version >= FREE_MEMORY_CHECK_SINCE,
     )

@@ -1,0 +1,58 @@
+"""Refusals vLLM added in a release, applied from that release only (hunt10, 2026-12-05).
+
+Sources (``pip download --no-deps vllm==X``): ``_FLOAT16_NOT_SUPPORTED_MODELS`` first in 0.9.1 config.py L3121-3126
+(none in 0.8.5 config.py L2885-2960 or 0.9.0), gemma3_text from 0.10.2 (config/__init__.py L2615-2622), plamo2 gone
+from 0.27.0 (config/model.py 0.27.0 L2105); the free-memory start check first in 0.9.1 v1/worker/gpu_worker.py
+L136-150 (0.8.5 L195-213 and 0.9.0 size ``total x gmu - peak`` without it). The case: BentoVLLM's gemma2-9b-instruct
+service (config.yaml@107bec6a: one L4, dtype half, max_model_len 2048, gpu_memory_utilization 1.0) on vllm==0.8.2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
+from fitgate.sizing.dtypes import float16_refused
+from tests.conftest import model
+
+L4 = lookup_gpu("L4")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "version", "refused"),
+    [
+        ("gemma2", (0, 9, 0), False),
+        ("gemma2", (0, 9, 1), True),
+        ("gemma3_text", (0, 10, 1), False),
+        ("gemma3_text", (0, 10, 2), True),
+        ("plamo2", (0, 26, 0), True),
+        ("plamo2", (0, 27, 0), False),
+        ("glm4", (0, 34, 0), True),
+        ("llama", (0, 34, 0), False),
+    ],
+)
+def test_float16_refused_by_release(model_type: str, version: tuple[int, int, int], refused: bool) -> None:
+    assert float16_refused(model_type, version) is refused
+
+
+def test_bentovllm_gemma2_on_an_l4_at_0_8_2_is_planned_not_refused() -> None:
+    gemma = model("google/gemma-2-9b-it")
+    settings = {"dtype": "half", "max_model_len": 2048, "gpu_memory_utilization": 1.0}
+    old = plan(gemma, L4, ServingConfig(**settings, vllm_version="0.8.2"))
+    # float16 is accepted before 0.9.1, and no start check compares free memory with total x gmu: the whole
+    # 22.06 GiB is the budget and nothing stays outside it for the CUDA context, so Tight (the outside rule), never
+    # DoesNotFit for it
+    assert old.serving.dtype == "float16" and old.verdict is Verdict.TIGHT, [r.message for r in old.reasons]
+    assert ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH not in {r.code for r in old.reasons}
+    with pytest.raises(SizingError, match="vLLM refuses float16 for gemma2"):
+        plan(gemma, L4, ServingConfig(**settings, vllm_version="0.9.1"))
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.8.5", False), ("0.9.0", False), ("0.9.1", True)])
+def test_the_free_memory_start_check_from_0_9_1(version: str, refused: bool) -> None:
+    # gmu 1.0 asks for all 22.06 GiB of an L4 while the CUDA context already holds ~0.5 GiB: 0.9.1+ refuses
+    llama = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(llama, L4, ServingConfig(max_model_len=8192, gpu_memory_utilization=1.0, vllm_version=version))
+    codes = {r.code for r in p.reasons}
+    assert (ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH in codes) is refused
+    assert (p.verdict is Verdict.DOES_NOT_FIT) is refused
