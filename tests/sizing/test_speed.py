@@ -69,6 +69,21 @@ def test_points_cover_the_regimes_issue_24_asks_for() -> None:
     assert sum(17 <= p["concurrency"] <= 128 for p in points) >= 20
 
 
+def test_every_amd_point_states_its_rocm_kernel_stack_with_evidence() -> None:
+    # The ROCm kernel-stack round (issue 24): each MI300X / MI355X point says whether VLLM_ROCM_USE_AITER was on and
+    # which decode attention kernel its release and settings select, each with the evidence; the AITER kernels are
+    # only reachable with it on (an "aiter*" kernel on a point that ran with it off, or the reverse, is a mislabel).
+    points: list[dict[str, Any]] = json.loads(POINTS.read_text())["points"]
+    amd = [p for p in points if lookup_gpu(p["gpu"]).vendor == "amd"]
+    assert amd
+    for p in amd:
+        assert isinstance(p["rocm_aiter"], bool) and p["rocm_aiter_basis"]
+        assert p["rocm_attention"] in {"rocm_paged", "triton", "triton_mla", "aiter", "aiter_mla"}
+        assert p["rocm_attention_basis"]
+        assert p["rocm_attention"].startswith("aiter") == p["rocm_aiter"], p["quote"]
+    assert not any("rocm_attention" in p for p in points if lookup_gpu(p["gpu"]).vendor != "amd")
+
+
 def test_fitted_constants_stay_physical() -> None:
     # bw_eff <= 1 keeps every estimate under the bandwidth roofline; costs are not negative; the band
     # brackets 1 (measured / estimated) so the range contains the estimate.
