@@ -788,3 +788,41 @@ def test_the_cuda_graph_estimate_variable_is_sized() -> None:
     assert r is not None and r.invalid is None
     assert parse_spec(r.spec()).serving.cudagraph_memory_estimate is False
     assert not any("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: fitgate sizes" in n for n in r.notes)
+
+
+def test_hunt11_argument_spellings_vllm_reads() -> None:
+    # hunt11 (2026-12-05), each read as vLLM's own parser does:
+    # D1 --limit-mm-per-prompt image=1 (the key=value form before 0.10: arg_utils.py 0.9.2 L57-66, L86-92);
+    # D2 --rope-scaling JSON merged into the overrides (config.py 0.10.0 L501-513; gone in 0.12);
+    # D3 a unique prefix of a long option (argparse's allow_abbrev, kept by vLLM: --tensor_parallel 2)
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.9.2",
+        "args": [
+            "Qwen/Qwen3-8B",
+            "--tensor_parallel",
+            "2",
+            "--rope-scaling",
+            '{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}',
+            "--max-model-len",
+            "131072",
+            "--limit-mm-per-prompt",
+            "image=1,video=0",
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None and r.unknown is None, r
+    spec = parse_spec(r.spec())
+    assert spec.serving.tensor_parallel_size == 2 and spec.serving.max_model_len == 131072
+    assert r.hf_overrides == {
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    }
+    assert spec.serving.multimodal is not None and dict(spec.serving.multimodal.limit_per_prompt or {}) == {
+        "image": 1,
+        "video": 0,
+    }
+    assert any("key=value" in n for n in r.notes)
+    container["args"] = ["Qwen/Qwen3-8B", "--max-num", "4"]  # --max-num-seqs or --max-num-batched-tokens: left as is
+    r = read_workload(deployment(container))
+    assert r is not None and "--max-num" in r.args and "--max-num-seqs" not in r.args

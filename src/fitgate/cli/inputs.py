@@ -84,6 +84,16 @@ def _graph_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def overrides_of(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--hf-overrides`` with ``--rope-scaling`` / ``--rope-theta`` merged after it, as vLLM up to 0.11 does."""
+    out = dict(getattr(args, "hf_overrides", None) or {})
+    if getattr(args, "rope_scaling", None) is not None:
+        out["rope_scaling"] = args.rope_scaling
+    if getattr(args, "rope_theta", None) is not None:
+        out["rope_theta"] = args.rope_theta
+    return out or None
+
+
 def serving_of(args: argparse.Namespace) -> ServingConfig:
     """The sizing core's serving settings from the plan flags."""
     spec_text = getattr(args, "speculative_config", None)

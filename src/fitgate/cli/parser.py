@@ -155,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a --max-model-len past the model's derived length is sized",
     )
     p.add_argument(
+        "--rope-scaling",
+        type=_hf_overrides,
+        help="vLLM up to 0.11: the rope_scaling JSON it merges into --hf-overrides (gone in 0.12)",
+    )
+    p.add_argument("--rope-theta", type=float, help="vLLM up to 0.11: the rope_theta it merges into --hf-overrides")
+    p.add_argument(
         "--hf-overrides",
         type=_hf_overrides,
         help='vLLM\'s JSON of config.json keys to replace, e.g. \'{"rope_scaling": {"rope_type": "yarn", '

@@ -9,7 +9,7 @@ from typing import Any
 from fitgate import aic
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
-from fitgate.cli.inputs import economics_of, gpu_of, origin_of, serving_of, workload_of
+from fitgate.cli.inputs import economics_of, gpu_of, origin_of, overrides_of, serving_of, workload_of
 from fitgate.cli.render import render_text
 from fitgate.report import PlanReport, plan_document
 from fitgate.sizing import SizingError, Verdict, plan, recommend, suggest
@@ -19,7 +19,7 @@ from fitgate.sizing.results import Plan
 def cmd_plan(args: argparse.Namespace) -> int:
     """``fitgate plan``."""
     facts = resolve(args.model, args.revision, source=args.source)
-    model = to_model_input(facts, getattr(args, "hf_overrides", None))
+    model = to_model_input(facts, overrides_of(args))
     gpu = gpu_of(args)
     serving = serving_of(args)
     workload = workload_of(args, serving, model.arch.derived_max_model_len)

@@ -14,6 +14,7 @@ batch ``max(1, min(budget // tokens_per_item, max_num_seqs x items_per_prompt))`
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
@@ -25,10 +26,21 @@ MAX_LIMIT_MM_CHARS = 4096
 MODALITIES = ("image", "video", "audio", "vision_chunk")
 
 
+#: The ``image=2,video=1`` form vLLM read before 0.10 (engine/arg_utils.py 0.7.2 L52-85 ``nullable_kvs``; 0.9.2
+#: L57-66 and L86-92, deprecated "will be removed in v0.10.0"; 0.10.0 L64-73 takes JSON only).
+_KEY_VALUE = r"\s*[A-Za-z_][A-Za-z0-9_]{0,39}\s*=\s*\d{1,4}\s*"
+_KEY_VALUES = re.compile(f"{_KEY_VALUE}(?:,{_KEY_VALUE})*")
+
+
 def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
-    """``--limit-mm-per-prompt`` JSON (``{"image": 2}`` or ``{"image": {"count": 2, ...}}``) as pairs."""
+    """``--limit-mm-per-prompt`` JSON (``{"image": 2}`` or ``{"image": {"count": 2, ...}}``) as pairs.
+
+    The ``image=2,video=1`` form of vLLM before 0.10 is read too (vLLM 0.10+ refuses it: a workload's note says so).
+    """
     if len(text) > MAX_LIMIT_MM_CHARS:
         raise SizingError("limit_mm_per_prompt", f"{len(text)} characters", f"at most {MAX_LIMIT_MM_CHARS}")
+    if _KEY_VALUES.fullmatch(text):
+        text = json.dumps({k.strip(): int(v) for k, _, v in (kv.partition("=") for kv in text.split(","))})
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):

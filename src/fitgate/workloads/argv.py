@@ -68,6 +68,105 @@ BOOLEAN_FLAGS = frozenset(
     }
 )
 
+#: The long flags fitgate reads. argparse takes any unique prefix of a long option for it (vLLM's
+#: FlexibleArgumentParser keeps ``allow_abbrev``: utils/__init__.py 0.9.2 L1422-1431, 0.11.0; ``--tensor_parallel 2``
+#: is ``--tensor-parallel-size 2``): a flag that is no exact name but a prefix of exactly one of these is read as it.
+#: A prefix vLLM would find ambiguous among flags fitgate does not read is read here anyway (vLLM refuses it).
+READ_FLAGS = frozenset(
+    {
+        "--all2all-backend",
+        "--async-scheduling",
+        "--backend",
+        "--block-size",
+        "--compilation-config",
+        "--config",
+        "--cpu-offload-gb",
+        "--cudagraph-capture-sizes",
+        "--data-parallel-external-lb",
+        "--data-parallel-hybrid-lb",
+        "--data-parallel-rank",
+        "--data-parallel-size",
+        "--data-parallel-size-local",
+        "--data-parallel-start-rank",
+        "--decode-context-parallel-size",
+        "--device",
+        "--disable-custom-all-reduce",
+        "--disable-frontend-multiprocessing",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--disable-mm-preprocessor-cache",
+        "--disable-sliding-window",
+        "--dtype",
+        "--enable-auto-tool-choice",
+        "--enable-chunked-prefill",
+        "--enable-eplb",
+        "--enable-expert-parallel",
+        "--enable-extensible-kv-cache",
+        "--enable-log-requests",
+        "--enable-lora",
+        "--enable-prefix-caching",
+        "--enable-reasoning",
+        "--enable-sleep-mode",
+        "--enable-tower-connector-lora",
+        "--enforce-eager",
+        "--eplb-config",
+        "--fully-sharded-loras",
+        "--gpu-memory-utilization",
+        "--headless",
+        "--hf-overrides",
+        "--kv-cache-dtype",
+        "--kv-cache-memory-bytes",
+        "--kv-offloading-backend",
+        "--kv-offloading-size",
+        "--kv-transfer-config",
+        "--limit-mm-per-prompt",
+        "--lora-dtype",
+        "--lora-target-modules",
+        "--max-cpu-loras",
+        "--max-cudagraph-capture-size",
+        "--max-lora-rank",
+        "--max-loras",
+        "--max-model-len",
+        "--max-num-batched-tokens",
+        "--max-num-seqs",
+        "--mm-encoder-tp-mode",
+        "--mm-processor-cache-gb",
+        "--model",
+        "--model-id",
+        "--nnodes",
+        "--node-rank",
+        "--num-redundant-experts",
+        "--offload-group-size",
+        "--optimization-level",
+        "--performance-mode",
+        "--pipeline-parallel-size",
+        "--port",
+        "--quantization",
+        "--revision",
+        "--rope-scaling",
+        "--rope-theta",
+        "--served-model-name",
+        "--skip-tokenizer-init",
+        "--speculative-config",
+        "--swap-space",
+        "--tensor-parallel-size",
+        "--trust-remote-code",
+    }
+)
+#: The shortest prefix read as a flag (``--` and four characters): shorter ones are too often other flags.
+MIN_PREFIX_CHARS = 6
+
+
+def _unabbreviated(flag: str) -> str:
+    """``flag`` as argparse reads it: a unique prefix of a flag fitgate reads becomes that flag."""
+    if flag in READ_FLAGS or flag in BOOLEAN_FLAGS or not flag.startswith("--") or len(flag) < MIN_PREFIX_CHARS:
+        return flag
+    if flag.startswith("--no-"):
+        return flag
+    found = [f for f in READ_FLAGS if f.startswith(flag)]
+    return found[0] if len(found) == 1 else flag
+
+
 #: The module names of vLLM's OpenAI server run as ``python -m`` (the image's entrypoint before ``vllm serve``).
 API_SERVER_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
 
@@ -423,7 +522,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             i += 1
             continue
         name, eq, value = word.partition("=")
-        name = long_name(name)
+        name = _unabbreviated(long_name(name))
         if eq:
             flags[name] = value
         elif not _takes_value(name):

@@ -80,6 +80,8 @@ GRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"  # the sampler's profiling pass (sizing.activation)
 USE_V1_ENV = "VLLM_USE_V1"  # vLLM 0.8-0.10: "0" runs V0 (sizing.versions.engine_for)
 MAX_CONFIG_BYTES = 256 * 1024
+#: ``--rope-scaling`` / ``--rope-theta`` exist up to 0.11.x (engine/arg_utils.py 0.11.0 L371; none in 0.12.0).
+ROPE_FLAGS_UNTIL = (0, 12, 0)
 
 
 def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
@@ -93,6 +95,29 @@ def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
             "model's own config is sized"
         )
     return value
+
+
+def _rope_overrides(flags: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
+    """``--rope-scaling JSON`` / ``--rope-theta X`` (vLLM up to 0.11) as the config keys they override.
+
+    vLLM merges them into ``hf_overrides`` after ``--hf-overrides`` (config.py 0.10.0 L501-513, config/model.py
+    0.11.0 L398-410; arg_utils.py 0.7.2 L539-543); 0.12 dropped both flags.
+    """
+    out: dict[str, Any] = {}
+    text = flags.get("--rope-scaling")
+    if text is not None and text.strip():
+        value = parse_hf_overrides(text)
+        if value is None:
+            notes.append(f"--rope-scaling {text[:80]!r}: not a JSON object fitgate reads ({OVERRIDES_EXPECTED})")
+        else:
+            out["rope_scaling"] = value
+    theta = flags.get("--rope-theta")
+    if theta is not None and theta.strip():
+        try:
+            out["rope_theta"] = float(theta)
+        except ValueError:
+            notes.append(f"--rope-theta {theta[:40]!r}: not a number; the model's own is sized")
+    return out
 
 
 def _before(version: str, since: tuple[int, int, int]) -> bool:
@@ -364,6 +389,11 @@ def _reading(
         if graphs.max_capture_size is not None:
             serving["maxCudagraphCaptureSize"] = graphs.max_capture_size
         overrides = _hf_overrides(flags.get("--hf-overrides"), more)
+        rope = _rope_overrides(flags, more)
+        if rope:
+            overrides = {**(overrides or {}), **rope}
+            if version is not None and not _before(version, ROPE_FLAGS_UNTIL):
+                more.append(f"--rope-scaling / --rope-theta: vLLM {version} has no such flags (gone in 0.12.0)")
         serving.update(_expert_parallel(flags, found.env, version, more))
         serving.update(_issue20_serving(flags, more))
         name = model or flags.get("--model") or found.engine.model

@@ -285,6 +285,8 @@ def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, An
             mm["limitPerPrompt"] = dict(parse_limit_mm(text))
         except SizingError as exc:
             raise WorkloadError(f"--limit-mm-per-prompt: {exc}") from None
+        if not text.lstrip().startswith("{"):
+            notes.append("--limit-mm-per-prompt key=value: vLLM before 0.10 reads it; 0.10+ takes JSON only")
     if "--mm-encoder-tp-mode" in flags:
         mm["encoderTpMode"] = flags["--mm-encoder-tp-mode"]
     if "--mm-processor-cache-gb" in flags:
