@@ -430,3 +430,34 @@ def test_reconciles_of_a_shape_cheap_last_time_are_evaluated_on_the_loop(monkeyp
         (12, False, True),  # the same shape, cheap last time: on the loop
         (13, True, False),  # admission's first review of it: its own lane, its own cost
     ]
+
+
+def test_inventory_waits_end_when_cancelled_while_changes_and_timeouts_race() -> None:
+    # CI 2026-12-05: an operator's exit held 20 s by resync waits kopf cancelled every second. With the condition's
+    # wait run by asyncio.wait_for (a task of its own on Python 3.11), a cancel that met a timeout or a change was
+    # lost in 4 of 5 runs of this scenario (one waiter still pending 3 s later); asyncio.timeout waits in the task.
+    from fitgate.operator.watches.nodewatch import InventoryChanges  # noqa: PLC0415
+
+    async def scenario() -> int:
+        changes = InventoryChanges()
+
+        async def waiter() -> None:
+            seen = 0
+            while True:  # as a resync timer: wait, look, wait again
+                seen = await changes.wait(seen, 0.005)
+
+        async def bump() -> None:
+            version = 0
+            while True:
+                version += 1
+                await changes.changed(version)
+                await asyncio.sleep(0)
+
+        tasks = [asyncio.create_task(waiter()) for _ in range(300)] + [asyncio.create_task(bump())]
+        await asyncio.sleep(0.5)
+        for task in tasks:
+            task.cancel()
+        _, pending = await asyncio.wait(tasks, timeout=3)
+        return len(pending)
+
+    assert [asyncio.run(scenario()) for _ in range(5)] == [0] * 5

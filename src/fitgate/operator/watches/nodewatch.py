@@ -166,10 +166,16 @@ class InventoryChanges:
         self.version = 0
 
     async def wait(self, seen: int, timeout_s: float) -> int:
-        """The inventory version once it differs from ``seen``, or ``seen`` after ``timeout_s``."""
+        """The inventory version once it differs from ``seen``, or ``seen`` after ``timeout_s``.
+
+        ``asyncio.timeout`` waits in this task: ``asyncio.wait_for`` ran the condition's wait as a task of its own,
+        which on Python 3.11 could outlive a cancellation of this one (CI, 2026-12-05: an operator's exit held
+        20 s by resync waits kopf cancelled every second, still in ``Condition.wait_for``).
+        """
         async with self._cond:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._cond.wait_for(lambda: self.version != seen), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._cond.wait_for(lambda: self.version != seen)
             return self.version
 
     async def changed(self, version: int) -> None:
