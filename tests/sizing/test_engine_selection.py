@@ -25,6 +25,7 @@ from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import engine_for
 from fitgate.workloads import read_workload
 from tests.conftest import model
+from tests.workloads.test_workloads_reader import deployment
 
 V100 = lookup_gpu("V100-16GB")
 
@@ -122,16 +123,7 @@ def test_the_workload_env_and_the_crd_field_select_the_engine() -> None:
         "env": [{"name": "VLLM_USE_V1", "value": "0"}],
         "resources": {"limits": {"nvidia.com/gpu": "1"}},
     }
-    pod = {"containers": [container]}
-    doc = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "q", "namespace": "ml"},
-        "spec": {
-            "selector": {"matchLabels": {"a": "b"}},
-            "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod},
-        },
-    }
+    doc = deployment(container)
     r = read_workload(doc)
     assert r is not None and r.invalid is None and r.unknown is None, r
     spec = parse_spec(r.spec())
@@ -161,13 +153,7 @@ def test_the_workload_s_flashinfer_sampler_variable_is_sized() -> None:
         "env": [{"name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "1"}],
         "resources": {"limits": {"nvidia.com/gpu": "1"}},
     }
-    doc = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "q", "namespace": "ml"},
-        "spec": {"template": {"spec": {"containers": [container]}}},
-    }
-    r = read_workload(doc)
+    r = read_workload(deployment(container))
     assert r is not None and r.unknown is None, r
     spec = parse_spec(r.spec())
     assert spec.serving.flashinfer_sampler is True

@@ -28,7 +28,7 @@ from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_co
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.performance import Performance, SpeedLoad, estimate, requests_the_pool_holds, work
+from fitgate.sizing.performance import MAX_TARGET_MS, Performance, SpeedLoad, estimate, requests_the_pool_holds, work
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.step_time import calibration, steady_state
 
@@ -63,8 +63,8 @@ def check_targets(ttft_ms: float | None, tpot_ms: float | None, load: SpeedLoad 
     if ttft_ms is None and tpot_ms is None:
         return None
     for flag, value in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
-        if value is not None and not (0 < value <= 3.6e6 and math.isfinite(value)):
-            raise SizingError(flag, value, "milliseconds above 0, at most 3600000")
+        if value is not None and not (0 < value <= MAX_TARGET_MS and math.isfinite(value)):
+            raise SizingError(flag, value, f"milliseconds above 0, at most {MAX_TARGET_MS:.0f}")
     if load is None or load.input_tokens is None:
         raise SizingError(
             "--input-tokens", None, "--input-tokens and --output-tokens when --ttft-ms or --tpot-ms is given"

@@ -56,6 +56,8 @@ __all__ = ["Performance", "SpeedLoad", "active_parameters", "estimate", "expert_
 NO_BAND = Band(1.0, 1.0)
 #: The largest request rate accepted (requests/s): far beyond any one replica.
 MAX_REQUEST_RATE = 1e6
+#: The largest latency target in ms (``--ttft-ms`` / ``--tpot-ms``, a ModelDeployment's ``ttftMs`` / ``tpotMs``): 1 h.
+MAX_TARGET_MS = 3.6e6
 
 #: Achieved all-reduce bus bandwidth per GPU, GB/s (NVLink 4 / NVSwitch: ~300 of 450 unidirectional;
 #: PCIe 4.0 x16 through the host bridge: ~20). The latency of each all-reduce is in the fitted per-layer cost.

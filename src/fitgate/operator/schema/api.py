@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from fitgate.sizing.cudagraphs import MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES, MAX_HF_OVERRIDES_DEPTH, json_depth
-from fitgate.sizing.performance import MAX_REQUEST_RATE
+from fitgate.sizing.performance import MAX_REQUEST_RATE, MAX_TARGET_MS
 
 GROUP = "fitgate.io"
 VERSION = "v1alpha1"
@@ -440,10 +440,6 @@ class Serving(_Spec):
     multimodal: MultimodalSpec | None = Field(
         default=None, description="Multimodal encoder settings. Default: the model's (ignored for text models)."
     )
-
-
-#: The largest latency target (``workload.ttftMs`` / ``tpotMs``): an hour, as ``recommend --ttft-ms`` takes.
-MAX_TARGET_MS = 3.6e6
 
 
 class WorkloadSpec(_Spec):
