@@ -826,3 +826,18 @@ def test_hunt11_argument_spellings_vllm_reads() -> None:
     container["args"] = ["Qwen/Qwen3-8B", "--max-num", "4"]  # --max-num-seqs or --max-num-batched-tokens: left as is
     r = read_workload(deployment(container))
     assert r is not None and "--max-num" in r.args and "--max-num-seqs" not in r.args
+
+
+def test_a_rope_theta_that_is_no_base_is_noted_not_sized() -> None:
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.9.2",
+        "args": ["Qwen/Qwen3-8B", "--rope-theta", "nan"],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None and not r.hf_overrides
+    assert any("--rope-theta 'nan': not a number above 0, at most 1e+12" in n for n in r.notes)
+    container["args"] = ["Qwen/Qwen3-8B", "--rope-theta", "5000000"]
+    r = read_workload(deployment(container))
+    assert r is not None and r.hf_overrides == {"rope_theta": 5000000.0}

@@ -7,6 +7,7 @@ vLLM reads them (``32k``, ``32K``, ``auto``); a usage error is one line and exit
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import NoReturn
 
@@ -17,7 +18,7 @@ from fitgate.cli.exits import EXIT_USAGE
 from fitgate.sizing import DEFAULT_VLLM_VERSION
 from fitgate.sizing.cost import DEFAULT_UTILIZATION
 from fitgate.sizing.dtypes import KV_CACHE_DTYPES
-from fitgate.sizing.hf_config import OVERRIDES_EXPECTED, parse_hf_overrides
+from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,6 +65,17 @@ def _max_model_len(text: str) -> int | None:
     if text.strip().lower() in ("auto", "-1"):
         return None
     return _human_int(text)
+
+
+def _rope_theta(text: str) -> float:
+    """``--rope-theta``: a finite number above 0, at most :data:`~fitgate.sizing.hf_config.MAX_ROPE_THETA`."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_ROPE_THETA):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, at most {MAX_ROPE_THETA:g}")
+    return value
 
 
 def _hf_overrides(text: str) -> dict[str, object]:
@@ -159,7 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_hf_overrides,
         help="vLLM up to 0.11: the rope_scaling JSON it merges into --hf-overrides (gone in 0.12)",
     )
-    p.add_argument("--rope-theta", type=float, help="vLLM up to 0.11: the rope_theta it merges into --hf-overrides")
+    p.add_argument(
+        "--rope-theta", type=_rope_theta, help="vLLM up to 0.11: the rope_theta it merges into --hf-overrides"
+    )
     p.add_argument(
         "--hf-overrides",
         type=_hf_overrides,

@@ -183,6 +183,9 @@ def parse_hf_overrides(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and json_depth(value) <= MAX_HF_OVERRIDES_DEPTH else None
 
 
+#: The largest ``--rope-theta`` read (RoPE bases in use reach 10^8; past this it is not a base).
+MAX_ROPE_THETA = 1e12
+
 #: What :func:`parse_hf_overrides` accepts, in words.
 OVERRIDES_EXPECTED = (
     f"a JSON object of at most {MAX_HF_OVERRIDES_BYTES} bytes, nested at most {MAX_HF_OVERRIDES_DEPTH} deep"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.hf_config import OVERRIDES_EXPECTED, parse_hf_overrides
+from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
@@ -97,6 +98,14 @@ def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
     return value
 
 
+def _float_or_none(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _rope_overrides(flags: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
     """``--rope-scaling JSON`` / ``--rope-theta X`` (vLLM up to 0.11) as the config keys they override.
 
@@ -113,10 +122,12 @@ def _rope_overrides(flags: Mapping[str, str], notes: list[str]) -> dict[str, Any
             out["rope_scaling"] = value
     theta = flags.get("--rope-theta")
     if theta is not None and theta.strip():
-        try:
-            out["rope_theta"] = float(theta)
-        except ValueError:
-            notes.append(f"--rope-theta {theta[:40]!r}: not a number; the model's own is sized")
+        base = _float_or_none(theta)
+        if base is not None and 0 < base <= MAX_ROPE_THETA:
+            out["rope_theta"] = base
+        else:
+            limit = f"not a number above 0, at most {MAX_ROPE_THETA:g}"
+            notes.append(f"--rope-theta {theta[:40]!r}: {limit}; the model's own is sized")
     return out
 
 
