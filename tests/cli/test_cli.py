@@ -115,6 +115,24 @@ def test_plan_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert 0 <= rest < doc["kv_cache"]["page_size_bytes"] * 32
 
 
+def test_replicas_split_the_concurrency_and_a_suggestion_re_plans(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4", "--max-model-len", "8192")
+    code, doc = plan_json(capsys, *base, "--concurrency", "64", "--context-tokens", "8192")
+    assert code == 1 and doc["workload"]["replicas"] == 1
+    spread = [s for s in doc["suggestions"] if list(s["changes"]) == ["replicas"]] or [
+        s for s in doc["suggestions"] if "replicas" in s["changes"]
+    ]
+    assert spread, doc["suggestions"]
+    s = spread[0]
+    flags = [x for k, v in s["changes"].items() for x in ("--" + k if k == "replicas" else k, v)]
+    # the suggestion as flags re-plans to its verdict with every one of the 64 requests
+    code, again = plan_json(capsys, *base, "--concurrency", "64", "--context-tokens", "8192", *flags)
+    assert again["verdict"] == s["verdict"] and again["workload"]["replicas"] == s["replicas"] > 1
+    assert again["workload"]["kv_blocks"] == -(-64 // s["replicas"]) * 512  # ceil(64 / n) requests of 512 blocks
+    _, out, _ = run(capsys, "plan", *base, "--concurrency", "64", "--context-tokens", "8192")
+    assert f"--replicas {s['replicas']}" in out and f"{s['replicas']} x {s['gpus']} GPU(s)" in out
+
+
 def test_misfit_exits_1_with_suggestions(capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = plan_json(
         capsys,
@@ -262,6 +280,10 @@ CONC_2 = ("--concurrency", "2", "--context-tokens")
         (
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--concurrency", "2", "--context-tokens", "200000"],
             "--context-tokens: 200000 is not valid; expected at most the model's 131072 tokens",
+        ),
+        (
+            ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", *CONC_2, "100", "--replicas", "0"],
+            "--replicas: 0 is not valid; expected between 1 and 10000",
         ),
     ],
 )

@@ -9,7 +9,7 @@ import pytest
 
 from fitgate.operator.decision.evaluate import evaluate
 from fitgate.operator.decision.parsing import parsed
-from fitgate.operator.decision.status import status_of
+from fitgate.operator.decision.status import edit_text, status_of
 from fitgate.operator.schema.api import SpecError, parse_spec
 from fitgate.sizing import Verdict
 from fitgate.sizing.capacity import MAX_REPLICAS
@@ -86,3 +86,27 @@ def test_bad_loads_are_refused_naming_the_field(workload: dict[str, Any], messag
     parsed(spec())  # the workload-only path of a spec seen before says the same
     with pytest.raises(SpecError, match=re.escape(message)):
         parsed(spec(**workload))
+
+
+def test_concurrent_requests_are_split_over_the_replicas_for_the_kv_pool_too() -> None:
+    # 512 requests of 4,096 tokens: 512 x 256 = 131,072 blocks, beyond one H100's pool (Llama-3.1-8B, 30,368)
+    raw = spec()
+    raw["workload"]["concurrentRequests"] = 512
+    one = evaluate(parse_spec(raw), model(LLAMA), gpus(H100))
+    assert one.verdict is Verdict.DOES_NOT_FIT
+    # the fixes serve all 512: more replicas (spec.replicas), alone or with another change, before fewer requests
+    spread = [s for s in one.suggestions if s.changes[-1][0] == "replicas"]
+    alone = [s for s in spread if len(s.changes) == 1]
+    assert alone and one.suggestions.index(spread[0]) == 0, one.suggestions
+    # the first Fits suggestion as the message words it: its spec fields and every replica's GPUs
+    first = spread[0]
+    words = f"smallest change that fits: {edit_text(first)} ({first.replicas} GPUs: {first.replicas} replicas x 1)"
+    assert words in one.message, one.message
+    n = alone[0].replicas
+    assert "spec.replicas: " + str(n) in edit_text(alone[0])
+    # 30,368 x 0.9 / 256 = 106 requests a replica within 90 % of its pool: ceil(512 / 106) = 5
+    assert n == 5
+    raw["replicas"] = n
+    assert evaluate(parse_spec(raw), model(LLAMA), gpus(H100)).verdict is Verdict.FITS
+    raw["replicas"] = n - 1  # the fewest: one fewer is not within 90 % of each pool
+    assert evaluate(parse_spec(raw), model(LLAMA), gpus(H100)).verdict is not Verdict.FITS

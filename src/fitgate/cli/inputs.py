@@ -35,6 +35,7 @@ from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
 from fitgate.sizing.performance import speed_load
 from fitgate.sizing.prices import price_table
+from fitgate.sizing.serving import MAX_REPLICAS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, parse_size
 
@@ -192,7 +193,10 @@ def workload_of(args: argparse.Namespace, serving: ServingConfig, default_len: i
     if args.context_tokens is not None and args.context_tokens > longest:  # the CRD's CEL rule, as a flag
         limit = f"--max-model-len {longest}" if serving.max_model_len else f"the model's {longest} tokens"
         raise SizingError("--context-tokens", args.context_tokens, f"at most {limit} (vLLM refuses longer requests)")
-    return Workload(args.concurrency, args.context_tokens or longest)
+    replicas = args.replicas
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise SizingError("--replicas", replicas, f"between 1 and {MAX_REPLICAS}")
+    return Workload(args.concurrency, args.context_tokens or longest, replicas)
 
 
 def prices_of(args: argparse.Namespace) -> GpuPrices | None:

@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     _issue20_flags(p)
     p.add_argument("--concurrency", type=_int, help="concurrent requests the service must hold")
     p.add_argument(
+        "--replicas",
+        type=_int,
+        default=1,
+        help="replicas the --concurrency is split over, each holding its share in its own KV pool (default 1)",
+    )
+    p.add_argument(
         "--context-tokens",
         type=_human_int,
         help="tokens (prompt + output) of each request, as workload.contextTokens (default: --max-model-len, "

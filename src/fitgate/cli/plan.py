@@ -49,7 +49,7 @@ def _speed_backend(
     perf = doc.get("performance")
     if not isinstance(perf, dict):
         return None  # nothing estimated (DoesNotFit, or a GPU without speeds)
-    concurrency = result.workload.concurrency if result.workload else 1
+    concurrency = result.workload.per_replica if result.workload else 1
     e = aic.estimate(model_id, result.gpu, result.serving.tensor_parallel_size, args.input_tokens,
                      args.output_tokens, concurrency, moe=model_is_moe,
                      expert_parallel=bool(args.enable_expert_parallel))  # fmt: skip

@@ -25,7 +25,7 @@ def _bar(n_bytes: int, capacity: int, width: int = 40) -> str:
 
 #: Suggested changes that are not vLLM flags, as the ``fitgate plan`` flag that makes them (the JSON contract
 #: keeps the sizing core's names, docs/plan-json.md).
-_CLI_FLAGS = {"workload.concurrentRequests": "--concurrency"}
+_CLI_FLAGS = {"workload.concurrentRequests": "--concurrency", "replicas": "--replicas"}
 
 
 def _flags(changes: dict[str, str]) -> str:
@@ -99,7 +99,10 @@ def render_text(doc: dict[str, Any]) -> str:
         for sug in doc["suggestions"]:
             flags = _flags(sug["changes"])
             flag = "[Tight] " if sug["verdict"] == "Tight" else ""
-            lines.append(f"  {flags:34s} {flag}{sug['gpus']} GPU(s): {sug['summary']}")
+            gpus = f"{sug['gpus']} GPU(s)"
+            if sug["replicas"] > 1:
+                gpus = f"{sug['replicas']} x {gpus}"
+            lines.append(f"  {flags:34s} {flag}{gpus}: {sug['summary']}")
     lines += [
         "",
         "recommended vLLM args"

@@ -145,6 +145,7 @@ def plan_document(report: PlanReport) -> dict[str, Any]:
         if result.workload is None
         else {
             "concurrency": result.workload.concurrency,
+            "replicas": result.workload.replicas,
             "context_tokens": result.workload.context_tokens,
             "kv_blocks": kv.workload_blocks,
             "pool_fraction": None if kv.workload_fraction is None else round(kv.workload_fraction, 4),
@@ -167,7 +168,13 @@ def plan_document(report: PlanReport) -> dict[str, Any]:
         "vllm_command": report.command(),
         "recommended_change": None if report.recommended is None else dict(report.recommended.changes),
         "suggestions": [
-            {"changes": dict(s.changes), "verdict": s.verdict.value, "gpus": s.gpus, "summary": s.summary}
+            {
+                "changes": dict(s.changes),
+                "verdict": s.verdict.value,
+                "gpus": s.gpus,
+                "replicas": s.replicas,
+                "summary": s.summary,
+            }
             for s in report.suggestions
         ],
         "performance": performance_document(report.performance),

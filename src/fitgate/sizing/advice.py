@@ -19,14 +19,18 @@ from fitgate.sizing.lora import LORA_RANKS
 from fitgate.sizing.memo import MISS, IdentityMemo, Miss
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.reasons import ReasonCode
-from fitgate.sizing.serving import ResolvedServing
+from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing
 from fitgate.sizing.units import fmt_gib
+from fitgate.sizing.verdict_rules import TIGHT_FRACTION
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
 #: vLLM's ``--quantization fp8`` needs compute capability 8.0 (``Fp8Config.get_min_capability``; weight-only
 #: Marlin kernels below 8.9): not offered on a T4 or V100.
 FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY = (8, 0)
 TP_CHOICES = (2, 4, 8, 16)
+#: The two changes of a workload that its KV pool cannot hold: fewer requests, or the same over more replicas.
+CUT_CONCURRENCY = "workload.concurrentRequests"
+ADD_REPLICAS = "replicas"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,17 @@ class Suggestion:
     summary: str
     gpus: int = 1  # GPUs per replica with the change (TP x PP)
     cost: int = 0  # what is given up besides GPUs (see CHANGE_COST)
+    replicas: int = 1  # replicas the workload is split over with the change (issue 24)
+
+    @property
+    def total_gpus(self) -> int:
+        """The GPUs of every replica: what the suggestions are ranked by first."""
+        return self.gpus * self.replicas
+
+    @property
+    def cuts_workload(self) -> bool:
+        """It serves fewer requests than the workload asked for (ranked after every change that serves them)."""
+        return any(flag == CUT_CONCURRENCY for flag, _ in self.changes)
 
     @property
     def flags(self) -> str:
@@ -64,7 +79,8 @@ CHANGE_COST = {
     "--kv-cache-dtype": 1,
     "--max-model-len": 2,
     "--quantization": 2,
-    "workload.concurrentRequests": 3,
+    CUT_CONCURRENCY: 3,
+    ADD_REPLICAS: 0,  # paid in GPUs (issue 24: more replicas instead of fewer requests)
     # issue 20: fewer LoRA slots serve fewer adapters in one batch; a lower rank refuses larger adapters
     "--max-loras": 1,
     "--max-lora-rank": 2,
@@ -112,20 +128,47 @@ def _moves(
         _SETTINGS_MOVES.get(owners, (short_outside,), lambda: _settings_moves(model, gpu, serving, rs, short_outside))
     )
     if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
-        per_request = current.kv.workload_blocks / workload.concurrency
+        per_request = current.kv.workload_blocks / workload.per_replica
         most = int(current.kv.num_blocks / per_request)
-        if 0 < most < workload.concurrency:
+        if 0 < most < workload.per_replica:
+            total = most * workload.replicas
             kinds.append(
                 [
                     _Move(
-                        (("workload.concurrentRequests", str(most)),),
+                        ((CUT_CONCURRENCY, str(total)),),
                         {},
-                        Workload(most, workload.context_tokens),
-                        f"the pool holds {most} requests of {workload.context_tokens} tokens",
+                        replace(workload, concurrency=total),
+                        f"the pool holds {most} requests of {workload.context_tokens} tokens"
+                        + (f" ({total} over {workload.replicas} replicas)" if workload.replicas > 1 else ""),
                     )
                 ]
             )
     return kinds
+
+
+def _spread(workload: Workload | None, result: Plan) -> _Move | None:
+    """The workload over the fewest replicas whose pools each hold their share within 90 % (else fill them).
+
+    Computed on the plan it is combined with, as :func:`_shorter` is (issue 24: more replicas instead of fewer
+    requests). None when the workload is already within ``result``'s pool or one request does not fit in it.
+    """
+    kv = result.kv
+    if workload is None or not kv.workload_blocks or not kv.num_blocks or kv.workload_blocks <= kv.num_blocks:
+        return None
+    per_request = kv.workload_blocks / workload.per_replica
+    share = int(kv.num_blocks * TIGHT_FRACTION / per_request) or int(kv.num_blocks / per_request)
+    if share < 1:
+        return None
+    n = -(-workload.concurrency // share)
+    if not workload.replicas < n <= MAX_REPLICAS:
+        return None
+    return _Move(
+        ((ADD_REPLICAS, str(n)),),
+        {},
+        replace(workload, replicas=n),
+        f"{n} replicas hold {workload.concurrency} requests of {workload.context_tokens} tokens, "
+        f"{-(-workload.concurrency // n)} each",
+    )
 
 
 def _settings_moves(
@@ -365,7 +408,7 @@ def search_suggestions(
     if current.verdict in (Verdict.FITS, Verdict.UNKNOWN):
         return ()
     wanted = {Verdict.FITS} if current.verdict is Verdict.TIGHT else {Verdict.FITS, Verdict.TIGHT}
-    found: dict[tuple[tuple[str, str], ...], tuple[Suggestion, Plan]] = {}
+    found: dict[frozenset[tuple[str, str]], tuple[Suggestion, Plan]] = {}  # by the changes, in any order
     planned: dict[tuple[int, Workload | None], tuple[ServingConfig, Plan | None]] = {}
     fitting: list[Suggestion] = []  # the Fits suggestions of ``found``, in its order (what ``dominated`` reads)
 
@@ -375,8 +418,8 @@ def search_suggestions(
             return False
         tp = max(serving.tensor_parallel_size if m.tp is None else m.tp for m in moves)
         dp = max(serving.data_parallel_size if m.dp is None else m.dp for m in moves)
-        gpus, cost = tp * dp * rs_pp, sum(m.cost for m in moves)
-        return any(s.gpus <= gpus and s.cost <= cost for s in fitting)
+        gpus, cost = tp * dp * rs_pp * replicas, sum(m.cost for m in moves)
+        return any(s.total_gpus <= gpus and s.cost <= cost and not s.cuts_workload for s in fitting)
 
     def attempt(moves: tuple[_Move, ...]) -> Plan | None:
         changes = moves[0].changes if len(moves) == 1 else tuple(c for m in moves for c in m.changes)
@@ -390,7 +433,7 @@ def search_suggestions(
         result = hit[1]
         if result is None:
             return None
-        if result.verdict in wanted and changes not in found and not _within_error(result):
+        if result.verdict in wanted and frozenset(changes) not in found and not _within_error(result):
             rs = result.serving
             gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size * rs.parallel.data_parallel_size
             cost = sum(m.cost for m in moves)
@@ -401,16 +444,21 @@ def search_suggestions(
             )
             if result.verdict is Verdict.TIGHT:
                 summary += f" (Tight: {result.reasons[0].message})"
-            found[changes] = (Suggestion(changes, result.verdict, summary, gpus, cost), result)
+            served = replicas if wl is None else wl.replicas
+            found[frozenset(changes)] = (Suggestion(changes, result.verdict, summary, gpus, cost, served), result)
             if result.verdict is Verdict.FITS:
-                fitting.append(found[changes][0])
+                fitting.append(found[frozenset(changes)][0])
         return result
 
     rs_pp = current.serving.pipeline_parallel_size
+    replicas = 1 if workload is None else workload.replicas
     kinds = _moves(model, gpu, serving, workload, current)
     shorter = _shorter(serving, workload, current)
     if shorter is not None:
         kinds.append([shorter])
+    spread = _spread(workload, current)
+    if spread is not None:
+        kinds.append([spread])
     partial: list[tuple[int, _Move, Plan]] = []  # single changes that did not reach Fits, to combine
     for k, alternatives in enumerate(kinds):
         tried: list[tuple[int, _Move, Plan]] = []
@@ -430,10 +478,14 @@ def search_suggestions(
         for k2, other, _ in partial[i + 1 :]:
             if k2 != k and not dominated((move, other)):
                 attempt((move, other))
-        if shorter is None or k != len(kinds) - 1:
+        if move.changes[0][0] != "--max-model-len":
             combined = _shorter(serving, workload, result)  # the context this change's pool holds
             if combined is not None and not dominated((move, combined)):
                 attempt((move, combined))
+        if move.changes[0][0] not in (ADD_REPLICAS, CUT_CONCURRENCY):
+            wider = _spread(workload if move.workload is None else move.workload, result)
+            if wider is not None and not dominated((move, wider)):
+                attempt((move, wider))  # the replicas this change's pool needs
         if result.verdict is Verdict.TIGHT and any(
             r.code == ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET for r in result.reasons
         ):
@@ -453,7 +505,7 @@ def search_suggestions(
                 gmu = round(gmu - _GMU_STEP, 2)
     ranked = sorted(
         (s for s, _ in found.values()),
-        key=lambda s: (s.gpus, s.cost, s.verdict is not Verdict.FITS, len(s.changes)),
+        key=lambda s: (s.cuts_workload, s.total_gpus, s.cost, s.verdict is not Verdict.FITS, len(s.changes)),
     )
     # drop a suggestion that adds changes to a cheaper one with the same or a better verdict
     kept: list[Suggestion] = []

@@ -249,6 +249,14 @@ def _after(rs: ResolvedServing, g: PerGpu, outside: OutsideNeed | None) -> tuple
     return tuple(soft)
 
 
+def _requests_text(workload: Workload) -> str:
+    """``16 concurrent requests``, or ``16 concurrent requests per replica (64 over 4 replicas)``."""
+    text = f"{workload.per_replica} concurrent requests"
+    if workload.replicas > 1:
+        text += f" per replica ({workload.concurrency} over {workload.replicas} replicas)"
+    return text
+
+
 def finish(
     pre: Prejudged, rs: ResolvedServing, kv: KVSummary, workload: Workload | None
 ) -> tuple[Verdict, tuple[Reason, ...]]:
@@ -263,8 +271,7 @@ def finish(
         if workload is not None and kv.workload_blocks is not None and kv.workload_blocks > kv.num_blocks:
             over = Reason(
                 ReasonCode.WORKLOAD_EXCEEDS_KV_CACHE,
-                f"{workload.concurrency} concurrent requests x {workload.context_tokens} tokens need "
-                f"{kv.workload_blocks} KV "
+                f"{_requests_text(workload)} x {workload.context_tokens} tokens need {kv.workload_blocks} KV "
                 f"blocks per GPU; the pool has {kv.num_blocks} (max concurrency {kv.max_concurrency:.2f} at "
                 f"{rs.max_model_len} tokens)" + pre.lora_suffix,
             )

@@ -475,7 +475,7 @@ def estimate(
         context = isl = max(1, context_tokens)
         osl = 0
     if batch is None:
-        batch = result.workload.concurrency if result.workload else math.floor(result.kv.max_concurrency)
+        batch = result.workload.per_replica if result.workload else math.floor(result.kv.max_concurrency)
     most = requests_the_pool_holds(result, isl + osl if split else context)
     batch = max(1, min(batch, rs.max_num_seqs))
     w = work(model, result, context, isl)

@@ -55,7 +55,7 @@ from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.resolve import MAX_CONTEXT, accounting_of, checked_int, graphs_in_budget, resolve_serving
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
-from fitgate.sizing.serving import ResolvedServing, ServingConfig, Workload
+from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import cdiv, fmt_gib
 from fitgate.sizing.verdict_rules import OutsideNeed, max_model_len_that_fits, outside_need, plan_notes
 from fitgate.sizing.versions import VllmAccounting
@@ -344,6 +344,7 @@ def _ranks(
 def _check_workload(workload: Workload | None) -> None:
     if workload is not None:
         checked_int(workload.concurrency, "concurrency", 1, 1 << 20)
+        checked_int(workload.replicas, "replicas", 1, MAX_REPLICAS)
         checked_int(workload.context_tokens, "context_tokens", 1, MAX_CONTEXT)
 
 
@@ -383,7 +384,7 @@ def plan(
         dcp = rs.parallel.decode_context_parallel_size
         wlen = cdiv(workload.context_tokens, dcp)
         wshape = ServingShape(wlen, rs.max_num_batched_tokens, worst.layout.block_size)
-        workload_blocks = workload.concurrency * blocks_per_request(worst.layout, wshape, accounting)
+        workload_blocks = workload.per_replica * blocks_per_request(worst.layout, wshape, accounting)
         fraction = workload_blocks / kv.num_blocks if kv.num_blocks else None
         kv = copied(kv, {"workload_blocks": workload_blocks, "workload_fraction": fraction})
         required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)

@@ -112,12 +112,27 @@ class LoraSlots:
     dtype_bytes: int
 
 
+#: The most replicas a workload is split over (a ModelDeployment's ``spec.replicas``, ``fitgate plan --replicas``).
+MAX_REPLICAS = 10_000
+
+
 @dataclass(frozen=True)
 class Workload:
-    """The peak a service must hold: this many concurrent requests of this many tokens each."""
+    """The peak a service must hold: this many concurrent requests of this many tokens each.
+
+    ``concurrency`` is the service's, split evenly over ``replicas`` (a load balancer in front of them): each
+    replica's KV pool must hold :attr:`per_replica` of them (issue 24: a suggestion may add replicas instead
+    of cutting the concurrency).
+    """
 
     concurrency: int
     context_tokens: int
+    replicas: int = 1
+
+    @property
+    def per_replica(self) -> int:
+        """The requests one replica holds at the peak: ``ceil(concurrency / replicas)``."""
+        return -(-self.concurrency // self.replicas)
 
 
 @dataclass(frozen=True)

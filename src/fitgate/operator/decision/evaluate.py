@@ -238,9 +238,9 @@ def parallel_serving(spec: ModelDeploymentSpec) -> dict[str, Any]:
 
 
 def workload_of(spec: ModelDeploymentSpec) -> Workload | None:
-    """The declared workload, if any."""
+    """The declared workload, if any: ``concurrentRequests`` split over ``spec.replicas``."""
     w = spec.workload
-    return None if w is None else Workload(w.concurrent_requests, w.context_tokens)
+    return None if w is None else Workload(w.concurrent_requests, w.context_tokens, spec.replicas)
 
 
 #: The model as ``--hf-overrides`` (``model.hfOverrides``) changes it, by checkpoint facts and overrides.

@@ -54,6 +54,7 @@ SPEC_FIELDS = {
     "--quantization": "spec.serving.quantization",
     "--dtype": "spec.serving.dtype",
     "workload.concurrentRequests": "spec.workload.concurrentRequests",
+    "replicas": "spec.replicas",  # issue 24: the workload over more replicas
     # issue 20: LoRA slots
     "--max-loras": "spec.serving.lora.maxLoras",
     "--max-lora-rank": "spec.serving.lora.maxLoraRank",
@@ -68,6 +69,12 @@ def edit_text(suggestion: Suggestion) -> str:
     return ", ".join(fields) + (f" [vLLM {' '.join(flags)}]" if flags else "")
 
 
+def _gpus_text(s: Suggestion) -> str:
+    """``1 GPU``, ``4 GPUs``, ``6 GPUs: 3 replicas x 2``."""
+    text = f"{s.total_gpus} GPU{'s' if s.total_gpus > 1 else ''}"
+    return text + (f": {s.replicas} replicas x {s.gpus}" if s.replicas > 1 else "")
+
+
 def message_of(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int) -> str:
     """The verdict message: the best pool's, its per-GPU numbers, the smallest change that fits, the pools."""
     text = best.message
@@ -80,7 +87,7 @@ def message_of(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int
         )
     fits = next((s for s in suggestions if s.verdict is Verdict.FITS), None)
     if fits is not None:
-        text += f"; smallest change that fits: {edit_text(fits)} ({fits.gpus} GPU{'s' if fits.gpus > 1 else ''})"
+        text += f"; smallest change that fits: {edit_text(fits)} ({_gpus_text(fits)})"
     if suggestions and suggestions[0] is not fits:
         text += f"; cheaper but Tight: {edit_text(suggestions[0])}"
     if pools > 1:

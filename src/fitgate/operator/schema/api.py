@@ -446,7 +446,11 @@ class WorkloadSpec(_Spec):
     """The peak the service must hold, checked against the KV cache pool."""
 
     concurrent_requests: int = Field(
-        alias="concurrentRequests", ge=1, le=1 << 20, description="Requests in flight at the same time."
+        alias="concurrentRequests",
+        ge=1,
+        le=1 << 20,
+        description="Requests in flight at the same time over all replicas: each replica's KV pool must hold "
+        "ceil(concurrentRequests / replicas) of them.",
     )
     context_tokens: int = Field(
         alias="contextTokens", ge=1, le=MAX_CONTEXT, description="Tokens (prompt + output) of each request."
