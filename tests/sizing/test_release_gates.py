@@ -9,9 +9,17 @@ service (config.yaml@107bec6a: one L4, dtype half, max_model_len 2048, gpu_memor
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
+from fitgate.sizing.activation import (
+    CUDA_CONTEXT_BYTES,
+    TP_PRE_SNAPSHOT_BYTES,
+    TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES,
+    pre_snapshot_bytes,
+)
 from fitgate.sizing.dtypes import float16_refused
 from tests.conftest import model
 
@@ -56,3 +64,37 @@ def test_the_free_memory_start_check_from_0_9_1(version: str, refused: bool) -> 
     codes = {r.code for r in p.reasons}
     assert (ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH in codes) is refused
     assert (p.verdict is Verdict.DOES_NOT_FIT) is refused
+
+
+def test_tp_memory_held_before_the_snapshot_follows_symmetric_memory() -> None:
+    # vLLM allocates a symmetric-memory all-reduce buffer only on 9.0 / 10.x (all_reduce_utils.py 0.34.0 L58-83)
+    assert pre_snapshot_bytes(2, "9.0") == pre_snapshot_bytes(8, "10.0") == TP_PRE_SNAPSHOT_BYTES
+    assert pre_snapshot_bytes(2, "8.6") == pre_snapshot_bytes(4, "12.0") == TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES
+    assert pre_snapshot_bytes(2, None) == TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES
+    assert pre_snapshot_bytes(1, "9.0") == pre_snapshot_bytes(1, "8.6") == CUDA_CONTEXT_BYTES
+    assert CUDA_CONTEXT_BYTES < TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES < TP_PRE_SNAPSHOT_BYTES
+
+
+@pytest.mark.parametrize("gpu", ["RTX-3090", "RTX-4090"])
+def test_tp2_on_24gb_geforce_cards_at_gmu_0_94_starts(gpu: str) -> None:
+    # hunt12 D1: a published Devstral config "tested on 2x RTX 3090" (TP 2, gmu 0.94, fp8 KV). Outside the budget:
+    # 23.58 GiB x 0.06 = 1.41 GiB. vLLM refuses only when what is held before its snapshot is more: 1.53 GiB (an
+    # H100's NCCL + symmetric memory) denied it; a 3090 at TP 4 held 0.63 GiB (vllm-backport#34), so it starts.
+    card = lookup_gpu(gpu)
+    serving = ServingConfig(
+        tensor_parallel_size=2,
+        kv_cache_dtype="fp8",
+        max_model_len=32768,
+        gpu_memory_utilization=0.94,
+        vllm_version="0.13.0",
+    )
+    p = plan(model("Qwen/Qwen3-8B"), card, serving)
+    assert p.verdict is not Verdict.DOES_NOT_FIT, p.reasons
+    assert all(r.code is not ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH for r in p.reasons)
+    # an H100 pair keeps the measured 1.53 GiB: gmu 0.985 leaves 79.19 x 0.015 = 1.19 GiB outside, and is refused
+    h100 = plan(
+        model("Qwen/Qwen3-8B"),
+        lookup_gpu("H100"),
+        replace(serving, gpu_memory_utilization=0.985),
+    )
+    assert any(r.code is ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH for r in h100.reasons)

@@ -278,8 +278,26 @@ CUDA_CONTEXT_BYTES = int(0.5 * GiB)
 #: runs), 1.53 GiB at TP2 and 1.55 GiB at TP4 (77.66 / 77.64, 6 runs), 2.01 GiB in 3 TP2 runs
 #: (77.18). The smallest TP>1 figure is used: less outside the budget is never a false denial.
 TP_PRE_SNAPSHOT_BYTES = int(1.53 * GiB)
+#: The compute capabilities vLLM gives a torch symmetric-memory all-reduce buffer (``SymmMemCommunicator``: only
+#: those in ``SYMM_MEM_ALL_REDUCE_MAX_SIZES``, device_communicators/all_reduce_utils.py 0.34.0 L58-83 and
+#: symm_mem.py L58-76: 9.0, 10.0, 10.3, 10.7; earlier releases a subset). The H100 figure above holds it.
+SYMM_MEM_CAPABILITIES = frozenset({"9.0", "10.0", "10.3", "10.7"})
+#: TP > 1 on a GPU without symmetric memory (and, on GeForce boards, without the P2P that vLLM's custom
+#: all-reduce needs: custom_all_reduce.py 0.34.0 ``_can_p2p``): the NCCL communicators and the CUDA context.
+#: Measured as total - free in the start-up check's message: 0.63 GiB on 8 x RTX 3090 at TP 4 (23.56 - 22.93,
+#: github.com/wtdcode/vllm-backport/issues/34), 1.13 / 0.90 GiB on 2 x RTX 5090 at TP 2 (31.4 - 30.27 / 30.5,
+#: github.com/noonghunna/club-3090/issues/1087). The smallest is used, as above (hunt12 D1: 1.53 GiB denied
+#: 2 x RTX 3090 at gmu 0.94 that their 1.41 GiB outside the budget holds).
+TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES = int(0.63 * GiB)
 
 
-def pre_snapshot_bytes(tp: int) -> int:
-    """Device memory in use before vLLM's start-up snapshot on one worker (see TP_PRE_SNAPSHOT_BYTES)."""
-    return TP_PRE_SNAPSHOT_BYTES if tp > 1 else CUDA_CONTEXT_BYTES
+def pre_snapshot_bytes(tp: int, compute_capability: str | None) -> int:
+    """Device memory in use before vLLM's start-up snapshot on one worker (see TP_PRE_SNAPSHOT_BYTES).
+
+    ``compute_capability`` None (AMD, a GPU given by its memory): no symmetric memory, the smaller figure.
+    """
+    if tp <= 1:
+        return CUDA_CONTEXT_BYTES
+    if compute_capability in SYMM_MEM_CAPABILITIES:
+        return TP_PRE_SNAPSHOT_BYTES
+    return TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.activation import CUDA_CONTEXT_BYTES, pre_snapshot_bytes
+from fitgate.sizing.activation import CUDA_CONTEXT_BYTES
 from fitgate.sizing.parallel import EP_INTERNODE_RESIDENT_BYTES
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import KVSummary, PerGpu, RankPlan, Reason, Verdict
@@ -94,7 +94,7 @@ def prejudge(
             )
         )
     elif (
-        g.capacity_bytes - pre_snapshot_bytes(rs.tensor_parallel_size) < g.budget_bytes
+        g.capacity_bytes - rs.pre_snapshot_bytes < g.budget_bytes
         and rs.free_memory_check
         and not rs.extensible_kv_cache
     ):
@@ -102,7 +102,7 @@ def prejudge(
         # versions.FREE_MEMORY_CHECK_SINCE); free is total less what exists before it (CUDA context, NCCL at
         # TP > 1). 0.34's extensible cache skips this check: the budget is only a cap (v1/worker/utils.py 0.34.0
         # L783-797).
-        held = pre_snapshot_bytes(rs.tensor_parallel_size)
+        held = rs.pre_snapshot_bytes
         chain.append(
             Reason(
                 ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,

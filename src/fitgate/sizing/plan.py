@@ -18,7 +18,7 @@ from typing import Any
 
 from fitgate.sizing import extras, multimodal, offload
 from fitgate.sizing import lora as lora_slots
-from fitgate.sizing.activation import ProfileEstimate, estimate_profile, pre_snapshot_bytes
+from fitgate.sizing.activation import ProfileEstimate, estimate_profile
 from fitgate.sizing.auto_fit import plan_auto
 from fitgate.sizing.dtypes import MODEL_DTYPES
 from fitgate.sizing.extensible import (
@@ -243,7 +243,7 @@ def _extensible_rank(
         requested_bytes=requested,
         # a multi-node EP group's communicators are resident before the snapshot too (fitgate.sizing.parallel)
         init_free_bytes=gpu.memory_bytes
-        - pre_snapshot_bytes(rs.tensor_parallel_size)
+        - rs.pre_snapshot_bytes
         - (EP_INTERNODE_RESIDENT_BYTES if rs.parallel.internode else 0),
         resident_bytes=resident,
         transient_bytes=transient,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing import offload, speculative
+from fitgate.sizing.activation import pre_snapshot_bytes
 from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES, MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import SizingError
@@ -263,6 +264,7 @@ def resolve_serving(
         engine=accounting.engine,
         engine_note=_engine(arch, gpu, serving)[1],
         free_memory_check=accounting.free_memory_check,
+        pre_snapshot_bytes=pre_snapshot_bytes(tp, gpu.compute_capability),
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=serving.runner,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.activation import pre_snapshot_bytes
 from fitgate.sizing.dtypes import MODEL_DTYPES
 from fitgate.sizing.kv_layout import (
     one_request_bytes,
@@ -153,7 +152,8 @@ class OutsideNeed:
 
     Attributes:
         pre_snapshot_bytes: CUDA context, cuBLAS, NCCL and all-reduce buffers created before the start
-            snapshot (``activation.pre_snapshot_bytes``: measured, 0.51 GiB at TP1, 1.53 GiB at TP > 1).
+            snapshot (``activation.pre_snapshot_bytes``: measured, 0.51 GiB at TP1, 1.53 GiB at TP > 1 with
+            symmetric memory, 0.63 GiB without).
         graphs_bytes: The CUDA-graph pool where vLLM captures it after sizing the KV cache without
             deducting an estimate (before 0.20; 0.22-0.28 V2-runner models; ``VLLM_MEMORY_PROFILER_
             ESTIMATE_CUDAGRAPHS=0``): ``activation.cuda_graph_bytes`` (fitted on the 0.19 H100 logs).
@@ -207,7 +207,7 @@ def outside_need(
         rows = min(rs.max_num_seqs, rs.max_num_batched_tokens)
         floor = rows * arch.vocab_size * (MODEL_DTYPES[rs.dtype] + 4)
         fitted = rank.profile.sampler_bytes
-    return OutsideNeed(pre_snapshot_bytes(rs.tensor_parallel_size), graphs, floor, fitted, excess)
+    return OutsideNeed(rs.pre_snapshot_bytes, graphs, floor, fitted, excess)
 
 
 def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
