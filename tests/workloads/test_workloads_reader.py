@@ -6,6 +6,7 @@ Fixtures and their sources: tests/fixtures/workloads/SOURCE.md.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 
 from fitgate.operator.schema.api import parse_spec
 from fitgate.workloads import expand_k8s, find_engine_command, read_workload, release_of_image
-from fitgate.workloads.argv import human_int, long_name
+from fitgate.workloads.argv import MAX_DOTTED_DEPTH, human_int, long_name, parse_engine_argv
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
 
@@ -845,3 +846,62 @@ def test_a_rope_theta_that_is_no_base_is_noted_not_sized() -> None:
     container["args"] = ["Qwen/Qwen3-8B", "--rope-theta", "5000000"]
     r = read_workload(deployment(container))
     assert r is not None and r.hf_overrides == {"rope_theta": 5000000.0}
+
+
+def test_dotted_json_flags_are_merged_as_vllm_merges_them() -> None:
+    # hunt12 G2: llm-d's GLM-5.2 guide and vLLM's recipes pass `--speculative-config.method mtp` (FlexibleArgumentParser
+    # turns --flag.key value into --flag '{"key": value}', merging every key of a flag and appending them after all
+    # other args, so they win over a whole JSON given earlier: vllm/utils/argparse_utils.py 0.34.0 L410-499). Before,
+    # the MTP layer was not counted.
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.34.0",
+        "args": [
+            "Qwen/Qwen3-8B",
+            "--speculative-config",
+            '{"method": "eagle3", "num_speculative_tokens": 3}',
+            "--speculative_config.method",
+            "ngram",
+            "--speculative-config.num_speculative_tokens=2",
+            "-cc.cudagraph_mode",
+            "PIECEWISE",
+            "--hf-overrides.max_position_embeddings",
+            "64k",
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None, r
+    spec = parse_spec(r.spec())
+    # the dotted keys replace the whole JSON given before them: ngram with 2 tokens, not eagle3 with 3
+    assert spec.serving.speculative_config is not None
+    assert (spec.serving.speculative_config.method, spec.serving.speculative_config.num_speculative_tokens) == (
+        "ngram",
+        2,
+    )
+    assert spec.serving.cudagraph_mode == "PIECEWISE"
+    assert r.hf_overrides == {"max_position_embeddings": 64000}  # human-readable 64k = 64 x 1000, as vLLM reads it
+
+
+def test_dotted_flag_values_and_lists() -> None:
+    flags = parse_engine_argv(
+        "vllm serve",
+        [
+            "m",
+            "--x.a.b",
+            "1",
+            "--x.a.c",
+            "true",
+            "--x.l+",
+            "p,q",
+            "--x.l+",
+            "r",
+            "--x.s",
+            "text",
+            "--x" + ".k" * 9,
+            "1",
+        ],
+    ).flags
+    # JSON where it parses (1, true), the string otherwise, "+" lists appended; a key deeper than the limit is dropped
+    assert json.loads(flags["--x"]) == {"a": {"b": 1, "c": True}, "l": ["p", "q", "r"], "s": "text"}
+    assert MAX_DOTTED_DEPTH == 8

@@ -502,6 +502,7 @@ def _takes_value(flag: str) -> bool:
 def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
     """Flags by long name and the positional model (the first bare word) of an engine argv."""
     flags: dict[str, str] = {}
+    dotted: dict[str, dict[str, Any]] = {}  # --json-flag.key value, by flag
     model: str | None = None
     i = 0
     while i < len(words):
@@ -522,7 +523,14 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             i += 1
             continue
         name, eq, value = word.partition("=")
-        name = _unabbreviated(long_name(name))
+        name = long_name(name)
+        if "." in name and name.startswith("-"):  # --speculative-config.method mtp
+            if not eq:
+                value = words[i] if i < len(words) else ""
+                i += 1
+            _merge_dotted(dotted, name, value)
+            continue
+        name = _unabbreviated(name)
         if eq:
             flags[name] = value
         elif not _takes_value(name):
@@ -541,7 +549,44 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             i += 1
         else:
             flags[name] = "true"
+    for head, tree in dotted.items():  # appended after every other flag, as vLLM does: they win
+        flags[_unabbreviated(head)] = json.dumps(tree)
     return EngineCommand(how, model, flags, tuple(words))
+
+
+#: The most keys a dotted flag nests (``--a.b.c``: 2); deeper ones are left out (no vLLM config is that deep).
+MAX_DOTTED_DEPTH = 8
+
+
+def _merge_dotted(dotted: dict[str, dict[str, Any]], name: str, text: str) -> None:
+    """``--json-flag.key.sub value`` merged into that flag's JSON object, as vLLM's ``FlexibleArgumentParser``.
+
+    The value is JSON if it parses, else a human-readable integer (``80g``), else the string; ``--flag.key+ a,b``
+    is the list ``["a", "b"]``, appended to one already there (vllm/utils/argparse_utils.py 0.34.0 L410-499).
+    """
+    value: Any
+    if name.endswith("+"):
+        name, value = name[:-1], text.split(",")
+    else:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            number = human_int(text)
+            value = text if number is None else number
+    head, *keys = name.split(".")
+    if not keys or len(keys) > MAX_DOTTED_DEPTH or not all(keys):
+        return
+    node = dotted.setdefault(head, {})
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    last = keys[-1]
+    if isinstance(value, list) and isinstance(node.get(last), list):
+        node[last] = [*node[last], *value]
+    else:
+        node[last] = value
 
 
 def _is_number(word: str) -> bool:
