@@ -25,7 +25,7 @@ from fitgate.operator.schema.config import OperatorConfig
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.gpus import find_gpu, gpu_catalog
 from fitgate.sizing.instances import gke_accelerator, instance_gpus, instance_types, karpenter_gpu
-from fitgate.sizing.units import GiB
+from fitgate.sizing.units import GiB, MiB
 from tests.conftest import model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -541,3 +541,29 @@ def test_many_templates_of_one_gpu_are_one_prospect_naming_three() -> None:
     ]
     [p] = prospects(None, {}, (), [t for t in pools if t is not None])
     assert (p.gpu.gpu.name, p.source) == ("L40S", "NodePool/p0,NodePool/p1,NodePool/p2 and 2 more")
+
+
+def _gfd_node(product: str, memory_mib: int) -> dict[str, Any]:
+    labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": str(memory_mib), "nvidia.com/gpu.count": "8"}
+    return {"metadata": {"name": "n0", "labels": labels}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+
+
+def test_a_products_memory_label_wins_over_the_catalog_when_they_disagree() -> None:
+    # hunt12 G1: vLLM's GLM-5 recipe serves GLM-5-FP8 on "8xH200 (or H20) GPUs (141GB x 8)": NVIDIA sells the H20
+    # with 96 GB and with 141 GB. The catalog's H20 is the 96 GB board (label 97871 MiB); a node whose GFD memory
+    # label says 143771 MiB (the H200's) is sized with 143771 - 470 (the driver's share) = 143301 MiB = 139.94 GiB.
+    small = parse_node(_gfd_node("NVIDIA-H20", 97871))[0]
+    assert small.gpu.name == "H20" and small.gpu.memory_bytes > 94 * GiB and not small.notes
+    big = parse_node(_gfd_node("NVIDIA-H20", 143771))[0]
+    assert big.gpu.memory_bytes == (143771 - 470) * MiB and big.gpu.bf16_dense_tflops == small.gpu.bf16_dense_tflops
+    assert any("the node reports 139.94 GiB (node label)" in n for n in big.notes), big.notes
+    # within 3 % (a driver's few MiB) the catalog's figure stays: an H100's label is 81559 MiB
+    h100 = parse_node(_gfd_node("NVIDIA-H100-80GB-HBM3", 81559 - 200))[0]
+    assert h100.gpu.memory_bytes == parse_node(_gfd_node("NVIDIA-H100-80GB-HBM3", 81559))[0].gpu.memory_bytes
+    raw = {
+        "model": {"name": "zai-org/GLM-5-FP8", "source": "catalog"},
+        "serving": {"tensorParallelSize": 8, "maxModelLen": 32768},
+    }
+    on_big = evaluate(parse_spec(raw), model("zai-org/GLM-5-FP8"), [big])
+    on_small = evaluate(parse_spec(raw), model("zai-org/GLM-5-FP8"), [small])
+    assert on_small.verdict is Verdict.DOES_NOT_FIT and on_big.verdict is not Verdict.DOES_NOT_FIT

@@ -25,7 +25,7 @@ from fitgate.sizing.engine_args import engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.speculative import resolve
 from fitgate.sizing.versions import accounting_for
-from fitgate.workloads.argv import config_file_flags
+from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.reader import read_workload
 
 CORPUS = Path(__file__).parents[1] / "corpus"

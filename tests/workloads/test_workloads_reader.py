@@ -15,7 +15,8 @@ import yaml
 
 from fitgate.operator.schema.api import parse_spec
 from fitgate.workloads import expand_k8s, find_engine_command, read_workload, release_of_image
-from fitgate.workloads.argv import MAX_DOTTED_DEPTH, human_int, long_name, parse_engine_argv
+from fitgate.workloads.argv import long_name, parse_engine_argv
+from fitgate.workloads.flagvalues import MAX_DOTTED_DEPTH, human_int
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
 

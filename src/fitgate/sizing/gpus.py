@@ -131,6 +131,29 @@ def lookup_gpu(name: str, field: str = "gpu") -> GpuModel:
 MAX_GPU_BYTES = 16 * 1024 * GiB
 
 
+#: How far a node's memory figure may be from the catalog's before the node's is used (nvidia-smi totals of one
+#: product differ by a few MiB between drivers; a 96 GB and a 141 GB board of one name differ by a third).
+MEMORY_LABEL_TOLERANCE = 0.03
+
+
+def with_reported_memory(known: GpuModel, total_bytes: int | None, source: str) -> tuple[GpuModel, str | None]:
+    """``known`` with the memory its node reports when that is not the catalog's (and a note saying so).
+
+    ``total_bytes``: the node's figure less the driver's share (what CUDA reports), None when it gives none. A product
+    name can cover boards of different memory (NVIDIA's H20 of 96 GB and of 141 GB): the node's figure is the truth,
+    the catalog keeps the speeds.
+    """
+    if not total_bytes or total_bytes < GiB // 2:
+        return known, None
+    if abs(total_bytes - known.memory_bytes) <= MEMORY_LABEL_TOLERANCE * known.memory_bytes:
+        return known, None
+    note = (
+        f"{known.name}: the node reports {total_bytes / GiB:.2f} GiB ({source}), the catalog "
+        f"{known.memory_bytes / GiB:.2f} GiB: sized with the node's"
+    )
+    return replace(known, memory_bytes=total_bytes, memory_basis=source), note
+
+
 def custom_gpu(memory_bytes: int, name: str = "custom") -> GpuModel:
     """A GPU known only by its memory (``--gpu-memory``), e.g. a MIG slice."""
     if not GiB // 2 <= memory_bytes <= MAX_GPU_BYTES:

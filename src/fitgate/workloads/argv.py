@@ -19,6 +19,7 @@ from typing import Any
 
 from fitgate.workloads import shellmath
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget
+from fitgate.workloads.flagvalues import merge_dotted
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
 SHORT_FLAGS = {
@@ -528,7 +529,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             if not eq:
                 value = words[i] if i < len(words) else ""
                 i += 1
-            _merge_dotted(dotted, name, value)
+            merge_dotted(dotted, name, value)
             continue
         name = _unabbreviated(name)
         if eq:
@@ -554,86 +555,9 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
     return EngineCommand(how, model, flags, tuple(words))
 
 
-#: The most keys a dotted flag nests (``--a.b.c``: 2); deeper ones are left out (no vLLM config is that deep).
-MAX_DOTTED_DEPTH = 8
-
-
-def _merge_dotted(dotted: dict[str, dict[str, Any]], name: str, text: str) -> None:
-    """``--json-flag.key.sub value`` merged into that flag's JSON object, as vLLM's ``FlexibleArgumentParser``.
-
-    The value is JSON if it parses, else a human-readable integer (``80g``), else the string; ``--flag.key+ a,b``
-    is the list ``["a", "b"]``, appended to one already there (vllm/utils/argparse_utils.py 0.34.0 L410-499).
-    """
-    value: Any
-    if name.endswith("+"):
-        name, value = name[:-1], text.split(",")
-    else:
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            number = human_int(text)
-            value = text if number is None else number
-    head, *keys = name.split(".")
-    if not keys or len(keys) > MAX_DOTTED_DEPTH or not all(keys):
-        return
-    node = dotted.setdefault(head, {})
-    for key in keys[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = node[key] = {}
-        node = child
-    last = keys[-1]
-    if isinstance(value, list) and isinstance(node.get(last), list):
-        node[last] = [*node[last], *value]
-    else:
-        node[last] = value
-
-
 def _is_number(word: str) -> bool:
     try:
         float(word)
     except ValueError:
         return False
     return True
-
-
-def config_file_flags(data: object) -> dict[str, str]:
-    """The flags of a ``--config`` YAML mapping, read as vLLM 0.33 does.
-
-    Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``; a false
-    boolean is left out; a mapping is its JSON), vllm/utils/argparse_utils.py 0.33.0 ``load_config_file``
-    L653-671.
-    """
-    flags: dict[str, str] = {}
-    if not isinstance(data, dict):
-        return flags
-    for key, value in data.items():
-        name = long_name(f"--{key}")
-        if isinstance(value, bool):
-            if value:
-                flags[name] = "true"
-            continue
-        if isinstance(value, dict):  # nested dicts become JSON (``--speculative-config`` ...), as in vLLM
-            flags[name] = json.dumps(value)
-            continue
-        flags[name] = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
-    return flags
-
-
-def human_int(text: str) -> int | None:
-    """Like vLLM's ``human_readable_int``: ``32768``, ``32k`` (x1000), ``32K`` (x1024); None when not one.
-
-    vllm/utils/argparse_utils.py 0.33.0 L30-74.
-    """
-    text = text.strip()
-    m = re.fullmatch(r"(\d{1,18}(?:\.\d{1,18})?)([kKmMgGtT])", text)  # bounded: no int of 5,000 digits
-    if m:
-        number, suffix = m.groups()
-        mult = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix) or {
-            "K": 2**10,
-            "M": 2**20,
-            "G": 2**30,
-            "T": 2**40,
-        }[suffix]
-        return int(float(number) * mult)
-    return int(text) if re.fullmatch(r"-?\d{1,18}", text) else None

@@ -26,7 +26,6 @@ from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
-    config_file_flags,
     configmap_refs,
     container_env,
     find_engine_command,
@@ -47,6 +46,7 @@ from fitgate.workloads.flags import (
     _UnknownValueError,
     data_parallel_ranks,
 )
+from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,

@@ -16,8 +16,8 @@ import yaml
 
 from fitgate.sizing.instances import instance_gpus
 from fitgate.sizing.units import parse_size
-from fitgate.workloads.argv import config_file_flags
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading
+from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
 from fitgate.workloads.reader import _blank, _leader_worker_set, annotated_model, with_model_annotation
 from fitgate.workloads.reading import Reading, WorkloadError

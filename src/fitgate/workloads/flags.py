@@ -20,9 +20,7 @@ from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
-from fitgate.workloads.argv import (
-    human_int,
-)
+from fitgate.workloads.flagvalues import human_int
 from fitgate.workloads.podspec import (
     as_list,
 )

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.operator.gpus.cel import compile_selector, parse_quantity
-from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 
@@ -195,7 +195,9 @@ def _device_gpu(device: Device) -> tuple[str, GpuModel, str | None, tuple[str, .
         return mig_product, GpuModel(name=mig_product, memory_bytes=memory, memory_basis="MIG profile"), profile, ()
     known = find_gpu(product)
     if known is not None:
-        return product, known, None, ()
+        reported = memory - DRIVER_RESERVED_BYTES if memory else None
+        gpu, note = with_reported_memory(known, reported, "DRA capacity")
+        return product, gpu, None, () if note is None else (note,)
     if memory and memory - DRIVER_RESERVED_BYTES >= GiB // 2:
         note = (
             f"{product} is not in the GPU catalog: "

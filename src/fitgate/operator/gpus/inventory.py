@@ -35,7 +35,7 @@ from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import Share, node_share
-from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 
@@ -121,13 +121,13 @@ def _int(value: object) -> int | None:
 
 def _gpu_for(product: str, memory_mib: int | None, vendor: str) -> tuple[GpuModel | None, tuple[str, ...]]:
     known = find_gpu(product)
+    total = memory_mib * MiB - (DRIVER_RESERVED_BYTES if vendor == "nvidia" else 16 * MiB) if memory_mib else None
     if known is not None:
-        return known, ()
-    if memory_mib:
-        total = memory_mib * MiB - (DRIVER_RESERVED_BYTES if vendor == "nvidia" else 16 * MiB)
-        if total >= GiB // 2:
-            note = f"{product} is not in the GPU catalog: its memory label ({memory_mib} MiB) minus the driver's share"
-            return GpuModel(name=product, memory_bytes=total, vendor=vendor, memory_basis="node label"), (note,)
+        gpu, note = with_reported_memory(known, total, "node label")
+        return gpu, () if note is None else (note,)
+    if total is not None and total >= GiB // 2:
+        note = f"{product} is not in the GPU catalog: its memory label ({memory_mib} MiB) minus the driver's share"
+        return GpuModel(name=product, memory_bytes=total, vendor=vendor, memory_basis="node label"), (note,)
     return None, (f"{product}: unknown GPU without a usable memory label",)
 
 

@@ -1,0 +1,93 @@
+"""The values of vLLM's flags as its parser reads them: human-readable integers, dotted JSON keys, config files.
+
+Pure functions over strings (no I/O), used by :mod:`fitgate.workloads.argv` and the readers of other kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+
+def long_flag(key: str) -> str:
+    """``--key`` with underscores read as dashes before any dot, as vLLM's parser reads a flag's name."""
+    head, dot, tail = key.partition(".")
+    return "--" + head.replace("_", "-") + dot + tail
+
+
+#: The most keys a dotted flag nests (``--a.b.c``: 2); deeper ones are left out (no vLLM config is that deep).
+MAX_DOTTED_DEPTH = 8
+
+
+def merge_dotted(dotted: dict[str, dict[str, Any]], name: str, text: str) -> None:
+    """``--json-flag.key.sub value`` merged into that flag's JSON object, as vLLM's ``FlexibleArgumentParser``.
+
+    The value is JSON if it parses, else a human-readable integer (``80g``), else the string; ``--flag.key+ a,b``
+    is the list ``["a", "b"]``, appended to one already there (vllm/utils/argparse_utils.py 0.34.0 L410-499).
+    """
+    value: Any
+    if name.endswith("+"):
+        name, value = name[:-1], text.split(",")
+    else:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            number = human_int(text)
+            value = text if number is None else number
+    head, *keys = name.split(".")
+    if not keys or len(keys) > MAX_DOTTED_DEPTH or not all(keys):
+        return
+    node = dotted.setdefault(head, {})
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    last = keys[-1]
+    if isinstance(value, list) and isinstance(node.get(last), list):
+        node[last] = [*node[last], *value]
+    else:
+        node[last] = value
+
+
+def config_file_flags(data: object) -> dict[str, str]:
+    """The flags of a ``--config`` YAML mapping, read as vLLM 0.33 does.
+
+    Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``; a false
+    boolean is left out; a mapping is its JSON), vllm/utils/argparse_utils.py 0.33.0 ``load_config_file``
+    L653-671.
+    """
+    flags: dict[str, str] = {}
+    if not isinstance(data, dict):
+        return flags
+    for key, value in data.items():
+        name = long_flag(str(key))
+        if isinstance(value, bool):
+            if value:
+                flags[name] = "true"
+            continue
+        if isinstance(value, dict):  # nested dicts become JSON (``--speculative-config`` ...), as in vLLM
+            flags[name] = json.dumps(value)
+            continue
+        flags[name] = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    return flags
+
+
+def human_int(text: str) -> int | None:
+    """Like vLLM's ``human_readable_int``: ``32768``, ``32k`` (x1000), ``32K`` (x1024); None when not one.
+
+    vllm/utils/argparse_utils.py 0.33.0 L30-74.
+    """
+    text = text.strip()
+    m = re.fullmatch(r"(\d{1,18}(?:\.\d{1,18})?)([kKmMgGtT])", text)  # bounded: no int of 5,000 digits
+    if m:
+        number, suffix = m.groups()
+        mult = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix) or {
+            "K": 2**10,
+            "M": 2**20,
+            "G": 2**30,
+            "T": 2**40,
+        }[suffix]
+        return int(float(number) * mult)
+    return int(text) if re.fullmatch(r"-?\d{1,18}", text) else None
