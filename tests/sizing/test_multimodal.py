@@ -5,11 +5,15 @@ The rules are cited in :mod:`fitgate.sizing.multimodal`; each test shows its ari
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.config_reader import parse_vision
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.multimodal import parse_limit_mm
 from tests.conftest import model
@@ -75,3 +79,56 @@ def test_bad_limit_mm_per_prompt_names_the_field(text: str) -> None:
     with pytest.raises(SizingError) as err:
         parse_limit_mm(text)
     assert str(err.value.field).startswith("limit_mm_per_prompt")
+
+
+# Qwen/Qwen2-VL-7B-Instruct config.json (huggingface.co/Qwen/Qwen2-VL-7B-Instruct, as published)
+QWEN2_VL_7B: dict[str, Any] = {
+    "architectures": ["Qwen2VLForConditionalGeneration"],
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 32768,
+    "model_type": "qwen2_vl",
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "depth": 32,
+        "embed_dim": 1280,
+        "mlp_ratio": 4,
+        "num_heads": 16,
+        "in_chans": 3,
+        "hidden_size": 3584,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "vocab_size": 152064,
+}
+
+
+def test_qwen2_vl_tower_is_sized_at_its_embed_dim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt13 D1 (SkyPilot llm/qwen/qwen2-vl-7b.yaml on an L4 / A10G, vllm 0.6.1): Qwen2-VL's vision_config.hidden_size
+    # (3584) is the text width its merger projects to; vLLM builds the ViT at embed_dim 1280 with an MLP of
+    # 1280 x mlp_ratio 4 = 5120 (models/qwen2_vl.py 0.6.1 L449-482). 32 x (4 x 1280^2 + 2 x 1280 x 5120) = 629,145,600
+    # parameters, not 32 x (4 x 3584^2 + 2 x 3584 x 14336) = 4.93e9 (8 GiB of weights that do not exist).
+    vision = parse_vision(QWEN2_VL_7B)
+    assert vision is not None and (vision.hidden_size, vision.intermediate_size) == (1280, 5120)
+    assert vision.num_params == 32 * (4 * 1280**2 + 2 * 1280 * 5120) == 629_145_600
+    # Qwen2.5-VL names the ViT's own width hidden_size (out_hidden_size is the projection): unchanged
+    v25 = parse_vision({"vision_config": {"hidden_size": 1280, "intermediate_size": 3420, "depth": 32}})
+    assert v25 is not None and (v25.hidden_size, v25.intermediate_size, v25.num_layers) == (1280, 3420, 32)
+    folder = tmp_path / "Qwen2-VL-7B-Instruct"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(QWEN2_VL_7B))
+    argv = ["plan", "--model", str(folder), "--gpu", "A10G", "--vllm-version", "0.6.1", "--max-model-len", "2048"]
+    code = main([*argv, "--output", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    # 8.29e9 parameters x 2 bytes = 15.44 GiB of weights (the checkpoint's own total) on a 22 GiB card: admitted
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight"), doc["reasons"]
+    assert abs(doc["per_gpu"]["weights_bytes"] / 2**30 - 15.44) < 0.2

@@ -228,9 +228,17 @@ def parse_vision(config: Mapping[str, Any]) -> VisionEncoder | None:
             },
             cfg.prefix,
         )
-    hidden = cfg.int_("hidden_size", 1152)
+    if cfg.has("embed_dim"):
+        # Qwen2-VL: the ViT's width is embed_dim, hidden_size the text width its merger projects to; its MLP is
+        # embed_dim x mlp_ratio (vllm/model_executor/models/qwen2_vl.py 0.6.1 L449-482: Qwen2VisionTransformer
+        # builds every block at embed_dim; hunt13 D1: 3584 made the 7B's tower 4.9B parameters, not 0.63B)
+        hidden = cfg.int_("embed_dim")
+        ratio = cfg.float_("mlp_ratio", 4.0, maximum=64)
+        inter = cfg.int_("intermediate_size", int(hidden * ratio))
+    else:
+        hidden = cfg.int_("hidden_size", 1152)
+        inter = cfg.int_("intermediate_size", 4 * hidden)
     layers = cfg.int_("num_hidden_layers", cfg.int_("depth", 27) if cfg.has("depth") else 27)
-    inter = cfg.int_("intermediate_size", 4 * hidden)
     # A ViT block: 4*h^2 attention + 2*h*i MLP (+ biases/norms, ignored); plus a projector h x text hidden.
     params = layers * (4 * hidden * hidden + 2 * hidden * inter)
     return VisionEncoder(hidden, layers, inter, params)
