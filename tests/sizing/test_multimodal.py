@@ -132,3 +132,45 @@ def test_qwen2_vl_tower_is_sized_at_its_embed_dim(tmp_path: Path, capsys: pytest
     # 8.29e9 parameters x 2 bytes = 15.44 GiB of weights (the checkpoint's own total) on a 22 GiB card: admitted
     assert code == 0 and doc["verdict"] in ("Fits", "Tight"), doc["reasons"]
     assert abs(doc["per_gpu"]["weights_bytes"] / 2**30 - 15.44) < 0.2
+
+
+def _gemma3n_e4b() -> dict[str, Any]:
+    """google/gemma-3n-E4B-it config.json's text part as published (35 layers, every 5th global, the last 15 KV-shared)."""
+    n = 35
+    text = {
+        "model_type": "gemma3n_text",
+        "hidden_size": 2048,
+        "hidden_size_per_layer_input": 256,
+        "head_dim": 256,
+        "intermediate_size": [16384] * n,
+        "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(n)],
+        "num_attention_heads": 8,
+        "num_hidden_layers": n,
+        "num_key_value_heads": 2,
+        "num_kv_shared_layers": 15,
+        "max_position_embeddings": 32768,
+        "sliding_window": 512,
+        "vocab_size": 262400,
+        "vocab_size_per_layer_input": 262144,
+        "laurel_rank": 64,
+        "altup_num_inputs": 4,
+        "torch_dtype": "bfloat16",
+    }
+    return {"architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n", "text_config": text}
+
+
+def test_gemma3n_is_sized_as_its_kv_shared_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt13: Gemma 3n's per-layer intermediate_size list was refused (an error; the webhook said Unknown). vLLM
+    # builds it as Gemma 4's E-models (gemma3n.py 0.34.0): the last 15 of 35 layers read an earlier layer's cache,
+    # so 20 layers hold KV: 20 x 2 (K, V) x 2 heads x 256 x 2 bytes = 40,960 bytes a token.
+    folder = tmp_path / "gemma-3n-E4B-it"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_gemma3n_e4b()))
+    code = main(["plan", "--model", str(folder), "--gpu", "L4", "--max-model-len", "32768", "--output", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["kv_cache"]["bytes_per_token"] == 20 * 2 * 2 * 256 * 2 == 40960
+    config = _gemma3n_e4b()
+    config["text_config"]["intermediate_size"] = [16384] * 34  # one short: named, not guessed
+    (folder / "config.json").write_text(json.dumps(config))
+    assert main(["plan", "--model", str(folder), "--gpu", "L4"]) == 2
+    assert "intermediate_size: '34 entries' is not valid; expected 35, one a layer" in capsys.readouterr().err

@@ -110,7 +110,8 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         raise UnknownArchitectureError(
             "config.json:architectures",
             arch,
-            f"an architecture vLLM 0.33 serves (vLLM dropped {arch} after {NOT_SERVED[arch]})",
+            f"an architecture fitgate sizes: vLLM serves {arch} up to {NOT_SERVED[arch]} and dropped it after, "
+            "and fitgate does not size it for those releases",
         )
     if family is None:
         raise UnknownArchitectureError(

@@ -1,4 +1,4 @@
-"""Gemma 4: sliding / global layers of different head sizes, a KV-shared tail, dense + MoE blocks.
+"""Gemma 4 and 3n: sliding / global layers of different head sizes, a KV-shared tail, dense + MoE blocks.
 
 Per-layer embeddings on E2B/E4B. Gemma 1-3 read as the llama family.
 """
@@ -18,6 +18,12 @@ ARCHITECTURES: tuple[str, ...] = (
     # Gemma 4: sliding / global layers of different head sizes, KV-shared tail, dense + MoE blocks
     "Gemma4ForCausalLM",
     "Gemma4ForConditionalGeneration",
+    # Gemma 3n: the same layout (vllm/model_executor/models/gemma3n.py 0.34.0: layer_types L349-351, the last
+    # num_kv_shared_layers read an earlier layer's cache with only a q_proj L311-330, L355-399, per-layer
+    # embeddings) with an MLP width per layer (``intermediate_size`` a list, L474); AltUp and LAuReL weights (a few
+    # MiB a layer) are left to the checkpoint's own total
+    "Gemma3nForCausalLM",
+    "Gemma3nForConditionalGeneration",
 )
 
 
@@ -44,7 +50,7 @@ def _family_gemma4(text: ConfigReader, model_type: str) -> FamilyLayers:
     global_kv = text.int_("num_global_key_value_heads", local_kv) if k_eq_v else local_kv
     shared = text.int_("num_kv_shared_layers", 0, minimum=0)
     first_shared = n - shared
-    inter = text.int_("intermediate_size")
+    inter = _widths(text, n)
     double = text.bool_("use_double_wide_mlp", False)
     experts = text.data.get("num_experts")
     # transformers 5.24 turns global_head_dim / num_global_key_value_heads into per-layer overrides
@@ -69,13 +75,24 @@ def _family_gemma4(text: ConfigReader, model_type: str) -> FamilyLayers:
             k_eq_v=k_eq_v and not sliding,
             kv_shared=shared > 0 and i >= first_shared,
         )
-        width = inter * (2 if double and shared > 0 and i >= first_shared else 1)
+        width = inter[i] * (2 if double and shared > 0 and i >= first_shared else 1)
         ffn: FeedForward = DenseMLP(width)
         if experts is not None:
             expert_key = "moe_intermediate_size" if text.has("moe_intermediate_size") else "expert_intermediate_size"
             ffn = MoE(text.int_("num_experts"), text.int_("top_k_experts"), text.int_(expert_key), width)
         layers.append(Layer(att, ffn))
     return layers, {}
+
+
+def _widths(text: ConfigReader, n: int) -> list[int]:
+    """``intermediate_size`` per layer: one integer (Gemma 4) or a list of ``n`` (Gemma 3n)."""
+    value = text.data.get("intermediate_size")
+    if isinstance(value, list):
+        if len(value) != n:
+            raise SizingError(f"{text.prefix}:intermediate_size", f"{len(value)} entries", f"{n}, one a layer")
+        per = ConfigReader({str(i): v for i, v in enumerate(value)}, f"{text.prefix}:intermediate_size")
+        return [per.int_(str(i), limit=MAX_REASONABLE["intermediate_size"]) for i in range(n)]
+    return [text.int_("intermediate_size")] * n
 
 
 def _per_layer_embedding(text: ConfigReader) -> PerLayerEmbedding | None:
@@ -98,6 +115,8 @@ GEMMA4 = Family(
     per_layer_embedding=_per_layer_embedding,
     model_types={
         "gemma4": ModelTypeTraits(tied_by_default=True),
+        "gemma3n": ModelTypeTraits(tied_by_default=True),
+        "gemma3n_text": ModelTypeTraits(tied_by_default=True),
         "gemma4_text": ModelTypeTraits(tied_by_default=True),
     },
 )

@@ -36,7 +36,6 @@ ARCHITECTURES: tuple[str, ...] = (
     "LlavaOnevisionForConditionalGeneration",
     "Idefics3ForConditionalGeneration",
     "InternVLForConditionalGeneration",
-    "Gemma3nForConditionalGeneration",
     # InternLM3: vLLM 0.33 builds it with LlamaForCausalLM (registry.py L143); transformers' config
     # renames qkv_bias -> attention_bias and bias -> mlp_bias, which llama.py reads (L268-305)
     "InternLM3ForCausalLM",
