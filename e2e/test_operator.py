@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -235,6 +236,34 @@ def test_misfit_is_denied_with_the_numbers(kube: Kube, operator: Operator, names
     denial = [line for line in log if "admission denied: fitgate:" in line]
     assert len(denial) == 1 and "[INFO" in denial[0] and "llama-70b" in denial[0], denial
     assert not [line for line in log if "failed permanently: fitgate:" in line]
+
+
+def test_a_workload_beyond_one_pool_is_offered_replicas_and_admitted_with_them(
+    kube: Kube, operator: Operator, namespace: str
+) -> None:
+    # issue 24: 512 requests of 4096 tokens are beyond one H100's KV pool (Llama-3.1-8B: ~118 such requests). vLLM
+    # starts and queues them, so admission warns instead of denying; the warning offers spec.replicas (the fewest
+    # whose pools hold the workload within 90 %, alone or with another change) before fewer requests, and the same
+    # spec with those replicas is admitted without the warning: concurrentRequests is split over them
+    spec = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+        "serving": {"maxModelLen": 8192},
+        "workload": {"concurrentRequests": 512, "contextTokens": 4096},
+        "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
+    }
+    dry = ("apply", "--dry-run=server", "-n", namespace, "-f", "-")
+    warned = kube.kubectl(*dry, stdin=mdep("wide", spec))
+    assert "does not fit" in warned.stderr and "512 concurrent requests x 4096 tokens" in warned.stderr, warned.stderr
+    fix = warned.stderr.split("smallest change that fits: ")[1]
+    found = re.match(r"[^\[]*spec\.replicas: (\d+)", fix)
+    assert found and "spec.workload.concurrentRequests" not in fix.split("[")[0], fix
+    replicas = int(found.group(1))
+    spec["serving"] = {
+        **spec["serving"],
+        **({"kvCacheDtype": "fp8"} if "kvCacheDtype: fp8" in fix.split("[")[0] else {}),
+    }
+    admitted = kube.kubectl(*dry, stdin=mdep("wide", {**spec, "replicas": replicas}))
+    assert "does not fit" not in admitted.stderr and "verdict Fits" in admitted.stderr, admitted.stderr
 
 
 def test_kubectl_edit_into_a_misfit_shows_the_whole_denial(
