@@ -361,3 +361,65 @@ def test_every_object_not_sized_gets_a_skipped_line_with_why(
         f"{path}#1: shop/web: Skipped: runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)",
         f"{path}#2: default/cfg: Skipped: a ConfigMap: read into the workloads of this manifest set that use it",
     ]
+
+
+def _lab_deployment(labels: dict[str, str]) -> dict[str, Any]:
+    """hunt14: Qwen3-14B-AWQ at TP 2 on two RTX 5060 Ti 16 GB (syv-ai/qwen38-27b-rtx3090 issue 22 ran such a pair)."""
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.27.1",
+        "args": ["--model", "Qwen/Qwen3-14B-AWQ", "--tensor-parallel-size", "2", "--max-model-len", "8192"],
+        "resources": {"limits": {"nvidia.com/gpu": 2}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "qwen3-14b", "namespace": "lab"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "q"}},
+            "template": {
+                "metadata": {"labels": {"app": "q"}},
+                "spec": {"nodeSelector": labels, "containers": [container]},
+            },
+        },
+    }
+
+
+def test_a_gpu_outside_the_catalog_is_sized_by_its_memory_label_or_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt14 D1: `fitgate check` answered Invalid (a denial) for every GPU product outside its catalog, where the live
+    # webhook sizes the node by its memory label (operator/gpus/inventory.py). Now both read the same rule: the
+    # product with nvidia.com/gpu.memory (16311 MiB less the driver's 470 = 15.47 GiB) is sized; without it, Unknown.
+    product = {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5060-Ti"}
+    path = tmp_path / "lab.yaml"
+    path.write_text(yaml.safe_dump(_lab_deployment({**product, "nvidia.com/gpu.memory": "16311"})))
+    code, [r] = check(capsys, str(path))
+    assert r["verdict"] in ("Fits", "Tight") and r["gpu"] == "NVIDIA-GeForce-RTX-5060-Ti" and code == 0, r
+    path.write_text(yaml.safe_dump(_lab_deployment(product)))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Unknown") and "gives no memory label" in r["message"], r
+    # an AMD product with its vram label, in a ModelDeployment's placement
+    mdep = {
+        "apiVersion": "fitgate.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "xtx"},
+        "spec": {
+            "model": {"name": "Qwen/Qwen3-8B", "source": "catalog"},
+            "serving": {"maxModelLen": 8192},
+            "placement": {
+                "gpuProduct": "Radeon_RX_7900_XTX",
+                "nodeSelector": {"amd.com/gpu.product-name": "Radeon_RX_7900_XTX", "amd.com/gpu.vram": "24G"},
+            },
+        },
+    }
+    path.write_text(yaml.safe_dump(mdep))
+    code, [r] = check(capsys, str(path))
+    assert r["verdict"] in ("Fits", "Tight") and code == 0, r
+    del mdep["spec"]["placement"]["nodeSelector"]
+    path.write_text(yaml.safe_dump(mdep))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Unknown"), r
+    # a --gpu the user names must be a catalog GPU: a usage error (exit 2) naming the flag
+    assert main(["check", str(path), "--gpu", "Z9000"]) == 2
+    assert "--gpu: 'Z9000' is not valid" in capsys.readouterr().err

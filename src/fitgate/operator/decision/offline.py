@@ -19,7 +19,7 @@ from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, decide
 from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels
-from fitgate.operator.gpus.inventory import NodeGPUs
+from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
 from fitgate.workloads import Reading, configmaps_of, read_workload
@@ -95,9 +95,11 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     product = gpu_name or spec.placement.gpu_product
     if not product:
         return CheckResult(source, name, "Unknown", "no GPU to check against: pass --gpu or set placement.gpuProduct")
-    gpu = find_gpu(product)
-    if gpu is None:
-        return CheckResult(source, name, "Invalid", f"GPU {product!r} is not in the catalog (see `fitgate gpus`)")
+    gpu, _ = product_gpu(product, spec.placement.node_selector) if gpu_name is None else (find_gpu(product), ())
+    if gpu is None:  # the webhook's Unknown: a GPU fitgate cannot size is not a reason to deny
+        msg = _unsized_gpu(product, gpu_name is not None)
+        decision = decide(spec, unknown(ReasonCode.NO_MATCHING_GPU_POOL, msg), "Warn")
+        return CheckResult(source, name, "Unknown", msg, product, admitted=decision.allowed)
     try:
         facts = resolve(spec.model.name, spec.model.revision, source=spec.model.source)
         model = to_model_input(facts)
@@ -115,6 +117,16 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", message, product, admitted=False)
     return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed)
+
+
+def _unsized_gpu(product: str, from_flag: bool) -> str:
+    """Why a GPU cannot be sized offline, and what would size it."""
+    if from_flag:
+        return f"GPU {product!r} is not in the catalog (see `fitgate gpus`): not sized"
+    return (
+        f"GPU {product!r} is not in the catalog and the nodeSelector gives no memory label (nvidia.com/gpu.memory, "
+        "amd.com/gpu.vram): not sized; pass --gpu with one of `fitgate gpus`"
+    )
 
 
 def _claim_note(template: str | None, product: str) -> str:
@@ -218,7 +230,9 @@ def check_reading(source: str, reading: Reading, gpu_name: str | None, gpus_per_
         named, _ = gpu_from_labels(reading.node_selector)
         if named is not None:
             product, gpus_per_node = named.product, named.count or gpus_per_node
-    gpu = find_gpu(product) if product else None
+    gpu = None
+    if product:
+        gpu = product_gpu(product, reading.node_selector)[0] if gpu_name is None else find_gpu(product)
     model = facts = None
     if reading.unknown is None and reading.gpu_shortfall() is None:
         if not product:
@@ -227,9 +241,10 @@ def check_reading(source: str, reading: Reading, gpu_name: str | None, gpus_per_
                 "accelerator, Karpenter GPU name or instance type label)"
             )
             return CheckResult(source, name, "Unknown", msg, kind=reading.kind)
-        if gpu is None:
-            msg = f"GPU {product!r} is not in the catalog (see `fitgate gpus`)"
-            return CheckResult(source, name, "Invalid", msg, kind=reading.kind)
+        if gpu is None:  # as the webhook: a GPU fitgate cannot size is Unknown, admitted (docs/workload-webhook.md)
+            return CheckResult(
+                source, name, "Unknown", _unsized_gpu(product, gpu_name is not None), product, True, reading.kind
+            )
         try:
             facts = resolve(reading.model or "", reading.revision)
             model = to_model_input(facts)

@@ -131,6 +131,18 @@ def _gpu_for(product: str, memory_mib: int | None, vendor: str) -> tuple[GpuMode
     return None, (f"{product}: unknown GPU without a usable memory label",)
 
 
+def product_gpu(product: str, labels: Mapping[str, str]) -> tuple[GpuModel | None, tuple[str, ...]]:
+    """The GPU a product name and the memory label beside it make, by the node parser's rule (:func:`parse_node`).
+
+    For an offline check, where the nodeSelector is all there is of the node: ``nvidia.com/gpu.memory`` (MiB), or
+    ``amd.com/gpu.vram`` for an AMD product. None (with a note) when the product is not in the catalog and no memory
+    label says its size.
+    """
+    if "amd.com/gpu.vram" in labels or labels.get("amd.com/gpu.product-name") == product:
+        return _gpu_for(product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
+    return _gpu_for(product, _int(labels.get("nvidia.com/gpu.memory")), "nvidia")
+
+
 def _amd_vram_mib(text: str) -> int | None:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([GMT])i?B?\s*", text or "", flags=re.IGNORECASE)
     if not match:
