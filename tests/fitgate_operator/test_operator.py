@@ -142,7 +142,7 @@ def test_every_spec_field_is_documented_for_kubectl_explain() -> None:
         ),
         (
             {"model": {"name": "a/b"}, "serving": {"kvCacheDtype": "int4"}},
-            "spec.serving.kvCacheDtype: Input should be 'auto', 'bfloat16', 'fp8'",
+            "spec.serving.kvCacheDtype: Input should be 'auto', 'bfloat16', 'float16', 'fp8'",
         ),
         (
             {"model": {"name": "a/b"}, "serving": {"surprise": 1}},
@@ -915,9 +915,12 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
 
     from fitgate.operator.schema.api import Serving, WorkloadSpec  # noqa: PLC0415
     from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
-    from fitgate.sizing.dtypes import KV_CACHE_DTYPES  # noqa: PLC0415
+    from fitgate.sizing.dtypes import KV_CACHE_DTYPES, KV_CACHE_DTYPES_NOT_SIZED  # noqa: PLC0415
 
-    assert set(get_args(Serving.model_fields["kv_cache_dtype"].annotation)) == set(KV_CACHE_DTYPES)
+    crd = set(get_args(Serving.model_fields["kv_cache_dtype"].annotation))
+    assert (
+        crd == set(KV_CACHE_DTYPES) | KV_CACHE_DTYPES_NOT_SIZED and not set(KV_CACHE_DTYPES) & KV_CACHE_DTYPES_NOT_SIZED
+    )
     quantization = Serving.model_fields["quantization"].annotation
     assert {a for arg in get_args(quantization) for a in get_args(arg)} == set(RUNTIME_QUANTIZATION)
     limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))

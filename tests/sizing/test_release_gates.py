@@ -13,6 +13,8 @@ from dataclasses import replace
 
 import pytest
 
+from fitgate.operator.decision.evaluate import evaluate
+from fitgate.operator.schema.api import parse_spec
 from fitgate.sizing import ReasonCode, ServingConfig, SizingError, Verdict, lookup_gpu, plan
 from fitgate.sizing.activation import (
     CUDA_CONTEXT_BYTES,
@@ -21,7 +23,9 @@ from fitgate.sizing.activation import (
     pre_snapshot_bytes,
 )
 from fitgate.sizing.dtypes import float16_refused
+from fitgate.sizing.errors import NotModelledError
 from tests.conftest import model
+from tests.fitgate_operator.test_operator import H100, gpus
 
 L4 = lookup_gpu("L4")
 
@@ -98,3 +102,24 @@ def test_tp2_on_24gb_geforce_cards_at_gmu_0_94_starts(gpu: str) -> None:
         replace(serving, gpu_memory_utilization=0.985),
     )
     assert any(r.code is ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH for r in h100.reasons)
+
+
+def test_kv_cache_dtypes_of_recent_releases_are_sized_or_unknown_never_refused() -> None:
+    # hunt14 D2: vLLM 0.22+ takes int8_per_token_head (club-3090's 2 x RTX 3090 runs on stock v0.22.0) and the packed
+    # TurboQuant / NVFP4 caches (vllm/config/cache.py 0.34.0 L44-66); fitgate refused them as Invalid.
+    qwen = model("Qwen/Qwen3-8B")
+    bf16 = plan(qwen, L4, ServingConfig(max_model_len=8192))
+    int8 = plan(qwen, L4, ServingConfig(max_model_len=8192, kv_cache_dtype="int8_per_token_head"))
+    # one byte an element instead of two: 36 layers x 2 x 8 heads x 128 x 1 B = 73,728 B a token (the scales left out)
+    assert int8.kv.bytes_per_token * 2 == bf16.kv.bytes_per_token == 147456
+    assert any("scale per token and KV head" in n for n in int8.notes)
+    f16 = plan(qwen, L4, ServingConfig(max_model_len=8192, kv_cache_dtype="float16"))
+    assert f16.kv.bytes_per_token == bf16.kv.bytes_per_token
+    with pytest.raises(NotModelledError, match="taken by vLLM but not sized"):
+        plan(qwen, L4, ServingConfig(max_model_len=8192, kv_cache_dtype="turboquant_4bit_nc"))
+    raw = {
+        "model": {"name": "Qwen/Qwen3-8B", "source": "catalog"},
+        "serving": {"maxModelLen": 8192, "kvCacheDtype": "turboquant_4bit_nc"},
+    }
+    ev = evaluate(parse_spec(raw), qwen, gpus(H100))
+    assert ev.verdict is Verdict.UNKNOWN and ev.reason is ReasonCode.SETTINGS_NOT_MODELLED, ev.message

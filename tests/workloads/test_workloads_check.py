@@ -423,3 +423,18 @@ def test_a_gpu_outside_the_catalog_is_sized_by_its_memory_label_or_unknown(
     # a --gpu the user names must be a catalog GPU: a usage error (exit 2) naming the flag
     assert main(["check", str(path), "--gpu", "Z9000"]) == 2
     assert "--gpu: 'Z9000' is not valid" in capsys.readouterr().err
+
+
+def test_a_packed_kv_cache_dtype_is_unknown_and_int8_per_token_head_is_sized(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt14 D2: club-3090 served 2 x RTX 3090 with --kv-cache-dtype int8_per_token_head on stock v0.22.0; vLLM's
+    # TurboQuant blog serves --kv-cache-dtype turboquant_4bit_nc. Both were Invalid (a denial).
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090"})
+    args = doc["spec"]["template"]["spec"]["containers"][0]["args"]
+    path = tmp_path / "kv.yaml"
+    for dtype, verdicts in (("int8_per_token_head", {"Fits", "Tight"}), ("turboquant_4bit_nc", {"Unknown"})):
+        doc["spec"]["template"]["spec"]["containers"][0]["args"] = [*args, "--kv-cache-dtype", dtype]
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in verdicts, r

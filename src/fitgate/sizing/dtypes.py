@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fitgate.sizing.errors import SizingError
+from fitgate.sizing.errors import NotModelledError, SizingError
 
 #: Bytes per element of safetensors / torch dtypes. Sub-byte formats (packed 4-bit) are stored in
 #: U8/I32 containers in safetensors, so they never appear here.
@@ -64,7 +64,33 @@ KV_CACHE_DTYPES: dict[str, int | None] = {
     "fp8_e5m2": 1,
     "fp8_inc": 1,
     "fp8_ds_mla": 1,
+    # vllm/config/cache.py 0.34.0 L44-66 (CacheDType; float16 from 0.18.0, the per-token-head ones from 0.20.0): one
+    # or two bytes an element plus a scale per token and head (v1/kv_cache_interface.py 0.34.0 L119-122), which
+    # fitgate does not count (~3 % at head size 128: a lower bound, so never a false denial)
+    "float16": 2,
+    "int8_per_token_head": 1,
+    "fp8_per_token_head": 1,
 }
+#: ``--kv-cache-dtype`` values vLLM 0.34 takes whose packed pages (sub-byte codes, block scales, slots a backend
+#: lays out: v1/kv_cache_interface.py 0.34.0 L40-66, L564-616 ``state_content_bytes``) fitgate does not size: a
+#: deployment using one is Unknown, never refused for it (hunt14 D2: club-3090's 2 x RTX 3090 runs, vLLM's
+#: TurboQuant blog).
+KV_CACHE_DTYPES_NOT_SIZED = frozenset(
+    {
+        "int4_per_token_head",
+        "nvfp4",
+        "nvfp4_4over6",
+        "nvfp4_ds_mla",
+        "turboquant_k8v4",
+        "turboquant_4bit_nc",
+        "turboquant_k3v4_nc",
+        "turboquant_3bit_nc",
+        "octave_k3v4",
+        "octave_k3v3",
+        "octave_k3v3_compact",
+        "ultraquant_4bit",
+    }
+)
 
 
 def normalize_model_dtype(value: str, field: str = "dtype") -> str:
@@ -85,6 +111,10 @@ def tensor_dtype_bytes(name: str, field: str = "dtype") -> float:
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
     """Element size of the KV cache for ``--kv-cache-dtype`` (``auto`` = the model dtype)."""
+    if kv_cache_dtype in KV_CACHE_DTYPES_NOT_SIZED:
+        raise NotModelledError(
+            "kv_cache_dtype", kv_cache_dtype, "its packed sub-byte pages and scales; the fit is not checked"
+        )
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise SizingError("kv_cache_dtype", kv_cache_dtype, "one of " + ", ".join(KV_CACHE_DTYPES))
     size = KV_CACHE_DTYPES[kv_cache_dtype]

@@ -46,3 +46,17 @@ def _one_line(text: str) -> str:
 
 class UnknownArchitectureError(SizingError):
     """The model's architecture is not one the sizing core knows how to size."""
+
+
+class NotModelledError(SizingError):
+    """A setting vLLM takes that fitgate does not size: the answer is Unknown, never a denial for it.
+
+    ``expected`` says what is not sized: the message reads ``field: value is taken by vLLM but not sized: ...``.
+    """
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        super().__init__(field, value, expected)
+        self.args = (_one_line(f"{field}: {value!r} is taken by vLLM but not sized by fitgate: {expected}"),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])

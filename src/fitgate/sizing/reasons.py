@@ -35,6 +35,8 @@ class ReasonCode(StrEnum):
     EVALUATED = "Evaluated"
     INVALID_SPEC = "InvalidSpec"
     INVALID_SETTINGS = "InvalidSettings"
+    # a setting vLLM takes that fitgate does not size (a packed sub-byte KV cache dtype): Unknown, never a denial
+    SETTINGS_NOT_MODELLED = "SettingsNotModelled"
     CHECKPOINT_RESOLVING = "CheckpointResolving"
     CHECKPOINT_UNAVAILABLE = "CheckpointUnavailable"
     CHECKPOINT_INVALID = "CheckpointInvalid"

@@ -60,6 +60,11 @@ def plan_notes(
         )
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
+    if rs.kv_cache_dtype.endswith("_per_token_head"):
+        notes.append(
+            f"--kv-cache-dtype {rs.kv_cache_dtype}: one byte an element; vLLM also keeps a scale per token and KV "
+            "head that fitgate does not count (~3 % of the pool at head size 128)"
+        )
     if not accounting.chunked_local_hybrid and any(getattr(m.mixer, "chunk_size", None) for m in model.arch.layers):
         notes.append(
             f"chunked local attention is sized as full attention: vLLM {accounting.label} disables the hybrid KV "

@@ -274,11 +274,35 @@ class Serving(_Spec):
         le=MAX_CAPTURE_SIZE,
         description="--max-cudagraph-capture-size: the largest captured batch. Default: 2 x maxNumSeqs, at most 512.",
     )
-    kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"] = Field(
+    kv_cache_dtype: Literal[
+        "auto",
+        "bfloat16",
+        "float16",
+        "fp8",
+        "fp8_e4m3",
+        "fp8_e5m2",
+        "fp8_inc",
+        "fp8_ds_mla",
+        "int8_per_token_head",
+        "fp8_per_token_head",
+        "int4_per_token_head",
+        "nvfp4",
+        "nvfp4_4over6",
+        "nvfp4_ds_mla",
+        "turboquant_k8v4",
+        "turboquant_4bit_nc",
+        "turboquant_k3v4_nc",
+        "turboquant_3bit_nc",
+        "octave_k3v4",
+        "octave_k3v3",
+        "octave_k3v3_compact",
+        "ultraquant_4bit",
+    ] = Field(
         default="auto",
         alias="kvCacheDtype",
         description="--kv-cache-dtype: auto stores the KV cache in the model dtype; fp8 halves it. The values "
-        "vLLM and `fitgate plan` accept. Default: auto.",
+        "vLLM 0.34 accepts; the packed sub-byte ones (int4_per_token_head, nvfp4*, turboquant_*, octave_*, "
+        "ultraquant_4bit) are not sized: the verdict is Unknown. Default: auto.",
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
