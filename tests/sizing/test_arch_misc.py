@@ -18,10 +18,10 @@ from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import estimate_profile
 from fitgate.sizing.architecture import parse_config
-from fitgate.sizing.errors import UnknownArchitectureError
+from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import FullAttentionSpec, MambaSpec, SlidingWindowSpec
-from fitgate.sizing.model import DenseMLP, ModelArchitecture
+from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
 from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import (
     Role,
@@ -283,3 +283,37 @@ def test_gemma4_builds_its_embedding_on_every_pipeline_stage() -> None:
         m, lookup_gpu("H100"), ServingConfig(vllm_version="0.33.0", max_model_len=8192, pipeline_parallel_size=4)
     )
     assert [r.weights.embedding_bytes for r in result.ranks] == [262_144 * 2_816 * 2] * 4
+
+
+def test_hunyuan_a13b_per_layer_expert_lists() -> None:
+    # hunt15 E1: tencent/Hunyuan-A13B-Instruct's config.json gives moe_topk, moe_intermediate_size and
+    # num_shared_expert as 32-entry lists; vLLM reads a number or a list (hunyuan_v1.py 0.19.0 L383-433). The shared
+    # expert is intermediate_size x num_shared_expert = 3072 x 1 wide (use_mixed_mlp_moe).
+    n = 32
+    config = {
+        "architectures": ["HunYuanMoEV1ForCausalLM"],
+        "model_type": "hunyuan",
+        "hidden_size": 4096,
+        "intermediate_size": 3072,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "attention_head_dim": 128,
+        "num_hidden_layers": n,
+        "num_experts": 64,
+        "moe_topk": [8] * n,
+        "moe_intermediate_size": [3072] * n,
+        "num_shared_expert": [1] * n,
+        "use_mixed_mlp_moe": True,
+        "use_qk_norm": True,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": True,
+        "vocab_size": 128167,
+        "torch_dtype": "bfloat16",
+    }
+    arch = parse_config(config)
+    moe = arch.layers[0].ffn
+    assert isinstance(moe, MoE) and (moe.num_experts, moe.top_k, moe.expert_intermediate_size) == (64, 8, 3072)
+    assert moe.shared_intermediate_size == 3072
+    config["moe_topk"] = [8] * (n - 1)  # one short: named
+    with pytest.raises(SizingError, match="moe_topk: '31 entries' is not valid; expected 32, one a layer"):
+        parse_config(config)

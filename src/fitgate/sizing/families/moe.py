@@ -13,7 +13,7 @@ from fitgate.sizing.config_reader import ConfigReader, mtp_layers
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.families.base import Family, FamilyLayers, ModelTypeTraits
 from fitgate.sizing.families.common import attention, dense_ffn, moe_from, moe_layers, sliding_pattern
-from fitgate.sizing.model import Attention, Layer
+from fitgate.sizing.model import Attention, Layer, MoE
 
 #: ``config.json:architectures[0]`` values read by the moe family (vllm/model_executor/models/registry.py).
 ARCHITECTURES: tuple[str, ...] = (
@@ -44,7 +44,8 @@ def _family_moe(text: ConfigReader, model_type: str) -> FamilyLayers:
     n = text.int_("num_hidden_layers")
     sliding = sliding_pattern(text, model_type, n)
     window = text.data.get("sliding_window")
-    moe = moe_from(text, model_type)
+    per_layer = _hunyuan_moe(text, n) if model_type == "hunyuan" else None
+    moe = per_layer[0] if per_layer else moe_from(text, model_type)
     placement = moe_layers(text, n)
     dense = dense_ffn(text)
     indexed = _minimax_m3_sparse_layers(text, n)
@@ -56,8 +57,40 @@ def _family_moe(text: ConfigReader, model_type: str) -> FamilyLayers:
             att = Attention(att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim, w, sinks=True)
         if indexed[i]:
             att = replace(att, index_head_dim=indexed[i])
-        layers.append(Layer(att, moe if placement[i] else dense))
+        expert_block = per_layer[i] if per_layer else moe
+        layers.append(Layer(att, expert_block if placement[i] else dense))
     return layers, {"mtp_layers": mtp_layers(text)}
+
+
+def _hunyuan_moe(text: ConfigReader, n: int) -> list[MoE]:
+    """Hunyuan-A13B's experts per layer.
+
+    ``moe_topk``, ``moe_intermediate_size`` and ``num_shared_expert`` are each
+    a number or a list of one per layer (vllm/model_executor/models/hunyuan_v1.py 0.19.0 L383-433); the shared
+    expert is ``intermediate_size x num_shared_expert`` wide when ``use_mixed_mlp_moe`` (hunt15 E1: the published
+    config's lists were refused).
+    """
+
+    def at(key: str, i: int, default: int) -> int:
+        value = text.data.get(key, default)
+        if isinstance(value, list):
+            if len(value) < n:
+                raise SizingError(f"{text.prefix}:{key}", f"{len(value)} entries", f"{n}, one a layer")
+            value = value[i]
+        return ConfigReader({key: value}, text.prefix).int_(key, minimum=0)
+
+    experts = text.int_("num_experts")
+    inter = text.int_("intermediate_size")
+    mixed = text.data.get("use_mixed_mlp_moe")
+    return [
+        MoE(
+            experts,
+            at("moe_topk", i, 2),
+            at("moe_intermediate_size", i, inter) or inter,
+            inter * at("num_shared_expert", i, 0) if mixed else 0,
+        )
+        for i in range(n)
+    ]
 
 
 def _minimax_m3_sparse_layers(text: ConfigReader, n: int) -> list[int]:
