@@ -30,6 +30,7 @@ from fitgate.sizing.weights import (
     inventory_from_architecture,
     weights_per_rank,
 )
+from tests.conftest import model
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
@@ -317,3 +318,14 @@ def test_hunyuan_a13b_per_layer_expert_lists() -> None:
     config["moe_topk"] = [8] * (n - 1)  # one short: named
     with pytest.raises(SizingError, match="moe_topk: '31 entries' is not valid; expected 32, one a layer"):
         parse_config(config)
+
+
+def test_latent_non_gated_moe_workspace() -> None:
+    # hunt15 O1: vLLM's Triton MoE workspaces are M x topk x (max(n, K) + max(N, K)) with N = w13's width (2n gated,
+    # n for Nemotron 3's relu^2 experts) and K the experts' input width (the latent size of a latent MoE;
+    # fused_moe/experts/triton_moe.py 0.34.0 L278-293). fitgate keeps its lower bound max(N, K) + n. Nemotron 3 Ultra
+    # at TP 8: n = 5120 / 8 = 640, K = 2048, not gated: 8192 tokens x 22 x 2 B x (2048 + 640) = 968,884,224 B
+    # (before, with the hidden 8192 and a gate: x (8192 + 640), 3.2 GB).
+    ultra = model("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+    p = plan(ultra, lookup_gpu("H100"), ServingConfig(tensor_parallel_size=8, pipeline_parallel_size=2))
+    assert {r.profile.moe_workspace_bytes for r in p.ranks} == {8192 * 22 * 2 * (2048 + 640)} == {968_884_224}

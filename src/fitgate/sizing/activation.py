@@ -154,7 +154,12 @@ def estimate_profile(
     moe = next((arch.layers[i].ffn for i in layers if isinstance(arch.layers[i].ffn, MoE)), None)
     if isinstance(moe, MoE) and not mxfp4 and accounting.engine == "V1":
         n = moe.expert_intermediate_size // (moe_tp or tp)
-        workspace = max_num_batched_tokens * moe.top_k * dtype_bytes * (max(2 * n, hidden) + n)
+        # w13's width N is 2n gated, n not (Nemotron 3's relu^2 experts); the experts' input width K is the latent
+        # size of a latent MoE, else hidden (fused_moe/experts/triton_moe.py 0.34.0 L278-293 ``workspace_shapes``;
+        # hunt15 O1: the hidden width and a gate over-counted Nemotron 3 Ultra by 1.6-6.9 GiB)
+        width = 2 * n if moe.gated else n
+        k = moe.latent_size or hidden
+        workspace = max_num_batched_tokens * moe.top_k * dtype_bytes * (max(width, k) + n)
     activation = max(forward, sampler) + workspace
     # Assumed, not stated: what the activation would grow by on PyTorch's sort (no FlashInfer in the image).
     assumed = flashinfer_sampler is None and sort_sampler > sampler
