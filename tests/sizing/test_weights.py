@@ -6,7 +6,7 @@ import pytest
 
 from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, parse_config
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.quantization import parse_quantization
+from fitgate.sizing.quantization import excluded_modules, parse_quantization
 from fitgate.sizing.weights import (
     Role,
     classify_tensor,
@@ -182,3 +182,24 @@ def test_auto_round_and_quark_checkpoints_are_sized_not_refused() -> None:
     assert fp8 is not None and fp8.weight_bits == 8
     with pytest.raises(SizingError, match=r"global_quant_config\.weight\.dtype"):
         parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "nf3"}}})
+
+
+def test_modules_a_quantization_config_leaves_unquantized() -> None:
+    # hunt15 O2: nvidia/Gemma-4-31B-IT-NVFP4's hf_quant_config.json excludes every layer's self_attn (and lm_head,
+    # the vision embedding) from NVFP4; the config-only estimate counted attention at 4 bits: 18.87 GiB where a public
+    # log printed 31.18 GiB. Globs are matched as ModelOpt does (fnmatch); compressed-tensors' "re:" patterns only
+    # when ".*" is their one wildcard (a prefix match, as re.match), never compiled as a regex.
+    qc = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}, "targets": ["Linear"]}},
+        "ignore": ["lm_head", "re:.*self_attn.*", "re:model\\.layers\\.(0|1)\\.mlp.*", "model.layers.3.mlp*"],
+    }
+    assert excluded_modules(qc) == ("lm_head", "*self_attn*", "model.layers.3.mlp*")
+    config = {**catalog_config("meta-llama/Llama-3.1-8B-Instruct"), "quantization_config": qc}
+    arch = parse_config(config)
+    inv = inventory_from_architecture(arch)
+    attention = [e for e in inv.entries if e.role is Role.KV_PROJ]
+    mlp = {e.layer: e.quantized for e in inv.entries if e.role is Role.ROW and e.layer in (2, 3)}
+    assert attention and not any(e.quantized for e in attention)  # every layer's self_attn: bf16
+    # layer 3's MLP excluded by its glob (and its o_proj row entry, attention, too); layer 2's MLP stays 4-bit
+    assert mlp == {2: True, 3: False}

@@ -8,6 +8,9 @@ layers a checkpoint stores but vLLM skips. Quantized formats count packed values
 
 from __future__ import annotations
 
+import re
+from fnmatch import fnmatchcase
+
 from fitgate.sizing.dtypes import MODEL_DTYPES
 from fitgate.sizing.inventory import Role, WeightEntry, WeightInventory, quantized_bytes
 from fitgate.sizing.model import (
@@ -25,23 +28,59 @@ from fitgate.sizing.model import (
 __all__ = ["inventory_from_architecture"]
 
 
+#: The module names a layer's parts have in Hugging Face checkpoints, under the prefixes their models use, for the
+#: quantization config's unquantized-module patterns (``Quantization.excluded``): a part is left unquantized when
+#: every one of its names matches a pattern (a pattern naming one projection leaves the part counted quantized: the
+#: estimate stays on the low side, never a false denial).
+_LAYER_PREFIXES = ("model.layers", "model.language_model.layers", "language_model.model.layers", "model.decoder.layers")
+_PART_NAMES = {
+    "attn": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"),
+    "mlp": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"),
+    "experts": ("mlp.experts.0.gate_proj", "mlp.experts.0.down_proj"),
+}
+_LAYER_IN_PATTERN = re.compile(r"layers\.(\d{1,6})\.")
+
+
 class _Builder:
     def __init__(self, arch: ModelArchitecture) -> None:
         self.arch = arch
         self.dtype_bytes = MODEL_DTYPES[arch.dtype]
         self.quant = arch.quantization
         self.rows: dict[tuple[int | None, Role, bool, bool], list[int]] = {}
+        self.part = ""  # the part of the layer being added: attn, mlp or experts (for Quantization.excluded)
+        self._excluded: dict[tuple[int, str], bool] = {}
+        self._by_layer: dict[int | None, list[str]] = {}
+        for pattern in self.quant.excluded if self.quant is not None else ():
+            m = _LAYER_IN_PATTERN.search(pattern)
+            self._by_layer.setdefault(int(m.group(1)) if m else None, []).append(pattern)
+
+    def excluded(self, layer: int | None, part: str) -> bool:
+        """Whether the quantization config leaves this part of this layer unquantized (``Quantization.excluded``)."""
+        if layer is None or part not in _PART_NAMES or not self._by_layer:
+            return False
+        key = (layer, part)
+        hit = self._excluded.get(key)
+        if hit is None:
+            patterns = self._by_layer.get(layer, []) + self._by_layer.get(None, [])
+            hit = bool(patterns) and any(
+                all(any(fnmatchcase(f"{prefix}.{layer}.{name}", p) for p in patterns) for name in _PART_NAMES[part])
+                for prefix in _LAYER_PREFIXES
+            )
+            self._excluded[key] = hit
+        return hit
 
     def add(self, layer: int | None, role: Role, numel: int, linear: bool = False) -> None:
-        stored, quantized = self._stored(role, numel, linear)
+        stored, quantized = self._stored(role, numel, linear, layer)
         key = (layer, role, quantized, linear)
         acc = self.rows.setdefault(key, [0, 0])
         acc[0] += numel
         acc[1] += stored
 
-    def _stored(self, role: Role, numel: int, linear: bool) -> tuple[int, bool]:
+    def _stored(self, role: Role, numel: int, linear: bool, layer: int | None = None) -> tuple[int, bool]:
         q = self.quant
         if q is None or not linear or (q.experts_only and role is not Role.EXPERT):
+            return numel * self.dtype_bytes, False
+        if q.excluded and self.excluded(layer, self.part):
             return numel * self.dtype_bytes, False
         if role is Role.EXPERT and q.experts is not None:
             return quantized_bytes(numel, q.experts), True
@@ -220,6 +259,7 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
         norms_per_layer = 1  # parallel attention + MLP after one input_layernorm (commandr.py 0.33.0 L309)
     for i, layer in enumerate(arch.layers):
         m = layer.mixer
+        b.part = "attn"
         if isinstance(m, Attention):
             _attention_params(b, i, m, hidden)
         elif isinstance(m, MLA):
@@ -236,7 +276,9 @@ def inventory_from_architecture(arch: ModelArchitecture) -> WeightInventory:
             b.add(i, Role.COLUMN, m.dim * m.kernel)
             b.add(i, Role.ROW, m.dim * hidden, linear=True)
         if layer.ffn is not None:
+            b.part = "experts" if isinstance(layer.ffn, MoE) else "mlp"
             _ffn_params(b, i, layer.ffn, hidden)
+        b.part = ""
         parts = (m is not None) + (layer.ffn is not None)
         norm_numel = hidden * (norms_per_layer if parts == 2 else 1)
         b.add(i, Role.REPLICATED, norm_numel * (2 if arch.norm_has_bias else 1))

@@ -194,6 +194,10 @@ class Quantization:
     scale_bytes: float = 0.0
     experts_only: bool = False
     experts: Quantization | None = None
+    #: Module patterns the checkpoint leaves unquantized (``ignore``, ``exclude_modules``, ``modules_to_not_convert``,
+    #: ``ignored_layers``, ``exclude``: globs, and ``re:`` patterns of only ``.*`` wildcards). Read by the config-only
+    #: estimate (inventory_estimate.py); a checkpoint's own tensors are exact without them.
+    excluded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

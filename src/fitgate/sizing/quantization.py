@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from fitgate.sizing.errors import SizingError
@@ -46,7 +47,54 @@ def _modelopt(qc: Mapping[str, Any]) -> Quantization:
     raise SizingError(f"{_FIELD}.quant_algo", algo or None, "FP8, NVFP4 or MIXED_PRECISION (NVIDIA ModelOpt)")
 
 
+#: The keys under which quantization configs list the modules they leave unquantized (compressed-tensors ``ignore``,
+#: ModelOpt ``exclude_modules`` (also under ``quantization``), AWQ / bitsandbytes ``modules_to_not_convert``, fp8
+#: ``ignored_layers``, Quark ``exclude``) and how many patterns are read (a long list is a model's every layer).
+EXCLUDE_KEYS = ("ignore", "exclude_modules", "modules_to_not_convert", "ignored_layers", "exclude")
+MAX_EXCLUDED = 4096
+MAX_PATTERN_CHARS = 256
+
+
+def excluded_modules(qc: Mapping[str, Any]) -> tuple[str, ...]:
+    """The unquantized module patterns of a quantization config, as globs (:data:`EXCLUDE_KEYS`).
+
+    ``re:`` patterns (compressed-tensors) are kept only when ``.*`` is their one wildcard (``re:.*self_attn.*``
+    becomes ``*self_attn*``); any other regex is left out rather than run: a pattern from a checkpoint is never
+    compiled as a regex, so it cannot cost more than a glob.
+    """
+    inner = qc.get("quantization")
+    found: list[str] = []
+    for source in (qc, inner if isinstance(inner, Mapping) else {}):
+        for key in EXCLUDE_KEYS:
+            value = source.get(key)
+            if isinstance(value, list):
+                found.extend(v for v in value[:MAX_EXCLUDED] if isinstance(v, str) and len(v) <= MAX_PATTERN_CHARS)
+    patterns: list[str] = []
+    for given in found[:MAX_EXCLUDED]:
+        if not given.startswith("re:"):
+            patterns.append(given)
+            continue
+        body = given[3:].replace("\\.", "\x00")  # an escaped dot is a dot
+        if any(ch in body for ch in "()[]{}+?|^$\\"):
+            continue
+        glob = body.replace(".*", "*").replace(".", "?").replace("\x00", ".")
+        patterns.append(glob if glob.endswith("*") else glob + "*")  # compressed-tensors runs re.match: a prefix
+    return tuple(dict.fromkeys(patterns))
+
+
 def parse_quantization(qc: object) -> Quantization | None:
+    """Read ``quantization_config`` into a :class:`Quantization` (None for unquantized checkpoints).
+
+    The modules it leaves unquantized are read too (:func:`excluded_modules`).
+    """
+    q = _parse_quantization(qc)
+    if q is None or not isinstance(qc, Mapping):
+        return q
+    excluded = excluded_modules(qc)
+    return replace(q, excluded=excluded) if excluded else q
+
+
+def _parse_quantization(qc: object) -> Quantization | None:
     """Read ``quantization_config`` into a :class:`Quantization` (None for unquantized checkpoints).
 
     Every number is checked where it enters: bits and group sizes must be finite integers in range;
