@@ -906,3 +906,29 @@ def test_dotted_flag_values_and_lists() -> None:
     # JSON where it parses (1, true), the string otherwise, "+" lists appended; a key deeper than the limit is dropped
     assert json.loads(flags["--x"]) == {"a": {"b": 1, "c": True}, "l": ["p", "q", "r"], "s": "text"}
     assert MAX_DOTTED_DEPTH == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "runner"),
+    [
+        (["--runner", "pooling"], "pooling"),
+        (["--task", "embed"], "pooling"),  # vLLM up to 0.10 (config.py 0.9.2 _TASK_RUNNER)
+        (["--task=score"], "pooling"),
+        (["--convert", "classify"], "pooling"),  # 0.10.2+ (config/model.py ConvertOption)
+        (["--task", "generate"], "generate"),
+        (["--runner", "auto"], "generate"),
+    ],
+)
+def test_the_pooling_runner_is_read_from_runner_task_and_convert(args: list[str], runner: str) -> None:
+    # hunt17 G3: the webhook sized embedding servers (gte-Qwen2, Qwen3-Embedding) with the lm_head and the sampler's
+    # warm-up that vLLM's pooling adapter drops (model_executor/models/adapters.py 0.11.0 L190-206); plan read
+    # --runner pooling, the workload reader did not
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "args": ["Qwen/Qwen3-8B", *args],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None, r
+    assert parse_spec(r.spec()).serving.runner == runner

@@ -42,6 +42,7 @@ from fitgate.workloads.flags import (
     _expert_parallel,
     _flag,
     _issue20_serving,
+    _runner,
     _speculative,
     _UnknownValueError,
     data_parallel_ranks,
@@ -367,6 +368,9 @@ def _reading(
                 serving[fld] = "auto"  # vLLM 0.14+ lowers it to the longest that fits (fitgate.sizing.auto_fit)
                 continue
             serving[fld] = _convert(flag, value, conv)
+        runner = _runner(flags, more)
+        if runner is not None:
+            serving["runner"] = runner
         if "--speculative-config" in flags:
             speculative = _speculative(flags["--speculative-config"], more)
             if speculative is not None:

@@ -114,6 +114,25 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     return value
 
 
+#: ``--task`` (vLLM up to 0.10: config.py 0.9.2 ``_TASK_RUNNER``) and ``--convert`` (0.10.2+: config/model.py
+#: ``ConvertOption``) values that serve the model with the pooling runner (hunt17 G3: the webhook sized embedding
+#: servers with the lm_head and the sampler's warm-up that vLLM's pooling adapter drops).
+POOLING_TASKS = frozenset({"embed", "embedding", "score", "classify", "reward"})
+
+
+def _runner(flags: dict[str, str], notes: list[str]) -> str | None:
+    """``--runner``, or the runner a ``--task`` / ``--convert`` implies; None: vLLM's default (generate, or auto)."""
+    runner = flags.get("--runner", "").strip().lower()
+    if runner in ("generate", "pooling"):
+        return runner
+    if runner and runner != "auto":
+        notes.append(f"--runner {runner[:20]!r}: not generate or pooling; sized as generate")
+    for flag in ("--convert", "--task"):
+        if flags.get(flag, "").strip().lower() in POOLING_TASKS:
+            return "pooling"
+    return None
+
+
 def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
     """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``.
 
