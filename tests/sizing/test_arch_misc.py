@@ -18,7 +18,7 @@ from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.activation import estimate_profile
 from fitgate.sizing.architecture import parse_config
-from fitgate.sizing.errors import SizingError, UnknownArchitectureError
+from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from fitgate.sizing.kv_layout import layer_specs
 from fitgate.sizing.kv_specs import FullAttentionSpec, MambaSpec, SlidingWindowSpec
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
@@ -30,7 +30,7 @@ from fitgate.sizing.weights import (
     inventory_from_architecture,
     weights_per_rank,
 )
-from tests.conftest import model
+from tests.conftest import catalog_config, model
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
@@ -329,3 +329,25 @@ def test_latent_non_gated_moe_workspace() -> None:
     ultra = model("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
     p = plan(ultra, lookup_gpu("H100"), ServingConfig(tensor_parallel_size=8, pipeline_parallel_size=2))
     assert {r.profile.moe_workspace_bytes for r in p.ranks} == {8192 * 22 * 2 * (2048 + 640)} == {968_884_224}
+
+
+def test_encoder_only_attention_is_not_sized_never_refused() -> None:
+    # hunt17 G5: gte-Qwen2-7B-instruct's card serves it with --hf-overrides '{"is_causal": false}': vLLM then builds
+    # encoder-only attention with no KV cache (models/qwen2.py 0.34.0 L263-270); fitgate sized a causal cache and
+    # refused 131072 tokens on an L4. It cannot size a plan without a KV pool: NotModelledError, an Unknown.
+    config = {**catalog_config("Qwen/Qwen2.5-7B-Instruct"), "is_causal": False}
+    with pytest.raises(NotModelledError, match="is_causal: False is taken by vLLM but not sized"):
+        parse_config(config)
+    from fitgate.checkpoints import resolve  # noqa: PLC0415
+    from fitgate.operator.decision.evaluate import evaluate  # noqa: PLC0415 - the operator's view of the same
+    from fitgate.operator.schema.api import parse_spec  # noqa: PLC0415
+    from fitgate.sizing import Verdict  # noqa: PLC0415
+    from tests.fitgate_operator.test_operator import L4, gpus  # noqa: PLC0415
+
+    raw = {
+        "model": {"name": "Qwen/Qwen2.5-7B-Instruct", "source": "catalog", "hfOverrides": {"is_causal": False}},
+        "serving": {"maxModelLen": 32768, "runner": "pooling"},
+    }
+    facts = resolve("Qwen/Qwen2.5-7B-Instruct", source="catalog")
+    ev = evaluate(parse_spec(raw), model("Qwen/Qwen2.5-7B-Instruct"), gpus(L4), facts=facts)
+    assert ev.verdict is Verdict.UNKNOWN and "encoder-only attention" in ev.message

@@ -25,7 +25,7 @@ from fitgate.sizing.config_reader import (
     vllm_max_model_len,
 )
 from fitgate.sizing.dtypes import normalize_model_dtype
-from fitgate.sizing.errors import SizingError, UnknownArchitectureError
+from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from fitgate.sizing.families import BY_ARCHITECTURE, MODEL_TYPES, ModelTypeTraits
 from fitgate.sizing.hf_config import normalize
 from fitgate.sizing.model import (
@@ -133,6 +133,14 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     else:
         text = top
     model_type = text.str_("model_type", top.str_("model_type"))
+    if text.data.get("is_causal") is False:
+        # ``--hf-overrides '{"is_causal": false}'`` (gte-Qwen2's model card): vLLM's Llama, Qwen2/3, Gemma 3 and
+        # others build encoder-only attention, which keeps no KV cache (models/qwen2.py 0.34.0 L263-270,
+        # v1/worker/gpu_model_runner.py get_kv_cache_spec): a plan without a KV pool fitgate does not size
+        # (hunt17 G5: it was sized with a causal cache and refused at 131072 tokens on an L4)
+        raise NotModelledError(
+            f"{text.prefix}:is_causal", False, "encoder-only attention keeps no KV cache; the fit is not checked"
+        )
     dtype = normalize_model_dtype(
         text.str_("torch_dtype", "") or text.str_("dtype", "") or top.str_("torch_dtype", "") or "bfloat16",
         f"{text.prefix}:torch_dtype",
