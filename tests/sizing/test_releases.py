@@ -117,7 +117,17 @@ def test_newer_release_is_sized_as_the_newest_with_a_note(text: str) -> None:
     assert p.verdict.value != "Invalid"
 
 
-@pytest.mark.parametrize("text", ["banana", "", "0.4.9", "x" * 500])
+@pytest.mark.parametrize("text", ["0.4.3", "v0.4.0.post1", "0.2.7"])
+def test_older_release_is_sized_as_the_oldest_with_a_note(text: str) -> None:
+    # hunt17 G1: 2024 tutorials pin vllm==0.4.x; its V0 worker sizes the KV cache as 0.5.0's (total x gmu - peak,
+    # worker/worker.py 0.4.3 L159-173). Before, the CLI refused the release and an image tag was sized as 0.34.0.
+    rel = resolve_release(text)
+    assert rel.sized_as == (0, 5, 0) and rel.note is not None and "older than the oldest" in rel.note
+    p = plan(model("meta-llama/Llama-3.1-8B-Instruct"), H100, ServingConfig(max_model_len=8192, vllm_version=text))
+    assert p.serving.vllm_version == "0.5.0" and any("sized with 0.5.0's accounting" in n for n in p.notes)
+
+
+@pytest.mark.parametrize("text", ["banana", "", "x" * 500])
 def test_nonsense_release_is_a_one_line_error(text: str) -> None:
     with pytest.raises(SizingError) as err:
         resolve_release(text)

@@ -49,7 +49,7 @@ def test_image_release(image: str, env: dict[str, str], release: str | None, rea
         ("vllm/vllm-openai:latest", DEFAULT_VLLM_VERSION, False),
         ("vllm/vllm-openai:v0.34.0", "0.34.0", False),  # the newest modelled release
         ("vllm/vllm-openai:v0.99.0", "0.99.0", True),  # newer than the table: sized as the newest, with a warning
-        ("vllm/vllm-openai:v0.4.0", None, True),  # older than the table (0.5.0): the same
+        ("vllm/vllm-openai:v0.4.0", "0.4.0", True),  # older than the table: sized as 0.5.0, with a warning
         ("lmcache/vllm-openai:v0.3.7", None, True),  # an LMCache release, not vLLM 0.3.7
         ("ghcr.io/llm-d/llm-d-cuda:v0.5.0", None, True),
     ],
@@ -60,8 +60,9 @@ def test_release_of_image_never_refuses(image: str, sized: str | None, warned: b
     assert (warning is not None) == warned
     if warning and sized is None:
         assert f"sized as the newest modelled release, {DEFAULT_VLLM_VERSION}" in warning
-    elif warning:  # named as given, sized with the newest release's accounting (versions.resolve_release)
-        assert f"sized with {DEFAULT_VLLM_VERSION}'s accounting" in warning
+    elif warning:  # named as given, sized with the newest (or, older than 0.5, 0.5.0's) accounting (resolve_release)
+        oldest = sized.startswith("0.4")
+        assert f"sized with {'0.5.0' if oldest else DEFAULT_VLLM_VERSION}'s accounting" in warning
 
 
 def _deployment(image: str) -> dict[str, Any]:

@@ -415,13 +415,13 @@ def test_bad_gpu_limit_is_invalid() -> None:
 def test_a_release_outside_the_table_is_sized_never_invalid() -> None:
     # a gate never denies for the release alone: 0.40.0 (newer than the table) is read as given and the plan
     # sizes it as the newest modelled release with a note (sizing.versions.resolve_release); 0.4.0 (older
-    # than any accounting fitgate has) is sized as the newest modelled release with a warning
+    # than the table) is sized as 0.5.0, whose V0 worker budgets memory as 0.4's, with a warning
     r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.40.0", "args": ["--model", "m"]}))
     assert r is not None and r.invalid is None and r.vllm_version == "0.40.0" and r.model == "m"
     assert any("newer than the newest release fitgate models" in w for w in r.warnings)
     old = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.4.0", "args": ["--model", "m"]}))
-    assert old is not None and old.invalid is None and old.vllm_version is None
-    assert any("vLLM 0.4.0" in w and "newest modelled release" in w for w in old.warnings)
+    assert old is not None and old.invalid is None and old.vllm_version == "0.4.0"
+    assert any("vLLM 0.4.0" in w and "sized with 0.5.0's accounting" in w for w in old.warnings)
 
 
 def test_fingerprint_ignores_replicas_and_labels() -> None:

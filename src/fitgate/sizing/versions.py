@@ -226,12 +226,11 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
     """The one decision on a release: known, newer than the table (sized as the newest, with a note), or nonsense.
 
     A gate must never deny for the release alone: a release newer than the newest fitgate models is
-    sized with the newest modelled accounting and a note, never refused. Text that names no release
-    (and releases older than 0.5, which have no V1 or V0 accounting here) is a one-line
-    :class:`SizingError`.
+    sized with the newest modelled accounting and a note, never refused; one older than 0.5.0 with 0.5.0's and a
+    note. Text that names no release is a one-line :class:`SizingError`.
 
     Raises:
-        SizingError: ``text`` is not a vLLM release or image tag, or names a release before 0.5.0.
+        SizingError: ``text`` is not a vLLM release or image tag.
     """
     raw = str(text).strip()[: _MAX_VERSION_TEXT + 1]
     if len(raw) > _MAX_VERSION_TEXT:
@@ -243,7 +242,14 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
         raise SizingError(field, text, "a vLLM release such as 0.34.0 (or an image tag like v0.34.0)")
     version = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     if version < _OLDEST:
-        raise SizingError(field, text, f"a vLLM release from 0.5.0 on (newest modelled: {DEFAULT_VLLM_VERSION})")
+        # hunt17 G1: 2024 tutorials pin 0.4.x; their V0 worker profiles and budgets memory as 0.5.0's does
+        # (worker/worker.py determine_num_available_blocks, 0.4.3 L159-173: total x gmu - peak, as 0.5.0)
+        label = ".".join(map(str, version))
+        return Release(
+            version,
+            _OLDEST,
+            f"vLLM {label} is older than the oldest release fitgate models (0.5.0); sized with 0.5.0's accounting",
+        )
     if version > _NEWEST:
         label = ".".join(map(str, version))
         return Release(
@@ -264,7 +270,7 @@ def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int
 
 
 def release_note(text: str | None) -> str | None:
-    """The note a plan carries for ``text``: set when the release is newer than fitgate models."""
+    """The note a plan carries for ``text``: set when the release is newer or older than fitgate models."""
     if text is None:
         return None
     return resolve_release(text).note
