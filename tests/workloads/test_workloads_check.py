@@ -439,3 +439,30 @@ def test_a_packed_kv_cache_dtype_is_unknown_and_int8_per_token_head_is_sized(
         path.write_text(yaml.safe_dump(doc))
         code, [r] = check(capsys, str(path))
         assert code == 0 and r["verdict"] in verdicts, r
+
+
+def test_gpus_under_other_resource_names_are_never_no_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt16 D1-D3: a pod that gets its GPU another way was denied "has no nvidia.com/gpu limit (so no GPU)":
+    # the GPU Operator's renamed time-slicing resource (token-labs' Dynamo services on DGX Spark), a MIG slice
+    # (rh-aiservices-bu/rhaiis-demo's nvidia.com/mig-3g.71gb), KServe's managed DRA annotations (kserve's samples).
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-L4"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    path = tmp_path / "w.yaml"
+    for resource, verdicts in (("nvidia.com/gpu.shared", {"Fits", "Tight"}), ("nvidia.com/mig-3g.71gb", {"Unknown"})):
+        container["resources"] = {"limits": {resource: 1}}
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in verdicts, r
+    llmisvc = {
+        "apiVersion": "serving.kserve.io/v1alpha2",
+        "kind": "LLMInferenceService",
+        "metadata": {"name": "q", "annotations": {"serving.kserve.io/exp-dra-device-class": "gpu.nvidia.com"}},
+        "spec": {
+            "model": {"uri": "hf://Qwen/Qwen3-8B", "name": "Qwen/Qwen3-8B"},
+            "template": {"containers": [{"name": "main", "resources": {"limits": {"cpu": "4"}}}]},
+        },
+    }
+    path.write_text(yaml.safe_dump(llmisvc))
+    code, [r] = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and r["verdict"] == "Unknown" and "KServe managed DRA" in r["message"], r

@@ -56,6 +56,7 @@ from fitgate.workloads.podspec import (
     hami_share_of,
     image_repo_tag,
     memory_limit_of,
+    other_gpu_request,
     placement_of,
     release_of_image,
     runai_share_of,
@@ -442,6 +443,10 @@ def _reading(
         return _finish(base, unknown=why, config_map=missing)
     except WorkloadError as exc:
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
+    if resource is None and unknown is None:
+        other = other_gpu_request(container)
+        if other is not None:  # a MIG slice or a renamed resource: never "no GPU"
+            unknown = f"container {cname} asks for {other}, a GPU resource fitgate does not size workloads on"
     all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
     return _finish(
         Reading(

@@ -15,7 +15,23 @@ from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
 from fitgate.workloads.reading import WorkloadError
 
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+#: Whole GPUs a container asks for. ``nvidia.com/gpu.shared``: the GPU Operator's time-slicing with
+#: ``renameByDefault: true`` (a pod sees the whole card, as with ``nvidia.com/gpu`` time-slicing; hunt16 D3).
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu.shared")
+
+
+def other_gpu_request(container: dict[str, Any]) -> str | None:
+    """A GPU the container asks for under a name fitgate does not size a workload on, as ``name: count``.
+
+    A MIG slice ``nvidia.com/mig-<profile>``, a renamed or another vendor's resource (hunt16 D2); None without one.
+    """
+    resources = as_dict(container.get("resources"))
+    for where in ("limits", "requests"):
+        for name, raw in as_dict(resources.get(where)).items():
+            key = str(name)
+            if key.startswith(("nvidia.com/mig-", "nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/")):
+                return f"{key[:80]}: {str(raw)[:20]}"
+    return None
 
 
 def at_path(obj: Any, path: str) -> Any:

@@ -407,7 +407,29 @@ def _read_workload(
     selector = pod_selector(obj, kind)
     if selector:
         reading = _finish(reading, pod_selector=selector)
+    managed = _kserve_managed_dra(obj)
+    if managed and not reading.gpus_per_replica and reading.unknown is None and reading.invalid is None:
+        reading = _finish(reading, unknown=managed)
     return with_model_annotation(reading, annotated_model(obj, path))
+
+
+#: KServe's managed DRA (serving.kserve.io/exp-dra-device-class, -device-count: pkg/constants/constants.go,
+#: kserve@0c5166a2d L144-147): its controller makes the ResourceClaimTemplate and injects the claim after admission.
+KSERVE_DRA_CLASS = "serving.kserve.io/exp-dra-device-class"
+KSERVE_DRA_COUNT = "serving.kserve.io/exp-dra-device-count"
+
+
+def _kserve_managed_dra(obj: Mapping[str, Any]) -> str | None:
+    """Why a KServe service whose GPUs come from a claim its controller makes later is not sized (hunt16 D1)."""
+    annotations = as_dict(as_dict(obj.get("metadata")).get("annotations"))
+    device_class = annotations.get(KSERVE_DRA_CLASS)
+    if not isinstance(device_class, str) or not device_class:
+        return None
+    count = str(annotations.get(KSERVE_DRA_COUNT, "1"))[:10]
+    return (
+        f"KServe managed DRA: {count} device(s) of class {device_class[:63]} by a claim KServe makes after "
+        "admission; not sized"
+    )
 
 
 #: Kinds whose ``spec.selector`` selects their pods (Kubernetes' apps/v1 and batch/v1 types).
