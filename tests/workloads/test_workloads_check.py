@@ -466,3 +466,27 @@ def test_gpus_under_other_resource_names_are_never_no_gpu(tmp_path: Path, capsys
     path.write_text(yaml.safe_dump(llmisvc))
     code, [r] = check(capsys, str(path), "--gpu", "L4")
     assert code == 0 and r["verdict"] == "Unknown" and "KServe managed DRA" in r["message"], r
+
+
+def test_a_model_path_inside_the_container_says_so_and_the_annotation_sizes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt16 M1: a model on a PVC or GCS FUSE mount was "'/models/x' is not valid; expected a directory with
+    # config.json": the path is not invalid, fitgate cannot see it. Unknown, saying how to name it.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-L4"})
+    doc["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--model",
+        "/models/Qwen3-8B",
+        "--max-model-len",
+        "8192",
+    ]
+    doc["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Unknown") and "is a path inside the container" in r["message"], r
+    assert "is not valid" not in r["message"]
+    doc["metadata"]["annotations"] = {"fitgate.io/model": "Qwen/Qwen3-8B"}
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    assert code == 0 and r["verdict"] in ("Fits", "Tight"), r

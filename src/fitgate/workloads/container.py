@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,8 @@ from fitgate.workloads.reading import Reading, WorkloadError
 
 #: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
 MODEL_ANNOTATION = "fitgate.io/model"
+#: Where KServe mounts a storageUri's model in the serving container.
+KSERVE_MODEL_MOUNT = "/mnt/models"
 MODEL_ANNOTATION_HINT = (
     f"fitgate cannot read the model there; name what it holds with the annotation {MODEL_ANNOTATION}: "
     "org/name[@revision] (and keep it offline with `fitgate catalog add org/name`)"
@@ -426,6 +429,15 @@ def _reading(
             name is not None and "://" in name and unknown is None
         ):  # s3://, gs://, pvc://: not a directory fitgate reads
             unknown = f"model {name}: {MODEL_ANNOTATION_HINT}"
+        elif (
+            name is not None
+            and name.startswith("/")
+            and not name.startswith(KSERVE_MODEL_MOUNT)  # KServe's reader names the storageUri mounted there
+            and unknown is None
+            and not os.path.isdir(name[:4096])
+        ):
+            # a path inside the container (a PVC or GCS FUSE mount; hunt16 M1): not invalid, not readable here
+            unknown = f"model {name[:200]} is a path inside the container: {MODEL_ANNOTATION_HINT}"
         if name is None and unknown is None:
             name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
             more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
