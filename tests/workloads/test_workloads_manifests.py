@@ -68,6 +68,37 @@ def test_dynamo_workers_are_named_and_keep_their_role() -> None:
     assert "Dynamo decode worker VllmDecodeWorker" in results[0].message
 
 
+def test_dynamo_prefill_and_decode_component_types_are_workers(tmp_path: Path) -> None:
+    # hunt16 G11: elizabetht/token-labs (api.tokenlabs.run) declares its disaggregated graph's workers as
+    # `type: prefill` / `type: decode` components, whose containers run `command: [python3]` with
+    # `args: [-m, dynamo.vllm, ...]`; Dynamo's operator runs them as workers, fitgate skipped the graph
+    import yaml  # noqa: PLC0415
+
+    def component(name: str, kind: str) -> dict[str, object]:
+        args = ["-m", "dynamo.vllm", "--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+        main = {"name": "main", "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1", "command": ["python3"]}
+        main |= {"args": args, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        return {"name": name, "type": kind, "podTemplate": {"spec": {"containers": [main]}}}
+
+    graph = {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "disagg", "namespace": "t"},
+        "spec": {
+            "components": [
+                {"name": "Frontend", "type": "frontend"},
+                component("P", "prefill"),
+                component("D", "decode"),
+            ]
+        },
+    }
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(graph))
+    results = check_files([str(path)], gpu_name="H100")
+    assert [(r.name, r.verdict) for r in results] == [("t/disagg/D", "Fits"), ("t/disagg/P", "Fits")], results
+    assert "Dynamo decode worker D" in results[0].message
+
+
 def test_kaito_config_flags_are_read_from_the_configmap() -> None:
     docs = check_files([str(MANIFESTS / "kaito-workspace-custom-config.yaml")], gpu_name="H100")
     workspace = docs[-1]

@@ -288,7 +288,14 @@ def _dynamo_container(container: dict[str, Any]) -> dict[str, Any]:
     args = [_DYNAMO_VLLM.sub("vllm serve", w) for w in args]
     if not command and args[:3] in (["python3", "-m", "dynamo.vllm"], ["python", "-m", "dynamo.vllm"]):
         args = ["vllm", "serve", *args[3:]]
+    if command[-1:] in (["python3"], ["python"]) and args[:2] == ["-m", "dynamo.vllm"]:
+        command, args = [*command[:-1], "vllm", "serve"], args[2:]  # command: [python3], args: [-m, dynamo.vllm, ...]
     return {**container, "command": command, "args": args}
+
+
+#: The component types Dynamo's operator runs as vLLM workers (hunt16 G11: ``prefill`` / ``decode`` services of
+#: disaggregated graphs were skipped; token-labs' api.tokenlabs.run runs them).
+DYNAMO_WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
 
 
 def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, str]]:
@@ -302,7 +309,8 @@ def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, 
     spec = as_dict(obj.get("spec"))
     for name, raw in list(as_dict(spec.get("services")).items())[:64]:
         service = as_dict(raw)
-        if str(service.get("componentType") or "") != "worker":
+        kind = str(service.get("componentType") or "")
+        if kind not in DYNAMO_WORKER_TYPES:
             continue
         extra = as_dict(service.get("extraPodSpec"))
         main = _dynamo_container(as_dict(extra.get("mainContainer")))
@@ -318,16 +326,17 @@ def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, 
                 str(name),
                 pod,
                 nodes if isinstance(nodes, int) and nodes > 0 else 1,
-                str(service.get("subComponentType") or ""),
+                str(service.get("subComponentType") or ("" if kind == "worker" else kind)),
             )
         )
     for component in (as_dict(c) for c in as_list(spec.get("components"))[:64]):
-        if str(component.get("type") or "") != "worker":
+        kind = str(component.get("type") or "")
+        if kind not in DYNAMO_WORKER_TYPES:
             continue
         pod = as_dict(at_path(component, "podTemplate.spec"))
         pod = {**pod, "containers": [_dynamo_container(as_dict(c)) for c in as_list(pod.get("containers"))]}
         nodes = as_dict(component.get("multinode")).get("nodeCount", 1)
-        role = str(component.get("subComponentType") or component.get("subType") or "")
+        role = str(component.get("subComponentType") or component.get("subType") or ("" if kind == "worker" else kind))
         out.append((str(component.get("name") or "?"), pod, nodes if isinstance(nodes, int) and nodes > 0 else 1, role))
     order = {"decode": 0, "prefill": 1}
     return sorted(out, key=lambda w: order.get(w[3], 2))
