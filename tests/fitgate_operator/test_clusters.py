@@ -567,3 +567,18 @@ def test_a_products_memory_label_wins_over_the_catalog_when_they_disagree() -> N
     on_big = evaluate(parse_spec(raw), model("zai-org/GLM-5-FP8"), [big])
     on_small = evaluate(parse_spec(raw), model("zai-org/GLM-5-FP8"), [small])
     assert on_small.verdict is Verdict.DOES_NOT_FIT and on_big.verdict is not Verdict.DOES_NOT_FIT
+
+
+def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:
+    # hunt16 G7: AWS's EKS GenAI starter kit pins its 15 model templates with karpenter.k8s.aws/instance-family: g6e;
+    # every g6e instance type of the registry (data/cloud_gpus.json) carries L40S, every g5 A10G
+    got, _ = gpu_from_labels({"karpenter.k8s.aws/instance-family": "g6e"})
+    assert got is not None and got.gpu.name == "L40S" and got.count is None
+    got, _ = gpu_from_labels({"eks.amazonaws.com/instance-family": "g5"})
+    assert got is not None and got.gpu.name == "A10G"
+    assert gpu_from_labels({"karpenter.k8s.aws/instance-family": "m5"}) == (None, None)  # no GPU: nothing said
+    # an instance type, when given, is more exact (it carries the count)
+    got, _ = gpu_from_labels(
+        {"karpenter.k8s.aws/instance-family": "g6e", "node.kubernetes.io/instance-type": "g6e.12xlarge"}
+    )
+    assert got is not None and got.count == 4

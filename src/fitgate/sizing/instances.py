@@ -64,6 +64,19 @@ def instance_types() -> tuple[InstanceGpus, ...]:
     return tuple(_registry().instances.values())
 
 
+def instance_family_gpu(family: str) -> GpuModel | None:
+    """The GPU of an AWS instance family (``g6e``: ``karpenter.k8s.aws/instance-family``).
+
+    The one GPU every instance type of the family in the registry has; None otherwise (hunt16 G7: AWS's EKS
+    starter kit pins ``g6e``).
+    """
+    prefix = family.strip().lower() + "."
+    gpus = {
+        i.gpu for i in _registry().instances.values() if i.cloud == "aws" and i.instance_type.lower().startswith(prefix)
+    }
+    return next(iter(gpus)) if len(gpus) == 1 else None
+
+
 def gke_accelerator(value: str) -> GpuModel | None:
     """The GPU of a ``cloud.google.com/gke-accelerator`` value (``nvidia-h100-80gb``), or None."""
     return _registry().gke.get(value.strip().lower())

@@ -11,7 +11,8 @@ the same whichever of them names it:
 * GKE: ``cloud.google.com/gke-accelerator`` (``nvidia-h100-80gb``) and, on Autopilot,
   ``cloud.google.com/gke-accelerator-count`` (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus);
 * Karpenter on AWS / EKS Auto Mode: ``karpenter.k8s.aws/instance-gpu-name`` (``h100``), ``-gpu-count``,
-  ``-gpu-memory`` (MiB), and the ``eks.amazonaws.com/`` twins
+  ``-gpu-memory`` (MiB), ``instance-family`` (``g6e``, where the family has one GPU), and the
+  ``eks.amazonaws.com/`` twins
   (aws/karpenter-provider-aws website/content/en/docs/reference/instance-types.md);
 * the instance type, ``node.kubernetes.io/instance-type`` (``p5.48xlarge``, ``a3-highgpu-8g``,
   ``Standard_ND96isr_H100_v5``): AWS, GCP, Azure and KAITO's gpu-provisioner nodes
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fitgate.sizing.gpus import GpuModel, find_gpu
-from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_gpu
+from fitgate.sizing.instances import gke_accelerator, instance_family_gpu, instance_gpus, karpenter_gpu
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 AMD_PRODUCT = "amd.com/gpu.product-name"
@@ -114,6 +115,12 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
             if gpu is None:
                 return None, f"{prefix}instance-gpu-name={name} is not in fitgate's table of Karpenter GPU names"
             count = _int(labels.get(f"{prefix}instance-gpu-count")) or _count_of_instance(labels)
+            return LabelGpu(gpu.name, gpu, count, gpu.vendor, "karpenter"), None
+    for prefix in KARPENTER_PREFIXES:
+        family = labels.get(f"{prefix}instance-family")
+        gpu = instance_family_gpu(family) if family else None
+        if gpu is not None and not any(labels.get(k) for k in INSTANCE_TYPE_KEYS):
+            count = _int(labels.get(f"{prefix}instance-gpu-count"))
             return LabelGpu(gpu.name, gpu, count, gpu.vendor, "karpenter"), None
     for key in INSTANCE_TYPE_KEYS:
         itype = labels.get(key)
