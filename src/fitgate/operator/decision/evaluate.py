@@ -50,7 +50,7 @@ from fitgate.sizing import (
 )
 from fitgate.sizing.advice import search_suggestions
 from fitgate.sizing.cost import GpuPrices
-from fitgate.sizing.dtypes import KV_CACHE_DTYPES_NOT_SIZED
+from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.memo import BoundedMemo, IdentityMemo
 from fitgate.sizing.units import GiB
 
@@ -305,12 +305,6 @@ def evaluate(
             facts,
             inv,
         )
-    if spec.serving.kv_cache_dtype in KV_CACHE_DTYPES_NOT_SIZED:  # vLLM takes it; fitgate cannot size its pages
-        msg = (
-            f"spec.serving.kvCacheDtype {spec.serving.kv_cache_dtype}: vLLM packs this KV cache in sub-byte codes "
-            "and scales fitgate does not size; the fit is not checked"
-        )
-        return unknown(ReasonCode.SETTINGS_NOT_MODELLED, msg, facts, inv)
     serving = serving_config(spec)
     workload = workload_of(spec)
     if claimed is not None and claimed < gpus_per_replica:
@@ -367,6 +361,8 @@ def evaluate(
             continue
         try:
             result = plan_on_pool(model, pool, serving, workload, share)
+        except NotModelledError as exc:  # vLLM takes the setting, fitgate cannot size it, on any pool: Unknown
+            return unknown(ReasonCode.SETTINGS_NOT_MODELLED, f"spec.serving: {exc}", facts, inv)
         except SizingError as exc:
             results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
             continue
