@@ -178,7 +178,7 @@ class ResolvedServing:
     engine_note: str | None = None  # why the engine is not the release's default (versions.engine_for)
     free_memory_check: bool = True  # VllmAccounting.free_memory_check: vLLM refuses free < total x gmu at start
     # device memory in use before vLLM's start-up snapshot on one worker (activation.pre_snapshot_bytes: TP, GPU);
-    # the default is activation.CUDA_CONTEXT_BYTES, which this types module may not import (pyproject.toml's import-linter layers)
+    # the default is activation.CUDA_CONTEXT_BYTES, which this types module may not import (import-linter layers)
     pre_snapshot_bytes: int = 512 * 1024 * 1024
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # ServingConfig.cudagraph_mode after the default
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # ServingConfig.cudagraph_capture_sizes
