@@ -24,6 +24,7 @@ from fitgate.sizing.activation import (
 )
 from fitgate.sizing.dtypes import float16_refused
 from fitgate.sizing.errors import NotModelledError
+from fitgate.sizing.quantization import parse_quantization
 from tests.conftest import model
 from tests.fitgate_operator.test_operator import H100, gpus
 
@@ -123,3 +124,43 @@ def test_kv_cache_dtypes_of_recent_releases_are_sized_or_unknown_never_refused()
     }
     ev = evaluate(parse_spec(raw), qwen, gpus(H100))
     assert ev.verdict is Verdict.UNKNOWN and ev.reason is ReasonCode.SETTINGS_NOT_MODELLED, ev.message
+
+
+def test_modelopt_checkpoint_kv_cache_dtype_is_what_auto_becomes_from_0_14() -> None:
+    # hunt18 D1: vLLM 0.14+ resolves --kv-cache-dtype auto from a ModelOpt checkpoint's kv_cache_quant_algo /
+    # kv_cache_scheme (utils/torch_utils.py 0.34.0 L463-535); nvidia/Gemma-4-31B-IT-NVFP4 says FP8, so vLLM keeps one
+    # byte an element. fitgate sized it at two and refused 131072 tokens on an L40S (12.36 GiB of KV, 8.20 GiB left).
+    gemma = model("nvidia/Gemma-4-31B-IT-NVFP4")
+    assert gemma.arch.quantization is not None and gemma.arch.quantization.kv_cache_dtype == "fp8_e4m3"
+    serving = ServingConfig(max_model_len=131072, vllm_version="0.21.0")
+    now = plan(gemma, lookup_gpu("L40S"), serving)
+    assert now.serving.kv_cache_dtype == "fp8_e4m3" and now.serving.kv_dtype_bytes == 1
+    assert now.verdict is not Verdict.DOES_NOT_FIT, now.reasons
+    assert any("kv_cache_quant_algo" in n for n in now.notes)
+    # the user's explicit dtype wins, and 0.13 kept auto at the model's dtype: twice the bytes a token
+    bf16 = plan(gemma, lookup_gpu("L40S"), replace(serving, kv_cache_dtype="bfloat16"))
+    old = plan(gemma, lookup_gpu("L40S"), replace(serving, vllm_version="0.13.0"))
+    assert bf16.kv.bytes_per_token == old.kv.bytes_per_token == 2 * now.kv.bytes_per_token
+    assert not bf16.serving.kv_cache_dtype_from_checkpoint and bf16.verdict is Verdict.DOES_NOT_FIT
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, "fp8_e4m3"),
+        ({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "fp8"}},
+         "fp8_e4m3"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4",
+          "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}, "fp8_e4m3"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": {"num_bits": 4, "type": "float"}},
+         "nvfp4"),
+        # a dynamic 8-bit scheme or an unknown name: vLLM falls back to auto
+        ({"quant_method": "modelopt", "quant_algo": "FP8",
+          "kv_cache_scheme": {"dynamic": True, "num_bits": 8, "type": "float"}}, None),
+        ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "int8"}, None),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, None),
+    ],
+)  # fmt: skip
+def test_modelopt_kv_cache_dtype_follows_vllms_reading(config: dict[str, object], expected: str | None) -> None:
+    q = parse_quantization(config)
+    assert q is not None and q.kv_cache_dtype == expected

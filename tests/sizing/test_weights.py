@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, parse_config
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.quantization import excluded_modules, parse_quantization
@@ -203,3 +204,22 @@ def test_modules_a_quantization_config_leaves_unquantized() -> None:
     assert attention and not any(e.quantized for e in attention)  # every layer's self_attn: bf16
     # layer 3's MLP excluded by its glob (and its o_proj row entry, attention, too); layer 2's MLP stays 4-bit
     assert mlp == {2: True, 3: False}
+
+
+def test_experts_int8_stores_only_the_experts_in_one_byte() -> None:
+    # hunt19 F1: vLLM's experts_int8 keeps every linear layer but the experts in the model's dtype and quantizes the
+    # experts to int8 with an fp32 scale per output row (quantization/experts_int8.py 0.6.3 L60-96, 0.34.0
+    # online/int8.py L63-108). Mixtral-8x7B: 32 layers x 8 experts x 3 x 4096 x 14336 = 45.1e9 expert weights, so
+    # the experts go from ~84 GiB in bf16 to ~42 GiB, the rest (attention, embeddings: ~1.6e9, ~3 GiB) unchanged.
+    mixtral = model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    bf16 = plan(mixtral, lookup_gpu("H100"), ServingConfig(max_model_len=8192, tensor_parallel_size=4))
+    int8 = plan(
+        mixtral,
+        lookup_gpu("H100"),
+        ServingConfig(max_model_len=8192, tensor_parallel_size=4, quantization="experts_int8"),
+    )
+    expert_bytes = 32 * 8 * 3 * 4096 * 14336
+    saved = bf16.per_gpu.weights_bytes - int8.per_gpu.weights_bytes
+    # half of the experts' bf16 bytes per GPU, less the scales (one fp32 per 4096 weights here)
+    assert abs(saved - expert_bytes / 4 * (1 - 4 / 4096)) < 0.01 * saved
+    assert RUNTIME_QUANTIZATION["experts_int8"].experts_only

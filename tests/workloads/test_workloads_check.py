@@ -490,3 +490,20 @@ def test_a_model_path_inside_the_container_says_so_and_the_annotation_sizes_it(
     path.write_text(yaml.safe_dump(doc))
     code, [r] = check(capsys, str(path))
     assert code == 0 and r["verdict"] in ("Fits", "Tight"), r
+
+
+def test_load_time_quantization_experts_int8_is_sized_and_unsized_ones_are_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt19 F1: `--quantization experts_int8` (vLLM 0.5.5+, quantization/experts_int8.py) was dropped with a note that
+    # the checkpoint's own config was read, so AI21-Jamba-1.5-Mini on one H100 was sized at bf16 (96.12 GiB) and
+    # denied. vLLM stores its experts as int8: 54.16 GiB. A load-time method fitgate does not size is Unknown.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "q.yaml"
+    for quantization, verdicts in (("experts_int8", {"Fits", "Tight"}), ("torchao", {"Unknown"})):
+        container["args"] = ["--model", "ai21labs/AI21-Jamba-1.5-Mini", "--max-model-len", "8192", "-q", quantization]
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in verdicts, r

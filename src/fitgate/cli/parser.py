@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
-    p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
+    p.add_argument(
+        "--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes, experts_int8"
+    )
     p.add_argument(
         "--gpu-memory-utilization", type=_float, default=None, help="default: the release's (0.92 from vLLM 0.20)"
     )
@@ -459,6 +461,8 @@ def _fit_flags(p: argparse.ArgumentParser) -> None:
         "--max-model-len", type=_max_model_len, help="default: --context-tokens, else the model's (32k, 32K as in vLLM)"
     )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
-    p.add_argument("--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes")
+    p.add_argument(
+        "--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes, experts_int8"
+    )
     p.add_argument("--max-gpus", type=_int, default=8, help="most GPUs per replica (default 8)")
     p.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")

@@ -27,6 +27,7 @@ from fitgate.sizing import (
     gpu_catalog,
 )
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION as SIZED_RUNTIME_QUANTIZATION
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
 from fitgate.sizing.versions import accounting_for
@@ -34,7 +35,7 @@ from fitgate.sizing.versions import accounting_for
 COMPARE_SCHEMA = "fitgate.io/compare/v1"
 #: ``--quantization`` values that quantize an unquantized checkpoint while loading (planned as such; for a
 #: checkpoint that is already quantized the plan ignores them, as vLLM does).
-RUNTIME_QUANTIZATION = ("fp8", "bitsandbytes")
+RUNTIME_QUANTIZATION = tuple(SIZED_RUNTIME_QUANTIZATION)
 _MODEL_DTYPES = ("bfloat16", "float16", "float32")
 #: Two GPUs are the same size when their totals agree to the log's precision (two decimals of GiB).
 _TOTAL_TOLERANCE_GIB = 0.006

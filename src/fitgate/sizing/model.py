@@ -198,6 +198,9 @@ class Quantization:
     #: ``ignored_layers``, ``exclude``: globs, and ``re:`` patterns of only ``.*`` wildcards). Read by the config-only
     #: estimate (inventory_estimate.py); a checkpoint's own tensors are exact without them.
     excluded: tuple[str, ...] = ()
+    #: The ``--kv-cache-dtype`` vLLM's ``auto`` becomes for this checkpoint (ModelOpt's ``kv_cache_quant_algo``,
+    #: :func:`fitgate.sizing.quantization.modelopt_kv_cache_dtype`); None: ``auto`` is the model's dtype.
+    kv_cache_dtype: str | None = None
 
 
 @dataclass(frozen=True)

@@ -31,19 +31,53 @@ def _number(qc: Mapping[str, Any], key: str, default: float, low: float, high: f
     return float(value)
 
 
+#: vLLM's names for a ModelOpt checkpoint's KV cache algorithm (``utils/torch_utils.py`` 0.34.0 L90-93
+#: ``MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP``).
+MODELOPT_KV_CACHE_DTYPES = {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
+
+
+def modelopt_kv_cache_dtype(qc: Mapping[str, Any]) -> str | None:
+    """The ``--kv-cache-dtype`` that ``auto`` becomes for a ModelOpt checkpoint, or None where it stays ``auto``.
+
+    vLLM 0.14.0 onwards resolves ``auto`` from the checkpoint (``engine/arg_utils.py`` 0.34.0 L2329-2332 calls
+    ``resolve_kv_cache_dtype_string``, ``utils/torch_utils.py`` L518-535; 0.14.0 ``arg_utils.py`` L1397-1400):
+    ``get_kv_cache_quant_algo_string`` (L463-515) takes ``kv_cache_scheme`` or ``kv_cache_quant_algo``, at the top or
+    under ``quantization``; a scheme of static 8-bit floats is fp8, of 4-bit floats nvfp4, a name is looked up in
+    :data:`MODELOPT_KV_CACHE_DTYPES`; anything else stays ``auto``. NVIDIA's FP8 / NVFP4 exports carry
+    ``kv_cache_quant_algo: FP8``, so vLLM serves them with a one-byte KV cache unless told otherwise.
+    """
+    inner = qc.get("quantization")
+    source = inner if isinstance(inner, Mapping) else qc
+    algo = (
+        source.get("kv_cache_scheme")
+        or qc.get("kv_cache_scheme")
+        or source.get("kv_cache_quant_algo")
+        or qc.get("kv_cache_quant_algo")
+    )
+    if isinstance(algo, Mapping):
+        if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
+            algo = "fp8"
+        elif algo.get("num_bits") == 4 and algo.get("type") == "float":
+            algo = "nvfp4"
+        else:
+            return None
+    return MODELOPT_KV_CACHE_DTYPES.get(algo.lower()) if isinstance(algo, str) else None
+
+
 def _modelopt(qc: Mapping[str, Any]) -> Quantization:
     """NVIDIA ModelOpt: ``quant_algo`` at the top or under ``quantization`` (hf_quant_config.json layout)."""
+    kv = modelopt_kv_cache_dtype(qc)
     inner = qc.get("quantization")
     source = inner if isinstance(inner, Mapping) else qc
     algo = str(source.get("quant_algo") or qc.get("quant_algo") or "").upper()
     if algo in {"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"}:
-        return Quantization("modelopt", 8, 0, 4.0)
+        return Quantization("modelopt", 8, 0, 4.0, kv_cache_dtype=kv)
     if "NVFP4" in algo or algo in {"MIXED_PRECISION", "W4A8_NVFP4_FP8", "W4A16_NVFP4"}:
         # NVFP4: two 4-bit values a byte plus one fp8 scale per 16 elements (and an fp32 global
         # scale per tensor, negligible). MIXED_PRECISION checkpoints keep some layers in FP8; they
         # are sized as NVFP4 throughout (weights from safetensors headers, when read, are exact).
         group = int(_number(source, "group_size", 16, 1, 1 << 20, integer=True))
-        return Quantization("modelopt_fp4", 4, group, 1.0)
+        return Quantization("modelopt_fp4", 4, group, 1.0, kv_cache_dtype=kv)
     raise SizingError(f"{_FIELD}.quant_algo", algo or None, "FP8, NVFP4 or MIXED_PRECISION (NVIDIA ModelOpt)")
 
 
@@ -200,4 +234,27 @@ def _quark(qc: Mapping[str, object]) -> Quantization:
 RUNTIME_QUANTIZATION: dict[str, Quantization] = {
     "fp8": Quantization("fp8", 8, 0, 0.0),  # online fp8: one fp32 scale per tensor (negligible)
     "bitsandbytes": Quantization("bitsandbytes", 4, 64, 4.0),
+    # hunt19 F1: int8 experts with an fp32 scale per output row, every other linear layer left in the model's dtype
+    # (``quantization/experts_int8.py`` 0.6.3 L40-45 and L60-96; 0.34.0 L53-60 and ``online/int8.py`` L63-108).
+    "experts_int8": Quantization("experts_int8", 8, 0, 4.0, experts_only=True),
 }
+
+#: Runtime ``--quantization`` values vLLM 0.34 takes on an unquantized checkpoint that fitgate does not size: the
+#: online shorthands (``model_executor/layers/quantization/__init__.py`` 0.34.0 ``QuantizationMethods``, "online quant
+#: shorthand names", and ``config/quantization.py``), torchao and humming (no config file of their own). A plan
+#: with one is Unknown (``NotModelledError``), never refused for it.
+RUNTIME_QUANTIZATION_NOT_SIZED = frozenset(
+    {
+        "online",
+        "fp8_per_tensor",
+        "fp8_per_block",
+        "fp8_per_channel",
+        "int8_per_channel_weight_only",
+        "nvfp4_per_token",
+        "mxfp8",
+        "lut_b_moe",
+        "mxfp4_hadamard32",
+        "torchao",
+        "humming",
+    }
+)

@@ -10,7 +10,7 @@ from fitgate.sizing import offload, speculative
 from fitgate.sizing.activation import pre_snapshot_bytes
 from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES, MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
-from fitgate.sizing.errors import SizingError
+from fitgate.sizing.errors import NotModelledError, SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
@@ -21,13 +21,16 @@ from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
     resolve_layout,
 )
-from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION, RUNTIME_QUANTIZATION_NOT_SIZED
 from fitgate.sizing.serving import ResolvedServing, ServingConfig
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
+#: The first release that turns ``--kv-cache-dtype auto`` into a ModelOpt checkpoint's own KV cache dtype
+#: (``resolve_kv_cache_dtype_string``: 0.14.0 ``engine/arg_utils.py`` L1397-1400; absent from 0.13.0).
+CHECKPOINT_KV_DTYPE_SINCE = (0, 14, 0)
 #: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
 RUNNERS = ("generate", "pooling")
 MAX_CONTEXT = 1 << 24
@@ -145,7 +148,10 @@ def resolve_serving(
             f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability, accounting.version)
-    kv_bytes = kv_dtype_bytes(serving.kv_cache_dtype, dtype)
+    kv_cache_dtype = serving.kv_cache_dtype
+    if kv_cache_dtype == "auto" and arch.quantization and accounting.version >= CHECKPOINT_KV_DTYPE_SINCE:
+        kv_cache_dtype = arch.quantization.kv_cache_dtype or "auto"  # the checkpoint's (modelopt_kv_cache_dtype)
+    kv_bytes = kv_dtype_bytes(kv_cache_dtype, dtype)
     if arch.compressed_sparse_mla:
         # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
         # else but fp8 is an error (vllm/models/deepseek_v4/attention.py 0.33.0 L107-123).
@@ -155,6 +161,8 @@ def resolve_serving(
             )
         kv_bytes = 1
     quant = serving.quantization
+    if quant in RUNTIME_QUANTIZATION_NOT_SIZED and arch.quantization is None:
+        raise NotModelledError("quantization", quant, "how this load-time quantization stores the weights")
     if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
         raise SizingError(
             "quantization",
@@ -246,7 +254,8 @@ def resolve_serving(
         block_size=block or default_block_size(arch, gpu),
         block_size_given=block is not None,
         dtype=dtype,
-        kv_cache_dtype=serving.kv_cache_dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_dtype_from_checkpoint=kv_cache_dtype != serving.kv_cache_dtype,
         kv_dtype_bytes=kv_bytes,
         quantization=quant,
         tensor_parallel_size=tp,

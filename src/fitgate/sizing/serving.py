@@ -154,6 +154,8 @@ class ResolvedServing:
     enforce_eager: bool
     vllm_version: str
     kv_cache_memory_bytes: int | None = None
+    #: ``kv_cache_dtype`` is the checkpoint's own (vLLM's ``auto`` resolved from a ModelOpt config), not the user's.
+    kv_cache_dtype_from_checkpoint: bool = False
     interconnect: str = "nvlink"
     runner: str = "generate"
     speculative: Speculative | None = None

@@ -60,6 +60,11 @@ def plan_notes(
         )
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
+    if rs.kv_cache_dtype_from_checkpoint:
+        notes.append(
+            f"--kv-cache-dtype auto is {rs.kv_cache_dtype} here: vLLM {rs.vllm_version} takes the KV cache dtype from "
+            "the checkpoint's ModelOpt kv_cache_quant_algo / kv_cache_scheme (pass --kv-cache-dtype to override)"
+        )
     if rs.kv_cache_dtype.endswith("_per_token_head"):
         notes.append(
             f"--kv-cache-dtype {rs.kv_cache_dtype}: one byte an element; vLLM also keeps a scale per token and KV "

@@ -205,7 +205,12 @@ def weights_per_rank(
                 continue
         if e.quantized:
             size = float(e.stored_bytes)
-        elif runtime_quantization is not None and e.linear and role is not Role.EMBED:
+        elif (
+            runtime_quantization is not None
+            and e.linear
+            and role is not Role.EMBED
+            and (role is Role.EXPERT or not runtime_quantization.experts_only)
+        ):
             size = float(quantized_bytes(e.numel, runtime_quantization))
         else:
             size = float(e.numel * dtype_bytes)

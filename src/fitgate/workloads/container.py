@@ -22,6 +22,7 @@ import yaml
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.argv import (
@@ -357,6 +358,8 @@ def _reading(
             if conv == "quantization":
                 if value in _RUNTIME_QUANTIZATIONS:
                     serving[fld] = value
+                elif value in RUNTIME_QUANTIZATION_NOT_SIZED:
+                    unknown = unknown or f"--quantization {value}: a load-time quantization fitgate does not size"
                 else:
                     more.append(f"--quantization {value}: read from the checkpoint's own config")
                 continue

@@ -17,6 +17,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.multimodal import parse_limit_mm
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
@@ -70,7 +71,7 @@ _NOT_MODELLED = ("--swap-space", "--offload-group-size", "--enable-tower-connect
 #: vLLM's --dtype spellings (config/model.py) as a ModelDeployment's.
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
 #: Runtime quantizations a ModelDeployment takes; others describe a quantized checkpoint, read from its config.
-_RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
+_RUNTIME_QUANTIZATIONS = tuple(RUNTIME_QUANTIZATION)
 
 
 def _flag(container: dict[str, Any], name: str) -> str | None:

@@ -313,7 +313,7 @@ class Serving(_Spec):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
     )
-    quantization: Literal["fp8", "bitsandbytes"] | None = Field(
+    quantization: Literal["fp8", "bitsandbytes", "experts_int8"] | None = Field(
         default=None,
         description="--quantization applied while loading an unquantized checkpoint. Default: none (a quantized "
         "checkpoint is detected from its config).",
