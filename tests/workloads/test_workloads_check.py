@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from fitgate.cli import main
+from fitgate.sizing.versions import falls_back_to_v0
 from fitgate.workloads.kinds import KINDS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
@@ -507,3 +508,32 @@ def test_load_time_quantization_experts_int8_is_sized_and_unsized_ones_are_unkno
         path.write_text(yaml.safe_dump(doc))
         code, [r] = check(capsys, str(path))
         assert code == 0 and r["verdict"] in verdicts, r
+
+
+def test_a_v0_attention_backend_runs_v0_on_releases_that_fall_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt20 G1: Qwen's 1M-context cards set VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN; vLLM 0.8-0.10 runs V0 for
+    # any backend outside V1's list (engine/arg_utils.py 0.9.0 L1346-1362) unless VLLM_USE_V1 is set. fitgate sized V1's
+    # larger forward term and denied Qwen2.5-14B-Instruct-1M on 8 x A100-40GB at 1010000 tokens.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = "vllm/vllm-openai:v0.9.0"
+    container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    path = tmp_path / "backend.yaml"
+    messages = {}
+    for backend in ("DUAL_CHUNK_FLASH_ATTN", "FLASH_ATTN"):
+        container["env"] = [{"name": "VLLM_ATTENTION_BACKEND", "value": backend}]
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in {"Fits", "Tight"}, r
+        messages[backend] = r["message"]
+    assert "falls back to V0" in messages["DUAL_CHUNK_FLASH_ATTN"]
+    assert "falls back to V0" not in messages["FLASH_ATTN"]
+    # VLLM_USE_V1=1 keeps V1 (vLLM then raises rather than fall back): the env is not read as V0
+    container["env"].append({"name": "VLLM_USE_V1", "value": "1"})
+    container["env"][0]["value"] = "DUAL_CHUNK_FLASH_ATTN"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert "falls back to V0" not in r["message"]
+    assert not falls_back_to_v0("0.11.0", "DUAL_CHUNK_FLASH_ATTN") and not falls_back_to_v0("0.7.3", "XFORMERS")

@@ -304,6 +304,32 @@ FP8_KV_MLA_ON_V1_SINCE = (0, 10, 2)
 POOLING_ON_V1_SINCE = (0, 9, 2)
 
 
+#: The attention backends V1 runs (``VLLM_ATTENTION_BACKEND``), 0.8.0-0.10.x: any other one set makes vLLM fall back
+#: to V0 unless ``VLLM_USE_V1`` is set (``_is_v1_supported_oracle``: 0.8.0 ``engine/arg_utils.py`` L1567-1575, 0.9.0
+#: L1346-1362, 0.10.1.1 L1456-1477, 0.10.2 L1502-1526). The list grew by release; this is 0.10.2's, the union, so a
+#: backend an older release did not list yet is sized as V1 (as before), never as a V0 the release did not run.
+V1_ATTENTION_BACKENDS = frozenset(
+    {
+        "FLASH_ATTN_VLLM_V1", "FLASH_ATTN", "PALLAS", "PALLAS_VLLM_V1", "TRITON_ATTN_VLLM_V1", "TRITON_MLA",
+        "CUTLASS_MLA", "FLASHMLA", "FLASHMLA_VLLM_V1", "FLASH_ATTN_MLA", "FLASHINFER", "FLASHINFER_VLLM_V1",
+        "FLASHINFER_MLA", "ROCM_AITER_MLA", "TORCH_SDPA_VLLM_V1", "FLEX_ATTENTION", "TREE_ATTN", "XFORMERS_VLLM_V1",
+    }
+)  # fmt: skip
+
+
+def falls_back_to_v0(version_text: str | None, attention_backend: str) -> bool:
+    """Whether ``VLLM_ATTENTION_BACKEND=attention_backend`` makes this release run V0 (``VLLM_USE_V1`` unset).
+
+    hunt20 G1: Qwen's 1M-context models set ``DUAL_CHUNK_FLASH_ATTN``, a V0 backend (it also asserts V0, 0.9.0
+    ``engine/arg_utils.py`` L1010-1019), so vLLM 0.9-0.10 serves them on V0.
+    """
+    try:
+        version = parse_version(version_text or DEFAULT_VLLM_VERSION)
+    except SizingError:
+        return False
+    return V1_SINCE <= version < V0_REMOVED and attention_backend.strip() not in V1_ATTENTION_BACKENDS
+
+
 def _v1_refuses(
     version: tuple[int, int, int], capability: str | None, kv_cache_dtype: str | None, mla: bool, runner: str
 ) -> str | None:

@@ -24,7 +24,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
-from fitgate.sizing.versions import parse_version
+from fitgate.sizing.versions import falls_back_to_v0, parse_version
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
@@ -86,6 +86,7 @@ _ANNOTATED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,95})/([A-Za-z0-9_.-]{1,9
 GRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"  # the sampler's profiling pass (sizing.activation)
 USE_V1_ENV = "VLLM_USE_V1"  # vLLM 0.8-0.10: "0" runs V0 (sizing.versions.engine_for)
+ATTENTION_BACKEND_ENV = "VLLM_ATTENTION_BACKEND"  # vLLM 0.8-0.10: a V0-only backend runs V0 (falls_back_to_v0)
 MAX_CONFIG_BYTES = 256 * 1024
 #: ``--rope-scaling`` / ``--rope-theta`` exist up to 0.11.x (engine/arg_utils.py 0.11.0 L371; none in 0.12.0).
 ROPE_FLAGS_UNTIL = (0, 12, 0)
@@ -394,6 +395,10 @@ def _reading(
             serving["useV1"] = use_v1 == "1"  # envs.py 0.10.0 L650-651: bool(int(...))
         elif use_v1:
             more.append(f"{USE_V1_ENV}={use_v1[:20]!r}: not 0 or 1; sized as unset")
+        backend = found.env.get(ATTENTION_BACKEND_ENV, "").strip()
+        if backend and "useV1" not in serving and version is not None and falls_back_to_v0(version, backend):
+            serving["useV1"] = False
+            more.append(f"{ATTENTION_BACKEND_ENV}={backend[:40]}: not a V1 backend, vLLM {version} falls back to V0")
         estimate = found.env.get(GRAPH_ESTIMATE_ENV, "").strip()
         if estimate in ("0", "1"):
             serving["cudagraphMemoryEstimate"] = estimate == "1"
