@@ -40,7 +40,7 @@ from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.client_schedule import ClientSchedule, client_schedule, schedule_ttft_seconds
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_the_pool_holds, work
+from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_in_flight, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.step_time import (
     Constants,
@@ -230,7 +230,7 @@ def load_points() -> list[Point]:
         context = isl + osl // 2
         w = work(mi, result, context, isl)
         old = roofline_v1.estimate(mi, result, batch=c, context_tokens=context)
-        most = float(requests_the_pool_holds(result, isl + osl))
+        most = float(requests_in_flight(result, isl, osl))  # the pool over ISL + OSL / 2 (performance.py)
         # V0 without chunked prefill batches waiting prompts into one prefill-only step up to
         # max(max_model_len, 2048) tokens (vllm 0.7.3 config.py L1536); the servers ran at the model's own
         # max_model_len unless the point names one (planned above at a shorter one, for the KV pool only)

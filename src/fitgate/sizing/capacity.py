@@ -28,7 +28,7 @@ from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_co
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.performance import MAX_TARGET_MS, Performance, SpeedLoad, estimate, requests_the_pool_holds, work
+from fitgate.sizing.performance import MAX_TARGET_MS, Performance, SpeedLoad, estimate, requests_in_flight, work
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.step_time import calibration, steady_state
 
@@ -85,7 +85,7 @@ def replicas_needed(
     isl, osl = load.input_tokens, load.output_tokens
     w = work(model, result, isl + osl // 2, isl)
     k = calibration().constants
-    most = requests_the_pool_holds(result, isl + osl)
+    most = requests_in_flight(result, isl, osl)
 
     def meets(n: int) -> bool:
         if load.request_rate is not None:

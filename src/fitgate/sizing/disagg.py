@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.performance import requests_the_pool_holds, work
+from fitgate.sizing.performance import requests_in_flight, requests_the_pool_holds, work
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.step_time import Work, calibration, step_seconds
 
@@ -243,7 +243,7 @@ def _decode_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load:
     isl, osl = load.input_tokens, load.output_tokens
     probe = _probe(model, base, shape, "decode", isl + osl)
     w = work(model, probe, isl + osl // 2, isl)
-    most = float(requests_the_pool_holds(probe, isl + osl))
+    most = float(requests_in_flight(probe, isl, osl))
 
     def meets(n: int) -> bool:
         c, tpot = decode_in_flight(w, load.request_rate / n, osl, most)

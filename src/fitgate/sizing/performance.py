@@ -302,6 +302,18 @@ def requests_the_pool_holds(result: Plan, tokens: int) -> int:
     return max(1, min(result.serving.max_num_seqs, math.floor(pool_tokens / max(1, tokens))))
 
 
+def requests_in_flight(result: Plan, input_tokens: int, output_tokens: int) -> int:
+    """Requests of ``input_tokens`` + ``output_tokens`` that run at once under a steady load (at least 1).
+
+    vLLM allocates a request's KV blocks as it goes: a waiting request is admitted when its prompt chunk's blocks
+    are free (``v1/core/sched/scheduler.py`` 0.34.0 L1497 ``allocate_slots``), a running one takes the blocks of its
+    new tokens each step (L930) and, when none are left, the last running request is preempted (L949-988). Under a
+    steady load the requests are staggered over their lives, so each holds ISL + OSL / 2 tokens on average: the pool
+    runs ``pool / (ISL + OSL / 2)`` of them, not only the ``pool / (ISL + OSL)`` that never meet a preemption.
+    """
+    return requests_the_pool_holds(result, input_tokens + output_tokens // 2)
+
+
 def _dtype_factor(q: Quantization | None, gen: str) -> float:
     """Peak FLOP/s of matmuls on weights stored as ``q`` relative to bf16 on a GPU of architecture ``gen``.
 
@@ -476,7 +488,7 @@ def estimate(
         osl = 0
     if batch is None:
         batch = result.workload.per_replica if result.workload else math.floor(result.kv.max_concurrency)
-    most = requests_the_pool_holds(result, isl + osl if split else context)
+    most = requests_in_flight(result, isl, osl) if split else requests_the_pool_holds(result, context)
     batch = max(1, min(batch, rs.max_num_seqs))
     w = work(model, result, context, isl)
     k = cal.constants
