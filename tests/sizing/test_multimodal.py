@@ -15,7 +15,7 @@ from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.config_reader import parse_vision
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import parse_limit_mm
+from fitgate.sizing.multimodal import parse_limit_mm, parse_max_pixels
 from tests.conftest import model
 
 H100 = lookup_gpu("H100")
@@ -79,6 +79,40 @@ def test_bad_limit_mm_per_prompt_names_the_field(text: str) -> None:
     with pytest.raises(SizingError) as err:
         parse_limit_mm(text)
     assert str(err.value.field).startswith("limit_mm_per_prompt")
+
+
+def test_mm_processor_kwargs_max_pixels_sets_the_profiled_image() -> None:
+    # hunt20 G4: vLLM profiles the Qwen-VL encoder at the processor's largest image, and --mm-processor-kwargs
+    # max_pixels (or size.longest_edge) sets it (models/qwen2_vl.py 0.34.0 L955-977, L1079-1113). olmOCR's 1003520
+    # pixels are 1003520 // 28^2 = 1280 tokens, not 16384: fitgate profiled 16384 and over-counted ~1 GiB.
+    m = model(QWEN_VL)
+    small = plan(m, H100, _serving(mm_max_pixels=1_003_520))
+    enc = small.ranks[0].encoder
+    assert enc is not None and enc.tokens_per_item == 1280
+    # budget max(8192, 1280) = 8192; items min(8192 // 1280, 1024 x min(999, 32768 // 1280)) = 6
+    assert (enc.budget_tokens, enc.items) == (8192, 6)
+    assert enc.forward_bytes == 6 * 1280 * 4 * 2 * 12_820
+    assert small.per_gpu.activation_bytes < plan(m, H100, _serving()).per_gpu.activation_bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "pixels"),
+    [
+        ('{"max_pixels": 1003520}', 1_003_520),
+        ('{"size": {"longest_edge": 802816, "shortest_edge": 3136}}', 802_816),
+        ('{"images_kwargs": {"max_pixels": 401408}}', 401_408),
+        ('{"fps": 2}', None),
+    ],
+)
+def test_parse_max_pixels(text: str, pixels: int | None) -> None:
+    assert parse_max_pixels(text) == pixels
+
+
+@pytest.mark.parametrize("text", ["[1]", "{", '{"max_pixels": -1}', '{"max_pixels": "a lot"}', "x" * 5000])
+def test_bad_mm_processor_kwargs_name_the_field(text: str) -> None:
+    with pytest.raises(SizingError) as err:
+        parse_max_pixels(text)
+    assert str(err.value.field).startswith("mm_processor_kwargs")
 
 
 # Qwen/Qwen2-VL-7B-Instruct config.json (huggingface.co/Qwen/Qwen2-VL-7B-Instruct, as published)

@@ -537,3 +537,23 @@ def test_a_v0_attention_backend_runs_v0_on_releases_that_fall_back(
     _, [r] = check(capsys, str(path))
     assert "falls back to V0" not in r["message"]
     assert not falls_back_to_v0("0.11.0", "DUAL_CHUNK_FLASH_ATTN") and not falls_back_to_v0("0.7.3", "XFORMERS")
+
+
+def test_mm_processor_kwargs_max_pixels_is_read_and_a_value_it_cannot_read_is_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt20 G4: --mm-processor-kwargs max_pixels sets the image the Qwen-VL encoder is profiled at (models/qwen2_vl.py
+    # 0.34.0 L955-977); fitgate profiled the checkpoint's largest (16384 tokens) whatever the flag said.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-L4"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "vl.yaml"
+    activation = {}
+    for kwargs in (None, '{"max_pixels": 1003520}', '{"max_pixels": "lots"}'):
+        extra = ["--mm-processor-kwargs", kwargs] if kwargs else []
+        container["args"] = ["--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--max-model-len", "16384", *extra]
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in {"Fits", "Tight"}, r
+        activation[kwargs] = float(r["message"].split("activation ")[1].split(" GiB")[0])
+    assert activation['{"max_pixels": 1003520}'] < activation[None] == activation['{"max_pixels": "lots"}']

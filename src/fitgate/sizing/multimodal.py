@@ -56,28 +56,66 @@ def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(pairs))
 
 
+def parse_max_pixels(text: str) -> int | None:
+    """The largest image ``--mm-processor-kwargs`` lets the Qwen-VL processors make, in pixels (None: not set).
+
+    vLLM merges the kwargs into the processor it profiles with and takes ``max_pixels``, else ``size.longest_edge``
+    (``Qwen2VLProcessingInfo._get_vision_size`` and ``get_image_size_with_most_features``, models/qwen2_vl.py 0.34.0
+    L955-977, L1079-1113); HF's processors also take them under ``images_kwargs``.
+    """
+    if len(text) > MAX_LIMIT_MM_CHARS:
+        raise SizingError("mm_processor_kwargs", f"{len(text)} characters", f"at most {MAX_LIMIT_MM_CHARS}")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise SizingError("mm_processor_kwargs", text[:80], 'a JSON object such as {"max_pixels": 1003520}') from None
+    if not isinstance(data, dict):
+        raise SizingError("mm_processor_kwargs", text[:80], 'a JSON object such as {"max_pixels": 1003520}')
+    found = None
+    for source in (data.get("images_kwargs"), data):
+        if not isinstance(source, dict):
+            continue
+        size = source.get("size")
+        for value in (source.get("max_pixels"), size.get("longest_edge") if isinstance(size, dict) else None):
+            if value is not None and found is None:
+                found = value
+    if found is None:
+        return None
+    if isinstance(found, bool) or not isinstance(found, int) or not 1 <= found <= MAX_PIXELS:
+        raise SizingError("mm_processor_kwargs.max_pixels", found, f"an integer from 1 to {MAX_PIXELS}")
+    return found
+
+
+#: The most pixels an image may be given (2**34: a 131072 x 131072 image).
+MAX_PIXELS = 1 << 34
+
+
 @dataclass(frozen=True)
 class VisionFamily:
     """What vLLM's processor makes of one image, for a model family fitgate sizes (see FAMILIES)."""
 
     tokens_per_item: int  # the largest item's tokens after the projector (get_mm_max_tokens_per_item)
     patches_per_token: int  # vision-tower positions per output token (spatial merge / pooling)
+    #: Pixels on a side of one output token (patch x spatial merge) where ``max_pixels`` sets the largest item
+    #: (0: the item's size is fixed).
+    token_side_pixels: int = 0
 
 
 #: Vision-language families whose largest item fitgate knows from the source and the published
 #: processor configs:
 #: * Qwen2-VL / Qwen2.5-VL / Qwen3-VL: ``get_max_image_tokens`` is ``max_pixels / (patch x merge)^2``
 #:   (models/qwen2_vl.py 0.33.0 L980-1060, ``_get_vision_info``); the published preprocessor_config.json
-#:   max_pixels 12845056 = 16384 x 28^2 (Qwen3-VL: 16777216 = 16384 x 32^2) -> 16384 tokens, each
+#:   max_pixels 12845056 = 16384 x 28^2 (Qwen3-VL: 16777216 = 16384 x 32^2) -> 16384 tokens (or the
+#:   ``--mm-processor-kwargs`` ``max_pixels`` over 28^2 / 32^2 where given: :func:`parse_max_pixels`), each
 #:   ``spatial_merge_size^2`` = 4 patches. Public 0.2x logs print "Encoder cache will be initialized
 #:   with a budget of 16384 tokens, and profiled with 1 image items".
 #: * Gemma 3: ``mm_tokens_per_image`` 256 tokens per image without pan-and-scan (models/gemma3_mm.py
 #:   0.33.0 L197-232, L713-732), pooled from SigLIP's 64 x 64 = 4096 patches (896 px / 14) -> 16.
 FAMILIES = {
-    "Qwen2VLForConditionalGeneration": VisionFamily(16384, 4),
-    "Qwen2_5_VLForConditionalGeneration": VisionFamily(16384, 4),
-    "Qwen3VLForConditionalGeneration": VisionFamily(16384, 4),
-    "Qwen3VLMoeForConditionalGeneration": VisionFamily(16384, 4),
+    "Qwen2VLForConditionalGeneration": VisionFamily(16384, 4, 28),
+    "Qwen2_5_VLForConditionalGeneration": VisionFamily(16384, 4, 28),
+    "Qwen3VLForConditionalGeneration": VisionFamily(16384, 4, 32),
+    "Qwen3VLMoeForConditionalGeneration": VisionFamily(16384, 4, 32),
     "Gemma3ForConditionalGeneration": VisionFamily(256, 16),
 }
 
@@ -103,6 +141,7 @@ def encoder_profile(
     tp: int,
     tp_mode: str,
     dtype_bytes: int,
+    max_pixels: int | None = None,
 ) -> EncoderProfile | None:
     """The encoder profile of a vision-language model fitgate knows (None: not multimodal, or unknown).
 
@@ -120,6 +159,9 @@ def encoder_profile(
     if limit == 0:
         return EncoderProfile(0, 0, family.tokens_per_item, 0, 0)  # images disabled: no encoder profiling
     per_item = family.tokens_per_item
+    if max_pixels is not None and family.token_side_pixels:
+        # --mm-processor-kwargs max_pixels: the largest image is max_pixels // (patch x merge)^2 tokens (hunt20 G4)
+        per_item = max(1, max_pixels // family.token_side_pixels**2)
     budget = max(max_num_batched_tokens, per_item)  # compute_mm_encoder_budget, scheduler.py L306-307
     per_prompt = max(1, min(limit if limit is not None else 999, max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))

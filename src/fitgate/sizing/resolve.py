@@ -289,6 +289,7 @@ def resolve_serving(
         kv_role="kv_both" if serving.kv_offloading_bytes is not None else serving.kv_role,
         kv_buffer_device=serving.kv_buffer_device,
         limit_mm_per_prompt=serving.limit_mm_per_prompt,
+        mm_max_pixels=serving.mm_max_pixels,
         mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
         mm_processor_cache_bytes=mm_cache if arch.vision is not None else 0,
         lora_target_modules=serving.lora_target_modules,

@@ -84,6 +84,7 @@ class ServingConfig:
     kv_buffer_device: str | None = None  # ``--kv-transfer-config`` kv_buffer_device (NIXL: cuda or cpu)
     #: ``--limit-mm-per-prompt`` as (modality, count) pairs; None: vLLM's default (the model's maximum)
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    mm_max_pixels: int | None = None  # ``--mm-processor-kwargs`` ``max_pixels`` (multimodal.parse_max_pixels)
     mm_encoder_tp_mode: str = "weights"  # ``--mm-encoder-tp-mode``: weights or data
     mm_processor_cache_bytes: int | None = None  # ``--mm-processor-cache-gb`` x 2**30 (host; default 4 GiB)
 
@@ -170,6 +171,7 @@ class ResolvedServing:
     kv_role: str | None = None
     kv_buffer_device: str | None = None
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    mm_max_pixels: int | None = None  # ``--mm-processor-kwargs`` ``max_pixels`` (multimodal.parse_max_pixels)
     mm_encoder_tp_mode: str = "weights"
     mm_processor_cache_bytes: int = 0
     # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import parse_limit_mm
+from fitgate.sizing.multimodal import parse_limit_mm, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
@@ -305,6 +305,15 @@ def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, An
             raise WorkloadError(f"--limit-mm-per-prompt: {exc}") from None
         if not text.lstrip().startswith("{"):
             notes.append("--limit-mm-per-prompt key=value: vLLM before 0.10 reads it; 0.10+ takes JSON only")
+    kwargs = _json_flag(flags, "--mm-processor-kwargs")
+    if kwargs is not None:
+        try:
+            pixels = parse_max_pixels(kwargs)
+        except SizingError as exc:  # vLLM's processor decides what it takes: not read, the default size profiled
+            pixels = None
+            notes.append(f"--mm-processor-kwargs not read ({exc}); images profiled at the processor's largest")
+        if pixels is not None:
+            mm["maxPixels"] = pixels
     if "--mm-encoder-tp-mode" in flags:
         mm["encoderTpMode"] = flags["--mm-encoder-tp-mode"]
     if "--mm-processor-cache-gb" in flags:

@@ -211,6 +211,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         kv_buffer_device=s.kv_transfer.buffer_device if s.kv_transfer else None,
         limit_mm_per_prompt=tuple(sorted(mm.limit_per_prompt.items())) if mm and mm.limit_per_prompt else None,
         mm_encoder_tp_mode=mm.encoder_tp_mode if mm else "weights",
+        mm_max_pixels=mm.max_pixels if mm else None,
         mm_processor_cache_bytes=int(mm.processor_cache_gib * GiB)
         if mm and mm.processor_cache_gib is not None
         else None,

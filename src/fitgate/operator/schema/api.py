@@ -192,6 +192,14 @@ class MultimodalSpec(_Spec):
         le=1 << 20,
         description="--mm-processor-cache-gb (host memory, one copy per API server and engine). Default: 4.",
     )
+    max_pixels: int | None = Field(
+        default=None,
+        alias="maxPixels",
+        ge=1,
+        le=1 << 34,
+        description="--mm-processor-kwargs max_pixels (or size.longest_edge): the largest image Qwen2/2.5/3-VL's "
+        "processor makes, which the encoder is profiled at. Default: the checkpoint's (16384 tokens).",
+    )
 
 
 class Serving(_Spec):
