@@ -13,6 +13,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from fitgate.cli import main
+from fitgate.cli.app import fold_dotted
 from tests.conftest import TINY_LLAMA, catalog_config
 
 TINY = {**TINY_LLAMA, "tie_word_embeddings": False}
@@ -362,3 +363,20 @@ def test_cuda_graph_and_override_flags_name_the_flag_and_the_limit(
 ) -> None:
     code, _, err = run(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--source", "catalog", *extra)
     assert code == 2 and err.count("\n") == 1 and flag in err and limit in err, err
+
+
+def test_dotted_json_flags_plan_as_vllm_reads_them(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt20 G2: the recipes' Qwen3-VL command passes `--limit-mm-per-prompt.video 0`; vLLM's FlexibleArgumentParser
+    # folds it into the flag's JSON (utils/argparse_utils.py 0.34.0 L410-499), fitgate's plan refused it.
+    assert fold_dotted(["plan", "--limit-mm-per-prompt.video", "0", "--limit-mm-per-prompt.image=2"]) == [
+        "plan",
+        "--limit-mm-per-prompt",
+        '{"video": 0, "image": 2}',
+    ]
+    # over a whole JSON given for the same flag, the dotted keys win and the others stay
+    folded = fold_dotted(["--limit-mm-per-prompt", '{"image": 4, "audio": 1}', "--limit-mm-per-prompt.image", "1"])
+    assert json.loads(folded[-1]) == {"image": 1, "audio": 1}
+    base = ["plan", "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "L4", "--max-model-len", "16384"]
+    assert main([*base, "--limit-mm-per-prompt.image", "0", "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not any("encoder is profiled" in n for n in doc["notes"])

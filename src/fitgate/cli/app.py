@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from fitgate.checkpoints import CheckpointError
 from fitgate.cli.catalog import cmd_catalog, cmd_gpus
@@ -18,6 +20,7 @@ from fitgate.cli.recommend import cmd_recommend
 from fitgate.settings import SettingsError, load
 from fitgate.sizing import SizingError
 from fitgate.workloads.bounds import configure as configure_budgets
+from fitgate.workloads.flagvalues import merge_dotted
 
 
 def _debug() -> bool:
@@ -42,9 +45,45 @@ def _closed_pipe() -> int:
     return EXIT_CLOSED_PIPE
 
 
+def fold_dotted(argv: Sequence[str]) -> list[str]:
+    """The dotted JSON flags of vLLM (``--limit-mm-per-prompt.video 0``) folded into their flag's JSON.
+
+    As vLLM's ``FlexibleArgumentParser`` reads them (utils/argparse_utils.py 0.34.0 L410-499, the merge in
+    :func:`fitgate.workloads.flagvalues.merge_dotted`): the keys land in the flag's object, over a whole JSON value
+    given for the same flag, so a recipe's command line plans as written.
+    """
+    out: list[str] = []
+    dotted: dict[str, dict[str, Any]] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        name, eq, value = word.partition("=")
+        if not (name.startswith("--") and "." in name) or word == "--":
+            out.append(word)
+            continue
+        if not eq:
+            value = words[i] if i < len(words) else ""
+            i += 1
+        merge_dotted(dotted, name, value)
+    for head, tree in dotted.items():
+        whole: dict[str, Any] = {}
+        if head in out and out.index(head) + 1 < len(out):  # a whole JSON given too: the dotted keys win over it
+            at = len(out) - 1 - out[::-1].index(head)
+            try:
+                given = json.loads(out[at + 1])
+            except (ValueError, RecursionError):
+                given = None
+            if isinstance(given, dict):
+                whole = given
+        out += [head, json.dumps({**whole, **tree})]
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(fold_dotted(sys.argv[1:] if argv is None else argv))
     handlers = {
         "plan": cmd_plan,
         "plan-pd": cmd_plan_pd,
