@@ -115,6 +115,32 @@ def test_bad_mm_processor_kwargs_name_the_field(text: str) -> None:
     assert str(err.value.field).startswith("mm_processor_kwargs")
 
 
+def test_no_vision_tower_when_every_image_and_video_limit_is_zero() -> None:
+    # hunt22 G1: --language-model-only (the recipes' Qwen3.5 commands) sets every modality's limit to 0, and from 0.15.1
+    # vLLM then builds no vision tower (models/interfaces.py 0.15.1 L224-253 _mark_tower_model: StageMissingLayer);
+    # fitgate counted its weights whatever the limits. 0.14.0 keeps the tower in fitgate's count (model-specific then).
+    m = model(QWEN_VL)
+    vision = sum(e.numel for e in m.inventory.entries if e.role.value == "vision")
+    assert vision > 600e6  # 32 blocks of a 1280-wide tower and the merger: ~0.67e9 weights
+    both = (("image", 0), ("video", 0))
+    full = plan(m, H100, _serving())
+    text = plan(m, H100, _serving(limit_mm_per_prompt=both))
+    assert full.per_gpu.weights_bytes - text.per_gpu.weights_bytes == pytest.approx(vision * 2, rel=1e-6)
+    images_only_off = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),)))
+    assert images_only_off.per_gpu.weights_bytes == full.per_gpu.weights_bytes  # video still needs the tower
+    old = ServingConfig(vllm_version="0.14.0", max_model_len=32768, limit_mm_per_prompt=both)
+    assert plan(m, H100, old).per_gpu.weights_bytes > text.per_gpu.weights_bytes
+
+
+def test_language_model_only_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", QWEN_VL, "--gpu", "L4", "--max-model-len", "16384", "--output", "json"]
+    assert main(base) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert main([*base, "--language-model-only"]) == 0
+    text = json.loads(capsys.readouterr().out)
+    assert text["per_gpu"]["weights_bytes"] < full["per_gpu"]["weights_bytes"]
+
+
 # Qwen/Qwen2-VL-7B-Instruct config.json (huggingface.co/Qwen/Qwen2-VL-7B-Instruct, as published)
 QWEN2_VL_7B: dict[str, Any] = {
     "architectures": ["Qwen2VLForConditionalGeneration"],
@@ -153,10 +179,17 @@ def test_qwen2_vl_tower_is_sized_at_its_embed_dim(tmp_path: Path, capsys: pytest
     # parameters, not 32 x (4 x 3584^2 + 2 x 3584 x 14336) = 4.93e9 (8 GiB of weights that do not exist).
     vision = parse_vision(QWEN2_VL_7B)
     assert vision is not None and (vision.hidden_size, vision.intermediate_size) == (1280, 5120)
-    assert vision.num_params == 32 * (4 * 1280**2 + 2 * 1280 * 5120) == 629_145_600
+    # plus the patch merger over 2 x 2 patches: (1280 x 4)^2 + 5120 x 3584 (text width) = 44,564,480 (qwen2_vl.py
+    # 0.34.0 L476-488)
+    assert vision.num_params == 32 * (4 * 1280**2 + 2 * 1280 * 5120) + 5120**2 + 5120 * 3584 == 673_710_080
     # Qwen2.5-VL names the ViT's own width hidden_size (out_hidden_size is the projection): unchanged
     v25 = parse_vision({"vision_config": {"hidden_size": 1280, "intermediate_size": 3420, "depth": 32}})
     assert v25 is not None and (v25.hidden_size, v25.intermediate_size, v25.num_layers) == (1280, 3420, 32)
+    # and its block MLP is gated (Qwen2_5_VisionMLP gate_up_proj, qwen2_5_vl.py 0.34.0 L315-347): 3 x h x i
+    g25 = parse_vision(
+        {"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 1280, "intermediate_size": 3420, "depth": 32}}
+    )
+    assert g25 is not None and g25.num_params - v25.num_params == 32 * 1280 * 3420
     folder = tmp_path / "Qwen2-VL-7B-Instruct"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(QWEN2_VL_7B))

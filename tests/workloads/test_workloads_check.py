@@ -557,3 +557,23 @@ def test_mm_processor_kwargs_max_pixels_is_read_and_a_value_it_cannot_read_is_a_
         assert code == 0 and r["verdict"] in {"Fits", "Tight"}, r
         activation[kwargs] = float(r["message"].split("activation ")[1].split(" GiB")[0])
     assert activation['{"max_pixels": 1003520}'] < activation[None] == activation['{"max_pixels": "lots"}']
+
+
+def test_language_model_only_drops_the_vision_tower_in_a_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt22 G1: the recipes' Qwen3.5 commands pass --language-model-only; vLLM sets every modality's limit to 0 and
+    # (0.15.1+) builds no vision tower. The webhook ignored the flag and counted the tower's weights.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-L4"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "lmo.yaml"
+    weights = {}
+    for extra in ([], ["--language-model-only"]):
+        container["args"] = ["--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--max-model-len", "16384", *extra]
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in {"Fits", "Tight"}, r
+        weights[bool(extra)] = float(r["message"].split("weights ")[1].split(" GiB")[0])
+    # the tower: 32 x (4 x 1280^2 + 3 x 1280 x 3420) + the merger ~= 0.68e9 weights, 1.26 GiB in bf16
+    assert 1.1 < weights[False] - weights[True] < 1.4

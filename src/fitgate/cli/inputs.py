@@ -30,7 +30,7 @@ from fitgate.sizing import (
     replica_cost,
 )
 from fitgate.sizing.cudagraphs import graph_flags
-from fitgate.sizing.multimodal import parse_limit_mm, parse_max_pixels
+from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
 from fitgate.sizing.performance import speed_load
@@ -177,7 +177,11 @@ def _issue20_serving(args: argparse.Namespace) -> dict[str, Any]:
         "kv_connector": connector,
         "kv_role": role,
         "kv_buffer_device": device,
-        "limit_mm_per_prompt": parse_limit_mm(args.limit_mm_per_prompt) if args.limit_mm_per_prompt else None,
+        "limit_mm_per_prompt": tuple((m, 0) for m in sorted(MODALITIES))
+        if args.language_model_only
+        else parse_limit_mm(args.limit_mm_per_prompt)
+        if args.limit_mm_per_prompt
+        else None,
         "mm_max_pixels": parse_max_pixels(args.mm_processor_kwargs) if args.mm_processor_kwargs else None,
         "mm_encoder_tp_mode": args.mm_encoder_tp_mode,
         "mm_processor_cache_bytes": _gib_flag(args.mm_processor_cache_gb, "--mm-processor-cache-gb"),

@@ -422,6 +422,9 @@ def _issue20_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-offloading-backend", default="native", help="native or lmcache")
     g.add_argument("--kv-transfer-config", help='vLLM\'s JSON, e.g. \'{"kv_connector": "NixlConnector", ...}\'')
     g.add_argument("--limit-mm-per-prompt", help='vLLM\'s JSON, e.g. \'{"image": 2, "video": 0}\'')
+    g.add_argument(
+        "--language-model-only", action="store_true", help="vLLM's flag: every modality's limit 0, no vision tower"
+    )
     g.add_argument("--mm-processor-kwargs", help="vLLM's JSON; max_pixels is read, e.g. '{\"max_pixels\": 1003520}'")
     g.add_argument("--mm-encoder-tp-mode", default="weights", help="weights or data")
     g.add_argument("--mm-processor-cache-gb", type=_float, help="host multimodal processor cache (default 4)")

@@ -240,5 +240,21 @@ def parse_vision(config: Mapping[str, Any]) -> VisionEncoder | None:
         inter = cfg.int_("intermediate_size", 4 * hidden)
     layers = cfg.int_("num_hidden_layers", cfg.int_("depth", 27) if cfg.has("depth") else 27)
     # A ViT block: 4*h^2 attention + 2*h*i MLP (+ biases/norms, ignored); plus a projector h x text hidden.
-    params = layers * (4 * hidden * hidden + 2 * hidden * inter)
+    # Qwen2.5-VL's block MLP is gated, gate + up + down: 3*h*i (Qwen2_5_VisionMLP, qwen2_5_vl.py 0.34.0 L315-347).
+    mlp = 3 if config.get("model_type") == "qwen2_5_vl" else 2
+    params = layers * (4 * hidden * hidden + mlp * hidden * inter)
+    if cfg.has("spatial_merge_size"):
+        # Qwen2/2.5/3-VL's patch merger: an MLP over merge^2 patches, (h m^2)^2 + h m^2 x out (qwen2_vl.py 0.34.0
+        # L476-488, qwen2_5_vl.py L576-588, qwen3_vl.py L512-534), one more per Qwen3-VL deepstack layer.
+        merged = hidden * cfg.int_("spatial_merge_size", 2, limit=16) ** 2
+        text = config.get("text_config")
+        out = (
+            vision.get("out_hidden_size")  # Qwen2.5/3-VL
+            or (vision.get("hidden_size") if cfg.has("embed_dim") else None)  # Qwen2-VL: the text width
+            or (text.get("hidden_size") if isinstance(text, Mapping) else config.get("hidden_size"))
+        )
+        out = out if isinstance(out, int) and not isinstance(out, bool) and 0 < out <= 1 << 20 else hidden
+        deepstack = vision.get("deepstack_visual_indexes")
+        mergers = 1 + (min(len(deepstack), layers) if isinstance(deepstack, list) else 0)
+        params += mergers * (merged * merged + merged * out)
     return VisionEncoder(hidden, layers, inter, params)

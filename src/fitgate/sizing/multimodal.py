@@ -20,6 +20,19 @@ from dataclasses import dataclass
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.model import ModelArchitecture
 
+#: The first release that builds no vision tower when every image and video limit is 0 (``--language-model-only``
+#: sets them all to 0, config/multimodal.py 0.34.0 L303-305, L699-706): ``SupportsMultiModal._mark_tower_model``
+#: swaps the tower for a ``StageMissingLayer`` (model_executor/models/interfaces.py 0.15.1 L224-253, 0.34.0
+#: L348-390). Some models did so before on their own (qwen2_5_vl.py 0.14.0 L1186-1197); fitgate counts the tower there.
+TOWER_SKIPPED_SINCE = (0, 15, 1)
+
+
+def vision_tower_built(limits: tuple[tuple[str, int], ...] | None) -> bool:
+    """Whether vLLM builds the vision tower under these ``--limit-mm-per-prompt`` limits (from 0.15.1)."""
+    given = dict(limits or ())
+    return not (given.get("image") == 0 and given.get("video") == 0)
+
+
 #: The most characters of a ``--limit-mm-per-prompt`` fitgate parses.
 MAX_LIMIT_MM_CHARS = 4096
 #: Modalities vLLM's processors know (config/multimodal.py 0.33.0 ``limit_per_prompt``).

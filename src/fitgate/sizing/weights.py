@@ -147,6 +147,7 @@ def weights_per_rank(
     redundant_experts: int = 0,
     shared_experts_replicated: bool = False,
     mxfp4_layout: Mxfp4Layout | None = None,
+    vision: bool = True,
 ) -> RankWeights:
     """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading.
 
@@ -165,6 +166,9 @@ def weights_per_rank(
 
     ``mxfp4_layout``: the MXFP4 MoE backend's layout of the experts (:func:`fitgate.sizing.mxfp4.mxfp4_layouts`);
     default Marlin's.
+
+    ``vision`` False: the vision tower is not built (every image / video limit 0, or ``--language-model-only``:
+    :data:`fitgate.sizing.multimodal.TOWER_SKIPPED_SINCE`).
     """
     dtype_bytes = MODEL_DTYPES[dtype]
     stages = pp_layer_ranges(arch.num_layers, pp)
@@ -184,7 +188,11 @@ def weights_per_rank(
     embedding = 0.0
     for e in inventory.entries:
         role = e.role
-        if role is Role.SKIPPED or (role is Role.LM_HEAD and (arch.tie_word_embeddings or pooling)):
+        if (
+            role is Role.SKIPPED
+            or (role is Role.LM_HEAD and (arch.tie_word_embeddings or pooling))
+            or (role is Role.VISION and not vision)
+        ):
             # A tied model's lm_head is its embedding: vLLM skips a stored lm_head.weight while loading
             # (``if self.config.tie_word_embeddings and "lm_head.weight" in name: continue``).
             continue

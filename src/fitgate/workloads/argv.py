@@ -66,6 +66,7 @@ BOOLEAN_FLAGS = frozenset(
         "--enable-reasoning",
         "--data-parallel-hybrid-lb",
         "--data-parallel-external-lb",
+        "--language-model-only",  # hunt22 G1 (MultiModalConfig bool, config/multimodal.py 0.34.0 L303)
     }
 )
 
@@ -121,6 +122,7 @@ READ_FLAGS = frozenset(
         "--kv-offloading-backend",
         "--kv-offloading-size",
         "--kv-transfer-config",
+        "--language-model-only",
         "--limit-mm-per-prompt",
         "--lora-dtype",
         "--lora-target-modules",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import parse_limit_mm, parse_max_pixels
+from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
@@ -314,6 +314,9 @@ def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, An
             notes.append(f"--mm-processor-kwargs not read ({exc}); images profiled at the processor's largest")
         if pixels is not None:
             mm["maxPixels"] = pixels
+    if flags.get("--language-model-only", "false") not in ("false", "0", "no"):
+        # every modality's limit 0 (config/multimodal.py 0.34.0 L303-305, L699-706): no encoder pass, no tower
+        mm["limitPerPrompt"] = dict.fromkeys(MODALITIES, 0)
     if "--mm-encoder-tp-mode" in flags:
         mm["encoderTpMode"] = flags["--mm-encoder-tp-mode"]
     if "--mm-processor-cache-gb" in flags:
