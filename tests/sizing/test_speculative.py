@@ -22,7 +22,7 @@ from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.cudagraphs import capture_sizes, graph_counts
 from fitgate.sizing.engine_args import engine_args
-from fitgate.sizing.errors import SizingError
+from fitgate.sizing.errors import SizingError, UnknownArchitectureError
 from fitgate.sizing.speculative import resolve
 from fitgate.sizing.versions import accounting_for
 from fitgate.workloads.flagvalues import config_file_flags
@@ -235,3 +235,16 @@ def test_a_method_fitgate_does_not_size_is_named_not_denied() -> None:
     assert any("custom_class: not sized by fitgate" in n for n in got.notes)
     bad = read_workload(_deployment(["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", "{method: mtp"]))
     assert bad is not None and bad.invalid is not None and "--speculative-config" in bad.invalid
+
+
+def test_a_speculators_drafter_given_as_the_model_names_its_verifier() -> None:
+    # hunt22 D1: `vllm serve RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3` serves the verifier the drafter's
+    # speculators_config names, with the drafter (vllm/transformers_utils/config.py maybe_override_with_speculators);
+    # fitgate said only that Eagle3Speculator "is not valid". The answer stays Unknown (an architecture fitgate does not
+    # size), now saying what to plan instead.
+    config = {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}},
+    }
+    with pytest.raises(UnknownArchitectureError, match=r"verifier 'meta-llama/Llama-3\.1-8B-Instruct'"):
+        parse_config(config)

@@ -106,6 +106,19 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         raise SizingError("config.json:architectures", archs, "a list naming the model class")
     arch = archs[0]
     family = BY_ARCHITECTURE.get(arch)
+    speculators = config.get("speculators_config")
+    if isinstance(speculators, Mapping) and family is None:
+        # hunt22 D1: a Speculators drafter (RedHatAI/*-speculator.eagle3): vLLM serves the verifier it names with this
+        # checkpoint as its drafter (transformers_utils/config.py maybe_override_with_speculators)
+        verifier = speculators.get("verifier")
+        name = verifier.get("name_or_path") if isinstance(verifier, Mapping) else None
+        raise UnknownArchitectureError(
+            "config.json:architectures",
+            arch,
+            f"a served model: this is a Speculators drafter; vLLM serves its verifier {str(name)[:200]!r} with it. "
+            "Plan the verifier with --speculative-config naming this checkpoint (a drafter from another checkpoint "
+            "is not counted)",
+        )
     if arch in NOT_SERVED:
         raise UnknownArchitectureError(
             "config.json:architectures",
