@@ -351,3 +351,40 @@ def test_encoder_only_attention_is_not_sized_never_refused() -> None:
     facts = resolve("Qwen/Qwen2.5-7B-Instruct", source="catalog")
     ev = evaluate(parse_spec(raw), model("Qwen/Qwen2.5-7B-Instruct"), gpus(L4), facts=facts)
     assert ev.verdict is Verdict.UNKNOWN and "encoder-only attention" in ev.message
+
+
+# deepseek-ai/deepseek-moe-16b-chat config.json (its published keys; AMD's MI300X validated-models list serves it)
+DEEPSEEK_MOE_16B: dict[str, Any] = {
+    "architectures": ["DeepseekForCausalLM"],
+    "model_type": "deepseek",
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "moe_intermediate_size": 1408,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 1,
+    "moe_layer_freq": 1,
+    "vocab_size": 102400,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_deepseek_moe_v1_is_sized_as_softmax_attention_with_shared_experts(tmp_path: Path) -> None:
+    # hunt21 E1: vLLM serves DeepseekForCausalLM (registry.py 0.34.0 L92); fitgate refused the architecture.
+    arch = parse_config(DEEPSEEK_MOE_16B)
+    dense, moe = arch.layers[0].ffn, arch.layers[1].ffn
+    assert isinstance(dense, DenseMLP) and dense.intermediate_size == 10944  # first_k_dense_replace 1
+    assert isinstance(moe, MoE) and (moe.num_experts, moe.top_k, moe.expert_intermediate_size) == (64, 6, 1408)
+    assert moe.shared_intermediate_size == 2 * 1408
+    # 16.4e9 parameters: attention 28 x 4 x 2048^2 = 0.47e9; layer 0 3 x 2048 x 10944 = 0.067e9; 27 layers of
+    # (64 + 2) x 3 x 2048 x 1408 = 15.4e9; embeddings and lm_head 2 x 102400 x 2048 = 0.42e9
+    params = 28 * 4 * 2048**2 + 3 * 2048 * 10944 + 27 * 66 * 3 * 2048 * 1408 + 2 * 102400 * 2048
+    (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK_MOE_16B))
+    estimated = to_model_input(load_directory(tmp_path)).inventory
+    assert sum(e.numel for e in estimated.entries) == pytest.approx(params, rel=0.01)  # norms and routers aside

@@ -33,6 +33,10 @@ ARCHITECTURES: tuple[str, ...] = (
     "MiniMaxM3SparseForCausalLM",
     "MiniMaxM3SparseForConditionalGeneration",
     "MixtralForCausalLM",
+    # DeepSeek-MoE (v1, 16B): softmax attention, n_routed_experts of moe_intermediate_size, n_shared_experts,
+    # dense below first_k_dense_replace (vllm/model_executor/models/registry.py 0.34.0 L92: deepseek_v2.py's
+    # DeepseekForCausalLM; AMD's MI300X validated-models list serves it)
+    "DeepseekForCausalLM",
     "Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM",
     "GraniteMoeForCausalLM",
