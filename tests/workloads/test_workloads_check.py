@@ -450,11 +450,30 @@ def test_gpus_under_other_resource_names_are_never_no_gpu(tmp_path: Path, capsys
     container = doc["spec"]["template"]["spec"]["containers"][0]
     container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
     path = tmp_path / "w.yaml"
-    for resource, verdicts in (("nvidia.com/gpu.shared", {"Fits", "Tight"}), ("nvidia.com/mig-3g.71gb", {"Unknown"})):
-        container["resources"] = {"limits": {resource: 1}}
+    # hunt24 F1: another device plugin's resource (Tanguille/cluster's vLLM on an AMD RDNA4 card through squat's
+    # generic-device-plugin, squat.ai/dri: 1; Volcano's vgpu) was DoesNotFit "set nvidia.com/gpu: 1"
+    cases = (
+        ("nvidia.com/gpu.shared", {"Fits", "Tight"}),
+        ("nvidia.com/mig-3g.71gb", {"Unknown"}),
+        ("squat.ai/dri", {"Unknown"}),
+        ("volcano.sh/vgpu-number", {"Unknown"}),
+    )
+    for resource, verdicts in cases:
+        container["resources"] = {"limits": {resource: 1, "memory": "32Gi"}}
         path.write_text(yaml.safe_dump(doc))
         code, [r] = check(capsys, str(path))
         assert code == 0 and r["verdict"] in verdicts, r
+    # Kubernetes' own resources are no device: still "no GPU", and so is a pod on the default runtime ...
+    container["resources"] = {"limits": {"memory": "32Gi", "hugepages-2Mi": "1Gi"}}
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    assert r["verdict"] == "DoesNotFit" and "so no GPU" in r["message"], r
+    # ... but hunt24 F2: under runtimeClassName nvidia a CUDA image sees the node's GPUs without a resource
+    doc["spec"]["template"]["spec"]["runtimeClassName"] = "nvidia"
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    assert code == 0 and r["verdict"] == "Unknown" and "runtimeClassName nvidia" in r["message"], r
+    del doc["spec"]["template"]["spec"]["runtimeClassName"]
     llmisvc = {
         "apiVersion": "serving.kserve.io/v1alpha2",
         "kind": "LLMInferenceService",

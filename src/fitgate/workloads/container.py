@@ -465,8 +465,16 @@ def _reading(
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
     if resource is None and unknown is None:
         other = other_gpu_request(container)
-        if other is not None:  # a MIG slice or a renamed resource: never "no GPU"
-            unknown = f"container {cname} asks for {other}, a GPU resource fitgate does not size workloads on"
+        runtime = str(as_dict(found.pod).get("runtimeClassName") or "")
+        if other is not None:  # a MIG slice, a renamed or another device plugin's resource: never "no GPU"
+            unknown = f"container {cname} asks for {other}, a device resource fitgate does not size workloads on"
+        elif "nvidia" in runtime.lower():
+            # hunt24 F2: under the nvidia runtime a CUDA image (NVIDIA_VISIBLE_DEVICES=all) sees the node's GPUs
+            # without any device-plugin resource (k3s-io/k3s#12802): which ones is the node's, not the pod's to say
+            unknown = (
+                f"container {cname} asks for no GPU resource but runs under runtimeClassName {runtime[:63]}, which "
+                "exposes the node's GPUs to it; set nvidia.com/gpu to have it scheduled on and sized for them"
+            )
     all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
     return _finish(
         Reading(

@@ -21,17 +21,25 @@ GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu.shared")
 
 
 def other_gpu_request(container: dict[str, Any]) -> str | None:
-    """A GPU the container asks for under a name fitgate does not size a workload on, as ``name: count``.
+    """A device the container asks for under a name fitgate does not size a workload on, as ``name: count``.
 
-    A MIG slice ``nvidia.com/mig-<profile>``, a renamed or another vendor's resource (hunt16 D2); None without one.
+    A MIG slice ``nvidia.com/mig-<profile>``, a renamed or another vendor's resource (hunt16 D2), or any other
+    extended resource a device plugin advertises (hunt24 F1: squat's generic-device-plugin ``squat.ai/dri`` hands an
+    AMD card to a vLLM pod; Volcano's ``volcano.sh/vgpu-number``, ``aliyun.com/gpu-mem``): the GPU may come that way,
+    so it is never "no GPU". Kubernetes' own names (``cpu``, ``memory``, ``hugepages-*``, ``*kubernetes.io/*``) are not
+    devices. None without one.
     """
     resources = as_dict(container.get("resources"))
+    found = None
     for where in ("limits", "requests"):
         for name, raw in as_dict(resources.get(where)).items():
             key = str(name)
             if key.startswith(("nvidia.com/mig-", "nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/")):
                 return f"{key[:80]}: {str(raw)[:20]}"
-    return None
+            domain = key.split("/", 1)[0] if "/" in key else ""
+            if found is None and domain and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io")):
+                found = f"{key[:80]}: {str(raw)[:20]}"
+    return found
 
 
 def at_path(obj: Any, path: str) -> Any:
