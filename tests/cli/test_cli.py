@@ -380,3 +380,13 @@ def test_dotted_json_flags_plan_as_vllm_reads_them(capsys: pytest.CaptureFixture
     assert main([*base, "--limit-mm-per-prompt.image", "0", "--output", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert not any("encoder is profiled" in n for n in doc["notes"])
+
+
+def test_prefix_caching_flags_are_taken_and_change_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt24 G7: `fitgate plan` refused --enable-prefix-caching, which recipes pass and `check` reads
+    base = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "L4", "--max-model-len", "8192", "--output", "json"]
+    outputs = []
+    for extra in ([], ["--enable-prefix-caching"], ["--no-enable-prefix-caching"]):
+        assert main([*base, *extra]) == 0
+        outputs.append(json.loads(capsys.readouterr().out)["per_gpu"])
+    assert outputs[0] == outputs[1] == outputs[2]

@@ -157,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=_int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's flag, taken so a command line plans as written; it does not change the memory plan",
+    )
+    p.add_argument(
         "--compilation-config",
         "-cc",
         help="vLLM's JSON; its cudagraph_mode, cudagraph_capture_sizes and max_cudagraph_capture_size are sized, e.g. "
