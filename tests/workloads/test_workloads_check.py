@@ -596,3 +596,28 @@ def test_language_model_only_drops_the_vision_tower_in_a_workload(
         weights[bool(extra)] = float(r["message"].split("weights ")[1].split(" GiB")[0])
     # the tower: 32 x (4 x 1280^2 + 3 x 1280 x 3420) + the merger ~= 0.68e9 weights, 1.26 GiB in bf16
     assert 1.1 < weights[False] - weights[True] < 1.4
+
+
+def test_a_kserve_vllm_model_format_names_the_vllm_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt24 M1 (kserve#4769): modelFormat vllm was said to run on "the KServe huggingface runtime"
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "qwen-llm", "namespace": "kserve-test"},
+        "spec": {
+            "predictor": {
+                "model": {
+                    "modelFormat": {"name": "vllm"},
+                    "storageUri": "hf://Qwen/Qwen3-8B",
+                    "args": ["--max-model-len=8192"],
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            }
+        },
+    }
+    path = tmp_path / "isvc.yaml"
+    for fmt, runtime in (("vllm", "KServe vLLM runtime"), ("huggingface", "KServe huggingface runtime")):
+        isvc["spec"]["predictor"]["model"]["modelFormat"]["name"] = fmt
+        path.write_text(yaml.safe_dump(isvc))
+        code, [r] = check(capsys, str(path), "--gpu", "L4")
+        assert code == 0 and f"the {runtime}'s vLLM release" in r["message"], r

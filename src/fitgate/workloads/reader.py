@@ -165,13 +165,14 @@ def _kserve_model(
         return None
     args = [str(a) for a in as_list(model.get("args"))]
     env = container_env(model.get("env"))
-    engine = parse_engine_argv("KServe huggingface runtime", list(args))
+    runtime = "KServe vLLM runtime" if fmt == "vllm" else "KServe huggingface runtime"  # hunt24 M1: named as given
+    engine = parse_engine_argv(runtime, list(args))
     flags = engine.flags
     if flags.get("--backend", "vllm") not in ("vllm", "auto"):
         return None
     uri = str(model.get("storageUri") or "")
     name = flags.get("--model-id") or flags.get("--model")
-    notes: tuple[str, ...] = ("the KServe huggingface runtime's vLLM release is not known; sized as the newest",)
+    notes: tuple[str, ...] = (f"the {runtime}'s vLLM release is not known; sized as the newest",)
     if name is None and uri.startswith("hf://"):
         name = uri[len("hf://") :]
     container = {**model, "name": "kserve-container", "image": "", "command": [], "args": args}
