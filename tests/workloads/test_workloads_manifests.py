@@ -222,6 +222,19 @@ def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
     assert broken is not None and broken.invalid is not None and broken.invalid.startswith("spec.serveConfigV2")
 
 
+def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() -> None:
+    import yaml  # noqa: PLC0415
+
+    # hunt24 G1: KubeRay's vLLM sample (the Ray docs' guide) passes the model and TP through runtime_env env_vars that
+    # its serve.py turns into vLLM's args, and pins vllm==0.5.4 with pip; it was skipped as "no vLLM server".
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-vllm-sample.yaml").read_text()) if d)
+    reading = read_workload(ray)
+    assert reading is not None and reading.model == "meta-llama/Meta-Llama-3-8B-Instruct"
+    assert reading.serving.get("tensorParallelSize") == 2 and reading.vllm_version == "0.5.4"
+    assert reading.gpus_per_replica == 2
+    assert any("KubeRay vLLM sample" in n for n in reading.notes)
+
+
 def test_the_webhook_and_audit_take_their_kinds_from_the_registry() -> None:
     from fitgate.operator.observation.audit import AUDITED  # noqa: PLC0415
     from fitgate.operator.runtime.workload_handlers import WORKLOAD_RESOURCES  # noqa: PLC0415

@@ -496,14 +496,49 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
     configs: list[dict[str, Any]] = []
     why: str | None = None
     for app in (as_dict(a) for a in as_list(as_dict(loaded).get("applications"))[:32]):
+        runtime_env = as_dict(app.get("runtime_env"))
+        pin = _vllm_pin(runtime_env.get("pip"))
+        pinned = {VLLM_PIN: pin} if pin else {}
+        env_vars = as_dict(runtime_env.get("env_vars"))
         if "ray.serve.llm" not in str(app.get("import_path") or ""):
+            if isinstance(env_vars.get("MODEL_ID"), str):
+                # hunt24 G1: KubeRay's vLLM samples (ray-operator/config/samples/vllm/serve.py, the Ray docs' guide)
+                # build vLLM's args from these env vars: model, tensor- and pipeline-parallel size
+                kwargs = {
+                    "tensor_parallel_size": env_vars.get("TENSOR_PARALLELISM", 1),
+                    "pipeline_parallel_size": env_vars.get("PIPELINE_PARALLELISM", 1),
+                }
+                configs.append(
+                    {
+                        "model_loading_config": {"model_id": env_vars["MODEL_ID"]},
+                        "engine_kwargs": kwargs,
+                        KUBERAY_SAMPLE: True,
+                        **pinned,
+                    }
+                )
             continue
         for entry in as_list(as_dict(app.get("args")).get("llm_configs"))[:32]:
             if isinstance(entry, dict):
-                configs.append(entry)
+                configs.append({**entry, **pinned})
             else:
                 why = f"llm_configs entry {str(entry)[:80]!r} is a file in the image, not read"
     return configs, why
+
+
+#: The key under which a serve application's ``runtime_env.pip`` pin of vLLM rides along with its configs.
+VLLM_PIN = "_fitgate_vllm_pin"
+#: The key marking a config read from KubeRay's vLLM sample's env vars (not Ray Serve LLM's ``llm_configs``).
+KUBERAY_SAMPLE = "_fitgate_kuberay_sample"
+
+
+def _vllm_pin(pip: object) -> str | None:
+    """``vllm==X`` of a Ray ``runtime_env.pip`` list (the release the serve application installs), else None."""
+    packages = as_dict(pip).get("packages") if isinstance(pip, dict) else pip
+    for entry in as_list(packages)[:64]:
+        m = re.fullmatch(r"\s*vllm\s*==\s*([0-9][0-9A-Za-z.+-]{0,30})\s*", str(entry))
+        if m:
+            return m.group(1)
+    return None
 
 
 def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
@@ -540,18 +575,27 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
         )
         pods = max(1, -(-(tp * pp) // per_pod)) if per_pod else 1
         args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
+        pin = config.get(VLLM_PIN)
+        env = [*as_list(base.get("env")), *([{"name": "VLLM_VERSION", "value": pin}] if pin else [])]
         container = {
             **base,
             "name": base.get("name") or "ray-worker",
             "command": ["vllm", "serve", model, *args],
             "args": [],
+            "env": env,
         }
         pod = {**worker, "containers": [container]}
         found = _find_vllm(pod)
         if found is None:
             continue
         name = str(loading.get("model_id") or i)
-        notes = [f"Ray Serve LLM model {name} (engine_kwargs as vLLM's engine args)"]
+        notes = [
+            f"KubeRay vLLM sample: model {name}, parallelism from TENSOR_PARALLELISM / PIPELINE_PARALLELISM"
+            if config.get(KUBERAY_SAMPLE)
+            else f"Ray Serve LLM model {name} (engine_kwargs as vLLM's engine args)"
+        ]
+        if pin:
+            notes.append(f"vLLM {pin} from the application's runtime_env pip")
         if config.get("accelerator_type"):
             notes.append(f"accelerator_type {config['accelerator_type']}: Ray's label, the GPU is the worker group's")
         if why:
