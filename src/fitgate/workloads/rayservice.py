@@ -1,0 +1,169 @@
+"""KubeRay's RayService running vLLM: Ray Serve LLM's ``llm_configs`` and KubeRay's own vLLM sample.
+
+Each model of ``spec.serveConfigV2`` becomes the ``vllm serve`` container its worker group would run, read on the one
+path of :mod:`fitgate.workloads.reader` (as :mod:`fitgate.workloads.crds` does for the other CRDs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from fitgate.workloads.container import _find_vllm, _finish, _reading
+from fitgate.workloads.flagvalues import config_file_flags
+from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
+from fitgate.workloads.reading import Reading, WorkloadError
+
+#: The most characters of a RayService's ``serveConfigV2`` fitgate parses.
+MAX_SERVE_CONFIG_CHARS = 256 * 1024
+
+
+def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The ``llm_configs`` of the Ray Serve LLM applications of a RayService's ``serveConfigV2``.
+
+    ray-project/ray python/ray/serve/llm (``build_openai_app(builder_config)``: ``LLMServingArgs`` with
+    ``llm_configs``, each an ``LLMConfig``: ``model_loading_config.model_source`` / ``model_id``,
+    ``engine_kwargs`` passed to vLLM's engine args, ``accelerator_type``). Returns (configs, why some were
+    not read): an ``llm_configs`` entry that is a file path is read by Ray from the image, not here.
+    """
+    text = at_path(obj, "spec.serveConfigV2")
+    if not isinstance(text, str) or not text.strip():
+        return [], None
+    if len(text) > MAX_SERVE_CONFIG_CHARS:
+        raise WorkloadError(f"spec.serveConfigV2: more than {MAX_SERVE_CONFIG_CHARS} characters")
+    try:  # libyaml's safe loader when built in: a fifth of the time on a serve config (RayService admission)
+        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"spec.serveConfigV2 is not YAML: {exc}".splitlines()[0]) from None
+    configs: list[dict[str, Any]] = []
+    why: str | None = None
+    for app in (as_dict(a) for a in as_list(as_dict(loaded).get("applications"))[:32]):
+        runtime_env = as_dict(app.get("runtime_env"))
+        pin = _vllm_pin(runtime_env.get("pip"))
+        pinned = {VLLM_PIN: pin} if pin else {}
+        env_vars = as_dict(runtime_env.get("env_vars"))
+        if "ray.serve.llm" not in str(app.get("import_path") or ""):
+            if isinstance(env_vars.get("MODEL_ID"), str):
+                # hunt24 G1: KubeRay's vLLM samples (ray-operator/config/samples/vllm/serve.py, the Ray docs' guide)
+                # build vLLM's args from these env vars: model, tensor- and pipeline-parallel size
+                kwargs = {
+                    "tensor_parallel_size": env_vars.get("TENSOR_PARALLELISM", 1),
+                    "pipeline_parallel_size": env_vars.get("PIPELINE_PARALLELISM", 1),
+                }
+                configs.append(
+                    {
+                        "model_loading_config": {"model_id": env_vars["MODEL_ID"]},
+                        "engine_kwargs": kwargs,
+                        KUBERAY_SAMPLE: True,
+                        **pinned,
+                    }
+                )
+            continue
+        for entry in as_list(as_dict(app.get("args")).get("llm_configs"))[:32]:
+            if isinstance(entry, dict):
+                configs.append({**entry, **pinned})
+            else:
+                why = f"llm_configs entry {str(entry)[:80]!r} is a file in the image, not read"
+    return configs, why
+
+
+#: The key under which a serve application's ``runtime_env.pip`` pin of vLLM rides along with its configs.
+VLLM_PIN = "_fitgate_vllm_pin"
+#: The key marking a config read from KubeRay's vLLM sample's env vars (not Ray Serve LLM's ``llm_configs``).
+KUBERAY_SAMPLE = "_fitgate_kuberay_sample"
+
+
+def _vllm_pin(pip: object) -> str | None:
+    """``vllm==X`` of a Ray ``runtime_env.pip`` list (the release the serve application installs), else None."""
+    packages = as_dict(pip).get("packages") if isinstance(pip, dict) else pip
+    for entry in as_list(packages)[:64]:
+        m = re.fullmatch(r"\s*vllm\s*==\s*([0-9][0-9A-Za-z.+-]{0,30})\s*", str(entry))
+        if m:
+            return m.group(1)
+    return None
+
+
+def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per Ray Serve LLM model of a RayService: its ``engine_kwargs`` as vLLM flags.
+
+    The GPUs are the worker group's (``spec.rayClusterConfig.workerGroupSpecs[]`` with a GPU limit): Ray
+    places a replica's TP x PP workers on as many worker pods as it takes.
+    """
+    meta = as_dict(obj.get("metadata"))
+    configs, why = _serve_llm_configs(obj)
+    groups = [as_dict(g) for g in as_list(at_path(obj, "spec.rayClusterConfig.workerGroupSpecs"))[:16]]
+    worker: dict[str, Any] = {}
+    for group in groups:
+        pod = as_dict(at_path(group, "template.spec"))
+        if any(gpu_limit_of(as_dict(c))[1] for c in as_list(pod.get("containers"))):
+            worker = pod
+            break
+    containers = [as_dict(c) for c in as_list(worker.get("containers"))]
+    base = next((c for c in containers if gpu_limit_of(c)[1]), containers[0] if containers else {})
+    resource, per_pod = gpu_limit_of(base) if base else (None, 0)
+    out: list[Reading] = []
+    for i, config in enumerate(configs):
+        loading = as_dict(config.get("model_loading_config"))
+        source = loading.get("model_source")
+        if isinstance(source, dict):  # {bucket_uri: s3://... | gs://...}: a location, named with the annotation
+            source = source.get("bucket_uri")
+        model = str(source or loading.get("model_id") or "")
+        flags = config_file_flags(as_dict(config.get("engine_kwargs")))
+        tp = int(flags.get("--tensor-parallel-size", "1")) if flags.get("--tensor-parallel-size", "1").isdigit() else 1
+        pp = (
+            int(flags.get("--pipeline-parallel-size", "1"))
+            if flags.get("--pipeline-parallel-size", "1").isdigit()
+            else 1
+        )
+        pods = max(1, -(-(tp * pp) // per_pod)) if per_pod else 1
+        args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
+        pin = config.get(VLLM_PIN)
+        env = [*as_list(base.get("env")), *([{"name": "VLLM_VERSION", "value": pin}] if pin else [])]
+        container = {
+            **base,
+            "name": base.get("name") or "ray-worker",
+            "command": ["vllm", "serve", model, *args],
+            "args": [],
+            "env": env,
+        }
+        pod = {**worker, "containers": [container]}
+        found = _find_vllm(pod)
+        if found is None:
+            continue
+        name = str(loading.get("model_id") or i)
+        notes = [
+            f"KubeRay vLLM sample: model {name}, parallelism from TENSOR_PARALLELISM / PIPELINE_PARALLELISM"
+            if config.get(KUBERAY_SAMPLE)
+            else f"Ray Serve LLM model {name} (engine_kwargs as vLLM's engine args)"
+        ]
+        if pin:
+            notes.append(f"vLLM {pin} from the application's runtime_env pip")
+        if config.get("accelerator_type"):
+            notes.append(f"accelerator_type {config['accelerator_type']}: Ray's label, the GPU is the worker group's")
+        if why:
+            notes.append(why)
+        reading = _reading(
+            "RayService",
+            {**meta, "name": f"{meta.get('name') or '?'}/{name}"},
+            found,
+            configmaps,
+            gpus_per_replica=max(per_pod * pods, tp * pp) if resource else 0,
+            pods_per_replica=pods,
+            notes=tuple(notes),
+        )
+        out.append(reading)
+    return out
+
+
+def read_ray_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The first Ray Serve LLM model of a RayService; ``fitgate check`` reads every one."""
+    models = read_ray_llm(obj, configmaps)
+    if not models:
+        return None
+    if len(models) > 1:
+        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in models[1:])
+        return _finish(models[0], notes=(*models[0].notes, f"also models {others}: `fitgate check` sizes each"))
+    return models[0]
