@@ -621,3 +621,30 @@ def test_a_kserve_vllm_model_format_names_the_vllm_runtime(tmp_path: Path, capsy
         path.write_text(yaml.safe_dump(isvc))
         code, [r] = check(capsys, str(path), "--gpu", "L4")
         assert code == 0 and f"the {runtime}'s vLLM release" in r["message"], r
+
+
+def test_an_image_built_on_vllm_with_vllm_flags_as_args_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt23 G3: aws-samples/sample-llm-inference-on-eks runs Kimi-K3 from `vllm-efa-kimi-k3`, built on vllm/vllm-openai
+    # with its `vllm serve` entrypoint; the pods carry the model and vLLM's flags as args and were Skipped ("runs no vLLM
+    # server"). An image named for vLLM whose args hold a flag only vLLM takes is read as vLLM's entrypoint.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-L4"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    container["args"] = ["Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    path = tmp_path / "custom.yaml"
+    for image, verdicts in (
+        ("123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa-custom:efa1.49", {"Fits", "Tight"}),
+        ("ghcr.io/example/llm-server:1.0", {"Skipped"}),  # not named for vLLM: not guessed
+    ):
+        container["image"] = image
+        path.write_text(yaml.safe_dump(doc))
+        main(["check", str(path), "--output", "json"])
+        [r] = json.loads(capsys.readouterr().out)
+        assert r["verdict"] in verdicts, r
+    container["image"] = "example/vllm-router:1.0"  # named for vLLM, but its args are no vLLM server's
+    container["args"] = ["--service-discovery", "k8s", "--port", "8000"]
+    path.write_text(yaml.safe_dump(doc))
+    main(["check", str(path), "--output", "json"])
+    assert json.loads(capsys.readouterr().out)[0]["verdict"] == "Skipped"
