@@ -932,3 +932,18 @@ def test_the_pooling_runner_is_read_from_runner_task_and_convert(args: list[str]
     r = read_workload(deployment(container))
     assert r is not None and r.invalid is None, r
     assert parse_spec(r.spec()).serving.runner == runner
+
+
+def test_sh_c_positional_parameters_are_the_words_after_the_script() -> None:
+    # hunt23 G4: a GLM-5.2 pod runs `bash -c '... exec vllm serve "$@"' vllm zai-org/GLM-5.2-FP8 --tensor-parallel-size=8`;
+    # POSIX sh -c makes the word after the script $0 and the rest $1 ... ("$@"). fitgate read "$@" as the model.
+    from fitgate.workloads.argv import find_engine_command  # noqa: PLC0415
+
+    script = 'set -e; nvidia-smi; exec vllm serve "$@"'
+    words = ["vllm", "zai-org/GLM-5.2-FP8", "--tensor-parallel-size=8", "--max-model-len", "65536"]
+    engine = find_engine_command(["bash", "-c"], [script, *words], {}, image_entrypoint=False)
+    assert engine is not None and engine.model == "zai-org/GLM-5.2-FP8"
+    assert engine.flags["--tensor-parallel-size"] == "8" and engine.flags["--max-model-len"] == "65536"
+    single = find_engine_command(["sh", "-c", "vllm serve $1 --max-model-len $2", "sh", "Qwen/Qwen3-8B", "8192"], [], {},
+                                 image_entrypoint=False)  # fmt: skip
+    assert single is not None and single.model == "Qwen/Qwen3-8B" and single.flags["--max-model-len"] == "8192"

@@ -396,12 +396,37 @@ def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
 
 def _shell_script(words: Sequence[str]) -> str | None:
     """The script of ``sh -c SCRIPT`` (also ``bash -ec``, ``/bin/sh -c``), else None."""
+    found = _shell_script_and_params(words)
+    return found[0] if found else None
+
+
+def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str]] | None:
+    """The script of ``sh -c SCRIPT [NAME [ARG ...]]`` and its positional parameters (``$1`` ...), else None.
+
+    POSIX ``sh -c``: the words after the script are ``$0`` and then ``$1`` ... (``"$@"``); hunt23 G4's GLM-5.2 pod runs
+    ``bash -c '... exec vllm serve "$@"' vllm zai-org/GLM-5.2-FP8 --tensor-parallel-size=8 ...``.
+    """
     if not words or _base(words[0]) not in _SHELLS:
         return None
     for i, word in enumerate(words[1:], 1):
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
-            return words[i + 1] if i + 1 < len(words) else None
+            return (words[i + 1], list(words[i + 3 :])) if i + 1 < len(words) else None
     return None
+
+
+_POSITIONAL = re.compile(r"\$\{?([1-9])\}?")
+
+
+def _with_params(words: list[str], params: list[str]) -> list[str]:
+    """A simple command's words with ``"$@"`` / ``$*`` spliced in and ``$1``-``$9`` replaced by the parameters."""
+    out: list[str] = []
+    for word in words:
+        if word in ("$@", "${@}", "$*", "${*}"):
+            out.extend(params)
+            continue
+        m = _POSITIONAL.fullmatch(word)
+        out.append(params[int(m.group(1)) - 1] if m and int(m.group(1)) <= len(params) else word)
+    return out
 
 
 def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> list[list[str]]:
@@ -467,10 +492,11 @@ def find_engine_command(
     cmd = [expand_k8s(str(w), env, budget) for w in command]
     arg = [expand_k8s(str(w), env, budget) for w in args]
     words = cmd + arg
-    script = _shell_script(words)
-    if script is not None:
+    shell = _shell_script_and_params(words)
+    if shell is not None:
+        script, params = shell
         for simple in _split_script(script, env, budget):
-            found = _find_invocation(simple)
+            found = _find_invocation(_with_params(simple, params) if params else simple)
             if found is not None:
                 return parse_engine_argv(found[0], found[1])
         return None
