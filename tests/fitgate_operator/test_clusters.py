@@ -582,3 +582,22 @@ def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:
         {"karpenter.k8s.aws/instance-family": "g6e", "node.kubernetes.io/instance-type": "g6e.12xlarge"}
     )
     assert got is not None and got.count == 4
+
+
+@pytest.mark.parametrize(
+    ("value", "gpu"),
+    [
+        ("L40S", "L40S"),  # Ori cloud's nodes (hunt23 G1)
+        ("H100_NVLINK_80GB", "H100-SXM"),  # CoreWeave's classes: MODEL[_NVLINK|_PCIE]_MEMORY
+        ("A100_PCIE_40GB", "A100-40GB"),
+        ("A100_NVLINK_80GB", "A100-80GB"),
+        ("RTX_A6000", "RTX-A6000"),
+        ("GH200_480GB", "GH200"),
+        ("A100_NVLINK", None),  # 40 or 80 GB: not said, so not guessed
+    ],
+)
+def test_the_gpu_class_label_names_the_gpu(value: str, gpu: str | None) -> None:
+    got, why = gpu_from_labels({"gpu.nvidia.com/class": value})
+    assert (got.gpu.name if got else None) == gpu
+    assert (why is None) == (gpu is not None)
+    assert names_a_gpu({"gpu.nvidia.com/class": value})

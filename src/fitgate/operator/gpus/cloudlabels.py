@@ -14,6 +14,8 @@ the same whichever of them names it:
   ``-gpu-memory`` (MiB), ``instance-family`` (``g6e``, where the family has one GPU), and the
   ``eks.amazonaws.com/`` twins
   (aws/karpenter-provider-aws website/content/en/docs/reference/instance-types.md);
+* CoreWeave (and Ori's) GPU class, ``gpu.nvidia.com/class`` (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``, ``L40S``;
+  hunt23 G1), read as a product name;
 * the instance type, ``node.kubernetes.io/instance-type`` (``p5.48xlarge``, ``a3-highgpu-8g``,
   ``Standard_ND96isr_H100_v5``): AWS, GCP, Azure and KAITO's gpu-provisioner nodes
   (:mod:`fitgate.sizing.instances`).
@@ -35,6 +37,7 @@ AMD_PRODUCT = "amd.com/gpu.product-name"
 INTEL_PRODUCT = "gpu.intel.com/product"
 GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 GKE_COUNT = "cloud.google.com/gke-accelerator-count"
+GPU_CLASS = "gpu.nvidia.com/class"
 KARPENTER_PREFIXES = ("karpenter.k8s.aws/", "eks.amazonaws.com/")
 INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
@@ -52,6 +55,7 @@ GPU_KEYS = (
     AMD_PRODUCT,
     INTEL_PRODUCT,
     GKE_ACCELERATOR,
+    GPU_CLASS,
     *(f"{p}instance-gpu-name" for p in KARPENTER_PREFIXES),
     *INSTANCE_TYPE_KEYS,
 )
@@ -108,6 +112,12 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
             return None, f"{GKE_ACCELERATOR}={accel} is not in fitgate's table of GKE accelerators"
         count = _int(labels.get(GKE_COUNT)) or _count_of_instance(labels)
         return LabelGpu(gpu.name, gpu, count, gpu.vendor, "gke"), None
+    gpu_class = labels.get(GPU_CLASS)
+    if gpu_class:
+        gpu = class_gpu(gpu_class)
+        if gpu is None:
+            return None, f"{GPU_CLASS}={gpu_class} is not in the GPU catalog"
+        return LabelGpu(gpu.name, gpu, _count_of_instance(labels), gpu.vendor, "gpu-class"), None
     for prefix in KARPENTER_PREFIXES:
         name = labels.get(f"{prefix}instance-gpu-name")
         if name:
@@ -130,6 +140,29 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
                 return LabelGpu(found.gpu.name, found.gpu, found.count, found.gpu.vendor, "instance-type"), None
             return None, None  # most instance types have no GPU: nothing to say
     return None, None
+
+
+def class_gpu(value: str) -> GpuModel | None:
+    """The GPU a ``gpu.nvidia.com/class`` value names, or None when it names no size.
+
+    The product itself (``L40S``, ``RTX_A6000``, ``GH200_480GB``), or CoreWeave's ``MODEL[_NVLINK|_PCIE]_MEMORY``
+    (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``: the memory is the model's at that size; the link is not sized here).
+    """
+    text = value.strip()[:64]
+    for candidate in (text, text.replace("_", "-"), "NVIDIA-" + text.replace("_", "-")):
+        gpu = find_gpu(candidate)
+        if gpu is not None:
+            return gpu
+    parts = text.split("_")
+    memory = next((p for p in parts[1:] if p.upper().endswith("GB")), None)
+    if memory is None:
+        return None  # A100_NVLINK: 40 or 80 GB, not said
+    link = "-PCIe" if "PCIE" in (p.upper() for p in parts) else ""
+    for candidate in (f"{parts[0]}{link}-{memory}", f"{parts[0]}-{memory}", f"{parts[0]} {memory}"):
+        gpu = find_gpu(candidate)
+        if gpu is not None:
+            return gpu
+    return None
 
 
 def _count_of_instance(labels: Mapping[str, str]) -> int | None:
