@@ -648,3 +648,49 @@ def test_an_image_built_on_vllm_with_vllm_flags_as_args_is_read(
     path.write_text(yaml.safe_dump(doc))
     main(["check", str(path), "--output", "json"])
     assert json.loads(capsys.readouterr().out)[0]["verdict"] == "Skipped"
+
+
+def test_a_kserve_model_on_a_storage_connection_is_unknown_until_annotated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt23 M3: an OpenShift AI InferenceService (storage: {key, path}, no storageUri) whose ServingRuntime passes
+    # --model /mnt/models was "'/mnt/models' is not valid; expected a directory with config.json"
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "llm"},
+        "spec": {
+            "supportedModelFormats": [{"name": "vllm"}],
+            "containers": [
+                {
+                    "name": "kserve-container",
+                    "image": "vllm/vllm-openai:v0.11.0",
+                    "command": ["python", "-m", "vllm.entrypoints.openai.api_server"],
+                    "args": ["--model", "/mnt/models", "--max-model-len", "8192"],
+                }
+            ],
+        },
+    }
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llm"},
+        "spec": {
+            "predictor": {
+                "model": {
+                    "modelFormat": {"name": "vllm"},
+                    "runtime": "llm",
+                    "storage": {"key": "aws-connection-models", "path": "/qwen3-8b/"},
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            }
+        },
+    }
+    path = tmp_path / "odh.yaml"
+    path.write_text(yaml.safe_dump_all([runtime, isvc]))
+    code, [r] = check(capsys, str(path), "--gpu", "L4")
+    assert r["verdict"] == "Unknown" and "storage aws-connection-models:/qwen3-8b/ mounted by KServe" in r["message"], r
+    isvc["metadata"]["annotations"] = {"fitgate.io/model": "Qwen/Qwen3-8B"}
+    path.write_text(yaml.safe_dump_all([runtime, isvc]))
+    code, [r] = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and r["verdict"] in {"Fits", "Tight"}, r

@@ -25,6 +25,7 @@ from fitgate.workloads.argv import (
 from fitgate.workloads.bounds import BudgetError
 from fitgate.workloads.container import (
     _ANNOTATED,
+    KSERVE_MODEL_MOUNT,
     MAX_CONFIG_BYTES,
     MAX_WHY_CHARS,
     MODEL_ANNOTATION,
@@ -137,6 +138,12 @@ def _kserve_runtime_merged(
         return _finish(reading, model=uri[len("hf://") :], model_location=None)
     if uri and reading.unknown is None and reading.invalid is None:
         return _finish(reading, unknown=f"storageUri {uri}: {MODEL_ANNOTATION_HINT}", model_location=uri)
+    storage = as_dict(model.get("storage"))
+    if (reading.model or "").startswith(KSERVE_MODEL_MOUNT) and reading.unknown is None and reading.invalid is None:
+        # hunt23 M3: no storageUri (an OpenShift AI `storage: {key, path}` connection): what KServe mounts at
+        # /mnt/models is not in the object, as for a Deployment's path inside the container
+        where = f"storage {storage.get('key')}:{storage.get('path')}" if storage else "the model's storage"
+        return _finish(reading, unknown=f"model {reading.model} is {where} mounted by KServe: {MODEL_ANNOTATION_HINT}")
     return reading
 
 
