@@ -694,3 +694,23 @@ def test_a_kserve_model_on_a_storage_connection_is_unknown_until_annotated(
     path.write_text(yaml.safe_dump_all([runtime, isvc]))
     code, [r] = check(capsys, str(path), "--gpu", "L4")
     assert code == 0 and r["verdict"] in {"Fits", "Tight"}, r
+
+
+def test_an_isvc_naming_a_vllm_runtime_not_in_the_set_is_unknown_in_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt23 M2: `runtime: vllm` with the ServingRuntime elsewhere was Skipped as "runs no vLLM server"
+    from fitgate.workloads.reader import read_workload  # noqa: PLC0415
+
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "demo-llm"},
+        "spec": {"predictor": {"model": {"runtime": "vllm", "storageUri": "s3://models/llm-demo/"}}},
+    }
+    path = tmp_path / "isvc.yaml"
+    path.write_text(yaml.safe_dump(isvc))
+    main(["check", str(path), "--gpu", "L4", "--output", "json"])
+    [r] = json.loads(capsys.readouterr().out)
+    assert r["verdict"] == "Unknown" and "no such ServingRuntime at hand" in r["message"], r
+    assert read_workload(isvc) is None  # the webhook reads no ServingRuntime: it keeps skipping the object

@@ -168,6 +168,12 @@ def _kserve_model(
         return merged
     model = as_dict(predictor.get("model"))
     fmt = str(as_dict(model.get("modelFormat")).get("name") or "").lower()
+    named = str(model.get("runtime") or "")
+    if fmt not in ("huggingface", "vllm") and "vllm" in named.lower() and runtimes is not None:
+        # hunt23 M2: `fitgate check` of a manifest set that names a vLLM ServingRuntime it does not hold: not "no
+        # vLLM server" (the webhook, which reads no ServingRuntime, keeps skipping it: runtimes None)
+        why = f"predictor.model.runtime {named[:63]}: no such ServingRuntime at hand, and vLLM's args are in it"
+        return _finish(_blank("InferenceService", meta), unknown=why + " (check it together with the runtime's file)")
     if fmt not in ("huggingface", "vllm"):
         return None
     args = [str(a) for a in as_list(model.get("args"))]
