@@ -415,7 +415,7 @@ def _read_workload(
         return None
     kind = str(obj.get("kind") or "")
     path = {**POD_TEMPLATE_PATHS, **(extra_paths or {})}.get(kind)
-    reading = _read_kind(obj, kind, path, configmaps or {}, runtimes or {})
+    reading = _read_kind(obj, kind, path, configmaps or {}, runtimes)
     if reading is None:
         return None
     selector = pod_selector(obj, kind)
@@ -476,7 +476,7 @@ def _read_kind(
     kind: str,
     path: str | None,
     cms: Mapping[str, Mapping[str, str]],
-    runtimes: Mapping[str, Mapping[str, Any]],
+    runtimes: Mapping[str, Mapping[str, Any]] | None,
 ) -> Reading | None:
     from fitgate.workloads.crds import CRD_READERS  # noqa: PLC0415 - crds builds on this module
 
