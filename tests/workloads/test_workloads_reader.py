@@ -947,3 +947,20 @@ def test_sh_c_positional_parameters_are_the_words_after_the_script() -> None:
     single = find_engine_command(["sh", "-c", "vllm serve $1 --max-model-len $2", "sh", "Qwen/Qwen3-8B", "8192"], [], {},
                                  image_entrypoint=False)  # fmt: skip
     assert single is not None and single.model == "Qwen/Qwen3-8B" and single.flags["--max-model-len"] == "8192"
+
+
+def test_a_model_the_same_script_downloads_is_read_as_its_repo() -> None:
+    # hunt23 G2: `huggingface-cli download deepseek-ai/DeepSeek-V3 --local-dir /models && vllm serve --model /models`
+    # was Unknown ("a path inside the container"); the directory holds that repo's files
+    from fitgate.workloads.argv import find_engine_command  # noqa: PLC0415
+
+    script = "pip install -q hf_transfer; huggingface-cli download Qwen/Qwen3-8B --local-dir /models/q && "
+    for serve in (
+        "vllm serve /models/q/ --max-model-len 8192",
+        "python3 -m vllm.entrypoints.openai.api_server --model /models/q",
+    ):
+        engine = find_engine_command(["sh", "-c", script + serve], [], {}, image_entrypoint=False)
+        assert engine is not None and "downloaded from Qwen/Qwen3-8B" in engine.how
+        assert (engine.model or engine.flags["--model"]) == "Qwen/Qwen3-8B"
+    other = find_engine_command(["sh", "-c", script + "vllm serve /other"], [], {}, image_entrypoint=False)
+    assert other is not None and other.model == "/other"  # a directory the script did not download: as written

@@ -14,7 +14,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.workloads import shellmath
@@ -394,6 +394,39 @@ def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+def _hub_download(words: Sequence[str]) -> tuple[str, str] | None:
+    """(repo id, local dir) of ``huggingface-cli download REPO ... --local-dir DIR`` (or ``hf download``), else None."""
+    for i, word in enumerate(words):
+        base = _base(word)
+        if base in ("huggingface-cli", "hf") and i + 2 < len(words) and words[i + 1] == "download":
+            repo = words[i + 2]
+            rest = list(words[i + 3 :])
+            for j, flag in enumerate(rest):
+                name, eq, value = flag.partition("=")
+                if name in ("--local-dir", "--local_dir"):
+                    local = value if eq else (rest[j + 1] if j + 1 < len(rest) else "")
+                    return (repo, local) if "/" in repo and not repo.startswith("-") and local else None
+    return None
+
+
+def _with_download(engine: EngineCommand, downloads: Mapping[str, str]) -> EngineCommand:
+    """The engine with a model directory the same script downloaded named by its Hub repo id (hunt23 G2).
+
+    ``huggingface-cli download deepseek-ai/DeepSeek-V3 --local-dir /models && vllm serve /models``: the directory
+    holds that repo's files, so fitgate reads the repo (the ``how`` says so); the flags are left as written.
+    """
+    if not downloads:
+        return engine
+    for where in (engine.model, engine.flags.get("--model")):
+        repo = downloads.get((where or "").rstrip("/"))
+        if repo is not None:
+            how = f"{engine.how} ({where} downloaded from {repo} by the same script)"
+            if engine.model is not None:
+                return replace(engine, how=how, model=repo)
+            return replace(engine, how=how, flags={**engine.flags, "--model": repo})
+    return engine
+
+
 def _shell_script(words: Sequence[str]) -> str | None:
     """The script of ``sh -c SCRIPT`` (also ``bash -ec``, ``/bin/sh -c``), else None."""
     found = _shell_script_and_params(words)
@@ -495,10 +528,15 @@ def find_engine_command(
     shell = _shell_script_and_params(words)
     if shell is not None:
         script, params = shell
-        for simple in _split_script(script, env, budget):
-            found = _find_invocation(_with_params(simple, params) if params else simple)
+        downloads: dict[str, str] = {}
+        for command_words in _split_script(script, env, budget):
+            simple = _with_params(command_words, params) if params else command_words
+            downloaded = _hub_download(simple)
+            if downloaded is not None:
+                downloads[downloaded[1].rstrip("/")] = downloaded[0]
+            found = _find_invocation(simple)
             if found is not None:
-                return parse_engine_argv(found[0], found[1])
+                return _with_download(parse_engine_argv(found[0], found[1]), downloads)
         return None
     found = _find_invocation(words)
     if found is not None:
