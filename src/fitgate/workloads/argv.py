@@ -1,6 +1,6 @@
 """A container's command line as vLLM reads it: find the engine invocation, then its flags.
 
-Pure functions over strings: Kubernetes' ``$(VAR)`` expansion, ``sh -c`` scripts split with
+Pure functions over strings (the expansion of words is :mod:`fitgate.workloads.expansion`): ``sh -c`` scripts split with
 :mod:`shlex`, and vLLM 0.33's own spelling rules (``FlexibleArgumentParser``): ``--flag=value`` and
 ``--flag value``, underscores in a flag's name read as dashes (vllm/utils/argparse_utils.py 0.33.0
 L379-394), and the short aliases vLLM registers (vllm/engine/arg_utils.py 0.33.0: ``-q`` L992,
@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.workloads import shellmath
-from fitgate.workloads.bounds import BudgetError, ExpansionBudget
+from fitgate.workloads.bounds import ExpansionBudget
+from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
 from fitgate.workloads.flagvalues import merge_dotted
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
@@ -214,165 +215,6 @@ class EngineCommand:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kubernetes' $(VAR) expansion
-
-
-_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def _expand(
-    pattern: re.Pattern[str],
-    text: str,
-    value: Callable[[re.Match[str]], str | None],
-    budget: ExpansionBudget | None,
-    what: str,
-) -> str:
-    """``text`` with each match of ``pattern`` replaced by ``value(match)`` (None: kept as written).
-
-    The bytes copied out of variables are counted against ``budget`` before each copy, so a value that
-    doubles per env entry stops at the budget instead of filling memory (issue 22).
-    """
-    budget = budget or ExpansionBudget()  # no caller expands without a bound
-    parts: list[str] = []
-    at = 0
-    for m in pattern.finditer(text):
-        parts.append(text[at : m.start()])
-        got = value(m)
-        if got is None:
-            parts.append(m.group(0))
-        else:
-            budget.spend(len(got), what)
-            parts.append(got)
-        at = m.end()
-    parts.append(text[at:])
-    return "".join(parts)
-
-
-def expand_k8s(text: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
-    """Kubernetes' expansion of ``$(VAR)`` in command, args and env values.
-
-    ``$$`` is a literal ``$`` and ``$(VAR)`` of a variable not in ``env`` stays as written
-    (kubernetes third_party/forked/golang/expansion/expand.go). Bytes copied out of variables count
-    against ``budget`` (:class:`~fitgate.workloads.bounds.BudgetError` past it).
-    """
-
-    def sub(m: re.Match[str]) -> str | None:
-        if m.group(0) == "$$":
-            return "$"
-        return env.get(m.group(1))
-
-    return _expand(_K8S_REF, text, sub, budget, "$(VAR)")
-
-
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
-
-
-def configmap_refs(container: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    """The ConfigMaps a container's env reads, in the order the kubelet reads them (``envFrom`` first).
-
-    (name, key) of each ``configMapKeyRef``, (name, None) of each ``envFrom`` ``configMapRef``.
-    """
-    refs: list[tuple[str, str | None]] = []
-    env_from, env = container.get("envFrom"), container.get("env")
-    for item in env_from if isinstance(env_from, list) else ():
-        ref = item.get("configMapRef") if isinstance(item, dict) else None
-        if isinstance(ref, dict) and isinstance(ref.get("name"), str):
-            refs.append((ref["name"], None))
-    for item in env if isinstance(env, list) else ():
-        source = item.get("valueFrom") if isinstance(item, dict) else None
-        ref = source.get("configMapKeyRef") if isinstance(source, dict) else None
-        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("key"), str):
-            refs.append((ref["name"], ref["key"]))
-    return refs
-
-
-def container_env(
-    env: object,
-    budget: ExpansionBudget | None = None,
-    platform: Mapping[str, str] | None = None,
-    *,
-    env_from: object = None,
-    configmaps: Mapping[str, Mapping[str, str]] | None = None,
-) -> dict[str, str]:
-    """A container's env as the kubelet builds it: ``envFrom`` ConfigMaps, then ``env``.
-
-    Each literal value is expanded against those before it; a ``configMapKeyRef`` (or an ``envFrom``
-    ConfigMap) is read from ``configmaps`` when it is there, any other ``valueFrom`` left out.
-
-    ``platform``: the variables the platform injects before them (LeaderWorkerSet's ``LWS_*``); the
-    container's own entries of the same name win. A ConfigMap's values count against ``budget`` as copies.
-
-    Raises:
-        BudgetError: the values expand past ``budget`` (``A_i=$(A_{i-1})$(A_{i-1})``).
-    """
-    out: dict[str, str] = dict(platform or {})
-    budget = budget or ExpansionBudget()
-    maps = configmaps or {}
-    for item in env_from if isinstance(env_from, list) else ():
-        ref = item.get("configMapRef") if isinstance(item, dict) else None
-        data = maps.get(ref["name"]) if isinstance(ref, dict) and isinstance(ref.get("name"), str) else None
-        prefix = str(item.get("prefix") or "")
-        for key, value in (data or {}).items():
-            if _ENV_NAME.fullmatch(prefix + key):  # the kubelet skips keys that are not variable names
-                budget.spend(len(value), f"envFrom ConfigMap {ref['name'] if isinstance(ref, dict) else ''}")
-                out[prefix + key] = value
-    for item in env if isinstance(env, list) else ():
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            continue
-        if "value" in item:
-            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out, budget)
-            continue
-        source = item.get("valueFrom")
-        ref = source.get("configMapKeyRef") if isinstance(source, dict) else None
-        if isinstance(ref, dict) and str(ref.get("key")) in (maps.get(str(ref.get("name"))) or {}):
-            value = maps[str(ref["name"])][str(ref["key"])]
-            budget.spend(len(value), f"env {item['name']} from ConfigMap {ref['name']}")
-            out[item["name"]] = value
-    return out
-
-
-# $VAR, ${VAR} and ${VAR-word} / ${VAR:-word} / ${VAR=word} / ${VAR:=word} (a default without `$` of its own)
-_SHELL_REF = re.compile(
-    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}$]{0,256}))?\}|\$([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])"
-)
-
-
-def _shell_value(m: re.Match[str], env: Mapping[str, str]) -> str | None:
-    """The value of one ``$VAR`` / ``${VAR...}`` as bash gives it; None (kept as written) when unknown."""
-    name = m.group(1) or m.group(4)
-    value = env.get(name)
-    op = m.group(2)
-    if op is None:
-        return value
-    if value is not None and (value != "" or not op.startswith(":")):
-        return value
-    return m.group(3) or ""  # unset (or empty with `:`): the default
-
-
-def _expand_shell(word: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
-    """``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` of a known variable, as the shell would; unknown ones stay."""
-    return _expand(_SHELL_REF, word, lambda m: _shell_value(m, env), budget, "$VAR in sh -c")
-
-
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_ARITH_MARK = "FITGATEARITH{}X"
-_ARITH_REF = re.compile(r"FITGATEARITH(\d{1,6})X")
-
-
-def _with_arithmetic(word: str, expressions: Sequence[str], env: Mapping[str, str]) -> str:
-    """``word`` with each ``$(( ... ))`` it held evaluated over ``env`` (kept as written when it cannot be)."""
-
-    def value(m: re.Match[str]) -> str:
-        expression = expressions[int(m.group(1))]
-        try:  # ${VAR:-0} inside is expanded first, as bash does; bare names are looked up by the evaluator
-            return str(shellmath.evaluate(_expand_shell(expression, env), env))
-        except (shellmath.ArithmeticUnknownError, BudgetError):
-            return f"$(({expression}))"
-
-    return _ARITH_REF.sub(value, word)
-
-
-# ---------------------------------------------------------------------------------------------
 # Finding the invocation
 
 
@@ -475,7 +317,7 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
     if spans:  # each $(( ... )) as one word-like mark: shlex would split its parentheses
         parts, at = [], 0
         for start, end in spans:
-            parts += [text[at:start], _ARITH_MARK.format(len(expressions))]
+            parts += [text[at:start], ARITH_MARK.format(len(expressions))]
             expressions.append(text[start + 3 : end - 2])
             at = end
         text = "".join([*parts, text[at:]])
@@ -494,9 +336,9 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
     shell_env = dict(env)
     commands: list[list[str]] = []
     for words in (c for c in raw if c):
-        expanded = [_expand_shell(_with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in words]
+        expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in words]
         body = expanded[1:] if words[0] == "export" else expanded
-        if body and all(_ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
+        if body and all(ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
             for word in body:  # NAME=value: known to the commands that follow
                 name, _, value = word.partition("=")
                 shell_env[name] = value

@@ -28,13 +28,12 @@ from fitgate.sizing.versions import falls_back_to_v0, parse_version
 from fitgate.workloads.argv import (
     CommandError,
     EngineCommand,
-    configmap_refs,
-    container_env,
     find_engine_command,
     long_name,
     ray_cluster_size,
 )
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
+from fitgate.workloads.expansion import configmap_refs, container_env
 from fitgate.workloads.flags import (
     _NOT_MODELLED,
     _RUNTIME_QUANTIZATIONS,

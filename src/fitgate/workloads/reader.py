@@ -19,7 +19,6 @@ from typing import Any
 
 from fitgate.workloads.argv import (
     EngineCommand,
-    container_env,
     parse_engine_argv,
 )
 from fitgate.workloads.bounds import BudgetError
@@ -37,6 +36,7 @@ from fitgate.workloads.container import (
     config_ref,
     read_container,
 )
+from fitgate.workloads.expansion import container_env
 from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
 from fitgate.workloads.kinds import pod_template_paths

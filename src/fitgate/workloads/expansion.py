@@ -1,0 +1,172 @@
+"""Kubernetes' ``$(VAR)`` expansion, container env (ConfigMaps included) and the shell's ``$VAR`` / ``$(( ))``.
+
+Split out of :mod:`fitgate.workloads.argv` along its seam: the values words take before the engine's argv is read.
+Every expansion is bounded by an :class:`~fitgate.workloads.bounds.ExpansionBudget`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from fitgate.workloads import shellmath
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes' $(VAR) expansion
+
+
+_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _expand(
+    pattern: re.Pattern[str],
+    text: str,
+    value: Callable[[re.Match[str]], str | None],
+    budget: ExpansionBudget | None,
+    what: str,
+) -> str:
+    """``text`` with each match of ``pattern`` replaced by ``value(match)`` (None: kept as written).
+
+    The bytes copied out of variables are counted against ``budget`` before each copy, so a value that
+    doubles per env entry stops at the budget instead of filling memory (issue 22).
+    """
+    budget = budget or ExpansionBudget()  # no caller expands without a bound
+    parts: list[str] = []
+    at = 0
+    for m in pattern.finditer(text):
+        parts.append(text[at : m.start()])
+        got = value(m)
+        if got is None:
+            parts.append(m.group(0))
+        else:
+            budget.spend(len(got), what)
+            parts.append(got)
+        at = m.end()
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def expand_k8s(text: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
+    """Kubernetes' expansion of ``$(VAR)`` in command, args and env values.
+
+    ``$$`` is a literal ``$`` and ``$(VAR)`` of a variable not in ``env`` stays as written
+    (kubernetes third_party/forked/golang/expansion/expand.go). Bytes copied out of variables count
+    against ``budget`` (:class:`~fitgate.workloads.bounds.BudgetError` past it).
+    """
+
+    def sub(m: re.Match[str]) -> str | None:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1))
+
+    return _expand(_K8S_REF, text, sub, budget, "$(VAR)")
+
+
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def configmap_refs(container: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """The ConfigMaps a container's env reads, in the order the kubelet reads them (``envFrom`` first).
+
+    (name, key) of each ``configMapKeyRef``, (name, None) of each ``envFrom`` ``configMapRef``.
+    """
+    refs: list[tuple[str, str | None]] = []
+    env_from, env = container.get("envFrom"), container.get("env")
+    for item in env_from if isinstance(env_from, list) else ():
+        ref = item.get("configMapRef") if isinstance(item, dict) else None
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+            refs.append((ref["name"], None))
+    for item in env if isinstance(env, list) else ():
+        source = item.get("valueFrom") if isinstance(item, dict) else None
+        ref = source.get("configMapKeyRef") if isinstance(source, dict) else None
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("key"), str):
+            refs.append((ref["name"], ref["key"]))
+    return refs
+
+
+def container_env(
+    env: object,
+    budget: ExpansionBudget | None = None,
+    platform: Mapping[str, str] | None = None,
+    *,
+    env_from: object = None,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, str]:
+    """A container's env as the kubelet builds it: ``envFrom`` ConfigMaps, then ``env``.
+
+    Each literal value is expanded against those before it; a ``configMapKeyRef`` (or an ``envFrom``
+    ConfigMap) is read from ``configmaps`` when it is there, any other ``valueFrom`` left out.
+
+    ``platform``: the variables the platform injects before them (LeaderWorkerSet's ``LWS_*``); the
+    container's own entries of the same name win. A ConfigMap's values count against ``budget`` as copies.
+
+    Raises:
+        BudgetError: the values expand past ``budget`` (``A_i=$(A_{i-1})$(A_{i-1})``).
+    """
+    out: dict[str, str] = dict(platform or {})
+    budget = budget or ExpansionBudget()
+    maps = configmaps or {}
+    for item in env_from if isinstance(env_from, list) else ():
+        ref = item.get("configMapRef") if isinstance(item, dict) else None
+        data = maps.get(ref["name"]) if isinstance(ref, dict) and isinstance(ref.get("name"), str) else None
+        prefix = str(item.get("prefix") or "")
+        for key, value in (data or {}).items():
+            if _ENV_NAME.fullmatch(prefix + key):  # the kubelet skips keys that are not variable names
+                budget.spend(len(value), f"envFrom ConfigMap {ref['name'] if isinstance(ref, dict) else ''}")
+                out[prefix + key] = value
+    for item in env if isinstance(env, list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        if "value" in item:
+            out[item["name"]] = expand_k8s(str(item.get("value") or ""), out, budget)
+            continue
+        source = item.get("valueFrom")
+        ref = source.get("configMapKeyRef") if isinstance(source, dict) else None
+        if isinstance(ref, dict) and str(ref.get("key")) in (maps.get(str(ref.get("name"))) or {}):
+            value = maps[str(ref["name"])][str(ref["key"])]
+            budget.spend(len(value), f"env {item['name']} from ConfigMap {ref['name']}")
+            out[item["name"]] = value
+    return out
+
+
+# $VAR, ${VAR} and ${VAR-word} / ${VAR:-word} / ${VAR=word} / ${VAR:=word} (a default without `$` of its own)
+_SHELL_REF = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}$]{0,256}))?\}|\$([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])"
+)
+
+
+def _shell_value(m: re.Match[str], env: Mapping[str, str]) -> str | None:
+    """The value of one ``$VAR`` / ``${VAR...}`` as bash gives it; None (kept as written) when unknown."""
+    name = m.group(1) or m.group(4)
+    value = env.get(name)
+    op = m.group(2)
+    if op is None:
+        return value
+    if value is not None and (value != "" or not op.startswith(":")):
+        return value
+    return m.group(3) or ""  # unset (or empty with `:`): the default
+
+
+def expand_shell(word: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
+    """``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` of a known variable, as the shell would; unknown ones stay."""
+    return _expand(_SHELL_REF, word, lambda m: _shell_value(m, env), budget, "$VAR in sh -c")
+
+
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+ARITH_MARK = "FITGATEARITH{}X"
+_ARITH_REF = re.compile(r"FITGATEARITH(\d{1,6})X")
+
+
+def with_arithmetic(word: str, expressions: Sequence[str], env: Mapping[str, str]) -> str:
+    """``word`` with each ``$(( ... ))`` it held evaluated over ``env`` (kept as written when it cannot be)."""
+
+    def value(m: re.Match[str]) -> str:
+        expression = expressions[int(m.group(1))]
+        try:  # ${VAR:-0} inside is expanded first, as bash does; bare names are looked up by the evaluator
+            return str(shellmath.evaluate(expand_shell(expression, env), env))
+        except (shellmath.ArithmeticUnknownError, BudgetError):
+            return f"$(({expression}))"
+
+    return _ARITH_REF.sub(value, word)
