@@ -388,3 +388,33 @@ def test_deepseek_moe_v1_is_sized_as_softmax_attention_with_shared_experts(tmp_p
     (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK_MOE_16B))
     estimated = to_model_input(load_directory(tmp_path)).inventory
     assert sum(e.numel for e in estimated.entries) == pytest.approx(params, rel=0.01)  # norms and routers aside
+
+
+# facebook/opt-125m config.json as published (vLLM's quickstart model; the LWS and production-stack tutorials serve it)
+OPT_125M: dict[str, Any] = {
+    "architectures": ["OPTForCausalLM"],
+    "model_type": "opt",
+    "activation_function": "relu",
+    "ffn_dim": 3072,
+    "hidden_size": 768,
+    "max_position_embeddings": 2048,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "torch_dtype": "float16",
+    "vocab_size": 50272,
+    "word_embed_proj_dim": 768,
+}
+
+
+def test_opt_is_sized_with_its_ungated_ffn_dim_mlp_and_tied_head(tmp_path: Path) -> None:
+    # hunt24 G3: OPTForCausalLM (vllm opt.py, registry.py 0.34.0 L194) was an unknown architecture
+    arch = parse_config(OPT_125M)
+    mlp = arch.layers[0].ffn
+    assert isinstance(mlp, DenseMLP) and (mlp.intermediate_size, mlp.gated) == (3072, False)
+    assert arch.tie_word_embeddings and arch.max_position_embeddings == 2048
+    # 12 x (4 x 768^2 + 2 x 768 x 3072) + 50272 x 768 (tied) = 84.9e6 + 38.6e6 = 123.5e6 (the learned position table,
+    # 2050 x 768 = 1.6e6, left out): the checkpoint's 125e6 within 1.5 %
+    (tmp_path / "config.json").write_text(json.dumps(OPT_125M))
+    estimated = to_model_input(load_directory(tmp_path)).inventory
+    stored = sum(e.numel for e in estimated.entries if e.role.value != "lm_head")
+    assert stored == pytest.approx(125.2e6, rel=0.015)

@@ -25,6 +25,7 @@ from fitgate.sizing.families import (
     mimo,
     moe,
     nemotron,
+    opt,
     phi,
     qwen,
 )
@@ -36,6 +37,7 @@ __all__ = ["BY_ARCHITECTURE", "FAMILIES", "MODEL_TYPES", "Family", "ModelTypeTra
 FAMILIES: tuple[Family, ...] = (
     llama.LLAMA,
     phi.PHI2,
+    opt.OPT,
     moe.MOE,
     deepseek.MLA_FAMILY,
     kimi.KIMI_K3,
