@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.jsonflags import json_object
 from fitgate.sizing.model import ModelArchitecture
 
 #: The first release that builds no vision tower when every image and video limit is 0 (``--language-model-only``
@@ -54,12 +55,7 @@ def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
         raise SizingError("limit_mm_per_prompt", f"{len(text)} characters", f"at most {MAX_LIMIT_MM_CHARS}")
     if _KEY_VALUES.fullmatch(text):
         text = json.dumps({k.strip(): int(v) for k, _, v in (kv.partition("=") for kv in text.split(","))})
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise SizingError("limit_mm_per_prompt", text[:80], 'a JSON object such as {"image": 2}') from None
-    if not isinstance(data, dict):
-        raise SizingError("limit_mm_per_prompt", text[:80], 'a JSON object such as {"image": 2}')
+    data = json_object(text, "limit_mm_per_prompt", MAX_LIMIT_MM_CHARS, '{"image": 2}')
     pairs: list[tuple[str, int]] = []
     for modality, value in data.items():
         count = value.get("count") if isinstance(value, dict) else value
@@ -76,14 +72,7 @@ def parse_max_pixels(text: str) -> int | None:
     (``Qwen2VLProcessingInfo._get_vision_size`` and ``get_image_size_with_most_features``, models/qwen2_vl.py 0.34.0
     L955-977, L1079-1113); HF's processors also take them under ``images_kwargs``.
     """
-    if len(text) > MAX_LIMIT_MM_CHARS:
-        raise SizingError("mm_processor_kwargs", f"{len(text)} characters", f"at most {MAX_LIMIT_MM_CHARS}")
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise SizingError("mm_processor_kwargs", text[:80], 'a JSON object such as {"max_pixels": 1003520}') from None
-    if not isinstance(data, dict):
-        raise SizingError("mm_processor_kwargs", text[:80], 'a JSON object such as {"max_pixels": 1003520}')
+    data = json_object(text, "mm_processor_kwargs", MAX_LIMIT_MM_CHARS, '{"max_pixels": 1003520}')
     found = None
     for source in (data.get("images_kwargs"), data):
         if not isinstance(source, dict):

@@ -30,10 +30,10 @@ From vLLM 0.33.0's source:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.jsonflags import json_object
 from fitgate.sizing.units import fmt_gib
 
 #: Connectors vLLM 0.33.0 registers (factory.py L149-250) -> whether they implement SupportsHMA.
@@ -189,14 +189,7 @@ def parse_kv_transfer_config(text: str) -> tuple[str | None, str | None, str | N
     ``kv_buffer_device``); the rest (``kv_connector_extra_config``, ports, ranks) are read by the
     connector at run time.
     """
-    if len(text) > MAX_KV_TRANSFER_CONFIG_CHARS:
-        raise SizingError("kv_transfer_config", f"{len(text)} characters", f"at most {MAX_KV_TRANSFER_CONFIG_CHARS}")
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise SizingError("kv_transfer_config", text[:80], "a JSON object") from None
-    if not isinstance(data, dict):
-        raise SizingError("kv_transfer_config", text[:80], "a JSON object")
+    data = json_object(text, "kv_transfer_config", MAX_KV_TRANSFER_CONFIG_CHARS)
     values: list[str | None] = []
     for key in ("kv_connector", "kv_role", "kv_buffer_device"):
         value = data.get(key)

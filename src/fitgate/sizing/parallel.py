@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.jsonflags import json_object
 from fitgate.sizing.model import ModelArchitecture, MoE
 from fitgate.sizing.units import MiB, cdiv, round_up
 
@@ -290,16 +291,7 @@ def parse_eplb_config(text: str) -> int:
 
     The other keys (window_size, step_interval, policy, ...) do not change memory; 0 when absent.
     """
-    import json  # noqa: PLC0415 - only this parser needs it
-
-    if len(text) > MAX_EPLB_CONFIG_CHARS:
-        raise SizingError("eplb_config", f"{len(text)} characters", f"at most {MAX_EPLB_CONFIG_CHARS}")
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        raise SizingError("eplb_config", text[:80], 'a JSON object such as {"num_redundant_experts": 32}') from None
-    if not isinstance(doc, dict):
-        raise SizingError("eplb_config", text[:80], 'a JSON object such as {"num_redundant_experts": 32}')
+    doc = json_object(text, "eplb_config", MAX_EPLB_CONFIG_CHARS, '{"num_redundant_experts": 32}')
     value = doc.get("num_redundant_experts", 0)
     if isinstance(value, str) and value.strip().isdigit() and len(value) <= 6:
         # EPLBConfig is a pydantic model: "32" is read as 32 (llm-d's wide-EP manifests quote every value)
