@@ -543,3 +543,18 @@ def _finish(reading: Reading, **changes: Any) -> Reading:
     text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
     values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return Reading(**values)
+
+
+def first_of_parts(parts: list[Reading], noun: str) -> Reading | None:
+    """The first reading of an object that runs several vLLM servers, noting the others (``fitgate check`` sizes each).
+
+    The webhook answers one object with one reading (Dynamo's workers, a DisaggregatedSet's roles, a RayService's
+    models); ``noun`` names the parts in the note.
+    """
+    if not parts:
+        return None
+    first = parts[0]
+    if len(parts) > 1:
+        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in parts[1:])
+        return _finish(first, notes=(*first.notes, f"also {noun} {others}: `fitgate check` sizes each"))
+    return first

@@ -16,7 +16,7 @@ import yaml
 
 from fitgate.sizing.instances import instance_gpus
 from fitgate.sizing.units import parse_size
-from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading
+from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
 from fitgate.workloads.rayservice import read_ray_llm, read_ray_service
@@ -370,14 +370,7 @@ def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[st
 
 def read_dynamo(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """The first vLLM worker of a DynamoGraphDeployment (decode first); ``fitgate check`` reads them all."""
-    workers = read_dynamo_workers(obj, configmaps)
-    if not workers:
-        return None
-    first = workers[0]
-    if len(workers) > 1:
-        others = ", ".join(w.name.rsplit("/", 1)[-1] for w in workers[1:])
-        return _finish(first, notes=(*first.notes, f"also workers {others}: `fitgate check` sizes each"))
-    return first
+    return first_of_parts(read_dynamo_workers(obj, configmaps), "workers")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,13 +454,7 @@ def read_disaggregated_roles(obj: dict[str, Any], configmaps: Mapping[str, Mappi
 
 def read_disaggregated_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """The decode role of a DisaggregatedSet (else its first); ``fitgate check`` reads every role."""
-    roles = read_disaggregated_roles(obj, configmaps)
-    if not roles:
-        return None
-    if len(roles) > 1:
-        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in roles[1:])
-        return _finish(roles[0], notes=(*roles[0].notes, f"also roles {others}: `fitgate check` sizes each"))
-    return roles[0]
+    return first_of_parts(read_disaggregated_roles(obj, configmaps), "roles")
 
 
 #: Kinds of several vLLM servers (one per worker or role): kind -> the readings of all of them.

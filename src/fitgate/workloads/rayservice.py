@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from fitgate.workloads.container import _find_vllm, _finish, _reading
+from fitgate.workloads.container import _find_vllm, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
 from fitgate.workloads.reading import Reading, WorkloadError
@@ -160,10 +160,4 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
 
 def read_ray_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """The first Ray Serve LLM model of a RayService; ``fitgate check`` reads every one."""
-    models = read_ray_llm(obj, configmaps)
-    if not models:
-        return None
-    if len(models) > 1:
-        others = ", ".join(r.name.rsplit("/", 1)[-1] for r in models[1:])
-        return _finish(models[0], notes=(*models[0].notes, f"also models {others}: `fitgate check` sizes each"))
-    return models[0]
+    return first_of_parts(read_ray_llm(obj, configmaps), "models")
