@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
+from fitgate.operator.schema.api import Serving
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import RUNTIME_QUANTIZATION, parse_config
-from fitgate.sizing.errors import SizingError
-from fitgate.sizing.quantization import excluded_modules, parse_quantization
+from fitgate.sizing.errors import NotModelledError, SizingError
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED, excluded_modules, parse_quantization
 from fitgate.sizing.weights import (
     Role,
     classify_tensor,
@@ -223,3 +226,47 @@ def test_experts_int8_stores_only_the_experts_in_one_byte() -> None:
     # half of the experts' bf16 bytes per GPU, less the scales (one fp32 per 4096 weights here)
     assert abs(saved - expert_bytes / 4 * (1 - 4 / 4096)) < 0.01 * saved
     assert RUNTIME_QUANTIZATION["experts_int8"].experts_only
+
+
+def test_online_shorthands_are_sized_as_the_format_they_name() -> None:
+    # hunt26 F1: vLLM 0.26+ takes online shorthands (config/quantization.py 0.34.0 _ONLINE_SHORTHANDS), and 0.31+ logs
+    # "--quantization fp8 is deprecated for online quantization; use --quantization fp8_per_tensor" (weight_utils.py
+    # 0.31.0 L341-349). fitgate refused them (exit 2). Qwen3-8B: 36 layers x (4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096
+    # x 12288) = 6.95e9 linear weights; the embedding and lm_head (2 x 151936 x 4096 = 1.24e9) stay bf16.
+    qwen = model("Qwen/Qwen3-8B")
+    gpu = lookup_gpu("H100")
+
+    def weights(q: str | None, version: str = "0.34.0") -> int:
+        return plan(
+            qwen, gpu, ServingConfig(max_model_len=8192, quantization=q, vllm_version=version)
+        ).per_gpu.weights_bytes
+
+    linear = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12288)
+    bf16 = weights(None)
+    # fp8_per_tensor is online fp8: one byte a linear weight, the same bytes as --quantization fp8
+    assert weights("fp8_per_tensor") == weights("fp8")
+    assert abs((bf16 - weights("fp8_per_tensor")) - linear) < 0.01 * linear
+    # per channel: an fp32 scale per output row, counted as 4 bytes per 4096 weights (0.1 %)
+    assert weights("fp8_per_tensor") < weights("fp8_per_channel") < weights("fp8_per_tensor") * 1.002
+    # mxfp4 from 0.30 (a deferred shorthand): 4 bits + one e8m0 byte per 32 = 0.53125 bytes a linear weight
+    assert abs((bf16 - weights("mxfp4", "0.30.0")) - linear * (2 - 0.53125)) < 0.01 * linear
+    # mxfp8: 1 + 1/32 bytes
+    assert abs((bf16 - weights("mxfp8", "0.30.0")) - linear * (2 - 1.03125)) < 0.01 * linear
+    # the MoE-only shorthands leave a dense model's linear layers in bf16
+    assert weights("nvfp4_per_token") == weights("int8_per_channel_weight_only") == bf16
+
+
+def test_deferred_shorthand_before_0_30_and_unsized_shorthands_are_unknown() -> None:
+    # Before 0.30 `--quantization mxfp4` picks the checkpoint method (layers/quantization/__init__.py 0.29.0
+    # L164-175), whose behaviour on an unquantized checkpoint fitgate does not size: Unknown, never a refusal.
+    qwen = model("Qwen/Qwen3-8B")
+    for q, version in (("mxfp4", "0.29.0"), ("mxfp8", "0.27.0"), ("lut_b_moe", "0.34.0"), ("online", "0.34.0")):
+        with pytest.raises(NotModelledError):
+            plan(qwen, lookup_gpu("H100"), ServingConfig(max_model_len=8192, quantization=q, vllm_version=version))
+
+
+def test_the_crd_takes_every_load_time_method_vllm_takes() -> None:
+    # a ModelDeployment's spec.serving.quantization enum is the sized methods and the ones answered Unknown
+    field = Serving.model_fields["quantization"].annotation
+    literal = next(a for a in get_args(field) if get_args(a))
+    assert set(get_args(literal)) == set(RUNTIME_QUANTIZATION) | RUNTIME_QUANTIZATION_NOT_SIZED

@@ -714,3 +714,23 @@ def test_an_isvc_naming_a_vllm_runtime_not_in_the_set_is_unknown_in_check(
     [r] = json.loads(capsys.readouterr().out)
     assert r["verdict"] == "Unknown" and "no such ServingRuntime at hand" in r["message"], r
     assert read_workload(isvc) is None  # the webhook reads no ServingRuntime: it keeps skipping the object
+
+
+def test_online_mxfp4_on_an_unquantized_checkpoint_is_sized_from_0_30(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt26 F3: `--quantization mxfp4` on a bf16 checkpoint was dropped with the note "read from the checkpoint's own
+    # config", so Qwen3-30B-A3B (61 GB in bf16) on one 32 GB RTX 5090 was sized in bf16 and denied. From vLLM 0.30
+    # mxfp4 is a deferred online shorthand (config/quantization.py 0.30.0 L230): ~0.53 bytes a linear weight, ~16 GB.
+    # Before 0.30 it is the checkpoint method, which fitgate does not size there: Unknown.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    container["args"] = ["--model", "Qwen/Qwen3-30B-A3B", "--max-model-len", "8192", "--quantization", "mxfp4"]
+    path = tmp_path / "mxfp4.yaml"
+    for image, verdicts in (("vllm/vllm-openai:v0.31.0", {"Fits", "Tight"}), ("vllm/vllm-openai:v0.29.0", {"Unknown"})):
+        container["image"] = image
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in verdicts, r
+        assert "checkpoint's own config" not in json.dumps(r)

@@ -147,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
     p.add_argument(
-        "--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes, experts_int8"
+        "--quantization",
+        help="runtime quantization of an unquantized checkpoint: fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel, "
+        "mxfp8, mxfp4 (vLLM 0.30+), int8_per_channel_weight_only, nvfp4_per_token, experts_int8, bitsandbytes",
     )
     p.add_argument(
         "--gpu-memory-utilization", type=_float, default=None, help="default: the release's (0.92 from vLLM 0.20)"
@@ -472,7 +474,9 @@ def _fit_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
     p.add_argument(
-        "--quantization", help="runtime quantization of an unquantized checkpoint: fp8, bitsandbytes, experts_int8"
+        "--quantization",
+        help="runtime quantization of an unquantized checkpoint: fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel, "
+        "mxfp8, mxfp4 (vLLM 0.30+), int8_per_channel_weight_only, nvfp4_per_token, experts_int8, bitsandbytes",
     )
     p.add_argument("--max-gpus", type=_int, default=8, help="most GPUs per replica (default 8)")
     p.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")

@@ -87,8 +87,8 @@ TOKEN_ROUTED_ALL2ALL = frozenset(
 #: GPU architectures whose tensor cores run fp8 (twice the bf16 rate) and fp4 (four times).
 FP8_ARCHITECTURES = frozenset({"ada", "hopper", "blackwell", "cdna3", "cdna4"})
 FP4_ARCHITECTURES = frozenset({"blackwell", "cdna4"})
-FP4_METHODS = frozenset({"mxfp4", "nvfp4", "modelopt_fp4"})
-INTEGER_METHODS = frozenset({"awq", "gptq", "bitsandbytes", "experts_int8", "gguf"})
+FP4_METHODS = frozenset({"mxfp4", "nvfp4", "modelopt_fp4", "nvfp4_per_token"})
+INTEGER_METHODS = frozenset({"awq", "gptq", "bitsandbytes", "experts_int8", "int8_per_channel_weight_only", "gguf"})
 
 
 @dataclass(frozen=True)

@@ -237,24 +237,33 @@ RUNTIME_QUANTIZATION: dict[str, Quantization] = {
     # hunt19 F1: int8 experts with an fp32 scale per output row, every other linear layer left in the model's dtype
     # (``quantization/experts_int8.py`` 0.6.3 L40-45 and L60-96; 0.34.0 L53-60 and ``online/int8.py`` L63-108).
     "experts_int8": Quantization("experts_int8", 8, 0, 4.0, experts_only=True),
+    # hunt26 F1: vLLM's online shorthands (``config/quantization.py`` 0.26.0 L116-140, 0.34.0 L273-330
+    # ``_ONLINE_SHORTHANDS``): each names the weight format of the linear layers and / or the experts it quantizes
+    # at load time. ``fp8_per_tensor`` is what online ``fp8`` became (``model_loader/weight_utils.py`` 0.31.0
+    # L341-349, 0.34.0 L383-390: "--quantization fp8 is deprecated for online quantization; use
+    # --quantization fp8_per_tensor"). Scales: per tensor (negligible), per 128 x 128 block (4 bytes a block,
+    # under 0.03 %: left out), per output channel (fp32, counted as one per 4,096 weights like experts_int8), per
+    # 32 (MX: one e8m0 byte) or 16 (NVFP4: one e4m3 byte, plus a global fp32 per expert) weights.
+    "fp8_per_tensor": Quantization("fp8_per_tensor", 8, 0, 0.0),
+    "fp8_per_block": Quantization("fp8_per_block", 8, 0, 0.0),
+    "fp8_per_channel": Quantization("fp8_per_channel", 8, 0, 4.0),
+    "mxfp8": Quantization("mxfp8", 8, 32, 1.0),
+    "mxfp4": Quantization("mxfp4", 4, 32, 1.0),
+    # the experts only; the linear layers stay in the model's dtype (no ``linear`` spec in the shorthand)
+    "int8_per_channel_weight_only": Quantization("int8_per_channel_weight_only", 8, 0, 4.0, experts_only=True),
+    "nvfp4_per_token": Quantization("nvfp4_per_token", 4, 16, 1.0, experts_only=True),
 }
 
-#: Runtime ``--quantization`` values vLLM 0.34 takes on an unquantized checkpoint that fitgate does not size: the
-#: online shorthands (``model_executor/layers/quantization/__init__.py`` 0.34.0 ``QuantizationMethods``, "online quant
-#: shorthand names", and ``config/quantization.py``), torchao and humming (no config file of their own). A plan
-#: with one is Unknown (``NotModelledError``), never refused for it.
-RUNTIME_QUANTIZATION_NOT_SIZED = frozenset(
-    {
-        "online",
-        "fp8_per_tensor",
-        "fp8_per_block",
-        "fp8_per_channel",
-        "int8_per_channel_weight_only",
-        "nvfp4_per_token",
-        "mxfp8",
-        "lut_b_moe",
-        "mxfp4_hadamard32",
-        "torchao",
-        "humming",
-    }
-)
+#: Shorthands that are also checkpoint methods: on a checkpoint without a quantization config vLLM quantizes at load
+#: time only from 0.30.0 (``config/quantization.py`` 0.30.0 L230 ``_DEFERRED_ONLINE_SHORTHANDS = frozenset(("mxfp4",
+#: "mxfp8"))``, "resolved only when checkpoint quantization metadata is absent"); before, ``--quantization mxfp4``
+#: picks the checkpoint method (``layers/quantization/__init__.py`` 0.29.0 L164-175: ``setdefault`` keeps
+#: ``Mxfp4Config`` / ``ModelOptMxFp8Config``), whose behaviour on an unquantized checkpoint fitgate does not size.
+DEFERRED_ONLINE_SHORTHANDS = frozenset({"mxfp4", "mxfp8"})
+DEFERRED_ONLINE_SINCE = (0, 30, 0)
+
+#: Runtime ``--quantization`` values vLLM 0.34 takes on an unquantized checkpoint that fitgate does not size:
+#: ``online`` (its spec is ``--quantization-config``), ``lut_b_moe`` (LUT-B experts) and ``mxfp4_hadamard32`` (MXFP4
+#: linear layers with unquantized experts: ``config/quantization.py`` 0.34.0 ``_ONLINE_SHORTHANDS``), torchao and
+#: humming (no config file of their own). A plan with one is Unknown (``NotModelledError``), never refused for it.
+RUNTIME_QUANTIZATION_NOT_SIZED = frozenset({"online", "lut_b_moe", "mxfp4_hadamard32", "torchao", "humming"})

@@ -21,7 +21,12 @@ from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
     resolve_layout,
 )
-from fitgate.sizing.quantization import RUNTIME_QUANTIZATION, RUNTIME_QUANTIZATION_NOT_SIZED
+from fitgate.sizing.quantization import (
+    DEFERRED_ONLINE_SHORTHANDS,
+    DEFERRED_ONLINE_SINCE,
+    RUNTIME_QUANTIZATION,
+    RUNTIME_QUANTIZATION_NOT_SIZED,
+)
 from fitgate.sizing.serving import ResolvedServing, ServingConfig
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for
@@ -163,6 +168,11 @@ def resolve_serving(
     quant = serving.quantization
     if quant in RUNTIME_QUANTIZATION_NOT_SIZED and arch.quantization is None:
         raise NotModelledError("quantization", quant, "how this load-time quantization stores the weights")
+    if quant in DEFERRED_ONLINE_SHORTHANDS and arch.quantization is None and accounting.version < DEFERRED_ONLINE_SINCE:
+        since = ".".join(map(str, DEFERRED_ONLINE_SINCE))
+        raise NotModelledError(
+            "quantization", quant, f"the checkpoint method on an unquantized checkpoint before vLLM {since}"
+        )
     if quant is not None and quant not in RUNTIME_QUANTIZATION and (arch.quantization is None):
         raise SizingError(
             "quantization",

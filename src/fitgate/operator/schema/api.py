@@ -321,9 +321,31 @@ class Serving(_Spec):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
     )
-    quantization: Literal["fp8", "bitsandbytes", "experts_int8"] | None = Field(
+    quantization: (
+        Literal[
+            "fp8",
+            "bitsandbytes",
+            "experts_int8",
+            "fp8_per_tensor",
+            "fp8_per_block",
+            "fp8_per_channel",
+            "mxfp8",
+            "mxfp4",
+            "int8_per_channel_weight_only",
+            "nvfp4_per_token",
+            "online",
+            "lut_b_moe",
+            "mxfp4_hadamard32",
+            "torchao",
+            "humming",
+        ]
+        | None
+    ) = Field(
         default=None,
-        description="--quantization applied while loading an unquantized checkpoint. Default: none (a quantized "
+        description="--quantization applied while loading an unquantized checkpoint: vLLM's online methods and "
+        "shorthands (fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel, mxfp8, mxfp4 (from vLLM 0.30), "
+        "int8_per_channel_weight_only, nvfp4_per_token, experts_int8, bitsandbytes) are sized; online, lut_b_moe, "
+        "mxfp4_hadamard32, torchao and humming are not (the verdict is Unknown). Default: none (a quantized "
         "checkpoint is detected from its config).",
     )
     tensor_parallel_size: int = Field(
