@@ -390,3 +390,22 @@ def test_prefix_caching_flags_are_taken_and_change_nothing(capsys: pytest.Captur
         assert main([*base, *extra]) == 0
         outputs.append(json.loads(capsys.readouterr().out)["per_gpu"])
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_what_fitgate_does_not_size_is_unknown_not_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # hunt26 F2: `plan` answered "error" and exit 2 (bad input) for a KV cache dtype vLLM 0.30+ takes, a load-time
+    # method it does not size and an architecture it does not know, where `check` and the webhook answer Unknown.
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    for extra in (("--kv-cache-dtype", "turboquant_k8v4"), ("--quantization", "lut_b_moe")):
+        code, doc = plan_json(capsys, *base, *extra)
+        assert (code, doc["verdict"], doc["reasons"][0]["code"]) == (0, "Unknown", "SettingsNotModelled"), doc
+        assert extra[1] in doc["reasons"][0]["message"]
+    config = {**catalog_config("Qwen/Qwen3-8B"), "architectures": ["Qwen4ExpForConditionalGeneration"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, out, err = run(capsys, "plan", "--model", str(tmp_path), "--gpu", "H100")
+    assert code == 0 and out.startswith("verdict: Unknown") and "Qwen4ExpForConditionalGeneration" in out, (out, err)
+    # bad input is still bad input
+    code, out, err = run(capsys, "plan", *base, "--kv-cache-dtype", "fp9")
+    assert code == 2 and "kv_cache_dtype" in err

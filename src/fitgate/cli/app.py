@@ -12,13 +12,15 @@ from fitgate.checkpoints import CheckpointError
 from fitgate.cli.catalog import cmd_catalog, cmd_gpus
 from fitgate.cli.cluster import cmd_check, cmd_operator
 from fitgate.cli.compare import cmd_compare
-from fitgate.cli.exits import EXIT_CLOSED_PIPE, EXIT_INTERNAL, EXIT_USAGE
+from fitgate.cli.exits import EXIT_CLOSED_PIPE, EXIT_INTERNAL, EXIT_UNKNOWN, EXIT_USAGE
 from fitgate.cli.parser import build_parser
 from fitgate.cli.plan import cmd_plan
 from fitgate.cli.plan_pd import cmd_plan_pd
 from fitgate.cli.recommend import cmd_recommend
 from fitgate.settings import SettingsError, load
-from fitgate.sizing import SizingError
+from fitgate.sizing import SizingError, UnknownArchitectureError
+from fitgate.sizing.errors import NotModelledError
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.workloads.bounds import configure as configure_budgets
 from fitgate.workloads.flagvalues import merge_dotted
 
@@ -81,6 +83,34 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _unknown(args: Any, exc: SizingError) -> int:
+    """A setting vLLM takes, or an architecture, that fitgate does not size: the verdict is Unknown, not an error.
+
+    The first rule (hunt26 F2): ``check`` and the webhook answer Unknown for these; the CLI said "error" and exit 2,
+    which reads as a denial of a flag vLLM accepts. ``plan --output json`` gets a ``fitgate.io/plan/v1`` document
+    with only the fields known without a plan (docs/plan-json.md).
+    """
+    code = ReasonCode.SETTINGS_NOT_MODELLED if isinstance(exc, NotModelledError) else ReasonCode.CHECKPOINT_INVALID
+    message = str(exc)
+    if getattr(args, "output", "text") == "json":
+        doc = {
+            "schema": "fitgate.io/plan/v1",
+            "model": {"name": getattr(args, "model", None)},
+            "gpu": {"name": getattr(args, "gpu", None)},
+            "vllm_version": getattr(args, "vllm_version", None),
+            "verdict": "Unknown",
+            "reasons": [{"code": str(code), "message": message}],
+            "notes": ["not sized: fitgate does not model this; vLLM may well run it"],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        print(
+            f"verdict: Unknown ({code})\n  {message}\n  fitgate does not size this, so it neither admits nor denies it"
+        )
+    sys.stdout.flush()
+    return EXIT_UNKNOWN
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
     args = build_parser().parse_args(fold_dotted(sys.argv[1:] if argv is None else argv))
@@ -101,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _closed_pipe()
+    except (NotModelledError, UnknownArchitectureError) as exc:
+        return _unknown(args, exc)
     except (SizingError, CheckpointError, SettingsError) as exc:
         print(f"fitgate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
