@@ -235,6 +235,28 @@ def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() ->
     assert any("KubeRay vLLM sample" in n for n in reading.notes)
 
 
+def test_a_ray_worker_group_on_tpus_or_mig_slices_is_unknown_not_no_gpu(tmp_path: Path) -> None:
+    import copy  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    # hunt25 F1: GKE's samples (kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started/serve/ray-service.qwen3-tpu-
+    # v6e.yaml) run KubeRay's vLLM sample on a worker group asking for google.com/tpu: 8. Only a group with a GPU limit
+    # was the worker, so the pod had no resources and the verdict was DoesNotFit ("no nvidia.com/gpu limit").
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-vllm-sample.yaml").read_text()) if d)
+    for device in ({"google.com/tpu": "8"}, {"nvidia.com/mig-3g.40gb": 1}):
+        obj = copy.deepcopy(ray)
+        for group in obj["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+            for c in group["template"]["spec"]["containers"]:
+                c["resources"] = {"limits": dict(device), "requests": dict(device)}
+        reading = read_workload(obj)
+        assert reading is not None and reading.unknown is not None and next(iter(device)) in reading.unknown, reading
+        path = tmp_path / "ray.yaml"
+        path.write_text(yaml.safe_dump(obj))
+        [result] = check_files([str(path)])
+        assert result.verdict == "Unknown", result
+
+
 def test_the_webhook_and_audit_take_their_kinds_from_the_registry() -> None:
     from fitgate.operator.observation.audit import AUDITED  # noqa: PLC0415
     from fitgate.operator.runtime.workload_handlers import WORKLOAD_RESOURCES  # noqa: PLC0415

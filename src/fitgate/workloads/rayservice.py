@@ -14,7 +14,7 @@ import yaml
 
 from fitgate.workloads.container import _find_vllm, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
-from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
+from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
 from fitgate.workloads.reading import Reading, WorkloadError
 
 #: The most characters of a RayService's ``serveConfigV2`` fitgate parses.
@@ -95,14 +95,18 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
     meta = as_dict(obj.get("metadata"))
     configs, why = _serve_llm_configs(obj)
     groups = [as_dict(g) for g in as_list(at_path(obj, "spec.rayClusterConfig.workerGroupSpecs"))[:16]]
-    worker: dict[str, Any] = {}
-    for group in groups:
-        pod = as_dict(at_path(group, "template.spec"))
-        if any(gpu_limit_of(as_dict(c))[1] for c in as_list(pod.get("containers"))):
-            worker = pod
-            break
+    pods = [as_dict(at_path(group, "template.spec")) for group in groups]
+    worker: dict[str, Any] = next(
+        (p for p in pods if any(gpu_limit_of(as_dict(c))[1] for c in as_list(p.get("containers")))),
+        # hunt25 F1: no GPU limit, but a TPU (GKE's google.com/tpu samples), a MIG slice or another device plugin's
+        # resource: that group is the worker, and its device makes the reading Unknown, never "no GPU"
+        next((p for p in pods if any(other_gpu_request(as_dict(c)) for c in as_list(p.get("containers")))), {}),
+    )
     containers = [as_dict(c) for c in as_list(worker.get("containers"))]
-    base = next((c for c in containers if gpu_limit_of(c)[1]), containers[0] if containers else {})
+    base = next(
+        (c for c in containers if gpu_limit_of(c)[1]),
+        next((c for c in containers if other_gpu_request(c)), containers[0] if containers else {}),
+    )
     resource, per_pod = gpu_limit_of(base) if base else (None, 0)
     out: list[Reading] = []
     for i, config in enumerate(configs):
