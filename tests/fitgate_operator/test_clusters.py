@@ -171,7 +171,7 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
     ("name", "label_mib", "vendor"),
     [
         ("B300", 275040, "nvidia"),
-        ("GB300", 275040, "nvidia"),
+        ("GB300", 284208, "nvidia"),  # nvidia-smi on OCI BM.GPU.GB300.4 (hunt25 F2; B300's 275040 before)
         ("GH200", 97871, "nvidia"),
         ("H800", 81559, "nvidia"),
         ("A800", 81920, "nvidia"),
