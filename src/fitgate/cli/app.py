@@ -83,6 +83,10 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
     return out
 
 
+#: The commands whose answer is a verdict: for them a setting or an architecture fitgate does not size is Unknown.
+VERDICT_COMMANDS = frozenset({"plan", "recommend", "plan-pd", "compare"})
+
+
 def _unknown(args: Any, exc: SizingError) -> int:
     """A setting vLLM takes, or an architecture, that fitgate does not size: the verdict is Unknown, not an error.
 
@@ -132,7 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     except (NotModelledError, UnknownArchitectureError) as exc:
-        return _unknown(args, exc)
+        if args.command in VERDICT_COMMANDS:
+            return _unknown(args, exc)
+        print(f"fitgate: error: {exc}", file=sys.stderr)  # catalog add: nothing to add that fitgate cannot size
+        return EXIT_USAGE
     except (SizingError, CheckpointError, SettingsError) as exc:
         print(f"fitgate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
