@@ -95,12 +95,12 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
     meta = as_dict(obj.get("metadata"))
     configs, why = _serve_llm_configs(obj)
     groups = [as_dict(g) for g in as_list(at_path(obj, "spec.rayClusterConfig.workerGroupSpecs"))[:16]]
-    pods = [as_dict(at_path(group, "template.spec")) for group in groups]
+    templates = [as_dict(at_path(group, "template.spec")) for group in groups]
     worker: dict[str, Any] = next(
-        (p for p in pods if any(gpu_limit_of(as_dict(c))[1] for c in as_list(p.get("containers")))),
+        (p for p in templates if any(gpu_limit_of(as_dict(c))[1] for c in as_list(p.get("containers")))),
         # hunt25 F1: no GPU limit, but a TPU (GKE's google.com/tpu samples), a MIG slice or another device plugin's
         # resource: that group is the worker, and its device makes the reading Unknown, never "no GPU"
-        next((p for p in pods if any(other_gpu_request(as_dict(c)) for c in as_list(p.get("containers")))), {}),
+        next((p for p in templates if any(other_gpu_request(as_dict(c)) for c in as_list(p.get("containers")))), {}),
     )
     containers = [as_dict(c) for c in as_list(worker.get("containers"))]
     base = next(
