@@ -100,6 +100,23 @@ def inventory(*nodes: dict[str, Any], templates: tuple[Any, ...] = ()) -> Invent
         ({"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"}, "H100-SXM", 8, "instance-type"),
         # AMD GPU Operator labeller
         ({"amd.com/gpu.product-name": "Instinct_MI300X"}, "MI300X", None, "amd"),
+        # hunt25 F3: what the labeller writes today (sysfs product_name, spaces as '_'; AMD's docs example)
+        ({"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}, "MI300X", None, "amd"),
+        ({"amd.com/gpu.product-name": "AMD_Instinct_MI325_OAM"}, "MI325X", None, "amd"),
+        ({"amd.com/gpu.product-name": "AMD_Instinct_MI355_OAM"}, "MI355X", None, "amd"),
+        # hunt25 F4: CoreWeave's gpu.nvidia.com/model (its release notes' selector, llm-d-benchmark's affinity)
+        ({"gpu.nvidia.com/model": "H200"}, "H200", None, "gpu-class"),
+        ({"gpu.nvidia.com/model": "A100_PCIE_80GB"}, "A100-80GB", None, "gpu-class"),
+        # hunt25 F5 / F6: p3's v100 is the 16 GB card; GKE's nvidia-tesla-p100
+        (
+            {"karpenter.k8s.aws/instance-gpu-name": "v100", "karpenter.k8s.aws/instance-gpu-memory": "16384"},
+            "V100-16GB",
+            None,
+            "karpenter",
+        ),
+        ({"cloud.google.com/gke-accelerator": "nvidia-tesla-p100"}, "Tesla-P100-16GB", None, "gke"),
+        ({"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-5000-72GB-Blackwell"}, "RTX-PRO-5000-72GB", None, "gfd"),
+        ({"nvidia.com/gpu.product": "NVIDIA-H800-PCIe"}, "H800", None, "gfd"),
     ],
 )
 def test_label_schemes_name_the_gpu(labels: dict[str, str], gpu: str, count: int | None, scheme: str) -> None:
@@ -115,6 +132,11 @@ def test_labels_fitgate_cannot_read_say_so_and_guess_nothing() -> None:
     )
     # an ambiguous Karpenter name without its memory label is unknown, not the 40 GB or the 80 GB card
     assert gpu_from_labels({"karpenter.k8s.aws/instance-gpu-name": "a100"})[0] is None
+    # hunt25 F5: g6f's fractional L4 (instance-gpu-memory 2861 MiB) is not the whole 22 GiB card
+    got, note = gpu_from_labels(
+        {"karpenter.k8s.aws/instance-gpu-name": "l4", "karpenter.k8s.aws/instance-gpu-memory": "2861"}
+    )
+    assert got is None and note is not None and "2861 MiB" in note
     assert gpu_from_labels({"node.kubernetes.io/instance-type": "m7i.large"}) == (None, None)  # no GPU, no note
     got, note = gpu_from_labels({"gpu.intel.com/product": "Max_1550"})
     assert got is None and note == "gpu.intel.com/product=Max_1550 is not in the GPU catalog"
@@ -179,6 +201,7 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
         ("A40", 46068, "nvidia"),
         ("A30", 24576, "nvidia"),
         ("GB10", 122070, "nvidia"),
+        ("RTX-PRO-5000-72GB", 73415, "nvidia"),
         ("RTX-5080", 16303, "nvidia"),
         ("RTX-4080", 16376, "nvidia"),
         ("MI350X", 294912, "amd"),

@@ -86,13 +86,16 @@ def karpenter_gpu(name: str, memory_mib: int | None = None) -> GpuModel | None:
     """The GPU of a ``karpenter.k8s.aws/instance-gpu-name`` (``h100``) and, where it is ambiguous, its memory label.
 
     ``a100`` is the 40 GB or the 80 GB card: the ``instance-gpu-memory`` label (MiB) says which; without it an
-    ambiguous name is None (unknown, never a guess).
+    ambiguous name is None (unknown, never a guess); with it, a size no row of the name has is None too.
     """
     rows = _registry().karpenter.get(name.strip().lower())
     if not rows:
         return None
+    if memory_mib is not None:
+        # hunt25 F5: a memory label no row of the name has (3 % apart) is another card or a fraction of one (g6f's
+        # ``l4`` at 2861-11444 MiB): unknown, never the whole card
+        mib, gpu = min(rows, key=lambda mg: abs(mg[0] - memory_mib))
+        return gpu if abs(mib - memory_mib) <= 0.03 * mib else None
     if len({gpu.name for _, gpu in rows}) == 1:
         return rows[0][1]
-    if memory_mib is None:
-        return None
-    return min(rows, key=lambda mg: abs(mg[0] - memory_mib))[1]
+    return None

@@ -15,7 +15,8 @@ the same whichever of them names it:
   ``eks.amazonaws.com/`` twins
   (aws/karpenter-provider-aws website/content/en/docs/reference/instance-types.md);
 * CoreWeave (and Ori's) GPU class, ``gpu.nvidia.com/class`` (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``, ``L40S``;
-  hunt23 G1), read as a product name;
+  hunt23 G1), and CoreWeave's ``gpu.nvidia.com/model`` (``H200``, ``A100_PCIE_80GB``: its release notes' node
+  selector; llm-d-benchmark's ``gpu.nvidia.com/model:H200`` affinity; hunt25 F4), read as a product name;
 * the instance type, ``node.kubernetes.io/instance-type`` (``p5.48xlarge``, ``a3-highgpu-8g``,
   ``Standard_ND96isr_H100_v5``): AWS, GCP, Azure and KAITO's gpu-provisioner nodes
   (:mod:`fitgate.sizing.instances`).
@@ -38,6 +39,7 @@ INTEL_PRODUCT = "gpu.intel.com/product"
 GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 GKE_COUNT = "cloud.google.com/gke-accelerator-count"
 GPU_CLASS = "gpu.nvidia.com/class"
+GPU_MODEL = "gpu.nvidia.com/model"
 KARPENTER_PREFIXES = ("karpenter.k8s.aws/", "eks.amazonaws.com/")
 INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
@@ -56,6 +58,7 @@ GPU_KEYS = (
     INTEL_PRODUCT,
     GKE_ACCELERATOR,
     GPU_CLASS,
+    GPU_MODEL,
     *(f"{p}instance-gpu-name" for p in KARPENTER_PREFIXES),
     *INSTANCE_TYPE_KEYS,
 )
@@ -112,18 +115,21 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
             return None, f"{GKE_ACCELERATOR}={accel} is not in fitgate's table of GKE accelerators"
         count = _int(labels.get(GKE_COUNT)) or _count_of_instance(labels)
         return LabelGpu(gpu.name, gpu, count, gpu.vendor, "gke"), None
-    gpu_class = labels.get(GPU_CLASS)
-    if gpu_class:
-        gpu = class_gpu(gpu_class)
-        if gpu is None:
-            return None, f"{GPU_CLASS}={gpu_class} is not in the GPU catalog"
-        return LabelGpu(gpu.name, gpu, _count_of_instance(labels), gpu.vendor, "gpu-class"), None
+    for key in (GPU_CLASS, GPU_MODEL):
+        gpu_class = labels.get(key)
+        if gpu_class:
+            gpu = class_gpu(gpu_class)
+            if gpu is None:
+                return None, f"{key}={gpu_class} is not in the GPU catalog"
+            return LabelGpu(gpu.name, gpu, _count_of_instance(labels), gpu.vendor, "gpu-class"), None
     for prefix in KARPENTER_PREFIXES:
         name = labels.get(f"{prefix}instance-gpu-name")
         if name:
-            gpu = karpenter_gpu(name, _int(labels.get(f"{prefix}instance-gpu-memory")))
+            memory = _int(labels.get(f"{prefix}instance-gpu-memory"))
+            gpu = karpenter_gpu(name, memory)
             if gpu is None:
-                return None, f"{prefix}instance-gpu-name={name} is not in fitgate's table of Karpenter GPU names"
+                size = f" with instance-gpu-memory={memory} MiB" if memory is not None else ""
+                return None, f"{prefix}instance-gpu-name={name}{size} is not in fitgate's table of Karpenter GPU names"
             count = _int(labels.get(f"{prefix}instance-gpu-count")) or _count_of_instance(labels)
             return LabelGpu(gpu.name, gpu, count, gpu.vendor, "karpenter"), None
     for prefix in KARPENTER_PREFIXES:
