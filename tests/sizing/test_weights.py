@@ -270,3 +270,22 @@ def test_the_crd_takes_every_load_time_method_vllm_takes() -> None:
     field = Serving.model_fields["quantization"].annotation
     literal = next(a for a in get_args(field) if get_args(a))
     assert set(get_args(literal)) == set(RUNTIME_QUANTIZATION) | RUNTIME_QUANTIZATION_NOT_SIZED
+
+
+def test_gemma4_experts_beside_the_mlp_stay_quantized_when_the_mlp_is_excluded() -> None:
+    # hunt28 F1: nvidia/Gemma-4-26B-A4B-NVFP4 excludes model.language_model.layers.N.mlp* (the dense MLP); Gemma 4's
+    # routed experts are layers.N.experts, beside it (gemma4.py 0.34.0 L668-675), so they are NVFP4. fitgate matched
+    # the pattern against mlp.experts and sized every expert in bf16 (47.90 GiB): a verified RTX 5090 run denied.
+    # Experts: 30 layers x 128 x 3 x 2816 x 704 = 22.84e9 weights; bf16 2 bytes, NVFP4 0.5 + 1/16 = 0.5625 bytes.
+    nvfp4 = model("nvidia/Gemma-4-26B-A4B-NVFP4")
+    bf16 = model("google/gemma-4-26B-A4B")
+    serving = ServingConfig(
+        max_model_len=32768, kv_cache_dtype="fp8", gpu_memory_utilization=0.9, max_num_seqs=4,
+        max_num_batched_tokens=4096, vllm_version="0.24.0",
+    )  # fmt: skip
+    quantized = plan(nvfp4, lookup_gpu("RTX-5090"), serving)
+    full = plan(bf16, lookup_gpu("RTX-5090"), serving)
+    experts = 30 * 128 * 3 * 2816 * 704
+    saved = full.per_gpu.weights_bytes - quantized.per_gpu.weights_bytes
+    assert saved >= experts * (2 - 0.5625) * 0.97, saved / 2**30
+    assert quantized.verdict.value in ("Fits", "Tight")

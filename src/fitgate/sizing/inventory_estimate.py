@@ -38,6 +38,12 @@ _PART_NAMES = {
     "mlp": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"),
     "experts": ("mlp.experts.0.gate_proj", "mlp.experts.0.down_proj"),
 }
+#: Models whose routed experts sit beside the dense MLP, not under it (hunt28 F1): Gemma 4's MoE layers hold ``mlp``
+#: (a dense MLP), ``router`` and ``experts`` (vllm/model_executor/models/gemma4.py 0.34.0 L631 ``self.mlp``, L668-675
+#: ``FusedMoEFactory(prefix=f"{prefix}.experts")``; transformers' Gemma4TextExperts: fused ``gate_up_proj`` and
+#: ``down_proj``), so NVIDIA's NVFP4 export excluding ``layers.N.mlp*`` leaves the experts quantized.
+_SIBLING_EXPERTS = {"gemma4": ("experts.gate_up_proj", "experts.down_proj")}
+_SIBLING_EXPERTS["gemma4_text"] = _SIBLING_EXPERTS["gemma4"]
 _LAYER_IN_PATTERN = re.compile(r"layers\.(\d{1,6})\.")
 
 
@@ -62,8 +68,11 @@ class _Builder:
         hit = self._excluded.get(key)
         if hit is None:
             patterns = self._by_layer.get(layer, []) + self._by_layer.get(None, [])
+            names = _PART_NAMES[part]
+            if part == "experts":
+                names = _SIBLING_EXPERTS.get(self.arch.model_type, names)
             hit = bool(patterns) and any(
-                all(any(fnmatchcase(f"{prefix}.{layer}.{name}", p) for p in patterns) for name in _PART_NAMES[part])
+                all(any(fnmatchcase(f"{prefix}.{layer}.{name}", p) for p in patterns) for name in names)
                 for prefix in _LAYER_PREFIXES
             )
             self._excluded[key] = hit
