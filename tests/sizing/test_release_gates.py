@@ -164,3 +164,24 @@ def test_modelopt_checkpoint_kv_cache_dtype_is_what_auto_becomes_from_0_14() -> 
 def test_modelopt_kv_cache_dtype_follows_vllms_reading(config: dict[str, object], expected: str | None) -> None:
     q = parse_quantization(config)
     assert q is not None and q.kv_cache_dtype == expected
+
+
+def test_glm5_kv_cache_is_fp8_by_default_on_sm10x_from_0_32() -> None:
+    # hunt29 F1: from 0.32.0 vLLM turns GlmMoeDsaForCausalLM's `auto` KV cache into fp8_e4m3 on compute capability 10.x
+    # (models/config.py 0.32.0 L43-55); fitgate sized bf16 and denied GLM-5.2-FP8 at its 1M context on 8 x B200 (the
+    # recipes' verified "FP8 on 8xB200 (full 1M context)"). MLA latent 512 + rope 64 = 576 elements a token and layer:
+    # 2 bytes in bf16, 1 in fp8, so the per-token KV halves; on an H100 (9.0) and on 0.31 `auto` stays bf16.
+    glm = model("zai-org/GLM-5.2-FP8")
+
+    def kv(gpu: str, version: str) -> tuple[str, int]:
+        p = plan(
+            glm, lookup_gpu(gpu), ServingConfig(max_model_len=131072, tensor_parallel_size=8, vllm_version=version)
+        )
+        return p.serving.kv_cache_dtype, p.kv.bytes_per_token
+
+    assert kv("B200", "0.32.0")[0] == kv("GB300", "0.34.0")[0] == "fp8_e4m3"
+    assert kv("B200", "0.31.0")[0] == kv("H200", "0.34.0")[0] == "auto"
+    fp8, bf16 = kv("B200", "0.32.0")[1], kv("B200", "0.31.0")[1]
+    assert 0.45 < fp8 / bf16 < 0.55, (fp8, bf16)  # the latent at one byte, not two (the indexer cache aside)
+    full = plan(glm, lookup_gpu("B200"), ServingConfig(tensor_parallel_size=8, vllm_version="0.32.0"))
+    assert full.verdict.value in ("Fits", "Tight") and any("auto is fp8_e4m3" in n for n in full.notes)

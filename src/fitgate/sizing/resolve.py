@@ -36,6 +36,11 @@ KV_CACHE_MEMORY_SINCE = (0, 11, 0)
 #: The first release that turns ``--kv-cache-dtype auto`` into a ModelOpt checkpoint's own KV cache dtype
 #: (``resolve_kv_cache_dtype_string``: 0.14.0 ``engine/arg_utils.py`` L1397-1400; absent from 0.13.0).
 CHECKPOINT_KV_DTYPE_SINCE = (0, 14, 0)
+#: Architectures whose ``--kv-cache-dtype auto`` vLLM turns into fp8 on a compute capability 10.x GPU (the SM10x
+#: family: B200, GB200, B300, GB300), from the release given (hunt29 F1): GLM-5.x's ``GlmMoeDsaForCausalLM``,
+#: ``models/config.py`` 0.32.0 L43-55 (0.34.0 L163-175) ``cache_config.cache_dtype = "fp8_e4m3"``, logged "Using fp8
+#: kv-cache for GlmMoeDsaForCausalLM on SM10x"; absent from 0.31.0.
+AUTO_FP8_KV_ON_SM10X = {"GlmMoeDsaForCausalLM": (0, 32, 0)}
 #: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
 RUNNERS = ("generate", "pooling")
 MAX_CONTEXT = 1 << 24
@@ -156,6 +161,15 @@ def resolve_serving(
     kv_cache_dtype = serving.kv_cache_dtype
     if kv_cache_dtype == "auto" and arch.quantization and accounting.version >= CHECKPOINT_KV_DTYPE_SINCE:
         kv_cache_dtype = arch.quantization.kv_cache_dtype or "auto"  # the checkpoint's (modelopt_kv_cache_dtype)
+    auto_fp8_since = AUTO_FP8_KV_ON_SM10X.get(arch.architecture)
+    by_architecture = (
+        kv_cache_dtype == "auto"
+        and auto_fp8_since is not None
+        and accounting.version >= auto_fp8_since
+        and (gpu.compute_capability or "").partition(".")[0] == "10"
+    )
+    if by_architecture:
+        kv_cache_dtype = "fp8_e4m3"
     kv_bytes = kv_dtype_bytes(kv_cache_dtype, dtype)
     if arch.compressed_sparse_mla:
         # DeepSeek V4's default CUDA backends store fp8_ds_mla entries: "auto" becomes fp8, anything
@@ -265,7 +279,8 @@ def resolve_serving(
         block_size_given=block is not None,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
-        kv_cache_dtype_from_checkpoint=kv_cache_dtype != serving.kv_cache_dtype,
+        kv_cache_dtype_from_checkpoint=kv_cache_dtype != serving.kv_cache_dtype and not by_architecture,
+        kv_cache_dtype_by_architecture=by_architecture,
         kv_dtype_bytes=kv_bytes,
         quantization=quant,
         tensor_parallel_size=tp,

@@ -157,6 +157,9 @@ class ResolvedServing:
     kv_cache_memory_bytes: int | None = None
     #: ``kv_cache_dtype`` is the checkpoint's own (vLLM's ``auto`` resolved from a ModelOpt config), not the user's.
     kv_cache_dtype_from_checkpoint: bool = False
+    #: ``kv_cache_dtype`` is what vLLM makes of ``auto`` for this architecture on this GPU
+    #: (resolve.AUTO_FP8_KV_ON_SM10X).
+    kv_cache_dtype_by_architecture: bool = False
     interconnect: str = "nvlink"
     runner: str = "generate"
     speculative: Speculative | None = None

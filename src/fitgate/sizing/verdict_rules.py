@@ -65,6 +65,11 @@ def plan_notes(
             f"--kv-cache-dtype auto is {rs.kv_cache_dtype} here: vLLM {rs.vllm_version} takes the KV cache dtype from "
             "the checkpoint's ModelOpt kv_cache_quant_algo / kv_cache_scheme (pass --kv-cache-dtype to override)"
         )
+    if rs.kv_cache_dtype_by_architecture:
+        notes.append(
+            f"--kv-cache-dtype auto is {rs.kv_cache_dtype} here: vLLM {rs.vllm_version} stores this architecture's KV "
+            "cache in fp8 on compute capability 10.x GPUs (models/config.py; pass --kv-cache-dtype to override)"
+        )
     if rs.kv_cache_dtype.endswith("_per_token_head"):
         notes.append(
             f"--kv-cache-dtype {rs.kv_cache_dtype}: one byte an element; vLLM also keeps a scale per token and KV "
