@@ -406,3 +406,13 @@ def test_what_fitgate_does_not_size_is_unknown_not_a_usage_error(
     # bad input is still bad input
     code, out, err = run(capsys, "plan", *base, "--kv-cache-dtype", "fp9")
     assert code == 2 and "kv_cache_dtype" in err
+
+
+def test_a_gguf_file_or_quantization_is_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # hunt28 F2: vLLM serves a .gguf file as --model and takes --quantization gguf; fitgate does not read a GGUF's
+    # per-tensor types, so the answer is Unknown (exit 0), not "a directory with config.json" / "not valid" (exit 2)
+    gguf = tmp_path / "Qwen3-8B-Q4_K_M.gguf"
+    gguf.write_bytes(b"GGUF")
+    for argv in (("--model", str(gguf)), ("--model", "Qwen/Qwen3-8B", "--quantization", "gguf")):
+        code, doc = plan_json(capsys, *argv, "--gpu", "L4")
+        assert (code, doc["verdict"]) == (0, "Unknown"), doc

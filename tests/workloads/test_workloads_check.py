@@ -734,3 +734,23 @@ def test_online_mxfp4_on_an_unquantized_checkpoint_is_sized_from_0_30(
         code, [r] = check(capsys, str(path))
         assert code == 0 and r["verdict"] in verdicts, r
         assert "checkpoint's own config" not in json.dumps(r)
+
+
+def test_gguf_weights_are_unknown_even_when_annotated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt28 F2: a Q4_K_M GGUF of Qwen3-8B (vllm-gguf-plugin#101: a .gguf path with --hf-config-path) was Unknown,
+    # and the advice to annotate fitgate.io/model: Qwen/Qwen3-8B then sized the bf16 model (15.27 GiB, not ~4.7) and
+    # denied it on a 16 GB RTX 4060 Ti. A GGUF's per-tensor types are in the file fitgate does not read: Unknown.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-4060-Ti"})
+    doc["metadata"]["annotations"] = {"fitgate.io/model": "Qwen/Qwen3-8B"}
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "gguf.yaml"
+    for args in (
+        ["--model", "/models/Qwen3-8B-Q4_K_M.gguf", "--hf-config-path", "/models/Qwen3-8B", "--max-model-len", "16384"],
+        ["--model", "unsloth/Qwen3-8B-GGUF:Q4_K_M", "--max-model-len", "16384"],
+        ["--model", "Qwen/Qwen3-8B", "--quantization", "gguf", "--max-model-len", "16384"],
+    ):
+        container["args"] = args
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert (code, r["verdict"]) == (0, "Unknown") and "gguf" in r["message"].lower(), r

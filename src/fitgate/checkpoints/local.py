@@ -29,6 +29,7 @@ from fitgate.checkpoints.safetensors import (
     read_local_header,
     stream_object,
 )
+from fitgate.sizing.errors import NotModelledError
 
 #: Real configs reach megabytes when they list per-layer quantization (MiniMax-M3-NVFP4: 3.1 MB).
 MAX_CONFIG_BYTES = 8 << 20
@@ -115,6 +116,8 @@ def model_root(path: Path) -> Path:
 def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | None = None) -> ModelFacts:
     """Facts of a Hugging Face layout directory."""
     if not path.is_dir():
+        if path.suffix.lower() == ".gguf":  # vLLM serves a .gguf file; its per-tensor types are not read (hunt28 F2)
+            raise NotModelledError("model", str(path), "a GGUF file's weights (each tensor's quantization type)")
         raise CheckpointError("model", str(path), "a directory with config.json")
     root = model_root(path)
     config_path = path / "config.json"

@@ -265,5 +265,6 @@ DEFERRED_ONLINE_SINCE = (0, 30, 0)
 #: Runtime ``--quantization`` values vLLM 0.34 takes on an unquantized checkpoint that fitgate does not size:
 #: ``online`` (its spec is ``--quantization-config``), ``lut_b_moe`` (LUT-B experts) and ``mxfp4_hadamard32`` (MXFP4
 #: linear layers with unquantized experts: ``config/quantization.py`` 0.34.0 ``_ONLINE_SHORTHANDS``), torchao and
-#: humming (no config file of their own). A plan with one is Unknown (``NotModelledError``), never refused for it.
-RUNTIME_QUANTIZATION_NOT_SIZED = frozenset({"online", "lut_b_moe", "mxfp4_hadamard32", "torchao", "humming"})
+#: humming (no config file of their own), and gguf (a GGUF file's per-tensor types, which fitgate does not read: hunt28
+#: F2). A plan with one is Unknown (``NotModelledError``), never refused for it.
+RUNTIME_QUANTIZATION_NOT_SIZED = frozenset({"online", "lut_b_moe", "mxfp4_hadamard32", "torchao", "humming", "gguf"})

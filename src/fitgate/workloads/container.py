@@ -68,6 +68,19 @@ from fitgate.workloads.reading import Reading, WorkloadError
 
 #: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
 MODEL_ANNOTATION = "fitgate.io/model"
+
+
+def is_gguf(model: str) -> bool:
+    """Whether vLLM's ``--model`` names GGUF weights.
+
+    A ``.gguf`` file, or a Hub repo of GGUF files (``repo:QUANT`` from vLLM 0.11.2: ``unsloth/Qwen3-0.6B-GGUF:IQ1_S``;
+    such repos carry ``GGUF`` in their name).
+    """
+    text = model.strip().lower()
+    repo = text.split(":", 1)[0]
+    return text.endswith(".gguf") or ("/" in repo and "gguf" in repo.rsplit("/", 1)[-1] and "://" not in text)
+
+
 #: Where KServe mounts a storageUri's model in the serving container.
 KSERVE_MODEL_MOUNT = "/mnt/models"
 MODEL_ANNOTATION_HINT = (
@@ -448,6 +461,16 @@ def _reading(
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
         more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
+        own = str(flags.get("--model") or found.engine.model or "")
+        if unknown is None and (
+            is_gguf(own) or flags.get("--load-format", "").strip() == "gguf" or flags.get("--quantization") == "gguf"
+        ):
+            # hunt28 F2: a GGUF file's weights carry their own per-tensor quantization types; an annotation naming the
+            # base model would size it unquantized (Qwen3-8B Q4_K_M: 15.27 GiB, not ~4.7), a denial on a small card
+            unknown = (
+                f"model {own[:200] or name}: GGUF weights (each tensor's quantization type is in the file, which "
+                "fitgate does not read) are not sized; naming the base model would size it unquantized"
+            )
         location = name if name is not None and ("://" in name or name.startswith("/")) else None
         served = flags.get("--served-model-name", "").split(" ")[0]
         if location is not None and _ANNOTATED.match(served):  # a hint only: a served name is whatever one chose
