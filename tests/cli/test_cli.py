@@ -416,3 +416,21 @@ def test_a_gguf_file_or_quantization_is_unknown(capsys: pytest.CaptureFixture[st
     for argv in (("--model", str(gguf)), ("--model", "Qwen/Qwen3-8B", "--quantization", "gguf")):
         code, doc = plan_json(capsys, *argv, "--gpu", "L4")
         assert (code, doc["verdict"]) == (0, "Unknown"), doc
+
+
+def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt28 F3: the recipes' Qwen3.6-27B command (--trust-remote-code --attention-backend flashinfer --async-scheduling
+    # --enable-chunked-prefill --load-format fastsafetensors) was "unrecognized arguments", exit 2
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "RTX-5090", "--max-model-len", "8192")
+    flags = ("--trust-remote-code", "--attention-backend", "flashinfer", "--async-scheduling", "--load-format=auto")
+    code, doc = plan_json(capsys, *base, *flags)
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight")
+    [n] = [n for n in doc["notes"] if n.startswith("not read")]
+    assert "--attention-backend flashinfer" in n and "--load-format auto" in n
+    # a typo, a memory flag fitgate does not model, and gguf weights are not dropped unread
+    for bad in (("--max-model-length", "8192"), ("--no-enable-chunked-prefill",)):
+        with pytest.raises(SystemExit) as exc:  # argparse's own errors exit through SystemExit
+            main(["plan", *base, *bad])
+        assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err, bad
+    code, doc = plan_json(capsys, *base, "--load-format", "gguf")
+    assert (code, doc["verdict"]) == (0, "Unknown")

@@ -14,6 +14,8 @@ from fitgate.cli.cluster import cmd_check, cmd_operator
 from fitgate.cli.compare import cmd_compare
 from fitgate.cli.exits import EXIT_CLOSED_PIPE, EXIT_INTERNAL, EXIT_UNKNOWN, EXIT_USAGE
 from fitgate.cli.parser import build_parser
+from fitgate.cli.passthrough import note as passthrough_note
+from fitgate.cli.passthrough import passthrough
 from fitgate.cli.plan import cmd_plan
 from fitgate.cli.plan_pd import cmd_plan_pd
 from fitgate.cli.recommend import cmd_recommend
@@ -117,7 +119,10 @@ def _unknown(args: Any, exc: SizingError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
-    args = build_parser().parse_args(fold_dotted(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args, extra = parser.parse_known_args(fold_dotted(sys.argv[1:] if argv is None else argv))
+    if extra and args.command not in VERDICT_COMMANDS - {"compare"}:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handlers = {
         "plan": cmd_plan,
         "plan-pd": cmd_plan_pd,
@@ -130,6 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         configure_budgets(load().budgets)  # a bad FITGATE_*/HF_* value stops any command at once, in one line
+        # a pasted `vllm serve` command's flags that do not change the plan are taken and said (hunt28 F3)
+        taken, left = passthrough(extra)
+        if left:
+            parser.error(f"unrecognized arguments: {' '.join(left)}")
+        args.ignored_vllm_flags = taken
+        if taken and args.command != "plan":  # plan puts it in its notes
+            print(f"fitgate: note: {passthrough_note(taken)}", file=sys.stderr)
         code = handlers[args.command](args)
         sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen below
         return code

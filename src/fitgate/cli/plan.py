@@ -10,6 +10,7 @@ from fitgate import aic
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
 from fitgate.cli.inputs import economics_of, gpu_of, origin_of, overrides_of, serving_of, workload_of
+from fitgate.cli.passthrough import note as passthrough_note
 from fitgate.cli.render import render_text
 from fitgate.report import PlanReport, plan_document
 from fitgate.sizing import SizingError, Verdict, plan, recommend, suggest
@@ -30,6 +31,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     perf, cost = economics_of(args, model, gpu, result)
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
     doc = plan_document(report)
+    if getattr(args, "ignored_vllm_flags", None):
+        doc["notes"].append(passthrough_note(args.ignored_vllm_flags))
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS

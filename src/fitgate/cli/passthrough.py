@@ -1,0 +1,72 @@
+"""vLLM flags a pasted ``vllm serve`` command carries that do not change the memory plan (hunt28 F3).
+
+A recipe's command line (``--trust-remote-code --attention-backend flashinfer --async-scheduling
+--load-format fastsafetensors``) planned as "unrecognized arguments", exit 2. ``plan``, ``recommend`` and ``plan-pd``
+take these flags and say they were not read; any other unknown flag is still an error (a typo such as
+``--max-model-length`` must not be dropped silently: it would plan without the setting meant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fitgate.sizing.errors import NotModelledError, SizingError
+
+#: vLLM 0.34 engine / server flags without a value that do not change the per-GPU memory plan (``engine/arg_utils.py``,
+#: ``entrypoints/openai/cli_args.py``). Not their ``--no-`` twins: ``--no-enable-chunked-prefill`` makes the token
+#: budget ``max_model_len`` (a larger activation peak), so it stays an error rather than be dropped unread.
+IGNORED_SWITCHES = frozenset(
+    {
+        "--trust-remote-code", "--enable-chunked-prefill", "--async-scheduling", "--enable-auto-tool-choice",
+        "--disable-log-requests", "--disable-log-stats", "--enable-log-requests", "--enable-log-outputs",
+        "--disable-frontend-multiprocessing", "--skip-tokenizer-init",
+        "--enable-reasoning", "--enable-sleep-mode", "--disable-uvicorn-access-log", "--enable-prompt-tokens-details",
+        "--enable-force-include-usage", "--enable-server-load-tracking", "--headless", "--disable-fastapi-docs",
+        "--enable-request-id-headers", "--return-tokens-as-token-ids", "--use-tqdm-on-load",
+    }
+)  # fmt: skip
+#: vLLM 0.34 flags with one value that do not change the memory plan (``--load-format gguf`` is the exception, read).
+IGNORED_VALUED = frozenset(
+    {
+        "--attention-backend", "--load-format", "--tool-call-parser", "--reasoning-parser", "--chat-template",
+        "--served-model-name", "--host", "--port", "--api-key", "--tokenizer", "--tokenizer-mode", "--download-dir",
+        "--seed", "--uvicorn-log-level", "--api-server-count", "--distributed-executor-backend",
+        "--generation-config", "--override-generation-config", "--tokenizer-revision", "--code-revision",
+        "--max-log-len", "--allowed-local-media-path", "--chat-template-content-format", "--response-role",
+        "--root-path", "--config-format", "--hf-config-path", "--max-logprobs", "--logprobs-mode",
+        "--tool-parser-plugin", "--structured-outputs-config", "--guided-decoding-backend", "--kv-events-config",
+        "--otlp-traces-endpoint", "--collect-detailed-traces", "--ssl-keyfile", "--ssl-certfile", "--middleware",
+    }
+)  # fmt: skip
+
+
+def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(vLLM flags taken and not read, the words left unknown) of the words argparse did not recognise."""
+    taken: list[str] = []
+    unknown: list[str] = []
+    words = list(extra)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        name, eq, value = word.partition("=")
+        if name in IGNORED_SWITCHES and not eq:
+            taken.append(name)
+            continue
+        if name in IGNORED_VALUED:
+            if not eq:
+                if i >= len(words) or words[i].startswith("--"):
+                    raise SizingError(name, None, "a value (vLLM's flag takes one)")
+                value = words[i]
+                i += 1
+            if name == "--load-format" and value.strip().lower() == "gguf":
+                raise NotModelledError("load_format", value, "a GGUF file's weights (each tensor's quantization type)")
+            taken.append(f"{name} {value[:60]}")
+            continue
+        unknown.append(word)
+    return taken, unknown
+
+
+def note(taken: Sequence[str]) -> str:
+    """The note a plan carries for the flags taken and not read."""
+    return "not read (they do not change the memory plan): " + ", ".join(taken)
