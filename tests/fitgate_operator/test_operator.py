@@ -915,6 +915,7 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
 
     from fitgate.operator.schema.api import Serving, WorkloadSpec  # noqa: PLC0415
     from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
+    from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED  # noqa: PLC0415
     from fitgate.sizing.dtypes import KV_CACHE_DTYPES, KV_CACHE_DTYPES_NOT_SIZED  # noqa: PLC0415
 
     crd = set(get_args(Serving.model_fields["kv_cache_dtype"].annotation))
@@ -922,7 +923,8 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
         crd == set(KV_CACHE_DTYPES) | KV_CACHE_DTYPES_NOT_SIZED and not set(KV_CACHE_DTYPES) & KV_CACHE_DTYPES_NOT_SIZED
     )
     quantization = Serving.model_fields["quantization"].annotation
-    assert {a for arg in get_args(quantization) for a in get_args(arg)} == set(RUNTIME_QUANTIZATION)
+    named = {a for arg in get_args(quantization) for a in get_args(arg)}
+    assert named == set(RUNTIME_QUANTIZATION) | RUNTIME_QUANTIZATION_NOT_SIZED  # the latter answered Unknown
     limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))
     assert limit == 1 << 20  # plan()'s concurrency limit
     from fitgate.sizing.parallel import ALL2ALL_BACKENDS  # noqa: PLC0415

@@ -79,6 +79,17 @@ def before_sizing(reading: Reading) -> Evaluation | None:
     if reading.unknown is not None:
         return unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, reading.unknown)
     shortfall = reading.gpu_shortfall()
+    if shortfall is not None and not reading.gpus_per_replica and reading.pods_per_replica == 1:
+        # hunt27 F2: a pod that asks for no GPU resource at all still sees the node's GPUs where the node's default
+        # container runtime is NVIDIA's (the CUDA image's NVIDIA_VISIBLE_DEVICES=all): production-stack's CI runs its
+        # chart with requestGPU 0.5, which drops the limit, and its disaggregated values pin GPUs with
+        # CUDA_VISIBLE_DEVICES. Which GPUs it gets is the node's to say, not the pod's: Unknown, never "no GPU".
+        why = (
+            f"container {reading.container} asks for no {reading.gpu_resource}: it sees GPUs only where the node's "
+            "default container runtime exposes them (unscheduled and unsized by Kubernetes); set "
+            f"{reading.gpu_resource}: {reading.parallel_gpus} to have it placed on GPUs and sized"
+        )
+        return unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, why)
     if shortfall is not None:
         return Evaluation(Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM, shortfall, ())
     return None
