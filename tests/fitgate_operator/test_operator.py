@@ -915,8 +915,8 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
 
     from fitgate.operator.schema.api import Serving, WorkloadSpec  # noqa: PLC0415
     from fitgate.sizing.architecture import RUNTIME_QUANTIZATION  # noqa: PLC0415
-    from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED  # noqa: PLC0415
     from fitgate.sizing.dtypes import KV_CACHE_DTYPES, KV_CACHE_DTYPES_NOT_SIZED  # noqa: PLC0415
+    from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED  # noqa: PLC0415
 
     crd = set(get_args(Serving.model_fields["kv_cache_dtype"].annotation))
     assert (
