@@ -235,6 +235,25 @@ def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() ->
     assert any("KubeRay vLLM sample" in n for n in reading.notes)
 
 
+def test_a_ray_serve_app_that_shows_no_vllm_is_not_read_as_kuberays_vllm_sample() -> None:
+    import copy  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    # hunt27 F1: GKE's "Serve an LLM on L4 GPUs with Ray" Llama-2-70B app (kubernetes-engine-samples
+    # ai-ml/gke-ray/rayserve/llama2-70b.yaml) sets MODEL_ID but serves it with transformers + bitsandbytes 4-bit
+    # (import_path model_nf4_mg:chat_app_nf4_mg, pip bitsandbytes): read as vLLM at bf16, it was denied on 2 L4s
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-vllm-sample.yaml").read_text()) if d)
+    serve = yaml.safe_load(ray["spec"]["serveConfigV2"])
+    app = serve["applications"][0]
+    app["import_path"] = "model_nf4_mg:chat_app_nf4_mg"
+    app["runtime_env"] = {"env_vars": app["runtime_env"]["env_vars"], "pip": ["bitsandbytes==0.42.0"]}
+    other = copy.deepcopy(ray)
+    other["spec"]["serveConfigV2"] = yaml.safe_dump(serve)
+    assert read_workload(other) is None  # no vLLM server in it
+    assert read_workload(ray) is not None  # the KubeRay sample pins vllm==0.5.4 and imports ...samples.vllm.serve
+
+
 def test_a_ray_worker_group_on_tpus_or_mig_slices_is_unknown_not_no_gpu(tmp_path: Path) -> None:
     import copy  # noqa: PLC0415
 

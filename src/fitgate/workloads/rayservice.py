@@ -46,7 +46,10 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
         pinned = {VLLM_PIN: pin} if pin else {}
         env_vars = as_dict(runtime_env.get("env_vars"))
         if "ray.serve.llm" not in str(app.get("import_path") or ""):
-            if isinstance(env_vars.get("MODEL_ID"), str):
+            # hunt27 F1: only an app that shows it runs vLLM (a vllm pin, or vllm in its import path or working dir):
+            # GKE's Llama-2-70B sample serves MODEL_ID with transformers and bitsandbytes 4-bit, not vLLM
+            where = f"{app.get('import_path') or ''} {runtime_env.get('working_dir') or ''}".lower()
+            if isinstance(env_vars.get("MODEL_ID"), str) and (pin or "vllm" in where):
                 # hunt24 G1: KubeRay's vLLM samples (ray-operator/config/samples/vllm/serve.py, the Ray docs' guide)
                 # build vLLM's args from these env vars: model, tensor- and pipeline-parallel size
                 kwargs = {
