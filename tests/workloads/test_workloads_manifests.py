@@ -301,6 +301,27 @@ def test_kaito_multi_node_workspace_is_pipeline_parallel_over_its_nodes() -> Non
     assert any("Standard_NC80adis_H100_v5: 2 x" in n for n in reading.notes)
 
 
+def test_an_llm_inference_service_on_vllms_cpu_image_or_a_simulator_runs_no_vllm_on_gpus() -> None:
+    import copy  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    # hunt27 F3: KServe's release smoke test (hack/release/smoke-test-data/llmisvc-opt-125m-cpu.yaml: image
+    # vllm/vllm-openai-cpu) and its simulator sample (command /app/llm-d-inference-sim) were DoesNotFit "no GPU"
+    obj = yaml.safe_load(
+        (Path(__file__).parents[1] / "fixtures" / "workloads" / "llmisvc-qwen2-7b-gpu.yaml").read_text()
+    )
+    assert read_workload(obj) is not None
+    for change in (
+        {"image": "vllm/vllm-openai-cpu:v0.19.0", "resources": {"limits": {"cpu": "4", "memory": "16Gi"}}},
+        {"image": "ghcr.io/llm-d/llm-d-inference-sim:v0.10.0", "command": ["/app/llm-d-inference-sim"]},
+    ):
+        other = copy.deepcopy(obj)
+        containers = other["spec"].setdefault("template", {}).setdefault("containers", [{"name": "main"}])
+        containers[0].update(change)
+        assert read_workload(other) is None, change
+
+
 def test_llm_inference_service_with_a_pvc_uri_is_sized_by_its_annotation() -> None:
     # KServe's LLMInferenceService sample shape (tests/fixtures/workloads/llmisvc-qwen2-7b-gpu.yaml), its model on a PVC
     import yaml  # noqa: PLC0415

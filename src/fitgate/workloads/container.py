@@ -248,11 +248,15 @@ def _env_origins(
     return out
 
 
+def runs_on_cpu(container: dict[str, Any]) -> bool:
+    """vLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check."""
+    return _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(str(container.get("image") or ""))[0]
+
+
 def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:
     """The first container of a pod spec that runs a vLLM server (``platform_env``: what LWS injects)."""
     for container in (as_dict(c) for c in as_list(pod.get("containers"))):
-        image = str(container.get("image") or "")
-        if _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(image)[0]:
+        if runs_on_cpu(container):
             continue  # vLLM's CPU backend: no GPU to check
         found = _engine_of(container, pod, platform_env, None)
         if found is not None:

@@ -35,6 +35,7 @@ from fitgate.workloads.container import (
     _reading,
     config_ref,
     read_container,
+    runs_on_cpu,
 )
 from fitgate.workloads.expansion import container_env
 from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks
@@ -229,6 +230,10 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     main = next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {"name": "main"})
     env = container_env(main.get("env"))
     found = _find_vllm(template)
+    if found is None and (runs_on_cpu(main) or main.get("command")):
+        # hunt27 F3: KServe's CPU smoke test (image vllm/vllm-openai-cpu) and a template running a command of its own
+        # (llm-d's inference simulator, /app/llm-d-inference-sim): no vLLM server on GPUs, as for a Deployment
+        return None
     if found is None:  # the controller supplies `vllm serve`; the template holds resources and args
         engine = parse_engine_argv("LLMInferenceService", [str(a) for a in as_list(main.get("args"))])
         found = _Found(main, template, engine, env)
