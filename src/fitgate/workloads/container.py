@@ -249,7 +249,7 @@ def _env_origins(
 
 
 def runs_on_cpu(container: dict[str, Any]) -> bool:
-    """vLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check."""
+    """VLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check."""
     return _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(str(container.get("image") or ""))[0]
 
 
