@@ -765,3 +765,19 @@ def test_gguf_weights_are_unknown_even_when_annotated(tmp_path: Path, capsys: py
         path.write_text(yaml.safe_dump(doc))
         code, [r] = check(capsys, str(path))
         assert (code, r["verdict"]) == (0, "Unknown") and "gguf" in r["message"].lower(), r
+
+
+def test_a_tab_after_a_value_reads_as_kubectl_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt27 F4: GKE's ai-ml/vllm-tpu/vllm-llama3-70b.yaml (`type: LoadBalancer<TAB>`) and RedHatAI's OpenShift AI
+    # InferenceService (`cpu: '2'<TAB># ...`) were Invalid, exit 2: PyYAML's pure scanner refuses the tab that kubectl
+    # (sigs.k8s.io/yaml) and libyaml take; fitgate reads with libyaml's safe loader
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-L4"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    text = yaml.safe_dump(doc).replace("name: qwen3-14b\n", "name: qwen3-14b\t# a comment after a tab\n")
+    assert "\t" in text
+    path = tmp_path / "tab.yaml"
+    path.write_text(text)
+    code, [r] = check(capsys, str(path))
+    assert r["verdict"] in ("Fits", "Tight", "DoesNotFit") and r["name"] == "lab/qwen3-14b", r

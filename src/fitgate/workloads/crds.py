@@ -16,6 +16,7 @@ import yaml
 
 from fitgate.sizing.instances import instance_gpus
 from fitgate.sizing.units import parse_size
+from fitgate.workloads.bounds import SAFE_LOADER
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
@@ -134,7 +135,7 @@ def _kaito_config(name: str, configmaps: Mapping[str, Mapping[str, str]]) -> tup
     if len(text.encode()) > MAX_CONFIG_BYTES:
         raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} holds more than {MAX_CONFIG_BYTES} bytes")
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} is not YAML: {exc}".splitlines()[0]) from None
     return config_file_flags(as_dict(as_dict(loaded).get("vllm"))), None

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from fitgate.workloads.bounds import SAFE_LOADER
 from fitgate.workloads.container import _find_vllm, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
@@ -35,7 +36,7 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
     if len(text) > MAX_SERVE_CONFIG_CHARS:
         raise WorkloadError(f"spec.serveConfigV2: more than {MAX_SERVE_CONFIG_CHARS} characters")
     try:  # libyaml's safe loader when built in: a fifth of the time on a serve config (RayService admission)
-        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        loaded = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"spec.serveConfigV2 is not YAML: {exc}".splitlines()[0]) from None
     configs: list[dict[str, Any]] = []

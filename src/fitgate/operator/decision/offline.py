@@ -23,7 +23,7 @@ from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
 from fitgate.workloads import Reading, configmaps_of, read_workload
-from fitgate.workloads.bounds import BudgetError, budgets, check_yaml
+from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
 
@@ -74,7 +74,7 @@ def _documents(path: str) -> Iterable[tuple[str, Any]]:
             max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
         ),
     )
-    for i, doc in enumerate(yaml.safe_load_all(text)):
+    for i, doc in enumerate(yaml.load_all(text, Loader=SAFE_LOADER)):
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
                 yield f"{path}#{i}.items[{j}]", item
