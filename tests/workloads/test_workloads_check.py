@@ -779,5 +779,5 @@ def test_a_tab_after_a_value_reads_as_kubectl_reads_it(tmp_path: Path, capsys: p
     assert "\t" in text
     path = tmp_path / "tab.yaml"
     path.write_text(text)
-    code, [r] = check(capsys, str(path))
+    _, [r] = check(capsys, str(path))
     assert r["verdict"] in ("Fits", "Tight", "DoesNotFit") and r["name"] == "lab/qwen3-14b", r
