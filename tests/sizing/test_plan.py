@@ -494,3 +494,12 @@ def test_public_runs_short_by_less_than_the_estimate_error_are_not_denied() -> N
     for name, gpu, serving in cases:
         p = plan(model(name), lookup_gpu(gpu), serving)
         assert p.verdict is Verdict.TIGHT and "ShortWithinEstimateError" in codes(p), name
+
+
+def test_kv_cache_memory_bytes_is_not_tight_by_construction() -> None:
+    # hunt29 F3: with --kv-cache-memory-bytes vLLM skips gpu_memory_utilization and the "budget" is weights +
+    # activations + the KV asked for, so "weights and activations take 95% of the budget" fired on every such plan.
+    # Qwen3-8B on an H200 with 1 GiB of KV at 4096 tokens: 17.74 GiB of weights and activations on a 139.81 GiB card.
+    qwen = model("Qwen/Qwen3-8B")
+    p = plan(qwen, lookup_gpu("H200"), ServingConfig(max_model_len=4096, kv_cache_memory_bytes=1 << 30))
+    assert p.verdict is Verdict.FITS, p.reasons

@@ -182,7 +182,9 @@ def _before(rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu) -> t
                 + ": vLLM would refuse to start",
             )
         )
-    if budget > 0 and worst.non_kv_bytes > TIGHT_FRACTION * budget:
+    # with --kv-cache-memory-bytes the "budget" is weights + activations + the KV asked for, full by construction
+    # (hunt29 F3: every such plan was Tight, the MI325X DeepSeek-V4-Flash recipe and 1 GB on an H200 alike)
+    if budget > 0 and worst.non_kv_bytes > TIGHT_FRACTION * budget and rs.kv_cache_memory_bytes is None:
         soft.append(
             Reason(
                 ReasonCode.WEIGHTS_NEAR_BUDGET,
