@@ -503,3 +503,18 @@ def test_kv_cache_memory_bytes_is_not_tight_by_construction() -> None:
     qwen = model("Qwen/Qwen3-8B")
     p = plan(qwen, lookup_gpu("H200"), ServingConfig(max_model_len=4096, kv_cache_memory_bytes=1 << 30))
     assert p.verdict is Verdict.FITS, p.reasons
+
+
+def test_a_kernel_choice_on_a_quantized_checkpoint_is_not_called_load_time_quantization() -> None:
+    # hunt28 F5 (minor): `--quantization awq_marlin` on an AWQ checkpoint picks a kernel; the recommended args said
+    # "weights quantized while loading"
+    from fitgate.sizing.engine_args import engine_args  # noqa: PLC0415
+
+    awq = model("Qwen/Qwen3-14B-AWQ")
+    serving = ServingConfig(max_model_len=8192, quantization="awq_marlin")
+    [arg] = [a for a in engine_args(plan(awq, lookup_gpu("L40S"), serving), serving) if a.name == "--quantization"]
+    assert arg.value == "awq_marlin" and "checkpoint's own quantization" in arg.reason
+    qwen = model("Qwen/Qwen3-8B")
+    serving = ServingConfig(max_model_len=8192, quantization="fp8")
+    [arg] = [a for a in engine_args(plan(qwen, lookup_gpu("L40S"), serving), serving) if a.name == "--quantization"]
+    assert arg.reason == "weights quantized while loading"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fitgate.sizing.dtypes import has_bfloat16
 from fitgate.sizing.parallel import DEFAULT_ALL2ALL
 from fitgate.sizing.plan import Plan, ServingConfig
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import fmt_gib
 
@@ -87,7 +88,12 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
             )
         )
     if rs.quantization:
-        args.append(EngineArg("--quantization", rs.quantization, "weights quantized while loading"))
+        why = (
+            "weights quantized while loading"
+            if rs.quantization in RUNTIME_QUANTIZATION
+            else "the checkpoint's own quantization, as given (it picks the kernel, not the bytes)"
+        )
+        args.append(EngineArg("--quantization", rs.quantization, why))
     if rs.enforce_eager:
         args.append(
             EngineArg("--enforce-eager", "true", "no CUDA graphs: less memory outside the budget, slower decode")
