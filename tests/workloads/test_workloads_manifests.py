@@ -380,3 +380,15 @@ def test_kv_cache_memory_bytes_is_sized_not_ignored(tmp_path: Path) -> None:
     # an empty value (a script's --kv-cache-memory-bytes=${VAR-}) is unset for vLLM's optional flags: the default
     line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.25.1", ", '--kv-cache-memory-bytes='")
     assert line.startswith("DoesNotFit") and "unset, vLLM's default" in line, line
+
+
+def test_a_workload_on_vllms_cpu_image_is_skipped_for_that_reason() -> None:
+    # hunt27 O1: it read "runs no vLLM server", which a reader of KServe's CPU smoke test took for a misreading
+    from fitgate.operator.decision.offline import skipped  # noqa: PLC0415
+
+    pod = {"containers": [{"name": "vllm", "image": "vllm/vllm-openai-cpu:v0.19.0", "args": ["--model", "x/y"]}]}
+    dep = {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": pod}}}
+    assert read_workload(dep) is None
+    assert "CPU backend" in skipped("f.yaml", dep).message
+    pod["containers"][0]["image"] = "ghcr.io/acme/not-an-engine:1"
+    assert "runs no vLLM server" in skipped("f.yaml", dep).message

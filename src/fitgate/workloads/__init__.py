@@ -7,7 +7,7 @@ Kubernetes client, no I/O (an import-linter contract keeps it so).
 from fitgate.workloads.argv import CommandError, EngineCommand, find_engine_command, parse_engine_argv
 from fitgate.workloads.expansion import expand_k8s
 from fitgate.workloads.podspec import release_of_image, vllm_image
-from fitgate.workloads.reader import KINDS, POD_TEMPLATE_PATHS, configmaps_of, read_workload
+from fitgate.workloads.reader import KINDS, POD_TEMPLATE_PATHS, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.reading import Reading, WorkloadError
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Reading",
     "WorkloadError",
     "configmaps_of",
+    "cpu_backend",
     "expand_k8s",
     "find_engine_command",
     "parse_engine_argv",

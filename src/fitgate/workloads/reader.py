@@ -200,6 +200,17 @@ def _kserve_model(
     return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes)
 
 
+def cpu_backend(obj: Mapping[str, Any]) -> bool:
+    """Whether a workload runs vLLM's CPU backend (hunt27 O1: the reason it is skipped, not "no vLLM server")."""
+    kind = str(obj.get("kind") or "")
+    path = POD_TEMPLATE_PATHS.get(kind) or ("spec.template" if kind == "LLMInferenceService" else None)
+    pod = as_dict(at_path(obj, path)) if path else {}
+    return any(
+        runs_on_cpu(c) and "vllm" in str(c.get("image") or "").lower()
+        for c in (as_dict(c) for c in as_list(pod.get("containers")))
+    )
+
+
 def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """A KServe LLMInferenceService: ``spec.model.uri``, ``spec.parallelism``, ``spec.template`` and ``spec.worker``.
 

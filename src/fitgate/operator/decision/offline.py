@@ -22,7 +22,7 @@ from fitgate.operator.gpus.cloudlabels import gpu_from_labels
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
-from fitgate.workloads import Reading, configmaps_of, read_workload
+from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
@@ -191,6 +191,8 @@ def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
         elif find_kind(kind) is None:
             known = ", ".join(k.kind for k in KINDS)
             why = f"kind {kind or '(none)'} is not one fitgate reads ({known})"
+        elif cpu_backend(doc):  # hunt27 O1: the reason, not "no vLLM server"
+            why = "runs vLLM's CPU backend (a vLLM CPU image or --device cpu): no GPU to size"
         else:
             why = "runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)"
     return CheckResult(source, name, "Skipped", why, kind=kind or "-")
