@@ -163,3 +163,19 @@ def test_kv_cache_dtype_is_fp8_ds_mla() -> None:
     assert auto.kv.num_blocks == fp8.kv.num_blocks and auto.kv.page_size_bytes == 1_002_240
     with pytest.raises(SizingError, match="kv_cache_dtype"):
         plan(m, h200, ServingConfig(max_model_len=65536, tensor_parallel_size=4, kv_cache_dtype="bfloat16"))
+
+
+def test_a_request_that_fits_only_in_the_uncounted_workspaces_is_tight() -> None:
+    # hunt29 F2: vllm#44376, DeepSeek-V4-Flash on 2 x GH200 (vLLM 0.22, TP 2 + EP, gmu 0.95, fp8, 256-token blocks,
+    # the LLM class): vLLM had 5.44 GiB of KV and refused a 30,000-token request needing 6.66 GiB; the plan had 10.45
+    # GiB and said Fits. With the workspaces fitgate does not count taken at the larger public gap (5 GiB a GPU,
+    # verdict_rules.UNCOUNTED_BYTES) the request fits only in them: Tight, not Fits, and never DoesNotFit for it.
+    m = to_model_input(load_directory(FLASH))
+    serving = ServingConfig(
+        max_model_len=30000, tensor_parallel_size=2, enable_expert_parallel=True, gpu_memory_utilization=0.95,
+        kv_cache_dtype="fp8", block_size=256, offline=True, vllm_version="0.22.0",
+    )  # fmt: skip
+    p = plan(m, lookup_gpu("GH200"), serving)
+    avail = p.ranks[p.binding_rank].available_kv_bytes
+    assert avail - 5 * GiB < p.kv.one_request_bytes < 0.9 * avail
+    assert p.verdict.value == "Tight" and "does not count" in p.reasons[0].message

@@ -75,11 +75,18 @@ def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g
 
 
 def prejudge(
-    rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu, outside: OutsideNeed | None = None
+    rs: ResolvedServing,
+    worst: RankPlan,
+    kv: KVSummary,
+    g: PerGpu,
+    outside: OutsideNeed | None = None,
+    uncounted_bytes: int = 0,
 ) -> Prejudged:
     """The reasons of a plan that its workload leaves alone, from the worst worker's numbers.
 
     ``kv`` and ``g`` as they are without the workload: its blocks, its fraction and the headroom are not read.
+    ``uncounted_bytes``: memory the model's vLLM class takes that fitgate does not size (verdict_rules.UNCOUNTED_BYTES):
+    one request that fits only in it is Tight.
     """
     chain: list[Reason] = []
     budget, avail = g.budget_bytes, worst.available_kv_bytes
@@ -154,7 +161,7 @@ def prejudge(
         within,
         suffix,
         _before(rs, worst, kv, g),
-        _near_max_model_len(rs, worst, kv),
+        _near_max_model_len(rs, worst, kv, uncounted_bytes),
         _after(rs, g, outside),
     )
 
@@ -195,9 +202,18 @@ def _before(rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu) -> t
     return tuple(soft)
 
 
-def _near_max_model_len(rs: ResolvedServing, worst: RankPlan, kv: KVSummary) -> Reason | None:
+def _near_max_model_len(rs: ResolvedServing, worst: RankPlan, kv: KVSummary, uncounted: int = 0) -> Reason | None:
     avail = worst.available_kv_bytes
-    if avail <= 0 or kv.one_request_bytes <= TIGHT_FRACTION * avail:  # no KV at all is a hard reason, not this
+    if avail <= 0:  # no KV at all is a hard reason, not this
+        return None
+    if kv.one_request_bytes <= TIGHT_FRACTION * avail and uncounted and kv.one_request_bytes > avail - uncounted:
+        return Reason(
+            ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY,
+            f"one {rs.max_model_len}-token request needs {fmt_gib(kv.one_request_bytes)} of the "
+            f"{fmt_gib(avail)} KV pool, but this model's workspaces, which fitgate does not count, took up to "
+            f"{fmt_gib(uncounted)} a GPU on public runs: vLLM may find too little",
+        )
+    if kv.one_request_bytes <= TIGHT_FRACTION * avail:
         return None
     return Reason(
         ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY,

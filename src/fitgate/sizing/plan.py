@@ -57,7 +57,13 @@ from fitgate.sizing.resolve import MAX_CONTEXT, accounting_of, checked_int, grap
 from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan, Reason, Verdict
 from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import cdiv, fmt_gib
-from fitgate.sizing.verdict_rules import OutsideNeed, max_model_len_that_fits, outside_need, plan_notes
+from fitgate.sizing.verdict_rules import (
+    UNCOUNTED_BYTES,
+    OutsideNeed,
+    max_model_len_that_fits,
+    outside_need,
+    plan_notes,
+)
 from fitgate.sizing.versions import VllmAccounting
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
@@ -532,5 +538,5 @@ def _base(
         plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
         host,
-        prejudge(rs, worst, kv, per_gpu, need),
+        prejudge(rs, worst, kv, per_gpu, need, UNCOUNTED_BYTES.get(model.arch.model_type, 0)),
     )

@@ -42,6 +42,14 @@ ESTIMATE_ERROR_FRACTION = 0.58
 ESTIMATE_ERROR_CAP_BYTES = int(0.51 * GiB)
 
 
+#: Memory a model's vLLM class takes that fitgate does not size, by ``model_type``, from public runs (hunt29 F2):
+#: DeepSeek V4's top-k, prefill and hyper-connection workspaces. vllm#44376 (2 x GH200, vLLM 0.22, TP 2 + EP, gmu 0.95):
+#: vLLM printed 5.44 GiB of available KV where the plan had 10.45 (5.0 GiB less) and refused a 30,000-token request
+#: the plan fitted; vllm#51041 (2 x H20, 0.26): 7.7 GiB against 10.46 (2.8 GiB). The larger gap is taken: a request
+#: that fits only in it is Tight (``judge.prejudge``), never denied for it.
+UNCOUNTED_BYTES = {"deepseek_v4": 5 * GiB}
+
+
 def plan_notes(
     model: ModelInput, rs: ResolvedServing, g: PerGpu, accounting: VllmAccounting, given_version: str | None = None
 ) -> tuple[str, ...]:
