@@ -518,3 +518,22 @@ def test_a_kernel_choice_on_a_quantized_checkpoint_is_not_called_load_time_quant
     serving = ServingConfig(max_model_len=8192, quantization="fp8")
     [arg] = [a for a in engine_args(plan(qwen, lookup_gpu("L40S"), serving), serving) if a.name == "--quantization"]
     assert arg.reason == "weights quantized while loading"
+
+
+def test_a_unified_memory_gpu_at_the_default_budget_is_tight() -> None:
+    # hunt28 F6: on a DGX Spark (GB10) the OS shares the memory; vllm-project/recipes run it at gpu_memory_utilization
+    # 0.85 and say the default 0.92 "can't be satisfied and OOMs at startup" (PR #632). fitgate said Fits at 0.92.
+    qwen = model("Qwen/Qwen3-8B")
+    gb10 = lookup_gpu("GB10")
+
+    def verdict(gmu: float | None, version: str = "0.24.0") -> Verdict:
+        return plan(
+            qwen, gb10, ServingConfig(max_model_len=32768, gpu_memory_utilization=gmu, vllm_version=version)
+        ).verdict
+
+    assert verdict(None) is Verdict.TIGHT and verdict(0.85) is Verdict.FITS
+    assert verdict(None, "0.34.0") is Verdict.FITS  # 0.34 sizes the pool from the memory free after warm-up
+    assert (
+        plan(qwen, lookup_gpu("H100"), ServingConfig(max_model_len=32768, vllm_version="0.24.0")).verdict
+        is Verdict.FITS
+    )

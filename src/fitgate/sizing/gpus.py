@@ -41,6 +41,8 @@ class GpuModel:
     flashinfer_allreduce_workspace_bytes: tuple[tuple[int, int], ...] = ()
     #: Tokens per KV block of the MLA backend vLLM picks by default on this GPU.
     mla_block_size: int = 16
+    #: Its memory is the host's too (GB10): the OS holds part of it, so a budget near the total is not free at start-up.
+    unified_memory: bool = False
 
     @property
     def is_a100(self) -> bool:
@@ -89,6 +91,7 @@ def _catalog() -> tuple[tuple[GpuModel, ...], dict[str, GpuModel]]:
             nvlink_sharp=bool(trait(g, "nvlink_sharp", False)),
             flashinfer_allreduce_workspace_bytes=_workspace(trait(g, "flashinfer_allreduce_workspace_bytes", {})),
             mla_block_size=int(trait(g, "mla_block_size", 16)),
+            unified_memory=bool(g.get("unified_memory", False)),
         )
         for g in raw["gpus"]
     )

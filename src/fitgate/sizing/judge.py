@@ -81,6 +81,7 @@ def prejudge(
     g: PerGpu,
     outside: OutsideNeed | None = None,
     uncounted_bytes: int = 0,
+    unified_memory: bool = False,
 ) -> Prejudged:
     """The reasons of a plan that its workload leaves alone, from the worst worker's numbers.
 
@@ -162,7 +163,33 @@ def prejudge(
         suffix,
         _before(rs, worst, kv, g),
         _near_max_model_len(rs, worst, kv, uncounted_bytes),
-        _after(rs, g, outside),
+        (*_after(rs, g, outside), *_unified(rs, g, unified_memory)),
+    )
+
+
+#: The share of a unified-memory GPU's total that vLLM can expect free at start-up (hunt28 F6): GB10 runs at
+#: gpu_memory_utilization 0.85 in vllm-project/recipes, whose PR #632 says the default 0.92 "can't be satisfied and
+#: OOMs at startup" (CUDA free ~102 of 121.69 GiB, MiaAI-Lab issue #47).
+UNIFIED_FREE_FRACTION = 0.85
+
+
+def _unified(rs: ResolvedServing, g: PerGpu, unified_memory: bool) -> tuple[Reason, ...]:
+    """Tight: a budget above what a unified-memory GPU has free at start-up (the OS holds the rest).
+
+    Not with 0.34's extensible KV cache, which sizes the pool from the memory free after warm-up and does not refuse
+    a budget above the free memory (docs/vllm-releases.md section 12).
+    """
+    if not unified_memory or rs.extensible_kv_cache or rs.kv_cache_memory_bytes is not None:
+        return ()
+    if g.budget_bytes <= UNIFIED_FREE_FRACTION * g.capacity_bytes + (1 << 20):
+        return ()
+    return (
+        Reason(
+            ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
+            f"the budget is {g.budget_bytes / g.capacity_bytes:.0%} of a memory the OS shares (unified memory): vLLM "
+            "refuses a budget above the memory free at start-up; public runs use --gpu-memory-utilization "
+            f"{UNIFIED_FREE_FRACTION} or less",
+        ),
     )
 
 

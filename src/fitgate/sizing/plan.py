@@ -538,5 +538,5 @@ def _base(
         plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
         host,
-        prejudge(rs, worst, kv, per_gpu, need, UNCOUNTED_BYTES.get(model.arch.model_type, 0)),
+        prejudge(rs, worst, kv, per_gpu, need, UNCOUNTED_BYTES.get(model.arch.model_type, 0), gpu.unified_memory),
     )
