@@ -434,3 +434,22 @@ def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys
         assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err, bad
     code, doc = plan_json(capsys, *base, "--load-format", "gguf")
     assert (code, doc["verdict"]) == (0, "Unknown")
+
+
+def test_recipe_flags_that_move_memory_are_read_or_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt31 F2/F4: --no-enable-chunked-prefill (the recipes' Qwen3-Next MTP command on 4 x H200), --task embed
+    # (vllm#27479), --disable-hybrid-kv-cache-manager (recipes Kimi-K2.6 on B300) and --swap-space were exit 2
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "32768", "--vllm-version", "0.24.0")
+    _, chunked = plan_json(capsys, *base)
+    _, whole = plan_json(capsys, *base, "--no-enable-chunked-prefill")
+    # vLLM makes the step budget max(max_model_len, 8192) = 32768 (engine/arg_utils.py 0.34.0 L3227-3236)
+    assert (chunked["serving"]["max_num_batched_tokens"], whole["serving"]["max_num_batched_tokens"]) == (8192, 32768)
+    assert whole["per_gpu"]["activation_bytes"] > chunked["per_gpu"]["activation_bytes"]
+    _, given = plan_json(capsys, *base, "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096")
+    assert given["serving"]["max_num_batched_tokens"] == 4096  # an explicit budget is kept
+    _, embed = plan_json(capsys, *base, "--task", "embed")
+    assert embed["vllm_args"][-2:] == ["--runner", "pooling"]  # no lm_head: 151936 x 4096 x 2 bytes less
+    assert chunked["per_gpu"]["weights_bytes"] - embed["per_gpu"]["weights_bytes"] == 151936 * 4096 * 2
+    code, doc = plan_json(capsys, *base, "--disable-hybrid-kv-cache-manager", "--swap-space", "4")
+    [n] = [n for n in doc["notes"] if "not modelled" in n]
+    assert code == 0 and "--disable-hybrid-kv-cache-manager" in n and "--swap-space 4" in n

@@ -781,3 +781,15 @@ def test_a_tab_after_a_value_reads_as_kubectl_reads_it(tmp_path: Path, capsys: p
     path.write_text(text)
     _, [r] = check(capsys, str(path))
     assert r["verdict"] in ("Fits", "Tight", "DoesNotFit") and r["name"] == "lab/qwen3-14b", r
+
+
+def test_no_chunked_prefill_in_a_workload_makes_the_step_budget_max_model_len() -> None:
+    # hunt31 F4: `--no-enable-chunked-prefill` was ignored; vLLM then runs a prompt in one step and makes the budget
+    # max(max_model_len, default) (engine/arg_utils.py 0.34.0 L3227-3236)
+    from fitgate.workloads import read_workload  # noqa: PLC0415
+
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "32768", "--no-enable-chunked-prefill"]
+    reading = read_workload(doc)
+    assert reading is not None and reading.serving.get("enableChunkedPrefill") is False

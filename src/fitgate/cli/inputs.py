@@ -38,6 +38,7 @@ from fitgate.sizing.prices import price_table
 from fitgate.sizing.serving import MAX_REPLICAS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, parse_size
+from fitgate.workloads.flags import POOLING_TASKS
 
 
 def gpu_of(args: argparse.Namespace) -> GpuModel:
@@ -95,6 +96,15 @@ def overrides_of(args: argparse.Namespace) -> dict[str, Any] | None:
     return out or None
 
 
+def _runner(args: argparse.Namespace) -> str:
+    """``--runner``, or pooling where ``--task`` / ``--convert`` names a pooling task (hunt31 F2), as a workload's."""
+    runner = str(getattr(args, "runner", "generate"))
+    for flag in ("convert", "task"):
+        if str(getattr(args, flag, None) or "").strip().lower() in POOLING_TASKS:
+            return "pooling"
+    return runner
+
+
 def serving_of(args: argparse.Namespace) -> ServingConfig:
     """The sizing core's serving settings from the plan flags."""
     spec_text = getattr(args, "speculative_config", None)
@@ -114,7 +124,8 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
         interconnect=getattr(args, "interconnect", None),
         extensible_kv_cache=getattr(args, "enable_extensible_kv_cache", None),
-        runner=getattr(args, "runner", "generate"),
+        runner=_runner(args),
+        enable_chunked_prefill=getattr(args, "enable_chunked_prefill", None),
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,

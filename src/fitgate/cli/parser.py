@@ -229,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--runner", choices=("generate", "pooling"), default="generate", help="vLLM's --runner (pooling: embeddings)"
     )
+    p.add_argument("--task", help="vLLM's --task (to 0.10): embed, score, classify or reward serve as --runner pooling")
+    p.add_argument("--convert", help="vLLM's --convert (0.10.2+): embed, classify or reward serve as --runner pooling")
     p.add_argument(
         "--speculative-config",
         help='vLLM\'s --speculative-config JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 1}\' '
@@ -238,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--kv-cache-memory-bytes",
         type=_human_int,
         help="vLLM's --kv-cache-memory-bytes: the KV pool per GPU in bytes (gpu_memory_utilization is then ignored)",
+    )
+    p.add_argument(
+        "--enable-chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's chunked prefill (default on); --no-enable-chunked-prefill makes the step budget at least "
+        "--max-model-len unless --max-num-batched-tokens is given",
     )
     p.add_argument(
         "--enable-extensible-kv-cache",

@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from fitgate.sizing.errors import NotModelledError, SizingError
 
 #: vLLM 0.34 engine / server flags without a value that do not change the per-GPU memory plan (``engine/arg_utils.py``,
-#: ``entrypoints/openai/cli_args.py``). Not their ``--no-`` twins: ``--no-enable-chunked-prefill`` makes the token
-#: budget ``max_model_len`` (a larger activation peak), so it stays an error rather than be dropped unread.
+#: ``entrypoints/openai/cli_args.py``). Not their ``--no-`` twins, which may (``--no-enable-chunked-prefill`` is read).
 IGNORED_SWITCHES = frozenset(
     {
-        "--trust-remote-code", "--enable-chunked-prefill", "--async-scheduling", "--enable-auto-tool-choice",
+        "--trust-remote-code", "--async-scheduling", "--enable-auto-tool-choice",
         "--disable-log-requests", "--disable-log-stats", "--enable-log-requests", "--enable-log-outputs",
         "--disable-frontend-multiprocessing", "--skip-tokenizer-init",
         "--enable-reasoning", "--enable-sleep-mode", "--disable-uvicorn-access-log", "--enable-prompt-tokens-details",
@@ -40,6 +39,16 @@ IGNORED_VALUED = frozenset(
 )  # fmt: skip
 
 
+#: vLLM flags that may change memory but that fitgate does not model: taken, and named as not modelled (hunt31 F2:
+#: the recipes' verified commands carry them). ``--disable-hybrid-kv-cache-manager`` gives a hybrid model's sliding /
+#: linear layers full-attention pages (fewer tokens than planned); ``--swap-space`` is host memory (V0);
+#: ``--cpu-offload-params`` picks which weights ``--cpu-offload-gb`` moves; ``--lora-modules`` names adapters loaded
+#: into the ``--max-loras`` slots the plan counts (several values).
+NOT_MODELLED_SWITCHES = frozenset({"--disable-hybrid-kv-cache-manager"})
+NOT_MODELLED_VALUED = frozenset({"--swap-space", "--cpu-offload-params", "--offload-group-size"})
+NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
+
+
 def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
     """(vLLM flags taken and not read, the words left unknown) of the words argparse did not recognise."""
     taken: list[str] = []
@@ -52,6 +61,24 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
         name, eq, value = word.partition("=")
         if name in IGNORED_SWITCHES and not eq:
             taken.append(name)
+            continue
+        if name in NOT_MODELLED_SWITCHES and not eq:
+            taken.append(f"{name} (not modelled)")
+            continue
+        if name in NOT_MODELLED_LISTS:
+            values = [value] if eq else []
+            while not eq and i < len(words) and not words[i].startswith("--"):
+                values.append(words[i])
+                i += 1
+            taken.append(f"{name} {' '.join(values)[:60]} (not modelled)".replace("  ", " "))
+            continue
+        if name in NOT_MODELLED_VALUED:
+            if not eq:
+                if i >= len(words) or words[i].startswith("--"):
+                    raise SizingError(name, None, "a value (vLLM's flag takes one)")
+                value = words[i]
+                i += 1
+            taken.append(f"{name} {value[:60]} (not modelled)")
             continue
         if name in IGNORED_VALUED:
             if not eq:
@@ -69,4 +96,13 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def note(taken: Sequence[str]) -> str:
     """The note a plan carries for the flags taken and not read."""
-    return "not read (they do not change the memory plan): " + ", ".join(taken)
+    plain = [t for t in taken if not t.endswith("(not modelled)")]
+    unmodelled = [t.removesuffix(" (not modelled)") for t in taken if t.endswith("(not modelled)")]
+    parts = []
+    if plain:
+        parts.append("not read (they do not change the memory plan): " + ", ".join(plain))
+    if unmodelled:
+        parts.append(
+            "taken but not modelled (they may change memory; the plan is without them): " + ", ".join(unmodelled)
+        )
+    return "; ".join(parts)

@@ -41,6 +41,11 @@ CHECKPOINT_KV_DTYPE_SINCE = (0, 14, 0)
 #: ``models/config.py`` 0.32.0 L43-55 (0.34.0 L163-175) ``cache_config.cache_dtype = "fp8_e4m3"``, logged "Using fp8
 #: kv-cache for GlmMoeDsaForCausalLM on SM10x"; absent from 0.31.0.
 AUTO_FP8_KV_ON_SM10X = {"GlmMoeDsaForCausalLM": (0, 32, 0)}
+#: ``--no-enable-chunked-prefill`` without ``--max-num-batched-tokens``: a prompt runs in one step, so vLLM makes the
+#: step budget at least ``max_model_len`` (``engine/arg_utils.py`` 0.34.0 L3227-3236 ``max(model_config.max_model_len,
+#: self.max_num_batched_tokens)``, after the throughput doubling; ``SchedulerConfig`` did the same in V0): the
+#: activation peak of the profiling pass grows with it (hunt31 F4: the recipes' Qwen3-Next MTP command on 4 x H200).
+CHUNKED_PREFILL_OFF = "the step budget is at least max_model_len (vllm 0.34.0 engine/arg_utils.py L3227-3236)"
 #: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
 RUNNERS = ("generate", "pooling")
 MAX_CONTEXT = 1 << 24
@@ -219,6 +224,8 @@ def resolve_serving(
         default_tokens *= 2
         seqs = seqs if serving.max_num_seqs is not None else seqs * 2
     tokens = checked_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
+    if serving.enable_chunked_prefill is False and serving.max_num_batched_tokens is None and accounting.engine == "V1":
+        tokens = max(max_len, tokens)  # CHUNKED_PREFILL_OFF (hunt31 F4)
     kv_memory = checked_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
     if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
         since = ".".join(map(str, KV_CACHE_MEMORY_SINCE))

@@ -54,6 +54,9 @@ class ServingConfig:
     kv_cache_memory_bytes: int | None = None  # ``--kv-cache-memory-bytes``: the KV pool per GPU, no profiling
     interconnect: str | None = None  # ``nvlink`` or ``pcie``; None: the GPU catalog's
     runner: str = "generate"  # ``--runner``: ``generate`` or ``pooling`` (embedding / reward models)
+    # ``--[no-]enable-chunked-prefill``: False makes the step budget at least max_model_len
+    # (resolve.CHUNKED_PREFILL_OFF)
+    enable_chunked_prefill: bool | None = None
     # ``--speculative-config``: its method (``mtp``, ``ngram``, ``eagle3`` ...) and num_speculative_tokens
     speculative_method: str | None = None
     speculative_tokens: int | None = None

@@ -51,6 +51,7 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
     "--kv-cache-memory-bytes": ("kvCacheMemoryBytes", "human_int"),  # vLLM 0.11+ (sizing.resolve)
     "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
+    "--enable-chunked-prefill": ("enableChunkedPrefill", "bool"),  # hunt31 F4 (resolve.CHUNKED_PREFILL_OFF)
     # data / expert / decode-context parallelism (docs/parallelism.md)
     "--data-parallel-size": ("dataParallelSize", "int"),
     "--data-parallel-size-local": ("dataParallelSizeLocal", "int"),

@@ -178,6 +178,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         use_v1=s.use_v1,
         flashinfer_sampler=s.flashinfer_sampler,
         runner=s.runner,
+        enable_chunked_prefill=s.enable_chunked_prefill,
         cudagraph_capture_sizes=tuple(s.cudagraph_capture_sizes) if s.cudagraph_capture_sizes else None,
         max_cudagraph_capture_size=s.max_cudagraph_capture_size,
         kv_cache_dtype=s.kv_cache_dtype,

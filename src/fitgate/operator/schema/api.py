@@ -390,6 +390,12 @@ class Serving(_Spec):
         alias="enablePrefixCaching",
         description="--enable-prefix-caching. Does not change the memory plan. Default: true.",
     )
+    enable_chunked_prefill: bool | None = Field(
+        default=None,
+        alias="enableChunkedPrefill",
+        description="--[no-]enable-chunked-prefill. false without maxNumBatchedTokens makes vLLM's step budget at "
+        "least maxModelLen (a larger activation peak). Default: vLLM's (on).",
+    )
     # vLLM 0.34 extensible KV cache (docs/vllm-releases.md section 12)
     enable_extensible_kv_cache: bool | None = Field(
         default=None,
