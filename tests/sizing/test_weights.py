@@ -254,6 +254,8 @@ def test_online_shorthands_are_sized_as_the_format_they_name() -> None:
     assert abs((bf16 - weights("mxfp8", "0.30.0")) - linear * (2 - 1.03125)) < 0.01 * linear
     # the MoE-only shorthands leave a dense model's linear layers in bf16
     assert weights("nvfp4_per_token") == weights("int8_per_channel_weight_only") == bf16
+    # hunt30 F1: ROCm's ptpc_fp8 (vLLM 0.7.3-0.18) stores what fp8_per_channel does: fp8 and an fp32 scale a row
+    assert weights("ptpc_fp8", "0.11.0") == weights("fp8_per_channel", "0.11.0")
 
 
 def test_deferred_shorthand_before_0_30_and_unsized_shorthands_are_unknown() -> None:

@@ -252,6 +252,10 @@ RUNTIME_QUANTIZATION: dict[str, Quantization] = {
     # the experts only; the linear layers stay in the model's dtype (no ``linear`` spec in the shorthand)
     "int8_per_channel_weight_only": Quantization("int8_per_channel_weight_only", 8, 0, 4.0, experts_only=True),
     "nvfp4_per_token": Quantization("nvfp4_per_token", 4, 16, 1.0, experts_only=True),
+    # hunt30 F1: ROCm's per-token-activation / per-channel-weight FP8 (vLLM 0.7.3 to 0.18, deprecated in 0.15:
+    # ``quantization/ptpc_fp8.py`` 0.11.0 L50, L110-116 quantizes an unquantized checkpoint while loading, fp8
+    # weights with one fp32 scale per output row), the vLLM blog's "PTPC-FP8" Llama-3.1-70B on one MI300X
+    "ptpc_fp8": Quantization("ptpc_fp8", 8, 0, 4.0),
 }
 
 #: Shorthands that are also checkpoint methods: on a checkpoint without a quantization config vLLM quantizes at load
