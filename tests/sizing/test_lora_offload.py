@@ -413,3 +413,20 @@ def test_compare_predicts_the_slots_in_model_loading_took(tmp_path: Any, capsys:
     )
     assert doc["predicted"]["ranks"][0]["weights_bytes"] == base.per_gpu.weights_bytes + 1_477_705_728
     assert doc["predicted"]["per_gpu"]["lora_bytes"] == 1_477_705_728
+
+
+def test_expert_lora_slots_start_with_0_11_1() -> None:
+    # hunt31 F1: vLLM 0.11.0 has no LoRA on fused-MoE experts (no lora/layers/fused_moe.py; lora/models.py L59-67 warns
+    # "vLLM currently does not support fused MoE LoRA inference"); 0.11.1 adds it (vllm-project/vllm#21229). Qwen3-30B-A3B,
+    # 4 adapters of rank 64: the expert slots are 48 layers x 128 experts x 4 x 64 x (2 x 2048 + 2 x 768 + 768 + 2048)
+    # x 2 bytes = 24.75 GiB, which 0.11.0 never allocates.
+    qwen = model("Qwen/Qwen3-30B-A3B")
+
+    def lora(version: str) -> int:
+        serving = ServingConfig(
+            max_model_len=8192, enable_lora=True, max_loras=4, max_lora_rank=64, vllm_version=version
+        )
+        return plan(qwen, lookup_gpu("H100"), serving).per_gpu.lora_bytes
+
+    experts = 48 * 128 * 4 * 64 * (2 * 2048 + 2 * 768 + 768 + 2048) * 2
+    assert abs((lora("0.11.1") - lora("0.11.0")) - experts) < 0.01 * experts

@@ -120,6 +120,13 @@ class LoraBytes:
         return self.attention_bytes + self.mlp_bytes + self.experts_bytes + self.embedding_bytes + self.lm_head_bytes
 
 
+#: The first release with LoRA on fused-MoE experts (vllm-project/vllm#21229; 0.11.1 adds ``lora/layers/fused_moe.py``).
+#: 0.11.0 has none: ``lora/models.py`` L59-67 warns "For MoE models, vLLM currently does not support fused MoE LoRA
+#: inference" and builds no expert slots (hunt31 F1: Qwen3-30B-A3B with 4 rank-64 adapters on one H100 was sized with
+#: 24.75 GiB of expert slots vLLM 0.11.0 never allocates, and denied).
+EXPERT_LORA_SINCE = (0, 11, 1)
+
+
 def resolve_lora(
     *,
     enable: bool,
@@ -130,6 +137,7 @@ def resolve_lora(
     lora_dtype: str,
     model_dtype_bytes: int,
     tp: int,
+    version: tuple[int, int, int] = EXPERT_LORA_SINCE,
 ) -> LoraSlots | None:
     """``LoRAConfig`` after its defaults and checks (config/lora.py 0.33.0 L34-46, L120-160)."""
     if not enable:
@@ -152,7 +160,7 @@ def resolve_lora(
     if fully_sharded and rank % tp:
         # divide(max_lora_rank, tp_size) asserts divisibility (column_parallel_linear.py L218-222)
         raise SizingError("max_lora_rank", rank, f"a multiple of tensor_parallel_size {tp} with fully_sharded_loras")
-    return LoraSlots(loras, rank, cpu, fully_sharded, dtype_bytes)
+    return LoraSlots(loras, rank, cpu, fully_sharded, dtype_bytes, experts=version >= EXPERT_LORA_SINCE)
 
 
 def _selected(targets: tuple[str, ...] | None, module: str) -> bool:
@@ -208,7 +216,7 @@ def lora_bytes(
             dense = ffn.shared_intermediate_size
             local = ffn.expert_intermediate_size // tp
             e = ffn.num_experts
-            if _selected(targets, "experts"):
+            if slots.experts and _selected(targets, "experts"):
                 w13 = 2 if ffn.gated else 1
                 a13 = 1 if (arch.model_type in MOE_3D or not ffn.gated) else 2
                 experts += a13 * n * e * r_col * hidden * b  # w1 (and w3) lora_A

@@ -252,6 +252,7 @@ def resolve_serving(
         lora_dtype=serving.lora_dtype,
         model_dtype_bytes=MODEL_DTYPES[dtype],
         tp=tp,
+        version=accounting.version,
     )
     offload_bytes = serving.cpu_offload_bytes
     if isinstance(offload_bytes, bool) or not isinstance(offload_bytes, int) or not 0 <= offload_bytes <= 1 << 50:

@@ -114,6 +114,8 @@ class LoraSlots:
     max_cpu_loras: int
     fully_sharded: bool
     dtype_bytes: int
+    #: vLLM builds LoRA slots for fused-MoE experts (from 0.11.1; lora.EXPERT_LORA_SINCE).
+    experts: bool = True
 
 
 #: The most replicas a workload is split over (a ModelDeployment's ``spec.replicas``, ``fitgate plan --replicas``).
