@@ -793,3 +793,16 @@ def test_no_chunked_prefill_in_a_workload_makes_the_step_budget_max_model_len() 
     container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "32768", "--no-enable-chunked-prefill"]
     reading = read_workload(doc)
     assert reading is not None and reading.serving.get("enableChunkedPrefill") is False
+
+
+def test_a_rocm_pod_without_a_gpu_resource_is_told_amds_resource(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt30 F3: a vLLM ROCm pod that gets its GPU through a hostPath /dev/kfd was told to "set nvidia.com/gpu: 1"
+    doc = _lab_deployment({"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container.update(image="rocm/vllm:latest", args=["--model", "Qwen/Qwen3-8B"], resources={})
+    path = tmp_path / "rocm.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert r["verdict"] == "Unknown" and "amd.com/gpu" in r["message"] and "nvidia.com" not in r["message"], r

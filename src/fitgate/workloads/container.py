@@ -536,7 +536,8 @@ def _reading(
             hf_overrides=overrides,
             serving=serving,
             vllm_version=version,
-            gpu_resource=resource or "nvidia.com/gpu",
+            gpu_resource=resource
+            or ("amd.com/gpu" if "rocm" in str(container.get("image") or "").lower() else "nvidia.com/gpu"),
             gpus_per_replica=per_pod if gpus_per_replica is None else gpus_per_replica,
             pods_per_replica=pods_per_replica,
             data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
