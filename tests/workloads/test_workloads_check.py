@@ -801,7 +801,7 @@ def test_a_rocm_pod_without_a_gpu_resource_is_told_amds_resource(
     # hunt30 F3: a vLLM ROCm pod that gets its GPU through a hostPath /dev/kfd was told to "set nvidia.com/gpu: 1"
     doc = _lab_deployment({"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"})
     container = doc["spec"]["template"]["spec"]["containers"][0]
-    container.update(image="rocm/vllm:latest", args=["--model", "Qwen/Qwen3-8B"], resources={})
+    container.update(image="rocm/vllm:latest", command=["vllm", "serve"], args=["Qwen/Qwen3-8B"], resources={})
     path = tmp_path / "rocm.yaml"
     path.write_text(yaml.safe_dump(doc))
     _, [r] = check(capsys, str(path))
