@@ -453,3 +453,21 @@ def test_recipe_flags_that_move_memory_are_read_or_named(capsys: pytest.CaptureF
     code, doc = plan_json(capsys, *base, "--disable-hybrid-kv-cache-manager", "--swap-space", "4")
     [n] = [n for n in doc["notes"] if "not modelled" in n]
     assert code == 0 and "--disable-hybrid-kv-cache-manager" in n and "--swap-space 4" in n
+
+
+def test_vllms_underscore_spellings_and_old_boolean_values_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt32 F1/F2: docs.vllm.ai's Kubernetes and LWS pages and five vLLM blog posts write --max_num_seqs,
+    # --speculative_config.method; vLLM reads `_` as `-` up to the first `.` (utils/argparse_utils.py 0.34.0
+    # L374-393). The 2024 AMD blog's 0.6 commands write --enable-chunked-prefill=False. All were exit 2.
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--vllm-version", "0.24.0")
+    _, dashed = plan_json(capsys, *base, "--max-num-seqs", "64", "--gpu-memory-utilization", "0.8")
+    code, under = plan_json(capsys, *base, "--max_num_seqs", "64", "--gpu_memory_utilization=0.8")
+    assert code == 0 and under["serving"] == dashed["serving"]
+    _, spec = plan_json(
+        capsys, *base, "--speculative_config.method", "ngram", "--speculative_config.num_speculative_tokens", "3"
+    )
+    assert spec["serving"]["speculative_config"]["method"] == "ngram"
+    _, old = plan_json(capsys, *base, "--enable-chunked-prefill=False", "--max-model-len", "32768")
+    assert old["serving"]["max_num_batched_tokens"] == 32768
+    code, doc = plan_json(capsys, *base, "--shutdown-timeout", "10", "--kv-cache-dtype-skip-layers", "0,1")
+    assert code == 0 and any("--kv-cache-dtype-skip-layers 0,1" in n and "not modelled" in n for n in doc["notes"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -117,10 +118,34 @@ def _unknown(args: Any, exc: SizingError) -> int:
     return EXIT_UNKNOWN
 
 
+_FLAG_NAME = re.compile(r"(?<=--)[^.=]*")
+_BOOLEAN_VALUE = re.compile(r"--(enable-[a-z0-9-]+)=(true|false)", re.IGNORECASE)
+
+
+def vllm_spelling(words: Sequence[str]) -> list[str]:
+    """Flags as vLLM's own parser reads them (hunt32 F1).
+
+    ``_`` is ``-`` in a flag's name up to its first ``.`` (``--max_num_seqs``, ``--speculative_config.method``:
+    ``FlexibleArgumentParser.parse_args``, vllm 0.34.0 ``utils/argparse_utils.py`` L374-393), and 0.6's
+    ``--enable-X=False`` is ``--no-enable-X``.
+    """
+    out = []
+    for word in words:
+        spelled = word
+        if word.startswith("--"):
+            key, eq, value = word.partition("=")
+            spelled = _FLAG_NAME.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + eq + value
+            m = _BOOLEAN_VALUE.fullmatch(spelled)
+            if m:
+                spelled = f"--{m.group(1)}" if m.group(2).lower() == "true" else f"--no-{m.group(1)}"
+        out.append(spelled)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
     parser = build_parser()
-    args, extra = parser.parse_known_args(fold_dotted(sys.argv[1:] if argv is None else argv))
+    args, extra = parser.parse_known_args(fold_dotted(vllm_spelling(sys.argv[1:] if argv is None else argv)))
     if extra and args.command not in VERDICT_COMMANDS - {"compare"}:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handlers = {

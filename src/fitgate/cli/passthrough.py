@@ -22,6 +22,7 @@ IGNORED_SWITCHES = frozenset(
         "--enable-reasoning", "--enable-sleep-mode", "--disable-uvicorn-access-log", "--enable-prompt-tokens-details",
         "--enable-force-include-usage", "--enable-server-load-tracking", "--headless", "--disable-fastapi-docs",
         "--enable-request-id-headers", "--return-tokens-as-token-ids", "--use-tqdm-on-load",
+        "--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune",
     }
 )  # fmt: skip
 #: vLLM 0.34 flags with one value that do not change the memory plan (``--load-format gguf`` is the exception, read).
@@ -35,6 +36,10 @@ IGNORED_VALUED = frozenset(
         "--root-path", "--config-format", "--hf-config-path", "--max-logprobs", "--logprobs-mode",
         "--tool-parser-plugin", "--structured-outputs-config", "--guided-decoding-backend", "--kv-events-config",
         "--otlp-traces-endpoint", "--collect-detailed-traces", "--ssl-keyfile", "--ssl-certfile", "--middleware",
+        "--shutdown-timeout", "--fingerprint-mode", "--nnodes", "--node-rank", "--stream-interval",
+        "--mm-encoder-attn-backend", "--mm-processor-cache-type", "--data-parallel-backend",
+        "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-start-rank", "--master-addr",
+        "--master-port", "--num-scheduler-steps",
     }
 )  # fmt: skip
 
@@ -43,9 +48,17 @@ IGNORED_VALUED = frozenset(
 #: the recipes' verified commands carry them). ``--disable-hybrid-kv-cache-manager`` gives a hybrid model's sliding /
 #: linear layers full-attention pages (fewer tokens than planned); ``--swap-space`` is host memory (V0);
 #: ``--cpu-offload-params`` picks which weights ``--cpu-offload-gb`` moves; ``--lora-modules`` names adapters loaded
-#: into the ``--max-loras`` slots the plan counts (several values).
+#: into the ``--max-loras`` slots the plan counts (several values); ``--kv-cache-dtype-skip-layers`` keeps some layers'
+#: KV at the model's dtype; the ``--mamba-*`` state dtype / block flags, the MoE and linear kernel backends, and V0's
+#: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them).
 NOT_MODELLED_SWITCHES = frozenset({"--disable-hybrid-kv-cache-manager"})
-NOT_MODELLED_VALUED = frozenset({"--swap-space", "--cpu-offload-params", "--offload-group-size"})
+NOT_MODELLED_VALUED = frozenset(
+    {
+        "--swap-space", "--cpu-offload-params", "--offload-group-size", "--kv-cache-dtype-skip-layers",
+        "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
+        "--moe-backend", "--linear-backend", "--max-seq-len-to-capture",
+    }
+)  # fmt: skip
 NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
 
 
