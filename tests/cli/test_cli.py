@@ -427,8 +427,8 @@ def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys
     assert code == 0 and doc["verdict"] in ("Fits", "Tight")
     [n] = [n for n in doc["notes"] if n.startswith("not read")]
     assert "--attention-backend flashinfer" in n and "--load-format auto" in n
-    # a typo, a memory flag fitgate does not model, and gguf weights are not dropped unread
-    for bad in (("--max-model-length", "8192"), ("--no-enable-chunked-prefill",)):
+    # a typo and a flag vLLM does not have are errors; gguf weights are Unknown
+    for bad in (("--max-model-length", "8192"), ("--no-such-vllm-flag",)):
         with pytest.raises(SystemExit) as exc:  # argparse's own errors exit through SystemExit
             main(["plan", *base, *bad])
         assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err, bad
