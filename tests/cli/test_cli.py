@@ -393,7 +393,7 @@ def test_what_fitgate_does_not_size_is_unknown_not_a_usage_error(
 ) -> None:
     # hunt26 F2: `plan` answered "error" and exit 2 (bad input) for a KV cache dtype vLLM 0.30+ takes, a load-time
     # method it does not size and an architecture it does not know, where `check` and the webhook answer Unknown.
-    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "L4", "--max-model-len", "40960")  # bf16 KV does not fit it
     for extra in (("--kv-cache-dtype", "turboquant_k8v4"), ("--quantization", "lut_b_moe")):
         code, doc = plan_json(capsys, *base, *extra)
         assert (code, doc["verdict"], doc["reasons"][0]["code"]) == (0, "Unknown", "SettingsNotModelled"), doc

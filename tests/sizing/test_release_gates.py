@@ -116,11 +116,16 @@ def test_kv_cache_dtypes_of_recent_releases_are_sized_or_unknown_never_refused()
     assert any("scale per token and KV head" in n for n in int8.notes)
     f16 = plan(qwen, L4, ServingConfig(max_model_len=8192, kv_cache_dtype="float16"))
     assert f16.kv.bytes_per_token == bf16.kv.bytes_per_token
+    # hunt32 F3: a packed sub-byte cache stores less a token than bf16, so the bf16 plan bounds it: where that fits,
+    # the packed one does (the bf16 plan's verdict, with a note); where it does not, the fit is not shown: Unknown
+    packed = plan(qwen, L4, ServingConfig(max_model_len=8192, kv_cache_dtype="turboquant_4bit_nc"))
+    assert packed.verdict is bf16.verdict and packed.serving.kv_cache_dtype == "turboquant_4bit_nc"
+    assert any("packed sub-byte pages are not sized" in n for n in packed.notes)
     with pytest.raises(NotModelledError, match="taken by vLLM but not sized"):
-        plan(qwen, L4, ServingConfig(max_model_len=8192, kv_cache_dtype="turboquant_4bit_nc"))
+        plan(qwen, L4, ServingConfig(max_model_len=40960, kv_cache_dtype="turboquant_4bit_nc"))
     raw = {
         "model": {"name": "Qwen/Qwen3-8B", "source": "catalog"},
-        "serving": {"maxModelLen": 8192, "kvCacheDtype": "turboquant_4bit_nc"},
+        "serving": {"maxModelLen": 40960, "kvCacheDtype": "turboquant_4bit_nc", "gpuMemoryUtilization": 0.25},
     }
     ev = evaluate(parse_spec(raw), qwen, gpus(H100))
     assert ev.verdict is Verdict.UNKNOWN and ev.reason is ReasonCode.SETTINGS_NOT_MODELLED, ev.message

@@ -75,7 +75,8 @@ def test_shell_string_from_vllm_k8s_docs() -> None:
     r = read_workload(first("vllm-docs-k8s-nvidia.yaml"))
     assert r is not None and r.invalid is None
     assert r.model == "mistralai/Mistral-7B-Instruct-v0.3"
-    assert r.serving == {"maxNumBatchedTokens": 1024}  # underscore spelling read as vLLM does
+    # underscore spelling read as vLLM does; --enable-chunked-prefill (on, vLLM's default) read too
+    assert r.serving == {"maxNumBatchedTokens": 1024, "enableChunkedPrefill": True}
     assert r.vllm_version == "0.34.0"  # :latest is the newest release fitgate models
     assert r.gpus_per_replica == 1 and r.gpu_shortfall() is None
 

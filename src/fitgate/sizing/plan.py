@@ -20,7 +20,8 @@ from fitgate.sizing import extras, multimodal, offload
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing.activation import ProfileEstimate, estimate_profile
 from fitgate.sizing.auto_fit import plan_auto
-from fitgate.sizing.dtypes import MODEL_DTYPES
+from fitgate.sizing.dtypes import KV_CACHE_DTYPES_NOT_SIZED, MODEL_DTYPES
+from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.extensible import (
     MARGIN_FLOOR_BYTES,
     ROCM_MARGIN_FLOOR_BYTES,
@@ -367,6 +368,31 @@ _RANKS_MEMO: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan,
 _RANKS_BY_ID: IdentityMemo[tuple[VllmAccounting, ResolvedServing, tuple[RankPlan, ...], _Base]] = IdentityMemo(4096)
 
 
+def _packed_kv_bound(model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None) -> Plan:
+    """A packed sub-byte KV cache (TurboQuant, NVFP4, int4 per head ...), which fitgate does not lay out (hunt32 F3).
+
+    Every such dtype stores less than the model's dtype a token, so the plan at ``auto`` bounds it: where that
+    fits, so does the packed cache (the verdict is that plan's, with a note); where it does not, the fit is not
+    shown either way: Unknown (``NotModelledError``), never a denial for it.
+    """
+    bound = plan(model, gpu, dataclasses.replace(serving, kv_cache_dtype="auto"), workload)
+    dtype = serving.kv_cache_dtype
+    if bound.verdict is Verdict.DOES_NOT_FIT:
+        raise NotModelledError(
+            "kv_cache_dtype",
+            dtype,
+            "its packed sub-byte pages and scales; the fit is not checked (it does not fit "
+            "at the model's dtype, which takes more)",
+        )
+    note = (
+        f"--kv-cache-dtype {dtype}: its packed sub-byte pages are not sized; this plan holds the KV cache at the "
+        "model's dtype, which takes more memory a token, so the packed cache fits at least as well (more tokens)"
+    )
+    return dataclasses.replace(
+        bound, serving=dataclasses.replace(bound.serving, kv_cache_dtype=dtype), notes=(*bound.notes, note)
+    )
+
+
 def plan(
     model: ModelInput,
     gpu: GpuModel,
@@ -385,6 +411,8 @@ def plan(
         SizingError: A setting is out of range or inconsistent with the model.
     """
     serving = serving or ServingConfig()
+    if serving.kv_cache_dtype in KV_CACHE_DTYPES_NOT_SIZED:
+        return _packed_kv_bound(model, gpu, serving, workload)
     if serving.max_model_len_auto:
         return plan_auto(plan, model, gpu, serving, workload)
     accounting, rs, ranks, base = _ranks(model, gpu, serving, workload)
