@@ -85,23 +85,15 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
                 i += 1
             taken.append(f"{name} {' '.join(values)[:60]} (not modelled)".replace("  ", " "))
             continue
-        if name in NOT_MODELLED_VALUED:
-            if not eq:
-                if i >= len(words) or words[i].startswith("--"):
-                    raise SizingError(name, None, "a value (vLLM's flag takes one)")
-                value = words[i]
-                i += 1
-            taken.append(f"{name} {value[:60]} (not modelled)")
-            continue
-        if name in IGNORED_VALUED:
-            if not eq:
+        if name in NOT_MODELLED_VALUED or name in IGNORED_VALUED:
+            if not eq:  # the value is the next word, as argparse takes it
                 if i >= len(words) or words[i].startswith("--"):
                     raise SizingError(name, None, "a value (vLLM's flag takes one)")
                 value = words[i]
                 i += 1
             if name == "--load-format" and value.strip().lower() == "gguf":
                 raise NotModelledError("load_format", value, "a GGUF file's weights (each tensor's quantization type)")
-            taken.append(f"{name} {value[:60]}")
+            taken.append(f"{name} {value[:60]}" + (" (not modelled)" if name in NOT_MODELLED_VALUED else ""))
             continue
         unknown.append(word)
     return taken, unknown
