@@ -471,3 +471,21 @@ def test_vllms_underscore_spellings_and_old_boolean_values_plan(capsys: pytest.C
     assert old["serving"]["max_num_batched_tokens"] == 32768
     code, doc = plan_json(capsys, *base, "--shutdown-timeout", "10", "--kv-cache-dtype-skip-layers", "0,1")
     assert code == 0 and any("--kv-cache-dtype-skip-layers 0,1" in n and "not modelled" in n for n in doc["notes"])
+
+
+def test_model_cards_serving_flags_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt35 F1/F2: NVIDIA's Nemotron commands (--reasoning-parser-plugin), Cosmos-Reason2 (--media-io-kwargs), the
+    # gpt-oss recipe (--tool-server demo), two served names, and a Devstral card's --num-gpu-blocks-override were exit 2
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    flags = (
+        "--served-model-name", "a", "b", "--reasoning-parser-plugin", "p.py", "--tool-server", "demo",
+        "--media-io-kwargs", '{"video": {"num_frames": 8}}', "--num-gpu-blocks-override", "512",
+    )  # fmt: skip
+    code, doc = plan_json(capsys, *base, *flags)
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight")
+    [n] = [n for n in doc["notes"] if n.startswith("not read")]
+    assert "--served-model-name a b" in n and "--num-gpu-blocks-override 512" in n.split("not modelled")[1]
+    # vLLM's older --cuda-graph-sizes is --cudagraph-capture-sizes
+    _, old = plan_json(capsys, *base, "--cuda-graph-sizes", "1", "2", "4")
+    _, new = plan_json(capsys, *base, "--cudagraph-capture-sizes", "1", "2", "4")
+    assert old["per_gpu"] == new["per_gpu"]

@@ -135,6 +135,8 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
         if word.startswith("--"):
             key, eq, value = word.partition("=")
             spelled = _FLAG_NAME.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + eq + value
+            if spelled.partition("=")[0] == "--cuda-graph-sizes":  # vLLM's older name (hunt35 F2)
+                spelled = "--cudagraph-capture-sizes" + spelled[len("--cuda-graph-sizes") :]
             m = _BOOLEAN_VALUE.fullmatch(spelled)
             if m:
                 spelled = f"--{m.group(1)}" if m.group(2).lower() == "true" else f"--no-{m.group(1)}"

@@ -22,14 +22,15 @@ IGNORED_SWITCHES = frozenset(
         "--enable-reasoning", "--enable-sleep-mode", "--disable-uvicorn-access-log", "--enable-prompt-tokens-details",
         "--enable-force-include-usage", "--enable-server-load-tracking", "--headless", "--disable-fastapi-docs",
         "--enable-request-id-headers", "--return-tokens-as-token-ids", "--use-tqdm-on-load",
-        "--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune",
+        "--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune", "--enable-mm-embeds",
+        "--disable-cascade-attn", "--data-parallel-hybrid-lb", "--data-parallel-external-lb",
     }
 )  # fmt: skip
 #: vLLM 0.34 flags with one value that do not change the memory plan (``--load-format gguf`` is the exception, read).
 IGNORED_VALUED = frozenset(
     {
         "--attention-backend", "--load-format", "--tool-call-parser", "--reasoning-parser", "--chat-template",
-        "--served-model-name", "--host", "--port", "--api-key", "--tokenizer", "--tokenizer-mode", "--download-dir",
+        "--host", "--port", "--api-key", "--tokenizer", "--tokenizer-mode", "--download-dir",
         "--seed", "--uvicorn-log-level", "--api-server-count", "--distributed-executor-backend",
         "--generation-config", "--override-generation-config", "--tokenizer-revision", "--code-revision",
         "--max-log-len", "--allowed-local-media-path", "--chat-template-content-format", "--response-role",
@@ -39,7 +40,10 @@ IGNORED_VALUED = frozenset(
         "--shutdown-timeout", "--fingerprint-mode", "--nnodes", "--node-rank", "--stream-interval",
         "--mm-encoder-attn-backend", "--mm-processor-cache-type", "--data-parallel-backend",
         "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-start-rank", "--master-addr",
-        "--master-port", "--num-scheduler-steps",
+        "--master-port", "--num-scheduler-steps", "--reasoning-parser-plugin", "--media-io-kwargs",
+        "--video-pruning-rate", "--tool-server", "--default-chat-template-kwargs", "--scheduling-policy",
+        "--safetensors-load-strategy", "--model-loader-extra-config", "--long-prefill-token-threshold",
+        "--max-num-partial-prefills", "--max-long-partial-prefills",
     }
 )  # fmt: skip
 
@@ -50,16 +54,22 @@ IGNORED_VALUED = frozenset(
 #: ``--cpu-offload-params`` picks which weights ``--cpu-offload-gb`` moves; ``--lora-modules`` names adapters loaded
 #: into the ``--max-loras`` slots the plan counts (several values); ``--kv-cache-dtype-skip-layers`` keeps some layers'
 #: KV at the model's dtype; the ``--mamba-*`` state dtype / block flags, the MoE and linear kernel backends, and V0's
-#: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them).
-NOT_MODELLED_SWITCHES = frozenset({"--disable-hybrid-kv-cache-manager"})
+#: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them); ``--num-gpu-blocks-override`` fixes the
+#: pool; ``--skip-mm-profiling`` leaves the encoder out of the profile; V0's ``--speculative-model`` (hunt35 F1/F2).
+NOT_MODELLED_SWITCHES = frozenset(
+    {"--disable-hybrid-kv-cache-manager", "--disable-custom-all-reduce", "--skip-mm-profiling"}
+)
 NOT_MODELLED_VALUED = frozenset(
     {
         "--swap-space", "--cpu-offload-params", "--offload-group-size", "--kv-cache-dtype-skip-layers",
         "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
-        "--moe-backend", "--linear-backend", "--max-seq-len-to-capture",
+        "--moe-backend", "--linear-backend", "--max-seq-len-to-capture", "--num-gpu-blocks-override",
+        "--speculative-model", "--num-speculative-tokens",
     }
 )  # fmt: skip
 NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
+#: vLLM flags with several values (``nargs="+"``) that do not change the memory plan.
+IGNORED_LISTS = frozenset({"--served-model-name", "--logits-processors", "--ignore-patterns"})
 
 
 def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -78,12 +88,13 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
         if name in NOT_MODELLED_SWITCHES and not eq:
             taken.append(f"{name} (not modelled)")
             continue
-        if name in NOT_MODELLED_LISTS:
+        if name in NOT_MODELLED_LISTS or name in IGNORED_LISTS:
             values = [value] if eq else []
             while not eq and i < len(words) and not words[i].startswith("--"):
                 values.append(words[i])
                 i += 1
-            taken.append(f"{name} {' '.join(values)[:60]} (not modelled)".replace("  ", " "))
+            mark = " (not modelled)" if name in NOT_MODELLED_LISTS else ""
+            taken.append(f"{name} {' '.join(values)[:60]}{mark}".replace("  ", " "))
             continue
         if name in NOT_MODELLED_VALUED or name in IGNORED_VALUED:
             if not eq:  # the value is the next word, as argparse takes it
