@@ -180,7 +180,7 @@ def test_kserve_inference_service_misfit_is_denied(kube: Kube, operator: Operato
     wait_annotated(kube, ns, "inferenceservice", "huggingface-llama3", "Fits")
 
 
-def test_pod_without_a_gpu_limit_is_denied_and_a_statefulset_that_fits_admitted(
+def test_a_pod_with_too_few_gpus_is_denied_and_a_statefulset_that_fits_admitted(
     kube: Kube, operator: Operator, namespace: str
 ) -> None:
     ns = labelled(kube, namespace, "enforce")
@@ -189,9 +189,15 @@ def test_pod_without_a_gpu_limit_is_denied_and_a_statefulset_that_fits_admitted(
         "image": "vllm/vllm-openai:v0.19.0",
         "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192", "-tp", "2"],
     }
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"}, "spec": {"containers": [container]}}
+    one = {**container, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"}, "spec": {"containers": [one]}}
     result = apply(kube, ns, pod, check=False)
     assert result.returncode != 0 and "set nvidia.com/gpu: 2" in result.stderr, result.stderr
+    # no GPU resource at all: the node's default runtime may expose its GPUs (hunt27 F2), so Unknown, admitted with
+    # a warning under the default policy, never denied as "no GPU"
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"}, "spec": {"containers": [container]}}
+    result = apply(kube, ns, bare, check=False)
+    assert result.returncode == 0 and "asks for no nvidia.com/gpu" in result.stderr, result.stderr
     sts = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
