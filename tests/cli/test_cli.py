@@ -489,3 +489,16 @@ def test_model_cards_serving_flags_plan(capsys: pytest.CaptureFixture[str]) -> N
     _, old = plan_json(capsys, *base, "--cuda-graph-sizes", "1", "2", "4")
     _, new = plan_json(capsys, *base, "--cudagraph-capture-sizes", "1", "2", "4")
     assert old["per_gpu"] == new["per_gpu"]
+
+
+def test_vllm_0_6_commands_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt36 F1-F3: 0.4-0.6 flags (--use-v2-block-manager: vllm#9990 started with it; --tokenizer-pool-size,
+    # --max-context-len-to-capture), the two-word `--enable-chunked-prefill False` (vllm#7768) and a load-time method of
+    # that era (deepspeedfp) were exit 2
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--vllm-version", "0.6.3", "--max-model-len", "16384")
+    flags = ("--use-v2-block-manager", "--tokenizer-pool-size", "2", "--max-context-len-to-capture", "8192")
+    code, doc = plan_json(capsys, *base, *flags, "--enable-chunked-prefill", "False")
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight")
+    assert any("--use-v2-block-manager" in n and "--max-context-len-to-capture 8192" in n for n in doc["notes"])
+    code, doc = plan_json(capsys, *base, "--quantization", "deepspeedfp")
+    assert (code, doc["verdict"]) == (0, "Unknown")

@@ -126,11 +126,16 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
     """Flags as vLLM's own parser reads them (hunt32 F1).
 
     ``_`` is ``-`` in a flag's name up to its first ``.`` (``--max_num_seqs``, ``--speculative_config.method``:
-    ``FlexibleArgumentParser.parse_args``, vllm 0.34.0 ``utils/argparse_utils.py`` L374-393), and 0.6's
-    ``--enable-X=False`` is ``--no-enable-X``.
+    ``FlexibleArgumentParser.parse_args``, vllm 0.34.0 ``utils/argparse_utils.py`` L374-393), and 0.5-0.6's
+    ``--enable-X=False`` / ``--enable-X False`` is ``--no-enable-X``.
     """
-    out = []
+    out: list[str] = []
     for word in words:
+        if out and word.lower() in ("true", "false") and _BOOLEAN_VALUE.fullmatch(f"{out[-1]}={word}"):
+            # 0.5-0.6's StoreBoolean took the value as the next word too: --enable-chunked-prefill False (hunt36 F2)
+            flag = out.pop().removeprefix("--")
+            out.append(f"--{flag}" if word.lower() == "true" else f"--no-{flag}")
+            continue
         spelled = word
         if word.startswith("--"):
             key, eq, value = word.partition("=")

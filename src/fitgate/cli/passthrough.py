@@ -24,6 +24,8 @@ IGNORED_SWITCHES = frozenset(
         "--enable-request-id-headers", "--return-tokens-as-token-ids", "--use-tqdm-on-load",
         "--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune", "--enable-mm-embeds",
         "--disable-cascade-attn", "--data-parallel-hybrid-lb", "--data-parallel-external-lb",
+        # vLLM 0.4-0.6 (hunt36 F1: engine/arg_utils.py 0.6.3.post1; vllm#9990 starts with --use-v2-block-manager)
+        "--use-v2-block-manager", "--worker-use-ray", "--engine-use-ray", "--multi-step-stream-outputs",
     }
 )  # fmt: skip
 #: vLLM 0.34 flags with one value that do not change the memory plan (``--load-format gguf`` is the exception, read).
@@ -43,7 +45,10 @@ IGNORED_VALUED = frozenset(
         "--master-port", "--num-scheduler-steps", "--reasoning-parser-plugin", "--media-io-kwargs",
         "--video-pruning-rate", "--tool-server", "--default-chat-template-kwargs", "--scheduling-policy",
         "--safetensors-load-strategy", "--model-loader-extra-config", "--long-prefill-token-threshold",
-        "--max-num-partial-prefills", "--max-long-partial-prefills",
+        "--max-num-partial-prefills", "--max-long-partial-prefills", "--tokenizer-pool-size", "--preemption-mode",
+        "--scheduler-delay-factor", "--num-lookahead-slots", "--ngram-prompt-lookup-max", "--ngram-prompt-lookup-min",
+        "--speculative-max-model-len", "--speculative-disable-by-batch-size", "--image-input-type",
+        "--tokenizer-pool-type",
     }
 )  # fmt: skip
 
@@ -57,14 +62,19 @@ IGNORED_VALUED = frozenset(
 #: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them); ``--num-gpu-blocks-override`` fixes the
 #: pool; ``--skip-mm-profiling`` leaves the encoder out of the profile; V0's ``--speculative-model`` (hunt35 F1/F2).
 NOT_MODELLED_SWITCHES = frozenset(
-    {"--disable-hybrid-kv-cache-manager", "--disable-custom-all-reduce", "--skip-mm-profiling"}
+    {
+        "--disable-hybrid-kv-cache-manager",
+        "--disable-custom-all-reduce",
+        "--skip-mm-profiling",
+        "--disable-sliding-window",
+    }
 )
 NOT_MODELLED_VALUED = frozenset(
     {
         "--swap-space", "--cpu-offload-params", "--offload-group-size", "--kv-cache-dtype-skip-layers",
         "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
         "--moe-backend", "--linear-backend", "--max-seq-len-to-capture", "--num-gpu-blocks-override",
-        "--speculative-model", "--num-speculative-tokens",
+        "--speculative-model", "--num-speculative-tokens", "--max-context-len-to-capture", "--max-paddings",
     }
 )  # fmt: skip
 NOT_MODELLED_LISTS = frozenset({"--lora-modules"})

@@ -271,4 +271,11 @@ DEFERRED_ONLINE_SINCE = (0, 30, 0)
 #: linear layers with unquantized experts: ``config/quantization.py`` 0.34.0 ``_ONLINE_SHORTHANDS``), torchao and
 #: humming (no config file of their own), and gguf (a GGUF file's per-tensor types, which fitgate does not read: hunt28
 #: F2). A plan with one is Unknown (``NotModelledError``), never refused for it.
-RUNTIME_QUANTIZATION_NOT_SIZED = frozenset({"online", "lut_b_moe", "mxfp4_hadamard32", "torchao", "humming", "gguf"})
+RUNTIME_QUANTIZATION_NOT_SIZED = frozenset(
+    {
+        "online", "lut_b_moe", "mxfp4_hadamard32", "torchao", "humming", "gguf",
+        # load-time methods of older releases and other devices (hunt36 F3): DeepSpeed's FP6/FP8 (0.4-0.6), TPU int8,
+        # AWS Neuron's
+        "deepspeedfp", "tpu_int8", "neuron_quant",
+    }
+)  # fmt: skip

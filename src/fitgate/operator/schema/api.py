@@ -340,6 +340,9 @@ class Serving(_Spec):
             "torchao",
             "humming",
             "gguf",
+            "deepspeedfp",
+            "tpu_int8",
+            "neuron_quant",
         ]
         | None
     ) = Field(
@@ -347,7 +350,8 @@ class Serving(_Spec):
         description="--quantization applied while loading an unquantized checkpoint: vLLM's online methods and "
         "shorthands (fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel, mxfp8, mxfp4 (from vLLM 0.30), "
         "int8_per_channel_weight_only, nvfp4_per_token, experts_int8, bitsandbytes, ROCm's ptpc_fp8) are sized; "
-        "online, lut_b_moe, mxfp4_hadamard32, torchao, humming and gguf are not (the verdict is Unknown). "
+        "online, lut_b_moe, mxfp4_hadamard32, torchao, humming, gguf, deepspeedfp, tpu_int8 and neuron_quant are not "
+        "(the verdict is Unknown). "
         "Default: none (a quantized checkpoint is detected from its config).",
     )
     tensor_parallel_size: int = Field(
