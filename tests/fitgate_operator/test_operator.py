@@ -924,7 +924,8 @@ def test_the_crd_accepts_the_values_fitgate_plan_accepts() -> None:
     )
     quantization = Serving.model_fields["quantization"].annotation
     named = {a for arg in get_args(quantization) for a in get_args(arg)}
-    assert named == set(RUNTIME_QUANTIZATION) | RUNTIME_QUANTIZATION_NOT_SIZED  # the latter answered Unknown
+    # the sized methods and the ones answered Unknown, and the checkpoint methods vLLM takes (hunt37 F1)
+    assert named >= set(RUNTIME_QUANTIZATION) | RUNTIME_QUANTIZATION_NOT_SIZED and {"awq", "modelopt_fp4"} <= named
     limit = next(m.le for m in WorkloadSpec.model_fields["concurrent_requests"].metadata if hasattr(m, "le"))
     assert limit == 1 << 20  # plan()'s concurrency limit
     from fitgate.sizing.parallel import ALL2ALL_BACKENDS  # noqa: PLC0415
@@ -979,3 +980,24 @@ def no_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [no_nulls(v) for v in value]
     return value
+
+
+def test_the_crd_takes_the_values_vllm_takes() -> None:
+    # hunt37 F1-F5: a ModelDeployment refused values vLLM takes, so `kubectl apply` failed before the webhook ran
+    from fitgate.operator.decision.evaluate import serving_config  # noqa: PLC0415
+
+    def spec(**serving: object) -> Any:
+        return parse_spec({"model": {"name": "Qwen/Qwen3-8B"}, "serving": serving})
+
+    # vLLM's human sizes (128k = 128,000, 128K = 131,072) and -1 for auto (engine/arg_utils.py 0.34.0 L403-405)
+    assert spec(maxModelLen="128k").serving.max_model_len == 128000
+    assert spec(maxModelLen="128K").serving.max_model_len == 131072
+    assert spec(maxModelLen=-1).serving.max_model_len == spec(maxModelLen="auto").serving.max_model_len == "auto"
+    for bad in (0, "12q", 1 << 40):
+        with pytest.raises(SpecError, match="maxModelLen: a number of tokens"):
+            spec(maxModelLen=bad)
+    assert spec(dtype="half").serving.dtype == "float16" and spec(dtype="float").serving.dtype == "float32"
+    assert spec(quantization="awq").serving.quantization == "awq"  # a quantized checkpoint's method
+    assert spec(speculativeConfig={"method": "qwen3_next_mtp"}).serving.speculative_config.method == "mtp"
+    mm = spec(multimodal={"limitPerPrompt": {"image": {"count": 2, "width": 512, "height": 512}, "video": 0}})
+    assert serving_config(mm).limit_mm_per_prompt == (("image", 2), ("video", 0))

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from fitgate.sizing.cudagraphs import MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
 from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES, MAX_HF_OVERRIDES_DEPTH, json_depth
 from fitgate.sizing.performance import MAX_REQUEST_RATE, MAX_TARGET_MS
+from fitgate.workloads.flagvalues import human_int
 
 GROUP = "fitgate.io"
 VERSION = "v1alpha1"
@@ -96,14 +97,58 @@ class Engine(_Spec):
 class SpeculativeConfig(_Spec):
     """--speculative-config: speculative decoding, as far as it changes memory."""
 
-    method: Literal["mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark"] = (
-        Field(
-            description="vLLM's method. mtp (also what vLLM makes of deepseek_mtp, qwen3_next_mtp, ...): the "
-            "checkpoint's own multi-token-prediction layers, counted on the last pipeline stage (weights and KV "
-            "cache). ngram, ngram_gpu, suffix: no drafter memory. eagle, eagle3, draft_model, dflash, dspark: a "
-            "drafter from another checkpoint, not counted (the status says so)."
-        )
+    method: Literal[
+        "mtp",
+        "ngram",
+        "ngram_gpu",
+        "suffix",
+        "eagle",
+        "eagle3",
+        "draft_model",
+        "dflash",
+        "dspark",
+        # vLLM 0.34's MTPModelTypes (config/speculative.py L53-84), which it reads as mtp (hunt37 F4)
+        "deepseek_mtp",
+        "dots3_note_mtp",
+        "mimo_mtp",
+        "mimo_v2_mtp",
+        "glm4_moe_mtp",
+        "glm4_moe_lite_mtp",
+        "glm_ocr_mtp",
+        "ernie_mtp",
+        "nemotron_h_mtp",
+        "nemotron3_5_transcribe_mtp",
+        "exaone_moe_mtp",
+        "exaone4_5_mtp",
+        "qwen3_next_mtp",
+        "qwen4_exp_mtp",
+        "qwen3_5_mtp",
+        "longcat_flash_mtp",
+        "bailing_hybrid_v3_mtp",
+        "minimax_m3_mtp",
+        "bailing_hybrid_mtp",
+        "kimi_k3_mtp",
+        "pangu_ultra_moe_mtp",
+        "step3p5_mtp",
+        "step5_mtp",
+        "hy_v3_mtp",
+        "hy_v4_mtp",
+        "gemma4_mtp",
+        "inkling_mtp",
+        "glm5_next_mtp",
+    ] = Field(
+        description="vLLM's method. mtp (and the *_mtp names vLLM reads as mtp: deepseek_mtp, qwen3_next_mtp, ...): "
+        "the checkpoint's own multi-token-prediction layers, counted on the last pipeline stage (weights and KV "
+        "cache). ngram, ngram_gpu, suffix: no drafter memory. eagle, eagle3, draft_model, dflash, dspark: a "
+        "drafter from another checkpoint, not counted (the status says so)."
     )
+
+    @field_validator("method")
+    @classmethod
+    def _mtp_names(cls, value: str) -> str:
+        """Every ``*_mtp`` name is vLLM's ``mtp`` (a deprecation warning in 0.34)."""
+        return "mtp" if value.endswith("_mtp") else value
+
     num_speculative_tokens: int | None = Field(
         default=None,
         alias="numSpeculativeTokens",
@@ -173,15 +218,33 @@ class KVOffloadingSpec(_Spec):
     backend: Literal["native", "lmcache"] = Field(default="native", description="--kv-offloading-backend.")
 
 
+class MultimodalLimit(_Spec):
+    """One modality's limit in vLLM's dict form (config/multimodal.py 0.34.0 L306-320): a count and the item size."""
+
+    count: int = Field(ge=0, le=1 << 20, description="Items of the modality per prompt.")
+    width: int | None = Field(default=None, ge=1, le=1 << 20, description="Image / video width (not sized).")
+    height: int | None = Field(default=None, ge=1, le=1 << 20, description="Image / video height (not sized).")
+    num_frames: int | None = Field(default=None, ge=1, le=1 << 20, description="Video frames (not sized).")
+    length: int | None = Field(default=None, ge=1, le=1 << 30, description="Audio length (not sized).")
+
+
 class MultimodalSpec(_Spec):
     """Multimodal settings: what the encoder's profiling pass and the processor cache take."""
 
-    limit_per_prompt: dict[str, int] | None = Field(
+    limit_per_prompt: dict[str, int | MultimodalLimit] | None = Field(
         default=None,
         alias="limitPerPrompt",
         max_length=8,
-        description="--limit-mm-per-prompt, e.g. {image: 2, video: 0}. Default: the model's maximum.",
+        description="--limit-mm-per-prompt, e.g. {image: 2, video: 0}, or vLLM's dict form {image: {count: 2, "
+        "width: 512, height: 512}} (the count is sized; the item size is not). Default: the model's maximum.",
     )
+
+    def limit_counts(self) -> dict[str, int] | None:
+        """The count per modality, whichever form the limit was written in (hunt37 F5)."""
+        if self.limit_per_prompt is None:
+            return None
+        return {k: v if isinstance(v, int) else v.count for k, v in self.limit_per_prompt.items()}
+
     encoder_tp_mode: Literal["weights", "data"] = Field(
         default="weights", alias="encoderTpMode", description="--mm-encoder-tp-mode. Default: weights."
     )
@@ -205,23 +268,37 @@ class MultimodalSpec(_Spec):
 class Serving(_Spec):
     """vLLM engine settings that change memory; unset fields take vLLM's defaults."""
 
-    max_model_len: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] | Literal["auto"] | None = Field(
+    max_model_len: (
+        Annotated[int, Field(ge=-1, le=MAX_CONTEXT)]
+        | Annotated[str, Field(pattern=r"^(auto|-1|[0-9]{1,12}(\.[0-9]{1,6})?[kKmMgG]?)$")]
+        | None
+    ) = Field(
         default=None,
         alias="maxModelLen",
-        description="--max-model-len: the longest request in tokens, or auto: the longest whose one request fits "
-        "the KV cache, as vLLM 0.14+ picks it. Default: the model's context length.",
+        description="--max-model-len: the longest request in tokens (a number, or vLLM's sizes: 128k = 128,000, "
+        "128K = 131,072, 1m), or auto / -1: the longest whose one request fits the KV cache, as vLLM 0.14+ picks "
+        "it. Default: the model's context length.",
     )
 
     @field_validator("max_model_len", mode="wrap")
     @classmethod
     def _one_error_for_max_model_len(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        """One message naming both forms, not one per member of the union."""
+        """VLLM's spellings (hunt37 F3: ``human_readable_int``, -1 for auto), and one message naming the forms."""
         try:
-            return handler(value)
+            checked = handler(value)
         except ValidationError:
-            raise PydanticCustomError(
-                "max_model_len", "a number of tokens from 1 to {limit}, or auto", {"limit": MAX_CONTEXT}
-            ) from None
+            checked = None
+        if isinstance(checked, str) and checked != "auto":
+            checked = human_int(checked)
+        if checked == -1:
+            return "auto"
+        if checked == "auto" or (isinstance(checked, int) and 1 <= checked <= MAX_CONTEXT):
+            return checked
+        if value is None:
+            return None
+        raise PydanticCustomError(
+            "max_model_len", "a number of tokens from 1 to {limit} (or 128k, 128K), or auto", {"limit": MAX_CONTEXT}
+        )
 
     allow_long_max_model_len: bool = Field(
         default=False,
@@ -318,9 +395,18 @@ class Serving(_Spec):
         "vLLM 0.34 accepts; the packed sub-byte ones (int4_per_token_head, nvfp4*, turboquant_*, octave_*, "
         "ultraquant_4bit) are not sized: the verdict is Unknown. Default: auto.",
     )
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        default="auto", description="--dtype of the weights and activations. Default: auto (the checkpoint's)."
+    dtype: Literal["auto", "bfloat16", "float16", "float32", "half", "float"] = Field(
+        default="auto",
+        description="--dtype of the weights and activations (half is float16, float is float32, as in vLLM). "
+        "Default: auto (the checkpoint's).",
     )
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype_spelling(cls, value: str) -> str:
+        """The spellings ``half`` and ``float`` vLLM takes (config/model.py 0.34.0 L106; hunt37 F2: T4 / V100)."""
+        return {"half": "float16", "float": "float32"}.get(value, value)
+
     quantization: (
         Literal[
             "fp8",
@@ -343,6 +429,34 @@ class Serving(_Spec):
             "deepspeedfp",
             "tpu_int8",
             "neuron_quant",
+            # a pre-quantized checkpoint's own method, which vLLM takes to pick the kernel (model cards pass
+            # --quantization awq / modelopt_fp4; vLLM 0.34 QuantizationMethods): the checkpoint decides the bytes
+            # (hunt37 F1); on an unquantized checkpoint vLLM refuses them, and so does fitgate
+            "awq",
+            "auto_awq",
+            "awq_marlin",
+            "gptq",
+            "auto_gptq",
+            "gptq_marlin",
+            "gptq_bitblas",
+            "marlin",
+            "compressed-tensors",
+            "modelopt",
+            "modelopt_fp4",
+            "modelopt_mxfp8",
+            "modelopt_mixed",
+            "fbgemm_fp8",
+            "w4afp8",
+            "moe_wna16",
+            "quark",
+            "inc",
+            "auto-round",
+            "gpt_oss_mxfp4",
+            "deepseek_v4_fp8",
+            "bitblas",
+            "hqq",
+            "qqq",
+            "aqlm",
         ]
         | None
     ) = Field(
@@ -351,7 +465,8 @@ class Serving(_Spec):
         "shorthands (fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel, mxfp8, mxfp4 (from vLLM 0.30), "
         "int8_per_channel_weight_only, nvfp4_per_token, experts_int8, bitsandbytes, ROCm's ptpc_fp8) are sized; "
         "online, lut_b_moe, mxfp4_hadamard32, torchao, humming, gguf, deepspeedfp, tpu_int8 and neuron_quant are not "
-        "(the verdict is Unknown). "
+        "(the verdict is Unknown); a quantized checkpoint's own method (awq, gptq, modelopt_fp4, compressed-tensors "
+        "...) is taken, the checkpoint's config deciding the bytes. "
         "Default: none (a quantized checkpoint is detected from its config).",
     )
     tensor_parallel_size: int = Field(
