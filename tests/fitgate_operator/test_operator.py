@@ -984,8 +984,6 @@ def no_nulls(value: Any) -> Any:
 
 def test_the_crd_takes_the_values_vllm_takes() -> None:
     # hunt37 F1-F5: a ModelDeployment refused values vLLM takes, so `kubectl apply` failed before the webhook ran
-    from fitgate.operator.decision.evaluate import serving_config  # noqa: PLC0415
-
     def spec(**serving: object) -> Any:
         return parse_spec({"model": {"name": "Qwen/Qwen3-8B"}, "serving": serving})
 
@@ -999,5 +997,3 @@ def test_the_crd_takes_the_values_vllm_takes() -> None:
     assert spec(dtype="half").serving.dtype == "float16" and spec(dtype="float").serving.dtype == "float32"
     assert spec(quantization="awq").serving.quantization == "awq"  # a quantized checkpoint's method
     assert spec(speculativeConfig={"method": "qwen3_next_mtp"}).serving.speculative_config.method == "mtp"
-    mm = spec(multimodal={"limitPerPrompt": {"image": {"count": 2, "width": 512, "height": 512}, "video": 0}})
-    assert serving_config(mm).limit_mm_per_prompt == (("image", 2), ("video", 0))

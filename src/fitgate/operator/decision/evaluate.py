@@ -210,7 +210,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         kv_connector=s.kv_transfer.connector if s.kv_transfer else None,
         kv_role=s.kv_transfer.role if s.kv_transfer else None,
         kv_buffer_device=s.kv_transfer.buffer_device if s.kv_transfer else None,
-        limit_mm_per_prompt=tuple(sorted((mm.limit_counts() or {}).items())) if mm and mm.limit_per_prompt else None,
+        limit_mm_per_prompt=tuple(sorted(mm.limit_per_prompt.items())) if mm and mm.limit_per_prompt else None,
         mm_encoder_tp_mode=mm.encoder_tp_mode if mm else "weights",
         mm_max_pixels=mm.max_pixels if mm else None,
         mm_processor_cache_bytes=int(mm.processor_cache_gib * GiB)

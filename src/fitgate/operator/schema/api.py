@@ -218,32 +218,15 @@ class KVOffloadingSpec(_Spec):
     backend: Literal["native", "lmcache"] = Field(default="native", description="--kv-offloading-backend.")
 
 
-class MultimodalLimit(_Spec):
-    """One modality's limit in vLLM's dict form (config/multimodal.py 0.34.0 L306-320): a count and the item size."""
-
-    count: int = Field(ge=0, le=1 << 20, description="Items of the modality per prompt.")
-    width: int | None = Field(default=None, ge=1, le=1 << 20, description="Image / video width (not sized).")
-    height: int | None = Field(default=None, ge=1, le=1 << 20, description="Image / video height (not sized).")
-    num_frames: int | None = Field(default=None, ge=1, le=1 << 20, description="Video frames (not sized).")
-    length: int | None = Field(default=None, ge=1, le=1 << 30, description="Audio length (not sized).")
-
-
 class MultimodalSpec(_Spec):
     """Multimodal settings: what the encoder's profiling pass and the processor cache take."""
 
-    limit_per_prompt: dict[str, int | MultimodalLimit] | None = Field(
+    limit_per_prompt: dict[str, int] | None = Field(
         default=None,
         alias="limitPerPrompt",
         max_length=8,
-        description="--limit-mm-per-prompt, e.g. {image: 2, video: 0}, or vLLM's dict form {image: {count: 2, "
-        "width: 512, height: 512}} (the count is sized; the item size is not). Default: the model's maximum.",
+        description="--limit-mm-per-prompt, e.g. {image: 2, video: 0}. Default: the model's maximum.",
     )
-
-    def limit_counts(self) -> dict[str, int] | None:
-        """The count per modality, whichever form the limit was written in (hunt37 F5)."""
-        if self.limit_per_prompt is None:
-            return None
-        return {k: v if isinstance(v, int) else v.count for k, v in self.limit_per_prompt.items()}
 
     encoder_tp_mode: Literal["weights", "data"] = Field(
         default="weights", alias="encoderTpMode", description="--mm-encoder-tp-mode. Default: weights."
