@@ -997,3 +997,11 @@ def test_the_crd_takes_the_values_vllm_takes() -> None:
     assert spec(dtype="half").serving.dtype == "float16" and spec(dtype="float").serving.dtype == "float32"
     assert spec(quantization="awq").serving.quantization == "awq"  # a quantized checkpoint's method
     assert spec(speculativeConfig={"method": "qwen3_next_mtp"}).serving.speculative_config.method == "mtp"
+    # the CRD's names are the sizing core's: its own methods and vLLM's MTPModelTypes (one list kept in two places
+    # because the CRD's enum is static; this ties them)
+    from typing import get_args  # noqa: PLC0415
+
+    from fitgate.operator.schema.api import SpeculativeConfig  # noqa: PLC0415
+    from fitgate.sizing.speculative import MTP_METHODS, SPEC_METHODS  # noqa: PLC0415
+
+    assert set(get_args(SpeculativeConfig.model_fields["method"].annotation)) == set(SPEC_METHODS) | MTP_METHODS

@@ -49,6 +49,7 @@ MTP_METHODS = frozenset(
         "glm_ocr_mtp",
         "ernie_mtp",
         "nemotron_h_mtp",
+        "nemotron3_5_transcribe_mtp",  # 0.34.0
         "exaone_moe_mtp",
         "exaone4_5_mtp",
         "qwen3_next_mtp",
