@@ -1005,3 +1005,17 @@ def test_the_crd_takes_the_values_vllm_takes() -> None:
     from fitgate.sizing.speculative import MTP_METHODS, SPEC_METHODS  # noqa: PLC0415
 
     assert set(get_args(SpeculativeConfig.model_fields["method"].annotation)) == set(SPEC_METHODS) | MTP_METHODS
+
+
+def test_an_engine_version_that_names_no_release_is_sized_as_the_newest_with_a_warning() -> None:
+    # hunt37 F6: vLLM's own gpt-oss launch image (vllm/vllm-openai:gptoss) and image digests were refused by the CRD's
+    # pattern, so `kubectl apply` failed; a tag that names no release is now sized as the newest modelled one
+    from fitgate.operator.decision.evaluate import engine_release  # noqa: PLC0415
+    from tests.conftest import model  # noqa: PLC0415
+
+    for version in ("gptoss", "sha256:" + "a" * 64):
+        spec = parse_spec({"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"version": version}})
+        assert engine_release(spec.engine.version) is None
+        ev = evaluate(spec, model("Qwen/Qwen3-8B"), gpus(H100))
+        assert ev.verdict is not Verdict.UNKNOWN and any("names no vLLM release" in w for w in ev.warnings), ev
+    assert engine_release("v0.19.1-cu128") == "v0.19.1-cu128"

@@ -53,6 +53,7 @@ from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.memo import BoundedMemo, IdentityMemo
 from fitgate.sizing.units import GiB
+from fitgate.sizing.versions import resolve_release
 
 __all__ = ["Evaluation", "alternatives_of", "evaluate", "parallel_serving", "serving_config", "unknown", "workload_of"]
 
@@ -144,6 +145,21 @@ def _cheapest_on(model: ModelInput, wl: Workload, serving: ServingConfig, pool: 
 _POOL_OPTIONS: IdentityMemo[Option | None] = IdentityMemo(16384)
 
 
+def engine_release(version: str | None) -> str | None:
+    """``engine.version`` as the sizing core takes it.
+
+    None (the newest modelled release) for a tag or digest that names no vLLM release (hunt37 F6:
+    vllm/vllm-openai:gptoss, a sha256 digest), which the evaluation warns about.
+    """
+    if version is None:
+        return None
+    try:
+        resolve_release(version, "spec.engine.version")
+    except SizingError:
+        return None
+    return version
+
+
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
     """The sizing core's settings from a spec; one instance per value of what they are made from.
 
@@ -189,7 +205,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         gpu_memory_utilization=s.gpu_memory_utilization,
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
-        vllm_version=spec.engine.version,
+        vllm_version=engine_release(spec.engine.version),
         extensible_kv_cache=s.enable_extensible_kv_cache,
         speculative_method=s.speculative_config.method if s.speculative_config else None,
         speculative_tokens=s.speculative_config.num_speculative_tokens if s.speculative_config else None,
@@ -406,6 +422,11 @@ def evaluate(
         warnings.append(f"fitgate: it does not fit on {names}; set placement.gpuProduct to keep it off those nodes")
     if best.verdict is Verdict.UNKNOWN:
         warnings.append(f"fitgate: verdict Unknown: {best.message}")
+    if spec.engine.version is not None and engine_release(spec.engine.version) is None:
+        warnings.append(
+            f"fitgate: engine.version {spec.engine.version[:80]!r} names no vLLM release fitgate knows; sized with the "
+            "newest modelled release's accounting"
+        )
     if no_node and best.verdict in (Verdict.FITS, Verdict.TIGHT):
         message += f"; {no_node}: the verdict is the fit on that GPU, the pods wait for a node"
         warnings.insert(

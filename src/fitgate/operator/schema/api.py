@@ -86,11 +86,13 @@ class Engine(_Spec):
     name: Literal["vllm"] = Field(default="vllm", description="The engine. Only vllm is supported. Default: vllm.")
     version: str | None = Field(
         default=None,
-        max_length=64,
-        # a release, or the moving image tags latest / nightly (sized as the newest modelled release)
-        pattern=r"^(v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][A-Za-z0-9._-]*)?|(latest|nightly)([._-][A-Za-z0-9._-]*)?)$",
-        description="vLLM release (0.34.0) or image tag (v0.34.0-cu130); a release newer than fitgate models "
-        "is sized as the newest modelled one, with a note. Default: the newest modelled release (0.34.0).",
+        max_length=128,
+        # a release, an image tag or a digest; one that names no release (a vendor's tag such as gptoss, RHAIIS 3.2.1,
+        # a sha256 digest) is sized as the newest modelled release with a warning, never refused (hunt37 F6)
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$",
+        description="vLLM release (0.34.0) or image tag (v0.34.0-cu130); a release newer than fitgate models, or a "
+        "tag or digest that names no vLLM release, is sized as the newest modelled one, with a note. Default: the "
+        "newest modelled release (0.34.0).",
     )
 
 
