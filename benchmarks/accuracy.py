@@ -346,6 +346,28 @@ def error_band(rows: list[Row]) -> tuple[list[float], list[float]] | None:
     return (rel, gib) if rel else None
 
 
+def over_count(rows: list[Row]) -> tuple[float, float] | None:
+    """The largest over-count of the fitted terms on a sized case, relative to them and in GiB (two maxima).
+
+    The false-denial side of :func:`error_band`: cases where fitgate predicted less available KV than vLLM printed
+    (it counted more activation, non-torch or graph memory than vLLM used). A KV shortfall smaller than that is not
+    shown to be real, so it is Tight (verdict_rules.ESTIMATE_ERROR_FRACTION / ESTIMATE_ERROR_CAP_BYTES).
+    """
+    rel: list[float] = []
+    gib: list[float] = []
+    for r in rows:
+        truth = r.measured.get("kv_available_gib") if not r.skipped else None
+        if truth is None or not r.predicted:
+            continue
+        p = r.predicted
+        fitted = p["activation_peak_gib"] + p["graph_estimate_gib"] + p["non_torch_gib"]
+        over = truth - p["kv_available_gib"]
+        if over > 0 and fitted > 0:
+            rel.append(over / fitted)
+            gib.append(over)
+    return (max(rel), max(gib)) if rel else None
+
+
 def summarize(rows: list[Row]) -> dict[str, Any]:
     summary: dict[str, Any] = {"cases": len(rows), "sized": sum(1 for r in rows if not r.skipped)}
     for key in ("weights_gib", "kv_available_gib", "gpu_blocks", "kv_tokens"):
@@ -465,9 +487,15 @@ def main(argv: list[str] | None = None) -> int:
         rel, gib = band
         print(
             "error of the fitted terms (|predicted - measured available KV| / (activation + non-torch + graph "
-            "estimate), verdict_rules.ESTIMATE_ERROR_FRACTION): "
+            "estimate), both sides): "
             + ", ".join(f"p{q} {_pct(rel, q / 100):.2f}" for q in (50, 80, 85, 90))
             + f"; in GiB p90 {_pct(gib, 0.9):.2f} (n={len(rel)})"
+        )
+    worst = over_count(rows)
+    if worst:
+        print(
+            "largest over-count of the fitted terms (fitgate's available KV below the log's: the false-denial side; "
+            f"verdict_rules.ESTIMATE_ERROR_FRACTION / _CAP_BYTES): {worst[0]:.2f} of them, {worst[1]:.2f} GiB"
         )
     if args.json:
         summary["shapes"] = {

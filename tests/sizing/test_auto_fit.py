@@ -66,3 +66,24 @@ def test_a_suggested_length_replaces_auto() -> None:
     serving = ServingConfig(max_model_len_auto=True)
     changed = apply_suggestion(serving, Suggestion((("--max-model-len", "8192"),), Verdict.FITS, ""))
     assert changed.max_model_len == 8192 and not changed.max_model_len_auto
+
+
+def test_kaitos_two_node_qwen3_coder_preset_is_not_denied() -> None:
+    # KAITO's FastCheck e2e "qwen3-coder-30b-a3b-instruct two-node workspace" (test/e2e/preset_vllm_test.go L98, added
+    # e42bb0418 2026-01-08, skipped 2026-07-15 for GPU quota, run on every pull request by .github/workflows/
+    # workspace-e2e.yaml across KAITO's vLLM 0.12.0-0.22.1): Qwen3-Coder-30B-A3B (the catalog's Qwen3-30B-A3B shape)
+    # on 2 nodes x 2 A10, TP 2 (the SKU's GPUs) x PP 2 (the nodes, pkg/model/interface.go L322-348) over Ray, with the
+    # e2e ConfigMap's gmu 0.7 and max-model-len 2560 appended after the CLI (inference_api.py parse_args).
+    # Per GPU: budget 0.7 x 22.06 = 15.44 GiB, weights 57.2 GiB / 4 = 14.29 GiB; the last stage's sampler pass
+    # (256 x 151,936 logits), the graph estimate and non-torch memory come to 1.6-1.9 GiB of fitted terms, so fitgate's
+    # own numbers leave it 0.6-0.8 GiB short: inside the largest over-count its calibration cases show
+    # (verdict_rules.ESTIMATE_ERROR_FRACTION), so Tight with the numbers, never DoesNotFit.
+    m = model("Qwen/Qwen3-30B-A3B-Instruct-2507")
+    for version in ("0.12.0", "0.14.1", "0.17.1", "0.19.1", "0.22.1"):
+        serving = ServingConfig(
+            tensor_parallel_size=2, pipeline_parallel_size=2, gpu_memory_utilization=0.7, max_model_len=2560,
+            vllm_version=version,
+        )  # fmt: skip
+        p = plan(m, A10, serving)
+        assert p.verdict is Verdict.TIGHT, (version, p.reasons)
+        assert abs(p.per_gpu.weights_bytes / 1024**3 - 14.29) < 0.05

@@ -43,11 +43,16 @@ SIZED_FROM_0_21 = {
     # gives the log's 1.90x from its printed budget; the budget itself is high (MTP drafter not modelled).
     "gh-file-56819795714-dsv4-flash-2xrtxpro6000-tp2-v0250",
 }
-#: Sized cases whose verdict is wrong today (README: accuracy on vLLM >= 0.21): none. The 0.70 Qwen3-32B-AWQ
+#: Sized cases whose verdict is wrong today (docs/accuracy.md: accuracy on vLLM >= 0.21): one missed denial, no false
+#: one. Qwen2.5-7B-AWQ on an L4 at gmu 0.35 refused to start (1.10 GiB of KV for a 1.75 GiB request); fitgate predicts
+#: 1.01 GiB, 0.74 GiB short on 1.51 GiB of fitted terms, inside the band of the largest over-count the cases show
+#: (min(0.68 x 1.51, 1.20) = 1.03 GiB, verdict_rules.ESTIMATE_ERROR_FRACTION): Tight, a warning, not a denial. KAITO's
+#: A10 preset that ran is as short (0.84 GiB on 1.88 GiB); the band cannot tell the two apart, and the first rule
+#: takes the warning. The 0.70 Qwen3-32B-AWQ
 #: start printed 0.33 GiB of peak activation and CUDA-graph estimate where fitgate counts 0.67 + 1.23 GiB (the same
 #: run at gmu 0.85 printed 1.46 GiB), so it predicts 1.80 GiB of KV for a 2.00 GiB request: 0.20 GiB short, within
-#: the 0.51 GiB error band of those fitted terms (verdict_rules.ESTIMATE_ERROR_FRACTION), so Tight, not denied.
-WRONG_VERDICT: set[str] = set()
+#: the error band of those fitted terms (verdict_rules.ESTIMATE_ERROR_FRACTION), so Tight, not denied.
+WRONG_VERDICT = {"gh-file-68910250822-qwen25-7b-awq-l4-u035-fail"}
 EMBEDDING = "gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030"
 
 #: Checkpoints whose config.json no public repository vendors (searched: see the README's accuracy section).
@@ -154,8 +159,9 @@ def test_awq_checkpoint_weights_match_the_hub_listing(name: str, hub_bytes: int)
 
 
 def test_the_estimate_error_band_is_what_the_calibration_cases_show() -> None:
-    # verdict_rules' band (a KV shortfall within it is Tight, not DoesNotFit) is the p90 of how far the fitted terms
-    # were off on the sized cases, relative to them and in GiB; it must follow the cases when they or the code change.
+    # verdict_rules' band (a KV shortfall within it is Tight, not DoesNotFit) is the largest over-count of the fitted
+    # terms on the sized cases (fitgate's available KV below the log's), relative to them and in GiB; it must follow
+    # the cases when they or the code change.
     from fitgate.sizing.units import GiB  # noqa: PLC0415
     from fitgate.sizing.verdict_rules import ESTIMATE_ERROR_CAP_BYTES, ESTIMATE_ERROR_FRACTION  # noqa: PLC0415
 
@@ -165,9 +171,13 @@ def test_the_estimate_error_band_is_what_the_calibration_cases_show() -> None:
         pytest.skip(f"the shared calibration set is not at {shared}")
     lines = (shared / "cases.jsonl").read_text().splitlines() + CASES.read_text().splitlines()
     cases = [json.loads(line) for line in lines if line.strip()]
-    band = accuracy.error_band([accuracy.run_case(case, shared) for case in cases])
-    assert band is not None
-    rel, gib = band
-    assert len(rel) >= 50
-    assert abs(accuracy._pct(rel, 0.9) - ESTIMATE_ERROR_FRACTION) <= 0.05
-    assert abs(accuracy._pct(gib, 0.9) - ESTIMATE_ERROR_CAP_BYTES / GiB) <= 0.05
+    rows = [accuracy.run_case(case, shared) for case in cases]
+    band = accuracy.error_band(rows)
+    assert band is not None and len(band[0]) >= 50
+    worst = accuracy.over_count(rows)
+    assert worst is not None
+    rel, gib = worst
+    assert abs(rel - ESTIMATE_ERROR_FRACTION) <= 0.05
+    assert abs(gib - ESTIMATE_ERROR_CAP_BYTES / GiB) <= 0.05
+    # the band is never narrower than the symmetric p90 it replaced (0.58, 0.51 GiB)
+    assert accuracy._pct(band[0], 0.9) - 0.05 <= ESTIMATE_ERROR_FRACTION

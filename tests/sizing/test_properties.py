@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fitgate.sizing import ModelInput, ReasonCode, ServingConfig, Verdict, Workload, lookup_gpu, plan
+from fitgate.sizing.verdict_rules import ESTIMATE_ERROR_CAP_BYTES, ESTIMATE_ERROR_FRACTION
 from fitgate.sizing.weights import weights_per_rank
 from tests.conftest import model
 
@@ -131,7 +132,8 @@ def test_verdict_agrees_with_the_numbers(s: dict, concurrency: int) -> None:
         fitted = prof.activation_bytes + prof.non_torch_bytes
         fitted += prof.cuda_graph_bytes if p.per_gpu.cuda_graphs_in_budget else 0
         short = p.kv.one_request_bytes - worst.available_kv_bytes
-        assert broken and p.verdict is Verdict.TIGHT and 0 < short <= min(int(0.58 * fitted), int(0.51 * 1024**3))
+        band = min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+        assert broken and p.verdict is Verdict.TIGHT and 0 < short <= band
     else:
         assert (p.verdict is Verdict.DOES_NOT_FIT) == broken
     if p.verdict is Verdict.FITS:

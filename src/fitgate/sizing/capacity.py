@@ -30,6 +30,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.performance import MAX_TARGET_MS, Performance, SpeedLoad, estimate, requests_in_flight, work
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.step_time import calibration, steady_state
 
 TP_SIZES = (1, 2, 4, 8)
@@ -246,7 +247,11 @@ def search(
                             continue  # e.g. TP not a divisor of the heads
                         raise
                     planned += 1
-                    if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
+                    # a plan short of KV within fitgate's error band is Tight, not denied, but no answer to offer
+                    # (as advice's suggestions): the planner looks on for one that holds the workload
+                    if result.verdict not in (Verdict.FITS, Verdict.TIGHT) or any(
+                        r.code is ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR for r in result.reasons
+                    ):
                         last_refusal = f"{gpu.name} x {tp * pp * dp}: {result.reasons[0].message}"
                         continue
                     replicas = 1
