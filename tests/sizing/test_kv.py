@@ -228,3 +228,49 @@ def test_kda_state_keeps_an_fp32_recurrent_matrix() -> None:
     # 128 x cdiv(814080, 128 x 1152) = 768; other hybrids keep 16 x cdiv(814080, 16 x 1152) = 720.
     assert hybrid_block_size(s, None, mla=True) == 768
     assert hybrid_block_size(s, None) == 720
+
+
+@pytest.mark.parametrize(
+    ("version", "pp", "in_flight"),
+    [
+        # before 0.26 one batch: max_num_batched_tokens
+        ("0.25.0", 1, 8192),
+        # 0.26-0.33, async scheduling (0.14+), the V1 model runner at PP 1: 2 batches (config/vllm.py 0.26.0 L512-533)
+        ("0.26.0", 1, 2 * 8192),
+        # the V1 runner does not overlap batches with PP: pp batches
+        ("0.26.0", 2, 2 * 8192),
+        # 0.34: every model on the V2 runner, pp + 1 batches with async scheduling (0.34.0 L560-575)
+        ("0.34.0", 1, 2 * 8192),
+        ("0.34.0", 2, 3 * 8192),
+    ],
+)
+def test_in_flight_tokens_follow_the_release(version: str, pp: int, in_flight: int) -> None:
+    from fitgate.sizing.resolve import accounting_of, resolve_serving  # noqa: PLC0415
+
+    m = model("openai/gpt-oss-20b")
+    h100 = lookup_gpu("H100-SXM")
+    serving = ServingConfig(
+        max_model_len=32768, max_num_batched_tokens=8192, pipeline_parallel_size=pp, vllm_version=version
+    )
+    rs = resolve_serving(m.arch, h100, serving, accounting_of(m.arch, h100, serving))
+    assert rs.in_flight_tokens == in_flight
+
+
+def test_sliding_window_holds_every_in_flight_batch_from_0_26() -> None:
+    # vLLM 0.26 frees a sliding-window layer's out-of-window blocks once a step's tokens are processed, so a request
+    # holds window - 1 + max_in_flight_tokens (kv_cache_interface.py 0.26.0 L567-598). A 1024-token window at
+    # 32768 tokens and 8192 batched: 0.25 holds min(1023 + 8192, 32768) = 9215 tokens -> cdiv(9215, 16) + 1 = 577
+    # pages per sliding layer; 0.26 (async, 2 batches) min(1023 + 16384, 32768) = 17407 -> 1088 + 1 = 1089 pages.
+    spec = SlidingWindowSpec(16, 8, 128, 2, 1024)
+    assert spec.max_memory_usage_bytes(ServingShape(32768, 8192, 16)) == 577 * spec.page_size_bytes
+    assert spec.max_memory_usage_bytes(ServingShape(32768, 16384, 16)) == 1089 * spec.page_size_bytes
+    # through the plan (gpt-oss-20b: 12 of its 24 layers slide over 128 tokens): the sliding layers' share of one
+    # request grows from cdiv(127 + 8192, 16) + 1 = 521 to cdiv(127 + 16384, 16) + 1 = 1033 pages
+    m = model("openai/gpt-oss-20b")
+    h100 = lookup_gpu("H100-SXM")
+    old, new = (
+        plan(m, h100, ServingConfig(max_model_len=32768, max_num_batched_tokens=8192, vllm_version=v))
+        for v in ("0.25.0", "0.26.0")
+    )
+    assert new.kv.one_request_bytes > old.kv.one_request_bytes
+    assert new.kv.max_concurrency < old.kv.max_concurrency

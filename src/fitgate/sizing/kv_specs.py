@@ -18,7 +18,9 @@ class ServingShape:
     """The serving settings the KV formulas depend on (not the whole engine config)."""
 
     max_model_len: int
-    max_num_batched_tokens: int
+    #: Tokens scheduled but not yet settled: ``max_num_batched_tokens`` per concurrent batch (vLLM's
+    #: ``max_in_flight_tokens``, 0.26+; one batch before: ResolvedServing.max_in_flight_tokens).
+    max_in_flight_tokens: int
     block_size: int
 
 
@@ -65,8 +67,8 @@ class SlidingWindowSpec(_KVHeadsSpec):
     sliding_window: int
 
     def max_memory_usage_bytes(self, shape: ServingShape) -> int:
-        """``(cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1)`` pages."""
-        tokens = min(self.sliding_window - 1 + shape.max_num_batched_tokens, shape.max_model_len)
+        """``(cdiv(min(window - 1 + max_in_flight_tokens, max_model_len), block) + 1)`` pages."""
+        tokens = min(self.sliding_window - 1 + shape.max_in_flight_tokens, shape.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
 
 
@@ -77,8 +79,8 @@ class ChunkedLocalAttentionSpec(_KVHeadsSpec):
     attention_chunk_size: int
 
     def max_memory_usage_bytes(self, shape: ServingShape) -> int:
-        """``cdiv(min(chunk + max_num_batched_tokens, max_model_len), block)`` pages."""
-        tokens = min(self.attention_chunk_size + shape.max_num_batched_tokens, shape.max_model_len)
+        """``cdiv(min(chunk + max_in_flight_tokens, max_model_len), block)`` pages."""
+        tokens = min(self.attention_chunk_size + shape.max_in_flight_tokens, shape.max_model_len)
         return cdiv(tokens, self.block_size) * self.page_size_bytes
 
 
@@ -156,7 +158,7 @@ class SlidingWindowMLASpec:
     vLLM's ``SlidingWindowMLASpec`` (kv_cache_interface.py 0.33.0 L1007-1026): the attention window
     (``DeepseekV4SWACache``, 64-token blocks) and the compressors' running state
     (``CompressorStateCache``, 4- or 8-token blocks). Pages are padded up to ``align_bytes``; a request
-    holds ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1`` pages (L918-955).
+    holds ``cdiv(min(window - 1 + max_in_flight_tokens, max_model_len), block) + 1`` pages (L918-955).
     """
 
     block_size: int
@@ -176,7 +178,7 @@ class SlidingWindowMLASpec:
 
     def max_memory_usage_bytes(self, shape: ServingShape) -> int:
         """The window plus one batch of tokens, one extra page for a window that starts mid-block."""
-        tokens = min(self.sliding_window - 1 + shape.max_num_batched_tokens, shape.max_model_len)
+        tokens = min(self.sliding_window - 1 + shape.max_in_flight_tokens, shape.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
 
     def with_block_size(self, block_size: int) -> SlidingWindowMLASpec:

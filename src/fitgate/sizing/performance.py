@@ -35,6 +35,7 @@ from fitgate.sizing.kv_specs import ServingShape
 from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
+from fitgate.sizing.resolve import async_scheduling
 from fitgate.sizing.results import ModelInput, Plan
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.step_time import (
@@ -47,7 +48,6 @@ from fitgate.sizing.step_time import (
     steady_state,
     step_seconds,
 )
-from fitgate.sizing.versions import parse_version
 from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
 
 __all__ = ["Performance", "SpeedLoad", "active_parameters", "estimate", "expert_fraction_touched"]
@@ -363,21 +363,6 @@ def attention_dtype_factor(kv_cache_dtype: str, gen: str) -> float:
     return 2.0 if kv_cache_dtype.startswith("fp8") and gen in FP8_ARCHITECTURES else 1.0
 
 
-#: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
-ASYNC_SCHEDULING_SINCE = (0, 14, 0)
-#: Speculative methods async scheduling works with (vllm-project/vllm#31998); others turn it off.
-ASYNC_SPECULATIVE_METHODS = frozenset({"eagle", "eagle3", "mtp"})
-
-
-def async_scheduling(rs: ResolvedServing) -> bool:
-    """Whether the release schedules the next step while the GPU runs this one (step_time.ASYNC_SCHEDULING)."""
-    if rs.engine != "V1" or parse_version(rs.vllm_version) < ASYNC_SCHEDULING_SINCE:
-        return False
-    if rs.pipeline_parallel_size > 1 and parse_version(rs.vllm_version) < (0, 15, 0):
-        return False
-    return rs.speculative is None or rs.speculative.method in ASYNC_SPECULATIVE_METHODS
-
-
 def all2all_bytes_per_token(arch: ModelArchitecture, rs: ResolvedServing, activation_bytes: int) -> float:
     """Bytes one GPU moves per token of a step and MoE layer for expert parallelism (:data:`ALL2ALL_RDMA_GBPS`)."""
     lay, moe = rs.parallel, _moe(arch)
@@ -409,7 +394,7 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
     for r in result.ranks:
         expert_bytes, embed_bytes = _expert_and_embedding_bytes(model, tp, pp, r.pp_rank, rs.dtype, runtime_q)
         dense = max(0, r.weights.total_bytes - r.weights.rotary_cache_bytes - embed_bytes - expert_bytes)
-        kv = one_request_bytes(r.layout, ServingShape(decode_context, rs.max_num_batched_tokens, r.layout.block_size))
+        kv = one_request_bytes(r.layout, ServingShape(decode_context, rs.in_flight_tokens, r.layout.block_size))
         share = len(r.layers) / arch.num_layers
         decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context, decode=True) / tp
         half_prompt = max(1, prompt_tokens // 2)

@@ -420,7 +420,7 @@ def plan(
     if workload is not None:
         dcp = rs.parallel.decode_context_parallel_size
         wlen = cdiv(workload.context_tokens, dcp)
-        wshape = ServingShape(wlen, rs.max_num_batched_tokens, worst.layout.block_size)
+        wshape = ServingShape(wlen, rs.in_flight_tokens, worst.layout.block_size)
         workload_blocks = workload.per_replica * blocks_per_request(worst.layout, wshape, accounting)
         fraction = workload_blocks / kv.num_blocks if kv.num_blocks else None
         kv = copied(kv, {"workload_blocks": workload_blocks, "workload_fraction": fraction})
@@ -518,10 +518,9 @@ def _base(
     # decode context parallelism: each GPU holds cdiv(tokens, dcp) of a request (fitgate.sizing.parallel)
     dcp = rs.parallel.decode_context_parallel_size
     per_gpu_len = cdiv(rs.max_model_len, dcp)
-    shape = ServingShape(per_gpu_len, rs.max_num_batched_tokens, worst.layout.block_size)
+    shape = ServingShape(per_gpu_len, rs.in_flight_tokens, worst.layout.block_size)
     one_request = max(
-        one_request_bytes(r.layout, ServingShape(per_gpu_len, rs.max_num_batched_tokens, r.layout.block_size))
-        for r in ranks
+        one_request_bytes(r.layout, ServingShape(per_gpu_len, rs.in_flight_tokens, r.layout.block_size)) for r in ranks
     )
     conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
     kv = KVSummary(

@@ -5,6 +5,8 @@ What ``EngineArgs`` / ``VllmConfig`` decide before a worker starts (reference se
 
 from __future__ import annotations
 
+import dataclasses
+
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing import offload, speculative
 from fitgate.sizing.activation import pre_snapshot_bytes
@@ -29,7 +31,7 @@ from fitgate.sizing.quantization import (
 )
 from fitgate.sizing.serving import ResolvedServing, ServingConfig
 from fitgate.sizing.units import GiB
-from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for
+from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for, parse_version
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
@@ -279,7 +281,7 @@ def resolve_serving(
         for size in graph_sizes:
             checked_int(size, "cudagraph_capture_sizes", 1, MAX_CAPTURE_SIZE)
     graph_max = checked_int(serving.max_cudagraph_capture_size, "max_cudagraph_capture_size", 1, MAX_CAPTURE_SIZE)
-    return ResolvedServing(
+    rs = ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
         max_num_seqs=seqs,
@@ -328,6 +330,46 @@ def resolve_serving(
         lora_target_modules=serving.lora_target_modules,
         extensible_kv_cache=extensible,
     )
+    return dataclasses.replace(rs, max_in_flight_tokens=max_in_flight_tokens(arch, rs, accounting))
+
+
+#: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
+ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+#: Speculative methods async scheduling works with (vllm-project/vllm#31998); others turn it off.
+ASYNC_SPECULATIVE_METHODS = frozenset({"eagle", "eagle3", "mtp"})
+
+
+def async_scheduling(rs: ResolvedServing) -> bool:
+    """Whether the release schedules the next step while the GPU runs this one (step_time.ASYNC_SCHEDULING)."""
+    if rs.engine != "V1" or parse_version(rs.vllm_version) < ASYNC_SCHEDULING_SINCE:
+        return False
+    if rs.pipeline_parallel_size > 1 and parse_version(rs.vllm_version) < (0, 15, 0):
+        return False
+    return rs.speculative is None or rs.speculative.method in ASYNC_SPECULATIVE_METHODS
+
+
+#: The first release whose sliding-window and chunked-local KV specs hold every in-flight batch per request.
+IN_FLIGHT_BATCHES_SINCE = (0, 26, 0)
+
+
+def max_in_flight_tokens(arch: ModelArchitecture, rs: ResolvedServing, accounting: VllmAccounting) -> int:
+    """The tokens a recycling KV spec reserves beyond its window: vLLM's ``VllmConfig.max_in_flight_tokens``.
+
+    From 0.26 a sliding-window or chunked-local layer frees out-of-window blocks only once a step's tokens are
+    processed, so each request holds ``max_concurrent_batches x max_num_batched_tokens`` beyond the window
+    (v1/kv_cache_interface.py 0.26.0 L567-598 ``max_admission_blocks_per_request``, config/vllm.py 0.26.0 L512-533):
+    with async scheduling ``pp + 1`` batches on the V2 model runner and 2 on the V1 runner at PP 1 (the V1 runner
+    does not overlap with PP: ``pp``), else ``pp`` (0.34.0 L560-575: ``pp + 1`` with async, every model on V2).
+    Before 0.26 one batch: ``max_num_batched_tokens``.
+    """
+    if accounting.version < IN_FLIGHT_BATCHES_SINCE or rs.engine != "V1":
+        return rs.max_num_batched_tokens
+    pp = rs.pipeline_parallel_size
+    batches = pp
+    if async_scheduling(rs):
+        v2 = accounting.version >= (0, 34, 0) or accounting.uses_v2_runner(arch.architecture)
+        batches = pp + 1 if v2 else (2 if pp <= 1 else pp)
+    return batches * rs.max_num_batched_tokens
 
 
 def _extensible(serving: ServingConfig, accounting: VllmAccounting) -> bool:

@@ -197,6 +197,15 @@ class ResolvedServing:
     max_cudagraph_capture_size: int | None = None  # ServingConfig.max_cudagraph_capture_size
     cudagraph_memory_estimate: bool | None = None  # ServingConfig.cudagraph_memory_estimate
     performance_mode: str = "balanced"  # ServingConfig.performance_mode, on releases that have it
+    #: Tokens scheduled but not yet settled, which a sliding-window or chunked-local layer's blocks must also hold per
+    #: request (vLLM's ``VllmConfig.max_in_flight_tokens``, 0.26+: one ``max_num_batched_tokens`` per concurrent
+    #: batch; before 0.26 one batch). 0: ``max_num_batched_tokens`` (resolve.max_in_flight_tokens).
+    max_in_flight_tokens: int = 0
+
+    @property
+    def in_flight_tokens(self) -> int:
+        """:attr:`max_in_flight_tokens`, ``max_num_batched_tokens`` where unset (a hand-built instance)."""
+        return self.max_in_flight_tokens or self.max_num_batched_tokens
 
     @property
     def cuda_graphs(self) -> bool:
