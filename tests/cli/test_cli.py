@@ -436,6 +436,39 @@ def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys
     assert (code, doc["verdict"]) == (0, "Unknown")
 
 
+def test_every_flag_vllm_accepts_is_taken_and_named_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt40 F1 / hunt42 F1-F2: vLLM 0.34's own CI passes --worker-extension-cls, --disable-flashinfer-autotune,
+    # --quantization-config.moe.activation; Modal and BentoVLLM write --no-enforce-eager, --no-use-tqdm-on-load; Vertex
+    # --speculative-draft-tensor-parallel-size=8: each was "unrecognized arguments", exit 2. The flags vLLM accepts
+    # come from its wheels' source (workloads/data/vllm_flags.json, scripts/gen_vllm_flags.py).
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    flags = (
+        "--worker-extension-cls", "my.Ext", "--disable-flashinfer-autotune", "--quantization-config.moe.activation",
+        "silu", "--no-enforce-eager", "--no-use-tqdm-on-load", "--speculative-draft-tensor-parallel-size=8",
+    )  # fmt: skip
+    code, doc = plan_json(capsys, *base, *flags)
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight"), doc
+    [n] = [n for n in doc["notes"] if "taken but not modelled" in n]
+    for said in ("--worker-extension-cls my.Ext", "--no-enforce-eager", "--speculative-draft-tensor-parallel-size 8"):
+        assert said in n, n
+    # in a container's args a switch of vLLM's never takes the next word: the positional model after it is read
+    from fitgate.workloads.argv import parse_engine_argv  # noqa: PLC0415
+
+    cmd = parse_engine_argv("vllm serve", ["--disable-custom-all-reduce", "Qwen/Qwen3-8B", "--spec-method", "mtp"])
+    assert cmd.model == "Qwen/Qwen3-8B" and json.loads(cmd.flags["--speculative-config"]) == {"method": "mtp"}
+    # 0.34's split speculative flags are the speculative config (hunt40 F2: they were dropped): DeepSeek-V3's MTP
+    # layer counted as with --speculative-config
+    ds = ("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "8192")
+    _, split = plan_json(capsys, *ds, "--spec-method", "mtp", "--spec-tokens", "1")
+    _, whole = plan_json(capsys, *ds, "-sc", '{"method": "mtp", "num_speculative_tokens": 1}')
+    _, none = plan_json(capsys, *ds)
+    assert split["per_gpu"]["weights_bytes"] == whole["per_gpu"]["weights_bytes"] > none["per_gpu"]["weights_bytes"]
+    # --disable-X of an --enable-X switch is --no-enable-X: the chunked-prefill budget as with the long spelling
+    v = ("--vllm-version", "0.24.0", "--max-model-len", "32768")
+    _, off = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", *v, "--disable-chunked-prefill")
+    assert off["serving"]["max_num_batched_tokens"] == 32768
+
+
 def test_recipe_flags_that_move_memory_are_read_or_named(capsys: pytest.CaptureFixture[str]) -> None:
     # hunt31 F2/F4: --no-enable-chunked-prefill (the recipes' Qwen3-Next MTP command on 4 x H200), --task embed
     # (vllm#27479), --disable-hybrid-kv-cache-manager (recipes Kimi-K2.6 on B300) and --swap-space were exit 2

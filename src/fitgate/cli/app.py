@@ -26,6 +26,7 @@ from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.workloads.bounds import configure as configure_budgets
 from fitgate.workloads.flagvalues import merge_dotted
+from fitgate.workloads.vllm_flags import ALIASES, canonical
 
 
 def _debug() -> bool:
@@ -127,7 +128,9 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
 
     ``_`` is ``-`` in a flag's name up to its first ``.`` (``--max_num_seqs``, ``--speculative_config.method``:
     ``FlexibleArgumentParser.parse_args``, vllm 0.34.0 ``utils/argparse_utils.py`` L374-393), and 0.5-0.6's
-    ``--enable-X=False`` / ``--enable-X False`` is ``--no-enable-X``.
+    ``--enable-X=False`` / ``--enable-X False`` is ``--no-enable-X``; 0.34's ``--disable-X`` of an ``--enable-X``
+    switch is ``--no-enable-X``, and its split speculative flags (``--spec-method mtp --spec-tokens 3``) are the
+    speculative config's keys (hunt40 F1/F2).
     """
     out: list[str] = []
     for word in words:
@@ -142,9 +145,13 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
             spelled = _FLAG_NAME.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + eq + value
             if spelled.partition("=")[0] == "--cuda-graph-sizes":  # vLLM's older name (hunt35 F2)
                 spelled = "--cudagraph-capture-sizes" + spelled[len("--cuda-graph-sizes") :]
+            name, eq, value = spelled.partition("=")
+            spelled = canonical(name) + eq + value
             m = _BOOLEAN_VALUE.fullmatch(spelled)
             if m:
                 spelled = f"--{m.group(1)}" if m.group(2).lower() == "true" else f"--no-{m.group(1)}"
+        elif word in ALIASES:  # -sc
+            spelled = ALIASES[word]
         out.append(spelled)
     return out
 

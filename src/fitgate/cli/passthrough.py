@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fitgate.sizing.errors import NotModelledError, SizingError
+from fitgate.workloads.vllm_flags import vllm_flags
 
 #: vLLM 0.34 engine / server flags without a value that do not change the per-GPU memory plan (``engine/arg_utils.py``,
 #: ``entrypoints/openai/cli_args.py``). Not their ``--no-`` twins, which may (``--no-enable-chunked-prefill`` is read).
@@ -83,10 +84,17 @@ IGNORED_LISTS = frozenset({"--served-model-name", "--logits-processors", "--igno
 
 
 def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(vLLM flags taken and not read, the words left unknown) of the words argparse did not recognise."""
+    """(vLLM flags taken and not read, the words left unknown) of the words argparse did not recognise.
+
+    Beyond the flags named above, any flag vLLM's own parser accepts (:func:`vllm_flags`, by its name up to a ``.``:
+    ``--quantization-config.moe.activation``) is taken as not modelled, with its value where it takes one: the plan
+    says it was not read, never refuses it (hunt40 F1: vLLM 0.34's CI passes ``--worker-extension-cls``,
+    ``--disable-flashinfer-autotune``). A word vLLM does not know either is left unknown (a typo).
+    """
     taken: list[str] = []
     unknown: list[str] = []
     words = list(extra)
+    known = vllm_flags()
     i = 0
     while i < len(words):
         word = words[i]
@@ -115,6 +123,17 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
             if name == "--load-format" and value.strip().lower() == "gguf":
                 raise NotModelledError("load_format", value, "a GGUF file's weights (each tensor's quantization type)")
             taken.append(f"{name} {value[:60]}" + (" (not modelled)" if name in NOT_MODELLED_VALUED else ""))
+            continue
+        base = name.split(".", 1)[0]
+        if base in known:
+            following = words[i] if not eq and i < len(words) else None
+            # a valued flag takes the next word; a switch only an explicit true / false
+            if following is not None and (
+                not following.startswith("-") if known[base] else following.lower() in ("true", "false")
+            ):
+                value = following
+                i += 1
+            taken.append(f"{name} {value[:60]}".rstrip() + " (not modelled)")
             continue
         unknown.append(word)
     return taken, unknown

@@ -21,6 +21,7 @@ from fitgate.workloads import shellmath
 from fitgate.workloads.bounds import ExpansionBudget
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
 from fitgate.workloads.flagvalues import merge_dotted
+from fitgate.workloads.vllm_flags import ALIASES, canonical, vllm_flags
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
 SHORT_FLAGS = {
@@ -395,20 +396,27 @@ def find_engine_command(
 
 
 def long_name(flag: str) -> str:
-    """The canonical spelling of a flag for vLLM: short aliases resolved, underscores read as dashes."""
+    """The canonical spelling of a flag for vLLM: short aliases resolved, underscores read as dashes.
+
+    0.34's ``--disable-X`` and split speculative flags as fitgate reads them (vllm_flags.canonical).
+    """
     if flag in SHORT_FLAGS:
         return SHORT_FLAGS[flag]
+    if flag in ALIASES:
+        return ALIASES[flag]
     short, dot, rest = flag.partition(".")
     if dot and short in SHORT_FLAGS:  # -cc.cudagraph_mode
         return SHORT_FLAGS[short] + "." + rest
     if flag.startswith("--"):
         head, dot, tail = flag[2:].partition(".")
-        return "--" + head.replace("_", "-") + dot + tail
+        return canonical("--" + head.replace("_", "-")) + dot + tail
     return flag
 
 
 def _takes_value(flag: str) -> bool:
-    return flag not in BOOLEAN_FLAGS and not flag.startswith("--no-")
+    if flag in BOOLEAN_FLAGS or flag.startswith("--no-"):
+        return False
+    return vllm_flags().get(flag, True)  # a switch of vLLM's never swallows the next word (the model)
 
 
 def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:

@@ -1,0 +1,41 @@
+"""The flags ``vllm serve`` accepts, from vLLM's own source (``data/vllm_flags.json``, scripts/gen_vllm_flags.py).
+
+One list for the CLI's pasted commands (fitgate.cli.passthrough) and the workloads' container args
+(fitgate.workloads.argv): a flag vLLM accepts that fitgate does not read is said and not refused; a word vLLM does not
+accept either is a typo.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+
+#: vLLM 0.34's split spellings of flags fitgate reads (engine/arg_utils.py 0.34.0 L1896-1904: ``-sc``, and the
+#: speculative config's keys as flags of their own), as the dotted JSON keys fitgate folds.
+ALIASES = {
+    "-sc": "--speculative-config",
+    "--spec-method": "--speculative-config.method",
+    "--spec-model": "--speculative-config.model",
+    "--spec-tokens": "--speculative-config.num_speculative_tokens",
+}
+
+
+@functools.cache
+def vllm_flags() -> dict[str, bool]:
+    """Every flag of ``vllm serve`` in the releases the data lists, with whether it takes a value."""
+    doc = json.loads(resources.files("fitgate.workloads").joinpath("data/vllm_flags.json").read_text())
+    return {str(k): bool(v) for k, v in doc["flags"].items()}
+
+
+def canonical(name: str) -> str:
+    """A flag's name as fitgate reads it.
+
+    vLLM 0.34's aliases above, and ``--disable-X`` of an ``--enable-X`` switch as ``--no-enable-X`` (0.34 pairs them:
+    utils/argparse_utils.py 0.34.0 L121-140).
+    """
+    if name in ALIASES:
+        return ALIASES[name]
+    if name.startswith("--disable-") and f"--enable-{name[len('--disable-') :]}" in vllm_flags():
+        return f"--no-enable-{name[len('--disable-') :]}"
+    return name
