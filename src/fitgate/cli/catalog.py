@@ -14,7 +14,8 @@ from fitgate.checkpoints.catalog import BUILT_IN, CATALOG_PATH_ENV, catalog_entr
 from fitgate.checkpoints.catalog_add import add_to_catalog
 from fitgate.checkpoints.resolve import parse_repo_ref
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
-from fitgate.sizing import GpuModel, Option, SizingError, Workload, fewest_gpus, gpu_catalog, lookup_gpu, search
+from fitgate.sizing import GpuModel, Option, SizingError, Workload, fewest_gpus, gpu_catalog, search
+from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.units import fmt_gib
 
 
@@ -163,7 +164,7 @@ _MAX_REASON_CHARS = 160
 
 def _fits_on(args: argparse.Namespace) -> int:
     """``fitgate catalog list --fits-on GPU``: the catalog models that GPU runs, with how many of them."""
-    gpu = lookup_gpu(args.fits_on, "--fits-on")
+    gpu = lookup_named_gpu(args.fits_on, "--fits-on")
     rows = []
     left_out: list[dict[str, str]] = []  # every catalog model not listed, with why
     for e in catalog_entries():

@@ -9,7 +9,8 @@ from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.cli.exits import EXIT_FITS
 from fitgate.cli.inputs import origin_of
 from fitgate.report import PlanReport
-from fitgate.sizing import SizingError, lookup_gpu, plan, recommend, suggest
+from fitgate.sizing import SizingError, plan, recommend, suggest
+from fitgate.sizing.instances import lookup_named_gpu
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -17,7 +18,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from fitgate.observe import compare, compare_text, read_log  # noqa: PLC0415 - keeps `fitgate plan` light
 
     log = read_log(args.log)
-    named = lookup_gpu(args.gpu, "--gpu") if args.gpu else None
+    named = lookup_named_gpu(args.gpu, "--gpu") if args.gpu else None
     if args.as_case:
         print(json.dumps(compare.case_document(log, args.log, named)))
         return EXIT_FITS

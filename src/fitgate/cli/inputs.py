@@ -25,11 +25,11 @@ from fitgate.sizing import (
     check_utilization,
     custom_gpu,
     estimate,
-    lookup_gpu,
     parse_gpu_prices,
     replica_cost,
 )
 from fitgate.sizing.cudagraphs import graph_flags
+from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
@@ -51,7 +51,7 @@ def gpu_of(args: argparse.Namespace) -> GpuModel:
             "(e.g. --gpu-memory 79.19GiB)",
         )
     if args.gpu:
-        model = lookup_gpu(args.gpu, "--gpu")
+        model = lookup_named_gpu(args.gpu, "--gpu")
         if args.gpu_memory:
             return GpuModel(**{**model.__dict__, "memory_bytes": parse_size(args.gpu_memory, "--gpu-memory")})
         return model

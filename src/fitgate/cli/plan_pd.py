@@ -8,8 +8,9 @@ from typing import Any
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
-from fitgate.sizing import ServingConfig, SizingError, Verdict, lookup_gpu
+from fitgate.sizing import ServingConfig, SizingError, Verdict
 from fitgate.sizing.disagg import DisaggPlan, PoolPlan, PoolShape, check_load, plan_disaggregated
+from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.step_time import calibration
 from fitgate.sizing.units import fmt_gib
 
@@ -22,7 +23,7 @@ def _shape(args: argparse.Namespace, role: str) -> PoolShape:
     tp = getattr(args, f"{role}_tp")
     if tp < 1:
         raise SizingError(f"--{role}-tp", tp, "a tensor-parallel size of at least 1")
-    return PoolShape(lookup_gpu(name, flag), tp)
+    return PoolShape(lookup_named_gpu(name, flag), tp)
 
 
 def pool_document(p: PoolPlan) -> dict[str, Any]:

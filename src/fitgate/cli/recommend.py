@@ -17,10 +17,10 @@ from fitgate.sizing import (
     Workload,
     check_utilization,
     gpu_catalog,
-    lookup_gpu,
     search,
 )
 from fitgate.sizing.capacity import check_targets
+from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.performance import speed_load
 from fitgate.sizing.prices import price_table
 from fitgate.sizing.units import fmt_gib
@@ -32,7 +32,9 @@ def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], G
     Unlisted products are left out when some are listed (their cost cannot be ranked with the rest);
     when none is, equal prices are assumed and the ranking is by GPU-hours.
     """
-    named = [lookup_gpu(n.strip(), "--gpus") for n in text.split(",") if n.strip()] if text else list(gpu_catalog())
+    named = (
+        [lookup_named_gpu(n.strip(), "--gpus") for n in text.split(",") if n.strip()] if text else list(gpu_catalog())
+    )
     priced = [g for g in named if listed.of(g) is not None]
     table = price_table()
     if not priced:
@@ -47,7 +49,7 @@ def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], G
 def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
     """``--gpus`` (each must be priced when per-product prices are given), else the catalog (the priced ones)."""
     if text:
-        gpus = [lookup_gpu(name.strip(), "--gpus") for name in text.split(",") if name.strip()]
+        gpus = [lookup_named_gpu(name.strip(), "--gpus") for name in text.split(",") if name.strip()]
         for g in gpus:
             if prices is not None and prices.of(g) is None:
                 raise SizingError("--gpu-hour-price", None, f"a price for {g.name}, which --gpus names")

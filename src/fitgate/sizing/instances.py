@@ -8,11 +8,12 @@ Every answer is a GPU catalog entry (:mod:`fitgate.sizing.gpus`), so a GKE node 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.sizing.gpus import GpuModel, find_gpu, lookup_gpu
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,37 @@ def karpenter_gpu(name: str, memory_mib: int | None = None) -> GpuModel | None:
     if len({gpu.name for _, gpu in rows}) == 1:
         return rows[0][1]
     return None
+
+
+_COUNT_SUFFIX = re.compile(r"^(?P<name>.+?):(?P<count>\d{1,3})$")
+_G_SUFFIX = re.compile(r"^(?P<head>.*\d)G$", re.IGNORECASE)
+
+
+def named_gpu(name: str) -> GpuModel | None:
+    """The GPU a launcher's or a cloud's name for it means, or None (hunt42 F3).
+
+    Beyond the catalog's names (:func:`find_gpu`): SkyPilot's ``H100:2`` (the count dropped), Ray's ``A100-80G``, a GKE
+    accelerator label (``nvidia-h100-80gb``, ``nvidia-tesla-t4``) and Vertex AI's spelling of it
+    (``NVIDIA_TESLA_A100``), and an instance or machine type (``p5.48xlarge``, ``a3-highgpu-8g``): the tables the
+    cluster reader uses for node labels (data/cloud_gpus.json).
+    """
+    text = name.strip()
+    m = _COUNT_SUFFIX.match(text)
+    if m:
+        text = m.group("name")
+    g = _G_SUFFIX.match(text)
+    candidates = (text, f"{g.group('head')}GB" if g else None, text.lower().replace("_", "-"))
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        found = find_gpu(candidate) or gke_accelerator(candidate)
+        if found is not None:
+            return found
+    instance = instance_gpus(text)
+    return instance.gpu if instance is not None else None
+
+
+def lookup_named_gpu(name: str, field: str = "gpu") -> GpuModel:
+    """:func:`named_gpu`, an unknown name a :class:`SizingError` listing the catalog (as :func:`lookup_gpu`)."""
+    found = named_gpu(name)
+    return found if found is not None else lookup_gpu(name, field)
