@@ -552,3 +552,17 @@ def test_plan_reads_the_gpu_names_launchers_use(capsys: pytest.CaptureFixture[st
     # hunt42 F3: the launchers' names for a GPU were exit 2 in plan, where check read the same names from node labels
     code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", name, "--max-model-len", "8192")
     assert code in (0, 1) and doc["gpu"]["name"] == gpu, doc["gpu"]  # a plan (Qwen3-8B does not fit a T4: exit 1)
+
+
+def test_a_bare_a100_is_never_denied_what_the_80gb_card_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt42 F4: Baseten's `accelerator: A100` Llama-3.1-70B at TP 4 and 50,000 tokens loads on the 80 GB card; a bare
+    # A100 was read as the 40 GB one alone: DoesNotFit (17.6 GiB of weights per GPU leave 2.5 GiB of KV on 39.39 GiB,
+    # one 50,000-token request needs 50,000 x 80 layers x 8 KV heads / 4 x 128 x 2 x 2 B = 3.81 GiB)
+    argv = ("--model", "meta-llama/Llama-3.1-70B-Instruct", "-tp", "4", "--max-model-len", "50000")
+    code, doc = plan_json(capsys, *argv, "--gpu", "A100")
+    assert code == 0 and doc["gpu"]["name"] == "A100-80GB" and doc["verdict"] != "DoesNotFit"
+    assert any("names the A100-40GB and the A100-80GB" in n for n in doc["notes"])
+    code, doc = plan_json(capsys, *argv, "--gpu", "A100-40GB")  # named exactly: the 40 GB card's answer
+    assert code == 1 and doc["verdict"] == "DoesNotFit"
+    code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--max-model-len", "8192")
+    assert doc["gpu"]["name"] == "A100-40GB" and any("read as the A100-40GB" in n for n in doc["notes"])

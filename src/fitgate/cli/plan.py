@@ -14,6 +14,7 @@ from fitgate.cli.passthrough import note as passthrough_note
 from fitgate.cli.render import render_text
 from fitgate.report import PlanReport, plan_document
 from fitgate.sizing import SizingError, Verdict, plan, recommend, suggest
+from fitgate.sizing.instances import larger_namesake
 from fitgate.sizing.results import Plan
 
 
@@ -25,6 +26,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
     serving = serving_of(args)
     workload = workload_of(args, serving, model.arch.derived_max_model_len)
     result = plan(model, gpu, serving, workload)
+    namesake = larger_namesake(args.gpu) if args.gpu and not args.gpu_memory else None
+    ambiguity = None
+    if namesake is not None:
+        # a bare A100 / V100 names two cards: never deny on the smaller what the larger runs (the first rule)
+        larger = plan(model, namesake, serving, workload)
+        if result.verdict is Verdict.DOES_NOT_FIT and larger.verdict is not Verdict.DOES_NOT_FIT:
+            ambiguity = (
+                f"--gpu {args.gpu} names the {gpu.name} and the {namesake.name}: it does not fit the {gpu.name} "
+                f"({result.reasons[0].message}), so the plan is the {namesake.name}'s; pass --gpu {gpu.name} for "
+                "the smaller card"
+            )
+            gpu, result = namesake, larger
+        else:
+            ambiguity = f"--gpu {args.gpu} read as the {gpu.name} (the {namesake.name}: --gpu {namesake.name})"
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
@@ -33,6 +48,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     doc = plan_document(report)
     if getattr(args, "ignored_vllm_flags", None):
         doc["notes"].append(passthrough_note(args.ignored_vllm_flags))
+    if ambiguity:
+        doc["notes"].append(ambiguity)
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS

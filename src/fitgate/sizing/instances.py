@@ -130,6 +130,17 @@ def named_gpu(name: str) -> GpuModel | None:
     return instance.gpu if instance is not None else None
 
 
+#: Bare names two catalog cards answer to (hunt42 F4): the catalog reads them as the first, the smaller; Baseten's
+#: ``accelerator: A100`` recipes only load on the 80 GB card, SkyPilot's ``A100`` is the 40 GB one.
+AMBIGUOUS_NAMES = {"a100": ("A100-40GB", "A100-80GB"), "v100": ("V100-16GB", "V100-32GB")}
+
+
+def larger_namesake(name: str) -> GpuModel | None:
+    """The larger card a bare ambiguous name (``A100``, ``V100``) may also mean, or None for any other name."""
+    pair = AMBIGUOUS_NAMES.get(name.strip().lower())
+    return find_gpu(pair[1]) if pair else None
+
+
 def lookup_named_gpu(name: str, field: str = "gpu") -> GpuModel:
     """:func:`named_gpu`, an unknown name a :class:`SizingError` listing the catalog (as :func:`lookup_gpu`)."""
     found = named_gpu(name)
