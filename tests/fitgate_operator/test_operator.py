@@ -244,6 +244,23 @@ def test_placement_filters_pools() -> None:
     assert "nodeSelector pool=a,zone=b" in selected.message and "{" not in selected.message  # no dict repr
 
 
+def test_a_bare_a100_placement_matches_both_cards() -> None:
+    # hunt42 F4: "A100" names the 40 GB and the 80 GB card (instances.AMBIGUOUS_NAMES); a placement that says only
+    # A100 must not skip the 80 GB nodes (matching the 40 GB catalog entry alone) and deny what they run
+    a100_80 = node(
+        "a100-80-0",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/gpu.memory": "81920",
+            "nvidia.com/gpu.count": "8",
+        },
+        {"nvidia.com/gpu": "8"},
+    )
+    spec = parse_spec({**SPEC, "placement": {"gpuProduct": "A100"}})
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100, a100_80))
+    assert [r.pool.product for r in ev.pools] == ["NVIDIA-A100-SXM4-80GB"] and ev.verdict is not Verdict.DOES_NOT_FIT
+
+
 def test_tp_larger_than_the_node() -> None:
     spec = parse_spec({**MISFIT, "serving": {"maxModelLen": 32768, "tensorParallelSize": 8}})
     ev = evaluate(spec, model("meta-llama/Llama-3.1-70B-Instruct"), gpus(H100, L4))
