@@ -139,6 +139,9 @@ def test_language_model_only_on_the_command_line(capsys: pytest.CaptureFixture[s
     assert main([*base, "--language-model-only"]) == 0
     text = json.loads(capsys.readouterr().out)
     assert text["per_gpu"]["weights_bytes"] < full["per_gpu"]["weights_bytes"]
+    # hunt42 F5: no encoder pass and no processor cache to speak of without images or video
+    assert any("processor cache" in n for n in full["notes"]) and not any("processor cache" in n for n in text["notes"])
+    assert not any("encoder" in n for n in text["notes"])
 
 
 # Qwen/Qwen2-VL-7B-Instruct config.json (huggingface.co/Qwen/Qwen2-VL-7B-Instruct, as published)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 
 from fitgate.sizing import lora as lora_slots
-from fitgate.sizing import offload
+from fitgate.sizing import multimodal, offload
 from fitgate.sizing.model import ModelArchitecture
 from fitgate.sizing.results import RankPlan
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import fmt_gib
+from fitgate.sizing.versions import parse_version
 
 
 def host_memory(arch: ModelArchitecture, rs: ResolvedServing, ranks: tuple[RankPlan, ...]) -> offload.HostMemory | None:
@@ -44,6 +45,17 @@ def host_memory(arch: ModelArchitecture, rs: ResolvedServing, ranks: tuple[RankP
         cpu_loras = tp * rs.pipeline_parallel_size * rs.lora.max_cpu_loras * whole.total_bytes
     host = offload.HostMemory(weights, kv_offload, nixl, mm, cpu_loras)
     return host if host.total_bytes else None
+
+
+def _tower_built(rs: ResolvedServing) -> bool:
+    """Whether vLLM builds the vision tower (hunt42 F5).
+
+    Not where every image and video limit is 0 (``--language-model-only``), from 0.15.1
+    (multimodal.TOWER_SKIPPED_SINCE): there is no encoder pass to size then.
+    """
+    return parse_version(rs.vllm_version) < multimodal.TOWER_SKIPPED_SINCE or multimodal.vision_tower_built(
+        rs.limit_mm_per_prompt
+    )
 
 
 def notes(
@@ -92,7 +104,7 @@ def notes(
             f"(budget {enc.budget_tokens}): vision activations of at least {fmt_gib(enc.forward_bytes)}, and "
             f"{fmt_gib(enc.outputs_bytes)} of encoder outputs held through the decoder pass"
         )
-    elif arch.vision is not None and enc is None:
+    elif arch.vision is not None and enc is None and _tower_built(rs):
         notes.append(
             f"multimodal: the encoder profiling pass of {arch.architecture} is not sized (fitgate knows the item "
             "sizes of Qwen2/2.5/3-VL and Gemma 3 only): the activation peak can be several GiB higher"

@@ -18,6 +18,7 @@ from fitgate.sizing.kv_layout import (
     MINIMAX_M3_BLOCK,
 )
 from fitgate.sizing.model import ModelArchitecture
+from fitgate.sizing.multimodal import vision_tower_built
 from fitgate.sizing.mxfp4 import MXFP4_BACKENDS
 from fitgate.sizing.parallel import (
     BATCHED_DP_DEFAULT_TOKENS,
@@ -326,7 +327,11 @@ def resolve_serving(
         limit_mm_per_prompt=serving.limit_mm_per_prompt,
         mm_max_pixels=serving.mm_max_pixels,
         mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
-        mm_processor_cache_bytes=mm_cache if arch.vision is not None else 0,
+        # no processor cache where the model takes no image or video (every limit 0, --language-model-only): vLLM
+        # processes no multimodal input then (hunt42 F5)
+        mm_processor_cache_bytes=mm_cache
+        if arch.vision is not None and vision_tower_built(serving.limit_mm_per_prompt)
+        else 0,
         lora_target_modules=serving.lora_target_modules,
         extensible_kv_cache=extensible,
     )
