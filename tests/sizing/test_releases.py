@@ -434,11 +434,11 @@ def test_rocm_keeps_a_3_gib_margin() -> None:
 
 def test_033_outside_budget_terms() -> None:
     # 0.33 deducts its graph estimate and runs no post-capture sampler warm-up on the V2 runner (gpu_worker.py
-    # 0.33.0 L1070-1090), so outside the budget: the CUDA context (0.5 GiB) and the pool's excess over the
-    # estimate (fitted 0.43 x). Llama-3.1-8B at gmu 0.99 on H100: 0.79 GiB outside > 0.5 GiB floor -> not denied;
-    # 0.5 + 0.43 x the estimate exceeds it -> Tight.
+    # 0.33.0 L1070-1090), so outside the budget: the CUDA context (0.41 GiB) and the pool's excess over the
+    # estimate (fitted 0.43 x). Llama-3.1-8B at gmu 0.9925 on H100: 0.0075 x 79.19 = 0.59 GiB outside > 0.41 GiB
+    # floor -> not denied; 0.41 + 0.43 x the 0.77 GiB estimate = 0.74 GiB exceeds it -> Tight.
     m = model("meta-llama/Llama-3.1-8B-Instruct")
-    p = plan(m, H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.99, vllm_version="0.33.0"))
+    p = plan(m, H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.9925, vllm_version="0.33.0"))
     outside = H100.memory_bytes - p.per_gpu.budget_bytes
     assert CUDA_CONTEXT_BYTES < outside < CUDA_CONTEXT_BYTES + int(0.43 * p.per_gpu.cuda_graph_bytes)
     assert p.verdict.value == "Tight" and "LowHeadroomOutsideBudget" in {r.code for r in p.reasons}

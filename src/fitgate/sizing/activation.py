@@ -274,8 +274,12 @@ def cuda_graph_bytes(
 
 
 #: CUDA context, cuBLAS and NCCL communicators that exist before vLLM's start-up snapshot and stay
-#: outside its budget (so the card must have this much free besides ``total x gmu``).
-CUDA_CONTEXT_BYTES = int(0.5 * GiB)
+#: outside its budget (so the card must have this much free besides ``total x gmu``), at TP 1: the smallest
+#: total - free a start-up log shows, 0.41 GiB (an A100 80GB at vLLM 0.31: "Free memory on device (78.84/79.25
+#: GiB) on startup", hunt41; the 0.19 H100 logs show 0.51, an RTX 5090 Laptop passed gmu 0.98 on 22.36 GiB at
+#: 0.29, so at most 0.45: hunt44 F4). As with TP > 1 below, the smallest is used: a start check that held 0.5 GiB
+#: denied starts that passed.
+CUDA_CONTEXT_BYTES = int(0.41 * GiB)
 #: The same with tensor parallelism: NCCL communicators (warmed up), custom all-reduce IPC buffers and
 #: torch symmetric memory are created in ``init_worker_distributed_environment`` before the snapshot
 #: (gpu_worker.py 0.33.0 L504 vs L541-542, 0.34.0 L504-510 vs L549). Measured as total - free at the

@@ -191,7 +191,7 @@ class ResolvedServing:
     free_memory_check: bool = True  # VllmAccounting.free_memory_check: vLLM refuses free < total x gmu at start
     # device memory in use before vLLM's start-up snapshot on one worker (activation.pre_snapshot_bytes: TP, GPU);
     # the default is activation.CUDA_CONTEXT_BYTES, which this types module may not import (import-linter layers)
-    pre_snapshot_bytes: int = 512 * 1024 * 1024
+    pre_snapshot_bytes: int = int(0.41 * 1024**3)
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # ServingConfig.cudagraph_mode after the default
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # ServingConfig.cudagraph_capture_sizes
     max_cudagraph_capture_size: int | None = None  # ServingConfig.max_cudagraph_capture_size
