@@ -546,12 +546,25 @@ def test_vllm_0_6_commands_plan(capsys: pytest.CaptureFixture[str]) -> None:
         ("A100-80G", "A100-80GB"),  # Ray Serve LLM's accelerator_type
         ("p5.48xlarge", "H100-SXM"),  # an instance type
         ("g2-standard-12", "L4"),  # a GCE machine type
+        # hunt43 F1: the names Chinese model makers' guides use, the memory size the catalog card's (within 10 %)
+        ("H20 96GB", "H20"),
+        ("H800-80GB", "H800"),
+        ("RTX 4090 D", "RTX-4090"),  # the China-market 4090: the same 24 GB
     ],
 )
 def test_plan_reads_the_gpu_names_launchers_use(capsys: pytest.CaptureFixture[str], name: str, gpu: str) -> None:
     # hunt42 F3: the launchers' names for a GPU were exit 2 in plan, where check read the same names from node labels
     code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", name, "--max-model-len", "8192")
     assert code in (0, 1) and doc["gpu"]["name"] == gpu, doc["gpu"]  # a plan (Qwen3-8B does not fit a T4: exit 1)
+
+
+@pytest.mark.parametrize("name", ["RTX 4090 48GB", "A800 40GB"])
+def test_a_gpu_name_whose_memory_is_not_the_catalog_cards_is_not_taken_for_it(name: str) -> None:
+    # a modded 48 GB 4090, or an A800 of a size the catalog does not hold, is not the catalog's 24 GB / 80 GB card:
+    # sizing it as that card would deny what the bigger board runs, or admit what the smaller one cannot
+    from fitgate.sizing.instances import named_gpu  # noqa: PLC0415
+
+    assert named_gpu(name) is None
 
 
 def test_a_bare_a100_is_never_denied_what_the_80gb_card_runs(capsys: pytest.CaptureFixture[str]) -> None:

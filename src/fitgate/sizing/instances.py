@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import resources
 
 from fitgate.sizing.gpus import GpuModel, find_gpu, lookup_gpu
+from fitgate.sizing.units import GiB
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,29 @@ def named_gpu(name: str) -> GpuModel | None:
         if found is not None:
             return found
     instance = instance_gpus(text)
-    return instance.gpu if instance is not None else None
+    if instance is not None:
+        return instance.gpu
+    return _with_stated_memory(text)
+
+
+_MEMORY_TOKEN = re.compile(r"[-_ ]*(?P<size>\d{1,3})\s*G(?:B|iB)?(?:[-_ ]*(?:HBM\dE?|GDDR\dX?))?$", re.IGNORECASE)
+
+
+def _with_stated_memory(name: str) -> GpuModel | None:
+    """A catalog card named with its memory size (``H20 96GB``, ``H800-80GB``, ``L20-48GB``: hunt43 F1), or None.
+
+    The size must be the catalog card's (within 10 % of its GiB, as boards print GB or GiB): ``RTX 4090 48GB`` (a
+    modded board) or ``A800 40GB`` (a card the catalog does not hold) is not the catalog's card and stays unknown.
+    """
+    m = _MEMORY_TOKEN.search(name)
+    if m is None or m.start() == 0:
+        return None
+    base = name[: m.start()]
+    found = find_gpu(base) or gke_accelerator(base)
+    if found is None:
+        return None
+    stated = int(m.group("size"))
+    return found if abs(found.memory_bytes / GiB - stated) <= 0.1 * stated else None
 
 
 #: Bare names two catalog cards answer to (hunt42 F4): the catalog reads them as the first, the smaller; Baseten's
