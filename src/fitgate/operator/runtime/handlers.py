@@ -251,7 +251,8 @@ async def _reconcile(
     for key, value in outcome.annotations.items():
         if current.get(key) != value:
             patch.metadata.annotations[key] = value
-    if outcome.event is not None:
+    generation = int(body.meta.get("generation") or 0)
+    if outcome.event is not None and state.events.first(body.meta.uid or "", generation, outcome.event):
         kind, reason, message = outcome.event
         kopf.event(body, type=kind, reason=reason, message=message)
     if outcome.status is not None or outcome.event is not None:  # a decision written: one line says which

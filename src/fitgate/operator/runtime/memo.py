@@ -11,6 +11,7 @@ one object, so what start-up started (the node watch, the metrics server) is the
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,31 @@ class MemoMissingError(RuntimeError):
     """A handler ran without the state the start-up handler builds (it failed, or was not registered)."""
 
 
+class EventLedger:
+    """The last Event each object got, so that two handlers deciding the same change at once post it once.
+
+    At creation kopf's create handler and the resync timer's first round (its pools differ from the empty status's)
+    both reconcile before either's status patch lands; both see no previous verdict and decide the same Event, 23 ms
+    apart (note38). Both run on the one event loop, so the check and the record cannot interleave. Bounded: the
+    oldest objects are forgotten past :data:`MAX_OBJECTS` (a forgotten object's next Event is posted again).
+    """
+
+    MAX_OBJECTS = 10_000
+
+    def __init__(self) -> None:
+        self._last: OrderedDict[str, tuple[int, tuple[str, str, str]]] = OrderedDict()
+
+    def first(self, uid: str, generation: int, event: tuple[str, str, str]) -> bool:
+        """Whether ``event`` differs from the last one posted for this object and generation (and record it)."""
+        if self._last.get(uid) == (generation, event):
+            return False
+        self._last[uid] = (generation, event)
+        self._last.move_to_end(uid)
+        while len(self._last) > self.MAX_OBJECTS:
+            self._last.popitem(last=False)
+        return True
+
+
 @dataclass(frozen=True)
 class OperatorMemo:
     """What the handlers share: the settings and the long-lived objects start-up made.
@@ -44,6 +70,7 @@ class OperatorMemo:
         configmaps: The workload webhook's ConfigMap reader (None: ``--config`` files are not read).
         arm_shutdown: Arms the bounded exit (:mod:`fitgate.operator.runtime.shutdown`); None in tests.
         tasks: Background tasks start-up began (the workload audit); cleanup cancels them.
+        events: The last Event each object got (:class:`EventLedger`): one decision, one Event.
     """
 
     settings: Settings
@@ -54,6 +81,7 @@ class OperatorMemo:
     configmaps: ConfigMaps | None = None
     arm_shutdown: Callable[[], None] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    events: EventLedger = field(default_factory=EventLedger)
 
     @property
     def config(self) -> OperatorConfig:
