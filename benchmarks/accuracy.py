@@ -330,20 +330,25 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def error_band(rows: list[Row]) -> tuple[list[float], list[float]] | None:
-    """How far the fitted terms were off on each sized case: |error of available KV| relative to them, and in GiB."""
-    rel: list[float] = []
-    gib: list[float] = []
+def _fitted_misses(rows: list[Row]) -> list[tuple[float, float]]:
+    """(fitted terms, predicted - measured available KV) in GiB of each sized case that printed its available KV."""
+    out: list[tuple[float, float]] = []
     for r in rows:
         truth = r.measured.get("kv_available_gib") if not r.skipped else None
         if truth is None or not r.predicted:
             continue
         p = r.predicted
-        fitted = p["activation_peak_gib"] + p["graph_estimate_gib"] + p["non_torch_gib"]
-        miss = abs(p["kv_available_gib"] - truth)
-        gib.append(miss)
-        rel.append(miss / fitted if fitted else 0.0)
-    return (rel, gib) if rel else None
+        out.append(
+            (p["activation_peak_gib"] + p["graph_estimate_gib"] + p["non_torch_gib"], p["kv_available_gib"] - truth)
+        )
+    return out
+
+
+def error_band(rows: list[Row]) -> tuple[list[float], list[float]] | None:
+    """How far the fitted terms were off on each sized case: |error of available KV| relative to them, and in GiB."""
+    misses = _fitted_misses(rows)
+    rel = [abs(miss) / fitted if fitted else 0.0 for fitted, miss in misses]
+    return (rel, [abs(miss) for _, miss in misses]) if rel else None
 
 
 def over_count(rows: list[Row]) -> tuple[float, float] | None:
@@ -353,19 +358,8 @@ def over_count(rows: list[Row]) -> tuple[float, float] | None:
     (it counted more activation, non-torch or graph memory than vLLM used). A KV shortfall smaller than that is not
     shown to be real, so it is Tight (verdict_rules.ESTIMATE_ERROR_FRACTION / ESTIMATE_ERROR_CAP_BYTES).
     """
-    rel: list[float] = []
-    gib: list[float] = []
-    for r in rows:
-        truth = r.measured.get("kv_available_gib") if not r.skipped else None
-        if truth is None or not r.predicted:
-            continue
-        p = r.predicted
-        fitted = p["activation_peak_gib"] + p["graph_estimate_gib"] + p["non_torch_gib"]
-        over = truth - p["kv_available_gib"]
-        if over > 0 and fitted > 0:
-            rel.append(over / fitted)
-            gib.append(over)
-    return (max(rel), max(gib)) if rel else None
+    over = [(-miss / fitted, -miss) for fitted, miss in _fitted_misses(rows) if miss < 0 and fitted > 0]
+    return (max(r for r, _ in over), max(g for _, g in over)) if over else None
 
 
 def summarize(rows: list[Row]) -> dict[str, Any]:
