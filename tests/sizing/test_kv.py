@@ -274,3 +274,45 @@ def test_sliding_window_holds_every_in_flight_batch_from_0_26() -> None:
     )
     assert new.kv.one_request_bytes > old.kv.one_request_bytes
     assert new.kv.max_concurrency < old.kv.max_concurrency
+
+
+def test_qwen3_5_recurrent_state_is_float32_from_0_17_as_its_config_says() -> None:
+    # Qwen3.5-27B's gated-delta-net layer: 16 key and 48 value heads of 128, conv kernel 4. Its config.json says
+    # mamba_ssm_dtype float32, which vLLM 0.17+ makes the recurrent state's dtype (Qwen3_5ForConditionalGeneration
+    # Config, model_executor/models/config.py 0.17.0 L625-645; gated_delta_net_state_dtype). Per request:
+    #   conv      (4 - 1) x (2 x 16 x 128 + 48 x 128) = 30,720 x 2 B (the model's bf16) = 61,440 B
+    #   recurrent 48 x 128 x 128 = 786,432 x 2 B = 1,572,864 B (bf16) or x 4 B = 3,145,728 B (fp32)
+    # so 1,634,304 B before 0.17 and 3,207,168 B from 0.17; the hybrid attention block that holds one state grows from
+    # 16 x cdiv(1,634,304, 16 x 4,096) = 400 to 16 x cdiv(3,207,168, 65,536) = 784 tokens (4 KV heads x 256 x 2 x 2 B).
+    from fitgate.sizing.kv_specs import MambaSpec  # noqa: PLC0415
+
+    m = model("Qwen/Qwen3.5-27B")
+    h100 = lookup_gpu("H100-SXM")
+
+    def state_and_block(**kw: object) -> tuple[int, int]:
+        p = plan(m, h100, ServingConfig(max_model_len=32768, **kw))  # type: ignore[arg-type]
+        [state] = {s.state_bytes for s, _ in p.ranks[0].layout.spec_counts if isinstance(s, MambaSpec)}
+        return state, p.kv.block_size
+
+    assert state_and_block(vllm_version="0.16.0") == (1_634_304, 400)
+    assert state_and_block(vllm_version="0.17.0") == (3_207_168, 784)
+    # --mamba-ssm-cache-dtype wins over the config
+    assert state_and_block(vllm_version="0.17.0", mamba_ssm_cache_dtype="bfloat16") == (1_634_304, 400)
+
+
+def test_nemotron_h_recurrent_state_follows_its_config_and_the_release_default() -> None:
+    # NemotronH: the config's mamba_ssm_cache_dtype (Nemotron 3 checkpoints say float32), else float16 before 0.20 and
+    # float32 from 0.20 (NemotronHForCausalLMConfig, models/config.py 0.15.1 L565-582, 0.34.0 L1143-1166)
+    from fitgate.sizing.resolve import accounting_of, mamba_ssm_dtype_bytes  # noqa: PLC0415
+
+    m = model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    h100 = lookup_gpu("H100-SXM")
+    assert m.arch.mamba_ssm_dtype == "float32"
+    for version, expected in (("0.11.0", 0), ("0.15.1", 4), ("0.34.0", 4)):
+        acc = accounting_of(m.arch, h100, ServingConfig(vllm_version=version))
+        assert mamba_ssm_dtype_bytes(m.arch, None, acc) == expected, version
+    bare = replace(m.arch, mamba_ssm_dtype=None)  # a NemotronH config without the key
+    for version, expected in (("0.19.0", 2), ("0.20.0", 4)):
+        assert mamba_ssm_dtype_bytes(bare, None, accounting_of(bare, h100, ServingConfig(vllm_version=version))) == (
+            expected
+        )

@@ -116,6 +116,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         max_model_len_auto=args.max_model_len == "auto",
         allow_long_max_model_len=getattr(args, "allow_long_max_model_len", False),
         kv_cache_dtype=args.kv_cache_dtype,
+        mamba_ssm_cache_dtype=getattr(args, "mamba_ssm_cache_dtype", None),
         dtype=args.dtype,
         quantization=args.quantization,
         tensor_parallel_size=args.tensor_parallel_size,

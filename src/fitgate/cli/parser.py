@@ -145,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         "32k = 32000, 32K = 32768, as in vLLM",
     )
     p.add_argument("--kv-cache-dtype", default="auto", help="one of " + ", ".join(KV_CACHE_DTYPES))
+    p.add_argument(
+        "--mamba-ssm-cache-dtype",
+        choices=("auto", "float32", "float16", "bfloat16"),
+        default=None,
+        help="the Mamba / gated-delta-net recurrent state's dtype (default auto: the model's, or what the "
+        "config sets for NemotronH and Qwen3.5, as vLLM does)",
+    )
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
     p.add_argument(
         "--quantization",

@@ -73,7 +73,7 @@ NOT_MODELLED_SWITCHES = frozenset(
 NOT_MODELLED_VALUED = frozenset(
     {
         "--swap-space", "--cpu-offload-params", "--offload-group-size", "--kv-cache-dtype-skip-layers",
-        "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
+        "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
         "--moe-backend", "--linear-backend", "--max-seq-len-to-capture", "--num-gpu-blocks-override",
         "--speculative-model", "--num-speculative-tokens", "--max-context-len-to-capture", "--max-paddings",
     }

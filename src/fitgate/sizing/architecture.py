@@ -215,5 +215,20 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         or traits.attention_bias,
         per_layer_embedding=family.per_layer_embedding(text) if family.per_layer_embedding is not None else None,
         attn_res=family.attention_residuals is not None and family.attention_residuals(text),
+        mamba_ssm_dtype=_ssm_dtype(text.data, top.data),
         notes=normalize_notes,
     )
+
+
+#: The state dtypes vLLM's ``MambaDType`` accepts for ``mamba_ssm_cache_dtype`` (config/cache.py 0.34.0 L310).
+MAMBA_SSM_DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+def _ssm_dtype(text: Mapping[str, object], top: Mapping[str, object]) -> str | None:
+    """The checkpoint's recurrent-state dtype: ``mamba_ssm_dtype`` (Qwen3.5), ``mamba_ssm_cache_dtype`` (NemotronH)."""
+    for data in (text, top):
+        for key in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"):
+            value = data.get(key)
+            if isinstance(value, str) and value in MAMBA_SSM_DTYPES:
+                return value
+    return None

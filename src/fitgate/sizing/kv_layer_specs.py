@@ -88,12 +88,14 @@ def dsv4_layer_specs(m: CompressedSparseMLA, block_size: int) -> list[KVCacheSpe
 
 
 def _mamba_state_bytes(
-    mixer: Mamba | LinearAttention | ShortConv, tp: int, state_dtype_bytes: int, num_spec: int = 0
+    mixer: Mamba | LinearAttention | ShortConv, tp: int, state_dtype_bytes: int, num_spec: int = 0, ssm_bytes: int = 0
 ) -> int:
     """Conv plus SSM/recurrent state of one request on one GPU (vLLM MambaStateShapeCalculator).
 
     ``num_spec``: draft tokens under speculative decoding; the short-conv, gated-delta-net and Mamba2
     conv states keep ``kernel - 1 + num_spec`` columns (mamba_utils.py 0.33.0 L204, L257, L285).
+    ``ssm_bytes``: the recurrent state's element size where vLLM's ``mamba_ssm_cache_dtype`` sets it
+    (resolve.mamba_ssm_dtype_bytes; 0: the model dtype's, or KDA's own fp32).
     """
     if isinstance(mixer, ShortConv):
         # short_conv_state_shape (mamba_utils.py 0.33.0 L249-258): (dim / TP) x (kernel - 1)
@@ -106,16 +108,16 @@ def _mamba_state_bytes(
         value_dim = mixer.num_v_heads * mixer.head_v_dim
         conv = (mixer.conv_kernel - 1 + num_spec) * ((2 * key_dim + value_dim) // tp)
         recurrent = (mixer.num_v_heads // tp) * mixer.head_k_dim * mixer.head_v_dim
-        return conv * state_dtype_bytes + recurrent * (mixer.recurrent_dtype_bytes or state_dtype_bytes)
+        return conv * state_dtype_bytes + recurrent * (ssm_bytes or mixer.recurrent_dtype_bytes or state_dtype_bytes)
     if mixer.version == 1:
         conv = (mixer.d_inner // tp) * (mixer.d_conv - 1)
         ssm = (mixer.d_inner // tp) * mixer.d_state
-        return (conv + ssm) * state_dtype_bytes
+        return conv * state_dtype_bytes + ssm * (ssm_bytes or state_dtype_bytes)
     groups = mixer.n_groups if mixer.n_groups % tp == 0 else mixer.n_groups + (tp - mixer.n_groups % tp)
     conv_dim = mixer.d_inner + 2 * groups * mixer.d_state
     conv = (mixer.d_conv - 1 + num_spec) * (conv_dim // tp)
     ssm = (mixer.num_heads // tp) * mixer.head_dim * mixer.d_state
-    return (conv + ssm) * state_dtype_bytes
+    return conv * state_dtype_bytes + ssm * (ssm_bytes or state_dtype_bytes)
 
 
 def layer_specs(
@@ -127,6 +129,7 @@ def layer_specs(
     block_size: int,
     accounting: VllmAccounting,
     num_spec: int = 0,
+    ssm_bytes: int = 0,
 ) -> list[KVCacheSpec]:
     """The KV cache spec of each layer in ``layer_indices`` on one GPU (``num_spec``: draft tokens).
 
@@ -178,7 +181,7 @@ def layer_specs(
         elif isinstance(mixer, CompressedSparseMLA):
             specs.extend(dsv4_layer_specs(mixer, block_size))
         else:
-            specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes, num_spec)))
+            specs.append(MambaSpec(_mamba_state_bytes(mixer, tp, model_dtype_bytes, num_spec, ssm_bytes)))
     return specs
 
 

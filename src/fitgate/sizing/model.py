@@ -257,6 +257,9 @@ class ModelArchitecture:
     #: projections per layer, one norm and one projection after the last (model.py 0.33.0 L796-821,
     #: L1003-1015). Weights only.
     attn_res: bool = False
+    #: config.json's dtype for the Mamba / gated-delta-net recurrent (SSM) state: Qwen3.5's ``mamba_ssm_dtype``,
+    #: NemotronH's ``mamba_ssm_cache_dtype`` (vLLM applies it by architecture: resolve.mamba_ssm_dtype_bytes)
+    mamba_ssm_dtype: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

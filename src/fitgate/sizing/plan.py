@@ -150,7 +150,10 @@ def _rank(
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
-    layout = _kv_layout(arch, tuple(kv_layers), tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec)
+    layout = _kv_layout(
+        arch, tuple(kv_layers), tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec,
+        rs.mamba_ssm_dtype_bytes,
+    )  # fmt: skip
     # --- LoRA slots and --cpu-offload-gb (issue 20; fitgate.sizing.lora, fitgate.sizing.offload) ---
     adapters = None
     if rs.lora is not None:
@@ -303,17 +306,22 @@ def _kv_layout(
     block_size: int,
     accounting: VllmAccounting,
     num_spec: int,
+    ssm_bytes: int = 0,
 ) -> KVLayout:
     """Layer specs, the hybrid block size and their grouping (:func:`build_layout`) for one rank, memoised."""
 
     def compute() -> KVLayout:
-        specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
+        specs = layer_specs(
+            arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec, ssm_bytes
+        )
         block = hybrid_block_size(specs, block_size, mla=arch.uses_mla)
         if block != block_size:
-            specs = layer_specs(arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block, accounting, num_spec)
+            specs = layer_specs(
+                arch, kv_layers, tp, kv_dtype_bytes, dtype_bytes, block, accounting, num_spec, ssm_bytes
+            )
         return build_layout(specs, accounting)
 
-    settings = (kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec)
+    settings = (kv_layers, tp, kv_dtype_bytes, dtype_bytes, block_size, accounting, num_spec, ssm_bytes)
     return _LAYOUT_MEMO.get((arch,), settings, compute)
 
 

@@ -335,7 +335,11 @@ def resolve_serving(
         lora_target_modules=serving.lora_target_modules,
         extensible_kv_cache=extensible,
     )
-    return dataclasses.replace(rs, max_in_flight_tokens=max_in_flight_tokens(arch, rs, accounting))
+    return dataclasses.replace(
+        rs,
+        max_in_flight_tokens=max_in_flight_tokens(arch, rs, accounting),
+        mamba_ssm_dtype_bytes=mamba_ssm_dtype_bytes(arch, serving.mamba_ssm_cache_dtype, accounting),
+    )
 
 
 #: The first release with async scheduling on by default (step_time.ASYNC_SCHEDULING).
@@ -464,3 +468,48 @@ def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: V
         and rs.kv_cache_memory_bytes is None
         and not accounting.v2_runner_without_cudagraph_estimate(arch.architecture)
     )
+
+
+#: Architectures whose vLLM config class sets ``mamba_ssm_cache_dtype`` from config.json when it is ``auto``
+#: (model_executor/models/config.py ``MODELS_CONFIG_MAP``): NemotronH's ``NemotronHForCausalLMConfig`` (0.15.1 L565-582:
+#: the config's ``mamba_ssm_cache_dtype``, else float16; 0.20.0+ else float32, ``DEFAULT_MAMBA_SSM_CACHE_DTYPE``,
+#: 0.34.0 L1143-1197 with its VL, Omni and Transcribe variants) and Qwen3.5's
+#: ``Qwen3_5ForConditionalGenerationConfig`` (0.17.0 L625-645, 0.34.0 L1293-1320: the config's ``mamba_ssm_dtype``).
+#: Their state dtype calculators take it for the recurrent state (mamba2_state_dtype / gated_delta_net_state_dtype,
+#: layers/mamba/mamba_utils.py 0.34.0 L82-134; the conv state stays at ``mamba_cache_dtype``, the model's).
+NEMOTRON_H_ARCHITECTURES = frozenset(
+    {
+        "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Nano_VL_V2",
+        "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Super_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3",
+        "Nemotron3_5TranscribeForConditionalGeneration",
+    }
+)  # fmt: skip
+QWEN3_5_ARCHITECTURES = frozenset(
+    {
+        "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration",
+    }
+)  # fmt: skip
+NEMOTRON_H_SSM_DTYPE_SINCE = (0, 15, 1)
+NEMOTRON_H_FLOAT32_DEFAULT_SINCE = (0, 20, 0)
+QWEN3_5_SSM_DTYPE_SINCE = (0, 17, 0)
+_STATE_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def mamba_ssm_dtype_bytes(arch: ModelArchitecture, given: str | None, accounting: VllmAccounting) -> int:
+    """Bytes per element of the recurrent (SSM) state vLLM allocates; 0: the model dtype's (``auto``).
+
+    ``--mamba-ssm-cache-dtype`` wins; at ``auto`` the architecture's config class decides (see above), from the
+    first release read that has it (earlier ones are sized at the model dtype: fewer bytes, never a denial).
+    """
+    if given is not None and given != "auto":
+        if given not in _STATE_DTYPE_BYTES:
+            raise SizingError("mamba_ssm_cache_dtype", given, "one of auto, " + ", ".join(_STATE_DTYPE_BYTES))
+        return _STATE_DTYPE_BYTES[given]
+    v = accounting.version
+    name: str | None = None
+    if arch.architecture in NEMOTRON_H_ARCHITECTURES and v >= NEMOTRON_H_SSM_DTYPE_SINCE:
+        name = arch.mamba_ssm_dtype or ("float32" if v >= NEMOTRON_H_FLOAT32_DEFAULT_SINCE else "float16")
+    elif arch.architecture in QWEN3_5_ARCHITECTURES and v >= QWEN3_5_SSM_DTYPE_SINCE:
+        name = arch.mamba_ssm_dtype
+    return _STATE_DTYPE_BYTES.get(name or "", 0)

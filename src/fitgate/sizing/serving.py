@@ -19,6 +19,9 @@ class ServingConfig:
     # ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: vLLM accepts a max_model_len past the model's derived one (a warning)
     allow_long_max_model_len: bool = False
     kv_cache_dtype: str = "auto"
+    # ``--mamba-ssm-cache-dtype``: the Mamba / gated-delta-net recurrent state's dtype (None or auto: the model's,
+    # or what the architecture's config sets: resolve.mamba_ssm_dtype_bytes)
+    mamba_ssm_cache_dtype: str | None = None
     dtype: str = "auto"
     quantization: str | None = None
     tensor_parallel_size: int = 1
@@ -201,6 +204,9 @@ class ResolvedServing:
     #: request (vLLM's ``VllmConfig.max_in_flight_tokens``, 0.26+: one ``max_num_batched_tokens`` per concurrent
     #: batch; before 0.26 one batch). 0: ``max_num_batched_tokens`` (resolve.max_in_flight_tokens).
     max_in_flight_tokens: int = 0
+    #: Bytes per element of the Mamba / linear-attention recurrent (SSM) state; 0: the model dtype's
+    #: (resolve.mamba_ssm_dtype_bytes).
+    mamba_ssm_dtype_bytes: int = 0
 
     @property
     def in_flight_tokens(self) -> int:

@@ -42,6 +42,7 @@ MEMORY_ENV = {
 _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--max-model-len": ("maxModelLen", "human_int"),
     "--kv-cache-dtype": ("kvCacheDtype", "str"),
+    "--mamba-ssm-cache-dtype": ("mambaSsmCacheDtype", "str"),
     "--dtype": ("dtype", "dtype"),
     "--quantization": ("quantization", "quantization"),
     "--tensor-parallel-size": ("tensorParallelSize", "int"),

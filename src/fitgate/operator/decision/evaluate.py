@@ -198,6 +198,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         cudagraph_capture_sizes=tuple(s.cudagraph_capture_sizes) if s.cudagraph_capture_sizes else None,
         max_cudagraph_capture_size=s.max_cudagraph_capture_size,
         kv_cache_dtype=s.kv_cache_dtype,
+        mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype,
         dtype=s.dtype,
         quantization=s.quantization,
         tensor_parallel_size=s.tensor_parallel_size,

@@ -380,6 +380,12 @@ class Serving(_Spec):
         "vLLM 0.34 accepts; the packed sub-byte ones (int4_per_token_head, nvfp4*, turboquant_*, octave_*, "
         "ultraquant_4bit) are not sized: the verdict is Unknown. Default: auto.",
     )
+    mamba_ssm_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        default="auto",
+        alias="mambaSsmCacheDtype",
+        description="--mamba-ssm-cache-dtype: the Mamba / gated-delta-net recurrent state's dtype. auto: the "
+        "model's, or what config.json sets for NemotronH and Qwen3.5 (float32), as vLLM does. Default: auto.",
+    )
     dtype: Literal["auto", "bfloat16", "float16", "float32", "half", "float"] = Field(
         default="auto",
         description="--dtype of the weights and activations (half is float16, float is float32, as in vLLM). "
