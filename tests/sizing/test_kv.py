@@ -316,3 +316,32 @@ def test_nemotron_h_recurrent_state_follows_its_config_and_the_release_default()
         assert mamba_ssm_dtype_bytes(bare, None, accounting_of(bare, h100, ServingConfig(vllm_version=version))) == (
             expected
         )
+
+
+def test_max_num_seqs_above_a_hybrid_models_blocks_is_refused_from_0_20() -> None:
+    # vLLM 0.20+ refuses to capture full CUDA graphs for a hybrid Mamba model whose max_num_seqs exceeds its KV cache
+    # blocks: each decode sequence holds one Mamba block (config/compilation.py 0.20.0 L1420-1441; vllm#49064: "max_num_
+    # seqs (1024) exceeds available Mamba cache blocks (969)" on an H100 at 0.28, KAITO#2319 "(1024) ... (614)" on an
+    # H100 at 0.25.1). Qwen3.5-27B on one H100 at 132,000 tokens and gmu 0.9 has ~314 blocks of 784 tokens against the
+    # 1024 sequences a >= 70 GiB GPU defaults to: far beyond the fitted terms' error band, so DoesNotFit, with
+    # --max-num-seqs at the blocks as the fix.
+    m = model("Qwen/Qwen3.5-27B")
+    h100 = lookup_gpu("H100-SXM")
+    base = {"max_model_len": 132000, "gpu_memory_utilization": 0.9}
+    p = plan(m, h100, ServingConfig(vllm_version="0.28.0", **base))  # type: ignore[arg-type]
+    assert p.verdict.value == "DoesNotFit" and p.serving.max_num_seqs == 1024 > p.kv.num_blocks
+    assert [r.code for r in p.reasons] == ["MaxNumSeqsExceedsMambaBlocks"], p.reasons
+    from fitgate.sizing import suggest  # noqa: PLC0415
+
+    fixes = suggest(m, h100, ServingConfig(vllm_version="0.28.0", **base), None, p)  # type: ignore[arg-type]
+    assert any(s.changes == (("--max-num-seqs", str(p.kv.num_blocks)),) for s in fixes), fixes
+    ok = plan(m, h100, ServingConfig(vllm_version="0.28.0", max_num_seqs=256, **base))  # type: ignore[arg-type]
+    assert "MaxNumSeqsExceedsMambaBlocks" not in {r.code for r in ok.reasons} and ok.verdict.value != "DoesNotFit"
+    # not before 0.20, not without full CUDA graphs, not with 0.34's extensible cache (graphs before the pool)
+    for other in (
+        ServingConfig(vllm_version="0.19.0", **base),  # type: ignore[arg-type]
+        ServingConfig(vllm_version="0.28.0", enforce_eager=True, **base),  # type: ignore[arg-type]
+        ServingConfig(vllm_version="0.28.0", cudagraph_mode="PIECEWISE", **base),  # type: ignore[arg-type]
+        ServingConfig(vllm_version="0.34.0", **base),  # type: ignore[arg-type]
+    ):
+        assert "MaxNumSeqsExceedsMambaBlocks" not in {r.code for r in plan(m, h100, other).reasons}, other

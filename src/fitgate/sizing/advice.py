@@ -84,6 +84,7 @@ CHANGE_COST = {
     # issue 20: fewer LoRA slots serve fewer adapters in one batch; a lower rank refuses larger adapters
     "--max-loras": 1,
     "--max-lora-rank": 2,
+    "--max-num-seqs": 1,  # fewer sequences decoded at once (a hybrid Mamba model's blocks bound them anyway)
 }
 _GMU_STEP = 0.01
 _MIN_GMU = 0.5
@@ -127,6 +128,12 @@ def _moves(
     kinds = list(
         _SETTINGS_MOVES.get(owners, (short_outside,), lambda: _settings_moves(model, gpu, serving, rs, short_outside))
     )
+    if any(r.code is ReasonCode.MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS for r in current.reasons) and current.kv.num_blocks:
+        # a hybrid Mamba model decodes at most one sequence per KV block under full CUDA graphs (judge._mamba_blocks)
+        seqs = current.kv.num_blocks
+        kinds.append(
+            [_Move((("--max-num-seqs", str(seqs)),), {"max_num_seqs": seqs}, None, f"one Mamba block each ({seqs})")]
+        )
     if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
         per_request = current.kv.workload_blocks / workload.per_replica
         most = int(current.kv.num_blocks / per_request)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES
+from fitgate.sizing.kv_specs import MambaSpec
 from fitgate.sizing.parallel import EP_INTERNODE_RESIDENT_BYTES
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import KVSummary, PerGpu, RankPlan, Reason, Verdict
@@ -24,6 +25,7 @@ from fitgate.sizing.verdict_rules import (
     TIGHT_FRACTION,
     OutsideNeed,
 )
+from fitgate.sizing.versions import parse_version
 
 _KV_SHORT = frozenset({ReasonCode.KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN, ReasonCode.NO_KV_CACHE_MEMORY})
 
@@ -154,6 +156,9 @@ def prejudge(
             f" (weights include {fmt_gib(g.lora_bytes)} of LoRA slots: --max-loras {rs.lora.max_loras} x "
             f"--max-lora-rank {rs.lora.max_lora_rank})"
         )
+    mamba_hard, mamba_soft = _mamba_blocks(rs, worst, kv, g) if pool is None else (None, None)
+    if mamba_hard is not None:
+        chain.append(mamba_hard)
     hard = [Reason(r.code, r.message + suffix) for r in chain] if suffix else chain
     within = _within_estimate_error(hard, worst, kv, g) if pool is not None else None
     return Prejudged(
@@ -161,10 +166,51 @@ def prejudge(
         pool is not None,
         within,
         suffix,
-        _before(rs, worst, kv, g),
+        (*((mamba_soft,) if mamba_soft else ()), *_before(rs, worst, kv, g)),
         _near_max_model_len(rs, worst, kv, uncounted_bytes),
         (*_after(rs, g, outside), *_unified(rs, g, unified_memory)),
     )
+
+
+#: The first release that refuses to start a hybrid Mamba model whose ``max_num_seqs`` exceeds its KV cache blocks
+#: under full CUDA graphs (config/compilation.py 0.20.0 L1420-1441, 0.34.0 L1659-1680, vllm-project/vllm#38270):
+#: each decode sequence needs one Mamba block ("max_num_seqs (1024) exceeds available Mamba cache blocks (969)",
+#: vllm#49064 on an H100 at 0.28; NVIDIA's retail-shopping-assistant#95, Nemotron 120B on 2 x H100).
+MAMBA_BLOCKS_CHECK_SINCE = (0, 20, 0)
+_FULL_GRAPH_MODES = frozenset({"FULL_AND_PIECEWISE", "FULL", "FULL_DECODE_ONLY"})
+
+
+def _mamba_blocks(
+    rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu
+) -> tuple[Reason | None, Reason | None]:
+    """(DoesNotFit, Tight) for ``max_num_seqs`` above a hybrid Mamba model's KV cache blocks (vLLM 0.20+).
+
+    Not with 0.34's extensible KV cache (its graphs are captured before the pool is measured) nor without full CUDA
+    graphs (``--enforce-eager``, PIECEWISE). DoesNotFit only beyond the blocks fitgate's error band could add
+    (verdict_rules.ESTIMATE_ERROR_FRACTION, as for a KV shortfall); within it, Tight.
+    """
+    if (
+        parse_version(rs.vllm_version) < MAMBA_BLOCKS_CHECK_SINCE
+        or rs.extensible_kv_cache
+        or not rs.cuda_graphs
+        or rs.cudagraph_mode not in _FULL_GRAPH_MODES
+        or rs.max_num_seqs <= kv.num_blocks
+        or not any(isinstance(s, MambaSpec) for s, _ in worst.layout.spec_counts)
+    ):
+        return None, None
+    fitted = worst.profile.activation_bytes + worst.profile.non_torch_bytes
+    fitted += worst.profile.cuda_graph_bytes if g.cuda_graphs_in_budget else 0
+    band = min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+    most = (max(worst.available_kv_bytes, 0) + band) // max(1, worst.layout.bytes_per_block)
+    message = (
+        f"max_num_seqs {rs.max_num_seqs} exceeds the {kv.num_blocks} KV cache blocks per GPU, and each decode "
+        f"sequence of a hybrid Mamba model holds one: vLLM {rs.vllm_version} refuses to capture its full CUDA graphs "
+        f"(--max-num-seqs {kv.num_blocks} or fewer)"
+    )
+    if rs.max_num_seqs > most:
+        return Reason(ReasonCode.MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS, message), None
+    within = f"{message}; within the error of fitgate's fitted terms ({most} blocks at most), so not denied"
+    return None, Reason(ReasonCode.MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS, within)
 
 
 #: The share of a unified-memory GPU's total that vLLM can expect free at start-up (hunt28 F6): GB10 runs at

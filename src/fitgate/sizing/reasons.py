@@ -20,6 +20,7 @@ class ReasonCode(StrEnum):
     OUTSIDE_BUDGET_TOO_SMALL = "OutsideBudgetTooSmall"
     KV_CACHE_TOO_SMALL_FOR_MAX_MODEL_LEN = "KVCacheTooSmallForMaxModelLen"
     WORKLOAD_EXCEEDS_KV_CACHE = "WorkloadExceedsKVCache"
+    MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS = "MaxNumSeqsExceedsMambaBlocks"
     # The plan: Tight
     WEIGHTS_NEAR_BUDGET = "WeightsNearBudget"
     WORKLOAD_NEAR_KV_CAPACITY = "WorkloadNearKVCapacity"
