@@ -206,3 +206,40 @@ def test_flat_entries_mounted_from_a_configmap_resolve(
     direct = plan(to_model_input(resolve(str(src))), lookup_gpu("L4"), ServingConfig(max_model_len=8192))
     via_mount = plan(to_model_input(facts), lookup_gpu("L4"), ServingConfig(max_model_len=8192))
     assert via_mount.per_gpu == direct.per_gpu and via_mount.kv == direct.kv
+
+
+def test_a_sentence_transformers_checkpoint_plans_with_the_pooling_runner(tmp_path: Path) -> None:
+    # hunt46 F1: Qwen3-Embedding ships modules.json with a pooling module; vLLM 0.10.1+ serves it with the pooling
+    # runner though its architecture is Qwen3ForCausalLM (config/model.py 0.34.0 L1303-1311). The catalog entry says
+    # so (weights.json pooling_config), and so does a local directory holding modules.json.
+    from fitgate.checkpoints import resolve, to_model_input  # noqa: PLC0415
+    from fitgate.checkpoints.local import load_directory  # noqa: PLC0415
+    from fitgate.sizing import ServingConfig, lookup_gpu, plan  # noqa: PLC0415
+
+    rtx = lookup_gpu("RTX-4090")
+    m = to_model_input(resolve("Qwen/Qwen3-Embedding-0.6B", source="catalog"))
+    given = {"gpu_memory_utilization": 0.2, "vllm_version": "0.11.0"}
+    auto = plan(m, rtx, ServingConfig(**given))  # type: ignore[arg-type]
+    pooled = plan(m, rtx, ServingConfig(runner="pooling", **given))  # type: ignore[arg-type]
+    generate = plan(m, rtx, ServingConfig(runner="generate", **given))  # type: ignore[arg-type]
+    assert auto.serving.runner == "pooling"
+    assert auto.per_gpu.activation_bytes == pooled.per_gpu.activation_bytes < generate.per_gpu.activation_bytes
+    assert auto.verdict.value != "DoesNotFit" and generate.verdict.value == "DoesNotFit"
+    # before 0.10.1 vLLM's default runner was generate for a *ForCausalLM checkpoint
+    old = plan(m, rtx, ServingConfig(gpu_memory_utilization=0.2, vllm_version="0.10.0"))
+    assert old.serving.runner == "generate"
+    # a local directory: the same from its modules.json; a malformed one is not read (generate), never an error
+    d = tmp_path / "Qwen__Qwen3-Embedding-0.6B"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(dict(m_config())))
+    modules = [{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    (d / "modules.json").write_text(json.dumps(modules))
+    assert load_directory(d).pooling_config
+    (d / "modules.json").write_text("{not json")
+    assert not load_directory(d).pooling_config
+
+
+def m_config() -> dict[str, object]:
+    from tests.conftest import catalog_config  # noqa: PLC0415
+
+    return dict(catalog_config("Qwen/Qwen3-Embedding-0.6B"))

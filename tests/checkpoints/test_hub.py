@@ -53,6 +53,16 @@ def tiny_files(max_pos: int = 2048) -> dict[str, Any]:
     return {"config.json": json.dumps(config).encode(), "model.safetensors": save(arrays)}
 
 
+#: A Sentence Transformers checkpoint's modules.json: transformer, pooling, normalize.
+ST_MODULES = json.dumps(
+    [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+).encode()
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     # huggingface_hub reads HF_HUB_OFFLINE once at import; these tests talk to the loopback Hub.
@@ -69,6 +79,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
             {"main": SHA_MAIN},
         ),
         HubRepo("acme/huge-config", {SHA_MAIN: {"config.json": b" " * (9 << 20)}}, {"main": SHA_MAIN}),
+        HubRepo("acme/st-embedder", {SHA_MAIN: {**tiny_files(), "modules.json": ST_MODULES}}, {"main": SHA_MAIN}),
         HubRepo(
             "acme/bad-header",
             {
@@ -261,3 +272,16 @@ def test_cache_is_bounded(tmp_path: Path) -> None:
     files = list((tmp_path / "facts").glob("*.json"))
     assert sum(f.stat().st_size for f in files) <= 8000
     assert cache.get("e", "r9", f"{9:040d}") is not None  # the newest survives
+
+
+def test_a_sentence_transformers_checkpoint_is_served_pooling_by_default(hub: HubServer, tmp_path: Path) -> None:
+    # hunt46 F1: vLLM 0.10.1+ serves a checkpoint whose modules.json lists a pooling module with the pooling runner
+    # whatever its *ForCausalLM architecture (config/model.py 0.34.0 L1303-1311): no sampler warm-up, no lm_head
+    facts = source(hub, tmp_path).resolve("acme/st-embedder")
+    assert facts.pooling_config and any("modules.json" in r for r in hub.requests)
+    plain = source(hub, tmp_path / "other").resolve("acme/tiny")
+    assert not plain.pooling_config and not any("acme/tiny" in r and "modules.json" in r for r in hub.requests)
+    cached = source(hub, tmp_path).resolve("acme/st-embedder")  # from the facts cache: the flag kept
+    assert cached.pooling_config
+    auto = plan(to_model_input(facts), lookup_gpu("L4"), ServingConfig(max_model_len=1024))
+    assert auto.serving.runner == "pooling"

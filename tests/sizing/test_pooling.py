@@ -52,7 +52,7 @@ def test_pooling_loads_no_lm_head() -> None:
 
 
 def test_an_unknown_runner_names_the_field() -> None:
-    with pytest.raises(SizingError, match=r"runner: 'draft' is not valid; expected generate or pooling"):
+    with pytest.raises(SizingError, match=r"runner: 'draft' is not valid; expected auto, generate or pooling"):
         plan(model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100"), ServingConfig(runner="draft"))
 
 

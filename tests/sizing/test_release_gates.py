@@ -190,3 +190,25 @@ def test_glm5_kv_cache_is_fp8_by_default_on_sm10x_from_0_32() -> None:
     assert 0.45 < fp8 / bf16 < 0.55, (fp8, bf16)  # the latent at one byte, not two (the indexer cache aside)
     full = plan(glm, lookup_gpu("B200"), ServingConfig(tensor_parallel_size=8, vllm_version="0.32.0"))
     assert full.verdict.value in ("Fits", "Tight") and any("auto is fp8_e4m3" in n for n in full.notes)
+
+
+def test_gb10_keeps_the_small_batch_defaults_from_0_33() -> None:
+    # vLLM 0.33 keeps GB10 (DGX Spark, cc 12.1) on the small tier whatever its 118 GiB (engine/arg_utils.py 0.34.0
+    # L2999-3024 is_gb10): 2048 batched tokens and 256 sequences for `vllm serve`; 0.32 gave it the >= 70 GiB tier
+    # (8192 / 1024). hunt47 F2.
+    from fitgate.sizing.resolve import accounting_of, default_batch  # noqa: PLC0415
+
+    m = model("Qwen/Qwen3-8B")
+    gb10 = lookup_gpu("GB10")
+    for version, expected in (("0.32.0", (8192, 1024)), ("0.33.0", (2048, 256)), ("0.34.0", (2048, 256))):
+        acc = accounting_of(m.arch, gb10, ServingConfig(vllm_version=version))
+        assert default_batch(gb10, acc, offline=False) == expected, version
+
+
+def test_device_memory_utilization_is_the_gpu_memory_utilization() -> None:
+    # vLLM 0.33's device-neutral spelling (engine/arg_utils.py 0.34.0 L1403-1407); a container that used it was sized
+    # at the default 0.92 and denied what its 0.98 runs (hunt47 F1)
+    from fitgate.workloads.argv import parse_engine_argv  # noqa: PLC0415
+
+    cmd = parse_engine_argv("vllm serve", ["Qwen/Qwen3-32B", "--device-memory-utilization", "0.98"])
+    assert cmd.flags["--gpu-memory-utilization"] == "0.98"

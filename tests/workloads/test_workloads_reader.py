@@ -916,8 +916,10 @@ def test_dotted_flag_values_and_lists() -> None:
         (["--task", "embed"], "pooling"),  # vLLM up to 0.10 (config.py 0.9.2 _TASK_RUNNER)
         (["--task=score"], "pooling"),
         (["--convert", "classify"], "pooling"),  # 0.10.2+ (config/model.py ConvertOption)
-        (["--task", "generate"], "generate"),
-        (["--runner", "auto"], "generate"),
+        # vLLM's default: the spec keeps auto, which the sizing core resolves (pooling where the checkpoint ships a
+        # Sentence Transformers pooling module, resolve.runner_of; generate for Qwen3-8B)
+        (["--task", "generate"], "auto"),
+        (["--runner", "auto"], "auto"),
     ],
 )
 def test_the_pooling_runner_is_read_from_runner_task_and_convert(args: list[str], runner: str) -> None:

@@ -27,7 +27,7 @@ from fitgate.settings import load
 
 DEFAULT_MAX_BYTES = 256 << 20
 #: Version of the stored facts; entries of another version are resolved again (version 2: tensor totals).
-_FORMAT = 2
+_FORMAT = 3  # 3: pooling_config (modules.json)
 DEFAULT_REF_TTL_S = 600.0
 
 
@@ -101,6 +101,7 @@ class FactsCache:
             revision=data.get("revision"),
             origin=str(data.get("origin", "")),
             notes=tuple(data.get("notes", ())),
+            pooling_config=data.get("pooling_config") is True,
         )
 
     def put(self, endpoint: str, repo_id: str, facts: ModelFacts) -> None:
@@ -119,6 +120,7 @@ class FactsCache:
             "revision": facts.revision,
             "origin": facts.origin,
             "notes": list(facts.notes),
+            "pooling_config": facts.pooling_config,
         }
         self._write(self.root / "facts" / f"{_key(endpoint, repo_id, facts.revision)}.json", payload)
         self._evict()

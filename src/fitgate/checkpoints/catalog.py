@@ -231,6 +231,7 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
         source="catalog",
         revision=weights.get("revision"),
         origin=f"fitgate catalog{where} ({entry.basis})",
+        pooling_config=weights.get("pooling_config") is True,
     )
 
 

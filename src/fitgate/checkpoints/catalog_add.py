@@ -88,6 +88,8 @@ def add_to_catalog(
         "basis": basis,
         "source": facts.origin or facts.ref,
     }
+    if facts.pooling_config:  # modules.json lists a Sentence Transformers pooling module: vLLM serves it pooling
+        weights["pooling_config"] = True
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     source = "\n".join(
         (

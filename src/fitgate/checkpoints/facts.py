@@ -149,6 +149,8 @@ class ModelFacts:
         revision: The immutable revision (commit sha) where known.
         origin: Where the files came from (a path, or the catalog entry's provenance).
         notes: How the facts were obtained when that matters (a catalog fallback, a stale ref).
+        pooling_config: The checkpoint ships a Sentence Transformers pooling module (``modules.json``): vLLM's
+            default runner serves it as a pooling model (:func:`st_pooling`).
     """
 
     ref: str
@@ -161,6 +163,7 @@ class ModelFacts:
     revision: str | None = None
     origin: str = ""
     notes: tuple[str, ...] = ()
+    pooling_config: bool = False
 
     @property
     def weights_basis(self) -> str:
@@ -188,6 +191,24 @@ def with_hf_quant_config(config: dict[str, Any], hf_quant: object, file: str) ->
     return {**config, "quantization_config": {"quant_method": "modelopt", **hf_quant}}
 
 
+#: The Sentence Transformers module types vLLM reads as a pooling module (transformers_utils/config.py 0.34.0 L97-100).
+ST_POOLING_MODULE_TYPES = frozenset(
+    {"sentence_transformers.models.Pooling", "sentence_transformers.sentence_transformer.modules.pooling.Pooling"}
+)
+
+
+def st_pooling(modules: Any) -> bool:
+    """Whether a ``modules.json`` lists a pooling module.
+
+    vLLM's ``get_pooling_config`` then finds a pooling config, and ``_get_default_runner_type`` serves even a
+    ``*ForCausalLM`` checkpoint as a pooling model ("Some Sentence Transformers models use *ForCausalLM archs",
+    config/model.py 0.34.0 L1303-1311; from 0.10.1: hunt46 F1).
+    """
+    return isinstance(modules, list) and any(
+        isinstance(m, Mapping) and m.get("type") in ST_POOLING_MODULE_TYPES for m in modules[:64]
+    )
+
+
 def to_model_input(facts: ModelFacts, hf_overrides: Mapping[str, Any] | None = None) -> ModelInput:
     """Parse the config and build the weight inventory from the best weight facts available.
 
@@ -196,6 +217,8 @@ def to_model_input(facts: ModelFacts, hf_overrides: Mapping[str, Any] | None = N
     if hf_overrides:
         facts = dataclasses.replace(facts, config=apply_hf_overrides(facts.config, hf_overrides))
     arch = parse_config(facts.config)
+    if facts.pooling_config:
+        arch = dataclasses.replace(arch, pooling_by_default=True)
     if facts.tensors:
         inventory = facts.tensors.inventory(arch.num_layers)
     else:

@@ -50,7 +50,7 @@ from huggingface_hub.utils._http import hf_request_event_hook
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from fitgate.checkpoints.cache import FactsCache
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals, st_pooling
 from fitgate.checkpoints.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from fitgate.checkpoints.safetensors import TotalsBuilder, index_shards, stream_object
 from fitgate.settings import DEFAULT_CDN_HOSTS, HeaderLimits, HubSettings, load
@@ -236,6 +236,20 @@ class HubSource:
             "config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref, deadline), deadline
         )
         notes: list[str] = []
+        pooling = False
+        if "modules.json" in sizes and (sizes["modules.json"] or 0) <= MAX_CONFIG_BYTES:
+            # a Sentence Transformers checkpoint: vLLM serves it as a pooling model (facts.st_pooling); a malformed
+            # modules.json is vLLM's error to raise, not a reason to refuse the checkpoint here
+            try:
+                modules = self._call(
+                    "modules.json",
+                    ref,
+                    lambda: self._get_json(repo_id, "modules.json", sha, ref, deadline, any_json=True),
+                    deadline,
+                )
+                pooling = st_pooling(modules)
+            except CheckpointError as exc:
+                notes.append(f"modules.json not read ({exc.problem or exc}): sized with vLLM's generate runner")
         headers = self._call(
             "safetensors headers", ref, lambda: self._safetensors(repo_id, sha, sizes, ref, deadline), deadline
         )
@@ -255,6 +269,7 @@ class HubSource:
             revision=sha,
             origin=f"{self.settings.endpoint}/{repo_id}@{sha}",
             notes=tuple(notes),
+            pooling_config=pooling,
         )
 
     def _file_url(self, repo_id: str, filename: str, sha: str) -> str:
@@ -421,14 +436,16 @@ class HubSource:
 
             builder.read_header(label, header(), length)
 
-    def _get_json(self, repo_id: str, filename: str, sha: str, ref: str, deadline: float) -> Any:
+    def _get_json(
+        self, repo_id: str, filename: str, sha: str, ref: str, deadline: float, *, any_json: bool = False
+    ) -> Any:
         body = self._read(self._file_url(repo_id, filename, sha), filename, ref, deadline, MAX_CONFIG_BYTES)
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON, or nested too deeply"
             raise CheckpointError("model", ref, "", problem=f"{filename} is not valid JSON ({reason})") from None
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) and not any_json:
             raise CheckpointError("model", ref, "", problem=f"{filename} is not a JSON object")
         return data
 

@@ -13,6 +13,7 @@ cache (``models--org--name/snapshots/<rev>``, whose files link to ``../../blobs`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -21,7 +22,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, with_hf_quant_config
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, st_pooling, with_hf_quant_config
 from fitgate.checkpoints.safetensors import (
     HeaderLimits,
     TotalsBuilder,
@@ -151,6 +152,11 @@ def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | No
             os.close(fd)
         if total is None:
             raise CheckpointError(f"{index_path}:metadata.total_size", None, "a positive number of bytes")
+    modules_path = path / "modules.json"
+    pooling = False
+    if modules_path.is_file():  # a Sentence Transformers checkpoint: vLLM's default runner is pooling
+        with contextlib.suppress(CheckpointError):  # a malformed one is vLLM's error, not a reason to refuse it here
+            pooling = st_pooling(read_json(modules_path, MAX_CONFIG_BYTES, root))
     return ModelFacts(
         ref=ref or str(path),
         name=path.name.replace("__", "/"),
@@ -159,4 +165,5 @@ def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | No
         total_size=total,
         source="local",
         origin=str(path),
+        pooling_config=pooling,
     )

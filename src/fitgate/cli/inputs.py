@@ -98,7 +98,7 @@ def overrides_of(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _runner(args: argparse.Namespace) -> str:
     """``--runner``, or pooling where ``--task`` / ``--convert`` names a pooling task (hunt31 F2), as a workload's."""
-    runner = str(getattr(args, "runner", "generate"))
+    runner = str(getattr(args, "runner", "auto"))
     for flag in ("convert", "task"):
         if str(getattr(args, flag, None) or "").strip().lower() in POOLING_TASKS:
             return "pooling"

@@ -234,7 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
         "vLLM 0.12); default: the one vLLM's image picks (Marlin before 0.12.0, Triton from it)",
     )
     p.add_argument(
-        "--runner", choices=("generate", "pooling"), default="generate", help="vLLM's --runner (pooling: embeddings)"
+        "--runner",
+        choices=("auto", "generate", "pooling"),
+        default="auto",
+        help="vLLM's --runner (pooling: embeddings; auto, vLLM's default: pooling for a checkpoint with a Sentence "
+        "Transformers pooling module, modules.json, else generate)",
     )
     p.add_argument("--task", help="vLLM's --task (to 0.10): embed, score, classify or reward serve as --runner pooling")
     p.add_argument("--convert", help="vLLM's --convert (0.10.2+): embed, classify or reward serve as --runner pooling")

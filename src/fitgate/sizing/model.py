@@ -260,6 +260,9 @@ class ModelArchitecture:
     #: config.json's dtype for the Mamba / gated-delta-net recurrent (SSM) state: Qwen3.5's ``mamba_ssm_dtype``,
     #: NemotronH's ``mamba_ssm_cache_dtype`` (vLLM applies it by architecture: resolve.mamba_ssm_dtype_bytes)
     mamba_ssm_dtype: str | None = None
+    #: vLLM's default runner serves the checkpoint as a pooling model: it ships a Sentence Transformers pooling
+    #: module (modules.json; checkpoints.facts.st_pooling), so ``--runner auto`` is ``pooling``.
+    pooling_by_default: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -49,14 +49,35 @@ AUTO_FP8_KV_ON_SM10X = {"GlmMoeDsaForCausalLM": (0, 32, 0)}
 #: self.max_num_batched_tokens)``, after the throughput doubling; ``SchedulerConfig`` did the same in V0): the
 #: activation peak of the profiling pass grows with it (hunt31 F4: the recipes' Qwen3-Next MTP command on 4 x H200).
 CHUNKED_PREFILL_OFF = "the step budget is at least max_model_len (vllm 0.34.0 engine/arg_utils.py L3227-3236)"
-#: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding).
-RUNNERS = ("generate", "pooling")
+#: vLLM's ``--runner`` values fitgate sizes (``draft`` is internal to speculative decoding); ``auto`` is vLLM's default.
+RUNNERS = ("auto", "generate", "pooling")
+#: The first release whose default runner serves a checkpoint with a Sentence Transformers pooling module as a
+#: pooling model whatever its architecture ("Some Sentence Transformers models use *ForCausalLM archs",
+#: config/__init__.py 0.10.1.1 L895-903, config/model.py 0.34.0 L1303-1311; hunt46 F1).
+ST_POOLING_DEFAULT_SINCE = (0, 10, 1)
+
+
+def runner_of(arch: ModelArchitecture, runner: str, version: tuple[int, int, int] | None = None) -> str:
+    """The runner vLLM uses: the one given, or for ``auto`` pooling where the checkpoint ships a pooling module."""
+    if runner != "auto":
+        return runner
+    pooling = arch.pooling_by_default and (version is None or version >= ST_POOLING_DEFAULT_SINCE)
+    return "pooling" if pooling else "generate"
+
+
 MAX_CONTEXT = 1 << 24
+
+
+#: The first release that keeps GB10 (DGX Spark, compute capability 12.1) on the small defaults whatever its memory:
+#: "GB10 ... has the memory but not the compute of a large discrete GPU" (engine/arg_utils.py 0.33.0 ``is_gb10``,
+#: 0.34.0 L2999-3024; absent from 0.32.0; hunt47 F2).
+GB10_SMALL_TIER_SINCE = (0, 33, 0)
 
 
 def default_batch(gpu: GpuModel, accounting: VllmAccounting, offline: bool) -> tuple[int, int]:
     """VLLM's default (max_num_batched_tokens, max_num_seqs) for this card (reference section 9)."""
-    big = gpu.memory_bytes >= 70 * GiB and not (accounting.a100_small_tier and gpu.is_a100)
+    gb10 = accounting.version >= GB10_SMALL_TIER_SINCE and gpu.compute_capability == "12.1"
+    big = gpu.memory_bytes >= 70 * GiB and not (accounting.a100_small_tier and gpu.is_a100) and not gb10
     if accounting.big_gpu_tier_bytes is not None and gpu.memory_bytes >= accounting.big_gpu_tier_bytes:
         return 16384, 1024
     if big:
@@ -95,7 +116,7 @@ def v0_default_tokens(
     if version >= (0, 6, 0):
         chunked = chunked and arch.vision is None
     if version >= (0, 6, 5):
-        chunked = chunked and serving.runner != "pooling" and gpu.vendor != "amd"
+        chunked = chunked and runner_of(arch, serving.runner, version) != "pooling" and gpu.vendor != "amd"
     if not chunked:
         return max(max_len, 2048)
     since, before, after = V0_CHUNKED_TOKENS
@@ -116,7 +137,8 @@ def _engine(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig) -> t
     if serving.engine:
         return serving.engine, None
     cc = gpu.compute_capability
-    return engine_for(serving.vllm_version, serving.use_v1, cc, serving.kv_cache_dtype, arch.uses_mla, serving.runner)
+    runner = runner_of(arch, serving.runner)
+    return engine_for(serving.vllm_version, serving.use_v1, cc, serving.kv_cache_dtype, arch.uses_mla, runner)
 
 
 def accounting_of(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig) -> VllmAccounting:
@@ -237,13 +259,14 @@ def resolve_serving(
     if interconnect not in ("nvlink", "pcie"):
         raise SizingError("interconnect", interconnect, "nvlink or pcie")
     if serving.runner not in RUNNERS:
-        raise SizingError("runner", serving.runner, "generate or pooling (vLLM's --runner)")
+        raise SizingError("runner", serving.runner, "auto, generate or pooling (vLLM's --runner)")
+    runner = runner_of(arch, serving.runner, accounting.version)
     block = checked_int(serving.block_size, "block_size", 1, 4096)
     if block is not None and block % 16 and block not in (1, 8):
         raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
     if block is not None and block % MINIMAX_M3_BLOCK and _block_sparse(arch):
         raise SizingError("block_size", block, "a multiple of 128 (MiniMax M3's 128-token sparse pages)")
-    if serving.runner == "pooling" and (serving.speculative_method or serving.speculative_tokens):
+    if runner == "pooling" and (serving.speculative_method or serving.speculative_tokens):
         raise SizingError("speculative_config", serving.speculative_method, "none with --runner pooling")
     # --- LoRA, weight offload, KV connectors (issue 20) ---
     lora = lora_slots.resolve_lora(
@@ -312,7 +335,7 @@ def resolve_serving(
         pre_snapshot_bytes=pre_snapshot_bytes(tp, gpu.compute_capability),
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
-        runner=serving.runner,
+        runner=runner,
         speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
         parallel=layout,
         lora=lora,

@@ -56,7 +56,9 @@ class ServingConfig:
     offline: bool = False  # the LLM class (bigger default batch) instead of ``vllm serve``
     kv_cache_memory_bytes: int | None = None  # ``--kv-cache-memory-bytes``: the KV pool per GPU, no profiling
     interconnect: str | None = None  # ``nvlink`` or ``pcie``; None: the GPU catalog's
-    runner: str = "generate"  # ``--runner``: ``generate`` or ``pooling`` (embedding / reward models)
+    # ``--runner``: ``generate``, ``pooling`` (embedding / reward models) or ``auto``, vLLM's default: pooling for a
+    # checkpoint with a Sentence Transformers pooling module, else generate (resolve.runner_of)
+    runner: str = "auto"
     # ``--[no-]enable-chunked-prefill``: False makes the step budget at least max_model_len
     # (resolve.CHUNKED_PREFILL_OFF)
     enable_chunked_prefill: bool | None = None

@@ -18,6 +18,9 @@ ALIASES = {
     "--spec-method": "--speculative-config.method",
     "--spec-model": "--speculative-config.model",
     "--spec-tokens": "--speculative-config.num_speculative_tokens",
+    # 0.33's device-neutral name of --gpu-memory-utilization (engine/arg_utils.py 0.33.0 L1390, 0.34.0 L1403-1407;
+    # hunt47 F1: a container that spelled it was sized at the default utilization)
+    "--device-memory-utilization": "--gpu-memory-utilization",
 }
 
 

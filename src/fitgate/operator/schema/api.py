@@ -318,11 +318,12 @@ class Serving(_Spec):
         "FlashInfer's top-k/top-p kernels, false with PyTorch's sort (a larger profiling pass). Default: the "
         "release's (on in 0.8-0.11.0, opt-in from 0.11.1).",
     )
-    runner: Literal["generate", "pooling"] = Field(
-        default="generate",
+    runner: Literal["auto", "generate", "pooling"] = Field(
+        default="auto",
         description="--runner: pooling serves an embedding, reranker or reward model (no lm_head, no sampler); a "
         "workload's --task embed|score|classify|reward or --convert embed|classify|reward reads as pooling. "
-        "Default: generate.",
+        "Default: auto, vLLM's: pooling for a checkpoint that ships a Sentence Transformers pooling module "
+        "(modules.json), else generate.",
     )
     performance_mode: Literal["balanced", "interactivity", "throughput"] | None = Field(
         default=None,
