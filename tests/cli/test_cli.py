@@ -579,3 +579,17 @@ def test_a_bare_a100_is_never_denied_what_the_80gb_card_runs(capsys: pytest.Capt
     assert code == 1 and doc["verdict"] == "DoesNotFit"
     code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--max-model-len", "8192")
     assert doc["gpu"]["name"] == "A100-40GB" and any("read as the A100-40GB" in n for n in doc["notes"])
+
+
+def test_an_architecture_fitgate_does_not_size_is_unknown_and_named_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # hunt46 F2: a reranker / encoder vLLM serves (BAAI/bge-reranker-v2-m3 is XLMRobertaForSequenceClassification) was
+    # "CheckpointInvalid ... is not valid": the checkpoint is valid, fitgate does not size its architecture
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["XLMRobertaForSequenceClassification"], "model_type": "xlm-roberta"})
+    )
+    code, doc = plan_json(capsys, "--model", str(tmp_path), "--gpu", "L4")
+    assert code == 0 and doc["verdict"] == "Unknown"
+    [reason] = doc["reasons"]
+    assert reason["code"] == "ArchitectureNotSized" and "is an architecture fitgate does not size" in reason["message"]

@@ -122,7 +122,7 @@ def test_missing_key_takes_the_transformers_default() -> None:
 def test_unknown_architecture_names_it() -> None:
     with pytest.raises(
         UnknownArchitectureError,
-        match=r"architectures: 'BertModel' is not valid; expected one of the \d+ architectures fitgate sizes",
+        match=r"architectures: 'BertModel' is an architecture fitgate does not size; it sizes \d+ architectures",
     ):
         parse_config({"architectures": ["BertModel"], "hidden_size": 768})
 

@@ -98,7 +98,13 @@ def _unknown(args: Any, exc: SizingError) -> int:
     which reads as a denial of a flag vLLM accepts. ``plan --output json`` gets a ``fitgate.io/plan/v1`` document
     with only the fields known without a plan (docs/plan-json.md).
     """
-    code = ReasonCode.SETTINGS_NOT_MODELLED if isinstance(exc, NotModelledError) else ReasonCode.CHECKPOINT_INVALID
+    code = (
+        ReasonCode.SETTINGS_NOT_MODELLED
+        if isinstance(exc, NotModelledError)
+        else ReasonCode.ARCHITECTURE_NOT_SIZED
+        if isinstance(exc, UnknownArchitectureError)
+        else ReasonCode.CHECKPOINT_INVALID
+    )
     message = str(exc)
     if getattr(args, "output", "text") == "json":
         doc = {

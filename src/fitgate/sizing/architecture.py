@@ -85,7 +85,7 @@ _NO_TRAITS = ModelTypeTraits()
 def _supported_hint(arch: str) -> str:
     """What to expect instead of an unknown architecture: the closest supported names, not all of them."""
     close = difflib.get_close_matches(str(arch), sorted(SUPPORTED_ARCHITECTURES), n=3, cutoff=0.6)
-    hint = f"one of the {len(SUPPORTED_ARCHITECTURES)} architectures fitgate sizes (README: Architectures)"
+    hint = f"{len(SUPPORTED_ARCHITECTURES)} architectures (docs: Architectures)"
     return hint + (f", e.g. {', '.join(close)}" if close else "")
 
 

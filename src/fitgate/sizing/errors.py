@@ -45,7 +45,15 @@ def _one_line(text: str) -> str:
 
 
 class UnknownArchitectureError(SizingError):
-    """The model's architecture is not one the sizing core knows how to size."""
+    """The model's architecture is not one the sizing core knows how to size.
+
+    Not an invalid checkpoint (vLLM may serve it: an encoder, a reranker, an audio model; hunt46 F2): the message says
+    fitgate does not size it, and the verdict is Unknown.
+    """
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        super().__init__(field, value, expected)
+        self.args = (_one_line(f"{field}: {value!r} is an architecture fitgate does not size; it sizes {expected}"),)
 
 
 class NotModelledError(SizingError):

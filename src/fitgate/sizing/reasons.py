@@ -42,6 +42,8 @@ class ReasonCode(StrEnum):
     CHECKPOINT_UNAVAILABLE = "CheckpointUnavailable"
     CHECKPOINT_INVALID = "CheckpointInvalid"
     CHECKPOINT_NOT_IN_CATALOG = "CheckpointNotInCatalog"
+    # an architecture fitgate does not size (an encoder, a reranker, an audio model vLLM may serve): Unknown
+    ARCHITECTURE_NOT_SIZED = "ArchitectureNotSized"
     NO_GPU_INVENTORY = "NoGPUInventory"
     NO_MATCHING_GPU_POOL = "NoMatchingGPUPool"
     NOT_ENOUGH_GPUS_PER_NODE = "NotEnoughGPUsPerNode"

@@ -34,7 +34,7 @@ from fitgate.checkpoints.catalog import BUILT_IN, catalog_entries
 from fitgate.checkpoints.resolve import resolve_known
 from fitgate.operator.schema.api import ModelRef
 from fitgate.settings import Settings, load
-from fitgate.sizing import ModelInput, ReasonCode, SizingError
+from fitgate.sizing import ModelInput, ReasonCode, SizingError, UnknownArchitectureError
 
 
 @dataclass(frozen=True)
@@ -325,6 +325,7 @@ class FactsStore:
                 known = Known(None, None, str(exc), exc.transient, time.monotonic())
         except SizingError as exc:
             self.errors["permanent"] = self.errors.get("permanent", 0) + 1
-            known = Known(None, None, str(exc), False, time.monotonic())
+            reason = ReasonCode.ARCHITECTURE_NOT_SIZED if isinstance(exc, UnknownArchitectureError) else None
+            known = Known(None, None, str(exc), False, time.monotonic(), reason)
         self._known[key] = known
         return known
