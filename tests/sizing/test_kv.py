@@ -345,3 +345,17 @@ def test_max_num_seqs_above_a_hybrid_models_blocks_is_refused_from_0_20() -> Non
         ServingConfig(vllm_version="0.34.0", **base),  # type: ignore[arg-type]
     ):
         assert "MaxNumSeqsExceedsMambaBlocks" not in {r.code for r in plan(m, h100, other).reasons}, other
+
+
+def test_the_mamba_blocks_check_is_not_a_denial_with_speculative_decoding() -> None:
+    # With speculative decoding vLLM falls back to PIECEWISE graphs on attention backends without uniform-batch full
+    # graphs (config/compilation.py 0.20.0 L1372-1385; FlashInfer without TRTLLM on GB10 / RTX 5090: hunt49 F1,
+    # spark-vllm-docker#200), and then never runs the Mamba-blocks check: Tight with the numbers, not DoesNotFit.
+    m = model("Qwen/Qwen3.5-27B")
+    serving = ServingConfig(
+        max_model_len=132000, gpu_memory_utilization=0.9, vllm_version="0.28.0",
+        speculative_method="mtp", speculative_tokens=1,
+    )  # fmt: skip
+    p = plan(m, lookup_gpu("H100-SXM"), serving)
+    assert p.serving.max_num_seqs > p.kv.num_blocks
+    assert p.verdict.value == "Tight" and "MaxNumSeqsExceedsMambaBlocks" in {r.code for r in p.reasons}

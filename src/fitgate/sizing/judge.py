@@ -207,6 +207,14 @@ def _mamba_blocks(
         f"sequence of a hybrid Mamba model holds one: vLLM {rs.vllm_version} refuses to capture its full CUDA graphs "
         f"(--max-num-seqs {kv.num_blocks} or fewer)"
     )
+    if rs.draft_tokens:
+        # with speculative decoding an attention backend without uniform-batch full graphs (FlashInfer without its
+        # TRTLLM kernels: GB10, RTX 5090 / PRO 6000) makes vLLM capture PIECEWISE graphs only, and the check is not
+        # run (config/compilation.py 0.20.0 L1372-1385; hunt49 F1: spark-vllm-docker#200, vllm#49547): not denied
+        hedge = (
+            "; with speculative decoding vLLM may fall back to PIECEWISE graphs, which skip this check, so not denied"
+        )
+        return None, Reason(ReasonCode.MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS, message + hedge)
     if rs.max_num_seqs > most:
         return Reason(ReasonCode.MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS, message), None
     within = f"{message}; within the error of fitgate's fitted terms ({most} blocks at most), so not denied"
