@@ -29,6 +29,8 @@ CASES = ROOT / "benchmarks" / "calibration" / "public-2026.jsonl"
 
 #: Cases of vLLM >= 0.21 that are sized today.
 SIZED_FROM_0_21 = {
+    # vLLM 0.31.0 on an A100 80GB (hunt41): the first public >= 0.30 log with the memory lines; KV +0.9 %
+    "gh-file-70682754770-llama31-8b-a100-v0310-defaults",
     "gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030",
     "gh-file-69451098589-qwen3-14b-awq-rtx5090-u070-16k",
     "gh-file-69451098589-qwen3-14b-awq-rtx5090-u070-32k",
@@ -57,6 +59,11 @@ EMBEDDING = "gh-file-69451098589-qwen3-embedding-0.6b-pooling-rtx5090-u030"
 
 #: Checkpoints whose config.json no public repository vendors (searched: see the README's accuracy section).
 NO_PUBLIC_CONFIG = {
+    # hunt41: a Qwen3-4B fine-tune (its config not published apart), a 0.5B WSL run, Gemma 4 31B (only NVIDIA's
+    # NVFP4 repackaging is vendored)
+    "typhoon2.5-qwen3-4b",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "google/gemma-4-31B-it",
     "LiquidAI/LFM2.5-1.2B-Instruct",
     "GLM-5.2-NVFP4",
     "Qwen/Qwen3.8-27B-FP8",
