@@ -32,8 +32,8 @@ TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what 
 GRAPH_EXCESS_FRACTION = 0.43
 #: How far fitgate's fitted terms (activation peak, non-torch memory, and the CUDA-graph estimate where vLLM deducts
 #: it) may over-count, as a fraction of their sum: the largest (predicted - measured available KV) shortfall on the
-#: side that denies, measured available KV above fitgate's, over the 57 sized calibration cases (``python
-#: benchmarks/accuracy.py`` prints it as "largest over-count", and both sides' distribution: p50 0.01, p90 0.58).
+#: side that denies, measured available KV above fitgate's, over the 58 sized calibration cases (``python
+#: benchmarks/accuracy.py`` prints it as "largest over-count", and both sides' distribution: p50 0.01, p90 0.57).
 #: 0.68 is vLLM 0.6 on a 22 GiB card (Llama-3.1-8B at 131k: 0.59 GiB over 0.86 GiB of fitted terms); 1.20 GiB, the
 #: cap below, an RTX 5090 at vLLM 0.28 (Qwen3-32B-AWQ: 0.33 GiB of activation and graph estimate printed against
 #: fitgate's 1.90). A KV shortfall within min(fraction x those terms, cap) is not shown, so the verdict is Tight
