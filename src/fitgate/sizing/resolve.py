@@ -377,6 +377,8 @@ def async_scheduling(rs: ResolvedServing) -> bool:
         return False
     if rs.pipeline_parallel_size > 1 and parse_version(rs.vllm_version) < (0, 15, 0):
         return False
+    if rs.runner == "pooling":  # "disable by default for pooling model" (config/vllm.py 0.34.0 L1611-1621)
+        return False
     return rs.speculative is None or rs.speculative.method in ASYNC_SPECULATIVE_METHODS
 
 
