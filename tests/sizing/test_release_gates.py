@@ -212,3 +212,14 @@ def test_device_memory_utilization_is_the_gpu_memory_utilization() -> None:
 
     cmd = parse_engine_argv("vllm serve", ["Qwen/Qwen3-32B", "--device-memory-utilization", "0.98"])
     assert cmd.flags["--gpu-memory-utilization"] == "0.98"
+
+
+def test_the_typical_cuda_context_is_warned_the_smallest_is_the_denials_floor() -> None:
+    # vllm#33155: gpt-oss-120b on one H100 at 0.14.1, gmu 0.97, 5,120 tokens, 1 sequence, -O3 ran out of memory after
+    # sizing its KV cache (hunt48 F2; -O3 is the default graph mode). 0.03 x 79.19 = 2.38 GiB outside the budget: above the floor (the 0.41 GiB
+    # context the smallest log shows, graphs, the sampler's floor: not denied), below the fitted need with the typical
+    # 0.51 GiB context (~2.46 GiB): Tight, as before the floor was lowered.
+    m = model("openai/gpt-oss-120b")
+    serving = ServingConfig(gpu_memory_utilization=0.97, max_model_len=5120, max_num_seqs=1, vllm_version="0.14.1")
+    p = plan(m, lookup_gpu("H100-SXM"), serving)
+    assert p.verdict is Verdict.TIGHT and "LowHeadroomOutsideBudget" in {r.code for r in p.reasons}, p.reasons

@@ -280,6 +280,9 @@ def cuda_graph_bytes(
 #: 0.29, so at most 0.45: hunt44 F4). As with TP > 1 below, the smallest is used: a start check that held 0.5 GiB
 #: denied starts that passed.
 CUDA_CONTEXT_BYTES = int(0.41 * GiB)
+#: The TP-1 figure of the 0.19 H100 logs (79.19 - 78.68 GiB, 25 runs): what a start typically holds, counted where a
+#: plan is warned (Tight), never where it is denied (verdict_rules.OutsideNeed.context_excess_bytes).
+CUDA_CONTEXT_TYPICAL_BYTES = int(0.51 * GiB)
 #: The same with tensor parallelism: NCCL communicators (warmed up), custom all-reduce IPC buffers and
 #: torch symmetric memory are created in ``init_worker_distributed_environment`` before the snapshot
 #: (gpu_worker.py 0.33.0 L504 vs L541-542, 0.34.0 L504-510 vs L549). Measured as total - free at the

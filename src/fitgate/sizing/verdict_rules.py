@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fitgate.sizing.activation import CUDA_CONTEXT_TYPICAL_BYTES
 from fitgate.sizing.dtypes import MODEL_DTYPES
 from fitgate.sizing.kv_layout import (
     one_request_bytes,
@@ -201,6 +202,10 @@ class OutsideNeed:
     sampler_floor_bytes: int
     sampler_fitted_bytes: int
     graphs_excess_bytes: int = 0
+    #: What a typical start holds before the snapshot beyond ``pre_snapshot_bytes`` (the smallest a log shows): at
+    #: TP 1, 0.51 GiB on the 0.19 H100 logs against the 0.41 GiB floor (activation.CUDA_CONTEXT_TYPICAL_BYTES).
+    #: Counted in the Tight need, never in the denial's floor (hunt48 F2: gpt-oss-120b at gmu 0.97, vllm#33155).
+    context_excess_bytes: int = 0
 
     @property
     def floor_bytes(self) -> int:
@@ -211,7 +216,9 @@ class OutsideNeed:
     def fitted_bytes(self) -> int:
         """What the fitted terms predict: Tight when the card lacks this."""
         sampler = max(self.sampler_floor_bytes, self.sampler_fitted_bytes)
-        return self.pre_snapshot_bytes + self.graphs_bytes + self.graphs_excess_bytes + sampler
+        return (
+            self.pre_snapshot_bytes + self.context_excess_bytes + self.graphs_bytes + self.graphs_excess_bytes + sampler
+        )
 
 
 def outside_need(
@@ -234,7 +241,8 @@ def outside_need(
         rows = min(rs.max_num_seqs, rs.max_num_batched_tokens)
         floor = rows * arch.vocab_size * (MODEL_DTYPES[rs.dtype] + 4)
         fitted = rank.profile.sampler_bytes
-    return OutsideNeed(rs.pre_snapshot_bytes, graphs, floor, fitted, excess)
+    typical = CUDA_CONTEXT_TYPICAL_BYTES if rs.tensor_parallel_size <= 1 else rs.pre_snapshot_bytes
+    return OutsideNeed(rs.pre_snapshot_bytes, graphs, floor, fitted, excess, max(0, typical - rs.pre_snapshot_bytes))
 
 
 def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
