@@ -195,6 +195,8 @@ def _gpu(case: dict[str, Any]) -> GpuModel:
         best = GpuModel(**{**best.__dict__, "memory_bytes": int(total * GiB)})
     if best.name.startswith("A100") and total and total < 60:
         best = GpuModel(**{**best.__dict__, "name": "A100-40GB"})
+    if best.name.startswith("A100") and total and total > 60:  # "A100 80GB" reads as the bare a100 alias
+        best = GpuModel(**{**best.__dict__, "name": "A100-80GB"})
     return best
 
 
