@@ -440,7 +440,7 @@ def search_suggestions(
         result = hit[1]
         if result is None:
             return None
-        if result.verdict in wanted and frozenset(changes) not in found and not _within_error(result):
+        if result.verdict in wanted and frozenset(changes) not in found and not short_within_error(result):
             rs = result.serving
             gpus = rs.tensor_parallel_size * rs.pipeline_parallel_size * rs.parallel.data_parallel_size
             cost = sum(m.cost for m in moves)
@@ -476,7 +476,7 @@ def search_suggestions(
             if result.verdict is Verdict.FITS:
                 break
             tried.append((k, move, result))
-            if result.verdict is Verdict.TIGHT and not _within_error(result):
+            if result.verdict is Verdict.TIGHT and not short_within_error(result):
                 break
         if alternatives and alternatives[0].changes[0][0] == "--gpu-memory-utilization":
             tried = tried[-1:]  # one budget to combine with: the first that is Tight, else the boldest
@@ -524,7 +524,7 @@ def search_suggestions(
     return tuple(kept[:limit])
 
 
-def _within_error(result: Plan) -> bool:
+def short_within_error(result: Plan) -> bool:
     """A Tight plan that is short of KV by less than fitgate's error (verdict_rules): no fix to offer, keep looking."""
     return any(r.code is ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR for r in result.reasons)
 

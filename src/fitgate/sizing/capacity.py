@@ -23,14 +23,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from fitgate.sizing.advice import FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY
+from fitgate.sizing.advice import FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY, short_within_error
 from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_cost
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.performance import MAX_TARGET_MS, Performance, SpeedLoad, estimate, requests_in_flight, work
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
-from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.step_time import calibration, steady_state
 
 TP_SIZES = (1, 2, 4, 8)
@@ -249,9 +248,7 @@ def search(
                     planned += 1
                     # a plan short of KV within fitgate's error band is Tight, not denied, but no answer to offer
                     # (as advice's suggestions): the planner looks on for one that holds the workload
-                    if result.verdict not in (Verdict.FITS, Verdict.TIGHT) or any(
-                        r.code is ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR for r in result.reasons
-                    ):
+                    if result.verdict not in (Verdict.FITS, Verdict.TIGHT) or short_within_error(result):
                         last_refusal = f"{gpu.name} x {tp * pp * dp}: {result.reasons[0].message}"
                         continue
                     replicas = 1

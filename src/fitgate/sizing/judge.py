@@ -54,6 +54,17 @@ class Prejudged:
     after: tuple[Reason, ...]
 
 
+def _estimate_band(worst: RankPlan, g: PerGpu) -> tuple[int, int]:
+    """(fitgate's fitted terms, the error band on them).
+
+    The terms: activation, non-torch and the graph estimate where vLLM deducts it; the band: min(ESTIMATE_ERROR_FRACTION
+    x them, ESTIMATE_ERROR_CAP_BYTES) (verdict_rules).
+    """
+    fitted = worst.profile.activation_bytes + worst.profile.non_torch_bytes
+    fitted += worst.profile.cuda_graph_bytes if g.cuda_graphs_in_budget else 0
+    return fitted, min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+
+
 def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g: PerGpu) -> Reason | None:
     """The Tight reason replacing a KV shortfall smaller than the error of fitgate's fitted terms, else None.
 
@@ -62,9 +73,7 @@ def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g
     """
     if not hard or any(r.code not in _KV_SHORT for r in hard) or g.weights_bytes > g.budget_bytes:
         return None
-    fitted = worst.profile.activation_bytes + worst.profile.non_torch_bytes
-    fitted += worst.profile.cuda_graph_bytes if g.cuda_graphs_in_budget else 0
-    margin = min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+    fitted, margin = _estimate_band(worst, g)
     short = kv.one_request_bytes - worst.available_kv_bytes
     if short > margin:
         return None
@@ -198,9 +207,7 @@ def _mamba_blocks(
         or not any(isinstance(s, MambaSpec) for s, _ in worst.layout.spec_counts)
     ):
         return None, None
-    fitted = worst.profile.activation_bytes + worst.profile.non_torch_bytes
-    fitted += worst.profile.cuda_graph_bytes if g.cuda_graphs_in_budget else 0
-    band = min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+    _, band = _estimate_band(worst, g)
     most = (max(worst.available_kv_bytes, 0) + band) // max(1, worst.layout.bytes_per_block)
     message = (
         f"max_num_seqs {rs.max_num_seqs} exceeds the {kv.num_blocks} KV cache blocks per GPU, and each decode "
