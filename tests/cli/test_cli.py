@@ -593,3 +593,14 @@ def test_an_architecture_fitgate_does_not_size_is_unknown_and_named_so(
     assert code == 0 and doc["verdict"] == "Unknown"
     [reason] = doc["reasons"]
     assert reason["code"] == "ArchitectureNotSized" and "is an architecture fitgate does not size" in reason["message"]
+
+
+def test_a_huge_gpu_name_is_a_one_line_error_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # the launcher / cloud spellings are tried with patterns: a 20,000-dash name took 2 s before the length bound
+    import time  # noqa: PLC0415
+
+    started = time.monotonic()
+    assert main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu=" + "-" * 20000 + "x"]) == 2
+    assert time.monotonic() - started < 1.0
+    err = capsys.readouterr().err
+    assert err.count("\n") <= 2 and "--gpu" in err

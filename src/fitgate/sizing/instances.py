@@ -103,6 +103,8 @@ def karpenter_gpu(name: str, memory_mib: int | None = None) -> GpuModel | None:
     return None
 
 
+#: The longest GPU name the launcher and cloud spellings are tried on (the longest real one is ~40 characters).
+MAX_GPU_NAME_CHARS = 128
 _COUNT_SUFFIX = re.compile(r"^(?P<name>.+?):(?P<count>\d{1,3})$")
 _G_SUFFIX = re.compile(r"^(?P<head>.*\d)G$", re.IGNORECASE)
 
@@ -116,6 +118,8 @@ def named_gpu(name: str) -> GpuModel | None:
     cluster reader uses for node labels (data/cloud_gpus.json).
     """
     text = name.strip()
+    if len(text) > MAX_GPU_NAME_CHARS:  # bounded before the patterns run (a long run of dashes is quadratic)
+        return None
     m = _COUNT_SUFFIX.match(text)
     if m:
         text = m.group("name")
