@@ -554,6 +554,63 @@ def test_kaito_multi_node_statefulset_is_one_replica_of_its_ray_cluster() -> Non
     assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (3, 6, None)
 
 
+# hunt54 F1: a Ray head pod that starts vLLM over the Ray cluster's pods (the pattern of LWS's vLLM example,
+# kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, written as a plain StatefulSet): each pod holds one node's GPUs
+RAY_HEAD = (
+    'if [ "${HOSTNAME##*-}" = "0" ]; then ray start --head --port=6379; vllm serve deepseek-ai/DeepSeek-R1 '
+    "--tensor-parallel-size 8 --pipeline-parallel-size 2{backend} --max-model-len 16384; "
+    "else ray start --address=vllm-r1-0.vllm-r1:6379 --block; fi"
+)
+
+
+@pytest.mark.parametrize("backend", [" --distributed-executor-backend ray", ""])
+def test_a_ray_head_spans_the_ray_clusters_pods(backend: str) -> None:
+    sts = deployment(
+        {
+            "name": "vllm",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "command": ["bash", "-c", RAY_HEAD.replace("{backend}", backend)],
+            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+        }
+    )
+    sts["kind"] = "StatefulSet"
+    r = read_workload(sts)
+    assert r is not None and r.invalid is None and r.unknown is None
+    # TP 8 x PP 2 = 16 workers; 16 / 8 GPUs a pod = 2 pods, sized per GPU as one replica
+    assert (r.pods_per_replica, r.gpus_per_replica, r.gpu_shortfall()) == (2, 16, None)
+    assert any("span pods" in n for n in r.notes)
+
+
+def test_nnodes_spans_pods_and_a_single_pod_engine_still_needs_its_gpus() -> None:
+    # vLLM's multi-node multiprocessing (--nnodes 2 --node-rank R): TP 16 over 2 nodes of 8 (arg_utils.py 0.33.0)
+    args = ["serve", "deepseek-ai/DeepSeek-R1", "-tp", "16", "--nnodes", "2", "--node-rank", "0"]
+    spread = read_workload(
+        deployment(
+            {
+                "name": "v",
+                "image": "vllm/vllm-openai:v0.12.0",
+                "command": ["vllm"],
+                "args": args,
+                "resources": {"limits": {"nvidia.com/gpu": "8"}},
+            }
+        )
+    )
+    assert spread is not None and (spread.pods_per_replica, spread.gpu_shortfall()) == (2, None)
+    # no Ray, no --nnodes: the engine's 16 workers need 16 GPUs in its pod (the mp executor stays on one node)
+    alone = read_workload(
+        deployment(
+            {
+                "name": "v",
+                "image": "vllm/vllm-openai:v0.12.0",
+                "command": ["vllm"],
+                "args": args[:4],
+                "resources": {"limits": {"nvidia.com/gpu": "8"}},
+            }
+        )
+    )
+    assert alone is not None and alone.gpu_shortfall() is not None and "needs 16 GPUs" in alone.gpu_shortfall()
+
+
 # ------------------------------------------------------------------------------------------------
 # Data parallelism: the command lines of vLLM's docs/serving/data_parallel_deployment.md
 # (vllm-project/vllm@01e4fce07423dafcc832600ba05159fb28dc1126), flags as vLLM 0.33's arg_utils.py reads them

@@ -192,6 +192,14 @@ def ray_cluster_size(words: Sequence[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_RAY_START = re.compile(r"(?<![\w-])ray\s+start(?![\w-])")
+
+
+def starts_ray(words: Sequence[str]) -> bool:
+    """Whether a container's script runs ``ray start`` (a Ray head or worker that vLLM's Ray executor uses)."""
+    return bool(_RAY_START.search(" ".join(words)))
+
+
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 _SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
 

@@ -31,6 +31,7 @@ from fitgate.workloads.argv import (
     find_engine_command,
     long_name,
     ray_cluster_size,
+    starts_ray,
 )
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
 from fitgate.workloads.expansion import configmap_refs, container_env
@@ -47,6 +48,7 @@ from fitgate.workloads.flags import (
     _speculative,
     _UnknownValueError,
     data_parallel_ranks,
+    pods_of_one_engine,
 )
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import (
@@ -497,11 +499,19 @@ def _reading(
         if name is None and unknown is None:
             name = "Qwen/Qwen3-0.6B"  # vllm/config/model.py 0.33.0 L155: the model of a bare `vllm serve`
             more.append("no model given: vLLM serves its default, Qwen/Qwen3-0.6B")
-        ray = ray_cluster_size([str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))])
+        words = [str(w) for w in as_list(container.get("command")) + as_list(container.get("args"))]
+        ray = ray_cluster_size(words)
         if kind == "StatefulSet" and ray and ray > 1 and gpus_per_replica is None:
             # one replica is the whole Ray cluster: the StatefulSet's pods (KAITO's multi-node inference)
             pods_per_replica, gpus_per_replica = ray, per_pod * ray
         dp = data_parallel_ranks(flags, pods_per_replica)
+        if gpus_per_replica is None:
+            need = int(serving.get("tensorParallelSize", 1)) * int(serving.get("pipelineParallelSize", 1)) * dp
+            spread = pods_of_one_engine(flags, starts_ray(words), need, per_pod)
+            if spread is not None:
+                pods_per_replica, gpus_per_replica = spread[0], per_pod * spread[0]
+                more.append(spread[1])
+                dp = data_parallel_ranks(flags, pods_per_replica)
     except (_UnknownValueError, BudgetError) as exc:
         missing = _missing_configmap(found, configmaps) if "variable not set" in str(exc) else None
         if missing is None:

@@ -235,6 +235,37 @@ def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
     return total
 
 
+def pods_of_one_engine(flags: Mapping[str, str], ray: bool, need: int, per_pod: int) -> tuple[int, str] | None:
+    """How many pods of ``per_pod`` GPUs one engine of ``need`` GPUs spans when its workers leave the pod, and why.
+
+    A pod asks for one node's GPUs; the engine's workers span nodes (hunt54 F1) with the Ray executor
+    (``--distributed-executor-backend ray``, or a script that runs ``ray start``: vllm/config/parallel.py 0.34.0
+    picks Ray when the world size exceeds the node's GPUs and a Ray cluster is up) or with ``--nnodes N``
+    (the multiprocessing executor across N nodes, each pod one ``--node-rank``) with fewer data-parallel ranks than
+    nodes, so that one rank's TP x PP spans nodes (arg_utils.py 0.33.0 L2441-2446). The other pods belong to the
+    same Ray cluster or node group, whichever workload starts them. None when the engine stays in its pod.
+    """
+    if per_pod <= 0 or need <= per_pod:
+        return None
+    pods = -(-need // per_pod)
+    backend = flags.get("--distributed-executor-backend", "").strip()
+    if backend == "ray" or (ray and backend in ("", "ray")):
+        how = "the Ray executor places them on the Ray cluster's GPUs"
+    else:
+        try:
+            nnodes, ranks = int(flags.get("--nnodes", "1")), int(flags.get("--data-parallel-size", "1"))
+        except ValueError:
+            return None
+        if nnodes <= ranks or per_pod * nnodes < need:  # ranks >= nodes: each node holds whole ranks (its own share)
+            return None
+        pods, how = nnodes, f"--nnodes {nnodes} runs them on {nnodes} nodes"
+    note = (
+        f"vLLM's {need} workers span pods ({how}): sized as {pods} pods of {per_pod} GPUs each, the pods beyond "
+        "this one joining from the same or another workload"
+    )
+    return pods, note
+
+
 class _UnknownValueError(Exception):
     """A value fitgate cannot know (an unexpanded variable)."""
 
