@@ -117,6 +117,30 @@ def inventory(*nodes: dict[str, Any], templates: tuple[Any, ...] = ()) -> Invent
         ({"cloud.google.com/gke-accelerator": "nvidia-tesla-p100"}, "Tesla-P100-16GB", None, "gke"),
         ({"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-5000-72GB-Blackwell"}, "RTX-PRO-5000-72GB", None, "gfd"),
         ({"nvidia.com/gpu.product": "NVIDIA-H800-PCIe"}, "H800", None, "gfd"),
+        # hunt50 F8: Alibaba ACK (gpushare-device-plugin's cardNameKey / gpuCountKey; ACK docs' selectors), Volcengine
+        # VKE (AIBrix's default affinity key), AKS node auto-provisioning (karpenter-provider-azure's labels table)
+        (
+            {"aliyun.accelerator/nvidia_name": "NVIDIA-A10", "aliyun.accelerator/nvidia_count": "2"},
+            "A10",
+            2,
+            "cloud-name",
+        ),
+        ({"aliyun.accelerator/nvidia_name": "Tesla-V100-SXM2-16GB"}, "V100-16GB", None, "cloud-name"),
+        ({"machine.cluster.vke.volcengine.com/gpu-name": "NVIDIA-A800-SXM4-80GB"}, "A800", None, "cloud-name"),
+        ({"karpenter.azure.com/sku-gpu-name": "T4", "karpenter.azure.com/sku-gpu-count": "1"}, "T4", 1, "cloud-name"),
+        # the instance type, where known, says which H100 (ND H100 v5: 80 GB SXM; NC H100 v5 is the 94 GB NVL)
+        (
+            {
+                "karpenter.azure.com/sku-gpu-name": "H100",
+                "node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5",
+            },
+            "H100-SXM",
+            8,
+            "instance-type",
+        ),
+        ({"node.kubernetes.io/instance-type": "BM.GPU.H100.8"}, "H100-SXM", 8, "instance-type"),  # OCI (OKE)
+        ({"node.kubernetes.io/instance-type": "p6e-gb200.36xlarge"}, "GB200", 4, "instance-type"),
+        ({"cloud.google.com/gke-accelerator": "nvidia-gb300"}, "GB300", None, "gke"),
     ],
 )
 def test_label_schemes_name_the_gpu(labels: dict[str, str], gpu: str, count: int | None, scheme: str) -> None:
@@ -132,6 +156,14 @@ def test_labels_fitgate_cannot_read_say_so_and_guess_nothing() -> None:
     )
     # an ambiguous Karpenter name without its memory label is unknown, not the 40 GB or the 80 GB card
     assert gpu_from_labels({"karpenter.k8s.aws/instance-gpu-name": "a100"})[0] is None
+    # and so is a cloud's bare name of two sizes (A100 40/80, V100 16/32, AKS's H100 80/94 GB)
+    for labels in (
+        {"karpenter.azure.com/sku-gpu-name": "A100"},
+        {"karpenter.azure.com/sku-gpu-name": "H100"},
+        {"aliyun.accelerator/nvidia_name": "Tesla-V100"},
+    ):
+        got, note = gpu_from_labels(labels)
+        assert got is None and note is not None and "or not its memory size" in note
     # hunt25 F5: g6f's fractional L4 (instance-gpu-memory 2861 MiB) is not the whole 22 GiB card
     got, note = gpu_from_labels(
         {"karpenter.k8s.aws/instance-gpu-name": "l4", "karpenter.k8s.aws/instance-gpu-memory": "2861"}
@@ -185,7 +217,7 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
             assert find_gpu(row["gpu"]) is not None, row
             assert len(row["source"]) > 20, row
     assert len(instance_types()) == len(raw["instance_types"])  # no instance type listed twice
-    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {"aws", "gcp", "azure"}
+    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {"aws", "gcp", "azure", "oci"}
     assert gke_accelerator("NVIDIA-L4") is not None and karpenter_gpu("nope") is None
 
 

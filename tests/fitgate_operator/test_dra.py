@@ -462,3 +462,47 @@ def test_a_cluster_without_the_dra_api_is_synced_and_empty() -> None:
         assert not watch.served and watch.snapshot() == {} and watch.errors == 0
     finally:
         watch.stop()
+
+
+def gpu_and_nic(gpu_first: bool = False) -> dict[str, Any]:
+    """llm-d's GKE template (guides/pd-disaggregation/modelserver/components/gke-rdma): a GPU and a NIC per claim."""
+    gpu = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
+    nic = {"name": "nic", "exactly": {"deviceClassName": "mrdma.google.com", "count": 1}}
+    requests = [gpu, nic] if gpu_first else [nic, gpu]
+    return {"kind": "ResourceClaimTemplate", "spec": {"spec": {"devices": {"requests": requests}}}}
+
+
+def with_nic_class(s: DraState) -> DraState:
+    nic = "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true"  # GKE DRANET's class
+    return DraState(s.devices, s.allocated, {**s.classes, "mrdma.google.com": (nic,)}, s.templates)
+
+
+@pytest.mark.parametrize("gpu_first", [True, False])
+def test_claims_of_a_gpu_and_nic_template_add_up_their_gpu_requests(gpu_first: bool) -> None:
+    # hunt50 F1: llm-d's decode (TP 4) holds four claims of a one-GPU + one-NIC template; here TP 2 and two claims
+    # on h100-dra-0's two H100s. The NIC request, first or not, is no GPU.
+    inventory = build_inventory({}, {}, with_nic_class(state(pair=gpu_and_nic(gpu_first))))
+    llama = model("meta-llama/Llama-3.1-8B-Instruct")
+    placement = {"resourceClaimTemplateName": "pair", "resourceClaimsPerPod": 2}
+    spec = parse_spec({**SPEC, "serving": {"tensorParallelSize": 2}, "placement": placement})
+    ev = evaluate(spec, llama, inventory, namespace="ns")
+    assert ev.verdict is Verdict.FITS, ev.message
+    assert [r.pool.product for r in ev.pools] == ["NVIDIA-H100-80GB-HBM3"]
+    # one claim: 1 x 1 GPU < TP 2
+    spec = parse_spec(
+        {**SPEC, "serving": {"tensorParallelSize": 2}, "placement": {"resourceClaimTemplateName": "pair"}}
+    )
+    ev = evaluate(spec, llama, inventory, namespace="ns")
+    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.GPU_LIMIT_BELOW_PARALLELISM)
+
+
+def test_a_template_with_no_gpu_request_is_unknown_never_a_denial() -> None:
+    nic_only = {
+        "kind": "ResourceClaimTemplate",
+        "spec": {"spec": {"devices": {"requests": [{"name": "nic", "deviceClassName": "mrdma.google.com"}]}}},
+    }
+    inventory = build_inventory({}, {}, with_nic_class(state(nic=nic_only)))
+    spec = parse_spec({**SPEC, "placement": {"resourceClaimTemplateName": "nic"}})
+    ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), inventory, namespace="ns")
+    assert ev.verdict is Verdict.UNKNOWN
+    assert "requests no NVIDIA GPU (DeviceClass mrdma.google.com)" in ev.message

@@ -788,6 +788,30 @@ def test_dra_claim_template_tolerations_and_hami_limits_reach_the_placement() ->
     assert r is not None and r.invalid is not None and "nvidia.com/gpumem: expected a whole number" in r.invalid
 
 
+def test_dra_claims_per_pod_and_claims_beside_a_gpu_limit() -> None:
+    # hunt50 F1: llm-d's GKE decode (guides/pd-disaggregation/.../gke/base/kustomization.yaml): TP 4 over four
+    # claims of the one-GPU + one-NIC template, no nvidia.com/gpu limit
+    claims = [{"name": f"gke-rdma-claim-{i}"} for i in range(4)]
+    decode = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["openai/gpt-oss-120b", "--tensor-parallel-size=4"],
+        "resources": {"claims": claims},
+    }
+    pod_claims = [{"name": c["name"], "resourceClaimTemplateName": "gke-rdma-template"} for c in claims]
+    r = read_workload(deployment(decode, resourceClaims=pod_claims))
+    assert r is not None and (r.claim_template, r.claim_copies, r.gpu_shortfall()) == ("gke-rdma-template", 4, None)
+    assert parse_spec(r.spec()).placement.resource_claims_per_pod == 4
+    # hunt50 F2-F3: GPUs from the device plugin beside a NIC claim (GKE A4X) or an IMEX channel (a ComputeDomain):
+    # the claim is no GPU source, the limit is
+    imex = {**decode, "resources": {"claims": [{"name": "imex"}], "limits": {"nvidia.com/gpu": "4"}}}
+    r = read_workload(
+        deployment(imex, resourceClaims=[{"name": "imex", "resourceClaimTemplateName": "imex-channel-0"}])
+    )
+    assert r is not None and (r.claim_template, r.gpus_per_replica, r.gpu_shortfall()) == (None, 4, None)
+    assert "resourceClaimTemplateName" not in r.spec().get("placement", {})
+
+
 def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
     container = {"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", "args": ["meta-llama/Llama-3.1-8B-Instruct"]}
     obj = deployment(container)

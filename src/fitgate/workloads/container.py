@@ -59,6 +59,7 @@ from fitgate.workloads.podspec import (
     hami_share_of,
     image_repo_tag,
     memory_limit_of,
+    named_claim_of,
     other_gpu_request,
     placement_of,
     release_of_image,
@@ -391,6 +392,11 @@ def _reading(
         resource, per_pod = gpu_limit_of(container)
         selector, placement_notes = placement_of(found.pod)
         hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
+        if not per_pod and any(k.startswith("runai") for k in hami):
+            # hunt50 F5: a Run:ai / KAI-scheduler fraction is asked for by the annotation alone, with no
+            # nvidia.com/gpu limit (KAI's gpu-sharing examples): one GPU, of which the pod gets its share
+            resource, per_pod = "nvidia.com/gpu", 1
+            more.append("Run:ai / KAI GPU fraction without an nvidia.com/gpu limit: a share of one GPU")
         serving: dict[str, Any] = {}
         for flag, (fld, conv) in _SERVING_FLAGS.items():
             if flag not in flags:
@@ -524,8 +530,15 @@ def _reading(
     if resource is None and unknown is None:
         other = other_gpu_request(container)
         runtime = str(as_dict(found.pod).get("runtimeClassName") or "")
+        claimed = named_claim_of(container, found.pod)
         if other is not None:  # a MIG slice, a renamed or another device plugin's resource: never "no GPU"
             unknown = f"container {cname} asks for {other}, a device resource fitgate does not size workloads on"
+        elif claimed is not None and claim_template_of(container, found.pod) is None:
+            # hunt50 F4: a ResourceClaim made beside the workload (resourceClaimName, perhaps shared by several pods)
+            unknown = (
+                f"container {cname} gets its devices from ResourceClaim {claimed[:253]} (resourceClaimName): "
+                "fitgate sizes DRA GPUs from a ResourceClaimTemplate (resourceClaimTemplateName) only"
+            )
         elif "nvidia" in runtime.lower():
             # hunt24 F2: under the nvidia runtime a CUDA image (NVIDIA_VISIBLE_DEVICES=all) sees the node's GPUs
             # without any device-plugin resource (k3s-io/k3s#12802): which ones is the node's, not the pod's to say
@@ -534,6 +547,7 @@ def _reading(
                 "exposes the node's GPUs to it; set nvidia.com/gpu to have it scheduled on and sized for them"
             )
     all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
+    claim = claim_template_of(container, found.pod)
     return _finish(
         Reading(
             kind=base.kind,
@@ -552,7 +566,8 @@ def _reading(
             pods_per_replica=pods_per_replica,
             data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
-            claim_template=claim_template_of(container, found.pod),
+            claim_template=claim[0] if claim else None,
+            claim_copies=claim[1] if claim else 1,
             tolerations=tolerations_of(found.pod),
             gpu_share=hami,
             unknown=unknown,

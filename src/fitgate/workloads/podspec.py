@@ -132,13 +132,32 @@ def memory_limit_of(container: dict[str, Any]) -> int | None:
         return None
 
 
-def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None:
-    """The ResourceClaimTemplate of the pod claim the container uses (``resources.claims[].name``)."""
-    used = {str(as_dict(c).get("name")) for c in as_list(as_dict(container.get("resources")).get("claims"))}
-    for claim in (as_dict(c) for c in as_list(pod.get("resourceClaims"))):
-        template = claim.get("resourceClaimTemplateName")
-        if template and (not used or str(claim.get("name")) in used):
-            return str(template)
+def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, int] | None:
+    """The ResourceClaimTemplate the container's GPUs come from, and how many of its claims use it.
+
+    The first template of the pod claims the container uses (``resources.claims[].name``; all the pod's without
+    any), counted over those claims: llm-d's GKE guide gives a TP-4 decode four claims of one GPU + NIC template
+    (hunt50 F1). None when the container asks for GPUs by a device-plugin limit: its claims are then other
+    devices (a DRANET NIC on GKE A4X, an IMEX channel of a ComputeDomain on GB200; hunt50 F2-F3).
+    """
+    if gpu_limit_of(container)[1]:
+        return None
+    used = [str(as_dict(c).get("name")) for c in as_list(as_dict(container.get("resources")).get("claims"))[:64]]
+    templates = {
+        str(claim.get("name")): str(claim["resourceClaimTemplateName"])
+        for claim in (as_dict(c) for c in as_list(pod.get("resourceClaims"))[:64])
+        if claim.get("resourceClaimTemplateName")
+    }
+    named = [templates[n] for n in used if n in templates] if used else list(templates.values())
+    return (named[0], named.count(named[0])) if named else None
+
+
+def named_claim_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None:
+    """The first ResourceClaim the container uses by ``resourceClaimName`` (a claim made outside the workload)."""
+    used = {str(as_dict(c).get("name")) for c in as_list(as_dict(container.get("resources")).get("claims"))[:64]}
+    for claim in (as_dict(c) for c in as_list(pod.get("resourceClaims"))[:64]):
+        if claim.get("resourceClaimName") and (not used or str(claim.get("name")) in used):
+            return str(claim["resourceClaimName"])
     return None
 
 

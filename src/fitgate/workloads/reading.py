@@ -35,6 +35,7 @@ class Reading:
     data_parallel: int = 1  # data-parallel ranks in one replica (data_parallel_ranks)
     node_selector: dict[str, str] = field(default_factory=dict)
     claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
+    claim_copies: int = 1  # how many of the container's claims use it (placement.resourceClaimsPerPod)
     tolerations: tuple[dict[str, str], ...] = ()
     gpu_share: dict[str, Any] = field(default_factory=dict)  # HAMi limits / Run:ai annotations: placement.gpuShare
     unknown: str | None = None
@@ -110,6 +111,8 @@ class Reading:
             placement["dataParallelSize"] = self.data_parallel
         if self.claim_template:
             placement["resourceClaimTemplateName"] = self.claim_template
+            if self.claim_copies > 1:
+                placement["resourceClaimsPerPod"] = self.claim_copies
         if self.tolerations:
             placement["tolerations"] = [dict(t) for t in self.tolerations]
         if self.gpu_share:

@@ -89,7 +89,7 @@ def select_pools(
         pools, inv, count = select_claim(
             inventory, namespace, p.resource_claim_template_name, p.gpu_product, p.node_selector, tolerations_of(spec)
         )
-        return pools, inv, count
+        return pools, inv, count * p.resource_claims_per_pod
     pools, inv = inventory.select(p.gpu_product, p.node_selector, tolerations_of(spec))
     return pools, inv, None
 

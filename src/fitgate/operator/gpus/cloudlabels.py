@@ -17,6 +17,12 @@ the same whichever of them names it:
 * CoreWeave (and Ori's) GPU class, ``gpu.nvidia.com/class`` (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``, ``L40S``;
   hunt23 G1), and CoreWeave's ``gpu.nvidia.com/model`` (``H200``, ``A100_PCIE_80GB``: its release notes' node
   selector; llm-d-benchmark's ``gpu.nvidia.com/model:H200`` affinity; hunt25 F4), read as a product name;
+* clouds' GPU-name labels whose value is the card's name (:data:`NAME_LABELS`; hunt50 F8): Alibaba ACK's
+  ``aliyun.accelerator/nvidia_name`` (``NVIDIA-A10``, ``Tesla-V100-SXM2-16GB``: the cardNameKey / gpuCountKey of
+  AliyunContainerService/gpushare-device-plugin), Volcengine VKE's ``machine.cluster.vke.volcengine.com/gpu-name``
+  (AIBrix's default node-affinity key, vllm-project/aibrix pkg/controller/constants), AKS node auto-provisioning's
+  ``karpenter.azure.com/sku-gpu-name`` and ``-sku-gpu-count`` (Azure/karpenter-provider-azure docs: ``A100``,
+  ``T4``, ``V100``); a bare name of two sizes (``A100``, ``V100``) is unknown, never a guess;
 * the instance type, ``node.kubernetes.io/instance-type`` (``p5.48xlarge``, ``a3-highgpu-8g``,
   ``Standard_ND96isr_H100_v5``): AWS, GCP, Azure and KAITO's gpu-provisioner nodes
   (:mod:`fitgate.sizing.instances`).
@@ -31,7 +37,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fitgate.sizing.gpus import GpuModel, find_gpu
-from fitgate.sizing.instances import gke_accelerator, instance_family_gpu, instance_gpus, karpenter_gpu
+from fitgate.sizing.instances import (
+    AMBIGUOUS_NAMES,
+    gke_accelerator,
+    instance_family_gpu,
+    instance_gpus,
+    karpenter_gpu,
+)
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 AMD_PRODUCT = "amd.com/gpu.product-name"
@@ -41,6 +53,14 @@ GKE_COUNT = "cloud.google.com/gke-accelerator-count"
 GPU_CLASS = "gpu.nvidia.com/class"
 GPU_MODEL = "gpu.nvidia.com/model"
 KARPENTER_PREFIXES = ("karpenter.k8s.aws/", "eks.amazonaws.com/")
+#: Bare names of cards of two memory sizes: AKS's ``H100`` is the 80 GB ND H100 v5 or the 94 GB NC H100 v5 (NVL).
+_BARE_AMBIGUOUS = frozenset({*AMBIGUOUS_NAMES, "h100"})
+#: (label, its GPU-count label or None): clouds' labels whose value names the card.
+NAME_LABELS = (
+    ("aliyun.accelerator/nvidia_name", "aliyun.accelerator/nvidia_count"),
+    ("machine.cluster.vke.volcengine.com/gpu-name", None),
+    ("karpenter.azure.com/sku-gpu-name", "karpenter.azure.com/sku-gpu-count"),
+)
 INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
 #: The extended resource each vendor's device plugin advertises (Intel: i915 or xe, the kernel driver's).
@@ -59,6 +79,7 @@ GPU_KEYS = (
     GKE_ACCELERATOR,
     GPU_CLASS,
     GPU_MODEL,
+    *(key for key, _ in NAME_LABELS),
     *(f"{p}instance-gpu-name" for p in KARPENTER_PREFIXES),
     *INSTANCE_TYPE_KEYS,
 )
@@ -122,6 +143,16 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
             if gpu is None:
                 return None, f"{key}={gpu_class} is not in the GPU catalog"
             return LabelGpu(gpu.name, gpu, _count_of_instance(labels), gpu.vendor, "gpu-class"), None
+    for key, count_key in NAME_LABELS:
+        value = labels.get(key)
+        if value and _count_of_instance(labels) is None:  # a known instance type (AKS's sku-name) says more
+            bare = re.sub(r"^(nvidia|tesla)[- _]", "", value.strip()[:64], flags=re.IGNORECASE)
+            bare = re.sub(r"^tesla[- _]", "", bare, flags=re.IGNORECASE)
+            gpu = None if bare.lower() in _BARE_AMBIGUOUS else class_gpu(value)
+            if gpu is None:
+                return None, f"{key}={value[:64]} names no card of the GPU catalog (or not its memory size)"
+            count = _int(labels.get(count_key)) if count_key else None
+            return LabelGpu(gpu.name, gpu, count or _count_of_instance(labels), gpu.vendor, "cloud-name"), None
     for prefix in KARPENTER_PREFIXES:
         name = labels.get(f"{prefix}instance-gpu-name")
         if name:

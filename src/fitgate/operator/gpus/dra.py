@@ -361,7 +361,20 @@ class DraState:
                         f"ResourceClaimTemplate {namespace}/{name} request {option.name!r}: "
                         f"DeviceClass {option.device_class!r} not found"
                     )
-        return got[0]
+        for request in got:  # hunt50 F1: a GPU + NIC template (llm-d on GKE) plans on its GPU request
+            if any(self._selects_gpus(option) for option in request.alternatives or (request,)):
+                return request
+        classes = ", ".join(sorted({r.device_class for r in got}))
+        raise ClaimError(f"ResourceClaimTemplate {namespace}/{name} requests no NVIDIA GPU (DeviceClass {classes})")
+
+    def _selects_gpus(self, request: DeviceRequest) -> bool:
+        """Whether a request's class or selectors name NVIDIA's GPU driver (its ``gpu`` and ``mig`` classes).
+
+        A DRANET NIC (``mrdma.google.com``) or an IMEX channel (``compute-domain.nvidia.com``) does not; a
+        class that selects by a GPU attribute only (``gpu.nvidia.com/productName``) does.
+        """
+        text = " ".join((*self.classes.get(request.device_class, ()), *request.selectors))
+        return NVIDIA_DRIVER in text or request.device_class.endswith(NVIDIA_DRIVER)
 
     def first_available(self, request: DeviceRequest) -> tuple[DeviceRequest, dict[str, list[Device]]]:
         """The subrequest the scheduler would allocate and its devices per node.

@@ -754,6 +754,14 @@ class Placement(_Spec):
         "its GPU request's DeviceClass and CEL selectors choose the devices of the ResourceSlices, its count is "
         "the GPUs per replica. Default: GPUs from node labels and allocatable resources.",
     )
+    resource_claims_per_pod: int = Field(
+        default=1,
+        alias="resourceClaimsPerPod",
+        ge=1,
+        le=64,
+        description="How many of a pod's claims use resourceClaimTemplateName, each getting its GPU request's "
+        "devices (llm-d's one GPU + NIC claim per rank: four claims of a one-GPU template for TP 4). Default: 1.",
+    )
     tolerations: list[TolerationSpec] = Field(
         default_factory=list,
         max_length=64,
