@@ -59,12 +59,11 @@ from fitgate.workloads.podspec import (
     hami_share_of,
     image_repo_tag,
     memory_limit_of,
-    named_claim_of,
-    other_gpu_request,
     placement_of,
     release_of_image,
     runai_share_of,
     tolerations_of,
+    unsized_devices,
     vllm_image,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
@@ -528,24 +527,7 @@ def _reading(
     except WorkloadError as exc:
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
     if resource is None and unknown is None:
-        other = other_gpu_request(container)
-        runtime = str(as_dict(found.pod).get("runtimeClassName") or "")
-        claimed = named_claim_of(container, found.pod)
-        if other is not None:  # a MIG slice, a renamed or another device plugin's resource: never "no GPU"
-            unknown = f"container {cname} asks for {other}, a device resource fitgate does not size workloads on"
-        elif claimed is not None and claim_template_of(container, found.pod) is None:
-            # hunt50 F4: a ResourceClaim made beside the workload (resourceClaimName, perhaps shared by several pods)
-            unknown = (
-                f"container {cname} gets its devices from ResourceClaim {claimed[:253]} (resourceClaimName): "
-                "fitgate sizes DRA GPUs from a ResourceClaimTemplate (resourceClaimTemplateName) only"
-            )
-        elif "nvidia" in runtime.lower():
-            # hunt24 F2: under the nvidia runtime a CUDA image (NVIDIA_VISIBLE_DEVICES=all) sees the node's GPUs
-            # without any device-plugin resource (k3s-io/k3s#12802): which ones is the node's, not the pod's to say
-            unknown = (
-                f"container {cname} asks for no GPU resource but runs under runtimeClassName {runtime[:63]}, which "
-                "exposes the node's GPUs to it; set nvidia.com/gpu to have it scheduled on and sized for them"
-            )
+        unknown = unsized_devices(container, found.pod, cname)
     all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
     claim = claim_template_of(container, found.pod)
     return _finish(

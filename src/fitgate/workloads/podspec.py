@@ -161,6 +161,29 @@ def named_claim_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None
     return None
 
 
+def unsized_devices(container: dict[str, Any], pod: dict[str, Any], cname: str) -> str | None:
+    """Why a container with no GPU limit has devices fitgate does not size, or None where it has none."""
+    other = other_gpu_request(container)
+    runtime = str(as_dict(pod).get("runtimeClassName") or "")
+    claimed = named_claim_of(container, pod)
+    if other is not None:  # a MIG slice, a renamed or another device plugin's resource: never "no GPU"
+        return f"container {cname} asks for {other}, a device resource fitgate does not size workloads on"
+    if claimed is not None and claim_template_of(container, pod) is None:
+        # hunt50 F4: a ResourceClaim made beside the workload (resourceClaimName, perhaps shared by several pods)
+        return (
+            f"container {cname} gets its devices from ResourceClaim {claimed[:253]} (resourceClaimName): "
+            "fitgate sizes DRA GPUs from a ResourceClaimTemplate (resourceClaimTemplateName) only"
+        )
+    if "nvidia" in runtime.lower():
+        # hunt24 F2: under the nvidia runtime a CUDA image (NVIDIA_VISIBLE_DEVICES=all) sees the node's GPUs
+        # without any device-plugin resource (k3s-io/k3s#12802): which ones is the node's, not the pod's to say
+        return (
+            f"container {cname} asks for no GPU resource but runs under runtimeClassName {runtime[:63]}, which "
+            "exposes the node's GPUs to it; set nvidia.com/gpu to have it scheduled on and sized for them"
+        )
+    return None
+
+
 def tolerations_of(pod: dict[str, Any]) -> tuple[dict[str, str], ...]:
     """The pod's tolerations, with the fields placement.tolerations keeps."""
     out = []
