@@ -35,6 +35,14 @@ from fitgate.workloads.images import image_release
         ("rocm/vllm-dev:nightly", {}, None, "names no vLLM release"),
         ("ghcr.io/neuralmagic/nm-vllm-openai:v0.6.2", {}, "0.6.2", "tracks"),
         ("registry.example.com/team/inference:1.2.3", {}, None, "not a vLLM image"),
+        # hunt52 G1: a mirror keeps vLLM's path; stacks' rebuilds and images that name vLLM's release in the name
+        ("harbor.corp/proxy/vllm/vllm-openai:v0.11.0", {}, "0.11.0", "tag v0.11.0"),
+        ("aibrix/vllm-openai:v0.6.2-distributed", {}, "0.6.2", "a vLLM build fitgate does not know"),
+        ("volcano-sh/vllm-openai:v0.10.0-cu128", {}, "0.10.0", "read as the release"),
+        ("substratusai/vllm-gh200:v0.8.3", {}, "0.8.3", "read as the release"),
+        ("public.ecr.aws/data-on-eks/ray-2.41.0-py310-cu118-vllm0.7.0:latest", {}, "0.7.0", "names vLLM 0.7.0"),
+        # Dynamo's runtime tag is a Dynamo release, not vLLM's
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.1", {}, None, "not a vLLM image"),
     ],
 )
 def test_image_release(image: str, env: dict[str, str], release: str | None, reason_has: str) -> None:

@@ -235,6 +235,25 @@ def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() ->
     assert any("KubeRay vLLM sample" in n for n in reading.notes)
 
 
+def test_a_ray_serve_apps_env_vars_named_as_engine_args_are_those_args() -> None:
+    import yaml  # noqa: PLC0415
+
+    # hunt52 F1: ai-on-eks's DeepSeek RayService (awslabs/ai-on-eks blueprints/inference/vllm-ray-gpu-deepseek
+    # ray-vllm-deepseek.yml) sets MAX_MODEL_LEN 8192, MAX_NUM_SEQS 4, GPU_MEMORY_UTILIZATION 0.9 and
+    # TENSOR_PARALLEL_SIZE for its serve script's AsyncEngineArgs; its guide's log shows it ran on one A10G with 4.17 GiB
+    # of KV cache. Sized at the model's 131,072 tokens it was denied.
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-vllm-sample.yaml").read_text()) if d)
+    serve = yaml.safe_load(ray["spec"]["serveConfigV2"])
+    serve["applications"][0]["runtime_env"]["env_vars"].update(
+        {"MAX_MODEL_LEN": "8192", "MAX_NUM_SEQS": "4", "GPU_MEMORY_UTILIZATION": "0.9", "HF_TOKEN": "x", "MODEL": "y"}
+    )
+    ray["spec"]["serveConfigV2"] = yaml.safe_dump(serve)
+    reading = read_workload(ray)
+    assert reading is not None and reading.model == "meta-llama/Meta-Llama-3-8B-Instruct"  # MODEL is not MODEL_ID
+    assert (reading.serving["maxModelLen"], reading.serving["maxNumSeqs"]) == (8192, 4)
+    assert reading.serving["gpuMemoryUtilization"] == 0.9 and reading.serving["tensorParallelSize"] == 2
+
+
 def test_a_ray_serve_app_that_shows_no_vllm_is_not_read_as_kuberays_vllm_sample() -> None:
     import copy  # noqa: PLC0415
 

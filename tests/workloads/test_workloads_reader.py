@@ -1048,3 +1048,33 @@ def test_a_model_the_same_script_downloads_is_read_as_its_repo() -> None:
         assert (engine.model or engine.flags["--model"]) == "Qwen/Qwen3-8B"
     other = find_engine_command(["sh", "-c", script + "vllm serve /other"], [], {}, image_entrypoint=False)
     assert other is not None and other.model == "/other"  # a directory the script did not download: as written
+
+
+def test_a_hugging_face_cache_path_names_its_repo_and_commit() -> None:
+    # hunt52 G2: llmaz passes the model as its cache directory; Dynamo's llama-3-70b disaggregated recipe passes a
+    # snapshot (huggingface_hub's layout: models--{org}--{name}/snapshots/{commit})
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    path = f"/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/{sha}"
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.19.0",
+                "args": [path],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        )
+    )
+    assert r is not None and r.unknown is None and (r.model, r.revision) == ("Qwen/Qwen3-8B", sha)
+    assert any("the Hugging Face cache of Qwen/Qwen3-8B" in n for n in r.notes)
+    r = read_workload(
+        deployment(
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.19.0",
+                "args": ["/data/models--x"],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        )
+    )
+    assert r is not None and r.unknown is not None and "a path inside the container" in r.unknown

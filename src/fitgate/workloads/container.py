@@ -57,6 +57,7 @@ from fitgate.workloads.podspec import (
     claim_template_of,
     gpu_limit_of,
     hami_share_of,
+    hub_cache_repo,
     image_repo_tag,
     memory_limit_of,
     placement_of,
@@ -482,6 +483,10 @@ def _reading(
                 f"model {own[:200] or name}: GGUF weights (each tensor's quantization type is in the file, which "
                 "fitgate does not read) are not sized; naming the base model would size it unquantized"
             )
+        cached = hub_cache_repo(name or "")
+        if cached is not None and unknown is None:
+            more.append(f"model {name[:200] if name else ''}: the Hugging Face cache of {cached[0]}")
+            name, flags = cached[0], {**flags, **({"--revision": cached[1]} if cached[1] else {})}
         location = name if name is not None and ("://" in name or name.startswith("/")) else None
         served = flags.get("--served-model-name", "").split(" ")[0]
         if location is not None and _ANNOTATED.match(served):  # a hint only: a served name is whatever one chose

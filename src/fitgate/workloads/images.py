@@ -17,6 +17,11 @@ comes from (sources cited per family):
   release unknown. Its entrypoint is vLLM's API server (same Dockerfile L219).
 * ``neuralmagic/nm-vllm-*``: nm-vllm releases "typically track with vllm releases"
   (neuralmagic/nm-vllm-certs README.md): the tag read as the vLLM release, and said so.
+* another repository named ``vllm-openai`` (a mirror such as ``harbor.corp/proxy/vllm/vllm-openai``, a stack's
+  rebuild such as ``aibrix/vllm-openai:v0.6.2-distributed`` or ``volcano-sh/vllm-openai:v0.10.0-...``), or a tag that
+  names vLLM's release (``ray-2.41.0-py310-cu118-vllm0.7.0``, ``substratusai/vllm-gh200:v0.8.3``: a repository
+  whose name holds ``vllm``): the release the tag names, said to be read from a build fitgate does not know
+  (hunt52 G1); an image that runs vLLM by command line only, so its entrypoint is not taken as vLLM's.
 * any image: a ``VLLM_VERSION`` variable of the container's env names the release when the tag does not.
 """
 
@@ -41,6 +46,8 @@ VLLM_IMAGES: tuple[tuple[str, bool], ...] = (
 _RELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
 _MOVING = re.compile(r"^(latest|nightly)([-_.].*)?$", re.IGNORECASE)
 _ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
+#: A vLLM release inside another image's tag: ``...-vllm0.7.0``, ``vllm-0.8.5``, ``vllm_v0.10.1``.
+_TAG_NAMES_VLLM = re.compile(r"(?<![a-z])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
 #: The longest image reference read (the API server allows long names; nothing real is near this).
 MAX_IMAGE_CHARS = 1024
 
@@ -70,9 +77,28 @@ def split_image(image: str) -> tuple[str, str | None, str | None]:
 def image_family(repo: str) -> tuple[str, bool] | None:
     """(family, its entrypoint is the vLLM server) of a repository, None when it is no known vLLM image."""
     for prefix, entrypoint in VLLM_IMAGES:
-        if repo == prefix or repo.startswith(prefix + "-") or repo.startswith(prefix + "/"):
+        # a mirror keeps the path under its own (harbor.corp/proxy/vllm/vllm-openai, a pull-through cache)
+        at = 0 if repo.startswith(prefix) else repo.find("/" + prefix) + 1
+        rest = repo[at + len(prefix) :] if at or repo.startswith(prefix) else None
+        if rest is not None and (rest == "" or rest[0] in "-/"):
             return prefix, entrypoint
     return None
+
+
+def _other_build(repo: str, tag: str | None, env: Mapping[str, str] | None, image: str) -> ImageRelease:
+    """The release another build of vLLM names in its tag (hunt52 G1), else the env's, else unknown."""
+    name = repo.rsplit("/", 1)[-1].lower()
+    # a vllm-openai rebuild's tag, or a v0.x tag of a repository named for vLLM (not Dynamo's vllm-runtime:0.4.1)
+    if tag and ("vllm-openai" in name or ("vllm" in name and re.match(r"v0\.\d", tag))):
+        m = _RELEASE.match(tag)
+        if m:
+            return ImageRelease(
+                m.group(1), f"tag {tag} of {repo}, a vLLM build fitgate does not know, read as the release"
+            )
+    m = _TAG_NAMES_VLLM.search(f"{name}:{tag or ''}")
+    if m:
+        return ImageRelease(m.group(1), f"image {repo}:{tag} names vLLM {m.group(1)} in its name")
+    return _from_env(env, f"image {image} is not a vLLM image fitgate knows")
 
 
 def _from_env(env: Mapping[str, str] | None, why: str) -> ImageRelease:
@@ -91,7 +117,7 @@ def image_release(image: str, env: Mapping[str, str] | None = None) -> ImageRele
     repo, tag, digest = split_image(image)
     family = image_family(repo)
     if family is None:
-        return _from_env(env, f"image {image} is not a vLLM image fitgate knows")
+        return _other_build(repo, tag, env, image)
     name = family[0]
     if tag is None and digest is not None:
         return _from_env(env, f"image {image} is pinned by digest only, which names no release")

@@ -6,6 +6,7 @@ names. Pure, over plain dicts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -182,6 +183,21 @@ def unsized_devices(container: dict[str, Any], pod: dict[str, Any], cname: str) 
             "exposes the node's GPUs to it; set nvidia.com/gpu to have it scheduled on and sized for them"
         )
     return None
+
+
+_HUB_CACHE = re.compile(
+    r"(?:^|/)models--(?P<org>[A-Za-z0-9][\w.-]{0,95})--(?P<name>[\w.-]{1,96})(?:/snapshots/(?P<rev>[0-9a-f]{40}))?/?$"
+)
+
+
+def hub_cache_repo(path: str) -> tuple[str, str | None] | None:
+    """(repo id, commit) a Hugging Face cache directory names: ``.../models--ORG--NAME[/snapshots/SHA]``.
+
+    hunt52 G2: llmaz passes the model as such a path, and Dynamo's llama-3-70b disaggregated recipe one with the
+    commit (huggingface_hub's cache layout: ``models--{org}--{name}``, ``snapshots/{commit}``).
+    """
+    m = _HUB_CACHE.search(path[:1024]) if "models--" in path else None
+    return (f"{m.group('org')}/{m.group('name')}", m.group("rev")) if m else None
 
 
 def tolerations_of(pod: dict[str, Any]) -> tuple[dict[str, str], ...]:

@@ -17,6 +17,7 @@ from fitgate.workloads.container import _find_vllm, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
 from fitgate.workloads.reading import Reading, WorkloadError
+from fitgate.workloads.vllm_flags import vllm_flags
 
 #: The most characters of a RayService's ``serveConfigV2`` fitgate parses.
 MAX_SERVE_CONFIG_CHARS = 256 * 1024
@@ -56,6 +57,7 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
                 kwargs = {
                     "tensor_parallel_size": env_vars.get("TENSOR_PARALLELISM", 1),
                     "pipeline_parallel_size": env_vars.get("PIPELINE_PARALLELISM", 1),
+                    **_engine_env(env_vars),
                 }
                 configs.append(
                     {
@@ -78,6 +80,23 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
 VLLM_PIN = "_fitgate_vllm_pin"
 #: The key marking a config read from KubeRay's vLLM sample's env vars (not Ray Serve LLM's ``llm_configs``).
 KUBERAY_SAMPLE = "_fitgate_kuberay_sample"
+
+
+def _engine_env(env_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The app's env vars named as vLLM's engine args (``MAX_MODEL_LEN``, ``GPU_MEMORY_UTILIZATION``).
+
+    hunt52 F1: ai-on-eks's DeepSeek RayService (blueprints/inference/vllm-ray-gpu-deepseek) runs its own serve script,
+    which passes ``MAX_MODEL_LEN: "8192"``, ``MAX_NUM_SEQS``, ``GPU_MEMORY_UTILIZATION`` and ``TENSOR_PARALLEL_SIZE``
+    to ``AsyncEngineArgs``; sized without them, the model's 131,072 tokens were denied on the A10G it ran on. A
+    variable named exactly as an engine arg of ``vllm serve`` is taken as that arg (the script is not read).
+    """
+    accepted = vllm_flags()
+    out: dict[str, Any] = {}
+    for key, value in list(env_vars.items())[:128]:
+        name = str(key).lower()
+        if "--" + name.replace("_", "-") in accepted and isinstance(value, str | int | float) and name != "model":
+            out[name] = value
+    return out
 
 
 def _vllm_pin(pip: object) -> str | None:
