@@ -74,6 +74,26 @@ def test_pp_larger_than_layers_is_an_error() -> None:
         pp_layer_ranges(32, 33)
 
 
+def test_vllm_pp_layer_partition_sets_each_stages_layers() -> None:
+    # hunt54 F3: VLLM_PP_LAYER_PARTITION (vllm/distributed/utils.py 0.34.0 L227-238), e.g. LLMPQ's "24,40"
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    l4 = lookup_gpu("L4")
+    even = plan(m, l4, ServingConfig(pipeline_parallel_size=2, max_model_len=8192, vllm_version="0.19.0"))
+    heavy = plan(
+        m,
+        l4,
+        ServingConfig(pipeline_parallel_size=2, pp_layer_partition="24,8", max_model_len=8192, vllm_version="0.19.0"),
+    )
+    # stage 0 of 24 layers: 24 x 218,112,000 + embed 525,336,576 = 5,760,024,576 params, 11,520,049,152 B bf16 (+ norms,
+    # rotary); the even split's 16 layers: 4,015,128,576 params. The plan is the heaviest stage's.
+    assert [len(r) for r in pp_layer_ranges(32, 2, (24, 8))] == [24, 8]
+    assert heavy.ranks[0].weights.total_bytes - even.ranks[0].weights.total_bytes == 8 * LAYER * 2
+    assert [len(r.layers) for r in heavy.ranks] == [24, 8]
+    for bad, why in (("24,40", "summing to the model's 32 layers"), ("32", "2 counts"), ("a,b", "comma-separated")):
+        with pytest.raises(SizingError, match=why):
+            plan(m, l4, ServingConfig(pipeline_parallel_size=2, pp_layer_partition=bad, vllm_version="0.19.0"))
+
+
 def test_runtime_fp8_quantizes_linear_layers_only() -> None:
     # linear weights 32 x 218,103,808 = 6,979,321,856 params -> 1 B each (one fp32 scale per tensor);
     # embed_tokens, lm_head (2 x 525,336,576 x 2 B) and norms stay bf16, plus the rotary cache:

@@ -1078,3 +1078,17 @@ def test_a_hugging_face_cache_path_names_its_repo_and_commit() -> None:
         )
     )
     assert r is not None and r.unknown is not None and "a path inside the container" in r.unknown
+
+
+def test_vllm_pp_layer_partition_env_reaches_the_serving() -> None:
+    # hunt54 F3: LLMPQ's launcher sets VLLM_PP_LAYER_PARTITION=24,40 with --pipeline-parallel-size 2
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["meta-llama/Llama-3.1-8B-Instruct", "-pp", "2"],
+        "env": [{"name": "VLLM_PP_LAYER_PARTITION", "value": "24, 8"}],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.serving["ppLayerPartition"] == "24,8"
+    assert parse_spec(r.spec()).serving.pp_layer_partition == "24,8"

@@ -121,6 +121,7 @@ def serving_of(args: argparse.Namespace) -> ServingConfig:
         quantization=args.quantization,
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
+        pp_layer_partition=getattr(args, "pp_layer_partition", None),
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
         interconnect=getattr(args, "interconnect", None),

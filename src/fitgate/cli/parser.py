@@ -115,6 +115,11 @@ def _parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--decode-context-parallel-size", "-dcp", type=_int, default=1, help="ranks a request's KV is split over"
     )
+    g.add_argument(
+        "--pp-layer-partition",
+        metavar="N,N,...",
+        help="VLLM_PP_LAYER_PARTITION: the layers of each pipeline stage (default: vLLM's even split)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

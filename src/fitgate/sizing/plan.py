@@ -111,6 +111,7 @@ def _rank(
         tp=tp,
         pp=pp,
         pp_rank=pp_rank,
+        partition=rs.pp_layer_partition,
         dtype=rs.dtype,
         runtime_quantization=_runtime_quantization(arch, rs.quantization),
         pooling=rs.runner == "pooling",
@@ -351,7 +352,7 @@ def _ranks(
         # L2257-2280): sliding-window and chunked-local layers are sized as full attention (issue 20)
         accounting = dataclasses.replace(accounting, hybrid_kv_manager=False, chunked_local_hybrid=False)
     _check_workload(workload)
-    stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size)
+    stages = pp_layer_ranges(model.arch.num_layers, rs.pipeline_parallel_size, rs.pp_layer_partition)
     ranks = tuple(_rank(model, gpu, rs, accounting, i, layers) for i, layers in enumerate(stages))
     value = (accounting, rs, ranks, _base(model, gpu, serving, accounting, rs, ranks))
     _RANKS_MEMO.put(owners[:3], (serving,), value)

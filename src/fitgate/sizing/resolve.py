@@ -33,6 +33,7 @@ from fitgate.sizing.quantization import (
 from fitgate.sizing.serving import ResolvedServing, ServingConfig
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for, parse_version
+from fitgate.sizing.weights import pp_partition
 
 #: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
 KV_CACHE_MEMORY_SINCE = (0, 11, 0)
@@ -319,6 +320,7 @@ def resolve_serving(
         quantization=quant,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
+        pp_layer_partition=pp_partition(serving.pp_layer_partition, arch.num_layers, pp),
         gpu_memory_utilization=float(gmu),
         enforce_eager=serving.enforce_eager,
         cudagraph_mode=graph_mode,

@@ -26,6 +26,8 @@ class ServingConfig:
     quantization: str | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # ``VLLM_PP_LAYER_PARTITION`` ("24,40"): the layers of each pipeline stage; None: vLLM's even split
+    pp_layer_partition: str | None = None
     gpu_memory_utilization: float | None = None  # None: the release's default (0.9, 0.92 from 0.20)
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -173,6 +175,7 @@ class ResolvedServing:
     interconnect: str = "nvlink"
     runner: str = "generate"
     speculative: Speculative | None = None
+    pp_layer_partition: tuple[int, ...] | None = None  # VLLM_PP_LAYER_PARTITION, checked against the layers
     parallel: ParallelLayout = field(default_factory=ParallelLayout)  # data / expert / decode-context parallelism
     # --- LoRA, weight offload, KV connectors, multimodal encoder (issue 20) ---
     lora: LoraSlots | None = None

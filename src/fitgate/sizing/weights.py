@@ -45,6 +45,7 @@ __all__ = [
     "inventory_from_architecture",
     "inventory_from_tensors",
     "pp_layer_ranges",
+    "pp_partition",
     "quantized_bytes",
     "weights_per_rank",
 ]
@@ -65,19 +66,53 @@ def _kv_shared(arch: ModelArchitecture, layer: int) -> bool:
     return isinstance(mixer, Attention) and mixer.kv_shared
 
 
-def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
-    """VLLM's ``get_pp_indices``: equal shares, the remainder to the stages before the last."""
+def pp_layer_ranges(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[range]:
+    """VLLM's ``get_pp_indices``: equal shares, the remainder to the stages before the last.
+
+    ``partition``: ``VLLM_PP_LAYER_PARTITION``'s layers per stage, which vLLM takes as they are once their count is
+    the stages' and their sum the layers' (vllm/distributed/utils.py 0.34.0 L227-238; :func:`pp_partition`).
+    """
     if pp < 1 or pp > num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"an integer from 1 to num_hidden_layers ({num_layers})")
     per = num_layers // pp
     parts = [per] * pp
     for i in range(2, num_layers % pp + 2):
         parts[-i] += 1
+    if partition is not None and len(partition) == pp and sum(partition) == num_layers:
+        parts = list(partition)
     out, start = [], 0
     for n in parts:
         out.append(range(start, start + n))
         start += n
     return out
+
+
+#: The longest ``VLLM_PP_LAYER_PARTITION`` read (64 stages of up to 4 digits).
+MAX_PARTITION_CHARS = 320
+
+
+def pp_partition(text: str | None, num_layers: int, pp: int) -> tuple[int, ...] | None:
+    """``VLLM_PP_LAYER_PARTITION`` as vLLM reads it: comma-separated layer counts, one per stage, summing to the layers.
+
+    vLLM refuses anything else at start-up (vllm/distributed/utils.py 0.34.0 L227-238: "Invalid partition string",
+    "len(partitions)=... does not match pp_size", "sum(partitions)=... does not match num_hidden_layers", negative
+    counts); so does this, naming the value. None for no partition.
+    """
+    if text is None or not text.strip():
+        return None
+    if len(text) > MAX_PARTITION_CHARS:
+        raise SizingError("VLLM_PP_LAYER_PARTITION", text[:40] + "...", f"at most {MAX_PARTITION_CHARS} characters")
+    try:
+        parts = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        raise SizingError("VLLM_PP_LAYER_PARTITION", text, "comma-separated layer counts, such as 24,40") from None
+    if len(parts) != pp:
+        raise SizingError("VLLM_PP_LAYER_PARTITION", text, f"{pp} counts, one per pipeline stage (vLLM refuses it)")
+    if sum(parts) != num_layers or any(p < 0 for p in parts):
+        raise SizingError(
+            "VLLM_PP_LAYER_PARTITION", text, f"counts >= 0 summing to the model's {num_layers} layers (vLLM refuses it)"
+        )
+    return parts
 
 
 @dataclass(frozen=True)
@@ -148,6 +183,7 @@ def weights_per_rank(
     shared_experts_replicated: bool = False,
     mxfp4_layout: Mxfp4Layout | None = None,
     vision: bool = True,
+    partition: tuple[int, ...] | None = None,
 ) -> RankWeights:
     """Bytes of weights one GPU (tensor rank 0 of pipeline stage ``pp_rank``) holds after loading.
 
@@ -171,7 +207,7 @@ def weights_per_rank(
     :data:`fitgate.sizing.multimodal.TOWER_SKIPPED_SINCE`).
     """
     dtype_bytes = MODEL_DTYPES[dtype]
-    stages = pp_layer_ranges(arch.num_layers, pp)
+    stages = pp_layer_ranges(arch.num_layers, pp, partition)
     layers = stages[pp_rank]
     first, last = pp_rank == 0, pp_rank == pp - 1
     kv = arch.kv_heads

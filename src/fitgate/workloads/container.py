@@ -48,6 +48,7 @@ from fitgate.workloads.flags import (
     _speculative,
     _UnknownValueError,
     data_parallel_ranks,
+    env_serving,
     pods_of_one_engine,
 )
 from fitgate.workloads.flagvalues import config_file_flags
@@ -429,8 +430,7 @@ def _reading(
             speculative = _speculative(flags["--speculative-config"], more)
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
-        if found.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true"):
-            serving["allowLongMaxModelLen"] = True  # envs.py: "1"/"true" (vLLM then warns instead of refusing)
+        serving.update(env_serving(found.env))
         sampler = found.env.get(FLASHINFER_SAMPLER_ENV, "").strip()
         if sampler in ("0", "1"):
             serving["flashinferSampler"] = sampler == "1"  # envs.py 0.10.2 L482-484: bool(int(...)), unset None

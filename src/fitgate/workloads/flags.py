@@ -235,6 +235,17 @@ def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
     return total
 
 
+def env_serving(env: Mapping[str, str]) -> dict[str, Any]:
+    """The ModelDeployment serving fields vLLM's environment variables set."""
+    out: dict[str, Any] = {}
+    if env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true"):
+        out["allowLongMaxModelLen"] = True  # envs.py: "1"/"true" (vLLM then warns instead of refusing)
+    partition = env.get("VLLM_PP_LAYER_PARTITION", "").strip()
+    if partition:  # hunt54 F3: the layers per pipeline stage (vllm/distributed/utils.py 0.34.0 L227-238)
+        out["ppLayerPartition"] = partition.replace(" ", "")[:320]  # int(" 40") is 40 to vLLM too
+    return out
+
+
 def pods_of_one_engine(flags: Mapping[str, str], ray: bool, need: int, per_pod: int) -> tuple[int, str] | None:
     """How many pods of ``per_pod`` GPUs one engine of ``need`` GPUs spans when its workers leave the pod, and why.
 

@@ -203,6 +203,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         quantization=s.quantization,
         tensor_parallel_size=s.tensor_parallel_size,
         pipeline_parallel_size=s.pipeline_parallel_size,
+        pp_layer_partition=s.pp_layer_partition,
         gpu_memory_utilization=s.gpu_memory_utilization,
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,

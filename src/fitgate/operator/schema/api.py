@@ -475,6 +475,14 @@ class Serving(_Spec):
         le=64,
         description="--pipeline-parallel-size: stages the layers are split into. Default: 1.",
     )
+    pp_layer_partition: str | None = Field(
+        default=None,
+        alias="ppLayerPartition",
+        max_length=320,
+        pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,63}$",
+        description="VLLM_PP_LAYER_PARTITION: the layers of each pipeline stage (24,40), one count per stage "
+        "summing to the model's layers, as vLLM requires. Default: vLLM's even split.",
+    )
     gpu_memory_utilization: float | None = Field(
         default=None,
         alias="gpuMemoryUtilization",
