@@ -116,7 +116,7 @@ def test_a_drafter_from_another_checkpoint_is_named_not_counted() -> None:
     ("method", "tokens", "field", "message"),
     [
         ("mtp", None, "speculative_config.method", "multi-token-prediction layers"),  # Llama has none
-        ("medusa", 2, "speculative_config.method", "a method of vLLM 0.33"),
+        ("lookahead", 2, "speculative_config.method", "a method of vLLM 0.33"),
         ("ngram", None, "speculative_config.num_speculative_tokens", "1 to 64"),
         ("ngram", 65, "speculative_config.num_speculative_tokens", "1 to 64"),
     ],
@@ -126,6 +126,37 @@ def test_bad_settings_name_the_field(method: str, tokens: int | None, field: str
     with pytest.raises(SizingError, match=message) as info:
         resolve(llama, method, tokens)
     assert str(info.value).startswith(field)
+
+
+def test_the_token_counts_vllm_fills_in_and_its_older_methods_are_taken() -> None:
+    llama = parse_config(json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text()))
+    # hunt57 F1: vllm#35521 served {"method": "suffix"}: min(8, tree depth 24) (suffix/config.py 0.34.0 L24-31)
+    assert resolve(llama, "suffix", None) == resolve(llama, "suffix", 8)
+    # a drafter checkpoint's own n_predict (not read; its drafter is not counted): 1; vLLM's docs' MLP drafter
+    # example gives no count. hunt57 F2: 0.30-0.32 list mlp_speculator and medusa (config/speculative.py L74-77)
+    for method in ("eagle3", "draft_model", "mlp_speculator", "medusa"):
+        got = resolve(llama, method, None)
+        assert got is not None and (got.method, got.num_tokens, got.counted) == (method, 1, False)
+
+
+def test_mimo_v2_flash_drafts_with_its_first_mtp_layer_whatever_the_config_says() -> None:
+    # hunt57 F3: config/speculative.py 0.34.0 L929-945 sets n_predict = _MIMO_V2_FLASH_NUM_MTP_LAYERS (1)
+    table = json.loads((Path(__file__).parents[2] / "src/fitgate/sizing/data/hf_defaults.json").read_text())
+    defaults = table["model_types"]["mimo_v2_flash"]["defaults"]
+    config = {
+        **defaults,
+        "model_type": "mimo_v2_flash",
+        "architectures": ["MiMoV2FlashForCausalLM"],
+        "hybrid_layer_pattern": [0] + [1] * 47,  # the 48 layers' attention kinds (families/mimo.py)
+        "swa_num_attention_heads": 64,
+        "swa_num_key_value_heads": 8,
+        "swa_head_dim": 192,
+        "swa_v_head_dim": 128,
+        "sliding_window_size": 128,
+        "moe_layer_freq": [0] + [1] * 47,
+    }
+    got = resolve(parse_config(config), "mtp", None)
+    assert got is not None and (got.num_tokens, got.drafter_layers) == (1, 1)
 
 
 def test_more_draft_tokens_than_mtp_layers_must_be_a_multiple() -> None:

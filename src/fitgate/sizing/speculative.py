@@ -73,9 +73,28 @@ MTP_METHODS = frozenset(
 #: Methods that propose from the tokens alone: no drafter weights, no KV cache.
 TOKEN_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 #: Methods whose drafter is another checkpoint (not counted by fitgate).
+#: ``mlp_speculator`` and ``medusa``: vLLM 0.30-0.32's methods (config/speculative.py 0.32.0 L74-77; hunt57 F2).
 DRAFT_CHECKPOINT_METHODS = frozenset(
-    {"eagle", "eagle3", "draft_model", "dflash", "dspark", "custom_class", "extract_hidden_states"}
+    {
+        "eagle",
+        "eagle3",
+        "draft_model",
+        "dflash",
+        "dspark",
+        "custom_class",
+        "extract_hidden_states",
+        "mlp_speculator",
+        "medusa",
+    }
 )
+#: ``num_speculative_tokens`` where the config leaves it out and vLLM fills it in (hunt57 F1): suffix decoding's
+#: ``min(8, suffix_decoding_max_tree_depth)`` (v1/worker/gpu/spec_decode/suffix/config.py 0.34.0 L24-31; the depth
+#: defaults to 24, which older releases took); a drafter checkpoint's ``n_predict``
+#: (speculator_config.py 0.34.0 L275-291), which fitgate does not read: 1, its drafter is not counted anyway.
+_DEFAULT_TOKENS = {"suffix": 8, **dict.fromkeys(DRAFT_CHECKPOINT_METHODS, 1)}
+#: MTP layers vLLM builds whatever config.json says (hunt57 F3): MiMo-V2's drafter is its first MTP layer only
+#: (config/speculative.py 0.34.0 L904-945, ``_MIMO_V2_FLASH_NUM_MTP_LAYERS = 1``, models/mimo_v2_mtp.py L53-54).
+_MTP_FIXED_LAYERS = {"mimo_v2_flash": 1, "mimo_v2": 1, "mimo_v2_omni": 1}
 METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
 #: The methods a ModelDeployment names (``serving.speculativeConfig.method``): every ``*_mtp`` is ``mtp``.
 SPEC_METHODS = ("mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark")
@@ -140,7 +159,7 @@ def resolve(arch: ModelArchitecture, method: str | None, num_tokens: int | None)
     ):
         raise SizingError("speculative_config.num_speculative_tokens", num_tokens, f"1 to {MAX_SPECULATIVE_TOKENS}")
     if method in MTP_METHODS:
-        n_predict = arch.mtp_layers
+        n_predict = _MTP_FIXED_LAYERS.get(arch.model_type or "", arch.mtp_layers)
         if not n_predict and arch.model_type in _MTP_CLASS_DEFAULT_LAYERS:
             # n_predict stays None in vLLM: no default token count (speculative.py L1601-1618)
             if num_tokens is None:
@@ -165,7 +184,9 @@ def resolve(arch: ModelArchitecture, method: str | None, num_tokens: int | None)
             )
         return Speculative("mtp", tokens, n_predict, _template_layer(arch))
     if num_tokens is None:
-        raise SizingError("speculative_config.num_speculative_tokens", None, f"1 to {MAX_SPECULATIVE_TOKENS}")
+        if method not in _DEFAULT_TOKENS:  # ngram: vLLM refuses it too (config/speculative.py 0.34.0 L1653-1658)
+            raise SizingError("speculative_config.num_speculative_tokens", None, f"1 to {MAX_SPECULATIVE_TOKENS}")
+        num_tokens = _DEFAULT_TOKENS[method]
     return Speculative(method, num_tokens)
 
 
