@@ -212,6 +212,11 @@ def test_a_connector_without_hma_sizes_sliding_layers_as_full_attention() -> Non
     assert lmcache.kv.one_request_bytes == 8192 * 344_064
     assert nixl.kv.one_request_bytes == base.kv.one_request_bytes  # NIXL implements SupportsHMA
     assert any("does not support the hybrid KV cache manager" in n for n in lmcache.notes)
+    # hunt57 F5: LMCacheMPConnector is the lmcache package's where installed (lmcache_mp_connector.py 0.34.0
+    # L1191-1217), which keeps hybrids: sized with the manager kept, and said
+    mp = plan(m, H100, serving("LMCacheMPConnector"))
+    assert mp.kv.one_request_bytes == base.kv.one_request_bytes
+    assert any("LMCacheMPConnector: sized with the hybrid KV cache manager kept" in n for n in mp.notes)
 
 
 def test_kv_offloading_and_nixl_host_buffers() -> None:

@@ -41,7 +41,11 @@ KV_CONNECTORS: dict[str, bool] = {
     "ExampleConnector": False,
     "ExampleHiddenStatesConnector": True,
     "LMCacheConnectorV1": False,  # lmcache_connector.py L68
-    "LMCacheMPConnector": False,  # lmcache_mp_connector.py L461
+    # hunt57 F5: vLLM (0.31+) runs the LMCacheMPConnector of the lmcache package when one is installed
+    # (lmcache_mp_connector.py 0.34.0 L1191-1217), its own (no SupportsHMA, L79-81) only without it; LMCache's MP
+    # connector keeps hybrid models (club-3090 served a gated-delta-net hybrid at 262K with LMCache 0.4.7):
+    # which one runs is the image's, so the hybrid manager is taken as kept (never a false denial) and said
+    "LMCacheMPConnector": True,
     "NixlConnector": True,  # nixl/connector.py L78 (NixlBaseConnector)
     "NixlPullConnector": True,
     "NixlPushConnector": True,
@@ -143,6 +147,12 @@ def connector_notes(
                 if has_state_layers
                 else ""
             )
+        )
+    if connector == "LMCacheMPConnector" and (has_hybrid_layers or has_state_layers):
+        notes.append(
+            "LMCacheMPConnector: sized with the hybrid KV cache manager kept, as the lmcache package's connector "
+            "does (0.4.7+); vLLM's builtin one, run where lmcache is not installed, turns it off (sliding-window "
+            "layers then take full attention; Mamba / linear-attention models fail at start-up)"
         )
     if role == "kv_consumer":
         notes.append(
