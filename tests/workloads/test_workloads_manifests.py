@@ -6,6 +6,7 @@ Sources: tests/fixtures/manifests/SOURCE.md (repo, path, commit per file). The G
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -411,3 +412,61 @@ def test_a_workload_on_vllms_cpu_image_is_skipped_for_that_reason() -> None:
     assert "CPU backend" in skipped("f.yaml", dep).message
     pod["containers"][0]["image"] = "ghcr.io/acme/not-an-engine:1"
     assert "runs no vLLM server" in skipped("f.yaml", dep).message
+
+
+def _ray_cluster(workers: int, max_workers: int | None = None) -> dict[str, Any]:
+    """A KubeRay RayCluster (ray.io/v1) whose head runs vLLM's multi-node command (vLLM's docs, serving/
+    distributed_serving.md: `vllm serve ... --tensor-parallel-size 8 --pipeline-parallel-size 2` on a Ray cluster),
+    written here in the shape of KubeRay's ray-cluster.complete.yaml sample; the head holds no GPU."""
+    group: dict[str, Any] = {
+        "groupName": "gpu",
+        "replicas": workers,
+        "template": {
+            "spec": {
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                "containers": [
+                    {
+                        "name": "ray-worker",
+                        "image": "vllm/vllm-openai:v0.10.1",
+                        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                    }
+                ],
+            }
+        },
+    }
+    if max_workers is not None:
+        group["maxReplicas"] = max_workers
+    head = {
+        "name": "ray-head",
+        "image": "vllm/vllm-openai:v0.10.1",
+        "command": ["bash", "-c"],
+        "args": [
+            "ray start --head --dashboard-host=0.0.0.0 && vllm serve meta-llama/Llama-3.1-70B-Instruct "
+            "--tensor-parallel-size 8 --pipeline-parallel-size 2 --max-model-len 32768"
+        ],
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "vllm", "namespace": "ml"},
+        "spec": {
+            "enableInTreeAutoscaling": max_workers is not None,
+            "headGroupSpec": {"template": {"spec": {"containers": [head]}}},
+            "workerGroupSpecs": [group],
+        },
+    }
+
+
+def test_a_ray_clusters_head_runs_vllm_over_its_worker_groups_gpus() -> None:
+    # hunt54 F2: the KubeRay pattern of vLLM's multi-node serving (production-stack's pipeline-parallel chart renders
+    # a RayCluster) was "kind RayCluster is not one fitgate reads"
+    r = read_workload(_ray_cluster(2))
+    assert r is not None and r.kind == "RayCluster" and r.model == "meta-llama/Llama-3.1-70B-Instruct"
+    # 2 workers x 8 H100s hold TP 8 x PP 2; the engine is sized on the workers' GPUs (their nodeSelector)
+    assert (r.gpus_per_replica, r.pods_per_replica, r.gpu_shortfall()) == (16, 3, None)
+    assert r.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"} and r.vllm_version == "0.10.1"
+    one = read_workload(_ray_cluster(1))
+    assert one is not None and one.gpu_shortfall() is not None and "needs 16 GPUs" in str(one.gpu_shortfall())
+    # the in-tree autoscaler may add workers up to maxReplicas: no shortfall
+    scaled = read_workload(_ray_cluster(1, max_workers=2))
+    assert scaled is not None and scaled.gpu_shortfall() is None

@@ -17,7 +17,8 @@ CRD groups, versions and plurals, from each project's CRD:
   examples/backends/vllm/deploy/disagg.yaml @7893f268) and v1beta1 (deploy/v1beta1/agg.yaml @4d0c5ed6).
 * DisaggregatedSet: kubernetes-sigs/lws (``disaggregatedsets.disaggregatedset.x-k8s.io``, v1; v1alpha1 before),
   the prefill/decode recipe of llm-d/llm-d guides/recipes/modelserver/base/single-host/pd-disaggregatedset.
-* RayService: ray-project/kuberay ``ray.io/v1`` (``spec.serveConfigV2``, ``spec.rayClusterConfig``).
+* RayService: ray-project/kuberay ``ray.io/v1`` (``spec.serveConfigV2``, ``spec.rayClusterConfig``); RayCluster
+  (``spec.headGroupSpec``, ``spec.workerGroupSpecs``), whose head runs ``vllm serve`` with the Ray executor.
 * vLLM production-stack: operator/config/crd/bases/production-stack.vllm.ai_vllmruntimes.yaml
   (vllm-project/production-stack @a6c01db05f65f556235413ba8dbcfb0c01132fff), v1alpha1.
 """
@@ -74,6 +75,7 @@ KINDS: tuple[WorkloadKind, ...] = (
         "DisaggregatedSet", "disaggregatedset.x-k8s.io", ("v1", "v1alpha1"), "disaggregatedsets", project="LWS / llm-d"
     ),
     WorkloadKind("RayService", "ray.io", ("v1",), "rayservices", project="KubeRay (Ray Serve LLM)"),
+    WorkloadKind("RayCluster", "ray.io", ("v1",), "rayclusters", project="KubeRay"),
     WorkloadKind(
         "VLLMRuntime", "production-stack.vllm.ai", ("v1alpha1",), "vllmruntimes", project="vLLM production-stack"
     ),

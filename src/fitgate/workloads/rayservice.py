@@ -188,3 +188,47 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
 def read_ray_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """The first Ray Serve LLM model of a RayService; ``fitgate check`` reads every one."""
     return first_of_parts(read_ray_llm(obj, configmaps), "models")
+
+
+def read_ray_cluster(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """A KubeRay RayCluster whose head runs ``vllm serve`` over the cluster's GPUs (hunt54 F2).
+
+    vLLM's Ray executor places TP x PP workers on the head's and the worker groups' GPUs (vLLM's multi-node docs,
+    production-stack's pipeline-parallel chart: ``helm/templates/ray-cluster.yaml``). The engine is sized on the
+    GPU nodes: the head's pod when the head holds GPUs and no worker group does, else the first worker group with a
+    GPU limit, whose pods run the head's command line. The GPUs are the head's plus each group's pods times the most
+    replicas it may have (``maxReplicas`` with the in-tree autoscaler, else ``replicas``).
+    """
+    meta = as_dict(obj.get("metadata"))
+    head = as_dict(at_path(obj, "spec.headGroupSpec.template.spec"))
+    found = _find_vllm(head)
+    if found is None:
+        return None
+    autoscaling = bool(at_path(obj, "spec.enableInTreeAutoscaling"))
+    head_gpus = gpu_limit_of(found.container)[1]
+    total, pods, worker = head_gpus, 1, None
+    for group in (as_dict(g) for g in as_list(at_path(obj, "spec.workerGroupSpecs"))[:16]):
+        spec = as_dict(at_path(group, "template.spec"))
+        gpu = next((as_dict(c) for c in as_list(spec.get("containers")) if gpu_limit_of(as_dict(c))[1]), None)
+        if gpu is None:
+            continue
+        count = max(_count(group.get("replicas")), _count(group.get("maxReplicas")) if autoscaling else 0)
+        total, pods = total + gpu_limit_of(gpu)[1] * count, pods + count
+        if worker is None and count:
+            container = {**gpu, **{k: v for k, v in found.container.items() if k != "resources"}}
+            worker = {**spec, "containers": [container]}
+    if worker is not None and not head_gpus:
+        found = _find_vllm(worker) or found
+    return _reading(
+        "RayCluster",
+        meta,
+        found,
+        configmaps,
+        gpus_per_replica=total,
+        pods_per_replica=pods if worker is not None else 1,
+        notes=(f"KubeRay RayCluster: the head's vLLM over {total} GPUs of {pods} pods",),
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1024 else 0
