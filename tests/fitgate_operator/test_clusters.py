@@ -232,7 +232,7 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
         ("L20", 46068, "nvidia"),
         ("A40", 46068, "nvidia"),
         ("A30", 24576, "nvidia"),
-        ("GB10", 122070, "nvidia"),
+        ("GB10", 125061, "nvidia"),  # CUDA total 121.63 GiB in a vLLM 0.25.1 log (hunt55 F2), label estimated
         ("RTX-PRO-5000-72GB", 73415, "nvidia"),
         ("RTX-5080", 16303, "nvidia"),
         ("RTX-4080", 16376, "nvidia"),
