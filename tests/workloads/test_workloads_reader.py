@@ -1092,3 +1092,20 @@ def test_vllm_pp_layer_partition_env_reaches_the_serving() -> None:
     r = read_workload(deployment(container))
     assert r is not None and r.serving["ppLayerPartition"] == "24,8"
     assert parse_spec(r.spec()).serving.pp_layer_partition == "24,8"
+
+
+def test_a_flag_and_its_value_in_one_argv_word_is_what_vllm_refuses() -> None:
+    # hunt55 F1: `- --tensor-parallel-size 2 # Run on 2 GPUs` in a YAML list is one word; argparse reads a word with
+    # a space as a positional, so vLLM exits "unrecognized arguments" (it was dropped and TP 1 sized instead)
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.7.0",
+        "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size 2"],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is not None and "'--tensor-parallel-size 2' is one word" in r.invalid
+    assert "--tensor-parallel-size=2" in r.invalid
+    container["args"] = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size=2"]
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None and r.serving["tensorParallelSize"] == 2

@@ -21,6 +21,7 @@ from fitgate.workloads import shellmath
 from fitgate.workloads.bounds import ExpansionBudget
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
 from fitgate.workloads.flagvalues import merge_dotted
+from fitgate.workloads.reading import WorkloadError
 from fitgate.workloads.vllm_flags import ALIASES, canonical, vllm_flags
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
@@ -204,8 +205,8 @@ _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 _SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
 
 
-class CommandError(ValueError):
-    """A command line that cannot be read (an unclosed quote in a shell script)."""
+class CommandError(WorkloadError):
+    """A command line that cannot be read (an unclosed quote in a shell script), or that vLLM's parser refuses."""
 
 
 @dataclass(frozen=True)
@@ -451,6 +452,14 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             i += 1
             continue
         name, eq, value = word.partition("=")
+        if any(c.isspace() for c in name) and name.startswith("--"):
+            # hunt55 F1: a YAML item `- --tensor-parallel-size 2 # on 2 GPUs` is one argv word; argparse takes a word
+            # with a space for a positional (argparse _parse_optional), so vLLM exits "unrecognized arguments"
+            raise CommandError(
+                f"argument {word[:80]!r} is one word holding a space, which vLLM's parser refuses (unrecognized "
+                f"arguments): write {name.split()[0]}={' '.join(name.split()[1:])[:40]} or the flag and its value "
+                "as two items"
+            )
         name = long_name(name)
         if "." in name and name.startswith("-"):  # --speculative-config.method mtp
             if not eq:
