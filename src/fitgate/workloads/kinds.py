@@ -90,6 +90,21 @@ def find_kind(kind: str) -> WorkloadKind | None:
     return next((k for k in KINDS if k.kind == kind), None)
 
 
+def other_group(obj: object) -> str | None:
+    """The API group of an object whose kind fitgate reads in another group, else None (hunt52 G3).
+
+    OME's ``ome.io`` InferenceService is not KServe's; a manifest without ``apiVersion`` is taken as the kind's.
+    """
+    if not isinstance(obj, dict):
+        return None
+    entry = find_kind(str(obj.get("kind") or ""))
+    version = obj.get("apiVersion")
+    if entry is None or not isinstance(version, str) or not version:
+        return None
+    group = version.rpartition("/")[0]
+    return None if group == entry.group else group or "core"
+
+
 def pod_template_paths() -> dict[str, str]:
     """Kind -> dotted path of its pod spec, for the kinds read as a pod template."""
     return {k.kind: k.pod_template for k in KINDS if k.pod_template is not None}

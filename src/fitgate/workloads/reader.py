@@ -40,7 +40,7 @@ from fitgate.workloads.container import (
 from fitgate.workloads.expansion import container_env
 from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
-from fitgate.workloads.kinds import pod_template_paths
+from fitgate.workloads.kinds import other_group, pod_template_paths
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
@@ -430,6 +430,8 @@ def _read_workload(
     if not isinstance(obj, dict):
         return None
     kind = str(obj.get("kind") or "")
+    if other_group(obj) is not None:
+        return None
     path = {**POD_TEMPLATE_PATHS, **(extra_paths or {})}.get(kind)
     reading = _read_kind(obj, kind, path, configmaps or {}, runtimes)
     if reading is None:

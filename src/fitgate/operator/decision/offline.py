@@ -25,7 +25,7 @@ from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml
 from fitgate.workloads.crds import PARTS_READERS
-from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind
+from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind, other_group
 
 #: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
 _PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
@@ -188,9 +188,11 @@ def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
     if why is None:
         if kind in MERGED_KINDS:
             why = f"a {kind}: read into the workloads of this manifest set that use it"
-        elif find_kind(kind) is None:
+        elif (entry := find_kind(kind)) is None:
             known = ", ".join(k.kind for k in KINDS)
             why = f"kind {kind or '(none)'} is not one fitgate reads ({known})"
+        elif (group := other_group(doc)) is not None:
+            why = f"{kind} of group {group} is not one fitgate reads (it reads {entry.group or 'core'}'s)"
         elif cpu_backend(doc):  # hunt27 O1: the reason, not "no vLLM server"
             why = "runs vLLM's CPU backend (a vLLM CPU image or --device cpu): no GPU to size"
         else:
