@@ -55,6 +55,19 @@ def test_known_generations() -> None:
     assert not custom.nvswitch_sharp("nvlink") and custom.mla_block_size == 16
 
 
+def test_nvl_boards_have_nvlink_bridges_not_nvswitch() -> None:
+    # hunt59 F1: H100 NVL and H200 NVL are PCIe cards joined by 2- or 4-way NVLink bridges, no NVSwitch, so no NVLink
+    # SHARP: the 2.07 GiB of NVLS buffers the SXM boards measure is not reserved (non-torch at TP 2 is the TP1 figure)
+    v023 = accounting_for("0.23.0")
+    for name in ("H100-NVL", "NVIDIA H200 NVL"):
+        gpu = find_gpu(name)
+        assert gpu is not None and gpu.interconnect == "nvlink" and not gpu.nvswitch_sharp("nvlink"), name
+        assert non_torch_bytes(2, 1, v023, gpu, "nvlink") == int(0.25 * GiB)
+    h200 = lookup_gpu("H200")
+    assert find_gpu("NVIDIA H200 NVL") != h200 and find_gpu("NVIDIA H200 NVL").memory_bytes == h200.memory_bytes  # type: ignore[union-attr]
+    assert non_torch_bytes(2, 1, v023, h200, "nvlink") == int(2.07 * GiB)
+
+
 def test_a_pcie_product_string_keeps_the_generation() -> None:
     pcie = find_gpu("NVIDIA-H100-PCIe")
     assert pcie is not None and pcie.interconnect == "pcie"

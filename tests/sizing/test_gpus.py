@@ -142,7 +142,7 @@ def test_a_gpu_node_without_product_labels_is_reported(caplog: pytest.LogCapture
         ("Tesla-P40", "Tesla-P40", 22919, 22.3, 22.4, 10, 13),
         ("Tesla P100-PCIE-16GB", "Tesla-P100-16GB", 16280, 15.8, 15.9, 15, 20),
         # same nvidia-smi total as the H200 SXM: 143771 MiB
-        ("NVIDIA-H200-NVL", "H200", 143771, 139.8, 139.9, 900, 1000),
+        ("NVIDIA-H200-NVL", "H200-NVL", 143771, 139.8, 139.9, 800, 900),  # no NVSwitch (hunt59 F1)
         ("NVIDIA GH200 144G HBM3e", "GH200-144GB", 146831, 142.3, 143.4, 900, 1000),
         ("AMD_Radeon_RX_7900_XTX", "RX-7900-XTX", 24576, 23.9, 24.0, 110, 130),
         ("AMD Radeon PRO W7900", "Radeon-PRO-W7900", 49152, 47.9, 48.0, 110, 130),

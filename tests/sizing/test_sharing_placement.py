@@ -218,6 +218,21 @@ def test_hami_share_plans_on_the_slice() -> None:
     assert big.verdict in (Verdict.FITS, Verdict.TIGHT)
 
 
+def test_a_runai_fraction_beyond_the_gmu_is_tight_not_denied_and_a_slice_too_small_is() -> None:
+    # hunt58 F1: whether CUDA sees Run:ai's fraction (then gmu applies to it, as with HAMi) or the whole card is not
+    # read from Run:ai's source: planned as the slice, with the whole-card limit said; denied only when the slice
+    # cannot hold the model. Half an H100 (39.6 GiB) x 0.9 holds 8B bf16 (~15 GiB); a tenth (7.9 GiB) does not.
+    half = evaluate(
+        parse_spec({**SPEC, "placement": {"gpuShare": {"runaiGpuFraction": 0.5}}}), LLAMA, inventory(node("r-0", {}, 8))
+    )
+    assert half.verdict is Verdict.TIGHT, half.message
+    assert "if Run:ai shows CUDA the whole card" in half.message and "gpuMemoryUtilization: 0.50" in half.message
+    tenth = evaluate(
+        parse_spec({**SPEC, "placement": {"gpuShare": {"runaiGpuFraction": 0.1}}}), LLAMA, inventory(node("r-0", {}, 8))
+    )
+    assert (tenth.verdict, tenth.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.WEIGHTS_EXCEED_BUDGET)
+
+
 def test_cordoned_and_tainted_nodes_are_planned_on_and_the_pods_wait() -> None:
     # fit is not availability: a cordon is lifted, a toleration added by a policy; the fit on those nodes is the
     # verdict, admitted with the reason the pods wait (it was a NoMatchingGPUPool denial)

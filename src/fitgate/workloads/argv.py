@@ -455,10 +455,15 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
         if any(c.isspace() for c in name) and name.startswith("--"):
             # hunt55 F1: a YAML item `- --tensor-parallel-size 2 # on 2 GPUs` is one argv word; argparse takes a word
             # with a space for a positional (argparse _parse_optional), so vLLM exits "unrecognized arguments"
+            flag, *rest = name.split()
+            fix = (
+                f"write {flag}={' '.join(rest)[:40]} or the flag and its value as two items"
+                if rest
+                else f"write {flag}"
+            )
             raise CommandError(
                 f"argument {word[:80]!r} is one word holding a space, which vLLM's parser refuses (unrecognized "
-                f"arguments): write {name.split()[0]}={' '.join(name.split()[1:])[:40]} or the flag and its value "
-                "as two items"
+                f"arguments): {fix}"
             )
         name = long_name(name)
         if "." in name and name.startswith("-"):  # --speculative-config.method mtp

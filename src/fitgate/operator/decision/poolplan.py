@@ -145,6 +145,15 @@ def plan_on_pool(
     if not check.exceeds:
         code = p.reasons[0].code
         return PoolResult(pool, p.verdict, p, code, f"{pool.product}: {check.message}; {p.reasons[0].message}")
+    if share.mechanism is Mechanism.RUNAI:
+        # hunt58 F1: whether Run:ai's fractions show CUDA the fraction (as HAMi does: then gmu applies to it and the
+        # pod runs) or the whole card (KAI without an isolator) is not read from Run:ai's source: planned as the
+        # slice, the whole-card limit said, and only a slice that cannot hold the model denied
+        slice_gpu = replace(pool.gpu, name=f"{pool.gpu.name} (Run:ai slice)", memory_bytes=check.slice_bytes)
+        s = plan(model, slice_gpu, serving, workload)
+        verdict = s.verdict if s.verdict is Verdict.DOES_NOT_FIT else Verdict.TIGHT
+        why = "if Run:ai shows CUDA the whole card, " + check.message.split(", but ", 1)[-1]
+        return PoolResult(pool, verdict, s, s.reasons[0].code, f"{pool.product}: {s.reasons[0].message}; {why}")
     try:  # what the recommended gmu gives inside the slice
         fixed = plan(model, pool.gpu, replace(serving, gpu_memory_utilization=check.recommended_gmu), workload)
         then = f"with {check.recommended_gmu:.2f}: {fixed.verdict.value}, {fixed.reasons[0].message}"

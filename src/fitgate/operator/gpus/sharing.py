@@ -17,8 +17,9 @@ utilization"). What "total" is depends on the sharing mechanism:
 * **HAMi** (``nvidia.com/gpumem`` MiB or ``nvidia.com/gpumem-percentage`` in the pod's limits): HAMi-core
   intercepts ``cuMemGetInfo_v2`` and reports the limit as the device total (Project-HAMi/HAMi-core
   src/cuda/memory.c, ``HOOK_MEMINFO_ENABLE``), so gmu applies to the slice itself.
-* **Run:ai** (``gpu-fraction`` / ``gpu-memory`` pod annotations): fitgate assumes, as for
-  time-slicing, that CUDA reports the whole card (not verified from Run:ai source; see the README).
+* **Run:ai** (``gpu-fraction`` / ``gpu-memory`` pod annotations): whether CUDA reports the fraction or the
+  whole card is not verified from Run:ai's source; :func:`check_share` says what the whole card would do, and
+  the pool plan (operator/decision/poolplan.py) plans the slice and answers Tight, never a denial on that alone.
 
 Pure functions: the verdict names the mechanism, the limit vLLM will hit and the gmu that fits.
 """
