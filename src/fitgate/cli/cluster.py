@@ -11,15 +11,14 @@ import json
 
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_USAGE
 from fitgate.settings import SettingsError, load, unknown_policy
-from fitgate.sizing import SizingError, find_gpu, parse_gpu_prices
+from fitgate.sizing import SizingError, parse_gpu_prices
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``fitgate check FILE...``: the admission decision, offline."""
     from fitgate.operator.decision.offline import check_files  # noqa: PLC0415 - keeps `fitgate plan` light
 
-    if args.gpu and find_gpu(args.gpu) is None:  # a GPU the user names must be one fitgate knows: a usage error
-        raise SizingError("--gpu", args.gpu, "a GPU from `fitgate gpus` (or leave --gpu out: the manifests' labels)")
+    # a GPU fitgate does not know is each workload's Unknown (offline._unsized_gpu), not a usage error (hunt59 F2)
     results = check_files(args.files, gpu_name=args.gpu, gpus_per_node=args.gpus_per_node)
     if args.output == "json":
         print(json.dumps([r.as_dict() for r in results], indent=2))

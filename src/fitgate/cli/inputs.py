@@ -8,6 +8,7 @@ typed :class:`~fitgate.report.ModelOrigin`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from fitgate.checkpoints import ModelFacts
@@ -29,7 +30,7 @@ from fitgate.sizing import (
     replica_cost,
 )
 from fitgate.sizing.cudagraphs import graph_flags
-from fitgate.sizing.instances import lookup_named_gpu
+from fitgate.sizing.instances import MAX_GPU_NAME_CHARS, lookup_named_gpu, named_gpu
 from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
@@ -51,6 +52,9 @@ def gpu_of(args: argparse.Namespace) -> GpuModel:
             "(e.g. --gpu-memory 79.19GiB)",
         )
     if args.gpu:
+        if args.gpu_memory and named_gpu(args.gpu) is None:  # a GPU fitgate does not know, its memory given
+            custom = custom_gpu(parse_size(args.gpu_memory, "--gpu-memory"))
+            return dataclasses.replace(custom, name=args.gpu[:MAX_GPU_NAME_CHARS])
         model = lookup_named_gpu(args.gpu, "--gpu")
         if args.gpu_memory:
             return GpuModel(**{**model.__dict__, "memory_bytes": parse_size(args.gpu_memory, "--gpu-memory")})

@@ -68,3 +68,11 @@ class NotModelledError(SizingError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class UnknownGpuError(NotModelledError):
+    """A GPU name outside fitgate's catalog (hunt59 F2): a verdict command answers Unknown, never a usage error."""
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        super().__init__(field, value, expected)
+        self.args = (_one_line(f"{field}: {value!r} is not a GPU of fitgate's catalog: {expected}"),)

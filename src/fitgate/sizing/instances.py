@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from fitgate.sizing.gpus import GpuModel, find_gpu, lookup_gpu
+from fitgate.sizing.errors import UnknownGpuError
+from fitgate.sizing.gpus import GpuModel, find_gpu
 from fitgate.sizing.units import GiB
 
 
@@ -169,6 +170,12 @@ def larger_namesake(name: str) -> GpuModel | None:
 
 
 def lookup_named_gpu(name: str, field: str = "gpu") -> GpuModel:
-    """:func:`named_gpu`, an unknown name a :class:`SizingError` listing the catalog (as :func:`lookup_gpu`)."""
+    """:func:`named_gpu`; an unknown name an :class:`UnknownGpuError` (a verdict command's Unknown, hunt59 F2)."""
     found = named_gpu(name)
-    return found if found is not None else lookup_gpu(name, field)
+    if found is None:
+        raise UnknownGpuError(
+            field,
+            name[:MAX_GPU_NAME_CHARS],
+            "`fitgate gpus` lists the catalog; pass --gpu-memory with the total CUDA reports to size another GPU",
+        )
+    return found

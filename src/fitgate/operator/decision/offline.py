@@ -21,7 +21,8 @@ from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
-from fitgate.sizing import ReasonCode, SizingError, Verdict, find_gpu
+from fitgate.sizing import ReasonCode, SizingError, Verdict
+from fitgate.sizing.instances import named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml
 from fitgate.workloads.crds import PARTS_READERS
@@ -95,7 +96,7 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     product = gpu_name or spec.placement.gpu_product
     if not product:
         return CheckResult(source, name, "Unknown", "no GPU to check against: pass --gpu or set placement.gpuProduct")
-    gpu, _ = product_gpu(product, spec.placement.node_selector) if gpu_name is None else (find_gpu(product), ())
+    gpu, _ = product_gpu(product, spec.placement.node_selector) if gpu_name is None else (named_gpu(product), ())
     if gpu is None:  # the webhook's Unknown: a GPU fitgate cannot size is not a reason to deny
         msg = _unsized_gpu(product, gpu_name is not None)
         decision = decide(spec, unknown(ReasonCode.NO_MATCHING_GPU_POOL, msg), "Warn")
@@ -236,7 +237,7 @@ def check_reading(source: str, reading: Reading, gpu_name: str | None, gpus_per_
             product, gpus_per_node = named.product, named.count or gpus_per_node
     gpu = None
     if product:
-        gpu = product_gpu(product, reading.node_selector)[0] if gpu_name is None else find_gpu(product)
+        gpu = product_gpu(product, reading.node_selector)[0] if gpu_name is None else named_gpu(product)
     model = facts = None
     if reading.unknown is None and reading.gpu_shortfall() is None:
         if not product:
