@@ -606,12 +606,12 @@ def test_a_huge_gpu_name_is_a_one_line_error_at_once(capsys: pytest.CaptureFixtu
 
 
 def test_a_gpu_outside_the_catalog_is_unknown_or_sized_by_its_memory(capsys: pytest.CaptureFixture[str]) -> None:
-    # hunt59 F2: `plan --gpu "NVIDIA GeForce RTX 4070"` was a usage error (exit 2); a GPU fitgate does not know is
+    # hunt59 F2: `plan --gpu "NVIDIA GeForce RTX 4070"` (in the catalog now) was a usage error (exit 2); a GPU fitgate does not know is
     # Unknown (exit 0), and with --gpu-memory it is sized as a card of that memory under its own name
-    assert main(["plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "NVIDIA GeForce RTX 4070"]) == 0
+    assert main(["plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "NVIDIA GeForce RTX 4060"]) == 0
     out = capsys.readouterr().out
     assert "verdict: Unknown" in out and "is not a GPU of fitgate's catalog" in out and "--gpu-memory" in out
-    argv = ["plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "NVIDIA GeForce RTX 4070", "--gpu-memory", "11.56GiB"]
+    argv = ["plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "NVIDIA GeForce RTX 4060", "--gpu-memory", "7.62GiB"]
     assert main([*argv, "--max-model-len", "8192"]) == 0
     out = capsys.readouterr().out
-    assert "on 1 x NVIDIA GeForce RTX 4070 (11.56 GiB each)" in out and "verdict: Fits" in out
+    assert "on 1 x NVIDIA GeForce RTX 4060 (7.62 GiB each)" in out and "verdict: Fits" in out
