@@ -102,6 +102,7 @@ def test_mm_processor_kwargs_max_pixels_sets_the_profiled_image() -> None:
         ('{"size": {"longest_edge": 802816, "shortest_edge": 3136}}', 802_816),
         ('{"images_kwargs": {"max_pixels": 401408}}', 401_408),
         ('{"fps": 2}', None),
+        ('{"max_pixels": 1003520.0}', 1_003_520),  # hunt61 F4: a float is a pixel count to the processor too
     ],
 )
 def test_parse_max_pixels(text: str, pixels: int | None) -> None:

@@ -83,9 +83,10 @@ def parse_max_pixels(text: str) -> int | None:
                 found = value
     if found is None:
         return None
-    if isinstance(found, bool) or not isinstance(found, int) or not 1 <= found <= MAX_PIXELS:
-        raise SizingError("mm_processor_kwargs.max_pixels", found, f"an integer from 1 to {MAX_PIXELS}")
-    return found
+    # a float (1003520.0) is a pixel count to the processors' arithmetic too (hunt61 F4): taken, rounded down
+    if isinstance(found, bool) or not isinstance(found, int | float) or not 1 <= found <= MAX_PIXELS:
+        raise SizingError("mm_processor_kwargs.max_pixels", found, f"a number from 1 to {MAX_PIXELS}")
+    return int(found)
 
 
 #: The most pixels an image may be given (2**34: a 131072 x 131072 image).
