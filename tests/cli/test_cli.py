@@ -372,9 +372,14 @@ def test_dotted_json_flags_plan_as_vllm_reads_them(capsys: pytest.CaptureFixture
     folded = fold_dotted(["--limit-mm-per-prompt", '{"image": 4, "audio": 1}', "--limit-mm-per-prompt.image", "1"])
     assert json.loads(folded[-1]) == {"image": 1, "audio": 1}
     base = ["plan", "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "L4", "--max-model-len", "16384"]
-    assert main([*base, "--limit-mm-per-prompt.image", "0", "--output", "json"]) == 0
+    off = ["--limit-mm-per-prompt.image", "0", "--limit-mm-per-prompt.video", "0"]
+    assert main([*base, *off, "--output", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert not any("encoder is profiled" in n for n in doc["notes"])
+    # hunt61 F3: images off, videos on: vLLM profiles a video (encoder_budget.py 0.34.0 L140-186)
+    assert main([*base, "--limit-mm-per-prompt.image", "0", "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("encoder is profiled" in n for n in doc["notes"])
 
 
 def test_prefix_caching_flags_are_taken_and_change_nothing(capsys: pytest.CaptureFixture[str]) -> None:

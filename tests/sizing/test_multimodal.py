@@ -38,8 +38,11 @@ def test_qwen25_vl_encoder_profile_on_one_h100() -> None:
     assert enc.forward_bytes == 65_536 * 2 * 12_820
     # outputs 16384 x 3584 x 2 B = 117,440,512 B, held through the decoder and sampler passes
     assert enc.outputs_bytes == 117_440_512
-    text = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),)))
+    text = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0), ("video", 0))))
     assert text.ranks[0].encoder is not None and text.ranks[0].encoder.items == 0
+    # hunt61 F3: images off alone still profiles a video, of at least the largest image's tokens
+    video = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),)))
+    assert video.ranks[0].encoder == enc
     assert p.per_gpu.activation_bytes == max(enc.forward_bytes, enc.outputs_bytes + text.per_gpu.activation_bytes)
     assert any("profiled with 1 image item(s) of 16384 tokens" in n for n in p.notes)
 

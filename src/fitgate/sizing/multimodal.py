@@ -119,6 +119,11 @@ FAMILIES = {
     "Qwen2_5_VLForConditionalGeneration": VisionFamily(16384, 4, 28),
     "Qwen3VLForConditionalGeneration": VisionFamily(16384, 4, 32),
     "Qwen3VLMoeForConditionalGeneration": VisionFamily(16384, 4, 32),
+    # Qwen3.5 / 3.6: Qwen3-VL's processor (models/qwen3_5.py 0.34.0 L89-114, L466-467: Qwen3VLProcessingInfo and
+    # Qwen3VLMultiModalProcessor) and vision tower (1152 x 27 layers); hunt61 F1: a 0.19 RTX 5090 log had 0.73 GiB
+    # less KV with images on than off, which fitgate counted as nothing
+    "Qwen3_5ForConditionalGeneration": VisionFamily(16384, 4, 32),
+    "Qwen3_5MoeForConditionalGeneration": VisionFamily(16384, 4, 32),
     "Gemma3ForConditionalGeneration": VisionFamily(256, 16),
 }
 
@@ -158,8 +163,14 @@ def encoder_profile(
     family = FAMILIES.get(arch.architecture)
     if vision is None or family is None:
         return None
-    limit = dict(limits or ()).get("image")
-    if limit == 0:
+    given = dict(limits or ())
+    limit = given.get("image")
+    if limit == 0 and arch.architecture.startswith("Qwen") and given.get("video") != 0:
+        # hunt61 F3: the Qwen-VL processors take videos too, and vLLM profiles the modality of the most tokens that
+        # is not disabled (multimodal/encoder_budget.py 0.34.0 L140-186): with images off it profiles a video, at
+        # least as many tokens as the largest image (qwen2_vl.py 0.24.0 L1029-1065) -- sized as one, a lower bound
+        limit = given.get("video")
+    elif limit == 0:
         return EncoderProfile(0, 0, family.tokens_per_item, 0, 0)  # images disabled: no encoder profiling
     per_item = family.tokens_per_item
     if max_pixels is not None and family.token_side_pixels:
