@@ -808,3 +808,49 @@ def test_a_rocm_pod_without_a_gpu_resource_is_told_amds_resource(
     path.write_text(yaml.safe_dump(doc))
     _, [r] = check(capsys, str(path))
     assert r["verdict"] == "Unknown" and "amd.com/gpu" in r["message"] and "nvidia.com" not in r["message"], r
+
+
+def test_a_claim_for_another_accelerator_is_unknown_not_sized_on_the_gpu_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt60 F1: llm-d's Rebellions NPU guide serves gpt-oss-120b through a claim of DeviceClass npu.rebellions.ai;
+    # with --gpu L4 it was sized on the L4 (DoesNotFit). A template of the same files that asks for no NVIDIA or AMD
+    # GPU class makes it Unknown; an NVIDIA one is sized on --gpu as before.
+    def manifest(device_class: str) -> str:
+        template = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "accel"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "a", "exactly": {"deviceClassName": device_class}}]}}},
+        }
+        pod = {
+            "resourceClaims": [{"name": "accel", "resourceClaimTemplateName": "accel"}],
+            "containers": [
+                {
+                    "name": "vllm",
+                    "image": "vllm/vllm-openai:v0.19.0",
+                    "args": ["Qwen/Qwen3-8B", "--max-model-len", "8192"],
+                    "resources": {"claims": [{"name": "accel"}]},
+                }
+            ],
+        }
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod},
+            },
+        }
+        return yaml.safe_dump_all([template, deployment])
+
+    path = tmp_path / "npu.yaml"
+    path.write_text(manifest("npu.rebellions.ai"))
+    assert main(["check", str(path), "--gpu", "L4"]) == 0
+    out = capsys.readouterr().out
+    assert "ResourceClaimTemplate: read into the workloads" in out
+    assert "Unknown: its devices come from ResourceClaimTemplate accel (DeviceClass npu.rebellions.ai)" in out
+    path.write_text(manifest("gpu.nvidia.com"))
+    assert main(["check", str(path), "--gpu", "L4"]) == 0
+    assert "Fits" in capsys.readouterr().out

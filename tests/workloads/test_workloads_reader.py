@@ -1109,3 +1109,17 @@ def test_a_flag_and_its_value_in_one_argv_word_is_what_vllm_refuses() -> None:
     container["args"] = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size=2"]
     r = read_workload(deployment(container))
     assert r is not None and r.invalid is None and r.serving["tensorParallelSize"] == 2
+
+
+def test_bash_dash_c_double_dash_takes_the_script_after_it() -> None:
+    # hunt60 F2: tpu-inference's manifests run `command: ["/bin/bash", "-c", "--"]` with the script in args; "--" was
+    # read as the script and the pod "runs no vLLM server", hiding a DoesNotFit on GPUs
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "command": ["/bin/bash", "-c", "--"],
+        "args": ["vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192"],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.model == "meta-llama/Llama-3.1-8B-Instruct" and r.serving["maxModelLen"] == 8192

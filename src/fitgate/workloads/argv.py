@@ -295,7 +295,8 @@ def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str]] | No
         return None
     for i, word in enumerate(words[1:], 1):
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
-            return (words[i + 1], list(words[i + 3 :])) if i + 1 < len(words) else None
+            at = i + 2 if i + 1 < len(words) and words[i + 1] == "--" else i + 1  # `bash -c -- SCRIPT` (hunt60 F2)
+            return (words[at], list(words[at + 2 :])) if at < len(words) else None
     return None
 
 

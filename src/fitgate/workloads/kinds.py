@@ -82,7 +82,7 @@ KINDS: tuple[WorkloadKind, ...] = (
 )
 
 #: Kinds ``fitgate check`` reads only to merge into others (a KServe ServingRuntime into its InferenceServices).
-MERGED_KINDS = ("ServingRuntime", "ClusterServingRuntime", "ConfigMap")
+MERGED_KINDS = ("ServingRuntime", "ClusterServingRuntime", "ConfigMap", "ResourceClaimTemplate")
 
 
 def find_kind(kind: str) -> WorkloadKind | None:

@@ -19,6 +19,7 @@ from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, decide
 from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels
+from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
@@ -150,6 +151,7 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
             results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
     configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
     runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices
+    templates = claim_templates_of([doc for _, doc in read])  # the DRA device classes the workloads' claims ask for
     for source, doc in read:
         result = check_document(source, doc, gpu_name, gpus_per_node)
         if result is not None:
@@ -157,13 +159,33 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
             continue
         if isinstance(doc, dict) and doc.get("kind") in PARTS_READERS:  # one result per worker / role
             parts = PARTS_READERS[str(doc["kind"])](doc, configmaps)
-            results.extend(check_reading(source, r, gpu_name, gpus_per_node) for r in parts)
+            results.extend(check_reading(source, r, gpu_name, gpus_per_node, templates) for r in parts)
             if not parts:
                 results.append(skipped(source, doc, "none of its workers or roles runs a vLLM server"))
             continue
-        result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes)
+        result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes, templates)
         results.append(result if result is not None else skipped(source, doc))
     return results
+
+
+def claim_templates_of(objects: list[Any]) -> dict[str, tuple[str, ...]]:
+    """ResourceClaimTemplate name -> the DeviceClasses of its requests (and their alternatives), of a manifest set."""
+    out: dict[str, tuple[str, ...]] = {}
+    for obj in objects:
+        if isinstance(obj, dict) and obj.get("kind") == "ResourceClaimTemplate":
+            try:
+                requests = claim_requests(obj)
+            except ClaimError:
+                continue
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            out[name] = tuple(o.device_class for r in requests for o in (r.alternatives or (r,)))
+    return out
+
+
+def _gpu_class(device_class: str) -> bool:
+    """Whether a DeviceClass name is an NVIDIA or AMD GPU's (gpu.nvidia.com, mig.nvidia.com, gpu.amd.com)."""
+    name = device_class.lower()
+    return ("nvidia" in name or "amd" in name) and "compute-domain" not in name
 
 
 def runtimes_of(objects: list[Any]) -> dict[str, dict[str, Any]]:
@@ -208,21 +230,35 @@ def check_workload(
     gpus_per_node: int,
     configmaps: dict[str, dict[str, str]],
     runtimes: dict[str, dict[str, Any]] | None = None,
+    templates: dict[str, tuple[str, ...]] | None = None,
 ) -> CheckResult | None:
     """The verdict on a vLLM workload (Deployment, LeaderWorkerSet, ...); None for anything else."""
     reading = read_workload(doc, configmaps, runtimes=runtimes)
     if reading is None:
         return None
-    return check_reading(source, reading, gpu_name, gpus_per_node)
+    return check_reading(source, reading, gpu_name, gpus_per_node, templates)
 
 
-def check_reading(source: str, reading: Reading, gpu_name: str | None, gpus_per_node: int) -> CheckResult:
+def check_reading(
+    source: str,
+    reading: Reading,
+    gpu_name: str | None,
+    gpus_per_node: int,
+    templates: dict[str, tuple[str, ...]] | None = None,
+) -> CheckResult:
     """The verdict on one reading.
 
     The GPU is ``--gpu``, else the product label the workload's nodeSelector or required node affinity
-    names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs.
+    names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs. A DRA claim
+    whose template (in the same files) asks for no NVIDIA or AMD GPU class (Intel Gaudi, a Rebellions NPU) is
+    Unknown, never sized as the ``--gpu`` card (hunt60 F1).
     """
     claim = reading.claim_template
+    classes = (templates or {}).get(claim or "")
+    if claim and classes and not any(_gpu_class(c) for c in classes):
+        kinds = ", ".join(sorted(set(classes)))[:200]
+        why = f"its devices come from ResourceClaimTemplate {claim} (DeviceClass {kinds}), not an NVIDIA or AMD GPU"
+        return CheckResult(source, f"{reading.namespace}/{reading.name}", "Unknown", why, kind=reading.kind)
     if claim:  # offline there are no ResourceSlices: the pool is --gpu's, and the claim taken to cover TP x PP
         reading = replace(
             reading, claim_template=None, gpus_per_replica=max(reading.gpus_per_replica, reading.parallel_gpus)
