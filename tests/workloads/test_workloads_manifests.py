@@ -470,3 +470,55 @@ def test_a_ray_clusters_head_runs_vllm_over_its_worker_groups_gpus() -> None:
     # the in-tree autoscaler may add workers up to maxReplicas: no shortfall
     scaled = read_workload(_ray_cluster(1, max_workers=2))
     assert scaled is not None and scaled.gpu_shortfall() is None
+
+
+def _kubeai_model(name: str, url: str, args: list[str], profile: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": name},
+        "spec": {
+            "features": ["TextGeneration"],
+            "url": url,
+            "engine": "VLLM",
+            "args": args,
+            "resourceProfile": profile,
+        },
+    }
+
+
+def test_a_kubeai_model_is_the_vllm_pod_its_controller_creates(tmp_path: Path) -> None:
+    import yaml  # noqa: PLC0415
+
+    # hunt27 G1 / hunt52 G4: KubeAI's Model (substratusai/kubeai charts/models/values.yaml catalog entries
+    # llama-3.1-70b-instruct-fp8-1-h100 and llama-3.1-70b-instruct-fp8-l4, as written there) was "not a kind fitgate
+    # reads"; its controller runs vLLM with --model=<hf ref> and the Model's args (engine_vllm.go vLLMPodForModel)
+    h100 = _kubeai_model(
+        "llama-3.1-70b-instruct-fp8-1-h100",
+        "hf://neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
+        ["--enable-prefix-caching", "--max-model-len=16384", "--max-num-batched-token=16384",
+         "--gpu-memory-utilization=0.95", "--disable-log-requests", "--kv-cache-dtype=fp8"],
+        "nvidia-gpu-h100:1",
+    )  # fmt: skip
+    r = read_workload(h100)
+    assert r is not None and r.kind == "Model" and r.model == "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8"
+    assert (r.serving["maxModelLen"], r.serving["kvCacheDtype"], r.gpus_per_replica) == (16384, "fp8", 1)
+    l4 = _kubeai_model(
+        "llama-3.1-70b-instruct-fp8-l4",
+        "hf://neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
+        ["--max-model-len=32768", "--max-num-batched-token=32768", "--max-num-seqs=512",
+         "--gpu-memory-utilization=0.9", "--pipeline-parallel-size=4", "--tensor-parallel-size=2",
+         "--enable-prefix-caching", "--enable-chunked-prefill=false", "--disable-log-requests",
+         "--kv-cache-dtype=fp8"],
+        "nvidia-gpu-l4:8",
+    )  # fmt: skip
+    r = read_workload(l4)
+    assert r is not None and (r.gpus_per_replica, r.parallel_gpus, r.gpu_shortfall()) == (8, 8, None)
+    # another engine, or a CPU profile: no vLLM on GPUs
+    assert read_workload({**h100, "spec": {**h100["spec"], "engine": "OLlama"}}) is None
+    assert read_workload({**h100, "spec": {**h100["spec"], "resourceProfile": "cpu:2"}}) is None
+    path = tmp_path / "kubeai.yaml"
+    path.write_text(yaml.safe_dump_all([h100, l4]))
+    results = check_files([str(path)], gpu_name="H100")
+    # read as KubeAI's kind (offline the FP8 checkpoint is not in the catalog: Unknown for the checkpoint, not the kind)
+    assert [r.kind for r in results] == ["Model", "Model"] and all("KubeAI Model" in r.message for r in results)

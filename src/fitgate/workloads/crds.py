@@ -19,6 +19,7 @@ from fitgate.sizing.units import parse_size
 from fitgate.workloads.bounds import SAFE_LOADER
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
+from fitgate.workloads.kubeai import read_kubeai_model
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
 from fitgate.workloads.rayservice import read_ray_cluster, read_ray_llm, read_ray_service
 from fitgate.workloads.reader import _blank, _leader_worker_set, annotated_model, with_model_annotation
@@ -474,4 +475,5 @@ CRD_READERS: dict[str, Reader] = {
     "DisaggregatedSet": read_disaggregated_set,
     "RayService": read_ray_service,
     "RayCluster": read_ray_cluster,
+    "Model": read_kubeai_model,
 }

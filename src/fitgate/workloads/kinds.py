@@ -19,6 +19,8 @@ CRD groups, versions and plurals, from each project's CRD:
   the prefill/decode recipe of llm-d/llm-d guides/recipes/modelserver/base/single-host/pd-disaggregatedset.
 * RayService: ray-project/kuberay ``ray.io/v1`` (``spec.serveConfigV2``, ``spec.rayClusterConfig``); RayCluster
   (``spec.headGroupSpec``, ``spec.workerGroupSpecs``), whose head runs ``vllm serve`` with the Ray executor.
+* KubeAI: substratusai/kubeai ``kubeai.org/v1`` Model (``spec.url``, ``spec.engine``, ``spec.args``,
+  ``spec.resourceProfile``).
 * vLLM production-stack: operator/config/crd/bases/production-stack.vllm.ai_vllmruntimes.yaml
   (vllm-project/production-stack @a6c01db05f65f556235413ba8dbcfb0c01132fff), v1alpha1.
 """
@@ -76,6 +78,7 @@ KINDS: tuple[WorkloadKind, ...] = (
     ),
     WorkloadKind("RayService", "ray.io", ("v1",), "rayservices", project="KubeRay (Ray Serve LLM)"),
     WorkloadKind("RayCluster", "ray.io", ("v1",), "rayclusters", project="KubeRay"),
+    WorkloadKind("Model", "kubeai.org", ("v1",), "models", project="KubeAI"),
     WorkloadKind(
         "VLLMRuntime", "production-stack.vllm.ai", ("v1alpha1",), "vllmruntimes", project="vLLM production-stack"
     ),
