@@ -248,3 +248,14 @@ def test_gemma3n_is_sized_as_its_kv_shared_layout(tmp_path: Path, capsys: pytest
     (folder / "config.json").write_text(json.dumps(config))
     assert main(["plan", "--model", str(folder), "--gpu", "L4"]) == 2
     assert "intermediate_size: '34 entries' is not valid; expected 35, one a layer" in capsys.readouterr().err
+
+
+def test_skip_mm_profiling_leaves_the_encoder_out_of_the_profile() -> None:
+    # hunt63 F1: --skip-mm-profiling (gpu_model_runner.py 0.19.0 L5721-5729; gpu/model_runner.py 0.34.0 L1077) skips
+    # the encoder pass: the activation is the text model's, the tower's weights stay
+    m = model(QWEN_VL)
+    on, off = plan(m, H100, _serving()), plan(m, H100, _serving(mm_skip_profiling=True))
+    assert on.ranks[0].encoder is not None and off.ranks[0].encoder is None
+    assert off.per_gpu.activation_bytes < on.per_gpu.activation_bytes
+    assert off.per_gpu.weights_bytes == on.per_gpu.weights_bytes
+    assert any("--skip-mm-profiling" in n for n in off.notes)

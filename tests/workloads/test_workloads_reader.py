@@ -1123,3 +1123,16 @@ def test_bash_dash_c_double_dash_takes_the_script_after_it() -> None:
     }
     r = read_workload(deployment(container))
     assert r is not None and r.model == "meta-llama/Llama-3.1-8B-Instruct" and r.serving["maxModelLen"] == 8192
+
+
+def test_skip_mm_profiling_reaches_the_multimodal_settings() -> None:
+    # hunt63 F1: the recipes' Qwen3.6 RTX 5090 profile (vllm-project/recipes PR #854) passes --skip-mm-profiling
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.19.0",
+        "args": ["Qwen/Qwen3.5-35B-A3B", "--skip-mm-profiling"],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.serving["multimodal"] == {"skipProfiling": True}
+    assert parse_spec(r.spec()).serving.multimodal.skip_profiling  # type: ignore[union-attr]

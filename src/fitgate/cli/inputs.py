@@ -201,6 +201,7 @@ def _issue20_serving(args: argparse.Namespace) -> dict[str, Any]:
         else None,
         "mm_max_pixels": parse_max_pixels(args.mm_processor_kwargs) if args.mm_processor_kwargs else None,
         "mm_encoder_tp_mode": args.mm_encoder_tp_mode,
+        "mm_skip_profiling": bool(getattr(args, "skip_mm_profiling", False)),
         "mm_processor_cache_bytes": _gib_flag(args.mm_processor_cache_gb, "--mm-processor-cache-gb"),
     }
 

@@ -458,6 +458,9 @@ def _issue20_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--language-model-only", action="store_true", help="vLLM's flag: every modality's limit 0, no vision tower"
     )
+    p.add_argument(
+        "--skip-mm-profiling", action="store_true", help="vLLM's flag: the encoder is left out of the memory profile"
+    )
     g.add_argument("--mm-processor-kwargs", help="vLLM's JSON; max_pixels is read, e.g. '{\"max_pixels\": 1003520}'")
     g.add_argument("--mm-encoder-tp-mode", default="weights", help="weights or data")
     g.add_argument("--mm-processor-cache-gb", type=_float, help="host multimodal processor cache (default 4)")

@@ -61,12 +61,11 @@ IGNORED_VALUED = frozenset(
 #: into the ``--max-loras`` slots the plan counts (several values); ``--kv-cache-dtype-skip-layers`` keeps some layers'
 #: KV at the model's dtype; the ``--mamba-*`` state dtype / block flags, the MoE and linear kernel backends, and V0's
 #: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them); ``--num-gpu-blocks-override`` fixes the
-#: pool; ``--skip-mm-profiling`` leaves the encoder out of the profile; V0's ``--speculative-model`` (hunt35 F1/F2).
+#: pool; V0's ``--speculative-model`` (hunt35 F1/F2).
 NOT_MODELLED_SWITCHES = frozenset(
     {
         "--disable-hybrid-kv-cache-manager",
         "--disable-custom-all-reduce",
-        "--skip-mm-profiling",
         "--disable-sliding-window",
     }
 )

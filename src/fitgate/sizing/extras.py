@@ -104,10 +104,12 @@ def notes(
             f"(budget {enc.budget_tokens}): vision activations of at least {fmt_gib(enc.forward_bytes)}, and "
             f"{fmt_gib(enc.outputs_bytes)} of encoder outputs held through the decoder pass"
         )
+    elif arch.vision is not None and rs.mm_skip_profiling:
+        notes.append("--skip-mm-profiling: vLLM leaves the encoder out of its profile (not in the KV budget)")
     elif arch.vision is not None and enc is None and _tower_built(rs):
         notes.append(
             f"multimodal: the encoder profiling pass of {arch.architecture} is not sized (fitgate knows the item "
-            "sizes of Qwen2/2.5/3-VL and Gemma 3 only): the activation peak can be several GiB higher"
+            "sizes of Qwen2/2.5/3-VL, Qwen3.5 / 3.6 and Gemma 3 only): the activation peak can be several GiB higher"
         )
     host_note = offload.host_memory_note(host) if host is not None else None
     if host_note:

@@ -170,7 +170,9 @@ def _rank(
         )
         profile = dataclasses.replace(profile, activation_bytes=profile.activation_bytes + adapters.shrink_buffer_bytes)
     encoder = None
-    if pp_rank == 0:  # the encoder pass runs on the first pipeline stage (gpu/model_runner.py 0.33.0 L1023)
+    # the encoder pass runs on the first pipeline stage (gpu/model_runner.py 0.33.0 L1023), unless --skip-mm-profiling
+    # leaves it out (gpu_model_runner.py 0.19.0 L5721-5729, 0.17.0 L5226; gpu/model_runner.py 0.34.0 L1077)
+    if pp_rank == 0 and not rs.mm_skip_profiling:
         encoder = multimodal.encoder_profile(
             arch,
             max_model_len=rs.max_model_len,

@@ -352,6 +352,7 @@ def resolve_serving(
         limit_mm_per_prompt=serving.limit_mm_per_prompt,
         mm_max_pixels=serving.mm_max_pixels,
         mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
+        mm_skip_profiling=bool(serving.mm_skip_profiling),
         # no processor cache where the model takes no image or video (every limit 0, --language-model-only): vLLM
         # processes no multimodal input then (hunt42 F5)
         mm_processor_cache_bytes=mm_cache

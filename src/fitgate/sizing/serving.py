@@ -96,6 +96,7 @@ class ServingConfig:
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_max_pixels: int | None = None  # ``--mm-processor-kwargs`` ``max_pixels`` (multimodal.parse_max_pixels)
     mm_encoder_tp_mode: str = "weights"  # ``--mm-encoder-tp-mode``: weights or data
+    mm_skip_profiling: bool = False  # ``--skip-mm-profiling``: no encoder pass in the profile (hunt63 F1)
     mm_processor_cache_bytes: int | None = None  # ``--mm-processor-cache-gb`` x 2**30 (host; default 4 GiB)
 
     # A ServingConfig keys the plan memos (``plan._ranks``, the suggestion search's candidates): each plan
@@ -189,6 +190,7 @@ class ResolvedServing:
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_max_pixels: int | None = None  # ``--mm-processor-kwargs`` ``max_pixels`` (multimodal.parse_max_pixels)
     mm_encoder_tp_mode: str = "weights"
+    mm_skip_profiling: bool = False
     mm_processor_cache_bytes: int = 0
     # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
     extensible_kv_cache: bool = False

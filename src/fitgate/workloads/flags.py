@@ -361,6 +361,8 @@ def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, An
     if flags.get("--language-model-only", "false") not in ("false", "0", "no"):
         # every modality's limit 0 (config/multimodal.py 0.34.0 L303-305, L699-706): no encoder pass, no tower
         mm["limitPerPrompt"] = dict.fromkeys(MODALITIES, 0)
+    if flags.get("--skip-mm-profiling", "false") not in ("false", "0", "no"):
+        mm["skipProfiling"] = True
     if "--mm-encoder-tp-mode" in flags:
         mm["encoderTpMode"] = flags["--mm-encoder-tp-mode"]
     if "--mm-processor-cache-gb" in flags:

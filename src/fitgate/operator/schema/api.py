@@ -248,6 +248,12 @@ class MultimodalSpec(_Spec):
         description="--mm-processor-kwargs max_pixels (or size.longest_edge): the largest image Qwen2/2.5/3-VL's "
         "processor makes, which the encoder is profiled at. Default: the checkpoint's (16384 tokens).",
     )
+    skip_profiling: bool = Field(
+        default=False,
+        alias="skipProfiling",
+        description="--skip-mm-profiling: vLLM leaves the encoder out of its memory profile (the KV cache is "
+        "sized without the encoder's activation). Default: false.",
+    )
 
 
 class Serving(_Spec):
