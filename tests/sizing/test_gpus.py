@@ -149,6 +149,9 @@ def test_a_gpu_node_without_product_labels_is_reported(caplog: pytest.LogCapture
         ("AMD_Instinct_MI100", "MI100", 32768, 31.9, 32.0, 85, 100),
         # HIP totalGlobalMem 34342961152 B = 32 GiB - 16 MiB
         ("AMD Instinct MI50/MI60", "MI50-MI60", 32768, 31.9, 32.0, 20, 30),
+        # hunt65: the MI308X (192 GB as the MI300X; compute estimated), and the PCI-id name of the MI250X / MI250
+        ("AMD_Instinct_MI308X_OAM", "MI308X", 196608, 191.9, 192.0, 300, 400),
+        ("AMD Instinct MI250X / MI250", "MI250", 65536, 63.9, 64.0, 150, 200),
     ],
 )
 def test_added_gpus_resolve_by_their_product_string(
