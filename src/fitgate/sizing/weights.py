@@ -74,12 +74,12 @@ def pp_layer_ranges(num_layers: int, pp: int, partition: tuple[int, ...] | None 
     """
     if pp < 1 or pp > num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"an integer from 1 to num_hidden_layers ({num_layers})")
-    per = num_layers // pp
-    parts = [per] * pp
-    for i in range(2, num_layers % pp + 2):
-        parts[-i] += 1
-    if partition is not None and len(partition) == pp and sum(partition) == num_layers:
+    if partition is not None:  # checked by pp_partition: one count a stage, summing to the layers
         parts = list(partition)
+    else:
+        parts = [num_layers // pp] * pp
+        for i in range(2, num_layers % pp + 2):
+            parts[-i] += 1
     out, start = [], 0
     for n in parts:
         out.append(range(start, start + n))

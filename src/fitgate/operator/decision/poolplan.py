@@ -152,7 +152,7 @@ def plan_on_pool(
         slice_gpu = replace(pool.gpu, name=f"{pool.gpu.name} (Run:ai slice)", memory_bytes=check.slice_bytes)
         s = plan(model, slice_gpu, serving, workload)
         verdict = s.verdict if s.verdict is Verdict.DOES_NOT_FIT else Verdict.TIGHT
-        why = "if Run:ai shows CUDA the whole card, " + check.message.split(", but ", 1)[-1]
+        why = f"if Run:ai shows CUDA the whole card, {check.overrun}"
         return PoolResult(pool, verdict, s, s.reasons[0].code, f"{pool.product}: {s.reasons[0].message}; {why}")
     try:  # what the recommended gmu gives inside the slice
         fixed = plan(model, pool.gpu, replace(serving, gpu_memory_utilization=check.recommended_gmu), workload)

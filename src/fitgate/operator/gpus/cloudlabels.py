@@ -146,8 +146,7 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
     for key, count_key in NAME_LABELS:
         value = labels.get(key)
         if value and _count_of_instance(labels) is None:  # a known instance type (AKS's sku-name) says more
-            bare = re.sub(r"^(nvidia|tesla)[- _]", "", value.strip()[:64], flags=re.IGNORECASE)
-            bare = re.sub(r"^tesla[- _]", "", bare, flags=re.IGNORECASE)
+            bare = re.sub(r"^((nvidia|tesla)[- _])+", "", value.strip()[:64], flags=re.IGNORECASE)
             gpu = None if bare.lower() in _BARE_AMBIGUOUS else class_gpu(value)
             if gpu is None:
                 return None, f"{key}={value[:64]} names no card of the GPU catalog (or not its memory size)"

@@ -149,6 +149,8 @@ class ShareCheck:
     slice_bytes: int
     recommended_gmu: float
     message: str
+    #: Where vLLM's request exceeds the share: what the whole-card request hits and the gmu that stays within it
+    overrun: str = ""
 
 
 def check_share(share: Share, card_bytes: int, gmu: float) -> ShareCheck:
@@ -187,12 +189,11 @@ def check_share(share: Share, card_bytes: int, gmu: float) -> ShareCheck:
             "the memory the other pods on the card hold: the later pods fail at start with 'Free memory on "
             "device ... is less than desired GPU memory utilization'"
         )
-    return ShareCheck(
-        True,
-        requested,
-        slice_bytes,
-        recommended,
-        f"{share.describe(card_bytes)}, but vLLM applies --gpu-memory-utilization {gmu:g} to the whole card "
+    overrun = (
+        f"vLLM applies --gpu-memory-utilization {gmu:g} to the whole card "
         f"(requested_memory = total x gmu = {fmt_gib(requested)}) and hits {limit}; "
-        f"set spec.serving.gpuMemoryUtilization: {recommended:.2f} [vLLM --gpu-memory-utilization {recommended:.2f}]",
+        f"set spec.serving.gpuMemoryUtilization: {recommended:.2f} [vLLM --gpu-memory-utilization {recommended:.2f}]"
+    )
+    return ShareCheck(
+        True, requested, slice_bytes, recommended, f"{share.describe(card_bytes)}, but {overrun}", overrun
     )
