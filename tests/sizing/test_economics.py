@@ -46,6 +46,28 @@ def test_cost_the_seeds_scenario() -> None:
     assert c.cheaper_than_api_at is None
 
 
+def test_cost_breakeven_counts_the_api_input_price_with_the_request_shape() -> None:
+    # 1 GPU at $2.50/h, 3000 tokens/s; API $0.60 per 1M output and $0.20 per 1M input tokens; 2000 in / 500 out:
+    #   the API's price of a request = (2000 x 0.20 + 500 x 0.60) / 1e6 = $0.0007
+    #   per 1M output tokens that is 0.60 + 0.20 x 2000 / 500 = $1.40
+    #   break-even = 2.5 x 24 / 1.40 x 1e6 = 42,857,143 output tokens/day = / 500 = 85,714 requests/day
+    #   the replica makes 3000 x 86400 = 259.2M output tokens/day >= 42.9M: cheaper from there
+    c = replica_cost(2.5, 1, 3000, 0.4, 0.6, api_input_usd_per_million=0.2, request_shape=(2000, 500))
+    assert c.breakeven_tokens_per_day == pytest.approx(42_857_143, abs=1)
+    assert c.breakeven_requests_per_day == pytest.approx(85_714.3, abs=0.1)
+    assert c.cheaper_than_api_at == pytest.approx(42_857_143, abs=1)
+    # output price only: the shape turns the seeds' break-even into requests (2.5 x 24 / 0.6 x 1e6 / 500 = 200,000)
+    only_out = replica_cost(2.5, 1, 3000, 0.4, 0.6, request_shape=(2000, 500))
+    assert only_out.breakeven_requests_per_day == pytest.approx(200_000)
+    # an input price needs the output price and the request shape: the error names the flag and what is missing
+    with pytest.raises(SizingError, match=r"--api-input-price-per-million.*--input-tokens"):
+        replica_cost(2.5, 1, 3000, 0.4, 0.6, api_input_usd_per_million=0.2)
+    with pytest.raises(SizingError, match=r"--api-input-price-per-million.*--api-price-per-million"):
+        replica_cost(2.5, 1, 3000, 0.4, None, api_input_usd_per_million=0.2, request_shape=(2000, 500))
+    with pytest.raises(SizingError, match="--api-input-price-per-million"):
+        replica_cost(2.5, 1, 3000, 0.4, 0.6, api_input_usd_per_million=-1.0, request_shape=(2000, 500))
+
+
 def test_cost_cheaper_than_api_within_reach() -> None:
     # 1 GPU at $1/h, 5000 tokens/s, utilisation 1.0, API $1 per 1M:
     #   per 1M = 1 / (5000 x 3600) x 1e6 = 0.0556; break-even = 1 x 24 / 1 x 1e6 = 24M/day

@@ -285,6 +285,35 @@ def test_recommend_targets_need_the_request_shape(capsys: pytest.CaptureFixture[
     assert code != 0 and "--tpot-ms" in err
 
 
+def test_recommend_from_a_request_rate_alone_sizes_one_request_and_finds_the_replicas(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The issue's `recommend --ttft-ms --tpot-ms --request-rate` with the request shape and nothing else: each option
+    # must hold one request of 2000 + 500 tokens (the workload the JSON states), and its replicas x the rate one
+    # replica takes within the targets cover the 5 requests/s asked for.
+    code, out, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--input-tokens", "2000", "--output-tokens", "500", "--request-rate", "5", "--ttft-ms", "2000",
+        "--tpot-ms", "60", "--gpus", "L4,H100", "--gpu-hour-price", "L4=0.7,H100=2.5", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["workload"] == {"concurrency": 1, "context_tokens": 2500} and doc["options"]
+    for o in doc["options"][:3]:
+        per_replica = o["requests_per_s"]
+        assert o["replicas"] * per_replica == pytest.approx(5, rel=1e-3), o
+    # without a rate there is nothing to derive the in-flight requests from: the flag is named
+    code, _, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--input-tokens", "2000", "--output-tokens", "500",
+    )  # fmt: skip
+    assert code == 2 and "--concurrency" in err and err.count("\n") == 1
+    code, _, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog", "--concurrency", "4"
+    )  # fmt: skip
+    assert code == 2 and "--context-tokens" in err
+
+
 def test_list_prices_are_dated_cited_catalog_products_and_the_default_is_their_median() -> None:
     from fitgate.sizing.prices import price_table  # noqa: PLC0415
 

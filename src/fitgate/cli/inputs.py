@@ -234,13 +234,14 @@ def list_prices_of(args: argparse.Namespace) -> GpuPrices | None:
     return price_table().default_prices()
 
 
-def _load_costs(perf: Performance) -> dict[str, float]:
+def _load_costs(perf: Performance) -> dict[str, Any]:
     """The per-request and per-token inputs of :func:`replica_cost` when the request shape is known."""
     if perf.input_tokens is None or perf.output_tokens is None or perf.requests_per_s <= 0:
         return {}
     return {
         "requests_per_s": perf.requests_per_s,
         "tokens_per_s": perf.requests_per_s * (perf.input_tokens + perf.output_tokens),
+        "request_shape": (perf.input_tokens, perf.output_tokens),
     }
 
 
@@ -269,7 +270,7 @@ def economics_of(
     gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size
     return perf, replica_cost(
         price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million,
-        price_basis=basis, **_load_costs(perf),
+        price_basis=basis, api_input_usd_per_million=args.api_input_price_per_million, **_load_costs(perf),
     )  # fmt: skip
 
 

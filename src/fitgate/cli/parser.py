@@ -315,12 +315,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--model", required=True, help="a Hugging Face layout directory, or a repo id org/name[@revision]")
     r.add_argument("--source", choices=SOURCES, default="auto", help="where a repo id is resolved (as for plan)")
-    r.add_argument("--concurrency", type=_int, required=True, help="concurrent requests the service must hold")
+    r.add_argument(
+        "--concurrency",
+        type=_int,
+        help="concurrent requests each replica must hold (required without --request-rate; with it, default 1: "
+        "the replicas follow from the rate and the targets)",
+    )
     r.add_argument(
         "--context-tokens",
         type=_human_int,
-        required=True,
-        help="tokens (prompt + output) of each request (contextTokens)",
+        help="tokens (prompt + output) of each request (contextTokens; default --input-tokens + --output-tokens)",
     )
     r.add_argument("--max-model-len", type=_max_model_len, help="default: --context-tokens (32k, 32K as in vLLM)")
     r.add_argument("--gpus", help="GPU products to consider, comma-separated (default: the whole catalog)")
@@ -477,7 +481,19 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_UTILIZATION,
         help=f"share of the day at the estimated load; divides the cost per token (default {DEFAULT_UTILIZATION})",
     )
-    p.add_argument("--api-price-per-million", type=_float, help="an API's USD per 1M output tokens, for break-even")
+    p.add_argument(
+        "--api-price-per-million",
+        "--api-output-price-per-million",
+        dest="api_price_per_million",
+        type=_float,
+        help="an API's USD per 1M output tokens, for break-even",
+    )
+    p.add_argument(
+        "--api-input-price-per-million",
+        type=_float,
+        help="the same API's USD per 1M input tokens (needs --input-tokens / --output-tokens): its price of a "
+        "request counts both",
+    )
     p.add_argument(
         "--no-list-prices",
         action="store_true",

@@ -57,6 +57,24 @@ def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
     return [g for g in gpu_catalog() if prices is None or prices.of(g) is not None]
 
 
+def _workload_of(args: argparse.Namespace) -> tuple[int, int]:
+    """(concurrency, context tokens): the flags, else what a request rate and the request shape imply.
+
+    With ``--request-rate`` the replicas follow from the rate and the targets, so each option must hold one
+    request of ``--input-tokens + --output-tokens`` at least (``--concurrency`` raises that floor).
+    """
+    shape = args.input_tokens + args.output_tokens if args.input_tokens and args.output_tokens else None
+    context = args.context_tokens if args.context_tokens is not None else shape
+    if context is None:
+        raise SizingError("--context-tokens", None, "tokens per request (or --input-tokens and --output-tokens)")
+    concurrency = args.concurrency
+    if concurrency is None:
+        if args.request_rate is None:
+            raise SizingError("--concurrency", None, "concurrent requests (or --request-rate with the request shape)")
+        concurrency = 1
+    return concurrency, context
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     """``fitgate recommend``: every configuration that holds the workload, cheapest per 1M output tokens first."""
     facts = resolve(args.model, source=args.source)
@@ -69,27 +87,29 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.api_price_per_million is not None and prices is None:
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     longest = args.max_model_len or model.arch.derived_max_model_len
-    if args.context_tokens > longest:
-        raise SizingError("--context-tokens", args.context_tokens, f"at most {longest} (the max_model_len)")
-    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, args.context_tokens)
+    concurrency, context_tokens = _workload_of(args)
+    if context_tokens > longest:
+        raise SizingError("--context-tokens", context_tokens, f"at most {longest} (the max_model_len)")
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, context_tokens)
     targets = check_targets(args.ttft_ms, args.tpot_ms, load)
     found = search(
         model,
-        Workload(args.concurrency, args.context_tokens),
+        Workload(concurrency, context_tokens),
         gpu_list if gpu_list is not None else _gpu_list(args.gpus, prices),
         max_model_len=args.max_model_len,
         max_gpus=args.max_gpus,
         prices=prices,
         utilization=utilization,
         api_usd_per_million=args.api_price_per_million,
+        api_input_usd_per_million=args.api_input_price_per_million,
         vllm_version=args.vllm_version,
         speed_load=load,
         targets=targets,
     )
     doc = {
         "model": model.name,
-        "workload": {"concurrency": args.concurrency, "context_tokens": args.context_tokens},
-        "max_model_len": args.max_model_len or args.context_tokens,
+        "workload": {"concurrency": concurrency, "context_tokens": context_tokens},
+        "max_model_len": args.max_model_len or context_tokens,
         "vllm_version": args.vllm_version,
         "utilization": utilization,
         "ranked_by": (
@@ -108,9 +128,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(doc, indent=2))
         return EXIT_FITS if found.options else EXIT_DOES_NOT_FIT
+    shape = f"{concurrency} x {context_tokens} tokens"
+    if args.request_rate is not None:
+        shape = f"{args.request_rate:g} requests/s of {args.input_tokens} in + {args.output_tokens} out tokens"
     print(
-        f"fitgate recommend: {model.name} for {args.concurrency} x {args.context_tokens} tokens "
-        f"(vLLM {args.vllm_version}), ranked by {doc['ranked_by']} at {utilization:.0%} utilisation"
+        f"fitgate recommend: {model.name} for {shape} (vLLM {args.vllm_version}), ranked by {doc['ranked_by']} "
+        f"at {utilization:.0%} utilisation"
     )
     if price_note:
         print(f"  prices: {price_note}")
@@ -137,8 +160,26 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         )
     if len(found.options) > args.limit:
         print(f"  ... {len(found.options) - args.limit} more (--limit, or --output json for all)")
+    if (line := _first_cost_line(found.options[0])) is not None:
+        print(line)
     print(f"  {doc['basis']}")
     return EXIT_FITS
+
+
+def _first_cost_line(o: Option) -> str | None:
+    """The first option's cost per request and per 1M input + output tokens, and its break-even with the API."""
+    c = o.cost
+    if c is None or c.usd_per_request is None or c.usd_per_million_tokens is None:
+        return None
+    line = (
+        f"  first option: ${c.usd_per_request:.5f} a request, ${c.usd_per_million_tokens:.2f} per 1M input + output "
+        f"tokens at {c.utilization:.0%} utilisation"
+    )
+    if c.breakeven_requests_per_day is not None:
+        line += f"; break-even with the API at {c.breakeven_requests_per_day:,.0f} requests/day per replica"
+        if c.cheaper_than_api_at is None:
+            line += " (more than one replica serves a day: never cheaper)"
+    return line
 
 
 def _shape(o: Option) -> str:

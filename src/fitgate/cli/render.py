@@ -151,5 +151,13 @@ def _estimated_lines(perf: dict[str, Any] | None, cost: dict[str, Any] | None) -
                 if cost["cheaper_than_api_at"] is not None
                 else "never cheaper than the API: one replica cannot produce that much a day"
             )
-            lines.append(f"  break-even {cost['breakeven_tokens_per_day'] / 1e6:.0f}M output tokens/day; {where}")
+            line = f"  break-even {cost['breakeven_tokens_per_day'] / 1e6:.0f}M output tokens/day"
+            if cost.get("breakeven_requests_per_day") is not None:
+                line += f" ({cost['breakeven_requests_per_day']:,.0f} requests/day)"
+            lines.append(f"{line}; {where}")
+        if cost.get("usd_per_request") is not None and cost.get("usd_per_million_tokens") is not None:
+            lines.append(
+                f"  ${cost['usd_per_request']:.5f} a request, ${cost['usd_per_million_tokens']:.2f} per 1M input + "
+                f"output tokens at the estimated load and {cost['utilization']:.0%} utilisation"
+            )
     return lines

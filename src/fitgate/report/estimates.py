@@ -57,6 +57,8 @@ def cost_document(cost: Cost | None) -> dict[str, Any] | None:
         "usd_per_request": _round(cost.usd_per_request, 6),
         "usd_per_million_tokens": _round(cost.usd_per_million_tokens, 4),
         "price_basis": cost.price_basis or None,
+        # with an API price and the request shape: the break-even as requests a day (input prices counted)
+        "breakeven_requests_per_day": _round(cost.breakeven_requests_per_day, 0),
     }
 
 
@@ -88,4 +90,5 @@ def option_document(o: Option) -> dict[str, Any]:
         "total_gpus": o.total_gpus,
         "usd_per_hour_all_replicas": None if c is None else round(c.usd_per_hour * o.replicas, 4),
         "tpot_seconds": round(o.performance.tpot_seconds, 5),
+        "requests_per_s": round(o.performance.requests_per_s, 4),  # one replica's share of the load
     }

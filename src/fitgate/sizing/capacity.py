@@ -195,6 +195,7 @@ def search(
     prices: GpuPrices | None = None,
     utilization: float = DEFAULT_UTILIZATION,
     api_usd_per_million: float | None = None,
+    api_input_usd_per_million: float | None = None,  # the API's input price (with speed_load's request shape)
     vllm_version: str | None = None,
     kv_cache_dtypes: tuple[str, ...] | None = None,
     quantizations: tuple[str | None, ...] | None = None,
@@ -268,6 +269,10 @@ def search(
                             price, tp * pp * dp, perf.decode_tokens_per_s, utilization, api_usd_per_million,
                             requests_per_s=perf.requests_per_s if in_out else 0.0,
                             tokens_per_s=perf.requests_per_s * in_out,
+                            api_input_usd_per_million=api_input_usd_per_million,
+                            request_shape=(perf.input_tokens, perf.output_tokens)
+                            if perf.input_tokens is not None and perf.output_tokens is not None
+                            else None,
                         )  # fmt: skip
                     headroom = result.per_gpu.headroom_bytes
                     option = Option(

@@ -8,6 +8,12 @@
     cheaper_than_api_at          = breakeven_tokens_per_day, if one replica can produce that many
                                    tokens a day (decode_tokens_per_s x 86400), else None
 
+An API bills input tokens too (``api_input_usd_per_million``). With the request shape (ISL input and OSL
+output tokens a request) the API's price of a request is ``(ISL x input price + OSL x output price) / 1e6``,
+so per output token it charges ``api_usd_per_million + api_input_usd_per_million x ISL / OSL`` per 1M, the
+price the break-even divides by; ``breakeven_requests_per_day`` is the same volume in requests
+(``breakeven_tokens_per_day / OSL``).
+
 ``utilization`` is the share of the day the replica runs at the estimated load. It enters only the
 cost per token: the GPUs are paid for 24 hours whether busy or idle (idle time stays in the
 numerator), so at 40 % a token costs 2.5 x what it costs at full load. The break-even volume does
@@ -41,6 +47,7 @@ class Cost:
     usd_per_request: float | None = None
     usd_per_million_tokens: float | None = None  # input + output tokens
     price_basis: str = ""
+    breakeven_requests_per_day: float | None = None  # with an API price and the request shape
 
 
 def check_utilization(utilization: float) -> float:
@@ -66,12 +73,15 @@ def replica_cost(
     requests_per_s: float = 0.0,
     tokens_per_s: float = 0.0,
     price_basis: str = "",
+    api_input_usd_per_million: float | None = None,
+    request_shape: tuple[int, int] | None = None,
 ) -> Cost:
     """The module docstring's formulas for one replica of ``gpus`` GPUs at ``gpu_hour_usd`` each.
 
     With the load's ``requests_per_s`` and ``tokens_per_s`` (input + output tokens a second), also
     ``usd_per_request = usd_per_hour / (requests_per_s x 3600 x utilization)`` and the same per 1M
-    input + output tokens.
+    input + output tokens. ``api_input_usd_per_million`` (the API's input price) needs ``request_shape``
+    (input, output tokens a request) and ``api_usd_per_million`` (its output price).
     """
     _price(gpu_hour_usd, "--gpu-hour-price")
     utilization = check_utilization(utilization)
@@ -79,16 +89,27 @@ def replica_cost(
     per_million = None
     if decode_tokens_per_s > 0:
         per_million = per_hour / (decode_tokens_per_s * 3600 * utilization) * 1e6
-    breakeven = cheaper = None
+    breakeven = cheaper = breakeven_requests = None
+    if api_input_usd_per_million is not None and (api_usd_per_million is None or request_shape is None):
+        needs = "--api-price-per-million (the output price)" if api_usd_per_million is None else (
+            "--input-tokens and --output-tokens (the request shape)"
+        )  # fmt: skip
+        raise SizingError("--api-input-price-per-million", api_input_usd_per_million, f"{needs} as well")
     if api_usd_per_million is not None:
         api = _price(api_usd_per_million, "--api-price-per-million")
+        if api_input_usd_per_million is not None and request_shape is not None:
+            isl, osl = request_shape
+            api += _price(api_input_usd_per_million, "--api-input-price-per-million") * isl / max(1, osl)
         breakeven = per_hour * 24 / api * 1e6
         cheaper = breakeven if breakeven <= decode_tokens_per_s * 86400 else None
+        if request_shape is not None:
+            breakeven_requests = breakeven / max(1, request_shape[1])
     per_request = per_hour / (requests_per_s * 3600 * utilization) if requests_per_s > 0 else None
     per_million_in_out = per_hour / (tokens_per_s * 3600 * utilization) * 1e6 if tokens_per_s > 0 else None
     return Cost(
-        gpus, per_hour, per_million, breakeven, cheaper, utilization, per_request, per_million_in_out, price_basis
-    )
+        gpus, per_hour, per_million, breakeven, cheaper, utilization, per_request, per_million_in_out, price_basis,
+        breakeven_requests,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
