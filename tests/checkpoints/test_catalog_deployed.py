@@ -71,3 +71,21 @@ def test_a_miss_suggests_the_closest_entry_and_catalog_add() -> None:
     text = not_in_catalog("meta-llama/Meta-Llama-3.1-8B-Instruct")
     assert "did you mean meta-llama/Llama-3.1-8B-Instruct" in text
     assert "`fitgate catalog add meta-llama/Meta-Llama-3.1-8B-Instruct --into DIR`" in text
+
+
+def test_a_qwen2_5_instruct_entry_keeps_the_hub_s_32k_context(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt71 F1: a university cluster serves `vllm serve Qwen/Qwen2.5-32B-Instruct --tensor_parallel_size 2
+    # --dtype=half` on 48 GB cards. The catalog's config (a tt-metal copy) said max_position_embeddings 131072, so the
+    # default max_model_len needed 131072 x 64 layers x 8 KV heads x 128 x 2 (K, V) x 2 B / 2 GPUs = 16 GiB of KV per
+    # GPU against ~8.7 GiB left: DoesNotFit. Qwen's instruct configs hold 32768 (SOURCE.md), which vLLM takes as the
+    # default max_model_len: 4 GiB a request, and the plan fits.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code = main([
+        "plan", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "L40S", "-tp", "2", "--dtype", "float16",
+        "--vllm-version", "0.8.5", "--output", "json",
+    ])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["verdict"] == "Fits", doc["reasons"]
+    assert doc["max_model_len"] == 32768
