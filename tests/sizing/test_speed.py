@@ -220,6 +220,27 @@ def test_the_front_end_is_paid_once_per_served_request_and_not_offline() -> None
     assert burst_ttft_seconds(w, 8, 1024, k) == pytest.approx(offline + 0.05)
 
 
+def test_under_async_scheduling_a_request_also_waits_for_the_step_already_scheduled() -> None:
+    # vLLM 0.14+ schedules step N + 1 before it blocks on step N (v1/engine/core.py step_with_batch_queue), so a
+    # request that arrives while step N runs is first scheduled in step N + 2: on average half of step N and all
+    # of step N + 1 before its prompt's steps, one decode step (TPOT) more than without async scheduling. At c = 1
+    # the engine is idle when the request comes, so nothing changes there.
+    mi = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(mi, lookup_gpu("H100"), ServingConfig(max_model_len=8192), Workload(8, 1152))
+    w = work(mi, p, 1024 + 64, 1024)
+    # with no host cost per step, a step takes as long with async scheduling as without (max(0, GPU) = 0 + GPU)
+    k = dataclasses.replace(calibration().constants, step_s=0.0)
+    sync, asynchronous = dataclasses.replace(w, async_scheduling=False), dataclasses.replace(w, async_scheduling=True)
+    assert (
+        steady_state(sync, 1024, 128, k, concurrency=8).tpot_s
+        == steady_state(asynchronous, 1024, 128, k, concurrency=8).tpot_s
+    )
+    s8, a8 = steady_state(sync, 1024, 128, k, concurrency=8), steady_state(asynchronous, 1024, 128, k, concurrency=8)
+    assert a8.ttft_s - s8.ttft_s == pytest.approx(a8.tpot_s, rel=1e-6)
+    s1, a1 = steady_state(sync, 1024, 128, k, concurrency=1), steady_state(asynchronous, 1024, 128, k, concurrency=1)
+    assert a1.ttft_s == pytest.approx(s1.ttft_s, rel=1e-9)
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()

@@ -455,7 +455,10 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
             step, roof = share * mixed + (1 - share) * step, share * mixed_roof + (1 - share) * roof
     decode_rate = c / step
     # Time to first token: the prompt's chunks at the step budget left after the running requests'
-    # decode tokens, each a step carrying that chunk; half a step of waiting for the step in flight; and
+    # decode tokens, each a step carrying that chunk; half a step of waiting for the step in flight (and, with
+    # async scheduling, the whole step already scheduled behind it: ``v1/engine/core.py`` 0.24.0 L519-580
+    # ``step_with_batch_queue`` schedules the next batch before it blocks on the running one, as
+    # client_schedule.CLIENT_SCHEDULE counts it); and
     # the other prompts queued ahead of it (M/D/1 mean wait at the prompt arrival rate). V0 without
     # chunking: the whole prompt in one prefill-only step.
     running = 0.0 if work.prefill_apart else max(0.0, c - 1)
@@ -464,7 +467,8 @@ def _closed_loop(work: Work, c: float, isl: int, osl: int, k: Constants) -> Stea
     chunk = isl / chunks
     chunk_step, _ = step_seconds(work, running, chunk, k)
     prefill_s = chunks * chunk_step
-    ttft = k.frontend_s + (0.5 * step + prefill_s if c > 1 else prefill_s)
+    in_flight = (1.5 if work.async_scheduling else 0.5) * step
+    ttft = k.frontend_s + (in_flight + prefill_s if c > 1 else prefill_s)
     if osl > 0 and c > 1:
         arrival = c / (prefill_s + (osl - 1) * step)
         rho = min(0.98, arrival * prefill_s)
