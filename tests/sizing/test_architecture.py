@@ -43,6 +43,27 @@ def test_qwen25_sliding_window_is_off_unless_use_sliding_window() -> None:
     assert all(isinstance(layer.mixer, Attention) and layer.mixer.sliding_window is None for layer in arch.layers)
 
 
+@pytest.mark.parametrize("nested", [False, True])
+def test_qwen25_vl_window_is_off_unless_use_sliding_window(nested: bool) -> None:
+    # hunt72 F1: the Hub's Qwen2.5-VL-7B-Instruct config says sliding_window 32768 with use_sliding_window false;
+    # transformers' Qwen2_5_VLTextConfig drops the window then (self.sliding_window = ... if self.use_sliding_window
+    # else None), so vLLM keeps full attention on all 28 layers. Flat (the released config) or as a text_config of
+    # model_type qwen2_5_vl_text (newer exports), no layer may slide.
+    config = copy.deepcopy(catalog_config("Qwen/Qwen2.5-VL-7B-Instruct"))
+    config["sliding_window"], config["use_sliding_window"] = 32768, False
+    if nested:
+        text = {k: v for k, v in config.items() if k not in ("architectures", "vision_config", "model_type")}
+        config = {**{k: config[k] for k in ("architectures", "vision_config", "model_type")}, "text_config": {
+            **text, "model_type": "qwen2_5_vl_text"}}  # fmt: skip
+    arch = parse_config(config)
+    assert arch.num_layers == 28
+    assert all(isinstance(layer.mixer, Attention) and layer.mixer.sliding_window is None for layer in arch.layers)
+    config_on = copy.deepcopy(config)
+    text_on = config_on["text_config"] if nested else config_on
+    text_on["use_sliding_window"], text_on["max_window_layers"] = True, 0  # the window on, from the first layer
+    assert any(getattr(layer.mixer, "sliding_window", None) == 32768 for layer in parse_config(config_on).layers)
+
+
 def test_deepseek_mla_and_moe_layout() -> None:
     arch = parse_config(catalog_config("deepseek-ai/DeepSeek-V3"))
     mla = arch.layers[0].mixer

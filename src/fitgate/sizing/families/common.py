@@ -46,6 +46,19 @@ def layer_types(text: ConfigReader, n: int) -> list[str] | None:
     return [str(t) for t in types[:n]]
 
 
+#: The configs whose ``sliding_window`` transformers drops unless ``use_sliding_window`` is true (5.x
+#: ``configuration_qwen2.py`` L83, ``qwen2_moe`` L112 (to 0), ``qwen3_moe`` L110, ``qwen2_vl`` L107
+#: (``Qwen2VLTextConfig``), ``qwen2_5_vl`` L130 (``Qwen2_5_VLTextConfig``), ``qwen2_5_omni`` L194 / L372 (its
+#: text and talker configs): ``self.sliding_window = self.sliding_window if self.use_sliding_window else None``),
+#: so vLLM, which reads ``hf_text_config.sliding_window`` (config/model.py 0.34.0 L1645-1647), keeps full attention
+#: on every layer. The VLMs' text configs carry their own model_type (hunt72 F1: Qwen2.5-VL's Hub config, window
+#: 32768 with ``use_sliding_window`` false, was sized as sliding on every layer: a false admit at 128K on an L4).
+USE_SLIDING_WINDOW_TYPES = frozenset({
+    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
+    "qwen2_5_omni_text", "qwen2_5_omni_talker",
+})  # fmt: skip
+
+
 def sliding_pattern(text: ConfigReader, model_type: str, n: int) -> list[bool]:
     """Which layers use a sliding window, following vLLM's per-family rules."""
     window = text.data.get("sliding_window")
@@ -54,7 +67,7 @@ def sliding_pattern(text: ConfigReader, model_type: str, n: int) -> list[bool]:
         return [t == "sliding_attention" for t in types]
     if not isinstance(window, int) or window <= 0:
         return [False] * n
-    if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl"}:
+    if model_type in USE_SLIDING_WINDOW_TYPES:
         if not text.bool_("use_sliding_window", False):
             return [False] * n
         first = text.int_("max_window_layers", n, minimum=0)
