@@ -10,8 +10,9 @@ statically with ``ast`` (no torch, no import of vLLM):
 
 * the ``EngineArgs`` and ``AsyncEngineArgs`` dataclass fields (``engine/arg_utils.py``): each is ``--field-name``
   (``EngineArgs.add_cli_args`` builds one flag per field from the config classes' ``get_kwargs``); a ``bool`` field
-  is a switch with its ``--no-`` twin, and from 0.34 an ``--enable-X`` switch also has ``--disable-X``
-  (``utils/argparse_utils.py`` 0.34.0 L121-140, ``EnableDisableBooleanOptionalAction``);
+  is a switch with its ``--no-`` twin, and from 0.34 an ``--enable-X`` switch also has ``--disable-X`` and a
+  ``--disable-X`` switch ``--enable-X`` (``utils/argparse_utils.py`` 0.34.0 L120-140, ``EnableDisableAction``; the
+  same for an explicit ``action=argparse.BooleanOptionalAction``, hunt70 F1);
 * the frontend dataclasses' fields (``entrypoints/openai/cli_args.py`` up to 0.33, ``entrypoints/common/cli_args.py``
   in 0.34: ``FrontendArgs``, ``BaseFrontendArgs``), the same way;
 * every string literal given to ``add_argument`` as a flag name (aliases such as ``-tp``, ``-sc``, ``--spec-method``),
@@ -58,19 +59,34 @@ def flags_of(source: str, enable_disable: bool) -> dict[str, bool]:
                         continue
                     flag = "--" + name.replace("_", "-")
                     if _is_bool(item.annotation):
-                        out[flag] = False
-                        out["--no-" + flag[2:]] = False
-                        if enable_disable and flag.startswith("--enable-"):
-                            out["--disable-" + flag[len("--enable-") :]] = False
+                        out.update(dict.fromkeys(_switch_spellings(flag, enable_disable), False))
                     else:
                         out.setdefault(flag, True)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
             names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             action = next((k.value for k in node.keywords if k.arg == "action"), None)
             switch = isinstance(action, ast.Constant) and action.value in ("store_true", "store_false")
+            optional = action is not None and ast.unparse(action).endswith("BooleanOptionalAction")
             for name in names:
                 if name.startswith("-") and len(name) > 1:
-                    out.setdefault(name, not switch)
+                    if optional:  # every spelling BooleanOptionalAction (from 0.34 EnableDisableAction) accepts
+                        out.update(dict.fromkeys(_switch_spellings(name, enable_disable), False))
+                    else:
+                        out.setdefault(name, not switch)
+    return out
+
+
+def _switch_spellings(flag: str, enable_disable: bool) -> list[str]:
+    """A boolean flag's spellings: itself and ``--no-`` (``BooleanOptionalAction``), and from 0.34 its inverse.
+
+    ``--enable-X`` for ``--disable-X`` and back (``utils/argparse_utils.py`` 0.34.0 L120-140 ``EnableDisableAction``,
+    registered for every ``BooleanOptionalAction`` at L179).
+    """
+    out = [flag, "--no-" + flag[2:]] if flag.startswith("--") else [flag]
+    if enable_disable:
+        for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
+            if flag.startswith(prefix):
+                out.append(inverse + flag[len(prefix) :])
     return out
 
 

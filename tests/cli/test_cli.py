@@ -473,6 +473,47 @@ def test_every_flag_vllm_accepts_is_taken_and_named_not_refused(capsys: pytest.C
     assert off["serving"]["max_num_batched_tokens"] == 32768
 
 
+def test_0_34_inverse_switches_mori_and_dc_are_taken_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt70 F1-F3, each exit 2 before: 0.34 pairs every --disable-X switch with --enable-X (utils/argparse_utils.py
+    # 0.34.0 L120-140 EnableDisableAction, registered for every BooleanOptionalAction at L179); "mori" is 0.34's name
+    # of the MoRI all2all backend (config/parallel.py L45-60); -dc is 0.34's --diffusion-config, which argparse took
+    # as an abbreviation of fitgate's -dcp.
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    code, doc = plan_json(capsys, *base, "--enable-custom-all-reduce", "--enable-sliding-window", "-dc", "{}")
+    assert code == 0 and doc["verdict"] == "Fits", doc
+    [n] = [n for n in doc["notes"] if "taken but not modelled" in n]
+    assert "--diffusion-config" in n
+    moe = ("--model", "Qwen/Qwen3-30B-A3B", "--gpu", "MI300X", "-dp", "8", "--enable-expert-parallel")
+    code, mori = plan_json(capsys, *moe, "--max-model-len", "32768", "--all2all-backend", "mori")
+    _, old_name = plan_json(capsys, *moe, "--max-model-len", "32768", "--all2all-backend", "mori_high_throughput")
+    assert code == 0 and mori["verdict"] == "Fits" and mori["per_gpu"] == old_name["per_gpu"]
+
+
+def test_the_flag_list_generator_pairs_enable_and_disable_from_0_34() -> None:
+    # scripts/gen_vllm_flags.py on a source shaped like engine/arg_utils.py: a bool field is a switch with its --no-
+    # twin; from 0.34 (EnableDisableAction) --disable-X also takes --enable-X and back, for dataclass fields and for an
+    # explicit BooleanOptionalAction alike (hunt70 F1); a valued flag stays valued.
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_vllm_flags", Path(__file__).parents[2] / "scripts/gen_vllm_flags.py"
+    )
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    source = (
+        "import argparse\n"
+        "class EngineArgs:\n    disable_custom_all_reduce: bool = False\n    enable_lora: bool = False\n"
+        "    max_model_len: int | None = None\n"
+        "p.add_argument('--disable-cascade-attn', action=argparse.BooleanOptionalAction)\n"
+    )
+    new, old = gen.flags_of(source, True), gen.flags_of(source, False)
+    for flag in ("--enable-custom-all-reduce", "--disable-lora", "--enable-cascade-attn", "--no-disable-cascade-attn"):
+        assert new[flag] is False, flag
+    assert "--enable-custom-all-reduce" not in old and old["--no-disable-custom-all-reduce"] is False
+    assert new["--max-model-len"] is True and old["--disable-cascade-attn"] is False
+
+
 def test_recipe_flags_that_move_memory_are_read_or_named(capsys: pytest.CaptureFixture[str]) -> None:
     # hunt31 F2/F4: --no-enable-chunked-prefill (the recipes' Qwen3-Next MTP command on 4 x H200), --task embed
     # (vllm#27479), --disable-hybrid-kv-cache-manager (recipes Kimi-K2.6 on B300) and --swap-space were exit 2

@@ -51,12 +51,14 @@ from fitgate.sizing.jsonflags import json_object
 from fitgate.sizing.model import ModelArchitecture, MoE
 from fitgate.sizing.units import MiB, cdiv, round_up
 
-#: ``All2AllBackend`` (config/parallel.py 0.33.0 L45-60; 0.34.0 the same), ``passthrough`` is internal.
+#: ``All2AllBackend`` (config/parallel.py 0.33.0 L45-60; 0.34.0 L45-60 adds ``mori``, the MoRI name the two
+#: ``mori_*`` ones are deprecated for, L236-242: hunt70 F2), ``passthrough`` is internal.
 ALL2ALL_BACKENDS = (
     "allgather_reducescatter",
     "deepep_high_throughput",
     "deepep_low_latency",
     "deepep_v2",
+    "mori",
     "mori_high_throughput",
     "mori_low_latency",
     "moonep",
@@ -70,7 +72,7 @@ ALL2ALL_BACKENDS = (
 DEFAULT_ALL2ALL = "allgather_reducescatter"
 #: Removed backends vLLM maps to its default with a warning (config/parallel.py 0.33.0 L537-543).
 REMOVED_ALL2ALL = ("naive", "pplx")
-#: ``use_sequence_parallel_moe`` backends (config/parallel.py 0.33.0 L767-784).
+#: ``use_sequence_parallel_moe`` backends (config/parallel.py 0.33.0 L767-784; 0.34.0 L859-877 with ``mori``).
 SEQUENCE_PARALLEL_BACKENDS = frozenset(
     {
         "allgather_reducescatter",
@@ -78,6 +80,7 @@ SEQUENCE_PARALLEL_BACKENDS = frozenset(
         "deepep_low_latency",
         "deepep_v2",
         "flashinfer_nvlink_one_sided",
+        "mori",
         "mori_high_throughput",
         "mori_low_latency",
         "nixl_ep",

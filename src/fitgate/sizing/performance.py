@@ -81,7 +81,7 @@ ALLREDUCE_BUS_GBPS = {"nvlink": 300.0, "pcie": 20.0}
 ALL2ALL_RDMA_GBPS = 45.0
 #: Backends that send each token only to its experts' ranks (the rest all-gather every token).
 TOKEN_ROUTED_ALL2ALL = frozenset(
-    {"deepep_high_throughput", "deepep_low_latency", "deepep_v2", "mori_high_throughput", "mori_low_latency",
+    {"deepep_high_throughput", "deepep_low_latency", "deepep_v2", "mori", "mori_high_throughput", "mori_low_latency",
      "moonep", "nixl_ep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"}
 )  # fmt: skip
 #: GPU architectures whose tensor cores run fp8 (twice the bf16 rate) and fp4 (four times).

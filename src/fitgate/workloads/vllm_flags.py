@@ -21,6 +21,9 @@ ALIASES = {
     # 0.33's device-neutral name of --gpu-memory-utilization (engine/arg_utils.py 0.33.0 L1390, 0.34.0 L1403-1407;
     # hunt47 F1: a container that spelled it was sized at the default utilization)
     "--device-memory-utilization": "--gpu-memory-utilization",
+    # 0.34's short name of --diffusion-config (engine/arg_utils.py 0.34.0 L1909), which fitgate's -dcp would otherwise
+    # take by prefix (hunt70 F3: exit 2); spelled out, it is a vLLM flag fitgate takes without reading
+    "-dc": "--diffusion-config",
 }
 
 
@@ -34,11 +37,18 @@ def vllm_flags() -> dict[str, bool]:
 def canonical(name: str) -> str:
     """A flag's name as fitgate reads it.
 
-    vLLM 0.34's aliases above, and ``--disable-X`` of an ``--enable-X`` switch as ``--no-enable-X`` (0.34 pairs them:
-    utils/argparse_utils.py 0.34.0 L121-140).
+    vLLM 0.34's aliases above, ``--disable-X`` of an ``--enable-X`` switch as ``--no-enable-X`` and ``--enable-X`` of a
+    ``--disable-X`` switch as ``--no-disable-X`` (0.34 pairs them: utils/argparse_utils.py 0.34.0 L120-140). Which of
+    the two is the switch is the one with a ``--no-`` twin (the inverse spelling has none: hunt70 F1).
     """
     if name in ALIASES:
         return ALIASES[name]
-    if name.startswith("--disable-") and f"--enable-{name[len('--disable-') :]}" in vllm_flags():
-        return f"--no-enable-{name[len('--disable-') :]}"
+    for prefix, inverse in (("--disable-", "--enable-"), ("--enable-", "--disable-")):
+        rest = name[len(prefix) :]
+        if (
+            name.startswith(prefix)
+            and f"--no-{inverse[2:]}{rest}" in vllm_flags()
+            and f"--no-{name[2:]}" not in (vllm_flags())
+        ):
+            return f"--no-{inverse[2:]}{rest}"
     return name

@@ -578,6 +578,7 @@ class Serving(_Spec):
             "deepep_high_throughput",
             "deepep_low_latency",
             "deepep_v2",
+            "mori",
             "mori_high_throughput",
             "mori_low_latency",
             "moonep",
