@@ -454,6 +454,26 @@ def test_a_packed_kv_cache_dtype_is_unknown_and_int8_per_token_head_is_sized(
         assert code == 0 and r["verdict"] in verdicts, r
 
 
+def test_flags_that_may_change_memory_and_are_not_modelled_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt70 F4-F7: `fitgate plan` names --num-gpu-blocks-override, --mm-ipc-gpu-memory-gb and
+    # --kv-cache-dtype-skip-layers as taken but not modelled; `check` said nothing, and the figures looked exact.
+    # Same verdict and figures, each flag named in the message.
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090"})
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [plain] = check(capsys, str(path))
+    flags = ["--num-gpu-blocks-override", "1024", "--mm-ipc-gpu-memory-gb", "2", "--kv-cache-dtype-skip-layers", "0"]
+    doc["spec"]["template"]["spec"]["containers"][0]["args"] += flags
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    assert code == 0 and r["verdict"] == plain["verdict"], r
+    assert r["message"].startswith(plain["message"])
+    for flag in flags[::2]:
+        assert f"{flag}: may change memory, not modelled" in r["message"], flag
+
+
 def test_gpus_under_other_resource_names_are_never_no_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # hunt16 D1-D3: a pod that gets its GPU another way was denied "has no nvidia.com/gpu limit (so no GPU)":
     # the GPU Operator's renamed time-slicing resource (token-labs' Dynamo services on DGX Spark), a MIG slice

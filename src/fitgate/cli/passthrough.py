@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fitgate.sizing.errors import NotModelledError, SizingError
-from fitgate.workloads.vllm_flags import vllm_flags
+from fitgate.workloads.vllm_flags import NOT_MODELLED_LISTS, NOT_MODELLED_SWITCHES, NOT_MODELLED_VALUED, vllm_flags
 
 #: vLLM 0.34 engine / server flags without a value that do not change the per-GPU memory plan (``engine/arg_utils.py``,
 #: ``entrypoints/openai/cli_args.py``). Not their ``--no-`` twins, which may (``--no-enable-chunked-prefill`` is read).
@@ -54,30 +54,6 @@ IGNORED_VALUED = frozenset(
 )  # fmt: skip
 
 
-#: vLLM flags that may change memory but that fitgate does not model: taken, and named as not modelled (hunt31 F2:
-#: the recipes' verified commands carry them). ``--disable-hybrid-kv-cache-manager`` gives a hybrid model's sliding /
-#: linear layers full-attention pages (fewer tokens than planned); ``--swap-space`` is host memory (V0);
-#: ``--cpu-offload-params`` picks which weights ``--cpu-offload-gb`` moves; ``--lora-modules`` names adapters loaded
-#: into the ``--max-loras`` slots the plan counts (several values); ``--kv-cache-dtype-skip-layers`` keeps some layers'
-#: KV at the model's dtype; the ``--mamba-*`` state dtype / block flags, the MoE and linear kernel backends, and V0's
-#: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them); ``--num-gpu-blocks-override`` fixes the
-#: pool; V0's ``--speculative-model`` (hunt35 F1/F2).
-NOT_MODELLED_SWITCHES = frozenset(
-    {
-        "--disable-hybrid-kv-cache-manager",
-        "--disable-custom-all-reduce",
-        "--disable-sliding-window",
-    }
-)
-NOT_MODELLED_VALUED = frozenset(
-    {
-        "--swap-space", "--cpu-offload-params", "--offload-group-size", "--kv-cache-dtype-skip-layers",
-        "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
-        "--moe-backend", "--linear-backend", "--max-seq-len-to-capture", "--num-gpu-blocks-override",
-        "--speculative-model", "--num-speculative-tokens", "--max-context-len-to-capture", "--max-paddings",
-    }
-)  # fmt: skip
-NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
 #: vLLM flags with several values (``nargs="+"``) that do not change the memory plan.
 IGNORED_LISTS = frozenset({"--served-model-name", "--logits-processors", "--ignore-patterns"})
 

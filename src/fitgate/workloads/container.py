@@ -36,7 +36,6 @@ from fitgate.workloads.argv import (
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
 from fitgate.workloads.expansion import configmap_refs, container_env
 from fitgate.workloads.flags import (
-    _NOT_MODELLED,
     _RUNTIME_QUANTIZATIONS,
     _SERVING_FLAGS,
     MEMORY_ENV,
@@ -49,6 +48,7 @@ from fitgate.workloads.flags import (
     _UnknownValueError,
     data_parallel_ranks,
     env_serving,
+    not_modelled_notes,
     pods_of_one_engine,
 )
 from fitgate.workloads.flagvalues import config_file_flags
@@ -472,7 +472,7 @@ def _reading(
         name = model or flags.get("--model") or found.engine.model
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
-        more.extend(f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags)
+        more.extend(not_modelled_notes(flags))
         own = str(flags.get("--model") or found.engine.model or "")
         if unknown is None and (
             is_gguf(own) or flags.get("--load-format", "").strip() == "gguf" or flags.get("--quantization") == "gguf"

@@ -26,6 +26,7 @@ from fitgate.workloads.podspec import (
     as_list,
 )
 from fitgate.workloads.reading import WorkloadError
+from fitgate.workloads.vllm_flags import NOT_MODELLED_LISTS, NOT_MODELLED_SWITCHES, NOT_MODELLED_VALUED
 
 #: VLLM_* variables that change vLLM 0.33's memory and that fitgate models with their defaults only
 #: (a ModelDeployment cannot change them): a different value is named in the verdict's notes.
@@ -69,6 +70,19 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
 
 #: Flags that change memory but that a ModelDeployment does not carry: named in the notes.
 _NOT_MODELLED = ("--swap-space", "--offload-group-size", "--enable-tower-connector-lora")
+
+
+def not_modelled_notes(flags: Mapping[str, str]) -> list[str]:
+    """The notes for the flags a container sets that fitgate does not size.
+
+    :data:`_NOT_MODELLED`, and those ``plan`` names as not modelled (``vllm_flags.NOT_MODELLED_*``: they may change
+    memory; hunt70 F4-F7: ``check`` was silent about them).
+    """
+    out = [f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags]
+    shared = sorted((NOT_MODELLED_SWITCHES | NOT_MODELLED_VALUED | NOT_MODELLED_LISTS) - set(_NOT_MODELLED))
+    out += [f"{f}: may change memory, not modelled (sized without it)" for f in shared if f in flags]
+    return out
+
 
 #: vLLM's --dtype spellings (config/model.py) as a ModelDeployment's.
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}

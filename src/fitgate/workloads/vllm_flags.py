@@ -27,6 +27,34 @@ ALIASES = {
 }
 
 
+#: vLLM flags that may change memory but that fitgate does not model: taken, and named as not modelled (hunt31 F2:
+#: the recipes' verified commands carry them). ``--disable-hybrid-kv-cache-manager`` gives a hybrid model's sliding /
+#: linear layers full-attention pages (fewer tokens than planned); ``--swap-space`` is host memory (V0);
+#: ``--cpu-offload-params`` picks which weights ``--cpu-offload-gb`` moves; ``--lora-modules`` names adapters loaded
+#: into the ``--max-loras`` slots the plan counts (several values); ``--kv-cache-dtype-skip-layers`` keeps some layers'
+#: KV at the model's dtype; the ``--mamba-*`` state dtype / block flags, the MoE and linear kernel backends, and V0's
+#: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them); ``--num-gpu-blocks-override`` fixes the
+#: pool; V0's ``--speculative-model`` (hunt35 F1/F2); ``--mm-ipc-gpu-memory-gb`` takes its GiB from a multimodal
+#: model's KV pool (multimodal/gpu_ipc_memory.py 0.34.0 L155-205, hunt70 F6). ``plan`` and ``check`` both name them.
+NOT_MODELLED_SWITCHES = frozenset(
+    {
+        "--disable-hybrid-kv-cache-manager",
+        "--disable-custom-all-reduce",
+        "--disable-sliding-window",
+    }
+)
+NOT_MODELLED_VALUED = frozenset(
+    {
+        "--swap-space", "--cpu-offload-params", "--offload-group-size", "--kv-cache-dtype-skip-layers",
+        "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
+        "--moe-backend", "--linear-backend", "--max-seq-len-to-capture", "--num-gpu-blocks-override",
+        "--speculative-model", "--num-speculative-tokens", "--max-context-len-to-capture", "--max-paddings",
+        "--mm-ipc-gpu-memory-gb",
+    }
+)  # fmt: skip
+NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
+
+
 @functools.cache
 def vllm_flags() -> dict[str, bool]:
     """Every flag of ``vllm serve`` in the releases the data lists, with whether it takes a value."""
