@@ -186,7 +186,8 @@ def resolve_serving(
             "max_model_len",
             max_len,
             f"at most the derived max_model_len ({key}={model_max} with RoPE scaling as vLLM "
-            f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+            f"{accounting.label} applies it); vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (fitgate plan: "
+            "--allow-long-max-model-len; a ModelDeployment: serving.allowLongMaxModelLen)",
         )
     dtype = served_dtype(serving.dtype, arch.dtype, arch.model_type, gpu.compute_capability, accounting.version)
     kv_cache_dtype = serving.kv_cache_dtype
