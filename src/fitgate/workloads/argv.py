@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fitgate.workloads import shellmath
+from fitgate.workloads import shellmath, shellwords
 from fitgate.workloads.bounds import ExpansionBudget
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
 from fitgate.workloads.flagvalues import merge_dotted
@@ -332,29 +332,42 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
             expressions.append(text[start + 3 : end - 2])
             at = end
         text = "".join([*parts, text[at:]])
+    text = shellwords.mark_unquoted(text)  # hunt74 F1: an unquoted $VAR's value is split into fields
     lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     raw: list[list[str]] = [[]]
+    joiners = [";"]  # the separator before each command (an if's condition list joins its tests with && / ||)
     try:
         for token in lexer:
             if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
                 raw.append([])
+                joiners.append(token)
             else:
                 raw[-1].append(token)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
     shell_env = dict(env)
     commands: list[list[str]] = []
-    for words in (c for c in raw if c):
-        expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in words]
+    branches = shellwords.Conditions()  # hunt74 F2: an assignment in an if branch not taken sets nothing
+    for raw_words, joiner in ((c, j) for c, j in zip(raw, joiners, strict=True) if c):
+        expanded = branches.command(
+            [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words], joiner
+        )
+        state = branches.state()
+        if not expanded or state is False:
+            continue
+        words = raw_words[len(raw_words) - len(expanded) :]
         body = expanded[1:] if words[0] == "export" else expanded
         if body and all(ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
-            for word in body:  # NAME=value: known to the commands that follow
-                name, _, value = word.partition("=")
-                shell_env[name] = value
+            for word in body:  # NAME=value: known to the commands that follow (unknown after an undecided branch)
+                name, _, value = shellwords.unmark(word).partition("=")
+                if state is None:
+                    shell_env.pop(name, None)
+                else:
+                    shell_env[name] = value
             continue
-        commands.append(expanded)
+        commands.append([f for w in expanded for f in shellwords.split_fields(w)])
     return commands
 
 

@@ -1,0 +1,122 @@
+"""hunt74 F1 / F2: a container script's unquoted ``$VAR`` is split into fields, and an ``if`` branch not taken sets
+nothing, as the shell runs them (bash(1), "Word Splitting" and "Compound Commands")."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitgate.workloads.argv import find_engine_command
+from fitgate.workloads.shellwords import OPEN, evaluate_test, mark_unquoted, split_fields
+
+
+def flags_of(script: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    engine = find_engine_command(["/bin/sh", "-c"], [script], env or {}, image_entrypoint=False)
+    assert engine is not None
+    return dict(engine.flags)
+
+
+def test_an_unquoted_variable_holding_flags_is_several_words_and_a_quoted_one_is_one() -> None:
+    # llm-d's GLM-5.2 wide-EP guide builds its args in variables and runs `vllm serve ... $ARGS` (hunt74 F1: Invalid,
+    # "one word holding a space"): the shell gives vLLM two words per "--flag value"
+    script = 'X="--max-model-len 4096 --gpu-memory-utilization 0.9"; exec vllm serve Qwen/Qwen3-8B $X'
+    flags = flags_of(script)
+    assert flags["--max-model-len"] == "4096" and flags["--gpu-memory-utilization"] == "0.9"
+    assert flags_of('X="-tp 2"; exec vllm serve Qwen/Qwen3-8B ${X}')["--tensor-parallel-size"] == "2"
+    # quoted, the shell passes one word, which vLLM's parser refuses: still refused
+    from fitgate.workloads.argv import CommandError  # noqa: PLC0415
+
+    with pytest.raises(CommandError, match="one word holding a space"):
+        flags_of('X="--max-model-len 4096"; exec vllm serve Qwen/Qwen3-8B "$X"')
+    # an assignment's value is not split; an empty unquoted expansion is no word at all
+    assert flags_of('A="4096 x"; B=$A; exec vllm serve M --served-model-name "$B" $EMPTY', {"EMPTY": ""}) == {
+        "--served-model-name": "4096 x"
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "marked"),
+    [
+        ("vllm serve $M", f"vllm serve {OPEN}$M\x02"),
+        ('vllm serve "$M" ${N:-x}', f'vllm serve "$M" {OPEN}${{N:-x}}\x02'),
+        ("echo '$M' \\$N $1 $@", "echo '$M' \\$N $1 $@"),  # single-quoted, escaped, positional: left alone
+    ],
+)
+def test_which_references_are_unquoted(text: str, marked: str) -> None:
+    assert mark_unquoted(text) == marked
+
+
+def test_fields_join_literal_text_and_drop_empty_expansions() -> None:
+    assert split_fields(f"--a={OPEN}1 2\x02") == ["--a=1", "2"]
+    assert split_fields(f"{OPEN}\x02") == []
+    assert split_fields(f"--x={OPEN}\x02") == ["--x="]
+    assert split_fields("plain word") == ["plain word"]
+
+
+@pytest.mark.parametrize(
+    ("env", "utilization"),
+    [
+        ({"ENABLE_PROFILER": "true"}, "0.3"),  # the branch is taken
+        ({"ENABLE_PROFILER": "false", "NEVER": ""}, "0.95"),  # the else branch
+        ({"ENABLE_PROFILER": "false"}, None),  # the elif on a variable not known: the else is not sure to run
+        ({}, None),  # not known here (the image or a ConfigMap may set it): neither branch's value is used
+    ],
+)
+def test_an_assignment_in_an_if_branch_counts_only_when_the_branch_runs(
+    env: dict[str, str], utilization: str | None
+) -> None:
+    # hunt74 F2: the guide's PROFILER_ARGS / SPEC_ARGS were applied whatever their condition
+    script = (
+        'ARGS=""\n'
+        'if [ "$ENABLE_PROFILER" = "true" ]; then\n  ARGS="--gpu-memory-utilization 0.3"\n'
+        'elif [ -n "$NEVER" ]; then\n  ARGS="--gpu-memory-utilization 0.5"\n'
+        'else\n  ARGS="--gpu-memory-utilization 0.95"\nfi\n'
+        "exec vllm serve Qwen/Qwen3-8B --max-model-len 4096 $ARGS"
+    )
+    assert flags_of(script, env).get("--gpu-memory-utilization") == utilization
+
+
+def test_a_command_inside_an_undecided_branch_is_still_read_and_one_not_taken_is_not() -> None:
+    assert flags_of("if [ -f /models/ready ]; then exec vllm serve M --max-model-len 1024; fi") == {
+        "--max-model-len": "1024"
+    }
+    script = 'if [ "$ROLE" = "decode" ]; then vllm serve A --max-model-len 1; else vllm serve B --max-model-len 2; fi'
+    assert flags_of(script, {"ROLE": "prefill"})["--max-model-len"] == "2"
+    assert flags_of(script, {"ROLE": "decode"})["--max-model-len"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("size", "utilization"),
+    [("1", "0.95"), ("2", "0.80")],
+)
+def test_an_if_on_tests_joined_by_and_is_decided_by_both(size: str, utilization: str) -> None:
+    # llm-d's GLM-5.2 decode script: `if [ "${ENABLE_DSPARK:-0}" = "1" ] && [ "${LWS_GROUP_SIZE:-1}" -gt 1 ]`; with
+    # DSPARK on and a group of one the branch does not run (hunt74: its GPU_MEM_UTIL was taken as set)
+    script = (
+        'if [ "${LWS_GROUP_SIZE:-1}" -gt 1 ]; then U=0.80; else U=0.95; fi\n'
+        'if [ "${ENABLE_DSPARK:-0}" = "1" ] && [ "${LWS_GROUP_SIZE:-1}" -gt 1 ]; then EXTRA="--max-num-seqs 8"; fi\n'
+        "exec vllm serve M --gpu-memory-utilization $U $EXTRA"
+    )
+    flags = flags_of(script, {"ENABLE_DSPARK": "1", "LWS_GROUP_SIZE": size})
+    assert flags["--gpu-memory-utilization"] == utilization
+    assert flags.get("--max-num-seqs") == (None if size == "1" else "8")
+    # || : either test
+    either = 'if [ "$A" = "1" ] || [ "$B" = "1" ]; then X="-tp 2"; fi; exec vllm serve M $X'
+    assert flags_of(either, {"A": "0", "B": "1"})["--tensor-parallel-size"] == "2"
+    assert "--tensor-parallel-size" not in flags_of(either, {"A": "0", "B": "0"})
+
+
+@pytest.mark.parametrize(
+    ("words", "value"),
+    [
+        (["[", "a", "=", "a", "]"], True),
+        (["[[", "a", "!=", "a", "]]"], False),
+        (["test", "-z", ""], True),
+        (["!", "[", "-n", "x", "]"], False),
+        (["true"], True),
+        (["[", "-f", "/x", "]"], None),  # a file test: not decided here
+        (["[", "$UNSET", "=", "1", "]"], None),  # a variable not known
+        (["grep", "-q", "x", "f"], None),
+    ],
+)
+def test_plain_tests_are_evaluated_and_others_left_undecided(words: list[str], value: bool | None) -> None:
+    assert evaluate_test(words) is value
