@@ -116,6 +116,19 @@ def test_lws_group_short_of_gpus() -> None:
     )
 
 
+@pytest.mark.parametrize("size", ["${DECODE_SIZE}", "{{ .Values.size }}"])
+def test_an_unrendered_lws_size_is_unknown_not_invalid(size: str) -> None:
+    # hunt74 O1: llm-d's kustomize base writes `size: ${DECODE_SIZE}` (rendered by its pipeline); a template before
+    # rendering is not an invalid manifest: Unknown, saying to check the rendered one. A plain bad size stays Invalid.
+    lws = copy.deepcopy(first("lws-vllm-gpu.yaml"))
+    lws["spec"]["leaderWorkerTemplate"]["size"] = size
+    r = read_workload(lws)
+    assert r is not None and r.invalid is None and r.unknown is not None and "placeholder" in r.unknown
+    lws["spec"]["leaderWorkerTemplate"]["size"] = "two"
+    bad = read_workload(lws)
+    assert bad is not None and bad.invalid is not None
+
+
 def test_kserve_huggingface_runtime_args() -> None:
     # KServe docs: modelFormat huggingface, args --model_name=llama3 --model_id=meta-llama/meta-llama-3-8b-instruct
     r = read_workload(first("kserve-huggingface-llama3.yaml"))

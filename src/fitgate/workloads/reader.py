@@ -13,6 +13,7 @@ their public names are re-exported here.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -286,11 +287,19 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     return reading
 
 
+#: An unrendered template value: ``${VAR}`` (envsubst, kustomize replacements) or ``{{ ... }}`` (Helm, Go templates).
+_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\{\{.*\}\}")
+
+
 def _leader_worker_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """A LeaderWorkerSet: one replica is ``size`` pods (a leader and size-1 workers); TP x PP may span them."""
     meta = as_dict(obj.get("metadata"))
     lwt = as_dict(at_path(obj, "spec.leaderWorkerTemplate"))
     size_raw = lwt.get("size", 1)
+    if isinstance(size_raw, str) and _PLACEHOLDER.search(size_raw):
+        # hunt74 O1: a kustomize / envsubst / Helm base file (llm-d's `size: ${DECODE_SIZE}`) before it is rendered
+        why = f"spec.leaderWorkerTemplate.size {size_raw[:80]!r}: a template placeholder; check the rendered manifest"
+        return _finish(_blank("LeaderWorkerSet", meta), unknown=why)
     if not isinstance(size_raw, int) or size_raw < 1:
         return _finish(
             _blank("LeaderWorkerSet", meta),
