@@ -62,16 +62,17 @@ USE_SLIDING_WINDOW_TYPES = frozenset({
 def sliding_pattern(text: ConfigReader, model_type: str, n: int) -> list[bool]:
     """Which layers use a sliding window, following vLLM's per-family rules."""
     window = text.data.get("sliding_window")
+    if model_type in USE_SLIDING_WINDOW_TYPES and isinstance(window, int) and window > 0:
+        # vLLM gives every layer of these models the one global window (cache_config.sliding_window, the text config's
+        # when transformers keeps it: model_executor/models/qwen2.py 0.34.0 L247-255 "Every layer gets the global
+        # sliding window", layers/attention/attention.py L281-289; a per-layer mix is refused), whatever layer_types
+        # or max_window_layers say (hunt73 F3: layers at or past max_window_layers were the only ones sliding here)
+        return [text.bool_("use_sliding_window", False)] * n
     types = layer_types(text, n)
     if types is not None:
         return [t == "sliding_attention" for t in types]
     if not isinstance(window, int) or window <= 0:
         return [False] * n
-    if model_type in USE_SLIDING_WINDOW_TYPES:
-        if not text.bool_("use_sliding_window", False):
-            return [False] * n
-        first = text.int_("max_window_layers", n, minimum=0)
-        return [i >= first for i in range(n)]
     if model_type == "gemma2":
         return [i % 2 == 0 for i in range(n)]
     if model_type in {"gemma3", "gemma3_text"}:
