@@ -222,6 +222,7 @@ class EngineCommand:
     model: str | None
     flags: dict[str, str]
     words: tuple[str, ...] = field(default_factory=tuple)  # the engine's argv after the subcommand
+    undecided: tuple[str, ...] = ()  # variables its words use that a script branch fitgate cannot decide set
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +333,22 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
             expressions.append(text[start + 3 : end - 2])
             at = end
         text = "".join([*parts, text[at:]])
+    # a here-document's body is another program's input (`python3 - <<EOF`): its `if` lines are not the shell's, so it
+    # is read after the script, without following its blocks (a `vllm serve` written into a file there is still seen)
+    main, bodies = shellwords.split_heredocs(text)
+    shell_env = dict(env)
+    commands = _commands_of(main, expressions, shell_env, budget, script, follow=True)
+    return commands + (_commands_of(bodies, expressions, shell_env, budget, script, follow=False) if bodies else [])
+
+
+def _commands_of(
+    text: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget | None, script: str,
+    *, follow: bool,
+) -> list[list[str]]:  # fmt: skip
+    """The simple commands of ``text``: words expanded, assignments applied to ``shell_env``.
+
+    Its ``if`` blocks are followed when ``follow`` (:class:`shellwords.Conditions`).
+    """
     text = shellwords.mark_unquoted(text)  # hunt74 F1: an unquoted $VAR's value is split into fields
     lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n")
     lexer.whitespace = " \t\r"
@@ -347,25 +364,20 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
                 raw[-1].append(token)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
-    shell_env = dict(env)
     commands: list[list[str]] = []
     branches = shellwords.Conditions()  # hunt74 F2: an assignment in an if branch not taken sets nothing
     for raw_words, joiner in ((c, j) for c, j in zip(raw, joiners, strict=True) if c):
-        expanded = branches.command(
-            [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words], joiner
-        )
-        state = branches.state()
-        if not expanded or state is False:
+        expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words]
+        if follow:
+            expanded = branches.command(expanded, joiner)
+        if not expanded or branches.state() is False:
             continue
         words = raw_words[len(raw_words) - len(expanded) :]
         body = expanded[1:] if words[0] == "export" else expanded
         if body and all(ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
-            for word in body:  # NAME=value: known to the commands that follow (unknown after an undecided branch)
+            for word in body:  # NAME=value: known to the commands that follow; undecided in an undecided branch
                 name, _, value = shellwords.unmark(word).partition("=")
-                if state is None:
-                    shell_env.pop(name, None)
-                else:
-                    shell_env[name] = value
+                shell_env[name] = shellwords.undecided(name) if branches.state() is None else value
             continue
         commands.append([f for w in expanded for f in shellwords.split_fields(w)])
     return commands
@@ -402,7 +414,9 @@ def find_engine_command(
                 downloads[downloaded[1].rstrip("/")] = downloaded[0]
             found = _find_invocation(simple)
             if found is not None:
-                return _with_download(parse_engine_argv(found[0], found[1]), downloads)
+                engine = parse_engine_argv(found[0], [shellwords.plain(w) for w in found[1]])
+                names = tuple(n for w in found[1] for n in shellwords.undecided_names(w))
+                return _with_download(replace(engine, undecided=names) if names else engine, downloads)
         return None
     found = _find_invocation(words)
     if found is not None:

@@ -34,7 +34,7 @@ from fitgate.workloads.argv import (
     starts_ray,
 )
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
-from fitgate.workloads.expansion import configmap_refs, container_env
+from fitgate.workloads.expansion import configmap_refs, container_env, missing_configmap
 from fitgate.workloads.flags import (
     _RUNTIME_QUANTIZATIONS,
     _SERVING_FLAGS,
@@ -322,14 +322,6 @@ def _with_configmaps(found: _Found, configmaps: Mapping[str, Mapping[str, str]])
     return found if again is None else again
 
 
-def _missing_configmap(found: _Found, configmaps: Mapping[str, Mapping[str, str]]) -> tuple[str, str] | None:
-    """The first ConfigMap (name, key; "*" for a whole ``envFrom``) the env names that ``configmaps`` lacks."""
-    for name, key in configmap_refs(found.container):
-        if name not in configmaps or (key is not None and key not in configmaps[name]):
-            return name, key or "*"
-    return None
-
-
 def read_container(
     found: _Found, configmaps: Mapping[str, Mapping[str, str]]
 ) -> tuple[dict[str, str], str | None, list[str], tuple[str, str] | None, dict[str, tuple[str, ...]]]:
@@ -386,6 +378,10 @@ def _reading(
     )
     try:
         found = _with_configmaps(found, configmaps)
+        if found.engine.undecided:  # hunt75 D1-D4: a value set in a script branch fitgate cannot decide
+            raise _UnknownValueError(
+                f"${found.engine.undecided[0]}: set in a branch of the script fitgate cannot decide"
+            )
         flags, unknown, more, ref, origins = read_container(found, configmaps)
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
@@ -523,7 +519,7 @@ def _reading(
                 more.append(spread[1])
                 dp = data_parallel_ranks(flags, pods_per_replica)
     except (_UnknownValueError, BudgetError) as exc:
-        missing = _missing_configmap(found, configmaps) if "variable not set" in str(exc) else None
+        missing = missing_configmap(found.container, configmaps) if "variable not set" in str(exc) else None
         if missing is None:
             return _finish(base, unknown=str(exc))
         name, key = missing

@@ -86,6 +86,16 @@ def configmap_refs(container: Mapping[str, Any]) -> list[tuple[str, str | None]]
     return refs
 
 
+def missing_configmap(
+    container: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[str, str] | None:
+    """The first ConfigMap (name, key; "*" for a whole ``envFrom``) the env names that ``configmaps`` lacks."""
+    for name, key in configmap_refs(container):
+        if name not in configmaps or (key is not None and key not in configmaps[name]):
+            return name, key or "*"
+    return None
+
+
 def container_env(
     env: object,
     budget: ExpansionBudget | None = None,

@@ -153,6 +153,9 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
     runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices
     templates = claim_templates_of([doc for _, doc in read])  # the DRA device classes the workloads' claims ask for
     for source, doc in read:
+        if isinstance(doc, dict) and not isinstance(doc.get("kind", ""), str):  # hunt75: `kind: [a]` was a TypeError
+            results.append(CheckResult(source, "-", "Skipped", "not a Kubernetes object: its kind is not a string"))
+            continue
         result = check_document(source, doc, gpu_name, gpus_per_node)
         if result is not None:
             results.append(result)
