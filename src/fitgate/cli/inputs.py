@@ -29,6 +29,7 @@ from fitgate.sizing import (
     parse_gpu_prices,
     replica_cost,
 )
+from fitgate.sizing.capacity import load_costs
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.instances import MAX_GPU_NAME_CHARS, lookup_named_gpu, named_gpu
 from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
@@ -234,17 +235,6 @@ def list_prices_of(args: argparse.Namespace) -> GpuPrices | None:
     return price_table().default_prices()
 
 
-def _load_costs(perf: Performance) -> dict[str, Any]:
-    """The per-request and per-token inputs of :func:`replica_cost` when the request shape is known."""
-    if perf.input_tokens is None or perf.output_tokens is None or perf.requests_per_s <= 0:
-        return {}
-    return {
-        "requests_per_s": perf.requests_per_s,
-        "tokens_per_s": perf.requests_per_s * (perf.input_tokens + perf.output_tokens),
-        "request_shape": (perf.input_tokens, perf.output_tokens),
-    }
-
-
 def economics_of(
     args: argparse.Namespace, model: Any, gpu: GpuModel, result: Plan
 ) -> tuple[Performance | None, Cost | None]:
@@ -270,7 +260,7 @@ def economics_of(
     gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size
     return perf, replica_cost(
         price, gpus, perf.decode_tokens_per_s, utilization, args.api_price_per_million,
-        price_basis=basis, api_input_usd_per_million=args.api_input_price_per_million, **_load_costs(perf),
+        price_basis=basis, api_input_usd_per_million=args.api_input_price_per_million, **load_costs(perf),
     )  # fmt: skip
 
 

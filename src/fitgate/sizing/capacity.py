@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fitgate.sizing.advice import FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY, short_within_error
 from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_cost
@@ -111,6 +112,18 @@ def replicas_needed(
     else:
         perf = estimate(model, result, batch=math.ceil(concurrency / n), input_tokens=isl, output_tokens=osl)
     return n, perf
+
+
+def load_costs(perf: Performance) -> dict[str, Any]:
+    """The per-request and per-token inputs of :func:`replica_cost` when the estimate has the request shape."""
+    if perf.input_tokens is None or perf.output_tokens is None:
+        return {}
+    shape = (perf.input_tokens, perf.output_tokens)
+    return {
+        "requests_per_s": perf.requests_per_s,
+        "tokens_per_s": perf.requests_per_s * sum(shape),
+        "request_shape": shape,
+    }
 
 
 @dataclass(frozen=True)
@@ -264,15 +277,9 @@ def search(
                         perf = estimate(model, result, load=speed_load)
                     cost = None
                     if price is not None:
-                        in_out = (perf.input_tokens or 0) + (perf.output_tokens or 0)
                         cost = replica_cost(
                             price, tp * pp * dp, perf.decode_tokens_per_s, utilization, api_usd_per_million,
-                            requests_per_s=perf.requests_per_s if in_out else 0.0,
-                            tokens_per_s=perf.requests_per_s * in_out,
-                            api_input_usd_per_million=api_input_usd_per_million,
-                            request_shape=(perf.input_tokens, perf.output_tokens)
-                            if perf.input_tokens is not None and perf.output_tokens is not None
-                            else None,
+                            api_input_usd_per_million=api_input_usd_per_million, **load_costs(perf),
                         )  # fmt: skip
                     headroom = result.per_gpu.headroom_bytes
                     option = Option(

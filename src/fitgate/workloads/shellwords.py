@@ -7,8 +7,9 @@
   (:func:`unmark`).
 * **Conditionals.** ``if [ "$ENABLE_PROFILER" = "true" ]; then ARGS="..."; fi`` sets ``ARGS`` only when the test holds.
   :class:`Conditions` follows ``if / elif / else / fi`` (and treats ``case``, ``while``, ``until``, ``for`` bodies as
-  undecided), evaluating the plain ``test`` / ``[`` / ``[[`` forms over the variables known; a branch it cannot
-  decide is undecided: its assignments make their variables unknown (as unset), its commands are still read.
+  undecided), evaluating the plain ``test`` / ``[`` forms over the variables known (``[[`` is left undecided); a
+  branch not taken sets and runs nothing; in a branch it cannot decide, its commands are still read and a variable
+  it sets is :func:`undecided`, which makes a vLLM command that uses it Unknown.
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ class Conditions:
 
 
 def evaluate_test(words: Sequence[str]) -> bool | None:
-    """The value of a plain test (``[ A = B ]``, ``[[ -n A ]]``, ``test -z A``, ``true``, ``! ...``), else None.
+    """The value of a plain test (``[ A = B ]``, ``[ -n A ]``, ``test -z A``, ``true``, ``! ...``), else None.
 
     A word that still holds an unexpanded ``$`` (a variable fitgate does not know) leaves it undecided.
     """
@@ -314,7 +315,7 @@ def _bracket_test(w: list[str]) -> bool | None:
         value = inner[0] != ""
     elif len(inner) == 2 and inner[0] in ("-n", "-z"):
         value = (inner[1] != "") == (inner[0] == "-n")
-    elif len(inner) == 3 and inner[1] in ("=", "==", "!="):
+    elif len(inner) == 3 and inner[1] in ("=", "!="):
         value = (inner[0] == inner[2]) == (inner[1] != "!=")
     elif len(inner) == 3 and inner[1] in _NUMERIC and all(_INTEGER.fullmatch(x) for x in (inner[0], inner[2])):
         value = _NUMERIC[inner[1]](int(inner[0]), int(inner[2]))
