@@ -21,6 +21,7 @@ from fitgate.cli import main as cli_main
 from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision import logic
 from fitgate.operator.decision.evaluate import evaluate, unknown
+from fitgate.operator.decision.evaluation import MAX_NOTE_CHARS, MAX_NOTES, notes_of
 from fitgate.operator.decision.logic import admit, reconcile
 from fitgate.operator.decision.offline import check_files
 from fitgate.operator.decision.status import same_outcome, status_of
@@ -699,6 +700,30 @@ def test_conditions_follow_kep_1623_and_tight_has_its_own_reason(
     status = status_of(evaluate(parse_spec(spec), model(model_name), gpus(H100)), 4, None)
     assert conditions(status) == expected
     assert all(c["lastTransitionTime"].endswith("Z") and c["message"] for c in status["conditions"])
+
+
+def test_status_notes_say_what_the_plan_does_not_count_as_fitgate_plan_does() -> None:
+    # hunt70 F4: the plan's notes (a bound, what is not counted) reached `fitgate plan` only. A speculative drafter
+    # that is another checkpoint is not counted: the plan says the KV pool is overestimated, and so does the status.
+    spec = {**SPEC, "serving": {**SPEC["serving"], "speculativeConfig": {"method": "eagle", "numSpeculativeTokens": 3}}}
+    ev = evaluate(parse_spec(spec), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100))
+    assert ev.best is not None and ev.best.plan is not None
+    status = status_of(ev, 1, None)
+    assert status["notes"] == list(ev.notes) and set(ev.best.plan.notes) <= set(status["notes"])
+    assert any("the drafter is another checkpoint and is not counted" in n for n in status["notes"]), status["notes"]
+    assert status_of(unknown(ReasonCode.CHECKPOINT_RESOLVING, "resolving"), 2, None)["notes"] is None
+
+
+def test_notes_are_bounded_and_each_given_once() -> None:
+    long = "x" * 5000
+    plan_ = dataclasses.replace(
+        plan(model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100"), ServingConfig(max_model_len=4096)),
+        notes=("a", "a", long, *(f"n{i}" for i in range(40))),
+    )
+    notes = notes_of(None, plan_)
+    # 43 notes given, "a" twice: 42 distinct, the first MAX_NOTES kept; the long one cut to MAX_NOTE_CHARS
+    assert len(notes) == MAX_NOTES and notes[:2] == ("a", long[: MAX_NOTE_CHARS - 3] + "...")
+    assert all(len(n) <= MAX_NOTE_CHARS for n in notes)
 
 
 def test_unknown_is_ready_unknown_while_pending_and_false_when_it_cannot_be_evaluated() -> None:

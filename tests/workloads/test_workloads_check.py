@@ -452,6 +452,14 @@ def test_a_packed_kv_cache_dtype_is_unknown_and_int8_per_token_head_is_sized(
         path.write_text(yaml.safe_dump(doc))
         code, [r] = check(capsys, str(path))
         assert code == 0 and r["verdict"] in verdicts, r
+    # hunt70 F4: the packed dtype's figures are a bound, and check says so as `plan` does (JSON and text)
+    assert any("turboquant_4bit_nc: its packed sub-byte pages are not sized" in n for n in r["notes"]), r
+    assert main(["check", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{path}#0: ") and any(
+        n.startswith("  note: --kv-cache-dtype turboquant_4bit_nc: its packed sub-byte pages are not sized")
+        for n in lines[1:]
+    ), lines
 
 
 def test_flags_that_may_change_memory_and_are_not_modelled_are_named(

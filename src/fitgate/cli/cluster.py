@@ -24,7 +24,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:
         for r in results:
-            print(r.line())
+            print("\n".join(r.lines()))
     if any(r.verdict == "Invalid" for r in results):
         return EXIT_USAGE
     return EXIT_DOES_NOT_FIT if any(r.verdict == "DoesNotFit" for r in results) else EXIT_FITS

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fitgate.checkpoints.facts import ModelFacts, to_model_input
-from fitgate.operator.decision.evaluation import Evaluation, unknown
+from fitgate.operator.decision.evaluation import Evaluation, notes_of, unknown
 from fitgate.operator.decision.poolplan import (
     PoolResult,
     choose,
@@ -440,7 +440,7 @@ def evaluate(
         )
     elif no_node:  # a misfit on the GPU itself: no node is needed to know it
         message += f"; {no_node}, and none would take it"
-    notes = tuple(facts.notes) if facts else ()
+    notes = notes_of(facts, best.plan)
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()
     if with_suggestions and not lean and best.verdict is Verdict.DOES_NOT_FIT:
         alternatives = alternatives_of(model, inventory, spec, workload)

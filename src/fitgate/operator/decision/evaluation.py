@@ -12,7 +12,7 @@ from fitgate.checkpoints.facts import ModelFacts
 from fitgate.operator.decision.poolplan import PoolResult
 from fitgate.operator.decision.speed import SpeedAtLoad
 from fitgate.operator.gpus.inventory import GpuPool
-from fitgate.sizing import EngineArg, Option, ReasonCode, Suggestion, Verdict
+from fitgate.sizing import EngineArg, Option, Plan, ReasonCode, Suggestion, Verdict
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class Evaluation:
     engine_args: tuple[EngineArg, ...] = ()
     inventory_hash: str = ""
     facts: ModelFacts | None = None
+    # What the checkpoint's resolution and the best pool's plan say a reader should know, as ``fitgate plan``
+    # prints them: what is not counted, where a figure is a bound (:func:`notes_of`)
     notes: tuple[str, ...] = field(default_factory=tuple)
     recommended_change: Suggestion | None = None  # the suggestion engine_args were taken from (a misfit)
     alternatives: tuple[tuple[GpuPool, Option], ...] = ()  # pools of the cluster that would hold a misfit
@@ -39,6 +41,20 @@ class Evaluation:
     no_node: str = ""
     # issue 24: the best plan's speed at the workload's inputTokens / outputTokens, against its targets
     speed: SpeedAtLoad | None = None
+
+
+#: At most this many notes, each cut to this many characters: they go into the object's status and every
+#: ``fitgate check`` answer, and a checkpoint's notes can quote what its files say.
+MAX_NOTES = 16
+MAX_NOTE_CHARS = 1000
+
+
+def notes_of(facts: ModelFacts | None, plan: Plan | None) -> tuple[str, ...]:
+    """The checkpoint's notes, then the plan's, each once (at most :data:`MAX_NOTES` of :data:`MAX_NOTE_CHARS`)."""
+    seen: dict[str, None] = {}
+    for note in (*(facts.notes if facts else ()), *(plan.notes if plan else ())):
+        seen.setdefault(note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 3] + "...")
+    return tuple(seen)[:MAX_NOTES]
 
 
 def unknown(reason: ReasonCode, message: str, facts: ModelFacts | None = None, inv: str = "") -> Evaluation:

@@ -44,10 +44,15 @@ class CheckResult:
     gpu: str | None = None
     admitted: bool | None = None  # what the webhook would answer (None: not evaluated)
     kind: str = KIND
+    notes: tuple[str, ...] = ()  # the plan's and the checkpoint's notes (Evaluation.notes): bounds, what is not counted
 
     def line(self) -> str:
         """One line for the terminal."""
         return f"{self.source}: {self.name}: {self.verdict}: {self.message}"
+
+    def lines(self) -> list[str]:
+        """The line, then one indented line a note."""
+        return [self.line(), *(f"  note: {n}" for n in self.notes)]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -59,6 +64,7 @@ class CheckResult:
             "gpu": self.gpu,
             "admitted": self.admitted,
             "message": self.message,
+            "notes": list(self.notes),
         }
 
 
@@ -118,7 +124,7 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     message = ev.message + _claim_note(spec.placement.resource_claim_template_name, product)
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", message, product, admitted=False)
-    return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed)
+    return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed, notes=ev.notes)
 
 
 def _unsized_gpu(product: str, from_flag: bool) -> str:
@@ -304,4 +310,6 @@ def check_reading(
         return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)
     admitted = verdict.verdict is not Verdict.DOES_NOT_FIT
     message = verdict.message + _claim_note(claim, product or "")
-    return CheckResult(source, name, verdict.verdict.value, message, product, admitted, reading.kind)
+    return CheckResult(
+        source, name, verdict.verdict.value, message, product, admitted, reading.kind, verdict.evaluation.notes
+    )

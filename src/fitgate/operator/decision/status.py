@@ -241,6 +241,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
             for pool, o in ev.alternatives
         ]
         or None,
+        notes=list(ev.notes) or None,
         resolvedModel=None
         if ev.facts is None
         else ResolvedModel(revision=ev.facts.revision, source=ev.facts.source, weightsBasis=ev.facts.weights_basis),

@@ -1226,6 +1226,12 @@ class ModelDeploymentStatus(_Status):
         default=None, alias="engineArgs", description="Recommended vLLM engine args."
     )
     pools: list[PoolStatus] | None = Field(default=None, description="Verdict per GPU pool.")
+    notes: list[str] | None = Field(
+        default=None,
+        description="What the plan on the best pool and the checkpoint's resolution say a reader should know, as "
+        "fitgate plan prints them: what fitgate does not count and where a figure is only a bound (at most 16, "
+        "each at most 1000 characters).",
+    )
     performance: PerformanceStatus | None = Field(
         default=None,
         description="With workload.inputTokens and outputTokens: one replica's estimated TTFT, TPOT and rate at "
