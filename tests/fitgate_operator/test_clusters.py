@@ -624,6 +624,22 @@ def test_a_products_memory_label_wins_over_the_catalog_when_they_disagree() -> N
     assert on_small.verdict is Verdict.DOES_NOT_FIT and on_big.verdict is not Verdict.DOES_NOT_FIT
 
 
+def test_an_old_drivers_labels_read_the_card_they_name() -> None:
+    # hunt77 F7: OpenShift on a g4dn.xlarge, driver 450.80.02: nvidia.com/gpu.product Tesla-T4, gpu.memory 15109 MiB.
+    # That driver's nvidia-smi total already leaves its share out (15360 MiB on driver 525); taking 470 MiB off again
+    # gave 14639 MiB, 3.01 % under the catalog's 15094 MiB (CUDA's), so the node's smaller figure won.
+    catalog_t4 = parse_node(_gfd_node("Tesla-T4", 15360))[0].gpu.memory_bytes
+    old = parse_node(_gfd_node("Tesla-T4", 15109))[0]
+    assert old.gpu.name == "T4" and old.gpu.memory_bytes == catalog_t4 and not old.notes, old
+    # hunt77 F8: NVML's names before R470 had no vendor prefix (A100-SXM4-40GB, NVIDIA's GFD docs of driver 460)
+    a100 = parse_node(_gfd_node("A100-SXM4-40GB", 40536))[0]
+    assert a100.gpu.name == "A100-40GB" and a100.gpu.memory_bytes == (
+        parse_node(_gfd_node("NVIDIA-A100-SXM4-40GB", 40536))[0].gpu.memory_bytes
+    )
+    # a board that is not the catalog's either way is still the node's (the H20 above)
+    assert parse_node(_gfd_node("Tesla-T4", 12000))[0].gpu.memory_bytes == (12000 - 470) * MiB
+
+
 def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:
     # hunt16 G7: AWS's EKS GenAI starter kit pins its 15 model templates with karpenter.k8s.aws/instance-family: g6e;
     # every g6e instance type of the registry (data/cloud_gpus.json) carries L40S, every g5 A10G

@@ -193,17 +193,36 @@ LLAMA = model("meta-llama/Llama-3.1-8B-Instruct")
 
 
 def test_time_sliced_node_gives_gmu_exceeds_share_and_the_gmu_that_fits() -> None:
+    # hunt77 F4: nothing isolates a time-sliced card's memory, so a gmu above the share fails only when the card's
+    # other pods hold the rest, which fitgate cannot see: Tight with the gmu that keeps to the share, never a denial
+    # (AI Infra Lab ran vLLM v0.29.0 at gmu 0.55 on an RTX 4060 time-sliced two ways, beside a small embedding server)
     sliced = node("ts-0", {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"}, 16)
     ev = evaluate(parse_spec(SPEC), LLAMA, inventory(sliced))
-    assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.GPU_MEMORY_UTILIZATION_EXCEEDS_SHARE)
+    assert (ev.verdict, ev.reason) == (Verdict.TIGHT, ReasonCode.GPU_MEMORY_UTILIZATION_EXCEEDS_SHARE)
     assert "time-slicing shares each card among 4 pods" in ev.message
     assert "set spec.serving.gpuMemoryUtilization: 0.25" in ev.message
+    # vLLM 0.34's default gmu here is 1: it starts only on a card nothing else holds memory of
+    assert "it starts only while the card's other pods hold at most 0.00 GiB of it" in ev.message
     status = status_of(ev, 1, None)
     assert status["pools"][0]["sharing"] == "time-slicing"
     fixed = evaluate(
         parse_spec({**SPEC, "serving": {**SPEC["serving"], "gpuMemoryUtilization": 0.25}}), LLAMA, inventory(sliced)
     )
     assert fixed.verdict in (Verdict.FITS, Verdict.TIGHT)  # 8B in bf16 (~15 GiB) fits a 19.8 GiB quarter
+
+
+def test_renamed_time_slicing_offers_its_shared_replicas() -> None:
+    # hunt77 F4: the GPU Operator's renameByDefault offers the replicas as nvidia.com/gpu.shared (nvidia.com/gpu: 0);
+    # the node was read as having no GPU. hunt77 F3: GFD left nvidia.com/gpu.replicas at 1 beside a -SHARED product
+    # (gpu-feature-discovery issue 76): the replicas are what the node offers per card, 8 / 4 cards = 2.
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED", "nvidia.com/gpu.replicas": "1"}
+    renamed = node("ts-1", {**labels, "nvidia.com/gpu.count": "4"}, 0)
+    renamed["status"]["allocatable"]["nvidia.com/gpu.shared"] = "8"
+    [g] = parse_node(renamed)
+    assert (g.gpu.name, g.count) == ("H100-SXM", 8)
+    assert g.share == Share(Mechanism.TIME_SLICING, fraction=0.5, replicas=2)
+    ev = evaluate(parse_spec(SPEC), LLAMA, inventory(renamed))
+    assert (ev.verdict, ev.reason) == (Verdict.TIGHT, ReasonCode.GPU_MEMORY_UTILIZATION_EXCEEDS_SHARE), ev.message
 
 
 def test_hami_share_plans_on_the_slice() -> None:
@@ -319,9 +338,19 @@ def test_cheapest_pool_that_fits_when_prices_are_known() -> None:
     assert len(chosen.pools) == 2  # every pool stays in status
 
 
-def test_tensor_parallelism_on_time_sliced_gpus_is_refused() -> None:
+def test_tensor_parallelism_on_time_sliced_gpus_needs_as_many_cards() -> None:
+    # hunt77: the device plugin spreads a pod's time-sliced replicas over the node's cards, the least used first
+    # (k8s-device-plugin internal/rm/allocate.go distributedAlloc): TP 2 on 8 cards x 4 shares gets two cards. It was
+    # denied "2 shares of one card"; now Tight (a plugin with failRequestsGreaterThanOne refuses it), with the share.
     sliced = node("ts-0", {"nvidia.com/gpu.replicas": "4"}, 32)  # 8 cards x 4 shares
-    spec = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2}})
+    spec = parse_spec({**SPEC, "serving": {**SPEC["serving"], "tensorParallelSize": 2, "gpuMemoryUtilization": 0.25}})
     ev = evaluate(spec, LLAMA, inventory(sliced))
+    assert ev.verdict is Verdict.TIGHT and "spreads a pod's 2 time-sliced GPUs over the node's 8 cards" in ev.message
+    # one card x 4 shares: two shares are shares of that card, and NCCL refuses one device twice
+    one = node("ts-1", {"nvidia.com/gpu.replicas": "4"}, 4)
+    ev = evaluate(spec, LLAMA, inventory(one))
     assert (ev.verdict, ev.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.NOT_ENOUGH_GPUS_PER_NODE)
-    assert "2 shares of one card" in ev.message
+    assert "1 card(s) per node: 2 shares would be shares of one card" in ev.message
+    # MPS refuses a request for more than one replica, whatever the cards
+    mps = node("mps-0", {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps"}, 32)
+    assert evaluate(spec, LLAMA, inventory(mps)).reason is ReasonCode.NOT_ENOUGH_GPUS_PER_NODE

@@ -110,10 +110,15 @@ def gpu_catalog() -> tuple[GpuModel, ...]:
 def find_gpu(name: str) -> GpuModel | None:
     """The catalog entry for a name or alias (case and punctuation ignored), or None.
 
-    GPU Feature Discovery's ``-SHARED`` suffix (time-slicing) is ignored.
+    GPU Feature Discovery's ``-SHARED`` suffix (time-slicing) is ignored. NVML's names before the R470 drivers had no
+    vendor prefix (``A100-SXM4-40GB``, ``GeForce-RTX-3090`` where newer drivers say ``NVIDIA-A100-SXM4-40GB``): a
+    name the catalog lacks is tried with it (hunt77 F8).
     """
     cleaned = re.sub(r"-SHARED$", "", name.strip(), flags=re.IGNORECASE)
-    model = _catalog()[1].get(_key(cleaned))
+    by_key = _catalog()[1]
+    model = by_key.get(_key(cleaned))
+    if model is None and not cleaned.lower().startswith("nvidia"):
+        model = by_key.get(_key(f"NVIDIA-{cleaned}"))
     if model is not None and "pcie" in cleaned.lower() and model.interconnect != "pcie":
         # One catalog entry serves both boards of a product (A100-80GB SXM4 and PCIe): the
         # product string says which one this is.

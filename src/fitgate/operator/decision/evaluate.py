@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from fitgate.checkpoints.facts import ModelFacts, to_model_input
@@ -33,6 +34,7 @@ from fitgate.operator.gpus.cloudlabels import names_a_gpu
 from fitgate.operator.gpus.dra import ClaimError
 from fitgate.operator.gpus.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.operator.gpus.placement import Toleration
+from fitgate.operator.gpus.sharing import Mechanism
 from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import (
     EngineArg,
@@ -372,16 +374,29 @@ def evaluate(
             results.append(_short_of_gpus(pool, f"{per} but {has}"))
             continue
         share = spec_share or pool.share
+        spread = ""
         if share is not None and share.replicas and need > 1:  # N time-sliced/MPS GPUs may be N shares of one card
-            why = (
-                f"{need} GPUs per replica (TP x PP) on {share.mechanism} GPUs: the device plugin may hand out {need} "
-                "shares of one card (its failRequestsGreaterThanOne refuses such pods); tensor parallelism needs "
-                "whole GPUs"
+            cards = pool.gpus_per_node // share.replicas
+            if share.mechanism is not Mechanism.TIME_SLICING or cards < need:
+                why = (
+                    f"{need} GPUs per replica (TP x PP) on {share.mechanism} GPUs, {cards} card(s) per node: "
+                    f"{need} shares would be shares of one card (MPS refuses a request for more than one); tensor "
+                    "parallelism needs distinct GPUs"
+                )
+                results.append(_short_of_gpus(pool, why))
+                continue
+            # hunt77: the device plugin hands a pod's time-sliced replicas out over the node's cards, the least
+            # used first (k8s-device-plugin internal/rm/allocate.go distributedAlloc), so TP ranks get cards of their
+            # own while that many are free, unless the plugin's failRequestsGreaterThanOne refuses the pod
+            spread = (
+                f"; the device plugin spreads a pod's {need} time-sliced GPUs over the node's {cards} cards while "
+                "that many have a share free (a plugin with failRequestsGreaterThanOne refuses the pod)"
             )
-            results.append(_short_of_gpus(pool, why))
-            continue
         try:
             result = plan_on_pool(model, pool, serving, workload, share)
+            if spread:
+                verdict = Verdict.TIGHT if result.verdict is Verdict.FITS else result.verdict
+                result = replace(result, verdict=verdict, message=result.message + spread)
         except NotModelledError as exc:  # vLLM takes the setting, fitgate cannot size it, on any pool: Unknown
             return unknown(ReasonCode.SETTINGS_NOT_MODELLED, f"spec.serving: {exc}", facts, inv)
         except SizingError as exc:

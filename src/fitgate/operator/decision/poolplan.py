@@ -19,7 +19,7 @@ from fitgate.operator.gpus.sharing import Mechanism, Share, check_share
 from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import ModelInput, Plan, ReasonCode, ServingConfig, SizingError, Verdict, Workload, plan
 from fitgate.sizing.cost import GpuPrices
-from fitgate.sizing.units import MiB
+from fitgate.sizing.units import MiB, fmt_gib
 
 _RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
 
@@ -154,6 +154,19 @@ def plan_on_pool(
         verdict = s.verdict if s.verdict is Verdict.DOES_NOT_FIT else Verdict.TIGHT
         why = f"if Run:ai shows CUDA the whole card, {check.overrun}"
         return PoolResult(pool, verdict, s, s.reasons[0].code, f"{pool.product}: {s.reasons[0].message}; {why}")
+    if share.mechanism is Mechanism.TIME_SLICING and p.verdict is not Verdict.DOES_NOT_FIT:
+        # hunt77 F4: nothing isolates a time-sliced card's memory; vLLM fails only when the card's other pods hold more
+        # than 1 - gmu of it, which the pool does not show (AI Infra Lab ran Qwen3-4B-AWQ at gmu 0.55 beside a small
+        # embedding server on an RTX 4060 shared two ways, vLLM v0.29.0): Tight with the gmu that keeps to the share
+        left = fmt_gib(card - check.requested_bytes)
+        why = f"it starts only while the card's other pods hold at most {left} of it"
+        return PoolResult(
+            pool,
+            Verdict.TIGHT,
+            p,
+            ReasonCode.GPU_MEMORY_UTILIZATION_EXCEEDS_SHARE,
+            f"{pool.product}: {check.message}; {why}; {p.reasons[0].message}",
+        )
     try:  # what the recommended gmu gives inside the slice
         fixed = plan(model, pool.gpu, replace(serving, gpu_memory_utilization=check.recommended_gmu), workload)
         then = f"with {check.recommended_gmu:.2f}: {fixed.verdict.value}, {fixed.reasons[0].message}"

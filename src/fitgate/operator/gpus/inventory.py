@@ -35,7 +35,7 @@ from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import Share, node_share
-from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
+from fitgate.sizing.gpus import MEMORY_LABEL_TOLERANCE, GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.instances import AMBIGUOUS_NAMES
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
@@ -123,6 +123,15 @@ def _int(value: object) -> int | None:
 def _gpu_for(product: str, memory_mib: int | None, vendor: str) -> tuple[GpuModel | None, tuple[str, ...]]:
     known = find_gpu(product)
     total = memory_mib * MiB - (DRIVER_RESERVED_BYTES if vendor == "nvidia" else 16 * MiB) if memory_mib else None
+    if (
+        known is not None
+        and memory_mib
+        and abs(memory_mib * MiB - known.memory_bytes) <= (MEMORY_LABEL_TOLERANCE * known.memory_bytes)
+    ):
+        # Before the R5xx drivers nvidia-smi's total already left the driver's share out (a T4 on driver 450:
+        # 15109 MiB, CUDA 15094 MiB; 15360 MiB on driver 525): a label that is the catalog's card read either way
+        # is that card, never one the driver's share taken off twice makes smaller (hunt77 F7)
+        return known, ()
     if known is not None:
         gpu, note = with_reported_memory(known, total, "node label")
         return gpu, () if note is None else (note,)
@@ -165,6 +174,8 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
     if product:
         product = re.sub(r"-SHARED$", "", product)
         count = _int(allocatable.get("nvidia.com/gpu"))
+        if not count:  # time-slicing's renameByDefault offers the replicas as nvidia.com/gpu.shared (hunt77 F4)
+            count = _int(allocatable.get("nvidia.com/gpu.shared")) or count
         if count is None:
             count = _int(labels.get("nvidia.com/gpu.count"))
         memory = _int(labels.get("nvidia.com/gpu.memory"))
@@ -201,7 +212,8 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
     if not product and not amd_product:  # no device-plugin product label: the cloud's (GKE, Karpenter, instance type)
         found.extend(_cloud_gpus(name, labels, allocatable))
     taints, cordoned = node_taints(node)
-    share = node_share(labels)
+    whole = [g.count for g in found if g.vendor == "nvidia" and not g.mig_profile]
+    share = node_share(labels, max(whole, default=None))
     return [
         replace(g, taints=taints, unschedulable=cordoned, share=share if g.vendor == "nvidia" else None) for g in found
     ]

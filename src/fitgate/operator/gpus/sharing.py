@@ -86,11 +86,19 @@ def _positive_int(value: object) -> int | None:
     return number if number > 0 else None
 
 
-def node_share(labels: Mapping[str, str]) -> Share | None:
-    """Time-slicing or MPS from GPU Feature Discovery's labels (None: every pod gets whole cards)."""
+def node_share(labels: Mapping[str, str], advertised: int | None = None) -> Share | None:
+    """Time-slicing or MPS from GPU Feature Discovery's labels (None: every pod gets whole cards).
+
+    ``advertised``: the GPUs the node's allocatable offers. Where the labels say the cards are shared but give no
+    replica count above 1 (GFD left ``nvidia.com/gpu.replicas`` at 1 with ``-SHARED`` products,
+    NVIDIA/gpu-feature-discovery issue 76), the replicas are what it offers per card (``nvidia.com/gpu.count``).
+    """
     replicas = _positive_int(labels.get("nvidia.com/gpu.replicas"))
     strategy = labels.get("nvidia.com/gpu.sharing-strategy", "").lower()
     shared = labels.get("nvidia.com/gpu.product", "").endswith("-SHARED")
+    cards = _positive_int(labels.get("nvidia.com/gpu.count"))
+    if (shared or strategy in ("mps", "time-slicing")) and (replicas or 1) == 1 and advertised and cards:
+        replicas = max(1, advertised // cards)
     if strategy == "mps" or (labels.get("nvidia.com/mps.capable") == "true" and replicas and replicas > 1):
         n = min(replicas or 1, MAX_REPLICAS)
         return Share(Mechanism.MPS, fraction=1 / n, replicas=n) if n > 1 else None
