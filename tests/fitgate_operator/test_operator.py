@@ -1047,6 +1047,13 @@ def test_the_crd_takes_the_values_vllm_takes() -> None:
     from fitgate.sizing.speculative import MTP_METHODS, SPEC_METHODS  # noqa: PLC0415
 
     assert set(get_args(SpeculativeConfig.model_fields["method"].annotation)) == set(SPEC_METHODS) | MTP_METHODS
+    # hunt78 F1: vLLM's docs serve an MLP speculator and its CI Medusa (0.30-0.32 list both): the CRD refused them
+    # (Invalid at kubectl apply) where `fitgate plan` and a Deployment's --speculative-config were sized
+    for method in ("mlp_speculator", "medusa", "custom_class", "extract_hidden_states"):
+        raw = {**SPEC, "serving": {**SPEC["serving"], "speculativeConfig": {"method": method}}}
+        ev = evaluate(parse_spec(raw), model("meta-llama/Llama-3.1-8B-Instruct"), gpus(H100))
+        assert ev.verdict in (Verdict.FITS, Verdict.TIGHT), (method, ev.message)
+        assert any("the drafter is another checkpoint and is not counted" in n for n in ev.notes), method
 
 
 def test_an_engine_version_that_names_no_release_is_sized_as_the_newest_with_a_warning() -> None:

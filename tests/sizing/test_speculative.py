@@ -202,7 +202,9 @@ def test_a_modeldeployment_carries_it_and_the_schema_refuses_unknown_methods() -
     spec = {"model": {"name": "deepseek-ai/DeepSeek-V3"}, "serving": {"speculativeConfig": {"method": "mtp"}}}
     parsed = parse_spec(spec)
     assert parsed.serving.speculative_config is not None and parsed.serving.speculative_config.method == "mtp"
-    spec["serving"] = {"speculativeConfig": {"method": "medusa", "numSpeculativeTokens": 2}}
+    spec["serving"] = {"speculativeConfig": {"method": "medusa", "numSpeculativeTokens": 2}}  # vLLM's (hunt78 F1)
+    assert parse_spec(spec).serving.speculative_config is not None
+    spec["serving"] = {"speculativeConfig": {"method": "lookahead", "numSpeculativeTokens": 2}}
     with pytest.raises(SpecError, match="speculativeConfig"):
         parse_spec(spec)
 
@@ -260,10 +262,16 @@ def test_gated_delta_net_conv_states_keep_the_draft_tokens() -> None:
 
 
 def test_a_method_fitgate_does_not_size_is_named_not_denied() -> None:
-    config = '{"method": "custom_class", "model": "acme.Proposer", "num_speculative_tokens": 2}'
+    # a method of a newer release: named, left out, never a denial
+    config = '{"method": "lookahead_v9", "model": "acme.Proposer", "num_speculative_tokens": 2}'
     got = read_workload(_deployment(["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", config]))
     assert got is not None and got.invalid is None and "speculativeConfig" not in got.serving
-    assert any("custom_class: not sized by fitgate" in n for n in got.notes)
+    assert any("lookahead_v9: not sized by fitgate" in n for n in got.notes)
+    # custom_class (a proposer class of the user's): carried like a drafter checkpoint, which is not counted
+    config = '{"method": "custom_class", "model": "acme.Proposer", "num_speculative_tokens": 2}'
+    got = read_workload(_deployment(["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", config]))
+    assert got is not None and got.serving["speculativeConfig"] == {"method": "custom_class", "numSpeculativeTokens": 2}
+    assert any("custom_class: the drafter is another checkpoint, not counted" in n for n in got.notes)
     bad = read_workload(_deployment(["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", "{method: mtp"]))
     assert bad is not None and bad.invalid is not None and "--speculative-config" in bad.invalid
 

@@ -97,7 +97,10 @@ _DEFAULT_TOKENS = {"suffix": 8, **dict.fromkeys(DRAFT_CHECKPOINT_METHODS, 1)}
 _MTP_FIXED_LAYERS = {"mimo_v2_flash": 1, "mimo_v2": 1, "mimo_v2_omni": 1}
 METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
 #: The methods a ModelDeployment names (``serving.speculativeConfig.method``): every ``*_mtp`` is ``mtp``.
-SPEC_METHODS = ("mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark")
+SPEC_METHODS = (
+    "mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark",
+    "mlp_speculator", "medusa", "custom_class", "extract_hidden_states",
+)  # fmt: skip
 #: MTP layers the drafter class builds when the config names none (vLLM 0.33.0): Qwen3NextMTP,
 #: ExaoneMoeMTP and Exaone4_5_MTP read ``getattr(config, "num_nextn_predict_layers", 1)``
 #: (models/qwen3_next_mtp.py L63, exaone_moe_mtp.py L56, exaone4_5_mtp.py L59); the Qwen3.5 and Qwen4

@@ -153,7 +153,7 @@ def _runner(flags: dict[str, str], notes: list[str]) -> str | None:
 def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
     """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``.
 
-    JSON vLLM could not read is an error; a method fitgate does not size (``custom_class``, a newer one) is
+    JSON vLLM could not read is an error; a method fitgate does not size (a newer release's) is
     named in the notes and left out, never a denial.
     """
     if "$(" in value or value.startswith("$"):

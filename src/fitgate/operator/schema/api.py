@@ -109,6 +109,11 @@ class SpeculativeConfig(_Spec):
         "draft_model",
         "dflash",
         "dspark",
+        # a drafter vLLM 0.30-0.32 runs (config/speculative.py 0.32.0 L74-77) or a class of the user's (hunt78 F1)
+        "mlp_speculator",
+        "medusa",
+        "custom_class",
+        "extract_hidden_states",
         # vLLM 0.34's MTPModelTypes (config/speculative.py L53-84), which it reads as mtp (hunt37 F4)
         "deepseek_mtp",
         "dots3_note_mtp",
@@ -141,8 +146,9 @@ class SpeculativeConfig(_Spec):
     ] = Field(
         description="vLLM's method. mtp (and the *_mtp names vLLM reads as mtp: deepseek_mtp, qwen3_next_mtp, ...): "
         "the checkpoint's own multi-token-prediction layers, counted on the last pipeline stage (weights and KV "
-        "cache). ngram, ngram_gpu, suffix: no drafter memory. eagle, eagle3, draft_model, dflash, dspark: a "
-        "drafter from another checkpoint, not counted (the status says so)."
+        "cache). ngram, ngram_gpu, suffix: no drafter memory. eagle, eagle3, draft_model, dflash, dspark, "
+        "mlp_speculator, medusa, custom_class, extract_hidden_states: a drafter from another checkpoint, not "
+        "counted (the status says so)."
     )
 
     @field_validator("method")
@@ -156,7 +162,8 @@ class SpeculativeConfig(_Spec):
         alias="numSpeculativeTokens",
         ge=1,
         le=64,
-        description="Draft tokens per step. Default (mtp): the checkpoint's MTP layers; required otherwise.",
+        description="Draft tokens per step. Default, as vLLM fills it in: mtp the checkpoint's MTP layers, suffix 8, "
+        "a drafter checkpoint 1 (its n_predict, which fitgate does not read; its memory is not counted either).",
     )
 
 
