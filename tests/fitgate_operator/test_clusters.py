@@ -19,6 +19,7 @@ from fitgate.operator.gpus.gpuview import build_inventory
 from fitgate.operator.gpus.inventory import Inventory, parse_node, unlabeled_gpus
 from fitgate.operator.gpus.placement import Toleration
 from fitgate.operator.gpus.prospects import parse_machine_group, parse_nodeclaim, parse_nodepool, prospects
+from fitgate.operator.gpus.sharing import Mechanism, Share
 from fitgate.operator.observation.audit import audit_action
 from fitgate.operator.schema.api import parse_spec
 from fitgate.operator.schema.config import OperatorConfig
@@ -638,6 +639,33 @@ def test_an_old_drivers_labels_read_the_card_they_name() -> None:
     )
     # a board that is not the catalog's either way is still the node's (the H20 above)
     assert parse_node(_gfd_node("Tesla-T4", 12000))[0].gpu.memory_bytes == (12000 - 470) * MiB
+
+
+def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
+    # hunt77 F1: a GKE node pool of A100 40GB partitioned 1g.5gb offers 7 nvidia.com/gpu, one per MIG slice
+    # (cloud.google.com/gke-gpu-partition-size); each was read as a whole A100 (39.4 GiB), admitting what cannot start
+    labels = {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+        "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
+    }
+    node = {"metadata": {"name": "g0", "labels": labels}, "status": {"allocatable": {"nvidia.com/gpu": "7"}}}
+    [g] = parse_node(node)
+    # the slice from its profile's nominal 5 GB (5 x 1000^3 B = 4.66 GiB), as GFD's MIG names are read
+    assert (g.mig_profile, g.count, g.gpu.memory_bytes) == ("1g.5gb", 7, 5 * 1000**3)
+    raw = {"model": {"name": "Qwen/Qwen3-8B", "source": "catalog"}, "serving": {"maxModelLen": 4096}}
+    assert evaluate(parse_spec(raw), model("Qwen/Qwen3-8B"), [g]).verdict is Verdict.DOES_NOT_FIT  # 15 GiB of weights
+    # hunt77 F2: GKE's time-sharing and MPS labels are the node's share, as GFD's are
+    shared = {
+        "cloud.google.com/gke-accelerator": "nvidia-l4",
+        "cloud.google.com/gke-gpu-sharing-strategy": "time-sharing",
+        "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
+    }
+    node = {"metadata": {"name": "g1", "labels": shared}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}
+    [g] = parse_node(node)
+    assert g.share == Share(Mechanism.TIME_SLICING, fraction=0.25, replicas=4)
+    shared["cloud.google.com/gke-gpu-sharing-strategy"] = "mps"
+    [g] = parse_node(node)
+    assert g.share == Share(Mechanism.MPS, fraction=0.25, replicas=4)
 
 
 def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:

@@ -50,6 +50,8 @@ AMD_PRODUCT = "amd.com/gpu.product-name"
 INTEL_PRODUCT = "gpu.intel.com/product"
 GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 GKE_COUNT = "cloud.google.com/gke-accelerator-count"
+#: GKE's MIG node pools: the partition size each nvidia.com/gpu of the node is (``1g.5gb``)
+GKE_PARTITION = "cloud.google.com/gke-gpu-partition-size"
 GPU_CLASS = "gpu.nvidia.com/class"
 GPU_MODEL = "gpu.nvidia.com/model"
 KARPENTER_PREFIXES = ("karpenter.k8s.aws/", "eks.amazonaws.com/")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from fitgate.operator.gpus.cloudlabels import GFD_PRODUCT, gpu_from_labels
+from fitgate.operator.gpus.cloudlabels import GFD_PRODUCT, GKE_PARTITION, gpu_from_labels
 from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
 from fitgate.operator.gpus.prospects import NodeTemplate
@@ -228,6 +228,17 @@ def _cloud_gpus(name: str, labels: Mapping[str, str], allocatable: Mapping[str, 
         count = _int(allocatable.get(resource))
         if count:
             why = f"{got.product} read from the {got.scheme} labels (no {GFD_PRODUCT} label)"
+            partition = labels.get(GKE_PARTITION, "").strip()
+            if got.scheme == "gke" and partition:
+                # hunt77 F1: GKE's MIG nodes offer one nvidia.com/gpu per slice of the partition size the node pool
+                # was created with (cloud.google.com/gke-gpu-partition-size: 1g.5gb; GKE's "Running multi-instance
+                # GPUs"): each is a slice, never the whole card
+                product = f"{got.product}-MIG-{partition}"
+                gpu, notes = _mig_gpu(product, partition, None)
+                if gpu is None:
+                    return []
+                mig = NodeGPUs(name, labels, product, gpu, count, got.vendor, partition, (why, *notes))
+                return [replace(mig, device_resource=resource)]
             return [
                 NodeGPUs(name, labels, got.product, got.gpu, count, got.vendor, notes=(why,), device_resource=resource)
             ]

@@ -95,6 +95,12 @@ def node_share(labels: Mapping[str, str], advertised: int | None = None) -> Shar
     """
     replicas = _positive_int(labels.get("nvidia.com/gpu.replicas"))
     strategy = labels.get("nvidia.com/gpu.sharing-strategy", "").lower()
+    gke = labels.get("cloud.google.com/gke-gpu-sharing-strategy", "").lower()
+    if gke in ("time-sharing", "mps"):
+        # hunt77 F2: GKE's GPU sharing writes its own labels (GKE "Share GPUs with multiple workloads using
+        # time-sharing" / "... using NVIDIA MPS"): the strategy and the clients each card takes
+        strategy = strategy or ("mps" if gke == "mps" else "time-slicing")
+        replicas = replicas or _positive_int(labels.get("cloud.google.com/gke-max-shared-clients-per-gpu"))
     shared = labels.get("nvidia.com/gpu.product", "").endswith("-SHARED")
     cards = _positive_int(labels.get("nvidia.com/gpu.count"))
     if (shared or strategy in ("mps", "time-slicing")) and (replicas or 1) == 1 and advertised and cards:
