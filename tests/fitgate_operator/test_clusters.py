@@ -668,6 +668,20 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
     assert g.share == Share(Mechanism.MPS, fraction=0.25, replicas=4)
 
 
+def test_an_amd_node_with_a_vram_label_and_no_product_name_is_sized_by_it() -> None:
+    # hunt77 F5: ROCm/k8s-device-plugin issue 112 (an AKS ND MI300X v5 node) and the OpenShift AMD docs show the
+    # labeller's amd.com/gpu.vram: 191G and device id, no product name: the node was read as having no GPU (Unknown)
+    labels = {"amd.com/gpu.vram": "191G", "amd.com/gpu.device-id": "74b5", "amd.com/gpu.family": "AI"}
+    node = {"metadata": {"name": "a0", "labels": labels}, "status": {"allocatable": {"amd.com/gpu": "8"}}}
+    [g] = parse_node(node)
+    # 191 x 1024 MiB less the 16 MiB the AMD driver keeps = 195568 MiB
+    assert (g.product, g.vendor, g.count, g.gpu.memory_bytes) == ("AMD-GPU-74b5", "amd", 8, (191 * 1024 - 16) * MiB)
+    # a cloud label that names the card wins: the catalog's MI300X, with its speeds
+    labels["node.kubernetes.io/instance-type"] = "Standard_ND96isr_MI300X_v5"
+    [g] = parse_node(node)
+    assert g.gpu.name == "MI300X"
+
+
 def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:
     # hunt16 G7: AWS's EKS GenAI starter kit pins its 15 model templates with karpenter.k8s.aws/instance-family: g6e;
     # every g6e instance type of the registry (data/cloud_gpus.json) carries L40S, every g5 A10G

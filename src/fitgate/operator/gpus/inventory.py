@@ -204,6 +204,16 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
                 )
 
     amd_product = labels.get("amd.com/gpu.product-name")
+    if (
+        not product
+        and not amd_product
+        and _amd_vram_mib(labels.get("amd.com/gpu.vram", ""))
+        and gpu_from_labels(labels)[0] is None
+    ):
+        # hunt77 F5: the AMD labeller of gpu-operator 1.x and AKS's MI300X VMs write the VRAM and device id but no
+        # product name (ROCm/k8s-device-plugin issue 112, ROCm/gpu-operator issue 266): where no cloud label names
+        # the card either, it is sized by the VRAM label
+        amd_product = f"AMD-GPU-{labels.get('amd.com/gpu.device-id', 'unnamed')[:32]}"
     if amd_product:
         count = _int(allocatable.get("amd.com/gpu"))
         gpu, notes = _gpu_for(amd_product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
