@@ -401,6 +401,28 @@ def test_a_karpenter_nodepool_names_the_product() -> None:
     assert (h100.gpu.gpu.name, h100.source) == ("H100-SXM", "placement")
 
 
+def test_a_nodepool_that_pins_only_the_instance_family_names_its_gpu() -> None:
+    # hunt77 F11: an EKS Auto Mode NodePool whose only GPU requirement is eks.amazonaws.com/instance-family In [g6e]
+    # gave no prospect for a placement selecting the pool (every g6e carries an L40S, data/cloud_gpus.json)
+    auto = {
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [{"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": ["g6e"]}]
+                }
+            }
+        },
+    }
+    pool = parse_nodepool(auto)
+    assert pool is not None
+    [p] = prospects(None, {"karpenter.sh/nodepool": "gpu"}, (), [pool])
+    assert (p.gpu.gpu.name, p.source) == ("L40S", "NodePool/gpu")
+    # a family without a GPU names none
+    auto["spec"]["template"]["spec"]["requirements"][0]["values"] = ["m5"]
+    assert prospects(None, {"karpenter.sh/nodepool": "gpu"}, (), [parse_nodepool(auto)]) == ()
+
+
 def test_a_nodepool_that_leaves_the_gpu_open_takes_the_one_the_pod_selects() -> None:
     open_pool = parse_nodepool({"metadata": {"name": "default"}, "spec": {"template": {"spec": {"requirements": []}}}})
     assert open_pool is not None

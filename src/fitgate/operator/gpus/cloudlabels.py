@@ -86,6 +86,9 @@ GPU_KEYS = (
     *INSTANCE_TYPE_KEYS,
 )
 
+#: Karpenter's instance-family labels: a GPU where every instance type of the family carries the same one (g6e).
+FAMILY_KEYS = tuple(f"{p}instance-family" for p in KARPENTER_PREFIXES)
+
 
 @dataclass(frozen=True)
 class LabelGpu:

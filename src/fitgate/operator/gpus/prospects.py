@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fitgate.operator.gpus.cloudlabels import GPU_KEYS, LabelGpu, gpu_from_labels
+from fitgate.operator.gpus.cloudlabels import FAMILY_KEYS, GPU_KEYS, LabelGpu, gpu_from_labels
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint
 from fitgate.sizing.gpus import GpuModel, find_gpu
 
@@ -234,7 +234,9 @@ def _from_template(t: NodeTemplate, selector: Mapping[str, str]) -> list[tuple[L
     got, _ = gpu_from_labels(merged)
     if got is not None:
         return [(got, got.count or t.gpu_count)]
-    for key in GPU_KEYS:
+    # hunt77 F11: an EKS Auto Mode / Karpenter NodePool may pin only the instance family (g6e: every instance of
+    # it carries an L40S), which names the GPU as well as a GPU name would
+    for key in (*GPU_KEYS, *FAMILY_KEYS):
         values = t.candidates(key)
         out = []
         for value in values[:MAX_VALUES]:
