@@ -243,3 +243,29 @@ def m_config() -> dict[str, object]:
     from tests.conftest import catalog_config  # noqa: PLC0415
 
     return dict(catalog_config("Qwen/Qwen3-Embedding-0.6B"))
+
+
+def test_float32_shards_of_a_16_bit_config_load_in_16_bits() -> None:
+    # hunt76 F1: MBZUAI's AIN (a Qwen2-VL-7B fine-tune) says torch_dtype bfloat16 and ships 33,165,502,464 bytes of
+    # float32 shards; vLLM loads every tensor into the config's dtype (config/model.py 0.34.0 L2511-2560,
+    # weight_utils.py L1588-1602 default_weight_loader), so its GPU holds 2 bytes a parameter. fitgate scaled the
+    # parameter counts with the bytes: 30.90 GiB of weights, DoesNotFit on an L4 where it runs.
+    from fitgate.checkpoints.facts import ModelFacts  # noqa: PLC0415
+
+    config = json.loads(tiny_files()["config.json"])  # a small Llama, torch_dtype bfloat16
+    estimate = inventory_from_architecture(parse_config(config))
+    params = sum(e.numel for e in estimate.entries)
+    assert estimate.stored_bytes == 2 * params  # bfloat16: 2 bytes a parameter
+    as_16 = to_model_input(ModelFacts("x", "x", config, total_size=estimate.stored_bytes))
+    as_32 = to_model_input(ModelFacts("x", "x", config, total_size=4 * params))  # the same tensors in float32
+    assert sum(e.numel for e in as_32.inventory.entries) == sum(e.numel for e in as_16.inventory.entries)
+    assert as_32.inventory.stored_bytes == 2 * as_16.inventory.stored_bytes
+    h100 = lookup_gpu("H100")
+    serving = ServingConfig(max_model_len=1024)
+    assert plan(as_32, h100, serving).per_gpu.weights_bytes == plan(as_16, h100, serving).per_gpu.weights_bytes
+    # a total 1.5x the estimate is more parameters, not float32: scaled as before
+    more = to_model_input(ModelFacts("x", "x", config, total_size=3 * params))
+    assert sum(e.numel for e in more.inventory.entries) == pytest.approx(1.5 * params, rel=1e-3)
+    # the Hub's per-dtype counts say it exactly: F32 parameters are parameters
+    counted = to_model_input(ModelFacts("x", "x", config, dtype_counts={"F32": params}))
+    assert sum(e.numel for e in counted.inventory.entries) == pytest.approx(params, rel=1e-3)

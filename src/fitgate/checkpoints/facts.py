@@ -224,7 +224,48 @@ def to_model_input(facts: ModelFacts, hf_overrides: Mapping[str, Any] | None = N
     else:
         inventory = inventory_from_architecture(arch)
         if facts.total_size:
-            inventory = inventory.scaled_to(facts.total_size)
+            inventory = inventory.scaled_to(facts.total_size, numel_ratio=_float32_shards(inventory, facts.total_size))
         elif facts.dtype_counts:
-            inventory = inventory.scaled_to(bytes_from_dtype_counts(facts.dtype_counts))
+            inventory = inventory.scaled_to(
+                bytes_from_dtype_counts(facts.dtype_counts), numel_ratio=_counted_numel(inventory, facts.dtype_counts)
+            )
     return ModelInput(facts.name, arch, inventory)
+
+
+#: The Hub's ``safetensors.parameters`` keys of floating tensors (a packed integer count is not a parameter count).
+_FLOAT_COUNTS = frozenset({"F16", "BF16", "F32", "F64"})
+
+
+def _counted_numel(estimate: WeightInventory, counts: Mapping[str, int]) -> float | None:
+    """The parameters' scale from the Hub's per-dtype counts of an unquantized checkpoint, None for packed data.
+
+    Float32 tensors are as many parameters as 16-bit ones, in twice the bytes (:func:`_float32_shards`).
+    """
+    if any(e.quantized for e in estimate.entries) or not set(counts) <= _FLOAT_COUNTS:
+        return None
+    estimated = sum(e.numel for e in estimate.entries)
+    counted = sum(n for n in counts.values() if isinstance(n, int))
+    return counted / estimated if estimated and counted else None
+
+
+#: How far an index's ``total_size`` may be from twice the config's 16-bit estimate and still be read as float32
+#: shards (the estimate from config.json is within ~8 % of real checkpoints: hunt76, ~30 indexes).
+FLOAT32_SHARDS_TOLERANCE = 0.1
+
+
+def _float32_shards(estimate: WeightInventory, total_size: int) -> float | None:
+    """The parameters' scale when an unquantized checkpoint's shards are float32 under a 16-bit config, else None.
+
+    vLLM loads every tensor into the model's dtype, the config's ``torch_dtype`` (``config/model.py`` 0.34.0
+    L2511-2560 ``_get_and_verify_dtype``; ``default_weight_loader`` copies a float32 tensor into the bfloat16 param,
+    ``model_loader/weight_utils.py`` L1588-1602). An index whose ``total_size`` is twice the 16-bit estimate holds
+    the same parameters in 4 bytes each (hunt76 F1: MBZUAI's AIN, a Qwen2-VL-7B fine-tune, bfloat16 in config.json,
+    33.2 GB of float32 shards: 15.4 GiB on the GPU, not 30.9).
+    """
+    if any(e.quantized for e in estimate.entries) or not estimate.stored_bytes:
+        return None
+    estimated_numel = sum(e.numel for e in estimate.entries)
+    if estimate.stored_bytes != 2 * estimated_numel:  # a float32 config's estimate is already 4 bytes a parameter
+        return None
+    ratio = total_size / estimate.stored_bytes
+    return ratio / 2 if abs(ratio - 2) <= 2 * FLOAT32_SHARDS_TOLERANCE else None

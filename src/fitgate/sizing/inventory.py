@@ -84,18 +84,23 @@ class WeightInventory:
         """True when no real size of the checkpoint was known."""
         return self.source == "config"
 
-    def scaled_to(self, total_bytes: int, source: str = "total") -> WeightInventory:
-        """The same shape of inventory, rescaled so that the stored bytes add up to ``total_bytes``."""
+    def scaled_to(self, total_bytes: int, source: str = "total", numel_ratio: float | None = None) -> WeightInventory:
+        """The same shape of inventory, rescaled so that the stored bytes add up to ``total_bytes``.
+
+        ``numel_ratio``: how much the parameter counts change, where that is not the bytes' ratio (shards stored in a
+        wider dtype than the model's hold the same parameters in more bytes: vLLM loads them in the model's dtype).
+        """
         current = self.stored_bytes
         if total_bytes <= 0 or current <= 0:
             raise SizingError("weights.total_size", total_bytes, "a positive number of bytes")
         ratio = total_bytes / current
+        numel = ratio if numel_ratio is None else numel_ratio
         return WeightInventory(
             tuple(
                 WeightEntry(
                     e.layer,
                     e.role,
-                    round(e.numel * ratio),
+                    round(e.numel * numel),
                     round(e.stored_bytes * ratio),
                     e.quantized,
                     e.linear,
