@@ -102,7 +102,12 @@ def build_table(only: list[str] | None = None) -> dict[str, Any]:
             }
             aliases = {str(k): str(v) for k, v in (getattr(cls, "attribute_map", None) or {}).items()}
             table[model_type] = {"defaults": defaults, "aliases": aliases, "sub_configs": subs}
-    return {"_transformers_version": transformers.__version__, "model_types": table}
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES  # noqa: PLC0415
+
+    # the base model class vLLM names for a config without ``architectures`` (transformers_utils/config.py 0.34.0
+    # L984-994)
+    classes = {str(k): str(v) for k, v in MODEL_MAPPING_NAMES.items()}
+    return {"_transformers_version": transformers.__version__, "model_types": table, "model_classes": classes}
 
 
 def main() -> None:
@@ -116,7 +121,8 @@ def main() -> None:
     for i, (model_type, entry) in enumerate(items):
         sep = "," if i < len(items) - 1 else ""
         out.write(f"  {json.dumps(model_type)}: {json.dumps(entry, sort_keys=True, separators=(',', ':'))}{sep}\n")
-    out.write(" }\n}\n")
+    out.write(" },\n")
+    out.write(f' "model_classes": {json.dumps(table["model_classes"], sort_keys=True, separators=(",", ":"))}\n}}\n')
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ def _broken(repo: str, **changes: Any) -> dict[str, Any]:
         ),
         ({"vocab_size": 10**12}, r"config.json:vocab_size: 1000000000000 is not valid"),
         ({"torch_dtype": "int3"}, r"torch_dtype: 'int3' is not valid; expected one of auto, bfloat16"),
-        ({"architectures": []}, r"config.json:architectures: \[\] is not valid"),
+        ({"architectures": "LlamaForCausalLM"}, r"config.json:architectures: 'LlamaForCausalLM' is not valid"),
     ],
 )
 def test_bad_configs_name_the_key(changes: dict[str, Any], message: str) -> None:
@@ -140,6 +140,18 @@ def test_missing_key_takes_the_transformers_default() -> None:
     arch = parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", intermediate_size=...))
     ffn = arch.layers[0].ffn
     assert ffn is not None and getattr(ffn, "intermediate_size", None) == 11008
+
+
+def test_a_config_without_architectures_is_the_class_vllm_names() -> None:
+    # hunt76 F2: vLLM 0.34 fills a missing (or empty) architectures with transformers' base class of the model type
+    # (transformers_utils/config.py L984-994): LlamaModel, an embedding model in its registry. It was exit 2; the
+    # class is looked up as any other (fitgate does not size LlamaModel: Unknown), never a usage error.
+    for missing in (..., []):
+        with pytest.raises(UnknownArchitectureError, match=r"'LlamaModel' is an architecture fitgate does not size"):
+            parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", architectures=missing))
+    # a model type transformers maps to no class: vLLM wants --hf-overrides naming one
+    with pytest.raises(UnknownArchitectureError, match=r"model_type 'acme' maps to no transformers model class"):
+        parse_config({"model_type": "acme", "hidden_size": 8})
 
 
 def test_unknown_architecture_names_it() -> None:

@@ -121,3 +121,10 @@ def test_corpus_config_parses_the_same_through_transformers(
     actual = parse_config(raw)
     assert expected_error is None, f"only the table's path refuses it: {expected_error}"
     assert actual == expected.__class__(**{**expected.__dict__, "notes": actual.notes})
+
+
+def test_the_model_classes_are_transformers_base_classes() -> None:
+    # vLLM names transformers' MODEL_MAPPING_NAMES[model_type] for a config without architectures (hunt76 F2)
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES  # noqa: PLC0415
+
+    assert json.loads(TABLE.read_text())["model_classes"] == {str(k): str(v) for k, v in MODEL_MAPPING_NAMES.items()}

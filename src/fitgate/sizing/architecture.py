@@ -27,7 +27,7 @@ from fitgate.sizing.config_reader import (
 from fitgate.sizing.dtypes import normalize_model_dtype
 from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from fitgate.sizing.families import BY_ARCHITECTURE, MODEL_TYPES, ModelTypeTraits
-from fitgate.sizing.hf_config import normalize
+from fitgate.sizing.hf_config import base_model_class, normalize
 from fitgate.sizing.model import (
     MLA,
     Attention,
@@ -82,6 +82,24 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {arch: family.name for arch, family in
 _NO_TRAITS = ModelTypeTraits()
 
 
+def _class_of_model_type(model_type: object) -> str:
+    """The class vLLM names for a config without ``architectures``: transformers' base model of its ``model_type``.
+
+    vLLM 0.34.0 ``transformers_utils/config.py`` L984-994 sets ``architectures`` to ``MODEL_MAPPING_NAMES[model_type]``
+    (``LlamaModel`` for ``llama``, an embedding model in its registry); a model type transformers does not map needs
+    ``hf_overrides`` naming the class (hunt76 F2). Either way the class is fitgate's to look up, or Unknown.
+    """
+    mapped = base_model_class(model_type)
+    if mapped is None:
+        raise UnknownArchitectureError(
+            "config.json:architectures",
+            None,
+            f"a config that names its class: model_type {str(model_type)[:80]!r} maps to no transformers model class, "
+            "and vLLM needs --hf-overrides '{\"architectures\": [...]}' for it",
+        )
+    return mapped
+
+
 def _supported_hint(arch: str) -> str:
     """What to expect instead of an unknown architecture: the closest supported names, not all of them."""
     close = difflib.get_close_matches(str(arch), sorted(SUPPORTED_ARCHITECTURES), n=3, cutoff=0.6)
@@ -102,6 +120,8 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
     if not isinstance(config, Mapping):
         raise SizingError("config.json", type(config).__name__, "a JSON object")
     archs = config.get("architectures")
+    if archs is None or archs == []:
+        archs = [_class_of_model_type(config.get("model_type"))]
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise SizingError("config.json:architectures", archs, "a list naming the model class")
     arch = archs[0]

@@ -71,10 +71,20 @@ def _short(value: object) -> str:
 
 
 @lru_cache(maxsize=1)
+def _raw() -> Mapping[str, Any]:
+    raw: Mapping[str, Any] = json.loads(resources.files("fitgate.sizing").joinpath("data/hf_defaults.json").read_text())
+    return raw
+
+
 def _table() -> Mapping[str, Any]:
-    raw = json.loads(resources.files("fitgate.sizing").joinpath("data/hf_defaults.json").read_text())
-    table: Mapping[str, Any] = raw["model_types"]
+    table: Mapping[str, Any] = _raw()["model_types"]
     return table
+
+
+def base_model_class(model_type: object) -> str | None:
+    """The base model class transformers gives a ``model_type`` (``MODEL_MAPPING_NAMES``, from the generated table)."""
+    classes: Mapping[str, str] = _raw()["model_classes"]
+    return classes.get(model_type) if isinstance(model_type, str) else None
 
 
 #: Model types vLLM builds with another type's class (its ``_CONFIG_REGISTRY`` in
