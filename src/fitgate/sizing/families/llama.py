@@ -55,6 +55,9 @@ ARCHITECTURES: tuple[str, ...] = (
     # L240), q/k/v biases when use_qkv_bias (L125-138) and a partial rotary; it builds no qk_layernorm
     "StableLmForCausalLM",
     "LlamaForCausalLM",
+    # the early conversions' spelling, which vLLM 0.34 builds with LlamaForCausalLM (registry.py "LLaMAForCausalLM";
+    # hunt76 F5)
+    "LLaMAForCausalLM",
     "MistralForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
