@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fitgate.sizing.architecture import MLA, Attention, LinearAttention, Mamba, MoE, parse_config, parse_quantization
-from fitgate.sizing.errors import SizingError, UnknownArchitectureError
+from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from tests.conftest import catalog_config
 
 
@@ -162,10 +162,18 @@ def test_unknown_architecture_names_it() -> None:
         parse_config({"architectures": ["BertModel"], "hidden_size": 768})
 
 
-def test_unknown_quantization_method() -> None:
+def test_unknown_quantization_method_is_not_modelled_never_invalid() -> None:
+    # hunt76: a checkpoint method fitgate does not size (hqq of older releases, moe_wna16 ...) was a usage error, exit 2
     config = _broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config={"quant_method": "hqq"})
-    with pytest.raises(SizingError, match=r"quant_method: 'hqq' is not valid"):
+    with pytest.raises(NotModelledError, match=r"quant_method: 'hqq' is taken by vLLM but not sized by fitgate"):
         parse_config(config)
+    # hunt76 F4: MLX's {"bits": 4, "group_size": 64} names no method (vLLM reads it unquantized; its weights do not load)
+    config = _broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config={"bits": 4, "group_size": 64})
+    with pytest.raises(NotModelledError, match=r"a quantization without a method \(MLX's bits / group_size\?\)"):
+        parse_config(config)
+    # a quantization_config that is not an object stays a malformed config
+    with pytest.raises(SizingError, match="quantization_config"):
+        parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config=[4]))
 
 
 def test_jamba_places_attention_and_experts_by_period() -> None:
