@@ -252,6 +252,18 @@ def test_a_runai_fraction_beyond_the_gmu_is_tight_not_denied_and_a_slice_too_sma
     assert (tenth.verdict, tenth.reason) == (Verdict.DOES_NOT_FIT, ReasonCode.WEIGHTS_EXCEED_BUDGET)
 
 
+def test_runai_fractional_replicas_are_packed_onto_cards() -> None:
+    # hunt79 F1: NVIDIA's Dynamo guide for KAI with GPU fractions ran 16 Qwen3-4B workers at gpu-fraction 0.5 on 8 A100s
+    # ("two per GPU"); 16 replicas on one 8-GPU node were denied Unschedulable ("only 8 of 16 replicas can be placed"):
+    # a fractional pod asks for no nvidia.com/gpu, and the scheduler packs two halves to a card.
+    spec = {**SPEC, "replicas": 16, "placement": {"gpuShare": {"runaiGpuFraction": 0.5}}}
+    packed = evaluate(parse_spec(spec), LLAMA, inventory(node("r-0", {}, 8)))
+    assert packed.verdict is Verdict.TIGHT and packed.reason is not ReasonCode.UNSCHEDULABLE, packed.message
+    # 17 halves need 9 cards: one more than the node has
+    over = evaluate(parse_spec({**spec, "replicas": 17}), LLAMA, inventory(node("r-0", {}, 8)))
+    assert over.reason is ReasonCode.UNSCHEDULABLE, over.message
+
+
 def test_cordoned_and_tainted_nodes_are_planned_on_and_the_pods_wait() -> None:
     # fit is not availability: a cordon is lifted, a toleration added by a policy; the fit on those nodes is the
     # verdict, admitted with the reason the pods wait (it was a NoMatchingGPUPool denial)

@@ -34,7 +34,7 @@ from fitgate.operator.gpus.cloudlabels import names_a_gpu
 from fitgate.operator.gpus.dra import ClaimError
 from fitgate.operator.gpus.inventory import GpuPool, Inventory, NodeGPUs
 from fitgate.operator.gpus.placement import Toleration
-from fitgate.operator.gpus.sharing import Mechanism
+from fitgate.operator.gpus.sharing import Mechanism, Share
 from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import (
     EngineArg,
@@ -66,6 +66,19 @@ MAX_ALTERNATIVES = 3
 def _short_of_gpus(pool: GpuPool, why: str) -> PoolResult:
     """A pool that cannot host one replica's GPUs at all (no plan on it)."""
     return PoolResult(pool, Verdict.DOES_NOT_FIT, None, ReasonCode.NOT_ENOUGH_GPUS_PER_NODE, f"{pool.product}: {why}")
+
+
+def _per_card(share: Share | None, card_bytes: int) -> int:
+    """The one-GPU replicas one card takes: Run:ai / KAI pack fractional pods onto a card (hunt79 F1).
+
+    Their pods ask for no ``nvidia.com/gpu`` (a ``gpu-fraction`` or ``gpu-memory`` annotation: the scheduler packs
+    them, two halves to a card), so a replica is not a whole GPU of the pool's free count. HAMi, time-slicing and MPS
+    offer their shares as the node's allocatable GPUs, which the count already holds.
+    """
+    if share is None or share.mechanism is not Mechanism.RUNAI:
+        return 1
+    part = share.slice_bytes(card_bytes)
+    return max(1, card_bytes // part) if part > 0 else 1
 
 
 def alternatives_of(
@@ -403,8 +416,9 @@ def evaluate(
             results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
             continue
         # a pool with no node yet is planned per GPU only: its nodes are the autoscaler's to create
+        per_card = _per_card(share, pool.gpu.memory_bytes) if need == 1 else 1
         results.append(
-            result if pool.prospective else placed(result, spec.replicas, max(need, claimed or 0), nodes, own)
+            result if pool.prospective else placed(result, spec.replicas, max(need, claimed or 0), nodes, own, per_card)
         )
     invalid = next((r for r in results if r.reason is ReasonCode.INVALID_SETTINGS), None)
     if invalid is not None:  # a setting the model cannot take, whatever the GPU

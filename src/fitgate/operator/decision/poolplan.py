@@ -182,11 +182,17 @@ def plan_on_pool(
 
 
 def placed(
-    result: PoolResult, replicas: int, need: int, nodes: int, own: Mapping[str, Mapping[str, int]]
+    result: PoolResult,
+    replicas: int,
+    need: int,
+    nodes: int,
+    own: Mapping[str, Mapping[str, int]],
+    per_card: int = 1,
 ) -> PoolResult:
     """A Fits/Tight result becomes Unschedulable when the pool's free GPUs cannot take every replica.
 
-    GPUs held by the deployment's own pods (spec.observe.selector) count as free for it.
+    GPUs held by the deployment's own pods (spec.observe.selector) count as free for it. ``per_card``: one-GPU
+    replicas the scheduler packs onto one card (Run:ai / KAI fractions).
     """
     if result.verdict not in (Verdict.FITS, Verdict.TIGHT):
         return result
@@ -195,11 +201,13 @@ def placed(
     if pool.mig_profile:
         resource = f"nvidia.com/mig-{pool.mig_profile}"
     free = [n + own.get(node, {}).get(resource, 0) for node, n in pool.free_by_node]
-    placed = replicas_placed(free, need, nodes)
+    placed = replicas_placed(free, need, nodes) * per_card
     if placed >= replicas:
         return result
     per = f"{need} GPUs on each of {nodes} nodes" if nodes > 1 else f"{need} GPU{'s' if need > 1 else ''} on one node"
-    in_use = replicas_placed([pool.gpus_per_node] * len(free), need, nodes) >= replicas
+    if per_card > 1:
+        per = f"a share of a GPU ({per_card} to a card)"
+    in_use = replicas_placed([pool.gpus_per_node] * len(free), need, nodes) * per_card >= replicas
     why = " (GPUs held by running pods or allocated claims: it can be placed once they are freed)" if in_use else ""
     return replace(
         result,
