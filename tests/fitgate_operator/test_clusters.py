@@ -676,6 +676,18 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
     assert (g.mig_profile, g.count, g.gpu.memory_bytes) == ("1g.5gb", 7, 5 * 1000**3)
     raw = {"model": {"name": "Qwen/Qwen3-8B", "source": "catalog"}, "serving": {"maxModelLen": 4096}}
     assert evaluate(parse_spec(raw), model("Qwen/Qwen3-8B"), [g]).verdict is Verdict.DOES_NOT_FIT  # 15 GiB of weights
+    # hunt79 F3: GKE writes no slice memory; the name's GB alone read an H100's 7g.80gb as 74.5 GiB (79.25 real). Its
+    # fraction of the card: 80 GB of 79.19 GiB is the whole card; 3g.40gb half of it less 0.35 x 7/8 x 8/7 x 1/2 GiB
+    h100 = {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+        "cloud.google.com/gke-gpu-partition-size": "7g.80gb",
+    }
+    node = {"metadata": {"name": "g2", "labels": h100}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    card = parse_node({"metadata": {"name": "g3", "labels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}},
+                       "status": {"allocatable": {"nvidia.com/gpu": "8"}}})[0].gpu.memory_bytes  # fmt: skip
+    assert parse_node(node)[0].gpu.memory_bytes == card
+    h100["cloud.google.com/gke-gpu-partition-size"] = "3g.40gb"
+    assert parse_node(node)[0].gpu.memory_bytes == int(card / 2 - 0.35 * GiB * 0.5 * 8 / 7)
     # hunt77 F2: GKE's time-sharing and MPS labels are the node's share, as GFD's are
     shared = {
         "cloud.google.com/gke-accelerator": "nvidia-l4",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -182,7 +183,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
         notes: tuple[str, ...] = ()
         mig = re.search(r"-MIG-(\d+g\.\d+gb)$", product)
         if mig:  # MIG single strategy: every allocatable GPU is one MIG device
-            gpu, notes = _mig_gpu(product, mig.group(1), memory)
+            gpu, notes = _mig_gpu(product, mig.group(1), memory, find_gpu(product[: mig.start()]))
             mig_profile: str | None = mig.group(1)
         else:
             gpu, notes = _gpu_for(product, memory, "nvidia")
@@ -197,7 +198,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
                 continue
             profile = m.group(1)
             mig_memory = _int(labels.get(f"nvidia.com/mig-{profile}.memory"))
-            gpu_mig, mig_notes = _mig_gpu(f"{product}-MIG-{profile}", profile, mig_memory)
+            gpu_mig, mig_notes = _mig_gpu(f"{product}-MIG-{profile}", profile, mig_memory, find_gpu(product))
             if gpu_mig is not None:
                 found.append(
                     NodeGPUs(name, labels, f"{product}-MIG-{profile}", gpu_mig, n, "nvidia", profile, mig_notes)
@@ -244,7 +245,7 @@ def _cloud_gpus(name: str, labels: Mapping[str, str], allocatable: Mapping[str, 
                 # was created with (cloud.google.com/gke-gpu-partition-size: 1g.5gb; GKE's "Running multi-instance
                 # GPUs"): each is a slice, never the whole card
                 product = f"{got.product}-MIG-{partition}"
-                gpu, notes = _mig_gpu(product, partition, None)
+                gpu, notes = _mig_gpu(product, partition, None, got.gpu)
                 if gpu is None:
                     return []
                 mig = NodeGPUs(name, labels, product, gpu, count, got.vendor, partition, (why, *notes))
@@ -294,14 +295,40 @@ def node_gpus(node: Mapping[str, Any], logger: logging.Logger | logging.LoggerAd
     return found
 
 
-def _mig_gpu(product: str, profile: str, memory_mib: int | None) -> tuple[GpuModel | None, tuple[str, ...]]:
-    """A MIG slice as a GPU: its memory label if present, else the profile's nominal GB."""
+#: The parts of a card's memory a MIG profile can hold (NVIDIA's MIG user guide, "Supported MIG Profiles": 1/8, 2/8,
+#: 4/8 and 8/8 of the memory on A100 / H100 / H200 / B200, quarters on the A30 and RTX PRO 6000).
+MIG_MEMORY_FRACTIONS = (1 / 8, 1 / 4, 1 / 2, 1.0)
+#: What a slice holds less than its fraction of the card, at a 1/8 slice (scaled by 1 - fraction): an H100's
+#: 1g.10gb is 9.75 GiB of CUDA memory against 79.19 / 8 = 9.90, its 3g.40gb 39.25-39.5 against 39.60 (hunt79 F3).
+MIG_SLICE_SHORTFALL_BYTES = int(0.35 * GiB)
+
+
+def mig_slice_bytes(profile: str, card: GpuModel | None) -> int | None:
+    """The device memory of a MIG profile without a memory label: its fraction of the card, never below the name's GB.
+
+    The name's GB (``1g.10gb``) read as 10^9 bytes is below every slice's real size (9.75 GiB), and far below the
+    whole-card profiles (an H100's 7g.80gb was read as 74.5 GiB, 79.25 real: hunt79 F3); the card's memory times the
+    profile's fraction of it (its GB against the card's, to the nearest of :data:`MIG_MEMORY_FRACTIONS`) is within a
+    quarter GiB on the A100 and H100, up to 1.2 GiB above on the H200's 1g.18gb. None for an unreadable profile.
+    """
     match = _MIG_PROFILE.match(profile)
-    if memory_mib:
-        total = memory_mib * MiB
-    elif match:
-        total = int(match.group(2)) * 1000**3
-    else:
+    if not match:
+        return None
+    nominal = int(match.group(2))
+    named = nominal * 1000**3
+    if card is None or nominal <= 0:
+        return named
+    share = nominal * GiB / card.memory_bytes
+    fraction = min(MIG_MEMORY_FRACTIONS, key=lambda f: abs(math.log(share / f)))
+    return max(named, int(card.memory_bytes * fraction - MIG_SLICE_SHORTFALL_BYTES * (1 - fraction) * 8 / 7))
+
+
+def _mig_gpu(
+    product: str, profile: str, memory_mib: int | None, card: GpuModel | None = None
+) -> tuple[GpuModel | None, tuple[str, ...]]:
+    """A MIG slice as a GPU: its memory label if present, else :func:`mig_slice_bytes` of ``card``."""
+    total = memory_mib * MiB if memory_mib else mig_slice_bytes(profile, card)
+    if total is None:
         return None, (f"{product}: unreadable MIG profile {profile!r}",)
     return GpuModel(name=product, memory_bytes=total, memory_basis="MIG profile"), ()
 
