@@ -161,6 +161,12 @@ def test_text_output_is_a_readable_breakdown(capsys: pytest.CaptureFixture[str])
     assert "verdict: Fits" in out and "KV cache" in out and "vllm serve Qwen/Qwen3-8B" in out and "█" in out
 
 
+def test_a_gpu_memory_without_a_unit_says_it_is_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt79 F6: `--gpu-memory 16` read 16 bytes and said only "from 0.5 GiB to 16 TiB"
+    code, _, err = run(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu-memory", "16")
+    assert code == 2 and "a number without a unit is bytes: 16GiB?" in err
+
+
 def test_local_safetensors_checkpoint_is_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stored = write_tiny_checkpoint(tmp_path / "tiny")
     code, doc = plan_json(capsys, "--model", str(tmp_path / "tiny"), "--gpu-memory", "8GiB")

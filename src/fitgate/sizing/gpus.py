@@ -165,5 +165,6 @@ def with_reported_memory(known: GpuModel, total_bytes: int | None, source: str) 
 def custom_gpu(memory_bytes: int, name: str = "custom") -> GpuModel:
     """A GPU known only by its memory (``--gpu-memory``), e.g. a MIG slice."""
     if not GiB // 2 <= memory_bytes <= MAX_GPU_BYTES:
-        raise SizingError("gpu_memory", memory_bytes, "from 0.5 GiB to 16 TiB of device memory")
+        hint = f" (a number without a unit is bytes: {memory_bytes}GiB?)" if memory_bytes < GiB // 2 else ""
+        raise SizingError("gpu_memory", memory_bytes, f"from 0.5 GiB to 16 TiB of device memory{hint}")
     return GpuModel(name=name, memory_bytes=memory_bytes, memory_basis="given")
