@@ -100,6 +100,31 @@ def test_dynamo_prefill_and_decode_component_types_are_workers(tmp_path: Path) -
     assert "Dynamo decode worker D" in results[0].message
 
 
+def test_a_dynamo_workers_kai_gpu_fraction_is_its_share(tmp_path: Path) -> None:
+    # hunt79 F2: NVIDIA's Dynamo guide for KAI with GPU fractions puts gpu-fraction: "0.5" in a worker's
+    # extraPodMetadata.annotations and no nvidia.com/gpu (KAI refuses a pod with both); fitgate read no annotation and
+    # answered Unknown, "set nvidia.com/gpu: 1". Half an H100 (39.6 GiB) at gmu 0.4 (31.7 GiB) holds Qwen3-8B.
+    import yaml  # noqa: PLC0415
+
+    main = {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0", "command": ["python3", "-m", "dynamo.vllm"]}
+    main["args"] = ["--model", "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.40", "--max-model-len", "4096"]
+    worker = {
+        "componentType": "worker",
+        "extraPodMetadata": {"annotations": {"gpu-fraction": "0.5"}},
+        "extraPodSpec": {"schedulerName": "kai-scheduler", "mainContainer": main},
+    }
+    graph = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "q", "namespace": "t"},
+        "spec": {"services": {"VllmDecodeWorker": worker}},
+    }
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(graph))
+    [r] = check_files([str(path)], gpu_name="H100")
+    assert r.verdict in ("Fits", "Tight") and "Run:ai gives this pod 39.59 GiB of the 79.19 GiB card" in r.message, r
+
+
 def test_kaito_config_flags_are_read_from_the_configmap() -> None:
     docs = check_files([str(MANIFESTS / "kaito-workspace-custom-config.yaml")], gpu_name="H100")
     workspace = docs[-1]

@@ -301,14 +301,15 @@ def _dynamo_container(container: dict[str, Any]) -> dict[str, Any]:
 DYNAMO_WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
 
 
-def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, str]]:
-    """(service name, pod spec, nodes per replica, role) of each vLLM worker of a DynamoGraphDeployment.
+def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, str, dict[str, Any]]]:
+    """(service name, pod spec, nodes per replica, role, pod annotations) of each vLLM worker of a graph.
 
-    v1alpha1: ``spec.services.<name>`` with ``componentType: worker``, ``extraPodSpec.mainContainer`` and
-    ``resources.limits.gpu``; v1beta1: ``spec.components[]`` with ``type: worker`` and ``podTemplate.spec``.
-    Decode workers first (they hold the KV cache of generation), then prefill, then the others.
+    v1alpha1: ``spec.services.<name>`` with ``componentType: worker``, ``extraPodSpec.mainContainer``,
+    ``resources.limits.gpu`` and ``extraPodMetadata.annotations``; v1beta1: ``spec.components[]`` with ``type:
+    worker`` and ``podTemplate``. Decode workers first (they hold the KV cache of generation), then prefill, then the
+    others. The annotations carry Run:ai / KAI's ``gpu-fraction`` (hunt79 F2: NVIDIA's Dynamo guide for KAI).
     """
-    out: list[tuple[str, dict[str, Any], int, str]] = []
+    out: list[tuple[str, dict[str, Any], int, str, dict[str, Any]]] = []
     spec = as_dict(obj.get("spec"))
     for name, raw in list(as_dict(spec.get("services")).items())[:64]:
         service = as_dict(raw)
@@ -330,6 +331,7 @@ def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, 
                 pod,
                 nodes if isinstance(nodes, int) and nodes > 0 else 1,
                 str(service.get("subComponentType") or ("" if kind == "worker" else kind)),
+                as_dict(as_dict(service.get("extraPodMetadata")).get("annotations")),
             )
         )
     for component in (as_dict(c) for c in as_list(spec.get("components"))[:64]):
@@ -340,7 +342,9 @@ def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, 
         pod = {**pod, "containers": [_dynamo_container(as_dict(c)) for c in as_list(pod.get("containers"))]}
         nodes = as_dict(component.get("multinode")).get("nodeCount", 1)
         role = str(component.get("subComponentType") or component.get("subType") or ("" if kind == "worker" else kind))
-        out.append((str(component.get("name") or "?"), pod, nodes if isinstance(nodes, int) and nodes > 0 else 1, role))
+        notes = as_dict(at_path(component, "podTemplate.metadata.annotations"))
+        count = nodes if isinstance(nodes, int) and nodes > 0 else 1
+        out.append((str(component.get("name") or "?"), pod, count, role, notes))
     order = {"decode": 0, "prefill": 1}
     return sorted(out, key=lambda w: order.get(w[3], 2))
 
@@ -349,12 +353,14 @@ def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[st
     """One reading per vLLM worker of a DynamoGraphDeployment, named ``<graph>/<service>``."""
     meta = as_dict(obj.get("metadata"))
     out: list[Reading] = []
-    for name, pod, nodes, role in dynamo_workers(obj):
+    for name, pod, nodes, role, pod_notes in dynamo_workers(obj):
         found = _find_vllm(pod)
         if found is None:
             continue
         worker_meta = {**meta, "name": f"{meta.get('name') or '?'}/{name}"}
         _, per_pod = gpu_limit_of(found.container)
+        if not per_pod and ("gpu-fraction" in pod_notes or "gpu-memory" in pod_notes):
+            per_pod = 1  # a Run:ai / KAI fraction asks for no nvidia.com/gpu: a share of one GPU (as on any pod)
         notes = (f"Dynamo {role + ' ' if role else ''}worker {name} (python3 -m dynamo.vllm: vLLM's engine args)",)
         reading = _reading(
             "DynamoGraphDeployment",
@@ -364,6 +370,7 @@ def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[st
             gpus_per_replica=per_pod * nodes,
             pods_per_replica=nodes,
             notes=notes,
+            pod_annotations=pod_notes,
         )
         # the graph's fitgate.io/model names what a worker's local path holds, as on any workload
         out.append(with_model_annotation(reading, annotated_model(obj, None)))
