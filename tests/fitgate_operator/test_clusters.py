@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -696,10 +697,15 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
     }
     node = {"metadata": {"name": "g1", "labels": shared}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}
     [g] = parse_node(node)
-    assert g.share == Share(Mechanism.TIME_SLICING, fraction=0.25, replicas=4)
+    # both refuse a pod asking for more than one shared GPU (GKE: "at most 1 nvidia.com/gpu can be requested",
+    # hunt81 F2): tensor parallelism there is DoesNotFit, not the device plugin's spread over cards
+    assert g.share == Share(Mechanism.TIME_SLICING, fraction=0.25, replicas=4, one_per_pod=True)
+    raw = {"model": {"name": "Qwen/Qwen3-8B", "source": "catalog"}, "serving": {"tensorParallelSize": 2}}
+    tp2 = evaluate(parse_spec(raw), model("Qwen/Qwen3-8B"), [replace(g, count=16)])
+    assert tp2.verdict is Verdict.DOES_NOT_FIT and "refuses a pod that asks for more than one" in tp2.message
     shared["cloud.google.com/gke-gpu-sharing-strategy"] = "mps"
     [g] = parse_node(node)
-    assert g.share == Share(Mechanism.MPS, fraction=0.25, replicas=4)
+    assert g.share == Share(Mechanism.MPS, fraction=0.25, replicas=4, one_per_pod=True)
 
 
 def test_an_amd_node_with_a_vram_label_and_no_product_name_is_sized_by_it() -> None:

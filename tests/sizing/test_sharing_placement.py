@@ -51,7 +51,7 @@ def test_time_slicing_from_gfd_labels() -> None:
 
 def test_mps_from_gfd_labels() -> None:
     share = node_share({"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"})
-    assert share == Share(Mechanism.MPS, fraction=0.5, replicas=2)
+    assert share == Share(Mechanism.MPS, fraction=0.5, replicas=2, one_per_pod=True)
 
 
 def test_time_slicing_gmu_exceeds_the_share() -> None:

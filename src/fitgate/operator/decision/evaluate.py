@@ -390,11 +390,11 @@ def evaluate(
         spread = ""
         if share is not None and share.replicas and need > 1:  # N time-sliced/MPS GPUs may be N shares of one card
             cards = pool.gpus_per_node // share.replicas
-            if share.mechanism is not Mechanism.TIME_SLICING or cards < need:
-                why = (
-                    f"{need} GPUs per replica (TP x PP) on {share.mechanism} GPUs, {cards} card(s) per node: "
-                    f"{need} shares would be shares of one card (MPS refuses a request for more than one); tensor "
-                    "parallelism needs distinct GPUs"
+            if share.mechanism is not Mechanism.TIME_SLICING or share.one_per_pod or cards < need:
+                why = f"{need} GPUs per replica (TP x PP) on {share.mechanism} GPUs, {cards} card(s) per node: " + (
+                    "the sharing refuses a pod that asks for more than one (MPS; GKE's time-sharing)"
+                    if share.one_per_pod
+                    else f"{need} shares would be shares of one card, and tensor parallelism needs distinct GPUs"
                 )
                 results.append(_short_of_gpus(pool, why))
                 continue

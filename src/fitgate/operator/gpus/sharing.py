@@ -54,6 +54,9 @@ class Share:
     fraction: float | None = None
     memory_bytes: int | None = None
     replicas: int | None = None  # time-slicing / MPS: pods per card
+    # the sharing refuses a pod that asks for more than one shared GPU: MPS (the device plugin), GKE's time-sharing
+    # ("at most 1 nvidia.com/gpu can be requested", UnexpectedAdmissionError; hunt81 F2)
+    one_per_pod: bool = False
 
     @property
     def vllm_sees_slice(self) -> bool:
@@ -95,22 +98,23 @@ def node_share(labels: Mapping[str, str], advertised: int | None = None) -> Shar
     """
     replicas = _positive_int(labels.get("nvidia.com/gpu.replicas"))
     strategy = labels.get("nvidia.com/gpu.sharing-strategy", "").lower()
-    gke = labels.get("cloud.google.com/gke-gpu-sharing-strategy", "").lower()
-    if gke in ("time-sharing", "mps"):
+    gke = labels.get("cloud.google.com/gke-gpu-sharing-strategy", "").lower() in ("time-sharing", "mps")
+    if gke:
         # hunt77 F2: GKE's GPU sharing writes its own labels (GKE "Share GPUs with multiple workloads using
-        # time-sharing" / "... using NVIDIA MPS"): the strategy and the clients each card takes
-        strategy = strategy or ("mps" if gke == "mps" else "time-slicing")
+        # time-sharing" / "... using NVIDIA MPS"): the strategy and the clients each card takes; both refuse a pod
+        # that asks for more than one shared GPU (hunt81 F2)
+        mps = labels.get("cloud.google.com/gke-gpu-sharing-strategy", "").lower() == "mps"
+        strategy = strategy or ("mps" if mps else "time-slicing")
         replicas = replicas or _positive_int(labels.get("cloud.google.com/gke-max-shared-clients-per-gpu"))
     shared = labels.get("nvidia.com/gpu.product", "").endswith("-SHARED")
     cards = _positive_int(labels.get("nvidia.com/gpu.count"))
     if (shared or strategy in ("mps", "time-slicing")) and (replicas or 1) == 1 and advertised and cards:
         replicas = max(1, advertised // cards)
+    n = min(replicas or 1, MAX_REPLICAS)
     if strategy == "mps" or (labels.get("nvidia.com/mps.capable") == "true" and replicas and replicas > 1):
-        n = min(replicas or 1, MAX_REPLICAS)
-        return Share(Mechanism.MPS, fraction=1 / n, replicas=n) if n > 1 else None
+        return Share(Mechanism.MPS, fraction=1 / n, replicas=n, one_per_pod=True) if n > 1 else None
     if (replicas and replicas > 1) or shared or strategy == "time-slicing":
-        n = min(replicas or 1, MAX_REPLICAS)
-        return Share(Mechanism.TIME_SLICING, fraction=1 / n, replicas=n) if n > 1 else None
+        return Share(Mechanism.TIME_SLICING, fraction=1 / n, replicas=n, one_per_pod=gke) if n > 1 else None
     return None
 
 
