@@ -689,6 +689,16 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
     assert parse_node(node)[0].gpu.memory_bytes == card
     h100["cloud.google.com/gke-gpu-partition-size"] = "3g.40gb"
     assert parse_node(node)[0].gpu.memory_bytes == int(card / 2 - 0.35 * GiB * 0.5 * 8 / 7)
+    # hunt81 F1: the H200's 1g.18gb is 16.00 GiB (nvidia-smi mig -lgip; users' "16.0 GiB usable"), not the fraction's
+    # 139.81 / 8 - 0.35 = 17.13 nor the name's 18 x 10^9 B = 16.76: its slices are that many eighths of 16 GiB
+    h200 = {
+        "cloud.google.com/gke-accelerator": "nvidia-h200-141gb",
+        "cloud.google.com/gke-gpu-partition-size": "1g.18gb",
+    }
+    node = {"metadata": {"name": "g4", "labels": h200}, "status": {"allocatable": {"nvidia.com/gpu": "7"}}}
+    assert parse_node(node)[0].gpu.memory_bytes == 16 * GiB
+    h200["cloud.google.com/gke-gpu-partition-size"] = "3g.71gb"
+    assert parse_node(node)[0].gpu.memory_bytes == 4 * 16 * GiB
     # hunt77 F2: GKE's time-sharing and MPS labels are the node's share, as GFD's are
     shared = {
         "cloud.google.com/gke-accelerator": "nvidia-l4",

@@ -303,8 +303,14 @@ MIG_MEMORY_FRACTIONS = (1 / 8, 1 / 4, 1 / 2, 1.0)
 MIG_SLICE_SHORTFALL_BYTES = int(0.35 * GiB)
 
 
+#: An eighth of the card where a public ``nvidia-smi mig -lgip`` figure shows the shortfall above misses it: the H200's
+#: 1g.18gb is 16.00 GiB (an lgip line in a public parser, and two users' "16.0 GiB usable" / "visible 16 GiB" on H200
+#: MIG 1g.18gb; hunt81 F1), not 139.81 / 8 - 0.35 = 17.13. Its larger slices are that many eighths (the 7g is the card).
+MIG_EIGHTH_BYTES = {"H200": 16 * GiB}
+
+
 def mig_slice_bytes(profile: str, card: GpuModel | None) -> int | None:
-    """The device memory of a MIG profile without a memory label: its fraction of the card, never below the name's GB.
+    """The device memory of a MIG profile without a memory label: its fraction of the card (the H200's: its eighths).
 
     The name's GB (``1g.10gb``) read as 10^9 bytes is below every slice's real size (9.75 GiB), and far below the
     whole-card profiles (an H100's 7g.80gb was read as 74.5 GiB, 79.25 real: hunt79 F3); the card's memory times the
@@ -320,6 +326,9 @@ def mig_slice_bytes(profile: str, card: GpuModel | None) -> int | None:
         return named
     share = nominal * GiB / card.memory_bytes
     fraction = min(MIG_MEMORY_FRACTIONS, key=lambda f: abs(math.log(share / f)))
+    eighth = MIG_EIGHTH_BYTES.get(card.name)
+    if eighth is not None and fraction < 1:
+        return int(eighth * fraction * 8)
     return max(named, int(card.memory_bytes * fraction - MIG_SLICE_SHORTFALL_BYTES * (1 - fraction) * 8 / 7))
 
 
