@@ -836,6 +836,16 @@ def test_runai_annotations_of_the_pod_template_are_its_share() -> None:
     obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "half"}}
     r = read_workload(obj)
     assert r is not None and r.invalid is not None and "gpu-fraction: expected a fraction" in r.invalid
+    # hunt81 F3: Run:ai's gpu-fraction-num-devices gives the pod that many devices, each with the fraction: TP 2 on two
+    # halves was denied "set nvidia.com/gpu: 2", which KAI refuses beside gpu-fraction
+    container["args"] = [*container["args"], "--tensor-parallel-size", "2"]
+    obj = deployment(container)
+    obj["spec"]["template"]["metadata"] = {"annotations": {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}}
+    r = read_workload(obj)
+    assert r is not None and r.invalid is None and r.gpu_shortfall() is None and r.gpus_per_replica == 2, r
+    obj["spec"]["template"]["metadata"]["annotations"]["gpu-fraction-num-devices"] = "0"
+    r = read_workload(obj)
+    assert r is not None and r.invalid is not None and "gpu-fraction-num-devices: expected a whole number" in r.invalid
 
 
 def test_extensible_kv_cache_flag_reaches_the_spec() -> None:

@@ -63,6 +63,7 @@ from fitgate.workloads.podspec import (
     memory_limit_of,
     placement_of,
     release_of_image,
+    runai_devices,
     runai_share_of,
     tolerations_of,
     unsized_devices,
@@ -391,9 +392,11 @@ def _reading(
         hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
         if not per_pod and any(k.startswith("runai") for k in hami):
             # hunt50 F5: a Run:ai / KAI-scheduler fraction is asked for by the annotation alone, with no
-            # nvidia.com/gpu limit (KAI's gpu-sharing examples): one GPU, of which the pod gets its share
-            resource, per_pod = "nvidia.com/gpu", 1
-            more.append("Run:ai / KAI GPU fraction without an nvidia.com/gpu limit: a share of one GPU")
+            # nvidia.com/gpu limit (KAI's gpu-sharing examples): one GPU, of which the pod gets its share; Run:ai's
+            # gpu-fraction-num-devices gives the pod that many devices, each with the fraction (hunt81 F3)
+            resource, per_pod = "nvidia.com/gpu", runai_devices(pod_annotations or {})
+            each = "one GPU" if per_pod == 1 else f"each of {per_pod} GPUs (gpu-fraction-num-devices)"
+            more.append(f"Run:ai / KAI GPU fraction without an nvidia.com/gpu limit: a share of {each}")
         serving: dict[str, Any] = {}
         for flag, (fld, conv) in _SERVING_FLAGS.items():
             if flag not in flags:

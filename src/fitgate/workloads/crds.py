@@ -20,7 +20,7 @@ from fitgate.workloads.bounds import SAFE_LOADER
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.kubeai import read_kubeai_model
-from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
+from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, runai_devices
 from fitgate.workloads.rayservice import read_ray_cluster, read_ray_llm, read_ray_service
 from fitgate.workloads.reader import _blank, _leader_worker_set, annotated_model, with_model_annotation
 from fitgate.workloads.reading import Reading, WorkloadError
@@ -360,7 +360,7 @@ def read_dynamo_workers(obj: dict[str, Any], configmaps: Mapping[str, Mapping[st
         worker_meta = {**meta, "name": f"{meta.get('name') or '?'}/{name}"}
         _, per_pod = gpu_limit_of(found.container)
         if not per_pod and ("gpu-fraction" in pod_notes or "gpu-memory" in pod_notes):
-            per_pod = 1  # a Run:ai / KAI fraction asks for no nvidia.com/gpu: a share of one GPU (as on any pod)
+            per_pod = runai_devices(pod_notes)  # a Run:ai / KAI fraction asks for no nvidia.com/gpu (as on any pod)
         notes = (f"Dynamo {role + ' ' if role else ''}worker {name} (python3 -m dynamo.vllm: vLLM's engine args)",)
         reading = _reading(
             "DynamoGraphDeployment",

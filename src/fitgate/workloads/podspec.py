@@ -226,6 +226,31 @@ def hami_share_of(container: dict[str, Any]) -> dict[str, int]:
     return {}
 
 
+#: Run:ai's multi-device fractions: at most this many devices a pod (a node's GPUs).
+MAX_RUNAI_DEVICES = 64
+
+
+def runai_devices(annotations: Mapping[str, Any]) -> int:
+    """The devices a Run:ai fraction spans: ``gpu-fraction-num-devices`` (each with the fraction), else one.
+
+    Raises:
+        WorkloadError: a value that is not a whole number from 1 to :data:`MAX_RUNAI_DEVICES`.
+    """
+    raw = annotations.get("gpu-fraction-num-devices")
+    if raw is None:
+        return 1
+    try:
+        devices = int(str(raw).strip())
+    except ValueError:
+        devices = 0
+    if not 1 <= devices <= MAX_RUNAI_DEVICES:
+        raise WorkloadError(
+            f"annotation gpu-fraction-num-devices: expected a whole number from 1 to {MAX_RUNAI_DEVICES} "
+            f"(got {str(raw)[:40]!r})"
+        )
+    return devices
+
+
 def runai_share_of(annotations: Mapping[str, Any]) -> dict[str, Any]:
     """Run:ai's pod annotations (``gpu-fraction``, ``gpu-memory`` MiB) as placement.gpuShare fields."""
     if "gpu-fraction" in annotations:
