@@ -150,7 +150,9 @@ def test_a_config_without_architectures_is_the_class_vllm_names() -> None:
         with pytest.raises(UnknownArchitectureError, match=r"'LlamaModel' is an architecture fitgate does not size"):
             parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", architectures=missing))
     # a model type transformers maps to no class: vLLM wants --hf-overrides naming one
-    with pytest.raises(UnknownArchitectureError, match=r"model_type 'acme' maps to no transformers model class"):
+    with pytest.raises(
+        UnknownArchitectureError, match=r"missing, and model_type .acme. maps to no transformers model class"
+    ):
         parse_config({"model_type": "acme", "hidden_size": 8})
 
 
@@ -169,7 +171,7 @@ def test_unknown_quantization_method_is_not_modelled_never_invalid() -> None:
         parse_config(config)
     # hunt76 F4: MLX's {"bits": 4, "group_size": 64} names no method (vLLM reads it unquantized; its weights do not load)
     config = _broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config={"bits": 4, "group_size": 64})
-    with pytest.raises(NotModelledError, match=r"a quantization without a method \(MLX's bits / group_size\?\)"):
+    with pytest.raises(NotModelledError, match=r"a quantization without quant_method \(MLX's bits / group_size\?\)"):
         parse_config(config)
     # a quantization_config that is not an object stays a malformed config
     with pytest.raises(SizingError, match="quantization_config"):

@@ -91,12 +91,13 @@ def _class_of_model_type(model_type: object) -> str:
     """
     mapped = base_model_class(model_type)
     if mapped is None:
-        raise UnknownArchitectureError(
-            "config.json:architectures",
-            None,
-            f"a config that names its class: model_type {str(model_type)[:80]!r} maps to no transformers model class, "
-            "and vLLM needs --hf-overrides '{\"architectures\": [...]}' for it",
+        exc = UnknownArchitectureError("config.json:architectures", None, "")
+        exc.args = (
+            f"config.json:architectures: missing, and model_type {str(model_type)[:80]!r} maps to no transformers "
+            "model class: vLLM needs --hf-overrides '{\"architectures\": [...]}' naming it, and fitgate cannot tell "
+            "which it is (Unknown)",
         )
+        raise exc
     return mapped
 
 

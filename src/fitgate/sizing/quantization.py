@@ -202,9 +202,12 @@ def _parse_quantization(qc: object) -> Quantization | None:
     if not method:
         # hunt76 F4: MLX's quantization_config ({"bits": 4, "group_size": 64}) names no method; vLLM 0.34 reads it as
         # unquantized (model_arch_config_convertor.py L274, config/model.py L1472) and its packed weights do not load
-        raise NotModelledError(
-            f"{_FIELD}.quant_method", None, f"a quantization without a method (MLX's bits / group_size?); {sized}"
+        exc = NotModelledError(f"{_FIELD}.quant_method", None, sized)
+        exc.args = (
+            f"{_FIELD}: a quantization without quant_method (MLX's bits / group_size?), which vLLM reads as "
+            f"unquantized and whose packed weights it does not load; {sized} (Unknown)",
         )
+        raise exc
     # a method of a release fitgate does not know, or one it does not size (moe_wna16, experts_int8, w4afp8, hqq in
     # older releases ...): Unknown, never a usage error (hunt76)
     raise NotModelledError(f"{_FIELD}.quant_method", method[:64], f"its weights' bytes; {sized}")

@@ -70,8 +70,9 @@ MTP_METHODS = frozenset(
         "glm5_next_mtp",
     }
 )
-#: Methods that propose from the tokens alone: no drafter weights, no KV cache.
-TOKEN_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
+#: Methods without a drafter model: no drafter weights, no KV cache. ``extract_hidden_states`` has no draft model
+#: either (config/speculative.py 0.34.0 L1830-1838, ``model=None`` beside ngram and suffix; hunt81 F4).
+TOKEN_METHODS = frozenset({"ngram", "ngram_gpu", "suffix", "extract_hidden_states"})
 #: Methods whose drafter is another checkpoint (not counted by fitgate).
 #: ``mlp_speculator`` and ``medusa``: vLLM 0.30-0.32's methods (config/speculative.py 0.32.0 L74-77; hunt57 F2).
 DRAFT_CHECKPOINT_METHODS = frozenset(
@@ -82,7 +83,6 @@ DRAFT_CHECKPOINT_METHODS = frozenset(
         "dflash",
         "dspark",
         "custom_class",
-        "extract_hidden_states",
         "mlp_speculator",
         "medusa",
     }
@@ -91,7 +91,7 @@ DRAFT_CHECKPOINT_METHODS = frozenset(
 #: ``min(8, suffix_decoding_max_tree_depth)`` (v1/worker/gpu/spec_decode/suffix/config.py 0.34.0 L24-31; the depth
 #: defaults to 24, which older releases took); a drafter checkpoint's ``n_predict``
 #: (speculator_config.py 0.34.0 L275-291), which fitgate does not read: 1, its drafter is not counted anyway.
-_DEFAULT_TOKENS = {"suffix": 8, **dict.fromkeys(DRAFT_CHECKPOINT_METHODS, 1)}
+_DEFAULT_TOKENS = {"suffix": 8, "extract_hidden_states": 1, **dict.fromkeys(DRAFT_CHECKPOINT_METHODS, 1)}
 #: MTP layers vLLM builds whatever config.json says (hunt57 F3): MiMo-V2's drafter is its first MTP layer only
 #: (config/speculative.py 0.34.0 L904-945, ``_MIMO_V2_FLASH_NUM_MTP_LAYERS = 1``, models/mimo_v2_mtp.py L53-54).
 _MTP_FIXED_LAYERS = {"mimo_v2_flash": 1, "mimo_v2": 1, "mimo_v2_omni": 1}

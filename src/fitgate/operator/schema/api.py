@@ -146,9 +146,9 @@ class SpeculativeConfig(_Spec):
     ] = Field(
         description="vLLM's method. mtp (and the *_mtp names vLLM reads as mtp: deepseek_mtp, qwen3_next_mtp, ...): "
         "the checkpoint's own multi-token-prediction layers, counted on the last pipeline stage (weights and KV "
-        "cache). ngram, ngram_gpu, suffix: no drafter memory. eagle, eagle3, draft_model, dflash, dspark, "
-        "mlp_speculator, medusa, custom_class, extract_hidden_states: a drafter from another checkpoint, not "
-        "counted (the status says so)."
+        "cache). ngram, ngram_gpu, suffix, extract_hidden_states: no drafter memory. eagle, eagle3, draft_model, "
+        "dflash, dspark, mlp_speculator, medusa, custom_class: a drafter from another checkpoint, not counted (the "
+        "status says so)."
     )
 
     @field_validator("method")
