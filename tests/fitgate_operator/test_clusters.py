@@ -726,6 +726,10 @@ def test_an_amd_node_with_a_vram_label_and_no_product_name_is_sized_by_it() -> N
     [g] = parse_node(node)
     # 191 x 1024 MiB less the 16 MiB the AMD driver keeps = 195568 MiB
     assert (g.product, g.vendor, g.count, g.gpu.memory_bytes) == ("AMD-GPU-74b5", "amd", 8, (191 * 1024 - 16) * MiB)
+    # a vram label no card has is not read (hunt81 F5)
+    assert (
+        parse_node({**node, "metadata": {"name": "a1", "labels": {**labels, "amd.com/gpu.vram": "99999999999G"}}}) == []
+    )
     # a cloud label that names the card wins: the catalog's MI300X, with its speeds
     labels["node.kubernetes.io/instance-type"] = "Standard_ND96isr_MI300X_v5"
     [g] = parse_node(node)

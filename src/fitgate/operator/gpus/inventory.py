@@ -36,7 +36,7 @@ from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import Share, node_share
-from fitgate.sizing.gpus import MEMORY_LABEL_TOLERANCE, GpuModel, find_gpu, with_reported_memory
+from fitgate.sizing.gpus import MAX_GPU_BYTES, MEMORY_LABEL_TOLERANCE, GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.instances import AMBIGUOUS_NAMES
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
@@ -159,7 +159,8 @@ def _amd_vram_mib(text: str) -> int | None:
     if not match:
         return None
     scale = {"M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2).upper()]
-    return int(float(match.group(1)) * scale)
+    mib = int(float(match.group(1)) * scale)
+    return mib if mib * MiB <= MAX_GPU_BYTES else None  # no card holds more (hunt81 F5: 99999999999G was taken)
 
 
 def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
