@@ -244,8 +244,9 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
 def test_catalog_has_the_gpus_of_2026(name: str, label_mib: int, vendor: str) -> None:
     gpu = find_gpu(name)
     assert gpu is not None and gpu.vendor == vendor and gpu.label_memory_mib == label_mib
-    # CUDA (ROCm) reports less than the label: the driver keeps 16 MiB (AMD) to ~0.6 GiB (NVIDIA)
-    assert 0 < label_mib * 1024**2 - gpu.memory_bytes <= GiB
+    # CUDA (ROCm) reports less than the label: the driver keeps 16 MiB (AMD) to ~0.6 GiB (NVIDIA), 1.05 GiB on the
+    # GB300 (nvidia-smi's 284208 MiB against PyTorch's "total capacity of 276.50 GiB" in two public runs; hunt80 G1)
+    assert 0 < label_mib * 1024**2 - gpu.memory_bytes <= 1.1 * GiB
     assert gpu in gpu_catalog()
 
 
