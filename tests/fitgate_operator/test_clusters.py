@@ -141,6 +141,10 @@ def inventory(*nodes: dict[str, Any], templates: tuple[Any, ...] = ()) -> Invent
             "instance-type",
         ),
         ({"node.kubernetes.io/instance-type": "BM.GPU.H100.8"}, "H100-SXM", 8, "instance-type"),  # OCI (OKE)
+        # Grace Blackwell trays of four (hunt80 G3: llm-d's wide-EP guide on OCI GB200, GKE's A4X Max)
+        ({"node.kubernetes.io/instance-type": "BM.GPU.GB200.4"}, "GB200", 4, "instance-type"),
+        ({"node.kubernetes.io/instance-type": "BM.GPU.GB300.4"}, "GB300", 4, "instance-type"),
+        ({"node.kubernetes.io/instance-type": "a4x-maxgpu-4g-metal"}, "GB300", 4, "instance-type"),
         ({"node.kubernetes.io/instance-type": "p6e-gb200.36xlarge"}, "GB200", 4, "instance-type"),
         ({"cloud.google.com/gke-accelerator": "nvidia-gb300"}, "GB300", None, "gke"),
     ],
