@@ -480,6 +480,11 @@ def test_flags_that_may_change_memory_and_are_not_modelled_are_named(
     assert r["message"].startswith(plain["message"])
     for flag in flags[::2]:
         assert f"{flag}: may change memory, not modelled" in r["message"], flag
+    # hunt80 O3: a not-modelled switch turned off is vLLM's default: nothing to say
+    doc["spec"]["template"]["spec"]["containers"][0]["args"] += ["--no-disable-hybrid-kv-cache-manager"]
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert "hybrid-kv-cache-manager" not in r["message"], r
 
 
 def test_gpus_under_other_resource_names_are_never_no_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,6 +81,9 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
         if name in NOT_MODELLED_SWITCHES and not eq:
             taken.append(f"{name} (not modelled)")
             continue
+        if name.startswith("--no-") and f"--{name[5:]}" in NOT_MODELLED_SWITCHES and not eq:
+            taken.append(name)  # the switch off is vLLM's default: nothing changes (hunt80 O3)
+            continue
         if name in NOT_MODELLED_LISTS or name in IGNORED_LISTS:
             values = [value] if eq else []
             while not eq and i < len(words) and not words[i].startswith("--"):

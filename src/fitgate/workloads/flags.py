@@ -80,7 +80,9 @@ def not_modelled_notes(flags: Mapping[str, str]) -> list[str]:
     """
     out = [f"{f}: not in a ModelDeployment; sized with vLLM's default" for f in _NOT_MODELLED if f in flags]
     shared = sorted((NOT_MODELLED_SWITCHES | NOT_MODELLED_VALUED | NOT_MODELLED_LISTS) - set(_NOT_MODELLED))
-    out += [f"{f}: may change memory, not modelled (sized without it)" for f in shared if f in flags]
+    # a switch turned off (--no-disable-hybrid-kv-cache-manager: vLLM's default) changes nothing (hunt80 O3)
+    off = {f for f in NOT_MODELLED_SWITCHES if str(flags.get(f, "")).strip().lower() in ("false", "0", "no")}
+    out += [f"{f}: may change memory, not modelled (sized without it)" for f in shared if f in flags and f not in off]
     return out
 
 
