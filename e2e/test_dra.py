@@ -244,20 +244,19 @@ def test_time_sliced_node_says_what_vllm_gmu_does(kube: Kube, operator: Operator
     sliced["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3-SHARED"
     apply(kube, sliced)
     spec = {"model": MODEL, "serving": {"maxModelLen": 8192}, "placement": {"nodeSelector": {LABEL: "ts"}}}
-    denied = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("sliced", spec), check=False)
-    assert denied.returncode != 0
-    assert "time-slicing shares each card among 4 pods" in denied.stderr
-    assert "set spec.serving.gpuMemoryUtilization: 0.25" in denied.stderr
+    # nothing isolates a time-sliced card's memory: a gmu above the share starts while the card's other pods leave
+    # it room, which the cluster does not show (hunt77 F4): admitted Tight, warned with the gmu that keeps to it
+    warned = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("sliced", spec))
+    assert "time-slicing shares each card among 4 pods" in warned.stderr
+    assert "set spec.serving.gpuMemoryUtilization: 0.25" in warned.stderr
+    st = wait_reason(kube, namespace, "sliced", "Tight", "GpuMemoryUtilizationExceedsShare")
+    assert st["pools"][0]["sharing"] == "time-slicing"
     fixed = {**spec, "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.25}}
     kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("sliced", fixed))
-    st = kube.wait_for(
-        lambda: (s := status(kube, namespace, "sliced")).get("verdict") in ("Fits", "Tight") and s, what="sliced fits"
+    kube.wait_for(
+        lambda: (s := status(kube, namespace, "sliced")).get("reason") != "GpuMemoryUtilizationExceedsShare" and s,
+        what="sliced within its share",
     )
-    assert st["pools"][0]["sharing"] == "time-slicing"
-    kube.kubectl(
-        "apply", "-n", namespace, "-f", "-", stdin=mdep("sliced-warn", {**spec, "policy": {"onMisfit": "Warn"}})
-    )
-    wait_reason(kube, namespace, "sliced-warn", "DoesNotFit", "GpuMemoryUtilizationExceedsShare")
 
 
 def test_hami_fraction_is_planned_on_the_slice(kube: Kube, operator: Operator, namespace: str) -> None:

@@ -219,7 +219,7 @@ def test_speculative_decoding_counts_the_mtp_layer(kube: Kube, operator: Operato
     assert obj["spec"] == spec  # the CRD keeps the field as written
     args = obj["metadata"]["annotations"]["fitgate.io/recommended-args"]
     assert """--speculative-config '{"method":"mtp","num_speculative_tokens":2}'""" in args
-    bad = {**base, "serving": {**base["serving"], "speculativeConfig": {"method": "medusa"}}}
+    bad = {**base, "serving": {**base["serving"], "speculativeConfig": {"method": "lookahead"}}}  # no vLLM method
     refused = kube.kubectl("apply", "-n", namespace, "-f", "-", stdin=mdep("bad", bad), check=False)
     assert refused.returncode != 0 and "speculativeConfig.method" in refused.stderr
 
