@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -506,3 +507,25 @@ def test_a_template_with_no_gpu_request_is_unknown_never_a_denial() -> None:
     ev = evaluate(spec, model("meta-llama/Llama-3.1-8B-Instruct"), inventory, namespace="ns")
     assert ev.verdict is Verdict.UNKNOWN
     assert "requests no NVIDIA GPU (DeviceClass mrdma.google.com)" in ev.message
+
+
+def test_a_workloads_gpu_claim_is_found_behind_a_claim_of_no_gpu() -> None:
+    # hunt80 G2: a pod whose first claim is no GPU's (a DRANET NIC here; a ComputeDomain's IMEX channel on GB200) and
+    # whose second is its GPUs' was Unknown, "requests no NVIDIA GPU": the webhook tries the container's other claims
+    from fitgate.operator.decision.workloads import _gpu_claim  # noqa: PLC0415
+    from fitgate.workloads import Reading  # noqa: PLC0415
+
+    nic_only = {
+        "kind": "ResourceClaimTemplate",
+        "spec": {"spec": {"devices": {"requests": [{"name": "nic", "deviceClassName": "mrdma.google.com"}]}}},
+    }
+    inventory = build_inventory({}, {}, with_nic_class(state(nic=nic_only, gpus=template())))
+    reading = Reading(
+        "Deployment", "ns", "d", "vllm", "args", "meta-llama/Llama-3.1-8B-Instruct",
+        claim_template="nic", claim_alternatives=("gpus",),
+    )  # fmt: skip
+    assert _gpu_claim(reading, inventory).claim_template == "gpus"
+    # a GPU claim first stays; none anywhere stays as read (Unknown, naming it)
+    first = replace(reading, claim_template="gpus", claim_alternatives=("nic",))
+    assert _gpu_claim(first, inventory).claim_template == "gpus"
+    assert _gpu_claim(replace(reading, claim_alternatives=("nic",)), inventory).claim_template == "nic"

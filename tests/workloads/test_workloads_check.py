@@ -887,3 +887,51 @@ def test_a_claim_for_another_accelerator_is_unknown_not_sized_on_the_gpu_named(
     path.write_text(manifest("gpu.nvidia.com"))
     assert main(["check", str(path), "--gpu", "L4"]) == 0
     assert "Fits" in capsys.readouterr().out
+
+
+def test_a_compute_domain_channel_listed_before_the_gpu_claim_is_not_the_gpu_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt80 G2: a GB200 pod with its ComputeDomain's IMEX channel claim first and its DRA GPU claim second was Unknown
+    # ("not an NVIDIA or AMD GPU"): the GPUs come from the claim whose class is a GPU's
+    def template(name: str, device_class: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": device_class}}]}}},
+        }
+
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.34.0",
+        "args": ["Qwen/Qwen3-8B", "--max-model-len", "8192"],
+        "resources": {"claims": [{"name": "channel"}, {"name": "gpus"}]},
+    }
+    pod = {
+        "resourceClaims": [
+            {"name": "channel", "resourceClaimTemplateName": "imex-channel"},
+            {"name": "gpus", "resourceClaimTemplateName": "gb200"},
+        ],
+        "containers": [container],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod},
+        },
+    }
+    docs = [template("imex-channel", "compute-domain-default-channel.nvidia.com"), template("gb200", "gpu.nvidia.com")]
+    path = tmp_path / "cd.yaml"
+    path.write_text(yaml.safe_dump_all([*docs, deployment]))
+    code, [r] = check(capsys, str(path), "--gpu", "GB200")
+    assert code == 0 and r["verdict"] in ("Fits", "Tight"), r
+    # with no GPU claim at all it stays Unknown, naming the channel's class
+    pod["resourceClaims"] = pod["resourceClaims"][:1]
+    container["resources"] = {"claims": [{"name": "channel"}]}
+    path.write_text(yaml.safe_dump_all([*docs, deployment]))
+    _, [r] = check(capsys, str(path), "--gpu", "GB200")
+    assert r["verdict"] == "Unknown" and "compute-domain-default-channel.nvidia.com" in r["message"], r

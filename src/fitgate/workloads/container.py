@@ -554,6 +554,7 @@ def _reading(
             node_selector=selector,
             claim_template=claim[0] if claim else None,
             claim_copies=claim[1] if claim else 1,
+            claim_alternatives=claim[2] if claim else (),
             tolerations=tolerations_of(found.pod),
             gpu_share=hami,
             unknown=unknown,

@@ -133,13 +133,15 @@ def memory_limit_of(container: dict[str, Any]) -> int | None:
         return None
 
 
-def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, int] | None:
-    """The ResourceClaimTemplate the container's GPUs come from, and how many of its claims use it.
+def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, int, tuple[str, ...]] | None:
+    """The ResourceClaimTemplate the container's GPUs come from, how many of its claims use it, and the others.
 
     The first template of the pod claims the container uses (``resources.claims[].name``; all the pod's without
     any), counted over those claims: llm-d's GKE guide gives a TP-4 decode four claims of one GPU + NIC template
     (hunt50 F1). None when the container asks for GPUs by a device-plugin limit: its claims are then other
-    devices (a DRANET NIC on GKE A4X, an IMEX channel of a ComputeDomain on GB200; hunt50 F2-F3).
+    devices (a DRANET NIC on GKE A4X, an IMEX channel of a ComputeDomain on GB200; hunt50 F2-F3). The other
+    templates it uses, in order, are where its GPUs come from when the first is not a GPU's (a ComputeDomain
+    channel listed first; hunt80 G2): the check and the webhook, which see the templates' classes, pick.
     """
     if gpu_limit_of(container)[1]:
         return None
@@ -150,7 +152,8 @@ def claim_template_of(container: dict[str, Any], pod: dict[str, Any]) -> tuple[s
         if claim.get("resourceClaimTemplateName")
     }
     named = [templates[n] for n in used if n in templates] if used else list(templates.values())
-    return (named[0], named.count(named[0])) if named else None
+    others = tuple(dict.fromkeys(t for t in named if t != named[0])) if named else ()
+    return (named[0], named.count(named[0]), others) if named else None
 
 
 def named_claim_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None:

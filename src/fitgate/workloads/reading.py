@@ -36,6 +36,7 @@ class Reading:
     node_selector: dict[str, str] = field(default_factory=dict)
     claim_template: str | None = None  # the ResourceClaimTemplate the vLLM container's GPUs come from (DRA)
     claim_copies: int = 1  # how many of the container's claims use it (placement.resourceClaimsPerPod)
+    claim_alternatives: tuple[str, ...] = ()  # its other claims' templates, where the first is no GPU's (hunt80 G2)
     tolerations: tuple[dict[str, str], ...] = ()
     gpu_share: dict[str, Any] = field(default_factory=dict)  # HAMi limits / Run:ai annotations: placement.gpuShare
     unknown: str | None = None

@@ -265,6 +265,13 @@ def check_reading(
     claim = reading.claim_template
     classes = (templates or {}).get(claim or "")
     if claim and classes and not any(_gpu_class(c) for c in classes):
+        # hunt80 G2: a ComputeDomain's IMEX channel claim listed before the GPU claim: the GPUs are the other's
+        gpu_claim = next(
+            (t for t in reading.claim_alternatives if any(_gpu_class(c) for c in (templates or {}).get(t, ()))), None
+        )
+        if gpu_claim is not None:
+            claim, classes = gpu_claim, (templates or {}).get(gpu_claim, ())
+    if claim and classes and not any(_gpu_class(c) for c in classes):
         kinds = ", ".join(sorted(set(classes)))[:200]
         why = f"its devices come from ResourceClaimTemplate {claim} (DeviceClass {kinds}), not an NVIDIA or AMD GPU"
         return CheckResult(source, f"{reading.namespace}/{reading.name}", "Unknown", why, kind=reading.kind)

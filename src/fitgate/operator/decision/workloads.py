@@ -16,6 +16,8 @@ from fitgate.checkpoints.facts import ModelFacts
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, AdmissionOutcome, _evaluate, decide
 from fitgate.operator.decision.store import FactsStore
+from fitgate.operator.gpus.cel import SelectorUnsupportedError
+from fitgate.operator.gpus.dra import ClaimError
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.operator.schema.config import UnknownPolicy
@@ -193,12 +195,32 @@ async def evaluate_workload(
     reading: Reading, nodes: Inventory | Iterable[NodeGPUs], store: FactsStore, timeout_s: float, *, blocking: bool
 ) -> WorkloadVerdict:
     """The verdict with whatever the store knows (admission: not blocking; the audit: blocking)."""
+    reading = _gpu_claim(reading, nodes)
     spec = _spec_or_verdict(reading)
     if isinstance(spec, WorkloadVerdict):
         return spec
     lane = "reconcile" if blocking else "admission"  # the audit never holds up a review
     ev, _ = await _evaluate(spec, nodes, store, timeout_s, blocking, reading.namespace, lane=lane)
     return finish(reading, ev)
+
+
+def _gpu_claim(reading: Reading, nodes: Inventory | Iterable[NodeGPUs]) -> Reading:
+    """The reading with its GPUs' claim template: the first of its claims the cluster's DRA state says asks for GPUs.
+
+    hunt80 G2: a ComputeDomain's IMEX channel claim listed before the GPU claim made the workload Unknown ("requests no
+    NVIDIA GPU"); the other claims the container uses are tried in order. Unchanged where none asks for GPUs either.
+    """
+    if not reading.claim_template or not reading.claim_alternatives or not isinstance(nodes, Inventory):
+        return reading
+    for template in (reading.claim_template, *reading.claim_alternatives):
+        try:
+            nodes.dra.gpu_request(reading.namespace, template)
+        except (ClaimError, SelectorUnsupportedError):
+            continue
+        if template == reading.claim_template:
+            return reading
+        return replace(reading, claim_template=template, claim_copies=1)
+    return reading
 
 
 def decide_workload(
