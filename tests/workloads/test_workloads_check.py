@@ -843,6 +843,29 @@ def test_a_rocm_pod_without_a_gpu_resource_is_told_amds_resource(
     assert r["verdict"] == "Unknown" and "amd.com/gpu" in r["message"] and "nvidia.com" not in r["message"], r
 
 
+def _claim_template(name: str, device_class: str) -> dict[str, Any]:
+    """A ResourceClaimTemplate of one request of ``device_class``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": device_class}}]}}},
+    }
+
+
+def _claim_deployment(pod: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment ``d`` of ``pod``."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod},
+        },
+    }
+
+
 def test_a_claim_for_another_accelerator_is_unknown_not_sized_on_the_gpu_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -850,12 +873,6 @@ def test_a_claim_for_another_accelerator_is_unknown_not_sized_on_the_gpu_named(
     # with --gpu L4 it was sized on the L4 (DoesNotFit). A template of the same files that asks for no NVIDIA or AMD
     # GPU class makes it Unknown; an NVIDIA one is sized on --gpu as before.
     def manifest(device_class: str) -> str:
-        template = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "accel"},
-            "spec": {"spec": {"devices": {"requests": [{"name": "a", "exactly": {"deviceClassName": device_class}}]}}},
-        }
         pod = {
             "resourceClaims": [{"name": "accel", "resourceClaimTemplateName": "accel"}],
             "containers": [
@@ -867,16 +884,7 @@ def test_a_claim_for_another_accelerator_is_unknown_not_sized_on_the_gpu_named(
                 }
             ],
         }
-        deployment = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "d"},
-            "spec": {
-                "selector": {"matchLabels": {"a": "b"}},
-                "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod},
-            },
-        }
-        return yaml.safe_dump_all([template, deployment])
+        return yaml.safe_dump_all([_claim_template("accel", device_class), _claim_deployment(pod)])
 
     path = tmp_path / "npu.yaml"
     path.write_text(manifest("npu.rebellions.ai"))
@@ -894,14 +902,6 @@ def test_a_compute_domain_channel_listed_before_the_gpu_claim_is_not_the_gpu_sou
 ) -> None:
     # hunt80 G2: a GB200 pod with its ComputeDomain's IMEX channel claim first and its DRA GPU claim second was Unknown
     # ("not an NVIDIA or AMD GPU"): the GPUs come from the claim whose class is a GPU's
-    def template(name: str, device_class: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": device_class}}]}}},
-        }
-
     container = {
         "name": "vllm",
         "image": "vllm/vllm-openai:v0.34.0",
@@ -915,23 +915,17 @@ def test_a_compute_domain_channel_listed_before_the_gpu_claim_is_not_the_gpu_sou
         ],
         "containers": [container],
     }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "d"},
-        "spec": {
-            "selector": {"matchLabels": {"a": "b"}},
-            "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod},
-        },
-    }
-    docs = [template("imex-channel", "compute-domain-default-channel.nvidia.com"), template("gb200", "gpu.nvidia.com")]
+    docs = [
+        _claim_template("imex-channel", "compute-domain-default-channel.nvidia.com"),
+        _claim_template("gb200", "gpu.nvidia.com"),
+    ]
     path = tmp_path / "cd.yaml"
-    path.write_text(yaml.safe_dump_all([*docs, deployment]))
+    path.write_text(yaml.safe_dump_all([*docs, _claim_deployment(pod)]))
     code, [r] = check(capsys, str(path), "--gpu", "GB200")
     assert code == 0 and r["verdict"] in ("Fits", "Tight"), r
     # with no GPU claim at all it stays Unknown, naming the channel's class
     pod["resourceClaims"] = pod["resourceClaims"][:1]
     container["resources"] = {"claims": [{"name": "channel"}]}
-    path.write_text(yaml.safe_dump_all([*docs, deployment]))
+    path.write_text(yaml.safe_dump_all([*docs, _claim_deployment(pod)]))
     _, [r] = check(capsys, str(path), "--gpu", "GB200")
     assert r["verdict"] == "Unknown" and "compute-domain-default-channel.nvidia.com" in r["message"], r
