@@ -144,16 +144,23 @@ MAX_GPU_BYTES = 16 * 1024 * GiB
 MEMORY_LABEL_TOLERANCE = 0.03
 
 
-def with_reported_memory(known: GpuModel, total_bytes: int | None, source: str) -> tuple[GpuModel, str | None]:
+def with_reported_memory(
+    known: GpuModel, total_bytes: int | None, source: str, raw_bytes: int | None = None
+) -> tuple[GpuModel, str | None]:
     """``known`` with the memory its node reports when that is not the catalog's (and a note saying so).
 
     ``total_bytes``: the node's figure less the driver's share (what CUDA reports), None when it gives none. A product
     name can cover boards of different memory (NVIDIA's H20 of 96 GB and of 141 GB): the node's figure is the truth,
-    the catalog keeps the speeds.
+    the catalog keeps the speeds. ``raw_bytes``: the figure before the driver's share was taken off; where that is the
+    catalog's card, so is the node's (before the R5xx drivers nvidia-smi's total already left the share out: a T4 on
+    driver 450 labels 15109 MiB, CUDA 15094 MiB; hunt77 F7).
     """
     if not total_bytes or total_bytes < GiB // 2:
         return known, None
-    if abs(total_bytes - known.memory_bytes) <= MEMORY_LABEL_TOLERANCE * known.memory_bytes:
+    tolerance = MEMORY_LABEL_TOLERANCE * known.memory_bytes
+    if abs(total_bytes - known.memory_bytes) <= tolerance or (
+        raw_bytes is not None and abs(raw_bytes - known.memory_bytes) <= tolerance
+    ):
         return known, None
     note = (
         f"{known.name}: the node reports {total_bytes / GiB:.2f} GiB ({source}), the catalog "

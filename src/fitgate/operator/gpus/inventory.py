@@ -36,7 +36,7 @@ from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import Share, node_share
-from fitgate.sizing.gpus import MAX_GPU_BYTES, MEMORY_LABEL_TOLERANCE, GpuModel, find_gpu, with_reported_memory
+from fitgate.sizing.gpus import MAX_GPU_BYTES, GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.instances import AMBIGUOUS_NAMES
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
@@ -124,17 +124,8 @@ def _int(value: object) -> int | None:
 def _gpu_for(product: str, memory_mib: int | None, vendor: str) -> tuple[GpuModel | None, tuple[str, ...]]:
     known = find_gpu(product)
     total = memory_mib * MiB - (DRIVER_RESERVED_BYTES if vendor == "nvidia" else 16 * MiB) if memory_mib else None
-    if (
-        known is not None
-        and memory_mib
-        and abs(memory_mib * MiB - known.memory_bytes) <= (MEMORY_LABEL_TOLERANCE * known.memory_bytes)
-    ):
-        # Before the R5xx drivers nvidia-smi's total already left the driver's share out (a T4 on driver 450:
-        # 15109 MiB, CUDA 15094 MiB; 15360 MiB on driver 525): a label that is the catalog's card read either way
-        # is that card, never one the driver's share taken off twice makes smaller (hunt77 F7)
-        return known, ()
-    if known is not None:
-        gpu, note = with_reported_memory(known, total, "node label")
+    if known is not None:  # the label read either way: an old driver's leaves the driver's share out (hunt77 F7)
+        gpu, note = with_reported_memory(known, total, "node label", memory_mib * MiB if memory_mib else None)
         return gpu, () if note is None else (note,)
     if total is not None and total >= GiB // 2:
         note = f"{product} is not in the GPU catalog: its memory label ({memory_mib} MiB) minus the driver's share"
