@@ -290,7 +290,7 @@ def test_fp8_kv_is_suggested_when_kv_is_short() -> None:
         (ServingConfig(kv_cache_dtype="int4"), r"kv_cache_dtype: 'int4' is not valid; expected one of auto"),
         (ServingConfig(dtype="int8"), r"dtype: 'int8' is not valid"),
         (ServingConfig(quantization="awq"), r"quantization: 'awq' is not valid"),  # a checkpoint method, no checkpoint
-        (ServingConfig(vllm_version="banana"), r"vllm_version: 'banana' is not valid"),
+        (ServingConfig(vllm_version="ban ana"), r"vllm_version: 'ban ana' is not valid"),
         (ServingConfig(block_size=24), r"block_size: 24 is not valid"),
         (ServingConfig(pipeline_parallel_size=40), r"pipeline_parallel_size: 40 is not valid"),
     ],

@@ -127,21 +127,35 @@ def test_older_release_is_sized_as_the_oldest_with_a_note(text: str) -> None:
     assert p.serving.vllm_version == "0.5.0" and any("sized with 0.5.0's accounting" in n for n in p.notes)
 
 
-@pytest.mark.parametrize("text", ["banana", "", "x" * 500])
+@pytest.mark.parametrize("text", ["gptoss", "banana", "not-a-release", "cu128_custom"])
+def test_tag_naming_no_release_is_sized_as_the_newest_with_a_note(text: str) -> None:
+    # hunt78 O1: vllm/vllm-openai:gptoss is a real image tag; the operator sized it as the newest modelled release
+    # while `plan --vllm-version gptoss` exited 2. A tag is not a reason to refuse (the first rule).
+    rel = resolve_release(text)
+    assert not rel.named and rel.sized_as == accounting_for(DEFAULT_VLLM_VERSION).version
+    assert rel.note is not None and text in rel.note
+    p = plan(model("meta-llama/Llama-3.1-8B-Instruct"), H100, ServingConfig(max_model_len=8192, vllm_version=text))
+    assert p.serving.vllm_version == DEFAULT_VLLM_VERSION and any("names no release" in n for n in p.notes)
+
+
+@pytest.mark.parametrize("text", ["", "x" * 500, "0.34 0", "v0.34.0;rm", "-rc1"])
 def test_nonsense_release_is_a_one_line_error(text: str) -> None:
     with pytest.raises(SizingError) as err:
         resolve_release(text)
     assert "\n" not in str(err.value) and "vllm_version" in str(err.value)
 
 
-def test_cli_accepts_newer_and_refuses_nonsense(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_accepts_newer_and_tags_and_refuses_nonsense(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len", "8192"]
     assert main([*args, "--vllm-version", "0.35.0", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert any("0.35.0" in n for n in doc["notes"])
-    assert main([*args, "--vllm-version", "not-a-release"]) != 0
+    assert main([*args, "--vllm-version", "gptoss", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("'gptoss' names no release" in n for n in doc["notes"])
+    assert main([*args, "--vllm-version", "not a release"]) != 0
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "not-a-release" in err
+    assert err.count("\n") == 0 and "not a release" in err
 
 
 # -- 3. scripts/vllm_release_diff.py ------------------------------------------------------------

@@ -212,14 +212,18 @@ class Release:
         sized_as: The release whose accounting applies: ``given``, or the newest modelled release
             when ``given`` is newer than anything fitgate has read.
         note: Why ``sized_as`` differs from ``given`` (None when it does not).
+        named: False for an image tag that names no release (``gptoss``): sized as the newest modelled.
     """
 
     given: tuple[int, int, int]
     sized_as: tuple[int, int, int]
     note: str | None = None
+    named: bool = True
 
 
 _MAX_VERSION_TEXT = 128
+#: An image tag's grammar (the OCI distribution spec: ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}``).
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
 
 def resolve_release(text: str, field: str = "vllm_version") -> Release:
@@ -227,7 +231,9 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
 
     A gate must never deny for the release alone: a release newer than the newest fitgate models is
     sized with the newest modelled accounting and a note, never refused; one older than 0.5.0 with 0.5.0's and a
-    note. Text that names no release is a one-line :class:`SizingError`.
+    note. An image tag that names no release (``vllm/vllm-openai:gptoss``, a custom build's tag) is sized as the
+    newest modelled release with a note, as the operator sizes such an image (hunt78 O1: ``--vllm-version gptoss``
+    exited 2). Text that is not even a tag is a one-line :class:`SizingError`.
 
     Raises:
         SizingError: ``text`` is not a vLLM release or image tag.
@@ -238,6 +244,14 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
     if _MOVING_TAGS.match(raw.lower()):
         return Release(NEWEST_MODELLED, NEWEST_MODELLED)
     match = _VERSION_RE.match(raw)
+    if not match and _IMAGE_TAG.match(raw):
+        return Release(
+            NEWEST_MODELLED,
+            NEWEST_MODELLED,
+            f"vLLM {raw!r} names no release fitgate knows (an image tag?); sized with {DEFAULT_VLLM_VERSION}'s "
+            "accounting, the newest modelled",
+            named=False,
+        )
     if not match:
         raise SizingError(field, text, "a vLLM release such as 0.34.0 (or an image tag like v0.34.0)")
     version = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))

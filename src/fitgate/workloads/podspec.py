@@ -91,6 +91,8 @@ def release_of_image(image: str, env: Mapping[str, str] | None = None) -> tuple[
     try:
         # known, or newer than fitgate models: sized as the newest, with the release's note as the warning
         release = resolve_release(read.release, "image tag")
+        if not release.named:
+            raise SizingError("image tag", read.release, "a vLLM release")
     except SizingError:
         return None, (
             f"vLLM {read.release} ({read.reason}) is not a release fitgate models: "

@@ -169,10 +169,10 @@ def engine_release(version: str | None) -> str | None:
     if version is None:
         return None
     try:
-        resolve_release(version, "spec.engine.version")
+        named = resolve_release(version, "spec.engine.version").named
     except SizingError:
         return None
-    return version
+    return version if named else None
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
