@@ -49,7 +49,7 @@ from fitgate.sizing.step_time import (
     calibration,
     steady_state,
 )
-from fitgate.sizing.versions import parse_version
+from fitgate.sizing.versions import resolve_release
 
 HERE = Path(__file__).resolve().parent
 POINTS = HERE / "throughput" / "points.json"
@@ -194,8 +194,8 @@ def point_release(p: dict[str, Any]) -> str:
     :data:`UNDATED_V1_RELEASE`; a V0 point without either ran 0.7.3, the last release with V0 as its default."""
     text = str(p.get("vllm", ""))
     try:
-        parse_version(text.split(" ", maxsplit=1)[0])
-        return text.split(" ", maxsplit=1)[0]
+        if resolve_release(text.split(" ", maxsplit=1)[0]).named:
+            return text.split(" ", maxsplit=1)[0]
     except SizingError:
         pass
     month = re.search(r"(20\d\d-\d\d)", text)

@@ -30,7 +30,7 @@ from fitgate.sizing.parallel import ALL2ALL_BACKENDS
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION as SIZED_RUNTIME_QUANTIZATION
 from fitgate.sizing.speculative import canonical_method
 from fitgate.sizing.units import GiB, fmt_gib
-from fitgate.sizing.versions import accounting_for
+from fitgate.sizing.versions import accounting_for, resolve_release
 
 COMPARE_SCHEMA = "fitgate.io/compare/v1"
 #: ``--quantization`` values that quantize an unquantized checkpoint while loading (planned as such; for a
@@ -137,7 +137,7 @@ def serving_config(log: StartupLog, vllm_version: str | None = None) -> tuple[Se
 def _extensible_release(version: str) -> bool:
     """Whether the release sizes the KV cache after warm-up by default (0.34+); False for text naming no release."""
     try:
-        return accounting_for(version).extensible_kv_cache
+        return resolve_release(version).named and accounting_for(version).extensible_kv_cache
     except SizingError:
         return False
 
