@@ -359,3 +359,17 @@ def test_the_mamba_blocks_check_is_not_a_denial_with_speculative_decoding() -> N
     p = plan(m, lookup_gpu("H100-SXM"), serving)
     assert p.serving.max_num_seqs > p.kv.num_blocks
     assert p.verdict.value == "Tight" and "MaxNumSeqsExceedsMambaBlocks" in {r.code for r in p.reasons}
+
+
+def test_reported_tokens_derived_from_020_1_for_hybrid_models() -> None:
+    # hunt84 F1 (club-3090#91, Qwen3.6-27B on 2 x RTX 3090, vLLM 0.20.1 logged 619,479 tokens): 0.20.1 already
+    # reports int(max concurrency x max_model_len) (kv_cache_utils.py 0.20.1 L1699-1706), 0.20.0 blocks // groups x
+    # block (0.20.0 L1694-1698). A Mamba group's page holds a whole request, so the two differ ~4x on Qwen3.5.
+    m = model("Qwen/Qwen3.5-27B")
+    gpu = lookup_gpu("H100")  # bf16 weights, 27 B: the 3090s ran an int4 build
+    cfg = ServingConfig(max_model_len=262144, tensor_parallel_size=2, kv_cache_dtype="fp8", max_num_seqs=2)
+    old = plan(m, gpu, replace(cfg, vllm_version="0.20.0")).kv
+    new = plan(m, gpu, replace(cfg, vllm_version="0.20.1")).kv
+    assert old.num_blocks == new.num_blocks > 0
+    assert old.reported_tokens == old.num_blocks // old.num_groups * old.block_size
+    assert new.reported_tokens == int(new.max_concurrency * 262144) > 2 * old.reported_tokens

@@ -103,9 +103,9 @@ class VllmAccounting:
             0.33.0 L720-757, 0.34.0 L742-780 (the estimate is 0 with the extensible KV cache,
             gpu/model_runner.py 0.34.0 L1121-1125).
         tokens_report: How ``GPU KV cache size: N tokens`` is computed: ``blocks`` (N = blocks x
-            block size; V0 and 0.8), ``groups`` (blocks // groups x block size; 0.10-0.20) or
-            ``derived`` (int(max concurrency x max_model_len); kv_cache_utils.py 0.21.0 L1686-1716,
-            0.34.0 L1141-1149).
+            block size; V0 and 0.8), ``groups`` (blocks // groups x block size; 0.10-0.20.0,
+            kv_cache_utils.py 0.20.0 L1694-1698) or ``derived`` (int(max concurrency x max_model_len); from 0.20.1,
+            kv_cache_utils.py 0.20.1 L1699-1706, 0.21.0 L1686-1716, 0.34.0 L1141-1149; hunt84 F1).
         concurrency_sum_groups: ``Maximum concurrency`` divides by the sum over groups of each
             group's pages (kv_cache_utils.py 0.27.0 L951, 0.34.0 L1082-1114), not the group-size
             formula of 0.10-0.26.
@@ -433,7 +433,7 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         chunked_local_hybrid=not v0 and version >= (0, 14, 0),
         requested_ceil=version >= (0, 19, 0),
         cudagraph_in_budget=not v0 and version >= (0, 20, 0),
-        tokens_report="blocks" if v0 or version < (0, 10, 0) else ("groups" if version < (0, 21, 0) else "derived"),
+        tokens_report="blocks" if v0 or version < (0, 10, 0) else ("groups" if version < (0, 20, 1) else "derived"),
         concurrency_sum_groups=not v0 and version >= (0, 27, 0),
         big_gpu_tier_bytes=160 * 1024**3 if version >= (0, 28, 0) else None,
         default_gpu_memory_utilization=0.92 if version >= (0, 20, 0) else 0.9,
