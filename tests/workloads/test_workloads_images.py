@@ -8,10 +8,14 @@ Image tags and their sources: vllm/vllm-openai releases (docker/Dockerfile of vl
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from fitgate.cli import main
 from fitgate.operator.decision.workloads import decide_workload, evaluate_reading
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION
 from fitgate.workloads import read_workload, release_of_image
@@ -110,3 +114,38 @@ def test_release_outside_the_table_is_admitted_with_a_warning_naming_the_model(i
         ("newest modelled release" in w or "newest release fitgate models" in w) and "Deployment prod/vllm-llama3" in w
         for w in outcome.warnings
     )
+
+
+def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, model: str, *args: str) -> dict[str, Any]:
+    doc = _deployment(image)
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["vllm", "serve", model]
+    container["args"] = list(args)
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    main(["check", str(path), "--gpu", "H100", "--output", "json"])
+    [result] = json.loads(capsys.readouterr().out)
+    return dict(result)
+
+
+# hunt82 F2: llm-d-cuda:v0.7.0 runs vLLM 0.19.1 (llm-d/llm-d releases, v0.8.1 notes), whose budget leaves the CUDA-graph
+# estimate out. Sized as 0.34.0 (what an image naming no release is sized as), Llama-3.1-70B-FP8 at 32k on one H100 at
+# gmu 0.95 leaves 3.12 GiB for a 5.00 GiB request (80 layers x 8 kv heads x 128 x 2 x 1 B = 160 KiB a token x 32768);
+# as 0.19.1 the pool is 5.03 GiB (Tight). Not knowing the release, fitgate cannot show the misfit: Unknown, admitted.
+_TIGHT_70B = ("--max-model-len", "32768", "--gpu-memory-utilization", "0.95", "--kv-cache-dtype", "fp8")
+
+
+def test_unknown_release_is_not_denied_for_a_misfit_only_the_newest_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    named = _check(tmp_path, capsys, "vllm/vllm-openai:v0.34.0", "nvidia/Llama-3.1-70B-Instruct-FP8", *_TIGHT_70B)
+    assert named["verdict"] == "DoesNotFit"  # the release is named: its accounting decides
+    unknown = _check(tmp_path, capsys, "example.com/team/llm-server:7", "nvidia/Llama-3.1-70B-Instruct-FP8", *_TIGHT_70B)
+    assert unknown["verdict"] == "Unknown", unknown
+    assert "the vLLM release is unknown" in unknown["message"] and "it is Tight" in unknown["message"]
+
+
+def test_unknown_release_still_denies_what_no_release_fits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 405B in 16-bit is ~756 GiB of weights: no release's accounting fits it on one 80 GB H100
+    r = _check(tmp_path, capsys, "example.com/team/llm-server:7", "meta-llama/Llama-3.1-405B", "--max-model-len", "8192")
+    assert r["verdict"] == "DoesNotFit", r

@@ -58,6 +58,9 @@ class ReasonCode(StrEnum):
     RESOURCE_CLAIM_UNKNOWN = "ResourceClaimUnknown"
     DEVICE_SELECTOR_UNKNOWN = "DeviceSelectorUnknown"
     WORKLOAD_SETTINGS_UNKNOWN = "WorkloadSettingsUnknown"
+    # The image's vLLM release is unknown (engine.version "unknown" or a tag naming none): sized as the newest modelled
+    # release it does not fit, but an older release's accounting admits it (hunt82 F2), so it is not shown to misfit
+    RELEASE_UNKNOWN = "ReleaseUnknown"
     # Clusters (docs/clusters.md): no node of the placement's GPU exists yet (a pool that scales from zero); the
     # Schedulable condition's reasons
     NO_NODE_YET = "NoNodeYet"

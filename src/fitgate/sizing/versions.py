@@ -222,6 +222,10 @@ class Release:
 
 
 _MAX_VERSION_TEXT = 128
+#: What a workload's spec says when its image's release is not known (``engine.version: unknown``).
+UNKNOWN_RELEASE = "unknown"
+#: One release of every minor fitgate models, newest first: what an image of unknown release may run (hunt82 F2).
+MODELLED_MINORS = tuple(f"0.{minor}.0" for minor in range(NEWEST_MODELLED[1], _OLDEST[1] - 1, -1))
 #: An image tag's grammar (the OCI distribution spec: ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}``).
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 

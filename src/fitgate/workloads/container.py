@@ -254,8 +254,22 @@ def _env_origins(
 
 
 def runs_on_cpu(container: dict[str, Any]) -> bool:
-    """VLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check."""
-    return _flag(container, "--device") == "cpu" or "cpu" in image_repo_tag(str(container.get("image") or ""))[0]
+    """VLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check.
+
+    hunt82 F4: CPU builds also say so in the tag alone (``substratusai/vllm:v0.6.4.post1-cpu``, KubeAI's CPU image;
+    ``quay.io/modh/vllm:rhoai-2.19-cpu``): a ``cpu`` word of the tag counts when the container asks for no GPU.
+    """
+    if _flag(container, "--device") == "cpu":
+        return True
+    repo, tag = image_repo_tag(str(container.get("image") or ""))
+    if "cpu" in repo:
+        return True
+    if tag is None or "cpu" not in re.split(r"[-_.]", tag.lower()):
+        return False
+    try:
+        return gpu_limit_of(container)[1] == 0
+    except WorkloadError:
+        return False
 
 
 def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:

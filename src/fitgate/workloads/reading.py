@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitgate.sizing.versions import UNKNOWN_RELEASE
+
 
 class WorkloadError(ValueError):
     """An object that cannot be read; the message names the field and the value."""
@@ -101,8 +103,9 @@ class Reading:
         if self.hf_overrides:
             model["hfOverrides"] = dict(self.hf_overrides)
         spec: dict[str, Any] = {"model": model, "serving": dict(self.serving)}
-        if self.vllm_version:
-            spec["engine"] = {"version": self.vllm_version}
+        # a release the image does not name is "unknown": sized as the newest modelled, never denied on a misfit that
+        # only the newest's accounting shows (evaluate._release_unknown, hunt82 F2)
+        spec["engine"] = {"version": self.vllm_version or UNKNOWN_RELEASE}
         placement: dict[str, Any] = {}
         if self.node_selector:
             placement["nodeSelector"] = dict(self.node_selector)

@@ -19,6 +19,7 @@ from fitgate.checkpoints.facts import ModelFacts, to_model_input
 from fitgate.operator.decision.evaluation import Evaluation, notes_of, unknown
 from fitgate.operator.decision.poolplan import (
     PoolResult,
+    admitted_by_another_release,
     choose,
     placed,
     plan_on_pool,
@@ -55,7 +56,7 @@ from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.memo import BoundedMemo, IdentityMemo
 from fitgate.sizing.units import GiB
-from fitgate.sizing.versions import resolve_release
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, UNKNOWN_RELEASE, resolve_release
 
 __all__ = ["Evaluation", "alternatives_of", "evaluate", "parallel_serving", "serving_config", "unknown", "workload_of"]
 
@@ -173,6 +174,37 @@ def engine_release(version: str | None) -> str | None:
     except SizingError:
         return None
     return version if named else None
+
+
+def _release_unknown(
+    spec: ModelDeploymentSpec,
+    model: ModelInput,
+    best: PoolResult,
+    serving: ServingConfig,
+    workload: Workload | None,
+    share: Share | None,
+) -> PoolResult:
+    """``best``, or Unknown where the release is not known and only the newest release's accounting denies it.
+
+    A gate never denies for a release it does not know (hunt82 F2): an image that names no release is sized as the
+    newest modelled one, and when that misfits on memory but another modelled release admits it, the misfit is not
+    shown. A misfit every release shows stays DoesNotFit.
+    """
+    version = spec.engine.version
+    if best.verdict is not Verdict.DOES_NOT_FIT or best.plan is None or best.plan.verdict is not Verdict.DOES_NOT_FIT:
+        return best
+    if version is None or engine_release(version) is not None:
+        return best
+    found = admitted_by_another_release(model, best.pool, serving, workload, share or best.pool.share)
+    if found is None:
+        return best
+    release, other = found
+    why = (
+        f"the vLLM release is unknown ({'engine.version unknown' if version == UNKNOWN_RELEASE else repr(version)}): "
+        f"sized as {DEFAULT_VLLM_VERSION}, the newest modelled, it does not fit, but as vLLM {release} it is "
+        f"{other.verdict.value}; name the release (the image tag, or engine.version) to size it exactly"
+    )
+    return replace(best, verdict=Verdict.UNKNOWN, reason=ReasonCode.RELEASE_UNKNOWN, message=f"{best.message}; {why}")
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
@@ -440,6 +472,7 @@ def evaluate(
         # alive cost a sixth of a review's CPU (issue 23); reconcile's re-evaluations of a deployment use it
         find = search_suggestions if lean else suggest
         suggestions = find(model, best.pool.gpu, serving, workload, best.plan)
+    best = _release_unknown(spec, model, best, serving, workload, spec_share)
     args: tuple[EngineArg, ...] = ()
     chosen: Suggestion | None = None
     if best.plan is not None and not lean:  # the same choice as `fitgate plan`: a misfit's args are those of the fix
@@ -454,7 +487,7 @@ def evaluate(
         warnings.append(f"fitgate: it does not fit on {names}; set placement.gpuProduct to keep it off those nodes")
     if best.verdict is Verdict.UNKNOWN:
         warnings.append(f"fitgate: verdict Unknown: {best.message}")
-    if spec.engine.version is not None and engine_release(spec.engine.version) is None:
+    if spec.engine.version not in (None, UNKNOWN_RELEASE) and engine_release(spec.engine.version) is None:
         warnings.append(
             f"fitgate: engine.version {spec.engine.version[:80]!r} names no vLLM release fitgate knows; sized with the "
             "newest modelled release's accounting"

@@ -20,6 +20,7 @@ from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import ModelInput, Plan, ReasonCode, ServingConfig, SizingError, Verdict, Workload, plan
 from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.units import MiB, fmt_gib
+from fitgate.sizing.versions import MODELLED_MINORS, resolve_release
 
 _RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
 
@@ -119,6 +120,28 @@ def prospective_pools(spec: ModelDeploymentSpec, inventory: Inventory, need: int
         return [], ""
     names = ", ".join(sorted({f"{pool.product} ({pool.source})" for pool in pools}))
     return pools, f"no node with {names} yet"
+
+
+def admitted_by_another_release(
+    model: ModelInput, pool: GpuPool, serving: ServingConfig, workload: Workload | None, share: Share | None
+) -> tuple[str, PoolResult] | None:
+    """The newest modelled release whose accounting admits (Fits or Tight) what ``serving``'s denies on ``pool``.
+
+    For an image whose release is unknown (hunt82 F2: ``ghcr.io/llm-d/llm-d-cuda:v0.7.0`` runs vLLM 0.19.1, whose
+    budget leaves CUDA graphs out; sized as 0.34.0 a 32k Llama-3.1-70B-FP8 on one H100 was DoesNotFit, as 0.19.1 Tight):
+    a misfit only some release shows is not one fitgate can show. None when every release denies it.
+    """
+    sized = resolve_release(serving.vllm_version).sized_as if serving.vllm_version else None
+    for release in MODELLED_MINORS:
+        if sized is not None and resolve_release(release).sized_as == sized:
+            continue
+        try:
+            other = plan_on_pool(model, pool, replace(serving, vllm_version=release), workload, share)
+        except SizingError:  # a setting that release does not take (a V0-only flag, a quantization it lacks)
+            continue
+        if other.verdict in (Verdict.FITS, Verdict.TIGHT):
+            return release, other
+    return None
 
 
 def plan_on_pool(
