@@ -45,8 +45,30 @@ from fitgate.workloads.images import image_release
         ("volcano-sh/vllm-openai:v0.10.0-cu128", {}, "0.10.0", "read as the release"),
         ("substratusai/vllm-gh200:v0.8.3", {}, "0.8.3", "read as the release"),
         ("public.ecr.aws/data-on-eks/ray-2.41.0-py310-cu118-vllm0.7.0:latest", {}, "0.7.0", "names vLLM 0.7.0"),
-        # Dynamo's runtime tag is a Dynamo release, not vLLM's
+        # Dynamo's runtime tag is a Dynamo release, not vLLM's: read through Dynamo's published table where it has one
+        # (docs.nvidia.com/dynamo/v-0-9-1 support matrix: v0.7.x ships vLLM 0.11.0; v1.3.x 0.23.0), else unknown
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.1", {}, None, "not a vLLM image"),
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0.post1", {}, "0.11.0", "ships vLLM 0.11.0"),
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1", {}, "0.23.0", "ships vLLM 0.23.0"),
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0-deepseek-dev.1", {}, None, "not a vLLM image"),  # early access
+        # NGC's vLLM container: YY.MM (vllm-release-notes rel-26-05: "vLLM: 0.20.1"); a month not in the table: unknown
+        ("nvcr.io/nvidia/vllm:26.05-py3", {}, "0.20.1", "ships vLLM 0.20.1"),
+        ("nvcr.io/nvidia/vllm:25.11-py3", {}, None, "not a vLLM image"),
+        # hunt82 F3: tags that name the release without the separators read before
+        ("rocm/vllm:rocm6.3.1_instinct_vllm0.8.3_20250410", {}, "0.8.3", "tag"),
+        (
+            "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11-gpu-py312-cu129-ubuntu22.04-sagemaker-v1",
+            {},
+            "0.11",
+            "read",
+        ),
+        ("intel/vllm:0.10.2-xpu", {}, "0.10.2", "read as the release"),
+        ("vllm/vllm-openai:cu130-nightly", {}, "latest", "nightly"),
+        # hunt82 F1: llm-d's router, sidecar, simulator and tokenizer images run no vLLM; its vLLM images do
+        ("ghcr.io/llm-d/llm-d-routing-sidecar:0.0.7", {}, None, "not a vLLM image"),
+        ("ghcr.io/llm-d/llm-d-inference-sim:latest", {}, None, "not a vLLM image"),
+        ("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", {}, None, "not a vLLM image"),
+        ("ghcr.io/llm-d/llm-d-rocm:v0.4.0", {}, None, "llm-d release"),
     ],
 )
 def test_image_release(image: str, env: dict[str, str], release: str | None, reason_has: str) -> None:
@@ -140,12 +162,37 @@ def test_unknown_release_is_not_denied_for_a_misfit_only_the_newest_shows(
 ) -> None:
     named = _check(tmp_path, capsys, "vllm/vllm-openai:v0.34.0", "nvidia/Llama-3.1-70B-Instruct-FP8", *_TIGHT_70B)
     assert named["verdict"] == "DoesNotFit"  # the release is named: its accounting decides
-    unknown = _check(tmp_path, capsys, "example.com/team/llm-server:7", "nvidia/Llama-3.1-70B-Instruct-FP8", *_TIGHT_70B)
+    unknown = _check(
+        tmp_path, capsys, "example.com/team/llm-server:7", "nvidia/Llama-3.1-70B-Instruct-FP8", *_TIGHT_70B
+    )
     assert unknown["verdict"] == "Unknown", unknown
     assert "the vLLM release is unknown" in unknown["message"] and "it is Tight" in unknown["message"]
 
 
 def test_unknown_release_still_denies_what_no_release_fits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 405B in 16-bit is ~756 GiB of weights: no release's accounting fits it on one 80 GB H100
-    r = _check(tmp_path, capsys, "example.com/team/llm-server:7", "meta-llama/Llama-3.1-405B", "--max-model-len", "8192")
+    r = _check(
+        tmp_path, capsys, "example.com/team/llm-server:7", "meta-llama/Llama-3.1-405B", "--max-model-len", "8192"
+    )
     assert r["verdict"] == "DoesNotFit", r
+
+
+def test_a_sidecar_before_the_vllm_container_is_not_read_as_the_server() -> None:
+    # hunt82 F1: cnuland/hello-chris-llm-d's decode pod lists llm-d's routing sidecar (args --port=8000
+    # --vllm-port=8200) before vLLM; the sidecar was taken for the server (llm-d images' entrypoint is vLLM's)
+    doc = _deployment("ghcr.io/llm-d/llm-d:v0.2.0")
+    containers = doc["spec"]["template"]["spec"]["containers"]
+    containers[0]["command"] = ["vllm", "serve", "meta-llama/Llama-3.2-1B-Instruct"]
+    sidecar = {"name": "routing-proxy", "image": "ghcr.io/llm-d/llm-d-routing-sidecar:0.0.7", "args": ["--port=8000"]}
+    containers.insert(0, sidecar)
+    reading = read_workload(doc)
+    assert reading is not None and reading.container == "vllm" and reading.model == "meta-llama/Llama-3.2-1B-Instruct"
+
+
+def test_a_cpu_build_named_in_the_tag_is_skipped() -> None:
+    # hunt82 F4: KubeAI's CPU image substratusai/vllm:v0.6.4.post1-cpu asks for no GPU: vLLM's CPU backend, not checked
+    doc = _deployment("substratusai/vllm:v0.6.4.post1-cpu")
+    doc["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "8"}}
+    assert read_workload(doc) is None
+    doc["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    assert read_workload(doc) is not None  # a GPU asked for: read and sized whatever the tag says

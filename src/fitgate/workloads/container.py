@@ -41,7 +41,6 @@ from fitgate.workloads.flags import (
     MEMORY_ENV,
     _convert,
     _expert_parallel,
-    _flag,
     _issue20_serving,
     _runner,
     _speculative,
@@ -50,6 +49,7 @@ from fitgate.workloads.flags import (
     env_serving,
     not_modelled_notes,
     pods_of_one_engine,
+    runs_on_cpu,
 )
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import (
@@ -251,25 +251,6 @@ def _env_origins(
         if name and name in env:
             out[flag] = ("env", name, value)
     return out
-
-
-def runs_on_cpu(container: dict[str, Any]) -> bool:
-    """VLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check.
-
-    hunt82 F4: CPU builds also say so in the tag alone (``substratusai/vllm:v0.6.4.post1-cpu``, KubeAI's CPU image;
-    ``quay.io/modh/vllm:rhoai-2.19-cpu``): a ``cpu`` word of the tag counts when the container asks for no GPU.
-    """
-    if _flag(container, "--device") == "cpu":
-        return True
-    repo, tag = image_repo_tag(str(container.get("image") or ""))
-    if "cpu" in repo:
-        return True
-    if tag is None or "cpu" not in re.split(r"[-_.]", tag.lower()):
-        return False
-    try:
-        return gpu_limit_of(container)[1] == 0
-    except WorkloadError:
-        return False
 
 
 def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = None) -> _Found | None:

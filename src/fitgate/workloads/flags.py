@@ -24,6 +24,8 @@ from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.workloads.flagvalues import human_int
 from fitgate.workloads.podspec import (
     as_list,
+    gpu_limit_of,
+    image_repo_tag,
 )
 from fitgate.workloads.reading import WorkloadError
 from fitgate.workloads.vllm_flags import NOT_MODELLED_LISTS, NOT_MODELLED_SWITCHES, NOT_MODELLED_VALUED
@@ -388,3 +390,22 @@ def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, An
     if mm:
         serving["multimodal"] = mm
     return serving
+
+
+def runs_on_cpu(container: dict[str, Any]) -> bool:
+    """VLLM's CPU backend (``--device cpu``, or an image such as ``vllm/vllm-openai-cpu``): no GPU to check.
+
+    hunt82 F4: CPU builds also say so in the tag alone (``substratusai/vllm:v0.6.4.post1-cpu``, KubeAI's CPU image;
+    ``quay.io/modh/vllm:rhoai-2.19-cpu``): a ``cpu`` word of the tag counts when the container asks for no GPU.
+    """
+    if _flag(container, "--device") == "cpu":
+        return True
+    repo, tag = image_repo_tag(str(container.get("image") or ""))
+    if "cpu" in repo:
+        return True
+    if tag is None or "cpu" not in re.split(r"[-_.]", tag.lower()):
+        return False
+    try:
+        return gpu_limit_of(container)[1] == 0
+    except WorkloadError:
+        return False

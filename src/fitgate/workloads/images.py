@@ -22,14 +22,21 @@ comes from (sources cited per family):
   names vLLM's release (``ray-2.41.0-py310-cu118-vllm0.7.0``, ``substratusai/vllm-gh200:v0.8.3``: a repository
   whose name holds ``vllm``): the release the tag names, said to be read from a build fitgate does not know
   (hunt52 G1); an image that runs vLLM by command line only, so its entrypoint is not taken as vLLM's.
+* ``nvcr.io/nvidia/vllm:<YY.MM>-py3`` (NGC) and ``nvcr.io/nvidia/ai-dynamo/vllm-runtime:<release>`` (Dynamo): the
+  vendor's release, mapped to the vLLM inside by the vendor's published table (``data/vendor_releases.json``, each
+  table cited; hunt82 F2); a tag it does not list stays unknown.
+* llm-d's other images (the routing sidecar, the endpoint picker, the simulator, the tokenizer) run no vLLM (hunt82 F1).
 * any image: a ``VLLM_VERSION`` variable of the container's env names the release when the tag does not.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 #: Repositories (registry stripped) that run vLLM -> the image's entrypoint is the vLLM server.
 #: vllm/vllm-openai: ``vllm serve`` (vllm-project/vllm docker/Dockerfile, stage vllm-openai);
@@ -45,7 +52,13 @@ VLLM_IMAGES: tuple[tuple[str, bool], ...] = (
 
 _RELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
 _MOVING = re.compile(r"^(latest|nightly)([-_.].*)?$", re.IGNORECASE)
-_ROCM_TAG = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)")
+_ROCM_TAG = re.compile(r"vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)")  # vllm_0.8.5, and rocm6.3.1_instinct_vllm0.8.3 (F3)
+#: llm-d's vLLM images: ``llm-d/llm-d`` and its accelerator builds (``llm-d-cuda``, ``-rocm``, ``-xpu``, ``-hpu``,
+#: ``-aws``, ``-cpu``, ``-dev`` variants); its router, sidecar, simulator and tokenizer images run no vLLM (hunt82 F1:
+#: a routing sidecar listed before the vLLM container was read as the server)
+_LLM_D_VLLM = re.compile(r"^(-(cuda|rocm|xpu|hpu|gaudi|tpu|aws|efa|gke|gpu|cpu))*(-dev)?$")
+#: A moving tag's word inside a longer tag (``cu130-nightly``, ``nightly-x86_64``).
+_MOVING_WORD = re.compile(r"(^|[-_.])(latest|nightly)([-_.]|$)", re.IGNORECASE)
 #: A vLLM release inside another image's tag: ``...-vllm0.7.0``, ``vllm-0.8.5``, ``vllm_v0.10.1``.
 _TAG_NAMES_VLLM = re.compile(r"(?<![a-z])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
 #: The longest image reference read (the API server allows long names; nothing real is near this).
@@ -81,15 +94,44 @@ def image_family(repo: str) -> tuple[str, bool] | None:
         at = 0 if repo.startswith(prefix) else repo.find("/" + prefix) + 1
         rest = repo[at + len(prefix) :] if at or repo.startswith(prefix) else None
         if rest is not None and (rest == "" or rest[0] in "-/"):
+            if prefix == "llm-d/llm-d" and not _LLM_D_VLLM.match(rest.split("/", 1)[0]):
+                return None
             return prefix, entrypoint
     return None
 
 
+@lru_cache(maxsize=1)
+def _vendor_tables() -> dict[str, dict[str, object]]:
+    raw = json.loads(resources.files("fitgate.workloads").joinpath("data/vendor_releases.json").read_text())
+    return {k: v for k, v in raw.items() if not k.startswith("_")}
+
+
+def _vendor_release(repo: str, tag: str | None) -> ImageRelease | None:
+    """The vLLM inside a vendor's image whose tag is the vendor's release (NGC, Dynamo), by its published table."""
+    table = _vendor_tables().get(repo)
+    if table is None or not tag or "dev" in tag.lower():  # Dynamo's model early-access builds pin their own vLLM
+        return None
+    key = re.match(r"^v?(\d+\.\d+)", tag)
+    releases = table["releases"]
+    if key is None or not isinstance(releases, dict) or key.group(1) not in releases:
+        return None
+    release = str(releases[key.group(1)])
+    return ImageRelease(release, f"{repo}:{tag} ships vLLM {release} ({table['source']})"[:300])
+
+
 def _other_build(repo: str, tag: str | None, env: Mapping[str, str] | None, image: str) -> ImageRelease:
     """The release another build of vLLM names in its tag (hunt52 G1), else the env's, else unknown."""
+    vendor = _vendor_release(repo, tag)
+    if vendor is not None:
+        return vendor
     name = repo.rsplit("/", 1)[-1].lower()
-    # a vllm-openai rebuild's tag, or a v0.x tag of a repository named for vLLM (not Dynamo's vllm-runtime:0.4.1)
-    if tag and ("vllm-openai" in name or ("vllm" in name and re.match(r"v0\.\d", tag))):
+    # a vllm-openai rebuild's tag, or a v0.x tag of a repository named for vLLM (not Dynamo's vllm-runtime:0.4.1); a
+    # repository named just vllm takes 0.x too (hunt82 F3: AWS's DLC vllm:0.11-gpu-py312-..., intel/vllm:0.10.2-xpu)
+    if tag and (
+        "vllm-openai" in name
+        or ("vllm" in name and re.match(r"v0\.\d", tag))
+        or (name == "vllm" and re.match(r"0\.\d", tag))
+    ):
         m = _RELEASE.match(tag)
         if m:
             return ImageRelease(
@@ -126,7 +168,11 @@ def image_release(image: str, env: Mapping[str, str] | None = None) -> ImageRele
         if _MOVING.match(tag):
             return ImageRelease("latest", f"tag {tag}: vLLM's newest release")
         m = _RELEASE.match(tag)
-        return ImageRelease(m.group(1), f"tag {tag}") if m else _from_env(env, f"tag {tag!r} names no vLLM release")
+        if m:
+            return ImageRelease(m.group(1), f"tag {tag}")
+        if _MOVING_WORD.search(tag):  # hunt82 F3: cu130-nightly, a nightly of a CUDA build
+            return ImageRelease("latest", f"tag {tag}: a nightly or latest build, vLLM's newest release")
+        return _from_env(env, f"tag {tag!r} names no vLLM release")
     if name == "rocm/vllm":
         m = _ROCM_TAG.search(tag)
         return ImageRelease(m.group(1), f"tag {tag}") if m else _from_env(env, f"tag {tag!r} names no vLLM release")

@@ -36,10 +36,9 @@ from fitgate.workloads.container import (
     _reading,
     config_ref,
     read_container,
-    runs_on_cpu,
 )
 from fitgate.workloads.expansion import container_env
-from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks
+from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks, runs_on_cpu
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
 from fitgate.workloads.kinds import other_group, pod_template_paths
 from fitgate.workloads.podspec import (

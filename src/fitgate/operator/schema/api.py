@@ -91,8 +91,9 @@ class Engine(_Spec):
         # a sha256 digest) is sized as the newest modelled release with a warning, never refused (hunt37 F6)
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$",
         description="vLLM release (0.34.0) or image tag (v0.34.0-cu130); a release newer than fitgate models, or a "
-        "tag or digest that names no vLLM release, is sized as the newest modelled one, with a note. Default: the "
-        "newest modelled release (0.34.0).",
+        "tag or digest that names no vLLM release, is sized as the newest modelled one, with a note. 'unknown' (or a "
+        "tag naming no release): a memory misfit that another modelled release's accounting admits is Unknown "
+        "(ReleaseUnknown), not DoesNotFit. Default: the newest modelled release (0.34.0).",
     )
 
 
