@@ -196,3 +196,13 @@ def test_a_cpu_build_named_in_the_tag_is_skipped() -> None:
     assert read_workload(doc) is None
     doc["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
     assert read_workload(doc) is not None  # a GPU asked for: read and sized whatever the tag says
+
+
+def test_a_device_fitgate_does_not_size_carries_no_release_note() -> None:
+    # hunt82 F5: a TPU pod (vllm/vllm-tpu:nightly, google.com/tpu: 4) is Unknown and nothing is sized, so the note
+    # "sized as the newest modelled release" was noise
+    doc = _deployment("vllm/vllm-tpu:nightly")
+    doc["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"google.com/tpu": "4"}}
+    reading = read_workload(doc)
+    assert reading is not None and reading.unknown is not None and "device resource" in reading.unknown
+    assert not any("sized as the newest" in n for n in (*reading.notes, *reading.warnings))

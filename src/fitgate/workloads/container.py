@@ -527,6 +527,8 @@ def _reading(
         return _finish(base, invalid=f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc))
     if resource is None and unknown is None:
         unknown = unsized_devices(container, found.pod, cname)
+        if unknown is not None:  # hunt82 F5: a TPU / Gaudi / Neuron pod is not sized at all, as any release
+            version_note = None
     all_notes = (*notes, *more, *placement_notes, *((version_note,) if version_note else ()))
     claim = claim_template_of(container, found.pod)
     return _finish(
