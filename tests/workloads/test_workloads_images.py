@@ -69,6 +69,11 @@ from fitgate.workloads.images import image_release
         ("ghcr.io/llm-d/llm-d-inference-sim:latest", {}, None, "not a vLLM image"),
         ("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", {}, None, "not a vLLM image"),
         ("ghcr.io/llm-d/llm-d-rocm:v0.4.0", {}, None, "llm-d release"),
+        ("ghcr.io/llm-d/llm-d-cuda-gb200:v0.7.0", {}, None, "llm-d release"),  # hunt86 F2: a vLLM image
+        ("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0", {}, None, "not a vLLM image"),
+        # llm-d/llm-d#1819: llm-d-cuda v0.8.0 ships vLLM 0.23.0, v0.7.0 0.19.1
+        ("ghcr.io/llm-d/llm-d-cuda:v0.7.0", {}, "0.19.1", "ships vLLM 0.19.1"),
+        ("ghcr.io/llm-d/llm-d-cuda:v0.8.0", {}, "0.23.0", "ships vLLM 0.23.0"),
     ],
 )
 def test_image_release(image: str, env: dict[str, str], release: str | None, reason_has: str) -> None:
@@ -143,6 +148,8 @@ def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, model
     container = doc["spec"]["template"]["spec"]["containers"][0]
     container["command"] = ["vllm", "serve", model]
     container["args"] = list(args)
+    tp = args[args.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in args else "1"
+    container["resources"] = {"limits": {"nvidia.com/gpu": tp}}
     path = tmp_path / "d.yaml"
     path.write_text(yaml.safe_dump(doc))
     main(["check", str(path), "--gpu", "H100", "--output", "json"])
@@ -169,11 +176,20 @@ def test_unknown_release_is_not_denied_for_a_misfit_only_the_newest_shows(
     assert "the vLLM release is unknown" in unknown["message"] and "it is Tight" in unknown["message"]
 
 
-def test_unknown_release_still_denies_what_no_release_fits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # 405B in 16-bit is ~756 GiB of weights: no release's accounting fits it on one 80 GB H100
-    r = _check(
-        tmp_path, capsys, "example.com/team/llm-server:7", "meta-llama/Llama-3.1-405B", "--max-model-len", "8192"
-    )
+@pytest.mark.parametrize(
+    ("model", "args"),
+    [
+        # 405B in 16-bit is ~756 GiB of weights: no release's accounting fits it on one 80 GB H100
+        ("meta-llama/Llama-3.1-405B", ("--max-model-len", "8192")),
+        # hunt86 F1: DeepSeek-V4-Flash at TP 2 on H100s (73.31 GiB of weights a GPU) misfits on every release from 0.8
+        # (vLLM serves it from 0.20); only V0-era 0.6 / 0.7 accounting admitted it, and those are not tried
+        ("deepseek-ai/DeepSeek-V4-Flash", ("--tensor-parallel-size", "2", "--max-model-len", "131072")),
+    ],
+)
+def test_unknown_release_still_denies_what_no_release_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, args: tuple[str, ...]
+) -> None:
+    r = _check(tmp_path, capsys, "example.com/team/llm-server:7", model, *args, "--gpu-memory-utilization", "0.95")
     assert r["verdict"] == "DoesNotFit", r
 
 

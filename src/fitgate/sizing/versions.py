@@ -224,8 +224,11 @@ class Release:
 _MAX_VERSION_TEXT = 128
 #: What a workload's spec says when its image's release is not known (``engine.version: unknown``).
 UNKNOWN_RELEASE = "unknown"
-#: One release of every minor fitgate models, newest first: what an image of unknown release may run (hunt82 F2).
-MODELLED_MINORS = tuple(f"0.{minor}.0" for minor in range(NEWEST_MODELLED[1], _OLDEST[1] - 1, -1))
+#: One release of every V1-era minor, newest first: what an image of unknown release may run (hunt82 F2). Not the V0
+#: releases before 0.8.0: they serve none of the large 2026 models whose misfits they would excuse (hunt86 F1: as 0.6 /
+#: 0.7, DeepSeek-V4-Flash on 2 x H100 and Kimi-K2.5 on 8 x H100 were admitted; vLLM added them in 0.20 and 0.15), and
+#: every vendor image mapped so far runs 0.8.4 or later (RHAIIS 3.0; NGC 25.10: 0.10.2; llm-d v0.2.0: 0.10.0).
+MODELLED_MINORS = tuple(f"0.{minor}.0" for minor in range(NEWEST_MODELLED[1], 7, -1))
 #: An image tag's grammar (the OCI distribution spec: ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}``).
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 

@@ -23,6 +23,7 @@ from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.workloads.flagvalues import human_int
 from fitgate.workloads.podspec import (
+    as_dict,
     as_list,
     gpu_limit_of,
     image_repo_tag,
@@ -404,6 +405,8 @@ def runs_on_cpu(container: dict[str, Any]) -> bool:
     if "cpu" in repo:
         return True
     if tag is None or "cpu" not in re.split(r"[-_.]", tag.lower()):
+        return False
+    if as_dict(container.get("resources")).get("claims"):  # hunt86 F3: devices from a DRA claim
         return False
     try:
         return gpu_limit_of(container)[1] == 0

@@ -53,10 +53,11 @@ VLLM_IMAGES: tuple[tuple[str, bool], ...] = (
 _RELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
 _MOVING = re.compile(r"^(latest|nightly)([-_.].*)?$", re.IGNORECASE)
 _ROCM_TAG = re.compile(r"vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)")  # vllm_0.8.5, and rocm6.3.1_instinct_vllm0.8.3 (F3)
-#: llm-d's vLLM images: ``llm-d/llm-d`` and its accelerator builds (``llm-d-cuda``, ``-rocm``, ``-xpu``, ``-hpu``,
-#: ``-aws``, ``-cpu``, ``-dev`` variants); its router, sidecar, simulator and tokenizer images run no vLLM (hunt82 F1:
-#: a routing sidecar listed before the vLLM container was read as the server)
-_LLM_D_VLLM = re.compile(r"^(-(cuda|rocm|xpu|hpu|gaudi|tpu|aws|efa|gke|gpu|cpu))*(-dev)?$")
+#: llm-d's images that run no vLLM: the router / endpoint picker (formerly inference-scheduler), the P/D sidecar,
+#: the simulator, the tokenizer sidecar, the KV-cache library, the benchmark (llm-d/llm-d#1819, the v0.8.0 component
+#: list); its vLLM images are every other llm-d-* (llm-d-cuda, -aws, -hpu, -rocm, -cuda-gb200 ...). hunt82 F1: a
+#: routing sidecar listed before the vLLM container was read as the server; hunt86 F2: an allow-list missed -gb200.
+_LLM_D_NOT_VLLM = re.compile(r"(router|sidecar|scheduler|inference-sim|tokenizer|kv-cache|benchmark|predictor|epp)")
 #: A moving tag's word inside a longer tag (``cu130-nightly``, ``nightly-x86_64``).
 _MOVING_WORD = re.compile(r"(^|[-_.])(latest|nightly)([-_.]|$)", re.IGNORECASE)
 #: A vLLM release inside another image's tag: ``...-vllm0.7.0``, ``vllm-0.8.5``, ``vllm_v0.10.1``.
@@ -94,7 +95,7 @@ def image_family(repo: str) -> tuple[str, bool] | None:
         at = 0 if repo.startswith(prefix) else repo.find("/" + prefix) + 1
         rest = repo[at + len(prefix) :] if at or repo.startswith(prefix) else None
         if rest is not None and (rest == "" or rest[0] in "-/"):
-            if prefix == "llm-d/llm-d" and not _LLM_D_VLLM.match(rest.split("/", 1)[0]):
+            if prefix == "llm-d/llm-d" and _LLM_D_NOT_VLLM.search(rest.split("/", 1)[0]):
                 return None
             return prefix, entrypoint
     return None
@@ -183,4 +184,7 @@ def image_release(image: str, env: Mapping[str, str] | None = None) -> ImageRele
         return _from_env(env, f"tag {tag!r} names no nm-vllm release")
     if name == "lmcache/vllm-openai":
         return _from_env(env, f"lmcache/vllm-openai:{tag} names an LMCache release or build, not the vLLM inside")
+    vendor = _vendor_release("/".join(repo.split("/")[-2:]), tag)
+    if vendor is not None:  # an llm-d release whose vLLM its component list names
+        return vendor
     return _from_env(env, f"{repo}:{tag} names an llm-d release, built on a vLLM commit of main")
