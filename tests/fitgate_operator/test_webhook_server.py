@@ -46,6 +46,11 @@ MALFORMED = {
     "object a string": with_request(object="x"),
     "1,500 deep": b'{"request": ' + b"[" * 1500 + b"]" * 1500 + b"}",
     "100 deep": b'{"request": ' + b'{"a": ' * 100 + b"1" + b"}" * 100 + b"}",
+    # Python's int() refuses more than 4300 digits with ValueError, not JSONDecodeError (hunt83 F3: was HTTP 500)
+    "a 5000-digit number": b'{"x": ' + b"9" * 5000 + b"}",
+    "a 5000-digit generation": with_request(object={"metadata": {"generation": 0}}).replace(
+        b'"generation": 0', b'"generation": ' + b"9" * 5000
+    ),
 }
 
 

@@ -218,7 +218,7 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
     if text is not None and not re.fullmatch(r"\s*\d\s*", text):
         try:
             data = json.loads(text) if len(text) <= 65536 else None
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: also a number past int()'s 4300 digits (hunt83 F3)
             data = None
         if isinstance(data, dict):
             found.update({k: data[k] for k in _GRAPH_KEYS if k in data})

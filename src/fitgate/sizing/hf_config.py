@@ -188,7 +188,7 @@ def parse_hf_overrides(text: str) -> dict[str, Any] | None:
     """``--hf-overrides`` as vLLM's flag takes it: a JSON object, bounded in bytes and nesting (None: it is not)."""
     try:
         value = json.loads(text) if len(text) <= MAX_HF_OVERRIDES_BYTES else None
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also a number past int()'s 4300 digits (hunt83 F3)
         return None
     return value if isinstance(value, dict) and json_depth(value) <= MAX_HF_OVERRIDES_DEPTH else None
 

@@ -213,7 +213,7 @@ def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | N
     """
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also a number past int()'s 4300 digits (hunt83 F3)
         raise SizingError(
             flag, text[:80], 'a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}'
         ) from None

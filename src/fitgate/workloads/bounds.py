@@ -16,6 +16,7 @@ a library caller that sets nothing gets the defaults.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import yaml
@@ -27,6 +28,16 @@ from fitgate.settings import ParseBudgets
 #: scanner refuses: hunt27 F4, GKE's vllm-tpu sample and RedHatAI's OpenShift AI InferenceService), and a fifth of
 #: the time; the safe constructors either way.
 SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def too_many_digits() -> str:
+    """Why a JSON or YAML text whose load raised ValueError, not a parse error, was refused.
+
+    Python's ``int()`` refuses a number of more than ``sys.get_int_max_str_digits()`` digits (4300): the one
+    ValueError a safe load raises on text that is otherwise well-formed (hunt83 F3, F4).
+    """
+    return f"holds a number of more than {sys.get_int_max_str_digits()} digits"
+
 
 _ACTIVE: list[ParseBudgets] = [ParseBudgets()]
 

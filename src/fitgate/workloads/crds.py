@@ -16,7 +16,7 @@ import yaml
 
 from fitgate.sizing.instances import instance_gpus
 from fitgate.sizing.units import parse_size
-from fitgate.workloads.bounds import SAFE_LOADER
+from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.kubeai import read_kubeai_model
@@ -139,6 +139,8 @@ def _kaito_config(name: str, configmaps: Mapping[str, Mapping[str, str]]) -> tup
         loaded = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} is not YAML: {exc}".splitlines()[0]) from None
+    except ValueError:  # int() past its digit limit (hunt83 F3)
+        raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY}: {too_many_digits()}") from None
     return config_file_flags(as_dict(as_dict(loaded).get("vllm"))), None
 
 

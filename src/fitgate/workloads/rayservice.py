@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from fitgate.workloads.bounds import SAFE_LOADER
+from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
 from fitgate.workloads.container import _find_vllm, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
@@ -40,6 +40,8 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
         loaded = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"spec.serveConfigV2 is not YAML: {exc}".splitlines()[0]) from None
+    except ValueError:  # int() past its digit limit (hunt83 F3); Ray's loader refuses it too
+        raise WorkloadError(f"spec.serveConfigV2: {too_many_digits()}") from None
     configs: list[dict[str, Any]] = []
     why: str | None = None
     for app in (as_dict(a) for a in as_list(as_dict(loaded).get("applications"))[:32]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -116,6 +117,8 @@ class GuardedWebhookServer(kopf.WebhookServer):
             problem = f"the body is not JSON ({exc.msg} at character {exc.pos})"
         except RecursionError:
             problem = "the body is JSON nested too deeply"
+        except ValueError:  # int(): a number past Python's digit limit (hunt83 F3: was HTTP 500 and a traceback)
+            problem = f"the body holds a number of more than {sys.get_int_max_str_digits()} digits"
         else:
             problem = review_problem(data)
         if problem:
