@@ -179,3 +179,36 @@ def test_bad_entries_are_one_line_errors_naming_the_tensor(tmp_path: Path, entry
     with pytest.raises(CheckpointError) as exc:
         resolve(str(tmp_path))
     assert message in str(exc.value) and len(str(exc.value)) < 400 and "\n" not in str(exc.value)
+
+
+BIG = "9" * 5000  # past Python's int() limit of 4300 digits: json.loads raises ValueError, not JSONDecodeError
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "message"),
+    [
+        ("config.json", '{"hidden_size": ' + BIG + "}", "config.json: 'a number of more digits'"),
+        ("config.json", '{"unused": ' + BIG + "}", "config.json: 'a number of more digits'"),
+        ("hf_quant_config.json", '{"quantization": {"x": ' + BIG + "}}", "hf_quant_config.json: 'a number of"),
+        ("model.safetensors", '{"w": {"dtype": "BF16", "shape": [' + BIG + "]}}", "model.safetensors:w: 'a number"),
+        ("model.safetensors", '{"__metadata__": {"x": ' + BIG + "}}", "model.safetensors:__metadata__: 'a number"),
+        ("model.safetensors.index.json", '{"metadata": {"total_size": ' + BIG + "}}", "index.json:metadata: 'a"),
+    ],
+)
+def test_a_number_past_pythons_digit_limit_is_a_one_line_error(
+    tmp_path: Path, file: str, text: str, message: str
+) -> None:
+    # hunt83 F4: each was "internal error: ValueError: Exceeds the limit (4300 digits) ..." (exit 70)
+    write_tiny_checkpoint(tmp_path)
+    body = text.encode()
+    if file.startswith("model.safetensors"):  # the index is read only where no shard is
+        for shard in tmp_path.glob("model-0000*"):
+            shard.unlink()
+    if file == "model.safetensors":
+        body = struct.pack("<Q", len(body)) + body
+    (tmp_path / file).write_bytes(body)
+    with pytest.raises(CheckpointError) as exc:
+        resolve(str(tmp_path))
+    text = str(exc.value)
+    assert message in text and "expected numbers of at most 4300 digits" in text, text
+    assert len(text) < 400 and "\n" not in text and "set_int_max_str_digits" not in text

@@ -18,6 +18,7 @@ import errno
 import json
 import os
 import stat
+import sys
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,9 @@ def read_json(path: Path | Traversable, limit: int, root: Path | None = None) ->
         raise CheckpointError(str(path), "malformed JSON", f"valid JSON ({reason})") from None
     except RecursionError:
         raise CheckpointError(str(path), "malformed JSON", "JSON nested less deeply") from None
+    except ValueError:  # int() past its digit limit (hunt83 F4: was an internal error, exit 70)
+        digits = sys.get_int_max_str_digits()
+        raise CheckpointError(str(path), "a number of more digits", f"numbers of at most {digits} digits") from None
 
 
 def model_root(path: Path) -> Path:

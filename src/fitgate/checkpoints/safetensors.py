@@ -18,6 +18,7 @@ import json
 import os
 import re
 import struct
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -157,6 +158,12 @@ class ObjectStream:
                 return
             except RecursionError:
                 raise self._error("a JSON value nested less deeply", end) from None
+            except ValueError:  # int() past its digit limit (hunt83 F4: was an internal error, exit 70)
+                raise CheckpointError(
+                    f"{self.where}:{label(key)}",
+                    f"a number of more digits at character {self._consumed + end}",
+                    f"numbers of at most {sys.get_int_max_str_digits()} digits",
+                ) from None
             after = stop
             while after < n and text[after] in _WS:
                 after += 1
