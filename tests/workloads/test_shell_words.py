@@ -3,11 +3,18 @@ nothing, as the shell runs them (bash(1), "Word Splitting" and "Compound Command
 
 from __future__ import annotations
 
-import pytest
+import time
+from pathlib import Path
 
-from fitgate.workloads import read_workload
+import pytest
+import yaml
+
+from fitgate.workloads import bounds, read_workload
 from fitgate.workloads.argv import find_engine_command
+from fitgate.workloads.bounds import MAX_SCRIPT_BYTES
 from fitgate.workloads.shellwords import OPEN, evaluate_test, mark_unquoted, split_fields
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "workloads" / "llmisvc-dp-ep-qwen3-multi-node.yaml"
 
 
 def flags_of(script: str, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -169,10 +176,10 @@ def test_here_documents_are_not_the_shell_s_blocks_and_a_serve_written_there_is_
     assert flags_of(written)["--max-model-len"] == "2048"
 
 
-def test_deep_nesting_costs_linear_time() -> None:
-    # hunt75 O1: every command rescanned the open blocks (20,000 nested ifs: 19 s); now counted as they change
-    import time  # noqa: PLC0415
-
+def test_deep_nesting_costs_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # hunt75 O1: every command rescanned the open blocks (20,000 nested ifs: 19 s); now counted as they change.
+    # The script (460 KB) is past MAX_SCRIPT_BYTES (hunt83 F1): raised here, to keep measuring the blocks' cost
+    monkeypatch.setattr(bounds, "MAX_SCRIPT_BYTES", 1 << 20)
     depth = 20_000
     script = "if [ 1 = 1 ]; then " * depth + "exec vllm serve M --max-model-len 512; " + "fi; " * depth
     start = time.perf_counter()
@@ -184,3 +191,37 @@ def test_an_unquoted_default_with_a_blank_leaves_no_mark() -> None:
     # hunt75 O2: `${X:-a b}` unquoted: the lexer splits it at the blank; no internal mark may reach an argument
     flags = flags_of("exec vllm serve M --served-model-name ${X:-a b} --max-model-len 512")
     assert all(OPEN not in v and "\x02" not in v for v in flags.values()) and flags["--max-model-len"] == "512"
+
+
+def _deployment(script: str) -> dict[str, object]:
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.0", "command": ["sh", "-c"], "args": [script]}
+    container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+            "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+
+
+def test_a_script_past_the_shell_text_limit_is_unknown_before_shlex_runs() -> None:
+    # hunt83 F1: shlex builds a word one character at a time (quadratic): a 1.4 MB word took 15 s of a parse thread.
+    # Past MAX_SCRIPT_BYTES the reading is Unknown at once, naming the container, the size and the limit.
+    serve = "vllm serve Qwen/Qwen3-8B --served-model-name "
+    at_limit = serve + "A" * (MAX_SCRIPT_BYTES - len(serve))
+    start = time.perf_counter()
+    read = read_workload(_deployment(at_limit))
+    assert read is not None and read.unknown is None and read.model == "Qwen/Qwen3-8B"
+    assert time.perf_counter() - start < 1.0  # 8 ms on the development machine; a 1.4 MB word took 15 s
+    over = read_workload(_deployment(at_limit + "A" * 1_000_000))
+    assert over is not None and over.unknown == (
+        f"container vllm: the sh -c script of {MAX_SCRIPT_BYTES + 1_000_000} bytes: "
+        f"fitgate reads shell text of at most {MAX_SCRIPT_BYTES} bytes"
+    )
+
+
+def test_vllm_additional_args_past_the_shell_text_limit_is_unknown() -> None:
+    doc = next(d for d in yaml.safe_load_all(FIXTURE.read_text()) if d)
+    for container in doc["spec"]["template"]["containers"]:
+        for item in container.get("env", []):
+            if item["name"] == "VLLM_ADDITIONAL_ARGS":
+                item["value"] = "--served-model-name " + "A" * 1_000_000
+    read = read_workload(doc)
+    assert read is not None and read.unknown is not None
+    assert "env VLLM_ADDITIONAL_ARGS of 1000020 bytes: fitgate reads shell text of at most 16384 bytes" in read.unknown

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.workloads import shellmath, shellwords
-from fitgate.workloads.bounds import ExpansionBudget
+from fitgate.workloads.bounds import ExpansionBudget, check_script
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
 from fitgate.workloads.flagvalues import merge_dotted
 from fitgate.workloads.reading import WorkloadError
@@ -323,6 +323,7 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
     are not commands themselves; ``$(( ... ))`` is evaluated over the variables known at that point
     (:mod:`fitgate.workloads.shellmath`, issue 21).
     """
+    check_script(script, "the sh -c script")  # before shlex, quadratic in a word's length (hunt83 F1)
     text = script.replace("\\\n", " ")
     expressions: list[str] = []
     spans = shellmath.arithmetic_spans(text)

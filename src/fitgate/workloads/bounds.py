@@ -56,6 +56,21 @@ class BudgetError(Exception):
     """Input past a parse budget; the message names what, the size reached and the setting."""
 
 
+#: Most bytes of shell text fitgate splits into words: an ``sh -c`` script (after ``$(VAR)`` expansion) or
+#: ``VLLM_ADDITIONAL_ARGS``. ``shlex`` is quadratic in the length of a word (hunt83 F1: a 1.4 MB word took 15 s) and
+#: expanding a script's words costs up to ~3 us a byte; at 16 KiB the slowest shape measured (``$(a) `` words) reads in
+#: 54 ms on the development machine (64 KiB: 218 ms), and the longest real script among the fixtures is 1.9 KB.
+MAX_SCRIPT_BYTES = 16 * 1024
+
+
+def check_script(text: str, what: str) -> None:
+    """Raise :class:`BudgetError` when shell ``text`` is longer than :data:`MAX_SCRIPT_BYTES`, before it is split."""
+    if len(text) > MAX_SCRIPT_BYTES or len(text.encode()) > MAX_SCRIPT_BYTES:
+        raise BudgetError(
+            f"{what} of {len(text.encode())} bytes: fitgate reads shell text of at most {MAX_SCRIPT_BYTES} bytes"
+        )
+
+
 class ExpansionBudget:
     """Bytes variable expansion may still copy for one container (``FITGATE_MAX_EXPANSION_BYTES``)."""
 

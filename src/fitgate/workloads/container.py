@@ -242,7 +242,7 @@ def _env_origins(
     """
     try:
         raw = find_engine_command(command, args, {}, image_entrypoint=entrypoint)
-    except CommandError:
+    except (CommandError, BudgetError):  # the script unexpanded past MAX_SCRIPT_BYTES: no origins, as unreadable
         return {}
     out: dict[str, tuple[str, ...]] = {}
     for flag, value in (raw.flags if raw is not None else {}).items():
@@ -304,6 +304,8 @@ def _engine_of(
         engine = find_engine_command(command, args, env, image_entrypoint=is_vllm and entrypoint, budget=budget)
     except CommandError as exc:
         raise WorkloadError(f"container {container.get('name')}: {exc}") from None
+    except BudgetError as exc:
+        raise BudgetError(f"container {container.get('name')}: {exc}") from None
     if engine is None:
         return None
     origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}

@@ -22,7 +22,7 @@ from fitgate.workloads.argv import (
     EngineCommand,
     parse_engine_argv,
 )
-from fitgate.workloads.bounds import BudgetError
+from fitgate.workloads.bounds import BudgetError, check_script
 from fitgate.workloads.container import (
     _ANNOTATED,
     KSERVE_MODEL_MOUNT,
@@ -250,6 +250,7 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         found = _Found(main, template, engine, env)
     additional = env.get("VLLM_ADDITIONAL_ARGS", "")
     if additional:
+        check_script(additional, f"container {main.get('name')}: env VLLM_ADDITIONAL_ARGS")  # hunt83 F1
         try:
             words = shlex.split(additional)
         except ValueError as exc:
