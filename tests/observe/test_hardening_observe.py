@@ -186,3 +186,50 @@ def test_a_failure_message_is_one_line_whatever_the_caller_hands_in() -> None:
     assert log.failure is not None and log.failure.kind == "out_of_memory"
     assert not any(ord(c) < 32 for c in log.failure.message)
     assert "memory\\x0a0 GiB \\x1b[2J" in log.failure.message
+
+
+ESCAPED = 'vllm:num_requests_running{engine="1",model_name="' + '\\"' * (2 << 20) + '"} 3\n'  # one 4 MiB line
+LABELS = "vllm:num_requests_running{" + ",".join(f'l{i}="v"' for i in range(65)) + "} 3\n"  # 65 labels, 0.6 KB
+
+
+@pytest.mark.parametrize("line", [ESCAPED, LABELS], ids=["4 MiB of escapes", "65 labels"])
+def test_a_long_or_many_labelled_line_is_skipped_and_counted(line: str) -> None:
+    # hunt83 F2: the reference parser is quadratic in a line's escapes and labels; the 4 MiB line took 72 s (1 MiB:
+    # 3.8 s on the development machine); now skipped before it runs, and the rest of the page is still read
+    started = time.perf_counter()
+    scrape = parse_scrape(GOOD + line, 0.0)
+    assert time.perf_counter() - started < 0.5
+    assert scrape.skipped_lines == 1 and scrape.num_gpu_blocks == 31000 and scrape.running is None
+
+
+def test_the_lines_parsed_are_bounded_in_all_and_the_rest_counted() -> None:
+    # 40,000 short series lines (2.1 MB): all were parsed (4 MiB of them: 0.65 s of a parse thread). MAX_KEPT_CHARS
+    # keeps 262144 characters: GOOD's 6 lines take 315 (newlines counted), each series line 54 (53 and a newline):
+    # (262144 - 315) // 54 = 4848 lines read, each running 1; the other 40000 - 4848 = 35152 are counted
+    line = 'vllm:num_requests_running{engine="0",pod="%07d"} 1\n'
+    scrape = parse_scrape(GOOD + "".join(line % i for i in range(40_000)), 0.0)
+    assert scrape.running == 4848 and scrape.skipped_lines == 35152
+
+
+def test_a_pods_skipped_lines_are_one_error_line_and_its_figures_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def fetch(session: Any, url: str, limits: Any) -> str:
+        return GOOD + LABELS
+
+    monkeypatch.setattr(observe_module, "fetch_metrics", fetch)
+
+    async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
+        return [pod("p1", 8000, ip="10.0.0.1")]
+
+    async def run() -> Any:
+        observer = Observer(list_pods, no_log)
+        try:
+            return await observer.round("ns", "m", spec(), STATUS, 1)
+        finally:
+            await observer.close()
+
+    observed = asyncio.run(run()).status["observed"]
+    assert observed["pods"] == 1 and observed["podsFailed"] == 0
+    assert observed["errors"] == [
+        "p1: 1 /metrics lines not read (longer than 4096 characters, more than 64 labels, "
+        "or past 262144 characters of vllm: lines)"
+    ]

@@ -72,6 +72,8 @@ class Scrape:
         running, waiting: ``vllm:num_requests_running`` / ``_waiting`` summed over engines.
         model_name: The ``model_name`` label (the served model name).
         engines: Engines (data-parallel ranks) seen in ``cache_config_info``.
+        skipped_lines: Lines of the families read that were not parsed: past :data:`MAX_LINE_CHARS` or
+            :data:`MAX_LABELS`, or after :data:`MAX_KEPT_CHARS` (hunt83 F2).
     """
 
     at_s: float
@@ -84,6 +86,7 @@ class Scrape:
     waiting: float | None = None
     model_name: str | None = None
     engines: int = 0
+    skipped_lines: int = 0
 
 
 #: The largest count read from a label or a sample (2^53: exact as a float; a pool of 9 P blocks is no pool).
@@ -131,8 +134,9 @@ def parse_scrape(text: str, at_s: float) -> Scrape:
     model: str | None = None
     engines: set[str] = set()
     seen = 0
+    relevant, skipped = _relevant(text)
     try:
-        for family in text_string_to_metric_families(_relevant(text)):
+        for family in text_string_to_metric_families(relevant):
             for sample in family.samples:
                 if not sample.name.startswith("vllm:"):
                     continue
@@ -160,7 +164,8 @@ def parse_scrape(text: str, at_s: float) -> Scrape:
         detail = f"{type(exc).__name__} from the reference parser"
         raise MetricsError("/metrics", _head(text), "the Prometheus text format", detail) from None
     if not seen:
-        raise MetricsError("/metrics", _head(text), "vLLM's metrics (no vllm: series found)")
+        found = f"no vllm: series found; {skipped_message(skipped)}" if skipped else "no vllm: series found"
+        raise MetricsError("/metrics", _head(text), f"vLLM's metrics ({found})")
     kv = gauges.get("vllm:kv_cache_usage_perc")
     running = gauges.get("vllm:num_requests_running")
     waiting = gauges.get("vllm:num_requests_waiting")
@@ -175,6 +180,7 @@ def parse_scrape(text: str, at_s: float) -> Scrape:
         waiting=sum(waiting) if waiting is not None else None,
         model_name=model,
         engines=len(engines),
+        skipped_lines=skipped,
     )
 
 
@@ -182,14 +188,43 @@ _WANTED = ("vllm:cache_config_info", *_GAUGES, *_COUNTERS)
 _COMMENT = ("# HELP ", "# TYPE ")
 
 
-def _relevant(text: str) -> str:
-    """Only the lines of the families read (and their HELP/TYPE lines), for the parser.
+#: The longest line of a family read that is parsed (vLLM's ``cache_config_info`` line, the longest, is under 1 KB).
+#: The reference parser is quadratic in a line's escapes and labels (hunt83 F2: one 4 MiB line of ``\"`` took 72 s).
+MAX_LINE_CHARS = 4096
+#: Most labels (``=`` signs) of a line that is parsed (``cache_config_info`` has about 25).
+MAX_LABELS = 64
+#: Most characters of the families' lines parsed from one exposition: the parser costs ~0.5 us a character even on
+#: short lines (4 MiB of them: 1.3-1.9 s). 64 engines' lines are ~150 KB.
+MAX_KEPT_CHARS = 256 * 1024
+
+
+def skipped_message(n: int) -> str:
+    """The one line that says how many of a scrape's lines were not parsed, and the limits."""
+    return (
+        f"{n} /metrics lines not read (longer than {MAX_LINE_CHARS} characters, more than {MAX_LABELS} labels, "
+        f"or past {MAX_KEPT_CHARS} characters of vllm: lines)"
+    )
+
+
+def _relevant(text: str) -> tuple[str, int]:
+    """Only the lines of the families read (and their HELP/TYPE lines), for the parser; and how many were skipped.
 
     vLLM's page is mostly histogram buckets fitgate does not read; parsing only these lines is ~10x
-    faster. A line kept is parsed whole by the reference parser, so a broken one still fails.
+    faster. A line kept is parsed whole by the reference parser, so a broken one still fails. A line past
+    :data:`MAX_LINE_CHARS` or :data:`MAX_LABELS`, and every line after :data:`MAX_KEPT_CHARS`, is skipped
+    before the parser sees it (counted: :attr:`Scrape.skipped_lines`).
     """
-    keep = [line for line in text.splitlines() if (line[7:] if line.startswith(_COMMENT) else line).startswith(_WANTED)]
-    return "\n".join(keep) + "\n" if keep else ""
+    keep: list[str] = []
+    kept = skipped = 0
+    for line in text.splitlines():
+        if not (line[7:] if line.startswith(_COMMENT) else line).startswith(_WANTED):
+            continue
+        if len(line) > MAX_LINE_CHARS or line.count("=") > MAX_LABELS or kept + len(line) > MAX_KEPT_CHARS:
+            skipped += 1
+            continue
+        keep.append(line)
+        kept += len(line) + 1
+    return ("\n".join(keep) + "\n" if keep else ""), skipped
 
 
 def _head(text: str) -> str:

@@ -39,6 +39,7 @@ from fitgate.observe.metrics import (
     observe,
     parse_scrape,
     pod_window,
+    skipped_message,
 )
 from fitgate.operator.base.bounded import DeadlineError, off_loop
 from fitgate.operator.base.kubeconfig import core_v1
@@ -286,6 +287,8 @@ class Observer:
         failure: str | None = None
         for target, result in zip(chosen, results, strict=True):
             if isinstance(result, Scrape):
+                if result.skipped_lines:  # hunt83 F2: said, as the pod's other problems are
+                    errors.append(f"{target.pod}: {skipped_message(result.skipped_lines)}")
                 kept = history.pods.setdefault(target.pod, deque(maxlen=1024))
                 kept.append(result)
                 while kept and result.at_s - kept[0].at_s > self.window_s:
