@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,17 @@ def test_lws_group_of_two_nodes_fits_and_one_node_is_short_of_gpus(
     code, [r] = check(capsys, lws(tmp_path, 1), "--gpu", "H100")
     assert code == 1 and r["verdict"] == "DoesNotFit"
     assert "vLLM needs 16 GPUs (TP 8 x PP 2) but container vllm-leader asks for 8 nvidia.com/gpu" in r["message"]
+
+
+def test_an_lws_of_more_pods_than_a_replica_may_span_is_invalid_before_a_pool_per_pod_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt83 F5: size 10**30 built one offline node pool per pod first (35 s, 3.9 GB, MemoryError, exit 70)
+    start = time.perf_counter()
+    code, [r] = check(capsys, lws(tmp_path, 10**30), "--gpu", "H100")
+    assert code == 2 and r["verdict"] == "Invalid", r
+    assert "nodesPerReplica: Input should be less than or equal to 64" in r["message"]
+    assert time.perf_counter() - start < 5.0
 
 
 HELM_TEMPLATE_OUTPUT = """\

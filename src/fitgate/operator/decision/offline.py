@@ -127,6 +127,10 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed, notes=ev.notes)
 
 
+#: The most nodes one replica may span: ``placement.nodesPerReplica``'s bound.
+MAX_NODES_PER_REPLICA = 64
+
+
 def _unsized_gpu(product: str, from_flag: bool) -> str:
     """Why a GPU cannot be sized offline, and what would size it."""
     if from_flag:
@@ -309,7 +313,9 @@ def check_reading(
             ev = unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc))
             return CheckResult(source, name, "Unknown", finish(reading, ev).message, product, True, reading.kind)
     pools = []
-    if gpu is not None and product:
+    if gpu is not None and product and reading.pods_per_replica <= MAX_NODES_PER_REPLICA:
+        # more pods than a replica may span is the spec's Invalid (as the webhook answers), before a pool per pod
+        # is built (hunt83 F5: an LWS size of 10**30 grew to 3.9 GB and MemoryError)
         labels = dict(reading.node_selector)
         pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(reading.pods_per_replica)]
     verdict = evaluate_reading(reading, model, pools, facts=facts)
