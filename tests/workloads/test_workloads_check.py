@@ -11,10 +11,12 @@ import pytest
 import yaml
 
 from fitgate.cli import main
+from fitgate.operator.decision.offline import check_files
 from fitgate.sizing.versions import falls_back_to_v0
 from fitgate.workloads.kinds import KINDS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
+MANIFESTS = Path(__file__).parents[1] / "fixtures" / "manifests"
 
 
 def check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]]]:
@@ -74,6 +76,21 @@ def test_an_lws_of_more_pods_than_a_replica_may_span_is_invalid_before_a_pool_pe
     assert code == 2 and r["verdict"] == "Invalid", r
     assert "nodesPerReplica: Input should be less than or equal to 64" in r["message"]
     assert time.perf_counter() - start < 5.0
+
+
+def test_a_rayservice_whose_serve_config_is_not_yaml_is_invalid_and_the_next_object_is_still_checked(
+    tmp_path: Path,
+) -> None:
+    # hunt83 F6: the parts reader's WorkloadError ended the whole run (internal error, exit 70): later documents
+    # got no verdict. The webhook answers this RayService Invalid; so does check, and goes on
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-ray-serve-llm.yaml").read_text()) if d)
+    ray["spec"]["serveConfigV2"] = "applications:\n  - name: x\n    args: [\n"
+    deployment = (FIXTURES / "vllm-docs-k8s-nvidia.yaml").read_text()
+    path = tmp_path / "set.yaml"
+    path.write_text(yaml.safe_dump(ray) + "---\n" + deployment)
+    results = [r for r in check_files([str(path)], "H100") if r.verdict != "Skipped"]
+    assert [(r.kind, r.verdict) for r in results] == [("RayService", "Invalid"), ("Deployment", "Fits")], results
+    assert results[0].message == "spec.serveConfigV2 is not YAML: while parsing a flow node"
 
 
 HELM_TEMPLATE_OUTPUT = """\

@@ -171,7 +171,12 @@ def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node
             results.append(result)
             continue
         if isinstance(doc, dict) and doc.get("kind") in PARTS_READERS:  # one result per worker / role
-            parts = PARTS_READERS[str(doc["kind"])](doc, configmaps)
+            try:
+                parts = PARTS_READERS[str(doc["kind"])](doc, configmaps)
+            except Exception:  # hunt83 F6: one object's error (a serveConfigV2 that is not YAML)
+                # ended the run; read_workload never raises and says it as the webhook does (Invalid / Unknown)
+                whole = read_workload(doc, configmaps)
+                parts = [whole] if whole is not None else []
             results.extend(check_reading(source, r, gpu_name, gpus_per_node, templates) for r in parts)
             if not parts:
                 results.append(skipped(source, doc, "none of its workers or roles runs a vLLM server"))
