@@ -93,6 +93,15 @@ def test_a_rayservice_whose_serve_config_is_not_yaml_is_invalid_and_the_next_obj
     assert results[0].message == "spec.serveConfigV2 is not YAML: while parsing a flow node"
 
 
+@pytest.mark.parametrize(("spec", "got"), [("[1, 2]", "a list"), ("text", "a string"), ("7", "a number")])
+def test_a_model_deployment_whose_spec_is_not_an_object_is_invalid(tmp_path: Path, spec: str, got: str) -> None:
+    # hunt83 F7: `spec: [1, 2]` was dict([1, 2]): internal error: TypeError (exit 70)
+    path = tmp_path / "mdep.yaml"
+    path.write_text(f"apiVersion: fitgate.io/v1alpha1\nkind: ModelDeployment\nmetadata: {{name: m}}\nspec: {spec}\n")
+    [result] = check_files([str(path)], "H100")
+    assert (result.verdict, result.message) == ("Invalid", f"spec: expected an object (got {got})")
+
+
 HELM_TEMPLATE_OUTPUT = """\
 ---
 # Source: demo/templates/configmap.yaml

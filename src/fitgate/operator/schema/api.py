@@ -8,7 +8,7 @@ from them (``python -m fitgate.operator.crd``) and a test fails when the two dri
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -1272,6 +1272,9 @@ def parse_spec(spec: Any) -> ModelDeploymentSpec:
     Raises:
         SpecError: naming every bad field.
     """
+    if spec is not None and not isinstance(spec, Mapping):  # hunt83 F7: dict([1, 2]) was a TypeError (exit 70 in check)
+        got = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        raise SpecError(f"spec: expected an object (got {got.get(type(spec), type(spec).__name__)})")
     try:
         parsed = ModelDeploymentSpec.model_validate(dict(spec or {}))
     except ValidationError as exc:
