@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from fitgate.cli import main
+from fitgate.operator.decision import offline
 from fitgate.operator.decision.offline import check_files
 from fitgate.sizing.versions import falls_back_to_v0
 from fitgate.workloads.kinds import KINDS
@@ -100,6 +101,30 @@ def test_a_model_deployment_whose_spec_is_not_an_object_is_invalid(tmp_path: Pat
     path.write_text(f"apiVersion: fitgate.io/v1alpha1\nkind: ModelDeployment\nmetadata: {{name: m}}\nspec: {spec}\n")
     [result] = check_files([str(path)], "H100")
     assert (result.verdict, result.message) == ("Invalid", f"spec: expected an object (got {got})")
+
+
+def test_a_manifest_past_the_size_limit_is_refused_after_reading_that_much(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hunt83 F8: read_text() read /dev/zero until 3.8 GB and MemoryError; now at most MAX_MANIFEST_BYTES + 1 are read
+    monkeypatch.setattr(offline, "MAX_MANIFEST_BYTES", 1024)
+    path = tmp_path / "big.yaml"
+    path.write_text("# x\n" * 300)  # 1200 bytes
+    [result] = check_files([str(path)], "H100")
+    assert (result.verdict, result.message) == (
+        "Invalid",
+        "cannot read YAML: more than 1024 bytes; fitgate check reads manifests of at most 64 MiB",
+    )
+    [result] = check_files(["/dev/zero"], "H100")  # never ends: refused at the limit
+    assert result.message.startswith("cannot read YAML: more than 1024 bytes")
+
+
+def test_a_manifest_number_past_pythons_digit_limit_is_named_as_such(tmp_path: Path) -> None:
+    # before: "cannot read YAML: Exceeds the limit (4300 digits) ... use sys.set_int_max_str_digits()"
+    path = tmp_path / "mdep.yaml"
+    path.write_text("kind: ConfigMap\n---\nkind: ModelDeployment\nspec: {maxModelLen: " + "9" * 5000 + "}\n")
+    [result] = [r for r in check_files([str(path)], "H100") if r.verdict == "Invalid"]
+    assert result.message == "cannot read YAML: document 1 holds a number of more than 4300 digits"
 
 
 HELM_TEMPLATE_OUTPUT = """\

@@ -6,6 +6,7 @@ Feature Discovery product string), as a pool of ``--gpus-per-node`` GPUs.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -25,7 +26,7 @@ from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
 from fitgate.sizing.instances import named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
-from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml
+from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml, too_many_digits
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind, other_group
 
@@ -68,8 +69,25 @@ class CheckResult:
         }
 
 
+#: Most bytes of one manifest file (or stdin) ``fitgate check`` reads, as ``compare --log`` reads a log: the whole
+#: text is held and parsed (hunt83 F8: ``fitgate check /dev/zero`` grew to 3.8 GB, then MemoryError).
+MAX_MANIFEST_BYTES = 64 << 20
+
+
+def _read_manifest(path: str) -> str:
+    """The text of a manifest file (``-``: stdin), at most :data:`MAX_MANIFEST_BYTES` read."""
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+    else:
+        with Path(path).open("rb") as fh:
+            data = fh.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BudgetError(f"more than {MAX_MANIFEST_BYTES} bytes; fitgate check reads manifests of at most 64 MiB")
+    return data.decode("utf-8")
+
+
 def _documents(path: str) -> Iterable[tuple[str, Any]]:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    text = _read_manifest(path)
     # hardening (issue 22): aliases may not expand a manifest set past its own size (or the YAML budgets),
     # nor nest it past their depth; checked on the parse events before anything is built
     budget = budgets()
@@ -82,7 +100,16 @@ def _documents(path: str) -> Iterable[tuple[str, Any]]:
             max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
         ),
     )
-    for i, doc in enumerate(yaml.load_all(text, Loader=SAFE_LOADER)):
+    docs = yaml.load_all(text, Loader=SAFE_LOADER)
+    for i in itertools.count():
+        try:
+            doc = next(docs)
+        except StopIteration:
+            return
+        except yaml.YAMLError:
+            raise
+        except ValueError:  # int() past its digit limit, not Python's advice (hunt83 F4 in check)
+            raise BudgetError(f"document {i} {too_many_digits()}") from None
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
                 yield f"{path}#{i}.items[{j}]", item
