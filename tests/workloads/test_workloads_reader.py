@@ -416,6 +416,25 @@ def test_bad_flag_values_are_invalid(args: list[str], message: str) -> None:
     assert r is not None and r.invalid is not None and message in r.invalid
 
 
+@pytest.mark.parametrize(
+    ("value", "tp", "mml"), [("+1", 1, 1), ("+4096", 4096, 4096), ("4_096", 4096, 4096), (" 2 ", 2, 2)]
+)
+def test_whole_numbers_vllms_int_accepts_are_read(value: str, tp: int, mml: int) -> None:
+    # hunt83 F9: vLLM parses -tp with type=int and --max-model-len with human_readable_int, which ends in int(value)
+    # (vllm/utils/argparse_utils.py 0.34 L30-74); Python's int() takes a sign, underscores and blanks: was Invalid
+    args = ["--model", "m", "--tensor-parallel-size", value, "--max-model-len", value]
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "args": args}))
+    assert r is not None and r.invalid is None and r.unknown is None, (r.invalid, r.unknown)
+    assert (r.serving["tensorParallelSize"], r.serving["maxModelLen"]) == (tp, mml)
+
+
+def test_a_19_digit_whole_number_is_unknown_not_invalid() -> None:
+    args = ["--model", "m", "--max-model-len", "1" + "0" * 18]  # 10**18: a whole number, past the 18 digits read
+    r = read_workload(deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "args": args}))
+    assert r is not None and r.invalid is None
+    assert r.unknown is not None and "--max-model-len: a number of 19 digits, past what fitgate reads (18)" in r.unknown
+
+
 def test_bad_gpu_limit_is_invalid() -> None:
     r = read_workload(
         deployment(

@@ -21,7 +21,7 @@ from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
-from fitgate.workloads.flagvalues import human_int
+from fitgate.workloads.flagvalues import INT_LIMIT, human_int, python_int
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
@@ -113,9 +113,13 @@ def _convert(flag: str, value: str, kind: str) -> Any:
     if kind in ("int", "human_int"):
         if len(value) > 24 and re.fullmatch(r"\s*-?\d+(?:\.\d+)?[kKmMgGtT]?\s*", value):  # hardening (issue 22)
             raise _UnknownValueError(f"{flag}: a number of {len(value)} digits, past what fitgate reads (18)")
-        n = human_int(value) if kind == "human_int" else (int(value) if re.fullmatch(r"-?\d{1,18}", value) else None)
+        n = human_int(value) if kind == "human_int" else python_int(value)
+        whole = python_int(value) if n is None else n
+        if whole is not None and abs(whole) >= INT_LIMIT:  # 19-32 characters: a whole number, past what is read
+            digits = len(str(abs(whole)))
+            raise _UnknownValueError(f"{flag}: a number of {digits} digits, past what fitgate reads (18)")
         if n is None:
-            raise WorkloadError(f"{flag}: expected a whole number (got {value!r})")
+            raise WorkloadError(f"{flag}: expected a whole number (got {value[:40]!r})")
         return n
     if kind == "float":
         try:

@@ -90,4 +90,27 @@ def human_int(text: str) -> int | None:
             "T": 2**40,
         }[suffix]
         return int(float(number) * mult)
-    return int(text) if re.fullmatch(r"-?\d{1,18}", text) else None
+    n = python_int(text)
+    return n if n is not None and abs(n) < INT_LIMIT else None
+
+
+#: Most characters of a whole number read as Python's ``int()`` reads it: int() of 5,000 digits is refused, and
+#: slow well before that (issue 22); 32 holds 18 digits with a sign, underscores and blanks.
+MAX_INT_CHARS = 32
+#: Whole numbers fitgate reads are below 10**18 (18 digits); a larger one is Unknown, never Invalid.
+INT_LIMIT = 10**18
+
+
+def python_int(text: str) -> int | None:
+    """``int(text)``, as vLLM's argparse reads a whole number, or None where int() refuses it.
+
+    vLLM parses ``--tensor-parallel-size`` with ``type=int`` and ``human_readable_int`` ends in ``int(value)``
+    (vllm/utils/argparse_utils.py 0.34 L30-74): ``+4096``, ``4_096`` and surrounding blanks are accepted (hunt83
+    F9: fitgate said Invalid). Only a text of at most :data:`MAX_INT_CHARS` characters is converted.
+    """
+    if len(text) > MAX_INT_CHARS:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
