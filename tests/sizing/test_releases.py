@@ -495,3 +495,11 @@ def test_throughput_points_without_a_release_take_their_month() -> None:
     assert mod.point_release({"vllm": "not stated (2025-07)"}) == "0.9.2"
     assert mod.point_release({"vllm": "v0.6.3.post1 (dstack)"}) == "v0.6.3.post1"
     assert mod.point_release({"vllm": "rocm/vllm-dev nightly (2026)", "engine": "v1"}) == mod.RELEASE_BY_YEAR["2026"]
+
+
+def test_spec_errors_clip_the_value_they_echo() -> None:
+    # hunt83 G1: a 1 MB model.name came back whole in the Invalid message (CLI, ModelDeployment webhook)
+    with pytest.raises(ValueError, match=r"spec\.model\.name") as err:
+        parse_spec({"model": {"name": "x" * 1_000_000}})
+    text = str(err.value)
+    assert "spec.model.name" in text and "512" in text and "(1000000 characters)" in text and len(text) < 400

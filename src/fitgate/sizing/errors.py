@@ -6,6 +6,8 @@ admission webhook can show it as one line to the user without a traceback.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SizingError(ValueError):
     """Bad or incomplete input to the sizing core.
@@ -76,3 +78,16 @@ class UnknownGpuError(NotModelledError):
     def __init__(self, field: str, value: object, expected: str) -> None:
         super().__init__(field, value, expected)
         self.args = (_one_line(f"{field}: {value!r} is not a GPU of fitgate's catalog: {expected}"),)
+
+
+#: How much of a value an error echoes, and the longest error message (hunt83 G1: a 1 MB model.name came back whole).
+MAX_SHOWN_CHARS = 120
+MAX_ERROR_CHARS = 2000
+
+
+def clipped(value: Any) -> str:
+    """``repr(value)``, at most :data:`MAX_SHOWN_CHARS` characters of it (``...`` where it was cut)."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_CHARS:
+        return repr(value[:MAX_SHOWN_CHARS]) + f"... ({len(value)} characters)"
+    shown = repr(value)
+    return shown if len(shown) <= MAX_SHOWN_CHARS else shown[:MAX_SHOWN_CHARS] + "..."

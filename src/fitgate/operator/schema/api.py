@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFun
 from pydantic_core import PydanticCustomError
 
 from fitgate.sizing.cudagraphs import MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
+from fitgate.sizing.errors import MAX_ERROR_CHARS, MAX_SHOWN_CHARS, clipped
 from fitgate.sizing.hf_config import MAX_HF_OVERRIDES_BYTES, MAX_HF_OVERRIDES_DEPTH, json_depth
 from fitgate.sizing.performance import MAX_REQUEST_RATE, MAX_TARGET_MS
 from fitgate.workloads.flagvalues import human_int
@@ -1279,9 +1280,13 @@ def parse_spec(spec: Any) -> ModelDeploymentSpec:
         parsed = ModelDeploymentSpec.model_validate(dict(spec or {}))
     except ValidationError as exc:
         raise SpecError(exc) from None
-    broken = [f"spec{r.field_path}: {r.message} (got {r.got(parsed)})" for r in SPEC_RULES if not r.holds(parsed)]
+    broken = [
+        f"spec{r.field_path}: {r.message} (got {r.got(parsed)[:MAX_SHOWN_CHARS]})"
+        for r in SPEC_RULES
+        if not r.holds(parsed)
+    ]
     if broken:
-        raise SpecError("; ".join(broken))
+        raise SpecError("; ".join(broken)[:MAX_ERROR_CHARS])
     return parsed
 
 
@@ -1294,8 +1299,9 @@ class SpecError(ValueError):
             return
         parts = []
         for err in exc.errors():
-            path = ".".join(str(p) for p in err["loc"])
+            path = ".".join(str(p) for p in err["loc"])[:200]
             value = err.get("input")
-            shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
-            parts.append(f"spec.{path}: {err['msg']}{shown}")
-        super().__init__("; ".join(parts))
+            shown = "" if isinstance(value, dict | list) else f" (got {clipped(value)})"
+            parts.append(f"spec.{path}: {err['msg'][:300]}{shown}")
+        text = "; ".join(parts)
+        super().__init__(text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "...")
