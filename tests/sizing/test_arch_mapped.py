@@ -266,3 +266,42 @@ def test_stablelm2_layer_norms_and_qkv_biases() -> None:
     raw = json.loads((CORPUS / "stabilityai__stablelm-2-1_6b-chat" / "config.json").read_text())
     plain = parse_config({**raw, "use_qkv_bias": False})
     assert _layer_numel(plain, 0) == layer - 3 * 2048
+
+
+def _kolibri(**extra: Any) -> dict[str, Any]:
+    # Aleph-Alpha/Kolibri-1's shape (hunt85 F1; the defaults of transformers 5.22's Kolibri1Config, which vLLM 0.33+
+    # serves with its Transformers backend, registry.py 0.34.0 L794): 50 layers, 48 q / 4 kv heads of 128, 384 experts
+    # of 512, top 6, one shared expert of 512, window 513
+    return {
+        "architectures": ["Kolibri1ForCausalLM"],
+        "model_type": "kolibri1",
+        "hidden_size": 2560,
+        "num_hidden_layers": 50,
+        "num_attention_heads": 48,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "vocab_size": 128000,
+        "num_experts": 384,
+        "num_experts_per_tok": 6,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "sliding_window": 513,
+        "max_position_embeddings": 262144,
+        **extra,
+    }
+
+
+def test_kolibri1_windows_four_layers_of_five_as_its_config_class_does() -> None:
+    # Kolibri1Config.__post_init__ without layer_types: full where (i + 1) % 5 == 0, else sliding (L99-103): 10 full,
+    # 40 sliding layers of 4 kv x 128 x 2 (K, V) x 2 B = 2 KiB a token each; the same with layer_types written out
+    computed = parse_config(_kolibri())
+    types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(50)]
+    written = parse_config(_kolibri(layer_types=types))
+    for arch in (computed, written):
+        specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+        assert sum(isinstance(s, FullAttentionSpec) and not isinstance(s, SlidingWindowSpec) for s in specs) == 10
+        assert {s.sliding_window for s in specs if isinstance(s, SlidingWindowSpec)} == {513}
+        assert sum(isinstance(s, SlidingWindowSpec) for s in specs) == 40
+        moe = arch.layers[0].ffn
+        assert isinstance(moe, MoE) and (moe.num_experts, moe.top_k, moe.expert_intermediate_size) == (384, 6, 512)
+        assert moe.shared_intermediate_size == 512

@@ -78,6 +78,8 @@ def sliding_pattern(text: ConfigReader, model_type: str, n: int) -> list[bool]:
     if model_type in {"gemma3", "gemma3_text"}:
         pattern = text.int_("sliding_window_pattern", 6)
         return [(i + 1) % pattern != 0 for i in range(n)]
+    if model_type == "kolibri1":  # Kolibri1Config.__post_init__: full every 5th layer (transformers 5.22 L99-103)
+        return [(i + 1) % 5 != 0 for i in range(n)]
     return [True] * n  # Mistral v0.1-style: every layer slides
 
 

@@ -41,6 +41,12 @@ ARCHITECTURES: tuple[str, ...] = (
     "Qwen3MoeForCausalLM",
     "GraniteMoeForCausalLM",
     "GptOssForCausalLM",
+    # Kolibri-1 (Aleph Alpha, 2026-10): served through vLLM's Transformers backend from 0.33
+    # (model_executor/models/registry.py 0.34.0 L794: TransformersMoEForCausalLM), whose KV specs are those of
+    # layer_types, sliding_attention with the config's window, every other layer full (transformers/base.py 0.34.0
+    # L609-708); experts as Qwen2-MoE's: num_experts of moe_intermediate_size, top num_experts_per_tok, one shared
+    # expert of shared_expert_intermediate_size (transformers 5.22 configuration_kolibri1.py). hunt85 F1, hunt87.
+    "Kolibri1ForCausalLM",
 )
 
 
@@ -51,7 +57,8 @@ def _family_moe(text: ConfigReader, model_type: str) -> FamilyLayers:
     per_layer = _hunyuan_moe(text, n) if model_type == "hunyuan" else None
     moe = per_layer[0] if per_layer else moe_from(text, model_type)
     placement = moe_layers(text, n)
-    dense = dense_ffn(text)
+    # a model with experts on every layer may name no dense width (Kolibri-1: no intermediate_size)
+    dense = dense_ffn(text) if not all(placement) or text.has("intermediate_size") else None
     indexed = _minimax_m3_sparse_layers(text, n)
     layers = []
     for i in range(n):
@@ -62,7 +69,9 @@ def _family_moe(text: ConfigReader, model_type: str) -> FamilyLayers:
         if indexed[i]:
             att = replace(att, index_head_dim=indexed[i])
         expert_block = per_layer[i] if per_layer else moe
-        layers.append(Layer(att, expert_block if placement[i] else dense))
+        ffn = expert_block if placement[i] else dense
+        assert ffn is not None  # dense is read whenever a layer has no experts
+        layers.append(Layer(att, ffn))
     return layers, {"mtp_layers": mtp_layers(text)}
 
 
