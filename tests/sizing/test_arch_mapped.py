@@ -305,3 +305,19 @@ def test_kolibri1_windows_four_layers_of_five_as_its_config_class_does() -> None
         moe = arch.layers[0].ffn
         assert isinstance(moe, MoE) and (moe.num_experts, moe.top_k, moe.expert_intermediate_size) == (384, 6, 512)
         assert moe.shared_intermediate_size == 512
+
+
+def test_olmo3_without_layer_types_windows_three_layers_of_four() -> None:
+    # Olmo3Config.__post_init__ fills layer_types with full attention on every 4th layer (transformers 5.22 L93-96),
+    # which vLLM reads (hunt87): 64 layers -> 16 full, 48 sliding; before, all 64 were sized sliding (an under-count)
+    raw = json.loads(
+        (
+            Path(__file__).resolve().parents[2]
+            / "src/fitgate/checkpoints/catalog/allenai__Olmo-3.1-32B-Instruct/config.json"
+        ).read_text()
+    )
+    written = parse_config(raw)
+    computed = parse_config({k: v for k, v in raw.items() if k != "layer_types"})
+    for arch in (written, computed):
+        specs = layer_specs(arch, range(arch.num_layers), 1, 2, 2, 16, accounting_for())
+        assert sum(isinstance(s, SlidingWindowSpec) for s in specs) == 48

@@ -80,6 +80,8 @@ def sliding_pattern(text: ConfigReader, model_type: str, n: int) -> list[bool]:
         return [(i + 1) % pattern != 0 for i in range(n)]
     if model_type == "kolibri1":  # Kolibri1Config.__post_init__: full every 5th layer (transformers 5.22 L99-103)
         return [(i + 1) % 5 != 0 for i in range(n)]
+    if model_type == "olmo3":  # Olmo3Config.__post_init__: full every 4th layer (transformers 5.22 L93-96; hunt87)
+        return [(i + 1) % 4 != 0 for i in range(n)]
     return [True] * n  # Mistral v0.1-style: every layer slides
 
 
