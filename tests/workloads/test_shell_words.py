@@ -225,3 +225,19 @@ def test_vllm_additional_args_past_the_shell_text_limit_is_unknown() -> None:
     read = read_workload(doc)
     assert read is not None and read.unknown is not None
     assert "env VLLM_ADDITIONAL_ARGS of 1000020 bytes: fitgate reads shell text of at most 16384 bytes" in read.unknown
+
+
+def test_a_here_document_body_that_is_no_shell_is_passed_over() -> None:
+    # hunt88 F2: an apostrophe in a system prompt written by a here-document ("You're ...") made shlex fail on the body
+    # and the workload Invalid (exit 2, denied in enforce mode); bash never reads that text as shell
+    script = "cat > /tmp/sp.txt <<'EOF'\nYou're a helpful assistant.\nEOF\nexec vllm serve M --max-model-len 4096"
+    assert flags_of(script)["--max-model-len"] == "4096"
+
+
+def test_here_document_bodies_do_not_count_against_the_shell_text_limit() -> None:
+    # hunt88 F3: a 17 KB chat template written by a here-document before `vllm serve` was Unknown past MAX_SCRIPT_BYTES;
+    # bodies are not split as shell (only their lines of at most 4 KiB, within 16 KiB, are looked at for a serve)
+    template = "{{ message['content'] }}\n" * (MAX_SCRIPT_BYTES // 20)
+    script = f"cat > /tmp/t.jinja <<'EOF'\n{template}EOF\nexec vllm serve M --max-model-len 4096"
+    assert len(script) > MAX_SCRIPT_BYTES
+    assert flags_of(script)["--max-model-len"] == "4096"
