@@ -204,11 +204,29 @@ def test_a_long_or_many_labelled_line_is_skipped_and_counted(line: str) -> None:
 
 def test_the_lines_parsed_are_bounded_in_all_and_the_rest_counted() -> None:
     # 40,000 short series lines (2.1 MB): all were parsed (4 MiB of them: 0.65 s of a parse thread). MAX_KEPT_CHARS
-    # keeps 262144 characters: GOOD's 6 lines take 315 (newlines counted), each series line 54 (53 and a newline):
-    # (262144 - 315) // 54 = 4848 lines read, each running 1; the other 40000 - 4848 = 35152 are counted
+    # keeps 1048576 characters: GOOD's 6 lines take 315 (newlines counted), each series line 54 (53 and a newline):
+    # (1048576 - 315) // 54 = 19412 lines read, each running 1; the other 40000 - 19412 = 20588 are counted
     line = 'vllm:num_requests_running{engine="0",pod="%07d"} 1\n'
+    started = time.perf_counter()
     scrape = parse_scrape(GOOD + "".join(line % i for i in range(40_000)), 0.0)
-    assert scrape.running == 4848 and scrape.skipped_lines == 35152
+    assert time.perf_counter() - started < 1.0
+    assert scrape.running == 19412 and scrape.skipped_lines == 20588
+
+
+def test_a_data_parallel_servers_cache_line_is_read_past_72_engines() -> None:
+    # hunt88 F1: one API server lists every engine, cache_config_info last (vLLM 0.34 loggers.py L1114-1136, ~1.2 KB a
+    # line: ~25 labels); 256 engines with a 100-character model name are ~390 KB of these families, and 256 KiB
+    # dropped the cache lines past ~130 engines: num_gpu_blocks came from the engines read, or was None
+    name = "m" * 100
+    body = [f'vllm:num_requests_running{{engine="{e}",model_name="{name}"}} 1' for e in range(256)]
+    body += [
+        f'vllm:num_requests_waiting_by_reason{{engine="{e}",model_name="{name}",reason="x"}} 0' for e in range(256)
+    ]
+    labels = ",".join(f'label_{i}="{"v" * 30}"' for i in range(22))
+    for e in range(256):
+        body.append(f'vllm:cache_config_info{{block_size="16",{labels},engine="{e}",num_gpu_blocks="{31000 - e}"}} 1')
+    scrape = parse_scrape("\n".join(body) + "\n", 0.0)
+    assert scrape.engines == 256 and scrape.num_gpu_blocks == 31000 - 255 and scrape.skipped_lines == 0
 
 
 def test_a_pods_skipped_lines_are_one_error_line_and_its_figures_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,5 +249,5 @@ def test_a_pods_skipped_lines_are_one_error_line_and_its_figures_are_kept(monkey
     assert observed["pods"] == 1 and observed["podsFailed"] == 0
     assert observed["errors"] == [
         "p1: 1 /metrics lines not read (longer than 4096 characters, more than 64 labels, "
-        "or past 262144 characters of vllm: lines)"
+        "or past 1048576 characters of vllm: lines)"
     ]
