@@ -178,7 +178,10 @@ def _spec_or_verdict(reading: Reading) -> ModelDeploymentSpec | WorkloadVerdict:
     try:
         return to_spec(reading)
     except SpecError as exc:
-        return finish(replace(reading, invalid=str(exc)), unknown(ReasonCode.INVALID_SPEC, str(exc)))
+        # the workload's own settings were read; a bound of fitgate's ModelDeployment (64 nodes a replica, 64 GPUs of
+        # TP x PP) is what fitgate sizes, not what vLLM takes: Unknown, never Invalid for that alone (hunt88 F5)
+        why = f"{exc}: outside what fitgate sizes"
+        return finish(replace(reading, unknown=why), unknown(ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, why))
 
 
 def evaluate_reading(
