@@ -121,25 +121,14 @@ def test_a_pod_serving_nan_is_one_error_and_status_observed_is_written(monkeypat
 
     monkeypatch.setattr(observe_module, "fetch_metrics", fetch)
     pods = [pod(f"p{i}", 8000, ip=f"10.0.0.{i}") for i in (1, 2, 3)]
-
-    async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
-        return pods
-
-    async def run() -> Any:
-        observer = Observer(list_pods, no_log)
-        try:
-            return await observer.round("ns", "m", spec(), STATUS, 1)
-        finally:
-            await observer.close()
-
-    outcome = asyncio.run(run())  # before: NaN ended the round (and the timer) with no status written
+    outcome = _observe_round(pods)  # before: NaN ended the round (and the timer) with no status written
     observed = outcome.status["observed"]
     ModelDeploymentStatus.model_validate({"observed": observed})
     assert observed["pods"] == 1 and observed["podsFailed"] == 2
     assert len(observed["errors"]) == 2 and all("\n" not in e for e in observed["errors"])
     assert any("p2" in e and "a finite number" in e for e in observed["errors"])
     monkeypatch.setattr(observe_module.Observer, "_read_one", boom)
-    outcome = asyncio.run(run())  # any exception of one pod's path: a line, not a stopped round
+    outcome = _observe_round(pods)  # any exception of one pod's path: a line, not a stopped round
     assert outcome.status["observed"]["podsFailed"] == 3
 
 
@@ -235,8 +224,19 @@ def test_a_pods_skipped_lines_are_one_error_line_and_its_figures_are_kept(monkey
 
     monkeypatch.setattr(observe_module, "fetch_metrics", fetch)
 
+    observed = _observe_round([pod("p1", 8000, ip="10.0.0.1")]).status["observed"]
+    assert observed["pods"] == 1 and observed["podsFailed"] == 0
+    assert observed["errors"] == [
+        "p1: 1 /metrics lines not read (longer than 4096 characters, more than 64 labels, "
+        "or past 1048576 characters of vllm: lines)"
+    ]
+
+
+def _observe_round(pods: list[dict[str, Any]]) -> Any:
+    """One observer round over ``pods`` (the fetch is the test's monkeypatch)."""
+
     async def list_pods(namespace: str, selector: str) -> list[dict[str, Any]]:
-        return [pod("p1", 8000, ip="10.0.0.1")]
+        return pods
 
     async def run() -> Any:
         observer = Observer(list_pods, no_log)
@@ -245,9 +245,4 @@ def test_a_pods_skipped_lines_are_one_error_line_and_its_figures_are_kept(monkey
         finally:
             await observer.close()
 
-    observed = asyncio.run(run()).status["observed"]
-    assert observed["pods"] == 1 and observed["podsFailed"] == 0
-    assert observed["errors"] == [
-        "p1: 1 /metrics lines not read (longer than 4096 characters, more than 64 labels, "
-        "or past 1048576 characters of vllm: lines)"
-    ]
+    return asyncio.run(run())
