@@ -241,3 +241,35 @@ def test_here_document_bodies_do_not_count_against_the_shell_text_limit() -> Non
     script = f"cat > /tmp/t.jinja <<'EOF'\n{template}EOF\nexec vllm serve M --max-model-len 4096"
     assert len(script) > MAX_SCRIPT_BYTES
     assert flags_of(script)["--max-model-len"] == "4096"
+
+
+def test_a_hash_inside_a_word_is_no_comment() -> None:
+    # hunt89 F3: shlex took every `#` for a comment; bash only one that starts a word. With `\` continuations the rest
+    # of the command went with it (the TP after it was lost: DoesNotFit "needs 1 GPU" read as TP 1)
+    script = "M=/models/org#x; vllm serve $M --served-model-name m#1 \\\n  --tensor-parallel-size 4 # four GPUs"
+    flags = flags_of(script)
+    assert flags["--tensor-parallel-size"] == "4" and flags["--served-model-name"] == "m#1"
+    hashes = 'if [ $# -gt 0 ]; then echo "$#"; fi\nexec vllm serve ${MODEL##*/} --max-model-len 2048'
+    assert flags_of(hashes, {"MODEL": "/m/Qwen3-8B"})["--max-model-len"] == "2048"
+
+
+def test_a_command_substitution_is_one_word_unknown_only_where_it_sizes() -> None:
+    # hunt89 F1 / F2: `$(hostname -i)` (or a Kubernetes $(POD_IP) of a fieldRef variable, which the shell then runs as a
+    # command) was split at its parentheses and every flag after it lost; a backtick was Invalid
+    host = "exec vllm serve M --host $(hostname -i) --api-key `cat /k` --tensor-parallel-size 4"
+    engine = find_engine_command(["/bin/sh", "-c"], [host], {}, image_entrypoint=False)
+    assert engine is not None and engine.flags["--tensor-parallel-size"] == "4" and not engine.undecided
+    tp = "exec vllm serve M --tensor-parallel-size $(nvidia-smi -L | wc -l) --max-model-len 4096"
+    engine = find_engine_command(["/bin/sh", "-c"], [tp], {}, image_entrypoint=False)
+    assert engine is not None and engine.flags["--max-model-len"] == "4096" and engine.undecided
+
+
+def test_python_options_before_m_and_the_cli_module_are_vllm_servers() -> None:
+    # hunt89 F6: vLLM's own SkyPilot doc runs `python -u -m vllm.entrypoints.openai.api_server`, and
+    # `python3 -m vllm.entrypoints.cli.main serve` is what the `vllm` console script runs: both were Skipped
+    unbuffered = find_engine_command(["python", "-u", "-m", "vllm.entrypoints.openai.api_server"], ["--model", "M"], {},
+                                     image_entrypoint=False)  # fmt: skip
+    assert unbuffered is not None and unbuffered.flags["--model"] == "M"
+    cli = find_engine_command(["python3", "-m", "vllm.entrypoints.cli.main", "serve", "M", "-tp", "2"], [], {},
+                              image_entrypoint=False)  # fmt: skip
+    assert cli is not None and (cli.how, cli.model) == ("vllm serve", "M")

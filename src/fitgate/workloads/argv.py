@@ -22,7 +22,7 @@ from fitgate.workloads.bounds import ExpansionBudget, check_script
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
 from fitgate.workloads.flagvalues import merge_dotted
 from fitgate.workloads.reading import WorkloadError
-from fitgate.workloads.vllm_flags import ALIASES, canonical, vllm_flags
+from fitgate.workloads.vllm_flags import ALIASES, NO_MEMORY_FLAGS, canonical, vllm_flags
 
 #: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
 SHORT_FLAGS = {
@@ -233,15 +233,26 @@ def _base(word: str) -> str:
     return word.rsplit("/", 1)[-1]
 
 
+#: Python's own one-letter options before ``-m`` (``-u`` unbuffered, ``-O``, ``-B``, ``-E``, ``-s``, ``-S``, ``-I``).
+_PYTHON_OPTION = re.compile(r"^-[uOBEsSIqv]+$")
+#: Modules whose ``serve`` subcommand is ``vllm serve`` (the ``vllm`` console script's entry point).
+_CLI_MODULES = frozenset({"vllm.entrypoints.cli.main"})
+
+
 def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
     """(how, the engine's argv) of the first vLLM server invocation in ``words``."""
     for i, word in enumerate(words):
         base = _base(word)
         if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
             return "vllm serve", list(words[i + 2 :])
-        module = words[i + 2] if base.startswith("python") and i + 2 < len(words) and words[i + 1] == "-m" else ""
+        j = i + 1
+        while base.startswith("python") and j < len(words) and _PYTHON_OPTION.match(words[j]):
+            j += 1  # hunt89 F6: `python -u -m vllm.entrypoints.openai.api_server` (vLLM's SkyPilot doc)
+        module = words[j + 1] if base.startswith("python") and j + 1 < len(words) and words[j] == "-m" else ""
         if module in API_SERVER_MODULES:
-            return f"python -m {words[i + 2]}", list(words[i + 3 :])
+            return f"python -m {module}", list(words[j + 2 :])
+        if module in _CLI_MODULES and j + 2 < len(words) and words[j + 2] == "serve":
+            return "vllm serve", list(words[j + 3 :])  # `python3 -m vllm.entrypoints.cli.main serve` is `vllm serve`
         if base.startswith("python") and i + 1 < len(words) and words[i + 1].endswith(KAITO_SERVER):
             return "KAITO inference_api.py", list(words[i + 2 :])
     return None
@@ -340,6 +351,9 @@ def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget |
     # a here-document's body is another program's input (`python3 - <<EOF`): its `if` lines are not the shell's, so it
     # is read after the script, without following its blocks (a `vllm serve` written into a file there is still seen)
     main, bodies = shellwords.split_heredocs(text)
+    # hunt89 F3: a `#` inside a word is no comment (shlex's rule swallowed the rest of the line); F1 / F2: a command
+    # substitution is one word whose value fitgate cannot know (its parentheses split the command before)
+    main = shellwords.without_substitutions(shellwords.strip_comments(main))
     shell_env = dict(env)
     commands = _commands_of(main, expressions, shell_env, budget, script, follow=True)
     return commands + _body_commands(bodies, expressions, shell_env, budget, script)
@@ -366,7 +380,8 @@ def _body_commands(
         if len(line) > MAX_BODY_LINE_BYTES:
             continue
         try:
-            commands += _commands_of(line, expressions, shell_env, budget, script, follow=False)
+            text = shellwords.without_substitutions(shellwords.strip_comments(line))
+            commands += _commands_of(text, expressions, shell_env, budget, script, follow=False)
         except CommandError:
             continue
     return commands
@@ -382,6 +397,7 @@ def _commands_of(
     """
     text = shellwords.mark_unquoted(text)  # hunt74 F1: an unquoted $VAR's value is split into fields
     lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n")
+    lexer.commenters = ""  # comments are gone already (shellwords.strip_comments): a `#` left is a word's
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     raw: list[list[str]] = [[]]
@@ -446,7 +462,7 @@ def find_engine_command(
             found = _find_invocation(simple)
             if found is not None:
                 engine = parse_engine_argv(found[0], [shellwords.plain(w) for w in found[1]])
-                names = tuple(n for w in found[1] for n in shellwords.undecided_names(w))
+                names = _deciding(found[1])
                 return _with_download(replace(engine, undecided=names) if names else engine, downloads)
         return None
     found = _find_invocation(words)
@@ -457,6 +473,20 @@ def find_engine_command(
             arg = arg[1:]
         return parse_engine_argv("image entrypoint", arg)
     return None
+
+
+def _deciding(words: Sequence[str]) -> tuple[str, ...]:
+    """The undecided values among ``words`` that decide the sizing (not those of :data:`NO_MEMORY_FLAGS`)."""
+    names: list[str] = []
+    for i, word in enumerate(words):
+        found = shellwords.undecided_names(word)
+        if not found:
+            continue
+        flag = word.split("=", 1)[0] if word.startswith("--") and "=" in word else (words[i - 1] if i else "")
+        if flag.startswith("-") and long_name(flag) in NO_MEMORY_FLAGS:
+            continue
+        names += found
+    return tuple(names)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from fitgate.workloads.podspec import (
     vllm_image,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
+from fitgate.workloads.shellwords import undecided_reason
 
 #: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
 MODEL_ANNOTATION = "fitgate.io/model"
@@ -377,9 +378,7 @@ def _reading(
     try:
         found = _with_configmaps(found, configmaps)
         if found.engine.undecided:  # hunt75 D1-D4: a value set in a script branch fitgate cannot decide
-            raise _UnknownValueError(
-                f"${found.engine.undecided[0]}: set in a branch of the script fitgate cannot decide"
-            )
+            raise _UnknownValueError(undecided_reason(found.engine.undecided[0]))
         flags, unknown, more, ref, origins = read_container(found, configmaps)
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}

@@ -327,3 +327,104 @@ _NUMERIC: dict[str, Callable[[int, int], bool]] = {
     "-eq": operator.eq, "-ne": operator.ne, "-gt": operator.gt, "-ge": operator.ge, "-lt": operator.lt,
     "-le": operator.le,
 }  # fmt: skip
+
+
+#: What a command substitution (``$(hostname -i)``, ``\`nproc\```, or a Kubernetes ``$(POD_IP)`` of a ``fieldRef`` /
+#: ``secretKeyRef`` variable left in a script) stands for: a value only known when the pod runs (hunt89 F1, F2).
+SUBSTITUTION = "command_substitution"
+_WORD_START = " \t\n;&|()"
+
+
+def strip_comments(text: str) -> str:
+    r"""``text`` without its shell comments: a ``#`` that starts a word, outside quotes, to the end of its line.
+
+    A ``#`` inside a word is a character (``name#x``, ``${MODEL##*/}``, ``$#``, ``${#X}``): shlex's comment rule took
+    it for a comment and swallowed the rest of the line, and with ``\`` continuations the rest of the command
+    (hunt89 F3).
+    """
+    if "#" not in text:
+        return text
+    out: list[str] = []
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\" and quote == '"' and i + 1 < n:
+                out.append(text[i : i + 2])
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c == "\\" and i + 1 < n:
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1] in _WORD_START):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def substitution_spans(text: str) -> list[tuple[int, int]]:
+    r"""(start, end) of each ``$( ... )`` (not ``$((``) and ``\\`...\\``` outside single quotes, outermost only."""
+    spans: list[tuple[int, int]] = []
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and quote != "'" and i + 1 < n:
+            i += 2
+            continue
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "'" and not quote:
+            quote = "'"
+        elif c == '"':
+            quote = "" if quote == '"' else '"'
+        elif c == "$" and text.startswith("$(", i) and not text.startswith("$((", i):
+            depth, j = 0, i + 1
+            while j < n:
+                if text[j] == "(":
+                    depth += 1
+                elif text[j] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            if j < n:
+                spans.append((i, j + 1))
+                i = j + 1
+                continue
+        elif c == "`":
+            j = text.find("`", i + 1)
+            if j > 0:
+                spans.append((i, j + 1))
+                i = j + 1
+                continue
+        i += 1
+    return spans
+
+
+def without_substitutions(text: str) -> str:
+    """``text`` with each command substitution replaced by an undecided value (:data:`SUBSTITUTION`)."""
+    spans = substitution_spans(text) if ("$(" in text or "`" in text) else []
+    if not spans:
+        return text
+    parts, at = [], 0
+    for start, end in spans:
+        parts += [text[at:start], undecided(SUBSTITUTION)]
+        at = end
+    return "".join([*parts, text[at:]])
+
+
+def undecided_reason(name: str) -> str:
+    """Why a vLLM command holding the undecided value of ``name`` is Unknown."""
+    if name == SUBSTITUTION:
+        return "a command substitution ($(...) or `...`) of the vLLM command: its value is known when the pod runs"
+    return f"${name}: set in a branch of the script fitgate cannot decide"

@@ -80,3 +80,15 @@ def canonical(name: str) -> str:
         ):
             return f"--no-{inverse[2:]}{rest}"
     return name
+
+
+#: Flags whose value changes no memory: a value fitgate cannot know there (``--host $(hostname -i)``, ``--api-key
+#: $(VLLM_API_KEY)`` of a Secret) leaves the command sized (hunt89 F1, F2).
+NO_MEMORY_FLAGS = frozenset({
+    "--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--root-path",
+    "--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--allowed-origins", "--allowed-methods",
+    "--allowed-headers", "--chat-template", "--tool-call-parser", "--reasoning-parser", "--download-dir",
+    "--seed", "--middleware", "--log-config-file", "--response-role", "--otlp-traces-endpoint",
+    "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-rank", "--data-parallel-start-rank",
+    "--master-addr", "--master-port", "--node-rank", "--kv-events-config", "--disable-uvicorn-access-log",
+})  # fmt: skip
