@@ -995,3 +995,23 @@ def test_a_compute_domain_channel_listed_before_the_gpu_claim_is_not_the_gpu_sou
     path.write_text(yaml.safe_dump_all([*docs, _claim_deployment(pod)]))
     _, [r] = check(capsys, str(path), "--gpu", "GB200")
     assert r["verdict"] == "Unknown" and "compute-domain-default-channel.nvidia.com" in r["message"], r
+
+
+def test_extra_args_from_a_secret_make_a_misfit_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt89 F4: `exec vllm serve M $EXTRA_ARGS` with EXTRA_ARGS from a Secret may hold `--max-model-len 8192`; without
+    # it Llama-3.1-8B's 131072-token default needs 16 GiB of KV on an L4 (32 layers x 8 kv x 128 x 2 x 2 B = 128 KiB a
+    # token): DoesNotFit was shown on flags fitgate could not read. Now Unknown, naming the word; a fit stays a fit
+    def doc(model_len: str) -> dict[str, Any]:
+        script = f"exec vllm serve meta-llama/Llama-3.1-8B-Instruct {model_len} $EXTRA_ARGS"
+        secret = {"name": "EXTRA_ARGS", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+        container = {"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", "command": ["sh", "-c", script],
+                     "env": [secret], "resources": {"limits": {"nvidia.com/gpu": "1"}}}  # fmt: skip
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+                "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+
+    for model_len, verdict in (("", "Unknown"), ("--max-model-len 4096", "Fits")):
+        path = tmp_path / "d.yaml"
+        path.write_text(yaml.safe_dump(doc(model_len)))
+        code, [r] = check(capsys, str(path), "--gpu", "L4")
+        assert (code, r["verdict"]) == (0, verdict), r
+        assert ("$EXTRA_ARGS, whose value fitgate cannot read" in r["message"]) == (verdict == "Unknown")

@@ -223,6 +223,7 @@ class EngineCommand:
     flags: dict[str, str]
     words: tuple[str, ...] = field(default_factory=tuple)  # the engine's argv after the subcommand
     undecided: tuple[str, ...] = ()  # variables its words use that a script branch fitgate cannot decide set
+    unresolved: tuple[str, ...] = ()  # words after the model that hold references fitgate could not expand
 
 
 # ---------------------------------------------------------------------------------------------
@@ -522,6 +523,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
     flags: dict[str, str] = {}
     dotted: dict[str, dict[str, Any]] = {}  # --json-flag.key value, by flag
     model: str | None = None
+    unresolved: list[str] = []
     i = 0
     while i < len(words):
         word = words[i]
@@ -531,6 +533,8 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
         if not word.startswith("-") or _is_number(word):
             if model is None:
                 model = word
+            elif "$" in word and word not in ("$@", "$*", "${@}", "${*}"):  # hunt89 F4: `$EXTRA_ARGS` of a Secret,
+                unresolved.append(word)  # `"${ARGS[@]}"`: flags fitgate cannot read (no `sh -c` words: "$@" is none)
             continue
         if word.startswith("-O") and not word.startswith("-O.") and word != "-O":
             # -O3, -O=3: the optimization level (FlexibleArgumentParser, utils/argparse_utils.py 0.25.0 L322-333)
@@ -582,7 +586,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             flags[name] = "true"
     for head, tree in dotted.items():  # appended after every other flag, as vLLM does: they win
         flags[_unabbreviated(head)] = json.dumps(tree)
-    return EngineCommand(how, model, flags, tuple(words))
+    return EngineCommand(how, model, flags, tuple(words), unresolved=tuple(unresolved))
 
 
 def _is_number(word: str) -> bool:

@@ -557,6 +557,7 @@ def _reading(
             gpu_share=hami,
             unknown=unknown,
             notes=all_notes,
+            unresolved=found.engine.unresolved,
             warnings=(version_note,) if version_note else (),
             model_location=location,
             args=flags,

@@ -44,6 +44,7 @@ class Reading:
     unknown: str | None = None
     invalid: str | None = None
     notes: tuple[str, ...] = ()
+    unresolved: tuple[str, ...] = ()  # engine words holding references fitgate could not expand (`$EXTRA_ARGS`)
     #: Where the model lies when not named by a Hub repo id (a path, s3://, pvc://, oci:// modelcar, storageUri)
     model_location: str | None = None
     #: Notes said at admission even when the workload fits (the vLLM release was not read or is not modelled)

@@ -154,6 +154,12 @@ def _host_memory_warning(reading: Reading, ev: Evaluation) -> str | None:
 
 def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
     """The verdict in the workload's terms: its source, the numbers, and the fix in its args."""
+    if reading.unresolved and ev.verdict is Verdict.DOES_NOT_FIT:
+        # hunt89 F4: `vllm serve M $EXTRA_ARGS` with EXTRA_ARGS from a Secret (or "${ARGS[@]}") may hold the very flags
+        # that make it fit (--max-model-len 8192): a misfit without them is not one fitgate can show
+        words = " ".join(w[:60] for w in reading.unresolved[:3])
+        why = f"the vLLM command also holds {words}, whose value fitgate cannot read, and without it: {ev.message}"
+        ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
     host = _host_memory_warning(reading, ev)
     if host is not None:  # a warning, never a denial: the kubelet, not vLLM, would stop it
         ev = replace(ev, warnings=(*ev.warnings, f"fitgate: {host}"))
