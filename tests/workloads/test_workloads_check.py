@@ -1006,8 +1006,7 @@ def test_extra_args_from_a_secret_make_a_misfit_unknown(tmp_path: Path, capsys: 
         secret = {"name": "EXTRA_ARGS", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
         container = {"name": "vllm", "image": "vllm/vllm-openai:v0.19.0", "command": ["sh", "-c", script],
                      "env": [secret], "resources": {"limits": {"nvidia.com/gpu": "1"}}}  # fmt: skip
-        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
-                "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+        return _claim_deployment({"containers": [container]})
 
     for model_len, verdict in (("", "Unknown"), ("--max-model-len 4096", "Fits")):
         path = tmp_path / "d.yaml"

@@ -12,7 +12,7 @@ from typing import Any
 
 from fitgate.sizing import SizingError
 from fitgate.sizing.units import parse_size
-from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, resolve_release
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
 from fitgate.workloads.reading import WorkloadError
 
@@ -90,10 +90,10 @@ def release_of_image(image: str, env: Mapping[str, str] | None = None) -> tuple[
         return None, f"vLLM release unknown ({read.reason}): sized as the newest modelled release, {newest}"
     try:
         # known, or newer than fitgate models: sized as the newest, with the release's note as the warning
-        release = resolve_release(read.release, "image tag")
-        if not release.named:
-            raise SizingError("image tag", read.release, "a vLLM release")
+        release: Release | None = resolve_release(read.release, "image tag")
     except SizingError:
+        release = None
+    if release is None or not release.named:
         return None, (
             f"vLLM {read.release} ({read.reason}) is not a release fitgate models: "
             f"sized as the newest modelled release, {newest}"

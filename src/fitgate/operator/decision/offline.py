@@ -22,7 +22,7 @@ from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
-from fitgate.operator.schema.api import GROUP, KIND, SpecError, parse_spec
+from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
 from fitgate.sizing.instances import named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
@@ -106,8 +106,6 @@ def _documents(path: str) -> Iterable[tuple[str, Any]]:
             doc = next(docs)
         except StopIteration:
             return
-        except yaml.YAMLError:
-            raise
         except ValueError:  # int() past its digit limit, not Python's advice (hunt83 F4 in check)
             raise BudgetError(f"document {i} {too_many_digits()}") from None
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -152,10 +150,6 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", message, product, admitted=False)
     return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed, notes=ev.notes)
-
-
-#: The most nodes one replica may span: ``placement.nodesPerReplica``'s bound.
-MAX_NODES_PER_REPLICA = 64
 
 
 def _unsized_gpu(product: str, from_flag: bool) -> str:

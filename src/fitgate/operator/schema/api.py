@@ -31,6 +31,10 @@ SHORT_NAMES = ("mdep",)
 MAX_CONTEXT = 1 << 24
 
 
+#: The most nodes one replica may span (``placement.nodesPerReplica``; ``fitgate check`` bounds an LWS group by it).
+MAX_NODES_PER_REPLICA = 64
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
@@ -757,7 +761,7 @@ class Placement(_Spec):
         default=1,
         alias="nodesPerReplica",
         ge=1,
-        le=64,
+        le=MAX_NODES_PER_REPLICA,
         description="Nodes one replica spans (multi-node serving, e.g. a LeaderWorkerSet group): each node "
         "holds tensorParallelSize x pipelineParallelSize x dataParallelSize / nodesPerReplica GPUs. Default: 1.",
     )
