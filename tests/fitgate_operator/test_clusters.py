@@ -605,6 +605,38 @@ def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
     assert (eks.gpu, eks.verdict, eks.admitted) == ("L40S", "DoesNotFit", False)
 
 
+def test_fitgate_check_takes_a_pod_of_16_gpus_to_run_on_a_node_of_16(tmp_path: Path) -> None:
+    """hunt90: GKE's a2-megagpu-16g carries 16 A100-40GB, its accelerator label no count; a pod asking for 16 GPUs
+    at TP 16 was DoesNotFit offline on a node of 8 nobody stated. Without --gpus-per-node a node holds what one pod
+    asks for (at least 8); stated, the size is the user's, and 16 GPUs on a node of 8 stay a misfit."""
+    from fitgate.operator.decision.offline import check_files  # noqa: PLC0415
+
+    pod = {
+        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
+        "containers": [
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.11.0",
+                "args": ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "16"],
+                "resources": {"limits": {"nvidia.com/gpu": "16"}},
+            }
+        ],
+    }
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "a2"},
+        "spec": {"template": {"spec": pod}},
+    }
+    path = tmp_path / "a2.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    (unstated,) = check_files([str(path)])
+    assert (unstated.gpu, unstated.verdict, unstated.admitted) == ("A100-40GB", "Fits", True)
+    (stated,) = check_files([str(path)], gpus_per_node=8)
+    assert (stated.verdict, stated.admitted) == ("DoesNotFit", False)
+    assert "16 GPUs per replica (TP x PP) but the pool has 1 nodes of 8" in stated.message
+
+
 def test_many_templates_of_one_gpu_are_one_prospect_naming_three() -> None:
     pools = [
         parse_nodepool(

@@ -412,7 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
         "helm template output)",
     )
     k.add_argument("--gpu", help="evaluate on this GPU (default: each manifest's placement.gpuProduct)")
-    k.add_argument("--gpus-per-node", type=_int, default=8, help="GPUs per node of that pool (default 8)")
+    k.add_argument(
+        "--gpus-per-node",
+        type=_int,
+        default=None,
+        help="GPUs per node of that pool (default: the count a node label gives, else 8 or as many as one pod asks "
+        "for, whichever is more)",
+    )
     k.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     o = sub.add_parser("operator", help="run the Kubernetes operator and admission webhook (kopf)")

@@ -115,7 +115,22 @@ def _documents(path: str) -> Iterable[tuple[str, Any]]:
             yield f"{path}#{i}", doc
 
 
-def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: int) -> CheckResult | None:
+#: GPUs a node of the offline pool has when neither ``--gpus-per-node`` nor a node label says: the common node of 8,
+#: or as many as one pod of the workload asks for, whichever is more. A pod that asks for 16 GPUs runs on a node of
+#: 16 (GKE's a2-megagpu-16g, whose ``cloud.google.com/gke-accelerator`` label gives no count) and stays Pending on a
+#: smaller one, which is not a memory misfit: the gate does not deny it on a node size nobody stated (hunt90).
+DEFAULT_GPUS_PER_NODE = 8
+
+
+def per_node(stated: int | None, one_pod_asks: int) -> int:
+    """The GPUs a node of the offline pool has.
+
+    ``stated`` (``--gpus-per-node``), else :data:`DEFAULT_GPUS_PER_NODE` or what one pod asks for, whichever is more.
+    """
+    return stated if stated is not None else max(DEFAULT_GPUS_PER_NODE, one_pod_asks)
+
+
+def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: int | None) -> CheckResult | None:
     """The verdict on one YAML document (None for documents that are not ModelDeployments)."""
     if not isinstance(doc, dict) or doc.get("kind") != KIND or not str(doc.get("apiVersion", "")).startswith(GROUP):
         return None
@@ -141,7 +156,9 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
         return CheckResult(source, name, "Unknown", str(exc), product, admitted=decision.allowed)
     labels = dict(spec.placement.node_selector)
     nodes = spec.placement.nodes_per_replica  # a pool of as many nodes as one replica spans
-    pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(nodes)]
+    asks = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * spec.placement.data_parallel_size
+    size = per_node(gpus_per_node, -(-asks // nodes))
+    pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(nodes)]
     offline = {"gpu_product": None, "resource_claim_template_name": None}  # the pool is --gpu's, not the cluster's
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update=offline)})
     ev = evaluate(spec_offline, model, pools, facts=facts)
@@ -171,8 +188,10 @@ def _claim_note(template: str | None, product: str) -> str:
     )
 
 
-def check_files(files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int = 8) -> list[CheckResult]:
-    """The verdict on every ModelDeployment in ``files``."""
+def check_files(
+    files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int | None = None
+) -> list[CheckResult]:
+    """The verdict on every ModelDeployment and workload in ``files``; ``gpus_per_node`` None: :func:`per_node`."""
     results = []
     read: list[tuple[str, Any]] = []
     for path in files:
@@ -266,7 +285,7 @@ def check_workload(
     source: str,
     doc: Any,
     gpu_name: str | None,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     configmaps: dict[str, dict[str, str]],
     runtimes: dict[str, dict[str, Any]] | None = None,
     templates: dict[str, tuple[str, ...]] | None = None,
@@ -282,13 +301,14 @@ def check_reading(
     source: str,
     reading: Reading,
     gpu_name: str | None,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     templates: dict[str, tuple[str, ...]] | None = None,
 ) -> CheckResult:
     """The verdict on one reading.
 
     The GPU is ``--gpu``, else the product label the workload's nodeSelector or required node affinity
-    names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs. A DRA claim
+    names. A workload spanning N nodes is checked on a pool of N nodes of ``--gpus-per-node`` GPUs (else the count
+    the labels give, else :func:`per_node`). A DRA claim
     whose template (in the same files) asks for no NVIDIA or AMD GPU class (Intel Gaudi, a Rebellions NPU) is
     Unknown, never sized as the ``--gpu`` card (hunt60 F1).
     """
@@ -343,7 +363,9 @@ def check_reading(
         # more pods than a replica may span is the spec's Invalid (as the webhook answers), before a pool per pod
         # is built (hunt83 F5: an LWS size of 10**30 grew to 3.9 GB and MemoryError)
         labels = dict(reading.node_selector)
-        pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, gpus_per_node) for i in range(reading.pods_per_replica)]
+        one_pod = -(-(reading.gpus_per_replica or reading.parallel_gpus) // reading.pods_per_replica)
+        size = per_node(gpus_per_node, one_pod)
+        pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(reading.pods_per_replica)]
     verdict = evaluate_reading(reading, model, pools, facts=facts)
     if verdict.invalid:
         return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)
