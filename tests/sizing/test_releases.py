@@ -158,6 +158,26 @@ def test_cli_accepts_newer_and_tags_and_refuses_nonsense(capsys: pytest.CaptureF
     assert err.count("\n") == 0 and "not a release" in err
 
 
+def test_plan_of_a_tag_naming_no_release_is_unknown_where_only_the_newest_accounting_denies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt82 F2 in `fitgate plan`, as `fitgate check` and the webhook answer it (ReleaseUnknown): Llama-3.1-70B-FP8 at
+    # 32k, gmu 0.95, fp8 KV on one H100. As 0.34.0, 71.95 GiB of weights and activations leave 3.28 GiB for a 5.00
+    # GiB request (DoesNotFit, exit 1); an older release that leaves graphs outside the budget admits it.
+    args = ["plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--quantization", "fp8"]
+    args += ["--max-model-len", "32768", "--gpu-memory-utilization", "0.95", "--kv-cache-dtype", "fp8", "-o", "json"]
+    assert main([*args, "--vllm-version", "0.34.0"]) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "DoesNotFit"
+    assert main([*args, "--vllm-version", "gptoss"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "Unknown"
+    (why,) = [n for n in doc["notes"] if n.startswith("verdict Unknown")]
+    assert "'gptoss' names no release" in why and "does not fit, but as vLLM 0." in why
+    # a misfit every release shows stays one: 131 GiB of bf16 weights on an 80 GB card
+    assert main([*args[:5], "--max-model-len", "32768", "--vllm-version", "gptoss", "-o", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "DoesNotFit"
+
+
 # -- 3. scripts/vllm_release_diff.py ------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from typing import Any
 
 from fitgate import aic
@@ -13,9 +14,11 @@ from fitgate.cli.inputs import economics_of, gpu_of, origin_of, overrides_of, se
 from fitgate.cli.passthrough import note as passthrough_note
 from fitgate.cli.render import render_text
 from fitgate.report import PlanReport, plan_document
-from fitgate.sizing import SizingError, Verdict, plan, recommend, suggest
+from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, Workload, plan, recommend, suggest
+from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.instances import larger_namesake
 from fitgate.sizing.results import Plan
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, other_releases, resolve_release
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -42,6 +45,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ambiguity = f"--gpu {args.gpu} read as the {gpu.name} (the {namesake.name}: --gpu {namesake.name})"
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
+    release_unknown = _release_unknown(model, gpu, serving, workload, result)
+    if release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
+        result = replace(result, verdict=Verdict.UNKNOWN)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
     perf, cost = economics_of(args, model, gpu, result)
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
@@ -50,9 +56,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
         doc["notes"].append(passthrough_note(args.ignored_vllm_flags))
     if ambiguity:
         doc["notes"].append(ambiguity)
+    if release_unknown is not None:
+        doc["notes"].append(release_unknown)
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
     print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
+
+
+def _release_unknown(
+    model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None, result: Plan
+) -> str | None:
+    """Why a misfit is Unknown, or None.
+
+    ``--vllm-version`` names no release (an image tag), and only the newest release's accounting denies it: another
+    modelled release's admits it (the operator's ReleaseUnknown, hunt82 F2).
+    """
+    version = serving.vllm_version
+    if result.verdict is not Verdict.DOES_NOT_FIT or version is None or resolve_release(version).named:
+        return None
+    for release in other_releases(version):
+        try:
+            other = plan(model, gpu, replace(serving, vllm_version=release), workload)
+        except SizingError:  # a setting that release does not take
+            continue
+        if other.verdict in (Verdict.FITS, Verdict.TIGHT):
+            return (
+                f"verdict Unknown: --vllm-version {version!r} names no release; sized as {DEFAULT_VLLM_VERSION}, the "
+                f"newest modelled, it does not fit, but as vLLM {release} it is {other.verdict.value}; pass the "
+                "image's release to size it exactly"
+            )
+    return None
 
 
 def _speed_backend(

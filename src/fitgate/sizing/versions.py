@@ -9,6 +9,7 @@ Source: the official PyPI wheels of every release from 0.10.2 to 0.34.0 except 0
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
@@ -280,6 +281,17 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
             f"sized with {DEFAULT_VLLM_VERSION}'s accounting (review its changes with scripts/vllm_release_diff.py)",
         )
     return Release(version, version)
+
+
+def other_releases(text: str | None) -> Iterator[str]:
+    """What an image of unknown release may run instead (hunt82 F2).
+
+    The releases of :data:`MODELLED_MINORS`, newest first, whose accounting is not the one ``text`` is sized with.
+    """
+    sized = resolve_release(text).sized_as if text else None
+    for release in MODELLED_MINORS:
+        if sized is None or resolve_release(release).sized_as != sized:
+            yield release
 
 
 def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int]:

@@ -20,7 +20,7 @@ from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import ModelInput, Plan, ReasonCode, ServingConfig, SizingError, Verdict, Workload, plan
 from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.units import MiB, fmt_gib
-from fitgate.sizing.versions import MODELLED_MINORS, resolve_release
+from fitgate.sizing.versions import other_releases
 
 _RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
 
@@ -131,10 +131,7 @@ def admitted_by_another_release(
     budget leaves CUDA graphs out; sized as 0.34.0 a 32k Llama-3.1-70B-FP8 on one H100 was DoesNotFit, as 0.19.1 Tight):
     a misfit only some release shows is not one fitgate can show. None when every release denies it.
     """
-    sized = resolve_release(serving.vllm_version).sized_as if serving.vllm_version else None
-    for release in MODELLED_MINORS:
-        if sized is not None and resolve_release(release).sized_as == sized:
-            continue
+    for release in other_releases(serving.vllm_version):
         try:
             other = plan_on_pool(model, pool, replace(serving, vllm_version=release), workload, share)
         except SizingError:  # a setting that release does not take (a V0-only flag, a quantization it lacks)
