@@ -118,3 +118,16 @@ def test_performance_mode() -> None:
     # interactivity: every size 1-32, then the usual 40..248 step 8 and 256..512 step 16 = 32 + 27 + 17 = 76 sizes
     sizes = capture_sizes(V25, max_num_seqs=1024, max_num_batched_tokens=8192, interactivity=True)
     assert sizes[:32] == tuple(range(1, 33)) and len(sizes) == 76
+
+
+def test_json_numbers_vllms_pydantic_configs_take_are_read_not_refused() -> None:
+    """hunt90 F1 / F3: vLLM's configs are lax pydantic dataclasses: a capture size "8" is 8, a cudagraph_mode of 2 is
+    CUDAGraphMode(2) = FULL (config/compilation.py 0.34.0 L129-139); both were exit 2 in `fitgate plan`."""
+    read = graph_flags({"--compilation-config": '{"cudagraph_mode": 2, "cudagraph_capture_sizes": [1, 2, 4, "8"]}'})
+    assert (read.mode, read.capture_sizes, read.problems) == ("FULL", (1, 2, 4, 8), ())
+    assert graph_flags({"--compilation-config": '{"cudagraph_mode": 0}'}).mode == "NONE"
+    assert graph_flags({"--compilation-config": '{"max_cudagraph_capture_size": 64.0}'}).max_capture_size == 64
+    # what pydantic refuses stays a note naming it: a fraction, a bool, a mode past the enum's plain values
+    assert graph_flags({"--compilation-config": '{"cudagraph_capture_sizes": [1, 2.5]}'}).problems
+    assert graph_flags({"--compilation-config": '{"cudagraph_capture_sizes": [true]}'}).problems
+    assert graph_flags({"--compilation-config": '{"cudagraph_mode": 7}'}).problems

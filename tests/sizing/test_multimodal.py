@@ -259,3 +259,10 @@ def test_skip_mm_profiling_leaves_the_encoder_out_of_the_profile() -> None:
     assert off.per_gpu.activation_bytes < on.per_gpu.activation_bytes
     assert off.per_gpu.weights_bytes == on.per_gpu.weights_bytes
     assert any("--skip-mm-profiling" in n for n in off.notes)
+
+
+def test_a_limit_written_as_json_text_is_read_as_vllms_pydantic_reads_it() -> None:
+    # hunt90 F1: `{"image": "2"}` was exit 2; vLLM's lax pydantic config reads it as 2. A fraction stays refused.
+    assert parse_limit_mm('{"image": "2", "video": {"count": 1.0}}') == (("image", 2), ("video", 1))
+    with pytest.raises(SizingError, match=r"limit_mm_per_prompt\.image"):
+        parse_limit_mm('{"image": 2.5}')

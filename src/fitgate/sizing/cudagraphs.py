@@ -49,6 +49,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fitgate.sizing.jsonflags import whole_number
 from fitgate.sizing.units import MiB
 from fitgate.sizing.versions import VllmAccounting
 
@@ -187,19 +188,22 @@ def _sizes(value: object) -> tuple[int, ...] | None:
         if len(words) > MAX_CAPTURE_SIZES or not all(re.fullmatch(r"\d{1,9}", w) for w in words):
             return None
         value = [int(w) for w in words]
-    if (
-        isinstance(value, list)
-        and 0 < len(value) <= MAX_CAPTURE_SIZES
-        and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_CAPTURE_SIZE for v in value)
-    ):
-        return tuple(value)
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_CAPTURE_SIZES:
+        return None
+    sizes = tuple(whole_number(v) for v in value)  # `[1, 2, "8"]`: vLLM's lax int (hunt90 F1)
+    if all(s is not None and 0 < s <= MAX_CAPTURE_SIZE for s in sizes):
+        return tuple(s for s in sizes if s is not None)
     return None
 
 
 def _whole(value: object) -> int | None:
-    if isinstance(value, str) and re.fullmatch(r"\s*\d{1,9}\s*", value):
-        value = int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CAPTURE_SIZE else None
+    n = whole_number(value)
+    return n if n is not None and 0 < n <= MAX_CAPTURE_SIZE else None
+
+
+#: ``CUDAGraphMode``'s plain values (config/compilation.py 0.34.0 L129-139: NONE = 0, PIECEWISE = 1, FULL = 2), which
+#: pydantic reads as the enum when the JSON gives a number.
+_MODE_VALUES = {"0": "NONE", "1": "PIECEWISE", "2": "FULL"}
 
 
 def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
@@ -233,6 +237,8 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
     if "--max-cudagraph-capture-size" in flags:
         found["max_cudagraph_capture_size"] = flags["--max-cudagraph-capture-size"]
     mode = found.get("cudagraph_mode")
+    if isinstance(mode, int | str) and not isinstance(mode, bool) and str(mode).strip() in _MODE_VALUES:
+        mode = _MODE_VALUES[str(mode).strip()]  # hunt90 F3: pydantic takes the enum's value, `"cudagraph_mode": 2`
     if mode is None and flags.get("--optimization-level", "").strip() in _LEVEL_MODES:
         mode = _LEVEL_MODES[flags["--optimization-level"].strip()]
     if mode is not None and str(mode).strip().upper() not in CUDAGRAPH_MODES:

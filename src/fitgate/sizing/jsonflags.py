@@ -9,7 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from fitgate.sizing.errors import SizingError
+
+_INT = TypeAdapter(int)
+#: Longer text is not a count any flag takes (and int() refuses past 4300 digits).
+_MAX_NUMBER_CHARS = 32
 
 
 def json_object(text: str, field: str, limit: int, example: str = "") -> dict[str, Any]:
@@ -28,3 +34,20 @@ def json_object(text: str, field: str, limit: int, example: str = "") -> dict[st
     if not isinstance(data, dict):
         raise SizingError(field, text[:80], expected)
     return data
+
+
+def whole_number(value: object) -> int | None:
+    """``value`` as vLLM's config classes read an ``int`` field, or None when they would refuse it.
+
+    vLLM's configs are pydantic dataclasses in lax mode (``config/utils.py`` 0.34.0 L46-77, ``ConfigDict(extra=
+    "forbid")``, not strict): ``"4"``, ``4.0`` and ``"4.0"`` are 4 (hunt90 F1: KServe's LLMInferenceService keeps a
+    speculator's ``num_speculative_tokens`` as a string, and ``"4"`` was Invalid). A bool is not taken for a count.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    if isinstance(value, str) and len(value) > _MAX_NUMBER_CHARS:
+        return None
+    try:
+        return _INT.validate_python(value)
+    except ValidationError:
+        return None

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.jsonflags import json_object
+from fitgate.sizing.jsonflags import json_object, whole_number
 from fitgate.sizing.model import ModelArchitecture
 
 #: The first release that builds no vision tower when every image and video limit is 0 (``--language-model-only``
@@ -58,9 +58,10 @@ def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
     data = json_object(text, "limit_mm_per_prompt", MAX_LIMIT_MM_CHARS, '{"image": 2}')
     pairs: list[tuple[str, int]] = []
     for modality, value in data.items():
-        count = value.get("count") if isinstance(value, dict) else value
-        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 1024:
-            raise SizingError(f"limit_mm_per_prompt.{modality}", count, "a count from 0 to 1024")
+        raw = value.get("count") if isinstance(value, dict) else value
+        count = whole_number(raw)
+        if count is None or not 0 <= count <= 1024:
+            raise SizingError(f"limit_mm_per_prompt.{modality}", raw, "a count from 0 to 1024")
         pairs.append((str(modality)[:40], count))
     return tuple(sorted(pairs))
 

@@ -34,6 +34,7 @@ import json
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.jsonflags import whole_number
 from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture
 
 #: vLLM 0.33.0's ``MTPModelTypes`` (config/speculative.py L38-67): all of them mean "mtp".
@@ -227,6 +228,9 @@ def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | N
         method = "draft_model"  # vLLM's own inference for a model without a method
     if method is not None and not isinstance(method, str):
         raise SizingError(f"{flag} method", method, "a string")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
-        raise SizingError(f"{flag} num_speculative_tokens", tokens, "a whole number")
+    if tokens is not None:
+        count = whole_number(tokens)
+        if count is None:
+            raise SizingError(f"{flag} num_speculative_tokens", tokens, "a whole number")
+        tokens = count
     return method, tokens
