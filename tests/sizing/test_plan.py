@@ -208,6 +208,24 @@ def test_kv_cache_memory_bytes_is_the_pool() -> None:
     assert too_big.verdict is Verdict.DOES_NOT_FIT and "KVCacheMemoryExceedsGpu" in codes(too_big)
 
 
+def test_a_stated_kv_size_over_the_card_by_less_than_the_fitted_terms_error_is_tight() -> None:
+    # hunt90 F2: vLLM prints the --kv-cache-memory to copy from its own measured terms; fitgate's fitted ones may be
+    # larger. Llama-3.1-8B on an H100 (79.19 GiB, 78.78 after the 0.41 GiB CUDA context), vLLM 0.11.0: 14.99 GiB of
+    # weights + 1.86 activation + 0.13 non-torch = 16.98 GiB beside the stated pool. 62 GiB: 78.98, 0.20 GiB over,
+    # within the band min(0.68 x fitted, 1.20 GiB) -> Tight; 64 GiB: 2.20 over -> DoesNotFit.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+
+    def at(gib: int) -> Any:
+        return plan(m, H100, ServingConfig(max_model_len=8192, kv_cache_memory_bytes=gib * GiB, vllm_version="0.11.0"))
+
+    near, over = at(62), at(64)
+    assert near.verdict is Verdict.TIGHT and near.reasons[0].code == "ShortWithinEstimateError"
+    assert "0.20 GiB over, within the error" in near.reasons[0].message
+    assert over.verdict is Verdict.DOES_NOT_FIT and "KVCacheMemoryExceedsGpu" in codes(over)
+    # weights and the stated pool alone over the card: no band covers exact terms
+    assert at(70).verdict is Verdict.DOES_NOT_FIT
+
+
 def test_v0_profiles_a_max_model_len_batch() -> None:
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     rtx = custom_gpu(int(23.58 * GiB))

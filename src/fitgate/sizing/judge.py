@@ -85,6 +85,29 @@ def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g
     )
 
 
+def _stated_kv_within_estimate_error(over: Reason, kv_bytes: int, worst: RankPlan, g: PerGpu) -> Reason | None:
+    """The Tight reason replacing a stated KV size over the card by less than fitgate's error, else None (hunt90 F2).
+
+    vLLM prints the ``--kv-cache-memory`` to copy "to fully utilize gpu memory": free memory at start less its
+    measured non-KV memory and a redundancy buffer (v1/worker/gpu_worker.py 0.32.0 L995-1031); fitgate's fitted
+    activation, non-torch and graph terms and its fixed CUDA context can each be larger than vLLM measured, so a copied
+    size over by less than their band is not shown to fail. Weights and the stated size over the card stay DoesNotFit.
+    """
+    room = g.capacity_bytes - CUDA_CONTEXT_BYTES
+    if g.weights_bytes + kv_bytes > room:
+        return None
+    fitted, margin = _estimate_band(worst, g)
+    excess = g.budget_bytes - room
+    if excess > margin:
+        return None
+    return Reason(
+        ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR,
+        f"{over.message}; {fmt_gib(excess)} over, within the error of fitgate's fitted activation, non-torch and "
+        f"CUDA-graph terms ({fmt_gib(fitted)} here, +/- {fmt_gib(margin)} on the calibration runs): vLLM may start "
+        "or refuse, so it is not denied",
+    )
+
+
 def prejudge(
     rs: ResolvedServing,
     worst: RankPlan,
@@ -102,16 +125,18 @@ def prejudge(
     """
     chain: list[Reason] = []
     budget, avail = g.budget_bytes, worst.available_kv_bytes
+    kv_stated_near: Reason | None = None
     if rs.kv_cache_memory_bytes is not None and g.capacity_bytes - CUDA_CONTEXT_BYTES < g.budget_bytes:
-        chain.append(
-            Reason(
-                ReasonCode.KV_CACHE_MEMORY_EXCEEDS_GPU,
-                f"kv_cache_memory_bytes {fmt_gib(rs.kv_cache_memory_bytes)} + weights and activations "
-                f"{fmt_gib(worst.non_kv_bytes)} = {fmt_gib(budget)} per GPU, more than the "
-                f"{fmt_gib(g.capacity_bytes - CUDA_CONTEXT_BYTES)} a {fmt_gib(g.capacity_bytes)} card has "
-                "after its CUDA context: vLLM runs out of memory allocating the KV cache",
-            )
+        over = Reason(
+            ReasonCode.KV_CACHE_MEMORY_EXCEEDS_GPU,
+            f"kv_cache_memory_bytes {fmt_gib(rs.kv_cache_memory_bytes)} + weights and activations "
+            f"{fmt_gib(worst.non_kv_bytes)} = {fmt_gib(budget)} per GPU, more than the "
+            f"{fmt_gib(g.capacity_bytes - CUDA_CONTEXT_BYTES)} a {fmt_gib(g.capacity_bytes)} card has "
+            "after its CUDA context: vLLM runs out of memory allocating the KV cache",
         )
+        kv_stated_near = _stated_kv_within_estimate_error(over, rs.kv_cache_memory_bytes, worst, g)
+        if kv_stated_near is None:
+            chain.append(over)
     elif (
         g.capacity_bytes - rs.pre_snapshot_bytes < g.budget_bytes
         and rs.free_memory_check
@@ -175,7 +200,11 @@ def prejudge(
         pool is not None,
         within,
         suffix,
-        (*((mamba_soft,) if mamba_soft else ()), *_before(rs, worst, kv, g)),
+        (
+            *((kv_stated_near,) if kv_stated_near else ()),
+            *((mamba_soft,) if mamba_soft else ()),
+            *_before(rs, worst, kv, g),
+        ),
         _near_max_model_len(rs, worst, kv, uncounted_bytes),
         (*_after(rs, g, outside), *_unified(rs, g, unified_memory)),
     )
