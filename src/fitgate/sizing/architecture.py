@@ -27,7 +27,7 @@ from fitgate.sizing.config_reader import (
 from fitgate.sizing.dtypes import normalize_model_dtype
 from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from fitgate.sizing.families import BY_ARCHITECTURE, MODEL_TYPES, ModelTypeTraits
-from fitgate.sizing.hf_config import base_model_class, normalize
+from fitgate.sizing.hf_config import base_model_class, normalize, with_attribute_names
 from fitgate.sizing.model import (
     MLA,
     Attention,
@@ -154,6 +154,8 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
             _supported_hint(arch),
         )
     config, normalize_notes = normalize(config)
+    if family.reads_attribute_names:
+        config = with_attribute_names(config)
     top = ConfigReader(config)
     text_data = next(
         (config[k] for k in ("text_config", "language_config", "llm_config") if isinstance(config.get(k), Mapping)),
@@ -237,6 +239,11 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         per_layer_embedding=family.per_layer_embedding(text) if family.per_layer_embedding is not None else None,
         attn_res=family.attention_residuals is not None and family.attention_residuals(text),
         mamba_ssm_dtype=_ssm_dtype(text.data, top.data),
+        transformers_backend=(
+            family.served_by(arch, model_type, any(isinstance(layer.ffn, MoE) for layer in layers))
+            if family.served_by is not None
+            else None
+        ),
         notes=normalize_notes,
     )
 

@@ -116,6 +116,22 @@ def normalize(config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...
     return _fill(config, model_type), ()
 
 
+def with_attribute_names(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with each ``attribute_map`` name of its class readable, as ``getattr`` on the class reads it.
+
+    :func:`normalize` renames an alias to the key the class stores (GPTBigCode keeps ``n_embd``); vLLM reads
+    ``hf_config.hidden_size``, which the class answers from ``n_embd``. A name already set is kept.
+    """
+    entry = _table().get(str(config.get("model_type")))
+    out = dict(config)
+    if entry is None:
+        return out
+    for name, stored in entry["aliases"].items():
+        if name not in out and stored in out:
+            out[name] = out[stored]
+    return out
+
+
 def _fill(raw: Mapping[str, Any], model_type: str, depth: int = 0) -> dict[str, Any]:
     entry = _table().get(model_type)
     if entry is None or depth > 2:

@@ -204,6 +204,30 @@ class Quantization:
 
 
 @dataclass(frozen=True)
+class TransformersBackend:
+    """How vLLM's Transformers modeling backend serves the model (vllm/model_executor/models/transformers/).
+
+    The backend builds the Hugging Face model and swaps in vLLM's attention, linears and experts; its KV specs are
+    those of a native model (base.py 0.34.0 L609-708), but it shards only what the config class's
+    ``base_model_tp_plan`` names and replicates the rest (L491-505, L566-572), and splits pipeline stages by
+    ``base_model_pp_plan`` or a guess that may fail (L386-440).
+
+    Attributes:
+        since: The first vLLM release fitgate read that serves the architecture through the backend (an earlier
+            one serves it natively or not at all: not sized).
+        tp_plan: The config class has a ``base_model_tp_plan`` (a remote-code class: unknown, False).
+        pp_plan: The config class has a ``base_model_pp_plan``.
+        fallback: ``architectures[0]`` is not in vLLM's registry; vLLM falls back to the backend
+            (registry.py 0.34.0 L1466-1495).
+    """
+
+    since: tuple[int, int, int]
+    tp_plan: bool
+    pp_plan: bool
+    fallback: bool = False
+
+
+@dataclass(frozen=True)
 class VisionEncoder:
     """Size of a multimodal model's vision tower, for weights and the encoder's profiling pass."""
 
@@ -263,6 +287,8 @@ class ModelArchitecture:
     #: vLLM's default runner serves the checkpoint as a pooling model: it ships a Sentence Transformers pooling
     #: module (modules.json; checkpoints.facts.st_pooling), so ``--runner auto`` is ``pooling``.
     pooling_by_default: bool = False
+    #: Served through vLLM's Transformers modeling backend (families/transformers_backend.py); None: a native class.
+    transformers_backend: TransformersBackend | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

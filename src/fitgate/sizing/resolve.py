@@ -147,6 +147,37 @@ def accounting_of(arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig
     return accounting_for(serving.vllm_version, _engine(arch, gpu, serving)[0])
 
 
+def _check_transformers_backend(arch: ModelArchitecture, accounting: VllmAccounting, tp: int, pp: int) -> None:
+    """Unknown where vLLM's Transformers modeling backend serves the model in a way fitgate does not size.
+
+    Before the release that moved the architecture onto the backend vLLM builds it with a native class fitgate did
+    not read; a class without ``base_model_tp_plan`` replicates what it cannot shard under TP, and one without
+    ``base_model_pp_plan`` guesses its PP split (transformers/base.py 0.34.0 L386-440, L491-505, L566-572).
+    """
+    backend = arch.transformers_backend
+    if backend is None:
+        return
+    if accounting.version < backend.since:
+        since = ".".join(map(str, backend.since))
+        raise NotModelledError(
+            "vllm_version",
+            accounting.label,
+            f"{arch.architecture} as vLLM serves it before {since} (a native class; fitgate sizes it through the "
+            f"Transformers modeling backend, which serves it from {since})",
+        )
+    for flag, size, planned, plan_key in (
+        ("tensor_parallel_size", tp, backend.tp_plan, "base_model_tp_plan"),
+        ("pipeline_parallel_size", pp, backend.pp_plan, "base_model_pp_plan"),
+    ):
+        if size > 1 and not planned:
+            raise NotModelledError(
+                flag,
+                size,
+                f"model_type {arch.model_type!r} through vLLM's Transformers modeling backend without a {plan_key} "
+                "(or from remote code): the backend replicates or guesses what the plan would split",
+            )
+
+
 def resolve_serving(
     arch: ModelArchitecture, gpu: GpuModel, serving: ServingConfig, accounting: VllmAccounting
 ) -> ResolvedServing:
@@ -168,6 +199,7 @@ def resolve_serving(
         raise SizingError("tensor_parallel_size", tp, f"a divisor or multiple of the model's {kv} KV heads")
     if pp > arch.num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
+    _check_transformers_backend(arch, accounting, tp, pp)
     extensible = _extensible(serving, accounting)
     gmu = serving.gpu_memory_utilization
     if gmu is None:

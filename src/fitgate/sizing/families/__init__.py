@@ -28,6 +28,7 @@ from fitgate.sizing.families import (
     opt,
     phi,
     qwen,
+    transformers_backend,
 )
 from fitgate.sizing.families.base import Family, ModelTypeTraits
 
@@ -52,6 +53,7 @@ FAMILIES: tuple[Family, ...] = (
     lfm.LFM2_MOE,
     nemotron.DECILM,
     deepseek_v4.DEEPSEEK_V4,
+    transformers_backend.TRANSFORMERS_BACKEND,
 )
 
 

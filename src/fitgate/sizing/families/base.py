@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fitgate.sizing.config_reader import ConfigReader
-from fitgate.sizing.model import Layer, PerLayerEmbedding, Quantization
+from fitgate.sizing.model import Layer, PerLayerEmbedding, Quantization, TransformersBackend
 
 __all__ = ["Family", "FamilyLayers", "LayerReader", "ModelTypeTraits"]
 
@@ -60,6 +60,10 @@ class Family:
         per_layer_embedding: Reads a per-layer embedding table (Gemma 4 E2B/E4B).
         attention_residuals: Whether the config has attention residual layers (Kimi K3).
         model_types: What each ``model_type`` this family's module knows decides on its own.
+        reads_attribute_names: Read the config as its class's attributes: each ``attribute_map`` name
+            (GPTBigCode's ``hidden_size`` for ``n_embd``) readable, as vLLM's ``getattr`` reads it.
+        served_by: How vLLM's Transformers modeling backend serves the architecture (architecture, model_type,
+            whether it has experts); None: a native vLLM class.
     """
 
     name: str
@@ -73,3 +77,5 @@ class Family:
     per_layer_embedding: Callable[[ConfigReader], PerLayerEmbedding | None] | None = None
     attention_residuals: Callable[[ConfigReader], bool] | None = None
     model_types: Mapping[str, ModelTypeTraits] = field(default_factory=dict)
+    reads_attribute_names: bool = False
+    served_by: Callable[[str, str, bool], TransformersBackend] | None = None
