@@ -38,6 +38,8 @@ _PERTURB = {
     "vocab_size": 54321,
     "intermediate_size": 4321,
     "sliding_window": 777,
+    # GPTBigCodeConfig computes num_key_value_heads as 1 if multi_query else n_head (L82, hunt87): not a default
+    "multi_query": False,
 }
 
 
