@@ -35,7 +35,10 @@ ALIASES = {
 #: KV at the model's dtype; the ``--mamba-*`` state dtype / block flags, the MoE and linear kernel backends, and V0's
 #: ``--max-seq-len-to-capture`` (hunt32 F2: published commands carry them); ``--num-gpu-blocks-override`` fixes the
 #: pool; V0's ``--speculative-model`` (hunt35 F1/F2); ``--mm-ipc-gpu-memory-gb`` takes its GiB from a multimodal
-#: model's KV pool (multimodal/gpu_ipc_memory.py 0.34.0 L155-205, hunt70 F6). ``plan`` and ``check`` both name them.
+#: model's KV pool (multimodal/gpu_ipc_memory.py 0.34.0 L155-205, hunt70 F6). ``--model-impl transformers`` serves a
+#: natively registered model through the Transformers backend, whose layer_types the config class computes (a Qwen2
+#: config slides only from max_window_layers on, not every layer as qwen2.py: hunt87 F-A). ``plan`` and ``check``
+#: both name them.
 NOT_MODELLED_SWITCHES = frozenset(
     {
         "--disable-hybrid-kv-cache-manager",
@@ -49,7 +52,7 @@ NOT_MODELLED_VALUED = frozenset(
         "--mamba-cache-dtype", "--mamba-block-size", "--mamba-cache-mode",
         "--moe-backend", "--linear-backend", "--max-seq-len-to-capture", "--num-gpu-blocks-override",
         "--speculative-model", "--num-speculative-tokens", "--max-context-len-to-capture", "--max-paddings",
-        "--mm-ipc-gpu-memory-gb",
+        "--mm-ipc-gpu-memory-gb", "--model-impl",
     }
 )  # fmt: skip
 NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
