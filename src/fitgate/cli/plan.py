@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +11,7 @@ from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
 from fitgate.cli.inputs import economics_of, gpu_of, origin_of, overrides_of, serving_of, workload_of
 from fitgate.cli.passthrough import note as passthrough_note
-from fitgate.cli.render import render_text
+from fitgate.cli.render import json_text, render_text
 from fitgate.report import PlanReport, plan_document
 from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, Workload, plan, recommend, suggest
 from fitgate.sizing.gpus import GpuModel
@@ -59,7 +58,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if release_unknown is not None:
         doc["notes"].append(release_unknown)
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
-    print(json.dumps(doc, indent=2) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
+    print(json_text(doc) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
 
 

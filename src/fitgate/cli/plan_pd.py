@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
+from fitgate.cli.render import json_text
 from fitgate.sizing import ServingConfig, SizingError, Verdict
 from fitgate.sizing.disagg import DisaggPlan, PoolPlan, PoolShape, check_load, plan_disaggregated
 from fitgate.sizing.instances import lookup_named_gpu
@@ -82,7 +82,7 @@ def cmd_plan_pd(args: argparse.Namespace) -> int:
     doc = disagg_document(model.name, d)
     ok = all(p.verdict in (Verdict.FITS, Verdict.TIGHT) for p in (d.prefill, d.decode))
     if args.output == "json":
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc))
         return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
     print(
         f"fitgate plan-pd: {model.name} at {load.request_rate:g} requests/s, {load.input_tokens} in / "

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
 from fitgate.cli.inputs import list_prices_of, prices_of
+from fitgate.cli.render import json_text
 from fitgate.report import option_document
 from fitgate.sizing import (
     GpuModel,
@@ -92,6 +92,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise SizingError("--context-tokens", context_tokens, f"at most {longest} (the max_model_len)")
     load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, context_tokens)
     targets = check_targets(args.ttft_ms, args.tpot_ms, load)
+    by_replicas = targets is not None or args.request_rate is not None  # a rate sets the replicas (hunt91 G1)
     found = search(
         model,
         Workload(concurrency, context_tokens),
@@ -114,11 +115,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         "utilization": utilization,
         "ranked_by": (
             ("usd_per_hour_all_replicas" if prices else "gpu_hours_per_hour_all_replicas")
-            if targets
+            if by_replicas
             else ("usd_per_million_output_tokens" if prices else "gpu_hours_per_million_output_tokens")
         ),
         "targets": None
-        if targets is None
+        if not by_replicas
         else {"ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms, "request_rate": args.request_rate},
         "options": [option_document(o) for o in found.options],
         "prices": price_note,
@@ -126,7 +127,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         "basis": found.options[0].performance.basis if found.options else None,
     }
     if args.output == "json":
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc))
         return EXIT_FITS if found.options else EXIT_DOES_NOT_FIT
     shape = f"{concurrency} x {context_tokens} tokens"
     if args.request_rate is not None:
@@ -143,7 +144,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     unit = "$/1M out" if prices else "GPU-h/1M"
     print(
         f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
-        f"{unit:>9s}" + (f" {'REPLICAS':>8s} {'TTFT ms':>8s} {'TPOT ms':>8s}" if targets else "")
+        f"{unit:>9s}" + (f" {'REPLICAS':>8s} {'TTFT ms':>8s} {'TPOT ms':>8s}" if by_replicas else "")
     )
     for o in found.options[: max(1, args.limit)]:
         d = option_document(o)
@@ -154,7 +155,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
             + (
                 f" {o.replicas:8d} {o.performance.ttft_seconds * 1000:8.0f} {o.performance.tpot_seconds * 1000:8.1f}"
-                if targets
+                if by_replicas
                 else ""
             )
         )

@@ -6,9 +6,29 @@ JSON holds, rounded the same way.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from fitgate.sizing.units import GiB, fmt_gib
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(doc: Any) -> str:
+    """``doc`` as JSON that every parser reads (hunt91 O1: JSON.parse refused Python's ``Infinity``).
+
+    An infinite figure (a saturated replica's TTFT, a cost at a vanishing utilisation) is ``null``.
+    """
+    return json.dumps(_finite(doc), indent=2, allow_nan=False)
 
 
 def _dp_text(s: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ Estimates are floats rounded here, once, to the digits the contract prints (docs
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fitgate.sizing import Cost, Option, Performance
@@ -90,5 +91,6 @@ def option_document(o: Option) -> dict[str, Any]:
         "total_gpus": o.total_gpus,
         "usd_per_hour_all_replicas": None if c is None else round(c.usd_per_hour * o.replicas, 4),
         "tpot_seconds": round(o.performance.tpot_seconds, 5),
-        "requests_per_s": round(o.performance.requests_per_s, 4),  # one replica's share of the load
+        # one replica's share of the load, rounded up at 1e-6 so that replicas x it >= the rate as printed (hunt91 O2)
+        "requests_per_s": math.ceil(o.performance.requests_per_s * 1e6) / 1e6,
     }

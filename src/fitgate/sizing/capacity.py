@@ -91,8 +91,10 @@ def replicas_needed(
     def meets(n: int) -> bool:
         if load.request_rate is not None:
             s = steady_state(w, isl, osl, k, request_rate=load.request_rate / n, max_concurrency=most)
+        elif math.ceil(concurrency / n) > most:
+            return False  # hunt91 G2: a replica's share past what its KV pool runs queues; more replicas hold it
         else:
-            s = steady_state(w, isl, osl, k, concurrency=min(math.ceil(concurrency / n), most))
+            s = steady_state(w, isl, osl, k, concurrency=math.ceil(concurrency / n))
         return not s.saturated and targets.met_by(s.ttft_s, s.tpot_s)
 
     if not meets(MAX_REPLICAS):
@@ -266,8 +268,13 @@ def search(
                         last_refusal = f"{gpu.name} x {tp * pp * dp}: {result.reasons[0].message}"
                         continue
                     replicas = 1
-                    if targets is not None and speed_load is not None:
-                        needed = replicas_needed(model, result, targets, speed_load, workload.concurrency)
+                    # a request rate without targets still needs the replicas that absorb it (hunt91 G1: one
+                    # replica of 59 req/s was offered for 1000 req/s): the fewest not saturated
+                    rate_only = targets is None and speed_load is not None and speed_load.request_rate is not None
+                    if speed_load is not None and (targets is not None or rate_only):
+                        needed = replicas_needed(
+                            model, result, targets or LatencyTargets(), speed_load, workload.concurrency
+                        )
                         if needed is None:
                             missed += 1
                             continue
@@ -291,13 +298,12 @@ def search(
                         break
                     # deeper pipelines cost more GPUs for the same bytes per step
                     dead.update((tp, p, dp) for p in PP_SIZES if p > pp)
-    options = sorted((o for o, _ in found), key=_rank if targets is None else _rank_total)
+    by_total = targets is not None or (speed_load is not None and speed_load.request_rate is not None)
+    options = sorted((o for o, _ in found), key=_rank_total if by_total else _rank)
     reason = ""
     if not options and missed:
-        reason = (
-            f"{missed} configuration(s) hold the workload, but none meets the latency targets with at most "
-            f"{MAX_REPLICAS} replicas"
-        )
+        what = "meets the latency targets" if targets is not None else "absorbs the request rate"
+        reason = f"{missed} configuration(s) hold the workload, but none {what} with at most {MAX_REPLICAS} replicas"
     elif not options:
         names = ", ".join(g.name for g in gpus)
         reason = (

@@ -398,9 +398,11 @@ def steady_state(
         r = _closed_loop(work, c, input_tokens, output_tokens, k)
         return request_rate * (r.ttft_s + max(0, output_tokens - 1) * r.tpot_s) - c
 
+    # Not saturated, the replica serves exactly the arrival rate (the root's tolerance, or a lone request finishing
+    # before the next arrives, must not read as more or less: replicas x rate >= the target, hunt91 O2).
     low, f_low = 1.0, excess(1.0)
     if f_low <= 0:
-        return _closed_loop(work, 1.0, input_tokens, output_tokens, k)
+        return dataclasses.replace(_closed_loop(work, 1.0, input_tokens, output_tokens, k), requests_per_s=request_rate)
     high = min(max_concurrency, MAX_IN_FLIGHT)
     f_high = excess(high)
     if f_high > 0:
@@ -426,7 +428,7 @@ def steady_state(
             if side == -1:
                 f_low /= 2
             side = -1
-    return _closed_loop(work, c, input_tokens, output_tokens, k)
+    return dataclasses.replace(_closed_loop(work, c, input_tokens, output_tokens, k), requests_per_s=request_rate)
 
 
 #: Upper bound of requests in flight in the open-loop search when the pool sets none.
