@@ -19,6 +19,7 @@ from fitgate.sizing.performance import (
     estimate,
     expert_fraction_touched,
 )
+from fitgate.sizing.prices import price_table
 from fitgate.sizing.step_time import calibration
 from tests.conftest import model
 
@@ -252,7 +253,7 @@ def test_recommend_70b_options_each_plan_fits_cheapest_first(capsys: pytest.Capt
     code, out, err = run(
         capsys, "recommend", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--concurrency", "16",
         "--context-tokens", "32768", "--gpu-hour-price", "H100=2.5,L4=0.7,L40S=1.1,A100-80GB=1.8,H200=3.6",
-        "--output", "json",
+        "--no-list-prices", "--output", "json",
     )  # fmt: skip
     assert code == 0, err
     doc: dict[str, Any] = json.loads(out)
@@ -294,7 +295,7 @@ def test_recommend_too_large_is_an_empty_list_with_a_reason(capsys: pytest.Captu
 def test_recommend_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(
         capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--concurrency", "1",
-        "--context-tokens", "4096", "--gpus", "L4", "--gpu-hour-price", "H100=2",
+        "--context-tokens", "4096", "--gpus", "L4", "--gpu-hour-price", "H100=2", "--no-list-prices",
     )  # fmt: skip
     assert code == 2 and err.count("\n") == 1 and "--gpu-hour-price" in err and "L4" in err
 
@@ -390,3 +391,23 @@ def test_alternatives_leave_out_nodes_the_pods_would_not_tolerate() -> None:
     tolerant = parse_spec({**raw, "placement": {**raw["placement"], "tolerations": [toleration]}})
     ev = evaluate(tolerant, llama, gpus(tainted, L4))
     assert [pool.product for pool, _ in ev.alternatives] == ["NVIDIA-H100-80GB-HBM3"]
+
+
+def test_a_per_product_price_overrides_its_row_of_the_list_table(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt91 G4: `--gpu-hour-price H100=2.5 --gpus H100,H200` exited 2 ("a price for H200") though the dated table
+    # lists H200; a per-product price now overrides its own row only. G5: --no-list-prices says equal prices.
+    code, out, err = run(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--concurrency", "8",
+        "--context-tokens", "4096", "--gpus", "H100,H200", "--gpu-hour-price", "H100=2.5", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    by_gpu = {o["gpu"]: o["usd_per_hour"] / o["gpus"] for o in doc["options"]}
+    assert by_gpu["H100-SXM"] == pytest.approx(2.5)
+    assert by_gpu["H200"] == pytest.approx(price_table().default_prices().of(lookup_gpu("H200")) or 0)
+    assert "--gpu-hour-price H100=2.5 over the table" in doc["prices"]
+    code, out, _ = run(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--concurrency", "8",
+        "--context-tokens", "4096", "--gpus", "H100,H200", "--no-list-prices", "--output", "json",
+    )  # fmt: skip
+    assert code == 0 and "equal prices assumed" in json.loads(out)["prices"]

@@ -229,10 +229,30 @@ def prices_of(args: argparse.Namespace) -> GpuPrices | None:
 
 
 def list_prices_of(args: argparse.Namespace) -> GpuPrices | None:
-    """The dated list-price table (docs/performance.md) when no ``--gpu-hour-price`` overrides it."""
-    if args.gpu_hour_price or getattr(args, "no_list_prices", False):
+    """The dated list-price table (docs/performance.md), or None.
+
+    None with ``--no-list-prices`` or one ``--gpu-hour-price`` for every GPU; per-product ``--gpu-hour-price`` entries
+    override only their rows (:func:`merged_prices`, hunt91 G4).
+    """
+    if getattr(args, "no_list_prices", False):
+        return None
+    given = prices_of(args)
+    if given is not None and given.default is not None:
         return None
     return price_table().default_prices()
+
+
+def merged_prices(args: argparse.Namespace) -> GpuPrices | None:
+    """``--gpu-hour-price`` over the dated list table (None: neither prices anything).
+
+    Its products at its prices, every other listed one at its list price.
+    """
+    given, listed = prices_of(args), list_prices_of(args)
+    if listed is None:
+        return given
+    if given is None:
+        return listed
+    return GpuPrices(None, tuple(sorted({**dict(listed.per_gpu), **dict(given.per_gpu)}.items())))
 
 
 def economics_of(
@@ -250,11 +270,11 @@ def economics_of(
     load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, result.serving.max_model_len)
     perf = estimate(model, result, load=load)
     price = prices.of(gpu) if prices is not None else None
-    if prices is not None and price is None:
-        raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
     basis = "--gpu-hour-price"
     if price is None and listed_price is not None:  # the dated list-price table (issue 24)
         price, basis = listed_price, price_table().basis(gpu.name)
+    if prices is not None and price is None:
+        raise SizingError("--gpu-hour-price", args.gpu_hour_price, f"a price for {gpu.name} (or one for every GPU)")
     if price is None:
         return perf, None
     gpus = result.serving.tensor_parallel_size * result.serving.pipeline_parallel_size

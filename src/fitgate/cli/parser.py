@@ -479,7 +479,8 @@ def _issue20_flags(p: argparse.ArgumentParser) -> None:
 def _economics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gpu-hour-price",
-        help="USD per GPU-hour: one price (2.5) or per product (H100=2.5,L4=0.7); no default (no catalog prices)",
+        help="USD per GPU-hour: one price for every GPU (2.5), or per product (H100=2.5,L4=0.7) over the dated "
+        "list-price table, whose other rows stay",
     )
     p.add_argument(
         "--utilization",
@@ -503,7 +504,7 @@ def _economics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-list-prices",
         action="store_true",
-        help="do not price GPUs from the dated list-price table when --gpu-hour-price is not given",
+        help="do not price GPUs from the dated list-price table (only --gpu-hour-price prices them)",
     )
     # speed estimate (issue 24, docs/performance.md): the request shape and the load
     p.add_argument("--input-tokens", type=_int, help="prompt tokens per request (ISL), with --output-tokens")

@@ -6,7 +6,7 @@ import argparse
 
 from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
-from fitgate.cli.inputs import list_prices_of, prices_of
+from fitgate.cli.inputs import list_prices_of, merged_prices, prices_of
 from fitgate.cli.render import json_text
 from fitgate.report import option_document
 from fitgate.sizing import (
@@ -82,8 +82,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     utilization = check_utilization(args.utilization)
     prices = prices_of(args)
     gpu_list, price_note = None, None
-    if prices is None and (listed := list_prices_of(args)) is not None:
-        gpu_list, prices, price_note = _listed_gpus(args.gpus, listed)
+    if (prices is None or prices.default is None) and (listed := list_prices_of(args)) is not None:
+        merged = merged_prices(args) or listed  # per-product --gpu-hour-price overrides its rows (hunt91 G4)
+        gpu_list, prices, price_note = _listed_gpus(args.gpus, merged)
+        if args.gpu_hour_price and prices is not None:
+            price_note += f"; --gpu-hour-price {args.gpu_hour_price} over the table"
+    elif prices is None:  # --no-list-prices, and no price given (hunt91 G5)
+        price_note = "none given (--no-list-prices): equal prices assumed (ranked by GPU-hours)"
     if args.api_price_per_million is not None and prices is None:
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     longest = args.max_model_len or model.arch.derived_max_model_len
