@@ -268,7 +268,7 @@ def test_recommend_70b_options_each_plan_fits_cheapest_first(capsys: pytest.Capt
             "-tp", str(o["tensor_parallel_size"]), "-pp", str(o["pipeline_parallel_size"]),
             "--kv-cache-dtype", o["kv_cache_dtype"], "--max-model-len", "32768",
             *(["--quantization", o["quantization"]] if o["quantization"] else []),
-            "--concurrency", "16", "--context-tokens", "32768", "--output", "json",
+            "--concurrency", "16", "--context-tokens", "32768", "--replicas", str(o["replicas"]), "--output", "json",
         )  # fmt: skip
         planned = json.loads(plan_out)
         assert plan_code == 0 and planned["verdict"] in ("Fits", "Tight"), o

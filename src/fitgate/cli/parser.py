@@ -45,6 +45,14 @@ _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _HUMAN_MULTIPLIERS = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
+def _count(text: str) -> int:
+    """A count of at least 1 (``--limit``: hunt91 O6, 0 and -5 were taken and the "more" line miscounted)."""
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of at least 1")
+    return value
+
+
 def _human_int(text: str) -> int:
     """An integer as vLLM's ``human_readable_int`` reads it: ``32768``, ``32k`` (32,000), ``32K`` (32,768)."""
     value = text.strip()
@@ -330,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpus", help="GPU products to consider, comma-separated (default: the whole catalog)")
     r.add_argument("--max-gpus", type=_int, default=16, help="most GPUs per replica (default 16)")
     r.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, help="accounting of this release")
-    r.add_argument("--limit", type=_int, default=15, help="options shown in text output (JSON lists all)")
+    r.add_argument("--limit", type=_count, default=15, help="options shown in text output (JSON lists all)")
     # latency targets (issue 24, docs/performance.md): replicas per option to meet them
     r.add_argument("--ttft-ms", type=_float, help="mean time to first token each replica must stay within")
     r.add_argument("--tpot-ms", type=_float, help="mean time per output token each replica must stay within")

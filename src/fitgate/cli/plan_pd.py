@@ -9,7 +9,14 @@ from fitgate.checkpoints import resolve, to_model_input
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS
 from fitgate.cli.render import json_text
 from fitgate.sizing import ServingConfig, SizingError, Verdict
-from fitgate.sizing.disagg import DisaggPlan, PoolPlan, PoolShape, check_load, plan_disaggregated
+from fitgate.sizing.disagg import (
+    DisaggPlan,
+    PoolDoesNotFitError,
+    PoolPlan,
+    PoolShape,
+    check_load,
+    plan_disaggregated,
+)
 from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.step_time import calibration
 from fitgate.sizing.units import fmt_gib
@@ -28,6 +35,7 @@ def _shape(args: argparse.Namespace, role: str) -> PoolShape:
 
 def pool_document(p: PoolPlan) -> dict[str, Any]:
     """One pool as JSON: replicas, each one's share of the load, its estimate and its own verdict."""
+    cal = calibration()
     return {
         "gpu": p.shape.gpu.name,
         "tensor_parallel_size": p.shape.tensor_parallel_size,
@@ -38,6 +46,13 @@ def pool_document(p: PoolPlan) -> dict[str, Any]:
         "in_flight_per_replica": p.in_flight_per_replica,
         "ttft_ms": None if p.ttft_seconds is None else p.ttft_seconds * 1000,
         "tpot_ms": None if p.tpot_seconds is None else p.tpot_seconds * 1000,
+        # the measured error band of the step model (10th-90th percentile of measured / estimated; hunt91 G9)
+        "ttft_ms_range": None
+        if p.ttft_seconds is None
+        else [p.ttft_seconds * 1000 * cal.ttft_band.low, p.ttft_seconds * 1000 * cal.ttft_band.high],
+        "tpot_ms_range": None
+        if p.tpot_seconds is None
+        else [p.tpot_seconds * 1000 * cal.tpot_band.low, p.tpot_seconds * 1000 * cal.tpot_band.high],
         "kv_transfer_ms": p.kv_transfer_seconds * 1000,
         "verdict": p.verdict.value,
         "headroom_bytes": p.plan.per_gpu.headroom_bytes,
@@ -78,7 +93,16 @@ def cmd_plan_pd(args: argparse.Namespace) -> int:
         quantization=args.quantization,
         vllm_version=args.vllm_version,
     )
-    d = plan_disaggregated(model, prefill, decode, load, base)
+    try:
+        d = plan_disaggregated(model, prefill, decode, load, base)
+    except PoolDoesNotFitError as exc:  # a verdict, exit 1 (docs/disaggregated.md), not a usage error
+        message = exc.result.reasons[0].message if exc.result.reasons else str(exc)
+        if args.output == "json":
+            print(json_text({"model": model.name, "verdict": "DoesNotFit", "pool": exc.role, "reason": message}))
+        else:
+            shape = f"TP {exc.result.serving.tensor_parallel_size} on {exc.result.gpu.name}"
+            print(f"fitgate plan-pd: {model.name}: verdict DoesNotFit: a {exc.role} replica ({shape}): {message}")
+        return EXIT_DOES_NOT_FIT
     doc = disagg_document(model.name, d)
     ok = all(p.verdict in (Verdict.FITS, Verdict.TIGHT) for p in (d.prefill, d.decode))
     if args.output == "json":

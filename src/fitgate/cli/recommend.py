@@ -146,6 +146,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if not found.options:
         print(f"  none: {found.reason}")
         return EXIT_DOES_NOT_FIT
+    by_replicas = by_replicas or any(o.replicas > 1 for o in found.options)  # replicas holding the concurrency
     unit = "$/1M out" if prices else "GPU-h/1M"
     print(
         f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "

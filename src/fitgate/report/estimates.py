@@ -91,6 +91,11 @@ def option_document(o: Option) -> dict[str, Any]:
         "total_gpus": o.total_gpus,
         "usd_per_hour_all_replicas": None if c is None else round(c.usd_per_hour * o.replicas, 4),
         "tpot_seconds": round(o.performance.tpot_seconds, 5),
+        # the measured error band (hunt91 G9: read it before promising the targets), as plan's performance carries
+        "tpot_seconds_range": [round(v, 5) for v in o.performance.tpot_range_seconds],
+        "ttft_seconds_range": None
+        if o.performance.saturated
+        else [round(v, 4) for v in o.performance.ttft_range_seconds],
         # one replica's share of the load, rounded up at 1e-6 so that replicas x it >= the rate as printed (hunt91 O2)
         "requests_per_s": math.ceil(o.performance.requests_per_s * 1e6) / 1e6,
     }

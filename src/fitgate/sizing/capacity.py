@@ -29,8 +29,17 @@ from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_co
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.performance import MAX_TARGET_MS, Performance, SpeedLoad, estimate, requests_in_flight, work
+from fitgate.sizing.performance import (
+    MAX_TARGET_MS,
+    Performance,
+    SpeedLoad,
+    estimate,
+    requests_in_flight,
+    requests_the_pool_holds,
+    work,
+)
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.step_time import calibration, steady_state
 
 TP_SIZES = (1, 2, 4, 8)
@@ -256,6 +265,9 @@ def search(
                     )
                     try:
                         result = plan(model, gpu, serving, workload)
+                        split = 1 if fewest_gpus_only else _replicas_to_hold(result, workload)
+                        if split > 1:  # hunt91 G3: replicas hold the workload, as plan's suggestions add them
+                            result = plan(model, gpu, serving, replace(workload, replicas=split))
                     except SizingError as exc:
                         if exc.field in ("tensor_parallel_size", "pipeline_parallel_size"):
                             dead.update((tp, p, d) for p in PP_SIZES for d in (1, *EP_DP_SIZES) if p >= pp)
@@ -267,7 +279,7 @@ def search(
                     if result.verdict not in (Verdict.FITS, Verdict.TIGHT) or short_within_error(result):
                         last_refusal = f"{gpu.name} x {tp * pp * dp}: {result.reasons[0].message}"
                         continue
-                    replicas = 1
+                    replicas = split
                     # a request rate without targets still needs the replicas that absorb it (hunt91 G1: one
                     # replica of 59 req/s was offered for 1000 req/s): the fewest not saturated
                     rate_only = targets is None and speed_load is not None and speed_load.request_rate is not None
@@ -279,6 +291,11 @@ def search(
                             missed += 1
                             continue
                         replicas, perf = needed
+                        if replicas < split:  # the concurrency split needs more replicas than the targets
+                            replicas = split
+                            rate = speed_load.request_rate
+                            share = None if rate is None else rate / split
+                            perf = estimate(model, result, load=replace(speed_load, request_rate=share))
                     else:
                         # with dp engine ranks the workload's batch is split over them: about the same tokens/s
                         perf = estimate(model, result, load=speed_load)
@@ -315,6 +332,21 @@ def search(
         elif planned == 0:
             reason += "; its weights alone exceed every set"
     return Search(tuple(options), reason, planned)
+
+
+def _replicas_to_hold(result: Plan, workload: Workload) -> int:
+    """The replicas over which ``workload``'s concurrency fits, where only its size denies ``result`` (else 1).
+
+    A load balancer splits the requests evenly (:attr:`Workload.per_replica`); a configuration whose pool holds
+    ``h`` requests of the context holds ``ceil(concurrency / h)`` replicas' worth. At most :data:`MAX_REPLICAS`.
+    """
+    if result.verdict is not Verdict.DOES_NOT_FIT or any(
+        r.code != ReasonCode.WORKLOAD_EXCEEDS_KV_CACHE for r in result.reasons
+    ):
+        return 1
+    holds = requests_the_pool_holds(result, workload.context_tokens)
+    split = math.ceil(workload.concurrency / max(1, holds))
+    return split if split <= MAX_REPLICAS else 1
 
 
 def _sets(max_gpus: int, moe: bool = False) -> list[tuple[int, int, int]]:

@@ -154,11 +154,21 @@ def _mdl_wait(service_s: float, rate: float) -> float:
     return math.inf if rho >= 1 else service_s * rho / (2 * (1 - rho))
 
 
+class PoolDoesNotFitError(SizingError):
+    """One replica of a pool does not fit its GPUs: a verdict (exit 1), not bad input (hunt91 O8)."""
+
+    def __init__(self, role: str, result: Plan, field: str, value: object, expected: str) -> None:
+        super().__init__(field, value, expected)
+        self.role = role
+        self.result = result
+
+
 def _probe(model: ModelInput, base: ServingConfig, shape: PoolShape, role: str, tokens: int) -> Plan:
     """One replica of the pool planned with a single request: it must load at all."""
     result = plan(model, shape.gpu, _serving(base, shape), Workload(1, tokens))
     if result.verdict is Verdict.DOES_NOT_FIT:
-        raise SizingError(
+        raise PoolDoesNotFitError(
+            role, result,
             f"--{role}-tp", shape.tensor_parallel_size,
             f"a {role} replica that holds one {tokens}-token request on {shape.gpu.name}: "
             f"{result.reasons[0].message if result.reasons else 'it does not fit'}",
@@ -244,10 +254,17 @@ def _decode_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load:
     probe = _probe(model, base, shape, "decode", isl + osl)
     w = work(model, probe, isl + osl // 2, isl)
     most = float(requests_in_flight(probe, isl, osl))
+    # the pool's own verdict plans each request in flight at its full ISL + OSL: a replica count whose in-flight
+    # requests only the mean occupancy (``most``) holds answered a decode pool that was itself DoesNotFit
+    full = requests_the_pool_holds(probe, isl + osl)
 
     def meets(n: int) -> bool:
         c, tpot = decode_in_flight(w, load.request_rate / n, osl, most)
-        return math.isfinite(c) and (load.tpot_seconds is None or tpot <= load.tpot_seconds)
+        return (
+            math.isfinite(c)
+            and math.ceil(c - 1e-9) <= full
+            and (load.tpot_seconds is None or tpot <= load.tpot_seconds)
+        )
 
     n = _fewest(meets)
     if n is None:
