@@ -267,15 +267,14 @@ def test_recommend_with_latency_targets_every_option_replans_within_them(
     assert options and doc["ranked_by"] == "usd_per_hour_all_replicas"
     totals = [o["usd_per_hour_all_replicas"] for o in options]
     assert totals == sorted(totals)
-    for o in options[:4]:
-        rate = 6 / o["replicas"]
+    for o in options[:4]:  # `plan --replicas N --request-rate 6` splits the rate as the concurrency (hunt91 O4)
         plan_code, plan_out, _ = run_cli(
             capsys, "plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
             "--gpu", o["gpu"], "-tp", str(o["tensor_parallel_size"]), "-pp", str(o["pipeline_parallel_size"]),
             "--kv-cache-dtype", o["kv_cache_dtype"], "--max-model-len", "8192",
             *(["--quantization", o["quantization"]] if o["quantization"] else []),
             "--concurrency", "64", "--context-tokens", "8192", "--input-tokens", "4000", "--output-tokens", "500",
-            "--replicas", str(o["replicas"]), "--request-rate", repr(rate), "--output", "json",
+            "--replicas", str(o["replicas"]), "--request-rate", "6", "--output", "json",
         )  # fmt: skip
         planned = json.loads(plan_out)
         assert plan_code == 0 and planned["verdict"] in ("Fits", "Tight"), o
@@ -289,7 +288,7 @@ def test_recommend_with_latency_targets_every_option_replans_within_them(
                 *(["--quantization", o["quantization"]] if o["quantization"] else []),
                 "--concurrency", "64", "--context-tokens", "8192", "--input-tokens", "4000",
                 "--output-tokens", "500", "--replicas", str(o["replicas"] - 1),
-                "--request-rate", repr(6 / (o["replicas"] - 1)), "--output", "json",
+                "--request-rate", "6", "--output", "json",
             )  # fmt: skip
             # one replica fewer: the 64 requests' share no longer fits its pool (hunt91 G3), or the targets miss
             fewer_doc = json.loads(fewer_out)
@@ -630,3 +629,15 @@ def test_plan_pd_a_pool_that_does_not_fit_is_a_verdict_not_a_usage_error(capsys:
     assert code == 0, err
     low, high = doc["decode"]["tpot_ms_range"]
     assert low < doc["decode"]["tpot_ms"] < high  # G9: the measured band with the estimate
+
+
+def test_plan_replicas_split_the_request_rate_as_they_split_the_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt91 O4: `plan --replicas 4 --request-rate 40` planned 40 requests/s on each replica; the operator splits
+    # requestRate over spec.replicas. 4 replicas at 40/s: each the 10/s of `--request-rate 10` alone.
+    base = ("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog", "--gpu", "H100",
+            "--max-model-len", "8192", "--input-tokens", "1000", "--output-tokens", "200", "--output", "json")  # fmt: skip
+    _, split_out, _ = run_cli(capsys, *base, "--replicas", "4", "--request-rate", "40")
+    _, one_out, _ = run_cli(capsys, *base, "--request-rate", "10")
+    split, one = json.loads(split_out)["performance"], json.loads(one_out)["performance"]
+    assert split["request_rate"] == one["request_rate"] == 10
+    assert split["tpot_seconds"] == one["tpot_seconds"] and split["ttft_seconds"] == one["ttft_seconds"]

@@ -267,7 +267,10 @@ def economics_of(
         raise SizingError("--gpu-hour-price", None, "a price per GPU-hour when --api-price-per-million is given")
     if result.verdict is Verdict.DOES_NOT_FIT or not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
         return None, None  # nothing to estimate, or a --gpu-memory size without speeds
-    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, result.serving.max_model_len)
+    # --replicas splits the rate as it splits the concurrency, as the operator's requestRate / replicas (hunt91 O4)
+    replicas = max(1, int(getattr(args, "replicas", 1) or 1))
+    rate = None if args.request_rate is None else args.request_rate / replicas
+    load = speed_load(args.input_tokens, args.output_tokens, rate, result.serving.max_model_len)
     perf = estimate(model, result, load=load)
     price = prices.of(gpu) if prices is not None else None
     basis = "--gpu-hour-price"

@@ -300,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--replicas",
         type=_int,
         default=1,
-        help="replicas the --concurrency is split over, each holding its share in its own KV pool (default 1)",
+        help="replicas the --concurrency and --request-rate are split over, each holding its share in its own KV "
+        "pool (default 1)",
     )
     p.add_argument(
         "--context-tokens",
