@@ -641,3 +641,27 @@ def test_plan_replicas_split_the_request_rate_as_they_split_the_concurrency(caps
     split, one = json.loads(split_out)["performance"], json.loads(one_out)["performance"]
     assert split["request_rate"] == one["request_rate"] == 10
     assert split["tpot_seconds"] == one["tpot_seconds"] and split["ttft_seconds"] == one["ttft_seconds"]
+
+
+def test_recommend_at_a_rate_reports_the_headroom_at_its_load_and_where_each_price_comes_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt91 G10 / O11: at 5 requests/s each option was planned with one request (the floor), so its headroom was
+    # the pool's at one request; a replica runs performance.batch of them at ISL + OSL / 2 tokens each. And a price
+    # from the dated table said price_basis null.
+    code, out, err = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog",
+        "--input-tokens", "2000", "--output-tokens", "500", "--request-rate", "5", "--gpus", "B200",
+        "--output", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    o = json.loads(out)["options"][0]
+    assert o["cost"]["price_basis"].startswith("median on-demand list price")
+    tp, kv, quant = o["tensor_parallel_size"], o["kv_cache_dtype"], o["quantization"]
+    serving = ServingConfig(max_model_len=2500, tensor_parallel_size=tp, kv_cache_dtype=kv, quantization=quant)
+    m = model("meta-llama/Llama-3.1-70B-Instruct")
+    floor = plan(m, lookup_gpu("B200"), serving, Workload(1, 2500)).per_gpu.headroom_bytes
+    in_flight = estimate(m, plan(m, lookup_gpu("B200"), serving, Workload(1, 2500)), input_tokens=2000,
+                         output_tokens=500, request_rate=5 / o["replicas"]).batch  # fmt: skip
+    loaded = plan(m, lookup_gpu("B200"), serving, Workload(in_flight, 2000 + 500 // 2)).per_gpu.headroom_bytes
+    assert in_flight > 1 and o["headroom_bytes"] == loaded < floor

@@ -20,6 +20,7 @@ from fitgate.sizing import (
     search,
 )
 from fitgate.sizing.capacity import check_targets
+from fitgate.sizing.cost import parse_gpu_prices
 from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.performance import speed_load
 from fitgate.sizing.prices import price_table
@@ -44,6 +45,21 @@ def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], G
     if left_out:
         note += f"; no list price, left out (give --gpu-hour-price to include): {', '.join(left_out)}"
     return priced, listed, note
+
+
+def _price_basis(prices: GpuPrices | None, given: str | None) -> dict[str, str]:
+    """GPU name -> where its price comes from: ``--gpu-hour-price``, else its row of the dated table (hunt91 O11)."""
+    if prices is None:
+        return {}
+    if prices.default is not None:  # one --gpu-hour-price for every GPU
+        return {g.name: "--gpu-hour-price" for g in gpu_catalog()}
+    flagged = parse_gpu_prices(given) if given else None
+    table = price_table()
+    out: dict[str, str] = {}
+    for name, _ in prices.per_gpu:
+        overridden = flagged is not None and (flagged.default is not None or name in dict(flagged.per_gpu))
+        out[name] = "--gpu-hour-price" if overridden else table.basis(name)
+    return out
 
 
 def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
@@ -111,6 +127,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         vllm_version=args.vllm_version,
         speed_load=load,
         targets=targets,
+        price_basis=_price_basis(prices, args.gpu_hour_price),
     )
     doc = {
         "model": model.name,

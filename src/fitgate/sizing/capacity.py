@@ -227,6 +227,7 @@ def search(
     expert_parallel: bool = True,
     speed_load: SpeedLoad | None = None,  # speed estimate (issue 24): ISL / OSL and a request rate
     targets: LatencyTargets | None = None,  # latency targets (issue 24): replicas per option
+    price_basis: dict[str, str] | None = None,  # GPU name -> where its price comes from (the cost's price_basis)
 ) -> Search:
     """Every loadable configuration of ``model`` on ``gpus`` that holds ``workload``, cheapest first.
 
@@ -304,10 +305,11 @@ def search(
                         cost = replica_cost(
                             price, tp * pp * dp, perf.decode_tokens_per_s, utilization, api_usd_per_million,
                             api_input_usd_per_million=api_input_usd_per_million, **load_costs(perf),
+                            price_basis=(price_basis or {}).get(gpu.name, ""),
                         )  # fmt: skip
-                    headroom = result.per_gpu.headroom_bytes
+                    verdict, headroom = _at_load(model, gpu, serving, result, perf)
                     option = Option(
-                        gpu, tp, pp, kv, quant, result.verdict, headroom, perf, cost,
+                        gpu, tp, pp, kv, quant, verdict, headroom, perf, cost,
                         data_parallel_size=dp, replicas=replicas,
                     )  # fmt: skip
                     found.append((option, result))
@@ -332,6 +334,27 @@ def search(
         elif planned == 0:
             reason += "; its weights alone exceed every set"
     return Search(tuple(options), reason, planned)
+
+
+def _at_load(
+    model: ModelInput, gpu: GpuModel, serving: ServingConfig, result: Plan, perf: Performance
+) -> tuple[Verdict, int]:
+    """The verdict and headroom of one replica at the requests its estimate has in flight (hunt91 G10).
+
+    At a request rate the search plans one request of the shape (the floor every option must hold); a replica
+    then runs ``perf.batch`` of them, each holding ISL + OSL / 2 tokens on average (performance.requests_in_flight),
+    so its headroom is the plan's at that load, and a Fits that is Tight there says Tight.
+    """
+    if perf.request_rate is None or perf.input_tokens is None or perf.output_tokens is None or result.workload is None:
+        return result.verdict, result.per_gpu.headroom_bytes
+    mean = perf.input_tokens + perf.output_tokens // 2
+    if perf.batch <= result.workload.per_replica:
+        return result.verdict, result.per_gpu.headroom_bytes
+    loaded = plan(model, gpu, serving, Workload(perf.batch, mean))
+    if loaded.verdict is Verdict.DOES_NOT_FIT:  # the mean occupancy outgrows the plan's rounding: keep the floor's
+        return result.verdict, result.per_gpu.headroom_bytes
+    worse = Verdict.TIGHT if Verdict.TIGHT in (loaded.verdict, result.verdict) else Verdict.FITS
+    return worse, min(loaded.per_gpu.headroom_bytes, result.per_gpu.headroom_bytes)
 
 
 def _replicas_to_hold(result: Plan, workload: Workload) -> int:
