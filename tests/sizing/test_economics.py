@@ -411,3 +411,28 @@ def test_a_per_product_price_overrides_its_row_of_the_list_table(capsys: pytest.
         "--context-tokens", "4096", "--gpus", "H100,H200", "--no-list-prices", "--output", "json",
     )  # fmt: skip
     assert code == 0 and "equal prices assumed" in json.loads(out)["prices"]
+
+
+@pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-70B-Instruct", "deepseek-ai/DeepSeek-V3"])
+def test_recommend_with_targets_over_the_whole_catalog_takes_at_most_2_s(name: str) -> None:
+    # issue 24's must-show (hunt91 O14: no test guarded it): a 70B and a 671B MoE with latency targets over every
+    # GPU of the catalog, 5 requests/s of 4000 in / 1000 out within TTFT 3 s, TPOT 60 ms (benchmarks/recommend.py
+    # --targets: p50 0.47 s / 0.73 s on the 2-core dev machine). The median of 3 searches, so one slow CI moment
+    # does not fail it.
+    import statistics  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from fitgate.sizing.capacity import LatencyTargets  # noqa: PLC0415
+    from fitgate.sizing.performance import SpeedLoad  # noqa: PLC0415
+
+    m = model(name)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        found = search(
+            m, Workload(16, 32768), gpu_catalog(), max_gpus=16, prices=parse_gpu_prices("2.5"),
+            speed_load=SpeedLoad(4000, 1000, 5.0), targets=LatencyTargets(3.0, 0.060),
+        )  # fmt: skip
+        times.append(time.perf_counter() - start)
+        assert found.options
+    assert statistics.median(times) <= 2.0, times

@@ -665,3 +665,20 @@ def test_recommend_at_a_rate_reports_the_headroom_at_its_load_and_where_each_pri
                          output_tokens=500, request_rate=5 / o["replicas"]).batch  # fmt: skip
     loaded = plan(m, lookup_gpu("B200"), serving, Workload(in_flight, 2000 + 500 // 2)).per_gpu.headroom_bytes
     assert in_flight > 1 and o["headroom_bytes"] == loaded < floor
+
+
+def test_a_saturated_plan_names_the_replicas_that_absorb_the_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt91 O12: 100 requests/s of 1000 + 200 tokens saturates one Llama-3.1-8B H100 replica; the plan now says how
+    # many replicas absorb it, and `plan --replicas N` at the same rate is then not saturated (N - 1 still is).
+    base = ("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog", "--gpu", "H100",
+            "--max-model-len", "8192", "--input-tokens", "1000", "--output-tokens", "200", "--request-rate", "100",
+            "--output", "json")  # fmt: skip
+    _, out, _ = run_cli(capsys, *base)
+    doc = json.loads(out)
+    assert doc["performance"]["saturated"]
+    (note,) = [n for n in doc["notes"] if n.startswith("saturated:")]
+    n = int(note.split("--replicas ")[1].split()[0])
+    _, out, _ = run_cli(capsys, *base, "--replicas", str(n))
+    assert not json.loads(out)["performance"]["saturated"]
+    _, out, _ = run_cli(capsys, *base, "--replicas", str(n - 1))
+    assert json.loads(out)["performance"]["saturated"]

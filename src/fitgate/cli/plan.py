@@ -14,8 +14,10 @@ from fitgate.cli.passthrough import note as passthrough_note
 from fitgate.cli.render import json_text, render_text
 from fitgate.report import PlanReport, plan_document
 from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, Workload, plan, recommend, suggest
+from fitgate.sizing.capacity import MAX_REPLICAS, LatencyTargets, replicas_needed
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.instances import larger_namesake
+from fitgate.sizing.performance import speed_load
 from fitgate.sizing.results import Plan
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, other_releases, resolve_release
 
@@ -57,9 +59,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
         doc["notes"].append(ambiguity)
     if release_unknown is not None:
         doc["notes"].append(release_unknown)
+    if perf is not None and perf.saturated and args.request_rate is not None:
+        doc["notes"].append(_replicas_for_rate(args, model, result))
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
     print(json_text(doc) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
+
+
+def _replicas_for_rate(args: argparse.Namespace, model: ModelInput, result: Plan) -> str:
+    """What a saturated plan needs: the fewest replicas that absorb ``--request-rate`` (hunt91 O12)."""
+    load = speed_load(args.input_tokens, args.output_tokens, args.request_rate, result.serving.max_model_len)
+    concurrency = result.workload.concurrency if result.workload else 1
+    needed = replicas_needed(model, result, LatencyTargets(), load, concurrency)
+    head = f"saturated: {args.replicas} replica(s) do not absorb {args.request_rate:g} requests/s"
+    if needed is None:
+        return f"{head}, nor do {MAX_REPLICAS}"
+    n, each = needed
+    return (
+        f"{head}; --replicas {n} do, {each.requests_per_s:.3g} requests/s each (TPOT {each.tpot_seconds * 1000:.1f} ms)"
+    )
 
 
 def _release_unknown(

@@ -109,10 +109,11 @@ def render_text(doc: dict[str, Any]) -> str:
     if doc["workload"]:
         w = doc["workload"]
         frac = "-" if w["pool_fraction"] is None else f"{100 * w['pool_fraction']:.0f}%"
-        lines.append(
-            f"  workload {w['concurrency']} x {w['context_tokens']} tokens: "
-            f"{w['kv_blocks']} blocks ({frac} of the pool)"
-        )
+        replicas = w.get("replicas") or 1
+        who = f"{w['concurrency']}"
+        if replicas > 1:  # hunt91 O15: the blocks are one replica's share, not the whole concurrency's
+            who = f"{-(-w['concurrency'] // replicas)} per replica ({w['concurrency']} over {replicas} replicas)"
+        lines.append(f"  workload {who} x {w['context_tokens']} tokens: {w['kv_blocks']} blocks ({frac} of the pool)")
     lines += _estimated_lines(doc.get("performance"), doc.get("cost"))
     if doc["suggestions"]:
         lines += ["", "changes that would fit (fewest GPUs first, then least given up; Tight ones flagged):"]
