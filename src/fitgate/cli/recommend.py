@@ -166,14 +166,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     by_replicas = by_replicas or any(o.replicas > 1 for o in found.options)  # replicas holding the concurrency
     unit = "$/1M out" if prices else "GPU-h/1M"
     print(
-        f"  {'GPU':13s} {'TPxPP':>6s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
+        f"  {'GPU':13s} {'PARALLEL':10s} {'KV':5s} {'WEIGHTS':7s} {'VERDICT':8s} {'HEADROOM':>10s} {'TOK/S':>7s} "
         f"{unit:>9s}" + (f" {'REPLICAS':>8s} {'TTFT ms':>8s} {'TPOT ms':>8s}" if by_replicas else "")
     )
     for o in found.options[: max(1, args.limit)]:
         d = option_document(o)
         per = d["usd_per_million_output_tokens"] if prices else d["gpu_hours_per_million_output_tokens"]
         print(
-            f"  {o.gpu.name:13s} {_shape(o):>6s} {o.kv_cache_dtype:5s} "
+            f"  {o.gpu.name:13s} {_shape(o):10s} {o.kv_cache_dtype:5s} "
             f"{o.quantization or 'as-is':7s} {o.verdict.value:8s} {fmt_gib(o.headroom_bytes):>10s} "
             f"{o.performance.decode_tokens_per_s:7.0f} {per:9.2f}"
             + (
@@ -207,7 +207,10 @@ def _first_cost_line(o: Option) -> str | None:
 
 
 def _shape(o: Option) -> str:
-    """``8x1`` (TP x PP), or ``1x8EP`` (TP x DP with expert parallelism)."""
+    """``TP8``, ``TP8 PP2``, or ``TP4 DP2 EP`` (hunt91 O3: ``4x2EP`` read like TP x PP)."""
+    text = f"TP{o.tensor_parallel_size}"
+    if o.pipeline_parallel_size > 1:
+        text += f" PP{o.pipeline_parallel_size}"
     if o.expert_parallel:
-        return f"{o.tensor_parallel_size}x{o.data_parallel_size}EP"
-    return f"{o.tensor_parallel_size}x{o.pipeline_parallel_size}"
+        text += f" DP{o.data_parallel_size} EP"
+    return text
