@@ -30,6 +30,10 @@ from fitgate.sizing.gpus import GpuModel, lookup_gpu
 #: The seeds' share of the day at the estimated load ("real traffic is not 24/7 at peak").
 DEFAULT_UTILIZATION = 0.4
 MAX_GPU_HOUR_USD = 1000.0
+#: The least price and share of the day taken (hunt91 O5: 1e-300 printed a 200-digit dollar figure, 1e-320 "$inf"):
+#: a tenth of a cent an hour or a million tokens, 0.1 % of a day (86 s).
+MIN_PRICE_USD = 0.001
+MIN_UTILIZATION = 0.001
 
 
 @dataclass(frozen=True)
@@ -52,14 +56,18 @@ class Cost:
 
 def check_utilization(utilization: float) -> float:
     """``utilization`` if it is a fraction in (0, 1], else a :class:`SizingError` naming the flag."""
-    if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
-        raise SizingError("--utilization", utilization, "a share of the day greater than 0 and at most 1")
+    if (
+        isinstance(utilization, bool)
+        or not isinstance(utilization, int | float)
+        or not MIN_UTILIZATION <= utilization <= 1
+    ):
+        raise SizingError("--utilization", utilization, f"a share of the day from {MIN_UTILIZATION:g} to 1")
     return float(utilization)
 
 
 def _price(value: float, field: str, limit: float = MAX_GPU_HOUR_USD) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= limit:
-        raise SizingError(field, value, f"a price in USD greater than 0 and at most {limit:g}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not MIN_PRICE_USD <= value <= limit:
+        raise SizingError(field, value, f"a price in USD from {MIN_PRICE_USD:g} to {limit:g}")
     return float(value)
 
 

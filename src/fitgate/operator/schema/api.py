@@ -853,9 +853,9 @@ class Economics(_Spec):
     gpu_hour_price_usd: float | None = Field(
         default=None,
         alias="gpuHourPriceUsd",
-        gt=0,
+        ge=0.001,
         le=1000,
-        description="USD per GPU-hour of this deployment's GPUs. Default: the operator's price for the GPU product "
+        description="USD per GPU-hour of this deployment's GPUs (0.001 to 1000, as the CLI's --gpu-hour-price). Default: the operator's price for the GPU product "
         "(chart value prices), else no cost figures.",
     )
 
