@@ -682,3 +682,18 @@ def test_a_saturated_plan_names_the_replicas_that_absorb_the_rate(capsys: pytest
     assert not json.loads(out)["performance"]["saturated"]
     _, out, _ = run_cli(capsys, *base, "--replicas", str(n - 1))
     assert json.loads(out)["performance"]["saturated"]
+
+
+def test_recommend_names_the_floor_of_a_target_no_replicas_can_meet(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt91 O7: a 1 ms TTFT target was "none meets the latency targets with at most 1024 replicas" with no floor;
+    # plan-pd names it. The floor is one request alone on the fastest configuration tried.
+    code, out, _ = run_cli(
+        capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
+        "--input-tokens", "2000", "--output-tokens", "500", "--request-rate", "5", "--ttft-ms", "1",
+        "--gpus", "H100", "--output", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 1 and not doc["options"]
+    assert (
+        "one request alone takes at least TTFT" in doc["reason"] and "cannot be met by adding replicas" in doc["reason"]
+    )

@@ -244,6 +244,7 @@ def search(
     base = ServingConfig(max_model_len=max_model_len or workload.context_tokens, vllm_version=vllm_version)
     found: list[tuple[Option, Plan]] = []
     planned = missed = 0
+    floor = (math.inf, math.inf)  # the least TTFT and TPOT of one request alone among the configurations missed
     last_refusal = ""
     for gpu in gpus:
         if not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
@@ -290,6 +291,10 @@ def search(
                         )
                         if needed is None:
                             missed += 1
+                            if speed_load.input_tokens is not None and speed_load.output_tokens is not None:
+                                alone = estimate(model, result, batch=1, input_tokens=speed_load.input_tokens,
+                                                 output_tokens=speed_load.output_tokens)  # fmt: skip
+                                floor = (min(floor[0], alone.ttft_seconds), min(floor[1], alone.tpot_seconds))
                             continue
                         replicas, perf = needed
                         if replicas < split:  # the concurrency split needs more replicas than the targets
@@ -323,6 +328,11 @@ def search(
     if not options and missed:
         what = "meets the latency targets" if targets is not None else "absorbs the request rate"
         reason = f"{missed} configuration(s) hold the workload, but none {what} with at most {MAX_REPLICAS} replicas"
+        if targets is not None and math.isfinite(floor[0]):  # hunt91 O7: name the floor, as plan-pd does
+            reason += (
+                f"; one request alone takes at least TTFT {floor[0] * 1000:.0f} ms and TPOT {floor[1] * 1000:.1f} ms "
+                "on any of them: targets below those cannot be met by adding replicas"
+            )
     elif not options:
         names = ", ".join(g.name for g in gpus)
         reason = (

@@ -855,8 +855,8 @@ class Economics(_Spec):
         alias="gpuHourPriceUsd",
         ge=0.001,
         le=1000,
-        description="USD per GPU-hour of this deployment's GPUs (0.001 to 1000, as the CLI's --gpu-hour-price). Default: the operator's price for the GPU product "
-        "(chart value prices), else no cost figures.",
+        description="USD per GPU-hour of this deployment's GPUs (0.001 to 1000, as the CLI's --gpu-hour-price). "
+        "Default: the operator's price for the GPU product (chart value prices), else no cost figures.",
     )
 
 
