@@ -67,12 +67,17 @@ def flags_of(source: str, enable_disable: bool) -> dict[str, bool]:
             action = next((k.value for k in node.keywords if k.arg == "action"), None)
             switch = isinstance(action, ast.Constant) and action.value in ("store_true", "store_false")
             optional = action is not None and ast.unparse(action).endswith("BooleanOptionalAction")
+            # an alias registered with the field's own kwargs (`"--data-parallel-hybrid-lb", "-dph",
+            # **parallel_kwargs[...]`, arg_utils.py 0.34.0 L1299-1308) is what its field is: a bool field's alias is a
+            # switch too (hunt93 F3: -dph / -dpe were recorded as taking a value and swallowed the model)
+            known = [out[n] for n in names if n in out]
+            same = known[0] if known and action is None else not switch
             for name in names:
                 if name.startswith("-") and len(name) > 1:
                     if optional:  # every spelling BooleanOptionalAction (from 0.34 EnableDisableAction) accepts
                         out.update(dict.fromkeys(_switch_spellings(name, enable_disable), False))
                     else:
-                        out.setdefault(name, not switch)
+                        out.setdefault(name, same)
     return out
 
 

@@ -381,7 +381,9 @@ def test_observe_spec_is_checked_with_the_field_named() -> None:
     assert "spec.observe.selector: Dictionary should have at least 1 item" in text
     assert "spec.observe.intervalSeconds: Input should be greater than or equal to 1 (got 0)" in text
     assert "spec.observe.port: Input should be less than or equal to 65535 (got 70000)" in text
-    with pytest.raises(SpecError, match=r"spec.economics.gpuHourPriceUsd: Input should be greater than or equal to 0.001 \(got -1\)"):
+    with pytest.raises(
+        SpecError, match=r"spec.economics.gpuHourPriceUsd: Input should be greater than or equal to 0.001 \(got -1\)"
+    ):
         parse_spec({"model": {"name": "m"}, "economics": {"gpuHourPriceUsd": -1}})
 
 

@@ -1178,3 +1178,13 @@ def test_skip_mm_profiling_reaches_the_multimodal_settings() -> None:
     r = read_workload(deployment(container))
     assert r is not None and r.serving["multimodal"] == {"skipProfiling": True}
     assert parse_spec(r.spec()).serving.multimodal.skip_profiling  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("switch", ["-dph", "-dpe", "-ep"])
+def test_data_parallel_switch_aliases_take_no_value(switch: str) -> None:
+    # hunt93 F3: -dph / -dpe (and -ep) alias bool fields (arg_utils.py 0.34.0 L1299-1308, L1319-1323), so they are
+    # switches; recorded as taking a value, `vllm serve -dph Qwen/Qwen3-30B-A3B` swallowed the model and sized
+    # vLLM's default Qwen3-0.6B.
+    cmd = parse_engine_argv("serve", [switch, "Qwen/Qwen3-30B-A3B", "-dp", "16", "-dpl", "8"])
+    assert cmd.model == "Qwen/Qwen3-30B-A3B"
+    assert cmd.flags[long_name(switch)] == "true" and cmd.flags["--data-parallel-size"] == "16"

@@ -34,6 +34,9 @@ SHORT_FLAGS = {
     "-dpn": "--data-parallel-rank",
     "-dpr": "--data-parallel-start-rank",
     "-dcp": "--decode-context-parallel-size",
+    "-dph": "--data-parallel-hybrid-lb",  # arg_utils.py 0.34.0 L1299-1303: switches, as their fields (hunt93 F3)
+    "-dpe": "--data-parallel-external-lb",  # L1304-1308
+    "-dpb": "--data-parallel-backend",  # L1292-1298
     "-ep": "--enable-expert-parallel",  # arg_utils.py 0.33.0 L1304-1307
     "-n": "--nnodes",
     "-r": "--node-rank",
