@@ -248,6 +248,34 @@ def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
     assert broken is not None and broken.invalid is not None and broken.invalid.startswith("spec.serveConfigV2")
 
 
+@pytest.mark.parametrize("form", ["llm_configs", "llm_config"])
+def test_ray_serve_data_parallel_ranks_are_serve_replicas_of_tp_x_pp_gpus(tmp_path: Path, form: str) -> None:
+    """hunt93 F1: Ray Serve LLM's data parallelism (Ray's "Data parallel attention" guide) runs each DP rank as a Serve
+    replica of TP x PP GPUs (its DPServer sets data_parallel_rank), Ray placing them on the worker pods: 16 ranks of
+    Qwen3-30B-A3B with EP on 2 worker pods of 8 H100s were DoesNotFit against one pod ("needs 16 GPUs, asks for 8"),
+    and the `build_dp_openai_app` form's single `llm_config` was Skipped ("runs no vLLM server")."""
+    import yaml  # noqa: PLC0415
+
+    config = {"model_loading_config": {"model_id": "Qwen/Qwen3-30B-A3B"},
+              "engine_kwargs": {"data_parallel_size": 16, "tensor_parallel_size": 1, "enable_expert_parallel": True}}  # fmt: skip
+    args = {"llm_configs": [config]} if form == "llm_configs" else {"llm_config": config}
+    app = {"name": "dp", "import_path": "ray.serve.llm:build_dp_openai_app", "args": args}
+    worker = {"containers": [{"name": "ray-worker", "image": "rayproject/ray-llm:2.49.0-py311-cu128",
+                              "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+              "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}  # fmt: skip
+    doc = {
+        "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "dp-llm"},
+        "spec": {"serveConfigV2": yaml.safe_dump({"applications": [app]}),
+                 "rayClusterConfig": {"workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
+                                                            "template": {"spec": worker}}]}},
+    }  # fmt: skip
+    path = tmp_path / "rs.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    (result,) = check_files([str(path)])
+    assert result.verdict == "Fits" and result.admitted, result.message
+    assert "Ray Serve data parallel: 16 ranks, each a Serve replica of 1 GPU(s)" in result.message
+
+
 def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() -> None:
     import yaml  # noqa: PLC0415
 
