@@ -170,9 +170,10 @@ def test_plan_of_a_tag_naming_no_release_is_unknown_where_only_the_newest_accoun
     assert json.loads(capsys.readouterr().out)["verdict"] == "DoesNotFit"
     assert main([*args, "--vllm-version", "gptoss"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["verdict"] == "Unknown"
-    (why,) = [n for n in doc["notes"] if n.startswith("verdict Unknown")]
-    assert "'gptoss' names no release" in why and "does not fit, but as vLLM 0." in why
+    assert doc["verdict"] == "Unknown" and doc["performance"] is None  # hunt92 F2: no estimate for a misfit
+    first, misfit = doc["reasons"][:2]
+    assert first["code"] == "ReleaseUnknown" and misfit["code"] == "KVCacheTooSmallForMaxModelLen"
+    assert "'gptoss' names no release" in first["message"] and "does not fit, but as vLLM 0." in first["message"]
     # a misfit every release shows stays one: 131 GiB of bf16 weights on an 80 GB card
     assert main([*args[:5], "--max-model-len", "32768", "--vllm-version", "gptoss", "-o", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["verdict"] == "DoesNotFit"

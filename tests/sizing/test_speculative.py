@@ -289,16 +289,19 @@ def test_a_speculators_drafter_given_as_the_model_names_its_verifier() -> None:
         parse_config(config)
 
 
-@pytest.mark.parametrize("tokens", ['"4"', "4.0", '"4.0"', '" 4 "'])
-def test_a_count_written_as_json_text_or_a_whole_float_is_read_as_vllms_pydantic_reads_it(tokens: str) -> None:
+@pytest.mark.parametrize(("tokens", "count"), [('"4"', 4), ("4.0", 4), ('"4.0"', 4), ('" 4 "', 4), ("true", 1)])
+def test_a_count_written_as_json_text_or_a_whole_float_is_read_as_vllms_pydantic_reads_it(
+    tokens: str, count: int
+) -> None:
     # hunt90 F1: num_speculative_tokens is an int field of a lax pydantic dataclass (config/speculative.py 0.34.0
-    # L455): "4" and 4.0 are 4. KServe's LLMInferenceService keeps a speculator's config as strings; it was Invalid.
+    # L455): "4" and 4.0 are 4, true is 1 (hunt92 F3). KServe's LLMInferenceService keeps a speculator's config as
+    # strings; it was Invalid.
     from fitgate.sizing.speculative import parse_config  # noqa: PLC0415
 
-    assert parse_config(f'{{"method": "ngram", "num_speculative_tokens": {tokens}}}') == ("ngram", 4)
+    assert parse_config(f'{{"method": "ngram", "num_speculative_tokens": {tokens}}}') == ("ngram", count)
 
 
-@pytest.mark.parametrize("tokens", ['"x"', "4.5", "true", "[4]"])
+@pytest.mark.parametrize("tokens", ['"x"', "4.5", "[4]", '"4.5"'])
 def test_a_count_pydantic_refuses_stays_a_one_line_error(tokens: str) -> None:
     from fitgate.sizing.speculative import parse_config  # noqa: PLC0415
 

@@ -18,7 +18,8 @@ from fitgate.sizing.capacity import MAX_REPLICAS, LatencyTargets, replicas_neede
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.instances import larger_namesake
 from fitgate.sizing.performance import speed_load
-from fitgate.sizing.results import Plan
+from fitgate.sizing.reasons import ReasonCode
+from fitgate.sizing.results import Plan, Reason
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, other_releases, resolve_release
 
 
@@ -47,18 +48,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
     release_unknown = _release_unknown(model, gpu, serving, workload, result)
-    if release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
-        result = replace(result, verdict=Verdict.UNKNOWN)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
-    perf, cost = economics_of(args, model, gpu, result)
+    perf, cost = economics_of(args, model, gpu, result)  # a misfit's: none, also when the release makes it Unknown
+    if release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
+        # reasons[0] says why it is Unknown (ReleaseUnknown, as the operator's); the misfit's numbers follow (hunt92 F2)
+        why = Reason(ReasonCode.RELEASE_UNKNOWN, release_unknown.removeprefix("verdict Unknown: "))
+        result = replace(result, verdict=Verdict.UNKNOWN, reasons=(why, *result.reasons))
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
     doc = plan_document(report)
     if getattr(args, "ignored_vllm_flags", None):
         doc["notes"].append(passthrough_note(args.ignored_vllm_flags))
     if ambiguity:
         doc["notes"].append(ambiguity)
-    if release_unknown is not None:
-        doc["notes"].append(release_unknown)
     if perf is not None and perf.saturated and args.request_rate is not None:
         doc["notes"].append(_replicas_for_rate(args, model, result))
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None

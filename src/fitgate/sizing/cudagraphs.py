@@ -237,8 +237,10 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
     if "--max-cudagraph-capture-size" in flags:
         found["max_cudagraph_capture_size"] = flags["--max-cudagraph-capture-size"]
     mode = found.get("cudagraph_mode")
-    if isinstance(mode, int | str) and not isinstance(mode, bool) and str(mode).strip() in _MODE_VALUES:
-        mode = _MODE_VALUES[str(mode).strip()]  # hunt90 F3: pydantic takes the enum's value, `"cudagraph_mode": 2`
+    if isinstance(mode, int | float) and (n := whole_number(mode)) is not None and str(n) in _MODE_VALUES:
+        mode = _MODE_VALUES[str(n)]  # hunt90 F3, hunt92 F3: the enum by value, `2`, `2.0` (and `true`: 1 == True)
+    elif isinstance(mode, str) and mode.strip() in _MODE_VALUES:
+        mode = _MODE_VALUES[mode.strip()]  # `--compilation-config.cudagraph_mode=2` (vLLM's JSON string "2" fails)
     if mode is None and flags.get("--optimization-level", "").strip() in _LEVEL_MODES:
         mode = _LEVEL_MODES[flags["--optimization-level"].strip()]
     if mode is not None and str(mode).strip().upper() not in CUDAGRAPH_MODES:

@@ -41,9 +41,9 @@ def whole_number(value: object) -> int | None:
 
     vLLM's configs are pydantic dataclasses in lax mode (``config/utils.py`` 0.34.0 L46-77, ``ConfigDict(extra=
     "forbid")``, not strict): ``"4"``, ``4.0`` and ``"4.0"`` are 4 (hunt90 F1: KServe's LLMInferenceService keeps a
-    speculator's ``num_speculative_tokens`` as a string, and ``"4"`` was Invalid). A bool is not taken for a count.
+    speculator's ``num_speculative_tokens`` as a string, and ``"4"`` was Invalid), and ``true`` is 1 (hunt92 F3).
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if not isinstance(value, int | float | str):
         return None
     if isinstance(value, str) and len(value) > _MAX_NUMBER_CHARS:
         return None

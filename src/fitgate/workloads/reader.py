@@ -386,12 +386,13 @@ def with_model_annotation(reading: Reading, annotated: tuple[str, str | None] | 
         return _finish(reading, notes=(*reading.notes, note + "; sized as the command names it"))
     unknown = reading.unknown if reading.unknown is None or MODEL_ANNOTATION not in reading.unknown else None
     note = f"{where or 'the model'} holds {name} (annotation {MODEL_ANNOTATION})"
+    hint = f"annotate {MODEL_ANNOTATION}"  # the container reader's hint, answered now (hunt93 F5)
     return _finish(
         reading,
         model=name,
         revision=revision or reading.revision,
         unknown=unknown,
-        notes=(*reading.notes, note),
+        notes=(*(n for n in reading.notes if hint not in n), note),
     )
 
 
