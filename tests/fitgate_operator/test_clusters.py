@@ -632,6 +632,7 @@ def test_fitgate_check_takes_a_pod_of_16_gpus_to_run_on_a_node_of_16(tmp_path: P
     path.write_text(yaml.safe_dump(doc))
     (unstated,) = check_files([str(path)])
     assert (unstated.gpu, unstated.verdict, unstated.admitted) == ("A100-40GB", "Fits", True)
+    assert "no node size given: checked on a node of the 16 GPUs one pod asks for" in unstated.message  # hunt92 F1
     (stated,) = check_files([str(path)], gpus_per_node=8)
     assert (stated.verdict, stated.admitted) == ("DoesNotFit", False)
     assert "16 GPUs per replica (TP x PP) but the pool has 1 nodes of 8" in stated.message

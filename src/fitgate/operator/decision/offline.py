@@ -130,6 +130,16 @@ def per_node(stated: int | None, one_pod_asks: int) -> int:
     return stated if stated is not None else max(DEFAULT_GPUS_PER_NODE, one_pod_asks)
 
 
+def _node_note(stated: int | None, one_pod_asks: int) -> str:
+    """What the check assumed of a node nobody sized, when one pod asks for more than a common node holds."""
+    if stated is not None or one_pod_asks <= DEFAULT_GPUS_PER_NODE:
+        return ""
+    return (
+        f" (no node size given: checked on a node of the {one_pod_asks} GPUs one pod asks for; most nodes hold "
+        f"{DEFAULT_GPUS_PER_NODE}, where the pod stays Pending: pass --gpus-per-node to check on yours)"
+    )
+
+
 def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: int | None) -> CheckResult | None:
     """The verdict on one YAML document (None for documents that are not ModelDeployments)."""
     if not isinstance(doc, dict) or doc.get("kind") != KIND or not str(doc.get("apiVersion", "")).startswith(GROUP):
@@ -164,6 +174,7 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     ev = evaluate(spec_offline, model, pools, facts=facts)
     decision = decide(spec, ev, "Warn")  # the webhook's own decision
     message = ev.message + _claim_note(spec.placement.resource_claim_template_name, product)
+    message += _node_note(gpus_per_node, -(-asks // nodes))
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", message, product, admitted=False)
     return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed, notes=ev.notes)
@@ -359,18 +370,20 @@ def check_reading(
             ev = unknown(ReasonCode.CHECKPOINT_UNAVAILABLE, str(exc))
             return CheckResult(source, name, "Unknown", finish(reading, ev).message, product, True, reading.kind)
     pools = []
+    node_note = ""
     if gpu is not None and product and reading.pods_per_replica <= MAX_NODES_PER_REPLICA:
         # more pods than a replica may span is the spec's Invalid (as the webhook answers), before a pool per pod
         # is built (hunt83 F5: an LWS size of 10**30 grew to 3.9 GB and MemoryError)
         labels = dict(reading.node_selector)
         one_pod = -(-(reading.gpus_per_replica or reading.parallel_gpus) // reading.pods_per_replica)
         size = per_node(gpus_per_node, one_pod)
+        node_note = _node_note(gpus_per_node, one_pod)  # hunt92 F1: the assumption said, not hidden
         pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(reading.pods_per_replica)]
     verdict = evaluate_reading(reading, model, pools, facts=facts)
     if verdict.invalid:
         return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)
     admitted = verdict.verdict is not Verdict.DOES_NOT_FIT
-    message = verdict.message + _claim_note(claim, product or "")
+    message = verdict.message + _claim_note(claim, product or "") + node_note
     return CheckResult(
         source, name, verdict.verdict.value, message, product, admitted, reading.kind, verdict.evaluation.notes
     )
