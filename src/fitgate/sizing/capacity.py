@@ -402,10 +402,20 @@ def _rank(o: Option) -> tuple[float, int, int, float]:
     return (per_million, o.gpus, 0 if o.verdict is Verdict.FITS else 1, -o.performance.decode_tokens_per_s)
 
 
-def _rank_total(o: Option) -> tuple[float, float, int, int]:
-    """With targets: what all replicas cost per hour (GPU-hours when unpriced), then per 1M tokens, GPUs."""
+def _rank_total(o: Option) -> tuple[float, float, float, int, int]:
+    """With targets or a rate: what all replicas cost per hour (GPU-hours when unpriced), then the faster, then GPUs.
+
+    Faster: TTFT, then TPOT; at one cost and one rate the same requests are served (hunt92 F5).
+    """
     per_hour = o.cost.usd_per_hour if o.cost is not None else o.gpus * _UNPRICED
-    return (per_hour * o.replicas, _rank(o)[0], o.total_gpus, 0 if o.verdict is Verdict.FITS else 1)
+    speed = o.performance
+    return (
+        per_hour * o.replicas,
+        speed.ttft_seconds,
+        speed.tpot_seconds,
+        o.total_gpus,
+        0 if o.verdict is Verdict.FITS else 1,
+    )
 
 
 def fewest_gpus(options: Sequence[Option]) -> dict[str, Option]:
