@@ -248,11 +248,7 @@ def merged_prices(args: argparse.Namespace) -> GpuPrices | None:
     Its products at its prices, every other listed one at its list price.
     """
     given, listed = prices_of(args), list_prices_of(args)
-    if listed is None:
-        return given
-    if given is None:
-        return listed
-    return GpuPrices(None, tuple(sorted({**dict(listed.per_gpu), **dict(given.per_gpu)}.items())))
+    return listed if given is None else given.over(listed)
 
 
 def economics_of(

@@ -131,6 +131,16 @@ class GpuPrices:
         """The price of one hour of ``gpu`` (None: not priced)."""
         return dict(self.per_gpu).get(gpu.name, self.default)
 
+    def over(self, lower: GpuPrices | None) -> GpuPrices:
+        """These prices over ``lower`` (a table, or a source of lower precedence).
+
+        One price for every GPU (``default``) replaces ``lower`` whole; per-product prices replace only their
+        products' rows, every other product of ``lower`` keeps its price (hunt91 G4, G6).
+        """
+        if lower is None or self.default is not None:
+            return self
+        return GpuPrices(lower.default, tuple(sorted({**dict(lower.per_gpu), **dict(self.per_gpu)}.items())))
+
 
 def parse_gpu_prices(text: str) -> GpuPrices:
     """``2.5`` or ``H100=2.5,L4=0.7`` (catalog names or aliases); errors name the flag and the item."""
