@@ -40,6 +40,7 @@ VARIANTS: dict[str, list[str]] = {
         'operator.prices={"H100":2.5}',
     ],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
+    "prices-configmap": ["--set", "operator.pricesConfigMap.name=gpu-prices", "--set", "operator.listPrices=false"],
     "model-roots": ["--set", "operator.modelRoots={/models,/mnt/checkpoints}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
     "hub-mirror": [

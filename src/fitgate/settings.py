@@ -124,8 +124,16 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "FITGATE_GPU_HOUR_PRICES",
         "",
-        "USD per GPU-hour: one price (`2.5`) or per catalog GPU (`H100=2.5,L4=0.7`); chart `operator.prices`.",
+        "USD per GPU-hour: one price (`2.5`) or per catalog GPU (`H100=2.5,L4=0.7`), over the ConfigMap's and the "
+        "list prices; chart `operator.prices`. A bad value stops the operator at start.",
     ),
+    Variable(
+        "FITGATE_GPU_HOUR_PRICES_CONFIGMAP",
+        "",
+        "The same syntax, from a ConfigMap key (chart `operator.pricesConfigMap`), over the list prices; a bad "
+        "value is logged and ignored.",
+    ),
+    Variable("FITGATE_LIST_PRICES", "1", "`0`/`false`: no dated list price for a GPU no other source prices."),
     Variable(
         "FITGATE_SHUTDOWN_SECONDS",
         "20",
@@ -403,7 +411,10 @@ class OperatorConfig:
             it is renewed 5-10 s before it runs out, at least every second): after a ``kill -9`` of the
             active replica, the standby takes over once this has passed since the last keep-alive.
         gpu_hour_prices: ``FITGATE_GPU_HOUR_PRICES`` as written (checked against the GPU catalog when the
-            operator starts), for status.observed.usdPerRequest.
+            operator starts), for status.observed.usdPerRequest and the cheapest pool.
+        gpu_hour_prices_configmap: ``FITGATE_GPU_HOUR_PRICES_CONFIGMAP`` as written: a ConfigMap key's prices
+            (below ``gpu_hour_prices``); :mod:`fitgate.operator.decision.pricing` parses both, bounded.
+        list_prices: Price a GPU no other source prices from the dated list-price table (``FITGATE_LIST_PRICES``).
         shutdown_s: Seconds from SIGTERM for the operator to exit (:mod:`fitgate.operator.runtime.shutdown`); the chart
             gives the pod 10 s more (``terminationGracePeriodSeconds``).
         scrape_timeout_s, scrape_max_bytes: Bounds of one read of a serving pod's /metrics (spec.observe).
@@ -443,6 +454,8 @@ class OperatorConfig:
     peering: str | None = None
     peering_lifetime_s: int = 10
     gpu_hour_prices: str = ""
+    gpu_hour_prices_configmap: str = ""
+    list_prices: bool = True
     shutdown_s: int = 20
     scrape_timeout_s: float = 5.0
     scrape_max_bytes: int = 4 * 1024 * 1024
@@ -480,6 +493,8 @@ class OperatorConfig:
             peering=env.optional("FITGATE_PEERING"),
             peering_lifetime_s=env.whole("FITGATE_PEERING_LIFETIME_SECONDS", 2, 3600, "whole seconds"),
             gpu_hour_prices=env.text("FITGATE_GPU_HOUR_PRICES").strip(),
+            gpu_hour_prices_configmap=env.text("FITGATE_GPU_HOUR_PRICES_CONFIGMAP").strip(),
+            list_prices=env.flag("FITGATE_LIST_PRICES"),
             shutdown_s=env.whole("FITGATE_SHUTDOWN_SECONDS", 1, 600, "whole seconds"),
             scrape_timeout_s=env.whole("FITGATE_SCRAPE_TIMEOUT_SECONDS", 1, 60, "whole seconds"),
             scrape_max_bytes=env.whole("FITGATE_SCRAPE_MAX_BYTES", 64 * 1024, 64 * 1024 * 1024, "bytes"),

@@ -57,6 +57,7 @@ KNOBS: dict[str, list[str]] = {
         'operator.prices={"H100":2.5}',
     ],
     "namespaced": ["--set", "operator.watchNamespaces={ml,serving}"],
+    "prices-configmap": ["--set", "operator.pricesConfigMap.name=gpu-prices", "--set", "operator.listPrices=false"],
     "model-roots": ["--set", "operator.modelRoots={/models,/mnt/checkpoints}"],
     "hub-token": ["--set", "operator.hub.tokenSecret.name=hf", "--set", "operator.hub.offline=true"],
     "hub-mirror": [
@@ -258,6 +259,9 @@ def test_webhook_configuration(helm: Path) -> None:
         (["--set", "replicaCount=3", "--set", "operator.peering.enabled=false"], "needs operator.peering.enabled=true"),
         (["--set", "webhook.url=http://10.0.0.1:9443"], "must start with https://"),
         (["--set", "webhook.certManager.enabled=true", "--set", "webhook.caBundle=x"], "cert-manager injects the CA"),
+        (["--set", "operator.pricesConfigMap.name=GPU_Prices"], "pricesConfigMap"),
+        (["--set", "operator.pricesConfigMap.keys=prices"], "pricesConfigMap"),
+        (["--set", "operator.listPrices=maybe"], "listPrices"),
     ],
 )
 def test_bad_values_fail_with_a_message(helm: Path, args: list[str], message: str) -> None:

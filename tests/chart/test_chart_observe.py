@@ -228,6 +228,23 @@ def test_egress_and_prices(helm: Path) -> None:  # noqa: F811
     assert default_policy["spec"]["policyTypes"] == ["Ingress"] and "egress" not in default_policy["spec"]
 
 
+def test_prices_from_a_configmap_need_no_rbac(helm: Path) -> None:  # noqa: F811
+    # hunt91 G6: the ConfigMap's key reaches the operator through the kubelet (env valueFrom), optional, so a
+    # missing ConfigMap never keeps the webhook from starting; the list table is on unless listPrices is false
+    docs = render_chart(helm, *KNOBS["prices-configmap"], "--set", "operator.pricesConfigMap.key=usd")
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    env = {e["name"]: e for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FITGATE_GPU_HOUR_PRICES_CONFIGMAP"]["valueFrom"] == {
+        "configMapKeyRef": {"name": "gpu-prices", "key": "usd", "optional": True}
+    }
+    assert env["FITGATE_LIST_PRICES"]["value"] == "0" and "FITGATE_GPU_HOUR_PRICES" not in env
+    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    assert not [r for r in rules if "configmaps" in r["resources"]], rules  # no RBAC for it
+    (default,) = [d for d in render_chart(helm) if d["kind"] == "Deployment"]
+    names = {e["name"]: e.get("value") for e in default["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert names["FITGATE_LIST_PRICES"] == "1" and "FITGATE_GPU_HOUR_PRICES_CONFIGMAP" not in names
+
+
 def test_prices_env_is_read_and_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from fitgate.cli import main  # noqa: PLC0415
     from fitgate.operator.schema.config import OperatorConfig  # noqa: PLC0415

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fitgate.operator.base.metrics import Metrics
+from fitgate.operator.decision.pricing import OperatorPrices
 from fitgate.operator.decision.status import kept_conditions, same_outcome
 from fitgate.operator.observation.observe import Observer, drop_conditions, no_log, put_conditions, targets
 from fitgate.operator.observation.scrape import ScrapeLimits
@@ -101,7 +102,7 @@ def test_round_writes_observed_conditions_and_drift_event(servers: list[VllmMetr
         return pods
 
     clock = Clock()
-    observer = Observer(list_pods, no_log, prices=parse_gpu_prices("H100=2.5"), clock=clock)
+    observer = Observer(list_pods, no_log, prices=OperatorPrices(chart=parse_gpu_prices("H100=2.5")), clock=clock)
     s = spec(intervalSeconds=30)
 
     async def run() -> list[Any]:
@@ -132,6 +133,7 @@ def test_round_writes_observed_conditions_and_drift_event(servers: list[VllmMetr
     # 2.5 USD x 2 GPUs (TP 2) x 2 pods x 60 s / 3600 = 0.1667 USD for 40 requests
     assert o["usdPerRequest"] == pytest.approx(2.5 * 2 * 2 * 60 / 3600 / 40, rel=1e-4)
     assert o["gpuHourPriceUsd"] == 2.5
+    assert o["priceBasis"] == "operator price (chart operator.prices, FITGATE_GPU_HOUR_PRICES)"
     conditions = {c["type"]: c for c in second.status["conditions"]}
     assert conditions["PredictionVerified"]["status"] == "True"
     assert conditions["AtCapacity"]["status"] == "True" and conditions["AtCapacity"]["reason"] == "KVCacheFull"
@@ -145,7 +147,7 @@ def test_drift_posts_one_event_and_spec_price_wins() -> None:
             return [pod("a", server.port)]
 
         clock = Clock()
-        observer = Observer(list_pods, no_log, prices=parse_gpu_prices("2.0"), clock=clock)
+        observer = Observer(list_pods, no_log, prices=OperatorPrices(chart=parse_gpu_prices("2.0")), clock=clock)
         s = parse_spec({**spec().model_dump(by_alias=True, exclude_none=True), "economics": {"gpuHourPriceUsd": 4.0}})
 
         async def run() -> list[Any]:
@@ -167,6 +169,7 @@ def test_drift_posts_one_event_and_spec_price_wins() -> None:
     verified = next(c for c in rounds[-1].status["conditions"] if c["type"] == "PredictionVerified")
     assert (verified["status"], verified["reason"]) == ("False", "PredictionDrift")
     assert rounds[-1].status["observed"]["gpuHourPriceUsd"] == 4.0
+    assert rounds[-1].status["observed"]["priceBasis"] == "spec.economics.gpuHourPriceUsd"
 
 
 def test_failed_pod_log_is_read_and_parsed() -> None:

@@ -10,8 +10,7 @@ import dataclasses
 import json
 
 from fitgate.cli.exits import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_USAGE
-from fitgate.settings import SettingsError, load, unknown_policy
-from fitgate.sizing import SizingError, parse_gpu_prices
+from fitgate.settings import load, unknown_policy
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -46,14 +45,10 @@ def cmd_operator(args: argparse.Namespace) -> int:
         "peering": args.peering,
     }
     config = dataclasses.replace(settings.operator, **{k: v for k, v in flags.items() if v is not None})
-    if config.gpu_hour_prices:  # names GPUs of the catalog: checked here, before the operator starts
-        try:
-            parse_gpu_prices(config.gpu_hour_prices)
-        except SizingError as exc:
-            raise SettingsError(
-                "FITGATE_GPU_HOUR_PRICES", config.gpu_hour_prices, f"one price or GPU=USD items ({exc})"
-            ) from None
+    from fitgate.operator.decision.pricing import check_prices  # noqa: PLC0415 - keeps `fitgate plan` light
     from fitgate.operator.runtime.run import run_operator  # noqa: PLC0415 - imports kopf only for this command
+
+    check_prices(config)  # operator.prices names GPUs of the catalog: a bad one stops the start (SettingsError)
 
     return run_operator(
         dataclasses.replace(settings, operator=config),

@@ -2,7 +2,9 @@
 
 Each row is one cloud's on-demand list price for one catalog GPU product, with the date it was read
 and where. A product's default price is the median of its rows (half the clouds are dearer, half
-cheaper); ``--gpu-hour-price`` replaces the whole table. A product without a row has no price.
+cheaper). ``--gpu-hour-price`` (the operator's ``operator.prices`` and ``operator.pricesConfigMap``) replaces
+its products' rows, or the whole table when it is one price for every GPU (:meth:`GpuPrices.over`). A product
+without a row has no price.
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.decision.evaluate import Evaluation, evaluate, unknown
 from fitgate.operator.decision.parsing import parsed
 from fitgate.operator.decision.poolplan import tolerations_of
+from fitgate.operator.decision.pricing import prices_for
 from fitgate.operator.decision.status import outcome_of, same_outcome, status_of
 from fitgate.operator.decision.store import FactsStore, Known
 from fitgate.operator.gpus.inventory import Inventory, NodeGPUs
 from fitgate.operator.schema.api import ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.operator.schema.config import OperatorConfig, UnknownPolicy
-from fitgate.sizing import ReasonCode, SizingError, Verdict, vllm_args_text
-from fitgate.sizing.cost import GpuPrices, parse_gpu_prices
+from fitgate.sizing import ReasonCode, Verdict, vllm_args_text
+from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.memo import BoundedMemo, IdentityMemo, Miss
 
 #: HTTP codes of a denial. Not 422: kubectl reads a 422 as "Invalid" and shows only its
@@ -200,23 +201,6 @@ def _plain(value: object) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"not JSON data: {type(value).__name__}")
-
-
-def prices_for(spec: ModelDeploymentSpec, config: OperatorConfig | None) -> GpuPrices | None:
-    """The GPU prices that choose among pools: the spec's own price, else the operator's (FITGATE_GPU_HOUR_PRICES)."""
-    if spec.economics is not None and spec.economics.gpu_hour_price_usd is not None:
-        return GpuPrices(spec.economics.gpu_hour_price_usd)
-    text = config.gpu_hour_prices if config is not None else ""
-    if not text:
-        return None
-    try:
-        return _PRICES.get_or_compute(text, lambda: parse_gpu_prices(text))
-    except SizingError:  # checked at start-up (cli.py); never fail an evaluation on it
-        return None
-
-
-#: FITGATE_GPU_HOUR_PRICES parsed, by its text. Bound 4: one value per process (tests use a few).
-_PRICES: BoundedMemo[str, GpuPrices] = BoundedMemo(4)
 
 
 async def _evaluate(

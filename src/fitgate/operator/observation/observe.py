@@ -43,11 +43,11 @@ from fitgate.observe.metrics import (
 )
 from fitgate.operator.base.bounded import DeadlineError, off_loop
 from fitgate.operator.base.kubeconfig import core_v1
+from fitgate.operator.decision.pricing import OperatorPrices, price_of
 from fitgate.operator.decision.status import condition
 from fitgate.operator.observation.scrape import ScrapeError, ScrapeLimits, fetch_metrics
 from fitgate.operator.schema.api import ModelDeploymentSpec, ObservedStatus
 from fitgate.sizing import ReasonCode, find_gpu
-from fitgate.sizing.cost import GpuPrices
 
 #: Rates and cost are over at most this much history per pod.
 WINDOW_S = 600.0
@@ -165,14 +165,14 @@ class Observer:
         list_pods: ListPods,
         read_log: ReadLog,
         limits: ScrapeLimits | None = None,
-        prices: GpuPrices | None = None,
+        prices: OperatorPrices | None = None,
         window_s: float = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.list_pods = list_pods
         self.read_log = read_log
         self.limits = limits or ScrapeLimits()
-        self.prices = prices or GpuPrices(None)
+        self.prices = prices or OperatorPrices()  # none: no cost figures unless the spec names a price
         self.window_s = window_s
         self.clock = clock
         self._history: dict[tuple[str, str], _History] = {}
@@ -212,7 +212,8 @@ class Observer:
         predicted = kv.get("numGpuBlocks") if isinstance(kv, Mapping) else None
         per_replica = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size
         gpus = -(-per_replica * spec.placement.data_parallel_size // spec.placement.nodes_per_replica)  # per pod
-        price = self._price(spec, status)
+        priced = self._price(spec, status)
+        price, basis = priced if priced is not None else (None, None)
         obs = observe(
             windows,
             int(predicted) if isinstance(predicted, int) else None,
@@ -236,6 +237,7 @@ class Observer:
             waitingRequests=obs.waiting_requests,
             usdPerRequest=_round(obs.usd_per_request, 6),
             gpuHourPriceUsd=price,
+            priceBasis=basis[:500] if basis else None,
             windowSeconds=round(obs.window_s, 1),
             failure=failure,
             errors=errors[:5] or None,
@@ -302,12 +304,10 @@ class Observer:
         windows = tuple(pod_window(list(s)) for s in history.pods.values() if s)
         return PodsRead(windows, failed, failure)
 
-    def _price(self, spec: ModelDeploymentSpec, status: Mapping[str, Any]) -> float | None:
-        if spec.economics is not None and spec.economics.gpu_hour_price_usd is not None:
-            return spec.economics.gpu_hour_price_usd
+    def _price(self, spec: ModelDeploymentSpec, status: Mapping[str, Any]) -> tuple[float, str] | None:
+        """The price per GPU-hour of the GPU reconcile chose (status.gpuProduct) and its basis (pricing.py)."""
         product = status.get("gpuProduct")
-        gpu = find_gpu(str(product)) if product else None
-        return self.prices.of(gpu) if gpu is not None else self.prices.default
+        return price_of(spec, find_gpu(str(product)) if product else None, self.prices)
 
     def _conditions(
         self, obs: Observation, failure: str | None, status: Mapping[str, Any], generation: int, now: str

@@ -27,6 +27,7 @@ from fitgate.operator.base.metrics import Metrics
 from fitgate.operator.base.metrics_auth import MetricsAuth, kubernetes_review
 from fitgate.operator.decision.logic import forget, reconcile
 from fitgate.operator.decision.poolplan import select_pools
+from fitgate.operator.decision.pricing import OperatorPrices, operator_prices
 from fitgate.operator.decision.status import status_patch
 from fitgate.operator.decision.store import FactsStore
 from fitgate.operator.gpus.cel import SelectorUnsupportedError
@@ -45,8 +46,7 @@ from fitgate.operator.runtime.webhook import GuardedWebhookServer
 from fitgate.operator.schema.api import GROUP, PLURAL, VERSION, SpecError, parse_spec
 from fitgate.operator.watches.nodewatch import NodeWatch
 from fitgate.operator.watches.resourcewatch import Sources
-from fitgate.settings import Settings
-from fitgate.sizing.cost import parse_gpu_prices
+from fitgate.settings import OperatorConfig, Settings
 from fitgate.workloads.bounds import configure as configure_budgets
 
 MD = (GROUP, VERSION, PLURAL)
@@ -121,7 +121,7 @@ async def operator_startup(
         observer=Observer(
             *kubernetes_reader(),
             limits=ScrapeLimits(config.scrape_timeout_s, config.scrape_max_bytes),
-            prices=parse_gpu_prices(config.gpu_hour_prices) if config.gpu_hour_prices else None,
+            prices=_prices(config, logger),
         ),
         nodewatch=nodewatch,
         configmaps=ConfigMaps() if config.workload_webhook and config.workload_configmaps else None,
@@ -151,6 +151,15 @@ async def operator_startup(
     # it out of the collector's reach so that full collections, which pause admission answers, stay short.
     gc.collect()
     gc.freeze()
+
+
+def _prices(config: OperatorConfig, logger: kopf.Logger) -> OperatorPrices:
+    """The operator's prices (pricing.py), logged once: which source prices what, and any value ignored."""
+    prices = operator_prices(config)
+    logger.info(prices.summary())
+    for warning in prices.warnings:  # a bad ConfigMap value: said with its key, never a crash loop (hunt91 G6)
+        logger.warning(warning)
+    return prices
 
 
 async def _ready_when_synced(nodewatch: NodeWatch, metrics: Metrics, webhook: tuple[str, int] | None = None) -> None:

@@ -856,7 +856,9 @@ class Economics(_Spec):
         ge=0.001,
         le=1000,
         description="USD per GPU-hour of this deployment's GPUs (0.001 to 1000, as the CLI's --gpu-hour-price). "
-        "Default: the operator's price for the GPU product (chart value prices), else no cost figures.",
+        "Default: the operator's price for the GPU product (chart values operator.prices, then "
+        "operator.pricesConfigMap, then the dated list-price table unless operator.listPrices is false), else no "
+        "cost figures.",
     )
 
 
@@ -1194,6 +1196,13 @@ class ObservedStatus(_Status):
     )
     gpu_hour_price_usd: float | None = Field(
         default=None, alias="gpuHourPriceUsd", description="The price per GPU-hour usdPerRequest used."
+    )
+    price_basis: str | None = Field(
+        default=None,
+        alias="priceBasis",
+        max_length=500,
+        description="Where gpuHourPriceUsd came from: spec.economics, the chart's operator.prices, its "
+        "operator.pricesConfigMap, or the dated list-price table (its clouds and date).",
     )
     window_seconds: float | None = Field(
         default=None, alias="windowSeconds", description="The window the rates are over."
