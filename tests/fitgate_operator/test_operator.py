@@ -519,6 +519,7 @@ def test_check_the_examples() -> None:
         "fits-llama-8b-h100.yaml": "Fits",
         "misfit-llama-70b-h100.yaml": "DoesNotFit",
         "observed-llama-8b-h100.yaml": "Fits",
+        "targets-llama-8b-h100.yaml": "Fits",  # and its status.performance (test_speed_status.py)
         "tight-qwen3-30b-h100.yaml": "Tight",
     }
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from fitgate.cli import main
 from fitgate.operator.decision.evaluate import evaluate
 from fitgate.operator.decision.parsing import parsed
 from fitgate.operator.decision.status import edit_text, status_of
@@ -110,3 +114,45 @@ def test_concurrent_requests_are_split_over_the_replicas_for_the_kv_pool_too() -
     assert evaluate(parse_spec(raw), model(LLAMA), gpus(H100)).verdict is Verdict.FITS
     raw["replicas"] = n - 1  # the fewest: one fewer is not within 90 % of each pool
     assert evaluate(parse_spec(raw), model(LLAMA), gpus(H100)).verdict is not Verdict.FITS
+
+
+def test_fitgate_check_shows_what_status_performance_shows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt91 G8: the workload's targets, answered offline as the operator's status answers them (same code path)
+    raw = spec(inputTokens=1024, outputTokens=256, requestRate=40.0, ttftMs=2000)
+    raw["placement"] = {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}
+    manifest = tmp_path / "md.yaml"
+
+    def check(replicas: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+        doc = {"apiVersion": "fitgate.io/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": "m"}}
+        manifest.write_text(yaml.safe_dump({**doc, "spec": {**raw, "replicas": replicas}}))
+        assert main(["check", str(manifest), "-o", "json"]) == 0
+        (result,) = json.loads(capsys.readouterr().out)
+        assert main(["check", str(manifest)]) == 0
+        text = capsys.readouterr().out
+        return result["performance"], status({**raw, "replicas": replicas})["performance"], text
+
+    one, operator_one, text = check(1)
+    # the operator's fields, with its values (the status drops nulls as the check's JSON does)
+    assert one == {k: v for k, v in operator_one.items() if v is not None}
+    # one replica cannot serve 40 req/s: TTFT unbounded (-1), the targets missed, 2 replicas needed
+    assert (one["saturated"], one["ttftMs"], one["meetsTargets"], one["replicasForTargets"]) == (True, -1.0, False, 2)
+    assert "  performance: per replica of 1: TTFT unbounded (saturated)" in text
+    assert "saturated: the request rate is more than the replicas serve" in text
+    assert "targets TTFT <= 2000 ms: not met at 1 replica, replicasForTargets 2" in text
+    two, operator_two, text = check(2)
+    assert two == {k: v for k, v in operator_two.items() if v is not None}
+    # 40 req/s over 2 replicas: each serves 20, and 2 x 20 = 40 within the 2000 ms TTFT
+    assert (two["saturated"], two["requestsPerSecond"], two["meetsTargets"]) == (False, 20.0, True)
+    assert "targets TTFT <= 2000 ms: met at 2 replicas, replicasForTargets 2" in text
+    assert f"TTFT {two['ttftMs']:g} ms [{two['ttftRangeMs'][0]:g}-{two['ttftRangeMs'][1]:g}]" in text
+
+
+def test_fitgate_check_without_a_split_has_no_performance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "md.yaml"
+    doc = {"apiVersion": "fitgate.io/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": "m"}, "spec": spec()}
+    manifest.write_text(yaml.safe_dump(doc))
+    assert main(["check", str(manifest), "--gpu", "H100", "-o", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["performance"] is None
+    assert main(["check", str(manifest), "--gpu", "H100"]) == 0
+    assert "performance:" not in capsys.readouterr().out

@@ -18,11 +18,12 @@ import yaml
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, decide
+from fitgate.operator.decision.status import performance_of, performance_text
 from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
-from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, SpecError, parse_spec
+from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
 from fitgate.sizing.instances import named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
@@ -46,6 +47,9 @@ class CheckResult:
     admitted: bool | None = None  # what the webhook would answer (None: not evaluated)
     kind: str = KIND
     notes: tuple[str, ...] = ()  # the plan's and the checkpoint's notes (Evaluation.notes): bounds, what is not counted
+    # issue 24 (hunt91 G8): status.performance as the operator writes it, and that as one line
+    performance: dict[str, Any] | None = None
+    performance_line: str = ""
 
     def line(self) -> str:
         """One line for the terminal."""
@@ -53,7 +57,8 @@ class CheckResult:
 
     def lines(self) -> list[str]:
         """The line, then one indented line a note."""
-        return [self.line(), *(f"  note: {n}" for n in self.notes)]
+        speed = [f"  performance: {self.performance_line}"] if self.performance_line else []
+        return [self.line(), *speed, *(f"  note: {n}" for n in self.notes)]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -66,6 +71,7 @@ class CheckResult:
             "admitted": self.admitted,
             "message": self.message,
             "notes": list(self.notes),
+            "performance": self.performance,
         }
 
 
@@ -177,7 +183,24 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     message += _node_note(gpus_per_node, -(-asks // nodes))
     if not decision.allowed and decision.code == DENIED_INVALID:
         return CheckResult(source, name, "Invalid", message, product, admitted=False)
-    return CheckResult(source, name, ev.verdict.value, message, product, admitted=decision.allowed, notes=ev.notes)
+    perf = performance_of(ev.speed)  # the operator's status.performance, same code path (hunt91 G8)
+    return CheckResult(
+        source,
+        name,
+        ev.verdict.value,
+        message,
+        product,
+        admitted=decision.allowed,
+        notes=ev.notes,
+        performance=None if perf is None else perf.model_dump(by_alias=True, mode="json", exclude_none=True),
+        performance_line="" if perf is None else performance_text(perf, *_targets(spec)),
+    )
+
+
+def _targets(spec: ModelDeploymentSpec) -> tuple[float | None, float | None]:
+    """The workload's TTFT and TPOT targets in ms (None: not given)."""
+    w = spec.workload
+    return (None, None) if w is None else (w.ttft_ms, w.tpot_ms)
 
 
 def _unsized_gpu(product: str, from_flag: bool) -> str:

@@ -95,6 +95,30 @@ def message_of(best: PoolResult, suggestions: tuple[Suggestion, ...], pools: int
     return text
 
 
+def performance_text(p: PerformanceStatus, ttft_target_ms: float | None, tpot_target_ms: float | None) -> str:
+    """``status.performance`` in one line, for ``fitgate check`` (the targets are the spec's workload)."""
+    ttft = "unbounded (saturated)" if p.ttft_ms < 0 else f"{p.ttft_ms:g} ms [{_band(p.ttft_range_ms)}]"
+    text = (
+        f"per replica of {p.replicas}: TTFT {ttft}, TPOT {p.tpot_ms:g} ms [{_band(p.tpot_range_ms)}], "
+        f"{p.requests_per_second:g} requests/s, {p.output_tokens_per_second:g} output tokens/s at concurrency "
+        f"{p.concurrency:g}"
+    )
+    if p.saturated:
+        text += "; saturated: the request rate is more than the replicas serve"
+    if p.meets_targets is None:
+        return text
+    targets = [f"{name} <= {ms:g} ms" for name, ms in (("TTFT", ttft_target_ms), ("TPOT", tpot_target_ms)) if ms]
+    at = f"{p.replicas} replica{'s' if p.replicas != 1 else ''}"
+    text += f"; targets {', '.join(targets)}: {'met' if p.meets_targets else 'not met'} at {at}"
+    if p.replicas_for_targets is None:
+        return text + ", by no replica count up to 1024 (replicasForTargets absent)"
+    return text + f", replicasForTargets {p.replicas_for_targets}"
+
+
+def _band(values: list[float]) -> str:
+    return "-".join("unbounded" if v < 0 else f"{v:g}" for v in values)
+
+
 # --------------------------------------------------------------------------------------------
 # Status
 
@@ -178,8 +202,11 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1) if math.isfinite(seconds) else -1.0
 
 
-def _performance(speed: SpeedAtLoad | None) -> PerformanceStatus | None:
-    """``status.performance`` from the evaluation's estimate at the workload's load (-1 ms: unbounded)."""
+def performance_of(speed: SpeedAtLoad | None) -> PerformanceStatus | None:
+    """``status.performance`` from the evaluation's estimate at the workload's load (-1 ms: unbounded).
+
+    ``fitgate check`` shows the same object (hunt91 G8).
+    """
     if speed is None:
         return None
     p = speed.performance
@@ -273,7 +300,7 @@ def status_of(ev: Evaluation, generation: int, old_status: Mapping[str, Any] | N
         status.max_concurrency = f"{p.kv.max_concurrency:.2f}"
         status.recommended_max_model_len = p.max_model_len_that_fits
         status.engine_args = [EngineArgStatus(name=a.name, value=a.value, reason=a.reason) for a in ev.engine_args]
-        status.performance = _performance(ev.speed)
+        status.performance = performance_of(ev.speed)
     out = status.model_dump(by_alias=True, mode="json", exclude={"observed"})  # the observer's (observation/observe.py)
     # a null inside a list item is dropped by the API server: leave it out, or every resync would patch again
     out["pools"] = [{k: v for k, v in pool.items() if v is not None} for pool in out.get("pools") or []]
