@@ -74,6 +74,7 @@ def test_one_price_for_every_gpu_replaces_what_is_below_it() -> None:
     assert prices.price(H100) == (2.5, CHART_BASIS)
     merged = prices.merged
     assert merged is not None and (merged.default, merged.of(H100), merged.of(A100)) == (2.0, 2.5, 2.0)
+    assert prices.summary() == f"GPU-hour prices: {CHART_BASIS}: H100-SXM 2.5; {CONFIGMAP_BASIS}: 2 for every GPU"
 
 
 def test_the_spec_price_comes_first() -> None:
@@ -130,6 +131,13 @@ def test_the_parse_is_bounded() -> None:
     assert f"at most {MAX_PRICES_CHARS} characters" in warning
     with pytest.raises(SettingsError, match=f"FITGATE_GPU_HOUR_PRICES: .* at most {MAX_PRICES_CHARS} characters"):
         check_prices(config(chart=text))
+
+
+def test_a_long_bad_value_is_cut_in_the_message() -> None:
+    text = "H100=2.5," * 100 + "Z9=1"  # 904 characters, the last item not a catalog GPU
+    (warning,) = operator_prices(config(configmap=text)).warnings
+    # the value cut at 200 characters and "..."; the item at fault named in full (with the catalog's names)
+    assert f"'{text[:200]}...'" in warning and "'Z9'" in warning and text[200:400] not in warning
 
 
 def test_a_bad_chart_value_stops_the_start() -> None:

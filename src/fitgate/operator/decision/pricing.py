@@ -49,7 +49,8 @@ def parse_prices(name: str, text: str) -> GpuPrices | None:
     try:
         return parse_gpu_prices(text)
     except SizingError as exc:
-        raise SettingsError(name, text, f"one price or GPU=USD items, e.g. H100=2.5,L4=0.7 ({exc})") from None
+        shown = text if len(text) <= 200 else text[:200] + "..."  # one log line, not the whole ConfigMap key
+        raise SettingsError(name, shown, f"one price or GPU=USD items, e.g. H100=2.5,L4=0.7 ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,9 @@ class OperatorPrices:
             if layer is not None:
                 what = f"{layer.default:g} for every GPU" if layer.default is not None else _items(layer)
                 parts.append(f"{basis}: {what}")
-        if self.listed is not None:
+        if self.listed is not None and not any(
+            p is not None and p.default is not None for p in (self.chart, self.configmap)
+        ):
             parts.append(f"list prices as of {self.listed.as_of} for the other listed products")
         return "GPU-hour prices: " + ("; ".join(parts) if parts else "none (no cost figures, pools by headroom)")
 
