@@ -25,10 +25,10 @@ from fitgate.sizing import Verdict, lookup_gpu
 from tests.conftest import model
 from tests.fitgate_operator.test_operator import SPEC, gpus, node
 
-H100, A100, H200, L4 = (lookup_gpu(n) for n in ("H100-SXM", "A100-80GB", "H200", "L4"))
+H100, A100, H200, A30 = (lookup_gpu(n) for n in ("H100-SXM", "A100-80GB", "H200", "A30"))
 # The table's medians (data/gpu_prices.json, as of 2026-11-09): A100-80GB of AWS 3.4309, Azure 3.673, Lambda 2.79,
-# RunPod 1.59 -> (2.79 + 3.4309) / 2 = 3.11045 -> 3.1105; H200 of Nebius and RunPod -> 4.545; L4: no row.
-A100_LIST, H200_LIST = 3.1105, 4.545
+# RunPod 1.59 -> (2.79 + 3.4309) / 2 = 3.11045 -> 3.1105; H200 of Nebius 4.5, RunPod 4.59, AWS 7.912 -> 4.59; A30: no row.
+A100_LIST, H200_LIST = 3.1105, 4.59
 
 H200_NODE = node(
     "h200-0",
@@ -51,26 +51,26 @@ def test_the_list_table_is_the_default_and_says_so() -> None:
     usd, basis = prices.price(A100) or (None, "")
     assert usd == A100_LIST
     assert basis.startswith("median on-demand list price of 4 clouds as of 2026-11-09 (AWS 3.4309, Azure 3.673")
-    assert prices.price(L4) is None  # no cloud row: no price, never a guess
+    assert prices.price(A30) is None  # no cloud row: no price, never a guess
     assert prices.price(None) is None  # a GPU not known: the table has no price for it
     assert operator_prices(config(listed=False)).price(A100) is None  # operator.listPrices: false
 
 
 def test_each_source_overrides_only_the_products_it_names() -> None:
-    prices = operator_prices(config(chart="H100=2.5", configmap="H100=3,L4=0.7,H200=4"))
+    prices = operator_prices(config(chart="H100=2.5", configmap="H100=3,A30=0.7,H200=4"))
     assert prices.price(H100) == (2.5, CHART_BASIS)  # the chart's value over the ConfigMap's 3
-    assert prices.price(L4) == (0.7, CONFIGMAP_BASIS)  # a product the table does not list
-    assert prices.price(H200) == (4.0, CONFIGMAP_BASIS)  # over its list price 4.545
+    assert prices.price(A30) == (0.7, CONFIGMAP_BASIS)  # a product the table does not list
+    assert prices.price(H200) == (4.0, CONFIGMAP_BASIS)  # over its list price 4.59
     assert prices.price(A100) == (A100_LIST, prices.listed.basis("A100-80GB") if prices.listed else "")
     merged = prices.merged
     assert merged is not None and merged.default is None
-    assert (merged.of(H100), merged.of(L4), merged.of(H200), merged.of(A100)) == (2.5, 0.7, 4.0, A100_LIST)
+    assert (merged.of(H100), merged.of(A30), merged.of(H200), merged.of(A100)) == (2.5, 0.7, 4.0, A100_LIST)
 
 
 def test_one_price_for_every_gpu_replaces_what_is_below_it() -> None:
     prices = operator_prices(config(chart="H100=2.5", configmap="2.0"))
     # the ConfigMap's 2.0 prices every GPU but the chart's H100; the table is not read (as --gpu-hour-price 2.0)
-    assert prices.price(A100) == (2.0, CONFIGMAP_BASIS) and prices.price(L4) == (2.0, CONFIGMAP_BASIS)
+    assert prices.price(A100) == (2.0, CONFIGMAP_BASIS) and prices.price(A30) == (2.0, CONFIGMAP_BASIS)
     assert prices.price(H100) == (2.5, CHART_BASIS)
     merged = prices.merged
     assert merged is not None and (merged.default, merged.of(H100), merged.of(A100)) == (2.0, 2.5, 2.0)
@@ -100,10 +100,10 @@ def test_the_cheapest_pool_is_chosen_by_list_price_and_a_chart_row_overrides_it(
         assert ev.verdict is Verdict.FITS and ev.best is not None
         return ev.best.pool.product
 
-    # unpriced: the most headroom (the 141 GB H200); list prices: A100-80GB 3.1105 < H200 4.545 $/GPU-h
+    # unpriced: the most headroom (the 141 GB H200); list prices: A100-80GB 3.1105 < H200 4.59 $/GPU-h
     assert chosen(config(listed=False)) == "NVIDIA-H200"
     assert chosen(config()) == "NVIDIA-A100-SXM4-80GB"
-    # the chart's A100 at 5 overrides only its row: the H200 keeps its list price 4.545 < 5
+    # the chart's A100 at 5 overrides only its row: the H200 keeps its list price 4.59 < 5
     assert chosen(config(chart="A100-80GB=5")) == "NVIDIA-H200"
 
 

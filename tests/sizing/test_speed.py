@@ -351,7 +351,9 @@ def test_list_prices_are_dated_cited_catalog_products_and_the_default_is_their_m
     # H100 SXM: AWS 6.88, Azure 12.29, Google Cloud 10.9791, Lambda 4.29, Nebius 3.85, RunPod 3.49
     #   sorted 3.49 3.85 4.29 | 6.88 10.9791 12.29 -> median (4.29 + 6.88) / 2 = 5.585
     assert table.default_prices().of(lookup_gpu("H100")) == pytest.approx(5.585)
-    assert table.default_prices().of(lookup_gpu("L4")) is None
+    # L4: AWS g6.xlarge 0.8048 (2026-08-26), Google Cloud g2-standard-4 0.7068 (2025-03-06) -> 0.7558
+    assert table.default_prices().of(lookup_gpu("L4")) == pytest.approx(0.7558)
+    assert table.default_prices().of(lookup_gpu("A30")) is None  # no cloud row: no price, never a guess
 
 
 def test_plan_prices_from_the_list_table_per_request_and_per_token(capsys: pytest.CaptureFixture[str]) -> None:
@@ -425,7 +427,7 @@ def test_replicas_for_a_concurrency_count_a_share_past_the_kv_pool_as_missed() -
 def test_recommend_without_list_prices_assumes_equal_prices(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         capsys, "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--source", "catalog",
-        "--concurrency", "4", "--context-tokens", "4096", "--gpus", "L4,T4", "--output", "json",
+        "--concurrency", "4", "--context-tokens", "4096", "--gpus", "A30,RTX-A6000", "--output", "json",
     )  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
