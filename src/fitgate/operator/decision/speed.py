@@ -3,7 +3,8 @@
 When ``spec.workload`` gives ``inputTokens`` and ``outputTokens`` (the ISL / OSL a benchmark reports), the best
 pool's plan is estimated at that load: ``requestRate`` requests/s over ``replicas`` when given (Little's law sets
 one replica's concurrency), else ``concurrentRequests`` in flight over them. With ``ttftMs`` / ``tpotMs`` the
-status also says whether that many replicas meet them and how many would (:func:`fitgate.sizing.capacity.
+status also says whether that many replicas meet them and how many would (with a rate and no targets: how many
+absorb it) (:func:`fitgate.sizing.capacity.
 replicas_needed`, the same bisection as ``fitgate recommend``). An estimate, with its band: never a verdict.
 """
 
@@ -41,7 +42,12 @@ def speed_at_load(model: ModelInput, plan: Plan, workload: WorkloadSpec, replica
     except SizingError:  # a GPU given by its memory only: no bandwidth or FLOP/s
         return None
     if workload.ttft_ms is None and workload.tpot_ms is None:
-        return SpeedAtLoad(perf, replicas, None, None)
+        if rate is None:
+            return SpeedAtLoad(perf, replicas, None, None)
+        # a rate alone: the replicas that absorb it, not saturated (hunt92 F6, as `fitgate recommend` answers it)
+        whole = SpeedLoad(workload.input_tokens, workload.output_tokens, rate)
+        absorb = replicas_needed(model, plan, LatencyTargets(), whole, 1)
+        return SpeedAtLoad(perf, replicas, None, None if absorb is None else absorb[0])
     targets = LatencyTargets(
         None if workload.ttft_ms is None else workload.ttft_ms / 1000,
         None if workload.tpot_ms is None else workload.tpot_ms / 1000,

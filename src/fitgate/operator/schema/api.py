@@ -1119,7 +1119,8 @@ class PerformanceStatus(_Status):
     replicas_for_targets: int | None = Field(
         default=None,
         alias="replicasForTargets",
-        description="The fewest replicas whose estimate meets the targets (none up to 1024: absent).",
+        description="The fewest replicas whose estimate meets the targets; with a requestRate and no targets, the "
+        "fewest that absorb it (not saturated). None up to 1024: absent.",
     )
     basis: str = Field(description="What the estimate rests on (fitted on published vLLM runs, not measured).")
 
