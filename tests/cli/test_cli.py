@@ -374,9 +374,16 @@ def test_dotted_json_flags_plan_as_vllm_reads_them(capsys: pytest.CaptureFixture
         "--limit-mm-per-prompt",
         '{"video": 0, "image": 2}',
     ]
-    # over a whole JSON given for the same flag, the dotted keys win and the others stay
+    # over a whole JSON given for the same flag: vLLM appends the dotted keys' JSON after every word, and argparse
+    # keeps the last value, so the whole one is replaced (hunt94 F6, vLLM 0.34's parser run on this argv); a short
+    # head is its long flag (-cc.cudagraph_mode: hunt94 F3)
     folded = fold_dotted(["--limit-mm-per-prompt", '{"image": 4, "audio": 1}', "--limit-mm-per-prompt.image", "1"])
-    assert json.loads(folded[-1]) == {"image": 1, "audio": 1}
+    assert json.loads(folded[-1]) == {"image": 1} and folded[-2] == "--limit-mm-per-prompt"
+    assert fold_dotted(["-cc.cudagraph_mode=FULL_DECODE_ONLY"]) == [
+        "--compilation-config",
+        '{"cudagraph_mode": "FULL_DECODE_ONLY"}',
+    ]
+    assert fold_dotted(["--rope-theta", "-1.5"]) == ["--rope-theta", "-1.5"]  # a number, not a dotted flag
     base = ["plan", "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "L4", "--max-model-len", "16384"]
     off = ["--limit-mm-per-prompt.image", "0", "--limit-mm-per-prompt.video", "0"]
     assert main([*base, *off, "--output", "json"]) == 0

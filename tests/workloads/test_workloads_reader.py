@@ -1188,3 +1188,36 @@ def test_data_parallel_switch_aliases_take_no_value(switch: str) -> None:
     cmd = parse_engine_argv("serve", [switch, "Qwen/Qwen3-30B-A3B", "-dp", "16", "-dpl", "8"])
     assert cmd.model == "Qwen/Qwen3-30B-A3B"
     assert cmd.flags[long_name(switch)] == "true" and cmd.flags["--data-parallel-size"] == "16"
+
+
+def test_speculative_flags_in_every_spelling_vllm_takes() -> None:
+    """hunt94: vLLM reads `--speculative-config.num-speculative-tokens 3` with the dashes as underscores (F1), `-sc.method`
+    as --speculative-config's (F4), and sets `--spec-tokens 3` in a --speculative-config JSON given beside it (F5:
+    fitgate let the split flag replace the JSON); a dotted key replaces a whole JSON (argparse keeps the last)."""
+    from fitgate.sizing.speculative import parse_config  # noqa: PLC0415
+
+    model = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+    dashed = parse_engine_argv("serve", [model, "--speculative-config.method", "mtp",
+                                         "--speculative-config.num-speculative-tokens", "3"])  # fmt: skip
+    assert parse_config(dashed.flags["--speculative-config"]) == ("mtp", 3)
+    short = parse_engine_argv("serve", [model, "-sc.method", "mtp", "-sc.num_speculative_tokens", "2"])
+    assert parse_config(short.flags["--speculative-config"]) == ("mtp", 2)
+    split = parse_engine_argv("serve", [model, "--speculative-config", '{"method": "mtp"}', "--spec-tokens", "3"])
+    assert parse_config(split.flags["--speculative-config"]) == ("mtp", 3)
+    replaced = parse_engine_argv("serve", [model, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 5}',
+                                           "--speculative-config.num_speculative_tokens", "2"])  # fmt: skip
+    assert json.loads(replaced.flags["--speculative-config"]) == {"num_speculative_tokens": 2}
+    for unset in ("", "None", "null"):  # F8: vLLM takes these for no speculative decoding
+        assert parse_config(unset) == (None, None)
+
+
+def test_dotted_keys_of_a_config_file_fold_into_their_flag() -> None:
+    # hunt94 F2: vLLM turns a --config YAML's keys into argv, so `speculative-config.method: mtp` is folded as the
+    # command line's dotted flag; fitgate dropped it (only compilation-config's were read)
+    from fitgate.workloads.flagvalues import config_file_flags  # noqa: PLC0415
+
+    flags = config_file_flags({"speculative-config.method": "mtp", "speculative_config.num_speculative_tokens": 2,
+                               "compilation-config.cudagraph_capture_sizes": [1, 2, 4], "max-model-len": 8192})  # fmt: skip
+    assert json.loads(flags["--speculative-config"]) == {"method": "mtp", "num_speculative_tokens": 2}
+    assert json.loads(flags["--compilation-config"]) == {"cudagraph_capture_sizes": [1, 2, 4]}
+    assert flags["--max-model-len"] == "8192"

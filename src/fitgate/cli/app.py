@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import string
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from fitgate.settings import SettingsError, load
 from fitgate.sizing import SizingError, UnknownArchitectureError
 from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.reasons import ReasonCode
+from fitgate.workloads.argv import long_name
 from fitgate.workloads.bounds import configure as configure_budgets
 from fitgate.workloads.flagvalues import merge_dotted
 from fitgate.workloads.vllm_flags import ALIASES, canonical
@@ -55,8 +57,9 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
     """The dotted JSON flags of vLLM (``--limit-mm-per-prompt.video 0``) folded into their flag's JSON.
 
     As vLLM's ``FlexibleArgumentParser`` reads them (utils/argparse_utils.py 0.34.0 L410-499, the merge in
-    :func:`fitgate.workloads.flagvalues.merge_dotted`): the keys land in the flag's object, over a whole JSON value
-    given for the same flag, so a recipe's command line plans as written.
+    :func:`fitgate.workloads.flagvalues.merge_dotted`): the keys of one flag make one JSON object, appended after
+    every other word, so it replaces a whole JSON value given for the same flag (hunt94 F6); a short head is its long
+    flag (``-cc.cudagraph_mode``, ``-sc.method``: hunt94 F3, F4).
     """
     out: list[str] = []
     dotted: dict[str, dict[str, Any]] = {}
@@ -66,24 +69,15 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
         word = words[i]
         i += 1
         name, eq, value = word.partition("=")
-        if not (name.startswith("--") and "." in name) or word == "--":
+        if not (name.startswith("-") and name[1:2] in ("-", *string.ascii_letters) and "." in name) or word == "--":
             out.append(word)
             continue
         if not eq:
             value = words[i] if i < len(words) else ""
             i += 1
-        merge_dotted(dotted, name, value)
+        merge_dotted(dotted, long_name(name), value)
     for head, tree in dotted.items():
-        whole: dict[str, Any] = {}
-        if head in out and out.index(head) + 1 < len(out):  # a whole JSON given too: the dotted keys win over it
-            at = len(out) - 1 - out[::-1].index(head)
-            try:
-                given = json.loads(out[at + 1])
-            except (ValueError, RecursionError):
-                given = None
-            if isinstance(given, dict):
-                whole = given
-        out += [head, json.dumps({**whole, **tree})]
+        out += [head, json.dumps(tree)]
     return out
 
 

@@ -210,16 +210,23 @@ def canonical_method(method: str | None) -> str | None:
 def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | None, int | None]:
     """(method, num_speculative_tokens) of a ``--speculative-config`` JSON object as vLLM's CLI takes it.
 
-    Other keys (``model``, ``draft_tensor_parallel_size``, ...) do not change what fitgate counts.
+    Other keys (``model``, ``draft_tensor_parallel_size``, ...) do not change what fitgate counts. Keys are read with
+    dashes as underscores, as vLLM does (``num-speculative-tokens``: engine/arg_utils.py 0.34.0 L2159-2161, hunt94 F1),
+    and an empty value, ``None`` or ``null`` is no speculative decoding (hunt94 F8).
     """
+    if text.strip() in ("", "None", "null"):
+        return None, None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):  # ValueError: also a number past int()'s 4300 digits (hunt83 F3)
         raise SizingError(
             flag, text[:80], 'a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}'
         ) from None
+    if data is None:
+        return None, None
     if not isinstance(data, dict):
         raise SizingError(flag, text[:80], "a JSON object")
+    data = {str(k).replace("-", "_"): v for k, v in data.items()}
     method = data.get("method")
     tokens = data.get("num_speculative_tokens")
     if method is None and data.get("model") in ("ngram", "[ngram]"):

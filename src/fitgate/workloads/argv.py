@@ -20,28 +20,17 @@ from typing import Any
 from fitgate.workloads import shellmath, shellwords
 from fitgate.workloads.bounds import ExpansionBudget, check_script
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
-from fitgate.workloads.flagvalues import merge_dotted
+from fitgate.workloads.flagvalues import json_object_or_empty, merge_dotted
 from fitgate.workloads.reading import WorkloadError
-from fitgate.workloads.vllm_flags import ALIASES, NO_MEMORY_FLAGS, canonical, vllm_flags
+from fitgate.workloads.vllm_flags import (
+    ALIASES,
+    NO_MEMORY_FLAGS,
+    SHORT_FLAGS,
+    SPLIT_SPECULATIVE,
+    canonical,
+    vllm_flags,
+)
 
-#: vLLM 0.33's short aliases and the long flag each stands for (file:line in the module docstring).
-SHORT_FLAGS = {
-    "-q": "--quantization",
-    "-pp": "--pipeline-parallel-size",
-    "-tp": "--tensor-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-dpl": "--data-parallel-size-local",
-    "-dpn": "--data-parallel-rank",
-    "-dpr": "--data-parallel-start-rank",
-    "-dcp": "--decode-context-parallel-size",
-    "-dph": "--data-parallel-hybrid-lb",  # arg_utils.py 0.34.0 L1299-1303: switches, as their fields (hunt93 F3)
-    "-dpe": "--data-parallel-external-lb",  # L1304-1308
-    "-dpb": "--data-parallel-backend",  # L1292-1298
-    "-ep": "--enable-expert-parallel",  # arg_utils.py 0.33.0 L1304-1307
-    "-n": "--nnodes",
-    "-r": "--node-rank",
-    "-cc": "--compilation-config",  # arg_utils.py 0.25.0 L1534
-}
 #: Flags that take several values (``nargs="+"``): every number after them (arg_utils.py 0.25.0 L1478).
 LIST_FLAGS = frozenset({"--cudagraph-capture-sizes"})
 
@@ -507,8 +496,8 @@ def long_name(flag: str) -> str:
     if flag in ALIASES:
         return ALIASES[flag]
     short, dot, rest = flag.partition(".")
-    if dot and short in SHORT_FLAGS:  # -cc.cudagraph_mode
-        return SHORT_FLAGS[short] + "." + rest
+    if dot and (SHORT_FLAGS.get(short) or ALIASES.get(short, ".")).count(".") == 0:  # -cc.x, -sc.x (hunt94 F4)
+        return (SHORT_FLAGS.get(short) or ALIASES[short]) + "." + rest
     if flag.startswith("--"):
         head, dot, tail = flag[2:].partition(".")
         return canonical("--" + head.replace("_", "-")) + dot + tail
@@ -525,6 +514,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
     """Flags by long name and the positional model (the first bare word) of an engine argv."""
     flags: dict[str, str] = {}
     dotted: dict[str, dict[str, Any]] = {}  # --json-flag.key value, by flag
+    spec_split: dict[str, dict[str, Any]] = {}  # --spec-method / --spec-model / --spec-tokens
     model: str | None = None
     unresolved: list[str] = []
     i = 0
@@ -561,12 +551,13 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
                 f"argument {word[:80]!r} is one word holding a space, which vLLM's parser refuses (unrecognized "
                 f"arguments): {fix}"
             )
+        split = name in SPLIT_SPECULATIVE  # --spec-tokens 3: merged into --speculative-config's JSON (hunt94 F5)
         name = long_name(name)
         if "." in name and name.startswith("-"):  # --speculative-config.method mtp
             if not eq:
                 value = words[i] if i < len(words) else ""
                 i += 1
-            merge_dotted(dotted, name, value)
+            merge_dotted(spec_split if split else dotted, name, value)
             continue
         name = _unabbreviated(name)
         if eq:
@@ -588,7 +579,9 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
         else:
             flags[name] = "true"
     for head, tree in dotted.items():  # appended after every other flag, as vLLM does: they win
-        flags[_unabbreviated(head)] = json.dumps(tree)
+        flags[_unabbreviated(long_name(head))] = json.dumps(tree)
+    for head, tree in spec_split.items():  # the split flags land in the JSON (engine/arg_utils.py 0.34.0 L2140-2154)
+        flags[head] = json.dumps({**json_object_or_empty(flags.get(head)), **tree})
     return EngineCommand(how, model, flags, tuple(words), unresolved=tuple(unresolved))
 
 

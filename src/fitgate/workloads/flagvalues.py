@@ -51,6 +51,15 @@ def merge_dotted(dotted: dict[str, dict[str, Any]], name: str, text: str) -> Non
         node[last] = value
 
 
+def json_object_or_empty(text: str | None) -> dict[str, Any]:
+    """``text`` as a JSON object, else an empty one (a flag's whole JSON that split keys are merged into)."""
+    try:
+        data = json.loads(text) if text and len(text) <= 65536 else None
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def config_file_flags(data: object) -> dict[str, str]:
     """The flags of a ``--config`` YAML mapping, read as vLLM 0.33 does.
 
@@ -61,8 +70,13 @@ def config_file_flags(data: object) -> dict[str, str]:
     flags: dict[str, str] = {}
     if not isinstance(data, dict):
         return flags
+    dotted: dict[str, dict[str, Any]] = {}
     for key, value in data.items():
         name = long_flag(str(key))
+        if "." in name:  # `speculative-config.method: mtp`: vLLM's parser folds it as on the command line (hunt94 F2)
+            text = value if isinstance(value, str) else json.dumps(value)
+            merge_dotted(dotted, name, text)
+            continue
         if isinstance(value, bool):
             if value:
                 flags[name] = "true"
@@ -71,6 +85,8 @@ def config_file_flags(data: object) -> dict[str, str]:
             flags[name] = json.dumps(value)
             continue
         flags[name] = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    for head, tree in dotted.items():  # after the file's other keys, as vLLM appends them: they replace a whole JSON
+        flags[head] = json.dumps(tree)
     return flags
 
 

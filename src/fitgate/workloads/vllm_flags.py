@@ -11,6 +11,25 @@ import functools
 import json
 from importlib import resources
 
+#: vLLM's short aliases and the long flag each stands for (engine/arg_utils.py, the release and line by each).
+SHORT_FLAGS = {
+    "-q": "--quantization",
+    "-pp": "--pipeline-parallel-size",
+    "-tp": "--tensor-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+    "-dpn": "--data-parallel-rank",
+    "-dpr": "--data-parallel-start-rank",
+    "-dcp": "--decode-context-parallel-size",
+    "-dph": "--data-parallel-hybrid-lb",  # arg_utils.py 0.34.0 L1299-1303: switches, as their fields (hunt93 F3)
+    "-dpe": "--data-parallel-external-lb",  # L1304-1308
+    "-dpb": "--data-parallel-backend",  # L1292-1298
+    "-ep": "--enable-expert-parallel",  # arg_utils.py 0.33.0 L1304-1307
+    "-n": "--nnodes",
+    "-r": "--node-rank",
+    "-cc": "--compilation-config",  # arg_utils.py 0.25.0 L1534
+}
+
 #: vLLM 0.34's split spellings of flags fitgate reads (engine/arg_utils.py 0.34.0 L1896-1904: ``-sc``, and the
 #: speculative config's keys as flags of their own), as the dotted JSON keys fitgate folds.
 ALIASES = {
@@ -25,6 +44,9 @@ ALIASES = {
     # take by prefix (hunt70 F3: exit 2); spelled out, it is a vLLM flag fitgate takes without reading
     "-dc": "--diffusion-config",
 }
+#: The split speculative flags: vLLM sets their keys in the --speculative-config JSON given beside them (a key in both
+#: is its error), where a dotted --speculative-config.key replaces the JSON (engine/arg_utils.py 0.34.0 L2140-2161).
+SPLIT_SPECULATIVE = frozenset({"--spec-method", "--spec-model", "--spec-tokens"})
 
 
 #: vLLM flags that may change memory but that fitgate does not model: taken, and named as not modelled (hunt31 F2:
