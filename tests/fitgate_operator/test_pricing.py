@@ -50,7 +50,8 @@ def test_the_list_table_is_the_default_and_says_so() -> None:
     prices = operator_prices(None)  # no setting at all: the chart's default (operator.listPrices: true)
     usd, basis = prices.price(A100) or (None, "")
     assert usd == A100_LIST
-    assert basis.startswith("median on-demand list price of 4 clouds as of 2026-11-09 (AWS 3.4309, Azure 3.673")
+    # the rows' own dates (hunt95 F7: every basis said the table's 2026-11-09)
+    assert basis.startswith("median on-demand list price of 4 clouds dated 2026-09-25 to 2026-11-09 (AWS 3.4309")
     assert prices.price(A30) is None  # no cloud row: no price, never a guess
     assert prices.price(None) is None  # a GPU not known: the table has no price for it
     assert operator_prices(config(listed=False)).price(A100) is None  # operator.listPrices: false

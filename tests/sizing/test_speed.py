@@ -361,7 +361,7 @@ def test_plan_prices_from_the_list_table_per_request_and_per_token(capsys: pytes
                                "--input-tokens", "1024", "--output-tokens", "512")  # fmt: skip
     assert code == 0 and doc is not None, err
     cost, perf = doc["cost"], doc["performance"]
-    assert cost["usd_per_hour"] == pytest.approx(5.585) and "as of" in cost["price_basis"]
+    assert cost["usd_per_hour"] == pytest.approx(5.585) and "dated 2026-09-25 to 2026-11-09" in cost["price_basis"]
     # per request = $/h / (requests/s x 3600 x 0.4); per 1M in + out = $/h / (requests/s x 1536 x 3600 x 0.4) x 1e6
     assert cost["usd_per_request"] == pytest.approx(5.585 / (perf["requests_per_s"] * 3600 * 0.4), rel=1e-2)
     assert cost["usd_per_million_tokens"] == pytest.approx(

@@ -274,6 +274,13 @@ def test_ray_serve_data_parallel_ranks_are_serve_replicas_of_tp_x_pp_gpus(tmp_pa
     (result,) = check_files([str(path)])
     assert result.verdict == "Fits" and result.admitted, result.message
     assert "Ray Serve data parallel: 16 ranks, each a Serve replica of 1 GPU(s)" in result.message
+    # hunt95 F5: a rank wider than a pod (TP 8 over pods of 4 GPUs, DP 2): the group spans 4 pods, 16 GPUs
+    config["engine_kwargs"] = {"data_parallel_size": 2, "tensor_parallel_size": 8, "enable_expert_parallel": True}
+    worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    doc["spec"]["serveConfigV2"] = yaml.safe_dump({"applications": [app]})
+    path.write_text(yaml.safe_dump(doc))
+    (wide,) = check_files([str(path)])
+    assert wide.verdict == "Fits" and wide.admitted, wide.message
 
 
 def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() -> None:

@@ -27,8 +27,8 @@ from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.workloads.argv import long_name
 from fitgate.workloads.bounds import configure as configure_budgets
-from fitgate.workloads.flagvalues import merge_dotted
-from fitgate.workloads.vllm_flags import ALIASES, canonical
+from fitgate.workloads.flagvalues import json_object_or_empty, merge_dotted
+from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical
 
 
 def _debug() -> bool:
@@ -63,21 +63,32 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
     """
     out: list[str] = []
     dotted: dict[str, dict[str, Any]] = {}
+    split: dict[str, dict[str, Any]] = {}  # --spec-method / --spec-model / --spec-tokens (hunt95 F1)
     words = list(argv)
     i = 0
     while i < len(words):
         word = words[i]
         i += 1
         name, eq, value = word.partition("=")
-        if not (name.startswith("-") and name[1:2] in ("-", *string.ascii_letters) and "." in name) or word == "--":
+        is_split = name in SPLIT_SPECULATIVE
+        if not is_split and (
+            not (name.startswith("-") and name[1:2] in ("-", *string.ascii_letters) and "." in name) or word == "--"
+        ):
             out.append(word)
             continue
         if not eq:
             value = words[i] if i < len(words) else ""
             i += 1
-        merge_dotted(dotted, long_name(name), value)
+        merge_dotted(split if is_split else dotted, long_name(name), value)
     for head, tree in dotted.items():
         out += [head, json.dumps(tree)]
+    for (
+        head,
+        tree,
+    ) in split.items():  # set in the JSON beside them, as vLLM does (engine/arg_utils.py 0.34.0 L2140-2154)
+        at = len(out) - 1 - out[::-1].index(head) if head in out else -1
+        whole = json_object_or_empty(out[at + 1] if 0 <= at < len(out) - 1 else None)
+        out += [head, json.dumps({**whole, **tree})]
     return out
 
 
@@ -146,7 +157,8 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
             if spelled.partition("=")[0] == "--cuda-graph-sizes":  # vLLM's older name (hunt35 F2)
                 spelled = "--cudagraph-capture-sizes" + spelled[len("--cuda-graph-sizes") :]
             name, eq, value = spelled.partition("=")
-            spelled = canonical(name) + eq + value
+            if name not in SPLIT_SPECULATIVE:  # --spec-tokens stays: fold_dotted merges it into the JSON beside it
+                spelled = canonical(name) + eq + value
             m = _BOOLEAN_VALUE.fullmatch(spelled)
             if m:
                 spelled = f"--{m.group(1)}" if m.group(2).lower() == "true" else f"--no-{m.group(1)}"

@@ -327,8 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--concurrency",
         type=_int,
-        help="concurrent requests each replica must hold (required without --request-rate; with it, default 1: "
-        "the replicas follow from the rate and the targets)",
+        help="concurrent requests the service must hold, split over the replicas an option needs when one cannot "
+        "(required without --request-rate; with it, default 1: the replicas follow from the rate and the targets)",
     )
     r.add_argument(
         "--context-tokens",

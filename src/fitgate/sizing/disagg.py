@@ -254,17 +254,10 @@ def _decode_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load:
     probe = _probe(model, base, shape, "decode", isl + osl)
     w = work(model, probe, isl + osl // 2, isl)
     most = float(requests_in_flight(probe, isl, osl))
-    # the pool's own verdict plans each request in flight at its full ISL + OSL: a replica count whose in-flight
-    # requests only the mean occupancy (``most``) holds answered a decode pool that was itself DoesNotFit
-    full = requests_the_pool_holds(probe, isl + osl)
 
     def meets(n: int) -> bool:
         c, tpot = decode_in_flight(w, load.request_rate / n, osl, most)
-        return (
-            math.isfinite(c)
-            and math.ceil(c - 1e-9) <= full
-            and (load.tpot_seconds is None or tpot <= load.tpot_seconds)
-        )
+        return math.isfinite(c) and (load.tpot_seconds is None or tpot <= load.tpot_seconds)
 
     n = _fewest(meets)
     if n is None:
@@ -279,7 +272,10 @@ def _decode_pool(model: ModelInput, base: ServingConfig, shape: PoolShape, load:
     in_flight = max(1, math.ceil(c - 1e-9))
     # what one replica holds before its KV pool is full: the rate at which C reaches ``most``
     capacity = most / (max(1, osl - 1) * step_seconds(w, most, 0.0, calibration().constants)[0])
-    final = plan(model, shape.gpu, _serving(base, shape), Workload(in_flight, isl + osl))
+    # its verdict at the requests in flight, each holding ISL + OSL / 2 tokens on average (vLLM allocates a
+    # request's blocks as it decodes: performance.requests_in_flight), the occupancy ``most`` is the pool's at;
+    # planned at the full ISL + OSL each, a replica count the pool holds was answered with a pool DoesNotFit
+    final = plan(model, shape.gpu, _serving(base, shape), Workload(in_flight, isl + osl // 2))
     return PoolPlan("decode", shape, n, rate, capacity, in_flight, None, tpot, 0.0, final)
 
 

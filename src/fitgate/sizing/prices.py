@@ -51,7 +51,9 @@ class PriceTable:
         if not rows:
             return f"no list price for {gpu} (equal prices assumed in rankings; give --gpu-hour-price)"
         clouds = ", ".join(f"{r.cloud} {r.usd_per_gpu_hour:g}" for r in rows)
-        return f"median on-demand list price of {len(rows)} clouds as of {self.as_of} ({clouds}); data/gpu_prices.json"
+        dates = sorted({r.date for r in rows})  # hunt95 F7: the rows' own dates, not the table's
+        when = f"as of {dates[0]}" if len(dates) == 1 else f"dated {dates[0]} to {dates[-1]}"
+        return f"median on-demand list price of {len(rows)} clouds {when} ({clouds}); data/gpu_prices.json"
 
 
 @lru_cache(maxsize=1)

@@ -551,7 +551,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
                 f"argument {word[:80]!r} is one word holding a space, which vLLM's parser refuses (unrecognized "
                 f"arguments): {fix}"
             )
-        split = name in SPLIT_SPECULATIVE  # --spec-tokens 3: merged into --speculative-config's JSON (hunt94 F5)
+        split = name.replace("_", "-") in SPLIT_SPECULATIVE  # --spec-tokens 3: into --speculative-config's JSON
         name = long_name(name)
         if "." in name and name.startswith("-"):  # --speculative-config.method mtp
             if not eq:

@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE
+
 
 def long_flag(key: str) -> str:
     """``--key`` with underscores read as dashes before any dot, as vLLM's parser reads a flag's name."""
@@ -71,11 +73,13 @@ def config_file_flags(data: object) -> dict[str, str]:
     if not isinstance(data, dict):
         return flags
     dotted: dict[str, dict[str, Any]] = {}
+    split: dict[str, dict[str, Any]] = {}
     for key, value in data.items():
         name = long_flag(str(key))
-        if "." in name:  # `speculative-config.method: mtp`: vLLM's parser folds it as on the command line (hunt94 F2)
+        if "." in name or name in SPLIT_SPECULATIVE:  # `speculative-config.method: mtp`, `spec-tokens: 3`: as on the
+            # command line, vLLM folds a dotted key (hunt94 F2) and sets a split one in the JSON beside it (hunt95 F2)
             text = value if isinstance(value, str) else json.dumps(value)
-            merge_dotted(dotted, name, text)
+            merge_dotted(split if name in SPLIT_SPECULATIVE else dotted, ALIASES.get(name, name), text)
             continue
         if isinstance(value, bool):
             if value:
@@ -87,6 +91,8 @@ def config_file_flags(data: object) -> dict[str, str]:
         flags[name] = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
     for head, tree in dotted.items():  # after the file's other keys, as vLLM appends them: they replace a whole JSON
         flags[head] = json.dumps(tree)
+    for head, tree in split.items():
+        flags[head] = json.dumps({**json_object_or_empty(flags.get(head)), **tree})
     return flags
 
 

@@ -151,13 +151,13 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
             if flags.get("--pipeline-parallel-size", "1").isdigit()
             else 1
         )
-        pods = max(1, -(-(tp * pp) // per_pod)) if per_pod else 1
         ray_dp = flags.get("--data-parallel-size", "1")
-        if ray_dp.isdigit() and int(ray_dp) > 1 and "--data-parallel-rank" not in flags:
-            # Ray Serve LLM's data parallelism: each Serve replica is one DP rank of TP x PP GPUs (its DPServer sets
-            # data_parallel_rank, as vLLM's external load balancing), placed on the worker pods by Ray (hunt93 F1:
-            # all 16 ranks were counted against one 8-GPU pod, DoesNotFit)
-            flags["--data-parallel-rank"] = "0"
+        # Ray Serve LLM's data parallelism: each Serve replica is one DP rank of TP x PP GPUs (its DPServer sets
+        # data_parallel_rank), Ray placing the ranks over the worker pods: the DP group spans as many pods as its
+        # dp x TP x PP GPUs fill (hunt93 F1: 16 ranks were counted against one 8-GPU pod; hunt95 F5: a rank of TP 8
+        # over pods of 4 was DoesNotFit)
+        group = tp * pp * (int(ray_dp) if ray_dp.isdigit() and "--data-parallel-rank" not in flags else 1)
+        pods = max(1, -(-group // per_pod)) if per_pod else 1
         args = [f"{k}={v}" if v != "true" else k for k, v in flags.items()]
         pin = config.get(VLLM_PIN)
         env = [*as_list(base.get("env")), *([{"name": "VLLM_VERSION", "value": pin}] if pin else [])]

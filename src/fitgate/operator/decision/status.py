@@ -105,8 +105,9 @@ def performance_text(p: PerformanceStatus, ttft_target_ms: float | None, tpot_ta
     )
     if p.saturated:
         text += "; saturated: the request rate is more than the replicas serve"
-    if p.meets_targets is None:
-        return text
+    if p.meets_targets is None:  # no targets: with a rate, the replicas that absorb it (hunt95 F9)
+        absorb = p.replicas_for_targets
+        return text if absorb is None else text + f"; {absorb} replica{'s' if absorb != 1 else ''} absorb the rate"
     targets = [f"{name} <= {ms:g} ms" for name, ms in (("TTFT", ttft_target_ms), ("TPOT", tpot_target_ms)) if ms]
     at = f"{p.replicas} replica{'s' if p.replicas != 1 else ''}"
     text += f"; targets {', '.join(targets)}: {'met' if p.meets_targets else 'not met'} at {at}"
