@@ -312,9 +312,9 @@ def run_case(case: dict[str, Any], calibration: Path) -> Row:
         ok = result.verdict in (Verdict.FITS, Verdict.TIGHT)
     elif case["status"] == "failed_after_kv_sizing":
         ok = result.verdict is not Verdict.FITS
-    elif case["status"] == "failed_before_kv_sizing":
-        # the start failed before memory was sized, for another reason (``fitgate compare --as-case``
-        # names it in the notes): a denial for memory would be a denial for the wrong reason
+    elif case["status"] in ("failed_before_kv_sizing", "failed_non_memory"):
+        # the start failed before memory was sized, or after it for a reason that is not memory (``fitgate
+        # compare --as-case`` names it in the notes): a denial for memory would be a denial for the wrong reason
         ok = result.verdict is not Verdict.DOES_NOT_FIT
     else:
         ok = result.verdict is Verdict.DOES_NOT_FIT

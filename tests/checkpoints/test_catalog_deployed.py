@@ -68,9 +68,9 @@ def test_plans_offline_from_the_catalog(
 
 
 def test_a_miss_suggests_the_closest_entry_and_catalog_add() -> None:
-    text = not_in_catalog("meta-llama/Meta-Llama-3.1-8B-Instruct")
-    assert "did you mean meta-llama/Llama-3.1-8B-Instruct" in text
-    assert "`fitgate catalog add meta-llama/Meta-Llama-3.1-8B-Instruct --into DIR`" in text
+    text = not_in_catalog("mistralai/Mistral-7B-Instruct-v0.1")
+    assert "did you mean mistralai/Mistral-7B-Instruct-v0.3 or mistralai/Mistral-7B-Instruct-v0.2" in text
+    assert "`fitgate catalog add mistralai/Mistral-7B-Instruct-v0.1 --into DIR`" in text
 
 
 def test_a_qwen2_5_instruct_entry_keeps_the_hub_s_32k_context(
