@@ -699,3 +699,13 @@ def test_recommend_names_the_floor_of_a_target_no_replicas_can_meet(capsys: pyte
     assert (
         "one request alone takes at least TTFT" in doc["reason"] and "cannot be met by adding replicas" in doc["reason"]
     )
+
+
+def test_a_tensor_parallel_group_past_one_node_says_its_all_reduces_are_priced_on_the_gpus_link() -> None:
+    # hunt91 O9: TP 16 on H100s spans two 8-GPU nodes; the step model prices the all-reduces on NVLink, so the basis says
+    # so (not at TP 8, and not on a GB200 NVL72 rack, one NVLink domain of 72)
+    m = model("deepseek-ai/DeepSeek-V3")
+    wide = plan(m, lookup_gpu("H100"), ServingConfig(max_model_len=8192, tensor_parallel_size=16))
+    assert "TP 16 spans more than one 8-GPU node" in estimate(m, wide).basis
+    eight = plan(m, lookup_gpu("H200"), ServingConfig(max_model_len=8192, tensor_parallel_size=8))
+    assert "spans more than one" not in estimate(m, eight).basis

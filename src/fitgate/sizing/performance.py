@@ -434,6 +434,11 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
     )
 
 
+#: Tensor-parallel sizes past this span nodes on most systems (8 GPUs a node; GB200 / GB300 NVL72 racks excepted:
+#: one NVLink domain of 72); the step model prices TP all-reduces on the GPUs' own link (hunt91 O9).
+MULTI_NODE_TP = 8
+
+
 def estimate(
     model: ModelInput,
     result: Plan,
@@ -488,6 +493,12 @@ def estimate(
         f"estimated: vLLM step model (fixed + per-layer overhead + max(bytes / bandwidth, FLOPs / peak)) "
         f"fitted on published vLLM measurements; {cal.basis}"
         + ("" if split else "; input/output split not given: decode at context_tokens, no prefill in the steps")
+        + (
+            f"; TP {rs.tensor_parallel_size} spans more than one 8-GPU node on most systems: the all-reduces are "
+            "priced on the GPUs' own link, not the network between nodes (multi-node TP is slower)"
+            if rs.tensor_parallel_size > MULTI_NODE_TP and not result.gpu.name.startswith(("GB200", "GB300"))
+            else ""
+        )
     )
     return Performance(
         decode_tokens_per_s=state.decode_tokens_per_s,
