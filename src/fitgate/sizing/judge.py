@@ -73,15 +73,19 @@ def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g
     """
     if not hard or any(r.code not in _KV_SHORT for r in hard) or g.weights_bytes > g.budget_bytes:
         return None
+    return _tight_within_band(hard[0], kv.one_request_bytes - worst.available_kv_bytes, "short", worst, g)
+
+
+def _tight_within_band(denial: Reason, miss_bytes: int, word: str, worst: RankPlan, g: PerGpu) -> Reason | None:
+    """``denial`` as Tight when it misses by no more than the fitted terms' band (:func:`_estimate_band`), else None."""
     fitted, margin = _estimate_band(worst, g)
-    short = kv.one_request_bytes - worst.available_kv_bytes
-    if short > margin:
+    if miss_bytes > margin:
         return None
     return Reason(
         ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR,
-        f"{hard[0].message}; {fmt_gib(short)} short, within the error of fitgate's fitted activation, non-torch and "
-        f"CUDA-graph terms ({fmt_gib(fitted)} here, +/- {fmt_gib(margin)} on the calibration runs): vLLM may start "
-        "or refuse, so it is not denied",
+        f"{denial.message}; {fmt_gib(miss_bytes)} {word}, within the error of fitgate's fitted activation, non-torch "
+        f"and CUDA-graph terms ({fmt_gib(fitted)} here, +/- {fmt_gib(margin)} on the calibration runs): vLLM may "
+        "start or refuse, so it is not denied",
     )
 
 
@@ -96,16 +100,7 @@ def _stated_kv_within_estimate_error(over: Reason, kv_bytes: int, worst: RankPla
     room = g.capacity_bytes - CUDA_CONTEXT_BYTES
     if g.weights_bytes + kv_bytes > room:
         return None
-    fitted, margin = _estimate_band(worst, g)
-    excess = g.budget_bytes - room
-    if excess > margin:
-        return None
-    return Reason(
-        ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR,
-        f"{over.message}; {fmt_gib(excess)} over, within the error of fitgate's fitted activation, non-torch and "
-        f"CUDA-graph terms ({fmt_gib(fitted)} here, +/- {fmt_gib(margin)} on the calibration runs): vLLM may start "
-        "or refuse, so it is not denied",
-    )
+    return _tight_within_band(over, g.budget_bytes - room, "over", worst, g)
 
 
 def prejudge(
