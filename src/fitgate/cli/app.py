@@ -27,7 +27,7 @@ from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.workloads.argv import long_name
 from fitgate.workloads.bounds import configure as configure_budgets
-from fitgate.workloads.flagvalues import json_object_or_empty, merge_dotted
+from fitgate.workloads.flagvalues import merge_dotted, with_keys
 from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical
 
 
@@ -87,8 +87,7 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
         tree,
     ) in split.items():  # set in the JSON beside them, as vLLM does (engine/arg_utils.py 0.34.0 L2140-2154)
         at = len(out) - 1 - out[::-1].index(head) if head in out else -1
-        whole = json_object_or_empty(out[at + 1] if 0 <= at < len(out) - 1 else None)
-        out += [head, json.dumps({**whole, **tree})]
+        out += [head, with_keys(out[at + 1] if 0 <= at < len(out) - 1 else None, tree)]
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from fitgate.workloads import shellmath, shellwords
 from fitgate.workloads.bounds import ExpansionBudget, check_script
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
-from fitgate.workloads.flagvalues import json_object_or_empty, merge_dotted
+from fitgate.workloads.flagvalues import merge_dotted, with_keys
 from fitgate.workloads.reading import WorkloadError
 from fitgate.workloads.vllm_flags import (
     ALIASES,
@@ -581,7 +581,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
     for head, tree in dotted.items():  # appended after every other flag, as vLLM does: they win
         flags[_unabbreviated(long_name(head))] = json.dumps(tree)
     for head, tree in spec_split.items():  # the split flags land in the JSON (engine/arg_utils.py 0.34.0 L2140-2154)
-        flags[head] = json.dumps({**json_object_or_empty(flags.get(head)), **tree})
+        flags[head] = with_keys(flags.get(head), tree)
     return EngineCommand(how, model, flags, tuple(words), unresolved=tuple(unresolved))
 
 

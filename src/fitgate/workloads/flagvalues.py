@@ -53,13 +53,17 @@ def merge_dotted(dotted: dict[str, dict[str, Any]], name: str, text: str) -> Non
         node[last] = value
 
 
-def json_object_or_empty(text: str | None) -> dict[str, Any]:
-    """``text`` as a JSON object, else an empty one (a flag's whole JSON that split keys are merged into)."""
+def with_keys(text: str | None, keys: dict[str, Any]) -> str:
+    """``keys`` set in the JSON object ``text`` (a flag's whole JSON; not one: an empty one), as JSON.
+
+    vLLM sets the split speculative flags' keys in the ``--speculative-config`` JSON beside them (engine/arg_utils.py
+    0.34.0 L2140-2154).
+    """
     try:
         data = json.loads(text) if text and len(text) <= 65536 else None
     except (ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = None
+    return json.dumps({**(data if isinstance(data, dict) else {}), **keys})
 
 
 def config_file_flags(data: object) -> dict[str, str]:
@@ -92,7 +96,7 @@ def config_file_flags(data: object) -> dict[str, str]:
     for head, tree in dotted.items():  # after the file's other keys, as vLLM appends them: they replace a whole JSON
         flags[head] = json.dumps(tree)
     for head, tree in split.items():
-        flags[head] = json.dumps({**json_object_or_empty(flags.get(head)), **tree})
+        flags[head] = with_keys(flags.get(head), tree)
     return flags
 
 
