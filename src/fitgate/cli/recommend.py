@@ -20,7 +20,6 @@ from fitgate.sizing import (
     search,
 )
 from fitgate.sizing.capacity import check_targets
-from fitgate.sizing.cost import parse_gpu_prices
 from fitgate.sizing.instances import lookup_named_gpu
 from fitgate.sizing.performance import speed_load
 from fitgate.sizing.prices import price_table
@@ -47,19 +46,18 @@ def _listed_gpus(text: str | None, listed: GpuPrices) -> tuple[list[GpuModel], G
     return priced, listed, note
 
 
-def _price_basis(prices: GpuPrices | None, given: str | None) -> dict[str, str]:
-    """GPU name -> where its price comes from: ``--gpu-hour-price``, else its row of the dated table (hunt91 O11)."""
+def _price_basis(prices: GpuPrices | None, flagged: GpuPrices | None) -> dict[str, str]:
+    """GPU name -> where its price comes from (hunt91 O11).
+
+    ``--gpu-hour-price`` (``flagged``, parsed once by the caller), else the product's row of the dated table.
+    """
     if prices is None:
         return {}
     if prices.default is not None:  # one --gpu-hour-price for every GPU
         return {g.name: "--gpu-hour-price" for g in gpu_catalog()}
-    flagged = parse_gpu_prices(given) if given else None
+    given = dict(flagged.per_gpu) if flagged is not None else {}
     table = price_table()
-    out: dict[str, str] = {}
-    for name, _ in prices.per_gpu:
-        overridden = flagged is not None and (flagged.default is not None or name in dict(flagged.per_gpu))
-        out[name] = "--gpu-hour-price" if overridden else table.basis(name)
-    return out
+    return {name: "--gpu-hour-price" if name in given else table.basis(name) for name, _ in prices.per_gpu}
 
 
 def _gpu_list(text: str | None, prices: GpuPrices | None) -> list[GpuModel]:
@@ -96,7 +94,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     facts = resolve(args.model, source=args.source)
     model = to_model_input(facts)
     utilization = check_utilization(args.utilization)
-    prices = prices_of(args)
+    prices = flagged = prices_of(args)
     gpu_list, price_note = None, None
     if (prices is None or prices.default is None) and (listed := list_prices_of(args)) is not None:
         merged = merged_prices(args) or listed  # per-product --gpu-hour-price overrides its rows (hunt91 G4)
@@ -127,7 +125,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         vllm_version=args.vllm_version,
         speed_load=load,
         targets=targets,
-        price_basis=_price_basis(prices, args.gpu_hour_price),
+        price_basis=_price_basis(prices, flagged),
     )
     doc = {
         "model": model.name,
