@@ -20,7 +20,7 @@ from fitgate.sizing.instances import larger_namesake
 from fitgate.sizing.performance import speed_load
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import Plan, Reason
-from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, other_releases, resolve_release
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, first_admitting, resolve_release
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -92,18 +92,19 @@ def _release_unknown(
     version = serving.vllm_version
     if result.verdict is not Verdict.DOES_NOT_FIT or version is None or resolve_release(version).named:
         return None
-    for release in other_releases(version):
-        try:
-            other = plan(model, gpu, replace(serving, vllm_version=release), workload)
-        except SizingError:  # a setting that release does not take
-            continue
-        if other.verdict in (Verdict.FITS, Verdict.TIGHT):
-            return (
-                f"verdict Unknown: --vllm-version {version!r} names no release; sized as {DEFAULT_VLLM_VERSION}, the "
-                f"newest modelled, it does not fit, but as vLLM {release} it is {other.verdict.value}; pass the "
-                "image's release to size it exactly"
-            )
-    return None
+    found = first_admitting(
+        version,
+        lambda release: plan(model, gpu, replace(serving, vllm_version=release), workload),
+        lambda other: other.verdict in (Verdict.FITS, Verdict.TIGHT),
+    )
+    if found is None:
+        return None
+    release, other = found
+    return (
+        f"verdict Unknown: --vllm-version {version!r} names no release; sized as {DEFAULT_VLLM_VERSION}, the "
+        f"newest modelled, it does not fit, but as vLLM {release} it is {other.verdict.value}; pass the "
+        "image's release to size it exactly"
+    )
 
 
 def _speed_backend(

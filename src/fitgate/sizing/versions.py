@@ -9,10 +9,13 @@ Source: the official PyPI wheels of every release from 0.10.2 to 0.34.0 except 0
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fitgate.sizing.errors import SizingError
+
+T = TypeVar("T")
 
 #: The newest release whose accounting fitgate models (read from its wheel): the default of ``plan``,
 #: what ``latest`` / ``nightly`` image tags mean, and how a newer release is sized (with a note).
@@ -281,6 +284,22 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
             f"sized with {DEFAULT_VLLM_VERSION}'s accounting (review its changes with scripts/vllm_release_diff.py)",
         )
     return Release(version, version)
+
+
+def first_admitting(text: str | None, attempt: Callable[[str], T], admits: Callable[[T], bool]) -> tuple[str, T] | None:
+    """The newest of :func:`other_releases` whose ``attempt`` ``admits``, and that attempt; None when none does.
+
+    A :class:`SizingError` of an attempt (a setting that release does not take: a V0-only flag, a quantization it
+    lacks) passes that release over. One rule for the operator's ReleaseUnknown and ``fitgate plan``'s (hunt82 F2).
+    """
+    for release in other_releases(text):
+        try:
+            result = attempt(release)
+        except SizingError:
+            continue
+        if admits(result):
+            return release, result
+    return None
 
 
 def other_releases(text: str | None) -> Iterator[str]:

@@ -20,7 +20,7 @@ from fitgate.operator.schema.api import ModelDeploymentSpec
 from fitgate.sizing import ModelInput, Plan, ReasonCode, ServingConfig, SizingError, Verdict, Workload, plan
 from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.units import MiB, fmt_gib
-from fitgate.sizing.versions import other_releases
+from fitgate.sizing.versions import first_admitting
 
 _RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
 
@@ -131,14 +131,11 @@ def admitted_by_another_release(
     budget leaves CUDA graphs out; sized as 0.34.0 a 32k Llama-3.1-70B-FP8 on one H100 was DoesNotFit, as 0.19.1 Tight):
     a misfit only some release shows is not one fitgate can show. None when every release denies it.
     """
-    for release in other_releases(serving.vllm_version):
-        try:
-            other = plan_on_pool(model, pool, replace(serving, vllm_version=release), workload, share)
-        except SizingError:  # a setting that release does not take (a V0-only flag, a quantization it lacks)
-            continue
-        if other.verdict in (Verdict.FITS, Verdict.TIGHT):
-            return release, other
-    return None
+    return first_admitting(
+        serving.vllm_version,
+        lambda release: plan_on_pool(model, pool, replace(serving, vllm_version=release), workload, share),
+        lambda other: other.verdict in (Verdict.FITS, Verdict.TIGHT),
+    )
 
 
 def plan_on_pool(
