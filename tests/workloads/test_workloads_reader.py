@@ -325,6 +325,31 @@ def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
     assert huge is not None and huge.invalid is not None and "holds more than 262144 bytes" in huge.invalid
 
 
+def test_a_config_file_turns_a_switch_off_as_the_release_reads_it() -> None:
+    # hunt99 F1: `no-enable-chunked-prefill: true` is `--no-enable-chunked-prefill` in every release
+    # (argparse_utils.py 0.34.0 L654-656 appends `--` + key); `enable-chunked-prefill: false` is `--no-...` only from
+    # 0.28.0 (L657-658; vLLM PR 51573), 0.27.0 dropped it. A false value of a valued flag is dropped in all.
+    def read(image: str, text: str) -> dict[str, object]:
+        container = {
+            "name": "vllm",
+            "image": image,
+            "args": ["--config", "/etc/vllm/config.yaml"],
+            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        }
+        obj = deployment(container, volumes=[{"name": "cfg", "configMap": {"name": "vllm-config"}}])
+        r = read_workload(obj, {"vllm-config": {"config.yaml": "model: Qwen/Qwen3-8B\n" + text}})
+        assert r is not None and r.unknown is None and r.invalid is None, r
+        return dict(r.serving)
+
+    off = {"enableChunkedPrefill": False}
+    assert read("vllm/vllm-openai:v0.19.1", "no-enable-chunked-prefill: true\n") == off
+    assert read("vllm/vllm-openai:v0.28.0", "enable-chunked-prefill: false\n") == off
+    assert read("vllm/vllm-openai:latest", "enable_chunked_prefill: false\n") == off
+    assert read("vllm/vllm-openai:v0.27.0", "enable-chunked-prefill: false\n") == {}
+    assert read("vllm/vllm-openai:v0.34.0", "kv-cache-dtype: false\nno-enforce-eager: false\n") == {}
+
+
 def test_memory_env_vars_are_noted() -> None:
     r = read_workload(
         deployment(

@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE
+from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, vllm_flags
 
 
 def long_flag(key: str) -> str:
@@ -66,12 +66,14 @@ def with_keys(text: str | None, keys: dict[str, Any]) -> str:
     return json.dumps({**(data if isinstance(data, dict) else {}), **keys})
 
 
-def config_file_flags(data: object) -> dict[str, str]:
-    """The flags of a ``--config`` YAML mapping, read as vLLM 0.33 does.
+def config_file_flags(data: object, *, falses: bool = True) -> dict[str, str]:
+    """The flags of a ``--config`` YAML mapping, read as vLLM 0.34 does.
 
-    Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``; a false
-    boolean is left out; a mapping is its JSON), vllm/utils/argparse_utils.py 0.33.0 ``load_config_file``
-    L653-671.
+    Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``, so ``no-key: true`` is
+    ``--no-key``, the switch off; a mapping is its JSON), vllm/utils/argparse_utils.py 0.34.0 ``load_config_file``
+    L653-673. ``key: false`` turns a switch off (``--no-key``, L657-658) from 0.28.0 (vLLM PR 51573; 0.27.0
+    and earlier drop it, L618-619 there): ``falses=False`` reads a file for those releases. A false value of a
+    flag that takes a value is left out, as vLLM does (it registers no ``--no-`` twin for it).
     """
     flags: dict[str, str] = {}
     if not isinstance(data, dict):
@@ -86,8 +88,12 @@ def config_file_flags(data: object) -> dict[str, str]:
             merge_dotted(split if name in SPLIT_SPECULATIVE else dotted, ALIASES.get(name, name), text)
             continue
         if isinstance(value, bool):
-            if value:
+            if value and name.startswith("--no-"):
+                flags["--" + name[5:]] = "false"  # hunt99 F1: `no-enable-prefix-caching: true`, as the recipes write
+            elif value:
                 flags[name] = "true"
+            elif falses and not name.startswith("--no-") and vllm_flags().get(name) is False:
+                flags[name] = "false"
             continue
         if isinstance(value, dict):  # nested dicts become JSON (``--speculative-config`` ...), as in vLLM
             flags[name] = json.dumps(value)
