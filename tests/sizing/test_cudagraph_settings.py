@@ -7,6 +7,10 @@ graphs (cudagraph_dispatcher.py); ``-O0`` sets mode NONE (OPTIMIZATION_LEVEL_00)
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.cudagraphs import (
     FIRST_CAPTURE_MOE_BYTES,
@@ -78,6 +82,21 @@ def test_flags_as_vllm_reads_them() -> None:
     read = graph_flags(cmd.flags)
     assert (read.mode, read.capture_sizes) == ("PIECEWISE", (1, 8))
     assert graph_flags({"--max-cudagraph-capture-size": "64"}).max_capture_size == 64
+
+
+def test_o_as_vllm_0_11_compilation_config_alias() -> None:
+    # hunt94 F9: up to 0.11 `-O` was --compilation-config's alias (engine/arg_utils.py 0.11.0), so `-O '{json}'` and
+    # `-O.key=value` are its JSON; `plan` exited 2 on them (argparse choices 0-3) and check sized vLLM's default
+    for argv in (["M", "-O", '{"cudagraph_mode": "NONE"}'], ["M", "-O.cudagraph_mode=NONE"]):
+        assert graph_flags(parse_engine_argv("serve", argv).flags).mode == "NONE", argv
+    from fitgate.cli.app import main  # noqa: PLC0415
+
+    for value in ('{"cudagraph_mode": "NONE"}', ".cudagraph_mode=NONE"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--vllm-version", "0.11.0", "-O", value,
+                       "--output", "json"])  # fmt: skip
+        assert rc == 0 and json.loads(out.getvalue())["per_gpu"]["cuda_graph_bytes"] == 0, value
 
 
 def test_what_cannot_be_read_is_said_and_sized_at_the_default() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from typing import Any
 
 from fitgate.checkpoints import ModelFacts
@@ -41,6 +42,7 @@ from fitgate.sizing.serving import MAX_REPLICAS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
 from fitgate.sizing.units import GiB, parse_size
 from fitgate.workloads.flags import POOLING_TASKS
+from fitgate.workloads.flagvalues import merge_dotted
 
 
 def gpu_of(args: argparse.Namespace) -> GpuModel:
@@ -65,12 +67,23 @@ def gpu_of(args: argparse.Namespace) -> GpuModel:
 
 def _graph_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The CUDA-graph flags as ServingConfig fields, read as the workload path reads a container's."""
+    level = getattr(args, "optimization_level", None)
+    config = getattr(args, "compilation_config", None)
+    if level is not None and level.strip() not in ("0", "1", "2", "3"):  # vLLM <= 0.11's -O: --compilation-config
+        if level.lstrip().startswith("{"):
+            config = level
+        else:  # -O.cudagraph_mode=FULL: a dotted key, which replaces a whole JSON as vLLM's parser does
+            dotted: dict[str, dict[str, Any]] = {}
+            key, _, value = level.strip().partition("=")
+            merge_dotted(dotted, "--compilation-config" + key, value)
+            config = json.dumps(dotted.get("--compilation-config", {}))
+        level = None
     flags = {
         flag: value
         for flag, value in (
-            ("--compilation-config", getattr(args, "compilation_config", None)),
+            ("--compilation-config", config),
             ("--max-cudagraph-capture-size", getattr(args, "max_cudagraph_capture_size", None)),
-            ("--optimization-level", getattr(args, "optimization_level", None)),
+            ("--optimization-level", level),
         )
         if value is not None
     }

@@ -94,6 +94,19 @@ def _hf_overrides(text: str) -> dict[str, object]:
     return value
 
 
+def _optimization_level(text: str) -> str:
+    """``-O``: a level ``0``-``3`` (vLLM 0.12+), or the ``--compilation-config`` it aliased up to 0.11.
+
+    A JSON object or ``.key=value`` (``-O.cudagraph_mode=FULL``; engine/arg_utils.py 0.11.0
+    ``add_argument("--compilation-config", "-O")``, hunt94 F9), read as that flag.
+    """
+    if text.strip() in ("0", "1", "2", "3") or text.lstrip().startswith(("{", ".")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text[:80]!r} (choose from '0', '1', '2', '3'; up to vLLM 0.11 a compilation-config JSON)"
+    )
+
+
 def _max_model_len_or_auto(text: str) -> int | str:
     """``plan --max-model-len``: :func:`_human_int`, or ``auto`` / ``-1`` (the longest that fits, vLLM 0.14+)."""
     if text.strip().lower() in ("auto", "-1"):
@@ -223,7 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-cudagraph-capture-size", type=_int, help="the largest captured batch (default 2 x seqs)")
     p.add_argument(
-        "--optimization-level", "-O", choices=("0", "1", "2", "3"), help="vLLM's -O<n>: -O0 captures no CUDA graphs"
+        "--optimization-level",
+        "-O",
+        type=_optimization_level,
+        help="vLLM's -O<n>: -O0 captures no CUDA graphs (up to 0.11: the --compilation-config JSON it was an alias of)",
     )
     p.add_argument(
         "--use-v1",

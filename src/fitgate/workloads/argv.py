@@ -533,10 +533,11 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             # -O3, -O=3: the optimization level (FlexibleArgumentParser, utils/argparse_utils.py 0.25.0 L322-333)
             flags["--optimization-level"] = word[3:] if word[2:3] == "=" else word[2:]
             continue
-        if word == "-O" and i < len(words) and words[i] in ("0", "1", "2", "3"):
-            flags["--optimization-level"] = words[i]
-            i += 1
+        if word == "-O" and i < len(words) and (words[i] in ("0", "1", "2", "3") or words[i].lstrip().startswith("{")):
+            flags["--optimization-level" if words[i][:1].isdigit() else "--compilation-config"] = words[i]  # <= 0.11:
+            i += 1  # `-O '{json}'` and `-O.key=value` were --compilation-config (arg_utils.py 0.11.0; hunt94 F9)
             continue
+        word = "--compilation-config" + word[2:] if word.startswith("-O.") else word
         name, eq, value = word.partition("=")
         if any(c.isspace() for c in name) and name.startswith("--"):
             # hunt55 F1: a YAML item `- --tensor-parallel-size 2 # on 2 GPUs` is one argv word; argparse takes a word
