@@ -425,6 +425,7 @@ def test_every_object_not_sized_gets_a_skipped_line_with_why(
             "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}},
         },
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}},
+        {"servingEngineSpec": {"modelSpec": []}},  # hunt99 G1: a chart's values file, not rendered
     ]
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump_all(docs))
@@ -437,6 +438,9 @@ def test_every_object_not_sized_gets_a_skipped_line_with_why(
         + ")",
         f"{path}#1: shop/web: Skipped: runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)",
         f"{path}#2: default/cfg: Skipped: a ConfigMap: read into the workloads of this manifest set that use it",
+        f"{path}#3: default/?: Skipped: kind (none) is not one fitgate reads ("
+        + ", ".join(k.kind for k in KINDS)
+        + "); a Helm values file? render the chart first: helm template NAME CHART -f FILE | fitgate check -",
     ]
 
 
