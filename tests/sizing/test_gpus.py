@@ -69,6 +69,12 @@ def test_catalog_entries_are_sane() -> None:
         ("Tesla-T4", "T4", 14.74),
         ("NVIDIA-GeForce-RTX-3090", "RTX-3090", 23.58),
         ("NVIDIA-H100-80GB-HBM3-SHARED", "H100-SXM", 79.19),
+        # the board names write-ups and benchmark tables use (a user's --gpu), each once Unknown
+        ("H100 SXM5", "H100-SXM", 79.19),
+        ("H200 SXM", "H200", 139.81),
+        ("RTX PRO 6000 Blackwell", "RTX-PRO-6000", 94.97),
+        ("RTX PRO 6000 Blackwell Max-Q", "RTX-PRO-6000", 94.97),
+        ("MI300X OAM", "MI300X", 191.98),
     ],
 )
 def test_gfd_product_strings_resolve(label: str, name: str, gib: float) -> None:
