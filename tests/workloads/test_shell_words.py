@@ -193,6 +193,29 @@ def test_an_unquoted_default_with_a_blank_leaves_no_mark() -> None:
     assert all(OPEN not in v and "\x02" not in v for v in flags.values()) and flags["--max-model-len"] == "512"
 
 
+def test_an_alternative_value_holds_flags_where_its_variable_is_set() -> None:
+    # `${LEN:+--max-model-len $LEN}` (bash(1), "Parameter Expansion": the word where LEN is set and not empty, else
+    # nothing), nested `${TP:+-tp=${TP}}`; unquoted, the word's fields are split as the shell splits them. They were a
+    # word fitgate could not read (Unknown): the lexer parted `${LEN:+--max-model-len` from `$LEN}` at the blank
+    script = "exec vllm serve M ${LEN:+--max-model-len $LEN} ${TP:+--tensor-parallel-size=${TP}} ${GMU:+-x $GMU}"
+    flags = flags_of(script, {"LEN": "8192", "TP": "2", "GMU": ""})
+    assert flags == {"--max-model-len": "8192", "--tensor-parallel-size": "2"}
+    assert flags_of(script, {}) == {}  # none set: no flag at all
+    # `+` without `:` takes an empty value as set; a default's own reference is read too
+    assert flags_of("exec vllm serve M ${E+--enforce-eager} --max-model-len ${N:-${M}}", {"E": "", "M": "64"}) == {
+        "--enforce-eager": "true",
+        "--max-model-len": "64",
+    }
+    # the word of a set variable holds an unknown one: left for the reader to name, never sized on a guess
+    engine = find_engine_command(
+        ["/bin/sh", "-c"],
+        ["exec vllm serve M ${LEN:+--max-model-len $SECRET_LEN}"],
+        {"LEN": "1"},
+        image_entrypoint=False,
+    )
+    assert engine is not None and engine.flags["--max-model-len"] == "$SECRET_LEN"  # as `--max-model-len $SECRET_LEN`
+
+
 def _deployment(script: str) -> dict[str, object]:
     container = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.0", "command": ["sh", "-c"], "args": [script]}
     container["resources"] = {"limits": {"nvidia.com/gpu": 1}}

@@ -12,6 +12,7 @@ from typing import Any
 
 from fitgate.workloads import shellmath
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget
+from fitgate.workloads.shellwords import closing_brace
 
 # ---------------------------------------------------------------------------------------------
 # Kubernetes' $(VAR) expansion
@@ -141,27 +142,60 @@ def container_env(
     return out
 
 
-# $VAR, ${VAR} and ${VAR-word} / ${VAR:-word} / ${VAR=word} / ${VAR:=word} (a default without `$` of its own)
-_SHELL_REF = re.compile(
-    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}$]{0,256}))?\}|\$([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])"
-)
+_NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The operators of ``${NAME op word}`` fitgate expands: a default (``-``, ``=``) or an alternative (``+``), with ``:``
+#: also for an empty value (bash(1), "Parameter Expansion"); any other (``${#X}``, ``${X%y}``) stays as written.
+_OPERATOR = re.compile(r":?[-=+]")
+#: The most levels of ``${A:+... ${B:-...} ...}`` read inside one another; deeper ones stay as written.
+MAX_SHELL_DEPTH = 4
 
 
-def _shell_value(m: re.Match[str], env: Mapping[str, str]) -> str | None:
-    """The value of one ``$VAR`` / ``${VAR...}`` as bash gives it; None (kept as written) when unknown."""
-    name = m.group(1) or m.group(4)
-    value = env.get(name)
-    op = m.group(2)
-    if op is None:
-        return value
-    if value is not None and (value != "" or not op.startswith(":")):
-        return value
-    return m.group(3) or ""  # unset (or empty with `:`): the default
+def _expand_shell(text: str, env: Mapping[str, str], budget: ExpansionBudget, depth: int) -> str:
+    """``text`` with its ``$NAME`` / ``${NAME}`` / ``${NAME op word}`` expanded over ``env``; unknown ones as written.
+
+    A substituted value is not read again (the shell expands once); an operator's word is expanded only where it is the
+    result, so ``${LEN:+--max-model-len $LEN}`` needs LEN alone.
+    """
+    parts: list[str] = []
+    at = i = 0
+    while (i := text.find("$", i)) >= 0:
+        got: str | None = None
+        end = i + 1
+        if text.startswith("${", i):
+            close = closing_brace(text, i + 2)
+            name = _NAME_AT.match(text, i + 2)
+            if close > 0 and name is not None:
+                end = close + 1
+                value = env.get(name.group(0))
+                rest = text[name.end() : close]
+                op = _OPERATOR.match(rest)
+                if not rest:
+                    got = value
+                elif op is not None and depth < MAX_SHELL_DEPTH:
+                    is_set = value is not None and (value != "" or not op.group(0).startswith(":"))
+                    word = rest[op.end() :]
+                    if op.group(0).endswith("+"):  # the word where set (not empty, with `:`), else nothing
+                        got = _expand_shell(word, env, budget, depth + 1) if is_set else ""
+                    else:  # the value where set, else the default word
+                        got = value if is_set else _expand_shell(word, env, budget, depth + 1)
+        elif (name := _NAME_AT.match(text, i + 1)) is not None:
+            end = name.end()
+            got = env.get(name.group(0))
+        if got is not None:
+            budget.spend(len(got), "$VAR in sh -c")
+            parts += [text[at:i], got]
+            at = end
+        i = end
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def expand_shell(word: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> str:
-    """``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` of a known variable, as the shell would; unknown ones stay."""
-    return _expand(_SHELL_REF, word, lambda m: _shell_value(m, env), budget, "$VAR in sh -c")
+    """``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` / ``${VAR:+word}`` of a known variable, as the shell would.
+
+    Unknown ones stay as written, for the reader to name. Bytes copied out of variables count against ``budget``.
+    """
+    return _expand_shell(word, env, budget or ExpansionBudget(), 0)
 
 
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 #: Marks around an unquoted variable reference, from before ``shlex`` to after expansion (control characters no
 #: shell script of a manifest holds; the YAML reader refuses them in a plain scalar).
 OPEN, CLOSE = "\x01", "\x02"
+#: A blank inside an unquoted ``${NAME op word}`` (``${LEN:+--max-model-len $LEN}``), kept from the lexer's split so the
+#: reference stays one word until it is expanded; a blank of the expansion's fields after it (:func:`split_fields`).
+BLANK = "\x04"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME = _NAME_START | frozenset("0123456789")
 _BLANKS = frozenset(" \t\n")
@@ -56,7 +59,7 @@ def mark_unquoted(text: str) -> str:
         if ch == "$" and not quote and i + 1 < n:
             end = _reference_end(text, i)
             if end > i:
-                out += [OPEN, text[i:end], CLOSE]
+                out += [OPEN, "".join(BLANK if c in _BLANKS else c for c in text[i:end]), CLOSE]
                 i = end
                 continue
         out.append(ch)
@@ -64,15 +67,32 @@ def mark_unquoted(text: str) -> str:
     return "".join(out)
 
 
+#: The longest ``${...}`` read as one reference (bash sets no bound; a default of a few flags fits).
+MAX_REFERENCE_CHARS = 512
+
+
+def closing_brace(text: str, start: int) -> int:
+    """The index of the ``}`` closing the ``${`` before ``start`` (nested ones counted), or -1.
+
+    Looked for within :data:`MAX_REFERENCE_CHARS`, with ``str.find``: a run of unclosed ``${`` stays linear.
+    """
+    limit = min(len(text), start + MAX_REFERENCE_CHARS)
+    depth, j = 1, start
+    while (close := text.find("}", j, limit)) >= 0:
+        depth += text.count("${", j, close) - 1
+        if depth == 0:
+            return close
+        j = close + 1
+    return -1
+
+
 def _reference_end(text: str, i: int) -> int:
     """The end of the named variable reference at ``text[i] == "$"``, else ``i`` (not a named reference)."""
     nxt = text[i + 1]
     if nxt == "{":
-        close = text.find("}", i + 2)
-        if close < 0 or not text[i + 2 : i + 3] or text[i + 2] not in _NAME_START:
-            return i
-        if any(c in _BLANKS for c in text[i:close]):
-            return i  # `${X:-a b}`: the lexer splits it at the blank anyway; left as the shell-unaware reading had it
+        close = closing_brace(text, i + 2) if text[i + 2 : i + 3] and text[i + 2] in _NAME_START else -1
+        if close < 0 or any(c in text[i:close] for c in "'\"\\`\n"):
+            return i  # unclosed, or a quote or escape inside: left as the lexer splits it (`${X:-"a b"}`)
         return close + 1
     if nxt not in _NAME_START:
         return i
@@ -133,7 +153,7 @@ def plain(word: str) -> str:
 
 def unmark(word: str) -> str:
     """``word`` without the marks (an assignment's value is not split)."""
-    return word.replace(OPEN, "").replace(CLOSE, "")
+    return word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ")
 
 
 def split_fields(word: str) -> list[str]:
@@ -152,7 +172,7 @@ def split_fields(word: str) -> list[str]:
             inside = True
         elif ch == CLOSE:
             inside = False
-        elif inside and ch in _BLANKS:
+        elif inside and (ch in _BLANKS or ch == BLANK):
             if current or literal:
                 fields.append("".join(current))
             current, literal = [], False

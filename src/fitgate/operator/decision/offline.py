@@ -307,7 +307,9 @@ def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
             known = ", ".join(k.kind for k in KINDS)
             why = f"kind {kind or '(none)'} is not one fitgate reads ({known})"
             if not kind and "apiVersion" not in doc:  # hunt99 G1: a chart's values.yaml, given as it is
-                why += "; a Helm values file? render the chart first: helm template NAME CHART -f FILE | fitgate check -"
+                why += (
+                    "; a Helm values file? render the chart first: helm template NAME CHART -f FILE | fitgate check -"
+                )
         elif (group := other_group(doc)) is not None:
             why = f"{kind} of group {group} is not one fitgate reads (it reads {entry.group or 'core'}'s)"
         elif cpu_backend(doc):  # hunt27 O1: the reason, not "no vLLM server"
