@@ -37,7 +37,7 @@ def test_an_unquoted_variable_holding_flags_is_several_words_and_a_quoted_one_is
     assert flags["--max-model-len"] == "4096" and flags["--gpu-memory-utilization"] == "0.9"
     assert flags_of('X="-tp 2"; exec vllm serve Qwen/Qwen3-8B ${X}')["--tensor-parallel-size"] == "2"
     # quoted, the shell passes one word, which vLLM's parser refuses: still refused
-    from fitgate.workloads.argv import CommandError  # noqa: PLC0415
+    from fitgate.workloads.shellscript import CommandError  # noqa: PLC0415
 
     with pytest.raises(CommandError, match="one word holding a space"):
         flags_of('X="--max-model-len 4096"; exec vllm serve Qwen/Qwen3-8B "$X"')

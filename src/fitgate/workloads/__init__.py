@@ -4,11 +4,12 @@ Pure: reads Kubernetes objects as dicts and turns them into ModelDeployment spec
 Kubernetes client, no I/O (an import-linter contract keeps it so).
 """
 
-from fitgate.workloads.argv import CommandError, EngineCommand, find_engine_command, parse_engine_argv
+from fitgate.workloads.argv import EngineCommand, find_engine_command, parse_engine_argv
 from fitgate.workloads.expansion import expand_k8s
 from fitgate.workloads.podspec import release_of_image, vllm_image
 from fitgate.workloads.reader import KINDS, POD_TEMPLATE_PATHS, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.reading import Reading, WorkloadError
+from fitgate.workloads.shellscript import CommandError
 
 __all__ = [
     "KINDS",

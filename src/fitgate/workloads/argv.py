@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fitgate.workloads import shellmath, shellwords
-from fitgate.workloads.bounds import ExpansionBudget, check_script
-from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_k8s, expand_shell, with_arithmetic
+from fitgate.workloads import shellwords
+from fitgate.workloads.bounds import ExpansionBudget
+from fitgate.workloads.expansion import expand_k8s
 from fitgate.workloads.flagvalues import merge_dotted, with_keys
-from fitgate.workloads.reading import WorkloadError
+from fitgate.workloads.shellscript import CommandError, split_script
 from fitgate.workloads.vllm_flags import (
     ALIASES,
     NO_MEMORY_FLAGS,
@@ -194,11 +193,6 @@ def starts_ray(words: Sequence[str]) -> bool:
 
 
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
-_SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
-
-
-class CommandError(WorkloadError):
-    """A command line that cannot be read (an unclosed quote in a shell script), or that vLLM's parser refuses."""
 
 
 @dataclass(frozen=True)
@@ -320,109 +314,6 @@ def _with_params(words: list[str], params: list[str]) -> list[str]:
     return out
 
 
-def _split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> list[list[str]]:
-    """A shell script as its simple commands (split at ``;``, ``&&``, ``|``, newlines ...), words expanded.
-
-    Assignments (``START_RANK=$(( ... ))``, ``export A=1``) set variables for the commands after them and
-    are not commands themselves; ``$(( ... ))`` is evaluated over the variables known at that point
-    (:mod:`fitgate.workloads.shellmath`, issue 21).
-    """
-    # before shlex, quadratic in a word's length (hunt83 F1); here-document bodies are another program's input,
-    # counted apart (hunt88 F3: a 17 KB chat template written by a here-document made the workload Unknown)
-    main_text, _ = shellwords.split_heredocs(script)
-    check_script(main_text, "the sh -c script")
-    text = script.replace("\\\n", " ")
-    expressions: list[str] = []
-    spans = shellmath.arithmetic_spans(text)
-    if spans:  # each $(( ... )) as one word-like mark: shlex would split its parentheses
-        parts, at = [], 0
-        for start, end in spans:
-            parts += [text[at:start], ARITH_MARK.format(len(expressions))]
-            expressions.append(text[start + 3 : end - 2])
-            at = end
-        text = "".join([*parts, text[at:]])
-    # a here-document's body is another program's input (`python3 - <<EOF`): its `if` lines are not the shell's, so it
-    # is read after the script, without following its blocks (a `vllm serve` written into a file there is still seen)
-    main, bodies = shellwords.split_heredocs(text)
-    # hunt89 F3: a `#` inside a word is no comment (shlex's rule swallowed the rest of the line); F1 / F2: a command
-    # substitution is one word whose value fitgate cannot know (its parentheses split the command before)
-    main = shellwords.without_substitutions(shellwords.strip_comments(main))
-    shell_env = dict(env)
-    commands = _commands_of(main, expressions, shell_env, budget, script, follow=True)
-    return commands + _body_commands(bodies, expressions, shell_env, budget, script)
-
-
-#: Most bytes, lines and bytes a line of here-document bodies read for a ``vllm serve`` written into a file (each
-#: line is split on its own, ~15 us: 16 KiB of one-character lines took 128 ms, 512 lines take ~8 ms).
-MAX_BODY_BYTES = 16 * 1024
-MAX_BODY_LINES = 512
-MAX_BODY_LINE_BYTES = 4096
-
-
-def _body_commands(
-    bodies: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget | None, script: str
-) -> list[list[str]]:
-    """The commands of here-document bodies, read line by line.
-
-    A line that is no shell (``You're a helpful assistant.``, a Python line) is passed over, never Invalid
-    (hunt88 F2); past :data:`MAX_BODY_BYTES` or :data:`MAX_BODY_LINES` the bodies are not read.
-    """
-    commands: list[list[str]] = []
-    lines = [line for line in bodies[:MAX_BODY_BYTES].split("\n") if line.strip()]
-    for line in lines[:MAX_BODY_LINES]:
-        if len(line) > MAX_BODY_LINE_BYTES:
-            continue
-        try:
-            text = shellwords.without_substitutions(shellwords.strip_comments(line))
-            commands += _commands_of(text, expressions, shell_env, budget, script, follow=False)
-        except CommandError:
-            continue
-    return commands
-
-
-def _commands_of(
-    text: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget | None, script: str,
-    *, follow: bool,
-) -> list[list[str]]:  # fmt: skip
-    """The simple commands of ``text``: words expanded, assignments applied to ``shell_env``.
-
-    Its ``if`` blocks are followed when ``follow`` (:class:`shellwords.Conditions`).
-    """
-    text = shellwords.mark_unquoted(text)  # hunt74 F1: an unquoted $VAR's value is split into fields
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n")
-    lexer.commenters = ""  # comments are gone already (shellwords.strip_comments): a `#` left is a word's
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    raw: list[list[str]] = [[]]
-    joiners = [";"]  # the separator before each command (an if's condition list joins its tests with && / ||)
-    try:
-        for token in lexer:
-            if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
-                raw.append([])
-                joiners.append(token)
-            else:
-                raw[-1].append(token)
-    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
-        raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
-    commands: list[list[str]] = []
-    branches = shellwords.Conditions()  # hunt74 F2: an assignment in an if branch not taken sets nothing
-    for raw_words, joiner in ((c, j) for c, j in zip(raw, joiners, strict=True) if c):
-        expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words]
-        if follow:
-            expanded = branches.command(expanded, joiner)
-        if not expanded or branches.state() is False:
-            continue
-        words = raw_words[len(raw_words) - len(expanded) :]
-        body = expanded[1:] if words[0] == "export" else expanded
-        if body and all(ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
-            for word in body:  # NAME=value: known to the commands that follow; undecided in an undecided branch
-                name, _, value = shellwords.unmark(word).partition("=")
-                shell_env[name] = shellwords.undecided(name) if branches.state() is None else value
-            continue
-        commands.append([f for w in expanded for f in shellwords.split_fields(w)])
-    return commands
-
-
 def find_engine_command(
     command: Sequence[str],
     args: Sequence[str],
@@ -447,7 +338,7 @@ def find_engine_command(
     if shell is not None:
         script, params = shell
         downloads: dict[str, str] = {}
-        for command_words in _split_script(script, env, budget):
+        for command_words in split_script(script, env, budget):
             simple = _with_params(command_words, params) if params else command_words
             downloaded = _hub_download(simple)
             if downloaded is not None:

@@ -26,7 +26,6 @@ from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
 from fitgate.sizing.versions import falls_back_to_v0, parse_version
 from fitgate.workloads.argv import (
-    CommandError,
     EngineCommand,
     find_engine_command,
     long_name,
@@ -70,6 +69,7 @@ from fitgate.workloads.podspec import (
     vllm_image,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
+from fitgate.workloads.shellscript import CommandError
 from fitgate.workloads.shellwords import undecided_reason
 
 #: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
