@@ -216,6 +216,34 @@ def test_an_alternative_value_holds_flags_where_its_variable_is_set() -> None:
     assert engine is not None and engine.flags["--max-model-len"] == "$SECRET_LEN"  # as `--max-model-len $SECRET_LEN`
 
 
+def test_a_bash_array_of_flags_is_its_elements() -> None:
+    # hunt99 G2 / the DeepSeek-V4-Pro recipe's `COMMON_ARGS=( ... )`: bash(1) "Arrays": `"${A[@]}"` is one word an
+    # element (a JSON one keeps its blanks), `+=(...)` appends, `$A` / `${A[0]}` is the first element, `${A[*]}` joins
+    # them with blanks; a script's newlines inside `( )` are none of its commands. They were Unknown (`${A[@]}` unread)
+    script = """ARGS=(
+      --max-model-len 8192
+      --speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'
+    )
+    ARGS+=(--tensor-parallel-size "$TP")
+    exec vllm serve Qwen/Qwen3-8B "${ARGS[@]}" """
+    flags = flags_of(script, {"TP": "2"})
+    assert flags == {
+        "--max-model-len": "8192",
+        "--speculative-config": '{"method": "mtp", "num_speculative_tokens": 1}',
+        "--tensor-parallel-size": "2",
+    }
+    assert flags_of("A=(--max-model-len 512 -tp 4); vllm serve M ${A[*]}") == {
+        "--max-model-len": "512",
+        "--tensor-parallel-size": "4",
+    }
+    assert flags_of('A=(--enforce-eager --max-model-len 9); vllm serve M $A "${A[0]}"') == {"--enforce-eager": "true"}
+    # set in a branch fitgate cannot decide: undecided, never sized on one branch's guess
+    undecided = 'if [ "$X" = 1 ]; then A=(--max-model-len 1024); fi; vllm serve M "${A[@]}"'
+    assert undecided_of(undecided) == ("A",)
+    decided = 'if [ "$X" = 1 ]; then A=(--max-model-len 1024); else A=(--max-model-len 64); fi; vllm serve M "${A[@]}"'
+    assert flags_of(decided, {"X": "1"}) == {"--max-model-len": "1024"}
+
+
 def _deployment(script: str) -> dict[str, object]:
     container = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.0", "command": ["sh", "-c"], "args": [script]}
     container["resources"] = {"limits": {"nvidia.com/gpu": 1}}

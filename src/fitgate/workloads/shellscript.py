@@ -6,6 +6,7 @@ Split out of :mod:`fitgate.workloads.argv`: the script's lexing (``shlex``), its
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 
@@ -96,9 +97,23 @@ def _commands_of(
     lexer.whitespace_split = True
     raw: list[list[str]] = [[]]
     joiners = [";"]  # the separator before each command (an if's condition list joins its tests with && / ||)
+    array = False  # inside `NAME=( ... )`: its words are the array's, its newlines none of the script's
     try:
         for token in lexer:
-            if token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
+            # the lexer groups punctuation: `(\n`, `)\n`, `);` are one token each
+            if array and not token.startswith(")") and (set(token) <= {"\n"} or not set(token) <= set(";&|()\n")):
+                if not set(token) <= {"\n"}:
+                    raw[-1].append(token)
+            elif array:  # `)` ends it (a `;` / `|` inside is bash's syntax error: the array ends there too)
+                array = False
+                raw.append([])
+                joiners.append(token[1:] or ";" if token.startswith(")") else token)
+            elif token[:1] == "(" and set(token[1:]) <= {"\n"} and raw[-1] and _ARRAY_ASSIGNMENT.fullmatch(raw[-1][-1]):
+                *lead, word = raw[-1]  # `then ARGS=(`: the keyword before it stays a command of its own
+                raw[-1:] = [lead, [ARRAY_WORDS, word]] if lead else [[ARRAY_WORDS, word]]
+                joiners += [";"] if lead else []
+                array = True
+            elif token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
                 raw.append([])
                 joiners.append(token)
             else:
@@ -108,6 +123,10 @@ def _commands_of(
     commands: list[list[str]] = []
     branches = shellwords.Conditions()  # hunt74 F2: an assignment in an if branch not taken sets nothing
     for raw_words, joiner in ((c, j) for c, j in zip(raw, joiners, strict=True) if c):
+        if raw_words[0] == ARRAY_WORDS:
+            if branches.state() is not False:
+                _assign_array(raw_words[1], raw_words[2:], expressions, shell_env, budget, branches.state() is None)
+            continue
         expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words]
         if follow:
             expanded = branches.command(expanded, joiner)
@@ -122,3 +141,28 @@ def _commands_of(
             continue
         commands.append([f for w in expanded for f in shellwords.split_fields(w)])
     return commands
+
+
+#: ``NAME=(`` / ``NAME+=(``: a bash array's assignment (bash(1), "Arrays"), which ``sh`` (dash) refuses.
+_ARRAY_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+#: The first word of an array assignment's raw command (a control character no script holds).
+ARRAY_WORDS = "\x07array"
+
+
+def _assign_array(
+    word: str, raw_words: Sequence[str], expressions: Sequence[str], shell_env: dict[str, str],
+    budget: ExpansionBudget | None, undecided: bool,
+) -> None:  # fmt: skip
+    """``ARGS=(--max-model-len 8192 "$X")`` (``+=`` appends): each word expanded and split as a command's words are.
+
+    Stored as :func:`shellwords.array_value`, which ``"${ARGS[@]}"`` gives back as one word an element
+    (:func:`fitgate.workloads.expansion.expand_shell`); in a branch fitgate cannot decide, undecided.
+    """
+    name = word.rstrip("=").rstrip("+")
+    if undecided:
+        shell_env[name] = shellwords.undecided(name)
+        return
+    expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words]
+    elements = [f for w in expanded for f in shellwords.split_fields(w)]
+    before = shellwords.array_elements(shell_env.get(name)) if word.endswith("+=") else []
+    shell_env[name] = shellwords.array_value([*before, *elements])

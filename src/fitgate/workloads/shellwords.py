@@ -151,9 +151,26 @@ def plain(word: str) -> str:
     return _UNDECIDED_NAME.sub(lambda m: "$" + m.group(1), word) if UNDECIDED in word else word
 
 
+#: A bash array's value: :data:`ARRAY` then its elements joined by :data:`FIELD`, a boundary between words that no
+#: quoting joins (``"${ARGS[@]}"`` is one word an element, bash(1) "Arrays").
+ARRAY, FIELD = "\x06", "\x05"
+
+
+def array_value(elements: Sequence[str]) -> str:
+    """The value a shell variable holds for an array of ``elements``."""
+    return ARRAY + FIELD.join(elements)
+
+
+def array_elements(value: str | None) -> list[str]:
+    """The elements of an array's value; a plain value is an array of one (``X=a; X+=(b)``), unset of none."""
+    if value is None:
+        return []
+    return value[1:].split(FIELD) if value.startswith(ARRAY) else [value]
+
+
 def unmark(word: str) -> str:
-    """``word`` without the marks (an assignment's value is not split)."""
-    return word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ")
+    """``word`` without the marks (an assignment's value is not split; an array's elements joined by blanks)."""
+    return word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ").replace(ARRAY, "").replace(FIELD, " ")
 
 
 def split_fields(word: str) -> list[str]:
@@ -161,7 +178,8 @@ def split_fields(word: str) -> list[str]:
 
     A word whose only content was an empty unquoted expansion is no field at all, as in the shell.
     """
-    if OPEN not in word:
+    word = word.replace(ARRAY, "")
+    if OPEN not in word and FIELD not in word:
         return [unmark(word)]  # a mark the lexer parted from its pair (`${X:-a b}` unquoted: hunt75 O2)
     fields: list[str] = []
     current: list[str] = []
@@ -172,7 +190,7 @@ def split_fields(word: str) -> list[str]:
             inside = True
         elif ch == CLOSE:
             inside = False
-        elif inside and (ch in _BLANKS or ch == BLANK):
+        elif ch == FIELD or (inside and (ch in _BLANKS or ch == BLANK)):  # FIELD: "${ARGS[@]}", a word an element
             if current or literal:
                 fields.append("".join(current))
             current, literal = [], False
