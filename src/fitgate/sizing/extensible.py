@@ -67,6 +67,7 @@ class MeasuredKV:
         transient_bytes: The transient peak kept free in full.
         margin_bytes: ``max(1 GiB, 0.75 x transient)``, kept free below the device headroom.
         device_bound: The device headroom (``free - margin``) binds, not the requested budget.
+        short_bytes: How far the non-KV memory alone is over what the cache may take (0 when it fits; hunt98 F1).
     """
 
     available_bytes: int
@@ -74,6 +75,7 @@ class MeasuredKV:
     transient_bytes: int
     margin_bytes: int
     device_bound: bool
+    short_bytes: int = 0
 
 
 def measure_kv_bytes(
@@ -93,7 +95,9 @@ def measure_kv_bytes(
     by_budget = requested_bytes - resident_bytes
     by_device = init_free_bytes - resident_bytes - margin
     available = min(by_budget, by_device) - transient_bytes
-    return MeasuredKV(max(available, 0), resident_bytes, transient_bytes, margin, by_device < by_budget)
+    return MeasuredKV(
+        max(available, 0), resident_bytes, transient_bytes, margin, by_device < by_budget, max(0, -available)
+    )
 
 
 def blocks_within(num_bytes: int, segment_strides: Sequence[int], capacity_blocks: int) -> int:

@@ -73,7 +73,8 @@ def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g
     """
     if not hard or any(r.code not in _KV_SHORT for r in hard) or g.weights_bytes > g.budget_bytes:
         return None
-    return _tight_within_band(hard[0], kv.one_request_bytes - worst.available_kv_bytes, "short", worst, g)
+    miss = kv.one_request_bytes - worst.available_kv_bytes + worst.kv_short_bytes  # the whole deficit (hunt98 F1)
+    return _tight_within_band(hard[0], miss, "short", worst, g)
 
 
 def _tight_within_band(denial: Reason, miss_bytes: int, word: str, worst: RankPlan, g: PerGpu) -> Reason | None:

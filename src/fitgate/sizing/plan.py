@@ -269,7 +269,10 @@ def _extensible_rank(
     # the null block: packed layouts already count it in one_request_bytes (kv_layout.one_request_bytes)
     held_back = 0 if layout.packed else 1
     available = max(0, (blocks - held_back) * layout.bytes_per_block) if blocks else measured.available_bytes
-    return RankPlan(pp_rank, layers, weights, profile, requested, requested - available, available, layout, blocks)
+    return RankPlan(
+        pp_rank, layers, weights, profile, requested, requested - available, available, layout, blocks,
+        kv_short_bytes=measured.short_bytes,
+    )  # fmt: skip
 
 
 def _segment_strides(layout: KVLayout) -> tuple[int, ...]:

@@ -285,6 +285,10 @@ def resolve_serving(
     tokens = checked_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
     if serving.enable_chunked_prefill is False and serving.max_num_batched_tokens is None and accounting.engine == "V1":
         tokens = max(max_len, tokens)  # CHUNKED_PREFILL_OFF (hunt31 F4)
+    if serving.max_num_seqs is None and accounting.engine == "V1":
+        # a default max_num_seqs is lowered to max_num_batched_tokens (engine/arg_utils.py 0.11.0 L1676-1679, 0.34.0
+        # L3269-3271): `--max-num-batched-tokens 512` on an H100 runs 512 sequences, not 1024 (hunt98 F3)
+        seqs = min(seqs, tokens)
     kv_memory = checked_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
     if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
         since = ".".join(map(str, KV_CACHE_MEMORY_SINCE))

@@ -60,6 +60,9 @@ class RankPlan:
     lora: LoraBytes | None = None  # adapter slots on this GPU (``--enable-lora``)
     offloaded_bytes: int = 0  # weights ``--cpu-offload-gb`` keeps in host memory instead
     encoder: EncoderProfile | None = None  # a vision-language model's encoder profile (first stage)
+    # hunt98 F1: with the extensible cache (0.34) ``available_kv_bytes`` is floored at 0; how far below it the non-KV
+    # memory went, so a shortfall is judged on the whole deficit, not on one request against 0
+    kv_short_bytes: int = 0
 
     @property
     def loaded_weights_bytes(self) -> int:

@@ -183,25 +183,13 @@ def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tup
     return f"--config {path}: not a file of a ConfigMap mounted in container {container.get('name')}"
 
 
-#: The first release whose ``--config`` file turns a switch off with ``key: false`` (flagvalues.config_file_flags).
-FALSE_SWITCHES_FROM = (0, 28, 0)
-
-
-def _release_key(release: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in release.split(".")[:3] if p.isdigit())
-
-
 def _config_flags(
-    path: str,
-    container: dict[str, Any],
-    pod: dict[str, Any],
-    configmaps: Mapping[str, Mapping[str, str]],
-    env: Mapping[str, str],
-) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:
-    """The flags of ``--config PATH`` when PATH is a ConfigMap key mounted in the container.
+    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]],
+    release: str | None,
+) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:  # fmt: skip
+    """The flags of ``--config PATH`` (a ConfigMap key mounted in the container) as ``release`` reads the file.
 
-    Returns (flags, "", (name, key), flag -> its key in the file as written) or (None, why not, (name, key)
-    of the ConfigMap when it was not given, {}).
+    (flags, "", (name, key), flag -> its key as written) or (None, why not, (name, key) of a ConfigMap not given, {}).
     """
     ref = config_ref(path, container, pod)
     if isinstance(ref, str):
@@ -223,8 +211,7 @@ def _config_flags(
         raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
-    release, _ = release_of_image(str(container.get("image") or ""), env)
-    flags = config_file_flags(loaded, falses=release is None or _release_key(release) >= FALSE_SWITCHES_FROM)
+    flags = config_file_flags(loaded, release=release)
     keys = {long_name(f"--{k}"): str(k) for k in loaded}
     return flags, "", ref, {f: keys[f] for f in flags if f in keys}
 
@@ -349,7 +336,8 @@ def read_container(
     config = flags.pop("--config", None)
     origins = dict(found.origins)
     if config is not None:
-        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps, found.env)
+        release = release_of_image(str(found.container.get("image") or ""), found.env)[0]
+        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps, release)
         if from_file is None:
             unknown = why
         else:

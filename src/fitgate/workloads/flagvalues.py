@@ -66,15 +66,21 @@ def with_keys(text: str | None, keys: dict[str, Any]) -> str:
     return json.dumps({**(data if isinstance(data, dict) else {}), **keys})
 
 
-def config_file_flags(data: object, *, falses: bool = True) -> dict[str, str]:
+#: The first release whose ``--config`` file turns a switch off with ``key: false`` (vLLM PR 51573).
+FALSE_SWITCHES_FROM = (0, 28, 0)
+
+
+def config_file_flags(data: object, *, release: str | None = None) -> dict[str, str]:
     """The flags of a ``--config`` YAML mapping, read as vLLM 0.34 does.
 
     Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``, so ``no-key: true`` is
     ``--no-key``, the switch off; a mapping is its JSON), vllm/utils/argparse_utils.py 0.34.0 ``load_config_file``
     L653-673. ``key: false`` turns a switch off (``--no-key``, L657-658) from 0.28.0 (vLLM PR 51573; 0.27.0
-    and earlier drop it, L618-619 there): ``falses=False`` reads a file for those releases. A false value of a
-    flag that takes a value is left out, as vLLM does (it registers no ``--no-`` twin for it).
+    and earlier drop it, L618-619 there), as the ``release`` running it reads it (None: the newest). A false value
+    of a flag that takes a value is left out, as vLLM does (it registers no ``--no-`` twin for it).
     """
+    key = tuple(int(p) for p in (release or "").split(".")[:3] if p.isdigit())
+    falses = release is None or key >= FALSE_SWITCHES_FROM
     flags: dict[str, str] = {}
     if not isinstance(data, dict):
         return flags
