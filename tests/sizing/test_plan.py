@@ -102,6 +102,32 @@ def test_a_shortfall_within_the_estimate_error_is_tight_and_beyond_it_is_denied(
     assert "short, within the error of fitgate's fitted" in near.reasons[0].message
 
 
+def test_a_deficit_past_the_extensible_cache_floor_is_judged_whole() -> None:
+    # hunt98 F1: vLLM 0.34's extensible cache floors the KV it may take at 0 (extensible.py measure_kv_bytes), and the
+    # band check measured one 4,096-token request against that 0: Tight, with weights of 139.45 GiB on a 139.81 GiB
+    # H200 (Kimi-K2.7-Code-NVFP4 at TP 4). Judged on the whole deficit (weights + activation + non-torch + graphs over
+    # the card), it is far past the band: DoesNotFit. Just past the longest length that fits it stays Tight.
+    m = model("nvidia/Kimi-K2.7-Code-NVFP4")
+    over = plan(m, lookup_gpu("H200"), ServingConfig(tensor_parallel_size=4, max_model_len=4096))
+    assert over.verdict is Verdict.DOES_NOT_FIT, over.reasons
+    assert over.ranks[0].kv_short_bytes > 1 * GiB and over.ranks[0].available_kv_bytes == 0
+    llama, l4 = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("L4")
+    n = plan(llama, l4, ServingConfig(max_model_len=131072)).max_model_len_that_fits
+    near = plan(llama, l4, ServingConfig(max_model_len=n + 2048))
+    assert near.verdict is Verdict.TIGHT and near.ranks[0].kv_short_bytes == 0
+
+
+def test_a_default_max_num_seqs_is_lowered_to_the_step_budget() -> None:
+    # hunt98 F3: vLLM lowers a default max_num_seqs to max_num_batched_tokens (engine/arg_utils.py 0.34.0 L3269-3271):
+    # an H100's 1,024 default with `--max-num-batched-tokens 512` runs 512, and the engine args say so; a given one stays
+    m = model("Qwen/Qwen3-8B")
+    given = ServingConfig(max_model_len=8192, max_num_batched_tokens=512)
+    low = plan(m, H100, given)
+    seqs = {a.name: a.value for a in engine_args(low, given)}.get("--max-num-seqs")
+    assert low.serving.max_num_seqs == 512 and str(seqs) == "512"
+    assert plan(m, H100, ServingConfig(max_model_len=8192)).serving.max_num_seqs == 1024
+
+
 def test_declared_workload_beyond_the_pool_does_not_fit() -> None:
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     fits = plan(m, H100, ServingConfig(max_model_len=32768), Workload(8, 32768))
