@@ -325,15 +325,17 @@ def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
     assert huge is not None and huge.invalid is not None and "holds more than 262144 bytes" in huge.invalid
 
 
-def test_a_config_file_turns_a_switch_off_as_the_release_reads_it() -> None:
-    # hunt99 F1: `no-enable-chunked-prefill: true` is `--no-enable-chunked-prefill` in every release
-    # (argparse_utils.py 0.34.0 L654-656 appends `--` + key); `enable-chunked-prefill: false` is `--no-...` only from
-    # 0.28.0 (L657-658; vLLM PR 51573), 0.27.0 dropped it. A false value of a valued flag is dropped in all.
-    def read(image: str, text: str) -> dict[str, object]:
+def test_a_config_file_turns_a_switch_off_as_the_parser_reading_it_does() -> None:
+    # hunt99 F1: `no-enable-chunked-prefill: true` is `--no-enable-chunked-prefill` in every release and invocation
+    # (argparse_utils.py 0.34.0 L654-656 appends `--` + key, which the subcommand's parser reads). `enable-chunked-prefill:
+    # false` is `--no-...` only where the parser expanding the file holds the switch (L657-658, vLLM PR 51573, 0.28.0+):
+    # the API server's, not `vllm serve`'s top-level parser (hunt101 F1: entrypoints/cli/main.py 0.34.0 L88-110), and
+    # only with dashes (the key is looked up as written). A false value of a valued flag is dropped in all.
+    def read(image: str, text: str, command: list[str] | None = None) -> dict[str, object]:
         container = {
             "name": "vllm",
             "image": image,
-            "args": ["--config", "/etc/vllm/config.yaml"],
+            "args": [*(command or []), "--config", "/etc/vllm/config.yaml"],
             "volumeMounts": [{"name": "cfg", "mountPath": "/etc/vllm"}],
             "resources": {"limits": {"nvidia.com/gpu": "1"}},
         }
@@ -343,11 +345,14 @@ def test_a_config_file_turns_a_switch_off_as_the_release_reads_it() -> None:
         return dict(r.serving)
 
     off = {"enableChunkedPrefill": False}
+    api = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     assert read("vllm/vllm-openai:v0.19.1", "no-enable-chunked-prefill: true\n") == off
-    assert read("vllm/vllm-openai:v0.28.0", "enable-chunked-prefill: false\n") == off
-    assert read("vllm/vllm-openai:latest", "enable_chunked_prefill: false\n") == off
-    assert read("vllm/vllm-openai:v0.27.0", "enable-chunked-prefill: false\n") == {}
-    assert read("vllm/vllm-openai:v0.34.0", "kv-cache-dtype: false\nno-enforce-eager: false\n") == {}
+    assert read("vllm/vllm-openai:v0.34.0", "disable-chunked-prefill: true\n") == off  # 0.34's paired spelling (F9)
+    assert read("vllm/vllm-openai:v0.34.0", "enable-chunked-prefill: false\n") == {}  # vllm serve: dropped
+    assert read("vllm/vllm-openai:v0.28.0", "enable-chunked-prefill: false\n", api) == off
+    assert read("vllm/vllm-openai:latest", "enable_chunked_prefill: false\n", api) == {}  # underscores: dropped
+    assert read("vllm/vllm-openai:v0.27.0", "enable-chunked-prefill: false\n", api) == {}
+    assert read("vllm/vllm-openai:v0.34.0", "kv-cache-dtype: false\nno-enforce-eager: false\n", api) == {}
 
 
 def test_memory_env_vars_are_noted() -> None:

@@ -50,7 +50,7 @@ from fitgate.workloads.flags import (
     pods_of_one_engine,
     runs_on_cpu,
 )
-from fitgate.workloads.flagvalues import config_file_flags
+from fitgate.workloads.flagvalues import config_file_flags, reads_false_switches
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
@@ -184,13 +184,13 @@ def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tup
 
 
 def _config_flags(
-    path: str, container: dict[str, Any], pod: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]],
-    release: str | None,
-) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:  # fmt: skip
-    """The flags of ``--config PATH`` (a ConfigMap key mounted in the container) as ``release`` reads the file.
+    path: str, found: _Found, configmaps: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, str] | None, str, tuple[str, str] | None, dict[str, str]]:
+    """The flags of ``--config PATH``, a mounted ConfigMap key, as the invocation and its release read them.
 
     (flags, "", (name, key), flag -> its key as written) or (None, why not, (name, key) of a ConfigMap not given, {}).
     """
+    container, pod = found.container, found.pod
     ref = config_ref(path, container, pod)
     if isinstance(ref, str):
         return None, ref, None, {}
@@ -211,7 +211,8 @@ def _config_flags(
         raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
-    flags = config_file_flags(loaded, release=release)
+    release = release_of_image(str(container.get("image") or ""), found.env)[0]
+    flags = config_file_flags(loaded, falses=reads_false_switches(found.engine.how, release))
     keys = {long_name(f"--{k}"): str(k) for k in loaded}
     return flags, "", ref, {f: keys[f] for f in flags if f in keys}
 
@@ -336,8 +337,7 @@ def read_container(
     config = flags.pop("--config", None)
     origins = dict(found.origins)
     if config is not None:
-        release = release_of_image(str(found.container.get("image") or ""), found.env)[0]
-        from_file, why, ref, keys = _config_flags(config, found.container, found.pod, configmaps, release)
+        from_file, why, ref, keys = _config_flags(config, found, configmaps)
         if from_file is None:
             unknown = why
         else:

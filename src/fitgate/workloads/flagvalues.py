@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, vllm_flags
+from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical, vllm_flags
 
 
 def long_flag(key: str) -> str:
@@ -66,21 +66,32 @@ def with_keys(text: str | None, keys: dict[str, Any]) -> str:
     return json.dumps({**(data if isinstance(data, dict) else {}), **keys})
 
 
-#: The first release whose ``--config`` file turns a switch off with ``key: false`` (vLLM PR 51573).
+#: The first release whose ``--config`` file turns a switch off with ``key: false`` (vLLM PR 51573), where the parser
+#: reading the file is the one holding the switch: ``python -m vllm.entrypoints.openai.api_server``'s, not ``vllm
+#: serve``'s top-level parser (hunt101 F1).
 FALSE_SWITCHES_FROM = (0, 28, 0)
 
 
-def config_file_flags(data: object, *, release: str | None = None) -> dict[str, str]:
+def reads_false_switches(how: str, release: str | None) -> bool:
+    """Whether a ``--config`` file's ``key: false`` turns the switch off for this invocation and release.
+
+    ``vllm serve`` expands ``--config`` in its top-level parser (entrypoints/cli/main.py 0.34.0 L88-110,
+    utils/argparse_utils.py L372 -> L561 -> L657), whose option table holds none of ``serve``'s ``--no-*``
+    switches: the key is dropped in every release. The API server's own parser holds them from 0.28.0.
+    """
+    key = tuple(int(p) for p in (release or "").split(".")[:3] if p.isdigit())
+    return "api_server" in how and (release is None or key >= FALSE_SWITCHES_FROM)
+
+
+def config_file_flags(data: object, *, falses: bool = False) -> dict[str, str]:
     """The flags of a ``--config`` YAML mapping, read as vLLM 0.34 does.
 
     Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``, so ``no-key: true`` is
-    ``--no-key``, the switch off; a mapping is its JSON), vllm/utils/argparse_utils.py 0.34.0 ``load_config_file``
-    L653-673. ``key: false`` turns a switch off (``--no-key``, L657-658) from 0.28.0 (vLLM PR 51573; 0.27.0
-    and earlier drop it, L618-619 there), as the ``release`` running it reads it (None: the newest). A false value
-    of a flag that takes a value is left out, as vLLM does (it registers no ``--no-`` twin for it).
+    ``--no-key``, the switch off, read by the subcommand's parser; a mapping is its JSON), vllm/utils/argparse_utils.py
+    0.34.0 ``load_config_file`` L653-673. ``key: false`` is dropped unless ``falses`` (:func:`reads_false_switches`;
+    Ray Serve's ``engine_kwargs``, keyword arguments of the engine, always): then a switch written with dashes is off
+    (``--no-key`` registered, L657-658). A false value of a flag that takes a value is left out, as vLLM does.
     """
-    key = tuple(int(p) for p in (release or "").split(".")[:3] if p.isdigit())
-    falses = release is None or key >= FALSE_SWITCHES_FROM
     flags: dict[str, str] = {}
     if not isinstance(data, dict):
         return flags
@@ -94,11 +105,11 @@ def config_file_flags(data: object, *, release: str | None = None) -> dict[str, 
             merge_dotted(split if name in SPLIT_SPECULATIVE else dotted, ALIASES.get(name, name), text)
             continue
         if isinstance(value, bool):
-            if value and name.startswith("--no-"):
-                flags["--" + name[5:]] = "false"  # hunt99 F1: `no-enable-prefix-caching: true`, as the recipes write
+            if value and canonical(name).startswith("--no-"):  # hunt99 F1: `no-enable-prefix-caching: true`, as the
+                flags["--" + canonical(name)[5:]] = "false"  # recipes write; 0.34's `disable-chunked-prefill: true`
             elif value:
                 flags[name] = "true"
-            elif falses and not name.startswith("--no-") and vllm_flags().get(name) is False:
+            elif falses and "_" not in str(key) and not name.startswith("--no-") and vllm_flags().get(name) is False:
                 flags[name] = "false"
             continue
         if isinstance(value, dict):  # nested dicts become JSON (``--speculative-config`` ...), as in vLLM

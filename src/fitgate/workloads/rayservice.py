@@ -144,7 +144,7 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
         if isinstance(source, dict):  # {bucket_uri: s3://... | gs://...}: a location, named with the annotation
             source = source.get("bucket_uri")
         model = str(source or loading.get("model_id") or "")
-        flags = config_file_flags(as_dict(config.get("engine_kwargs")))
+        flags = config_file_flags(as_dict(config.get("engine_kwargs")), falses=True)  # kwargs: False is False
         tp = int(flags.get("--tensor-parallel-size", "1")) if flags.get("--tensor-parallel-size", "1").isdigit() else 1
         pp = (
             int(flags.get("--pipeline-parallel-size", "1"))
