@@ -75,6 +75,8 @@ def test_catalog_entries_are_sane() -> None:
         ("RTX PRO 6000 Blackwell", "RTX-PRO-6000", 94.97),
         ("RTX PRO 6000 Blackwell Max-Q", "RTX-PRO-6000", 94.97),
         ("MI300X OAM", "MI300X", 191.98),
+        ("NVIDIA H100 SXM5 80GB", "H100-SXM", 79.19),
+        ("NVIDIA H200 SXM", "H200", 139.81),
     ],
 )
 def test_gfd_product_strings_resolve(label: str, name: str, gib: float) -> None:

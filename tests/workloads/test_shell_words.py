@@ -244,6 +244,37 @@ def test_a_bash_array_of_flags_is_its_elements() -> None:
     assert flags_of(decided, {"X": "1"}) == {"--max-model-len": "1024"}
 
 
+def test_an_and_or_list_runs_its_assignments_only_where_the_test_lets_it() -> None:
+    # hunt101 F2: `[ "$DEBUG" = 1 ] && ARGS=(-tp 1)` was applied whatever the test (a TP 1 plan of a TP 8 run); bash
+    # runs a command after && only where the list so far succeeded, after || only where it failed; a test fitgate
+    # cannot decide leaves what follows undecided; any command but a test succeeds (`cd /x && vllm serve ...`)
+    script = '[ "$DEBUG" = "1" ] && ARGS=(-tp 1) || ARGS=(-tp 8); vllm serve M "${ARGS[@]}"'
+    assert flags_of(script, {"DEBUG": "1"}) == {"--tensor-parallel-size": "1"}
+    assert flags_of(script, {"DEBUG": "0"}) == {"--tensor-parallel-size": "8"}
+    assert undecided_of(script) == ("ARGS",)
+    assert flags_of('[ "$X" = 1 ] && TP=1; vllm serve M -tp ${TP:-8}', {"X": "2"}) == {"--tensor-parallel-size": "8"}
+    assert flags_of("cd /models && vllm serve M -tp 2") == {"--tensor-parallel-size": "2"}
+    assert flags_of('[ -n "$T" ] || exit 1; vllm serve M -tp 2') == {"--tensor-parallel-size": "2"}
+
+
+def test_what_bash_does_to_an_array_fitgate_does_not_follow_leaves_it_undecided() -> None:
+    # hunt101 F3: `A[1]=1` sets an element fitgate does not track: undecided, never sized on the stale array; `unset A`
+    # leaves it unset (kept as written: Unknown); `local` / `declare -x` assign as `export` does
+    assert undecided_of('A=(-tp 8); A[1]=1; vllm serve M "${A[@]}"') == ("A",)
+    flags = flags_of("export A=1 B=2; local C=3; declare -x D=4 E; vllm serve M --max-model-len $A$B$C$D")
+    assert flags == {"--max-model-len": "1234"}
+
+
+def test_array_appends_are_charged_to_the_expansion_budget() -> None:
+    # hunt101 F4: each `A+=(x)` copies the whole array again; 13 doublings then ~2,700 appends in a 16 KiB script took
+    # 17 s uncharged. Charged, the script stops at FITGATE_MAX_EXPANSION_BYTES (1 MiB) in well under a second
+    script = "A=(x)\n" + 'A+=("${A[@]}")\n' * 13 + "A+=(x)\n" * 2700 + "exec vllm serve M --max-model-len 4096"
+    start = time.perf_counter()
+    with pytest.raises(bounds.BudgetError):
+        flags_of(script)
+    assert time.perf_counter() - start < 1.0
+
+
 def _deployment(script: str) -> dict[str, object]:
     container = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.0", "command": ["sh", "-c"], "args": [script]}
     container["resources"] = {"limits": {"nvidia.com/gpu": 1}}

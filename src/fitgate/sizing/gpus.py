@@ -119,6 +119,8 @@ def find_gpu(name: str) -> GpuModel | None:
     model = by_key.get(_key(cleaned))
     if model is None and not cleaned.lower().startswith("nvidia"):
         model = by_key.get(_key(f"NVIDIA-{cleaned}"))
+    if model is None and cleaned.lower().startswith("nvidia") and _key(cleaned[6:]):
+        model = by_key.get(_key(cleaned[6:]))  # hunt101 F8: `NVIDIA H100 SXM5 80GB`, a write-up's name with the vendor
     if model is not None and "pcie" in cleaned.lower() and model.interconnect != "pcie":
         # One catalog entry serves both boards of a product (A100-80GB SXM4 and PCIe): the
         # product string says which one this is.

@@ -12,7 +12,7 @@ from typing import Any
 
 from fitgate.workloads import shellmath
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget
-from fitgate.workloads.shellwords import ARRAY, array_elements, array_value, closing_brace
+from fitgate.workloads.shellwords import ARRAY, array_elements, array_value, closing_brace, first_element
 
 # ---------------------------------------------------------------------------------------------
 # Kubernetes' $(VAR) expansion
@@ -174,7 +174,7 @@ def _expand_shell(text: str, env: Mapping[str, str], budget: ExpansionBudget, de
                     rest, value = "", got
                 elif rest == "[0]" or (value is not None and value.startswith(ARRAY)):
                     rest = "" if rest == "[0]" else rest  # `$ARGS`, `${ARGS[0]}`: the first element
-                    value = next(iter(array_elements(value)), None)
+                    value = first_element(value)
                 op = _OPERATOR.match(rest)
                 if not rest:
                     got = value
@@ -188,7 +188,7 @@ def _expand_shell(text: str, env: Mapping[str, str], budget: ExpansionBudget, de
         elif (name := _NAME_AT.match(text, i + 1)) is not None:
             end = name.end()
             got = env.get(name.group(0))
-            got = next(iter(array_elements(got)), None) if got is not None and got.startswith(ARRAY) else got
+            got = first_element(got) if got is not None and got.startswith(ARRAY) else got
         if got is not None:
             budget.spend(len(got), "$VAR in sh -c")
             parts += [text[at:i], got]

@@ -33,6 +33,7 @@ def split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | 
     # counted apart (hunt88 F3: a 17 KB chat template written by a here-document made the workload Unknown)
     main_text, _ = shellwords.split_heredocs(script)
     check_script(main_text, "the sh -c script")
+    budget = budget or ExpansionBudget()  # one for the whole script: an array's appends add up (hunt101 F4)
     text = script.replace("\\\n", " ")
     expressions: list[str] = []
     spans = shellmath.arithmetic_spans(text)
@@ -122,25 +123,61 @@ def _commands_of(
         raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
     commands: list[list[str]] = []
     branches = shellwords.Conditions()  # hunt74 F2: an assignment in an if branch not taken sets nothing
+    status: bool | None = True  # the and-or list's status so far (True: exit 0), for a command after && / ||
     for raw_words, joiner in ((c, j) for c, j in zip(raw, joiners, strict=True) if c):
+        # hunt101 F2: `[ "$DEBUG" = 1 ] && ARGS=(...)` runs the assignment only where the test holds
+        runs = status if joiner == "&&" else (None if status is None else not status) if joiner == "||" else True
+        if follow and branches.testing:
+            runs = True  # an if's condition list: its tests joined by && / || are the Conditions' to decide
+        if runs is False:
+            continue  # skipped: the list's status stays the one before it
         if raw_words[0] == ARRAY_WORDS:
             if branches.state() is not False:
-                _assign_array(raw_words[1], raw_words[2:], expressions, shell_env, budget, branches.state() is None)
+                undecided = branches.state() is None or runs is None
+                _assign_array(raw_words[1], raw_words[2:], expressions, shell_env, budget, undecided)
+            status = runs
             continue
         expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words]
         if follow:
             expanded = branches.command(expanded, joiner)
         if not expanded or branches.state() is False:
+            status = True
             continue
         words = raw_words[len(raw_words) - len(expanded) :]
-        body = expanded[1:] if words[0] == "export" else expanded
-        if body and all(ASSIGNMENT.match(w) for w in (words[1:] if words[0] == "export" else words)):
+        undecided = branches.state() is None or runs is None
+        status = (shellwords.evaluate_test(expanded) if expanded[0] in _TESTS else True) if runs else None
+        declared = words[0] in _DECLARATIONS  # `export A=1`, `local A=1`, `declare -x A=1 B`: their assignments
+        targets = [w for w in words[1:] if not w.startswith("-")] if declared else words
+        body = [w for w in expanded[1:] if not w.startswith("-")] if declared else expanded
+        if body and all(ASSIGNMENT.match(w) or (declared and _NAME.fullmatch(w)) for w in targets):
             for word in body:  # NAME=value: known to the commands that follow; undecided in an undecided branch
-                name, _, value = shellwords.unmark(word).partition("=")
-                shell_env[name] = shellwords.undecided(name) if branches.state() is None else value
+                name, eq, value = shellwords.unmark(word).partition("=")
+                if not eq:
+                    continue  # `declare -a A`, `export A`: no value given
+                before = shell_env.get(name, "")  # bash: `A=x` on an array sets its first element
+                if before.startswith(shellwords.ARRAY) and not undecided:
+                    value = shellwords.array_value([value, *shellwords.array_elements(before)[1:]])
+                shell_env[name] = shellwords.undecided(name) if undecided else value
+            continue
+        if _ELEMENT_ASSIGNMENT.match(words[0]):  # hunt101 F3: `A[3]=8`: elements fitgate does not follow, so the
+            for word in expanded:  # array is undecided (a vLLM command using it Unknown, never sized on a stale value)
+                if (m := _ELEMENT_ASSIGNMENT.match(word)) is not None:
+                    shell_env[m.group(1)] = shellwords.undecided(m.group(1))
+            continue
+        if words[0] == "unset":  # `unset A`: unset for the commands that follow
+            for word in expanded[1:]:
+                shell_env.pop(word, None)
             continue
         commands.append([f for w in expanded for f in shellwords.split_fields(w)])
     return commands
+
+
+#: The commands whose status an ``&&`` / ``||`` after them reads (shellwords.evaluate_test); any other succeeds.
+_TESTS = frozenset({"[", "test", "[[", "true", "false", ":", "!"})
+_ELEMENT_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\+?=")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The builtins whose ``NAME=value`` words are assignments (their ``-x`` / ``-a`` options aside).
+_DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
 #: ``NAME=(`` / ``NAME+=(``: a bash array's assignment (bash(1), "Arrays"), which ``sh`` (dash) refuses.
@@ -165,4 +202,7 @@ def _assign_array(
     expanded = [expand_shell(with_arithmetic(w, expressions, shell_env), shell_env, budget) for w in raw_words]
     elements = [f for w in expanded for f in shellwords.split_fields(w)]
     before = shellwords.array_elements(shell_env.get(name)) if word.endswith("+=") else []
-    shell_env[name] = shellwords.array_value([*before, *elements])
+    value = shellwords.array_value([*before, *elements])
+    if budget is not None:  # hunt101 F4: each append copies the whole array again
+        budget.spend(len(value), f"array {name} in sh -c")
+    shell_env[name] = value

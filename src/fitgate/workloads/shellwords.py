@@ -168,6 +168,13 @@ def array_elements(value: str | None) -> list[str]:
     return value[1:].split(FIELD) if value.startswith(ARRAY) else [value]
 
 
+def first_element(value: str | None) -> str | None:
+    """``$A`` / ``${A[0]}``: an array's first element (one split, not the whole array's), a plain value itself."""
+    if value is None or not value.startswith(ARRAY):
+        return value
+    return value[1:].split(FIELD, 1)[0]
+
+
 def unmark(word: str) -> str:
     """``word`` without the marks (an assignment's value is not split; an array's elements joined by blanks)."""
     return word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ").replace(ARRAY, "").replace(FIELD, " ")
@@ -238,6 +245,11 @@ class Conditions:
     frames: list[_Frame] = field(default_factory=list)
     _false: int = 0  # open frames whose branch is not taken
     _none: int = 0  # open frames whose branch is undecided
+
+    @property
+    def testing(self) -> bool:
+        """Whether the next command belongs to an ``if`` / ``elif`` condition list (before its ``then``)."""
+        return bool(self.frames) and self.frames[-1].testing
 
     def state(self) -> bool | None:
         """True: the command runs; False: it does not; None: undecided."""
