@@ -216,6 +216,13 @@ def test_an_alternative_value_holds_flags_where_its_variable_is_set() -> None:
     assert engine is not None and engine.flags["--max-model-len"] == "$SECRET_LEN"  # as `--max-model-len $SECRET_LEN`
 
 
+def test_a_double_quoted_part_of_an_alternative_value_is_one_field() -> None:
+    # hunt101 F6: `${TP:+--tensor-parallel-size "$TP"}`, a common idiom, was Unknown (a quote inside the braces left it
+    # to the lexer); bash drops the quotes and keeps the quoted part one field
+    script = 'vllm serve M ${TP:+--tensor-parallel-size "$TP"} ${N:+--served-model-name "a b"}'
+    assert flags_of(script, {"TP": "4", "N": "1"}) == {"--tensor-parallel-size": "4", "--served-model-name": "a b"}
+
+
 def test_a_bash_array_of_flags_is_its_elements() -> None:
     # hunt99 G2 / the DeepSeek-V4-Pro recipe's `COMMON_ARGS=( ... )`: bash(1) "Arrays": `"${A[@]}"` is one word an
     # element (a JSON one keeps its blanks), `+=(...)` appends, `$A` / `${A[0]}` is the first element, `${A[*]}` joins

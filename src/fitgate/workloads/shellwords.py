@@ -25,6 +25,8 @@ OPEN, CLOSE = "\x01", "\x02"
 #: A blank inside an unquoted ``${NAME op word}`` (``${LEN:+--max-model-len $LEN}``), kept from the lexer's split so the
 #: reference stays one word until it is expanded; a blank of the expansion's fields after it (:func:`split_fields`).
 BLANK = "\x04"
+#: A blank inside a double-quoted part of such a word: a blank of the field it is in, never a split.
+QUOTED_BLANK = "\x08"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME = _NAME_START | frozenset("0123456789")
 _BLANKS = frozenset(" \t\n")
@@ -59,11 +61,29 @@ def mark_unquoted(text: str) -> str:
         if ch == "$" and not quote and i + 1 < n:
             end = _reference_end(text, i)
             if end > i:
-                out += [OPEN, "".join(BLANK if c in _BLANKS else c for c in text[i:end]), CLOSE]
+                out += [OPEN, _protected(text[i:end]), CLOSE]
                 i = end
                 continue
         out.append(ch)
         i += 1
+    return "".join(out)
+
+
+def _protected(reference: str) -> str:
+    """An unquoted ``${NAME op word}`` kept one word for the lexer, to be split after expansion.
+
+    Its blanks become :data:`BLANK` (split), a double-quoted part's :data:`QUOTED_BLANK` (kept), and its double
+    quotes are dropped (``${TP:+-tp "$TP"}``, hunt101 F6).
+    """
+    out: list[str] = []
+    quoted = False
+    for c in reference:
+        if c == '"':
+            quoted = not quoted
+        elif c in _BLANKS:
+            out.append(QUOTED_BLANK if quoted else BLANK)
+        else:
+            out.append(c)
     return "".join(out)
 
 
@@ -91,8 +111,8 @@ def _reference_end(text: str, i: int) -> int:
     nxt = text[i + 1]
     if nxt == "{":
         close = closing_brace(text, i + 2) if text[i + 2 : i + 3] and text[i + 2] in _NAME_START else -1
-        if close < 0 or any(c in text[i:close] for c in "'\"\\`\n"):
-            return i  # unclosed, or a quote or escape inside: left as the lexer splits it (`${X:-"a b"}`)
+        if close < 0 or any(c in text[i:close] for c in "'\\`\n") or text.count('"', i, close) % 2:
+            return i  # unclosed, a single quote or escape inside: left as the lexer splits it (`${X:-'a b'}`)
         return close + 1
     if nxt not in _NAME_START:
         return i
@@ -177,7 +197,8 @@ def first_element(value: str | None) -> str | None:
 
 def unmark(word: str) -> str:
     """``word`` without the marks (an assignment's value is not split; an array's elements joined by blanks)."""
-    return word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ").replace(ARRAY, "").replace(FIELD, " ")
+    out = word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ").replace(QUOTED_BLANK, " ")
+    return out.replace(ARRAY, "").replace(FIELD, " ")
 
 
 def split_fields(word: str) -> list[str]:
@@ -202,7 +223,7 @@ def split_fields(word: str) -> list[str]:
                 fields.append("".join(current))
             current, literal = [], False
         else:
-            current.append(ch)
+            current.append(" " if ch == QUOTED_BLANK else ch)
             literal = literal or not inside
     if current or literal:
         fields.append("".join(current))
