@@ -1018,3 +1018,19 @@ def test_extra_args_from_a_secret_make_a_misfit_unknown(tmp_path: Path, capsys: 
         code, [r] = check(capsys, str(path), "--gpu", "L4")
         assert (code, r["verdict"]) == (0, verdict), r
         assert ("$EXTRA_ARGS, whose value fitgate cannot read" in r["message"]) == (verdict == "Unknown")
+
+
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-be", "utf-32"])
+def test_a_manifest_with_a_byte_order_mark_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], codec: str
+) -> None:
+    # hunt100 F1: YAML 1.2 (5.2) is UTF-8, UTF-16 or UTF-32 told by a byte order mark; kubectl applies such files and
+    # Windows PowerShell's `>` writes UTF-16. They were Invalid ("'utf-8' codec can't decode byte 0xff"), exit 2
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    path = tmp_path / "m.yaml"
+    text = yaml.safe_dump(doc)
+    path.write_bytes(("\ufeff" + text).encode("utf-16-be") if codec == "utf-16-be" else text.encode(codec))
+    code = main(["check", str(path)])
+    out = capsys.readouterr().out
+    assert code == 0 and ": Fits: Deployment lab/qwen3-14b" in out, out
+

@@ -6,6 +6,7 @@ Feature Discovery product string), as a pool of ``--gpus-per-node`` GPUs.
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import sys
 from collections.abc import Iterable
@@ -89,6 +90,12 @@ def _read_manifest(path: str) -> str:
             data = fh.read(MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise BudgetError(f"more than {MAX_MANIFEST_BYTES} bytes; fitgate check reads manifests of at most 64 MiB")
+    # YAML 1.2 5.2: UTF-8, UTF-16 or UTF-32, told by a byte order mark; kubectl applies them (kubernetes issue 39008)
+    # and Windows PowerShell's `>` writes UTF-16 (hunt100 F1: Invalid, exit 2)
+    boms = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"))
+    for bom, codec in (*boms, (codecs.BOM_UTF16_BE, "utf-16")):  # UTF-32 first: its LE mark begins as UTF-16's
+        if data.startswith(bom):
+            return data.decode(codec)
     return data.decode("utf-8")
 
 
