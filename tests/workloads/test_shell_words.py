@@ -216,6 +216,18 @@ def test_an_alternative_value_holds_flags_where_its_variable_is_set() -> None:
     assert engine is not None and engine.flags["--max-model-len"] == "$SECRET_LEN"  # as `--max-model-len $SECRET_LEN`
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["/usr/bin/env", "bash", "-c"], ["tini", "--", "sh", "-c"], ["dumb-init", "--", "bash", "-c"],
+     ["env", "X=1", "sh", "-c"], ["/sbin/tini", "-g", "--", "/bin/sh", "-c"]],
+)  # fmt: skip
+def test_a_shell_behind_an_init_or_env_program_is_read(command: list[str]) -> None:
+    # hunt100 F3: the init / env program in front of the shell made it "runs no vLLM server" (Skipped), a DoesNotFit
+    # admitted unread; `tini -- vllm serve ...` was read already
+    engine = find_engine_command(command, ["exec vllm serve M -tp 2"], {}, image_entrypoint=False)
+    assert engine is not None and engine.flags == {"--tensor-parallel-size": "2"}
+
+
 def test_a_double_quoted_part_of_an_alternative_value_is_one_field() -> None:
     # hunt101 F6: `${TP:+--tensor-parallel-size "$TP"}`, a common idiom, was Unknown (a quote inside the braces left it
     # to the lexer); bash drops the quotes and keeps the quoted part one field

@@ -1033,4 +1033,3 @@ def test_a_manifest_with_a_byte_order_mark_is_read(
     code = main(["check", str(path)])
     out = capsys.readouterr().out
     assert code == 0 and ": Fits: Deployment lab/qwen3-14b" in out, out
-

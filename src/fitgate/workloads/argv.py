@@ -18,7 +18,7 @@ from typing import Any
 
 from fitgate.workloads import shellwords
 from fitgate.workloads.bounds import ExpansionBudget
-from fitgate.workloads.expansion import expand_k8s
+from fitgate.workloads.expansion import ASSIGNMENT, expand_k8s
 from fitgate.workloads.flagvalues import merge_dotted, with_keys
 from fitgate.workloads.shellscript import CommandError, split_script
 from fitgate.workloads.vllm_flags import (
@@ -278,6 +278,20 @@ def _with_download(engine: EngineCommand, downloads: Mapping[str, str]) -> Engin
     return engine
 
 
+#: Programs that run the rest of their words as the command (hunt100 F3: `/usr/bin/env bash -c`, `tini -- sh -c`).
+_WRAPPERS = frozenset({"env", "tini", "dumb-init"})
+
+
+def _unwrapped(words: Sequence[str]) -> Sequence[str]:
+    """``words`` without the init or env program in front (its options, ``--`` and ``env``'s ``NAME=value``)."""
+    i = 0
+    while i < len(words) and _base(words[i]) in _WRAPPERS:
+        i += 1
+        while i < len(words) and (words[i].startswith("-") or ASSIGNMENT.match(words[i])):
+            i += 1  # `tini -g --`, `dumb-init --single-child`, `env -i X=1`: a variable of env's is left unknown
+    return words[i:]
+
+
 def _shell_script(words: Sequence[str]) -> str | None:
     """The script of ``sh -c SCRIPT`` (also ``bash -ec``, ``/bin/sh -c``), else None."""
     found = _shell_script_and_params(words)
@@ -290,6 +304,7 @@ def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str]] | No
     POSIX ``sh -c``: the words after the script are ``$0`` and then ``$1`` ... (``"$@"``); hunt23 G4's GLM-5.2 pod runs
     ``bash -c '... exec vllm serve "$@"' vllm zai-org/GLM-5.2-FP8 --tensor-parallel-size=8 ...``.
     """
+    words = _unwrapped(words)
     if not words or _base(words[0]) not in _SHELLS:
         return None
     for i, word in enumerate(words[1:], 1):
