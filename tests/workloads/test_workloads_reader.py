@@ -353,6 +353,8 @@ def test_a_config_file_turns_a_switch_off_as_the_parser_reading_it_does() -> Non
     assert read("vllm/vllm-openai:latest", "enable_chunked_prefill: false\n", api) == {}  # underscores: dropped
     assert read("vllm/vllm-openai:v0.27.0", "enable-chunked-prefill: false\n", api) == {}
     assert read("vllm/vllm-openai:v0.34.0", "kv-cache-dtype: false\nno-enforce-eager: false\n", api) == {}
+    # hunt100 F2: vLLM splices the file's keys into the argv its parser reads, unique prefixes included
+    assert read("vllm/vllm-openai:v0.34.0", "max-model: 8192\n") == {"maxModelLen": 8192}
 
 
 def test_memory_env_vars_are_noted() -> None:

@@ -157,7 +157,7 @@ READ_FLAGS = frozenset(
 MIN_PREFIX_CHARS = 6
 
 
-def _unabbreviated(flag: str) -> str:
+def unabbreviated(flag: str) -> str:
     """``flag`` as argparse reads it: a unique prefix of a flag fitgate reads becomes that flag."""
     if flag in READ_FLAGS or flag in BOOLEAN_FLAGS or not flag.startswith("--") or len(flag) < MIN_PREFIX_CHARS:
         return flag
@@ -466,7 +466,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
                 i += 1
             merge_dotted(spec_split if split else dotted, name, value)
             continue
-        name = _unabbreviated(name)
+        name = unabbreviated(name)
         if eq:
             flags[name] = value
         elif not _takes_value(name):
@@ -486,7 +486,7 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
         else:
             flags[name] = "true"
     for head, tree in dotted.items():  # appended after every other flag, as vLLM does: they win
-        flags[_unabbreviated(long_name(head))] = json.dumps(tree)
+        flags[unabbreviated(long_name(head))] = json.dumps(tree)
     for head, tree in spec_split.items():  # the split flags land in the JSON (engine/arg_utils.py 0.34.0 L2140-2154)
         flags[head] = with_keys(flags.get(head), tree)
     return EngineCommand(how, model, flags, tuple(words), unresolved=tuple(unresolved))

@@ -31,6 +31,7 @@ from fitgate.workloads.argv import (
     long_name,
     ray_cluster_size,
     starts_ray,
+    unabbreviated,
 )
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
 from fitgate.workloads.expansion import configmap_refs, container_env, missing_configmap
@@ -190,8 +191,7 @@ def _config_flags(
 
     (flags, "", (name, key), flag -> its key as written) or (None, why not, (name, key) of a ConfigMap not given, {}).
     """
-    container, pod = found.container, found.pod
-    ref = config_ref(path, container, pod)
+    ref = config_ref(path, found.container, found.pod)
     if isinstance(ref, str):
         return None, ref, None, {}
     name, key = ref
@@ -211,8 +211,8 @@ def _config_flags(
         raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
-    release = release_of_image(str(container.get("image") or ""), found.env)[0]
-    flags = config_file_flags(loaded, falses=reads_false_switches(found.engine.how, release))
+    release = release_of_image(str(found.container.get("image") or ""), found.env)[0]
+    flags = config_file_flags(loaded, falses=reads_false_switches(found.engine.how, release), resolve=unabbreviated)
     keys = {long_name(f"--{k}"): str(k) for k in loaded}
     return flags, "", ref, {f: keys[f] for f in flags if f in keys}
 

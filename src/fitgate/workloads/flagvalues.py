@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical, vllm_flags
@@ -83,7 +84,7 @@ def reads_false_switches(how: str, release: str | None) -> bool:
     return "api_server" in how and (release is None or key >= FALSE_SWITCHES_FROM)
 
 
-def config_file_flags(data: object, *, falses: bool = False) -> dict[str, str]:
+def config_file_flags(data: object, *, falses: bool = False, resolve: Callable[[str], str] = str) -> dict[str, str]:
     """The flags of a ``--config`` YAML mapping, read as vLLM 0.34 does.
 
     Each key is a flag (``key: value`` -> ``--key value``; ``key: true`` -> ``--key``, so ``no-key: true`` is
@@ -91,6 +92,7 @@ def config_file_flags(data: object, *, falses: bool = False) -> dict[str, str]:
     0.34.0 ``load_config_file`` L653-673. ``key: false`` is dropped unless ``falses`` (:func:`reads_false_switches`;
     Ray Serve's ``engine_kwargs``, keyword arguments of the engine, always): then a switch written with dashes is off
     (``--no-key`` registered, L657-658). A false value of a flag that takes a value is left out, as vLLM does.
+    ``resolve``: a key's flag as the parser reads it (the argv's unique prefixes: hunt100 F2, `max-model: 8192`).
     """
     flags: dict[str, str] = {}
     if not isinstance(data, dict):
@@ -98,7 +100,7 @@ def config_file_flags(data: object, *, falses: bool = False) -> dict[str, str]:
     dotted: dict[str, dict[str, Any]] = {}
     split: dict[str, dict[str, Any]] = {}
     for key, value in data.items():
-        name = long_flag(str(key))
+        name = resolve(long_flag(str(key)))
         if "." in name or name in SPLIT_SPECULATIVE:  # `speculative-config.method: mtp`, `spec-tokens: 3`: as on the
             # command line, vLLM folds a dotted key (hunt94 F2) and sets a split one in the JSON beside it (hunt95 F2)
             text = value if isinstance(value, str) else json.dumps(value)
