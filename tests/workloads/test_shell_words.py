@@ -233,6 +233,9 @@ def test_a_double_quoted_part_of_an_alternative_value_is_one_field() -> None:
     # to the lexer); bash drops the quotes and keeps the quoted part one field
     script = 'vllm serve M ${TP:+--tensor-parallel-size "$TP"} ${N:+--served-model-name "a b"}'
     assert flags_of(script, {"TP": "4", "N": "1"}) == {"--tensor-parallel-size": "4", "--served-model-name": "a b"}
+    # hunt102 F1: a quoted reference's value keeps its blanks (a JSON of --hf-overrides), as bash keeps it one word
+    json_value = '{"max_position_embeddings": 16384}'
+    assert flags_of('vllm serve M ${HF:+--hf-overrides "$HF"}', {"HF": json_value}) == {"--hf-overrides": json_value}
 
 
 def test_a_bash_array_of_flags_is_its_elements() -> None:
@@ -274,6 +277,35 @@ def test_an_and_or_list_runs_its_assignments_only_where_the_test_lets_it() -> No
     assert flags_of('[ "$X" = 1 ] && TP=1; vllm serve M -tp ${TP:-8}', {"X": "2"}) == {"--tensor-parallel-size": "8"}
     assert flags_of("cd /models && vllm serve M -tp 2") == {"--tensor-parallel-size": "2"}
     assert flags_of('[ -n "$T" ] || exit 1; vllm serve M -tp 2') == {"--tensor-parallel-size": "2"}
+
+
+def test_and_or_lists_as_bash_reads_them() -> None:
+    # hunt102 F3: a quoted empty word ("" of `[ "$X" != "" ]`) was taken for a separator, so the test lost its right side
+    # and the override ran with X empty (Invalid: `-tp ''`); F4: a probe's status is the pod's (undecided); F5: `&&` at
+    # a line's end joins the next line
+    override = 'TP=8; [ "$TP_OVERRIDE" != "" ] && TP=$TP_OVERRIDE; vllm serve M -tp $TP'
+    assert flags_of(override, {"TP_OVERRIDE": ""}) == {"--tensor-parallel-size": "8"}
+    assert flags_of(override, {"TP_OVERRIDE": "4"}) == {"--tensor-parallel-size": "4"}
+    assert undecided_of("LEN=8192\nnvidia-smi -L | grep -q H200 && LEN=131072\nvllm serve M --max-model-len $LEN") == (
+        "LEN",
+    )
+    assert flags_of('TP=1\n[ "$A" = 1 ] &&\n  TP=8\nvllm serve M -tp $TP', {"A": "2"}) == {
+        "--tensor-parallel-size": "1"
+    }
+    assert flags_of('TP=1\n[ "$A" = 1 ] ||\n  TP=8\nvllm serve M -tp $TP', {"A": "1"}) == {
+        "--tensor-parallel-size": "1"
+    }
+
+
+def test_env_in_front_of_the_shell_sets_what_the_script_sees() -> None:
+    # hunt102 F2: `env MAX_LEN=16384 sh -c` runs the script with env's value; `env -i` (a cleared env) is not followed
+    env = {"MAX_LEN": "131072"}
+    engine = find_engine_command(["env", "MAX_LEN=16384", "sh", "-c"], ["vllm serve M --max-model-len $MAX_LEN"], env,
+                                 image_entrypoint=False)  # fmt: skip
+    assert engine is not None and engine.flags == {"--max-model-len": "16384"}
+    cleared = find_engine_command(["env", "-i", "sh", "-c"], ["vllm serve M --max-model-len $MAX_LEN"], env,
+                                  image_entrypoint=False)  # fmt: skip
+    assert cleared is None
 
 
 def test_what_bash_does_to_an_array_fitgate_does_not_follow_leaves_it_undecided() -> None:

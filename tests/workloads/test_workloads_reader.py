@@ -355,6 +355,7 @@ def test_a_config_file_turns_a_switch_off_as_the_parser_reading_it_does() -> Non
     assert read("vllm/vllm-openai:v0.34.0", "kv-cache-dtype: false\nno-enforce-eager: false\n", api) == {}
     # hunt100 F2: vLLM splices the file's keys into the argv its parser reads, unique prefixes included
     assert read("vllm/vllm-openai:v0.34.0", "max-model: 8192\n") == {"maxModelLen": 8192}
+    assert read("vllm/vllm-openai:v0.34.0", "enable-chunked: false\n", api) == {}  # `--no-KEY` exact (hunt102 F6)
 
 
 def test_memory_env_vars_are_noted() -> None:

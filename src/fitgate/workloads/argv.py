@@ -282,14 +282,25 @@ def _with_download(engine: EngineCommand, downloads: Mapping[str, str]) -> Engin
 _WRAPPERS = frozenset({"env", "tini", "dumb-init"})
 
 
-def _unwrapped(words: Sequence[str]) -> Sequence[str]:
-    """``words`` without the init or env program in front (its options, ``--`` and ``env``'s ``NAME=value``)."""
+def _unwrapped(words: Sequence[str]) -> tuple[Sequence[str], dict[str, str]]:
+    """``words`` without the init or env program in front (its options and ``--``), and ``env``'s ``NAME=value``.
+
+    ``env`` with an option (``-i`` clears the env, ``-u`` unsets, ``-S`` splits) is left as written: what the shell
+    would see is not followed (hunt102 F2), so the container reads as before, not on the pod's own env.
+    """
     i = 0
+    assigned: dict[str, str] = {}
     while i < len(words) and _base(words[i]) in _WRAPPERS:
+        env = _base(words[i]) == "env"
         i += 1
-        while i < len(words) and (words[i].startswith("-") or ASSIGNMENT.match(words[i])):
-            i += 1  # `tini -g --`, `dumb-init --single-child`, `env -i X=1`: a variable of env's is left unknown
-    return words[i:]
+        while i < len(words) and (words[i].startswith("-") or (env and ASSIGNMENT.match(words[i]))):
+            if env and words[i].startswith("-") and words[i] != "--":
+                return words, {}
+            if env and ASSIGNMENT.match(words[i]):
+                name, _, value = words[i].partition("=")
+                assigned[name] = value
+            i += 1
+    return words[i:], assigned
 
 
 def _shell_script(words: Sequence[str]) -> str | None:
@@ -304,7 +315,7 @@ def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str]] | No
     POSIX ``sh -c``: the words after the script are ``$0`` and then ``$1`` ... (``"$@"``); hunt23 G4's GLM-5.2 pod runs
     ``bash -c '... exec vllm serve "$@"' vllm zai-org/GLM-5.2-FP8 --tensor-parallel-size=8 ...``.
     """
-    words = _unwrapped(words)
+    words, _ = _unwrapped(words)
     if not words or _base(words[0]) not in _SHELLS:
         return None
     for i, word in enumerate(words[1:], 1):
@@ -353,6 +364,7 @@ def find_engine_command(
     if shell is not None:
         script, params = shell
         downloads: dict[str, str] = {}
+        env = {**env, **_unwrapped(words)[1]}  # `env MAX_LEN=16384 sh -c ...`: the script sees env's (hunt102 F2)
         for command_words in split_script(script, env, budget):
             simple = _with_params(command_words, params) if params else command_words
             downloaded = _hub_download(simple)

@@ -111,7 +111,13 @@ def config_file_flags(data: object, *, falses: bool = False, resolve: Callable[[
                 flags["--" + canonical(name)[5:]] = "false"  # recipes write; 0.34's `disable-chunked-prefill: true`
             elif value:
                 flags[name] = "true"
-            elif falses and "_" not in str(key) and not name.startswith("--no-") and vllm_flags().get(name) is False:
+            elif (
+                falses
+                and vllm_flags().get(written := long_flag(str(key))) is False
+                and "_" not in str(key)
+                and not (written.startswith("--no-"))
+            ):
+                # the key as written, not its unique prefix resolved: vLLM looks up `--no-KEY` exactly (hunt102 F6)
                 flags[name] = "false"
             continue
         if isinstance(value, dict):  # nested dicts become JSON (``--speculative-config`` ...), as in vLLM

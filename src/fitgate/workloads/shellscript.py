@@ -102,8 +102,10 @@ def _commands_of(
     try:
         for token in lexer:
             # the lexer groups punctuation: `(\n`, `)\n`, `);` are one token each
-            if array and not token.startswith(")") and (set(token) <= {"\n"} or not set(token) <= set(";&|()\n")):
-                if not set(token) <= {"\n"}:
+            # an empty token is a quoted empty word ("" of `[ "$X" != "" ]`), no separator (hunt102 F3)
+            punctuation = bool(token) and set(token) <= set(";&|()\n")
+            if array and not token.startswith(")") and (token.strip("\n") == "" or not punctuation):
+                if not token or token.strip("\n"):
                     raw[-1].append(token)
             elif array:  # `)` ends it (a `;` / `|` inside is bash's syntax error: the array ends there too)
                 array = False
@@ -114,9 +116,9 @@ def _commands_of(
                 raw[-1:] = [lead, [ARRAY_WORDS, word]] if lead else [[ARRAY_WORDS, word]]
                 joiners += [";"] if lead else []
                 array = True
-            elif token in _SHELL_SEPARATORS or set(token) <= set(";&|()\n"):
+            elif token in _SHELL_SEPARATORS or punctuation:
                 raw.append([])
-                joiners.append(token)
+                joiners.append(token.strip("\n") or "\n")  # `&&\n`: the next line is after && (hunt102 F5)
             else:
                 raw[-1].append(token)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
@@ -145,7 +147,7 @@ def _commands_of(
             continue
         words = raw_words[len(raw_words) - len(expanded) :]
         undecided = branches.state() is None or runs is None
-        status = (shellwords.evaluate_test(expanded) if expanded[0] in _TESTS else True) if runs else None
+        status = _status(expanded) if runs else None
         declared = words[0] in _DECLARATIONS  # `export A=1`, `local A=1`, `declare -x A=1 B`: their assignments
         targets = [w for w in words[1:] if not w.startswith("-")] if declared else words
         body = [w for w in expanded[1:] if not w.startswith("-")] if declared else expanded
@@ -172,8 +174,23 @@ def _commands_of(
     return commands
 
 
-#: The commands whose status an ``&&`` / ``||`` after them reads (shellwords.evaluate_test); any other succeeds.
+#: The commands whose status an ``&&`` / ``||`` after them reads (shellwords.evaluate_test).
 _TESTS = frozenset({"[", "test", "[[", "true", "false", ":", "!"})
+#: Commands whose status is the pod's to know (a search, a probe, a program): what follows && / || is undecided
+#: (hunt102 F4: `nvidia-smi -L | grep -q H200 && LEN=131072`); any other (cd, mkdir, export, pip ...) succeeds.
+_PROBES = frozenset({
+    "grep", "egrep", "fgrep", "pgrep", "command", "which", "type", "hash", "curl", "wget", "nc", "ping", "ls", "stat",
+    "find", "python", "python3", "nvidia-smi", "rocm-smi", "amd-smi", "timeout", "cmp", "diff",
+})  # fmt: skip
+
+
+def _status(words: Sequence[str]) -> bool | None:
+    """Whether a simple command succeeds, where fitgate can tell; None where only the pod can."""
+    if words[0] in _TESTS:
+        return shellwords.evaluate_test(words)
+    return None if words[0].rsplit("/", 1)[-1] in _PROBES else True
+
+
 _ELEMENT_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\+?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The builtins whose ``NAME=value`` words are assignments (their ``-x`` / ``-a`` options aside).

@@ -27,6 +27,9 @@ OPEN, CLOSE = "\x01", "\x02"
 BLANK = "\x04"
 #: A blank inside a double-quoted part of such a word: a blank of the field it is in, never a split.
 QUOTED_BLANK = "\x08"
+#: Around a double-quoted part of such a word: what it expands to is one field, blanks and all (hunt102 F1:
+#: `${HF:+--hf-overrides "$HF"}` with a JSON value holding blanks).
+Q_OPEN, Q_CLOSE = "\x0e", "\x0f"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME = _NAME_START | frozenset("0123456789")
 _BLANKS = frozenset(" \t\n")
@@ -79,6 +82,7 @@ def _protected(reference: str) -> str:
     quoted = False
     for c in reference:
         if c == '"':
+            out.append(Q_CLOSE if quoted else Q_OPEN)
             quoted = not quoted
         elif c in _BLANKS:
             out.append(QUOTED_BLANK if quoted else BLANK)
@@ -198,7 +202,7 @@ def first_element(value: str | None) -> str | None:
 def unmark(word: str) -> str:
     """``word`` without the marks (an assignment's value is not split; an array's elements joined by blanks)."""
     out = word.replace(OPEN, "").replace(CLOSE, "").replace(BLANK, " ").replace(QUOTED_BLANK, " ")
-    return out.replace(ARRAY, "").replace(FIELD, " ")
+    return out.replace(ARRAY, "").replace(FIELD, " ").replace(Q_OPEN, "").replace(Q_CLOSE, "")
 
 
 def split_fields(word: str) -> list[str]:
@@ -212,13 +216,15 @@ def split_fields(word: str) -> list[str]:
     fields: list[str] = []
     current: list[str] = []
     literal = False  # the field holds text from outside an expansion (kept even when empty: "--x=$EMPTY")
-    inside = False
+    inside = quoted = False
     for ch in word:
         if ch == OPEN:
             inside = True
         elif ch == CLOSE:
             inside = False
-        elif ch == FIELD or (inside and (ch in _BLANKS or ch == BLANK)):  # FIELD: "${ARGS[@]}", a word an element
+        elif ch in (Q_OPEN, Q_CLOSE):  # a double-quoted part of `${X:+... "..."}`: one field, even empty
+            quoted, literal = ch == Q_OPEN, True
+        elif ch == FIELD or (inside and not quoted and (ch in _BLANKS or ch == BLANK)):  # FIELD: "${A[@]}"
             if current or literal:
                 fields.append("".join(current))
             current, literal = [], False
