@@ -100,11 +100,12 @@ def test_a_hung_hub_does_not_admit_a_misfit_the_catalog_knows(hung: threading.Ev
 
 
 def test_a_catalog_lookup_that_outlasts_a_review_still_lands_for_the_next(hung: threading.Event) -> None:
-    # A busy node: the lookup takes 0.6 s, the review waits 0.3 s (admission_resolve_s in memo()). The first
-    # review answers Unknown (Warn: admitted); before, the lookup's answer was dropped and every later review
-    # started it again and timed out the same way, so the misfit was never denied.
+    # A busy node: the lookup takes 1.2 s, the review waits 0.3 s for the Hub and 0.3 s more for the lookup
+    # (admission_resolve_s in memo(); the lookup starts beside the Hub's wait, so it has both). The first review
+    # answers Unknown (Warn: admitted); before, the lookup's answer was dropped and every later review started it
+    # again and timed out the same way, so the misfit was never denied.
     def slow(name: str, rev: str | None, source: str) -> ModelFacts | None:
-        time.sleep(0.6)
+        time.sleep(1.2)
         return resolve_known(name, rev, source=source)
 
     def hub(name: str, rev: str | None, source: str) -> ModelFacts:
@@ -114,7 +115,7 @@ def test_a_catalog_lookup_that_outlasts_a_review_still_lands_for_the_next(hung: 
     m = memo(FactsStore(resolver=hub, fallback=slow))
     _, warnings = validate(MISFIT_70B, m)
     assert any("Unknown" in w or "resolving" in w for w in warnings), warnings
-    time.sleep(0.8)  # the first lookup has finished meanwhile
+    time.sleep(1.0)  # the first lookup (started 0.6 s ago, at the first review's start) has finished meanwhile
     with pytest.raises(kopf.AdmissionError) as exc:
         validate(MISFIT_70B, m)
     assert "provisional verdict from fitgate catalog" in str(exc.value)

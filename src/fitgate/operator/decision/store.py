@@ -217,6 +217,8 @@ class FactsStore:
         if self._fresh(known):
             return known
         task = self._start(ref)
+        if known is None or known.model is None:
+            self._provisional_lookup(ref)  # beside the Hub's wait, not after it: both fit the admission budget
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout_s)
         except TimeoutError:
@@ -246,15 +248,31 @@ class FactsStore:
         key = _key(ref)
         if time.monotonic() - self._provisional_at.get(key, -1e9) < self.retry_after_s:
             return self._provisional.get(key)
+        lookup = self._provisional_lookup(ref)
+        if lookup is None:
+            return self._provisional.get(key)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), timeout_s)
+        except TimeoutError:
+            return None
+
+    def _provisional_lookup(self, ref: ModelRef) -> Future[Known | None] | None:
+        """The lookup :meth:`provisional` awaits, started if none is running or fresh (None: a fresh one is known).
+
+        :meth:`get` starts it beside the Hub's resolution, so a hung Hub's wait and the lookup overlap (CI: a busy
+        runner took longer than the admission budget for the lookup started only after the wait).
+        """
+        if ref.source not in ("auto", "hub") or _local(ref):
+            return None
+        key = _key(ref)
+        if time.monotonic() - self._provisional_at.get(key, -1e9) < self.retry_after_s:
+            return None
         lookup = self._provisional_lookups.get(key)
         if lookup is None:  # one lookup a reference; one that outlives a review still lands for the next
             lookup = self._local_pool.submit(self._known_offline, ref)
             self._provisional_lookups[key] = lookup
             lookup.add_done_callback(lambda done: self._provisional_found(key, done))
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), timeout_s)
-        except TimeoutError:
-            return None
+        return lookup
 
     def _provisional_found(self, key: tuple[str, str, str], done: Future[Known | None]) -> None:
         # runs in the lookup's thread: plain dict stores only
