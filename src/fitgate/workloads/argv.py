@@ -309,19 +309,19 @@ def _shell_script(words: Sequence[str]) -> str | None:
     return found[0] if found else None
 
 
-def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str]] | None:
-    """The script of ``sh -c SCRIPT [NAME [ARG ...]]`` and its positional parameters (``$1`` ...), else None.
+def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str], dict[str, str]] | None:
+    """(script, positional parameters, an ``env`` wrapper's variables) of ``sh -c SCRIPT [NAME [ARG ...]]``, or None.
 
     POSIX ``sh -c``: the words after the script are ``$0`` and then ``$1`` ... (``"$@"``); hunt23 G4's GLM-5.2 pod runs
     ``bash -c '... exec vllm serve "$@"' vllm zai-org/GLM-5.2-FP8 --tensor-parallel-size=8 ...``.
     """
-    words, _ = _unwrapped(words)
+    words, assigned = _unwrapped(words)
     if not words or _base(words[0]) not in _SHELLS:
         return None
     for i, word in enumerate(words[1:], 1):
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
             at = i + 2 if i + 1 < len(words) and words[i + 1] == "--" else i + 1  # `bash -c -- SCRIPT` (hunt60 F2)
-            return (words[at], list(words[at + 2 :])) if at < len(words) else None
+            return (words[at], list(words[at + 2 :]), assigned) if at < len(words) else None
     return None
 
 
@@ -362,9 +362,9 @@ def find_engine_command(
     words = cmd + arg
     shell = _shell_script_and_params(words)
     if shell is not None:
-        script, params = shell
+        script, params, assigned = shell
         downloads: dict[str, str] = {}
-        env = {**env, **_unwrapped(words)[1]}  # `env MAX_LEN=16384 sh -c ...`: the script sees env's (hunt102 F2)
+        env = {**env, **assigned}  # `env MAX_LEN=16384 sh -c ...`: the script sees env's (hunt102 F2)
         for command_words in split_script(script, env, budget):
             simple = _with_params(command_words, params) if params else command_words
             downloaded = _hub_download(simple)

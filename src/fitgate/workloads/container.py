@@ -211,7 +211,7 @@ def _config_flags(
         raise BudgetError(f"--config {path}: ConfigMap {name} key {key}: {exc}") from None
     if not isinstance(loaded, dict):
         raise WorkloadError(f"--config {path}: ConfigMap {name} key {key}: expected a YAML mapping")
-    release = release_of_image(str(found.container.get("image") or ""), found.env)[0]
+    release = release_of_image(str(found.container.get("image") or ""), found.env)[0]  # a named release, or None
     flags = config_file_flags(loaded, falses=reads_false_switches(found.engine.how, release), resolve=unabbreviated)
     keys = {long_name(f"--{k}"): str(k) for k in loaded}
     return flags, "", ref, {f: keys[f] for f in flags if f in keys}

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from fitgate.sizing.versions import parse_version
 from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical, vllm_flags
 
 
@@ -80,8 +81,7 @@ def reads_false_switches(how: str, release: str | None) -> bool:
     utils/argparse_utils.py L372 -> L561 -> L657), whose option table holds none of ``serve``'s ``--no-*``
     switches: the key is dropped in every release. The API server's own parser holds them from 0.28.0.
     """
-    key = tuple(int(p) for p in (release or "").split(".")[:3] if p.isdigit())
-    return "api_server" in how and (release is None or key >= FALSE_SWITCHES_FROM)
+    return "api_server" in how and (release is None or parse_version(release) >= FALSE_SWITCHES_FROM)
 
 
 def config_file_flags(data: object, *, falses: bool = False, resolve: Callable[[str], str] = str) -> dict[str, str]:
@@ -107,8 +107,10 @@ def config_file_flags(data: object, *, falses: bool = False, resolve: Callable[[
             merge_dotted(split if name in SPLIT_SPECULATIVE else dotted, ALIASES.get(name, name), text)
             continue
         if isinstance(value, bool):
-            if value and canonical(name).startswith("--no-"):  # hunt99 F1: `no-enable-prefix-caching: true`, as the
-                flags["--" + canonical(name)[5:]] = "false"  # recipes write; 0.34's `disable-chunked-prefill: true`
+            if value and (switch := canonical(name)).startswith("--no-"):  # hunt99 F1: `no-enable-prefix-caching:
+                flags["--" + switch[5:]] = (
+                    "false"  # true`, as the recipes write; 0.34's `disable-chunked-prefill: true`
+                )
             elif value:
                 flags[name] = "true"
             elif (

@@ -63,7 +63,7 @@ MAX_BODY_LINE_BYTES = 4096
 
 
 def _body_commands(
-    bodies: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget | None, script: str
+    bodies: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget, script: str
 ) -> list[list[str]]:
     """The commands of here-document bodies, read line by line.
 
@@ -84,7 +84,7 @@ def _body_commands(
 
 
 def _commands_of(
-    text: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget | None, script: str,
+    text: str, expressions: Sequence[str], shell_env: dict[str, str], budget: ExpansionBudget, script: str,
     *, follow: bool,
 ) -> list[list[str]]:  # fmt: skip
     """The simple commands of ``text``: words expanded, assignments applied to ``shell_env``.
@@ -205,7 +205,7 @@ ARRAY_WORDS = "\x07array"
 
 def _assign_array(
     word: str, raw_words: Sequence[str], expressions: Sequence[str], shell_env: dict[str, str],
-    budget: ExpansionBudget | None, undecided: bool,
+    budget: ExpansionBudget, undecided: bool,
 ) -> None:  # fmt: skip
     """``ARGS=(--max-model-len 8192 "$X")`` (``+=`` appends): each word expanded and split as a command's words are.
 
@@ -220,6 +220,5 @@ def _assign_array(
     elements = [f for w in expanded for f in shellwords.split_fields(w)]
     before = shellwords.array_elements(shell_env.get(name)) if word.endswith("+=") else []
     value = shellwords.array_value([*before, *elements])
-    if budget is not None:  # hunt101 F4: each append copies the whole array again
-        budget.spend(len(value), f"array {name} in sh -c")
+    budget.spend(len(value), f"array {name} in sh -c")  # hunt101 F4: each append copies the whole array again
     shell_env[name] = value

@@ -243,14 +243,9 @@ class FactsStore:
         behind a stuck Hub) within ``timeout_s``, and remembered for ``retry_after_s``, found or not.
         ``Known.provisional`` says where the facts came from.
         """
-        if ref.source not in ("auto", "hub") or _local(ref):
-            return None
-        key = _key(ref)
-        if time.monotonic() - self._provisional_at.get(key, -1e9) < self.retry_after_s:
-            return self._provisional.get(key)
         lookup = self._provisional_lookup(ref)
-        if lookup is None:
-            return self._provisional.get(key)
+        if lookup is None:  # not a Hub reference (nothing stored), or a fresh answer remembered
+            return self._provisional.get(_key(ref))
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), timeout_s)
         except TimeoutError:
