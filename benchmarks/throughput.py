@@ -90,6 +90,10 @@ BOUNDS = {
     "v0_factor": (1.0, 5.0),
     # ROCm GEMMs against the datasheet peak relative to CUDA's (step_time.AMD_GEMMS): at most 1.
     "amd_mfu": (0.2, 1.0),
+    # The floor of a step no CUDA graph covers (step_time.EAGER_STEP), per layer and per quantized MoE layer: a host
+    # cost, at most a few ms a layer.
+    "eager_layer_s": (0.0, 3e-3),
+    "eager_moe_layer_s": (0.0, 3e-3),
 }
 #: The physical range of ``frontend_s`` when freed (``--free-front-end``).
 FRONT_END_BOUNDS = (1e-3, 0.15)
@@ -363,7 +367,7 @@ def _coordinates(k: Constants) -> list[float]:
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
 #: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's, ROCm
-#: GEMMs at 0.7 x CUDA's share of the peak.
+#: GEMMs at 0.7 x CUDA's share of the peak, an eager step's floor of 0.2 ms a layer and 0.5 ms a quantized MoE layer.
 PLAIN_START = Constants(
     bw_eff=0.8,
     mfu=0.4,
@@ -377,6 +381,8 @@ PLAIN_START = Constants(
     frontend_s=0.03,
     v0_factor=2.0,
     amd_mfu=0.7,
+    eager_layer_s=2e-4,
+    eager_moe_layer_s=5e-4,
 )
 
 
@@ -457,6 +463,7 @@ def regime(p: Point) -> list[str]:
     if p.raw.get("expert_parallel"):  # EP with DP 1 costs what TP does (no all2all kernels): this row shows it
         rows.append("EP (DP 1)")
     rows.append("engine V0" if p.work.v0 else "engine V1")  # the engine era (step_time.ENGINE_ERA)
+    rows.append("AMD GPUs" if p.work.amd else "NVIDIA GPUs")
     return rows
 
 

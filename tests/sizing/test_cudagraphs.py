@@ -22,6 +22,7 @@ from fitgate.sizing.cudagraphs import (
     capture_sizes,
     cuda_graph_estimate_bytes,
     graph_counts,
+    graph_token_limits,
 )
 from fitgate.sizing.gpus import lookup_gpu
 from fitgate.sizing.plan import ServingConfig, plan
@@ -121,3 +122,35 @@ def test_printed_estimates_of_020_and_later_are_matched_better_than_before(tmp_p
     new = statistics.median(abs(bench.new_bytes(p) / GiB - p.printed_gib) for p in points)
     old = statistics.median(abs(bench.old_bytes(p) / GiB - p.printed_gib) for p in points)
     assert new <= 0.12 < 0.7 <= old
+
+
+def test_graph_token_limits_follow_each_release() -> None:
+    # cudagraphs.graph_token_limits: the most tokens a decode-only step / a step with a prompt may carry and replay
+    # a graph. 0.17.0 on an H100 (9.0), 1024 seqs: min(2 x 1024, 512) = 512 for both; 0.33.0 on a B200 (10.0):
+    # min(2 x 1024, 1024) = 1024; 0.34.0 on a B200: decode max(1024, min(8192, 1024 seqs)) = 1024, a prompt step
+    # min(8192, 16384 batched tokens) = 8192 (config/vllm.py 0.34.0 L2604-2660), unless a deprecated size is given.
+    def limits(
+        version: str, cc: str, *, mode: str = "FULL_AND_PIECEWISE", tokens: int = 16384, given_max: int | None = None
+    ) -> tuple[int, int]:
+        return graph_token_limits(
+            accounting_for(version),
+            mode=mode,
+            max_num_seqs=1024,
+            max_num_batched_tokens=tokens,
+            compute_capability=cc,
+            given_max=given_max,
+        )
+
+    assert limits("0.17.0", "9.0", tokens=8192) == (512, 512)
+    assert limits("0.33.0", "10.0") == (1024, 1024)
+    assert limits("0.34.0", "10.0") == (1024, 8192)
+    assert limits("0.34.0", "10.0", tokens=4096) == (1024, 4096)
+    assert limits("0.34.0", "10.0", given_max=512) == (512, 512)
+    assert limits("0.34.0", "9.0", tokens=8192) == (512, 512)
+    # no graph at all, or none for a step with a prompt (FULL_DECODE_ONLY)
+    assert limits("0.17.0", "9.0", mode="NONE") == (0, 0)
+    assert limits("0.17.0", "9.0", mode="FULL_DECODE_ONLY", tokens=8192) == (512, 0)
+    # V0 replayed decode batches of up to 256 requests (at most max_num_seqs) and ran every prompt step eagerly
+    v0 = accounting_for("0.7.3", "V0")
+    assert graph_token_limits(v0, mode="FULL_AND_PIECEWISE", max_num_seqs=256, max_num_batched_tokens=8192) == (256, 0)
+    assert graph_token_limits(v0, mode="FULL_AND_PIECEWISE", max_num_seqs=64, max_num_batched_tokens=8192) == (64, 0)

@@ -257,3 +257,59 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
         value = str(found["max_cudagraph_capture_size"])[:40]
         problems.append(("max_cudagraph_capture_size", value, f"a whole number from 1 to {MAX_CAPTURE_SIZE}"))
     return GraphFlags(str(mode).strip().upper() if mode is not None else None, sizes, largest, tuple(problems))
+
+
+#: From 0.34 on compute capability 10.x (SM100 family), with neither deprecated size field set, steps that carry a
+#: prompt replay PIECEWISE graphs up to ``min(8192, max_num_batched_tokens)`` tokens and decode steps FULL graphs up
+#: to ``max_num_seqs`` requests within 8192 tokens (config/vllm.py 0.34.0 L2604-2611 ``wide_defaults``, L2636-2660;
+#: config/compilation.py L89-99 ``prefill_cudagraph_capture_grid``; absent in 0.33.0).
+WIDE_GRAPHS_SINCE = (0, 34, 0)
+WIDE_GRAPH_TOKENS = 8192
+#: V0 captured decode batches of 1, 2, 4 and every 8 up to 256 requests, at most ``max_num_seqs``; a step that
+#: carries a prompt always ran eagerly (worker/model_runner.py 0.6.x ``_BATCH_SIZES_TO_CAPTURE``).
+V0_GRAPH_BATCH = 256
+
+
+def graph_token_limits(
+    accounting: VllmAccounting,
+    *,
+    mode: str,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    model_max_capture_size: int | None = None,
+    compute_capability: str | None = None,
+    decode_query_len: int = 1,
+    given_sizes: tuple[int, ...] | None = None,
+    given_max: int | None = None,
+    interactivity: bool = False,
+) -> tuple[int, int]:
+    """(decode-only, prompt-carrying): the most tokens a step may carry and still replay a CUDA graph.
+
+    A step above its limit runs eagerly (step_time.EAGER_STEP): the dispatcher finds no captured size for it
+    (v1/cudagraph_dispatcher.py 0.17.0 L268-275; v1/worker/gpu/cudagraph_utils.py 0.34.0 L558-602). ``mode`` is the
+    resolved ``cudagraph_mode``: NONE captures nothing, FULL_DECODE_ONLY no graph for a step with a prompt.
+    """
+    if mode == "NONE":
+        return 0, 0
+    if accounting.engine == "V0":
+        return min(V0_GRAPH_BATCH, max_num_seqs), 0
+    largest = max(
+        capture_sizes(
+            accounting,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            model_max_capture_size=model_max_capture_size,
+            compute_capability=compute_capability,
+            decode_query_len=decode_query_len,
+            given_sizes=given_sizes,
+            given_max=given_max,
+            interactivity=interactivity,
+        ),
+        default=0,
+    )
+    decode, prompt = largest, largest
+    sm100 = (compute_capability or "").split(".")[0] == "10"
+    if accounting.version >= WIDE_GRAPHS_SINCE and sm100 and given_sizes is None and given_max is None:
+        decode = max(largest, min(WIDE_GRAPH_TOKENS, max_num_seqs * decode_query_len))
+        prompt = max(largest, min(WIDE_GRAPH_TOKENS, max_num_batched_tokens))
+    return decode, 0 if mode == "FULL_DECODE_ONLY" else prompt

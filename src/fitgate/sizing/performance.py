@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fitgate.sizing.cudagraphs import graph_token_limits
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import one_request_bytes
 from fitgate.sizing.kv_specs import ServingShape
@@ -48,6 +49,7 @@ from fitgate.sizing.step_time import (
     steady_state,
     step_seconds,
 )
+from fitgate.sizing.versions import accounting_for
 from fitgate.sizing.weights import Role, WeightInventory, weights_per_rank
 
 __all__ = ["Performance", "SpeedLoad", "active_parameters", "estimate", "expert_fraction_touched"]
@@ -376,6 +378,12 @@ def all2all_bytes_per_token(arch: ModelArchitecture, rs: ResolvedServing, activa
     return 2 * (dp - 1) / dp * hidden
 
 
+def _experts_quantized(arch: ModelArchitecture, runtime_q: Quantization | None) -> bool:
+    """Whether the routed experts are stored in 8 bits or fewer (their fused-MoE path quantizes: EAGER_STEP)."""
+    q = arch.quantization or runtime_q
+    return q is not None and (q.experts or q).weight_bits <= 8
+
+
 def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: int) -> Work:
     """What one step of ``result``'s replica reads and computes per GPU, at a decode context.
 
@@ -408,6 +416,18 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
     dense_factor, expert_factor = compute_dtype_factors(model, result)
     activation_bytes = 2 if rs.dtype in ("bfloat16", "float16") else 4
     a2a_per_token, a2a_link = all2all_bytes_per_token(arch, rs, activation_bytes), ALLREDUCE_BUS_GBPS[link]
+    graphs = graph_token_limits(
+        accounting_for(rs.vllm_version, rs.engine),
+        mode=rs.cudagraph_mode if rs.cuda_graphs else "NONE",
+        max_num_seqs=rs.max_num_seqs,
+        max_num_batched_tokens=rs.max_num_batched_tokens,
+        model_max_capture_size=arch.max_capture_size_override,
+        compute_capability=gpu.compute_capability,
+        decode_query_len=rs.decode_query_len,
+        given_sizes=rs.cudagraph_capture_sizes,
+        given_max=rs.max_cudagraph_capture_size,
+        interactivity=rs.performance_mode == "interactivity",
+    )
     if rs.parallel.internode:
         a2a_link = ALL2ALL_RDMA_GBPS
     return Work(
@@ -431,6 +451,9 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         a2a_bytes_per_token=a2a_per_token,
         a2a_bytes_per_s=a2a_link * 1e9,
         prefill_apart=rs.engine == "V0" and rs.max_num_batched_tokens >= rs.max_model_len,
+        graph_decode_tokens=graphs[0],
+        graph_prompt_tokens=graphs[1],
+        quantized_experts=moe is not None and _experts_quantized(arch, runtime_q),
     )
 
 
