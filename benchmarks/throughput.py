@@ -72,9 +72,9 @@ BOUNDS = {
     # overhead is never below CUDA's: at least 1. (Left to 0.5, a fit without the MI300X points takes it to
     # 0.5 from the one MI355X point, whose step is mostly bytes.)
     "amd_factor": (1.0, 5.0),
-    # Not raised to 0.3: with the TTFTs left out of the loss the fit still takes moe_mfu to ~0.10, from
-    # the decode speeds of prefill-heavy MoE steps (DeepSeek-V3 TP8 c 64-128 with 3200-token prompts,
-    # Qwen3-Next c 256); a floor of 0.3 makes those 60-88 % too fast (docs/performance.md, issue 24).
+    # Not raised to 0.3: before the eager step (step_time.EAGER_STEP) the fit took moe_mfu to ~0.10-0.20, from the
+    # decode speeds of prefill-heavy MoE steps (DeepSeek-V3 TP8 c 64-128 with 3200-token prompts, Qwen3-Next c 256);
+    # with the quantized MoE prompt steps' excess it lands at ~0.8 (docs/performance-accuracy.md, issue 24).
     "moe_mfu": (0.05, 1.0),
     # Issue 24, the per-request front end (step_time.FRONT_END). Pinned to 0: freed to its physical
     # range, 1-150 ms, the fit takes 20-46 ms, which the tenstorrent A100 points contradict (Qwen3-1.7B,
@@ -90,8 +90,8 @@ BOUNDS = {
     "v0_factor": (1.0, 5.0),
     # ROCm GEMMs against the datasheet peak relative to CUDA's (step_time.AMD_GEMMS): at most 1.
     "amd_mfu": (0.2, 1.0),
-    # The floor of a step no CUDA graph covers (step_time.EAGER_STEP), per layer and per quantized MoE layer: a host
-    # cost, at most a few ms a layer.
+    # A step no CUDA graph covers (step_time.EAGER_STEP): the host's floor per layer, and a quantized MoE prompt
+    # step's excess per MoE layer; at most a few ms a layer.
     "eager_layer_s": (0.0, 3e-3),
     "eager_moe_layer_s": (0.0, 3e-3),
 }
@@ -367,7 +367,8 @@ def _coordinates(k: Constants) -> list[float]:
 #: A second, physically plain start for the search: 80 % of the bandwidth, 40 % MFU, 1 ms per step,
 #: 20 µs per layer, 50 µs per MoE or TP layer, AMD overhead 1.5 x, MoE matmuls at half efficiency,
 #: prompt chunks' matmuls at 60 % of peak, 30 ms of front end per request, V0's host side 2 x V1's, ROCm
-#: GEMMs at 0.7 x CUDA's share of the peak, an eager step's floor of 0.2 ms a layer and 0.5 ms a quantized MoE layer.
+#: GEMMs at 0.7 x CUDA's share of the peak, an eager step's floor of 0.2 ms a layer and a quantized MoE
+#: prompt's 0.5 ms a layer.
 PLAIN_START = Constants(
     bw_eff=0.8,
     mfu=0.4,

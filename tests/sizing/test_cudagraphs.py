@@ -150,7 +150,25 @@ def test_graph_token_limits_follow_each_release() -> None:
     # no graph at all, or none for a step with a prompt (FULL_DECODE_ONLY)
     assert limits("0.17.0", "9.0", mode="NONE") == (0, 0)
     assert limits("0.17.0", "9.0", mode="FULL_DECODE_ONLY", tokens=8192) == (512, 0)
-    # V0 replayed decode batches of up to 256 requests (at most max_num_seqs) and ran every prompt step eagerly
-    v0 = accounting_for("0.7.3", "V0")
-    assert graph_token_limits(v0, mode="FULL_AND_PIECEWISE", max_num_seqs=256, max_num_batched_tokens=8192) == (256, 0)
-    assert graph_token_limits(v0, mode="FULL_AND_PIECEWISE", max_num_seqs=64, max_num_batched_tokens=8192) == (64, 0)
+
+    # V0 replayed decode batches only: up to max_num_seqs rounded up to 8 from 0.6.1 (0.6.3 model_runner.py L985), up
+    # to 256 before; every prompt step ran eagerly
+    def v0(version: str, seqs: int) -> tuple[int, int]:
+        return graph_token_limits(
+            accounting_for(version, "V0"), mode="FULL_AND_PIECEWISE", max_num_seqs=seqs, max_num_batched_tokens=8192
+        )
+
+    assert v0("0.7.3", 256) == (256, 0)
+    assert v0("0.7.3", 512) == (512, 0)
+    assert v0("0.7.3", 60) == (64, 0)
+    assert v0("0.5.5", 512) == (256, 0)
+
+    # V1 before 0.10 captured up to 512 tokens whatever max_num_seqs was (0.9.2 cuda_graph_sizes [512]); 0.10.0 on
+    # bounds it by 2 x max_num_seqs
+    def seqs16(version: str) -> tuple[int, int]:
+        return graph_token_limits(
+            accounting_for(version), mode="FULL_AND_PIECEWISE", max_num_seqs=16, max_num_batched_tokens=8192
+        )
+
+    assert seqs16("0.9.2") == (512, 512)
+    assert seqs16("0.10.2") == (32, 32)

@@ -97,7 +97,7 @@ def capture_sizes(
     """The batch sizes vLLM captures graphs for (``cudagraph_capture_sizes``), as its config computes them.
 
     ``decode_query_len``: 1 + draft tokens with speculative decoding (``uniform_decode_query_len``); the
-    decode sizes 0.33 appends for it beyond the ceiling (config/vllm.py L2471-2500) are not modelled.
+    decode sizes ``n x query_len`` 0.33 adds up to the ceiling (config/vllm.py L2541-2547) are not modelled.
     ``given_sizes`` / ``given_max``: ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size``.
     ``interactivity``: ``--performance-mode interactivity`` (0.17+) captures every size from 1 to 32 first
     (config/vllm.py 0.17.0 L1404-1408, 0.25.0 L1749-1753).
@@ -265,9 +265,16 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
 #: config/compilation.py L89-99 ``prefill_cudagraph_capture_grid``; absent in 0.33.0).
 WIDE_GRAPHS_SINCE = (0, 34, 0)
 WIDE_GRAPH_TOKENS = 8192
-#: V0 captured decode batches of 1, 2, 4 and every 8 up to 256 requests, at most ``max_num_seqs``; a step that
-#: carries a prompt always ran eagerly (worker/model_runner.py 0.6.x ``_BATCH_SIZES_TO_CAPTURE``).
+#: V0 replayed graphs for decode batches only, of up to 256 requests through 0.5.x (worker/model_runner.py 0.5.5
+#: L64-66) and up to ``max_num_seqs`` rounded up to 8 from 0.6.1 (0.6.3 L73-75, L985 ``_get_max_graph_batch_size``;
+#: 0.7.3 config.py L3369-3391), and none once a sequence is past ``max_seq_len_to_capture`` (8192 by default,
+#: 0.7.3 worker/model_runner.py L762-770, arg_utils.py L137): ``performance.work`` applies that one per context.
 V0_GRAPH_BATCH = 256
+V0_GRAPH_TO_SEQS_SINCE = (0, 6, 1)
+V0_MAX_SEQ_LEN_TO_CAPTURE = 8192
+#: V1 before 0.10 captured up to 512 tokens whatever ``max_num_seqs`` was (0.8.5 config.py L4033-4036; 0.9.2
+#: ``cuda_graph_sizes`` [512], L2133); ``min(2 x max_num_seqs, 512)`` from 0.10.0 (config.py L2451-2456).
+SEQS_BOUND_SINCE = (0, 10, 0)
 
 
 def graph_token_limits(
@@ -292,6 +299,8 @@ def graph_token_limits(
     if mode == "NONE":
         return 0, 0
     if accounting.engine == "V0":
+        if accounting.version >= V0_GRAPH_TO_SEQS_SINCE:
+            return -(-max_num_seqs // 8) * 8, 0
         return min(V0_GRAPH_BATCH, max_num_seqs), 0
     largest = max(
         capture_sizes(
@@ -307,6 +316,8 @@ def graph_token_limits(
         ),
         default=0,
     )
+    if accounting.version < SEQS_BOUND_SINCE and given_sizes is None and given_max is None:
+        largest = min(512, max_num_batched_tokens)
     decode, prompt = largest, largest
     sm100 = (compute_capability or "").split(".")[0] == "10"
     if accounting.version >= WIDE_GRAPHS_SINCE and sm100 and given_sizes is None and given_max is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fitgate.sizing.cudagraphs import graph_token_limits
+from fitgate.sizing.cudagraphs import V0_MAX_SEQ_LEN_TO_CAPTURE, graph_token_limits
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import one_request_bytes
 from fitgate.sizing.kv_specs import ServingShape
@@ -451,9 +451,11 @@ def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: in
         a2a_bytes_per_token=a2a_per_token,
         a2a_bytes_per_s=a2a_link * 1e9,
         prefill_apart=rs.engine == "V0" and rs.max_num_batched_tokens >= rs.max_model_len,
-        graph_decode_tokens=graphs[0],
+        graph_decode_tokens=0 if rs.engine == "V0" and decode_context > V0_MAX_SEQ_LEN_TO_CAPTURE else graphs[0],
         graph_prompt_tokens=graphs[1],
         quantized_experts=moe is not None and _experts_quantized(arch, runtime_q),
+        decode_query_len=rs.decode_query_len,
+        dp_ranks=max(1, rs.parallel.data_parallel_size),
     )
 
 

@@ -66,8 +66,8 @@ class Constants:
     v0_factor: float  # the overhead (step_s and the per-layer costs) on vLLM's V0 engine relative to V1
     # Issue 24: the matmul efficiency on ROCm relative to CUDA, against each GPU's datasheet peak (AMD_GEMMS).
     amd_mfu: float = 1.0
-    # Issue 24, the eager step (EAGER_STEP): the least a step no CUDA graph covers takes, per layer and per layer
-    # of quantized routed experts.
+    # Issue 24, the eager step (EAGER_STEP): the least a step no CUDA graph covers takes, per layer, and what one
+    # that carries a prompt adds per layer of quantized routed experts.
     eager_layer_s: float = 0.0
     eager_moe_layer_s: float = 0.0
 
@@ -85,22 +85,25 @@ class Constants:
 #: single-prompt TTFTs (55-78 % of peak) pull it up, so the term is in place but not yet separated by data.
 PREFILL_GEMMS = "prompt chunks of up to max_num_batched_tokens rows per GEMM (vllm 0.33.0 v1/core/sched)"
 
-#: Why a step no CUDA graph covers gets a floor of its own (``eager_layer_s``, ``eager_moe_layer_s``; issue 24, the
-#: eager-step round in docs/performance-accuracy.md). A step replays a graph only when a captured size holds its
-#: tokens (v1/cudagraph_dispatcher.py 0.17.0 L268-275; v1/worker/gpu/cudagraph_utils.py 0.34.0 L558-602): by default
-#: up to 512 tokens (1024 on SM100 from 0.28; a step with a prompt up to 8192 on SM100 from 0.34;
-#: ``cudagraphs.graph_token_limits``), and never for a V0 step with a prompt. Above that the host launches every op
-#: of every layer itself (the fused-MoE op sits inside the compiled pieces, not between them:
-#: config/compilation.py 0.17.0 L665-679), so the step takes at least the host's time whatever the GPU's work. The
-#: quantized fused-MoE paths do more per call than bf16 Triton (fp8 / fp4 activation quantization, the modular
-#: kernel's prepare / finalize, FlashInfer's per-call runner and autotuner lookup: fused_moe/modular_kernel.py 0.17.0
-#: L1035-1160, L1565-1622; flashinfer fused_moe/core.py L1805-1960), hence the second constant for their layers.
-#: Evidence: Kimi-K2.5-NVFP4 on 8 x B200 (0.17.0, c 4, 927-token prompts) prints a P99.9 inter-token latency of
-#: 111.75 ms against a 10.15 ms median: the step that carries a prompt (vllm-project/recipes 7635051
-#: moonshotai/Kimi-K2.5.md), and its TTFT at 7,373-token prompts is only 50-80 ms above that at 922. Both are fitted
-#: (``benchmarks/throughput.py --fit``); the MoE one lands at ~2 ms a layer, several times what counting the host's
-#: ops gives (0.25-0.5 ms), so it stands for the quantized MoE path's whole eager cost, host and kernels, not launches.
-EAGER_STEP = "a step above the captured graph sizes takes at least its layers' eager cost (vllm 0.17.0 dispatcher)"
+#: What a step no CUDA graph covers costs beyond its GPU work (``eager_layer_s``, ``eager_moe_layer_s``; issue 24, the
+#: quantized-MoE eager-step round in docs/performance-accuracy.md). A step replays a graph only when a captured size
+#: holds its tokens, per data-parallel rank and counting a decode request's draft tokens (v1/cudagraph_dispatcher.py
+#: 0.17.0 L268-275; v1/worker/gpu/cudagraph_utils.py 0.34.0 L558-602; ``cudagraphs.graph_token_limits``: 512 tokens
+#: by default, 1024 on SM100 from 0.28, a step with a prompt up to 8192 on SM100 from 0.34; V0 replayed decode
+#: batches only). Above that the host launches every op of every layer itself (the fused-MoE op sits inside the
+#: compiled pieces, not between them: config/compilation.py 0.17.0 L665-679), so the step takes at least
+#: ``layers x eager_layer_s``, whatever the GPU's work. A step that also carries a prompt on quantized routed experts
+#: pays ``eager_moe_layer_s`` a MoE layer on top: their fused-MoE paths do more per call than bf16 Triton (fp8 / fp4
+#: activation quantization, the modular kernel's prepare / finalize, FlashInfer's per-call runner and autotuner
+#: lookup: fused_moe/modular_kernel.py 0.17.0 L1035-1160, L1565-1622; flashinfer fused_moe/core.py L1805-1960), and
+#: the MLA prefill metadata's device-to-host copy (attention/mla_attention.py 0.17.0 L1674-1683) stops the host
+#: running ahead. Evidence: Kimi-K2.5-NVFP4 on 8 x B200 (0.17.0, c 4, 927-token prompts) prints a P99.9
+#: inter-token latency of 111.75 ms against a 10.15 ms median: the step that carries a prompt (vllm-project/recipes
+#: 7635051 moonshotai/Kimi-K2.5.md); its TTFT at 7,373-token prompts is 50-90 ms above that at 922, so the excess
+#: adds to the prompt's work rather than hiding it. Both constants are fitted (``benchmarks/throughput.py --fit``);
+#: the MoE one lands at ~1.7 ms a layer, 1.3-2.7 x what counting the whole layer's host ops gives (0.65-1.3 ms) and
+#: 3.5-7 x the MoE op's alone, so it stands for the quantized MoE prompt step's whole excess, host and kernels.
+EAGER_STEP = "a step above the captured graph sizes: the host's launches, plus a quantized MoE prompt's excess"
 
 #: What ``frontend_s`` stands for: the path of one request through vLLM's OpenAI server to the engine
 #: core and of its first token back (0.33.0), none of it an engine step:
@@ -283,6 +286,8 @@ class Work:
     graph_decode_tokens: int = 1 << 30
     graph_prompt_tokens: int = 1 << 30
     quantized_experts: bool = False  # the routed experts run a quantized fused-MoE kernel (EAGER_STEP)
+    decode_query_len: int = 1  # tokens a decode step runs per request (1 + draft tokens): the graphs count tokens
+    dp_ranks: int = 1  # data-parallel ranks: each captures and dispatches its own graphs for its share of the step
 
 
 def expert_fraction_touched(num_experts: int, top_k: int, tokens: float) -> float:
@@ -373,9 +378,11 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
             allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
         a2a_s = s.moe_layers * tokens * work.a2a_bytes_per_token / work.a2a_bytes_per_s
         gpu_s = layers_s + max(memory_s, compute_s) + allreduce_s + a2a_s
-        if tokens > (work.graph_prompt_tokens if prefill_tokens > 0 else work.graph_decode_tokens):
-            eager_moe = s.moe_layers * k.eager_moe_layer_s if work.quantized_experts else 0.0
-            gpu_s = max(gpu_s, (s.layers * k.eager_layer_s + eager_moe) * host)  # EAGER_STEP
+        rank_tokens = (decode_tokens * work.decode_query_len + prefill_tokens) / work.dp_ranks
+        if rank_tokens > (work.graph_prompt_tokens if prefill_tokens > 0 else work.graph_decode_tokens):
+            # EAGER_STEP: the quantized-MoE part only where a prompt is in the step (what the logs show)
+            eager_moe = s.moe_layers * k.eager_moe_layer_s if work.quantized_experts and prefill_tokens > 0 else 0.0
+            gpu_s = max(gpu_s, s.layers * k.eager_layer_s * host) + eager_moe * host
         # async scheduling: the next step is scheduled (and the last one's output processed) while the GPU runs
         total += max(step_host, gpu_s) if work.async_scheduling else step_host + gpu_s
         roof += read / work.bandwidth_bytes_per_s
