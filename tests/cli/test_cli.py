@@ -674,3 +674,47 @@ def test_a_gpu_outside_the_catalog_is_unknown_or_sized_by_its_memory(capsys: pyt
     assert main([*argv, "--max-model-len", "8192"]) == 0
     out = capsys.readouterr().out
     assert "on 1 x NVIDIA GeForce RTX 4060 (7.62 GiB each)" in out and "verdict: Fits" in out
+
+
+def test_a_bare_h20_is_never_denied_what_the_141gb_card_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    # vllm-project/recipes DeepSeek/DeepSeek-V3_2.md (269aa70) serves DeepSeek-V3.2 at its defaults (TP 8, 163,840
+    # tokens) on "8xH20" and benchmarks it: 79.55 GiB of weights a GPU leave a 96 GB H20 (85.50 GiB budget at 0.9)
+    # 5.9 GiB, short of one 163,840-token request's 11.95 GiB of KV, so the board was the 141 GB H20
+    argv = ("--model", "deepseek-ai/DeepSeek-V3.2", "-tp", "8")
+    code, doc = plan_json(capsys, *argv, "--gpu", "H20")
+    assert code == 0 and doc["gpu"]["name"] == "H20-141GB" and doc["verdict"] != "DoesNotFit"
+    assert any("names the H20 and the H20-141GB" in n for n in doc["notes"])
+    code, doc = plan_json(capsys, *argv, "--gpu", "NVIDIA-H20")  # the device plugin's label: the 96 GB card
+    assert code == 1 and doc["verdict"] == "DoesNotFit"
+
+
+def test_check_reads_a_bare_gpu_name_as_plan_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `check --gpu A100` on a one-GPU Qwen2.5-32B (61.04 GiB of weights: over the 40 GB card's 35.45 GiB budget, within
+    # the 80 GB card's 71.23 GiB) is the 80 GB card's Fits, with the note; named exactly, the 40 GB card denies
+    manifest = tmp_path / "d.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  selector: {matchLabels: {a: a}}\n"
+        "  template:\n    metadata: {labels: {a: a}}\n    spec:\n      containers:\n      - name: vllm\n"
+        "        image: vllm/vllm-openai:v0.11.0\n"
+        "        args: [--model, Qwen/Qwen2.5-32B-Instruct, --max-model-len, '8192']\n"
+        "        resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    code, out, _ = run(capsys, "check", str(manifest), "--gpu", "A100")
+    assert code == 0 and ": Fits:" in out and "A100-80GB" in out and "names the A100-40GB and the A100-80GB" in out
+    code, out, _ = run(capsys, "check", str(manifest), "--gpu", "A100-40GB")
+    assert code == 1 and ": DoesNotFit:" in out
+
+
+def test_check_reads_a_bare_placement_gpu_as_both_cards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a ModelDeployment's placement.gpuProduct "H20" (no --gpu): either card's nodes serve it, as the operator's
+    # inventory matches it (NAMESAKES); DeepSeek-V3.2 at its defaults fits only the 141 GB card (the test above)
+    manifest = tmp_path / "md.yaml"
+    manifest.write_text(
+        "apiVersion: fitgate.io/v1alpha1\nkind: ModelDeployment\nmetadata: {name: ds}\nspec:\n"
+        "  model: {name: deepseek-ai/DeepSeek-V3.2}\n  serving: {tensorParallelSize: 8}\n  placement: {gpuProduct: H20}\n"
+    )
+    code, out, _ = run(capsys, "check", str(manifest))
+    assert code == 0 and ": Fits: H20-141GB:" in out
+    manifest.write_text(manifest.read_text().replace("gpuProduct: H20", "gpuProduct: NVIDIA-H20"))
+    code, out, _ = run(capsys, "check", str(manifest))
+    assert code == 1 and ": DoesNotFit:" in out

@@ -161,11 +161,16 @@ def _with_stated_memory(name: str) -> GpuModel | None:
 #: Bare names two catalog cards answer to (hunt42 F4): the catalog reads them as the first, the smaller; Baseten's
 #: ``accelerator: A100`` recipes only load on the 80 GB card, SkyPilot's ``A100`` is the 40 GB one.
 AMBIGUOUS_NAMES = {"a100": ("A100-40GB", "A100-80GB"), "v100": ("V100-16GB", "V100-32GB")}
+#: Bare names a write-up uses for either memory size of a product (read as the first; a plan the first denies is
+#: the second's): the H20 ships with 96 GB and 141 GB (vllm-project/recipes' DeepSeek-V3.2 ran its defaults on
+#: "8xH20", which 96 GB cannot hold), the GH200 with 96 GB and 144 GB. Node labels carry the memory, so the cluster's
+#: own names stay exact (cloudlabels reads AMBIGUOUS_NAMES only).
+NAMESAKES = {**AMBIGUOUS_NAMES, "h20": ("H20", "H20-141GB"), "gh200": ("GH200", "GH200-144GB")}
 
 
 def larger_namesake(name: str) -> GpuModel | None:
-    """The larger card a bare ambiguous name (``A100``, ``V100``) may also mean, or None for any other name."""
-    pair = AMBIGUOUS_NAMES.get(name.strip().lower())
+    """The larger card a bare ambiguous name (``A100``, ``V100``, ``H20``, ``GH200``) may also mean, else None."""
+    pair = NAMESAKES.get(name.strip().lower())
     return find_gpu(pair[1]) if pair else None
 
 

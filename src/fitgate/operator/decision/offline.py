@@ -26,7 +26,7 @@ from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
-from fitgate.sizing.instances import named_gpu
+from fitgate.sizing.instances import larger_namesake, named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml, too_many_digits
 from fitgate.workloads.crds import PARTS_READERS
@@ -182,6 +182,9 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     asks = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * spec.placement.data_parallel_size
     size = per_node(gpus_per_node, -(-asks // nodes))
     pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(nodes)]
+    namesake = larger_namesake(product) if gpu_name is None else None  # --gpu's reading is check_files'
+    if namesake is not None:  # a bare A100 / V100 / H20 / GH200 placement: either card's nodes serve it (inventory)
+        pools += [NodeGPUs(f"offline-{namesake.name}-{i}", labels, namesake.name, namesake, size) for i in range(nodes)]
     offline = {"gpu_product": None, "resource_claim_template_name": None}  # the pool is --gpu's, not the cluster's
     spec_offline = spec.model_copy(update={"placement": spec.placement.model_copy(update=offline)})
     ev = evaluate(spec_offline, model, pools, facts=facts)
@@ -233,13 +236,49 @@ def check_files(
     files: Iterable[str], gpu_name: str | None = None, gpus_per_node: int | None = None
 ) -> list[CheckResult]:
     """The verdict on every ModelDeployment and workload in ``files``; ``gpus_per_node`` None: :func:`per_node`."""
-    results = []
+    unread: list[CheckResult] = []
     read: list[tuple[str, Any]] = []
     for path in files:
         try:
             read.extend(_documents(path))
         except (OSError, yaml.YAMLError, BudgetError, ValueError, RecursionError) as exc:
-            results.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
+            unread.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
+    results = _evaluate_documents(read, gpu_name, gpus_per_node)
+    namesake = larger_namesake(gpu_name) if gpu_name else None
+    if namesake is not None and any(r.verdict == "DoesNotFit" for r in results):
+        # a bare A100 / V100 / H20 / GH200 names two cards: never deny on the smaller what the larger runs (the first
+        # rule; plan reads the name the same way, cli/plan.py)
+        larger = _evaluate_documents(read, namesake.name, gpus_per_node)
+        if len(larger) == len(results):
+            results = [
+                _namesake_result(r, big, str(gpu_name), namesake.name) for r, big in zip(results, larger, strict=True)
+            ]
+    return unread + results
+
+
+def _namesake_result(small: CheckResult, big: CheckResult, asked: str, larger: str) -> CheckResult:
+    """``big`` (with a note) where the smaller card of an ambiguous ``--gpu`` denies and the larger does not."""
+    if (
+        small.verdict != "DoesNotFit"
+        or big.verdict == "DoesNotFit"
+        or (small.source, small.name) != (big.source, big.name)
+    ):
+        return small
+    found = named_gpu(asked)
+    card = found.name if found is not None else asked
+    why = (
+        f"--gpu {asked} names the {card} and the {larger}: it does not fit the {card} "
+        f"({small.message.split(' [per GPU')[0]}), so this is the {larger}'s verdict; pass --gpu {card} for the "
+        "smaller card"
+    )
+    return replace(big, notes=(*big.notes, why))
+
+
+def _evaluate_documents(
+    read: list[tuple[str, Any]], gpu_name: str | None, gpus_per_node: int | None
+) -> list[CheckResult]:
+    """The results of every document ``read`` holds, on ``gpu_name`` (None: each one's placement)."""
+    results: list[CheckResult] = []
     configmaps = configmaps_of([doc for _, doc in read])  # --config files of the whole manifest set
     runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices
     templates = claim_templates_of([doc for _, doc in read])  # the DRA device classes the workloads' claims ask for

@@ -37,7 +37,7 @@ from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, n
 from fitgate.operator.gpus.prospects import NodeTemplate
 from fitgate.operator.gpus.sharing import Share, node_share
 from fitgate.sizing.gpus import MAX_GPU_BYTES, GpuModel, find_gpu, with_reported_memory
-from fitgate.sizing.instances import AMBIGUOUS_NAMES
+from fitgate.sizing.instances import NAMESAKES
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 
@@ -371,8 +371,8 @@ def matches_placement(g: NodeGPUs, gpu_product: str | None, node_selector: Mappi
         return True
     if g.mig_profile is not None:
         return False
-    # a bare A100 / V100 names both cards of the product (instances.AMBIGUOUS_NAMES): either kind of node serves it
-    pair = AMBIGUOUS_NAMES.get(gpu_product.strip().lower())
+    # a bare A100 / V100 / H20 / GH200 names both cards of the product (instances.NAMESAKES): either node serves it
+    pair = NAMESAKES.get(gpu_product.strip().lower())
     if pair is not None:
         return g.gpu.name in pair
     wanted = find_gpu(gpu_product)
