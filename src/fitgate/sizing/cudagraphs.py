@@ -302,25 +302,27 @@ def graph_token_limits(
         if accounting.version >= V0_GRAPH_TO_SEQS_SINCE:
             return -(-max_num_seqs // 8) * 8, 0
         return min(V0_GRAPH_BATCH, max_num_seqs), 0
-    largest = max(
-        capture_sizes(
-            accounting,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            model_max_capture_size=model_max_capture_size,
-            compute_capability=compute_capability,
-            decode_query_len=decode_query_len,
-            given_sizes=given_sizes,
-            given_max=given_max,
-            interactivity=interactivity,
-        ),
-        default=0,
-    )
-    if accounting.version < SEQS_BOUND_SINCE and given_sizes is None and given_max is None:
+    defaults = given_sizes is None and given_max is None
+    if accounting.version < SEQS_BOUND_SINCE and defaults:
         largest = min(512, max_num_batched_tokens)
+    else:
+        largest = max(
+            capture_sizes(
+                accounting,
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                model_max_capture_size=model_max_capture_size,
+                compute_capability=compute_capability,
+                decode_query_len=decode_query_len,
+                given_sizes=given_sizes,
+                given_max=given_max,
+                interactivity=interactivity,
+            ),
+            default=0,
+        )
     decode, prompt = largest, largest
     sm100 = (compute_capability or "").split(".")[0] == "10"
-    if accounting.version >= WIDE_GRAPHS_SINCE and sm100 and given_sizes is None and given_max is None:
+    if accounting.version >= WIDE_GRAPHS_SINCE and sm100 and defaults:
         decode = max(largest, min(WIDE_GRAPH_TOKENS, max_num_seqs * decode_query_len))
         prompt = max(largest, min(WIDE_GRAPH_TOKENS, max_num_batched_tokens))
     return decode, 0 if mode == "FULL_DECODE_ONLY" else prompt

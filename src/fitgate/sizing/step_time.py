@@ -346,6 +346,9 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
     tokens = decode_tokens + prefill_tokens
     touched = expert_fraction_touched(work.num_experts, work.top_k, tokens) if work.num_experts else 0.0
     tile = moe_tile_efficiency(work.num_experts, work.top_k, tokens)
+    # EAGER_STEP: no captured graph holds the step (per DP rank, a decode request with its draft tokens)
+    rank_tokens = (decode_tokens * work.decode_query_len + prefill_tokens) / work.dp_ranks
+    eager = rank_tokens > (work.graph_prompt_tokens if prefill_tokens > 0 else work.graph_decode_tokens)
     total = roof = 0.0
     for s in work.stages:
         read = s.dense_bytes + s.expert_bytes * touched + decode_tokens * s.kv_bytes_per_request
@@ -378,8 +381,7 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
             allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
         a2a_s = s.moe_layers * tokens * work.a2a_bytes_per_token / work.a2a_bytes_per_s
         gpu_s = layers_s + max(memory_s, compute_s) + allreduce_s + a2a_s
-        rank_tokens = (decode_tokens * work.decode_query_len + prefill_tokens) / work.dp_ranks
-        if rank_tokens > (work.graph_prompt_tokens if prefill_tokens > 0 else work.graph_decode_tokens):
+        if eager:
             # EAGER_STEP: the quantized-MoE part only where a prompt is in the step (what the logs show)
             eager_moe = s.moe_layers * k.eager_moe_layer_s if work.quantized_experts and prefill_tokens > 0 else 0.0
             gpu_s = max(gpu_s, s.layers * k.eager_layer_s * host) + eager_moe * host
