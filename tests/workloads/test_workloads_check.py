@@ -1033,3 +1033,58 @@ def test_a_manifest_with_a_byte_order_mark_is_read(
     code = main(["check", str(path)])
     out = capsys.readouterr().out
     assert code == 0 and ": Fits: Deployment lab/qwen3-14b" in out, out
+
+
+def _pd_llmisvc(prefill_gmu: str, *, prefill_template: bool = True) -> dict[str, Any]:
+    """KServe's P/D LLMInferenceService shape (kserve@aaac4e29 docs/samples/llmisvc/dp-ep/...-pd-gpu-p-deepep-ht-d-
+    deepep-ht.yaml: ``spec.prefill`` with its own replicas, parallelism and template) with Qwen2.5-7B on one L4 each."""
+
+    def template(gmu: str, role: str) -> dict[str, Any]:
+        args = f"--gpu-memory-utilization {gmu} --max-model-len 8192 --kv-transfer-config "
+        args += f"""'{{"kv_connector":"NixlConnector","kv_role":"{role}"}}'"""
+        env = [{"name": "VLLM_ADDITIONAL_ARGS", "value": args}]
+        return {"containers": [{"name": "main", "env": env, "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+
+    prefill: dict[str, Any] = {"replicas": 2, "parallelism": {"tensor": 1}}
+    if prefill_template:
+        prefill["template"] = template(prefill_gmu, "kv_producer")
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha2",
+        "kind": "LLMInferenceService",
+        "metadata": {"name": "qwen-pd"},
+        "spec": {
+            "model": {"uri": "hf://Qwen/Qwen2.5-7B-Instruct", "name": "Qwen/Qwen2.5-7B-Instruct"},
+            "replicas": 1,
+            "template": template("0.9", "kv_consumer"),
+            "prefill": prefill,
+        },
+    }
+
+
+def test_an_llm_inference_services_prefill_pool_is_sized_on_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt104 F1: spec.prefill was never read, so a prefill pool that cannot start was admitted with the decode
+    # pool's numbers. Qwen2.5-7B's bf16 weights are 7.62e9 x 2 B = 14.2 GiB; an L4's budget at 0.3 is 0.3 x 22.0 GiB
+    # = 6.6 GiB < 14.2 GiB: the prefill pool is DoesNotFit, the decode one (0.9 x 22.0 = 19.8 GiB) Fits.
+    path = tmp_path / "pd.yaml"
+    path.write_text(yaml.safe_dump(_pd_llmisvc("0.3")))
+    code, results = check(capsys, str(path), "--gpu", "L4")
+    got = {r["name"].split("/", 1)[1]: r["verdict"] for r in results}  # namespace/name
+    assert got == {"qwen-pd": got["qwen-pd"], "qwen-pd/prefill": "DoesNotFit"} and got["qwen-pd"] in ("Fits", "Tight")
+    assert code == 1, results
+    # at the decode pool's 0.9 both fit
+    path.write_text(yaml.safe_dump(_pd_llmisvc("0.9")))
+    code, results = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and {r["verdict"] for r in results} <= {"Fits", "Tight"} and len(results) == 2, results
+    # a prefill without a template of its own reads the decode template's containers, and says so
+    path.write_text(yaml.safe_dump(_pd_llmisvc("0.3", prefill_template=False)))
+    code, results = check(capsys, str(path), "--gpu", "L4")
+    [prefill] = [r for r in results if r["name"] == "default/qwen-pd/prefill"]
+    assert prefill["verdict"] in ("Fits", "Tight") and "no template" in json.dumps(prefill), prefill
+    # the webhook answers the object with its decode workload and names the prefill one, as for Dynamo's workers
+    from fitgate.workloads import read_workload  # noqa: PLC0415
+
+    reading = read_workload(_pd_llmisvc("0.3"))
+    assert reading is not None and reading.name == "qwen-pd"
+    assert any("spec.prefill" in n for n in reading.notes), reading.notes

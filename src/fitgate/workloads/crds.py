@@ -22,7 +22,14 @@ from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.kubeai import read_kubeai_model
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, runai_devices
 from fitgate.workloads.rayservice import read_ray_cluster, read_ray_llm, read_ray_service
-from fitgate.workloads.reader import _blank, _leader_worker_set, annotated_model, with_model_annotation
+from fitgate.workloads.reader import (
+    _blank,
+    _leader_worker_set,
+    annotated_model,
+    llm_inference_workloads,
+    with_model_annotation,
+    with_object_metadata,
+)
 from fitgate.workloads.reading import Reading, WorkloadError
 
 Reader = Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], "Reading | None"]
@@ -468,11 +475,17 @@ def read_disaggregated_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     return first_of_parts(read_disaggregated_roles(obj, configmaps), "roles")
 
 
+def read_llm_inference_parts(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """A KServe LLMInferenceService's decode and prefill workloads (hunt104 F1), each read as the webhook reads it."""
+    return [with_object_metadata(obj, r, None) for r in llm_inference_workloads(obj, configmaps)]
+
+
 #: Kinds of several vLLM servers (one per worker or role): kind -> the readings of all of them.
 PARTS_READERS: dict[str, Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], list[Reading]]] = {
     "DynamoGraphDeployment": read_dynamo_workers,
     "DisaggregatedSet": read_disaggregated_roles,
     "RayService": read_ray_llm,
+    "LLMInferenceService": read_llm_inference_parts,
 }
 
 #: Kind -> reader, for the CRD kinds of :data:`fitgate.workloads.kinds.KINDS` read here.

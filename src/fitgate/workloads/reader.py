@@ -61,11 +61,13 @@ __all__ = [
     "config_ref",
     "configmaps_of",
     "data_parallel_ranks",
+    "llm_inference_workloads",
     "lws_env",
     "read_container",
     "read_workload",
     "unreadable",
     "with_model_annotation",
+    "with_object_metadata",
 ]
 
 #: Where each kind keeps its pod template (dotted path), from the registry (:mod:`fitgate.workloads.kinds`).
@@ -212,16 +214,63 @@ def cpu_backend(obj: Mapping[str, Any]) -> bool:
 
 
 def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
-    """A KServe LLMInferenceService: ``spec.model.uri``, ``spec.parallelism``, ``spec.template`` and ``spec.worker``.
+    """A KServe LLMInferenceService's decode workload (``spec.template``); ``fitgate check`` also sizes its prefill.
+
+    See :func:`llm_inference_workloads`. The webhook answers one object with one reading, as for Dynamo's workers;
+    the note names the prefill pool, which ``fitgate check`` sizes on its own.
+    """
+    parts = llm_inference_workloads(obj, configmaps)
+    if not parts:
+        return None
+    first = parts[0]
+    if len(parts) > 1:
+        note = "also the prefill workload (spec.prefill): `fitgate check` sizes it on its own"
+        return _finish(first, notes=(*first.notes, note))
+    return first
+
+
+def llm_inference_workloads(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """A KServe LLMInferenceService's vLLM servers: the decode workload, then the prefill one (``spec.prefill``).
+
+    ``spec.model.uri`` is shared; each workload has its own ``parallelism``, ``template`` and ``worker``
+    (kserve/kserve ``pkg/apis/serving/v1alpha1/llm_inference_service_types.go``: ``LLMInferenceServiceSpec`` embeds
+    ``WorkloadSpec`` and holds ``Prefill *WorkloadSpec``, "enables prefill/decode disaggregation"; the P/D samples
+    under ``docs/samples/llmisvc`` give the prefill pool its own template, args and parallelism, kserve@aaac4e29).
+    A prefill without a template of its own reads the decode template's containers (the controller starts both from
+    the same base configuration), with its own parallelism where it states one.
+    """
+    meta = as_dict(obj.get("metadata"))
+    spec = as_dict(obj.get("spec"))
+    uri = str(as_dict(spec.get("model")).get("uri") or "")
+    prefill = as_dict(spec.get("prefill"))
+    if not prefill:
+        reading = _llm_inference_workload(meta, uri, spec, configmaps, ())
+        return [] if reading is None else [reading]
+    out: list[Reading] = []
+    name = str(meta.get("name") or "?")
+    inherited = {**spec, **{k: v for k, v in prefill.items() if v not in (None, {}, [])}}
+    notes = () if prefill.get("template") else ("spec.prefill has no template: the decode template's containers read",)
+    for role, part, role_notes in (("", spec, ()), ("/prefill", inherited, notes)):  # decode keeps the object's name
+        reading = _llm_inference_workload({**meta, "name": name + role}, uri, part, configmaps, role_notes)
+        if reading is not None:
+            out.append(reading)
+    return out
+
+
+def _llm_inference_workload(
+    meta: dict[str, Any],
+    uri: str,
+    spec: dict[str, Any],
+    configmaps: Mapping[str, Mapping[str, str]],
+    notes: tuple[str, ...],
+) -> Reading | None:
+    """One workload of an LLMInferenceService: ``parallelism``, ``template`` and ``worker`` of ``spec``.
 
     The controller writes the ``vllm serve`` command; the template's ``main`` container holds the GPU
     limit, its ``args`` and ``VLLM_ADDITIONAL_ARGS`` (engine flags the default configuration appends).
     With a ``worker``, a replica is ``data / dataLocal`` pods (else one per pipeline stage).
     """
-    meta = as_dict(obj.get("metadata"))
-    spec = as_dict(obj.get("spec"))
     template = as_dict(spec.get("template"))
-    uri = str(as_dict(spec.get("model")).get("uri") or "")
     par = as_dict(spec.get("parallelism"))
     extra: dict[str, str] = {}
     origins: dict[str, tuple[str, ...]] = {}
@@ -260,14 +309,13 @@ def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping
         origins.update(dict.fromkeys(additional_flags, ("env-args", "VLLM_ADDITIONAL_ARGS")))
     name = uri[len("hf://") :] if uri.startswith("hf://") else None
     pods = 1
-    notes: tuple[str, ...] = ()
     if spec.get("worker"):
         data, local = par.get("data"), par.get("dataLocal")
         if isinstance(data, int) and isinstance(local, int) and local > 0:
             pods = max(1, -(-data // local))
         else:
             pods = max(1, int(par.get("pipeline") or 1))
-            notes = ("multi-node LLMInferenceService: one node per pipeline stage assumed",)
+            notes = (*notes, "multi-node LLMInferenceService: one node per pipeline stage assumed")
     _, per_pod = gpu_limit_of(found.container)
     reading = _reading(
         "LLMInferenceService",
@@ -449,6 +497,11 @@ def _read_workload(
     selector = pod_selector(obj, kind)
     if selector:
         reading = _finish(reading, pod_selector=selector)
+    return with_object_metadata(obj, reading, path)
+
+
+def with_object_metadata(obj: dict[str, Any], reading: Reading, path: str | None) -> Reading:
+    """``reading`` with what the object's annotations say: KServe's managed DRA, the model a path holds."""
     managed = _kserve_managed_dra(obj)
     if managed and not reading.gpus_per_replica and reading.unknown is None and reading.invalid is None:
         reading = _finish(reading, unknown=managed)
