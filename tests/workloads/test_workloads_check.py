@@ -130,6 +130,28 @@ def test_a_manifest_number_past_pythons_digit_limit_is_named_as_such(tmp_path: P
     assert result.message == "cannot read YAML: document 1 holds a number of more than 4300 digits"
 
 
+def test_a_document_that_cannot_be_built_is_its_own_result_and_the_others_are_sized(tmp_path: Path) -> None:
+    # hunt104 F2: GKE's Llama-4 sample ends with a Secret `hf_api_token: {{HF_TOKEN}}` (a mapping used as a key):
+    # the whole file was "Invalid: cannot read YAML" beside the Deployment's Fits, so a CI gate on the exit code
+    # failed a workload that fits. Now the Secret alone is Skipped, naming the line; a document fitgate sizes that
+    # cannot be built is Invalid, and a document after both is still read.
+    deployment = (FIXTURES / "vllm-docs-k8s-nvidia.yaml").read_text()
+    secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: hf-secret\nstringData:\n  hf_api_token: {{HF_TOKEN}}\n"
+    broken = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: bad\nspec: {replicas: {{N}}}\n"
+    path = tmp_path / "set.yaml"
+    path.write_text(secret + "---\n" + broken + "---\n" + deployment)
+    results = check_files([str(path)], "H100")
+    got = [(r.source.rsplit("#", 1)[1], r.kind, r.name, r.verdict) for r in results if r.kind != "Service"]
+    assert got[:2] == [("0", "Secret", "default/hf-secret", "Skipped"), ("1", "Deployment", "default/bad", "Invalid")]
+    assert [(k, v) for _, k, _, v in got[2:]] == [("Deployment", "Fits")], got
+    assert "found unhashable key (line 6)" in results[0].message and "unrendered template" in results[0].message
+    # the line is the file's: 6 of the Secret and its ---, then the broken one's 5th
+    assert results[1].message == "cannot read YAML: found unhashable key (line 12)", results[1].message
+    # the file's syntax itself is still the file's error
+    path.write_text(deployment + "---\nkind: [\n")
+    assert [r.verdict for r in check_files([str(path)], "H100") if r.source == str(path)] == ["Invalid"]
+
+
 HELM_TEMPLATE_OUTPUT = """\
 ---
 # Source: demo/templates/configmap.yaml

@@ -113,19 +113,71 @@ def _documents(path: str) -> Iterable[tuple[str, Any]]:
             max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
         ),
     )
-    docs = yaml.load_all(text, Loader=SAFE_LOADER)
-    for i in itertools.count():
-        try:
-            doc = next(docs)
-        except StopIteration:
-            return
-        except ValueError:  # int() past its digit limit, not Python's advice (hunt83 F4 in check)
-            raise BudgetError(f"document {i} {too_many_digits()}") from None
-        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            for j, item in enumerate(doc["items"]):  # `kubectl get -o yaml` of several objects
-                yield f"{path}#{i}.items[{j}]", item
-        elif doc is not None:
-            yield f"{path}#{i}", doc
+    loader = SAFE_LOADER(text)
+    try:
+        for i in itertools.count():
+            if not loader.check_node():
+                return
+            node = loader.get_node()  # the document's syntax: an error here is the file's (yaml.YAMLError)
+            try:
+                doc = loader.construct_document(node)
+            except ValueError:  # int() past its digit limit, not Python's advice (hunt83 F4 in check)
+                raise BudgetError(f"document {i} {too_many_digits()}") from None
+            except yaml.constructor.ConstructorError as exc:
+                # hunt104 F2: a document that parses but cannot be built (an unrendered `{{HF_TOKEN}}` in a Secret
+                # is a mapping used as a key) is that document's fault, not the others'
+                loader.constructed_objects, loader.recursive_objects, loader.state_generators = {}, {}, []
+                yield f"{path}#{i}", Unbuilt.of(node, exc)
+                continue
+            yield from _expanded(path, i, doc)
+    finally:
+        loader.dispose()
+
+
+@dataclass(frozen=True)
+class Unbuilt:
+    """A manifest document whose YAML parses but cannot be built into values.
+
+    Its kind and name, where its top-level nodes give them, and why it cannot be built.
+    """
+
+    kind: str
+    name: str
+    why: str
+
+    @staticmethod
+    def of(node: yaml.Node, exc: yaml.YAMLError) -> Unbuilt:
+        """The kind and name a document's top-level scalars give, and the error's first line and position."""
+
+        def scalar(mapping: yaml.Node, key: str) -> yaml.Node | None:
+            if isinstance(mapping, yaml.MappingNode):
+                for k, v in mapping.value[:200]:
+                    if isinstance(k, yaml.ScalarNode) and k.value == key:
+                        return v  # type: ignore[no-any-return]
+            return None
+
+        kind = scalar(node, "kind")
+        meta = scalar(node, "metadata")
+        name = scalar(meta, "name") if meta is not None else None
+        namespace = scalar(meta, "namespace") if meta is not None else None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = str(getattr(exc, "problem", "") or str(exc).splitlines()[0])
+        return Unbuilt(
+            str(kind.value)[:63] if isinstance(kind, yaml.ScalarNode) else "",
+            f"{str(namespace.value)[:63] if isinstance(namespace, yaml.ScalarNode) else 'default'}/"
+            f"{str(name.value)[:63] if isinstance(name, yaml.ScalarNode) else '?'}",
+            f"cannot read YAML: {problem[:200]}{where}",
+        )
+
+
+def _expanded(path: str, i: int, doc: Any) -> Iterable[tuple[str, Any]]:
+    """A document, or the items of a ``kind: List`` (``kubectl get -o yaml`` of several objects), with their sources."""
+    if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        for j, item in enumerate(doc["items"]):
+            yield f"{path}#{i}.items[{j}]", item
+    elif doc is not None:
+        yield f"{path}#{i}", doc
 
 
 #: GPUs a node of the offline pool has when neither ``--gpus-per-node`` nor a node label says: the common node of 8,
@@ -283,6 +335,9 @@ def _evaluate_documents(
     runtimes = runtimes_of([doc for _, doc in read])  # KServe ServingRuntimes, merged into their InferenceServices
     templates = claim_templates_of([doc for _, doc in read])  # the DRA device classes the workloads' claims ask for
     for source, doc in read:
+        if isinstance(doc, Unbuilt):
+            results.append(_unbuilt(source, doc))
+            continue
         if isinstance(doc, dict) and not isinstance(doc.get("kind", ""), str):  # hunt75: `kind: [a]` was a TypeError
             results.append(CheckResult(source, "-", "Skipped", "not a Kubernetes object: its kind is not a string"))
             continue
@@ -304,6 +359,21 @@ def _evaluate_documents(
         result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes, templates)
         results.append(result if result is not None else skipped(source, doc))
     return results
+
+
+def _unbuilt(source: str, doc: Unbuilt) -> CheckResult:
+    """A document that cannot be built: Invalid where fitgate sizes its kind (or none can be read), else Skipped.
+
+    A Secret with an unrendered ``{{HF_TOKEN}}`` beside a Deployment is not that workload's fault (hunt104 F2),
+    though ``kubectl apply`` refuses it too.
+    """
+    sized = not doc.kind or doc.kind == KIND or doc.kind in PARTS_READERS or find_kind(doc.kind) is not None
+    if sized:
+        return CheckResult(source, doc.name, "Invalid", doc.why, kind=doc.kind or "-")
+    why = (
+        f"a {doc.kind} fitgate does not size, and it {doc.why} (kubectl apply refuses it too; an unrendered template?)"
+    )
+    return CheckResult(source, doc.name, "Skipped", why, kind=doc.kind)
 
 
 def claim_templates_of(objects: list[Any]) -> dict[str, tuple[str, ...]]:
