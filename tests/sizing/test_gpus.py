@@ -77,6 +77,9 @@ def test_catalog_entries_are_sane() -> None:
         ("MI300X OAM", "MI300X", 191.98),
         ("NVIDIA H100 SXM5 80GB", "H100-SXM", 79.19),
         ("NVIDIA H200 SXM", "H200", 139.81),
+        # NVML's `Tesla V100-SXM2-16GB` less its Tesla, as production-stack's values comment names the card (hunt104 N4)
+        ("V100-SXM2-16GB", "V100-16GB", 15.77),
+        ("V100-PCIE-32GB", "V100-32GB", 31.75),
     ],
 )
 def test_gfd_product_strings_resolve(label: str, name: str, gib: float) -> None:

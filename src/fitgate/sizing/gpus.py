@@ -112,13 +112,15 @@ def find_gpu(name: str) -> GpuModel | None:
 
     GPU Feature Discovery's ``-SHARED`` suffix (time-slicing) is ignored. NVML's names before the R470 drivers had no
     vendor prefix (``A100-SXM4-40GB``, ``GeForce-RTX-3090`` where newer drivers say ``NVIDIA-A100-SXM4-40GB``): a
-    name the catalog lacks is tried with it (hunt77 F8).
+    name the catalog lacks is tried with it (hunt77 F8), and with the ``Tesla`` of the V100 / T4 generation's names.
     """
     cleaned = re.sub(r"-SHARED$", "", name.strip(), flags=re.IGNORECASE)
     by_key = _catalog()[1]
     model = by_key.get(_key(cleaned))
     if model is None and not cleaned.lower().startswith("nvidia"):
         model = by_key.get(_key(f"NVIDIA-{cleaned}"))
+    if model is None and not cleaned.lower().startswith(("tesla", "nvidia")):
+        model = by_key.get(_key(f"Tesla-{cleaned}"))  # hunt104 N4: `V100-SXM2-16GB`, NVML's `Tesla V100-...` less Tesla
     if model is None and cleaned.lower().startswith("nvidia") and _key(cleaned[6:]):
         model = by_key.get(_key(cleaned[6:]))  # hunt101 F8: `NVIDIA H100 SXM5 80GB`, a write-up's name with the vendor
     if model is not None and "pcie" in cleaned.lower() and model.interconnect != "pcie":
