@@ -52,7 +52,7 @@ SIZED_FROM_0_21 = {
 #: Sized cases whose verdict is wrong today (docs/accuracy.md: accuracy on vLLM >= 0.21): one missed denial, no false
 #: one. Qwen2.5-7B-AWQ on an L4 at gmu 0.35 refused to start (1.10 GiB of KV for a 1.75 GiB request); fitgate predicts
 #: 1.01 GiB, 0.74 GiB short on 1.51 GiB of fitted terms, inside the band of the largest over-count the cases show
-#: (min(0.68 x 1.51, 1.20) = 1.03 GiB, verdict_rules.ESTIMATE_ERROR_FRACTION): Tight, a warning, not a denial. KAITO's
+#: (min(0.69 x 1.51, 1.20) + 0.02 = 1.06 GiB, verdict_rules.ESTIMATE_ERROR_FRACTION): Tight, a warning, not a denial. KAITO's
 #: A10 preset that ran is as short (0.84 GiB on 1.88 GiB); the band cannot tell the two apart, and the first rule
 #: takes the warning. The 0.70 Qwen3-32B-AWQ
 #: start printed 0.33 GiB of peak activation and CUDA-graph estimate where fitgate counts 0.67 + 1.23 GiB (the same
@@ -187,7 +187,8 @@ def test_the_estimate_error_band_is_what_the_calibration_cases_show() -> None:
     worst = accuracy.over_count(rows)
     assert worst is not None
     rel, gib = worst
-    assert abs(rel - ESTIMATE_ERROR_FRACTION) <= 0.05
+    # never narrower than the worst case it is read from (hunt106 F4: 0.68 < 0.6826 denied that log's own advice)
+    assert rel <= ESTIMATE_ERROR_FRACTION <= rel + 0.02
     assert abs(gib - ESTIMATE_ERROR_CAP_BYTES / GiB) <= 0.05
     # the band is never narrower than the symmetric p90 it replaced (0.58, 0.51 GiB)
     assert accuracy._pct(band[0], 0.9) - 0.05 <= ESTIMATE_ERROR_FRACTION

@@ -22,6 +22,7 @@ from fitgate.sizing.units import fmt_gib
 from fitgate.sizing.verdict_rules import (
     ESTIMATE_ERROR_CAP_BYTES,
     ESTIMATE_ERROR_FRACTION,
+    ESTIMATE_PRINT_SLACK_BYTES,
     TIGHT_FRACTION,
     OutsideNeed,
 )
@@ -58,11 +59,12 @@ def _estimate_band(worst: RankPlan, g: PerGpu) -> tuple[int, int]:
     """(fitgate's fitted terms, the error band on them).
 
     The terms: activation, non-torch and the graph estimate where vLLM deducts it; the band: min(ESTIMATE_ERROR_FRACTION
-    x them, ESTIMATE_ERROR_CAP_BYTES) (verdict_rules).
+    x them, ESTIMATE_ERROR_CAP_BYTES) + ESTIMATE_PRINT_SLACK_BYTES (verdict_rules).
     """
     fitted = worst.profile.activation_bytes + worst.profile.non_torch_bytes
     fitted += worst.profile.cuda_graph_bytes if g.cuda_graphs_in_budget else 0
-    return fitted, min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES)
+    band = min(int(ESTIMATE_ERROR_FRACTION * fitted), ESTIMATE_ERROR_CAP_BYTES) + ESTIMATE_PRINT_SLACK_BYTES
+    return fitted, band
 
 
 def _within_estimate_error(hard: list[Reason], worst: RankPlan, kv: KVSummary, g: PerGpu) -> Reason | None:
