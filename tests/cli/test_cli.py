@@ -718,3 +718,31 @@ def test_check_reads_a_bare_placement_gpu_as_both_cards(tmp_path: Path, capsys: 
     manifest.write_text(manifest.read_text().replace("gpuProduct: H20", "gpuProduct: NVIDIA-H20"))
     code, out, _ = run(capsys, "check", str(manifest))
     assert code == 1 and ": DoesNotFit:" in out
+
+
+@pytest.mark.parametrize(
+    ("placement", "card"),
+    [
+        # hunt106 F1: the placement's node labels, read as a Deployment's nodeSelector is (cloudlabels)
+        ('{nodeSelector: {"nvidia.com/gpu.product": "NVIDIA-L4"}}', "L4"),
+        ('{nodeSelector: {"cloud.google.com/gke-accelerator": "nvidia-l4"}}', "L4"),
+        ('{nodeSelector: {"node.kubernetes.io/instance-type": "g5.8xlarge"}}', "A10G"),
+        ('{nodeSelector: {"node.kubernetes.io/instance-type": "Standard_NC24ads_A100_v4"}}', "A100-80GB"),
+        # hunt106 F2: an instance type as gpuProduct names its GPU as --gpu does
+        ("{gpuProduct: g5.8xlarge}", "A10G"),
+        ("{gpuProduct: VM.GPU.A10.1}", "A10"),
+    ],
+)
+def test_check_reads_a_model_deployments_gpu_from_its_placement_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], placement: str, card: str
+) -> None:
+    # Llama-3.1-8B (14.99 GiB of weights) at 8192 tokens fits each of these 22+ GiB cards; before, every one but the
+    # product names was "Unknown: no GPU to check against" offline, though the operator reads the same labels
+    manifest = tmp_path / "md.yaml"
+    manifest.write_text(
+        "apiVersion: fitgate.io/v1alpha1\nkind: ModelDeployment\nmetadata: {name: m}\nspec:\n"
+        "  model: {name: meta-llama/Llama-3.1-8B-Instruct}\n  serving: {maxModelLen: 8192}\n"
+        f"  placement: {placement}\n"
+    )
+    code, out, _ = run(capsys, "check", str(manifest))
+    assert code == 0 and ": Fits:" in out and f"{card}:" in out.split("Fits:", 1)[1][:40], out

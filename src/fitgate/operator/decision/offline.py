@@ -216,9 +216,26 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     except SpecError as exc:
         return CheckResult(source, name, "Invalid", str(exc), admitted=False)
     product = gpu_name or spec.placement.gpu_product
+    labelled = None
+    if not product:  # hunt106 F1: the placement's own node labels, as a Deployment's nodeSelector is read (below)
+        labelled, _ = gpu_from_labels(spec.placement.node_selector)
+        product = labelled.product if labelled is not None else None
     if not product:
-        return CheckResult(source, name, "Unknown", "no GPU to check against: pass --gpu or set placement.gpuProduct")
-    gpu, _ = product_gpu(product, spec.placement.node_selector) if gpu_name is None else (named_gpu(product), ())
+        return CheckResult(
+            source,
+            name,
+            "Unknown",
+            "no GPU to check against: pass --gpu, set placement.gpuProduct or select nodes by a GPU label "
+            "(nvidia.com/gpu.product, a GKE accelerator, Karpenter GPU name or instance type)",
+        )
+    if gpu_name is not None:
+        gpu = named_gpu(product)
+    elif labelled is not None:
+        gpu = labelled.gpu
+    else:
+        gpu = product_gpu(product, spec.placement.node_selector)[0]
+        if gpu is None and (gpu := named_gpu(product)) is not None:
+            product = gpu.name  # hunt106 F2: an instance type as gpuProduct (g5.8xlarge) names its GPU as --gpu does
     if gpu is None:  # the webhook's Unknown: a GPU fitgate cannot size is not a reason to deny
         msg = _unsized_gpu(product, gpu_name is not None)
         decision = decide(spec, unknown(ReasonCode.NO_MATCHING_GPU_POOL, msg), "Warn")
@@ -232,7 +249,7 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     labels = dict(spec.placement.node_selector)
     nodes = spec.placement.nodes_per_replica  # a pool of as many nodes as one replica spans
     asks = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * spec.placement.data_parallel_size
-    size = per_node(gpus_per_node, -(-asks // nodes))
+    size = per_node(gpus_per_node or (labelled.count if labelled is not None else None), -(-asks // nodes))
     pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(nodes)]
     namesake = larger_namesake(product) if gpu_name is None else None  # --gpu's reading is check_files'
     if namesake is not None:  # a bare A100 / V100 / H20 / GH200 placement: either card's nodes serve it (inventory)
