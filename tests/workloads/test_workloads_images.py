@@ -45,6 +45,11 @@ from fitgate.workloads.images import image_release
         ("volcano-sh/vllm-openai:v0.10.0-cu128", {}, "0.10.0", "read as the release"),
         ("substratusai/vllm-gh200:v0.8.3", {}, "0.8.3", "read as the release"),
         ("public.ecr.aws/data-on-eks/ray-2.41.0-py310-cu118-vllm0.7.0:latest", {}, "0.7.0", "names vLLM 0.7.0"),
+        # hunt106 N1: a build prefix before the release word (Red Hat's AI quickstart, CoreWeave's ml-containers);
+        # only a v0.x word of a repository named for vLLM: a v1.2.0 word there is no vLLM release
+        ("quay.io/ecosystem-appeng/vllm:openai-v0.10.1", {}, "0.10.1", "names the release 0.10.1"),
+        ("ghcr.io/coreweave/ml-containers/vllm-tensorizer:8552fbc-v0.10.0", {}, "0.10.0", "names the release"),
+        ("registry.example.com/vllm-custom:cu124-v1.2.0", {}, None, "not a vLLM image"),
         # Dynamo's runtime tag is a Dynamo release, not vLLM's: read through Dynamo's published table where it has one
         # (docs.nvidia.com/dynamo/v-0-9-1 support matrix: v0.7.x ships vLLM 0.11.0; v1.3.x 0.23.0), else unknown
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.1", {}, None, "not a vLLM image"),

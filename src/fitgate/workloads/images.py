@@ -62,6 +62,9 @@ _LLM_D_NOT_VLLM = re.compile(r"(router|sidecar|scheduler|inference-sim|tokenizer
 _MOVING_WORD = re.compile(r"(^|[-_.])(latest|nightly)([-_.]|$)", re.IGNORECASE)
 #: A vLLM release inside another image's tag: ``...-vllm0.7.0``, ``vllm-0.8.5``, ``vllm_v0.10.1``.
 _TAG_NAMES_VLLM = re.compile(r"(?<![a-z])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
+#: A ``v0.x`` word inside the tag of a repository named for vLLM: ``vllm:openai-v0.10.1`` (Red Hat's AI quickstart),
+#: ``vllm-tensorizer:8552fbc-v0.10.0`` (CoreWeave's ml-containers): a build prefix, then the release (hunt106 N1).
+_TAG_V0_WORD = re.compile(r"(?:^|[-_])v(0\.\d+(?:\.\d+)?)(?=$|[-_+])")
 #: The longest image reference read (the API server allows long names; nothing real is near this).
 MAX_IMAGE_CHARS = 1024
 
@@ -138,6 +141,11 @@ def _other_build(repo: str, tag: str | None, env: Mapping[str, str] | None, imag
             return ImageRelease(
                 m.group(1), f"tag {tag} of {repo}, a vLLM build fitgate does not know, read as the release"
             )
+    word = _TAG_V0_WORD.search(tag or "") if "vllm" in name else None
+    if word:
+        return ImageRelease(
+            word.group(1), f"tag {tag} of {repo}, a vLLM build fitgate does not know, names the release {word.group(1)}"
+        )
     m = _TAG_NAMES_VLLM.search(f"{name}:{tag or ''}")
     if m:
         return ImageRelease(m.group(1), f"image {repo}:{tag} names vLLM {m.group(1)} in its name")
