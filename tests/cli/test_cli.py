@@ -268,7 +268,6 @@ CONC_2 = ("--concurrency", "2", "--context-tokens")
             ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "-1"],
             "gpu_memory_utilization: -1",
         ),
-        (["--model", "nobody/nothing", "--gpu", "H100"], "model: 'nobody/nothing': cannot reach"),
         (["--model", "nobody/nothing", "--gpu", "H100", "--source", "catalog"], "model: 'nobody/nothing' is not valid"),
         (["--model", "http://169.254.169.254/x", "--gpu", "H100"], "is not valid; expected a Hugging Face repo id"),
         (
@@ -746,3 +745,18 @@ def test_check_reads_a_model_deployments_gpu_from_its_placement_labels(
     )
     code, out, _ = run(capsys, "check", str(manifest))
     assert code == 0 and ": Fits:" in out and f"{card}:" in out.split("Fits:", 1)[1][:40], out
+
+
+def test_a_checkpoint_the_hub_cannot_be_reached_for_is_unknown_not_bad_input(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt105: plan said "error" and exit 2 (bad input) where check and the webhook answer Unknown; nothing about the
+    # deployment is wrong, the Hub is out of reach (here HF_HUB_OFFLINE, set for every test). A model the catalog
+    # lacks when the catalog is asked for is still bad input (test_bad_flags_are_one_line_exit_2).
+    code = main(["plan", "--model", "nobody/nothing", "--gpu", "H100"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "") and out.startswith("verdict: Unknown (CheckpointUnavailable)")
+    assert "model: 'nobody/nothing': cannot reach" in out and "could not read this checkpoint" in out
+    code = main(["plan", "--model", "nobody/nothing", "--gpu", "H100", "--output", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["verdict"] == "Unknown" and doc["reasons"][0]["code"] == "CheckpointUnavailable"

@@ -95,18 +95,21 @@ def fold_dotted(argv: Sequence[str]) -> list[str]:
 VERDICT_COMMANDS = frozenset({"plan", "recommend", "plan-pd", "compare"})
 
 
-def _unknown(args: Any, exc: SizingError) -> int:
+def _unknown(args: Any, exc: SizingError | CheckpointError) -> int:
     """A setting vLLM takes, or an architecture, that fitgate does not size: the verdict is Unknown, not an error.
 
     The first rule (hunt26 F2): ``check`` and the webhook answer Unknown for these; the CLI said "error" and exit 2,
-    which reads as a denial of a flag vLLM accepts. ``plan --output json`` gets a ``fitgate.io/plan/v1`` document
-    with only the fields known without a plan (docs/plan-json.md).
+    which reads as a denial of a flag vLLM accepts. So is a checkpoint the Hub cannot be reached for (hunt105: exit 2
+    where ``check`` says Unknown): nothing about the deployment is wrong. ``plan --output json`` gets a
+    ``fitgate.io/plan/v1`` document with only the fields known without a plan (docs/plan-json.md).
     """
     code = (
         ReasonCode.SETTINGS_NOT_MODELLED
         if isinstance(exc, NotModelledError)
         else ReasonCode.ARCHITECTURE_NOT_SIZED
         if isinstance(exc, UnknownArchitectureError)
+        else ReasonCode.CHECKPOINT_UNAVAILABLE
+        if isinstance(exc, CheckpointError)
         else ReasonCode.CHECKPOINT_INVALID
     )
     message = str(exc)
@@ -118,13 +121,16 @@ def _unknown(args: Any, exc: SizingError) -> int:
             "vllm_version": getattr(args, "vllm_version", None),
             "verdict": "Unknown",
             "reasons": [{"code": str(code), "message": message}],
-            "notes": ["not sized: fitgate does not model this; vLLM may well run it"],
+            "notes": [
+                "not sized: the checkpoint could not be read"
+                if isinstance(exc, CheckpointError)
+                else "not sized: fitgate does not model this; vLLM may well run it"
+            ],
         }
         print(json.dumps(doc, indent=2))
     else:
-        print(
-            f"verdict: Unknown ({code})\n  {message}\n  fitgate does not size this, so it neither admits nor denies it"
-        )
+        why = "could not read this checkpoint" if isinstance(exc, CheckpointError) else "does not size this"
+        print(f"verdict: Unknown ({code})\n  {message}\n  fitgate {why}, so it neither admits nor denies it")
     sys.stdout.flush()
     return EXIT_UNKNOWN
 
@@ -202,7 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _unknown(args, exc)
         print(f"fitgate: error: {exc}", file=sys.stderr)  # catalog add: nothing to add that fitgate cannot size
         return EXIT_USAGE
-    except (SizingError, CheckpointError, SettingsError) as exc:
+    except CheckpointError as exc:
+        if exc.transient and args.command in VERDICT_COMMANDS:  # the Hub unreachable, offline: nothing to size
+            return _unknown(args, exc)
+        print(f"fitgate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (SizingError, SettingsError) as exc:
         print(f"fitgate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: say so in one line unless debugging
