@@ -53,6 +53,8 @@ from fitgate.sizing.versions import resolve_release
 
 HERE = Path(__file__).resolve().parent
 POINTS = HERE / "throughput" / "points.json"
+#: Published points kept out of every fit (never in points.json): the shipped constants' out-of-sample check.
+HOLDOUT = HERE / "throughput" / "holdout.json"
 DATA = HERE.parent / "src" / "fitgate" / "sizing" / "data" / "performance.json"
 _spec = importlib.util.spec_from_file_location("roofline_v1", HERE / "throughput" / "roofline_v1.py")
 assert _spec is not None and _spec.loader is not None
@@ -211,10 +213,10 @@ def point_release(p: dict[str, Any]) -> str:
     return "0.7.3" if p.get("engine") == "v0" else UNDATED_V1_RELEASE
 
 
-def load_points() -> list[Point]:
-    """Every point of points.json, planned and turned into step work."""
+def load_points(path: Path = POINTS) -> list[Point]:
+    """Every point of ``path`` (points.json; holdout.json), planned and turned into step work."""
     out = []
-    for p in json.loads(POINTS.read_text())["points"]:
+    for p in json.loads(path.read_text())["points"]:
         mi = to_model_input(resolve(p["model"], source="catalog"))
         isl, osl, c = int(p["input_tokens"]), int(p["output_tokens"]), int(p["concurrency"])
         serving = ServingConfig(
@@ -646,9 +648,10 @@ def main(argv: list[str] | None = None) -> int:
             "measured / estimated, leave-one-GPU-out (benchmarks/throughput.py)",
         }
         DATA.write_text(json.dumps(doc, indent=1) + "\n")
+    holdout = holdout_table(k)
     if args.json:
         print(json.dumps({"constants": {n: getattr(k, n) for n in NAMES}, "tpot_band": tpot_band,
-                          "ttft_band": ttft_band, "regimes": table}, indent=1))  # fmt: skip
+                          "ttft_band": ttft_band, "regimes": table, "held_out": holdout}, indent=1))  # fmt: skip
         return 0
 
     def pct(v: float | int | None) -> str:
@@ -664,7 +667,27 @@ def main(argv: list[str] | None = None) -> int:
             for c in ("v1", "fit", "logo_gpu", "logo_family")
         )
         print(f"{r:18s} {t['n']:3d}  {cells}")
+    n_held = max((t["n"] for t in holdout.values()), default=0)
+    print(f"held out ({HOLDOUT.relative_to(HERE.parent)}: {n_held} points no fit has seen, at these constants):")
+    for r, t in holdout.items():
+        print(f"{r:18s} {t['n']:3d}  {pct(t['speed'])} ({pct(t['ttft']).strip():>5s})")
     return 0
+
+
+def holdout_table(k: Constants) -> dict[str, dict[str, Any]]:
+    """Median |error| by regime on holdout.json's points at the constants ``k`` (fitted without them)."""
+    rows: dict[str, list[tuple[float | None, float | None]]] = {}
+    for p in load_points(HOLDOUT):
+        for r in regime(p):
+            rows.setdefault(r, []).append(errors(p, k))
+    return {
+        r: {
+            "n": sum(1 for e, _ in errs if e is not None),
+            "speed": median_abs([e for e, _ in errs]),
+            "ttft": median_abs([t for _, t in errs]),
+        }
+        for r, errs in sorted(rows.items())
+    }
 
 
 if __name__ == "__main__":
