@@ -491,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     if worst:
         print(
             "largest over-count of the fitted terms (fitgate's available KV below the log's: the false-denial side; "
-            f"verdict_rules.ESTIMATE_ERROR_FRACTION / _CAP_BYTES): {worst[0]:.2f} of them, {worst[1]:.2f} GiB"
+            f"verdict_rules.ESTIMATE_ERROR_FRACTION / _CAP_BYTES, rounded up): {worst[0]:.4f} of them, "
+            f"{worst[1]:.2f} GiB"
         )
     if args.json:
         summary["shapes"] = {
