@@ -1110,3 +1110,28 @@ def test_an_llm_inference_services_prefill_pool_is_sized_on_its_own(
     reading = read_workload(_pd_llmisvc("0.3"))
     assert reading is not None and reading.name == "qwen-pd"
     assert any("spec.prefill" in n for n in reading.notes), reading.notes
+
+
+def test_an_aibrix_stormservices_roles_are_each_sized(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt104 F3: AIBrix's StormService (its prefill / decode orchestration) was Skipped, kind unknown. Each role of
+    # spec.template.spec.roles is a pod template; with the model named by the annotation (the sample serves a path)
+    # both Qwen3-8B roles fit one H100. A role of podGroupSize 2 pods of one GPU each is a replica of 2 GPUs: at TP 2
+    # each GPU holds half the weights (Qwen3-8B: 8.19e9 x 2 B = 15.3 GiB, 7.6 GiB a GPU).
+    doc = yaml.safe_load((FIXTURES / "aibrix-stormservice-1p1d.yaml").read_text())
+    doc["metadata"]["annotations"] = {"fitgate.io/model": "Qwen/Qwen3-8B"}
+    path = tmp_path / "storm.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, results = check(capsys, str(path), "--gpu", "H100")
+    assert code == 0 and [r["name"] for r in results] == ["default/vllm-1p1d/decode", "default/vllm-1p1d/prefill"]
+    assert {r["verdict"] for r in results} == {"Fits"} and all(r["kind"] == "StormService" for r in results), results
+    decode = next(r for r in doc["spec"]["template"]["spec"]["roles"] if r["name"] == "decode")
+    decode["podGroupSize"] = 2
+    container = decode["template"]["spec"]["containers"][0]
+    container["args"] = [container["args"][0].replace("vllm serve", "vllm serve --tensor-parallel-size 2")]
+    path.write_text(yaml.safe_dump(doc))
+    code, results = check(capsys, str(path), "--gpu", "H100")
+    assert code == 0 and "weights 7.6" in results[0]["message"], results[0]["message"]
+    decode["podGroupSize"] = 0  # the CRD's minimum is 1: named as the StormService's field
+    path.write_text(yaml.safe_dump(doc))
+    code, results = check(capsys, str(path), "--gpu", "H100")
+    assert results[0]["verdict"] == "Invalid" and "role decode: podGroupSize" in results[0]["message"], results[0]

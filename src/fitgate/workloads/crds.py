@@ -475,6 +475,43 @@ def read_disaggregated_set(obj: dict[str, Any], configmaps: Mapping[str, Mapping
     return first_of_parts(read_disaggregated_roles(obj, configmaps), "roles")
 
 
+# ---------------------------------------------------------------------------------------------
+# StormService (vllm-project/aibrix; its prefill/decode roles)
+
+
+def read_storm_roles(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
+    """One reading per role of an AIBrix StormService, decode first, each a replica of ``podGroupSize`` pods.
+
+    ``spec.template.spec.roles[]`` (vllm-project/aibrix api/orchestration/v1alpha1/stormservice_types.go,
+    roleset_types.go @0a53a25f ``RoleSpec``: ``name``, ``replicas``, ``podGroupSize`` "the number of pods to form a
+    minimum role instance ... for multi-node inference, set > 1", ``template`` a PodTemplateSpec): read as the
+    LeaderWorkerSet of that many pods it amounts to, as a DisaggregatedSet's roles are (hunt104 F3: Skipped before).
+    """
+    meta = as_dict(obj.get("metadata"))
+    roles = [as_dict(r) for r in as_list(at_path(obj, "spec.template.spec.roles"))[:16]]
+    roles.sort(key=lambda r: {"decode": 0, "prefill": 1}.get(str(r.get("name")), 2))
+    out: list[Reading] = []
+    for role in roles:
+        size = role.get("podGroupSize", 1)
+        lws = {
+            "kind": "LeaderWorkerSet",
+            "metadata": {**meta, "name": f"{meta.get('name') or '?'}/{role.get('name') or '?'}"},
+            "spec": {"leaderWorkerTemplate": {"size": size, "workerTemplate": as_dict(role.get("template"))}},
+        }
+        reading = _leader_worker_set(lws, configmaps)
+        if reading is not None:
+            invalid = reading.invalid
+            if invalid is not None:  # name the StormService's own field, not the LeaderWorkerSet's
+                invalid = invalid.replace("spec.leaderWorkerTemplate.size", f"role {role.get('name')}: podGroupSize")
+            out.append(with_object_metadata(obj, _finish(reading, kind="StormService", invalid=invalid), None))
+    return out
+
+
+def read_storm_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """The decode role of a StormService (else its first); ``fitgate check`` reads every role."""
+    return first_of_parts(read_storm_roles(obj, configmaps), "roles")
+
+
 def read_llm_inference_parts(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
     """A KServe LLMInferenceService's decode and prefill workloads (hunt104 F1), each read as the webhook reads it."""
     return [with_object_metadata(obj, r, None) for r in llm_inference_workloads(obj, configmaps)]
@@ -486,6 +523,7 @@ PARTS_READERS: dict[str, Callable[[dict[str, Any], Mapping[str, Mapping[str, str
     "DisaggregatedSet": read_disaggregated_roles,
     "RayService": read_ray_llm,
     "LLMInferenceService": read_llm_inference_parts,
+    "StormService": read_storm_roles,
 }
 
 #: Kind -> reader, for the CRD kinds of :data:`fitgate.workloads.kinds.KINDS` read here.
@@ -498,4 +536,5 @@ CRD_READERS: dict[str, Reader] = {
     "RayService": read_ray_service,
     "RayCluster": read_ray_cluster,
     "Model": read_kubeai_model,
+    "StormService": read_storm_service,
 }
