@@ -1135,3 +1135,38 @@ def test_an_aibrix_stormservices_roles_are_each_sized(tmp_path: Path, capsys: py
     path.write_text(yaml.safe_dump(doc))
     code, results = check(capsys, str(path), "--gpu", "H100")
     assert results[0]["verdict"] == "Invalid" and "role decode: podGroupSize" in results[0]["message"], results[0]
+
+
+def test_an_aibrix_ray_cluster_fleet_is_read_as_its_ray_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt104 F3: AIBrix's RayClusterFleet (vllm-project/aibrix@e3e10f9e samples/distributed/fleet-two-node.yaml:
+    # a head and one worker of one GPU each, the head running vllm serve --tensor-parallel-size 2 over Ray) was
+    # Skipped. Its spec.template.spec is a RayClusterSpec; Qwen2.5-7B at TP 2 holds 7.62e9 x 2 B / 2 = 7.1 GiB a GPU.
+    def pod(command: str) -> dict[str, Any]:
+        container = {"name": "ray", "image": "vllm/vllm-openai:v0.7.1", "command": ["/bin/bash", "-c"]}
+        return {
+            "spec": {"containers": [{**container, "args": [command], "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+        }
+
+    serve = "ray start --head && vllm serve Qwen/Qwen2.5-7B-Instruct --tensor-parallel-size 2 --max-model-len 8192 "
+    serve += "--distributed-executor-backend ray"
+    fleet = {
+        "apiVersion": "orchestration.aibrix.ai/v1alpha1",
+        "kind": "RayClusterFleet",
+        "metadata": {"name": "qwen"},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "headGroupSpec": {"template": pod(serve)},
+                    "workerGroupSpecs": [{"replicas": 1, "groupName": "w", "template": pod("ray start --block")}],
+                }
+            },
+        },
+    }
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet))
+    code, [r] = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and r["kind"] == "RayClusterFleet" and r["verdict"] in ("Fits", "Tight"), r
+    assert "weights 7.1" in r["message"], r["message"]

@@ -512,6 +512,19 @@ def read_storm_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str
     return first_of_parts(read_storm_roles(obj, configmaps), "roles")
 
 
+def read_ray_cluster_fleet(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
+    """An AIBrix RayClusterFleet: ``spec.template.spec`` is a KubeRay RayClusterSpec, one per replica.
+
+    vllm-project/aibrix api/orchestration/v1alpha1/rayclusterfleet_types.go @74df9f96 (``RayClusterTemplateSpec``:
+    ``spec rayclusterv1.RayClusterSpec``); its samples run ``vllm serve --distributed-executor-backend ray`` on the
+    head, as a RayCluster does (hunt104 F3: Skipped before).
+    """
+    spec = at_path(obj, "spec.template.spec")
+    cluster = {"kind": "RayCluster", "metadata": as_dict(obj.get("metadata")), "spec": spec}
+    reading = read_ray_cluster(cluster, configmaps)
+    return None if reading is None else _finish(reading, kind="RayClusterFleet")
+
+
 def read_llm_inference_parts(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
     """A KServe LLMInferenceService's decode and prefill workloads (hunt104 F1), each read as the webhook reads it."""
     return [with_object_metadata(obj, r, None) for r in llm_inference_workloads(obj, configmaps)]
@@ -537,4 +550,5 @@ CRD_READERS: dict[str, Reader] = {
     "RayCluster": read_ray_cluster,
     "Model": read_kubeai_model,
     "StormService": read_storm_service,
+    "RayClusterFleet": read_ray_cluster_fleet,
 }

@@ -24,7 +24,8 @@ CRD groups, versions and plurals, from each project's CRD:
 * vLLM production-stack: operator/config/crd/bases/production-stack.vllm.ai_vllmruntimes.yaml
   (vllm-project/production-stack @a6c01db05f65f556235413ba8dbcfb0c01132fff), v1alpha1.
 * AIBrix: vllm-project/aibrix ``orchestration.aibrix.ai/v1alpha1`` StormService (api/orchestration/v1alpha1/
-  stormservice_types.go @8e237f7b: ``spec.template.spec.roles[]``, each a pod template and ``podGroupSize``).
+  stormservice_types.go @8e237f7b: ``spec.template.spec.roles[]``, each a pod template and ``podGroupSize``) and
+  RayClusterFleet (rayclusterfleet_types.go @74df9f96: ``spec.template.spec``, a KubeRay RayClusterSpec).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ KINDS: tuple[WorkloadKind, ...] = (
         "VLLMRuntime", "production-stack.vllm.ai", ("v1alpha1",), "vllmruntimes", project="vLLM production-stack"
     ),
     WorkloadKind("StormService", "orchestration.aibrix.ai", ("v1alpha1",), "stormservices", project="AIBrix"),
+    WorkloadKind("RayClusterFleet", "orchestration.aibrix.ai", ("v1alpha1",), "rayclusterfleets", project="AIBrix"),
 )
 
 #: Kinds ``fitgate check`` reads only to merge into others (a KServe ServingRuntime into its InferenceServices).
