@@ -1170,3 +1170,47 @@ def test_an_aibrix_ray_cluster_fleet_is_read_as_its_ray_cluster(
     code, [r] = check(capsys, str(path), "--gpu", "L4")
     assert code == 0 and r["kind"] == "RayClusterFleet" and r["verdict"] in ("Fits", "Tight"), r
     assert "weights 7.1" in r["message"], r["message"]
+
+
+def test_a_kserve_multi_node_predictor_is_sized_at_its_worker_specs_parallel_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt109 F1: workerSpec.tensorParallelSize / pipelineParallelSize (the controller's TENSOR_PARALLEL_SIZE /
+    # PIPELINE_PARALLEL_SIZE) were not read, so KServe's documented TP 8 x PP 2 layout of Llama-3.1-405B was sized on
+    # one GPU: 755.99 GiB of weights, DoesNotFit. Over 16 GPUs each holds ~1/16 of them (the embedding and head on
+    # the first and last stage): ~47 GiB on an 80 GB H100.
+    code, [r] = check(capsys, str(FIXTURES / "kserve-multinode-405b.yaml"), "--gpu", "H100")
+    assert code == 0 and r["verdict"] in ("Fits", "Tight"), r["message"]
+    assert "weights 47." in r["message"] and "TP 8 x PP 2 from workerSpec, 16 GPUs over 2 pod(s)" in r["message"]
+
+
+def _hf_runtime_isvc(args: list[str], uri: str = "hf://meta-llama/Llama-3.1-8B-Instruct") -> dict[str, Any]:
+    """KServe's huggingface runtime InferenceService (kserve/website docs/.../huggingface/text_generation)."""
+    model = {
+        "modelFormat": {"name": "huggingface"},
+        "args": ["--model_name=llama3", *args],
+        "storageUri": uri,
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llama3"},
+        "spec": {"predictor": {"model": model}},
+    }
+
+
+def test_the_kserve_huggingface_servers_own_flags_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt109 F3: the server's --max_length is its --max_model_len (dest="max_model_len", kserve/kserve@00397f1e
+    # huggingfaceserver/__main__.py); it was passed over, and Llama-3.1-8B on an L4 was sized at its 131072 tokens:
+    # 131072 x 128 KiB = 16 GiB of KV for one request, ~4 GiB left: DoesNotFit. At 8192 (1 GiB) it fits.
+    path = tmp_path / "isvc.yaml"
+    path.write_text(yaml.safe_dump(_hf_runtime_isvc(["--max_length=8192"])))
+    code, [r] = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and r["verdict"] in ("Fits", "Tight"), r["message"]
+    # F4: hf://org/name:revision (kserve/website docs/model-serving/storageuri/hf/hf.md L11) is org/name@revision
+    path.write_text(
+        yaml.safe_dump(_hf_runtime_isvc(["--max_model_len=8192"], "hf://meta-llama/Llama-3.1-8B-Instruct:0e9e39f"))
+    )
+    code, [r] = check(capsys, str(path), "--gpu", "L4")
+    assert code == 0 and "meta-llama/Llama-3.1-8B-Instruct@0e9e39f" in r["message"], r["message"]

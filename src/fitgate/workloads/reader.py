@@ -95,6 +95,57 @@ def _serving_runtime(
     return None
 
 
+def hf_uri_model(uri: str) -> str:
+    """The Hub reference of KServe's ``hf://`` storage URI: ``hf://org/name:revision`` is ``org/name@revision``.
+
+    kserve/website docs/model-serving/storageuri/hf/hf.md (@05b83a6c L11): ``hf://${REPO}/${MODEL}:${HASH}``, the
+    revision after a colon (hunt109 F4: read as a model name with a colon, "not valid").
+    """
+    ref = uri[len("hf://") :]
+    head, slash, last = ref.rpartition("/")
+    if ":" in last and "@" not in last:
+        name, _, revision = last.partition(":")
+        return f"{head}{slash}{name}@{revision}" if name and revision else ref
+    return ref
+
+
+def _kserve_workers(predictor: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, Any]:
+    """What a KServe multi-node predictor's ``workerSpec`` adds to its reading (hunt109 F1), as ``_reading`` kwargs.
+
+    kserve/website docs/model-serving/generative-inference/multi-node/multi-node.md (@05b83a6c L162-176): the
+    controller sets ``TENSOR_PARALLEL_SIZE`` / ``PIPELINE_PARALLEL_SIZE`` from ``workerSpec.tensorParallelSize`` /
+    ``pipelineParallelSize`` (the multinode runtime passes them to vLLM; kserve/kserve pkg/apis/serving/v1beta1/
+    inference_service_validation.go L395 refuses them set by hand), and a replica is TP x PP GPUs over the head
+    and its workers, as many pods as the head's GPUs divide them into. Empty without a ``workerSpec``.
+    """
+    workers = as_dict(predictor.get("workerSpec"))
+    if not workers:
+        return {}
+    flags: dict[str, str] = {}
+    origins: dict[str, tuple[str, ...]] = {}
+    sizes = {"tensorParallelSize": 1, "pipelineParallelSize": 1}
+    for key, flag in (
+        ("tensorParallelSize", "--tensor-parallel-size"),
+        ("pipelineParallelSize", "--pipeline-parallel-size"),
+    ):
+        value = workers.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            sizes[key] = value
+            flags[flag] = str(value)
+            origins[flag] = ("field", f"spec.predictor.workerSpec.{key}")
+    gpus = sizes["tensorParallelSize"] * sizes["pipelineParallelSize"]
+    _, per_pod = gpu_limit_of(dict(head))
+    pods = max(1, -(-gpus // per_pod)) if per_pod else 1
+    note = f"KServe multi-node: TP {sizes['tensorParallelSize']} x PP {sizes['pipelineParallelSize']} from workerSpec"
+    return {
+        "extra_flags": flags,
+        "extra_origins": origins,
+        "gpus_per_replica": gpus,
+        "pods_per_replica": pods,
+        "notes": (f"{note}, {gpus} GPUs over {pods} pod(s)",),
+    }
+
+
 def _kserve_runtime_merged(
     obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]], runtimes: Mapping[str, Mapping[str, Any]]
 ) -> Reading | None:
@@ -136,9 +187,11 @@ def _kserve_runtime_merged(
     if found is None:
         return None
     uri = str(model.get("storageUri") or "")
-    reading = _reading("InferenceService", meta, found, configmaps, notes=(f"ServingRuntime {rname} merged in",))
+    workers = _kserve_workers(predictor, merged)
+    notes = (f"ServingRuntime {rname} merged in", *workers.pop("notes", ()))
+    reading = _reading("InferenceService", meta, found, configmaps, notes=notes, **workers)
     if uri.startswith("hf://"):
-        return _finish(reading, model=uri[len("hf://") :], model_location=None)
+        return _finish(reading, model=hf_uri_model(uri), model_location=None)
     if uri and reading.unknown is None and reading.invalid is None:
         return _finish(reading, unknown=f"storageUri {uri}: {MODEL_ANNOTATION_HINT}", model_location=uri)
     storage = as_dict(model.get("storage"))
@@ -183,23 +236,31 @@ def _kserve_model(
     env = container_env(model.get("env"))
     runtime = "KServe vLLM runtime" if fmt == "vllm" else "KServe huggingface runtime"  # hunt24 M1: named as given
     engine = parse_engine_argv(runtime, list(args))
-    flags = engine.flags
+    flags = dict(engine.flags)
     if flags.get("--backend", "vllm") not in ("vllm", "auto"):
         return None
+    if "--max-length" in flags:
+        # hunt109 F3: the huggingface server's --max_length is its --max_model_len ("dest=max_model_len",
+        # kserve/kserve@00397f1e python/huggingfaceserver/huggingfaceserver/__main__.py), from which vLLM's engine
+        # arguments are built; with both given, the documented --max_model_len is taken
+        length = flags.pop("--max-length")
+        flags.setdefault("--max-model-len", length)
     uri = str(model.get("storageUri") or "")
     name = flags.get("--model-id") or flags.get("--model")
     notes: tuple[str, ...] = (f"the {runtime}'s vLLM release is not known; sized as the newest",)
     if name is None and uri.startswith("hf://"):
-        name = uri[len("hf://") :]
+        name = hf_uri_model(uri)
     container = {**model, "name": "kserve-container", "image": "", "command": [], "args": args}
     pod = {**predictor, "containers": [container]}
     found = _Found(container, pod, EngineCommand(engine.how, None, flags, engine.words), env)
+    workers = _kserve_workers(predictor, container)
+    notes = (*notes, *workers.pop("notes", ()))
     if name is None and uri:  # pvc://, s3://, oci:// (a modelcar): the location, Unknown until annotated
-        return _reading("InferenceService", meta, found, configmaps, model=uri, notes=notes)
+        return _reading("InferenceService", meta, found, configmaps, model=uri, notes=notes, **workers)
     if name is None:
-        reading = _reading("InferenceService", meta, found, configmaps, notes=notes)
+        reading = _reading("InferenceService", meta, found, configmaps, notes=notes, **workers)
         return _finish(reading, unknown=f"no --model_id or storageUri: {MODEL_ANNOTATION_HINT}")
-    return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes)
+    return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes, **workers)
 
 
 def cpu_backend(obj: Mapping[str, Any]) -> bool:
@@ -307,7 +368,7 @@ def _llm_inference_workload(
         additional_flags = parse_engine_argv("VLLM_ADDITIONAL_ARGS", words).flags
         extra.update(additional_flags)
         origins.update(dict.fromkeys(additional_flags, ("env-args", "VLLM_ADDITIONAL_ARGS")))
-    name = uri[len("hf://") :] if uri.startswith("hf://") else None
+    name = hf_uri_model(uri) if uri.startswith("hf://") else None
     pods = 1
     if spec.get("worker"):
         data, local = par.get("data"), par.get("dataLocal")
