@@ -1214,3 +1214,19 @@ def test_the_kserve_huggingface_servers_own_flags_are_read(tmp_path: Path, capsy
     )
     code, [r] = check(capsys, str(path), "--gpu", "L4")
     assert code == 0 and "meta-llama/Llama-3.1-8B-Instruct@0e9e39f" in r["message"], r["message"]
+
+
+def test_a_ray_serve_llm_app_whose_configs_are_files_in_the_image_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt109 F5: Ray's documented "Standalone Config" (ray-project/ray doc/source/serve/llm/quick-start.md@0afabf1:
+    # llm_configs: [models/qwen-0.5b.yaml, ...]) runs vLLM, but from files inside the image: it was Skipped as
+    # "runs no vLLM server"; it is Unknown, saying why
+    ray = next(d for d in yaml.safe_load_all((MANIFESTS / "kuberay-ray-serve-llm.yaml").read_text()) if d)
+    serve = "applications:\n- name: llms\n  import_path: ray.serve.llm:build_openai_app\n  route_prefix: /\n"
+    serve += "  args:\n    llm_configs:\n    - models/qwen-0.5b.yaml\n    - models/qwen-1.5b.yaml\n"
+    ray["spec"]["serveConfigV2"] = serve
+    path = tmp_path / "ray.yaml"
+    path.write_text(yaml.safe_dump(ray))
+    code, [r] = check(capsys, str(path), "--gpu", "A10G")
+    assert code == 0 and r["verdict"] == "Unknown" and "is a file in the image" in r["message"], r
