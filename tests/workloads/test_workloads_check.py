@@ -1230,3 +1230,50 @@ def test_a_ray_serve_llm_app_whose_configs_are_files_in_the_image_is_unknown(
     path.write_text(yaml.safe_dump(ray))
     code, [r] = check(capsys, str(path), "--gpu", "A10G")
     assert code == 0 and r["verdict"] == "Unknown" and "is a file in the image" in r["message"], r
+
+
+def test_an_openshift_ai_vllm_runtime_without_a_command_is_merged(tmp_path: Path) -> None:
+    # hunt109 N1: OpenShift AI's vLLM ServingRuntime (cfchase/rhoai-api-docs@bd899ed3) runs its image's entrypoint
+    # with only --port, --model and --served-model-name: not recognised as vLLM, it was not merged, and its other
+    # args (here --quantization fp8) were dropped from the InferenceService's reading
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "vllm-runtime"},
+        "spec": {
+            "supportedModelFormats": [{"name": "vLLM", "autoSelect": True}],
+            "containers": [
+                {
+                    "name": "kserve-container",
+                    "image": "quay.io/modh/vllm:rhoai-2.19-cuda",
+                    "args": [
+                        "--port=8080",
+                        "--model=/mnt/models",
+                        "--served-model-name={{.Name}}",
+                        "--quantization=fp8",
+                    ],
+                }
+            ],
+        },
+    }
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llama", "annotations": {"fitgate.io/model": "meta-llama/Llama-3.1-8B-Instruct"}},
+        "spec": {
+            "predictor": {
+                "model": {
+                    "modelFormat": {"name": "vLLM"},
+                    "runtime": "vllm-runtime",
+                    "storageUri": "pvc://models/llama",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            }
+        },
+    }
+    path = tmp_path / "rhoai.yaml"
+    path.write_text(yaml.safe_dump_all([runtime, isvc]))
+    [result] = [r for r in check_files([str(path)], "H100") if r.kind == "InferenceService"]
+    assert "ServingRuntime vllm-runtime merged in" in " ".join(result.notes) + result.message, result
+    # fp8 weights of Llama-3.1-8B: ~8.5 GiB, not the 14.99 GiB of bf16
+    assert "weights 8." in result.message, result.message

@@ -269,7 +269,19 @@ def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = Non
 #: Flags only vLLM's server takes: with an image named for vLLM and no ``command``, args holding one are
 #: ``vllm serve``'s.
 _VLLM_ONLY_FLAGS = frozenset(
-    {"--tensor-parallel-size", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--kv-cache-dtype"}
+    {
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--gpu-memory-utilization",
+        "--max-model-len",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--kv-cache-dtype",
+        "--enforce-eager",
+        # hunt109 N1: OpenShift AI's vLLM ServingRuntime passes only --port, --model and --served-model-name (its
+        # image's entrypoint is vLLM's server); unmerged, its other args were dropped from the InferenceService
+        "--served-model-name",
+    }
 )
 
 
