@@ -760,3 +760,20 @@ def test_a_checkpoint_the_hub_cannot_be_reached_for_is_unknown_not_bad_input(
     code = main(["plan", "--model", "nobody/nothing", "--gpu", "H100", "--output", "json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["verdict"] == "Unknown" and doc["reasons"][0]["code"] == "CheckpointUnavailable"
+
+
+def test_plan_reads_vllms_q_and_makes_a_misfit_with_prefetch_offload_unknown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt107 F1: -q is vLLM's short --quantization (engine/arg_utils.py 0.34.0 L999); plan took it as a flag it does
+    # not model and denied Llama-3.1-70B in bf16 (131.45 GiB on one H100). In fp8 (~67.7 GiB) it is within the card.
+    base = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--max-model-len", "8192"]
+    code, doc = plan_json(capsys, *base, "-q", "fp8")
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight"), doc["reasons"]
+    # F3: prefetch weight offload (config/offload.py 0.34.0 L54-60) is not modelled: the misfit without it is Unknown
+    offload = ["--offload-group-size", "2", "--offload-num-in-group", "1", "--offload-backend", "prefetch"]
+    code, doc = plan_json(capsys, *base, *offload)
+    assert code == 0 and doc["verdict"] == "Unknown", doc["reasons"]
+    assert doc["reasons"][0]["code"] == "SettingsNotModelled" and "may make it fit" in doc["reasons"][0]["message"]
+    code, doc = plan_json(capsys, *base)
+    assert code == 1 and doc["verdict"] == "DoesNotFit"

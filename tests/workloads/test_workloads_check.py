@@ -1277,3 +1277,32 @@ def test_an_openshift_ai_vllm_runtime_without_a_command_is_merged(tmp_path: Path
     assert "ServingRuntime vllm-runtime merged in" in " ".join(result.notes) + result.message, result
     # fp8 weights of Llama-3.1-8B: ~8.5 GiB, not the 14.99 GiB of bf16
     assert "weights 8." in result.message, result.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "verdicts"),
+    [
+        # hunt107 F2: argparse gives a one-letter option its value attached: -qfp8 is --quantization fp8 (vLLM 0.34.0
+        # parses it so); the word was dropped and Llama-3.1-70B sized in bf16, 131.45 GiB a GPU. In fp8 it is
+        # 67.70 GiB, which at vLLM 0.27's 0.92 x 79.19 GiB leaves 0.94 GiB for an 8192-token request's 2.50: short
+        (["-qfp8"], {"DoesNotFit"}),
+        # hunt107 F3: 0.34's prefetch weight offload (config/offload.py L54-60: the last layer of every two on the
+        # host) is not modelled; a misfit without it is Unknown, saying so
+        (["--offload-group-size", "2", "--offload-num-in-group", "1", "--offload-backend", "prefetch"], {"Unknown"}),
+        ([], {"DoesNotFit"}),  # neither: bf16, 131.45 GiB on one 79.19 GiB card
+    ],
+)
+def test_flags_that_shrink_a_misfit_are_read_or_make_it_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], verdicts: set[str]
+) -> None:
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192", *extra]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert r["verdict"] in verdicts, r["message"]
+    if extra and verdicts == {"Unknown"}:
+        assert "may make it fit, which fitgate does not model" in r["message"], r["message"]
+    assert ("weights 67.70 GiB" in r["message"]) == (extra == ["-qfp8"]), r["message"]

@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto", help="auto, bfloat16, float16, float32")
     p.add_argument(
         "--quantization",
+        "-q",  # vLLM's short form (engine/arg_utils.py 0.34.0 L999; hunt107 F1: taken as not modelled, so denied)
         help="runtime quantization of an unquantized checkpoint: fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel, "
         "mxfp8, mxfp4 (vLLM 0.30+), int8_per_channel_weight_only, nvfp4_per_token, experts_int8, bitsandbytes",
     )

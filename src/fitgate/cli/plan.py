@@ -21,6 +21,7 @@ from fitgate.sizing.performance import speed_load
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import Plan, Reason
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, first_admitting, resolve_release
+from fitgate.workloads.vllm_flags import may_shrink
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -50,9 +51,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     release_unknown = _release_unknown(model, gpu, serving, workload, result)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
     perf, cost = economics_of(args, model, gpu, result)  # a misfit's: none, also when the release makes it Unknown
+    shrink = may_shrink(getattr(args, "ignored_vllm_flags", None) or ())
     if release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
         # reasons[0] says why it is Unknown (ReleaseUnknown, as the operator's); the misfit's numbers follow (hunt92 F2)
         why = Reason(ReasonCode.RELEASE_UNKNOWN, release_unknown.removeprefix("verdict Unknown: "))
+        result = replace(result, verdict=Verdict.UNKNOWN, reasons=(why, *result.reasons))
+    elif shrink and result.verdict is Verdict.DOES_NOT_FIT:
+        # hunt107 F3: flags taken without modelling that can make it fit (prefetch weight offload ...), as check says
+        named = ", ".join(s.removesuffix(" (not modelled)") for s in shrink[:3])
+        why = Reason(ReasonCode.SETTINGS_NOT_MODELLED, f"{named} may make it fit, which fitgate does not model")
         result = replace(result, verdict=Verdict.UNKNOWN, reasons=(why, *result.reasons))
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
     doc = plan_document(report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from importlib import resources
 
 #: vLLM's short aliases and the long flag each stands for (engine/arg_utils.py, the release and line by each).
@@ -78,6 +79,22 @@ NOT_MODELLED_VALUED = frozenset(
     }
 )  # fmt: skip
 NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
+#: Of the flags fitgate takes without modelling, those that can make a misfit fit: 0.34's prefetch weight offload
+#: ("Group every N layers together. Offload last offload_num_in_group layers of each group", config/offload.py
+#: 0.34.0 L54-60), a fixed pool (--num-gpu-blocks-override), V0's capture limit and a smaller Mamba state dtype. A
+#: DoesNotFit with one of them is Unknown (hunt107 F3: prefetch offload of a 70B on an H100 was denied with a note
+#: saying it was not modelled); a fit stays a fit.
+NOT_MODELLED_MAY_SHRINK = frozenset(
+    {
+        "--offload-group-size", "--offload-num-in-group", "--offload-backend", "--offload-prefetch-step",
+        "--offload-params", "--num-gpu-blocks-override", "--max-seq-len-to-capture", "--mamba-cache-dtype",
+    }
+)  # fmt: skip
+
+
+def may_shrink(flags: Iterable[str]) -> list[str]:
+    """The flags of ``flags`` (long names, or "--flag value" words) that can make a misfit fit unmodelled."""
+    return [f for f in flags if f.split(" ", 1)[0].split("=", 1)[0] in NOT_MODELLED_MAY_SHRINK]
 
 
 @functools.cache

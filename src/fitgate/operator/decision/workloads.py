@@ -25,6 +25,7 @@ from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_arg
 from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.sizing.offload import host_memory_note
 from fitgate.workloads import Reading
+from fitgate.workloads.vllm_flags import may_shrink
 
 #: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
 VALIDATE_KEY = "fitgate.io/validate"
@@ -159,6 +160,11 @@ def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
         # that make it fit (--max-model-len 8192): a misfit without them is not one fitgate can show
         words = " ".join(w[:60] for w in reading.unresolved[:3])
         why = f"the vLLM command also holds {words}, whose value fitgate cannot read, and without it: {ev.message}"
+        ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
+    shrink = may_shrink(reading.args)
+    if shrink and ev.verdict is Verdict.DOES_NOT_FIT:
+        # hunt107 F3: flags fitgate takes without modelling that can make it fit (prefetch weight offload ...)
+        why = f"{', '.join(shrink[:3])} may make it fit, which fitgate does not model; without them: {ev.message}"
         ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
     host = _host_memory_warning(reading, ev)
     if host is not None:  # a warning, never a denial: the kubelet, not vLLM, would stop it
