@@ -777,3 +777,24 @@ def test_plan_reads_vllms_q_and_makes_a_misfit_with_prefetch_offload_unknown(
     assert doc["reasons"][0]["code"] == "SettingsNotModelled" and "may make it fit" in doc["reasons"][0]["message"]
     code, doc = plan_json(capsys, *base)
     assert code == 1 and doc["verdict"] == "DoesNotFit"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        # hunt107 F4: vLLM writes out bare 80g / 1k / 2K in a config flag's JSON (engine/arg_utils.py 0.34.0 L300-318)
+        ['--kv-transfer-config={"kv_connector":"OffloadingConnector","kv_role":"kv_both",'
+         '"kv_connector_extra_config":{"cpu_bytes_to_use": 80g}}'],
+        ['--compilation-config={"max_cudagraph_capture_size": 1k}'],
+        # F5: None or '' is an optional flag unset (engine/arg_utils.py 0.34.0 L173-178), as Helm writes an empty value
+        ["--quantization", "None"],
+        ["--gpu-memory-utilization", "None"],
+        ["--kv-cache-memory-bytes="],
+        ["--kv-offloading-size", ""],
+        ["--kv-transfer-config", "None"],
+    ],
+)  # fmt: skip
+def test_plan_takes_the_values_vllm_takes(capsys: pytest.CaptureFixture[str], flags: list[str]) -> None:
+    # each was exit 2 ("bad input") for a command vLLM 0.34 accepts; Qwen3-8B at 8192 on an H100 fits
+    code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192", *flags)
+    assert code == 0 and doc["verdict"] == "Fits", doc.get("reasons")

@@ -1306,3 +1306,25 @@ def test_flags_that_shrink_a_misfit_are_read_or_make_it_unknown(
     if extra and verdicts == {"Unknown"}:
         assert "may make it fit, which fitgate does not model" in r["message"], r["message"]
     assert ("weights 67.70 GiB" in r["message"]) == (extra == ["-qfp8"]), r["message"]
+
+
+def test_a_workloads_empty_or_none_values_and_suffixed_json_numbers_are_vllms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hunt107 F4 / F5: a Helm template's unset value (None, '') is the flag unset for vLLM (engine/arg_utils.py 0.34.0
+    # L173-178), and 80g in a config flag's JSON is 80e9 (L300-318); both were Invalid in a Deployment
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "d.yaml"
+    for extra in (
+        ["--kv-offloading-size", "None", "--kv-transfer-config", ""],
+        [
+            "--kv-transfer-config",
+            '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"cpu_bytes_to_use": 80g}}',
+        ],
+    ):
+        container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192", *extra]
+        path.write_text(yaml.safe_dump(doc))
+        code, [r] = check(capsys, str(path))
+        assert code == 0 and r["verdict"] in ("Fits", "Tight"), r["message"]

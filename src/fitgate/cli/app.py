@@ -28,7 +28,7 @@ from fitgate.sizing.reasons import ReasonCode
 from fitgate.workloads.argv import long_name
 from fitgate.workloads.bounds import configure as configure_budgets
 from fitgate.workloads.flagvalues import merge_dotted, with_keys
-from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical
+from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical, vllm_flags
 
 
 def _debug() -> bool:
@@ -150,6 +150,11 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
     """
     out: list[str] = []
     for word in words:
+        if word in ("None", "") and out and _unset_by(out[-1]):
+            out.pop()  # hunt107 F5: vLLM reads None or '' as the flag unset (engine/arg_utils.py 0.34.0 L173-178)
+            continue
+        if word.startswith("--") and word.partition("=")[2] in ("None", "") and word.endswith(("=None", "=")):
+            continue  # --quantization=None, --kv-offloading-size=: as unset, as a Helm template's empty value
         if out and word.lower() in ("true", "false") and _BOOLEAN_VALUE.fullmatch(f"{out[-1]}={word}"):
             # 0.5-0.6's StoreBoolean took the value as the next word too: --enable-chunked-prefill False (hunt36 F2)
             flag = out.pop().removeprefix("--")
@@ -171,6 +176,11 @@ def vllm_spelling(words: Sequence[str]) -> list[str]:
             spelled = ALIASES[word]
         out.append(spelled)
     return out
+
+
+def _unset_by(flag: str) -> bool:
+    """Whether ``flag`` (already spelled as vLLM reads it) is a vLLM flag taking a value that None or '' unsets."""
+    return flag.startswith("--") and "=" not in flag and vllm_flags().get(flag, False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fitgate.sizing.jsonflags import whole_number
+from fitgate.sizing.jsonflags import expand_human_numbers, whole_number
 from fitgate.sizing.units import MiB
 from fitgate.sizing.versions import VllmAccounting
 
@@ -221,7 +221,7 @@ def graph_flags(flags: Mapping[str, str]) -> GraphFlags:
     text = flags.get("--compilation-config")
     if text is not None and not re.fullmatch(r"\s*\d\s*", text):
         try:
-            data = json.loads(text) if len(text) <= 65536 else None
+            data = json.loads(expand_human_numbers(text)) if len(text) <= 65536 else None
         except (ValueError, RecursionError):  # ValueError: also a number past int()'s 4300 digits (hunt83 F3)
             data = None
         if isinstance(data, dict):

@@ -7,6 +7,7 @@ flag live here.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -16,6 +17,33 @@ from fitgate.sizing.errors import SizingError
 _INT = TypeAdapter(int)
 #: Longer text is not a count any flag takes (and int() refuses past 4300 digits).
 _MAX_NUMBER_CHARS = 32
+
+
+_QUOTED = re.compile(r'("(?:[^"\\]|\\.)*")')
+_SUFFIXED = re.compile(r"\b(\d+(?:\.\d+)?)([kKmMgGtT])\b")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def expand_human_numbers(text: str) -> str:
+    """A config flag's JSON with its bare ``80g`` / ``1k`` / ``2K`` numbers written out, as vLLM reads it.
+
+    engine/arg_utils.py 0.34.0 L300-318 ``_expand_json_human_readable_numbers``, applied to every config-object
+    flag before it is validated (L367-372): ``k/m/g/t`` decimal, ``K/M/G/T`` binary (utils/argparse_utils.py L30-75),
+    outside quoted strings only; a decimal with a binary suffix is left as it is (vLLM refuses it). hunt107 F4:
+    ``--kv-transfer-config '{..."cpu_bytes_to_use": 80g}'`` was Invalid.
+    """
+    if len(text) > 65536:
+        return text
+
+    def number(m: re.Match[str]) -> str:
+        value, suffix = m.groups()
+        if suffix in _DECIMAL:
+            return str(int(float(value) * _DECIMAL[suffix]))
+        return str(int(value) * _BINARY[suffix]) if value.isdigit() else m.group()
+
+    parts = _QUOTED.split(text)
+    return "".join(_SUFFIXED.sub(number, part) if i % 2 == 0 else part for i, part in enumerate(parts))
 
 
 def json_object(text: str, field: str, limit: int, example: str = "") -> dict[str, Any]:
@@ -28,7 +56,7 @@ def json_object(text: str, field: str, limit: int, example: str = "") -> dict[st
         raise SizingError(field, f"{len(text)} characters", f"at most {limit}")
     expected = f"a JSON object such as {example}" if example else "a JSON object"
     try:
-        data = json.loads(text)
+        data = json.loads(expand_human_numbers(text))
     except (ValueError, RecursionError):
         raise SizingError(field, text[:80], expected) from None
     if not isinstance(data, dict):

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.jsonflags import whole_number
+from fitgate.sizing.jsonflags import expand_human_numbers, whole_number
 from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture
 
 #: vLLM 0.33.0's ``MTPModelTypes`` (config/speculative.py L38-67): all of them mean "mtp".
@@ -217,7 +217,7 @@ def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | N
     if text.strip() in ("", "None", "null"):
         return None, None
     try:
-        data = json.loads(text)
+        data = json.loads(expand_human_numbers(text))
     except (ValueError, RecursionError):  # ValueError: also a number past int()'s 4300 digits (hunt83 F3)
         raise SizingError(
             flag, text[:80], 'a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}'

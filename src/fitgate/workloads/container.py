@@ -395,6 +395,11 @@ def _reading(
         flags, unknown, more, ref, origins = read_container(found, configmaps)
         origins = {**{f: o for f, o in (extra_origins or {}).items() if f not in flags}, **origins}
         flags = {**(extra_flags or {}), **flags}
+        for flag in [f for f, v in flags.items() if str(v).strip() in ("", "None") and f != "--model"]:
+            # vLLM reads "" and "None" of an optional flag as unset (engine/arg_utils.py 0.34.0 L173-178
+            # optional_type): a script's ``--flag=${VAR-}`` with VAR unset, a Helm template's empty value, is the
+            # default (hunt107 F5: --kv-offloading-size None, --kv-transfer-config '' were Invalid)
+            more.append(f"{flag} {str(flags.pop(flag)).strip()!r}: unset, vLLM's default")
         version, version_note = release_of_image(str(container.get("image") or ""), found.env)
         resource, per_pod = gpu_limit_of(container)
         selector, placement_notes = placement_of(found.pod)

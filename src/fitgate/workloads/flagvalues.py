@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from fitgate.sizing.jsonflags import expand_human_numbers
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical, vllm_flags
 
@@ -62,7 +63,7 @@ def with_keys(text: str | None, keys: dict[str, Any]) -> str:
     0.34.0 L2140-2154).
     """
     try:
-        data = json.loads(text) if text and len(text) <= 65536 else None
+        data = json.loads(expand_human_numbers(text)) if text and len(text) <= 65536 else None
     except (ValueError, RecursionError):
         data = None
     return json.dumps({**(data if isinstance(data, dict) else {}), **keys})
