@@ -55,11 +55,11 @@ from fitgate.workloads.flagvalues import config_file_flags, reads_false_switches
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
+    built_on_vllm,
     claim_template_of,
     gpu_limit_of,
     hami_share_of,
     hub_cache_repo,
-    image_repo_tag,
     memory_limit_of,
     placement_of,
     release_of_image,
@@ -266,38 +266,6 @@ def _find_vllm(pod: dict[str, Any], platform_env: Mapping[str, str] | None = Non
     return None
 
 
-#: Flags only vLLM's server takes: with an image named for vLLM and no ``command``, args holding one are
-#: ``vllm serve``'s.
-_VLLM_ONLY_FLAGS = frozenset(
-    {
-        "--tensor-parallel-size",
-        "--pipeline-parallel-size",
-        "--gpu-memory-utilization",
-        "--max-model-len",
-        "--max-num-seqs",
-        "--max-num-batched-tokens",
-        "--kv-cache-dtype",
-        "--enforce-eager",
-        # hunt109 N1: OpenShift AI's vLLM ServingRuntime passes only --port, --model and --served-model-name (its
-        # image's entrypoint is vLLM's server); unmerged, its other args were dropped from the InferenceService
-        "--served-model-name",
-    }
-)
-
-
-def _built_on_vllm(container: dict[str, Any]) -> bool:
-    """An image fitgate does not know, named for vLLM, whose args are vLLM's flags (hunt23 G3).
-
-    aws-samples/sample-llm-inference-on-eks builds ``vllm-efa-kimi-k3`` on ``vllm/vllm-openai`` and keeps its
-    ``vllm serve`` entrypoint; its pods carry the model and vLLM's flags as ``args`` and were skipped.
-    """
-    repo = image_repo_tag(str(container.get("image") or ""))[0].lower()
-    if "vllm" not in repo.rsplit("/", 1)[-1]:
-        return False
-    words = [str(w).split("=", 1)[0].replace("_", "-") for w in as_list(container.get("args"))[:256]]
-    return any(w in _VLLM_ONLY_FLAGS for w in words)
-
-
 def _engine_of(
     container: dict[str, Any],
     pod: dict[str, Any],
@@ -306,7 +274,7 @@ def _engine_of(
 ) -> _Found | None:
     """``container``'s vLLM command with its env (ConfigMap values read from ``configmaps``), or None."""
     is_vllm, entrypoint = vllm_image(str(container.get("image") or ""))
-    if not is_vllm and not as_list(container.get("command")) and _built_on_vllm(container):
+    if not is_vllm and not as_list(container.get("command")) and built_on_vllm(container):
         is_vllm = entrypoint = True
     budget = ExpansionBudget()  # one per container: env, command and args together (issue 22)
     env = container_env(

@@ -301,3 +301,35 @@ def placement_of(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     elif len(terms) > 1:
         notes.append(f"node affinity has {len(terms)} alternative terms: evaluated on every GPU pool")
     return selector, notes
+
+
+#: Flags only vLLM's server takes: with an image named for vLLM and no ``command``, args holding one are
+#: ``vllm serve``'s.
+_VLLM_ONLY_FLAGS = frozenset(
+    {
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--gpu-memory-utilization",
+        "--max-model-len",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--kv-cache-dtype",
+        "--enforce-eager",
+        # hunt109 N1: OpenShift AI's vLLM ServingRuntime passes only --port, --model and --served-model-name (its
+        # image's entrypoint is vLLM's server); unmerged, its other args were dropped from the InferenceService
+        "--served-model-name",
+    }
+)
+
+
+def built_on_vllm(container: dict[str, Any]) -> bool:
+    """An image fitgate does not know, named for vLLM, whose args are vLLM's flags (hunt23 G3).
+
+    aws-samples/sample-llm-inference-on-eks builds ``vllm-efa-kimi-k3`` on ``vllm/vllm-openai`` and keeps its
+    ``vllm serve`` entrypoint; its pods carry the model and vLLM's flags as ``args`` and were skipped.
+    """
+    repo = image_repo_tag(str(container.get("image") or ""))[0].lower()
+    if "vllm" not in repo.rsplit("/", 1)[-1]:
+        return False
+    words = [str(w).split("=", 1)[0].replace("_", "-") for w in as_list(container.get("args"))[:256]]
+    return any(w in _VLLM_ONLY_FLAGS for w in words)
