@@ -798,3 +798,12 @@ def test_plan_takes_the_values_vllm_takes(capsys: pytest.CaptureFixture[str], fl
     # each was exit 2 ("bad input") for a command vLLM 0.34 accepts; Qwen3-8B at 8192 on an H100 fits
     code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192", *flags)
     assert code == 0 and doc["verdict"] == "Fits", doc.get("reasons")
+
+
+def test_a_suffixed_number_too_long_to_expand_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # review of hunt107 F4: 400 digits and a k overflowed int(float(...)) (OverflowError, "internal error", exit 70);
+    # vLLM's suffixes are read on at most 18 digits, as flagvalues.human_int reads them, so the JSON is left as it is
+    # and refused as not JSON, naming the flag
+    config = '--compilation-config={"max_cudagraph_capture_size": ' + "9" * 400 + "k}"
+    code, _, err = run(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", config)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("fitgate: error: --compilation-config:"), err

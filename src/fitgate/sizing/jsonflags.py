@@ -19,10 +19,13 @@ _INT = TypeAdapter(int)
 _MAX_NUMBER_CHARS = 32
 
 
+#: vLLM's human-readable number suffixes: ``k/m/g/t`` decimal, ``K/M/G/T`` binary (utils/argparse_utils.py 0.34.0
+#: L30-75 ``human_readable_int``).
+HUMAN_SUFFIXES = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _QUOTED = re.compile(r'("(?:[^"\\]|\\.)*")')
-_SUFFIXED = re.compile(r"\b(\d+(?:\.\d+)?)([kKmMgGtT])\b")
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+#: At most 18 digits each side of the point, as workloads.flagvalues.human_int reads them: a longer run is no match
+#: (``\b`` needs its first digit), so int(float(...)) never meets an infinity.
+_SUFFIXED = re.compile(r"\b(\d{1,18}(?:\.\d{1,18})?)([kKmMgGtT])\b")
 
 
 def expand_human_numbers(text: str) -> str:
@@ -38,9 +41,9 @@ def expand_human_numbers(text: str) -> str:
 
     def number(m: re.Match[str]) -> str:
         value, suffix = m.groups()
-        if suffix in _DECIMAL:
-            return str(int(float(value) * _DECIMAL[suffix]))
-        return str(int(value) * _BINARY[suffix]) if value.isdigit() else m.group()
+        if suffix.islower():
+            return str(int(float(value) * HUMAN_SUFFIXES[suffix]))
+        return str(int(value) * HUMAN_SUFFIXES[suffix]) if value.isdigit() else m.group()
 
     parts = _QUOTED.split(text)
     return "".join(_SUFFIXED.sub(number, part) if i % 2 == 0 else part for i, part in enumerate(parts))

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from fitgate.sizing.jsonflags import expand_human_numbers
+from fitgate.sizing.jsonflags import HUMAN_SUFFIXES, expand_human_numbers
 from fitgate.sizing.versions import parse_version
 from fitgate.workloads.vllm_flags import ALIASES, SPLIT_SPECULATIVE, canonical, vllm_flags
 
@@ -143,13 +143,7 @@ def human_int(text: str) -> int | None:
     m = re.fullmatch(r"(\d{1,18}(?:\.\d{1,18})?)([kKmMgGtT])", text)  # bounded: no int of 5,000 digits
     if m:
         number, suffix = m.groups()
-        mult = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix) or {
-            "K": 2**10,
-            "M": 2**20,
-            "G": 2**30,
-            "T": 2**40,
-        }[suffix]
-        return int(float(number) * mult)
+        return int(float(number) * HUMAN_SUFFIXES[suffix])
     n = python_int(text)
     return n if n is not None and abs(n) < INT_LIMIT else None
 
