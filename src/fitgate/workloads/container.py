@@ -392,11 +392,6 @@ def _reading(
                 else:
                     more.append(f"--quantization {value}: read from the checkpoint's own config")
                 continue
-            if conv in ("int", "human_int", "float") and value.strip() in ("", "None"):
-                # vLLM reads "" and "None" of an optional flag as unset (engine/arg_utils.py 0.25.0 optional_type,
-                # L155-161, L391-394): a script's ``--flag=${VAR-}`` with VAR unset is the default
-                more.append(f"{flag} {value.strip()!r}: unset, vLLM's default")
-                continue
             if flag == "--kv-cache-memory-bytes" and version is not None and _before(version, KV_CACHE_MEMORY_SINCE):
                 more.append(f"--kv-cache-memory-bytes: vLLM {version} has no such flag (from 0.11.0); not sized")
                 continue
@@ -568,6 +563,11 @@ def _finish(reading: Reading, **changes: Any) -> Reading:
     text = json.dumps({k: v for k, v in values.items() if k not in ("namespace", "name")}, sort_keys=True, default=str)
     values["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return Reading(**values)
+
+
+def _blank(kind: str, meta: Mapping[str, Any]) -> Reading:
+    """The reading of an object named by ``meta`` and nothing else (for an Unknown or Invalid said of it whole)."""
+    return Reading(kind, str(meta.get("namespace") or "default"), str(meta.get("name") or "?"), "-", "-", None)
 
 
 def first_of_parts(parts: list[Reading], noun: str) -> Reading | None:

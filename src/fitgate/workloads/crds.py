@@ -17,9 +17,8 @@ import yaml
 from fitgate.sizing.instances import instance_gpus
 from fitgate.sizing.units import parse_size
 from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
-from fitgate.workloads.container import MAX_CONFIG_BYTES, _find_vllm, _finish, _reading, first_of_parts
+from fitgate.workloads.container import MAX_CONFIG_BYTES, _blank, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
-from fitgate.workloads.kserve import _blank
 from fitgate.workloads.kubeai import read_kubeai_model
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, runai_devices
 from fitgate.workloads.rayservice import read_ray_cluster, read_ray_llm, read_ray_service

@@ -17,6 +17,7 @@ from fitgate.workloads.bounds import check_script
 from fitgate.workloads.container import (
     KSERVE_MODEL_MOUNT,
     MODEL_ANNOTATION_HINT,
+    _blank,
     _find_vllm,
     _finish,
     _Found,
@@ -26,10 +27,6 @@ from fitgate.workloads.expansion import container_env
 from fitgate.workloads.flags import runs_on_cpu
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of
 from fitgate.workloads.reading import Reading, WorkloadError
-
-
-def _blank(kind: str, meta: dict[str, Any]) -> Reading:
-    return Reading(kind, str(meta.get("namespace") or "default"), str(meta.get("name") or "?"), "-", "-", None)
 
 
 def _serving_runtime(

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
-from fitgate.workloads.container import _find_vllm, _finish, _reading, first_of_parts
+from fitgate.workloads.container import _blank, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
 from fitgate.workloads.reading import Reading, WorkloadError
@@ -199,10 +199,8 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
     if not out and why:
         # hunt109 F5: Ray's documented "Standalone Config" lists llm_configs as files in the image: it runs vLLM,
         # but what it serves is not in the object, so it is Unknown (never "runs no vLLM server")
-        blank = Reading(
-            "RayService", str(meta.get("namespace") or "default"), str(meta.get("name") or "?"), "-", "-", None
-        )
-        out.append(_finish(blank, unknown=f"Ray Serve LLM: {why}; fitgate cannot size what it does not see"))
+        why = f"Ray Serve LLM: {why}; fitgate cannot size what it does not see"
+        out.append(_finish(_blank("RayService", meta), unknown=why))
     return out
 
 

@@ -24,6 +24,7 @@ from fitgate.workloads.container import (
     MAX_WHY_CHARS,
     MODEL_ANNOTATION,
     MODEL_ANNOTATION_HINT,
+    _blank,
     _find_vllm,
     _finish,
     _reading,
@@ -34,7 +35,6 @@ from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks, runs_on_cpu
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
 from fitgate.workloads.kinds import other_group, pod_template_paths
 from fitgate.workloads.kserve import (
-    _blank,
     _kserve_managed_dra,
     _kserve_model,
     _llm_inference_service,
