@@ -579,16 +579,10 @@ def held_out(points: Sequence[Point], name: str) -> int:
     k = fit(train, calibration().constants)
     print(f"fitted on {len(train)} points, held out {len(test)} ({name}); constants: "
           + ", ".join(f"{n}={getattr(k, n):.3g}" for n in NAMES))  # fmt: skip
-    rows: dict[str, list[tuple[float | None, float | None]]] = {}
-    for p in test:
-        for r in regime(p):
-            rows.setdefault(r, []).append(errors(p, k))
     print(f"{'regime':18s} {'n':>3s}  {'held out':>13s}")
-    for r, errs in sorted(rows.items()):
-        speed, ttft = median_abs([e for e, _ in errs]), median_abs([t for _, t in errs])
-        cells = [("     -" if v is None else f"{v:6.0%}") for v in (speed, ttft)]
-        n = sum(1 for e, _ in errs if e is not None)  # the points whose decode speed is compared
-        print(f"{r:18s} {n:3d}  {cells[0]} ({cells[1].strip():>5s})")
+    for r, t in regime_medians(test, k).items():
+        cells = [("     -" if v is None else f"{v:6.0%}") for v in (t["speed"], t["ttft"])]
+        print(f"{r:18s} {t['n']:3d}  {cells[0]} ({cells[1].strip():>5s})")
     return 0
 
 
@@ -676,8 +670,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def holdout_table(k: Constants) -> dict[str, dict[str, Any]]:
     """Median |error| by regime on holdout.json's points at the constants ``k`` (fitted without them)."""
+    return regime_medians(load_points(HOLDOUT), k)
+
+
+def regime_medians(points: Sequence[Point], k: Constants) -> dict[str, dict[str, Any]]:
+    """By regime: the points whose decode speed is compared (n), the median |error| of decode speed and of TTFT."""
     rows: dict[str, list[tuple[float | None, float | None]]] = {}
-    for p in load_points(HOLDOUT):
+    for p in points:
         for r in regime(p):
             rows.setdefault(r, []).append(errors(p, k))
     return {
