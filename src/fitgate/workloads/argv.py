@@ -456,9 +456,9 @@ def parse_engine_argv(how: str, words: Sequence[str]) -> EngineCommand:
             i += 1  # `-O '{json}'` and `-O.key=value` were --compilation-config (arg_utils.py 0.11.0; hunt94 F9)
             continue
         word = "--compilation-config" + word[2:] if word.startswith("-O.") else word
-        if word.startswith("-q") and len(word) > 2 and word[2] not in "=.":
-            # -qfp8: argparse gives a one-letter option's value attached (hunt107 F2: the word was dropped)
-            word = "-q=" + word[2:]
+        if len(word) > 2 and word[:2] in SHORT_FLAGS and word[2] not in "=." and word not in SHORT_FLAGS:
+            # -qfp8, -n2: argparse gives a one-letter option its value attached (hunt107 F2: the word was dropped)
+            word = f"{word[:2]}={word[2:]}"
         name, eq, value = word.partition("=")
         if any(c.isspace() for c in name) and name.startswith("--"):
             # hunt55 F1: a YAML item `- --tensor-parallel-size 2 # on 2 GPUs` is one argv word; argparse takes a word
