@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fitgate.observe import LogError, logparse, parse_lines, read_log
-from fitgate.observe.compare import case_status
+from fitgate.observe.compare import case_status, gpu_of
+from fitgate.sizing.units import GiB
 from tests.calibration_logs import FIGURES, NOT_A_LOG, printed
 from tests.conftest import CALIBRATION
 
@@ -192,6 +193,45 @@ def test_the_detailed_line_wins_over_the_summary() -> None:
     assert "Loading model weights took 14.9888 GB" in case["raw_lines"][0]
     assert parse_lines(case["raw_lines"]).observed.weights_gib == 14.99
     assert parse_lines(case["raw_lines"][:1]).observed.weights_gib == 14.9888
+
+
+# hunt113: an RTX 5060 Ti start of vLLM 0.29.0 (Freshair129/Private-Runtime-Platform, EV02
+# vllm-startup-success.log), cut to the memory lines; the first capture is the CUDA-graph profiling pass's.
+_V029_LINES = [
+    "(EngineCore pid=131) INFO 09-20 22:24:01 [gpu_model_runner.py:2920] Model loading took 7.64 GiB and 9.1 seconds",
+    "(EngineCore pid=131) INFO 09-20 22:25:04 [model_runner.py:960] Graph capturing finished in 58 secs, took 0.33 GiB",
+    "(EngineCore pid=131) INFO 09-20 22:26:13 [model_runner.py:960] Graph capturing finished in 68 secs, took 0.23 GiB",
+    "(EngineCore pid=131) INFO 09-20 22:26:13 [gpu_worker.py:797] CUDA graph pool memory: 0.23 GiB (actual), "
+    "0.38 GiB (estimated), difference: 0.14 GiB (62.0%).",
+    "(EngineCore pid=131) INFO 09-20 22:26:13 [gpu_worker.py:860] Free memory on device (14.8/15.9 GiB) on startup. "
+    "Desired GPU memory utilization is (0.7, 11.13 GiB). Actual usage is 8.59 GiB for consumed memory (weights + "
+    "non-torch), 1.09 GiB for peak activation, and 0.23 GiB for CUDAGraph memory. Current kv cache memory in use is "
+    "1.45 GiB.",
+    "(EngineCore pid=131) INFO 09-20 22:26:13 [dtype.py:1] dtype=torch.bfloat16",
+]
+
+
+def test_the_0_28_usage_line_and_the_graph_pool_are_read() -> None:
+    """0.28-0.31's "consumed memory (weights + non-torch)" gives activation, graphs and non-torch (8.59 - 7.64 =
+    0.95 GiB); the pool's "(actual)" figure wins over the profiling pass's earlier "took 0.33 GiB"."""
+    o = parse_lines(_V029_LINES[:5]).observed
+    assert (o.weights_gib, o.activation_peak_gib, o.non_torch_gib) == (7.64, 1.09, 0.95)
+    assert o.cuda_graph_gib == 0.23 and o.cuda_graph_estimated_gib == 0.38 and o.gpu_total_gib == 15.9
+    # without the pool line, the usage line's 0.23 still loses to a capture line, the detailed figure
+    assert parse_lines(_V029_LINES[:3] + _V029_LINES[4:5]).observed.cuda_graph_gib == 0.33
+
+
+def test_a_bfloat16_log_is_never_guessed_onto_a_gpu_without_bfloat16() -> None:
+    """15.9 GiB is a Tesla P100's CUDA total (compute capability 6.0, no bfloat16); a log that ran in bfloat16 was
+    not on one, so compare plans on a 15.9 GiB device rather than refusing bfloat16 (hunt113 F1)."""
+    lines = [*_V029_LINES[:5], "(APIServer pid=1) INFO 09-20 22:20:00 [utils.py:1] non-default args: "
+             "{'model': '/models', 'dtype': 'bfloat16'}"]  # fmt: skip
+    log = parse_lines(lines)
+    assert log.settings.dtype == "bfloat16"
+    gpu, notes = gpu_of(log, None)
+    assert gpu.name == "15.90GiB" and gpu.compute_capability is None and abs(gpu.memory_bytes - 15.9 * GiB) < 2
+    # the same total and no dtype printed: the catalog's 15.90 GiB GPU, as before
+    assert "P100" in gpu_of(parse_lines(_V029_LINES[:5]), None)[0].name
 
 
 def test_non_default_args_are_read_without_eval() -> None:

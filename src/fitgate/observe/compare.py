@@ -26,6 +26,7 @@ from fitgate.sizing import (
     custom_gpu,
     gpu_catalog,
 )
+from fitgate.sizing.dtypes import has_bfloat16
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION as SIZED_RUNTIME_QUANTIZATION
 from fitgate.sizing.speculative import canonical_method
@@ -161,6 +162,9 @@ def gpu_of(log: StartupLog, named: GpuModel | None) -> tuple[GpuModel, list[str]
     if total is None or total_gib is None:
         raise SizingError("--gpu", None, "a GPU from `fitgate gpus` (the log prints no GPU total)")
     same = [g for g in gpu_catalog() if abs(g.memory_bytes / GiB - total_gib) < _TOTAL_TOLERANCE_GIB]
+    if _dtype(log.settings.dtype) == "bfloat16":
+        # the log ran in bfloat16, so its GPU has it: not a Pascal / Volta / Turing card of the same total (hunt113)
+        same = [g for g in same if has_bfloat16(g.compute_capability)]
     kinds = {(g.architecture, g.is_a100, g.vendor) for g in same}
     if not same or len(kinds) > 1:
         return custom_gpu(total, name=f"{total_gib:.2f}GiB"), [

@@ -93,6 +93,10 @@ class _Reader:
         if old is None or rank > old[0]:
             self.values[name] = (rank, value)
 
+    def value(self, name: str) -> object | None:
+        kept = self.values.get(name)
+        return None if kept is None else kept[1]
+
     def feed(self, raw: str) -> None:
         self.lines += 1
         if len(raw) > MAX_LINE_BYTES:

@@ -93,6 +93,12 @@ _ACTUAL_USAGE = re.compile(
     r"Actual usage is " + _NUM + r" GiB for weight, " + _NUM + r" GiB for peak activation, " + _NUM
     + r" GiB for non-torch memory, and " + _NUM + r" GiB for CUDAGraph memory"
 )  # fmt: skip
+# 0.28-0.31: "Actual usage is 8.59 GiB for consumed memory (weights + non-torch), 1.09 GiB for peak activation, and
+# 0.23 GiB for CUDAGraph memory." (the weights are "Model loading took"'s figure: non-torch is the difference)
+_ACTUAL_CONSUMED = re.compile(
+    r"Actual usage is " + _NUM + r" GiB for consumed memory \(weights \+ non-torch\), " + _NUM
+    + r" GiB for peak activation, and " + _NUM + r" GiB for CUDAGraph memory"
+)  # fmt: skip
 # V1 "Model loading took 29.43 GiB memory"; V0 "Loading model weights took 14.9888 GB" (GB = GiB there)
 _LOADING = re.compile(r"(?:Model loading|Loading model weights) took " + _NUM + r"\s*Gi?B")
 # 0.11+ (DEBUG): Memory profiling takes N seconds. Total non KV cache memory: ...; torch peak memory increase: ...

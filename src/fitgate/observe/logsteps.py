@@ -15,6 +15,7 @@ from typing import Protocol
 
 from fitgate.observe.logpatterns import (
     _ACTIVATION,
+    _ACTUAL_CONSUMED,
     _ACTUAL_USAGE,
     _ANY_FAILURE,
     _ARG,
@@ -83,6 +84,9 @@ class LineSink(Protocol):
 
     def fail(self, kind: str, line: str, at: int) -> None:
         """Record the failure printed on ``line`` from character ``at``."""
+
+    def value(self, name: str) -> object | None:
+        """The value kept for ``name`` so far (None: none yet)."""
 
 
 def _settings_from(reader: LineSink, items: Iterable[tuple[str, object]], priority: int, keys: dict[str, str]) -> None:
@@ -269,6 +273,13 @@ def _step_gpu_total(r: LineSink, line: str) -> None:
                 ("weights_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib"), match.groups(), strict=True
             ):
                 r.put(name, _num(text), _FALLBACK)
+        match = _ACTUAL_CONSUMED.search(line)
+        if match:
+            r.put("activation_peak_gib", _num(match.group(2)), _FALLBACK)
+            r.put("cuda_graph_gib", _num(match.group(3)), _FALLBACK)
+            weights, consumed = r.value("weights_gib"), _num(match.group(1))
+            if isinstance(weights, float) and consumed is not None:
+                r.put("non_torch_gib", round(max(0.0, consumed - weights), 2), _FALLBACK)
     if "total_gpu_memory" in line:
         match = _TOTAL_TIMES_GMU.search(line)
         if match:
@@ -338,7 +349,9 @@ def _step_cuda_graphs(r: LineSink, line: str) -> None:
         r.put("cuda_graph_gib", _num(match.group(1)), _DETAIL)
     match = _CG_POOL.search(line)
     if match:
-        r.put("cuda_graph_gib", _num(match.group(1)), _SUMMARY)
+        # the pool after the real capture, over the "Graph capturing finished ... took" of the profiling pass (0.21+
+        # captures once to measure, then again: the first "took" line is the measuring one, hunt113)
+        r.put("cuda_graph_gib", _num(match.group(1)), _CONFIG)
         r.put("cuda_graph_estimated_gib", _num(match.group(2)), _SUMMARY)
 
 
