@@ -570,6 +570,22 @@ def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -
     )
 
 
+def test_vllm_server_run_as_a_script_on_a_vllm_image() -> None:
+    """OPEA's ROCm chart runs its copy of vLLM's server as a script (opea-project/GenAIInfra
+    helm-charts/common/vllm/rocm-values.yaml: image opea/vllm-rocm, command python3 /workspace/api_server.py): read,
+    not skipped (hunt112); vLLM's own source path is read on any image; another image's api_server.py is not vLLM."""
+    args = ["--swap-space", "16", "--dtype", "float16", "--model", "meta-llama/Meta-Llama-3-8B-Instruct",
+            "--max-model-len", "4096"]  # fmt: skip
+    opea = {"name": "vllm", "image": "opea/vllm-rocm:latest", "command": ["python3", "/workspace/api_server.py"],
+            "args": args, "resources": {"limits": {"amd.com/gpu": "1"}}}  # fmt: skip
+    r = read_workload(deployment(opea))
+    assert r is not None and r.how == "python /workspace/api_server.py" and r.invalid is None
+    assert r.model == "meta-llama/Meta-Llama-3-8B-Instruct" and r.serving["maxModelLen"] == 4096
+    source = {**opea, "image": "python:3.12", "command": ["python3", "/src/vllm/entrypoints/openai/api_server.py"]}
+    assert (rs := read_workload(deployment(source))) is not None and rs.model == opea["args"][5]
+    assert read_workload(deployment({**opea, "image": "example/sglang:1"})) is None
+
+
 # kaito-project/kaito@cfad92e8e9bba2f5f1d0537a3583d487a96366bc:pkg/workspace/inference/preset_inferences_test.go,
 # the commands KAITO's controller writes ("test-model-download-a100/vllm" and "test-model-download-distributed/vllm")
 KAITO_SINGLE = (

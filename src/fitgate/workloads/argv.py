@@ -226,8 +226,17 @@ _PYTHON_OPTION = re.compile(r"^-[uOBEsSIqv]+$")
 _CLI_MODULES = frozenset({"vllm.entrypoints.cli.main"})
 
 
-def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
-    """(how, the engine's argv) of the first vLLM server invocation in ``words``."""
+#: vLLM's OpenAI server run as a script from its source tree (``python3 vllm/entrypoints/openai/api_server.py``).
+API_SERVER_SCRIPT = "entrypoints/openai/api_server.py"
+
+
+def _find_invocation(words: Sequence[str], *, script_server: bool = False) -> tuple[str, list[str]] | None:
+    """(how, the engine's argv) of the first vLLM server invocation in ``words``.
+
+    ``script_server``: the image is built on vLLM and takes vLLM's flags, so a Python script named
+    ``api_server.py`` is vLLM's server copied into it (OPEA's ``opea/vllm-rocm`` runs
+    ``python3 /workspace/api_server.py --model ...``: opea-project/GenAIInfra helm-charts/common/vllm, hunt112).
+    """
     for i, word in enumerate(words):
         base = _base(word)
         if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
@@ -242,6 +251,9 @@ def _find_invocation(words: Sequence[str]) -> tuple[str, list[str]] | None:
             return "vllm serve", list(words[j + 3 :])  # `python3 -m vllm.entrypoints.cli.main serve` is `vllm serve`
         if base.startswith("python") and i + 1 < len(words) and words[i + 1].endswith(KAITO_SERVER):
             return "KAITO inference_api.py", list(words[i + 2 :])
+        script = words[j] if base.startswith("python") and j < len(words) else ""
+        if script.endswith(API_SERVER_SCRIPT) or (script_server and _base(script) == "api_server.py"):
+            return f"python {script}", list(words[j + 1 :])
     return None
 
 
@@ -347,11 +359,13 @@ def find_engine_command(
     *,
     image_entrypoint: bool,
     budget: ExpansionBudget | None = None,
+    script_server: bool = False,
 ) -> EngineCommand | None:
     """The vLLM invocation of a container, or None when it runs no vLLM server.
 
     ``command`` and ``args`` are expanded the Kubernetes way first. With no ``command`` and
-    ``image_entrypoint`` (a vLLM image), ``args`` are the arguments of the image's ``vllm serve``.
+    ``image_entrypoint`` (a vLLM image), ``args`` are the arguments of the image's ``vllm serve``;
+    ``script_server``: see :func:`_find_invocation`.
 
     Raises:
         CommandError: a shell script that cannot be split into words.
@@ -370,13 +384,13 @@ def find_engine_command(
             downloaded = _hub_download(simple)
             if downloaded is not None:
                 downloads[downloaded[1].rstrip("/")] = downloaded[0]
-            found = _find_invocation(simple)
+            found = _find_invocation(simple, script_server=script_server)
             if found is not None:
                 engine = parse_engine_argv(found[0], [shellwords.plain(w) for w in found[1]])
                 names = _deciding(found[1])
                 return _with_download(replace(engine, undecided=names) if names else engine, downloads)
         return None
-    found = _find_invocation(words)
+    found = _find_invocation(words, script_server=script_server)
     if found is not None:
         return parse_engine_argv(found[0], found[1])
     if not cmd and image_entrypoint:

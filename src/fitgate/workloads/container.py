@@ -283,7 +283,10 @@ def _engine_of(
     command = [str(w) for w in as_list(container.get("command"))]
     args = [str(w) for w in as_list(container.get("args"))]
     try:
-        engine = find_engine_command(command, args, env, image_entrypoint=is_vllm and entrypoint, budget=budget)
+        engine = find_engine_command(
+            command, args, env, image_entrypoint=is_vllm and entrypoint, budget=budget,
+            script_server=is_vllm or built_on_vllm(container),
+        )  # fmt: skip
     except CommandError as exc:
         raise WorkloadError(f"container {container.get('name')}: {exc}") from None
     except BudgetError as exc:

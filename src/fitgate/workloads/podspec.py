@@ -318,6 +318,12 @@ _VLLM_ONLY_FLAGS = frozenset(
         # hunt109 N1: OpenShift AI's vLLM ServingRuntime passes only --port, --model and --served-model-name (its
         # image's entrypoint is vLLM's server); unmerged, its other args were dropped from the InferenceService
         "--served-model-name",
+        # hunt112: OPEA's opea/vllm-rocm chart passes vLLM's engine flags to its copy of vLLM's api_server.py
+        "--swap-space",
+        "--num-scheduler-steps",
+        "--distributed-executor-backend",
+        "--enable-chunked-prefill",
+        "--enable-prefix-caching",
     }
 )
 
