@@ -450,6 +450,23 @@ def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys
         assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err, bad
     code, doc = plan_json(capsys, *base, "--load-format", "gguf")
     assert (code, doc["verdict"]) == (0, "Unknown")
+    # hunt110 F1: vLLM-Omni's `--omni` (recipes' LTX-2.5-Diffusers, Qwen3-TTS) with its pipeline flags is Unknown
+    code, doc = plan_json(capsys, *base, "--omni", "--model-class-name", "LTX2Pipeline")
+    assert (code, doc["verdict"]) == (0, "Unknown") and "vLLM-Omni" in doc["reasons"][0]["message"]
+
+
+def test_a_flag_of_a_release_newer_than_fitgate_models_is_taken_and_never_denies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt110 F2: `--vllm-version 0.36.0 --kv-cache-spill-policy lru` exited 2; the flag may be 0.36's own and change
+    # memory, so it is taken and named, and a misfit with it (bf16 Qwen3-32B: 61.03 GiB on a 22.06 GiB L4) is Unknown
+    base = ("--model", "Qwen/Qwen3-32B", "--gpu", "L4", "--max-model-len", "8192", "--vllm-version", "0.36.0")
+    code, doc = plan_json(capsys, *base, "--kv-cache-spill-policy", "lru")
+    assert (code, doc["verdict"]) == (0, "Unknown"), doc["reasons"]
+    assert "--kv-cache-spill-policy may make it fit" in doc["reasons"][0]["message"]
+    assert any("--kv-cache-spill-policy lru" in n and "taken but not modelled" in n for n in doc["notes"])
+    code, doc = plan_json(capsys, *base)  # without it, every release's accounting denies it
+    assert (code, doc["verdict"]) == (1, "DoesNotFit")
 
 
 def test_every_flag_vllm_accepts_is_taken_and_named_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -682,8 +699,12 @@ def test_a_bare_h20_is_never_denied_what_the_141gb_card_runs(capsys: pytest.Capt
     argv = ("--model", "deepseek-ai/DeepSeek-V3.2", "-tp", "8")
     code, doc = plan_json(capsys, *argv, "--gpu", "H20")
     assert code == 0 and doc["gpu"]["name"] == "H20-141GB" and doc["verdict"] != "DoesNotFit"
-    assert any("names the H20 and the H20-141GB" in n for n in doc["notes"])
+    [note] = [n for n in doc["notes"] if "names the H20 and the H20-141GB" in n]
     code, doc = plan_json(capsys, *argv, "--gpu", "NVIDIA-H20")  # the device plugin's label: the 96 GB card
+    assert code == 1 and doc["verdict"] == "DoesNotFit"
+    # hunt110 F3: the note told a user who passed --gpu H20 to pass --gpu H20; what it names now is the smaller card
+    assert note.endswith("for the smaller card pass --gpu H20 --gpu-memory 95.00GiB")
+    code, doc = plan_json(capsys, *argv, "--gpu", "H20", "--gpu-memory", "95.00GiB")
     assert code == 1 and doc["verdict"] == "DoesNotFit"
 
 

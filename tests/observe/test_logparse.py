@@ -228,7 +228,7 @@ def test_a_bfloat16_log_is_never_guessed_onto_a_gpu_without_bfloat16() -> None:
              "{'model': '/models', 'dtype': 'bfloat16'}"]  # fmt: skip
     log = parse_lines(lines)
     assert log.settings.dtype == "bfloat16"
-    gpu, notes = gpu_of(log, None)
+    gpu, _ = gpu_of(log, None)
     assert gpu.name == "15.90GiB" and gpu.compute_capability is None and abs(gpu.memory_bytes - 15.9 * GiB) < 2
     # the same total and no dtype printed: the catalog's 15.90 GiB GPU, as before
     assert "P100" in gpu_of(parse_lines(_V029_LINES[:5]), None)[0].name

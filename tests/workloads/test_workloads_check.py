@@ -1308,6 +1308,37 @@ def test_flags_that_shrink_a_misfit_are_read_or_make_it_unknown(
     assert ("weights 67.70 GiB" in r["message"]) == (extra == ["-qfp8"]), r["message"]
 
 
+@pytest.mark.parametrize(
+    ("image", "extra", "verdict"),
+    [
+        # hunt110 F2: a flag no release fitgate has read may be a newer release's that changes memory: on vLLM 0.36
+        # a misfit with it is Unknown, saying so (bf16 Llama-3.1-70B, 131.45 GiB on one 79.19 GiB card)
+        ("vllm/vllm-openai:v0.36.0", ["--kv-cache-spill-policy", "lru"], "Unknown"),
+        # on a release fitgate models it is a typo (vLLM's parser refuses it) or a wrapper's: noted, the misfit stands
+        ("vllm/vllm-openai:v0.27.1", ["--kv-cache-spill-policy", "lru"], "DoesNotFit"),
+        ("vllm/vllm-openai:v0.36.0", [], "DoesNotFit"),  # no unknown flag: every release's accounting denies it
+        # hunt110 F1: vLLM-Omni's pipelines (diffusion, speech) are not sized: Unknown, whatever the weights
+        ("vllm/vllm-openai:v0.27.1", ["--omni"], "Unknown"),
+    ],
+)
+def test_a_flag_no_release_has_is_noted_and_unknown_only_on_a_newer_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, extra: list[str], verdict: str
+) -> None:
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = image
+    container["args"] = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192", *extra]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert r["verdict"] == verdict, r["message"]
+    said = "--kv-cache-spill-policy: not a flag of any vLLM release fitgate has read" in r["message"]
+    assert said == ("--kv-cache-spill-policy" in extra), r["message"]
+    if verdict == "Unknown":
+        assert "--omni: vLLM-Omni" in r["message"] or "may make it fit" in r["message"], r["message"]
+
+
 def test_a_workloads_empty_or_none_values_and_suffixed_json_numbers_are_vllms(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

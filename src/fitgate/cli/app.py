@@ -25,6 +25,7 @@ from fitgate.settings import SettingsError, load
 from fitgate.sizing import SizingError, UnknownArchitectureError
 from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.reasons import ReasonCode
+from fitgate.sizing.versions import release_modelled
 from fitgate.workloads.argv import long_name
 from fitgate.workloads.bounds import configure as configure_budgets
 from fitgate.workloads.flagvalues import merge_dotted, with_keys
@@ -183,6 +184,17 @@ def _unset_by(flag: str) -> bool:
     return flag.startswith("--") and "=" not in flag and vllm_flags().get(flag, False)
 
 
+def _flag_words(words: Sequence[str]) -> list[str]:
+    """``--flag value`` words joined as one (a flag's value is the words up to the next flag)."""
+    out: list[str] = []
+    for word in words:
+        if word.startswith("--") or not out:
+            out.append(word[:80])
+        else:
+            out[-1] = f"{out[-1]} {word[:60]}"
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fitgate`` console script."""
     parser = build_parser()
@@ -203,6 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_budgets(load().budgets)  # a bad FITGATE_*/HF_* value stops any command at once, in one line
         # a pasted `vllm serve` command's flags that do not change the plan are taken and said (hunt28 F3)
         taken, left = passthrough(extra)
+        given = getattr(args, "vllm_version", None)
+        if left and given and not release_modelled(given) and all(w.startswith("--") for w in left[:1]):
+            # hunt110 F2: on a release newer than fitgate models, a flag it does not know may be that release's:
+            # taken, said, and a misfit with it is Unknown (cli/plan.py), never a usage error
+            taken, left = [*taken, *(f"{w} (not modelled)" for w in _flag_words(left))], []
         if left:
             parser.error(f"unrecognized arguments: {' '.join(left)}")
         args.ignored_vllm_flags = taken

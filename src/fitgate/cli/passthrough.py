@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fitgate.sizing.errors import NotModelledError, SizingError
-from fitgate.workloads.vllm_flags import NOT_MODELLED_LISTS, NOT_MODELLED_SWITCHES, NOT_MODELLED_VALUED, vllm_flags
+from fitgate.workloads.vllm_flags import (
+    NOT_MODELLED_LISTS,
+    NOT_MODELLED_SWITCHES,
+    NOT_MODELLED_VALUED,
+    OMNI_NOT_SIZED,
+    vllm_flags,
+)
 
 #: vLLM 0.34 engine / server flags without a value that do not change the per-GPU memory plan (``engine/arg_utils.py``,
 #: ``entrypoints/openai/cli_args.py``). Not their ``--no-`` twins, which may (``--no-enable-chunked-prefill`` is read).
@@ -69,6 +75,8 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
     taken: list[str] = []
     unknown: list[str] = []
     words = list(extra)
+    if "--omni" in words or any(w.startswith("--omni=") and w[7:].lower() != "false" for w in words):
+        raise NotModelledError("omni", True, OMNI_NOT_SIZED)  # its pipeline flags (--model-class-name ...) with it
     known = vllm_flags()
     i = 0
     while i < len(words):

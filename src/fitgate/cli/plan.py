@@ -20,8 +20,9 @@ from fitgate.sizing.instances import larger_namesake
 from fitgate.sizing.performance import speed_load
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import Plan, Reason
+from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, first_admitting, resolve_release
-from fitgate.workloads.vllm_flags import may_shrink
+from fitgate.workloads.vllm_flags import may_shrink, unknown_flags
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -40,8 +41,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if result.verdict is Verdict.DOES_NOT_FIT and larger.verdict is not Verdict.DOES_NOT_FIT:
             ambiguity = (
                 f"--gpu {args.gpu} names the {gpu.name} and the {namesake.name}: it does not fit the {gpu.name} "
-                f"({result.reasons[0].message}), so the plan is the {namesake.name}'s; pass --gpu {gpu.name} for "
-                "the smaller card"
+                f"({result.reasons[0].message}), so the plan is the {namesake.name}'s; for the smaller card pass "
+                f"--gpu {args.gpu} --gpu-memory {gpu.memory_bytes / GiB:.2f}GiB"  # --gpu {gpu.name} is as ambiguous
             )
             gpu, result = namesake, larger
         else:
@@ -51,7 +52,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     release_unknown = _release_unknown(model, gpu, serving, workload, result)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
     perf, cost = economics_of(args, model, gpu, result)  # a misfit's: none, also when the release makes it Unknown
-    shrink = may_shrink(getattr(args, "ignored_vllm_flags", None) or ())
+    ignored = getattr(args, "ignored_vllm_flags", None) or ()
+    shrink = may_shrink(ignored) or unknown_flags(ignored)  # unknown: taken only on a newer release (cli/app.py)
     if release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
         # reasons[0] says why it is Unknown (ReleaseUnknown, as the operator's); the misfit's numbers follow (hunt92 F2)
         why = Reason(ReasonCode.RELEASE_UNKNOWN, release_unknown.removeprefix("verdict Unknown: "))

@@ -321,6 +321,17 @@ def parse_version(text: str, field: str = "vllm_version") -> tuple[int, int, int
     return resolve_release(text, field).sized_as
 
 
+def release_modelled(text: str | None) -> bool:
+    """Whether ``text`` names a release fitgate models (False: none, a newer one, or a tag naming none)."""
+    if text is None:
+        return False
+    try:
+        release = resolve_release(text)
+    except SizingError:
+        return False
+    return release.named and release.given <= _NEWEST
+
+
 def release_note(text: str | None) -> str | None:
     """The note a plan carries for ``text``: set when the release is newer or older than fitgate models."""
     if text is None:

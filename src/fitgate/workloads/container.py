@@ -24,7 +24,7 @@ from fitgate.sizing.errors import SizingError
 from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
-from fitgate.sizing.versions import falls_back_to_v0, parse_version
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, falls_back_to_v0, parse_version
 from fitgate.workloads.argv import (
     EngineCommand,
     find_engine_command,
@@ -72,6 +72,7 @@ from fitgate.workloads.podspec import (
 from fitgate.workloads.reading import Reading, WorkloadError
 from fitgate.workloads.shellscript import CommandError
 from fitgate.workloads.shellwords import undecided_reason
+from fitgate.workloads.vllm_flags import OMNI_NOT_SIZED, unknown_flags
 
 #: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
 MODEL_ANNOTATION = "fitgate.io/model"
@@ -452,6 +453,12 @@ def _reading(
         if name is not None and "$(" in name:
             raise _UnknownValueError(f"model {name}: a variable not set in the container's env")
         more.extend(not_modelled_notes(flags))
+        strange = unknown_flags(flags, found.engine.how)
+        if strange:  # hunt110 F2: a newer release's flag, a plugin's or a typo: said, and never a denial (may_shrink)
+            more.append(
+                f"{', '.join(f[:60] for f in strange[:5])}: not a flag of any vLLM release fitgate has read (up to "
+                f"{DEFAULT_VLLM_VERSION}): not read, and a misfit with it is Unknown"
+            )
         own = str(flags.get("--model") or found.engine.model or "")
         if unknown is None and (
             is_gguf(own) or flags.get("--load-format", "").strip() == "gguf" or flags.get("--quantization") == "gguf"
@@ -462,6 +469,8 @@ def _reading(
                 f"model {own[:200] or name}: GGUF weights (each tensor's quantization type is in the file, which "
                 "fitgate does not read) are not sized; naming the base model would size it unquantized"
             )
+        if unknown is None and flags.get("--omni", "false") != "false":
+            unknown = f"--omni: {OMNI_NOT_SIZED}"
         cached = hub_cache_repo(name or "")
         if cached is not None and unknown is None:
             more.append(f"model {name[:200] if name else ''}: the Hugging Face cache of {cached[0]}")

@@ -92,9 +92,58 @@ NOT_MODELLED_MAY_SHRINK = frozenset(
 )  # fmt: skip
 
 
+#: vLLM-Omni (vllm-project/vllm-omni, a vLLM plugin from 0.20) serves diffusion, speech and omni models with
+#: ``vllm serve MODEL --omni``: multi-stage pipelines whose stages fitgate does not size (hunt110 F1: recipes'
+#: LTX-2.5-Diffusers on H200 / B300, Qwen3-TTS; ``plan`` exited 2 on the flag). Unknown, never a denial or a usage error.
+OMNI_NOT_SIZED = "vLLM-Omni's multi-stage pipelines (diffusion, speech and omni models) are not sized"
+
+
 def may_shrink(flags: Iterable[str]) -> list[str]:
     """The flags of ``flags`` (long names, or "--flag value" words) that can make a misfit fit unmodelled."""
-    return [f for f in flags if f.split(" ", 1)[0].split("=", 1)[0] in NOT_MODELLED_MAY_SHRINK]
+    return [f for f in flags if _name(f) in NOT_MODELLED_MAY_SHRINK]
+
+
+def _name(word: str) -> str:
+    return word.split(" ", 1)[0].split("=", 1)[0]
+
+
+#: The KServe huggingface server's own flags, beside the vLLM engine flags it passes on (kserve/kserve@00397f1e
+#: python/huggingfaceserver/huggingfaceserver/__main__.py and kserve/model_server.py's parser), as fitgate spells them.
+KSERVE_HF_SERVER_FLAGS = frozenset(
+    {
+        "--model-id", "--model-name", "--model-dir", "--model-revision", "--backend", "--task", "--max-length",
+        "--disable-lower-case", "--disable-special-tokens", "--return-token-type-ids", "--return-probabilities",
+        "--return-raw-logits", "--tensor-input-names", "--predictor-host", "--http-port", "--grpc-port", "--workers",
+        "--max-threads", "--max-asyncio-workers", "--enable-grpc", "--enable-docs-url", "--configure-logging",
+        "--log-config-file", "--access-log-format", "--predictor-protocol", "--predictor-use-ssl",
+        "--predictor-request-timeout-seconds", "--predictor-request-retries", "--enable-predictor-health-check",
+        "--add-special-tokens", "--disable-log-requests", "--disable-postprocess",
+    }
+)  # fmt: skip
+
+
+def unknown_flags(flags: Iterable[str], how: str = "") -> list[str]:
+    """The long flags of ``flags`` (names, or "--flag value" words) that no ``vllm serve`` fitgate has read takes.
+
+    ``how``: the server that reads them (``EngineCommand.how``): a wrapper's own flags are not vLLM's to know.
+
+    On a release newer than fitgate models (or one it cannot tell), such a flag may be the newer release's and change
+    memory in ways fitgate cannot know (hunt110 F2): a misfit with one is Unknown. On a release it models it is a
+    wrapper's own flag (Dynamo's, KServe's) or a typo vLLM's parser refuses before any memory is used: a note.
+    """
+    if how.startswith("KAITO"):  # KAITO's inference_api.py has flags of its own beside vLLM's
+        return []
+    known = vllm_flags()
+    out = []
+    for word in flags:
+        name = _name(word)
+        if how == "KServe huggingface runtime" and name in KSERVE_HF_SERVER_FLAGS:
+            continue
+        base = name.split(".", 1)[0]
+        if not name.startswith("--") or base in known or (base.startswith("--no-") and f"--{base[5:]}" in known):
+            continue
+        out.append(name)
+    return out
 
 
 @functools.cache

@@ -24,8 +24,9 @@ from fitgate.operator.schema.config import UnknownPolicy
 from fitgate.sizing import ModelInput, ReasonCode, Suggestion, Verdict, vllm_args_text
 from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.sizing.offload import host_memory_note
+from fitgate.sizing.versions import release_modelled
 from fitgate.workloads import Reading
-from fitgate.workloads.vllm_flags import may_shrink
+from fitgate.workloads.vllm_flags import may_shrink, unknown_flags
 
 #: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
 VALIDATE_KEY = "fitgate.io/validate"
@@ -162,6 +163,8 @@ def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
         why = f"the vLLM command also holds {words}, whose value fitgate cannot read, and without it: {ev.message}"
         ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
     shrink = may_shrink(reading.args)
+    if not shrink and not release_modelled(reading.vllm_version):
+        shrink = unknown_flags(reading.args, reading.how)  # hunt110 F2: a newer release's flag may change memory
     if shrink and ev.verdict is Verdict.DOES_NOT_FIT:
         # hunt107 F3: flags fitgate takes without modelling that can make it fit (prefetch weight offload ...)
         why = f"{', '.join(shrink[:3])} may make it fit, which fitgate does not model; without them: {ev.message}"
