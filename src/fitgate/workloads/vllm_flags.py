@@ -94,7 +94,7 @@ NOT_MODELLED_MAY_SHRINK = frozenset(
 
 #: vLLM-Omni (vllm-project/vllm-omni, a vLLM plugin from 0.20) serves diffusion, speech and omni models with
 #: ``vllm serve MODEL --omni``: multi-stage pipelines whose stages fitgate does not size (hunt110 F1: recipes'
-#: LTX-2.5-Diffusers on H200 / B300, Qwen3-TTS; ``plan`` exited 2 on the flag). Unknown, never a denial or a usage error.
+#: LTX-2.5-Diffusers on H200 / B300, Qwen3-TTS; ``plan`` exited 2 on the flag). Unknown, never a denial or usage error.
 OMNI_NOT_SIZED = "vLLM-Omni's multi-stage pipelines (diffusion, speech and omni models) are not sized"
 
 
