@@ -209,6 +209,13 @@ def test_labels_fitgate_cannot_read_say_so_and_guess_nothing() -> None:
         ("standard_nc40ads_h100_v5", "H100-NVL", 1),  # case as AKS writes it or not: one instance type
         ("Standard_ND96isr_H200_v5", "H200", 8),
         ("Standard_ND96isr_MI300X_v5", "MI300X", 8),
+        # hunt111 F4: read as no GPU before (Unknown)
+        ("p3.8xlarge", "V100-16GB", 4),
+        ("g5g.16xlarge", "T4", 2),
+        ("gr6.4xlarge", "L4", 1),
+        ("g4-standard-384", "RTX-PRO-6000", 8),
+        ("Standard_ND40rs_v2", "V100-32GB", 8),
+        ("VM.GPU3.4", "V100-16GB", 4),
     ],
 )
 def test_instance_types_map_to_product_and_count(instance_type: str, gpu: str, count: int) -> None:

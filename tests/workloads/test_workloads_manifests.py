@@ -332,6 +332,16 @@ def test_a_ray_serve_app_that_shows_no_vllm_is_not_read_as_kuberays_vllm_sample(
     other["spec"]["serveConfigV2"] = yaml.safe_dump(serve)
     assert read_workload(other) is None  # no vLLM server in it
     assert read_workload(ray) is not None  # the KubeRay sample pins vllm==0.5.4 and imports ...samples.vllm.serve
+    # hunt111 F3: GKE's gemma-2b-it app (ai-ml/gke-ray/rayserve/llm, import_path ai-ml.gke-ray.rayserve.llm.serve:model)
+    # lists a bare `vllm`: it installs vLLM at a release the manifest does not name, so it is read (Skipped before)
+    for pip in (["vllm", "ray==2.40.0"], ["vllm>=0.6", "transformers<5"], ["vllm[audio]"]):
+        app["import_path"], app["runtime_env"]["pip"] = "ai-ml.gke-ray.rayserve.llm.serve:model", pip
+        other["spec"]["serveConfigV2"] = yaml.safe_dump(serve)
+        reading = read_workload(other)
+        assert reading is not None and reading.model == app["runtime_env"]["env_vars"]["MODEL_ID"], pip
+    app["runtime_env"]["pip"] = ["vllmx", "my-vllm-tools"]  # other packages that merely start or end with the name
+    other["spec"]["serveConfigV2"] = yaml.safe_dump(serve)
+    assert read_workload(other) is None
 
 
 def test_a_ray_worker_group_on_tpus_or_mig_slices_is_unknown_not_no_gpu(tmp_path: Path) -> None:

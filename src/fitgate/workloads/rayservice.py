@@ -53,7 +53,8 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
             # hunt27 F1: only an app that shows it runs vLLM (a vllm pin, or vllm in its import path or working dir):
             # GKE's Llama-2-70B sample serves MODEL_ID with transformers and bitsandbytes 4-bit, not vLLM
             where = f"{app.get('import_path') or ''} {runtime_env.get('working_dir') or ''}".lower()
-            if isinstance(env_vars.get("MODEL_ID"), str) and (pin or "vllm" in where):
+            installs = pin or _installs_vllm(runtime_env.get("pip"))
+            if isinstance(env_vars.get("MODEL_ID"), str) and (installs or "vllm" in where):
                 # hunt24 G1: KubeRay's vLLM samples (ray-operator/config/samples/vllm/serve.py, the Ray docs' guide)
                 # build vLLM's args from these env vars: model, tensor- and pipeline-parallel size
                 kwargs = {
@@ -113,6 +114,16 @@ def _vllm_pin(pip: object) -> str | None:
         if m:
             return m.group(1)
     return None
+
+
+def _installs_vllm(pip: object) -> bool:
+    """Whether a Ray ``runtime_env.pip`` list installs vLLM at all (``vllm``, ``vllm>=0.6``, ``vllm[audio]``).
+
+    hunt111 F3: GKE's gemma-2b-it RayService (kubernetes-engine-samples ai-ml/gke-ray/rayserve/llm) lists a bare
+    ``vllm``: its serve app builds vLLM's engine from ``MODEL_ID``, at a release the manifest does not name.
+    """
+    packages = as_dict(pip).get("packages") if isinstance(pip, dict) else pip
+    return any(re.match(r"\s*vllm\s*(?:$|[\[<>=!~;@ ])", str(e)) for e in as_list(packages)[:64])
 
 
 def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> list[Reading]:
