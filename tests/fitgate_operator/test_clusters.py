@@ -611,6 +611,24 @@ def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
     # 70B bf16 (~131 GiB) on one g6e.xlarge L40S (44.42 GiB): denied, known from the instance type alone
     assert (eks.gpu, eks.verdict, eks.admitted) == ("L40S", "DoesNotFit", False)
 
+    # hunt111 F5: a required affinity `instance-type In [g6e.xlarge, g6e.2xlarge, g6e.4xlarge]` names one GPU product
+    # (each an L40S): offline it is sized on it; values of two products stay a choice (Unknown, no GPU)
+    for values, gpu in ((["g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge"], "L40S"), (["g6e.xlarge", "p5.48xlarge"], None)):
+        doc = manifest("aff", "meta-llama/Llama-3.1-8B-Instruct", {})
+        expr = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": values}
+        doc["spec"]["template"]["spec"]["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [expr]}
+            ]}}
+        }  # fmt: skip
+        path.write_text(yaml.safe_dump(doc))
+        [r] = check_files([str(path)])
+        assert r.gpu == gpu and r.verdict == ("Fits" if gpu else "Unknown"), r
+        from fitgate.workloads import read_workload  # noqa: PLC0415
+
+        reading = read_workload(doc)
+        assert reading is not None and reading.node_selector == {}  # never a selector the operator would match on
+
 
 def test_fitgate_check_takes_a_pod_of_16_gpus_to_run_on_a_node_of_16(tmp_path: Path) -> None:
     """hunt90: GKE's a2-megagpu-16g carries 16 A100-40GB, its accelerator label no count; a pod asking for 16 GPUs

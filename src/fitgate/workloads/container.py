@@ -53,6 +53,7 @@ from fitgate.workloads.flags import (
 )
 from fitgate.workloads.flagvalues import config_file_flags, reads_false_switches
 from fitgate.workloads.podspec import (
+    affinity_gpu_labels,
     as_dict,
     as_list,
     built_on_vllm,
@@ -543,6 +544,7 @@ def _reading(
             pods_per_replica=pods_per_replica,
             data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
+            affinity_gpu=affinity_gpu_labels(found.pod),
             claim_template=claim[0] if claim else None,
             claim_copies=claim[1] if claim else 1,
             claim_alternatives=claim[2] if claim else (),

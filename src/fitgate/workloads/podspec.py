@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing import SizingError
+from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_gpu, named_gpu
 from fitgate.sizing.units import parse_size
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
@@ -291,8 +292,11 @@ def placement_of(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     if len(terms) == 1:
         for expr in (as_dict(e) for e in as_list(as_dict(terms[0]).get("matchExpressions"))):
             values = as_list(expr.get("values"))
+            same = _one_gpu_of(str(expr.get("key")), values) if expr.get("operator") == "In" else None
             if expr.get("operator") == "In" and len(values) == 1:
                 selector[str(expr.get("key"))] = str(values[0])
+            elif same is not None:
+                notes.append(f"node affinity {expr.get('key')} In {values[:8]}: all {same_gpu_name(same, expr)}")
             elif str(expr.get("key", "")).startswith(("nvidia.com/", "amd.com/")):
                 notes.append(
                     f"node affinity {expr.get('key')} {expr.get('operator')} {values}: "
@@ -301,6 +305,72 @@ def placement_of(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     elif len(terms) > 1:
         notes.append(f"node affinity has {len(terms)} alternative terms: evaluated on every GPU pool")
     return selector, notes
+
+
+#: Node labels whose values name a GPU product (and, for instance types, how many a node has).
+_GPU_VALUE_KEYS = {
+    "node.kubernetes.io/instance-type": "instance",
+    "beta.kubernetes.io/instance-type": "instance",
+    "cloud.google.com/gke-accelerator": "gke",
+    "karpenter.k8s.aws/instance-gpu-name": "karpenter",
+    "eks.amazonaws.com/instance-gpu-name": "karpenter",
+    "nvidia.com/gpu.product": "product",
+}
+
+
+def _gpu_of_value(key: str, value: str) -> tuple[str, int] | None:
+    """(GPU product, GPUs a node has: 0 when the label does not say) that ``key: value`` names, else None."""
+    kind = _GPU_VALUE_KEYS.get(key)
+    if kind == "instance":
+        found = instance_gpus(value)
+        return (found.gpu.name, found.count) if found is not None else None
+    if kind == "gke":
+        gpu = gke_accelerator(value)
+    elif kind == "karpenter":
+        gpu = karpenter_gpu(value)
+    else:
+        gpu = named_gpu(value) if kind == "product" else None
+    return (gpu.name, 0) if gpu is not None else None
+
+
+def _one_gpu_of(key: str, values: list[Any]) -> str | None:
+    """The value to read of a several-valued ``In`` whose every value names one GPU product, else None.
+
+    hunt111 F5: Karpenter / EKS manifests pin ``node.kubernetes.io/instance-type In [g6e.xlarge, g6e.2xlarge,
+    g6e.4xlarge]``, each one L40S: a choice of nodes, not of GPUs. The value whose node holds the most GPUs is read,
+    so a pod is never sized on fewer GPUs a node than some of its nodes have.
+    """
+    if key not in _GPU_VALUE_KEYS or not 1 < len(values) <= 64:
+        return None
+    named = [(str(v), _gpu_of_value(key, str(v))) for v in values]
+    products = {g[0] for _, g in named if g is not None}
+    if len(products) != 1 or any(g is None for _, g in named):
+        return None
+    return max(named, key=lambda vg: vg[1][1] if vg[1] is not None else 0)[0]
+
+
+def same_gpu_name(value: str, expr: dict[str, Any]) -> str:
+    """The words of the note for a several-valued ``In`` read as ``value``."""
+    found = _gpu_of_value(str(expr.get("key")), value)
+    return f"{found[0] if found else '?'} nodes: offline, sized as {value}"
+
+
+def affinity_gpu_labels(pod: dict[str, Any]) -> dict[str, str]:
+    """Labels naming the one GPU product a several-valued required ``In`` allows (:func:`_one_gpu_of`), else {}.
+
+    Not a node selector: the scheduler may take any of the values, and the operator sees the nodes; offline, with
+    no nodes, they name the GPU to size on (``fitgate check``).
+    """
+    affinity = as_dict(as_dict(pod.get("affinity")).get("nodeAffinity"))
+    terms = as_list(as_dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
+    out: dict[str, str] = {}
+    if len(terms) == 1:
+        for expr in (as_dict(e) for e in as_list(as_dict(terms[0]).get("matchExpressions"))):
+            values = as_list(expr.get("values"))
+            same = _one_gpu_of(str(expr.get("key")), values) if expr.get("operator") == "In" else None
+            if same is not None:
+                out[str(expr.get("key"))] = same
+    return out
 
 
 #: Flags only vLLM's server takes: with an image named for vLLM and no ``command``, args holding one are

@@ -62,6 +62,9 @@ class Reading:
     #: the GPUs those pods hold are its own, free for it when its replicas are placed (a running Deployment that
     #: holds every GPU of its pool still fits there). Empty: none known (a bare Pod, a CRD).
     pod_selector: dict[str, str] = field(default_factory=dict)
+    #: Offline only: labels naming the one GPU product a several-valued required node affinity allows
+    #: (``instance-type In [g6e.xlarge, g6e.2xlarge]``: L40S); not a selector (podspec.affinity_gpu_labels).
+    affinity_gpu: dict[str, str] = field(default_factory=dict)
 
     @property
     def source(self) -> str:

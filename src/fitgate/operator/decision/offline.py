@@ -505,7 +505,7 @@ def check_reading(
         return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
     product = gpu_name or next((reading.node_selector[k] for k in _PRODUCT_LABELS if k in reading.node_selector), None)
     if not product:  # a cloud's GPU label: GKE accelerator, Karpenter GPU name, instance type (docs/clusters.md)
-        named, _ = gpu_from_labels(reading.node_selector)
+        named, _ = gpu_from_labels({**reading.affinity_gpu, **reading.node_selector})
         if named is not None:
             product, gpus_per_node = named.product, named.count or gpus_per_node
     gpu = None
