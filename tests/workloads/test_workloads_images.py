@@ -50,6 +50,8 @@ from fitgate.workloads.images import image_release
         ("quay.io/ecosystem-appeng/vllm:openai-v0.10.1", {}, "0.10.1", "names the release 0.10.1"),
         ("ghcr.io/coreweave/ml-containers/vllm-tensorizer:8552fbc-v0.10.0", {}, "0.10.0", "names the release"),
         ("registry.example.com/vllm-custom:cu124-v1.2.0", {}, None, "not a vLLM image"),
+        # hunt114 F1: llm-d's AMD wide-EP recipe image: the recipe's own v0.2.0 on a 2026 vLLM, not vLLM 0.2.0
+        ("ghcr.io/vcave/rocm/llm-d/vllm:wide-ep-v0.2.0", {}, None, "not a vLLM image"),
         # Dynamo's runtime tag is a Dynamo release, not vLLM's: read through Dynamo's published table where it has one
         # (docs.nvidia.com/dynamo/v-0-9-1 support matrix: v0.7.x ships vLLM 0.11.0; v1.3.x 0.23.0), else unknown
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.1", {}, None, "not a vLLM image"),

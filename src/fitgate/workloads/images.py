@@ -65,6 +65,8 @@ _TAG_NAMES_VLLM = re.compile(r"(?<![a-z])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", re.IG
 #: A ``v0.x`` word inside the tag of a repository named for vLLM: ``vllm:openai-v0.10.1`` (Red Hat's AI quickstart),
 #: ``vllm-tensorizer:8552fbc-v0.10.0`` (CoreWeave's ml-containers): a build prefix, then the release (hunt106 N1).
 _TAG_V0_WORD = re.compile(r"(?:^|[-_])v(0\.\d+(?:\.\d+)?)(?=$|[-_+])")
+#: A ``v0.x`` word of a build's tag older than this is the build's own version, not vLLM's (fitgate models 0.5+).
+_OLDEST_WORD_RELEASE = (0, 5)
 #: The longest image reference read (the API server allows long names; nothing real is near this).
 MAX_IMAGE_CHARS = 1024
 
@@ -142,6 +144,10 @@ def _other_build(repo: str, tag: str | None, env: Mapping[str, str] | None, imag
                 m.group(1), f"tag {tag} of {repo}, a vLLM build fitgate does not know, read as the release"
             )
     word = _TAG_V0_WORD.search(tag or "") if "vllm" in name else None
+    if word and tuple(int(x) for x in word.group(1).split(".")[:2]) < _OLDEST_WORD_RELEASE:
+        # hunt114 F1: llm-d's AMD wide-EP recipe runs `.../llm-d/vllm:wide-ep-v0.2.0`, the recipe's own version on a
+        # 2026 vLLM: a word's v0.x older than any release fitgate models is not taken for vLLM's (unknown instead)
+        word = None
     if word:
         return ImageRelease(
             word.group(1), f"tag {tag} of {repo}, a vLLM build fitgate does not know, names the release {word.group(1)}"
