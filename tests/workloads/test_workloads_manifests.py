@@ -60,6 +60,26 @@ def test_real_manifest_verdicts(file: str, expected: list[tuple[str, str]]) -> N
         assert "None" not in r.message, r.line()  # every message names the model (or why it was skipped)
 
 
+def test_a_vllm_runtime_is_read_with_every_flag_its_operator_writes() -> None:
+    """hunt115 F1: production-stack's operator (vllmruntime_controller.go @a6c01db L441-564) writes --enable-lora,
+    --[no-]enable-chunked-prefill, --max_loras, LMCache's --kv-transfer-config and VLLM_USE_V1 from the spec; read
+    without them, the sample's 4 LoRA slots went uncounted."""
+    import yaml  # noqa: PLC0415
+
+    sample = yaml.safe_load((MANIFESTS / "production-stack-vllmruntime.yaml").read_text())
+    reading = read_workload(sample)
+    assert reading is not None
+    assert reading.args["--enable-lora"] == "true" and reading.args["--max-loras"] == "4"
+    assert reading.args["--enable-chunked-prefill"] == "false"
+    assert "LMCacheConnectorV1" in reading.args["--kv-transfer-config"]
+    assert reading.serving["lora"] == {"maxLoras": 4} and reading.serving["enableChunkedPrefill"] is False
+    sample["spec"]["vllmConfig"]["v1"] = False  # the operator then writes VLLM_USE_V1=0 and LMCache's V0 connector
+    sample["spec"]["model"]["enableLoRA"] = False
+    reading = read_workload(sample)
+    assert reading is not None and reading.serving.get("useV1") is False and "--enable-lora" not in reading.args
+    assert '"LMCacheConnector"' in reading.args["--kv-transfer-config"]
+
+
 def test_dynamo_workers_are_named_and_keep_their_role() -> None:
     results = check_files([str(MANIFESTS / "dynamo-vllm-disagg.yaml")], gpu_name="H100")
     assert [r.name for r in results] == [

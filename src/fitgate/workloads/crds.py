@@ -8,6 +8,7 @@ guessed: the reading is Unknown and says what to set.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -398,26 +399,40 @@ def read_vllm_runtime(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str,
     """A production-stack VLLMRuntime: the ``vllm serve`` its operator writes.
 
     vllm-project/production-stack operator/internal/controller/vllmruntime_controller.go
-    (@a6c01db05f65f556235413ba8dbcfb0c01132fff) L441-512: ``vllm serve <modelURL>`` with ``--max-model-len``,
-    ``--dtype``, ``--tensor-parallel-size``, ``--max-num-seqs``, ``--gpu_memory_utilization``,
-    ``--[no-]enable-prefix-caching`` and ``extraArgs``; the GPU limit is ``deploymentConfig.resources.gpu``
-    of ``gpuType`` (default nvidia.com/gpu); the image is ``deploymentConfig.image.registry/name``.
+    (@a6c01db05f65f556235413ba8dbcfb0c01132fff) L441-512: ``vllm serve <modelURL>`` with ``--enable-lora``
+    (``model.enableLoRA``), ``--[no-]enable-chunked-prefill`` (always written), ``--[no-]enable-prefix-caching``,
+    ``--max-model-len``, ``--dtype``, ``--tensor-parallel-size``, ``--max-num-seqs``, ``--gpu_memory_utilization``,
+    ``--max_loras`` (``vllmConfig.maxLoras``) and ``extraArgs``, then ``--kv-transfer-config`` LMCache's connector
+    with ``lmCacheConfig.enabled`` (L541-564), and env ``VLLM_USE_V1`` 1 or 0 from ``vllmConfig.v1`` (hunt115 F1:
+    LoRA slots, chunked prefill off and the V0 switch were not read); the GPU limit is
+    ``deploymentConfig.resources.gpu`` of ``gpuType`` (default nvidia.com/gpu); the image is
+    ``deploymentConfig.image.registry/name``.
     """
     meta = as_dict(obj.get("metadata"))
     spec = as_dict(obj.get("spec"))
     model = as_dict(spec.get("model"))
     vllm = as_dict(spec.get("vllmConfig"))
     deploy = as_dict(spec.get("deploymentConfig"))
-    args: list[str] = []
-    for key, flag in (("maxModelLen", "--max-model-len"), ("dtype", "--dtype"), ("maxNumSeqs", "--max-num-seqs")):
+    args: list[str] = ["--enable-lora"] if model.get("enableLoRA") is True else []
+    args.append("--enable-chunked-prefill" if vllm.get("enableChunkedPrefill") else "--no-enable-chunked-prefill")
+    args.append("--enable-prefix-caching" if vllm.get("enablePrefixCaching") else "--no-enable-prefix-caching")
+    for key, flag in (("maxModelLen", "--max-model-len"), ("dtype", "--dtype")):
         if model.get(key) not in (None, "", 0):
             args += [flag, str(model[key])]
     if vllm.get("tensorParallelSize") not in (None, 0):
         args += ["--tensor-parallel-size", str(vllm["tensorParallelSize"])]
+    if model.get("maxNumSeqs") not in (None, "", 0):
+        args += ["--max-num-seqs", str(model["maxNumSeqs"])]
     if vllm.get("gpuMemoryUtilization") not in (None, ""):
         args += ["--gpu_memory_utilization", str(vllm["gpuMemoryUtilization"])]
-    args.append("--enable-prefix-caching" if vllm.get("enablePrefixCaching") else "--no-enable-prefix-caching")
+    if vllm.get("maxLoras") not in (None, "", 0):
+        args += ["--max_loras", str(vllm["maxLoras"])]
     args += [str(a) for a in as_list(vllm.get("extraArgs"))]
+    v1 = vllm.get("v1") is True
+    if as_dict(spec.get("lmCacheConfig")).get("enabled") is True:
+        connector = "LMCacheConnectorV1" if v1 else "LMCacheConnector"
+        args += ["--kv-transfer-config", json.dumps({"kv_connector": connector, "kv_role": "kv_both"})]
+    env = [{"name": "VLLM_USE_V1", "value": "1" if v1 else "0"}, *as_list(vllm.get("env"))]
     image = as_dict(deploy.get("image"))
     registry, name = str(image.get("registry") or ""), str(image.get("name") or "")
     resources = as_dict(deploy.get("resources"))
@@ -427,7 +442,7 @@ def read_vllm_runtime(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str,
         "image": f"{registry}/{name}" if registry and name else name,
         "command": ["vllm", "serve", str(model.get("modelURL") or "")],
         "args": args,
-        "env": as_list(vllm.get("env")),
+        "env": env,
         "resources": {"limits": {gpu_type: str(resources.get("gpu") or 0)}} if resources.get("gpu") else {},
     }
     pod: dict[str, Any] = {"containers": [container], "tolerations": as_list(deploy.get("toleration"))}
