@@ -570,6 +570,19 @@ def test_llm_inference_service_multi_node_data_parallel_with_additional_args() -
     )
 
 
+def test_dynamos_vllm_worker_is_read_in_any_pod() -> None:
+    """ai-dynamo/dynamo@2ac51dda recipes/gpt-oss-120b/vllm/disagg-h200-agentic runs `python3 -m dynamo.vllm` engines in
+    a plain Pod, skipped as "runs no vLLM server" (hunt114 F2); Dynamo's SGLang worker is not vLLM."""
+    worker = {"name": "main", "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1",
+              "command": ["python3", "-m", "dynamo.vllm"], "args": ["--model", "openai/gpt-oss-120b"],
+              "resources": {"limits": {"nvidia.com/gpu": "1"}}}  # fmt: skip
+    r = read_workload(deployment(worker))
+    assert r is not None and r.model == "openai/gpt-oss-120b" and r.vllm_version == "0.23.0"
+    shell = {**worker, "command": ["/bin/sh", "-c"], "args": ["python3 -m dynamo.vllm --model openai/gpt-oss-120b &"]}
+    assert (rs := read_workload(deployment(shell))) is not None and rs.model == "openai/gpt-oss-120b"
+    assert read_workload(deployment({**worker, "command": ["python3", "-m", "dynamo.sglang"]})) is None
+
+
 def test_vllm_server_run_as_a_script_on_a_vllm_image() -> None:
     """OPEA's ROCm chart runs its copy of vLLM's server as a script (opea-project/GenAIInfra
     helm-charts/common/vllm/rocm-values.yaml: image opea/vllm-rocm, command python3 /workspace/api_server.py): read,

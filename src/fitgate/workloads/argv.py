@@ -170,6 +170,11 @@ def unabbreviated(flag: str) -> str:
 #: The module names of vLLM's OpenAI server run as ``python -m`` (the image's entrypoint before ``vllm serve``).
 API_SERVER_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
 
+#: NVIDIA Dynamo's vLLM worker (``python3 -m dynamo.vllm``): it builds vLLM's engine from vLLM's own engine arguments
+#: beside Dynamo's (ai-dynamo/dynamo components/src/dynamo/vllm/args.py), read as ``vllm serve`` takes them;
+#: ai-dynamo/dynamo@2ac51dda recipes/gpt-oss-120b/vllm/disagg-h200-agentic runs it in a plain Pod.
+DYNAMO_VLLM_MODULE = "dynamo.vllm"
+
 #: KAITO's vLLM server, a wrapper that takes vLLM's engine flags
 #: (kaito-project/kaito@cfad92e8e9bba2f5f1d0537a3583d487a96366bc:pkg/workspace/inference/preset_inferences_test.go:
 #: `/bin/sh -c python3 /workspace/vllm/inference_api.py --...`).
@@ -247,6 +252,8 @@ def _find_invocation(words: Sequence[str], *, script_server: bool = False) -> tu
         module = words[j + 1] if base.startswith("python") and j + 1 < len(words) and words[j] == "-m" else ""
         if module in API_SERVER_MODULES:
             return f"python -m {module}", list(words[j + 2 :])
+        if module == DYNAMO_VLLM_MODULE:  # vLLM's engine args plus Dynamo's own, in any pod (hunt114 F2)
+            return "vllm serve", list(words[j + 2 :])
         if module in _CLI_MODULES and j + 2 < len(words) and words[j + 2] == "serve":
             return "vllm serve", list(words[j + 3 :])  # `python3 -m vllm.entrypoints.cli.main serve` is `vllm serve`
         if base.startswith("python") and i + 1 < len(words) and words[i + 1].endswith(KAITO_SERVER):
