@@ -448,6 +448,8 @@ def test_every_object_not_sized_gets_a_skipped_line_with_why(
         },
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}},
         {"servingEngineSpec": {"modelSpec": []}},  # hunt99 G1: a chart's values file, not rendered
+        # hunt114 F3: modelplane.ai's ModelDeployment (modelplane@90ba117d) is another project's kind of the name
+        {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": "k2"}, "spec": {}},
     ]
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump_all(docs))
@@ -463,6 +465,8 @@ def test_every_object_not_sized_gets_a_skipped_line_with_why(
         f"{path}#3: default/?: Skipped: kind (none) is not one fitgate reads ("
         + ", ".join(k.kind for k in KINDS)
         + "); a Helm values file? render the chart first: helm template NAME CHART -f FILE | fitgate check -",
+        f"{path}#4: default/k2: Skipped: a ModelDeployment of modelplane.ai/v1alpha1, not fitgate's (fitgate.io): "
+        "another project's kind of the same name",
     ]
 
 

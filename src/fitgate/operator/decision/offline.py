@@ -436,6 +436,9 @@ def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
     if why is None:
         if kind in MERGED_KINDS:
             why = f"a {kind}: read into the workloads of this manifest set that use it"
+        elif kind == KIND:  # hunt114 F3: modelplane.ai's ModelDeployment said "kind ModelDeployment is not one ..."
+            api = str(doc.get("apiVersion") or "(none)")[:100]
+            why = f"a {KIND} of {api}, not fitgate's ({GROUP}): another project's kind of the same name"
         elif (entry := find_kind(kind)) is None:
             known = ", ".join(k.kind for k in KINDS)
             why = f"kind {kind or '(none)'} is not one fitgate reads ({known})"
