@@ -455,6 +455,19 @@ def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys
     assert (code, doc["verdict"]) == (0, "Unknown") and "vLLM-Omni" in doc["reasons"][0]["message"]
 
 
+def test_a_length_only_the_newest_release_refuses_is_unknown_on_a_dated_nightly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt116 F2: a dated nightly tag is a past main (not the newest, as `nightly` alone is): vLLM 0.33's YaRN rule
+    # (vllm#56446) refusing 131072 over Qwen3-8B's 40960 positions is Unknown there, exit 0; named 0.34 it is exit 2
+    yarn = '{"rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}'
+    base = ("--model", "Qwen/Qwen3-8B", "--gpu", "MI300X", "--max-model-len", "131072", "--hf-overrides", yarn)
+    code, out, _ = run(capsys, "plan", *base, "--vllm-version", "nightly_main_20260211")
+    assert code == 0 and "verdict: Unknown (ReleaseUnknown)" in out and "vLLM 0.32.0 takes it" in out
+    code, _, err = run(capsys, "plan", *base, "--vllm-version", "0.34.0")
+    assert code == 2 and "max_model_len: 131072 is not valid" in err
+
+
 def test_a_flag_of_a_release_newer_than_fitgate_models_is_taken_and_never_denies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

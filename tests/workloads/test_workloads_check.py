@@ -1343,6 +1343,35 @@ def test_a_flag_no_release_has_is_noted_and_unknown_only_on_a_newer_release(
         assert "--omni: vLLM-Omni" in r["message"] or "may make it fit" in r["message"], r["message"]
 
 
+@pytest.mark.parametrize(
+    ("image", "verdict"),
+    [
+        # hunt116 F1: Qwen's YaRN command (qwen.readthedocs.io deployment/vllm) on ROCm's dated nightly: vLLM 0.33's
+        # rule (vllm#56446: YaRN no longer raises the limit, 40960 positions) refuses 131072, 0.32's takes it; the
+        # build's release is unknown, so the refusal is not one fitgate can show
+        ("rocm/vllm-dev:nightly_main_20260211", "Unknown"),
+        ("vllm/vllm-openai:v0.34.0", "Invalid"),  # the release named: vLLM 0.34 refuses it
+        ("vllm/vllm-openai:v0.32.0", "Fits"),
+    ],
+)
+def test_a_setting_only_the_newest_release_refuses_is_unknown_on_an_unknown_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, verdict: str
+) -> None:
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = image
+    yarn = '{"rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}'
+    container["command"] = ["vllm", "serve"]  # ROCm's dev image has no vllm serve entrypoint
+    container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", yarn]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert r["verdict"] == verdict, r["message"]
+    if verdict == "Unknown":
+        assert "the vLLM release is unknown, and vLLM 0.32.0 takes the setting" in r["message"], r["message"]
+
+
 def test_a_workloads_empty_or_none_values_and_suffixed_json_numbers_are_vllms(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,7 +23,7 @@ from fitgate.cli.plan_pd import cmd_plan_pd
 from fitgate.cli.recommend import cmd_recommend
 from fitgate.settings import SettingsError, load
 from fitgate.sizing import SizingError, UnknownArchitectureError
-from fitgate.sizing.errors import NotModelledError
+from fitgate.sizing.errors import NotModelledError, ReleaseUnknownError
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.versions import release_modelled
 from fitgate.workloads.argv import long_name
@@ -105,7 +105,9 @@ def _unknown(args: Any, exc: SizingError | CheckpointError) -> int:
     ``fitgate.io/plan/v1`` document with only the fields known without a plan (docs/plan-json.md).
     """
     code = (
-        ReasonCode.SETTINGS_NOT_MODELLED
+        ReasonCode.RELEASE_UNKNOWN
+        if isinstance(exc, ReleaseUnknownError)
+        else ReasonCode.SETTINGS_NOT_MODELLED
         if isinstance(exc, NotModelledError)
         else ReasonCode.ARCHITECTURE_NOT_SIZED
         if isinstance(exc, UnknownArchitectureError)

@@ -15,6 +15,7 @@ from fitgate.cli.render import json_text, render_text
 from fitgate.report import PlanReport, plan_document
 from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, Workload, plan, recommend, suggest
 from fitgate.sizing.capacity import MAX_REPLICAS, LatencyTargets, replicas_needed
+from fitgate.sizing.errors import NotModelledError, ReleaseUnknownError
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.instances import larger_namesake
 from fitgate.sizing.performance import speed_load
@@ -32,7 +33,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     gpu = gpu_of(args)
     serving = serving_of(args)
     workload = workload_of(args, serving, model.arch.derived_max_model_len)
-    result = plan(model, gpu, serving, workload)
+    try:
+        result = plan(model, gpu, serving, workload)
+    except NotModelledError:
+        raise
+    except SizingError as exc:
+        raise _refused_by_newest_only(model, gpu, serving, workload, exc) from None
     namesake = larger_namesake(args.gpu) if args.gpu and not args.gpu_memory else None
     ambiguity = None
     if namesake is not None:
@@ -87,6 +93,29 @@ def _replicas_for_rate(args: argparse.Namespace, model: ModelInput, result: Plan
     n, each = needed
     return (
         f"{head}; --replicas {n} do, {each.requests_per_s:.3g} requests/s each (TPOT {each.tpot_seconds * 1000:.1f} ms)"
+    )
+
+
+def _refused_by_newest_only(
+    model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None, exc: SizingError
+) -> SizingError:
+    """``exc``, or a :class:`ReleaseUnknownError` where ``--vllm-version`` names no release and another takes it.
+
+    hunt116 F2: a YaRN length on a nightly image's tag was exit 2 by vLLM 0.33's rule (vllm#56446).
+    """
+    version = serving.vllm_version
+    if version is None or resolve_release(version).named:
+        return exc
+    found = first_admitting(
+        version, lambda release: plan(model, gpu, replace(serving, vllm_version=release), workload), lambda _: True
+    )
+    if found is None:
+        return exc
+    return ReleaseUnknownError(
+        "vllm_version",
+        version,
+        f"sized as {DEFAULT_VLLM_VERSION}, the newest modelled, {exc}; vLLM {found[0]} takes it: pass the image's "
+        "release to check it exactly",
     )
 
 

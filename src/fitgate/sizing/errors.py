@@ -80,6 +80,17 @@ class UnknownGpuError(NotModelledError):
         self.args = (_one_line(f"{field}: {value!r} is not a GPU of fitgate's catalog: {expected}"),)
 
 
+class ReleaseUnknownError(NotModelledError):
+    """A setting the newest modelled release refuses, on a release fitgate cannot tell, that an older one takes.
+
+    hunt116 F1/F2: a gate never refuses for a release it does not know; ``plan`` answers Unknown (ReleaseUnknown).
+    """
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        super().__init__(field, value, expected)
+        self.args = (_one_line(f"{field}: {value!r} names no release fitgate knows: {expected}"),)
+
+
 #: How much of a value an error echoes, and the longest error message (hunt83 G1: a 1 MB model.name came back whole).
 MAX_SHOWN_CHARS = 120
 MAX_ERROR_CHARS = 2000

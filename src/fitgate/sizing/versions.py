@@ -205,6 +205,8 @@ _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\-_a-zA-Z0-9]*)?$")
 #: ``nightly`` builds are main after it (docs/vllm-releases.md section 9); both are sized as the
 #: newest release fitgate models.
 _MOVING_TAGS = re.compile(r"^(latest|nightly)([-_.].*)?$")
+#: A dated build of a moving tag (``nightly_main_20260211``, ROCm's vllm-dev): a past main, not the newest (hunt116)
+_DATED = re.compile(r"(?<!\d)20\d{6}(?!\d)|(?<!\d)20\d\d-\d\d-\d\d(?!\d)")
 
 
 @dataclass(frozen=True)
@@ -252,7 +254,7 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
     raw = str(text).strip()[: _MAX_VERSION_TEXT + 1]
     if len(raw) > _MAX_VERSION_TEXT:
         raise SizingError(field, raw[:32] + "...", f"a vLLM release of at most {_MAX_VERSION_TEXT} characters")
-    if _MOVING_TAGS.match(raw.lower()):
+    if _MOVING_TAGS.match(raw.lower()) and not _DATED.search(raw):
         return Release(NEWEST_MODELLED, NEWEST_MODELLED)
     match = _VERSION_RE.match(raw)
     if not match and _IMAGE_TAG.match(raw):

@@ -56,7 +56,7 @@ from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.memo import BoundedMemo, IdentityMemo
 from fitgate.sizing.units import GiB
-from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, UNKNOWN_RELEASE, resolve_release
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, UNKNOWN_RELEASE, first_admitting, resolve_release
 
 __all__ = ["Evaluation", "alternatives_of", "evaluate", "parallel_serving", "serving_config", "unknown", "workload_of"]
 
@@ -205,6 +205,39 @@ def _release_unknown(
         f"{other.verdict.value}; name the release (the image tag, or engine.version) to size it exactly"
     )
     return replace(best, verdict=Verdict.UNKNOWN, reason=ReasonCode.RELEASE_UNKNOWN, message=f"{best.message}; {why}")
+
+
+def _invalid_or_release_unknown(
+    spec: ModelDeploymentSpec,
+    model: ModelInput,
+    pool: GpuPool,
+    serving: ServingConfig,
+    workload: Workload | None,
+    share: Share | None,
+    exc: SizingError,
+) -> PoolResult:
+    """A setting the newest modelled release refuses: Invalid, unless the release is unknown and another takes it.
+
+    hunt116 F1: Qwen's YaRN command (``--max-model-len 131072`` over 40960 positions) on ``rocm/vllm-dev:nightly_*``
+    was Invalid by vLLM 0.33's rule (YaRN no longer raises the limit, vllm#56446), which a build of an earlier main
+    does not apply: a refusal only the newest release makes is not one fitgate can show for an unknown release.
+    """
+    invalid = PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}")
+    version = spec.engine.version
+    if version is None or engine_release(version) is not None:  # as _release_unknown: None is the newest, named
+        return invalid
+    found = first_admitting(
+        serving.vllm_version,
+        lambda release: plan_on_pool(model, pool, replace(serving, vllm_version=release), workload, share),
+        lambda _: True,
+    )
+    if found is None:
+        return invalid
+    why = (
+        f"spec.serving: {exc}; but the vLLM release is unknown, and vLLM {found[0]} takes the setting: name the "
+        "release (the image tag, or engine.version) to check it exactly"
+    )
+    return PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.RELEASE_UNKNOWN, why)
 
 
 def serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
@@ -445,7 +478,7 @@ def evaluate(
         except NotModelledError as exc:  # vLLM takes the setting, fitgate cannot size it, on any pool: Unknown
             return unknown(ReasonCode.SETTINGS_NOT_MODELLED, f"spec.serving: {exc}", facts, inv)
         except SizingError as exc:
-            results.append(PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.INVALID_SETTINGS, f"spec.serving: {exc}"))
+            results.append(_invalid_or_release_unknown(spec, model, pool, serving, workload, share, exc))
             continue
         # a pool with no node yet is planned per GPU only: its nodes are the autoscaler's to create
         per_card = _per_card(share, pool.gpu.memory_bytes) if need == 1 else 1
