@@ -939,6 +939,46 @@ def test_a_rocm_pod_without_a_gpu_resource_is_told_amds_resource(
     assert r["verdict"] == "Unknown" and "amd.com/gpu" in r["message"] and "nvidia.com" not in r["message"], r
 
 
+@pytest.mark.parametrize(
+    ("selector", "affinity", "gpu"),
+    [
+        # hunt116 F3: the ROCm labeller's legacy prefix, the VRAM label alone, and an affinity over the MI300X's two
+        # product names named no GPU (Unknown); each names the card, or a 192 GB AMD GPU, as the inventory reads them
+        ({"beta.amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}, None, "AMD_Instinct_MI300X_OAM"),
+        ({"amd.com/gpu.vram": "192G"}, None, "AMD-GPU-unnamed"),
+        ({"beta.amd.com/gpu.family": "AI", "beta.amd.com/gpu.vram": "192G"}, None, "AMD-GPU-unnamed"),
+        ({}, ["AMD_Instinct_MI300X_OAM", "AMD_Instinct_MI300X_VF"], "AMD_Instinct_MI300X_OAM"),
+        ({}, ["AMD_Instinct_MI300X_OAM", "AMD_Instinct_MI325_OAM"], None),  # two products: a choice, Unknown
+    ],
+)
+def test_amd_labels_name_the_gpu_offline(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    selector: dict[str, str],
+    affinity: list[str] | None,
+    gpu: str | None,
+) -> None:
+    doc = _lab_deployment(selector)
+    spec = doc["spec"]["template"]["spec"]
+    if affinity:
+        expr = {"key": "amd.com/gpu.product-name", "operator": "In", "values": affinity}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [expr]}]
+        }}}  # fmt: skip
+    container = spec["containers"][0]
+    container.update(
+        image="rocm/vllm:latest", command=["vllm", "serve"], args=["Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    )
+    container["resources"] = {"limits": {"amd.com/gpu": 1}}
+    path = tmp_path / "rocm.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    assert r["gpu"] == gpu, r
+    assert r["verdict"] == ("Fits" if gpu else "Unknown"), r
+    if gpu is None:
+        assert "amd.com/gpu.product-name" in r["message"] and "nvidia.com/gpu.product" not in r["message"], r
+
+
 def _claim_template(name: str, device_class: str) -> dict[str, Any]:
     """A ResourceClaimTemplate of one request of ``device_class``."""
     return {

@@ -315,6 +315,7 @@ _GPU_VALUE_KEYS = {
     "karpenter.k8s.aws/instance-gpu-name": "karpenter",
     "eks.amazonaws.com/instance-gpu-name": "karpenter",
     "nvidia.com/gpu.product": "product",
+    "amd.com/gpu.product-name": "product",  # hunt116 F3: AMD_Instinct_MI300X_OAM / _VF, both an MI300X
 }
 
 
