@@ -128,6 +128,22 @@ def test_bad_settings_name_the_field(method: str, tokens: int | None, field: str
     assert str(info.value).startswith(field)
 
 
+def test_an_mtp_drafter_of_its_own_checkpoint_is_a_draft_model() -> None:
+    """hunt117 F1: vLLM's "Gemma 4 Assistant Models" docs serve {"method": "mtp", "model":
+    "google/gemma-4-31B-it-assistant"}: the MTP layers are the assistant checkpoint's, not the target's, so a target
+    without num_nextn_predict_layers is not refused (it was, exit 2 / Invalid); without a model, mtp is the target's."""
+    from fitgate.sizing.speculative import parse_config as parse_speculative  # noqa: PLC0415
+
+    text = '{"method": "mtp", "model": "google/gemma-4-31B-it-assistant", "num_speculative_tokens": 4}'
+    assert parse_speculative(text) == ("draft_model", 4)
+    assert parse_speculative('{"method": "deepseek_mtp", "num_speculative_tokens": 1}') == ("deepseek_mtp", 1)
+    llama = parse_config(json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text()))
+    got = resolve(llama, *parse_speculative(text))
+    assert got is not None and (got.method, got.num_tokens, got.counted) == ("draft_model", 4, False)
+    with pytest.raises(SizingError, match="has none"):  # the target's own MTP layers, which Llama has not
+        resolve(llama, *parse_speculative('{"method": "mtp", "num_speculative_tokens": 1}'))
+
+
 def test_the_token_counts_vllm_fills_in_and_its_older_methods_are_taken() -> None:
     llama = parse_config(json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text()))
     # hunt57 F1: vllm#35521 served {"method": "suffix"}: min(8, tree depth 24) (suffix/config.py 0.34.0 L24-31)

@@ -210,7 +210,8 @@ def canonical_method(method: str | None) -> str | None:
 def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | None, int | None]:
     """(method, num_speculative_tokens) of a ``--speculative-config`` JSON object as vLLM's CLI takes it.
 
-    Other keys (``model``, ``draft_tensor_parallel_size``, ...) do not change what fitgate counts. Keys are read with
+    Other keys (``draft_tensor_parallel_size``, ...) do not change what fitgate counts; a ``model`` beside an MTP
+    method is a drafter checkpoint of its own (``draft_model``, not counted). Keys are read with
     dashes as underscores, as vLLM does (``num-speculative-tokens``: engine/arg_utils.py 0.34.0 L2159-2161, hunt94 F1),
     and an empty value, ``None`` or ``null`` is no speculative decoding (hunt94 F8).
     """
@@ -233,6 +234,11 @@ def parse_config(text: str, flag: str = "--speculative-config") -> tuple[str | N
         method = "ngram"
     if method is None and data.get("model") is not None:
         method = "draft_model"  # vLLM's own inference for a model without a method
+    if method in MTP_METHODS and data.get("model") not in (None, ""):
+        # hunt117 F1: Gemma 4's MTP drafter is its own checkpoint (vLLM's "Gemma 4 Assistant Models" docs:
+        # {"method": "mtp", "model": "google/gemma-4-31B-it-assistant"}): a drafter from another checkpoint, whose
+        # weights fitgate does not read, not the target's num_nextn_predict_layers (refused as "has none" before)
+        method = "draft_model"
     if method is not None and not isinstance(method, str):
         raise SizingError(f"{flag} method", method, "a string")
     if tokens is not None:
