@@ -468,6 +468,15 @@ def test_a_length_only_the_newest_release_refuses_is_unknown_on_a_dated_nightly(
     assert code == 2 and "max_model_len: 131072 is not valid" in err
 
 
+def test_every_flag_plan_takes_is_one_check_knows() -> None:
+    # one list of vLLM's flags: check must not call a flag plan takes "not a flag of any vLLM release" (hunt110 F2)
+    from fitgate.cli.passthrough import IGNORED_LISTS, IGNORED_SWITCHES, IGNORED_VALUED  # noqa: PLC0415
+    from fitgate.workloads.vllm_flags import unknown_flags  # noqa: PLC0415
+
+    assert unknown_flags(IGNORED_SWITCHES | IGNORED_VALUED | IGNORED_LISTS) == []
+    assert unknown_flags(["--kv-cache-spill-policy lru", "--max-model-len=8192"]) == ["--kv-cache-spill-policy"]
+
+
 def test_a_flag_of_a_release_newer_than_fitgate_models_is_taken_and_never_denies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -122,6 +122,11 @@ KSERVE_HF_SERVER_FLAGS = frozenset(
 )  # fmt: skip
 
 
+#: Flags of releases before those ``data/vllm_flags.json`` reads (0.4-0.5 V0; 0.8's ``--enable-reasoning``), which
+#: ``plan`` takes (cli/passthrough.py): vLLM's, not unknown.
+_OLDER_FLAGS = frozenset({"--enable-reasoning", "--engine-use-ray", "--image-input-type", "--max-paddings"})
+
+
 def unknown_flags(flags: Iterable[str], how: str = "") -> list[str]:
     """The long flags of ``flags`` (names, or "--flag value" words) that no ``vllm serve`` fitgate has read takes.
 
@@ -134,13 +139,15 @@ def unknown_flags(flags: Iterable[str], how: str = "") -> list[str]:
     if how.startswith("KAITO"):  # KAITO's inference_api.py has flags of its own beside vLLM's
         return []
     known = vllm_flags()
-    out = []
+    out: list[str] = []
     for word in flags:
         name = _name(word)
         if how == "KServe huggingface runtime" and name in KSERVE_HF_SERVER_FLAGS:
             continue
         base = name.split(".", 1)[0]
         if not name.startswith("--") or base in known or (base.startswith("--no-") and f"--{base[5:]}" in known):
+            continue
+        if base in _OLDER_FLAGS or base in NOT_MODELLED_SWITCHES | NOT_MODELLED_VALUED | NOT_MODELLED_LISTS:
             continue
         out.append(name)
     return out
