@@ -146,6 +146,18 @@ def test_pro_plans_on_h200s_with_256_token_blocks() -> None:
     assert any(n.startswith("DeepSeek V4:") and "not counted" in n for n in p.notes)
 
 
+@pytest.mark.parametrize("block", [16, 64])
+def test_blocks_below_the_compress_ratio_are_unknown_not_a_crash(block: int) -> None:
+    # hunt118 #1: --block-size 64 on V4-Pro's 128-token ratio: a page holds 64 // 128 = 0 entries, 0 bytes, and the
+    # plan divided by it (internal error, exit 70); 128 and up are sized as before
+    from fitgate.sizing.errors import NotModelledError  # noqa: PLC0415
+
+    m = to_model_input(load_directory(CORPUS / "deepseek-ai__DeepSeek-V4-Pro"))
+    with pytest.raises(NotModelledError, match="128-token ratio"):
+        plan(m, lookup_gpu("H200"), ServingConfig(max_model_len=4096, tensor_parallel_size=8, block_size=block))
+    assert plan(m, lookup_gpu("H200"), ServingConfig(max_model_len=4096, tensor_parallel_size=8, block_size=128))
+
+
 def test_unknown_compress_ratio_is_refused_with_the_key() -> None:
     config = _config(FLASH)
     config["compress_ratios"] = [0, 2, *config["compress_ratios"][2:]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.kv_specs import (
     ChunkedLocalAttentionSpec,
     CompressedMLASpec,
@@ -74,6 +75,12 @@ def dsv4_layer_specs(m: CompressedSparseMLA, block_size: int) -> list[KVCacheSpe
     align = DSV4_PAGE_ALIGN_BYTES
     specs: list[KVCacheSpec] = []
     ratio = m.compress_ratio
+    if ratio > 1 and block_size < ratio:
+        # hunt118 #1: a page holds block_size // ratio entries (kv_cache_interface.py 0.33.0 L729-740): none below the
+        # ratio (--block-size 64 on V4-Pro's 128), a page of 0 bytes; what vLLM makes of that is not read here
+        raise NotModelledError(
+            "block_size", block_size, f"DeepSeek V4's compressed cache in blocks smaller than its {ratio}-token ratio"
+        )
     coff = 2 if ratio == 4 else 1
     state_block = 4 if ratio == 4 else 8
     if ratio == 4:
