@@ -29,6 +29,9 @@ from fitgate.sizing.serving import ServingConfig, Workload
 #: 0.13.0 has no ``human_readable_int_or_auto`` and no ``_auto_fit_max_model_len``).
 AUTO_SINCE = (0, 14, 0)
 
+#: The length a plan where not one token fits is judged at (one block of vLLM's default size): auto lowers to it.
+SHORTEST_TOKENS = 16
+
 #: A re-plan at the lowered length can move terms that read the length (V0's profiling batch, a multimodal
 #: encoder budget): the search is run again on that plan, at most this many times.
 _ROUNDS = 3
@@ -51,13 +54,22 @@ def plan_auto(
         )
     model_len = full.serving.max_model_len
     longest = full.max_model_len_that_fits
-    if longest <= 0 or longest >= model_len:
+    if longest >= model_len:
+        return evolve(full, notes=(*full.notes, *notes, f"--max-model-len auto: the model's {model_len} tokens fit"))
+    if longest <= 0:
+        # hunt118 #2: judged at the model's length, a misfit within the estimate's error band at a short length was
+        # denied under auto and Tight with --max-model-len 1024: vLLM would lower the length that far, so the
+        # verdict is that of the shortest length (one block), with the band; DoesNotFit only where that is
+        shortest = plan_fn(model, gpu, evolve(fixed, max_model_len=min(model_len, SHORTEST_TOKENS)), workload)
+        if shortest.verdict is Verdict.DOES_NOT_FIT:
+            said = "--max-model-len auto: not one token of KV cache fits, vLLM refuses to start"
+            return evolve(full, notes=(*full.notes, *notes, said))
         said = (
-            f"--max-model-len auto: the model's {model_len} tokens fit"
-            if longest >= model_len
-            else "--max-model-len auto: not one token of KV cache fits, vLLM refuses to start"
+            "--max-model-len auto: by fitgate's estimate not one token of KV cache fits, but the shortfall is within "
+            f"the estimate's error at {shortest.serving.max_model_len} tokens: vLLM may start at a length it "
+            "lowers to, or refuse"
         )
-        return evolve(full, notes=(*full.notes, *notes, said))
+        return evolve(shortest, notes=(*shortest.notes, *notes, said))
     result = full
     for _ in range(_ROUNDS):
         result = plan_fn(model, gpu, evolve(fixed, max_model_len=longest), workload)
