@@ -65,7 +65,7 @@ class MeasuredKV:
         available_bytes: The bytes the cache may occupy (0 at worst).
         resident_bytes: ``non_kv_used``: everything resident after warm-up and capture.
         transient_bytes: The transient peak kept free in full.
-        margin_bytes: ``max(1 GiB, 0.75 x transient)``, kept free below the device headroom.
+        margin_bytes: ``max(1 GiB (3 GiB on ROCm), 0.75 x transient)``, kept free below the device headroom.
         device_bound: The device headroom (``free - margin``) binds, not the requested budget.
         short_bytes: How far the non-KV memory alone is over what the cache may take (0 when it fits; hunt98 F1).
     """

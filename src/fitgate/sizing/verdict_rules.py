@@ -77,7 +77,7 @@ def plan_notes(
         notes.append(
             f"vLLM {rs.vllm_version} sizes the KV cache after warm-up and CUDA-graph capture (extensible KV cache): "
             "the pool is the memory left less the transient peak (activation + graph estimate) and a margin of "
-            "max(1 GiB, 0.75 x that peak); allocator fragmentation during warm-up is not modelled"
+            "max(1 GiB (3 GiB on ROCm), 0.75 x that peak); allocator fragmentation during warm-up is not modelled"
         )
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
