@@ -27,6 +27,23 @@ def test_json_sizes_both_pools_within_the_targets(capsys: pytest.CaptureFixture[
     assert doc["prefill"]["ttft_ms"] <= 1000 and doc["decode"]["tpot_ms"] <= 50
     assert doc["total_gpus"] == doc["prefill"]["gpus"] + doc["decode"]["gpus"]
     assert doc["basis"].startswith("estimated:")
+    # one shape to read: the worse pool's verdict on top, as a misfit's document has it (hunt118 #5)
+    assert doc["verdict"] in ("Fits", "Tight") and doc["verdict"] in (
+        doc["prefill"]["verdict"],
+        doc["decode"]["verdict"],
+    )
+
+
+def test_a_misfit_at_the_models_length_names_the_length_the_workload_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt118 #3: 70B on 8 x L4 at the model's 131072 tokens (vLLM's default) holds no such request; the workload's
+    # 1000 + 200-token requests fit at --max-model-len 1200, which the answer now names
+    argv = ["plan-pd", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--source", "catalog", "--gpu", "L4",
+            "--prefill-tp", "8", "--decode-tp", "8", "--request-rate", "1", "--input-tokens", "1000",
+            "--output-tokens", "200"]  # fmt: skip
+    assert main([*argv, "--output", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "DoesNotFit" and "--max-model-len 1200 holds" in doc["reason"]
+    assert main([*argv, "--max-model-len", "1200"]) == 0
 
 
 def test_text_names_each_pool(capsys: pytest.CaptureFixture[str]) -> None:

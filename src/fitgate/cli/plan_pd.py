@@ -62,8 +62,11 @@ def pool_document(p: PoolPlan) -> dict[str, Any]:
 
 def disagg_document(model: str, d: DisaggPlan) -> dict[str, Any]:
     """The whole answer as JSON."""
+    verdicts = {d.prefill.verdict, d.decode.verdict}
+    overall = next((v for v in (Verdict.DOES_NOT_FIT, Verdict.UNKNOWN, Verdict.TIGHT) if v in verdicts), Verdict.FITS)
     return {
         "model": model,
+        "verdict": overall.value,  # the worse pool's, as the misfit document's (hunt118 #5: one shape to read)
         "load": {
             "request_rate": d.load.request_rate,
             "input_tokens": d.load.input_tokens,
@@ -97,6 +100,13 @@ def cmd_plan_pd(args: argparse.Namespace) -> int:
         d = plan_disaggregated(model, prefill, decode, load, base)
     except PoolDoesNotFitError as exc:  # a verdict, exit 1 (docs/disaggregated.md), not a usage error
         message = exc.result.reasons[0].message if exc.result.reasons else str(exc)
+        longest = load.input_tokens + load.output_tokens
+        if args.max_model_len is None and exc.result.serving.max_model_len > longest:
+            # hunt118 #3: sized, as vLLM runs it, at the model's length; the workload's requests are far shorter
+            message += (
+                f" (at the model's {exc.result.serving.max_model_len} tokens, vLLM's default: --max-model-len "
+                f"{longest} holds this workload's {load.input_tokens} + {load.output_tokens}-token requests)"
+            )
         if args.output == "json":
             print(json_text({"model": model.name, "verdict": "DoesNotFit", "pool": exc.role, "reason": message}))
         else:
