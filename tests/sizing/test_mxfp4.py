@@ -85,8 +85,9 @@ def test_ampere_keeps_marlin() -> None:
 def test_hopper_default_by_release() -> None:
     # before 0.12.0 vLLM's image has no triton_kernels: Marlin, with Triton possible; from 0.12.0 it is vendored
     assert mxfp4_layouts((0, 10, 2), H100) == (MARLIN_LAYOUT, TRITON_STRIDED)
-    # 0.10.1 pins torch 2.7.1, below what Triton needs: Marlin only (vllm#23278's log)
-    assert mxfp4_layouts((0, 10, 1), H100) == (MARLIN_LAYOUT, None)
+    # 0.10.1 from PyPI pins torch 2.7.1 (Marlin: vllm#23278's log), but its gpt-oss launch build (0.10.1+gptoss)
+    # pins a torch 2.9 nightly: Triton possible there too (hunt121 G01)
+    assert mxfp4_layouts((0, 10, 1), H100) == (MARLIN_LAYOUT, TRITON_STRIDED)
     assert mxfp4_layouts((0, 11, 2), H100) == (MARLIN_LAYOUT, triton_hopper_layout((0, 11, 2)))
     assert mxfp4_layouts((0, 12, 0), H100) == (triton_hopper_layout((0, 12, 0)), None)
     # stated: sized as stated, nothing else
@@ -101,7 +102,7 @@ def test_public_h100_100000_run_is_not_denied() -> None:
     # an install with triton_kernels (torch 2.8.0: strided, 60.86 GiB) leaves 7.45 GiB. fitgate cannot see which:
     # Tight, naming the Marlin figure, never DoesNotFit.
     m = _model("openai__gpt-oss-120b")
-    for version in ("0.10.2", "0.11.0"):
+    for version in ("0.10.1", "0.10.2", "0.11.0"):
         p = plan(m, H100, ServingConfig(max_model_len=100000, vllm_version=version))
         assert p.verdict.value == "Tight", version
         assert p.reasons[0].code == "Mxfp4NeedsTritonKernels" and "65.91 GiB" in p.reasons[0].message

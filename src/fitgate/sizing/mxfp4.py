@@ -35,10 +35,14 @@ MARLIN = "marlin"
 TRITON = "triton"
 MXFP4_BACKENDS = (MARLIN, TRITON)
 
-#: The first release whose pinned torch lets Hopper run Triton: 0.10.1.1 pins torch==2.7.1 (its wheel's metadata)
-#: and ``_should_use_marlin`` takes Marlin below torch 2.8.0 (quantization/mxfp4.py 0.10.1.1 L123-135); 0.10.2
-#: pins 2.8.0.
-TRITON_POSSIBLE_SINCE = (0, 10, 2)
+#: The first release that can run Triton on Hopper: gpt-oss's own release. 0.10.1 / 0.10.1.1 from PyPI pin
+#: torch==2.7.1 (their wheels' metadata) and ``_should_use_marlin`` takes Marlin below torch 2.8.0
+#: (quantization/mxfp4.py 0.10.1.1 L123-135), but the gpt-oss launch build of the same release, ``vllm==0.10.1+gptoss``
+#: from wheels.vllm.ai/gpt-oss, hard-pins a torch 2.9 nightly (``torch==2.9.0.dev20250804+cu128``, the error public
+#: deployment notes quote once that nightly was purged), so with ``triton_kernels`` installed it runs Triton's smaller
+#: layout (hunt121 G01: vllm#23278's `--max-model-len 100000` on one H100 was DoesNotFit at 0.10.1, Tight at 0.10.2).
+#: 0.10.2 pins 2.8.0.
+TRITON_POSSIBLE_SINCE = (0, 10, 1)
 #: The first release whose wheel vendors ``triton_kernels`` (Triton becomes Hopper's default).
 TRITON_VENDORED_SINCE = (0, 12, 0)
 #: The first release whose Hopper Triton path keeps the scales once: ``store_params_in_triton`` backs the scale
@@ -141,7 +145,7 @@ def mxfp4_layouts(
     """The layout vLLM's image uses for gpt-oss's experts, and a smaller one an install may pick instead.
 
     ``stated``: the backend the user names (``--mxfp4-backend``); then there is no other. The second layout is
-    given only where fitgate cannot see which one runs (Hopper, 0.10.2 to 0.11.2: ``triton_kernels`` installed
+    given only where fitgate cannot see which one runs (Hopper, 0.10.1 to 0.11.2: ``triton_kernels`` installed
     by hand), so a start that fits only with it is Tight, not denied.
     """
     if not _hopper(gpu):
