@@ -67,6 +67,13 @@ cluster flags (why): --kubeconfig PATH, --context NAME, -n/--namespace NAME, as 
 """
 
 
+WHY_HELP = f"""usage: {PROG} why RESOURCE [-n NAMESPACE] [--kubeconfig PATH] [--context NAME]
+
+Explain a ModelDeployment's verdict from the status the operator wrote (RESOURCE: mdep/NAME, modeldeployment/NAME
+or NAME); the cluster flags are kubectl's.
+"""
+
+
 class PluginError(Exception):
     """A one-line error for the user (not found, forbidden, no cluster, bad argument)."""
 
@@ -78,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(HELP, end="")
         return EXIT_OK if args else EXIT_USAGE
     if args[0] == "why":
+        if any(a in {"-h", "--help"} for a in args[1:]):  # hunt119: `why --help` said a resource was required, exit 1
+            print(WHY_HELP, end="")
+            return EXIT_OK
         try:
             print(why(args[1:]), end="")
         except PluginError as exc:
