@@ -147,6 +147,7 @@ def test_help_and_no_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert kubectl_plugin.main(["--help"]) == 0
     assert "why RESOURCE" in capsys.readouterr().out
     assert kubectl_plugin.main([]) == 2
+    capsys.readouterr()
     # hunt119: `why --help` said "the following arguments are required: resource" and exited 1
     assert kubectl_plugin.main(["why", "--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: kubectl fitgate why RESOURCE")
