@@ -53,7 +53,6 @@ from fitgate.workloads.flags import (
 )
 from fitgate.workloads.flagvalues import config_file_flags, reads_false_switches
 from fitgate.workloads.podspec import (
-    affinity_gpu_labels,
     as_dict,
     as_list,
     built_on_vllm,
@@ -375,7 +374,7 @@ def _reading(
             more.append(f"{flag} {str(flags.pop(flag)).strip()!r}: unset, vLLM's default")
         version, version_note = release_of_image(str(container.get("image") or ""), found.env)
         resource, per_pod = gpu_limit_of(container)
-        selector, placement_notes = placement_of(found.pod)
+        selector, gpu_hints, placement_notes = placement_of(found.pod)
         hami = hami_share_of(container) or runai_share_of(pod_annotations or {})
         if not per_pod and any(k.startswith("runai") for k in hami):
             # hunt50 F5: a Run:ai / KAI-scheduler fraction is asked for by the annotation alone, with no
@@ -544,7 +543,7 @@ def _reading(
             pods_per_replica=pods_per_replica,
             data_parallel=dp,  # 0: a pod that runs the API server only (--data-parallel-size-local 0)
             node_selector=selector,
-            affinity_gpu=affinity_gpu_labels(found.pod),
+            affinity_gpu=gpu_hints,
             claim_template=claim[0] if claim else None,
             claim_copies=claim[1] if claim else 1,
             claim_alternatives=claim[2] if claim else (),

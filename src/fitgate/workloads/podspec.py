@@ -276,35 +276,38 @@ def runai_share_of(annotations: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def placement_of(pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """The node labels a pod must land on: its nodeSelector and single-valued required affinity.
+def placement_of(pod: dict[str, Any]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(node selector, GPU hints, notes) of the nodes a pod must land on: its nodeSelector and single-valued affinity.
 
     Required node affinity with one ``nodeSelectorTerm`` whose ``In`` expressions list one value is
     the same as a nodeSelector (GPU Feature Discovery's ``nvidia.com/gpu.product``, AMD's
     ``amd.com/gpu.product-name``...). Several terms or values are a choice fitgate cannot pin down:
-    noted, and any GPU pool is considered.
+    noted, and any GPU pool is considered. The hints are the several-valued ``In`` whose every value names one GPU
+    product (:func:`_one_gpu_of`), read as that value: not a selector (the scheduler may take any value, and the
+    operator sees the nodes); offline, with no nodes, they name the GPU to size on (``fitgate check``).
     """
     selector = {str(k): str(v) for k, v in as_dict(pod.get("nodeSelector")).items()}
+    hints: dict[str, str] = {}
     notes: list[str] = []
     affinity = as_dict(as_dict(pod.get("affinity")).get("nodeAffinity"))
     required = as_dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = as_list(required.get("nodeSelectorTerms"))
     if len(terms) == 1:
         for expr in (as_dict(e) for e in as_list(as_dict(terms[0]).get("matchExpressions"))):
-            values = as_list(expr.get("values"))
-            same = _one_gpu_of(str(expr.get("key")), values) if expr.get("operator") == "In" else None
+            key, values = str(expr.get("key")), as_list(expr.get("values"))
             if expr.get("operator") == "In" and len(values) == 1:
-                selector[str(expr.get("key"))] = str(values[0])
-            elif same is not None:
-                notes.append(f"node affinity {expr.get('key')} In {values[:8]}: all {same_gpu_name(same, expr)}")
-            elif str(expr.get("key", "")).startswith(("nvidia.com/", "amd.com/")):
+                selector[key] = str(values[0])
+            elif expr.get("operator") == "In" and (same := _one_gpu_of(key, values)) is not None:
+                hints[key], product = same
+                notes.append(f"node affinity {key} In {values[:8]}: all {product} nodes: offline, sized as {same[0]}")
+            elif key.startswith(("nvidia.com/", "amd.com/")):
                 notes.append(
-                    f"node affinity {expr.get('key')} {expr.get('operator')} {values}: "
+                    f"node affinity {key} {expr.get('operator')} {values}: "
                     "evaluated on every GPU pool, the best one counts"
                 )
     elif len(terms) > 1:
         notes.append(f"node affinity has {len(terms)} alternative terms: evaluated on every GPU pool")
-    return selector, notes
+    return selector, hints, notes
 
 
 #: Node labels whose values name a GPU product (and, for instance types, how many a node has).
@@ -334,8 +337,8 @@ def _gpu_of_value(key: str, value: str) -> tuple[str, int] | None:
     return (gpu.name, 0) if gpu is not None else None
 
 
-def _one_gpu_of(key: str, values: list[Any]) -> str | None:
-    """The value to read of a several-valued ``In`` whose every value names one GPU product, else None.
+def _one_gpu_of(key: str, values: list[Any]) -> tuple[str, str] | None:
+    """(the value to read, the GPU product) of a several-valued ``In`` whose every value names one product, else None.
 
     hunt111 F5: Karpenter / EKS manifests pin ``node.kubernetes.io/instance-type In [g6e.xlarge, g6e.2xlarge,
     g6e.4xlarge]``, each one L40S: a choice of nodes, not of GPUs. The value whose node holds the most GPUs is read,
@@ -347,31 +350,7 @@ def _one_gpu_of(key: str, values: list[Any]) -> str | None:
     products = {g[0] for _, g in named if g is not None}
     if len(products) != 1 or any(g is None for _, g in named):
         return None
-    return max(named, key=lambda vg: vg[1][1] if vg[1] is not None else 0)[0]
-
-
-def same_gpu_name(value: str, expr: dict[str, Any]) -> str:
-    """The words of the note for a several-valued ``In`` read as ``value``."""
-    found = _gpu_of_value(str(expr.get("key")), value)
-    return f"{found[0] if found else '?'} nodes: offline, sized as {value}"
-
-
-def affinity_gpu_labels(pod: dict[str, Any]) -> dict[str, str]:
-    """Labels naming the one GPU product a several-valued required ``In`` allows (:func:`_one_gpu_of`), else {}.
-
-    Not a node selector: the scheduler may take any of the values, and the operator sees the nodes; offline, with
-    no nodes, they name the GPU to size on (``fitgate check``).
-    """
-    affinity = as_dict(as_dict(pod.get("affinity")).get("nodeAffinity"))
-    terms = as_list(as_dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
-    out: dict[str, str] = {}
-    if len(terms) == 1:
-        for expr in (as_dict(e) for e in as_list(as_dict(terms[0]).get("matchExpressions"))):
-            values = as_list(expr.get("values"))
-            same = _one_gpu_of(str(expr.get("key")), values) if expr.get("operator") == "In" else None
-            if same is not None:
-                out[str(expr.get("key"))] = same
-    return out
+    return max(named, key=lambda vg: vg[1][1] if vg[1] is not None else 0)[0], products.pop()
 
 
 #: Flags only vLLM's server takes: with an image named for vLLM and no ``command``, args holding one are

@@ -63,7 +63,7 @@ class Reading:
     #: holds every GPU of its pool still fits there). Empty: none known (a bare Pod, a CRD).
     pod_selector: dict[str, str] = field(default_factory=dict)
     #: Offline only: labels naming the one GPU product a several-valued required node affinity allows
-    #: (``instance-type In [g6e.xlarge, g6e.2xlarge]``: L40S); not a selector (podspec.affinity_gpu_labels).
+    #: (``instance-type In [g6e.xlarge, g6e.2xlarge]``: L40S); not a selector (podspec.placement_of).
     affinity_gpu: dict[str, str] = field(default_factory=dict)
 
     @property
