@@ -492,6 +492,20 @@ def _lab_deployment(labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _check_on_one_h100(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], **container: Any
+) -> dict[str, Any]:
+    """``fitgate check``'s one result for the lab Deployment on one H100 with ``args`` (and ``container`` fields)."""
+    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    spec = doc["spec"]["template"]["spec"]["containers"][0]
+    spec.update(container, args=args)
+    spec["resources"]["limits"]["nvidia.com/gpu"] = 1
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, [r] = check(capsys, str(path))
+    return r
+
+
 def test_a_gpu_outside_the_catalog_is_sized_by_its_memory_label_or_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1339,13 +1353,9 @@ def test_an_openshift_ai_vllm_runtime_without_a_command_is_merged(tmp_path: Path
 def test_flags_that_shrink_a_misfit_are_read_or_make_it_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], verdicts: set[str]
 ) -> None:
-    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
-    container = doc["spec"]["template"]["spec"]["containers"][0]
-    container["args"] = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192", *extra]
-    container["resources"]["limits"]["nvidia.com/gpu"] = 1
-    path = tmp_path / "d.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    _, [r] = check(capsys, str(path))
+    r = _check_on_one_h100(
+        tmp_path, capsys, ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192", *extra]
+    )
     assert r["verdict"] in verdicts, r["message"]
     if extra and verdicts == {"Unknown"}:
         assert "may make it fit, which fitgate does not model" in r["message"], r["message"]
@@ -1368,14 +1378,8 @@ def test_flags_that_shrink_a_misfit_are_read_or_make_it_unknown(
 def test_a_flag_no_release_has_is_noted_and_unknown_only_on_a_newer_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, extra: list[str], verdict: str
 ) -> None:
-    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
-    container = doc["spec"]["template"]["spec"]["containers"][0]
-    container["image"] = image
-    container["args"] = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192", *extra]
-    container["resources"]["limits"]["nvidia.com/gpu"] = 1
-    path = tmp_path / "d.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    _, [r] = check(capsys, str(path))
+    args = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192", *extra]
+    r = _check_on_one_h100(tmp_path, capsys, args, image=image)
     assert r["verdict"] == verdict, r["message"]
     said = "--kv-cache-spill-policy: not a flag of any vLLM release fitgate has read" in r["message"]
     assert said == ("--kv-cache-spill-policy" in extra), r["message"]
@@ -1397,16 +1401,10 @@ def test_a_flag_no_release_has_is_noted_and_unknown_only_on_a_newer_release(
 def test_a_setting_only_the_newest_release_refuses_is_unknown_on_an_unknown_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, verdict: str
 ) -> None:
-    doc = _lab_deployment({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
-    container = doc["spec"]["template"]["spec"]["containers"][0]
-    container["image"] = image
     yarn = '{"rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}'
-    container["command"] = ["vllm", "serve"]  # ROCm's dev image has no vllm serve entrypoint
-    container["args"] = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", yarn]
-    container["resources"]["limits"]["nvidia.com/gpu"] = 1
-    path = tmp_path / "d.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    _, [r] = check(capsys, str(path))
+    args = ["--model", "Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", yarn]
+    # ROCm's dev image has no vllm serve entrypoint
+    r = _check_on_one_h100(tmp_path, capsys, args, image=image, command=["vllm", "serve"])
     assert r["verdict"] == verdict, r["message"]
     if verdict == "Unknown":
         assert "the vLLM release is unknown, and vLLM 0.32.0 takes the setting" in r["message"], r["message"]
