@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a pasted `vllm serve` command's flags that do not change the plan are taken and said (hunt28 F3)
         taken, left = passthrough(extra)
         given = getattr(args, "vllm_version", None)
-        if left and given and not release_modelled(given) and all(w.startswith("--") for w in left[:1]):
+        if left and given and not release_modelled(given) and left[0].startswith("--"):
             # hunt110 F2: on a release newer than fitgate models, a flag it does not know may be that release's:
             # taken, said, and a misfit with it is Unknown (cli/plan.py), never a usage error
             taken, left = [*taken, *(f"{w} (not modelled)" for w in _flag_words(left))], []
