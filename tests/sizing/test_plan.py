@@ -520,6 +520,14 @@ def test_v0_long_context_chunked_budget_follows_the_release() -> None:
     assert tokens("0.5.2") == 45000
     # LoRA kept chunked prefill off by default, so the profiling pass is the whole 45000-token prompt.
     assert tokens("0.6.4", enable_lora=True) == 45000
+    # A stated flag wins over the default, which applies only ``if self.enable_chunked_prefill is None``
+    # (arg_utils.py 0.5.3 L748, 0.6.3.post1 L941): --no-enable-chunked-prefill profiles the whole 45000-token
+    # prompt, --enable-chunked-prefill the release's budget even at 16K, and with LoRA (hunt121 S1).
+    assert tokens("0.6.4", enable_chunked_prefill=False) == 45000
+    assert tokens("0.7.3", enable_chunked_prefill=False) == 45000
+    assert tokens("0.6.4", enable_lora=True, enable_chunked_prefill=True) == 512
+    short = ServingConfig(max_model_len=16384, vllm_version="0.6.5", engine="V0", enable_chunked_prefill=True)
+    assert plan(m, rtx, short).serving.max_num_batched_tokens == 2048
     # forward pass of the profile: 512 x 2 B x (6 x 4096 + 2 x 14336) = 54.5 MB (V0 factors, activation.py)
     p = plan(m, rtx, ServingConfig(max_model_len=45000, vllm_version="0.6.4", engine="V0"))
     assert p.ranks[0].profile.forward_bytes == 512 * 2 * (6 * 4096 + 2 * 14336)

@@ -107,9 +107,17 @@ def v0_default_tokens(
     window (``model_config.get_sliding_window()``), speculative decoding, LoRA, and from 0.6.0 multimodal models,
     from 0.6.5 pooling runners and ROCm (engine/arg_utils.py 0.6.0 L843-865, 0.6.4.post1 L996-1020, 0.6.5
     L1064-1095, 0.7.3 L1164-1193). Prompt adapters and prefix caching (0.5.3-0.6.0), both off by default, and
-    the Mamba-layer exception of 0.5.4-0.6.0 (``has_seqlen_agnostic_layers``) are not modelled.
+    the Mamba-layer exception of 0.5.4-0.6.0 (``has_seqlen_agnostic_layers``) are not modelled. A stated
+    ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill`` wins: the default applies only ``if
+    self.enable_chunked_prefill is None`` (arg_utils.py 0.5.3 L748, 0.6.3.post1 L941), and ``SchedulerConfig``
+    gives a chunked run the budget, an unchunked one the whole prompt (config.py 0.6.3.post1 L988-1003; hunt121 S1).
     """
     version = accounting.version
+    since, before, after = V0_CHUNKED_TOKENS
+    if serving.enable_chunked_prefill is not None:
+        if not serving.enable_chunked_prefill:
+            return max(max_len, 2048)
+        return after if version >= since else before
     chunked = max_len > 32768 and version >= V0_AUTO_CHUNKED_SINCE
     chunked = chunked and not (
         arch.windowed_attention or serving.speculative_method or serving.speculative_tokens or serving.enable_lora
@@ -120,7 +128,6 @@ def v0_default_tokens(
         chunked = chunked and runner_of(arch, serving.runner, version) != "pooling" and gpu.vendor != "amd"
     if not chunked:
         return max(max_len, 2048)
-    since, before, after = V0_CHUNKED_TOKENS
     return after if version >= since else before
 
 
