@@ -64,6 +64,22 @@ def test_the_command_keeps_the_runner() -> None:
     assert "--runner" not in {a.name for a in engine_args(plan(m, RTX_5090, ServingConfig()), ServingConfig())}
 
 
+@pytest.mark.parametrize(
+    ("version", "flag"),
+    [("0.34.0", ("--runner", "pooling")), ("0.10.1", ("--runner", "pooling")), ("0.10.0", ("--task", "embed")),
+     ("0.6.6", ("--task", "embed")), ("0.6.4", ("--task", "embedding")), ("0.6.3", None)],
+)  # fmt: skip
+def test_the_command_asks_for_pooling_the_way_the_release_takes_it(version: str, flag: tuple[str, str] | None) -> None:
+    # hunt124 F1: `--runner` first came in 0.10.1 (engine/arg_utils.py 0.10.1 L473); 0.10.0 and older exit on it
+    # ("unrecognized arguments"). Before, --task: `embedding` in 0.6.4 (config.py TaskOption L42), `embed` from
+    # 0.6.6 (L55); 0.6.3 has neither and picks the runner from the architecture.
+    m = to_model_input(load_directory(CORPUS / "Qwen__Qwen3-Embedding-0.6B"))
+    pooling = ServingConfig(max_model_len=2048, runner="pooling", vllm_version=version)
+    got = [(a.name, a.value) for a in engine_args(plan(m, RTX_5090, pooling), pooling)]
+    asked = [arg for arg in got if arg[0] in ("--runner", "--task")]
+    assert asked == ([flag] if flag else [])
+
+
 def test_plan_flag(capsys: pytest.CaptureFixture[str]) -> None:
     directory = str(CORPUS / "Qwen__Qwen3-Embedding-0.6B")
     argv = ["plan", "--model", directory, "--gpu-memory", "31.36GiB", "--max-model-len", "2048", "--runner"]

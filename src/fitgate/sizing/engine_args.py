@@ -12,6 +12,7 @@ from fitgate.sizing.plan import Plan, ServingConfig
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import fmt_gib
+from fitgate.sizing.versions import parse_version
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
             )
         )
     if rs.runner != "generate":
-        args.append(EngineArg("--runner", rs.runner, "sized for this runner (no sampler warm-up, no lm_head)"))
+        args.extend(_runner_args(rs))
     args.extend(_parallel_args(rs))
     spec = rs.speculative
     if spec is not None and spec.counted:  # a drafter checkpoint's own keys are the user's: see the plan's note
@@ -124,6 +125,26 @@ def engine_args(result: Plan, serving: ServingConfig) -> tuple[EngineArg, ...]:
         why = f"{spec.drafter_layers} MTP layer(s) counted" if spec.drafter_layers else "no drafter memory"
         args.append(EngineArg("--speculative-config", json.dumps(given, separators=(",", ":")), why))
     return tuple(args)
+
+
+#: The flag that asks each release for a pooling runner (hunt124 F1): ``--runner`` from 0.10.1
+#: (engine/arg_utils.py 0.10.1 L473); before it ``--task``, whose pooling value was ``embedding`` in 0.6.4-0.6.5
+#: (config.py 0.6.4 L42 ``TaskOption``) and ``embed`` from 0.6.6 (config.py 0.6.6 L55, 0.10.0 L94); before 0.6.4
+#: no flag (arg_utils.py 0.6.3.post1 has none): vLLM picks the runner from the architecture.
+RUNNER_FLAG_SINCE = (0, 10, 1)
+TASK_EMBED_SINCE = (0, 6, 6)
+TASK_FLAG_SINCE = (0, 6, 4)
+
+
+def _runner_args(rs: ResolvedServing) -> list[EngineArg]:
+    """The flag that runs ``rs.runner`` on ``rs.vllm_version`` (:data:`RUNNER_FLAG_SINCE`)."""
+    why = "sized for this runner (no sampler warm-up, no lm_head)"
+    version = parse_version(rs.vllm_version)
+    if version >= RUNNER_FLAG_SINCE:
+        return [EngineArg("--runner", rs.runner, why)]
+    if rs.runner != "pooling" or version < TASK_FLAG_SINCE:
+        return []
+    return [EngineArg("--task", "embed" if version >= TASK_EMBED_SINCE else "embedding", why)]
 
 
 def _parallel_args(rs: ResolvedServing) -> list[EngineArg]:
