@@ -106,12 +106,17 @@ def replicas_needed(
             s = steady_state(w, isl, osl, k, concurrency=math.ceil(concurrency / n))
         return not s.saturated and targets.met_by(s.ttft_s, s.tpot_s)
 
-    if not meets(MAX_REPLICAS):
-        return None
-    low, high = 1, MAX_REPLICAS  # invariant: meets(high); more replicas only lower each one's load
-    if meets(1):
-        high = 1
-    while high - low > 1:
+    # More replicas only lower each one's load, so meets() is monotone. Each probe is a steady state (issue 24's
+    # <= 2 s search): one replica first, then whether any number will do, then up 2, 4, ... (most answers are a
+    # few replicas) and halve the last gap.
+    low, high = 0, 1
+    if not meets(1):
+        if not meets(MAX_REPLICAS):
+            return None
+        low, high = 1, 2
+        while high < MAX_REPLICAS and not meets(high):
+            low, high = high, min(2 * high, MAX_REPLICAS)
+    while high - low > 1:  # invariant: meets(high) and (low == 0 or not meets(low))
         mid = (low + high) // 2
         if meets(mid):
             high = mid

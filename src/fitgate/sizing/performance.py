@@ -244,17 +244,35 @@ def attention_width(arch: ModelArchitecture, layers: range, context: int, *, dec
     (:data:`MLA_DECODE`): heads x (kv_lora_rank + qk_rope_head_dim + kv_lora_rank) / 2 instead of heads x
     (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) / 2 (DeepSeek-V3: 128 x 1088 / 2 against 128 x 320 / 2).
     """
-    width = 0.0
+    full, windowed = _WIDTHS.get(
+        (arch,), (layers.start, layers.stop, layers.step, decode), lambda: _widths(arch, layers, decode)
+    )
+    return full + sum(w * min(context, span) / context for w, span in windowed)
+
+
+#: Per model and layer range: the width of the layers that attend to the whole context, and (width, window) of
+#: the others (recommend asks for the same ranges at many contexts: issue 24's <= 2 s search).
+_WIDTHS: IdentityMemo[tuple[float, tuple[tuple[float, int], ...]]] = IdentityMemo()
+
+
+def _widths(arch: ModelArchitecture, layers: range, decode: bool) -> tuple[float, tuple[tuple[float, int], ...]]:
+    """:func:`attention_width`'s terms: the full-context layers summed, the windowed ones with their window."""
+    full = 0.0
+    windowed: list[tuple[float, int]] = []
     for i in layers:
         m = arch.layers[i].mixer
         if isinstance(m, Attention):
-            span = min(context, m.sliding_window or m.chunk_size or context)
-            width += m.num_heads * (m.head_dim + m.v_head_dim) / 2 * span / context
+            width = m.num_heads * (m.head_dim + m.v_head_dim) / 2
+            span = m.sliding_window or m.chunk_size
+            if span:
+                windowed.append((width, span))
+            else:
+                full += width
         elif isinstance(m, MLA) and decode:
-            width += m.num_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim) / 2
+            full += m.num_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim) / 2
         elif isinstance(m, MLA):
-            width += m.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2
-    return width
+            full += m.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2
+    return full, tuple(windowed)
 
 
 @dataclass(frozen=True)
