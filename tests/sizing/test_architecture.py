@@ -164,6 +164,15 @@ def test_unknown_architecture_names_it() -> None:
         parse_config({"architectures": ["BertModel"], "hidden_size": 768})
 
 
+def test_an_architecture_vllm_dropped_says_so_in_one_sentence() -> None:
+    # hunt124 F3: the reason read "it sizes an architecture fitgate sizes: vLLM serves ... up to 0.10.2"
+    with pytest.raises(UnknownArchitectureError) as err:
+        parse_config({"architectures": ["MllamaForConditionalGeneration"], "hidden_size": 4096})
+    text = str(err.value)
+    assert "vLLM served MllamaForConditionalGeneration up to 0.10.2 and dropped it after" in text
+    assert "it sizes an architecture fitgate sizes" not in text
+
+
 def test_unknown_quantization_method_is_not_modelled_never_invalid() -> None:
     # hunt76: a checkpoint method fitgate does not size (hqq of older releases, moe_wna16 ...) was a usage error, exit 2
     config = _broken("meta-llama/Llama-3.1-8B-Instruct", quantization_config={"quant_method": "hqq"})

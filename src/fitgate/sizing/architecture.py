@@ -144,8 +144,8 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         raise UnknownArchitectureError(
             "config.json:architectures",
             arch,
-            f"an architecture fitgate sizes: vLLM serves {arch} up to {NOT_SERVED[arch]} and dropped it after, "
-            "and fitgate does not size it for those releases",
+            f"the architectures today's vLLM serves; vLLM served {arch} up to {NOT_SERVED[arch]} and dropped it "
+            "after, and fitgate does not size it on any release",
         )
     if family is None:
         raise UnknownArchitectureError(
