@@ -29,7 +29,7 @@ def test_deployment_selects_by_its_match_labels() -> None:
     )
 
 
-@pytest.mark.parametrize("kind", ["StatefulSet", "ReplicaSet", "Job"])
+@pytest.mark.parametrize("kind", ["StatefulSet", "ReplicaSet", "Job", "Rollout"])
 def test_controllers_with_match_expressions(kind: str) -> None:
     obj = {
         "kind": kind,

@@ -97,6 +97,25 @@ def test_a_rayservice_whose_serve_config_is_not_yaml_is_invalid_and_the_next_obj
     assert results[0].message == "spec.serveConfigV2 is not YAML: while parsing a flow node"
 
 
+def test_an_argo_rollout_is_read_as_the_deployment_it_replaces(tmp_path: Path) -> None:
+    # Argo Rollouts' Rollout carries a Deployment's selector and pod template (argoproj/argo-rollouts
+    # pkg/apis/rollouts/v1alpha1/types.go RolloutSpec); GitOps teams swap `kind: Deployment` for it to canary a
+    # model. It was Skipped ("kind Rollout is not one fitgate reads"). One with spec.workloadRef runs another
+    # Deployment's template: nothing of its own to read.
+    deployment = next(d for d in yaml.safe_load_all((FIXTURES / "vllm-docs-k8s-nvidia.yaml").read_text()) if d)
+    rollout = {**deployment, "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout"}
+    rollout["spec"] = {**deployment["spec"], "strategy": {"canary": {"steps": [{"setWeight": 20}]}}}
+    by_ref = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "by-ref"},
+              "spec": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mistral-7b"}}}  # fmt: skip
+    path = tmp_path / "set.yaml"
+    path.write_text(yaml.safe_dump_all([deployment, rollout, by_ref]))
+    results = check_files([str(path)], "L4")
+    assert [(r.kind, r.verdict) for r in results] == [
+        ("Deployment", "Fits"), ("Rollout", "Fits"), ("Rollout", "Skipped")
+    ], results  # fmt: skip
+    assert results[1].message.removeprefix("Rollout") == results[0].message.removeprefix("Deployment")
+
+
 @pytest.mark.parametrize(("spec", "got"), [("[1, 2]", "a list"), ("text", "a string"), ("7", "a number")])
 def test_a_model_deployment_whose_spec_is_not_an_object_is_invalid(tmp_path: Path, spec: str, got: str) -> None:
     # hunt83 F7: `spec: [1, 2]` was dict([1, 2]): internal error: TypeError (exit 70)

@@ -26,6 +26,9 @@ CRD groups, versions and plurals, from each project's CRD:
 * AIBrix: vllm-project/aibrix ``orchestration.aibrix.ai/v1alpha1`` StormService (api/orchestration/v1alpha1/
   stormservice_types.go @8e237f7b: ``spec.template.spec.roles[]``, each a pod template and ``podGroupSize``) and
   RayClusterFleet (rayclusterfleet_types.go @74df9f96: ``spec.template.spec``, a KubeRay RayClusterSpec).
+* Argo Rollouts: argoproj/argo-rollouts ``argoproj.io/v1alpha1`` Rollout (pkg/apis/rollouts/v1alpha1/types.go:
+  ``spec.template`` a PodTemplateSpec and ``spec.selector`` as a Deployment's; a Rollout with ``spec.workloadRef``
+  instead runs the referenced Deployment's template, which is read where that Deployment is).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ KINDS: tuple[WorkloadKind, ...] = (
     ),
     WorkloadKind("StormService", "orchestration.aibrix.ai", ("v1alpha1",), "stormservices", project="AIBrix"),
     WorkloadKind("RayClusterFleet", "orchestration.aibrix.ai", ("v1alpha1",), "rayclusterfleets", project="AIBrix"),
+    WorkloadKind("Rollout", "argoproj.io", ("v1alpha1",), "rollouts", "spec.template.spec", project="Argo Rollouts"),
 )
 
 #: Kinds ``fitgate check`` reads only to merge into others (a KServe ServingRuntime into its InferenceServices).

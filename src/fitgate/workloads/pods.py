@@ -121,7 +121,7 @@ def pod_selector(obj: Mapping[str, Any]) -> PodSelector:
         return PodSelector(pod=name)
     if kind == "Job" and not spec.get("selector"):
         return PodSelector(f"{JOB_NAME_LABEL}={name}")
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "Job"):
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "Job", "Rollout"):
         return PodSelector(label_selector(spec.get("selector")))
     if kind == "LeaderWorkerSet":
         return PodSelector(f"{LWS_NAME_LABEL}={name},{LWS_WORKER_INDEX_LABEL}=0")

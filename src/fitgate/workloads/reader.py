@@ -260,7 +260,7 @@ def with_object_metadata(obj: dict[str, Any], reading: Reading, path: str | None
 
 
 #: Kinds whose ``spec.selector`` selects their pods (Kubernetes' apps/v1 and batch/v1 types).
-_SELECTOR_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job")
+_SELECTOR_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "Rollout")
 #: The label the LeaderWorkerSet controller puts on every pod of a set (kubernetes-sigs/lws api/leaderworkerset/v1
 #: ``SetNameLabelKey``).
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
