@@ -97,6 +97,32 @@ def test_a_rayservice_whose_serve_config_is_not_yaml_is_invalid_and_the_next_obj
     assert results[0].message == "spec.serveConfigV2 is not YAML: while parsing a flow node"
 
 
+def test_a_value_vllms_parser_refuses_is_unknown_on_an_image_that_names_no_release(tmp_path: Path) -> None:
+    # hunt122: GoogleCloudPlatform/kubernetes-engine-samples@241b7340 ai-ml/llm-serving-llama/vllm/
+    # vllm-llama4-scout-17b-16e-instruct.yaml runs Vertex Model Garden's pytorch-vllm-serve:20250405_1205_RC01 with
+    # `--limit_mm_per_prompt='image=5'` (the quotes reach the process: no shell). vLLM's own parser refuses that;
+    # a vendor's build may not, so on an image naming no vLLM release it is Unknown, never Invalid; on vLLM's image
+    # it stays Invalid.
+    def deployment(image: str) -> dict[str, Any]:
+        container = {
+            "name": "inference-server", "image": image,
+            "args": ["python3", "-m", "vllm.entrypoints.api_server", "--max-model-len=8192",
+                     "--limit_mm_per_prompt='image=5'", "--model=meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                     "--tensor-parallel-size=8"],
+            "resources": {"limits": {"nvidia.com/gpu": 8}},
+        }  # fmt: skip
+        pod = {"containers": [container], "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": image.rsplit("/", 1)[-1][:20]},
+                "spec": {"template": {"spec": pod}}}  # fmt: skip
+
+    vertex = "us-docker.pkg.dev/vertex-ai/vertex-vision-model-garden-dockers/pytorch-vllm-serve:20250405_1205_RC01"
+    path = tmp_path / "set.yaml"
+    path.write_text(yaml.safe_dump_all([deployment(vertex), deployment("vllm/vllm-openai:v0.8.3")]))
+    results = check_files([str(path)], None)
+    assert [r.verdict for r in results] == ["Unknown", "Invalid"], results
+    assert "\"'image=5'\" is not valid" in results[0].message and "names no vLLM release" in results[0].message
+
+
 def test_an_argo_rollout_is_read_as_the_deployment_it_replaces(tmp_path: Path) -> None:
     # Argo Rollouts' Rollout carries a Deployment's selector and pod template (argoproj/argo-rollouts
     # pkg/apis/rollouts/v1alpha1/types.go RolloutSpec); GitOps teams swap `kind: Deployment` for it to canary a
