@@ -453,6 +453,14 @@ def test_a_pasted_vllm_command_plans_and_says_which_flags_it_did_not_read(capsys
     # hunt110 F1: vLLM-Omni's `--omni` (recipes' LTX-2.5-Diffusers, Qwen3-TTS) with its pipeline flags is Unknown
     code, doc = plan_json(capsys, *base, "--omni", "--model-class-name", "LTX2Pipeline")
     assert (code, doc["verdict"]) == (0, "Unknown") and "vLLM-Omni" in doc["reasons"][0]["message"]
+    # hunt122: `--device cpu` (vLLM's CPU backend, the 0.6-0.9 docs) was sized on the GPU named: DoesNotFit, exit 1;
+    # a backend other than the GPU is Unknown, `--device cuda` the plan itself
+    for device in ("cpu", "neuron", "--device=tpu"):
+        argv = (device,) if device.startswith("--") else ("--device", device)
+        code, doc = plan_json(capsys, *base, *argv)
+        assert (code, doc["verdict"]) == (0, "Unknown") and "device" in doc["reasons"][0]["message"], device
+    code, doc = plan_json(capsys, *base, "--device", "cuda")
+    assert code == 0 and doc["verdict"] in ("Fits", "Tight")
 
 
 def test_a_length_only_the_newest_release_refuses_is_unknown_on_a_dated_nightly(

@@ -77,6 +77,12 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
     words = list(extra)
     if "--omni" in words or any(w.startswith("--omni=") and w[7:].lower() != "false" for w in words):
         raise NotModelledError("omni", True, OMNI_NOT_SIZED)  # its pipeline flags (--model-class-name ...) with it
+    device = _device(words)
+    if device is not None and device.lower() not in GPU_DEVICES:
+        # hunt122: `--device cpu` (vLLM's CPU backend, 0.6-0.9 docs) was sized on the --gpu named: DoesNotFit on an L4
+        raise NotModelledError(
+            "device", device, "it sizes GPU memory; vLLM's CPU, Neuron, TPU and XPU backends are not"
+        )
     known = vllm_flags()
     i = 0
     while i < len(words):
@@ -123,6 +129,21 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
             continue
         unknown.append(word)
     return taken, unknown
+
+
+#: ``--device`` values that run on the GPU fitgate sizes (engine/arg_utils.py 0.6.3.post1 L29-37 ``DEVICE_OPTIONS``:
+#: auto, cuda, neuron, cpu, openvino, tpu, xpu; 0.10.1 has no ``--device``: the platform decides).
+GPU_DEVICES = frozenset({"auto", "cuda", "gpu", "rocm"})
+
+
+def _device(words: Sequence[str]) -> str | None:
+    """The value of ``--device`` among ``words`` (the last one given), or None."""
+    found = None
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name == "--device":
+            found = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+    return found
 
 
 def note(taken: Sequence[str]) -> str:
