@@ -344,6 +344,15 @@ def test_bad_settings_name_the_field(serving: ServingConfig, message: str) -> No
         plan(model("meta-llama/Llama-3.1-8B-Instruct"), H100, serving)
 
 
+def test_a_neuron_length_block_is_not_modelled_never_invalid() -> None:
+    # hunt122 F1: vLLM's Neuron backend takes block_size = max_model_len (Rebellions' serve.sh: --block-size 8192
+    # --max-model-len 16384); `plan` exited 2 where `check` said Unknown. A block past 4096 tokens is Unknown.
+    from fitgate.sizing.errors import NotModelledError  # noqa: PLC0415
+
+    with pytest.raises(NotModelledError, match=r"block_size: 8192 is taken by vLLM but not sized"):
+        plan(model("meta-llama/Llama-3.1-8B-Instruct"), H100, ServingConfig(max_model_len=16384, block_size=8192))
+
+
 def test_bad_workload_names_the_field() -> None:
     with pytest.raises(SizingError, match="concurrency: 0 is not valid"):
         plan(

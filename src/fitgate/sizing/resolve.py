@@ -131,6 +131,10 @@ def v0_default_tokens(
     return after if version >= since else before
 
 
+#: The longest KV block fitgate sizes; longer ones are Neuron's whole-context blocks (not a GPU's).
+MAX_BLOCK_SIZE = 4096
+
+
 def checked_int(value: int | None, name: str, low: int, high: int) -> int | None:
     """``value`` if it is None or an integer in ``[low, high]``; else a SizingError naming ``name``."""
     if value is None:
@@ -306,7 +310,11 @@ def resolve_serving(
     if serving.runner not in RUNNERS:
         raise SizingError("runner", serving.runner, "auto, generate or pooling (vLLM's --runner)")
     runner = runner_of(arch, serving.runner, accounting.version)
-    block = checked_int(serving.block_size, "block_size", 1, 4096)
+    if isinstance(serving.block_size, int) and serving.block_size > MAX_BLOCK_SIZE:
+        # hunt122 F1: vLLM's Neuron backend takes block_size = max_model_len (Rebellions' serve.sh: --block-size
+        # 8192 --max-model-len 16384); a page that long is no GPU attention backend's: Unknown, never exit 2
+        raise NotModelledError("block_size", serving.block_size, f"blocks of at most {MAX_BLOCK_SIZE} tokens on a GPU")
+    block = checked_int(serving.block_size, "block_size", 1, MAX_BLOCK_SIZE)
     if block is not None and block % 16 and block not in (1, 8):
         raise SizingError("block_size", block, "1, 8 or a multiple of 16 (vLLM's CUDA block sizes)")
     if block is not None and block % MINIMAX_M3_BLOCK and _block_sparse(arch):
