@@ -229,3 +229,29 @@ def test_a_device_fitgate_does_not_size_carries_no_release_note() -> None:
     reading = read_workload(doc)
     assert reading is not None and reading.unknown is not None and "device resource" in reading.unknown
     assert not any("sized as the newest" in n for n in (*reading.notes, *reading.warnings))
+
+
+@pytest.mark.parametrize(
+    ("image", "env", "named"),
+    [
+        ("ghcr.io/llm-d/llm-d-hpu:v0.4.0", [], "llm-d/llm-d-hpu is a vLLM build for hpu"),
+        ("ghcr.io/rbln-sw/rbln-serve:0.11.3a1", [], "rbln-sw/rbln-serve is a vLLM build for rbln"),
+        ("vllm/vllm-openai-xpu:v0.11.0", [], "vllm-openai-xpu is a vLLM build for xpu"),
+        ("myorg/serving:prod", [{"name": "HABANA_LOGS", "value": "/tmp/habana_logs"}], "its env sets HABANA_LOGS"),
+    ],
+)
+def test_a_dra_pod_of_another_accelerator_is_unknown_without_its_claim_template(
+    image: str, env: list[dict[str, str]], named: str
+) -> None:
+    # hunt122 F4: llm-d's Gaudi / Rebellions / XPU guides (guides/optimized-baseline/modelserver/{hpu,npu,xpu}) give
+    # the pod its device by a DRA claim; without the claim's template among the files, `check --gpu H100` sized them
+    # as H100s. The image or env names the accelerator: Unknown. A vLLM image with the same claim is still read.
+    doc = _deployment(image)
+    pod = doc["spec"]["template"]["spec"]
+    pod["containers"][0].update(resources={"claims": [{"name": "acc"}]}, env=env)
+    pod["resourceClaims"] = [{"name": "acc", "resourceClaimTemplateName": "acc"}]
+    reading = read_workload(doc)
+    assert reading is not None and reading.unknown is not None and named in reading.unknown, reading
+    doc["spec"]["template"]["spec"]["containers"][0].update(image="vllm/vllm-openai:v0.11.0", env=[])
+    plain = read_workload(doc)
+    assert plain is not None and (plain.unknown is None or "accelerator fitgate does not size" not in plain.unknown)

@@ -168,8 +168,37 @@ def named_claim_of(container: dict[str, Any], pod: dict[str, Any]) -> str | None
     return None
 
 
+#: Words of an image repository that name a vLLM build for another accelerator (llm-d's ``llm-d-hpu``,
+#: Rebellions' ``rbln-serve``, ``vllm-tpu``, ``vllm-neuron``, Ascend's ``vllm-ascend``, IBM's ``vllm-spyre``).
+OTHER_ACCELERATOR_WORDS = frozenset({"hpu", "gaudi", "habana", "rbln", "neuron", "neuronx", "tpu", "xpu", "ascend",
+                                     "spyre"})  # fmt: skip
+#: Env names those builds' manifests set (Gaudi's HABANA_* / PT_HPU_*, Rebellions' RBLN_*, Neuron's runtime, TPU's).
+OTHER_ACCELERATOR_ENV = re.compile(r"(?:HABANA_|PT_HPU_|RBLN_|VLLM_RBLN_|NEURON_RT_|TPU_|ASCEND_)[A-Z0-9_]*")
+
+
+def other_accelerator(container: dict[str, Any]) -> str | None:
+    """What says a container with no GPU limit runs vLLM on another accelerator (its image or env), or None.
+
+    hunt122 F4: llm-d's Gaudi and Rebellions guides give the pod its device through a DRA claim; with the claim's
+    template not among the files read, ``check --gpu H100`` sized them as the H100.
+    """
+    repo, _ = image_repo_tag(str(container.get("image") or ""))
+    words = set(re.split(r"[/._-]", repo.lower()))
+    named = sorted(words & OTHER_ACCELERATOR_WORDS)
+    if named:
+        return f"its image {repo[:120]} is a vLLM build for {named[0]}"
+    for env in as_list(container.get("env"))[:256]:
+        name = str(as_dict(env).get("name") or "")
+        if OTHER_ACCELERATOR_ENV.fullmatch(name[:128]):
+            return f"its env sets {name[:64]}"
+    return None
+
+
 def unsized_devices(container: dict[str, Any], pod: dict[str, Any], cname: str) -> str | None:
     """Why a container with no GPU limit has devices fitgate does not size, or None where it has none."""
+    accelerator = other_accelerator(container)
+    if accelerator is not None:
+        return f"container {cname} asks for no GPU resource and {accelerator}: an accelerator fitgate does not size"
     other = other_gpu_request(container)
     runtime = str(as_dict(pod).get("runtimeClassName") or "")
     claimed = named_claim_of(container, pod)
