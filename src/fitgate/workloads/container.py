@@ -62,6 +62,7 @@ from fitgate.workloads.podspec import (
     hub_cache_repo,
     memory_limit_of,
     placement_of,
+    refused_value,
     release_of_image,
     runai_devices,
     runai_share_of,
@@ -518,15 +519,8 @@ def _reading(
         why = f"{exc}; the env reads ConfigMap {name} (key {key}), which fitgate has not read"
         return _finish(base, unknown=why, config_map=missing)
     except WorkloadError as exc:
-        why = f"container {cname}: {exc}" if not str(exc).startswith("container") else str(exc)
-        image = str(container.get("image") or "").strip()
-        if image and release_of_image(image, found.env)[0] is None:
-            # hunt122: GKE's Llama 4 sample runs Vertex Model Garden's pytorch-vllm-serve (no vLLM release in its tag)
-            # with --limit_mm_per_prompt='image=5', quotes and all. A build fitgate cannot name may parse what vLLM's
-            # own parser refuses: not Invalid for that alone (the first rule), Unknown with the reason.
-            return _finish(base, unknown=f"{why} (for vLLM's own parser; {image[:120]} names no vLLM release fitgate "
-                           "knows, whose parser may read it)")  # fmt: skip
-        return _finish(base, invalid=why)
+        invalid, unknown_why = refused_value(cname, exc, str(container.get("image") or ""), found.env)
+        return _finish(base, invalid=invalid, unknown=unknown_why)
     if resource is None and unknown is None:
         unknown = unsized_devices(container, found.pod, cname)
         if unknown is not None:  # hunt82 F5: a TPU / Gaudi / Neuron pod is not sized at all, as any release

@@ -103,6 +103,26 @@ def release_of_image(image: str, env: Mapping[str, str] | None = None) -> tuple[
     return f"{major}.{minor}.{patch}", release.note
 
 
+def refused_value(
+    container: str, exc: Exception, image: str, env: Mapping[str, str] | None
+) -> tuple[str | None, str | None]:
+    """(invalid, unknown) for a value of ``container``'s vLLM command refused: Invalid on a vLLM release's image.
+
+    hunt122: GKE's Llama 4 sample runs Vertex Model Garden's pytorch-vllm-serve (no vLLM release in its tag) with
+    ``--limit_mm_per_prompt='image=5'``, quotes and all. A build fitgate cannot name may parse what vLLM's own
+    parser refuses: not Invalid for that alone (the first rule), Unknown with the reason.
+    """
+    why = f"container {container}: {exc}" if not str(exc).startswith("container") else str(exc)
+    image = image.strip()
+    if image and release_of_image(image, env)[0] is None:
+        return (
+            None,
+            f"{why} (for vLLM's own parser; {image[:120]} names no vLLM release fitgate knows, whose parser may "
+            "read it)",
+        )
+    return why, None
+
+
 def gpu_limit_of(container: dict[str, Any]) -> tuple[str | None, int]:
     """(resource, count) of a container's GPU limit (requests when no limit), (None, 0) without one."""
     resources = as_dict(container.get("resources"))
@@ -196,14 +216,14 @@ def other_accelerator(container: dict[str, Any]) -> str | None:
 
 def unsized_devices(container: dict[str, Any], pod: dict[str, Any], cname: str) -> str | None:
     """Why a container with no GPU limit has devices fitgate does not size, or None where it has none."""
-    accelerator = other_accelerator(container)
-    if accelerator is not None:
-        return f"container {cname} asks for no GPU resource and {accelerator}: an accelerator fitgate does not size"
     other = other_gpu_request(container)
     runtime = str(as_dict(pod).get("runtimeClassName") or "")
     claimed = named_claim_of(container, pod)
     if other is not None:  # a MIG slice, a renamed or another device plugin's resource: never "no GPU"
         return f"container {cname} asks for {other}, a device resource fitgate does not size workloads on"
+    accelerator = other_accelerator(container)
+    if accelerator is not None:
+        return f"container {cname} asks for no GPU resource and {accelerator}: an accelerator fitgate does not size"
     if claimed is not None and claim_template_of(container, pod) is None:
         # hunt50 F4: a ResourceClaim made beside the workload (resourceClaimName, perhaps shared by several pods)
         return (
