@@ -37,7 +37,8 @@ SIZED_FROM_0_21 = {
     "gh-file-69451098589-qwen3-32b-awq-rtx5090-u070-8k",
     "gh-file-69451098589-qwen3-32b-awq-rtx5090-u085-8k",
     # Qwen/Qwen2.5-7B-Instruct-AWQ on an L4 (tests/corpus/Qwen__Qwen2.5-7B-Instruct-AWQ/SOURCE.md); the 0.35 start
-    # that failed with too little KV memory is DoesNotFit.
+    # that failed with too little KV memory is Fits since the V2-runner rule (fitgate's V2 profile counts 0.65 GiB
+    # less activation than the box printed: docs/accuracy.md).
     "gh-file-68910250822-qwen25-7b-awq-l4-u035-fail",
     "gh-file-68910250822-qwen25-7b-awq-l4-u045",
     "gh-file-68910250822-qwen25-7b-awq-l4-u060",
@@ -48,6 +49,10 @@ SIZED_FROM_0_21 = {
     # hunt96 G2): memory sized (KV 18.03 vs 18.65 GiB, -3.3 %), the start then failed for a reason that is not memory
     # (status failed_non_memory), so Fits is right.
     "gh-file-61918553602-qwen25-0.5b-wsl-24g-v0271-u085",
+    # Qwen3-32B at TP 2 and PP 2 on two RTX PRO 6000 at vLLM 0.27.1 (hunt125 B02/B03, a blog's verbatim lines): the
+    # V2 runner's log line that showed 0.25-0.28 run every dense model on V2 (KV +4.2 % / +18.0 %).
+    "gh-file-57905766703-qwen3-32b-2xrtxpro6000-tp2-v0271",
+    "gh-file-57905766703-qwen3-32b-2xrtxpro6000-pp2-v0271",
 }
 #: Sized cases whose verdict is wrong today (docs/accuracy.md: accuracy on vLLM >= 0.21): one missed denial, no false
 #: one. Qwen2.5-7B-AWQ on an L4 at gmu 0.35 refused to start (1.10 GiB of KV for a 1.75 GiB request); fitgate predicts
@@ -189,6 +194,13 @@ def test_the_estimate_error_band_is_what_the_calibration_cases_show() -> None:
     rel, gib = worst
     # never narrower than the worst case it is read from (hunt106 F4: 0.68 < 0.6826 denied that log's own advice)
     assert rel <= ESTIMATE_ERROR_FRACTION <= rel + 0.02
-    assert abs(gib - ESTIMATE_ERROR_CAP_BYTES / GiB) <= 0.05
-    # the band is never narrower than the symmetric p90 it replaced (0.58, 0.51 GiB)
-    assert accuracy._pct(band[0], 0.9) - 0.05 <= ESTIMATE_ERROR_FRACTION
+    # the cap: never below the set's largest over-count in GiB, nor below hunt34 F1's 0.84 GiB (KAITO's
+    # Qwen3-Coder-30B-A3B preset on 2 x 2 A10, a run outside the set that must stay Tight); kept at 1.20 GiB, the
+    # set's largest before the V2-runner rule (verdict_rules.ESTIMATE_ERROR_FRACTION's comment)
+    assert max(gib, 0.84) <= ESTIMATE_ERROR_CAP_BYTES / GiB <= 1.20
+    # the band is never narrower than the symmetric p90 it replaced (0.58, 0.51 GiB), nor than the p90 of the
+    # over-counts (the side that denies). The under-counts (fitgate's available KV above the log's) do not deny: since
+    # the V2-runner rule the 0.28 L4 / RTX 5090 cases under-count V2's activation peak (its p90 over both sides is
+    # about 1.5 of the fitted terms, which V2 makes small: no graph estimate, no sort sampler), said in the note
+    over = sorted(-miss / fitted for fitted, miss in accuracy._fitted_misses(rows) if miss < 0 and fitted > 0)
+    assert ESTIMATE_ERROR_FRACTION >= 0.58 and accuracy._pct(over, 0.9) <= ESTIMATE_ERROR_FRACTION

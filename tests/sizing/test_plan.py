@@ -189,15 +189,18 @@ def test_cuda_graph_budget_by_release() -> None:
     v19 = plan(m, H100, replace(cfg, vllm_version="0.19.0")).ranks[0]
     v20 = plan(m, H100, replace(cfg, vllm_version="0.20.0")).ranks[0]
     assert v19.available_kv_bytes - v20.available_kv_bytes == v20.profile.cuda_graph_bytes > 0
-    # 0.23-0.24 run Llama on the V2 model runner, whose profile_cudagraph_memory() returns 0
-    # (gpu/model_runner.py 0.24.0 L684-686): nothing deducted; 0.25 moved Llama back to V1, and
-    # from 0.29 V2 estimates graphs for real (gpu/cudagraph_utils.py 0.29.0 L712-718).
+    # 0.23-0.28 run dense Llama on the V2 model runner, whose profile_cudagraph_memory() returns 0
+    # (gpu/model_runner.py 0.24.0 L684-686, 0.27.1 L749-751): nothing deducted. 0.25 dropped Llama from its list but
+    # runs every dense model on V2 (config/vllm.py 0.25.0 L557-574: ``any(listed) or not model_config.is_moe``); a MoE
+    # model it does not list stays on V1, which deducts. From 0.29 V2 estimates graphs for real (gpu/cudagraph_utils.py
+    # 0.29.0 L712-718).
     v24 = plan(m, H100, replace(cfg, vllm_version="0.24.0"))
     v25 = plan(m, H100, replace(cfg, vllm_version="0.25.0"))
     v29 = plan(m, H100, replace(cfg, vllm_version="0.29.0"))
-    assert not v24.per_gpu.cuda_graphs_in_budget
-    assert v25.per_gpu.cuda_graphs_in_budget and v29.per_gpu.cuda_graphs_in_budget
-    for p, graphs in ((v24, 0), (v25, v25.per_gpu.cuda_graph_bytes)):
+    moe25 = plan(model("Qwen/Qwen3-30B-A3B"), H100, replace(cfg, vllm_version="0.25.0"))
+    assert not v24.per_gpu.cuda_graphs_in_budget and not v25.per_gpu.cuda_graphs_in_budget
+    assert moe25.per_gpu.cuda_graphs_in_budget and v29.per_gpu.cuda_graphs_in_budget
+    for p, graphs in ((v24, 0), (v25, 0), (moe25, moe25.per_gpu.cuda_graph_bytes)):
         g = p.per_gpu
         assert p.ranks[0].non_kv_bytes == g.weights_bytes + g.activation_bytes + g.non_torch_bytes + graphs
     # --enforce-eager captures no graphs: nothing deducted on any release.
@@ -497,7 +500,9 @@ def test_sampler_profile_by_runner_and_release() -> None:
     # Llama-3.1-8B on an H100 (max_num_seqs 1024, vocab 128,256). The V2 runner (every model from 0.29)
     # profiles the sampler on bf16 logits only until 0.32: 0.146 GiB + 2 B x 1024 x 128,256; 0.33 adds
     # the full fp32 pipeline pass, sized like the V1 runner (14.35 B a logit, fitted on the 0.19 logs);
-    # 0.27 copies the logits to fp32 first: 2 + 4 B. Llama ran on V1 in 0.27 (not listed for V2).
+    # 0.27 copies the logits to fp32 first: 2 + 4 B. Dense Llama runs on V2 in 0.27 though its list omits it
+    # (config/vllm.py 0.27.0 L637-658: ``is_default_v2_architecture or not model_config.is_moe``; hunt125 F2's 0.27.1
+    # Qwen3-32B log prints V2's ``model_runner.py:329 Model loading took``); an unlisted MoE model stays on V1.
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     base = int(0.146 * GiB)
 
@@ -506,7 +511,10 @@ def test_sampler_profile_by_runner_and_release() -> None:
 
     assert sampler("0.30.0") == base + 2 * 1024 * 128256
     assert sampler("0.33.0") == sampler("0.19.0") == base + int(14.35 * 1024 * 128256)
-    assert sampler("0.27.0") == sampler("0.19.0")  # V1 runner for Llama in 0.27
+    assert sampler("0.27.0") == base + (2 + 4) * 1024 * 128256  # V2 for dense Llama in 0.27
+    moe = model("Qwen/Qwen3-30B-A3B")
+    moe27 = plan(moe, H100, ServingConfig(max_model_len=8192, vllm_version="0.27.0")).ranks[0].profile.sampler_bytes
+    assert moe27 == base + int(14.35 * 1024 * moe.arch.vocab_size)  # Qwen3MoeForCausalLM is not listed: V1
     # DeepseekV2 ran on V2 from 0.24 (config/vllm.py 0.24.0 L68-77): fp32 copy in 0.27.
     lite = model("deepseek-ai/DeepSeek-V2-Lite-Chat")
     v27 = plan(lite, H100, ServingConfig(max_model_len=8192, vllm_version="0.27.0")).ranks[0].profile.sampler_bytes

@@ -524,3 +524,32 @@ def test_spec_errors_clip_the_value_they_echo() -> None:
         parse_spec({"model": {"name": "x" * 1_000_000}})
     text = str(err.value)
     assert "spec.model.name" in text and "512" in text and "(1000000 characters)" in text and len(text) < 400
+
+
+def test_the_v2_runner_by_release_follows_vllms_rule() -> None:
+    # config/vllm.py ``_is_default_v2_model_runner_model`` per release (hunt125 F2: 0.27.1's dense Qwen3-32B log
+    # prints the V2 runner's ``model_runner.py:329 Model loading took``, which the listed-architectures table missed)
+    from fitgate.sizing.versions import RunnerTraits  # noqa: PLC0415
+
+    def v2(version: str, architecture: str, **traits: object) -> bool:
+        return accounting_for(version).uses_v2_runner(architecture, RunnerTraits(**traits))  # type: ignore[arg-type]
+
+    llama, moe = "LlamaForCausalLM", "Qwen3MoeForCausalLM"
+    # 0.21: none; 0.22-0.23: a listed, dense, unquantized one (0.22.0 L518-532): Qwen3 only in 0.22
+    assert not v2("0.21.0", "Qwen3ForCausalLM")
+    assert v2("0.22.0", "Qwen3ForCausalLM") and not v2("0.22.0", llama)
+    assert v2("0.23.0", llama) and not v2("0.23.0", llama, quantized=True)
+    # 0.24: the list alone (L550-562)
+    assert v2("0.24.0", "Qwen2MoeForCausalLM", moe=True) and not v2("0.24.0", "Qwen2ForCausalLM")
+    # 0.25-0.26: any dense model, listed MoE ones; never hybrid (0.25.0 L557-574)
+    assert v2("0.25.0", "Qwen2ForCausalLM") and not v2("0.25.0", moe, moe=True)
+    assert not v2("0.26.0", "NemotronHForCausalLM", hybrid=True)
+    # 0.27-0.28: a hybrid only if listed; never attention-free, nor a pooling runner (0.27.0 L637-658)
+    assert v2("0.27.1", "Qwen3ForCausalLM") and not v2("0.28.0", "Qwen3NextForCausalLM", hybrid=True, moe=True)
+    assert not v2("0.28.0", "MambaForCausalLM", attention_free=True) and not v2("0.28.0", llama, generate=False)
+    # speculative methods V2 does not run fall back to V1: ngram up to 0.31, suffix up to 0.33 (0.29.0 L2564-2574,
+    # 0.31.0 L3075-3083, 0.33.0 L3066-3068); from 0.29 every other model is V2; 0.34 has no V1 runner
+    assert not v2("0.27.1", llama, speculative="ngram") and v2("0.27.1", llama, speculative="eagle3")
+    assert v2("0.29.0", moe, moe=True) and not v2("0.31.0", llama, speculative="ngram")
+    assert v2("0.32.0", llama, speculative="ngram") and not v2("0.33.0", llama, speculative="suffix")
+    assert v2("0.34.0", llama, speculative="suffix")

@@ -77,9 +77,7 @@ def _widest_mlp(arch: ModelArchitecture, layers: range) -> int:
     return widest
 
 
-def _flashinfer_sampler(
-    arch: ModelArchitecture, accounting: VllmAccounting, gpu: GpuModel | None, stated: bool | None
-) -> bool:
+def _flashinfer_sampler(v2_runner: bool, accounting: VllmAccounting, gpu: GpuModel | None, stated: bool | None) -> bool:
     """Whether the profiling sampler pass runs on FlashInfer's top-k/top-p kernels instead of PyTorch's sort.
 
     Only the V1 runner's ``TopKTopPSampler`` on CUDA has the FlashInfer path (``current_platform.is_cuda()``,
@@ -88,7 +86,7 @@ def _flashinfer_sampler(
     on in 0.8 to 0.11.0, opt-in after). Assuming it there is the smaller of the two peaks, so a start that a pip
     install without FlashInfer would refuse is Tight (verdict_rules), never denied for it.
     """
-    if accounting.engine != "V1" or accounting.uses_v2_runner(arch.architecture):
+    if accounting.engine != "V1" or v2_runner:
         return False
     if gpu is not None and gpu.vendor == "amd":
         return False
@@ -119,6 +117,7 @@ def estimate_profile(
     given_sizes: tuple[int, ...] | None = None,  # --cudagraph-capture-sizes
     given_max: int | None = None,  # --max-cudagraph-capture-size
     interactivity: bool = False,  # --performance-mode interactivity
+    v2_runner: bool = False,  # ResolvedServing.v2_runner: the V2 GPU model runner's sampler pass
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
@@ -143,8 +142,8 @@ def estimate_profile(
     sampler = sort_sampler = 0
     if last_stage and not pooling:
         seqs = min(max_num_seqs, max_num_batched_tokens)
-        per_logit = accounting.sampler_bytes_per_logit_for(arch.architecture, dtype_bytes)
-        if _flashinfer_sampler(arch, accounting, gpu, flashinfer_sampler):
+        per_logit = accounting.sampler_bytes_per_logit_for(v2_runner, dtype_bytes)
+        if _flashinfer_sampler(v2_runner, accounting, gpu, flashinfer_sampler):
             per_logits = (per_logit, min(per_logit, FLASHINFER_SAMPLER_BYTES_PER_LOGIT))
         else:
             per_logits = (per_logit, per_logit)

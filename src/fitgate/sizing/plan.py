@@ -148,6 +148,7 @@ def _rank(
         given_sizes=rs.cudagraph_capture_sizes,
         given_max=rs.max_cudagraph_capture_size,
         interactivity=rs.performance_mode == "interactivity",
+        v2_runner=rs.v2_runner,
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too

@@ -30,6 +30,7 @@ from fitgate.sizing.quantization import (
     RUNTIME_QUANTIZATION,
     RUNTIME_QUANTIZATION_NOT_SIZED,
 )
+from fitgate.sizing.runner_choice import runs_v2_runner
 from fitgate.sizing.serving import ResolvedServing, ServingConfig
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for, parse_version
@@ -358,6 +359,7 @@ def resolve_serving(
         for size in graph_sizes:
             checked_int(size, "cudagraph_capture_sizes", 1, MAX_CAPTURE_SIZE)
     graph_max = checked_int(serving.max_cudagraph_capture_size, "max_cudagraph_capture_size", 1, MAX_CAPTURE_SIZE)
+    spec = speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens)
     rs = ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,
@@ -385,12 +387,13 @@ def resolve_serving(
         vllm_version=accounting.label,
         engine=accounting.engine,
         engine_note=_engine(arch, gpu, serving)[1],
+        v2_runner=runs_v2_runner(arch, accounting, runner, spec.method if spec else None),
         free_memory_check=accounting.free_memory_check,
         pre_snapshot_bytes=pre_snapshot_bytes(tp, gpu.compute_capability),
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=runner,
-        speculative=speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens),
+        speculative=spec,
         parallel=layout,
         lora=lora,
         cpu_offload_bytes=offload_bytes,
@@ -456,7 +459,7 @@ def max_in_flight_tokens(arch: ModelArchitecture, rs: ResolvedServing, accountin
     pp = rs.pipeline_parallel_size
     batches = pp
     if async_scheduling(rs):
-        v2 = accounting.version >= (0, 34, 0) or accounting.uses_v2_runner(arch.architecture)
+        v2 = accounting.version >= (0, 34, 0) or rs.v2_runner
         batches = pp + 1 if v2 else (2 if pp <= 1 else pp)
     return batches * rs.max_num_batched_tokens
 
@@ -546,7 +549,7 @@ def graphs_in_budget(arch: ModelArchitecture, rs: ResolvedServing, accounting: V
         estimate
         and rs.cuda_graphs
         and rs.kv_cache_memory_bytes is None
-        and not accounting.v2_runner_without_cudagraph_estimate(arch.architecture)
+        and not accounting.v2_runner_without_cudagraph_estimate(rs.v2_runner)
     )
 
 

@@ -198,6 +198,7 @@ class ResolvedServing:
     mxfp4_backend: str | None = None  # ServingConfig.mxfp4_backend
     engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)
     engine_note: str | None = None  # why the engine is not the release's default (versions.engine_for)
+    v2_runner: bool = False  # vLLM measures the model with its V2 GPU model runner (resolve.runs_v2_runner)
     free_memory_check: bool = True  # VllmAccounting.free_memory_check: vLLM refuses free < total x gmu at start
     # device memory in use before vLLM's start-up snapshot on one worker (activation.pre_snapshot_bytes: TP, GPU);
     # the default is activation.CUDA_CONTEXT_BYTES, which this types module may not import (import-linter layers)

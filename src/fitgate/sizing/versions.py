@@ -69,22 +69,98 @@ _V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
     ),
     ((0, 25, 0), frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})),
     (
-        (0, 27, 1),
-        frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "KimiK3ForCausalLM"}),
+        (0, 26, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 27, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
     ),
     (
         (0, 28, 0),
         frozenset(
             {
                 "DeepseekV2ForCausalLM",
-                "Qwen2MoeForCausalLM",
-                "GraniteMoeForCausalLM",
-                "KimiK3ForCausalLM",
                 "DeepseekV4ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
             }
         ),
     ),
 )
+
+#: Speculative methods the V2 runner runs (``_get_v2_model_runner_unsupported_features``, config/vllm.py): up to
+#: 0.29 only these (0.22.0 L2000-2003, 0.24.0 L2029-2032, 0.25.0-0.28.0 L2072-2078 / L2400-2406, 0.29.0
+#: L2564-2574); another method falls back to the V1 runner.
+_V2_SPECULATIVE_ONLY: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"eagle", "eagle3", "mtp"})),
+    ((0, 24, 0), frozenset({"eagle", "eagle3", "mtp", "dflash"})),
+    ((0, 25, 0), frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})),
+    ((0, 29, 0), frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark", "extract_hidden_states"})),
+)
+#: From 0.30 the methods it does not run, V1's (0.30.0 L2839-2850, 0.31.0 L3075-3083, 0.32.0 L2928-2934, 0.33.0
+#: L3066-3068); 0.34 has no V1 runner.
+_V1_SPECULATIVE: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 30, 0), frozenset({"ngram", "ngram_gpu", "draft_model", "suffix", "medusa", "mlp_speculator"})),
+    ((0, 31, 0), frozenset({"ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator"})),
+    ((0, 32, 0), frozenset({"suffix", "medusa", "mlp_speculator"})),
+    ((0, 33, 0), frozenset({"suffix"})),
+)
+
+
+def _by_release(
+    table: tuple[tuple[tuple[int, int, int], frozenset[str]], ...], version: tuple[int, int, int]
+) -> frozenset[str]:
+    """The last entry of ``table`` at or before ``version`` (empty before the first)."""
+    found = frozenset[str]()
+    for since, names in table:
+        if version >= since:
+            found = names
+    return found
+
+
+@dataclass(frozen=True)
+class RunnerTraits:
+    """What vLLM 0.22-0.33 reads of a model to pick its GPU model runner (``VllmConfig.use_v2_model_runner``).
+
+    Attributes:
+        moe: ``model_config.is_moe``.
+        hybrid: ``model_config.is_hybrid``: recurrent layers (Mamba, linear attention) beside attention.
+        attention_free: Only recurrent layers (``is_attention_free``).
+        quantized: The checkpoint has a ``quantization_config`` (``model_config.is_quantized``, 0.22-0.23).
+        generate: ``runner_type == "generate"`` (a pooling runner stays on V1 up to 0.28).
+        speculative: The speculative method (vLLM's name: every MTP spelling is ``mtp``), or None.
+    """
+
+    moe: bool = False
+    hybrid: bool = False
+    attention_free: bool = False
+    quantized: bool = False
+    generate: bool = True
+    speculative: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,19 +232,41 @@ class VllmAccounting:
     flashinfer_sampler_default: bool = False
     free_memory_check: bool = False
 
-    def uses_v2_runner(self, architecture: str) -> bool:
-        """Whether vLLM measures this architecture with its V2 model runner (0.22+; every model from 0.29)."""
+    def uses_v2_runner(self, architecture: str, traits: RunnerTraits | None = None) -> bool:
+        """Whether vLLM measures this model with its V2 model runner (``VllmConfig.use_v2_model_runner``).
+
+        0.22-0.23: a listed architecture, dense and not quantized (config/vllm.py 0.22.0 L518-532, 0.23.0
+        L544-558); 0.24: a listed one (L550-562); 0.25-0.26: any dense model, and the listed MoE ones, neither
+        hybrid nor attention-free (0.25.0 L557-574, 0.26.0 L605-622); 0.27-0.28: a hybrid one only if listed
+        (0.27.0 L637-658, 0.27.1 L637-658, 0.28.0 L691-712: hunt125 F2, Qwen3-32B's 0.27.1 log reads
+        ``model_runner.py:329 Model loading took``, the V2 runner's line); from 0.29 every model (0.29.0
+        L645-677); 0.34 has no V1 runner. Up to 0.33 a speculative method V2 does not run falls back to V1
+        (:data:`_V2_SPECULATIVE_ONLY`, :data:`_V1_SPECULATIVE`).
+        """
+        t = traits or RunnerTraits()
         if self.engine != "V1" or self.version < (0, 22, 0):
             return False
+        if self.version >= (0, 34, 0):
+            return True
+        if t.speculative is not None:
+            if self.version < (0, 30, 0) and t.speculative not in _by_release(_V2_SPECULATIVE_ONLY, self.version):
+                return False
+            if t.speculative in _by_release(_V1_SPECULATIVE, self.version):
+                return False
         if self.version >= (0, 29, 0):
             return True
-        listed = frozenset[str]()
-        for since, archs in _V2_ARCHITECTURES:
-            if self.version >= since:
-                listed = archs
-        return architecture in listed
+        if not t.generate:
+            return False
+        listed = architecture in _by_release(_V2_ARCHITECTURES, self.version)
+        if self.version < (0, 24, 0):
+            return listed and not t.moe and not t.quantized
+        if self.version < (0, 25, 0):
+            return listed
+        if t.attention_free or (t.hybrid and (self.version < (0, 27, 0) or not listed)):
+            return False
+        return listed or not t.moe
 
-    def sampler_bytes_per_logit_for(self, architecture: str, dtype_bytes: int) -> float:
+    def sampler_bytes_per_logit_for(self, v2_runner: bool, dtype_bytes: int) -> float:
         """Bytes per (sequence x vocab) element the profiling sampler pass takes.
 
         The V1 runner's figure is fitted (see ``sampler_bytes_per_logit``). The V2 runner's dummy
@@ -179,18 +277,18 @@ class VllmAccounting:
         L1038-1062),
         sized like the V1 runner's.
         """
-        if not self.uses_v2_runner(architecture) or self.version >= (0, 33, 0):
+        if not v2_runner or self.version >= (0, 33, 0):
             return self.sampler_bytes_per_logit
         if (0, 26, 0) <= self.version < (0, 27, 0) or self.version >= (0, 28, 0):
             return float(dtype_bytes)
         return float(dtype_bytes + 4)
 
-    def v2_runner_without_cudagraph_estimate(self, architecture: str) -> bool:
-        """Whether nothing is deducted for CUDA graphs because this model runs on a stub V2 runner.
+    def v2_runner_without_cudagraph_estimate(self, v2_runner: bool) -> bool:
+        """Whether nothing is deducted for CUDA graphs because the model runs on a stub V2 runner.
 
         The V2 model runner of 0.22-0.28 estimates no CUDA-graph memory (returns 0).
         """
-        return self.version < (0, 29, 0) and self.uses_v2_runner(architecture)
+        return self.version < (0, 29, 0) and v2_runner
 
     @property
     def label(self) -> str:
