@@ -55,6 +55,9 @@ class ProfileEstimate:
     #: How much larger the activation peak would be on PyTorch's sort sampler where fitgate assumed FlashInfer's
     #: (the release's default with FlashInfer installed, nothing stated; :func:`_flashinfer_sampler`).
     without_flashinfer_bytes: int = 0
+    #: Persistent runner state vLLM counts in its non-KV memory (:func:`v2_sampler_state_bytes`): derived, not fitted,
+    #: so outside the fitted terms' error band; shown with the non-torch memory.
+    runner_state_bytes: int = 0
 
 
 def _dense_intermediate(arch: ModelArchitecture, layers: range) -> int:
@@ -118,6 +121,7 @@ def estimate_profile(
     given_max: int | None = None,  # --max-cudagraph-capture-size
     interactivity: bool = False,  # --performance-mode interactivity
     v2_runner: bool = False,  # ResolvedServing.v2_runner: the V2 GPU model runner's sampler pass
+    extensible: bool = False,  # ResolvedServing.extensible_kv_cache (0.34)
 ) -> ProfileEstimate:
     """Activation peak, non-torch increase and CUDA-graph memory of one GPU.
 
@@ -169,6 +173,9 @@ def estimate_profile(
         forward_bytes=forward,
         moe_workspace_bytes=workspace,
         non_torch_bytes=non_torch_bytes(tp, pp, accounting, gpu, interconnect) + all2all_bytes,
+        runner_state_bytes=v2_sampler_state_bytes(
+            arch.vocab_size, max_num_seqs, accounting, v2_runner and last_stage and not pooling, extensible
+        ),
         cuda_graph_bytes=0
         if enforce_eager
         else cuda_graph_bytes(
@@ -186,6 +193,34 @@ def estimate_profile(
             interactivity=interactivity,
         ),
     )
+
+
+#: The first release whose non-KV memory is everything consumed since the start snapshot (``total_consumed``, from
+#: ``mem_get_info``: utils/mem_utils.py 0.27.0 L326, 0.34.0 L336); before, weights + the profile's torch peak increase
+#: + non-torch growth (0.26.0 L311-313), which leaves out tensors a runner allocates between loading and profiling.
+TOTAL_CONSUMED_SINCE = (0, 27, 0)
+#: 0.34 allocates the same state and its extensible KV cache (measured after warm-up) holds it resident, so 0.34
+#: plans over-state the pool by it (0.5-1 GiB at 1,024 sequences of a 128k-262k vocabulary: fails open); counting it
+#: there moves the default release's figures everywhere, which is left for a change of its own.
+EXTENSIBLE_SAMPLER_STATE = False
+
+
+def v2_sampler_state_bytes(
+    vocab_size: int, max_num_seqs: int, accounting: VllmAccounting, applies: bool, extensible: bool = False
+) -> int:
+    """The V2 runner's persistent penalty state on the last pipeline stage, where vLLM counts it (0.27+).
+
+    ``load_model`` builds the ``Sampler`` after the weights are measured (gpu/model_runner.py 0.27.1 L329 then
+    L351-360; 0.34.0 L486-513), and its ``PenaltiesState`` allocates ``output_bin_counts``, int32 [max_num_reqs x
+    vocab] ("can be very large, taking up GBs of GPU memory"), and ``prompt_bin_mask``, int32 [max_num_reqs x
+    cdiv(vocab, 32)] (gpu/sample/penalties.py 0.27.1 L32-42, 0.34.0 L42-50). From 0.27 vLLM's non-KV memory
+    includes them (:data:`TOTAL_CONSUMED_SINCE`). Qwen3 at 1,024 sequences: 1024 x 151,936 x 4 B = 0.58 GiB.
+    Not yet applied to 0.34's extensible cache, which measures them resident too (:data:`EXTENSIBLE_SAMPLER_STATE`);
+    0.34 with it off sizes as 0.33 does.
+    """
+    if not applies or accounting.version < TOTAL_CONSUMED_SINCE or (extensible and not EXTENSIBLE_SAMPLER_STATE):
+        return 0
+    return max_num_seqs * 4 * (vocab_size + -(-vocab_size // 32))
 
 
 def non_torch_bytes(

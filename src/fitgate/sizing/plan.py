@@ -149,6 +149,7 @@ def _rank(
         given_max=rs.max_cudagraph_capture_size,
         interactivity=rs.performance_mode == "interactivity",
         v2_runner=rs.v2_runner,
+        extensible=rs.extensible_kv_cache,
     )
     kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
     num_spec = rs.draft_tokens  # conv states keep the draft tokens too
@@ -193,7 +194,7 @@ def _rank(
     decoder_bytes = weights.tensors_bytes - weights.embedding_bytes
     offloaded = offload.offloaded_bytes(rs.cpu_offload_bytes, decoder_bytes)
     resident = weights.total_bytes - offloaded + (adapters.total_bytes if adapters else 0)
-    non_kv = resident + profile.activation_bytes + profile.non_torch_bytes
+    non_kv = resident + profile.activation_bytes + profile.non_torch_bytes + profile.runner_state_bytes
     if rs.extensible_kv_cache:
         extensible = _extensible_rank(gpu, rs, pp_rank, layers, weights, profile, non_kv, layout, resident)
         return dataclasses.replace(extensible, lora=adapters, offloaded_bytes=offloaded, encoder=encoder)
@@ -253,7 +254,7 @@ def _extensible_rank(
     graphs = profile.cuda_graph_bytes if rs.cuda_graphs else 0
     # Resident after capture: weights, non-torch growth, the persistent MoE workspace, the graph pool.
     on_gpu = weights.total_bytes if weights_resident_bytes is None else weights_resident_bytes
-    resident = on_gpu + profile.non_torch_bytes + profile.moe_workspace_bytes + graphs
+    resident = on_gpu + profile.non_torch_bytes + profile.runner_state_bytes + profile.moe_workspace_bytes + graphs
     # Seed of the transient reserve: peak_activation_memory = transient headroom + graph estimate (0 here).
     transient = profile.activation_bytes - profile.moe_workspace_bytes
     measured = measure_kv_bytes(
@@ -558,7 +559,7 @@ def _base(
         budget_bytes=worst.requested_bytes,
         weights_bytes=worst.loaded_weights_bytes,
         activation_bytes=worst.profile.activation_bytes,
-        non_torch_bytes=worst.profile.non_torch_bytes,
+        non_torch_bytes=worst.profile.non_torch_bytes + worst.profile.runner_state_bytes,
         cuda_graph_bytes=worst.profile.cuda_graph_bytes,
         kv_cache_bytes=max(0, pool_bytes),
         headroom_bytes=worst.available_kv_bytes - one_request,

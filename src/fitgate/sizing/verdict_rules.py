@@ -34,7 +34,7 @@ GRAPH_EXCESS_FRACTION = 0.43
 #: How far fitgate's fitted terms (activation peak, non-torch memory, and the CUDA-graph estimate where vLLM deducts
 #: it) may over-count, as a fraction of their sum: the largest (predicted - measured available KV) shortfall on the
 #: side that denies, measured available KV above fitgate's, over the 58 sized calibration cases (``python
-#: benchmarks/accuracy.py`` prints it as "largest over-count", and both sides' distribution: p50 0.01, p90 1.52 since
+#: benchmarks/accuracy.py`` prints it as "largest over-count", and both sides' distribution: p50 0.01, p90 1.26 since
 #: the V2-runner rule, whose under-counts of 0.25-0.28 activation do not deny).
 #: 0.69 is vLLM 0.6 on a 22 GiB card (Llama-3.1-8B at 131k: 0.590 GiB over 0.864 GiB of fitted terms, 0.6826, rounded
 #: up: the band is never narrower than the case it is read from; at 0.68 the run that log's own advice starts,
