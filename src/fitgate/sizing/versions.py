@@ -44,13 +44,26 @@ FLASHINFER_SAMPLER_DEFAULT = ((0, 8, 0), (0, 11, 1))
 #: 2 + 4 + 4 + 4 = 14 B.
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 14.0
 
-#: Architectures measured by the V2 model runner, by release (config/vllm.py
+#: 0.26's list (config/vllm.py 0.26.0): 0.27 adds Kimi K3, 0.28 DeepSeek-V4 (0.27.0 / 0.27.1 L69-79, 0.28.0).
+_V2_026 = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "GraniteMoeForCausalLM",
+        "InklingForCausalLM",
+        "InklingForConditionalGeneration",
+        "LongcatFlashNgramForCausalLM",
+        "Qwen2MoeForCausalLM",
+    }
+)
+_V2_027 = _V2_026 | {"KimiK3ForConditionalGeneration"}
+#: The architectures each release lists for the V2 model runner (config/vllm.py
 #: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``: 0.22.0 L69, 0.23.0 L69-75, 0.24.0 L68-77, 0.25.0 L68-74,
 #: 0.27.1 L69-99, 0.28.0); from 0.29.0 every model runs on V2 (0.29.0 L645-677, 0.33.0 L731-767); 0.34.0
 #: removed the V1 GPU runner (v1/worker/gpu_model_runner.py and VLLM_USE_V2_MODEL_RUNNER are gone;
 #: ``Worker._make_model_runner``, gpu_worker.py 0.34.0 L579-587, builds gpu/model_runner.py's GPUModelRunner).
 #: Up to 0.28 V2's ``profile_cudagraph_memory()`` returns 0 (gpu/model_runner.py 0.21.0 L598-600,
 #: 0.27.1 L749-751): those models get no CUDA-graph deduction even with the estimate on.
+#: The list is not the whole rule: :meth:`VllmAccounting.uses_v2_runner`.
 _V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
     ((0, 22, 0), frozenset({"Qwen3ForCausalLM"})),
     ((0, 23, 0), frozenset({"Qwen3ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"})),
@@ -68,48 +81,9 @@ _V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
         ),
     ),
     ((0, 25, 0), frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})),
-    (
-        (0, 26, 0),
-        frozenset(
-            {
-                "DeepseekV2ForCausalLM",
-                "GraniteMoeForCausalLM",
-                "InklingForCausalLM",
-                "InklingForConditionalGeneration",
-                "LongcatFlashNgramForCausalLM",
-                "Qwen2MoeForCausalLM",
-            }
-        ),
-    ),
-    (
-        (0, 27, 0),
-        frozenset(
-            {
-                "DeepseekV2ForCausalLM",
-                "GraniteMoeForCausalLM",
-                "InklingForCausalLM",
-                "InklingForConditionalGeneration",
-                "KimiK3ForConditionalGeneration",
-                "LongcatFlashNgramForCausalLM",
-                "Qwen2MoeForCausalLM",
-            }
-        ),
-    ),
-    (
-        (0, 28, 0),
-        frozenset(
-            {
-                "DeepseekV2ForCausalLM",
-                "DeepseekV4ForCausalLM",
-                "GraniteMoeForCausalLM",
-                "InklingForCausalLM",
-                "InklingForConditionalGeneration",
-                "KimiK3ForConditionalGeneration",
-                "LongcatFlashNgramForCausalLM",
-                "Qwen2MoeForCausalLM",
-            }
-        ),
-    ),
+    ((0, 26, 0), _V2_026),
+    ((0, 27, 0), _V2_027),
+    ((0, 28, 0), _V2_027 | {"DeepseekV4ForCausalLM"}),
 )
 
 #: Speculative methods the V2 runner runs (``_get_v2_model_runner_unsupported_features``, config/vllm.py): up to
