@@ -93,6 +93,10 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind("Rollout", "argoproj.io", ("v1alpha1",), "rollouts", "spec.template.spec", project="Argo Rollouts"),
 )
 
+#: Kinds whose ``spec.selector`` selects their pods: the ones read from a pod template at ``spec.template`` (apps/v1's,
+#: batch/v1's Job, Argo Rollouts' Rollout).
+SELECTOR_KINDS = frozenset(k.kind for k in KINDS if k.pod_template == "spec.template.spec")
+
 #: Kinds ``fitgate check`` reads only to merge into others (a KServe ServingRuntime into its InferenceServices).
 MERGED_KINDS = ("ServingRuntime", "ClusterServingRuntime", "ConfigMap", "ResourceClaimTemplate")
 

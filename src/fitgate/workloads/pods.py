@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fitgate.workloads.kinds import SELECTOR_KINDS
+
 #: Label keys of the projects above (cited in the module docstring).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -121,7 +123,7 @@ def pod_selector(obj: Mapping[str, Any]) -> PodSelector:
         return PodSelector(pod=name)
     if kind == "Job" and not spec.get("selector"):
         return PodSelector(f"{JOB_NAME_LABEL}={name}")
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "Job", "Rollout"):
+    if kind in SELECTOR_KINDS:
         return PodSelector(label_selector(spec.get("selector")))
     if kind == "LeaderWorkerSet":
         return PodSelector(f"{LWS_NAME_LABEL}={name},{LWS_WORKER_INDEX_LABEL}=0")

@@ -33,7 +33,7 @@ from fitgate.workloads.container import (
 )
 from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks, runs_on_cpu
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
-from fitgate.workloads.kinds import other_group, pod_template_paths
+from fitgate.workloads.kinds import SELECTOR_KINDS, other_group, pod_template_paths
 from fitgate.workloads.kserve import (
     _kserve_managed_dra,
     _kserve_model,
@@ -259,8 +259,6 @@ def with_object_metadata(obj: dict[str, Any], reading: Reading, path: str | None
     return with_model_annotation(reading, annotated_model(obj, path))
 
 
-#: Kinds whose ``spec.selector`` selects their pods (Kubernetes' apps/v1 and batch/v1 types).
-_SELECTOR_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "Rollout")
 #: The label the LeaderWorkerSet controller puts on every pod of a set (kubernetes-sigs/lws api/leaderworkerset/v1
 #: ``SetNameLabelKey``).
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -276,7 +274,7 @@ def pod_selector(obj: dict[str, Any], kind: str) -> dict[str, str]:
     if kind == "LeaderWorkerSet":
         name = as_dict(obj.get("metadata")).get("name")
         return {LWS_NAME_LABEL: name} if isinstance(name, str) and name else {}
-    if kind not in _SELECTOR_KINDS:
+    if kind not in SELECTOR_KINDS:
         return {}
     labels = as_dict(as_dict(at_path(obj, "spec.selector")).get("matchLabels"))
     if len(labels) > 64 or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
