@@ -114,21 +114,20 @@ def v0_default_tokens(
     gives a chunked run the budget, an unchunked one the whole prompt (config.py 0.6.3.post1 L988-1003; hunt121 S1).
     """
     version = accounting.version
-    since, before, after = V0_CHUNKED_TOKENS
     if serving.enable_chunked_prefill is not None:
-        if not serving.enable_chunked_prefill:
-            return max(max_len, 2048)
-        return after if version >= since else before
-    chunked = max_len > 32768 and version >= V0_AUTO_CHUNKED_SINCE
-    chunked = chunked and not (
-        arch.windowed_attention or serving.speculative_method or serving.speculative_tokens or serving.enable_lora
-    )
-    if version >= (0, 6, 0):
-        chunked = chunked and arch.vision is None
-    if version >= (0, 6, 5):
-        chunked = chunked and runner_of(arch, serving.runner, version) != "pooling" and gpu.vendor != "amd"
+        chunked = serving.enable_chunked_prefill
+    else:
+        chunked = max_len > 32768 and version >= V0_AUTO_CHUNKED_SINCE
+        chunked = chunked and not (
+            arch.windowed_attention or serving.speculative_method or serving.speculative_tokens or serving.enable_lora
+        )
+        if version >= (0, 6, 0):
+            chunked = chunked and arch.vision is None
+        if version >= (0, 6, 5):
+            chunked = chunked and runner_of(arch, serving.runner, version) != "pooling" and gpu.vendor != "amd"
     if not chunked:
         return max(max_len, 2048)
+    since, before, after = V0_CHUNKED_TOKENS
     return after if version >= since else before
 
 
