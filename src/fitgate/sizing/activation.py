@@ -199,10 +199,6 @@ def estimate_profile(
 #: ``mem_get_info``: utils/mem_utils.py 0.27.0 L326, 0.34.0 L336); before, weights + the profile's torch peak increase
 #: + non-torch growth (0.26.0 L311-313), which leaves out tensors a runner allocates between loading and profiling.
 TOTAL_CONSUMED_SINCE = (0, 27, 0)
-#: 0.34 allocates the same state and its extensible KV cache (measured after warm-up) holds it resident, so 0.34
-#: plans over-state the pool by it (0.5-1 GiB at 1,024 sequences of a 128k-262k vocabulary: fails open); counting it
-#: there moves the default release's figures everywhere, which is left for a change of its own.
-EXTENSIBLE_SAMPLER_STATE = False
 
 
 def v2_sampler_state_bytes(
@@ -215,10 +211,12 @@ def v2_sampler_state_bytes(
     vocab] ("can be very large, taking up GBs of GPU memory"), and ``prompt_bin_mask``, int32 [max_num_reqs x
     cdiv(vocab, 32)] (gpu/sample/penalties.py 0.27.1 L32-42, 0.34.0 L42-50). From 0.27 vLLM's non-KV memory
     includes them (:data:`TOTAL_CONSUMED_SINCE`). Qwen3 at 1,024 sequences: 1024 x 151,936 x 4 B = 0.58 GiB.
-    Not yet applied to 0.34's extensible cache, which measures them resident too (:data:`EXTENSIBLE_SAMPLER_STATE`);
-    0.34 with it off sizes as 0.33 does.
+    Not yet counted with 0.34's extensible cache (``extensible``), which holds them resident too, so those plans
+    over-state the pool by them (0.5-1 GiB at 1,024 sequences of a 128k-262k vocabulary: fails open); counting them
+    there moves the default release's figures everywhere, left for a change of its own. 0.34 with it off sizes as
+    0.33 does.
     """
-    if not applies or accounting.version < TOTAL_CONSUMED_SINCE or (extensible and not EXTENSIBLE_SAMPLER_STATE):
+    if not applies or extensible or accounting.version < TOTAL_CONSUMED_SINCE:
         return 0
     return max_num_seqs * 4 * (vocab_size + -(-vocab_size // 32))
 
