@@ -125,6 +125,8 @@ KSERVE_HF_SERVER_FLAGS = frozenset(
 #: Flags of releases before those ``data/vllm_flags.json`` reads (0.4-0.5 V0; 0.8's ``--enable-reasoning``), which
 #: ``plan`` takes (cli/passthrough.py): vLLM's, not unknown.
 _OLDER_FLAGS = frozenset({"--enable-reasoning", "--engine-use-ray", "--image-input-type", "--max-paddings"})
+#: Flags vLLM takes that are never unknown: the older releases' and the ones fitgate takes without modelling.
+_NEVER_UNKNOWN = _OLDER_FLAGS | NOT_MODELLED_SWITCHES | NOT_MODELLED_VALUED | NOT_MODELLED_LISTS
 
 
 def unknown_flags(flags: Iterable[str], how: str = "") -> list[str]:
@@ -147,7 +149,7 @@ def unknown_flags(flags: Iterable[str], how: str = "") -> list[str]:
         base = name.split(".", 1)[0]
         if not name.startswith("--") or base in known or (base.startswith("--no-") and f"--{base[5:]}" in known):
             continue
-        if base in _OLDER_FLAGS or base in NOT_MODELLED_SWITCHES | NOT_MODELLED_VALUED | NOT_MODELLED_LISTS:
+        if base in _NEVER_UNKNOWN:
             continue
         out.append(name)
     return out
