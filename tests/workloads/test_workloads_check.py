@@ -1476,3 +1476,79 @@ def test_a_workloads_empty_or_none_values_and_suffixed_json_numbers_are_vllms(
         path.write_text(yaml.safe_dump(doc))
         code, [r] = check(capsys, str(path))
         assert code == 0 and r["verdict"] in ("Fits", "Tight"), r["message"]
+
+
+def _shared_card(tmp_path: Path, strategy: str, replicas: int, gmu: float) -> str:
+    """Qwen2.5-7B (bf16 weights 14.19 GiB) on a node a nodeSelector picks by GPU Feature Discovery's sharing labels."""
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "shared", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "x"}},
+            "template": {
+                "metadata": {"labels": {"app": "x"}},
+                "spec": {
+                    "nodeSelector": {
+                        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                        "nvidia.com/gpu.sharing-strategy": strategy,
+                        "nvidia.com/gpu.replicas": str(replicas),
+                    },
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.10.2",
+                            "args": [
+                                "--model",
+                                "Qwen/Qwen2.5-7B-Instruct",
+                                "--max-model-len",
+                                "8192",
+                                "--gpu-memory-utilization",
+                                str(gmu),
+                            ],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    path = tmp_path / f"{strategy}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_a_selector_on_mps_nodes_sizes_the_pinned_share_as_the_cluster_would(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """hunt128 F1: the selector's MPS labels are on every node it picks, so each pod gets card / replicas."""
+    # 4 MPS clients per 79.19 GiB H100: a 19.80 GiB pinned limit; gmu 0.9 asks vLLM for 71.27 GiB of it
+    code, [r] = check(capsys, _shared_card(tmp_path, "mps", 4, 0.9))
+    assert (code, r["verdict"]) == (1, "DoesNotFit"), r
+    assert (
+        "MPS shares each card among 4 pods" in r["message"]
+        and "set spec.serving.gpuMemoryUtilization: 0.25" in (r["message"])
+    )
+    # at gmu 0.24 (19.0 GiB, under the limit) the 14.19 GiB of weights leave a KV pool: admitted
+    code, [r] = check(capsys, _shared_card(tmp_path, "mps", 4, 0.24))
+    assert (code, r["verdict"]) in ((0, "Fits"), (0, "Tight")), r
+
+
+def test_a_selector_on_a_mig_single_strategy_product_sizes_the_slice(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """hunt128 F2: GPU Feature Discovery's ``<card>-MIG-<profile>`` product is read as the node parser reads it."""
+    text = Path(_shared_card(tmp_path, "none", 1, 0.9)).read_text()
+    doc = yaml.safe_load(text)
+    doc["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb"}
+    path = tmp_path / "mig.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    # 3g.40gb is half an A100-80GB (79.15 GiB): inventory.mig_slice_bytes gives ~39.4 GiB, x 0.9 = 35.44 GiB budget
+    assert (code, r["verdict"]) == (0, "Fits"), r
+    assert "of a 35.44 GiB budget" in r["message"]
+    # the 1g.10gb slice (an eighth: 9.54 GiB, budget 8.59) cannot hold the 14.19 GiB of bf16 weights
+    doc["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    path.write_text(yaml.safe_dump(doc))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (1, "DoesNotFit"), r

@@ -24,6 +24,7 @@ from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import gpu_from_labels
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
+from fitgate.operator.gpus.sharing import node_share
 from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
 from fitgate.sizing.instances import larger_namesake, named_gpu
@@ -559,7 +560,12 @@ def check_reading(
         one_pod = -(-(reading.gpus_per_replica or reading.parallel_gpus) // reading.pods_per_replica)
         size = per_node(gpus_per_node, one_pod)
         node_note = _node_note(gpus_per_node, one_pod)  # hunt92 F1: the assumption said, not hidden
-        pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(reading.pods_per_replica)]
+        # hunt128 F1: a selector that names time-slicing or MPS labels picks nodes that carry them, so each pod
+        # gets the share the inventory would give those nodes (MPS pins card / replicas), not the whole card
+        share = node_share(labels)
+        pools = [
+            NodeGPUs(f"offline-{i}", labels, product, gpu, size, share=share) for i in range(reading.pods_per_replica)
+        ]
     verdict = evaluate_reading(reading, model, pools, facts=facts)
     if verdict.invalid:
         return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)

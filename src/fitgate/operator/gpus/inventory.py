@@ -41,6 +41,8 @@ from fitgate.sizing.instances import NAMESAKES
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 
+#: GPU Feature Discovery's product under MIG's single strategy: the card's, then ``-MIG-<profile>``.
+_MIG_PRODUCT = re.compile(r"-MIG-(\d+g\.\d+gb)$")
 _MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
 
 
@@ -142,7 +144,11 @@ def product_gpu(product: str, labels: Mapping[str, str]) -> tuple[GpuModel | Non
     """
     if "amd.com/gpu.vram" in labels or labels.get("amd.com/gpu.product-name") == product:
         return _gpu_for(product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
-    return _gpu_for(product, _int(labels.get("nvidia.com/gpu.memory")), "nvidia")
+    memory = _int(labels.get("nvidia.com/gpu.memory"))
+    mig = _MIG_PRODUCT.search(product)
+    if mig:  # hunt128 F2: MIG single strategy's product (NVIDIA-H100-80GB-HBM3-MIG-1g.10gb), as parse_node reads it
+        return _mig_gpu(product, mig.group(1), memory, find_gpu(product[: mig.start()]))
+    return _gpu_for(product, memory, "nvidia")
 
 
 def _amd_vram_mib(text: str) -> int | None:
@@ -173,7 +179,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
             count = _int(labels.get("nvidia.com/gpu.count"))
         memory = _int(labels.get("nvidia.com/gpu.memory"))
         notes: tuple[str, ...] = ()
-        mig = re.search(r"-MIG-(\d+g\.\d+gb)$", product)
+        mig = _MIG_PRODUCT.search(product)
         if mig:  # MIG single strategy: every allocatable GPU is one MIG device
             gpu, notes = _mig_gpu(product, mig.group(1), memory, find_gpu(product[: mig.start()]))
             mig_profile: str | None = mig.group(1)
