@@ -159,6 +159,16 @@ def test_gpt_oss_at_095_is_not_fits() -> None:
     assert ok.verdict is Verdict.FITS
 
 
+def test_an_eager_engine_low_on_headroom_names_no_cuda_graphs() -> None:
+    """hunt128 F4: --enforce-eager captures no graphs, so the headroom reason does not list them among its users."""
+    eager = ServingConfig(max_model_len=4096, vllm_version="0.8.5", gpu_memory_utilization=0.97, enforce_eager=True)
+    p = plan(model("Qwen/Qwen3-8B"), lookup_gpu("RTX-5090"), eager)
+    [reason] = [r for r in p.reasons if r.code == "LowHeadroomOutsideBudget"]
+    assert "CUDA graphs" not in reason.message and "the sampler warm-up" in reason.message
+    graphs = plan(model("Qwen/Qwen3-8B"), lookup_gpu("RTX-5090"), replace(eager, enforce_eager=False))
+    assert any("CUDA graphs captured" in r.message for r in graphs.reasons), graphs.reasons
+
+
 def test_gmu_one_cannot_start() -> None:
     # up to 0.33 vLLM refuses to start when free memory < total x gmu (v1/worker/utils.py 0.33.0 L716-772)
     p = plan(

@@ -376,7 +376,9 @@ def _after(rs: ResolvedServing, g: PerGpu, outside: OutsideNeed | None) -> tuple
             Reason(
                 ReasonCode.LOW_HEADROOM_OUTSIDE_BUDGET,
                 f"only {fmt_gib(g.outside_budget_bytes)} of the card is outside the gpu_memory_utilization budget; "
-                "the CUDA context and NCCL, the CUDA graphs captured after the KV cache"
+                "the CUDA context and NCCL"
+                # hunt128 F4: an eager engine (--enforce-eager) captures no graphs, so they are not named
+                + (", the CUDA graphs captured after the KV cache" if outside and outside.graphs_bytes else "")
                 + (f", a multi-node EP group's communicators (~{fmt_gib(communicators)})" if communicators else "")
                 + f" and the sampler warm-up need ~{fmt_gib(reserve)} by fitgate's fitted terms",
             )
