@@ -557,13 +557,13 @@ def test_a_gpu_outside_the_catalog_is_sized_by_its_memory_label_or_unknown(
     # hunt14 D1: `fitgate check` answered Invalid (a denial) for every GPU product outside its catalog, where the live
     # webhook sizes the node by its memory label (operator/gpus/inventory.py). Now both read the same rule: the
     # product with nvidia.com/gpu.memory (16380 MiB less the driver's 470 = 15.54 GiB) is sized; without it, Unknown.
-    # (The RTX 5060 Ti, 4070 Ti SUPER and RX 7900 XTX this test used are in the catalog now: the RTX 5000 Ada and
-    # PRO W7800 are not.)
-    product = {"nvidia.com/gpu.product": "NVIDIA-RTX-5000-Ada-Generation"}
+    # (The RTX 5060 Ti, 4070 Ti SUPER and RX 7900 XTX this test used are in the catalog now, and the RTX 5000 Ada
+    # since hunt128's review: the Quadro RTX 5000 and PRO W7800 are not.)
+    product = {"nvidia.com/gpu.product": "Quadro-RTX-5000"}
     path = tmp_path / "lab.yaml"
     path.write_text(yaml.safe_dump(_lab_deployment({**product, "nvidia.com/gpu.memory": "16380"})))
     code, [r] = check(capsys, str(path))
-    assert r["verdict"] in ("Fits", "Tight") and r["gpu"] == "NVIDIA-RTX-5000-Ada-Generation" and code == 0, r
+    assert r["verdict"] in ("Fits", "Tight") and r["gpu"] == "Quadro-RTX-5000" and code == 0, r
     path.write_text(yaml.safe_dump(_lab_deployment(product)))
     code, [r] = check(capsys, str(path))
     assert (code, r["verdict"]) == (0, "Unknown") and "gives no memory label" in r["message"], r
