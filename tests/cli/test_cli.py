@@ -829,6 +829,10 @@ def test_plan_reads_vllms_q_and_makes_a_misfit_with_prefetch_offload_unknown(
     assert doc["reasons"][0]["code"] == "SettingsNotModelled" and "may make it fit" in doc["reasons"][0]["message"]
     code, doc = plan_json(capsys, *base)
     assert code == 1 and doc["verdict"] == "DoesNotFit"
+    # hunt127 F2: -pcp (vLLM's short --prefill-context-parallel-size) is taken without modelling and may make it fit
+    for pcp in (["-pcp", "2"], ["--prefill-context-parallel-size=2"]):
+        code, doc = plan_json(capsys, *base, *pcp)
+        assert code == 0 and doc["verdict"] == "Unknown" and "may make it fit" in doc["reasons"][0]["message"], pcp
 
 
 @pytest.mark.parametrize(

@@ -1393,6 +1393,9 @@ def test_an_openshift_ai_vllm_runtime_without_a_command_is_merged(tmp_path: Path
         # hunt107 F3: 0.34's prefetch weight offload (config/offload.py L54-60: the last layer of every two on the
         # host) is not modelled; a misfit without it is Unknown, saying so
         (["--offload-group-size", "2", "--offload-num-in-group", "1", "--offload-backend", "prefetch"], {"Unknown"}),
+        # hunt127 F2: prefill context parallelism's ranks hold 1/PCP of each request's KV (and widen a MoE's group):
+        # not modelled, so a misfit without it is Unknown, by its short name too
+        (["-pcp", "2"], {"Unknown"}),
         ([], {"DoesNotFit"}),  # neither: bf16, 131.45 GiB on one 79.19 GiB card
     ],
 )

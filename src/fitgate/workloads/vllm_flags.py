@@ -22,6 +22,7 @@ SHORT_FLAGS = {
     "-dpn": "--data-parallel-rank",
     "-dpr": "--data-parallel-start-rank",
     "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",  # arg_utils.py 0.20.0 L946, 0.34.0 L1250-1253
     "-dph": "--data-parallel-hybrid-lb",  # arg_utils.py 0.34.0 L1299-1303: switches, as their fields (hunt93 F3)
     "-dpe": "--data-parallel-external-lb",  # L1304-1308
     "-dpb": "--data-parallel-backend",  # L1292-1298
@@ -83,11 +84,15 @@ NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
 #: ("Group every N layers together. Offload last offload_num_in_group layers of each group", config/offload.py
 #: 0.34.0 L54-60), a fixed pool (--num-gpu-blocks-override), V0's capture limit and a smaller Mamba state dtype. A
 #: DoesNotFit with one of them is Unknown (hunt107 F3: prefetch offload of a 70B on an H100 was denied with a note
-#: saying it was not modelled); a fit stays a fit.
+#: saying it was not modelled); a fit stays a fit. Prefill context parallelism (``-pcp``) adds ranks that hold 1/PCP
+#: of every request's KV (config/parallel.py 0.34.0 L636-670) and widen the fused-MoE group to TP x PCP x DP GPUs
+#: (flatten_tp_across_dp_and_pcp): fewer expert bytes and more tokens per GPU than the plan without it (hunt127 F2:
+#: DeepSeek-V3 at TP 8 x PCP 2 on H100s was denied at TP 8's 80 GiB of weights per GPU).
 NOT_MODELLED_MAY_SHRINK = frozenset(
     {
         "--offload-group-size", "--offload-num-in-group", "--offload-backend", "--offload-prefetch-step",
         "--offload-params", "--num-gpu-blocks-override", "--max-seq-len-to-capture", "--mamba-cache-dtype",
+        "--prefill-context-parallel-size",
     }
 )  # fmt: skip
 
@@ -100,7 +105,7 @@ OMNI_NOT_SIZED = "vLLM-Omni's multi-stage pipelines (diffusion, speech and omni 
 
 def may_shrink(flags: Iterable[str]) -> list[str]:
     """The flags of ``flags`` (long names, or "--flag value" words) that can make a misfit fit unmodelled."""
-    return [f for f in flags if _name(f) in NOT_MODELLED_MAY_SHRINK]
+    return [f for f in flags if SHORT_FLAGS.get(_name(f), _name(f)) in NOT_MODELLED_MAY_SHRINK]
 
 
 def _name(word: str) -> str:
