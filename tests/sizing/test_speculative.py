@@ -323,3 +323,59 @@ def test_a_count_pydantic_refuses_stays_a_one_line_error(tokens: str) -> None:
 
     with pytest.raises(SizingError, match="num_speculative_tokens"):
         parse_config(f'{{"method": "ngram", "num_speculative_tokens": {tokens}}}')
+
+
+@pytest.mark.parametrize(
+    ("version", "corpus", "implicit"),
+    [
+        ("0.8.5", DSV3, True),  # config.py 0.8.5 L2292-2300: deepseek_v3 only
+        ("0.8.5", MIMO, False),
+        ("0.10.1", MIMO, True),  # config/__init__.py 0.10.1 L2049-2060: + mimo
+        ("0.10.2", DSV3, True),
+        ("0.11.0", DSV3, False),  # config/speculative.py 0.11.0 L218-239: the method must be given
+    ],
+)
+def test_a_method_less_config_makes_an_mtp_target_its_own_drafter_before_011(
+    version: str, corpus: Path, implicit: bool
+) -> None:
+    """hunt127 F1: ``{"num_speculative_tokens": 1}`` alone ran DeepSeek-R1's MTP on 0.8.5; ``plan`` was exit 2."""
+    arch = parse_config(json.loads((corpus / "config.json").read_text()))
+    release = accounting_for(version).version
+    if implicit:
+        spec = resolve(arch, None, 1, release)
+        assert spec is not None and (spec.method, spec.num_tokens, spec.drafter_layers) == ("mtp", 1, 1)
+    else:  # vLLM: "num_speculative_tokens was provided but without speculative model"
+        with pytest.raises(SizingError, match=r"speculative_config\.method"):
+            resolve(arch, None, 1, release)
+
+
+def test_check_reads_a_method_less_config_as_plan_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The workload path counts the same MTP layer on a 0.8.5 image (it was dropped, so check and plan disagreed)."""
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "r1", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "r1"}},
+            "template": {
+                "metadata": {"labels": {"app": "r1"}},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.8.5",
+                            "args": ["--model", "deepseek-ai/DeepSeek-R1", "--tensor-parallel-size", "8",
+                                     "--trust-remote-code", "--speculative-config", '{"num_speculative_tokens": 1}'],
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }  # fmt: skip
+    path = tmp_path / "r1.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["check", str(path), "-o", "json"]) == 0
+    [r] = json.loads(capsys.readouterr().out)
+    assert "speculative decoding (mtp, 1 draft tokens)" in " ".join(r["notes"]), r

@@ -358,7 +358,7 @@ def resolve_serving(
         for size in graph_sizes:
             checked_int(size, "cudagraph_capture_sizes", 1, MAX_CAPTURE_SIZE)
     graph_max = checked_int(serving.max_cudagraph_capture_size, "max_cudagraph_capture_size", 1, MAX_CAPTURE_SIZE)
-    spec = speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens)
+    spec = speculative.resolve(arch, serving.speculative_method, serving.speculative_tokens, accounting.version)
     rs = ResolvedServing(
         max_model_len=max_len,
         max_num_batched_tokens=tokens,

@@ -147,12 +147,37 @@ class Speculative:
         return self.method not in DRAFT_CHECKPOINT_METHODS
 
 
-def resolve(arch: ModelArchitecture, method: str | None, num_tokens: int | None) -> Speculative | None:
-    """How vLLM reads ``--speculative-config`` for this model; errors name the field, value and rule."""
+#: Before 0.11.0, ``{"num_speculative_tokens": N}`` with neither a method nor a model made the target its own drafter
+#: when its model_type was one of these (config.py 0.8.5 L2292-2300: deepseek_v3; 0.9.2 L2600-2608 and 0.10.1
+#: config/__init__.py L2049-2060: + mimo; 0.10.2 L2047-2060: + ernie4_5_moe, qwen3_next); from 0.11.0 the method
+#: must be given (config/speculative.py 0.11.0 L218-239: "num_speculative_tokens was provided but without
+#: speculative model"). hunt127 F1: DeepSeek-R1 with that config on 0.8.5 was exit 2.
+IMPLICIT_MTP_UNTIL = (0, 11, 0)
+_IMPLICIT_MTP_TYPES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 10, 2), frozenset({"deepseek_v3", "mimo", "ernie4_5_moe", "qwen3_next"})),
+    ((0, 9, 0), frozenset({"deepseek_v3", "mimo"})),
+    ((0, 0, 0), frozenset({"deepseek_v3"})),
+)
+
+
+def implicit_method(arch: ModelArchitecture, version: tuple[int, int, int] | None) -> str | None:
+    """``mtp`` where the release makes a method-less config's target its own drafter (:data:`IMPLICIT_MTP_UNTIL`)."""
+    if version is None or version >= IMPLICIT_MTP_UNTIL:
+        return None
+    types = next(t for since, t in _IMPLICIT_MTP_TYPES if version >= since)
+    return "mtp" if arch.model_type in types else None
+
+
+def resolve(
+    arch: ModelArchitecture, method: str | None, num_tokens: int | None, version: tuple[int, int, int] | None = None
+) -> Speculative | None:
+    """How vLLM ``version`` reads ``--speculative-config`` for this model; errors name the field, value and rule."""
     if method is None and num_tokens is None:
         return None
     if method is None:
-        # vLLM infers "draft_model" without a method; fitgate's inputs always name one for the MTP case
+        method = implicit_method(arch, version)
+    if method is None:
+        # vLLM infers "draft_model" without a method, and refuses its missing model; fitgate's inputs name a method
         raise SizingError("speculative_config.method", None, "one of mtp, ngram, suffix, eagle, eagle3, draft_model")
     if method not in METHODS:
         raise SizingError(

@@ -408,7 +408,7 @@ def _reading(
         if runner is not None:
             serving["runner"] = runner
         if "--speculative-config" in flags:
-            speculative = _speculative(flags["--speculative-config"], more)
+            speculative = _speculative(flags["--speculative-config"], more, version)
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
         serving.update(env_serving(found.env))

@@ -18,9 +18,10 @@ from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixe
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
-from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, canonical_method
+from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, IMPLICIT_MTP_UNTIL, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
+from fitgate.sizing.versions import parse_version
 from fitgate.workloads.flagvalues import INT_LIMIT, human_int, python_int
 from fitgate.workloads.podspec import (
     as_dict,
@@ -159,11 +160,21 @@ def _runner(flags: dict[str, str], notes: list[str]) -> str | None:
     return None
 
 
-def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
+def _older(release: str, since: tuple[int, int, int]) -> bool:
+    """Whether an image's release is older than ``since`` (an unreadable one is not)."""
+    try:
+        return parse_version(release) < since
+    except SizingError:
+        return False
+
+
+def _speculative(value: str, notes: list[str], release: str | None = None) -> dict[str, Any] | None:
     """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``.
 
     JSON vLLM could not read is an error; a method fitgate does not size (a newer release's) is
-    named in the notes and left out, never a denial.
+    named in the notes and left out, never a denial. Before 0.11 (the image's ``release``) a config with draft
+    tokens and neither method nor model makes an MTP checkpoint its own drafter
+    (sizing.speculative.IMPLICIT_MTP_UNTIL), as ``plan`` reads it.
     """
     if "$(" in value or value.startswith("$"):
         raise _UnknownValueError(f"--speculative-config {value}: a variable not set in the container's env")
@@ -171,6 +182,9 @@ def _speculative(value: str, notes: list[str]) -> dict[str, Any] | None:
         method, tokens = parse_speculative_config(value)
     except SizingError as exc:
         raise WorkloadError(str(exc)) from None
+    if method is None and tokens is not None and release and _older(release, IMPLICIT_MTP_UNTIL):
+        method = "mtp"
+        notes.append("--speculative-config without a method: vLLM before 0.11 makes the MTP checkpoint its own drafter")
     method = canonical_method(method)
     if method not in SPECULATIVE_METHODS:
         notes.append(f"--speculative-config method {method}: not sized by fitgate (its drafter is not counted)")
