@@ -1483,39 +1483,17 @@ def test_a_workloads_empty_or_none_values_and_suffixed_json_numbers_are_vllms(
 
 def _shared_card(tmp_path: Path, strategy: str, replicas: int, gmu: float) -> str:
     """Qwen2.5-7B (bf16 weights 14.19 GiB) on a node a nodeSelector picks by GPU Feature Discovery's sharing labels."""
-    doc = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "shared", "namespace": "default"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "x"}},
-            "template": {
-                "metadata": {"labels": {"app": "x"}},
-                "spec": {
-                    "nodeSelector": {
-                        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                        "nvidia.com/gpu.sharing-strategy": strategy,
-                        "nvidia.com/gpu.replicas": str(replicas),
-                    },
-                    "containers": [
-                        {
-                            "name": "vllm",
-                            "image": "vllm/vllm-openai:v0.10.2",
-                            "args": [
-                                "--model",
-                                "Qwen/Qwen2.5-7B-Instruct",
-                                "--max-model-len",
-                                "8192",
-                                "--gpu-memory-utilization",
-                                str(gmu),
-                            ],
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    doc = _lab_deployment(
+        {
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu.sharing-strategy": strategy,
+            "nvidia.com/gpu.replicas": str(replicas),
+        }
+    )
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192"]
+    container["args"] += ["--gpu-memory-utilization", str(gmu)]
+    container["resources"]["limits"]["nvidia.com/gpu"] = 1
     path = tmp_path / f"{strategy}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
