@@ -13,7 +13,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from fitgate.operator.decision.evaluate import evaluate
-from fitgate.operator.gpus.cel import MAX_EXPRESSION_CHARS, SelectorUnsupportedError, compile_selector, parse_quantity
+from fitgate.operator.gpus.cel import MAX_EXPRESSION_CHARS, SelectorUnsupportedError, compile_selector
 from fitgate.operator.gpus.dra import (
     ClaimError,
     Device,
@@ -31,6 +31,7 @@ from fitgate.operator.watches.nodewatch import NodeWatch
 from fitgate.operator.watches.resourcewatch import ResourceWatch, Sources, parse_slice
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.units import MiB
+from fitgate.workloads.quantity import parse_quantity
 from tests.conftest import model
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "dra" / "nvidia-dra-driver.yaml"

@@ -83,6 +83,8 @@ def test_hami_reports_the_slice_to_cuda() -> None:
     assert not check.exceeds
     assert check.requested_bytes == int(20 * GiB * 0.9)
     assert "HAMi reports 20.00 GiB to CUDA as the device total" in check.message
+    # the canonical form the API server returns (20480 stays 20480; 20000 becomes "20k") is the same quantity
+    assert pod_share({"nvidia.com/gpumem": "20k"}, {}) == Share(Mechanism.HAMI, memory_bytes=20000 * MiB)
 
 
 def test_runai_fraction_is_checked_against_the_whole_card() -> None:

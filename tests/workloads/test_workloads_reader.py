@@ -877,6 +877,13 @@ def test_dra_claim_template_tolerations_and_hami_limits_reach_the_placement() ->
     r = read_workload(deployment(hami))
     assert r is not None and parse_spec(r.spec()).placement.gpu_share is not None
     assert parse_spec(r.spec()).placement.gpu_share.hami_gpu_mem_mib == 20480
+    # hunt131 F1: the API server writes 20000 in canonical form, "20k", and that reaches the webhook; HAMi reads it as a
+    # quantity (20000 MiB), so it is one: it was Invalid, and the webhook denied a running pod
+    canonical = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20k"}}}
+    r = read_workload(deployment(canonical))
+    assert r is not None and r.invalid is None
+    share = parse_spec(r.spec()).placement.gpu_share
+    assert share is not None and share.hami_gpu_mem_mib == 20000
     bad = {**claimed, "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}}}
     r = read_workload(deployment(bad))
     assert r is not None and r.invalid is not None and "nvidia.com/gpumem: expected a whole number" in r.invalid

@@ -15,6 +15,7 @@ from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_g
 from fitgate.sizing.units import parse_size
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
+from fitgate.workloads.quantity import parse_quantity
 from fitgate.workloads.reading import WorkloadError
 
 #: Whole GPUs a container asks for. ``nvidia.com/gpu.shared``: the GPU Operator's time-slicing with
@@ -271,13 +272,14 @@ def hami_share_of(container: dict[str, Any]) -> dict[str, int]:
         ("nvidia.com/gpumem-percentage", "hamiGpuMemPercentage"),
     ):
         if resource in limits:
-            try:
-                return {key: int(str(limits[resource]).strip())}
-            except ValueError:
+            # a quantity, as HAMi reads it (AsInt64): the API server hands 20000 to the webhook as "20k" (hunt131 F1)
+            number = parse_quantity(limits[resource])
+            if number is None:
                 raise WorkloadError(
                     f"container {container.get('name')}: resources.limits.{resource}: "
                     f"expected a whole number (got {limits[resource]!r})"
-                ) from None
+                )
+            return {key: number}
     return {}
 
 

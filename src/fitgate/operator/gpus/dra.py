@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fitgate.operator.gpus.cel import compile_selector, parse_quantity
+from fitgate.operator.gpus.cel import compile_selector
 from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
+from fitgate.workloads.quantity import parse_quantity
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
 #: What the NVIDIA driver keeps of a card (measured on H100: 81559 MiB by nvidia-smi, 79.19 GiB by CUDA).

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from fitgate.sizing.units import MiB, fmt_gib
+from fitgate.workloads.quantity import parse_quantity
 
 #: The most pods that may share one card (larger replica counts are read as this).
 MAX_REPLICAS = 256
@@ -125,13 +126,15 @@ def pod_share(limits: Mapping[str, object], annotations: Mapping[str, str]) -> S
     """
     gpumem = limits.get("nvidia.com/gpumem")
     if gpumem is not None:
-        mib = _positive_int(gpumem)
+        mib = parse_quantity(gpumem)  # a quantity: "20k" as the API server writes 20000 (hunt131 F1)
+        mib = mib if mib is not None and mib > 0 else None
         if mib is None or mib > 16 * 1024 * 1024:
             raise ShareError(f"nvidia.com/gpumem: {gpumem!r} is not a MiB count from 1 to 16777216")
         return Share(Mechanism.HAMI, memory_bytes=mib * MiB)
     percentage = limits.get("nvidia.com/gpumem-percentage")
     if percentage is not None:
-        pct = _positive_int(percentage)
+        pct = parse_quantity(percentage)
+        pct = pct if pct is not None and pct > 0 else None
         if pct is None or pct > 100:
             raise ShareError(f"nvidia.com/gpumem-percentage: {percentage!r} is not a percentage from 1 to 100")
         return Share(Mechanism.HAMI, fraction=pct / 100)
