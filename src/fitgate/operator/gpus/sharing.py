@@ -12,8 +12,10 @@ utilization"). What "total" is depends on the sharing mechanism:
   is card / N; a gmu above 1/N takes memory the other pods need (the later pods fail to start).
 * **MPS** (``nvidia.com/gpu.sharing-strategy=mps``): the device plugin's MPS daemon pins each client's
   device memory to card / replicas (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``); CUDA still reports the card
-  to the process, so a gmu above 1/N asks for more than the limit and the allocation fails with CUDA
-  out of memory.
+  to the process as the total while its free memory stops at the limit, so a gmu above 1/N asks for more
+  than the limit: vLLM's start-up check refuses ("Free memory on device ... is less than desired GPU memory
+  utilization"), or, where a release has no such check, its allocation fails with CUDA out of memory (hunt131 F2:
+  the plugin's ``perDevicePinnedDeviceMemoryLimits``, a public walkthrough's 1 GB limit with 14930 MB total).
 * **HAMi** (``nvidia.com/gpumem`` MiB or ``nvidia.com/gpumem-percentage`` in the pod's limits): HAMi-core
   intercepts ``cuMemGetInfo_v2`` and reports the limit as the device total (Project-HAMi/HAMi-core
   src/cuda/memory.c, ``HOOK_MEMINFO_ENABLE``), so gmu applies to the slice itself.
@@ -200,8 +202,8 @@ def check_share(share: Share, card_bytes: int, gmu: float) -> ShareCheck:
         )
     if share.mechanism is Mechanism.MPS:
         limit = (
-            f"the MPS client's pinned device memory limit ({fmt_gib(slice_bytes)}): its allocation fails "
-            "with CUDA out of memory"
+            f"the MPS client's pinned device memory limit ({fmt_gib(slice_bytes)}): CUDA's free memory stops "
+            "there, so vLLM's start-up check refuses (or its allocation fails with CUDA out of memory)"
         )
     elif share.mechanism is Mechanism.RUNAI:
         limit = f"the Run:ai fraction ({fmt_gib(slice_bytes)}): the pod is stopped or its allocation fails"
