@@ -347,6 +347,26 @@ def test_max_num_seqs_above_a_hybrid_models_blocks_is_refused_from_0_20() -> Non
         assert "MaxNumSeqsExceedsMambaBlocks" not in {r.code for r in plan(m, h100, other).reasons}, other
 
 
+def test_a_tight_mamba_block_count_is_not_the_last_fix_offered() -> None:
+    """hunt130 F2: where --max-num-seqs at the block count is only Tight, a smaller count is offered before more GPUs.
+
+    Qwen3.5-27B in fp8 on one H100 at gmu 0.95 on 0.28 (vLLM refused such a Qwen3.6-27B-FP8 at 856 blocks, recipes PR
+    #551, which merged --max-num-seqs 512): 1024 sequences exceed its ~867 blocks; at 867 the 3.96 GiB outside the budget
+    is short for the graphs and the sampler warm-up of 867 sequences (Tight); 512, the largest power of two below the
+    blocks, fits on the one GPU.
+    """
+    from fitgate.sizing import suggest  # noqa: PLC0415
+
+    m = model("Qwen/Qwen3.5-27B")
+    h100 = lookup_gpu("H100-SXM")
+    serving = ServingConfig(vllm_version="0.28.0", gpu_memory_utilization=0.95, quantization="fp8")
+    p = plan(m, h100, serving)
+    assert p.verdict.value == "DoesNotFit" and 512 < p.kv.num_blocks < 1024, (p.verdict, p.kv.num_blocks)
+    fixes = suggest(m, h100, serving, None, p)
+    assert fixes[0].changes == (("--max-num-seqs", "512"),) and fixes[0].verdict.value == "Fits", fixes[:2]
+    assert fixes[0].total_gpus == 1
+
+
 def test_the_mamba_blocks_check_is_not_a_denial_with_speculative_decoding() -> None:
     # With speculative decoding vLLM falls back to PIECEWISE graphs on attention backends without uniform-batch full
     # graphs (config/compilation.py 0.20.0 L1372-1385; FlashInfer without TRTLLM on GB10 / RTX 5090: hunt49 F1,

@@ -130,9 +130,17 @@ def _moves(
     )
     if any(r.code is ReasonCode.MAX_NUM_SEQS_EXCEEDS_MAMBA_BLOCKS for r in current.reasons) and current.kv.num_blocks:
         # a hybrid Mamba model decodes at most one sequence per KV block under full CUDA graphs (judge._mamba_blocks)
-        seqs = current.kv.num_blocks
+        # the block count itself (Tight when within the fitted terms' band), and the largest power of two below it,
+        # clear of the band (hunt130 F2: recipes PR #551 merged 512 for Qwen3.6-27B-FP8 on an H100 at 856 blocks;
+        # fitgate proposed a second GPU, as 856 alone was only Tight)
+        blocks = current.kv.num_blocks
+        counts = sorted({blocks, 1 << (max(1, blocks - 1).bit_length() - 1)} - {0}, reverse=True)
         kinds.append(
-            [_Move((("--max-num-seqs", str(seqs)),), {"max_num_seqs": seqs}, None, f"one Mamba block each ({seqs})")]
+            [
+                _Move((("--max-num-seqs", str(n)),), {"max_num_seqs": n}, None, f"one Mamba block each, of {blocks}")
+                for n in counts
+                if n < rs.max_num_seqs
+            ]
         )
     if workload is not None and current.kv.workload_blocks and current.kv.num_blocks:
         per_request = current.kv.workload_blocks / workload.per_replica
@@ -476,7 +484,12 @@ def search_suggestions(
             if result.verdict is Verdict.FITS:
                 break
             tried.append((k, move, result))
-            if result.verdict is Verdict.TIGHT and not short_within_error(result):
+            # a Tight sequence count is not the last word: a smaller one may fit (the Mamba block counts, hunt130 F2)
+            if (
+                result.verdict is Verdict.TIGHT
+                and not short_within_error(result)
+                and move.fields.keys() != {"max_num_seqs"}
+            ):
                 break
         if alternatives and alternatives[0].changes[0][0] == "--gpu-memory-utilization":
             tried = tried[-1:]  # one budget to combine with: the first that is Tight, else the boldest
