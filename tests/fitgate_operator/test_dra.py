@@ -31,7 +31,7 @@ from fitgate.operator.watches.nodewatch import NodeWatch
 from fitgate.operator.watches.resourcewatch import ResourceWatch, Sources, parse_slice
 from fitgate.sizing import ReasonCode, Verdict
 from fitgate.sizing.units import MiB
-from fitgate.workloads.quantity import parse_quantity
+from fitgate.workloads.quantity import parse_quantity, whole_quantity
 from tests.conftest import model
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "dra" / "nvidia-dra-driver.yaml"
@@ -80,6 +80,24 @@ def test_quantities(text: str, value: int) -> None:
 @pytest.mark.parametrize("text", ["", "Gi", "12Zi", "x" * 100, "1..2"])
 def test_bad_quantities_are_none(text: str) -> None:
     assert parse_quantity(text) is None
+
+
+@pytest.mark.parametrize(("text", "value"), [("8", 8), ("1k", 1000), ("2k", 2000), (16, 16), ("1e3", 1000)])
+def test_counts_read_the_api_servers_canonical_quantities(text: object, value: int) -> None:
+    # the API server writes 1000 as "1k" (apimachinery Quantity's canonical form): a node under time-slicing that
+    # offers 8 cards x 125 replicas reports allocatable nvidia.com/gpu "1k"
+    assert whole_quantity(text) == value
+    node = {
+        "metadata": {"name": "n", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+        "status": {"allocatable": {"nvidia.com/gpu": text}},
+    }
+    [gpus] = parse_node(node)
+    assert gpus.count == value
+
+
+@pytest.mark.parametrize("text", ["500m", "-1", "1.5", "x", True])
+def test_counts_that_are_not_whole_are_none(text: object) -> None:
+    assert whole_quantity(text) is None
 
 
 def test_slice_devices_read_the_driver_shape() -> None:

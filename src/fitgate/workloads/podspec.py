@@ -15,7 +15,7 @@ from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_g
 from fitgate.sizing.units import parse_size
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
-from fitgate.workloads.quantity import parse_quantity
+from fitgate.workloads.quantity import parse_quantity, whole_quantity
 from fitgate.workloads.reading import WorkloadError
 
 #: Whole GPUs a container asks for. ``nvidia.com/gpu.shared``: the GPU Operator's time-slicing with
@@ -132,13 +132,12 @@ def gpu_limit_of(container: dict[str, Any]) -> tuple[str | None, int]:
         for resource in GPU_RESOURCES:
             if resource in values:
                 raw = values[resource]
-                try:
-                    count = int(str(raw).strip())
-                except ValueError:
+                count = whole_quantity(raw)  # a quantity, as the API server writes it ("1k" for 1000)
+                if count is None:
                     raise WorkloadError(
                         f"container {container.get('name')}: resources.{where}.{resource}: "
                         f"expected a whole number of GPUs (got {raw!r})"
-                    ) from None
+                    )
                 return resource, count
     return None, 0
 

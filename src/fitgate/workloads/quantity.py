@@ -49,3 +49,20 @@ def parse_quantity(text: object) -> int | None:
     if not value.is_finite() or abs(value) > Decimal(2**63):
         return None
     return int(value.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def whole_quantity(text: object) -> int | None:
+    """A quantity that is a whole, non-negative number (a GPU count: ``8``, or ``1k`` as the API server writes 1000)."""
+    if isinstance(text, bool):
+        return None
+    raw = str(text).strip()
+    match = _QUANTITY.match(raw) if len(raw) <= 64 else None
+    if not match:
+        return None
+    try:
+        value = Decimal(match.group(1)) * Decimal(_SUFFIX.get(match.group(2) or "", 1))
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or value < 0 or value > Decimal(2**63) or value != value.to_integral_value():
+        return None
+    return int(value)

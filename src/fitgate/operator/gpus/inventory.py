@@ -40,6 +40,7 @@ from fitgate.sizing.gpus import MAX_GPU_BYTES, GpuModel, find_gpu, with_reported
 from fitgate.sizing.instances import NAMESAKES
 from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
+from fitgate.workloads.quantity import whole_quantity
 
 #: GPU Feature Discovery's product under MIG's single strategy: the card's, then ``-MIG-<profile>``.
 _MIG_PRODUCT = re.compile(r"-MIG-(\d+g\.\d+gb)$")
@@ -172,9 +173,9 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
     product = labels.get("nvidia.com/gpu.product")
     if product:
         product = re.sub(r"-SHARED$", "", product)
-        count = _int(allocatable.get("nvidia.com/gpu"))
+        count = whole_quantity(allocatable.get("nvidia.com/gpu"))
         if not count:  # time-slicing's renameByDefault offers the replicas as nvidia.com/gpu.shared (hunt77 F4)
-            count = _int(allocatable.get("nvidia.com/gpu.shared")) or count
+            count = whole_quantity(allocatable.get("nvidia.com/gpu.shared")) or count
         if count is None:
             count = _int(labels.get("nvidia.com/gpu.count"))
         memory = _int(labels.get("nvidia.com/gpu.memory"))
@@ -191,7 +192,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
         # MIG mixed strategy: nvidia.com/mig-<profile> resources next to (or instead of) whole GPUs
         for resource, value in allocatable.items():
             m = re.fullmatch(r"nvidia\.com/mig-(\d+g\.\d+gb)", resource)
-            n = _int(value)
+            n = whole_quantity(value)
             if not m or not n:
                 continue
             profile = m.group(1)
@@ -214,7 +215,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
         # the card either, it is sized by the VRAM label
         amd_product = f"AMD-GPU-{labels.get('amd.com/gpu.device-id', 'unnamed')[:32]}"
     if amd_product:
-        count = _int(allocatable.get("amd.com/gpu"))
+        count = whole_quantity(allocatable.get("amd.com/gpu"))
         gpu, notes = _gpu_for(amd_product, _amd_vram_mib(labels.get("amd.com/gpu.vram", "")), "amd")
         if gpu is not None and count:
             found.append(NodeGPUs(name, labels, amd_product, gpu, count, "amd", None, notes))
@@ -234,7 +235,7 @@ def _cloud_gpus(name: str, labels: Mapping[str, str], allocatable: Mapping[str, 
     if got is None:
         return []
     for resource in got.resources:
-        count = _int(allocatable.get(resource))
+        count = whole_quantity(allocatable.get(resource))
         if count:
             why = f"{got.product} read from the {got.scheme} labels (no {GFD_PRODUCT} label)"
             partition = labels.get(GKE_PARTITION, "").strip()
@@ -266,7 +267,7 @@ def unlabeled_gpus(node: Mapping[str, Any]) -> str | None:
         ("gpu.intel.com/i915", "gpu.intel.com/product", "the Intel GPU plugin's NFD rules"),
         ("gpu.intel.com/xe", "gpu.intel.com/product", "the Intel GPU plugin's NFD rules"),
     ):
-        count = _int(allocatable.get(resource))
+        count = whole_quantity(allocatable.get(resource))
         if count and not labels.get(label):
             _, note = gpu_from_labels(labels)
             return (

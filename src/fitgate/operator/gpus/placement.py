@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fitgate.workloads.quantity import whole_quantity
+
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 #: Taints the node lifecycle controller sets from node conditions (k8s.io/api core/v1 well_known_taints.go).
 #: They come and go with a node's health (a reboot, a kubelet restart): a verdict that followed them would deny
@@ -100,10 +102,7 @@ def pod_gpu_requests(pod: Mapping[str, Any], resources: Iterable[str]) -> dict[s
         amounts = {**(res.get("requests") or {}), **(res.get("limits") or {})}  # extended resources: limits win
         out = {}
         for name in wanted:
-            try:
-                n = int(str(amounts.get(name, 0)))
-            except ValueError:
-                n = 0
+            n = whole_quantity(amounts.get(name, 0)) or 0  # a quantity: the API server writes 1000 as "1k"
             if n > 0:
                 out[name] = n
         return out
