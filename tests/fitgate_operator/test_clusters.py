@@ -216,11 +216,16 @@ def test_labels_fitgate_cannot_read_say_so_and_guess_nothing() -> None:
         ("g4-standard-384", "RTX-PRO-6000", 8),
         ("Standard_ND40rs_v2", "V100-32GB", 8),
         ("VM.GPU3.4", "V100-16GB", 4),
+        # hunt133 F1: SageMaker HyperPod's EKS nodes carry SageMaker's names, EC2's with an ml. prefix
+        ("ml.p5.48xlarge", "H100-SXM", 8),
+        ("ml.g5.8xlarge", "A10G", 1),
+        ("ml.p6-b300.48xlarge", "B300", 8),
     ],
 )
 def test_instance_types_map_to_product_and_count(instance_type: str, gpu: str, count: int) -> None:
     found = instance_gpus(instance_type)
     assert found is not None and (found.gpu.name, found.count) == (gpu, count)
+    assert instance_gpus("ml.trn1.32xlarge") is None  # a Trainium machine: no GPU of the catalog
 
 
 def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:

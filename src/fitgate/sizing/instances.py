@@ -58,8 +58,17 @@ def _registry() -> _Registry:
 
 
 def instance_gpus(instance_type: str) -> InstanceGpus | None:
-    """The GPUs of an instance type (``p5.48xlarge``, ``a3-highgpu-8g``, ``Standard_ND96isr_H100_v5``), or None."""
-    return _registry().instances.get(instance_type.strip().lower())
+    """The GPUs of an instance type (``p5.48xlarge``, ``a3-highgpu-8g``, ``Standard_ND96isr_H100_v5``), or None.
+
+    SageMaker's names are EC2's with an ``ml.`` prefix, and SageMaker HyperPod's EKS nodes carry them in
+    ``node.kubernetes.io/instance-type`` (``ml.p5.48xlarge``; AWS's HyperPod docs: "the instance type in a
+    nodeSelector takes the ml. prefix"; hunt133 F1): the same machine as the EC2 type.
+    """
+    key = instance_type.strip().lower()
+    found = _registry().instances.get(key)
+    if found is None and key.startswith("ml."):
+        found = _registry().instances.get(key[3:])
+    return found
 
 
 def instance_types() -> tuple[InstanceGpus, ...]:
