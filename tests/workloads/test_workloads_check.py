@@ -1533,3 +1533,49 @@ def test_a_selector_on_a_mig_single_strategy_product_sizes_the_slice(
     path.write_text(yaml.safe_dump(doc))
     code, [r] = check(capsys, str(path))
     assert (code, r["verdict"]) == (1, "DoesNotFit"), r
+
+
+def _endpoint_config(tmp_path: Path, args: list[str], model_id: str | None = None) -> str:
+    """A SageMaker HyperPod InferenceEndpointConfig as aws-samples' kimi-k3.yaml writes one (v1, worker.args)."""
+    source: dict[str, Any] = {"modelSourceType": "huggingface"}
+    if model_id:
+        source["huggingFaceModel"] = {"modelId": model_id}
+    doc = {
+        "apiVersion": "inference.sagemaker.aws.amazon.com/v1",
+        "kind": "InferenceEndpointConfig",
+        "metadata": {"name": "llama70b", "namespace": "inference"},
+        "spec": {
+            "modelName": "llama70b",
+            "instanceType": "ml.p5.48xlarge",
+            "replicas": 1,
+            "modelSourceConfig": source,
+            "worker": {
+                "image": "vllm/vllm-openai:v0.31.0",
+                "modelInvocationPort": {"containerPort": 8000, "name": "http"},
+                "modelVolumeMount": {"mountPath": "/opt/ml/model", "name": "model-weights"},
+                "resources": {"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 4}},
+                "args": args,
+            },
+        },
+    }
+    path = tmp_path / "iec.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_a_sagemaker_hyperpod_endpoint_config_is_read_on_its_instance_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hunt133 F1: it was Skipped as a kind fitgate does not read; its worker runs vLLM on ml.p5.48xlarge (8 x H100)."""
+    tp4 = ["--tensor-parallel-size", "4", "--max-model-len", "32768"]
+    code, [r] = check(capsys, _endpoint_config(tmp_path, ["--model", "meta-llama/Llama-3.1-70B-Instruct", *tp4]))
+    assert (code, r["kind"], r["verdict"], r["gpu"]) == (0, "InferenceEndpointConfig", "Fits", "H100-SXM"), r
+    # the model at the worker's mount is the Hub model the operator put there
+    code, [r] = check(
+        capsys, _endpoint_config(tmp_path, ["--model", "/opt/ml/model", *tp4], "meta-llama/Llama-3.1-70B-Instruct")
+    )
+    assert r["verdict"] == "Fits" and "meta-llama/Llama-3.1-70B-Instruct" in r["message"], r
+    # on one GPU of the machine its bf16 weights (131.45 GiB) cannot fit
+    one = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "32768"]
+    code, [r] = check(capsys, _endpoint_config(tmp_path, one))
+    assert (code, r["verdict"]) == (1, "DoesNotFit"), r

@@ -31,6 +31,7 @@ from fitgate.workloads.reader import (
     with_object_metadata,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
+from fitgate.workloads.sagemaker import read_inference_endpoint_config
 
 Reader = Callable[[dict[str, Any], Mapping[str, Mapping[str, str]]], "Reading | None"]
 
@@ -565,4 +566,5 @@ CRD_READERS: dict[str, Reader] = {
     "Model": read_kubeai_model,
     "StormService": read_storm_service,
     "RayClusterFleet": read_ray_cluster_fleet,
+    "InferenceEndpointConfig": read_inference_endpoint_config,
 }

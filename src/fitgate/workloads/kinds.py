@@ -29,6 +29,9 @@ CRD groups, versions and plurals, from each project's CRD:
 * Argo Rollouts: argoproj/argo-rollouts ``argoproj.io/v1alpha1`` Rollout (pkg/apis/rollouts/v1alpha1/types.go:
   ``spec.template`` a PodTemplateSpec and ``spec.selector`` as a Deployment's; a Rollout with ``spec.workloadRef``
   instead runs the referenced Deployment's template, which is read where that Deployment is).
+* SageMaker HyperPod: aws/sagemaker-hyperpod-cli's inference operator CRD, ``inference.sagemaker.aws.amazon.com``
+  InferenceEndpointConfig v1alpha1 (v1 adds ``worker.args``): ``fitgate check`` only
+  (:mod:`fitgate.workloads.sagemaker`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,15 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind("StormService", "orchestration.aibrix.ai", ("v1alpha1",), "stormservices", project="AIBrix"),
     WorkloadKind("RayClusterFleet", "orchestration.aibrix.ai", ("v1alpha1",), "rayclusterfleets", project="AIBrix"),
     WorkloadKind("Rollout", "argoproj.io", ("v1alpha1",), "rollouts", "spec.template.spec", project="Argo Rollouts"),
+    # check only: the operator runs the worker as a Deployment, which the webhook checks (least privilege)
+    WorkloadKind(
+        "InferenceEndpointConfig",
+        "inference.sagemaker.aws.amazon.com",
+        ("v1", "v1alpha1"),
+        "inferenceendpointconfigs",
+        admitted=False,
+        project="SageMaker HyperPod",
+    ),
 )
 
 #: Kinds whose ``spec.selector`` selects their pods: the ones read from a pod template at ``spec.template`` (apps/v1's,
