@@ -1459,6 +1459,30 @@ def test_a_setting_only_the_newest_release_refuses_is_unknown_on_an_unknown_rele
         assert "the vLLM release is unknown, and vLLM 0.32.0 takes the setting" in r["message"], r["message"]
 
 
+@pytest.mark.parametrize(
+    ("image", "verdict"),
+    [
+        # hunt132 F1: Vertex Model Garden's Llama 3 notebook (vertex-ai-samples@cc0d791 model_garden_pytorch_llama3_
+        # deployment.ipynb) serves its pytorch-vllm-serve build with --max-loras 100 and --max-cpu-loras 8 on an
+        # A100: every stock release refuses max_cpu_loras below max_loras, the build names no release: Unknown
+        (
+            "us-docker.pkg.dev/vertex-ai/vertex-vision-model-garden-dockers/pytorch-vllm-serve:20240721_0916_RC00",
+            "Unknown",
+        ),
+        ("vllm/vllm-openai:v0.5.2", "Invalid"),  # the release named: vLLM refuses it
+    ],
+)
+def test_a_setting_every_release_refuses_is_unknown_on_a_build_naming_no_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str, verdict: str
+) -> None:
+    args = ["--model=meta-llama/Llama-3.1-8B-Instruct", "--max-model-len=8192", "--enable-lora", "--max-loras=100"]
+    r = _check_on_one_h100(tmp_path, capsys, [*args, "--max-cpu-loras=8"], image=image)
+    assert r["verdict"] == verdict, r["message"]
+    assert "max_cpu_loras: 8 is not valid" in r["message"]
+    if verdict == "Unknown":
+        assert "every vLLM release fitgate models refuses it, but the release is unknown" in r["message"]
+
+
 def test_a_workloads_empty_or_none_values_and_suffixed_json_numbers_are_vllms(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

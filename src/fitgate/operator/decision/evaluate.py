@@ -216,7 +216,7 @@ def _invalid_or_release_unknown(
     share: Share | None,
     exc: SizingError,
 ) -> PoolResult:
-    """A setting the newest modelled release refuses: Invalid, unless the release is unknown and another takes it.
+    """A setting the newest modelled release refuses: Invalid, unless the release is unknown (then Unknown).
 
     hunt116 F1: Qwen's YaRN command (``--max-model-len 131072`` over 40960 positions) on ``rocm/vllm-dev:nightly_*``
     was Invalid by vLLM 0.33's rule (YaRN no longer raises the limit, vllm#56446), which a build of an earlier main
@@ -232,11 +232,18 @@ def _invalid_or_release_unknown(
         lambda _: True,
     )
     if found is None:
-        return invalid
-    why = (
-        f"spec.serving: {exc}; but the vLLM release is unknown, and vLLM {found[0]} takes the setting: name the "
-        "release (the image tag, or engine.version) to check it exactly"
-    )
+        # hunt132 F1: Vertex Model Garden's Llama 3 notebook serves its pytorch-vllm-serve build (no vLLM release in
+        # the tag) with --max-loras 100 beside --max-cpu-loras 8, which every stock release refuses: a build fitgate
+        # cannot name may not apply vLLM's rule, so it is not shown Invalid for that alone (the first rule)
+        why = (
+            f"spec.serving: {exc}; every vLLM release fitgate models refuses it, but the release is unknown and its "
+            "build may take it: name the release (the image tag, or engine.version) to check it exactly"
+        )
+    else:
+        why = (
+            f"spec.serving: {exc}; but the vLLM release is unknown, and vLLM {found[0]} takes the setting: name the "
+            "release (the image tag, or engine.version) to check it exactly"
+        )
     return PoolResult(pool, Verdict.UNKNOWN, None, ReasonCode.RELEASE_UNKNOWN, why)
 
 
