@@ -30,29 +30,8 @@ _SUFFIX: dict[str, int | Decimal] = {
 }
 
 
-def parse_quantity(text: object) -> int | None:
-    """A Kubernetes quantity (``81559Mi``, ``80G``, ``1.5Gi``, ``85520809984``) as an integer (ceil), or None."""
-    if isinstance(text, bool):
-        return None
-    if isinstance(text, int):
-        return text
-    raw = str(text).strip()
-    if len(raw) > 64:
-        return None
-    match = _QUANTITY.match(raw)
-    if not match:
-        return None
-    try:
-        value = Decimal(match.group(1)) * Decimal(_SUFFIX.get(match.group(2) or "", 1))
-    except InvalidOperation:
-        return None
-    if not value.is_finite() or abs(value) > Decimal(2**63):
-        return None
-    return int(value.to_integral_value(rounding="ROUND_CEILING"))
-
-
-def whole_quantity(text: object) -> int | None:
-    """A quantity that is a whole, non-negative number (a GPU count: ``8``, or ``1k`` as the API server writes 1000)."""
+def _decimal(text: object) -> Decimal | None:
+    """The exact value of a quantity, or None (a bool, more than 64 characters, not a quantity, not finite)."""
     if isinstance(text, bool):
         return None
     raw = str(text).strip()
@@ -63,6 +42,18 @@ def whole_quantity(text: object) -> int | None:
         value = Decimal(match.group(1)) * Decimal(_SUFFIX.get(match.group(2) or "", 1))
     except InvalidOperation:
         return None
-    if not value.is_finite() or value < 0 or value > Decimal(2**63) or value != value.to_integral_value():
-        return None
-    return int(value)
+    return value if value.is_finite() and abs(value) <= Decimal(2**63) else None
+
+
+def parse_quantity(text: object) -> int | None:
+    """A Kubernetes quantity (``81559Mi``, ``80G``, ``1.5Gi``, ``85520809984``) as an integer (ceil), or None."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    value = _decimal(text)
+    return None if value is None else int(value.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def whole_quantity(text: object) -> int | None:
+    """A quantity that is a whole, non-negative number (a GPU count: ``8``, or ``1k`` as the API server writes 1000)."""
+    value = _decimal(text)
+    return int(value) if value is not None and value >= 0 and value == value.to_integral_value() else None
