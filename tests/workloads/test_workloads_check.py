@@ -824,6 +824,67 @@ def test_a_kserve_vllm_model_format_names_the_vllm_runtime(tmp_path: Path, capsy
         assert code == 0 and f"the {runtime}'s vLLM release" in r["message"], r
 
 
+def test_a_misfit_without_its_named_servingruntimes_args_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hunt136 F1: OpenShift AI's InferenceService names its vllm-cuda-runtime (modelFormat vLLM), whose args KServe puts
+    before the predictor's; Red Hat's guides keep the runtime in a file of its own (or a Template), and the webhook
+    reads none. Without it Qwen3-8B at its 40960 tokens is short on an L4 (one request needs 40960 x 36 layers x 8 KV
+    heads x 128 x 2 x 2 B = 5.62 GiB; 3.72 GiB is left at 0.34), and the runtime's --max-model-len=8192 makes it fit: a
+    misfit without the runtime is Unknown, not DoesNotFit.
+    """
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "qwen", "namespace": "rhoai"},
+        "spec": {
+            "predictor": {
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
+                "model": {
+                    "modelFormat": {"name": "vLLM"},
+                    "runtime": "vllm-cuda-runtime",
+                    "storageUri": "hf://Qwen/Qwen3-8B",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                },
+            }
+        },
+    }
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "vllm-cuda-runtime", "namespace": "rhoai"},
+        "spec": {
+            "supportedModelFormats": [{"name": "vLLM", "autoSelect": True}],
+            "containers": [
+                {
+                    "name": "kserve-container",
+                    "image": "quay.io/modh/vllm:rhoai-2.20-cuda",
+                    "command": ["python", "-m", "vllm.entrypoints.openai.api_server"],
+                    "args": [
+                        "--port=8080",
+                        "--model=/mnt/models",
+                        "--served-model-name={{.Name}}",
+                        "--max-model-len=8192",
+                    ],
+                }
+            ],
+        },
+    }
+    path = tmp_path / "isvc.yaml"
+    path.write_text(yaml.safe_dump(isvc))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Unknown"), r
+    assert "ServingRuntime vllm-cuda-runtime's args" in r["message"] and "without it" in r["message"], r
+    path.write_text(yaml.safe_dump_all([runtime, isvc]))  # with the runtime at hand: its args are read
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Fits"), r
+    # KServe's own huggingface runtime sets nothing that moves memory: its misfit stays DoesNotFit
+    isvc["spec"]["predictor"]["model"]["runtime"] = "kserve-huggingfaceserver"
+    path.write_text(yaml.safe_dump(isvc))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (1, "DoesNotFit"), r
+
+
 def test_an_image_built_on_vllm_with_vllm_flags_as_args_is_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from fitgate.workloads.argv import EngineCommand, parse_engine_argv
@@ -205,11 +206,32 @@ def _kserve_model(
     workers = _kserve_workers(predictor, container)
     notes = (*notes, *workers.pop("notes", ()))
     if name is None and uri:  # pvc://, s3://, oci:// (a modelcar): the location, Unknown until annotated
-        return _reading("InferenceService", meta, found, configmaps, model=uri, notes=notes, **workers)
+        return _runtime_args_unread(
+            named, _reading("InferenceService", meta, found, configmaps, model=uri, notes=notes, **workers)
+        )
     if name is None:
         reading = _reading("InferenceService", meta, found, configmaps, notes=notes, **workers)
         return _finish(reading, unknown=f"no --model_id or storageUri: {MODEL_ANNOTATION_HINT}")
-    return _reading("InferenceService", meta, found, configmaps, model=name, notes=notes, **workers)
+    return _runtime_args_unread(
+        named, _reading("InferenceService", meta, found, configmaps, model=name, notes=notes, **workers)
+    )
+
+
+#: KServe's own ClusterServingRuntimes for these formats (kserve/kserve config/runtimes: kserve-huggingfaceserver*),
+#: whose args set nothing that moves memory.
+KSERVE_BUILTIN_RUNTIMES = frozenset({"kserve-huggingfaceserver", "kserve-huggingfaceserver-multinode"})
+
+
+def _runtime_args_unread(runtime: str, reading: Reading) -> Reading:
+    """``reading``, with its named ServingRuntime's args marked unread where the runtime is not KServe's own.
+
+    hunt136 F1: OpenShift AI's InferenceServices name their ``vllm-cuda-runtime`` (modelFormat vLLM), whose args
+    (``--max-model-len=8192``) KServe puts before the predictor's; without that runtime (Red Hat's guides keep it in
+    a file of its own, or in a Template) a misfit is one fitgate cannot show: Unknown (workloads.finish), a fit a fit.
+    """
+    if not runtime or runtime in KSERVE_BUILTIN_RUNTIMES:
+        return reading
+    return replace(reading, unresolved=(*reading.unresolved, f"ServingRuntime {runtime[:63]}'s args"))
 
 
 def _llm_inference_service(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
