@@ -217,9 +217,15 @@ def _kserve_model(
     )
 
 
-#: KServe's own ClusterServingRuntimes for these formats (kserve/kserve config/runtimes: kserve-huggingfaceserver*),
-#: whose args set nothing that moves memory.
-KSERVE_BUILTIN_RUNTIMES = frozenset({"kserve-huggingfaceserver", "kserve-huggingfaceserver-multinode"})
+#: KServe's own ClusterServingRuntimes for these formats (kserve/kserve config/runtimes: kserve-huggingfaceserver*,
+#: kserve-vllmserver* @1cb62ae8: ``vllm serve ${MODEL} --host 0.0.0.0 --port 8000 $@``), whose args set nothing that
+#: moves memory.
+KSERVE_BUILTIN_RUNTIMES = frozenset(
+    {
+        "kserve-huggingfaceserver", "kserve-huggingfaceserver-multinode",
+        "kserve-vllmserver", "kserve-vllmserver-multinode",
+    }
+)  # fmt: skip
 
 
 def _runtime_args_unread(runtime: str, reading: Reading) -> Reading:
