@@ -878,6 +878,11 @@ def test_a_misfit_without_its_named_servingruntimes_args_is_unknown(
     path.write_text(yaml.safe_dump_all([runtime, isvc]))  # with the runtime at hand: its args are read
     code, [r] = check(capsys, str(path))
     assert (code, r["verdict"]) == (0, "Fits"), r
+    # F2: OpenShift AI ships the runtime inside a Template (template.openshift.io/v1 objects): read from there too
+    template = {"apiVersion": "template.openshift.io/v1", "kind": "Template", "metadata": {"name": "vllm-cuda"}}
+    path.write_text(yaml.safe_dump_all([{**template, "objects": [runtime]}, isvc]))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Fits"), r
     # KServe's own huggingface runtime sets nothing that moves memory: its misfit stays DoesNotFit
     isvc["spec"]["predictor"]["model"]["runtime"] = "kserve-huggingfaceserver"
     path.write_text(yaml.safe_dump(isvc))

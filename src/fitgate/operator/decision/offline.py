@@ -173,10 +173,17 @@ class Unbuilt:
 
 
 def _expanded(path: str, i: int, doc: Any) -> Iterable[tuple[str, Any]]:
-    """A document, or the items of a ``kind: List`` (``kubectl get -o yaml`` of several objects), with their sources."""
+    """A document, a ``kind: List``'s items or an OpenShift ``Template``'s objects, with their sources.
+
+    A List is ``kubectl get -o yaml`` of several objects; a Template (template.openshift.io/v1 ``objects``) is how
+    OpenShift AI ships its vLLM ServingRuntimes (hunt136 F2); its ``${PARAMETER}`` references stay as written.
+    """
     if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
         for j, item in enumerate(doc["items"]):
             yield f"{path}#{i}.items[{j}]", item
+    elif isinstance(doc, dict) and doc.get("kind") == "Template" and isinstance(doc.get("objects"), list):
+        for j, item in enumerate(doc["objects"]):
+            yield f"{path}#{i}.objects[{j}]", item
     elif doc is not None:
         yield f"{path}#{i}", doc
 
