@@ -18,9 +18,10 @@ from fitgate.checkpoints.catalog import catalog_entries
 from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.errors import SizingError
 from fitgate.sizing.weights import inventory_from_architecture
 from tests.checkpoints.test_hub import SHA_MAIN, llama8b_files, tiny_files
-from tests.conftest import GEMMA3_TINY, configmap_mount
+from tests.conftest import GEMMA3_TINY, catalog_config, configmap_mount
 from tests.hub_server import HubRepo, HubServer
 
 
@@ -237,6 +238,33 @@ def test_a_sentence_transformers_checkpoint_plans_with_the_pooling_runner(tmp_pa
     assert load_directory(d).pooling_config
     (d / "modules.json").write_text("{not json")
     assert not load_directory(d).pooling_config
+
+
+def test_a_sentence_transformers_max_seq_length_is_vllms_derived_length(tmp_path: Path) -> None:
+    """hunt137 F4: gte-Qwen2-7B-instruct's 131072 positions are not what vLLM serves by default: its
+    sentence_bert_config.json says max_seq_length 32768, which vLLM 0.6.4+ takes as the derived length
+    (config.py 0.6.4 L1959-1960, config/model.py 0.34.0 L2680-2681). At 131072 one request needs 131072 x 28 layers x
+    4 KV heads x 128 x 2 x 2 B = 7.00 GiB of KV, more than an L4 leaves after its ~14 GiB of weights: a false
+    DoesNotFit of what vLLM runs at 32768 (1.75 GiB).
+    """
+    from fitgate.checkpoints.local import load_directory  # noqa: PLC0415
+
+    config = dict(catalog_config("Qwen/Qwen2.5-7B-Instruct"))
+    config.update(max_position_embeddings=131072, rope_scaling=None)
+    d = tmp_path / "Alibaba-NLP__gte-Qwen2-7B-instruct"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    l4 = lookup_gpu("L4")
+    bare = plan(to_model_input(load_directory(d)), l4, ServingConfig(vllm_version="0.10.0"))
+    assert bare.serving.max_model_len == 131072 and bare.verdict.value == "DoesNotFit", bare.reasons
+    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32768, "do_lower_case": False}))
+    m = to_model_input(load_directory(d))
+    st = plan(m, l4, ServingConfig(vllm_version="0.10.0"))
+    assert st.serving.max_model_len == 32768 and st.verdict.value != "DoesNotFit", st.reasons
+    # before 0.6.4 vLLM read no such file: the positions; a longer --max-model-len than the length is vLLM's refusal
+    assert plan(m, l4, ServingConfig(vllm_version="0.6.3")).serving.max_model_len == 131072
+    with pytest.raises(SizingError, match="max_model_len"):
+        plan(m, l4, ServingConfig(vllm_version="0.10.0", max_model_len=65536))
 
 
 def m_config() -> dict[str, object]:

@@ -63,6 +63,10 @@ ST_MODULES = json.dumps(
 ).encode()
 
 
+#: Its sentence_bert_config.json: a max_seq_length below the config's 2048 positions.
+ST_CONFIG = json.dumps({"max_seq_length": 512, "do_lower_case": False}).encode()
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     # huggingface_hub reads HF_HUB_OFFLINE once at import; these tests talk to the loopback Hub.
@@ -79,7 +83,11 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
             {"main": SHA_MAIN},
         ),
         HubRepo("acme/huge-config", {SHA_MAIN: {"config.json": b" " * (9 << 20)}}, {"main": SHA_MAIN}),
-        HubRepo("acme/st-embedder", {SHA_MAIN: {**tiny_files(), "modules.json": ST_MODULES}}, {"main": SHA_MAIN}),
+        HubRepo(
+            "acme/st-embedder",
+            {SHA_MAIN: {**tiny_files(), "modules.json": ST_MODULES, "sentence_bert_config.json": ST_CONFIG}},
+            {"main": SHA_MAIN},
+        ),
         HubRepo(
             "acme/bad-header",
             {
@@ -283,5 +291,11 @@ def test_a_sentence_transformers_checkpoint_is_served_pooling_by_default(hub: Hu
     assert not plain.pooling_config and not any("acme/tiny" in r and "modules.json" in r for r in hub.requests)
     cached = source(hub, tmp_path).resolve("acme/st-embedder")  # from the facts cache: the flag kept
     assert cached.pooling_config
-    auto = plan(to_model_input(facts), lookup_gpu("L4"), ServingConfig(max_model_len=1024))
+    auto = plan(to_model_input(facts), lookup_gpu("L4"), ServingConfig(max_model_len=256))
     assert auto.serving.runner == "pooling"
+    # its sentence_bert_config.json's max_seq_length is vLLM's derived length (config/model.py 0.34.0 L2680-2681),
+    # read once and kept by the facts cache: the default max_model_len is 512, not the config's 2048 positions
+    assert facts.st_max_seq_length == cached.st_max_seq_length == 512
+    assert any("sentence_bert_config.json" in r for r in hub.requests)
+    default = plan(to_model_input(cached), lookup_gpu("L4"), ServingConfig())
+    assert default.serving.max_model_len == 512 and plain.st_max_seq_length is None

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals, st_max_seq_length
 from fitgate.settings import load
 
 DEFAULT_MAX_BYTES = 256 << 20
 #: Version of the stored facts; entries of another version are resolved again (version 2: tensor totals).
-_FORMAT = 3  # 3: pooling_config (modules.json)
+_FORMAT = 4  # 3: pooling_config (modules.json); 4: st_max_seq_length (sentence_bert_config.json)
 DEFAULT_REF_TTL_S = 600.0
 
 
@@ -102,6 +102,7 @@ class FactsCache:
             origin=str(data.get("origin", "")),
             notes=tuple(data.get("notes", ())),
             pooling_config=data.get("pooling_config") is True,
+            st_max_seq_length=st_max_seq_length(data),
         )
 
     def put(self, endpoint: str, repo_id: str, facts: ModelFacts) -> None:
@@ -121,6 +122,7 @@ class FactsCache:
             "origin": facts.origin,
             "notes": list(facts.notes),
             "pooling_config": facts.pooling_config,
+            "max_seq_length": facts.st_max_seq_length,
         }
         self._write(self.root / "facts" / f"{_key(endpoint, repo_id, facts.revision)}.json", payload)
         self._evict()

@@ -23,7 +23,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals, with_hf_quant_config
+from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals, st_max_seq_length, with_hf_quant_config
 from fitgate.checkpoints.local import read_json
 from fitgate.checkpoints.safetensors import TotalsBuilder
 from fitgate.settings import load
@@ -232,6 +232,7 @@ def load_catalog(repo_id: str, ref: str | None = None) -> ModelFacts:
         revision=weights.get("revision"),
         origin=f"fitgate catalog{where} ({entry.basis})",
         pooling_config=weights.get("pooling_config") is True,
+        st_max_seq_length=st_max_seq_length(weights),
     )
 
 

@@ -90,6 +90,8 @@ def add_to_catalog(
     }
     if facts.pooling_config:  # modules.json lists a Sentence Transformers pooling module: vLLM serves it pooling
         weights["pooling_config"] = True
+    if facts.st_max_seq_length:  # its sentence_bert_config.json's length: vLLM's derived max_model_len
+        weights["max_seq_length"] = facts.st_max_seq_length
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     source = "\n".join(
         (

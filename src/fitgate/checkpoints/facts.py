@@ -151,6 +151,8 @@ class ModelFacts:
         notes: How the facts were obtained when that matters (a catalog fallback, a stale ref).
         pooling_config: The checkpoint ships a Sentence Transformers pooling module (``modules.json``): vLLM's
             default runner serves it as a pooling model (:func:`st_pooling`).
+        st_max_seq_length: ``max_seq_length`` of its Sentence Transformers config (``sentence_bert_config.json``
+            and its kin, :data:`ST_CONFIG_FILES`): vLLM's derived ``max_model_len`` (:func:`st_max_seq_length`).
     """
 
     ref: str
@@ -164,6 +166,7 @@ class ModelFacts:
     origin: str = ""
     notes: tuple[str, ...] = ()
     pooling_config: bool = False
+    st_max_seq_length: int | None = None
 
     @property
     def weights_basis(self) -> str:
@@ -209,6 +212,36 @@ def st_pooling(modules: Any) -> bool:
     )
 
 
+#: The Sentence Transformers configs vLLM reads, in its order (transformers_utils/config.py 0.6.4 L374-382, 0.34.0
+#: L1170-1178: ``get_sentence_transformer_tokenizer_config``).
+ST_CONFIG_FILES = (
+    "sentence_bert_config.json",
+    "sentence_roberta_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
+)
+#: The longest ``max_seq_length`` fitgate takes from such a config (beyond, it is not a length: ignored).
+MAX_ST_SEQ_LENGTH = 1 << 24
+
+
+def st_max_seq_length(encoder: Any) -> int | None:
+    """``max_seq_length`` of a Sentence Transformers config, which vLLM takes as the model's derived length.
+
+    vLLM's ``_get_and_verify_max_len`` sets ``derived_max_model_len = encoder_config["max_seq_length"]`` from 0.6.4
+    (config.py 0.6.4 L1959-1960, 0.8.5 L3074-3075; config/model.py 0.34.0 L2680-2681): the default length and the
+    longest one accepted (gte-Qwen2-7B-instruct: 32768 of its 131072 positions). None when absent or not a length.
+    """
+    if not isinstance(encoder, Mapping):
+        return None
+    value = encoder.get("max_seq_length")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ST_SEQ_LENGTH:
+        return None
+    return value
+
+
 def to_model_input(facts: ModelFacts, hf_overrides: Mapping[str, Any] | None = None) -> ModelInput:
     """Parse the config and build the weight inventory from the best weight facts available.
 
@@ -219,6 +252,8 @@ def to_model_input(facts: ModelFacts, hf_overrides: Mapping[str, Any] | None = N
     arch = parse_config(facts.config)
     if facts.pooling_config:
         arch = dataclasses.replace(arch, pooling_by_default=True)
+    if facts.st_max_seq_length:
+        arch = dataclasses.replace(arch, st_max_seq_length=facts.st_max_seq_length)
     if facts.tensors:
         inventory = facts.tensors.inventory(arch.num_layers)
     else:

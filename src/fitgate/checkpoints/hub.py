@@ -50,7 +50,14 @@ from huggingface_hub.utils._http import hf_request_event_hook
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from fitgate.checkpoints.cache import FactsCache
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, TensorTotals, st_pooling
+from fitgate.checkpoints.facts import (
+    ST_CONFIG_FILES,
+    CheckpointError,
+    ModelFacts,
+    TensorTotals,
+    st_max_seq_length,
+    st_pooling,
+)
 from fitgate.checkpoints.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from fitgate.checkpoints.safetensors import TotalsBuilder, index_shards, stream_object
 from fitgate.settings import DEFAULT_CDN_HOSTS, HeaderLimits, HubSettings, load
@@ -250,6 +257,16 @@ class HubSource:
                 pooling = st_pooling(modules)
             except CheckpointError as exc:
                 notes.append(f"modules.json not read ({exc.problem or exc}): sized with vLLM's generate runner")
+        seq_length = None
+        st_file = next((f for f in ST_CONFIG_FILES if f in sizes), None)  # vLLM's order (facts.st_max_seq_length)
+        if st_file is not None and (sizes[st_file] or 0) <= MAX_CONFIG_BYTES:
+            try:
+                encoder = self._call(
+                    st_file, ref, lambda: self._get_json(repo_id, st_file, sha, ref, deadline, any_json=True), deadline
+                )
+                seq_length = st_max_seq_length(encoder)
+            except CheckpointError as exc:
+                notes.append(f"{st_file} not read ({exc.problem or exc}): sized at the config's own length")
         headers = self._call(
             "safetensors headers", ref, lambda: self._safetensors(repo_id, sha, sizes, ref, deadline), deadline
         )
@@ -270,6 +287,7 @@ class HubSource:
             origin=f"{self.settings.endpoint}/{repo_id}@{sha}",
             notes=tuple(notes),
             pooling_config=pooling,
+            st_max_seq_length=seq_length,
         )
 
     def _file_url(self, repo_id: str, filename: str, sha: str) -> str:

@@ -23,7 +23,14 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from fitgate.checkpoints.facts import CheckpointError, ModelFacts, st_pooling, with_hf_quant_config
+from fitgate.checkpoints.facts import (
+    ST_CONFIG_FILES,
+    CheckpointError,
+    ModelFacts,
+    st_max_seq_length,
+    st_pooling,
+    with_hf_quant_config,
+)
 from fitgate.checkpoints.safetensors import (
     HeaderLimits,
     TotalsBuilder,
@@ -161,6 +168,13 @@ def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | No
     if modules_path.is_file():  # a Sentence Transformers checkpoint: vLLM's default runner is pooling
         with contextlib.suppress(CheckpointError):  # a malformed one is vLLM's error, not a reason to refuse it here
             pooling = st_pooling(read_json(modules_path, MAX_CONFIG_BYTES, root))
+    seq_length = None
+    for name in ST_CONFIG_FILES:  # vLLM's order: the first such file holds the length (facts.st_max_seq_length)
+        st_path = path / name
+        if st_path.is_file():
+            with contextlib.suppress(CheckpointError):
+                seq_length = st_max_seq_length(read_json(st_path, MAX_CONFIG_BYTES, root))
+            break
     return ModelFacts(
         ref=ref or str(path),
         name=path.name.replace("__", "/"),
@@ -170,4 +184,5 @@ def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | No
         source="local",
         origin=str(path),
         pooling_config=pooling,
+        st_max_seq_length=seq_length,
     )

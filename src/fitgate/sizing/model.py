@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+#: The first release whose derived length is a Sentence Transformers config's ``max_seq_length`` (config.py 0.6.4
+#: L1959-1960; 0.6.3 reads no such file).
+ST_MAX_SEQ_LENGTH_SINCE = (0, 6, 4)
+
 # --------------------------------------------------------------------------------------------
 # Token mixers
 
@@ -287,6 +291,9 @@ class ModelArchitecture:
     #: vLLM's default runner serves the checkpoint as a pooling model: it ships a Sentence Transformers pooling
     #: module (modules.json; checkpoints.facts.st_pooling), so ``--runner auto`` is ``pooling``.
     pooling_by_default: bool = False
+    #: ``max_seq_length`` of its Sentence Transformers config: vLLM's derived length from 0.6.4 (checkpoints.facts.
+    #: st_max_seq_length), the default and the longest ``--max-model-len`` it starts with.
+    st_max_seq_length: int | None = None
     #: Served through vLLM's Transformers modeling backend (families/transformers_backend.py); None: a native class.
     transformers_backend: TransformersBackend | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -299,7 +306,7 @@ class ModelArchitecture:
     @property
     def derived_max_model_len(self) -> int:
         """The longest context vLLM 0.33+ accepts for this model (``_get_and_verify_max_len``)."""
-        return self.max_len_limit or self.legacy_max_model_len
+        return self.st_max_seq_length or self.max_len_limit or self.legacy_max_model_len
 
     @property
     def legacy_max_model_len(self) -> int:
@@ -316,12 +323,16 @@ class ModelArchitecture:
 
     def max_model_len_limit(self, version: tuple[int, int, int]) -> int:
         """The longest ``--max-model-len`` vLLM ``version`` starts with (the larger rule before 0.33: never deny)."""
+        if self.st_max_seq_length and version >= ST_MAX_SEQ_LENGTH_SINCE:
+            return self.st_max_seq_length
         if version >= (0, 33, 0):
             return self.derived_max_model_len
         return max(self.legacy_max_model_len, self.derived_max_model_len)
 
     def default_max_model_len(self, version: tuple[int, int, int]) -> int:
         """``max_model_len`` when none is given (LongRoPE from 0.33: ``original_max_position_embeddings``)."""
+        if self.st_max_seq_length and version >= ST_MAX_SEQ_LENGTH_SINCE:
+            return self.st_max_seq_length
         if version >= (0, 33, 0) and self.max_len_default:
             return self.max_len_default
         return self.max_model_len_limit(version)
