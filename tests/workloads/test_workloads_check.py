@@ -883,6 +883,13 @@ def test_a_misfit_without_its_named_servingruntimes_args_is_unknown(
     path.write_text(yaml.safe_dump_all([{**template, "objects": [runtime]}, isvc]))
     code, [r] = check(capsys, str(path))
     assert (code, r["verdict"]) == (0, "Fits"), r
+    # hunt136 F3: OpenShift AI annotates a vLLM runtime with its vLLM release, which the Red Hat image tag does not name
+    assert "release unknown" in r["message"] or any("release unknown" in n for n in r["notes"]), r
+    runtime["metadata"]["annotations"] = {"opendatahub.io/runtime-version": "v0.10.1.1"}
+    path.write_text(yaml.safe_dump_all([runtime, isvc]))
+    code, [r] = check(capsys, str(path))
+    assert (code, r["verdict"]) == (0, "Fits") and not any("release unknown" in n for n in r["notes"]), r
+    assert "release unknown" not in r["message"], r
     # KServe's own huggingface runtime sets nothing that moves memory: its misfit stays DoesNotFit
     isvc["spec"]["predictor"]["model"]["runtime"] = "kserve-huggingfaceserver"
     path.write_text(yaml.safe_dump(isvc))
