@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import codecs
 import itertools
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml, too_many_digits
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind, other_group
+from fitgate.workloads.kserve import runtimes_of
 
 #: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
 _PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
@@ -420,49 +420,6 @@ def _gpu_class(device_class: str) -> bool:
     """Whether a DeviceClass name is an NVIDIA or AMD GPU's (gpu.nvidia.com, mig.nvidia.com, gpu.amd.com)."""
     name = device_class.lower()
     return ("nvidia" in name or "amd" in name) and "compute-domain" not in name
-
-
-#: OpenShift AI's annotation of a ServingRuntime's own release (odh-dashboard ``getServingRuntimeVersionFromTemplate``):
-#: a vLLM runtime's is the vLLM release (``v0.10.1.1`` on ``vllm-cuda-runtime``, hunt136 F3), which its Red Hat image
-#: tag (``rhoai-2.20-cuda``) does not name.
-RUNTIME_VERSION_ANNOTATION = "opendatahub.io/runtime-version"
-_RELEASE = re.compile(r"v?(\d+\.\d+\.\d+)(?:\.\d+)?")
-
-
-def runtimes_of(objects: list[Any]) -> dict[str, dict[str, Any]]:
-    """ServingRuntime / ClusterServingRuntime name -> spec, of a manifest set.
-
-    A runtime annotated with its release (:data:`RUNTIME_VERSION_ANNOTATION`) gives its containers ``VLLM_VERSION``
-    where they set none, the variable fitgate reads the release from when an image tag names none (a copy: the
-    manifest is not changed; a vLLM runtime's release is vLLM's, another server's is never read as one).
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for obj in objects:
-        if isinstance(obj, dict) and obj.get("kind") in ("ServingRuntime", "ClusterServingRuntime"):
-            meta = obj.get("metadata") or {}
-            name = str(meta.get("name") or "")
-            spec = obj.get("spec")
-            if name and isinstance(spec, dict):
-                version = str((meta.get("annotations") or {}).get(RUNTIME_VERSION_ANNOTATION) or "")[:40]
-                match = _RELEASE.fullmatch(version.strip())
-                out[name] = _with_release(spec, match.group(1)) if match else spec
-    return out
-
-
-def _with_release(spec: dict[str, Any], release: str) -> dict[str, Any]:
-    """``spec`` whose containers carry ``VLLM_VERSION=release`` where they set no such variable."""
-    containers = []
-    for c in spec.get("containers") or []:
-        env = c.get("env") if isinstance(c, dict) else None
-        if not isinstance(c, dict) or (
-            isinstance(env, list) and any(isinstance(e, dict) and e.get("name") == "VLLM_VERSION" for e in env)
-        ):
-            containers.append(c)
-            continue
-        containers.append(
-            {**c, "env": [*(env if isinstance(env, list) else []), {"name": "VLLM_VERSION", "value": release}]}
-        )
-    return {**spec, "containers": containers}
 
 
 def amd_labels(labels: Mapping[str, str]) -> dict[str, str]:
