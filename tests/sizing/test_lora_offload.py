@@ -91,6 +91,37 @@ def test_cuda_graphs_are_captured_without_and_with_adapters() -> None:
     assert (base.per_gpu.cuda_graph_bytes, lora.per_gpu.cuda_graph_bytes) == (one, two)
 
 
+def test_graphs_are_captured_once_with_adapters_before_0_11_1() -> None:
+    # hunt138 F2: cudagraph_specialize_lora (config/compilation.py 0.11.1 L416) first captures each size without and
+    # with adapters; 0.11.0's V1 runner captured each once, adapters active (gpu_model_runner.py 0.11.0 L3501-3523)
+    m = model(LLAMA)
+    for version, cases in (("0.11.0", 1), ("0.11.1", 2)):
+        acc = accounting_for(version)
+        lora = plan(m, H100, ServingConfig(vllm_version=version, max_model_len=8192, enable_lora=True))
+        once = plan(m, H100, ServingConfig(vllm_version=version, max_model_len=8192))
+        graphs = cuda_graph_bytes(
+            m.arch, 32, acc, max_num_seqs=1024, max_num_batched_tokens=lora.serving.max_num_batched_tokens,
+            graph_cases=cases,
+        )  # fmt: skip
+        assert lora.per_gpu.cuda_graph_bytes == graphs, version
+        assert (lora.per_gpu.cuda_graph_bytes > once.per_gpu.cuda_graph_bytes) == (cases == 2), version
+
+
+def test_qwen3_lists_its_embedding_and_lm_head_for_lora_from_0_16() -> None:
+    # hunt138 F1: Qwen3ForCausalLM's embedding_modules first appear in models/qwen3.py 0.16.0 L274-277 (none in 0.8.5-
+    # 0.15.1), so before 0.16 vLLM builds no embedding / LM-head slots for it. Qwen3-8B (hidden 4096, vocab 151936),
+    # 8 slots of rank 64 at 2 B: embed 8 x 151936 x 64 x 2 + 8 x 4096 x 64 x 2 = 159,776,768; lm_head the same.
+    m = model("Qwen/Qwen3-8B")
+    lora = {"enable_lora": True, "max_loras": 8, "max_lora_rank": 64}
+    old = plan(m, H100, ServingConfig(vllm_version="0.15.1", max_model_len=8192, **lora))  # type: ignore[arg-type]
+    new = plan(m, H100, ServingConfig(vllm_version="0.16.0", max_model_len=8192, **lora))  # type: ignore[arg-type]
+    lo, ln = old.ranks[0].lora, new.ranks[0].lora
+    assert lo is not None and ln is not None
+    assert (lo.embedding_bytes, lo.lm_head_bytes) == (0, 0)
+    assert ln.embedding_bytes == ln.lm_head_bytes == 159_776_768
+    assert ln.total_bytes - lo.total_bytes == 2 * 159_776_768
+
+
 @pytest.mark.parametrize(
     ("fully_sharded", "expected"),
     [

@@ -84,6 +84,14 @@ EMBEDDING_LORA = frozenset(
     }
 )
 EMBED_ONLY_LORA = frozenset({"CohereForCausalLM"})
+#: Classes of :data:`EMBEDDING_LORA` that list their embedding and LM head only from a release (hunt138 F1: Qwen3's
+#: and Qwen3-MoE's ``embedding_modules`` first appear in models/qwen3.py 0.16.0 L274-277 and qwen3_moe.py 0.16.0
+#: L692-695; the 0.8.5-0.15.1 classes have none, so vLLM built no such slots there).
+EMBEDDING_LORA_SINCE = {"Qwen3ForCausalLM": (0, 16, 0), "Qwen3MoeForCausalLM": (0, 16, 0)}
+#: The first release that captures each CUDA graph without and with adapters (``cudagraph_specialize_lora``, default
+#: True: config/compilation.py 0.11.1 L416, v1/worker/gpu_model_runner.py 0.11.1 L4184-4195); 0.11.0's V1 and the V0
+#: runner capture each size once, adapters active (gpu_model_runner.py 0.11.0 L3501-3523; hunt138 F2).
+LORA_GRAPH_CASES_SINCE = (0, 11, 1)
 #: Models whose checkpoint stores w1/w3 fused, so FusedMoE3DWithLoRA keeps one w13 A buffer
 #: (``is_3d_moe_weight``: gpt_oss.py 0.33.0 L1372, qwen3_5.py L707, qwen3_vl_moe.py L233).
 MOE_3D = frozenset({"gpt_oss", "qwen3_5_moe", "qwen3_vl_moe"})
@@ -160,7 +168,9 @@ def resolve_lora(
     if fully_sharded and rank % tp:
         # divide(max_lora_rank, tp_size) asserts divisibility (column_parallel_linear.py L218-222)
         raise SizingError("max_lora_rank", rank, f"a multiple of tensor_parallel_size {tp} with fully_sharded_loras")
-    return LoraSlots(loras, rank, cpu, fully_sharded, dtype_bytes, experts=version >= EXPERT_LORA_SINCE)
+    return LoraSlots(
+        loras, rank, cpu, fully_sharded, dtype_bytes, experts=version >= EXPERT_LORA_SINCE, release=version
+    )
 
 
 def _selected(targets: tuple[str, ...] | None, module: str) -> bool:
@@ -234,10 +244,11 @@ def lora_bytes(
             if _selected(targets, "down_proj"):
                 mlp += row(dense // tp, hidden)
     embedding = lm_head = 0
-    lists_embedding = arch.architecture in EMBEDDING_LORA or arch.architecture in EMBED_ONLY_LORA
+    listed = arch.architecture in EMBEDDING_LORA and slots.release >= EMBEDDING_LORA_SINCE.get(arch.architecture, (0,))
+    lists_embedding = listed or arch.architecture in EMBED_ONLY_LORA
     if first_stage and lists_embedding and _selected(targets, "embed_tokens"):
         embedding = n * arch.vocab_size * r * b + n * hidden * r * b
-    if last_stage and arch.architecture in EMBEDDING_LORA and _selected(targets, "lm_head"):
+    if last_stage and listed and _selected(targets, "lm_head"):
         if arch.vocab_size > LORA_MAX_VOCAB:
             raise SizingError("enable_lora", True, f"a vocabulary of at most {LORA_MAX_VOCAB} (vLLM's LoRA LM head)")
         lm_head = n * r * hidden * b + n * arch.vocab_size * r * b
@@ -253,5 +264,5 @@ def lora_bytes(
 
 
 def graph_cases(slots: LoraSlots | None) -> int:
-    """How many times each CUDA graph is captured: once without LoRA, once with ``max_loras + 1``."""
-    return 1 if slots is None else 2
+    """How many times each CUDA graph is captured: with LoRA from 0.11.1 once without adapters and once with."""
+    return 2 if slots is not None and slots.release >= LORA_GRAPH_CASES_SINCE else 1

@@ -124,6 +124,8 @@ class LoraSlots:
     dtype_bytes: int
     #: vLLM builds LoRA slots for fused-MoE experts (from 0.11.1; lora.EXPERT_LORA_SINCE).
     experts: bool = True
+    #: The release, for the terms that changed by release (lora.EMBEDDING_LORA_SINCE, lora.graph_cases).
+    release: tuple[int, int, int] = (0, 34, 0)
 
 
 #: The most replicas a workload is split over (a ModelDeployment's ``spec.replicas``, ``fitgate plan --replicas``).
