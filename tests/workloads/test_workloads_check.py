@@ -799,23 +799,26 @@ def test_language_model_only_drops_the_vision_tower_in_a_workload(
     assert 1.1 < weights[False] - weights[True] < 1.4
 
 
-def test_a_kserve_vllm_model_format_names_the_vllm_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # hunt24 M1 (kserve#4769): modelFormat vllm was said to run on "the KServe huggingface runtime"
-    isvc = {
+def _inference_service(name: str, namespace: str, model: dict[str, Any], product: str | None = None) -> dict[str, Any]:
+    """A KServe InferenceService serving Qwen3-8B from the Hub on one GPU (``model``: the predictor's other fields)."""
+    predictor: dict[str, Any] = {
+        "model": {"storageUri": "hf://Qwen/Qwen3-8B", "resources": {"limits": {"nvidia.com/gpu": 1}}, **model}
+    }
+    if product:
+        predictor["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": {"name": "qwen-llm", "namespace": "kserve-test"},
-        "spec": {
-            "predictor": {
-                "model": {
-                    "modelFormat": {"name": "vllm"},
-                    "storageUri": "hf://Qwen/Qwen3-8B",
-                    "args": ["--max-model-len=8192"],
-                    "resources": {"limits": {"nvidia.com/gpu": 1}},
-                }
-            }
-        },
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"predictor": predictor},
     }
+
+
+def test_a_kserve_vllm_model_format_names_the_vllm_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt24 M1 (kserve#4769): modelFormat vllm was said to run on "the KServe huggingface runtime"
+    isvc = _inference_service(
+        "qwen-llm", "kserve-test", {"modelFormat": {"name": "vllm"}, "args": ["--max-model-len=8192"]}
+    )
     path = tmp_path / "isvc.yaml"
     for fmt, runtime in (("vllm", "KServe vLLM runtime"), ("huggingface", "KServe huggingface runtime")):
         isvc["spec"]["predictor"]["model"]["modelFormat"]["name"] = fmt
@@ -833,22 +836,9 @@ def test_a_misfit_without_its_named_servingruntimes_args_is_unknown(
     heads x 128 x 2 x 2 B = 5.62 GiB; 3.72 GiB is left at 0.34), and the runtime's --max-model-len=8192 makes it fit: a
     misfit without the runtime is Unknown, not DoesNotFit.
     """
-    isvc = {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": "qwen", "namespace": "rhoai"},
-        "spec": {
-            "predictor": {
-                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
-                "model": {
-                    "modelFormat": {"name": "vLLM"},
-                    "runtime": "vllm-cuda-runtime",
-                    "storageUri": "hf://Qwen/Qwen3-8B",
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                },
-            }
-        },
-    }
+    isvc = _inference_service(
+        "qwen", "rhoai", {"modelFormat": {"name": "vLLM"}, "runtime": "vllm-cuda-runtime"}, "NVIDIA-L4"
+    )
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "ServingRuntime",
