@@ -20,11 +20,10 @@ from typing import Any
 import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
-from fitgate.sizing.errors import SizingError
 from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
-from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, falls_back_to_v0, parse_version
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, falls_back_to_v0
 from fitgate.workloads.argv import (
     EngineCommand,
     find_engine_command,
@@ -63,6 +62,7 @@ from fitgate.workloads.podspec import (
     memory_limit_of,
     placement_of,
     refused_value,
+    release_before,
     release_of_image,
     runai_devices,
     runai_share_of,
@@ -157,14 +157,6 @@ def _rope_overrides(flags: Mapping[str, str], notes: list[str]) -> dict[str, Any
             limit = f"not a number above 0, at most {MAX_ROPE_THETA:g}"
             notes.append(f"--rope-theta {theta[:40]!r}: {limit}; the model's own is sized")
     return out
-
-
-def _before(version: str, since: tuple[int, int, int]) -> bool:
-    """Whether a release read from an image is older than ``since`` (an unreadable one is not)."""
-    try:
-        return parse_version(version) < since
-    except SizingError:
-        return False
 
 
 def config_ref(path: str, container: dict[str, Any], pod: dict[str, Any]) -> tuple[str, str] | str:
@@ -397,7 +389,11 @@ def _reading(
                 else:
                     more.append(f"--quantization {value}: read from the checkpoint's own config")
                 continue
-            if flag == "--kv-cache-memory-bytes" and version is not None and _before(version, KV_CACHE_MEMORY_SINCE):
+            if (
+                flag == "--kv-cache-memory-bytes"
+                and version is not None
+                and release_before(version, KV_CACHE_MEMORY_SINCE)
+            ):
                 more.append(f"--kv-cache-memory-bytes: vLLM {version} has no such flag (from 0.11.0); not sized")
                 continue
             if flag == "--max-model-len" and value.strip().lower() in ("-1", "auto"):
@@ -446,7 +442,7 @@ def _reading(
         rope = _rope_overrides(flags, more)
         if rope:
             overrides = {**(overrides or {}), **rope}
-            if version is not None and not _before(version, ROPE_FLAGS_UNTIL):
+            if version is not None and not release_before(version, ROPE_FLAGS_UNTIL):
                 more.append(f"--rope-scaling / --rope-theta: vLLM {version} has no such flags (gone in 0.12.0)")
         serving.update(_expert_parallel(flags, found.env, version, more))
         serving.update(_issue20_serving(flags, more))

@@ -21,13 +21,13 @@ from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
 from fitgate.sizing.speculative import DRAFT_CHECKPOINT_METHODS, IMPLICIT_MTP_UNTIL, canonical_method
 from fitgate.sizing.speculative import SPEC_METHODS as SPECULATIVE_METHODS
 from fitgate.sizing.speculative import parse_config as parse_speculative_config
-from fitgate.sizing.versions import parse_version
 from fitgate.workloads.flagvalues import INT_LIMIT, human_int, python_int
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
     gpu_limit_of,
     image_repo_tag,
+    release_before,
 )
 from fitgate.workloads.reading import WorkloadError
 from fitgate.workloads.vllm_flags import NOT_MODELLED_LISTS, NOT_MODELLED_SWITCHES, NOT_MODELLED_VALUED
@@ -160,14 +160,6 @@ def _runner(flags: dict[str, str], notes: list[str]) -> str | None:
     return None
 
 
-def _older(release: str, since: tuple[int, int, int]) -> bool:
-    """Whether an image's release is older than ``since`` (an unreadable one is not)."""
-    try:
-        return parse_version(release) < since
-    except SizingError:
-        return False
-
-
 def _speculative(value: str, notes: list[str], release: str | None = None) -> dict[str, Any] | None:
     """``--speculative-config JSON`` as a ModelDeployment's ``serving.speculativeConfig``.
 
@@ -182,7 +174,7 @@ def _speculative(value: str, notes: list[str], release: str | None = None) -> di
         method, tokens = parse_speculative_config(value)
     except SizingError as exc:
         raise WorkloadError(str(exc)) from None
-    if method is None and tokens is not None and release and _older(release, IMPLICIT_MTP_UNTIL):
+    if method is None and tokens is not None and release and release_before(release, IMPLICIT_MTP_UNTIL):
         method = "mtp"
         notes.append("--speculative-config without a method: vLLM before 0.11 makes the MTP checkpoint its own drafter")
     method = canonical_method(method)

@@ -13,7 +13,7 @@ from typing import Any
 from fitgate.sizing import SizingError
 from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_gpu, named_gpu
 from fitgate.sizing.units import parse_size
-from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, resolve_release
+from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, parse_version, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
 from fitgate.workloads.quantity import parse_quantity, whole_quantity
 from fitgate.workloads.reading import WorkloadError
@@ -102,6 +102,14 @@ def release_of_image(image: str, env: Mapping[str, str] | None = None) -> tuple[
         )
     major, minor, patch = release.given
     return f"{major}.{minor}.{patch}", release.note
+
+
+def release_before(version: str, since: tuple[int, int, int]) -> bool:
+    """Whether a release read from an image is older than ``since`` (an unreadable one is not)."""
+    try:
+        return parse_version(version) < since
+    except SizingError:
+        return False
 
 
 def refused_value(
