@@ -411,15 +411,12 @@ def runtimes_of(objects: list[Any]) -> dict[str, dict[str, Any]]:
 
 def _with_release(spec: dict[str, Any], release: str) -> dict[str, Any]:
     """``spec`` whose containers carry ``VLLM_VERSION=release`` where they set no such variable."""
-    containers = []
-    for c in spec.get("containers") or []:
-        env = c.get("env") if isinstance(c, dict) else None
-        if not isinstance(c, dict) or (
-            isinstance(env, list) and any(isinstance(e, dict) and e.get("name") == "VLLM_VERSION" for e in env)
-        ):
-            containers.append(c)
-            continue
-        containers.append(
-            {**c, "env": [*(env if isinstance(env, list) else []), {"name": "VLLM_VERSION", "value": release}]}
-        )
+
+    def tagged(container: dict[str, Any]) -> dict[str, Any]:
+        env = as_list(container.get("env"))
+        if any(as_dict(e).get("name") == "VLLM_VERSION" for e in env):
+            return container
+        return {**container, "env": [*env, {"name": "VLLM_VERSION", "value": release}]}
+
+    containers = [tagged(c) if isinstance(c, dict) else c for c in as_list(spec.get("containers"))]
     return {**spec, "containers": containers}
