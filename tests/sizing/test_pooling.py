@@ -10,9 +10,11 @@ from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.cli import main
 from fitgate.sizing import ServingConfig, custom_gpu, lookup_gpu, plan
+from fitgate.sizing.cudagraphs import FIRST_CAPTURE_BYTES, PER_GRAPH_LAYER_BYTES, pooling_graph_mode
 from fitgate.sizing.engine_args import engine_args
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.units import GiB
+from fitgate.sizing.versions import accounting_for
 from tests.conftest import model
 
 CORPUS = Path(__file__).parents[1] / "corpus"
@@ -51,6 +53,33 @@ def test_pooling_loads_no_lm_head() -> None:
     assert weights(llama, "generate") - weights(llama, "pooling") == 128256 * 4096 * 2 == 1_050_673_152
     tied = to_model_input(load_directory(CORPUS / "Qwen__Qwen3-Embedding-0.6B"))
     assert weights(tied, "generate") == weights(tied, "pooling")
+
+
+def test_pooling_captures_piecewise_graphs_only() -> None:
+    # hunt146 F1: vLLM lowers a pooling model's CUDA-graph mode to PIECEWISE ("Pooling models do not support full
+    # cudagraphs", config/vllm.py 0.11.1 L484-490, 0.34.0 L1863-1873), so from 0.20, where the estimate comes out of
+    # the budget, only the piecewise graphs count. Qwen3-Embedding-0.6B (28 layers) at 0.25 on the RTX 5090, 256
+    # sequences and 2048 tokens: 51 capture sizes, 35 of them decode sizes (test_cudagraph_settings.py).
+    # generate: 100 MiB + (50 + 34) x 220 KiB x 28; pooling: 100 MiB + 50 x 220 KiB x 28.
+    m = to_model_input(load_directory(CORPUS / "Qwen__Qwen3-Embedding-0.6B"))
+    serving = {"max_model_len": 2048, "gpu_memory_utilization": 0.3, "vllm_version": "0.25.0"}
+    pooled = plan(m, RTX_5090, ServingConfig(**serving, runner="pooling"))
+    generated = plan(m, RTX_5090, ServingConfig(**serving, runner="generate"))
+    assert generated.ranks[0].profile.cuda_graph_bytes == FIRST_CAPTURE_BYTES + 84 * PER_GRAPH_LAYER_BYTES * 28
+    assert pooled.ranks[0].profile.cuda_graph_bytes == FIRST_CAPTURE_BYTES + 50 * PER_GRAPH_LAYER_BYTES * 28
+    # 0.11.0 lowered only its default mode; from 0.11.1 any mode with full graphs; NONE and generate stay as given
+    cases = [
+        (None, "pooling", "0.11.0", "PIECEWISE"),
+        ("FULL", "pooling", "0.11.0", "FULL"),
+        ("FULL", "pooling", "0.11.1", "PIECEWISE"),
+        ("FULL_DECODE_ONLY", "pooling", "0.34.0", "PIECEWISE"),
+        ("NONE", "pooling", "0.34.0", "NONE"),
+        (None, "generate", "0.34.0", "FULL_AND_PIECEWISE"),
+        (None, "pooling", "0.10.2", "FULL_AND_PIECEWISE"),
+    ]
+    for given, runner, release, want in cases:
+        mode = given or "FULL_AND_PIECEWISE"
+        assert pooling_graph_mode(mode, given, runner, accounting_for(release)) == want, (given, runner, release)
 
 
 def test_an_unknown_runner_names_the_field() -> None:

@@ -192,17 +192,49 @@ def test_glm5_kv_cache_is_fp8_by_default_on_sm10x_from_0_32() -> None:
     assert full.verdict.value in ("Fits", "Tight") and any("auto is fp8_e4m3" in n for n in full.notes)
 
 
-def test_gb10_keeps_the_small_batch_defaults_from_0_33() -> None:
+def test_gb10_keeps_the_small_batch_defaults_in_every_release() -> None:
     # vLLM 0.33 keeps GB10 (DGX Spark, cc 12.1) on the small tier whatever its 118 GiB (engine/arg_utils.py 0.34.0
-    # L2999-3024 is_gb10): 2048 batched tokens and 256 sequences for `vllm serve`; 0.32 gave it the >= 70 GiB tier
-    # (8192 / 1024). hunt47 F2.
+    # L2999-3024 is_gb10): 2048 batched tokens and 256 sequences for `vllm serve` (hunt47 F2). Before, NVML's memory
+    # query raises on the integrated part and the defaults take device_memory 0: the small tier too (hunt158 S1: a
+    # 0.25.1 GB10 failure log names "the default max_num_seqs (256)"; fitgate had assumed the >= 70 GiB tier, 1024).
     from fitgate.sizing.resolve import accounting_of, default_batch  # noqa: PLC0415
 
     m = model("Qwen/Qwen3-8B")
     gb10 = lookup_gpu("GB10")
-    for version, expected in (("0.32.0", (8192, 1024)), ("0.33.0", (2048, 256)), ("0.34.0", (2048, 256))):
+    for version, expected in (("0.25.0", (2048, 256)), ("0.32.0", (2048, 256)), ("0.34.0", (2048, 256))):
         acc = accounting_of(m.arch, gb10, ServingConfig(vllm_version=version))
         assert default_batch(gb10, acc, offline=False) == expected, version
+    h200 = lookup_gpu("H200")  # a discrete card of >= 70 GiB keeps the large tier before 0.28's >= 160 GiB one
+    assert default_batch(h200, accounting_of(m.arch, h200, ServingConfig(vllm_version="0.25.0")), False) == (8192, 1024)
+
+
+def test_v1_batch_defaults_by_release_chunking_a100s_and_the_cap() -> None:
+    # hunt161 F1: before 0.11.1 V1's defaults set enable_chunked_prefill = True whatever was asked (engine/arg_utils.py
+    # 0.10.2 L1619-1623, 0.11.0 L1547-1548; "if ... is None" from 0.11.1 L1955): --no-enable-chunked-prefill left the
+    # 2048-token budget (L40S, a < 70 GiB card), where fitgate profiled one 131072-token prompt and denied Llama-3.1-8B.
+    # F2: "a100" not in device_name keeps the A100-80GB on 256 / 2048 from 0.9.0 (0.9.2 L1629), not 0.10.0.
+    from fitgate.sizing.resolve import accounting_of, default_batch  # noqa: PLC0415
+
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    l40s = lookup_gpu("L40S")
+
+    def tokens(version: str) -> int:
+        serving = ServingConfig(vllm_version=version, enable_chunked_prefill=False)
+        return plan(m, l40s, serving).serving.max_num_batched_tokens
+
+    assert (tokens("0.10.2"), tokens("0.11.0"), tokens("0.11.1"), tokens("0.34.0")) == (2048, 2048, 131072, 131072)
+    a100 = lookup_gpu("A100-80GB")
+    batch = {v: default_batch(a100, accounting_of(m.arch, a100, ServingConfig(vllm_version=v)), False) for v in
+             ("0.8.5", "0.9.2", "0.10.2")}  # fmt: skip
+    assert batch == {"0.8.5": (8192, 1024), "0.9.2": (2048, 256), "0.10.2": (2048, 256)}
+    # F5: from 0.11.1 a default budget is capped at max_num_seqs x max_model_len (arg_utils.py 0.11.1 L2023-2026):
+    # one 2048-token sequence on an H100 profiles 1 x 2048 = 2048 tokens, not the tier's 8192 (0.11.0 keeps 8192)
+    h100 = lookup_gpu("H100")
+    one = {
+        v: plan(m, h100, ServingConfig(vllm_version=v, max_num_seqs=1, max_model_len=2048))
+        for v in ("0.11.0", "0.34.0")
+    }
+    assert {v: p.serving.max_num_batched_tokens for v, p in one.items()} == {"0.11.0": 8192, "0.34.0": 2048}
 
 
 def test_device_memory_utilization_is_the_gpu_memory_utilization() -> None:
@@ -223,3 +255,21 @@ def test_the_typical_cuda_context_is_warned_the_smallest_is_the_denials_floor() 
     serving = ServingConfig(gpu_memory_utilization=0.97, max_model_len=5120, max_num_seqs=1, vllm_version="0.14.1")
     p = plan(m, lookup_gpu("H100-SXM"), serving)
     assert p.verdict is Verdict.TIGHT and "LowHeadroomOutsideBudget" in {r.code for r in p.reasons}, p.reasons
+
+
+def test_deepseek_attention_caches_every_head_before_mla_in_0_7_1() -> None:
+    # hunt168 S1: vLLM 0.7.0's DeepSeek-V2 attention is Attention(num_local_heads, qk_head_dim, num_kv_heads=
+    # num_local_heads), V padded to qk_head_dim (models/deepseek_v2.py 0.7.0 L265-270, L316-319); the MLA latent cache
+    # comes with ModelConfig.use_mla in 0.7.1. DeepSeek-V2-Lite at TP 2 in fp16: 27 layers x 2 (K, V) x 8 heads
+    # x (128 + 64) x 2 B = 165,888 B a token per GPU before (vllm#6156 on 2 x L40 refused 163840 tokens with room for
+    # 63,040), the latent after. fitgate had applied the latent to every release.
+    m = model("deepseek-ai/DeepSeek-V2-Lite-Chat")
+    l40 = lookup_gpu("L40")
+
+    def per_token(version: str) -> int:
+        return plan(
+            m, l40, ServingConfig(vllm_version=version, tensor_parallel_size=2, dtype="float16")
+        ).kv.bytes_per_token
+
+    assert per_token("0.7.0") == per_token("0.5.1") == 27 * 2 * 8 * (128 + 64) * 2 == 165_888
+    assert per_token("0.7.1") < 40_000  # 27 x (512 + 64) x 2 B, the latent (aligned on V0 0.7.x), not split over TP

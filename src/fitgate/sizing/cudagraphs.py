@@ -80,6 +80,8 @@ class GraphCounts:
 
 #: ``cudagraph_mode`` values (vllm/config/compilation.py ``CUDAGraphMode``), the default first.
 CUDAGRAPH_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "NONE")
+#: The modes that capture full graphs (``CUDAGraphMode.has_full_cudagraphs``, config/compilation.py).
+FULL_GRAPH_MODES = frozenset({"FULL_AND_PIECEWISE", "FULL", "FULL_DECODE_ONLY"})
 
 
 def capture_sizes(
@@ -326,3 +328,20 @@ def graph_token_limits(
         decode = max(largest, min(WIDE_GRAPH_TOKENS, max_num_seqs * decode_query_len))
         prompt = max(largest, min(WIDE_GRAPH_TOKENS, max_num_batched_tokens))
     return decode, 0 if mode == "FULL_DECODE_ONLY" else prompt
+
+
+#: Pooling models capture no full CUDA graph: vLLM lowers the mode to PIECEWISE ("Pooling models do not support full
+#: cudagraphs"), in 0.11.0 the default only (config/__init__.py 0.11.0 L361-374), from 0.11.1 any mode with full graphs
+#: (config/vllm.py 0.11.1 L484-490, 0.11.2 L486-490, 0.20.0 L1040-1045, 0.34.0 L1863-1873; ``has_full_cudagraphs``:
+#: FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE). hunt146 F1: from 0.20, where the graph estimate comes out of the
+#: budget, a small-gmu embedder beside a generator was charged ~0.2 GiB of full graphs it never captures.
+POOLING_PIECEWISE_SINCE = (0, 11, 0)
+POOLING_ANY_MODE_PIECEWISE_SINCE = (0, 11, 1)
+
+
+def pooling_graph_mode(mode: str, given: str | None, runner: str, accounting: VllmAccounting) -> str:
+    """``mode`` as vLLM resolves it for ``runner``: PIECEWISE for a pooling model where it would capture full graphs."""
+    since = POOLING_PIECEWISE_SINCE if given is None else POOLING_ANY_MODE_PIECEWISE_SINCE
+    if runner == "pooling" and mode in FULL_GRAPH_MODES and accounting.version >= since:
+        return "PIECEWISE"
+    return mode

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitgate.sizing.activation import CUDA_CONTEXT_BYTES
+from fitgate.sizing.cudagraphs import FULL_GRAPH_MODES
 from fitgate.sizing.kv_specs import MambaSpec
 from fitgate.sizing.parallel import EP_INTERNODE_RESIDENT_BYTES
 from fitgate.sizing.reasons import ReasonCode
@@ -213,7 +214,6 @@ def prejudge(
 #: each decode sequence needs one Mamba block ("max_num_seqs (1024) exceeds available Mamba cache blocks (969)",
 #: vllm#49064 on an H100 at 0.28; NVIDIA's retail-shopping-assistant#95, Nemotron 120B on 2 x H100).
 MAMBA_BLOCKS_CHECK_SINCE = (0, 20, 0)
-_FULL_GRAPH_MODES = frozenset({"FULL_AND_PIECEWISE", "FULL", "FULL_DECODE_ONLY"})
 
 
 def _mamba_blocks(
@@ -229,7 +229,7 @@ def _mamba_blocks(
         parse_version(rs.vllm_version) < MAMBA_BLOCKS_CHECK_SINCE
         or rs.extensible_kv_cache
         or not rs.cuda_graphs
-        or rs.cudagraph_mode not in _FULL_GRAPH_MODES
+        or rs.cudagraph_mode not in FULL_GRAPH_MODES
         or rs.max_num_seqs <= kv.num_blocks
         or not any(isinstance(s, MambaSpec) for s, _ in worst.layout.spec_counts)
     ):

@@ -10,7 +10,7 @@ import dataclasses
 from fitgate.sizing import lora as lora_slots
 from fitgate.sizing import offload, speculative
 from fitgate.sizing.activation import pre_snapshot_bytes
-from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES, MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES
+from fitgate.sizing.cudagraphs import CUDAGRAPH_MODES, MAX_CAPTURE_SIZE, MAX_CAPTURE_SIZES, pooling_graph_mode
 from fitgate.sizing.dtypes import MODEL_DTYPES, kv_dtype_bytes, served_dtype
 from fitgate.sizing.errors import NotModelledError, SizingError
 from fitgate.sizing.gpus import GpuModel
@@ -70,15 +70,16 @@ def runner_of(arch: ModelArchitecture, runner: str, version: tuple[int, int, int
 MAX_CONTEXT = 1 << 24
 
 
-#: The first release that keeps GB10 (DGX Spark, compute capability 12.1) on the small defaults whatever its memory:
-#: "GB10 ... has the memory but not the compute of a large discrete GPU" (engine/arg_utils.py 0.33.0 ``is_gb10``,
-#: 0.34.0 L2999-3024; absent from 0.32.0; hunt47 F2).
-GB10_SMALL_TIER_SINCE = (0, 33, 0)
+#: GB10 (DGX Spark, cc 12.1) gets the small defaults in every release: from 0.33 by name (arg_utils.py 0.34.0
+#: L2999-3024 ``is_gb10``; hunt47 F2); before, NVML's memory query raises on the integrated part (platforms/cuda.py
+#: 0.25.0 L764-767, a fallback only from 0.33: 0.34.0 L845-854), so the defaults take ``device_memory = 0``
+#: (arg_utils.py 0.11.0 L1594-1599, 0.25.0 L2415-2442; hunt158 S1: a 0.25.1 log's "default max_num_seqs (256)").
+GB10_COMPUTE_CAPABILITY = "12.1"
 
 
 def default_batch(gpu: GpuModel, accounting: VllmAccounting, offline: bool) -> tuple[int, int]:
     """VLLM's default (max_num_batched_tokens, max_num_seqs) for this card (reference section 9)."""
-    gb10 = accounting.version >= GB10_SMALL_TIER_SINCE and gpu.compute_capability == "12.1"
+    gb10 = gpu.compute_capability == GB10_COMPUTE_CAPABILITY
     big = gpu.memory_bytes >= 70 * GiB and not (accounting.a100_small_tier and gpu.is_a100) and not gb10
     if accounting.big_gpu_tier_bytes is not None and gpu.memory_bytes >= accounting.big_gpu_tier_bytes:
         return 16384, 1024
@@ -294,11 +295,16 @@ def resolve_serving(
         default_tokens *= 2
         seqs = seqs if serving.max_num_seqs is not None else seqs * 2
     tokens = checked_int(serving.max_num_batched_tokens, "max_num_batched_tokens", 1, MAX_CONTEXT) or default_tokens
-    if serving.enable_chunked_prefill is False and serving.max_num_batched_tokens is None and accounting.engine == "V1":
-        tokens = max(max_len, tokens)  # CHUNKED_PREFILL_OFF (hunt31 F4)
+    if serving.runner not in RUNNERS:
+        raise SizingError("runner", serving.runner, "auto, generate or pooling (vLLM's --runner)")
+    runner = runner_of(arch, serving.runner, accounting.version)
+    taken = accounting.engine == "V1" and (accounting.chunked_off_taken or runner == "pooling")
+    if serving.enable_chunked_prefill is False and serving.max_num_batched_tokens is None and taken:
+        tokens = max(max_len, tokens)  # V1's CHUNKED_PREFILL_OFF (hunt31 F4)
+    if serving.max_num_batched_tokens is None and accounting.chunked_off_taken and accounting.engine == "V1":
+        tokens = min(tokens, seqs * max_len)  # a default budget no larger than the batch can hold (hunt161 F5)
     if serving.max_num_seqs is None and accounting.engine == "V1":
-        # a default max_num_seqs is lowered to max_num_batched_tokens (engine/arg_utils.py 0.11.0 L1676-1679, 0.34.0
-        # L3269-3271): `--max-num-batched-tokens 512` on an H100 runs 512 sequences, not 1024 (hunt98 F3)
+        # a default max_num_seqs lowered to the batch (arg_utils.py 0.11.0 L1676-1679, 0.34.0 L3269-3271; hunt98 F3)
         seqs = min(seqs, tokens)
     kv_memory = checked_int(serving.kv_cache_memory_bytes, "kv_cache_memory_bytes", 1, gpu.memory_bytes)
     if kv_memory is not None and accounting.version < KV_CACHE_MEMORY_SINCE:
@@ -307,9 +313,6 @@ def resolve_serving(
     interconnect = serving.interconnect or gpu.interconnect
     if interconnect not in ("nvlink", "pcie"):
         raise SizingError("interconnect", interconnect, "nvlink or pcie")
-    if serving.runner not in RUNNERS:
-        raise SizingError("runner", serving.runner, "auto, generate or pooling (vLLM's --runner)")
-    runner = runner_of(arch, serving.runner, accounting.version)
     if isinstance(serving.block_size, int) and serving.block_size > MAX_BLOCK_SIZE:
         # hunt122 F1: vLLM's Neuron backend takes block_size = max_model_len (Rebellions' serve.sh: --block-size
         # 8192 --max-model-len 16384); a page that long is no GPU attention backend's: Unknown, never exit 2
@@ -350,7 +353,7 @@ def resolve_serving(
         raise SizingError("mxfp4_backend", serving.mxfp4_backend, " or ".join(MXFP4_BACKENDS))
     if serving.mm_encoder_tp_mode not in ("weights", "data"):
         raise SizingError("mm_encoder_tp_mode", serving.mm_encoder_tp_mode, "weights or data")
-    graph_mode = _cudagraph_mode(serving.cudagraph_mode)
+    graph_mode = pooling_graph_mode(_cudagraph_mode(serving.cudagraph_mode), serving.cudagraph_mode, runner, accounting)
     graph_sizes = serving.cudagraph_capture_sizes
     if graph_sizes is not None:
         if not 1 <= len(graph_sizes) <= MAX_CAPTURE_SIZES:

@@ -168,7 +168,13 @@ class VllmAccounting:
         default_gpu_memory_utilization: 0.9 up to 0.19.1, 0.92 from 0.20.0 (config/cache.py 0.19.0
             L41, 0.20.0 L66, 0.33.0 L215; 0.34.0 ``DEFAULT_GPU_MEMORY_UTILIZATION`` L186 when the
             extensible KV cache is off, 1.0 when it is on: see ``extensible_kv_cache``).
-        a100_small_tier: A100s get the small defaults even with 80 GB (0.10+).
+        chunked_off_taken: V1 runs a generating model unchunked when ``--no-enable-chunked-prefill`` asks (0.11.1+:
+            "if self.enable_chunked_prefill is None", arg_utils.py 0.11.1 L1955; before, its defaults set it True
+            whatever was asked: 0.8.5 L1568-1569, 0.9.2 L1575-1579, 0.10.2 L1619-1623, 0.11.0 L1547-1548;
+            hunt161 F1). The same release caps a default ``max_num_batched_tokens`` at ``max_num_seqs x
+            max_model_len`` (0.11.1 L2023-2026, 0.34.0 L3255-3261; hunt161 F5).
+        a100_small_tier: A100s get the small defaults even with 80 GB (``"a100" not in device_name``: 0.9.0+,
+            engine/arg_utils.py 0.9.0 L1495, 0.9.2 L1629; 0.8.5 L1596 checks the memory alone; hunt161 F2).
         sampler_bytes_per_logit: Bytes of the profiling sampler pass per (sequence x vocab)
             element; larger before 0.17 (see activation.py).
         sampler_base_bytes: Fixed part of the sampler pass.
@@ -199,6 +205,7 @@ class VllmAccounting:
     big_gpu_tier_bytes: int | None
     default_gpu_memory_utilization: float
     a100_small_tier: bool
+    chunked_off_taken: bool
     sampler_bytes_per_logit: float
     sampler_base_bytes: int
     mla_align_bytes: int
@@ -444,12 +451,14 @@ POOLING_ON_V1_SINCE = (0, 9, 2)
 #: The attention backends V1 runs (``VLLM_ATTENTION_BACKEND``), 0.8.0-0.10.x: any other one set makes vLLM fall back
 #: to V0 unless ``VLLM_USE_V1`` is set (``_is_v1_supported_oracle``: 0.8.0 ``engine/arg_utils.py`` L1567-1575, 0.9.0
 #: L1346-1362, 0.10.1.1 L1456-1477, 0.10.2 L1502-1526). The list grew by release; this is 0.10.2's, the union, so a
-#: backend an older release did not list yet is sized as V1 (as before), never as a V0 the release did not run.
+#: backend an older release did not list yet is sized as V1 (as before), never as a V0 the release did not run; with
+#: ``CUTLASS_MLA_VLLM_V1``, 0.9.2's and 0.10.0's name (L1454) of what 0.10.1 calls ``CUTLASS_MLA`` (hunt164 F1).
 V1_ATTENTION_BACKENDS = frozenset(
     {
         "FLASH_ATTN_VLLM_V1", "FLASH_ATTN", "PALLAS", "PALLAS_VLLM_V1", "TRITON_ATTN_VLLM_V1", "TRITON_MLA",
-        "CUTLASS_MLA", "FLASHMLA", "FLASHMLA_VLLM_V1", "FLASH_ATTN_MLA", "FLASHINFER", "FLASHINFER_VLLM_V1",
-        "FLASHINFER_MLA", "ROCM_AITER_MLA", "TORCH_SDPA_VLLM_V1", "FLEX_ATTENTION", "TREE_ATTN", "XFORMERS_VLLM_V1",
+        "CUTLASS_MLA", "CUTLASS_MLA_VLLM_V1", "FLASHMLA", "FLASHMLA_VLLM_V1", "FLASH_ATTN_MLA", "FLASHINFER",
+        "FLASHINFER_VLLM_V1", "FLASHINFER_MLA", "ROCM_AITER_MLA", "TORCH_SDPA_VLLM_V1", "FLEX_ATTENTION", "TREE_ATTN",
+        "XFORMERS_VLLM_V1",
     }
 )  # fmt: skip
 
@@ -560,7 +569,8 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         concurrency_sum_groups=not v0 and version >= (0, 27, 0),
         big_gpu_tier_bytes=160 * 1024**3 if version >= (0, 28, 0) else None,
         default_gpu_memory_utilization=0.92 if version >= (0, 20, 0) else 0.9,
-        a100_small_tier=version >= (0, 10, 0),
+        a100_small_tier=version >= (0, 9, 0),
+        chunked_off_taken=version >= (0, 11, 1),
         # Fitted on the calibration logs: 14.35 B per logit on 0.19 (8 dense models); Qwen3-14B
         # profiled 5.64 GiB on 0.15/0.16 and 2.23 GiB on 0.17/0.18, and the undated V1 runs of one
         # benchmark imply the same 37.8 B per logit. V0 samples only the last token of each sequence.
