@@ -250,6 +250,19 @@ def test_a_connector_without_hma_sizes_sliding_layers_as_full_attention() -> Non
     assert any("LMCacheMPConnector: sized with the hybrid KV cache manager kept" in n for n in mp.notes)
 
 
+def test_before_0_22_any_connector_turning_the_hybrid_manager_off_is_said() -> None:
+    # hunt154 F3: up to 0.21 vLLM turns the hybrid manager off for any --kv-transfer-config (config/vllm.py 0.20.0
+    # L1288-1300: unless --no-disable-hybrid-kv-cache-manager), per connector only from 0.22 (L1442-1475). fitgate
+    # keeps sizing NIXL with the manager (fail-open: the flag that keeps it is not read) and says so before 0.22.
+    m = model("google/gemma-2-9b-it")
+    for release, said in (("0.20.0", True), ("0.11.0", True), ("0.22.0", False), ("0.33.0", False)):
+        serving = ServingConfig(vllm_version=release, max_model_len=8192, kv_connector="NixlConnector")
+        notes = plan(m, H100, serving).notes
+        assert any("turns the hybrid KV cache manager off for any --kv-transfer-config" in n for n in notes) == said
+    dense = plan(model(LLAMA), H100, ServingConfig(vllm_version="0.20.0", kv_connector="NixlConnector"))
+    assert not any("for any --kv-transfer-config" in n for n in dense.notes)  # no sliding or state layers
+
+
 def test_kv_offloading_and_nixl_host_buffers() -> None:
     m = model(LLAMA)
     off = plan(m, H100, _serving(tensor_parallel_size=2, kv_offloading_bytes=64 * GiB))

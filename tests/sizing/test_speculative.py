@@ -22,8 +22,8 @@ from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.cudagraphs import capture_sizes, graph_counts
 from fitgate.sizing.engine_args import engine_args
-from fitgate.sizing.errors import SizingError, UnknownArchitectureError
-from fitgate.sizing.speculative import resolve
+from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
+from fitgate.sizing.speculative import Speculative, resolve
 from fitgate.sizing.versions import accounting_for
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.reader import read_workload
@@ -118,7 +118,7 @@ def test_a_drafter_from_another_checkpoint_is_named_not_counted() -> None:
         ("mtp", None, "speculative_config.method", "multi-token-prediction layers"),  # Llama has none
         ("lookahead", 2, "speculative_config.method", "a method of vLLM 0.33"),
         ("ngram", None, "speculative_config.num_speculative_tokens", "1 to 64"),
-        ("ngram", 65, "speculative_config.num_speculative_tokens", "1 to 64"),
+        ("ngram", 0, "speculative_config.num_speculative_tokens", "1 to 64"),
     ],
 )
 def test_bad_settings_name_the_field(method: str, tokens: int | None, field: str, message: str) -> None:
@@ -126,6 +126,15 @@ def test_bad_settings_name_the_field(method: str, tokens: int | None, field: str
     with pytest.raises(SizingError, match=message) as info:
         resolve(llama, method, tokens)
     assert str(info.value).startswith(field)
+
+
+def test_more_draft_tokens_than_fitgate_sizes_is_not_modelled_not_invalid() -> None:
+    # hunt144 F2: vLLM sets no upper bound on num_speculative_tokens (suffix decoding's forks run 128); past fitgate's
+    # 64 the answer is Unknown (NotModelledError), not Invalid; 64 itself is sized
+    llama = parse_config(json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text()))
+    with pytest.raises(NotModelledError, match="at most 64 draft tokens"):
+        resolve(llama, "suffix", 65)
+    assert resolve(llama, "suffix", 64) == Speculative("suffix", 64)
 
 
 def test_an_mtp_drafter_of_its_own_checkpoint_is_a_draft_model() -> None:

@@ -94,7 +94,8 @@ def notes(
             + (f" (all of them: {fmt_gib(asked)} was asked)" if got < asked else "")
             + "; vLLM offloads whole parameters, so up to one parameter more may move"
         )
-    notes.extend(offload.connector_notes(rs.kv_connector, rs.kv_role, arch.windowed_attention, arch.has_state))
+    version = parse_version(rs.vllm_version) if rs.vllm_version else None
+    notes.extend(offload.connector_notes(rs.kv_connector, rs.kv_role, arch.windowed_attention, arch.has_state, version))
     if rs.kv_offloading_bytes is not None and rs.kv_offloading_backend == "lmcache":
         notes.append("--kv-offloading-backend lmcache: the KV store lives in a separate LMCache server process")
     enc = ranks[0].encoder

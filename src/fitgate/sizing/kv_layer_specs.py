@@ -34,6 +34,9 @@ from fitgate.sizing.units import cdiv
 from fitgate.sizing.versions import VllmAccounting
 
 DEFAULT_BLOCK_SIZE = 16
+#: The first release that caches DeepSeek's MLA latent (``ModelConfig.use_mla``, config.py 0.7.1 L972; none in
+#: 0.7.0): before, every head's K and V.
+MLA_CACHE_SINCE = (0, 7, 1)
 #: One token of a sparse-MLA fp8 cache (``fp8_ds_mla``): 512 x fp8 + 4 x fp32 scales + 64 x bf16 rope.
 FP8_DS_MLA_BYTES = 656
 #: DeepSeek V4's ``fp8_ds_mla`` entry: 448 fp8 NoPE + 64 bf16 RoPE values + 8 scale bytes
@@ -172,6 +175,11 @@ def layer_specs(
                 # dim), key only, bf16 unless --attention-config sets indexer_kv_dtype
                 # (minimax_m3/common/indexer.py 0.33.0 L118-153, nvidia/model.py L505-509).
                 specs.append(MLAAttentionSpec(block_size, mixer.index_head_dim, MINIMAX_M3_INDEX_DTYPE_BYTES))
+        elif isinstance(mixer, MLA) and accounting.version < MLA_CACHE_SINCE:
+            # hunt168 S1: before 0.7.1 DeepSeek-V2/V3 attention is plain multi-head (deepseek_v2.py 0.7.0 L265-270:
+            # Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads), V padded to qk_head_dim L316-319)
+            qk_head = mixer.qk_nope_head_dim + mixer.qk_rope_head_dim
+            specs.append(FullAttentionSpec(block_size, max(1, mixer.num_heads // tp), qk_head, kv_dtype_bytes))
         elif isinstance(mixer, MLA):
             head = mixer.kv_lora_rank + mixer.qk_rope_head_dim
             if mixer.index_head_dim and kv_dtype_bytes == 1:

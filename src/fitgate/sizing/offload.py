@@ -123,11 +123,37 @@ def offloaded_bytes(requested_bytes: int, decoder_bytes: int) -> int:
     return max(0, min(requested_bytes, decoder_bytes))
 
 
+#: The first release that turns the hybrid KV cache manager off only for a connector without ``SupportsHMA``
+#: (config/vllm.py 0.22.0 L1442-1475). Before, any ``--kv-transfer-config`` turned it off: 0.9.2 config.py
+#: L4637-4639, 0.11.0 config/__init__.py L506-508, 0.11.2 config/vllm.py L705-709 ("turn HMA off for connector for
+#: now"); 0.20.0 L1288-1300 and 0.21.0 unless ``--no-disable-hybrid-kv-cache-manager`` asks to keep it.
+HMA_BY_CONNECTOR_SINCE = (0, 22, 0)
+
+
 def connector_notes(
-    connector: str | None, role: str | None, has_hybrid_layers: bool, has_state_layers: bool
+    connector: str | None,
+    role: str | None,
+    has_hybrid_layers: bool,
+    has_state_layers: bool,
+    version: tuple[int, int, int] | None = None,
 ) -> list[str]:
     """What the plan says about a KV connector and a disaggregated role."""
     notes: list[str] = []
+    if (
+        connector is not None
+        and version is not None
+        and version < HMA_BY_CONNECTOR_SINCE
+        and not disables_hybrid_manager(connector)
+        and (has_hybrid_layers or has_state_layers)
+    ):
+        # hunt154 F3: said, not sized (fail-open): the pool is the hybrid manager's, which this release keeps only
+        # with --no-disable-hybrid-kv-cache-manager (0.20-0.21), a flag fitgate does not read
+        notes.append(
+            f"vLLM {'.'.join(map(str, version))} turns the hybrid KV cache manager off for any --kv-transfer-config "
+            "(per connector only from 0.22): unless --no-disable-hybrid-kv-cache-manager keeps it (0.20-0.21), "
+            "sliding-window layers take full-attention pages (fewer tokens than this plan's)"
+            + ("; Mamba / linear-attention layers need it and vLLM fails at start-up" if has_state_layers else "")
+        )
     if connector is not None and connector not in KV_CONNECTORS:
         notes.append(
             f"kv connector {connector}: not one vLLM 0.33 registers (P2pNcclConnector was removed); its GPU "

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from fitgate.sizing.errors import SizingError
+from fitgate.sizing.errors import NotModelledError, SizingError
 from fitgate.sizing.jsonflags import expand_human_numbers, whole_number
 from fitgate.sizing.model import MLA, Attention, CompressedSparseMLA, ModelArchitecture
 
@@ -183,10 +183,13 @@ def resolve(
         raise SizingError(
             "speculative_config.method", method, "a method of vLLM 0.33 (mtp, ngram, suffix, eagle3, ...)"
         )
-    if num_tokens is not None and (
-        isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or not 1 <= num_tokens <= MAX_SPECULATIVE_TOKENS
-    ):
+    if num_tokens is not None and (isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1):
         raise SizingError("speculative_config.num_speculative_tokens", num_tokens, f"1 to {MAX_SPECULATIVE_TOKENS}")
+    if num_tokens is not None and num_tokens > MAX_SPECULATIVE_TOKENS:
+        # hunt144 F2: vLLM sets no upper bound (suffix decoding's forks run 128): a count past fitgate's is Unknown
+        raise NotModelledError(
+            "speculative_config.num_speculative_tokens", num_tokens, f"at most {MAX_SPECULATIVE_TOKENS} draft tokens"
+        )
     if method in MTP_METHODS:
         n_predict = _MTP_FIXED_LAYERS.get(arch.model_type or "", arch.mtp_layers)
         if not n_predict and arch.model_type in _MTP_CLASS_DEFAULT_LAYERS:
