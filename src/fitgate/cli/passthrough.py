@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from fitgate.sizing.errors import NotModelledError, SizingError
 from fitgate.workloads.vllm_flags import (
     NOT_MODELLED_LISTS,
+    NOT_MODELLED_SUFFIX,
     NOT_MODELLED_SWITCHES,
     NOT_MODELLED_VALUED,
     OMNI_NOT_SIZED,
@@ -103,7 +104,7 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
             while not eq and i < len(words) and not words[i].startswith("--"):
                 values.append(words[i])
                 i += 1
-            mark = " (not modelled)" if name in NOT_MODELLED_LISTS else ""
+            mark = NOT_MODELLED_SUFFIX if name in NOT_MODELLED_LISTS else ""
             taken.append(f"{name} {' '.join(values)[:60]}{mark}".replace("  ", " "))
             continue
         if name in NOT_MODELLED_VALUED or name in IGNORED_VALUED:
@@ -114,7 +115,7 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
                 i += 1
             if name == "--load-format" and value.strip().lower() == "gguf":
                 raise NotModelledError("load_format", value, "a GGUF file's weights (each tensor's quantization type)")
-            taken.append(f"{name} {value[:60]}" + (" (not modelled)" if name in NOT_MODELLED_VALUED else ""))
+            taken.append(f"{name} {value[:60]}" + (NOT_MODELLED_SUFFIX if name in NOT_MODELLED_VALUED else ""))
             continue
         base = name.split(".", 1)[0]
         if base in known:
@@ -125,7 +126,7 @@ def passthrough(extra: Sequence[str]) -> tuple[list[str], list[str]]:
             ):
                 value = following
                 i += 1
-            taken.append(f"{name} {value[:60]}".rstrip() + " (not modelled)")
+            taken.append(f"{name} {value[:60]}".rstrip() + NOT_MODELLED_SUFFIX)
             continue
         unknown.append(word)
     return taken, unknown
@@ -148,8 +149,8 @@ def _device(words: Sequence[str]) -> str | None:
 
 def note(taken: Sequence[str]) -> str:
     """The note a plan carries for the flags taken and not read."""
-    plain = [t for t in taken if not t.endswith("(not modelled)")]
-    unmodelled = [t.removesuffix(" (not modelled)") for t in taken if t.endswith("(not modelled)")]
+    plain = [t for t in taken if not t.endswith(NOT_MODELLED_SUFFIX)]
+    unmodelled = [t.removesuffix(NOT_MODELLED_SUFFIX) for t in taken if t.endswith(NOT_MODELLED_SUFFIX)]
     parts = []
     if plain:
         parts.append("not read (they do not change the memory plan): " + ", ".join(plain))

@@ -108,6 +108,31 @@ def may_shrink(flags: Iterable[str]) -> list[str]:
     return [f for f in flags if SHORT_FLAGS.get(_name(f), _name(f)) in NOT_MODELLED_MAY_SHRINK]
 
 
+#: What ``fitgate plan`` writes after a pasted flag it takes without modelling (cli/passthrough.py).
+NOT_MODELLED_SUFFIX = " (not modelled)"
+
+#: vLLM rules that a flag fitgate takes without modelling widens, by the sizing field fitgate checks them on: EPLB
+#: needs TP x PCP x DP > 1 (config/parallel.py 0.34.0 L609-621: the EP group spans the TP x PCP x DP ranks), where
+#: fitgate's layout checks TP x DP > 1 (sizing/parallel.py). Its divisibility rule needs no entry: experts that split
+#: evenly over TP x PCP x DP split evenly over TP x DP, so fitgate's check is never the stricter.
+RULES_WIDENED_BY = {"enable_eplb": "--prefill-context-parallel-size"}
+
+
+def rule_widened(field: str, flags: Iterable[str]) -> str | None:
+    """The word of ``flags`` that widens vLLM's rule on ``field`` past fitgate's check, or None.
+
+    hunt127 note: ``-pcp 2 -ep --enable-eplb`` at TP 1 x DP 1 is a setting vLLM takes (TP x PCP x DP = 2) that
+    fitgate's TP x DP > 1 rule refused. A value of 1 widens nothing; one fitgate cannot read may.
+    """
+    widener = RULES_WIDENED_BY.get(field)
+    for written in flags if widener else ():
+        word = written.removesuffix(NOT_MODELLED_SUFFIX)
+        name = _name(word)
+        if SHORT_FLAGS.get(name, name) == widener and word[len(name) :].strip(" =") != "1":
+            return word
+    return None
+
+
 def _name(word: str) -> str:
     return word.split(" ", 1)[0].split("=", 1)[0]
 
