@@ -476,6 +476,26 @@ def test_a_length_only_the_newest_release_refuses_is_unknown_on_a_dated_nightly(
     assert code == 2 and "max_model_len: 131072 is not valid" in err
 
 
+def test_the_printed_command_keeps_the_config_overrides_the_plan_was_made_with(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt145 F3: Qwen3-8B at 131072 with YaRN over its 40960 positions planned Fits, and the vllm serve line it printed
+    # left out --hf-overrides, so vLLM would refuse that line's length; up to 0.6.3 (no --hf-overrides) the older
+    # --rope-scaling is written instead
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    base = ["--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "131072"]
+    code, doc = plan_json(
+        capsys, *base, "--hf-overrides", json.dumps({"rope_scaling": yarn}), "--vllm-version", "0.12.0"
+    )
+    argv = shlex.split(doc["vllm_command"])
+    assert code == 0 and json.loads(argv[argv.index("--hf-overrides") + 1]) == {"rope_scaling": yarn}
+    code, doc = plan_json(capsys, *base, "--rope-scaling", json.dumps(yarn), "--vllm-version", "0.6.3")
+    argv = shlex.split(doc["vllm_command"])
+    assert code == 0 and json.loads(argv[argv.index("--rope-scaling") + 1]) == yarn and "--hf-overrides" not in argv
+    code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    assert "--hf-overrides" not in doc["vllm_command"]  # none given, none written
+
+
 def test_every_flag_plan_takes_is_one_check_knows() -> None:
     # one list of vLLM's flags: check must not call a flag plan takes "not a flag of any vLLM release" (hunt110 F2)
     from fitgate.cli.passthrough import IGNORED_LISTS, IGNORED_SWITCHES, IGNORED_VALUED  # noqa: PLC0415
@@ -835,6 +855,22 @@ def test_plan_reads_vllms_q_and_makes_a_misfit_with_prefetch_offload_unknown(
         assert code == 0 and doc["verdict"] == "Unknown" and "may make it fit" in doc["reasons"][0]["message"], pcp
 
 
+def test_plan_takes_eplb_at_one_gpu_when_prefill_context_parallelism_widens_the_group(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # session 30's note: vLLM's EPLB needs TP x PCP x DP > 1 (config/parallel.py 0.34.0 L609-621); fitgate checks
+    # TP x DP > 1 and takes -pcp without modelling it, so `-pcp 2 -ep --enable-eplb` at TP 1 (a setting vLLM takes)
+    # exited 2. Now Unknown, saying which flag widens the rule; -pcp 1 widens nothing and stays refused.
+    base = ["--model", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "-ep", "--enable-eplb"]
+    for pcp in (["-pcp", "2"], ["--prefill-context-parallel-size=4"]):
+        code, doc = plan_json(capsys, *base, *pcp)
+        first = doc["reasons"][0]
+        assert code == 0 and doc["verdict"] == "Unknown" and first["code"] == "SettingsNotModelled", pcp
+        assert "enable_eplb" in first["message"] and "widens vLLM's rule" in first["message"], first
+    code = main(["plan", *base, "-pcp", "1"])
+    assert code == 2 and "TP x DP > 1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "flags",
     [
@@ -863,3 +899,60 @@ def test_a_suffixed_number_too_long_to_expand_is_a_one_line_error(capsys: pytest
     config = '--compilation-config={"max_cudagraph_capture_size": ' + "9" * 400 + "k}"
     code, _, err = run(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", config)
     assert code == 2 and err.count("\n") == 1 and err.startswith("fitgate: error: --compilation-config:"), err
+
+
+def test_plan_text_lists_a_switch_as_vllm_takes_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt147 S6: the recommended args list printed `--enforce-eager true`, a value vLLM's switch does not take
+    # (the one-line `vllm serve` under it was right); both now write the switch alone
+    code = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "L4", "--enforce-eager", "--max-model-len", "8192"])
+    out = capsys.readouterr().out
+    listed = [line for line in out.splitlines() if line.lstrip().startswith("--enforce-eager")]
+    assert code == 0 and len(listed) == 1 and listed[0].split("#")[0].split() == ["--enforce-eager"], listed
+    assert "--enforce-eager true" not in out
+
+
+def test_the_recommended_args_carry_every_flag_of_the_suggestion_they_follow(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # hunt170 F1: the printed args dropped the suggestion's --data-parallel-size / --enable-expert-parallel /
+    # --max-num-seqs (advice.apply_suggestion mapped none of them), so Qwen3-30B-A3B-FP8 "with --data-parallel-size 4
+    # --enable-expert-parallel" on L4s at 0.11 printed a TP 1 line of 29 GiB of weights on one 22 GiB card; the line
+    # now re-plans to the suggestion's verdict. F6: a switch is written alone in the header and the suggestion lines.
+    code, doc = plan_json(capsys, "--model", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "L4", "--vllm-version", "0.11.0")
+    chosen = doc["recommended_change"]
+    assert code == 1 and chosen is not None and "--data-parallel-size" in chosen, chosen
+    argv = shlex.split(doc["vllm_command"])
+    assert argv[argv.index("--data-parallel-size") + 1] == chosen["--data-parallel-size"]
+    assert "--enable-expert-parallel" in argv
+    replanned = argv[3:]  # vllm serve MODEL, then the args
+    code, again = plan_json(
+        capsys, "--model", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "L4", "--vllm-version", "0.11.0", *replanned
+    )
+    assert again["verdict"] in ("Fits", "Tight"), again["reasons"]
+    code, out, _ = run(capsys, "plan", "--model", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "L4", "--vllm-version", "0.11.0")
+    assert "--enable-expert-parallel true" not in out and "--enable-expert-parallel" in out
+
+
+def test_fp8_kv_is_not_suggested_below_compute_capability_8(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt170 F2: on a V100 (7.0) vLLM has no fp8 KV path (0.24+ Triton attention "requires SM89+", 0.11's
+    # FlexAttention raises for a quantized KV cache); `recommend`'s search already left it out, `plan` offered it
+    base = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--dtype", "float16", "--vllm-version", "0.34.0")
+    _, v100 = plan_json(capsys, *base, "--gpu", "V100-32GB")
+    _, a100 = plan_json(
+        capsys, *base, "--gpu", "A100-40GB", "--max-model-len", "131072", "--gpu-memory-utilization", "0.5"
+    )
+    assert not any("--kv-cache-dtype" in s["changes"] for s in v100["suggestions"]), v100["suggestions"]
+    assert any(s["changes"].get("--kv-cache-dtype") == "fp8" for s in a100["suggestions"]), a100["suggestions"]
+
+
+def test_expert_parallel_is_not_suggested_on_a_release_without_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    # hunt170 F4: --enable-expert-parallel is in vLLM from 0.8.0 (arg_utils.py L439; not 0.7.3), --data-parallel-size
+    # from 0.8.5 (L535; not 0.8.0): at 0.6.4 they are "unrecognized arguments", no fix; Mixtral on one A100-40GB misfits
+    base = ("--model", "mistralai/Mixtral-8x7B-Instruct-v0.1", "--gpu", "A100-40GB")
+
+    def suggested(version: str) -> set[str]:
+        _, doc = plan_json(capsys, *base, "--vllm-version", version)
+        return {flag for s in doc["suggestions"] for flag in s["changes"]}
+
+    assert not suggested("0.6.4") & {"--enable-expert-parallel", "--data-parallel-size"}
+    assert {"--enable-expert-parallel", "--data-parallel-size"} <= suggested("0.34.0")

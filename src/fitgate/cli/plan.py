@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +15,17 @@ from fitgate.cli.inputs import economics_of, gpu_of, origin_of, overrides_of, se
 from fitgate.cli.passthrough import note as passthrough_note
 from fitgate.cli.render import json_text, render_text
 from fitgate.report import PlanReport, plan_document
-from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, Workload, plan, recommend, suggest
+from fitgate.sizing import (
+    EngineArg,
+    ModelInput,
+    ServingConfig,
+    SizingError,
+    Verdict,
+    Workload,
+    plan,
+    recommend,
+    suggest,
+)
 from fitgate.sizing.capacity import MAX_REPLICAS, LatencyTargets, replicas_needed
 from fitgate.sizing.errors import NotModelledError, ReleaseUnknownError
 from fitgate.sizing.gpus import GpuModel
@@ -23,7 +35,7 @@ from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.results import Plan, Reason
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, first_admitting, resolve_release
-from fitgate.workloads.vllm_flags import may_shrink, unknown_flags
+from fitgate.workloads.vllm_flags import NOT_MODELLED_SUFFIX, may_shrink, rule_widened, unknown_flags
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -33,12 +45,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     gpu = gpu_of(args)
     serving = serving_of(args)
     workload = workload_of(args, serving, model.arch.derived_max_model_len)
+    ignored = getattr(args, "ignored_vllm_flags", None) or ()
+    widened = None
     try:
         result = plan(model, gpu, serving, workload)
     except NotModelledError:
         raise
     except SizingError as exc:
-        raise _refused_by_newest_only(model, gpu, serving, workload, exc) from None
+        widened = _widened_rule(exc, ignored)
+        if widened is None:
+            raise _refused_by_newest_only(model, gpu, serving, workload, exc) from None
+        serving = replace(serving, enable_eplb=False, num_redundant_experts=0)  # sized without it, and said so
+        result = plan(model, gpu, serving, workload)
     namesake = larger_namesake(args.gpu) if args.gpu and not args.gpu_memory else None
     ambiguity = None
     if namesake is not None:
@@ -55,18 +73,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ambiguity = f"--gpu {args.gpu} read as the {gpu.name} (the {namesake.name}: --gpu {namesake.name})"
     suggestions = suggest(model, gpu, serving, workload, result)
     _, args_out, chosen = recommend(model, gpu, serving, workload, result, suggestions)
+    args_out = _with_overrides(args_out, overrides_of(args), serving.vllm_version)
     release_unknown = _release_unknown(model, gpu, serving, workload, result)
     revision = args.revision or (args.model.partition("@")[2] if facts.source != "local" else "") or None
     perf, cost = economics_of(args, model, gpu, result)  # a misfit's: none, also when the release makes it Unknown
-    ignored = getattr(args, "ignored_vllm_flags", None) or ()
     shrink = may_shrink(ignored) or unknown_flags(ignored)  # unknown: taken only on a newer release (cli/app.py)
-    if release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
+    if widened is not None:
+        result = replace(result, verdict=Verdict.UNKNOWN, reasons=(widened, *result.reasons))
+    elif release_unknown is not None:  # the changes that fit the newest release's accounting stay on show
         # reasons[0] says why it is Unknown (ReleaseUnknown, as the operator's); the misfit's numbers follow (hunt92 F2)
         why = Reason(ReasonCode.RELEASE_UNKNOWN, release_unknown.removeprefix("verdict Unknown: "))
         result = replace(result, verdict=Verdict.UNKNOWN, reasons=(why, *result.reasons))
     elif shrink and result.verdict is Verdict.DOES_NOT_FIT:
         # hunt107 F3: flags taken without modelling that can make it fit (prefetch weight offload ...), as check says
-        named = ", ".join(s.removesuffix(" (not modelled)") for s in shrink[:3])
+        named = ", ".join(s.removesuffix(NOT_MODELLED_SUFFIX) for s in shrink[:3])
         why = Reason(ReasonCode.SETTINGS_NOT_MODELLED, f"{named} may make it fit, which fitgate does not model")
         result = replace(result, verdict=Verdict.UNKNOWN, reasons=(why, *result.reasons))
     report = PlanReport(origin_of(facts), result, suggestions, args_out, chosen, revision, perf, cost)
@@ -80,6 +100,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
     line = _speed_backend(args, model.name, model.arch.is_moe, result, doc) if args.speed_backend == "aic" else None
     print(json_text(doc) if args.output == "json" else render_text(doc) + (f"\n{line}" if line else ""))
     return EXIT_DOES_NOT_FIT if result.verdict is Verdict.DOES_NOT_FIT else EXIT_FITS
+
+
+#: The first release with ``--hf-overrides`` (engine/arg_utils.py 0.6.4; 0.6.3.post1 has only ``--rope-scaling``).
+OVERRIDES_FLAG_SINCE = (0, 6, 4)
+
+
+def _with_overrides(
+    args_out: tuple[EngineArg, ...], overrides: dict[str, Any] | None, version: str | None
+) -> tuple[EngineArg, ...]:
+    """The recommended args with the config overrides the plan was made with.
+
+    hunt145 F3: a YaRN length was printed without the ``--hf-overrides`` that makes vLLM take it, so the command it
+    printed would be refused.
+    """
+    if not overrides:
+        return args_out
+    release = resolve_release(version).sized_as if version else None
+    why = "the model config overrides the plan was made with, as given"
+    if release is not None and release < OVERRIDES_FLAG_SINCE and set(overrides) <= {"rope_scaling", "rope_theta"}:
+        extra = tuple(
+            EngineArg(f"--{key.replace('_', '-')}", json.dumps(value) if isinstance(value, dict) else str(value), why)
+            for key, value in overrides.items()
+        )
+    else:
+        extra = (EngineArg("--hf-overrides", json.dumps(overrides, separators=(",", ":")), why),)
+    return (*args_out, *extra)
+
+
+def _widened_rule(exc: SizingError, ignored: Iterable[str]) -> Reason | None:
+    """Why a setting fitgate's rule refuses is Unknown: a flag it takes without modelling widens vLLM's rule."""
+    word = rule_widened(exc.field, ignored)
+    if word is None:
+        return None
+    why = (
+        f"{exc}; but {word}, which fitgate takes without modelling, widens vLLM's rule, which takes it: sized "
+        "without EPLB's redundant experts"
+    )
+    return Reason(ReasonCode.SETTINGS_NOT_MODELLED, why)
 
 
 def _replicas_for_rate(args: argparse.Namespace, model: ModelInput, result: Plan) -> str:

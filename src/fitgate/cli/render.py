@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+from fitgate.sizing.engine_args import flag_words
 from fitgate.sizing.units import GiB, fmt_gib
 
 
@@ -49,7 +50,8 @@ _CLI_FLAGS = {"workload.concurrentRequests": "--concurrency", "replicas": "--rep
 
 
 def _flags(changes: dict[str, str]) -> str:
-    return " ".join(f"{_CLI_FLAGS.get(k, k)} {v}" for k, v in changes.items())
+    """The changes as a command line writes them: a switch alone (hunt170 F6: ``--enable-expert-parallel true``)."""
+    return " ".join(" ".join(flag_words(_CLI_FLAGS.get(k, k), v)) for k, v in changes.items())
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -131,7 +133,7 @@ def render_text(doc: dict[str, Any]) -> str:
         + ":",
     ]
     for arg in doc["engine_args"]:
-        lines.append(f"  {arg['name'] + ' ' + arg['value']:36s} # {arg['reason']}")
+        lines.append(f"  {' '.join(flag_words(arg['name'], arg['value'])):36s} # {arg['reason']}")
     lines.append("  " + doc["vllm_command"])
     if doc["notes"]:
         lines += ["", *[f"note: {n}" for n in doc["notes"]]]

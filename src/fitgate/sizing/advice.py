@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitgate.sizing.dtypes import compute_capability_at_least
-from fitgate.sizing.engine_args import EngineArg, engine_args
+from fitgate.sizing.engine_args import EngineArg, engine_args, flag_words
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.frozen import evolve
 from fitgate.sizing.gpus import GpuModel
@@ -22,12 +22,18 @@ from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing
 from fitgate.sizing.units import fmt_gib
 from fitgate.sizing.verdict_rules import TIGHT_FRACTION
+from fitgate.sizing.versions import parse_version
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
 #: vLLM's ``--quantization fp8`` needs compute capability 8.0 (``Fp8Config.get_min_capability``; weight-only
 #: Marlin kernels below 8.9): not offered on a T4 or V100.
 FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY = (8, 0)
+#: fp8 KV-cache kernels need 8.0 too, as ``recommend``'s search has it (capacity.kv_dtypes; hunt170 F2: a V100 / T4 was
+#: offered ``--kv-cache-dtype fp8``, which 0.11's FlexAttention and 0.24+'s Triton attention refuse there).
+FP8_KV_MIN_COMPUTE_CAPABILITY = (8, 0)
 TP_CHOICES = (2, 4, 8, 16)
+#: ``--enable-expert-parallel`` from 0.8.0 (arg_utils.py L439; not 0.7.3), ``--data-parallel-size`` 0.8.5 (L535).
+EXPERT_PARALLEL_FLAGS_SINCE = ((0, 8, 0), (0, 8, 5))
 #: The two changes of a workload that its KV pool cannot hold: fewer requests, or the same over more replicas.
 CUT_CONCURRENCY = "workload.concurrentRequests"
 ADD_REPLICAS = "replicas"
@@ -56,8 +62,8 @@ class Suggestion:
 
     @property
     def flags(self) -> str:
-        """The change as vLLM flags, e.g. ``--kv-cache-dtype fp8``."""
-        return " ".join(f"{k} {v}" for k, v in self.changes)
+        """The change as vLLM flags, e.g. ``--kv-cache-dtype fp8``; a switch alone (``--enforce-eager``)."""
+        return " ".join(" ".join(flag_words(k, v)) for k, v in self.changes)
 
 
 def _try(model: ModelInput, gpu: GpuModel, serving: ServingConfig, workload: Workload | None) -> Plan | None:
@@ -234,7 +240,8 @@ def _settings_moves(
     )
     if model.arch.is_moe:
         kinds.append(_expert_parallel_moves(serving, rs))
-    if rs.kv_dtype_bytes > 1:
+    fp8_kv = compute_capability_at_least(gpu.compute_capability, FP8_KV_MIN_COMPUTE_CAPABILITY)
+    if rs.kv_dtype_bytes > 1 and fp8_kv:
         kinds.append(
             [
                 _Move(
@@ -325,7 +332,10 @@ def _expert_parallel_moves(serving: ServingConfig, rs: ResolvedServing) -> list[
     ranks spread the experts thinner while attention stays TP-sharded in each rank.
     """
     lay, tp = rs.parallel, rs.tensor_parallel_size
-    moves = []
+    moves: list[_Move] = []
+    version = parse_version(rs.vllm_version) if rs.vllm_version else EXPERT_PARALLEL_FLAGS_SINCE[1]
+    if version < EXPERT_PARALLEL_FLAGS_SINCE[0]:
+        return moves  # hunt170 F4: a flag the release lacks is no fix ("unrecognized arguments")
     if not lay.expert_parallel and tp * lay.data_parallel_size > 1:
         moves.append(
             _Move(
@@ -335,7 +345,7 @@ def _expert_parallel_moves(serving: ServingConfig, rs: ResolvedServing) -> list[
                 f"whole experts over the same {tp * lay.data_parallel_size} GPUs",
             )
         )
-    for dp in EP_DP_CHOICES:
+    for dp in EP_DP_CHOICES if version >= EXPERT_PARALLEL_FLAGS_SINCE[1] else ():
         if dp <= lay.data_parallel_size or tp * rs.pipeline_parallel_size * dp > 64:
             continue
         moves.append(
@@ -544,16 +554,17 @@ def short_within_error(result: Plan) -> bool:
 
 def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingConfig:
     """The serving settings with a suggestion's engine flags applied (workload changes are ignored)."""
+    switch: Callable[[str], object] = lambda v: v == "true"  # noqa: E731
+    # hunt170 F1: every flag a suggestion sets (--max-num-seqs and MoE's data + expert parallelism were dropped, and
+    # the printed args re-planned to the misfit they fixed)
     fields: dict[str, tuple[str, Callable[[str], object]]] = {
-        "--gpu-memory-utilization": ("gpu_memory_utilization", float),
-        "--kv-cache-dtype": ("kv_cache_dtype", str),
-        "--max-model-len": ("max_model_len", int),
-        "--tensor-parallel-size": ("tensor_parallel_size", int),
-        "--quantization": ("quantization", str),
-        "--enforce-eager": ("enforce_eager", lambda v: v == "true"),
-        "--max-loras": ("max_loras", int),
-        "--max-lora-rank": ("max_lora_rank", int),
-    }
+        "--gpu-memory-utilization": ("gpu_memory_utilization", float), "--kv-cache-dtype": ("kv_cache_dtype", str),
+        "--max-model-len": ("max_model_len", int), "--tensor-parallel-size": ("tensor_parallel_size", int),
+        "--quantization": ("quantization", str), "--enforce-eager": ("enforce_eager", switch),
+        "--max-loras": ("max_loras", int), "--max-lora-rank": ("max_lora_rank", int),
+        "--max-num-seqs": ("max_num_seqs", int), "--data-parallel-size": ("data_parallel_size", int),
+        "--enable-expert-parallel": ("enable_expert_parallel", switch),
+    }  # fmt: skip
     updates: dict[str, object] = {}
     for flag, value in suggestion.changes:
         if flag in fields:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fitgate.sizing.advice import FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY, short_within_error
+from fitgate.sizing.advice import FP8_KV_MIN_COMPUTE_CAPABILITY, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY, short_within_error
 from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_cost
 from fitgate.sizing.dtypes import compute_capability_at_least
 from fitgate.sizing.errors import SizingError
@@ -204,7 +204,8 @@ def _quantizations(model: ModelInput, gpu: GpuModel) -> tuple[str | None, ...]:
 
 def _kv_dtypes(gpu: GpuModel) -> tuple[str, ...]:
     """The model's dtype, plus fp8 where vLLM has fp8 KV-cache kernels (compute capability 8.0 and later)."""
-    return ("auto", "fp8") if compute_capability_at_least(gpu.compute_capability, (8, 0)) else ("auto",)
+    fp8 = compute_capability_at_least(gpu.compute_capability, FP8_KV_MIN_COMPUTE_CAPABILITY)
+    return ("auto", "fp8") if fp8 else ("auto",)
 
 
 def _weights_cannot_fit(model: ModelInput, gpu: GpuModel, gpus: int, quantization: str | None) -> bool:

@@ -186,15 +186,14 @@ def _parallel_args(rs: ResolvedServing) -> list[EngineArg]:
     return out
 
 
+def flag_words(name: str, value: str) -> list[str]:
+    """A flag and its value as ``vllm serve`` takes them: a switch (value ``true``) alone, ``--enforce-eager``."""
+    return [name] if value == "true" and name.startswith("--") else [name, value]
+
+
 def vllm_argv(args: tuple[EngineArg, ...]) -> list[str]:
     """The engine args as an argv list for ``vllm serve``."""
-    argv: list[str] = []
-    for arg in args:
-        if arg.value == "true":
-            argv.append(arg.name)
-        else:
-            argv += [arg.name, arg.value]
-    return argv
+    return [word for arg in args for word in flag_words(arg.name, arg.value)]
 
 
 def vllm_args_text(args: tuple[EngineArg, ...]) -> str:
