@@ -72,6 +72,10 @@ def inventory(*nodes: dict[str, Any], templates: tuple[Any, ...] = ()) -> Invent
             "gke",
         ),
         ({"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}, "H200", None, "gke"),
+        # hunt148 S4: the RTX Virtual Workstation twins are the same cards; OCI's L40S-NC shape, 4 x L40S
+        ({"cloud.google.com/gke-accelerator": "nvidia-tesla-t4-vws"}, "T4", None, "gke"),
+        ({"cloud.google.com/gke-accelerator": "nvidia-l4-vws"}, "L4", None, "gke"),
+        ({"node.kubernetes.io/instance-type": "BM.GPU.L40S-NC.4"}, "L40S", 4, "instance-type"),
         # Karpenter on AWS (instance-types.md: p5.48xlarge is h100 x 8, 81920 MiB each)
         (
             {
