@@ -15,6 +15,7 @@ from fitgate.operator.decision import offline
 from fitgate.operator.decision.offline import check_files
 from fitgate.sizing.versions import falls_back_to_v0
 from fitgate.workloads.kinds import KINDS
+from tests.workloads.test_workloads_reader import deployment as around
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workloads"
 MANIFESTS = Path(__file__).parents[1] / "fixtures" / "manifests"
@@ -121,6 +122,71 @@ def test_a_value_vllms_parser_refuses_is_unknown_on_an_image_that_names_no_relea
     results = check_files([str(path)], None)
     assert [r.verdict for r in results] == ["Unknown", "Invalid"], results
     assert "\"'image=5'\" is not valid" in results[0].message and "names no vLLM release" in results[0].message
+
+
+def test_a_gke_partition_size_selects_a_mig_slice_not_the_whole_card(tmp_path: Path) -> None:
+    # hunt148 S1: GKE's documented MIG request is nodeSelector cloud.google.com/gke-gpu-partition-size beside the
+    # accelerator and nvidia.com/gpu: 1 (gbrayut/cloud-examples@74ec5e2 gke-ai-misc/vllm-gemma3-1b.yaml ran seven
+    # pods on one A100); the inventory sizes such nodes as slices (hunt77 F1), `fitgate check` sized the whole card.
+    # Qwen3-8B's 15.27 GiB of bf16 weights exceed a 1g.10gb slice; the whole A100-80GB holds them.
+    def deployment(partition: str | None) -> dict[str, Any]:
+        selector = {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}
+        if partition:
+            selector["cloud.google.com/gke-gpu-partition-size"] = partition
+        container = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                     "args": ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"],
+                     "resources": {"limits": {"nvidia.com/gpu": 1}}}  # fmt: skip
+        return around(container, nodeSelector=selector)
+
+    path = tmp_path / "mig.yaml"
+    path.write_text(yaml.safe_dump_all([deployment("1g.10gb"), deployment(None)]))
+    sliced, whole = check_files([str(path)], None)
+    assert (sliced.verdict, sliced.gpu) == ("DoesNotFit", "A100-80GB-MIG-1g.10gb"), sliced.message
+    assert (whole.verdict, whole.gpu) == ("Fits", "A100-80GB"), whole.message
+
+
+def test_a_gpu_label_that_names_no_card_is_said_in_the_unknown(tmp_path: Path) -> None:
+    # hunt148 S7: AKS node auto-provisioning's karpenter.azure.com/sku-gpu-name: H100 without a memory label names no
+    # one card of the catalog; the Unknown said only "no GPU to check against", not which label was read and why
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "args": ["--model", "Qwen/Qwen3-8B"],
+                 "resources": {"limits": {"nvidia.com/gpu": 1}}}  # fmt: skip
+    path = tmp_path / "aks.yaml"
+    path.write_text(yaml.safe_dump(around(container, nodeSelector={"karpenter.azure.com/sku-gpu-name": "H100"})))
+    (result,) = check_files([str(path)], None)
+    assert result.verdict == "Unknown" and "karpenter.azure.com/sku-gpu-name=H100 names no card" in result.message
+
+
+def test_a_command_that_runs_a_mounted_configmap_script_is_read_as_that_script(tmp_path: Path) -> None:
+    # hunt163 F2: castai's hosted-model chart runs `command: ["/scripts/startup.sh"]` from a mounted ConfigMap whose
+    # script is `exec vllm serve --model=... "$@"`, the engine flags in `args`: Skipped ("runs no vLLM server"). With
+    # the ConfigMap among the manifests the command is that script with the args as "$@" (sh -c SCRIPT PATH ARG ...);
+    # `bash /start/run.sh` through a projected item reads the same; without the ConfigMap it stays unread.
+    script = '#!/bin/bash\nset -e\nexec vllm serve --model="Qwen/Qwen3-8B" "$@"\n'
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "start"}, "data": {"startup.sh": script}}
+
+    def pod(command: list[str], volume: dict[str, Any], mount: str, *args: str) -> dict[str, Any]:
+        container = {"name": "vllm", "image": "example.com/llm/server:1", "command": command,
+                     "args": ["--max-model-len=8192", *args], "resources": {"limits": {"nvidia.com/gpu": 1}},
+                     "volumeMounts": [{"name": "scripts", "mountPath": mount}]}  # fmt: skip
+        return around(container, volumes=[{"name": "scripts", "configMap": volume}])
+
+    plain = pod(["/scripts/startup.sh"], {"name": "start", "defaultMode": 493}, "/scripts")
+    items = {"name": "start", "items": [{"key": "startup.sh", "path": "run.sh"}]}
+    projected = pod(["bash", "/start/run.sh"], items, "/start")
+    two = pod(["/scripts/startup.sh"], {"name": "start"}, "/scripts", "--tensor-parallel-size=2")  # args are "$@"
+    path = tmp_path / "chart.yaml"
+    path.write_text(yaml.safe_dump_all([configmap, plain, projected, two]))
+    results = [r for r in check_files([str(path)], "L4") if r.kind == "Deployment"]
+    assert [r.verdict for r in results[:2]] == ["Fits", "Fits"], [r.message for r in results]
+    assert all("Qwen/Qwen3-8B" in r.message for r in results[:2]), [r.message for r in results]
+    assert results[2].verdict == "DoesNotFit" and "2 GPUs" in results[2].message, results[2].message
+    path.write_text(yaml.safe_dump(plain))
+    (alone,) = check_files([str(path)], "L4")
+    assert alone.verdict == "Skipped", alone.message
+    # a command of more words than a shell and the script's path is not read as the script alone (its words kept)
+    longer = pod(["bash", "/scripts/startup.sh", "--tensor-parallel-size=2"], {"name": "start"}, "/scripts")
+    path.write_text(yaml.safe_dump_all([configmap, longer]))
+    assert [r.verdict for r in check_files([str(path)], "L4") if r.kind == "Deployment"] == ["Skipped"]
 
 
 def test_an_argo_rollout_is_read_as_the_deployment_it_replaces(tmp_path: Path) -> None:
@@ -689,6 +755,26 @@ def test_gpus_under_other_resource_names_are_never_no_gpu(tmp_path: Path, capsys
     assert code == 0 and r["verdict"] == "Unknown" and "KServe managed DRA" in r["message"], r
 
 
+def test_an_llminferenceservice_misfit_with_base_refs_is_unknown(tmp_path: Path) -> None:
+    # hunt157 S5: an LLMInferenceService inherits what its baseRefs' LLMInferenceServiceConfig objects hold (the
+    # controller merges them under the spec); fitgate reads the spec alone, so a misfit without them is not one it can
+    # show. Llama-3.1-70B in bf16 (131.45 GiB) on one L4 does not fit: DoesNotFit without baseRefs, Unknown with.
+    def llmisvc(refs: list[str]) -> dict[str, Any]:
+        spec = {"model": {"uri": "hf://meta-llama/Llama-3.1-70B-Instruct"},
+                "template": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                             "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"}}}  # fmt: skip
+        if refs:
+            spec["baseRefs"] = [{"name": r} for r in refs]
+        return {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService",
+                "metadata": {"name": "-".join(refs) or "plain"}, "spec": spec}  # fmt: skip
+
+    path = tmp_path / "llmisvc.yaml"
+    path.write_text(yaml.safe_dump_all([llmisvc([]), llmisvc(["team-vllm-defaults"])]))
+    plain, based = check_files([str(path)], None)
+    assert plain.verdict == "DoesNotFit", plain.message
+    assert based.verdict == "Unknown" and "LLMInferenceServiceConfig team-vllm-defaults" in based.message
+
+
 def test_a_model_path_inside_the_container_says_so_and_the_annotation_sizes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -757,6 +843,9 @@ def test_a_v0_attention_backend_runs_v0_on_releases_that_fall_back(
     _, [r] = check(capsys, str(path))
     assert "falls back to V0" not in r["message"]
     assert not falls_back_to_v0("0.11.0", "DUAL_CHUNK_FLASH_ATTN") and not falls_back_to_v0("0.7.3", "XFORMERS")
+    # hunt164 F1: 0.9.2 / 0.10.0 list CUTLASS_MLA_VLLM_V1 among V1's backends (arg_utils.py 0.9.2 L1454), the recipes'
+    # DeepSeek-R1 FP4 on B200 sets it: V1, not a V0 fallback
+    assert not falls_back_to_v0("0.9.2", "CUTLASS_MLA_VLLM_V1") and not falls_back_to_v0("0.10.2", "CUTLASS_MLA")
 
 
 def test_mm_processor_kwargs_max_pixels_is_read_and_a_value_it_cannot_read_is_a_note(
@@ -1472,6 +1561,19 @@ def test_flags_that_shrink_a_misfit_are_read_or_make_it_unknown(
     if extra and verdicts == {"Unknown"}:
         assert "may make it fit, which fitgate does not model" in r["message"], r["message"]
     assert ("weights 67.70 GiB" in r["message"]) == (extra == ["-qfp8"]), r["message"]
+
+
+@pytest.mark.parametrize(("pcp", "verdict"), [("2", "Unknown"), ("1", "Invalid")])
+def test_eplb_on_one_gpu_is_unknown_when_prefill_context_parallelism_widens_the_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pcp: str, verdict: str
+) -> None:
+    # session 30's note: vLLM's EP group (and EPLB's TP x PCP x DP > 1 rule, config/parallel.py 0.34.0 L609-621)
+    # spans the PCP ranks, which fitgate takes without modelling: Invalid by its TP x DP > 1 rule was a denial of a
+    # setting vLLM takes. -pcp 1 adds no rank: still Invalid.
+    args = ["--model", "Qwen/Qwen3-30B-A3B", "-ep", "--enable-eplb", "-pcp", pcp]
+    r = _check_on_one_h100(tmp_path, capsys, args)
+    assert r["verdict"] == verdict and "enable_eplb" in r["message"], r["message"]
+    assert ("--prefill-context-parallel-size 2, which fitgate takes without modelling" in r["message"]) == (pcp == "2")
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,13 @@ from fitgate.workloads.images import image_release
         # NGC's vLLM container: YY.MM (vllm-release-notes rel-26-05: "vLLM: 0.20.1"); a month not in the table: unknown
         ("nvcr.io/nvidia/vllm:26.05-py3", {}, "0.20.1", "ships vLLM 0.20.1"),
         ("nvcr.io/nvidia/vllm:25.11-py3", {}, None, "not a vLLM image"),
+        # an NGC month's .postN tag is a build of its own (26.05.post1 ships 0.21.0, second-hand): unknown, not 0.20.1
+        ("nvcr.io/nvidia/vllm:26.05.post1-py3", {}, None, "not a vLLM image"),
+        # Dynamo's patch build 0.7.0.post2 pins vLLM 0.11.2, not its line's 0.11.0 (release-artifacts.md @00552b23:
+        # "vllm-runtime:0.7.0.post2 | v0.11.2 | Patch"); the 1.x lines the table gained (1.2.x: 0.20.1)
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0.post2", {}, "0.11.2", "ships vLLM 0.11.2"),
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.1", {}, "0.20.1", "ships vLLM 0.20.1"),
+        ("ghcr.io/llm-d/llm-d-cuda:v0.9.0", {}, "0.26.0", "ships vLLM 0.26.0"),
         # hunt82 F3: tags that name the release without the separators read before
         ("rocm/vllm:rocm6.3.1_instinct_vllm0.8.3_20250410", {}, "0.8.3", "tag"),
         (

@@ -268,6 +268,20 @@ def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
     assert broken is not None and broken.invalid is not None and broken.invalid.startswith("spec.serveConfigV2")
 
 
+def _ray_llm_service(
+    name: str, app: dict[str, Any], product: str, *, gpus: str, replicas: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A RayService serving ``app`` on one worker group of ``replicas`` pods of ``gpus`` GPUs (and that pod spec)."""
+    import yaml  # noqa: PLC0415
+
+    worker = {"containers": [{"name": "ray-worker", "image": "rayproject/ray-llm:2.49.0-py311-cu128",
+                              "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+              "nodeSelector": {"nvidia.com/gpu.product": product}}  # fmt: skip
+    group = {"groupName": "gpu", "replicas": replicas, "template": {"spec": worker}}
+    spec = {"serveConfigV2": yaml.safe_dump({"applications": [app]}), "rayClusterConfig": {"workerGroupSpecs": [group]}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": name}, "spec": spec}, worker
+
+
 @pytest.mark.parametrize("form", ["llm_configs", "llm_config"])
 def test_ray_serve_data_parallel_ranks_are_serve_replicas_of_tp_x_pp_gpus(tmp_path: Path, form: str) -> None:
     """hunt93 F1: Ray Serve LLM's data parallelism (Ray's "Data parallel attention" guide) runs each DP rank as a Serve
@@ -280,15 +294,7 @@ def test_ray_serve_data_parallel_ranks_are_serve_replicas_of_tp_x_pp_gpus(tmp_pa
               "engine_kwargs": {"data_parallel_size": 16, "tensor_parallel_size": 1, "enable_expert_parallel": True}}  # fmt: skip
     args = {"llm_configs": [config]} if form == "llm_configs" else {"llm_config": config}
     app = {"name": "dp", "import_path": "ray.serve.llm:build_dp_openai_app", "args": args}
-    worker = {"containers": [{"name": "ray-worker", "image": "rayproject/ray-llm:2.49.0-py311-cu128",
-                              "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
-              "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}  # fmt: skip
-    doc = {
-        "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "dp-llm"},
-        "spec": {"serveConfigV2": yaml.safe_dump({"applications": [app]}),
-                 "rayClusterConfig": {"workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
-                                                            "template": {"spec": worker}}]}},
-    }  # fmt: skip
+    doc, worker = _ray_llm_service("dp-llm", app, "NVIDIA-H100-80GB-HBM3", gpus="8", replicas=2)
     path = tmp_path / "rs.yaml"
     path.write_text(yaml.safe_dump(doc))
     (result,) = check_files([str(path)])
@@ -301,6 +307,27 @@ def test_ray_serve_data_parallel_ranks_are_serve_replicas_of_tp_x_pp_gpus(tmp_pa
     path.write_text(yaml.safe_dump(doc))
     (wide,) = check_files([str(path)])
     assert wide.verdict == "Fits" and wide.admitted, wide.message
+
+
+def test_a_ray_serve_llm_config_on_a_tpu_is_not_sized_on_the_gpu_group_beside_it(tmp_path: Path) -> None:
+    # hunt152 F1: a Ray Serve LLM config with accelerator_type TPU-V6E is placed by Ray on the TPU worker group; with
+    # an L4 group in the same cluster fitgate sized it there (Llama-3.1-8B at 65536 tokens: DoesNotFit). Ray's
+    # non-GPU types (TPU-*, Intel-GAUDI, aws-neuron-core, Ascend910B) are skipped, outside the gate; a GPU type is
+    # a note, the GPU the worker group's.
+    import yaml  # noqa: PLC0415
+
+    def verdict(accelerator: str) -> str:
+        config = {"model_loading_config": {"model_id": "meta-llama/Llama-3.1-8B-Instruct"},
+                  "accelerator_type": accelerator, "engine_kwargs": {"max_model_len": 65536}}  # fmt: skip
+        app = {"name": "llm", "import_path": "ray.serve.llm:build_openai_app", "args": {"llm_configs": [config]}}
+        doc, _ = _ray_llm_service("mixed", app, "NVIDIA-L4", gpus="1", replicas=1)
+        path = tmp_path / f"{accelerator}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        (result,) = check_files([str(path)])
+        return result.verdict
+
+    assert [verdict(a) for a in ("TPU-V6E", "Intel-GAUDI", "aws-neuron-core")] == ["Skipped"] * 3
+    assert verdict("L4") == "DoesNotFit"  # 8 GiB of KV for one 65536-token request on one L4: the arithmetic stands
 
 
 def test_kuberays_vllm_sample_reads_its_model_and_parallelism_from_env_vars() -> None:
@@ -605,11 +632,31 @@ def test_a_kubeai_model_is_the_vllm_pod_its_controller_creates(tmp_path: Path) -
     )  # fmt: skip
     r = read_workload(l4)
     assert r is not None and (r.gpus_per_replica, r.parallel_gpus, r.gpu_shortfall()) == (8, 8, None)
-    # another engine, or a CPU profile: no vLLM on GPUs
+    # another engine, or a profile of no NVIDIA / AMD GPU (hunt152 F2: intel-gpu-max-1550 holds "gpu"): not sized
     assert read_workload({**h100, "spec": {**h100["spec"], "engine": "OLlama"}}) is None
-    assert read_workload({**h100, "spec": {**h100["spec"], "resourceProfile": "cpu:2"}}) is None
+    for profile in ("cpu:2", "intel-gpu-max-1550:1", "gaudi-for-text-generation:1", "google-tpu-v5e-2x2:1"):
+        assert read_workload({**h100, "spec": {**h100["spec"], "resourceProfile": profile}}) is None, profile
     path = tmp_path / "kubeai.yaml"
     path.write_text(yaml.safe_dump_all([h100, l4]))
     results = check_files([str(path)], gpu_name="H100")
     # read as KubeAI's kind (offline the FP8 checkpoint is not in the catalog: Unknown for the checkpoint, not the kind)
     assert [r.kind for r in results] == ["Model", "Model"] and all("KubeAI Model" in r.message for r in results)
+
+
+def test_a_kubeai_profile_names_the_gpu_to_check_on_offline(tmp_path: Path) -> None:
+    import yaml  # noqa: PLC0415
+
+    # hunt151 S1: KubeAI's chart names each resource profile for its card (nvidia-gpu-h100, amd-gpu-mi300x,
+    # nvidia-gpu-a100-80gb), whose node selector is in Helm values `fitgate check` does not see: offline the profile's
+    # name is the GPU (it was "no GPU to check against"); a name of no card stays Unknown. Llama-3.1-8B (catalog).
+    models = [
+        _kubeai_model(f"m{i}", "hf://meta-llama/Llama-3.1-8B-Instruct", ["--max-model-len=8192"], profile)
+        for i, profile in enumerate(("nvidia-gpu-h100:1", "amd-gpu-mi300x:1", "nvidia-gpu-a100:1", "nvidia-gpu-x9:1"))
+    ]
+    path = tmp_path / "kubeai.yaml"
+    path.write_text(yaml.safe_dump_all(models))
+    h100, mi300x, a100, unknown = check_files([str(path)], gpu_name=None)
+    assert (h100.verdict, h100.gpu) == ("Fits", "H100-SXM"), h100.message
+    assert (mi300x.verdict, mi300x.gpu) == ("Fits", "MI300X"), mi300x.message
+    assert a100.gpu == "A100-80GB", a100.message  # a bare a100 is the larger of its two cards
+    assert unknown.verdict == "Unknown" and "no GPU to check against" in unknown.message

@@ -197,7 +197,8 @@ def starts_ray(words: Sequence[str]) -> bool:
     return bool(_RAY_START.search(" ".join(words)))
 
 
-_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+#: The shells a container's command may run a script with (``sh -c``, ``bash /start.sh``).
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 
 
 @dataclass(frozen=True)
@@ -335,7 +336,7 @@ def _shell_script_and_params(words: Sequence[str]) -> tuple[str, list[str], dict
     ``bash -c '... exec vllm serve "$@"' vllm zai-org/GLM-5.2-FP8 --tensor-parallel-size=8 ...``.
     """
     words, assigned = _unwrapped(words)
-    if not words or _base(words[0]) not in _SHELLS:
+    if not words or _base(words[0]) not in SHELLS:
         return None
     for i, word in enumerate(words[1:], 1):
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:

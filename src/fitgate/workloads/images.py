@@ -117,11 +117,18 @@ def _vendor_release(repo: str, tag: str | None) -> ImageRelease | None:
     table = _vendor_tables().get(repo)
     if table is None or not tag or "dev" in tag.lower():  # Dynamo's model early-access builds pin their own vLLM
         return None
+    exact = table.get("exact")
+    bare = tag.lower().removeprefix("v").removesuffix("-py3")
     key = re.match(r"^v?(\d+\.\d+)", tag)
     releases = table["releases"]
-    if key is None or not isinstance(releases, dict) or key.group(1) not in releases:
+    if isinstance(exact, dict) and bare in exact:
+        release = str(exact[bare])
+    elif table.get("key") == "month" and ".post" in bare:
+        return None  # NGC's 25.12.post1 / 26.05.post1 are builds of their own, not their month's release
+    elif key is None or not isinstance(releases, dict) or key.group(1) not in releases:
         return None
-    release = str(releases[key.group(1)])
+    else:
+        release = str(releases[key.group(1)])
     return ImageRelease(release, f"{repo}:{tag} ships vLLM {release} ({table['source']})"[:300])
 
 

@@ -273,7 +273,31 @@ def llm_inference_workloads(obj: dict[str, Any], configmaps: Mapping[str, Mappin
     prefill = as_dict(spec.get("prefill"))
     if not prefill:
         reading = _llm_inference_workload(meta, uri, spec, configmaps, ())
-        return [] if reading is None else [reading]
+        return [] if reading is None else [_with_base_refs(reading, spec)]
+    return [_with_base_refs(r, spec) for r in _llm_inference_roles(meta, uri, spec, prefill, configmaps)]
+
+
+def _with_base_refs(reading: Reading, spec: dict[str, Any]) -> Reading:
+    """``reading`` with the configs ``spec.baseRefs`` names as unread words: a misfit without them is Unknown.
+
+    hunt157 S5: ``baseRefs`` lists LLMInferenceServiceConfig objects the controller merges under the spec ("the
+    current LLMInferenceService spec taking the highest precedence", LLMInferenceServiceSpec.BaseRefs); fitgate reads
+    the spec alone, so args a config holds (``--max-model-len``) could be the ones that make it fit.
+    """
+    refs = [str(as_dict(r).get("name") or "?")[:63] for r in as_list(spec.get("baseRefs"))[:8]]
+    if not refs:
+        return reading
+    return replace(reading, unresolved=(*reading.unresolved, *(f"LLMInferenceServiceConfig {r}'s spec" for r in refs)))
+
+
+def _llm_inference_roles(
+    meta: dict[str, Any],
+    uri: str,
+    spec: dict[str, Any],
+    prefill: dict[str, Any],
+    configmaps: Mapping[str, Mapping[str, str]],
+) -> list[Reading]:
+    """The decode and prefill workloads of an LLMInferenceService with ``spec.prefill``."""
     out: list[Reading] = []
     name = str(meta.get("name") or "?")
     inherited = {**spec, **{k: v for k, v in prefill.items() if v not in (None, {}, [])}}

@@ -5,21 +5,25 @@ substratusai/kubeai ``internal/modelcontroller/engine_vllm.go`` (``vLLMPodForMod
 is the Hub repo, ``pvc://`` a volume mounted at ``/model``, ``s3://`` / ``gs://`` / ``oss://`` a bucket.
 ``spec.resourceProfile`` ``NAME:COUNT`` names one of the Helm values' profiles (``nvidia-gpu-l4``,
 ``amd-gpu-mi300x``): COUNT times its per-unit GPU limit (one GPU in KubeAI's chart); its node selector and image
-are in the chart's values and not read here (hunt27 G1, hunt52 G4).
+are in the chart's values and not read here (hunt27 G1, hunt52 G4); offline the card the profile's name names is
+the GPU (hunt151 S1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.instances import larger_namesake, named_gpu
 from fitgate.workloads.container import _find_vllm, _reading
-from fitgate.workloads.podspec import as_dict, as_list
+from fitgate.workloads.podspec import NOT_GPU_ACCELERATOR, as_dict, as_list
 from fitgate.workloads.reading import Reading
 
 
 def read_kubeai_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
-    """The vLLM server of a KubeAI Model (None for another engine or a CPU profile)."""
+    """The vLLM server of a KubeAI Model (None for another engine or a profile of no NVIDIA or AMD GPU)."""
     spec = as_dict(obj.get("spec"))
     if str(spec.get("engine") or "") != "VLLM":
         return None
@@ -30,8 +34,10 @@ def read_kubeai_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str,
     name, _, count_text = profile.partition(":")
     count = int(count_text) if count_text.isdigit() and 0 < int(count_text) <= 64 else 1
     resource = "amd.com/gpu" if name.startswith("amd-") else "nvidia.com/gpu" if "gpu" in name else None
-    if resource is None:
-        return None  # a CPU or TPU profile: no GPU fitgate sizes
+    if resource is None or NOT_GPU_ACCELERATOR.search(name):
+        # a CPU, TPU, Gaudi or Intel profile (hunt152 F2: intel-gpu-max-1550 holds "gpu" and is no NVIDIA card): vLLM
+        # on nothing fitgate sizes, skipped as a CPU image's pod is (outside the gate, whatever the Unknown policy)
+        return None
     env = [{"name": str(k), "value": str(v)} for k, v in list(as_dict(spec.get("env")).items())[:128]]
     args = [str(a) for a in as_list(spec.get("args"))[:256]]
     container = {
@@ -45,8 +51,29 @@ def read_kubeai_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str,
     found = _find_vllm({"containers": [container]})
     if found is None:
         return None
+    gpu = _profile_gpu(name)
+    named = f" (offline sized as the {gpu.name} its name names)" if gpu is not None else " (pass --gpu offline)"
     notes = (
-        f"KubeAI Model, resourceProfile {profile}: {count} {resource}; the profile's GPU type, node selector and vLLM "
-        "image are in KubeAI's Helm values, not read (pass --gpu offline); sized as the newest modelled release",
+        f"KubeAI Model, resourceProfile {profile}: {count} {resource}; the profile's node selector and vLLM image "
+        f"are in KubeAI's Helm values, not read{named}; sized as the newest modelled release",
     )
-    return _reading("Model", as_dict(obj.get("metadata")), found, configmaps, notes=notes)
+    reading = _reading("Model", as_dict(obj.get("metadata")), found, configmaps, notes=notes)
+    if gpu is None:
+        return reading
+    label = "amd.com/gpu.product-name" if resource == "amd.com/gpu" else "nvidia.com/gpu.product"
+    return replace(reading, affinity_gpu={**reading.affinity_gpu, label: gpu.name})
+
+
+def _profile_gpu(name: str) -> GpuModel | None:
+    """The GPU a KubeAI profile's name names (``nvidia-gpu-h100``, ``amd-gpu-mi300x``, ``nvidia-gpu-a100-80gb``).
+
+    hunt151 S1: KubeAI's chart and its users name each profile for its card (the chart's values: nvidia-gpu-l4,
+    nvidia-gpu-h100, nvidia-gpu-a100-80gb, nvidia-gpu-gh200, amd-gpu-mi300x), whose node selector is in the Helm
+    values fitgate does not see; offline, with no nodes, the name is the GPU to size on (a hint, as a several-valued
+    affinity's: the operator sizes the nodes). A bare name of two cards (``a100``) is the larger (never deny on the
+    smaller what the larger runs); a name of no card, None.
+    """
+    rest = name.removeprefix("nvidia-gpu-").removeprefix("amd-gpu-")
+    if rest == name or not rest:
+        return None
+    return larger_namesake(rest) or named_gpu(rest)

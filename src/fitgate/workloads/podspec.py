@@ -104,6 +104,12 @@ def release_of_image(image: str, env: Mapping[str, str] | None = None) -> tuple[
     return f"{major}.{minor}.{patch}", release.note
 
 
+#: Names of accelerators fitgate does not size, as Ray's ``accelerator_type`` (ray/util/accelerators/accelerators.py:
+#: TPU-V2 .. TPU-V6E, Intel-GAUDI, Intel-GPU-Max-1550, aws-neuron-core, Ascend910B) and KubeAI's resource profiles
+#: (its chart's cpu, google-tpu-*, intel-gpu-*; OPEA's gaudi-for-text-generation) name them: hunt152 F1, F2.
+NOT_GPU_ACCELERATOR = re.compile(r"^(cpu|google-tpu|tpu|intel|gaudi|habana|aws-neuron|neuron|ascend)", re.IGNORECASE)
+
+
 def release_before(version: str, since: tuple[int, int, int]) -> bool:
     """Whether a release read from an image is older than ``since`` (an unreadable one is not)."""
     try:

@@ -15,7 +15,7 @@ import yaml
 from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
 from fitgate.workloads.container import _blank, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
-from fitgate.workloads.podspec import as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
+from fitgate.workloads.podspec import NOT_GPU_ACCELERATOR, as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
 from fitgate.workloads.reading import Reading, WorkloadError
 from fitgate.workloads.vllm_flags import vllm_flags
 
@@ -181,7 +181,9 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
         }
         pod = {**worker, "containers": [container]}
         found = _find_vllm(pod)
-        if found is None:
+        if found is None or NOT_GPU_ACCELERATOR.search(str(config.get("accelerator_type") or "")[:64]):
+            # hunt152 F1: Ray places a TPU / Gaudi / Neuron / Ascend config on that accelerator's nodes, not on the GPU
+            # worker group beside it: nothing fitgate gates (skipped, as a CPU image's pod is)
             continue
         name = str(loading.get("model_id") or i)
         notes = [

@@ -40,6 +40,7 @@ from fitgate.workloads.kserve import (
     _llm_inference_service,
     llm_inference_workloads,
 )
+from fitgate.workloads.mounted_scripts import with_mounted_scripts
 from fitgate.workloads.podspec import (
     as_dict,
     as_list,
@@ -303,7 +304,7 @@ def _read_kind(
             return CRD_READERS[kind](obj, cms)
         if path is None:
             return None
-        pod = as_dict(at_path(obj, path))
+        pod = with_mounted_scripts(as_dict(at_path(obj, path)), cms)  # a ConfigMap script as the command
         found = _find_vllm(pod)
     except WorkloadError as exc:
         return _finish(_blank(kind, meta), invalid=str(exc))

@@ -21,7 +21,7 @@ from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, decide
 from fitgate.operator.decision.status import performance_of, performance_text
 from fitgate.operator.decision.workloads import evaluate_reading, finish
-from fitgate.operator.gpus.cloudlabels import gpu_from_labels
+from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.gpus.sharing import node_share
@@ -517,10 +517,15 @@ def check_reading(
         return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
     selector = amd_labels({**reading.affinity_gpu, **reading.node_selector})
     product = gpu_name or next((selector[k] for k in _PRODUCT_LABELS if k in selector), None)
+    label_note = None
     if not product:  # a cloud's GPU label: GKE accelerator, Karpenter GPU name, instance type (docs/clusters.md)
-        named, _ = gpu_from_labels(selector)
+        named, label_note = gpu_from_labels(selector)
         if named is not None:
             product, gpus_per_node = named.product, named.count or gpus_per_node
+            if named.scheme == "gke" and selector.get(GKE_PARTITION, "").strip():
+                # hunt148 S1: GKE's MIG nodes offer one nvidia.com/gpu per slice of this size, as the inventory reads
+                # them (hunt77 F1): a pod selecting the partition gets a slice, not the whole card
+                product = f"{product}-MIG-{selector[GKE_PARTITION].strip()}"
     if not product and reading.gpu_resource == "amd.com/gpu" and "amd.com/gpu.vram" in selector:
         product = "AMD-GPU-unnamed"  # hunt116 F3: the VRAM label alone, as the inventory sizes such a node
     gpu = None
@@ -536,6 +541,8 @@ def check_reading(
                 else "no GPU to check against: pass --gpu or select nodes by amd.com/gpu.product-name (or "
                 "amd.com/gpu.vram, or an instance type label)"
             )
+            if label_note:  # hunt148 S7: the label that is there, and why it names no card, said
+                msg += f" ({label_note})"
             return CheckResult(source, name, "Unknown", msg, kind=reading.kind)
         if gpu is None:  # as the webhook: a GPU fitgate cannot size is Unknown, admitted (docs/workload-webhook.md)
             return CheckResult(

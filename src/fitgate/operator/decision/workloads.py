@@ -26,7 +26,7 @@ from fitgate.sizing.memo import BoundedMemo, Miss
 from fitgate.sizing.offload import host_memory_note
 from fitgate.sizing.versions import release_modelled
 from fitgate.workloads import Reading
-from fitgate.workloads.vllm_flags import may_shrink, unknown_flags
+from fitgate.workloads.vllm_flags import RULES_WIDENED_BY, may_shrink, rule_widened, unknown_flags
 
 #: The label (on a namespace) and annotation (on an object) that opt a workload in: enforce or warn.
 VALIDATE_KEY = "fitgate.io/validate"
@@ -154,6 +154,20 @@ def _host_memory_warning(reading: Reading, ev: Evaluation) -> str | None:
     return f"{reading.source}: {host_memory_note(plan.host, reading.memory_limit_bytes)}"
 
 
+def _widened(reading: Reading, ev: Evaluation) -> Evaluation:
+    """An invalid setting that a flag fitgate takes without modelling makes valid in vLLM: Unknown (its rule, widened).
+
+    The evaluation's message names the sizing field its rule refused (``spec.serving: enable_eplb: ...``).
+    """
+    words = [f"{name} {value}" for name, value in reading.args.items()]
+    for field in RULES_WIDENED_BY:
+        word = rule_widened(field, words) if f"spec.serving: {field}:" in ev.message else None
+        if word is not None:
+            why = f"{ev.message}; but {word}, which fitgate takes without modelling, widens vLLM's rule, which takes it"
+            return replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
+    return ev
+
+
 def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
     """The verdict in the workload's terms: its source, the numbers, and the fix in its args."""
     if reading.unresolved and ev.verdict is Verdict.DOES_NOT_FIT:
@@ -162,6 +176,8 @@ def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
         words = " ".join(w[:60] for w in reading.unresolved[:3])
         why = f"the vLLM command also holds {words}, whose value fitgate cannot read, and without it: {ev.message}"
         ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
+    if ev.reason is ReasonCode.INVALID_SETTINGS and reading.invalid is None:
+        ev = _widened(reading, ev)
     shrink = may_shrink(reading.args)
     if not shrink and not release_modelled(reading.vllm_version):
         shrink = unknown_flags(reading.args, reading.how)  # hunt110 F2: a newer release's flag may change memory
