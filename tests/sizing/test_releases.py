@@ -97,6 +97,45 @@ def test_034_extensible_off_is_033s_accounting() -> None:
         plan(m, H100, ServingConfig(max_model_len=8192, extensible_kv_cache=True, kv_cache_memory_bytes=10 * GiB))
 
 
+@pytest.mark.parametrize(
+    ("gpu", "connector", "buffer", "off"),
+    [
+        ("H100", "NixlConnector", None, True),  # fabric handles need an IMEX channel a pod here has none of
+        ("H100", "NixlConnector", "cpu", False),  # a CPU buffer: NIXL registers host staging buffers only
+        ("GB200", "NixlConnector", None, False),  # a ComputeDomain may give the pod one: the larger pool is kept
+        ("H100", "LMCacheMPConnector", None, True),  # legacy CUDA IPC
+        ("MI300X", "MooncakeConnector", None, True),  # ROCm: RDMA cannot register driver-mapped memory
+        ("H100", "MooncakeConnector", None, False),  # CUDA: REGISTERS alone keeps it (single chunk)
+        ("H100", "OffloadingConnector", None, False),  # in process
+    ],
+)
+def test_034_connectors_that_turn_the_extensible_cache_off(
+    gpu: str, connector: str, buffer: str | None, off: bool
+) -> None:
+    # hunt171 F1: VllmConfig._resolve_extensible_kv_cache (config/vllm.py 0.34.0 L3180-3258) asks the connector's
+    # kv_cache_access; off, the default gmu is 0.92 again (config/cache.py L495-501) and the plan says why.
+    m, g = model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu(gpu)
+    p = plan(
+        m, g, ServingConfig(max_model_len=8192, kv_connector=connector, kv_role="kv_both", kv_buffer_device=buffer)
+    )
+    assert p.serving.extensible_kv_cache is not off
+    assert p.serving.gpu_memory_utilization == (0.92 if off else 1.0)
+    assert any("turns the extensible KV cache off" in n for n in p.notes) is off
+    # --enable-extensible-kv-cache decides: no connector reason then
+    kept = plan(
+        m, g, ServingConfig(max_model_len=8192, kv_connector=connector, kv_role="kv_both", extensible_kv_cache=True)
+    )
+    assert kept.serving.extensible_kv_cache and kept.serving.extensible_off_by is None
+
+
+def test_034_nixl_at_gmu_one_is_refused_as_vllm_would() -> None:
+    # hunt171 F1: with the cache off the 0.33 start check is back (v1/worker/utils.py 0.34.0 L783-797): gmu 1.0
+    # leaves nothing for the CUDA context, which fitgate called Fits while it kept the cache on.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    p = plan(m, H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=1.0, kv_connector="NixlConnector"))
+    assert p.verdict.value == "DoesNotFit"
+
+
 def test_034_gmu_one_starts() -> None:
     # 0.33 refuses gmu 1.0 (free < requested); 0.34's extensible cache skips that check.
     m = model("meta-llama/Llama-3.1-8B-Instruct")

@@ -24,7 +24,7 @@ def host_memory(arch: ModelArchitecture, rs: ResolvedServing, ranks: tuple[RankP
     weights = tp * sum(r.offloaded_bytes for r in ranks)
     kv_offload = (rs.kv_offloading_bytes or 0) if rs.kv_offloading_backend == "native" else 0
     nixl = 0
-    if rs.kv_connector in ("NixlConnector", "NixlPullConnector", "NixlPushConnector") and rs.kv_buffer_device == "cpu":
+    if rs.kv_connector in offload.NIXL_CONNECTORS and rs.kv_buffer_device == "cpu":
         nixl = tp * sum(r.num_blocks * r.layout.bytes_per_block for r in ranks)  # a host copy of every rank's KV
     # one copy in the API server and one in the engine core (config/multimodal.py 0.33.0 L357-368)
     mm = 2 * rs.mm_processor_cache_bytes

@@ -33,8 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.jsonflags import json_object
+from fitgate.sizing.serving import ServingConfig
 from fitgate.sizing.units import fmt_gib
+from fitgate.sizing.versions import VllmAccounting
 
 #: Connectors vLLM 0.33.0 registers (factory.py L149-250) -> whether they implement SupportsHMA.
 KV_CONNECTORS: dict[str, bool] = {
@@ -116,6 +119,77 @@ def disables_hybrid_manager(connector: str | None) -> bool | None:
     if connector not in KV_CONNECTORS:
         return None
     return not KV_CONNECTORS[connector]
+
+
+#: NIXL's connectors (``NixlConnector`` is ``NixlPullConnector``: nixl/connector.py 0.34.0 L447).
+NIXL_CONNECTORS = frozenset({"NixlConnector", "NixlPullConnector", "NixlPushConnector"})
+#: Connectors whose workers register the device KV cache with an RDMA engine (``KVCacheAccess.REGISTERS``, 0.34.0:
+#: mooncake/mooncake_connector.py L777-779, mooncake/store/connector.py L134-136, moriio/moriio_connector.py
+#: L282-284, umbp/connector.py L104-106; NIXL's with a GPU buffer, nixl/connector.py L85-90).
+REGISTERING_CONNECTORS = NIXL_CONNECTORS | {
+    "MooncakeConnector", "MooncakeStoreConnector", "MoRIIOConnector", "UMBPStoreConnector",
+}  # fmt: skip
+
+
+def extensible_kv_cache_off(
+    connector: str | None, buffer_device: str | None, amd: bool, imex_possible: bool
+) -> str | None:
+    """Why a KV connector turns 0.34's extensible KV cache off when no flag asks for it (None: it does not).
+
+    ``VllmConfig._resolve_extensible_kv_cache`` (config/vllm.py 0.34.0 L3180-3258, hunt171 F1) asks the connector how
+    it reaches the device KV cache: LMCacheMPConnector shares it through legacy CUDA IPC (lmcache_mp_connector.py
+    L474-476): unsupported; on ROCm a connector that registers it with RDMA: unsupported; NIXL with a GPU buffer
+    exports fabric handles (nixl/connector.py L85-90), which need an IMEX channel (utils/vmm_driver.py), so it is off
+    where the pod has none: every GPU but the multi-node NVLink racks (GB200 / GB300), where a ComputeDomain may give
+    one and fitgate keeps the larger pool (never denying what would run). A MultiConnector's children are not read:
+    kept on.
+    """
+    if connector is None:
+        return None
+    if connector == "LMCacheMPConnector":
+        return "LMCacheMPConnector shares the KV cache through legacy CUDA IPC"
+    registers = connector in REGISTERING_CONNECTORS and not (connector in NIXL_CONNECTORS and buffer_device == "cpu")
+    if amd and registers:
+        return f"on ROCm, {connector} registers the KV cache with RDMA, which cannot map driver-mapped memory"
+    if not amd and registers and connector in NIXL_CONNECTORS and not imex_possible:
+        return (
+            f"{connector} exports the KV cache by fabric handle, which needs an IMEX channel a pod on this GPU "
+            "does not have (--enable-extensible-kv-cache keeps it on)"
+        )
+    return None
+
+
+def extensible_kv_cache(serving: ServingConfig, accounting: VllmAccounting, gpu: GpuModel) -> tuple[bool, str | None]:
+    """Whether vLLM sizes the KV cache after warm-up (0.34+), and why a connector turned it off (else None).
+
+    ``VllmConfig._resolve_extensible_kv_cache``: the reason only where no flag decided.
+
+    Off with ``--kv-cache-memory-bytes`` (config/vllm.py 0.34.0 L3203-3207) or
+    ``--no-enable-extensible-kv-cache``; asking for both is vLLM's start-up error (L3261-3262). Unset, off where the
+    KV connector cannot use it (:func:`extensible_kv_cache_off`).
+    Releases before 0.34 have no such cache: the setting is ignored there.
+    """
+    if not accounting.extensible_kv_cache:
+        return False, None
+    if serving.kv_cache_memory_bytes is not None:
+        if serving.extensible_kv_cache:
+            raise SizingError(
+                "enable_extensible_kv_cache",
+                True,
+                "off with kv_cache_memory_bytes (vLLM: it sizes the KV cache from measured memory, "
+                "which kv_cache_memory_bytes overrides)",
+            )
+        return False, None
+    if serving.extensible_kv_cache is not None:
+        return serving.extensible_kv_cache, None
+    connector = effective_connector(serving.kv_connector, serving.kv_offloading_bytes, serving.kv_offloading_backend)
+    imex = gpu.name.startswith(IMEX_GPU_PREFIXES)
+    off_by = extensible_kv_cache_off(connector, serving.kv_buffer_device, gpu.vendor == "amd", imex)
+    return off_by is None, off_by
+
+
+#: GPUs sold in multi-node NVLink racks, whose pods may hold an IMEX channel (a DRA ComputeDomain).
+IMEX_GPU_PREFIXES = ("GB200", "GB300")
 
 
 def offloaded_bytes(requested_bytes: int, decoder_bytes: int) -> int:

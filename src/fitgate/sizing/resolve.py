@@ -212,7 +212,7 @@ def resolve_serving(
     if pp > arch.num_layers:
         raise SizingError("pipeline_parallel_size", pp, f"at most the model's {arch.num_layers} layers")
     _check_transformers_backend(arch, accounting, tp, pp)
-    extensible = _extensible(serving, accounting)
+    extensible, extensible_off_by = offload.extensible_kv_cache(serving, accounting, gpu)
     gmu = serving.gpu_memory_utilization
     if gmu is None:
         # 0.34: 1.0 with the extensible KV cache (config/cache.py 0.34.0 L495-501), else 0.92
@@ -417,6 +417,7 @@ def resolve_serving(
         else 0,
         lora_target_modules=serving.lora_target_modules,
         extensible_kv_cache=extensible,
+        extensible_off_by=extensible_off_by,
     )
     return dataclasses.replace(
         rs,
@@ -464,27 +465,6 @@ def max_in_flight_tokens(arch: ModelArchitecture, rs: ResolvedServing, accountin
         v2 = accounting.version >= (0, 34, 0) or rs.v2_runner
         batches = pp + 1 if v2 else (2 if pp <= 1 else pp)
     return batches * rs.max_num_batched_tokens
-
-
-def _extensible(serving: ServingConfig, accounting: VllmAccounting) -> bool:
-    """Whether vLLM sizes the KV cache after warm-up (0.34+, ``VllmConfig._resolve_extensible_kv_cache``).
-
-    Off with ``--kv-cache-memory-bytes`` (config/vllm.py 0.34.0 L3203-3207) or
-    ``--no-enable-extensible-kv-cache``; asking for both is vLLM's start-up error (L3261-3262).
-    Releases before 0.34 have no such cache: the setting is ignored there.
-    """
-    if not accounting.extensible_kv_cache:
-        return False
-    if serving.kv_cache_memory_bytes is not None:
-        if serving.extensible_kv_cache:
-            raise SizingError(
-                "enable_extensible_kv_cache",
-                True,
-                "off with kv_cache_memory_bytes (vLLM: it sizes the KV cache from measured memory, "
-                "which kv_cache_memory_bytes overrides)",
-            )
-        return False
-    return serving.extensible_kv_cache is not False
 
 
 def _block_sparse(arch: ModelArchitecture) -> bool:

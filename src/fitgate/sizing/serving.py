@@ -196,6 +196,8 @@ class ResolvedServing:
     mm_processor_cache_bytes: int = 0
     # vLLM 0.34 extensible KV cache: the pool is measured after warm-up (fitgate.sizing.extensible).
     extensible_kv_cache: bool = False
+    # why a KV connector turned the extensible KV cache off where no flag decided (offload.extensible_kv_cache_off)
+    extensible_off_by: str | None = None
     flashinfer_sampler: bool | None = None  # ServingConfig.flashinfer_sampler
     mxfp4_backend: str | None = None  # ServingConfig.mxfp4_backend
     engine: str = "V1"  # the release's engine: ``V1`` (0.8+) or ``V0`` (the step model's host costs differ)

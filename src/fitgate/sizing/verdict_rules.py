@@ -80,8 +80,14 @@ def plan_notes(
     if rs.extensible_kv_cache:
         notes.append(
             f"vLLM {rs.vllm_version} sizes the KV cache after warm-up and CUDA-graph capture (extensible KV cache): "
-            "the pool is the memory left less the transient peak (activation + graph estimate) and a margin of "
+            "the pool is the memory left less the transient peak (the activation; CUDA graphs count as resident) and "
+            "a margin of "
             "max(1 GiB (3 GiB on ROCm), 0.75 x that peak); allocator fragmentation during warm-up is not modelled"
+        )
+    if rs.extensible_off_by is not None:
+        notes.append(
+            f"vLLM {rs.vllm_version} turns the extensible KV cache off here ({rs.extensible_off_by}): the KV cache is "
+            f"sized at start-up, gpu_memory_utilization defaults to {accounting.default_gpu_memory_utilization}"
         )
     if model.inventory.estimated:
         notes.append("weights estimated from config.json (no safetensors metadata or total size)")
