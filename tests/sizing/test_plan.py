@@ -636,3 +636,14 @@ def test_the_kv_capacity_a_v0_log_prints_is_not_denied_on_the_catalogs_card() ->
     advised = at(37696)
     assert advised.verdict is Verdict.TIGHT and "ShortWithinEstimateError" in codes(advised), codes(advised)
     assert at(38400).verdict is Verdict.DOES_NOT_FIT
+
+
+def test_kv_bytes_per_token_is_one_gpus_under_pipeline_parallel() -> None:
+    # hunt172 F5: the figure summed every stage's layers, so PP 2 printed twice what one GPU holds a token.
+    # Llama-3.1-70B: 80 layers x 2 (K, V) x 8 KV heads x 128 dims x 2 B = 327,680 B a token; TP 2 holds 4 heads
+    # (163,840 B); TP 2 x PP 2 holds 4 heads of 40 layers on each GPU (81,920 B).
+    m = model("meta-llama/Llama-3.1-70B-Instruct")
+    tp = plan(m, H100, ServingConfig(max_model_len=8192, tensor_parallel_size=2))
+    pp = plan(m, H100, ServingConfig(max_model_len=8192, tensor_parallel_size=2, pipeline_parallel_size=2))
+    assert tp.kv.bytes_per_token == 80 * 2 * 4 * 128 * 2 == 163_840
+    assert pp.kv.bytes_per_token == 40 * 2 * 4 * 128 * 2 == 81_920

@@ -540,7 +540,7 @@ def _base(
     )
     conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
     kv = KVSummary(
-        bytes_per_token=sum(r.layout.bytes_per_token for r in ranks),
+        bytes_per_token=max(r.layout.bytes_per_token for r in ranks),  # a stage's GPU holds its own layers (hunt172 F5)
         page_size_bytes=worst.layout.page_size_bytes,
         block_size=worst.layout.block_size,
         num_blocks=blocks,
