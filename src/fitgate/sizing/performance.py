@@ -402,12 +402,24 @@ def _experts_quantized(arch: ModelArchitecture, runtime_q: Quantization | None) 
     return q is not None and (q.experts or q).weight_bits <= 8
 
 
+#: The last works computed: a latency-target search asks for one plan's work in every replica probe and again in the
+#: estimate it keeps (capacity.replicas_needed; issue 24's <= 2 s search). A few entries: the probes of one plan
+#: come together.
+_WORKS: IdentityMemo[Work] = IdentityMemo(64)
+
+
 def work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: int) -> Work:
     """What one step of ``result``'s replica reads and computes per GPU, at a decode context.
 
     Raises:
         SizingError: The GPU has no bandwidth or FLOP/s figure (a ``--gpu-memory`` size).
     """
+    return _WORKS.get(
+        (model, result), (decode_context, prompt_tokens), lambda: _work(model, result, decode_context, prompt_tokens)
+    )
+
+
+def _work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: int) -> Work:
     rs, gpu, arch = result.serving, result.gpu, model.arch
     if gpu.memory_bandwidth_gbps <= 0 or gpu.bf16_dense_tflops <= 0:
         raise SizingError("gpu", gpu.name, "a catalog GPU with a memory bandwidth and a bf16 FLOP/s figure")

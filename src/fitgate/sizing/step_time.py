@@ -44,6 +44,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 
+from fitgate.sizing.memo import IdentityMemo
+
 
 @dataclass(frozen=True)
 class Constants:
@@ -342,6 +344,8 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
 
     Returns (seconds, bandwidth-roofline seconds): the roofline reads the same bytes at the full
     datasheet bandwidth with no overhead and no compute bound, so it is never more than the step.
+    Each stage's step is affine in the step's tokens but for the MoE terms (touched experts, padded
+    tiles), so its coefficients (:func:`_stage_terms`) are computed once per work and constants.
     """
     tokens = decode_tokens + prefill_tokens
     touched = expert_fraction_touched(work.num_experts, work.top_k, tokens) if work.num_experts else 0.0
@@ -349,46 +353,89 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
     # EAGER_STEP: no captured graph holds the step (per DP rank, a decode request with its draft tokens)
     rank_tokens = (decode_tokens * work.decode_query_len + prefill_tokens) / work.dp_ranks
     eager = rank_tokens > (work.graph_prompt_tokens if prefill_tokens > 0 else work.graph_decode_tokens)
+    overlap = work.async_scheduling
     total = roof = 0.0
-    for s in work.stages:
-        read = s.dense_bytes + s.expert_bytes * touched + decode_tokens * s.kv_bytes_per_request
-        # A prompt chunk's expert FLOPs count every padded tile row (moe_tile_efficiency): its GEMMs are
-        # compute-bound. A decode token's do not: its few rows per expert ride on the expert weights' read
-        # (the memory term), and the fused-MoE tile size jumps with the step's tokens (16 -> 32 rows at 33),
-        # which would make TPOT jump with the batch; moe_mfu stands for what remains.
-        # the routed experts' matmuls at their own dtype's peak (compute_dtype_factors), the rest at the dense one
-        dense = s.flops_per_token - s.expert_flops_per_token
-        expert_peak = work.expert_peak_flops or work.peak_flops
-        attention_peak = work.attention_peak_flops or work.peak_flops  # ATTENTION_DTYPE
-        decode_s = decode_tokens * (
-            dense / work.peak_flops + s.decode_attention_flops / attention_peak + s.expert_flops_per_token / expert_peak
-        )
-        prefill_s = prefill_tokens * (
-            dense / work.peak_flops
-            + s.prefill_attention_flops / attention_peak
-            + s.expert_flops_per_token / tile / expert_peak
-        )
-        memory_s = read / (work.bandwidth_bytes_per_s * k.bw_eff)
-        moe = k.moe_mfu if work.num_experts else 1.0
-        compute_s = (decode_s / (k.mfu * moe) + prefill_s / k.prefill_mfu) / (k.amd_mfu if work.amd else 1.0)
-        tp_layer = k.tp_layer_s * (1 + work.extra_allreduces_per_layer / 2) if work.tp > 1 else 0.0
-        per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + tp_layer
-        host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
-        step_host, layers_s = k.step_s / len(work.stages) * host, s.layers * per_layer * host
-        allreduce_s = 0.0
-        if work.tp > 1:
-            payload = tokens * work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
-            allreduce_s = 2 * s.layers * payload / work.bus_bytes_per_s
-        a2a_s = s.moe_layers * tokens * work.a2a_bytes_per_token / work.a2a_bytes_per_s
-        gpu_s = layers_s + max(memory_s, compute_s) + allreduce_s + a2a_s
+    for t in _stage_terms(work, k):
+        read = t.dense_bytes + t.expert_bytes * touched + decode_tokens * t.kv_bytes
+        compute_s = decode_tokens * t.decode_s + prefill_tokens * (t.prefill_s + t.prefill_expert_s / tile)
+        gpu_s = t.layers_s + max(read * t.s_per_byte, compute_s) + tokens * t.link_s_per_token
         if eager:
             # EAGER_STEP: the quantized-MoE part only where a prompt is in the step (what the logs show)
-            eager_moe = s.moe_layers * k.eager_moe_layer_s if work.quantized_experts and prefill_tokens > 0 else 0.0
-            gpu_s = max(gpu_s, s.layers * k.eager_layer_s * host) + eager_moe * host
+            gpu_s = max(gpu_s, t.eager_s) + (t.eager_moe_s if prefill_tokens > 0 else 0.0)
         # async scheduling: the next step is scheduled (and the last one's output processed) while the GPU runs
-        total += max(step_host, gpu_s) if work.async_scheduling else step_host + gpu_s
+        total += max(t.host_s, gpu_s) if overlap else t.host_s + gpu_s
         roof += read / work.bandwidth_bytes_per_s
     return total, roof
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """One stage's step as coefficients of its tokens (seconds per token or byte, bytes, fixed seconds)."""
+
+    dense_bytes: float
+    expert_bytes: float  # read in the share of experts the step's tokens touch
+    kv_bytes: float  # per decoding request
+    s_per_byte: float  # at the achieved bandwidth
+    decode_s: float  # compute seconds per decode token, efficiency included
+    prefill_s: float  # per prompt token, but for the routed experts
+    prefill_expert_s: float  # per prompt token's routed experts at full tiles (divided by the tile efficiency)
+    link_s_per_token: float  # TP all-reduces and EP all2all
+    layers_s: float  # per-layer launch overheads of the stage
+    host_s: float  # the stage's share of the host side of a step
+    eager_s: float  # the stage's floor when the step runs eagerly
+    eager_moe_s: float  # and its quantized fused-MoE part when a prompt is in the step
+
+
+_LAST_TERMS: tuple[Work, Constants, tuple[_Terms, ...]] | None = None
+
+
+def _stage_terms(work: Work, k: Constants) -> tuple[_Terms, ...]:
+    """The coefficients of every stage of ``work`` under ``k`` (the last pair's kept: a search asks in bursts)."""
+    global _LAST_TERMS  # noqa: PLW0603 - one tuple, swapped whole: safe on the operator's worker threads
+    last = _LAST_TERMS
+    if last is not None and last[0] is work and last[1] is k:
+        return last[2]
+    terms = tuple(_terms(work, s, k) for s in work.stages)
+    _LAST_TERMS = (work, k, terms)
+    return terms
+
+
+def _terms(work: Work, s: Stage, k: Constants) -> _Terms:
+    # A prompt chunk's expert FLOPs count every padded tile row (moe_tile_efficiency): its GEMMs are
+    # compute-bound. A decode token's do not: its few rows per expert ride on the expert weights' read
+    # (the memory term), and the fused-MoE tile size jumps with the step's tokens (16 -> 32 rows at 33),
+    # which would make TPOT jump with the batch; moe_mfu stands for what remains.
+    # the routed experts' matmuls at their own dtype's peak (compute_dtype_factors), the rest at the dense one
+    dense = s.flops_per_token - s.expert_flops_per_token
+    expert_peak = work.expert_peak_flops or work.peak_flops
+    attention_peak = work.attention_peak_flops or work.peak_flops  # ATTENTION_DTYPE
+    amd = k.amd_mfu if work.amd else 1.0
+    decode_eff = k.mfu * (k.moe_mfu if work.num_experts else 1.0) * amd
+    prefill_eff = k.prefill_mfu * amd
+    tp_layer = k.tp_layer_s * (1 + work.extra_allreduces_per_layer / 2) if work.tp > 1 else 0.0
+    per_layer = k.layer_s + (k.moe_layer_s if work.num_experts else 0.0) + tp_layer
+    host = (k.amd_factor if work.amd else 1.0) * (k.v0_factor if work.v0 else 1.0)
+    allreduce = 0.0
+    if work.tp > 1:
+        payload = work.activation_bytes_per_token * 2 * (work.tp - 1) / work.tp
+        allreduce = 2 * s.layers * payload / work.bus_bytes_per_s
+    return _Terms(
+        dense_bytes=s.dense_bytes,
+        expert_bytes=s.expert_bytes,
+        kv_bytes=s.kv_bytes_per_request,
+        s_per_byte=1 / (work.bandwidth_bytes_per_s * k.bw_eff),
+        decode_s=(
+            dense / work.peak_flops + s.decode_attention_flops / attention_peak + s.expert_flops_per_token / expert_peak
+        )
+        / decode_eff,
+        prefill_s=(dense / work.peak_flops + s.prefill_attention_flops / attention_peak) / prefill_eff,
+        prefill_expert_s=s.expert_flops_per_token / expert_peak / prefill_eff,
+        link_s_per_token=allreduce + s.moe_layers * work.a2a_bytes_per_token / work.a2a_bytes_per_s,
+        layers_s=s.layers * per_layer * host,
+        host_s=k.step_s / len(work.stages) * host,
+        eager_s=s.layers * k.eager_layer_s * host,
+        eager_moe_s=s.moe_layers * k.eager_moe_layer_s * host if work.quantized_experts else 0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -403,6 +450,11 @@ class SteadyState:
     requests_per_s: float
     roofline_decode_tokens_per_s: float
     saturated: bool  # a request rate beyond what the replica holds: TTFT grows without bound
+
+
+#: The last steady states: the replica search probes one work at a few loads and its estimate asks for the one it kept
+#: again (capacity.replicas_needed). Keyed by the work's and the constants' identity.
+_STATES: IdentityMemo[SteadyState] = IdentityMemo(256)
 
 
 def steady_state(
@@ -421,6 +473,23 @@ def steady_state(
     with ``C``, so ``rate x life(C) - C`` has one root, found by regula falsi (Illinois) between 1 and
     the most requests the replica holds; when even that many cannot absorb the rate, it is saturated.
     """
+    settings = (input_tokens, output_tokens, concurrency, request_rate, max_concurrency)
+    return _STATES.get(
+        (work, k),
+        settings,
+        lambda: _steady_state(work, input_tokens, output_tokens, k, concurrency, request_rate, max_concurrency),
+    )
+
+
+def _steady_state(
+    work: Work,
+    input_tokens: int,
+    output_tokens: int,
+    k: Constants,
+    concurrency: float | None,
+    request_rate: float | None,
+    max_concurrency: float,
+) -> SteadyState:
     if request_rate is None:
         wanted = max(1.0, concurrency or 1.0)
         r = _closed_loop(work, min(wanted, max_concurrency), input_tokens, output_tokens, k)
