@@ -18,6 +18,7 @@ from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.lora import LORA_RANKS
 from fitgate.sizing.memo import MISS, IdentityMemo, Miss
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.quantization import moe_tp_split_refused
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing
 from fitgate.sizing.units import fmt_gib
@@ -236,6 +237,8 @@ def _settings_moves(
             )
             for tp in TP_CHOICES
             if tp > rs.tensor_parallel_size
+            and moe_tp_split_refused(model.arch, tp, serving.enable_expert_parallel, parse_version(rs.vllm_version))
+            is None
         ]
     )
     if model.arch.is_moe:

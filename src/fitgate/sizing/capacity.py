@@ -39,8 +39,10 @@ from fitgate.sizing.performance import (
     work,
 )
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
+from fitgate.sizing.quantization import moe_tp_split_refused
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.step_time import calibration, steady_state
+from fitgate.sizing.versions import accounting_for
 
 TP_SIZES = (1, 2, 4, 8)
 PP_SIZES = (1, 2, 4, 8, 16)
@@ -252,6 +254,7 @@ def search(
     planned = missed = 0
     floor = (math.inf, math.inf)  # the least TTFT and TPOT of one request alone among the configurations missed
     last_refusal = ""
+    release = accounting_for(vllm_version).version
     for gpu in gpus:
         if not (gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops):
             continue  # a MIG slice or a bare memory size: no speed to rank it by
@@ -262,6 +265,8 @@ def search(
                 for tp, pp, dp in _sets(max_gpus, model.arch.is_moe and expert_parallel):
                     if _weights_cannot_fit(model, gpu, tp * pp * dp, quant) or (tp, pp, dp) in dead:
                         continue
+                    if moe_tp_split_refused(model.arch, tp, dp > 1, release) is not None:
+                        continue  # vLLM refuses to load block-fp8 experts split so (hunt174 F1)
                     serving = replace(
                         base,
                         tensor_parallel_size=tp,

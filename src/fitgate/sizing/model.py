@@ -205,6 +205,8 @@ class Quantization:
     #: The ``--kv-cache-dtype`` vLLM's ``auto`` becomes for this checkpoint (ModelOpt's ``kv_cache_quant_algo``,
     #: :func:`fitgate.sizing.quantization.modelopt_kv_cache_dtype`); None: ``auto`` is the model's dtype.
     kv_cache_dtype: str | None = None
+    #: ``weight_block_size`` of a block-quantized fp8 checkpoint ([block_n, block_k]); None: not block-quantized.
+    block_shape: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from fitgate.sizing.errors import NotModelledError, SizingError
-from fitgate.sizing.model import Quantization
+from fitgate.sizing.model import ModelArchitecture, Quantization
 
 _FIELD = "config.json:quantization_config"
 
@@ -144,15 +144,15 @@ def _parse_quantization(qc: object) -> Quantization | None:
         method = "modelopt"  # vLLM's ModelOpt configs accept a producer block without quant_method
     if method == "fp8":
         block = qc.get("weight_block_size")
-        group = 0
+        group, shape = 0, None
         if block is not None:
             if not isinstance(block, list) or len(block) != 2:
                 raise SizingError(f"{_FIELD}.weight_block_size", block, "two integers, e.g. [128, 128]")
             sizes = {"weight_block_size[0]": block[0], "weight_block_size[1]": block[1]}
             rows = _number(sizes, "weight_block_size[0]", 128, 1, 1 << 16, integer=True)
             cols = _number(sizes, "weight_block_size[1]", 128, 1, 1 << 16, integer=True)
-            group = int(rows * cols)
-        return Quantization("fp8", 8, group, 4.0)
+            group, shape = int(rows * cols), (int(rows), int(cols))
+        return Quantization("fp8", 8, group, 4.0, block_shape=shape)
     if method == "compressed-tensors":
         groups = qc.get("config_groups") or {}
         bits, group, kind = 8.0, 0, "int"
@@ -289,3 +289,46 @@ RUNTIME_QUANTIZATION_NOT_SIZED = frozenset(
         "deepspeedfp", "tpu_int8", "neuron_quant",
     }
 )  # fmt: skip
+
+
+#: The first release that refines a block-fp8 MoE checkpoint's scales when a TP shard of the experts is not a whole
+#: number of blocks (``refine_fp8_moe_block_shape``, fused_moe/oracle/fp8.py 0.29.0 L272-303: to
+#: ``gcd(block_n, block_k, shard, hidden)`` when that is at least 32). Before, the shard must be whole blocks
+#: (quantization/fp8.py 0.28.0 L534-546 raises "The output_size of gate's and up's weight = ... is not divisible by
+#: weight quantization block_n").
+FP8_MOE_BLOCK_REFINE_SINCE = (0, 29, 0)
+
+
+def fp8_moe_tp_split_refused(
+    block_shape: tuple[int, int] | None, expert_width: int, hidden: int, tp: int, version: tuple[int, int, int]
+) -> str | None:
+    """Why vLLM refuses to shard block-fp8 experts of ``expert_width`` over ``tp`` GPUs (None: it does not).
+
+    hunt174 F1: MiniMax-M2 (1536 / 8 = 192, block 128) "Pure TP=8 fails" (vllm-project/recipes
+    models/MiniMaxAI/MiniMax-M2.yaml L96-97); expert parallelism does not shard the experts (pass ``tp`` 1 then).
+    """
+    if block_shape is None or tp <= 1 or expert_width <= 0:
+        return None
+    block_n, block_k = block_shape
+    shard = expert_width // tp
+    if shard * tp == expert_width and shard % block_n == 0 and shard % block_k == 0:
+        return None
+    if version >= FP8_MOE_BLOCK_REFINE_SINCE and math.gcd(block_n, block_k, shard, hidden) >= 32:
+        return None
+    return (
+        f"the experts' {expert_width} columns over TP {tp} are {shard} a GPU, not a whole number of the checkpoint's "
+        f"{block_n} x {block_k} fp8 blocks"
+        + (" (vLLM 0.29+ refines the blocks only to a divisor of at least 32)" if version >= (0, 29, 0) else "")
+        + ": vLLM refuses to load it; use --enable-expert-parallel or another TP size"
+    )
+
+
+def moe_tp_split_refused(
+    arch: ModelArchitecture, tp: int, expert_parallel: bool, version: tuple[int, int, int]
+) -> str | None:
+    """:func:`fp8_moe_tp_split_refused` for ``arch``'s routed experts (None for a dense model or with EP)."""
+    moe, q = arch.first_moe, arch.quantization
+    if moe is None or q is None or expert_parallel:
+        return None
+    width = moe.expert_intermediate_size
+    return fp8_moe_tp_split_refused((q.experts or q).block_shape, width, arch.hidden_size, tp, version)

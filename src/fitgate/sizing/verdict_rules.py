@@ -22,11 +22,12 @@ from fitgate.sizing.parallel import (
     local_experts,
     shared_experts_replicated,
 )
+from fitgate.sizing.quantization import moe_tp_split_refused
 from fitgate.sizing.resolve import graphs_in_budget
 from fitgate.sizing.results import ModelInput, PerGpu, RankPlan
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import GiB, cdiv, fmt_gib
-from fitgate.sizing.versions import VllmAccounting, release_note
+from fitgate.sizing.versions import VllmAccounting, parse_version, release_note
 
 TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
 #: The real CUDA-graph pool beyond vLLM's estimate, as a fraction of it (see OutsideNeed; fitted).
@@ -84,6 +85,11 @@ def plan_notes(
             "a margin of "
             "max(1 GiB (3 GiB on ROCm), 0.75 x that peak); allocator fragmentation during warm-up is not modelled"
         )
+    refused = moe_tp_split_refused(
+        model.arch, rs.tensor_parallel_size, rs.parallel.expert_parallel, parse_version(rs.vllm_version)
+    )
+    if refused is not None:
+        notes.append(f"TP {rs.tensor_parallel_size}: {refused} (said, not judged: the memory is sized)")
     if rs.extensible_off_by is not None:
         notes.append(
             f"vLLM {rs.vllm_version} turns the extensible KV cache off here ({rs.extensible_off_by}): the KV cache is "
