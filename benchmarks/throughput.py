@@ -40,15 +40,10 @@ from fitgate.checkpoints import resolve, to_model_input
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.client_schedule import ClientSchedule, client_schedule, schedule_ttft_seconds
 from fitgate.sizing.errors import SizingError
+from fitgate.sizing.load import burst_ttft_seconds, steady_state
 from fitgate.sizing.performance import FP4_METHODS, INTEGER_METHODS, requests_in_flight, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
-from fitgate.sizing.step_time import (
-    Constants,
-    Work,
-    burst_ttft_seconds,
-    calibration,
-    steady_state,
-)
+from fitgate.sizing.step_time import Constants, Work, calibration
 from fitgate.sizing.versions import resolve_release
 
 HERE = Path(__file__).resolve().parent

@@ -8,8 +8,9 @@ import pytest
 
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.client_schedule import client_schedule, schedule_ttft_seconds
+from fitgate.sizing.load import v0_wave_ttft_seconds
 from fitgate.sizing.performance import work
-from fitgate.sizing.step_time import Work, calibration, step_seconds, v0_wave_ttft_seconds
+from fitgate.sizing.step_time import Work, calibration, step_seconds
 from tests.conftest import model
 
 
@@ -82,7 +83,7 @@ def test_async_scheduling_adds_the_step_already_scheduled() -> None:
 def test_v0_waves_match_the_v0_wave_formula() -> None:
     # V0 without chunking (prefill_apart): a wave of 10 prompts of 3000 tokens at a budget of 8192 runs as 5
     # prefill-only steps of 2 prompts (6000 tokens): the n-th pair waits n steps, mean (1 + ... + 5) / 5 = 3 steps,
-    # as step_time.v0_wave_ttft_seconds gives, plus the front end (the wave arrives on an idle engine).
+    # as load.v0_wave_ttft_seconds gives, plus the front end (the wave arrives on an idle engine).
     s = client_schedule(10, 10, 3000, 100, 8192, prefill_apart=True)
     assert s.window == ((0, 6000, 3.0),)
     w = dataclasses.replace(llama_8b_h100(3000), max_num_batched_tokens=8192, prefill_apart=True, v0=True)

@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
+from fitgate.sizing.load import steady_state
 from fitgate.sizing.performance import ALL2ALL_RDMA_GBPS, ALLREDUCE_BUS_GBPS, compute_dtype_factors, estimate, work
-from fitgate.sizing.step_time import Work, calibration, steady_state, step_seconds
+from fitgate.sizing.step_time import Work, calibration, step_seconds
 from tests.conftest import model
 
 

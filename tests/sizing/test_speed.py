@@ -16,18 +16,11 @@ from fitgate.checkpoints.catalog import find_builtin
 from fitgate.cli import main
 from fitgate.sizing import ServingConfig, Workload, lookup_gpu, plan
 from fitgate.sizing.capacity import LatencyTargets, replicas_needed
+from fitgate.sizing.load import burst_ttft_seconds, steady_state, v0_wave_ttft_seconds
 from fitgate.sizing.model import MoE
 from fitgate.sizing.performance import estimate, requests_in_flight, requests_the_pool_holds, speed_load, work
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
-from fitgate.sizing.step_time import (
-    burst_ttft_seconds,
-    calibration,
-    moe_block_m,
-    moe_tile_efficiency,
-    steady_state,
-    step_seconds,
-    v0_wave_ttft_seconds,
-)
+from fitgate.sizing.step_time import calibration, moe_block_m, moe_tile_efficiency, step_seconds
 from tests.conftest import model
 
 POINTS = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput" / "points.json"

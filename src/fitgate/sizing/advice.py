@@ -10,7 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fitgate.sizing.dtypes import compute_capability_at_least
+from fitgate.sizing.dtypes import (
+    FP8_KV_MIN_COMPUTE_CAPABILITY,
+    FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY,
+    compute_capability_at_least,
+)
 from fitgate.sizing.engine_args import EngineArg, engine_args, flag_words
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.frozen import evolve
@@ -22,16 +26,10 @@ from fitgate.sizing.quantization import moe_tp_split_refused
 from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing
 from fitgate.sizing.units import fmt_gib
-from fitgate.sizing.verdict_rules import TIGHT_FRACTION
+from fitgate.sizing.verdict_rules import TIGHT_FRACTION, short_within_error
 from fitgate.sizing.versions import parse_version
 
 SAFE_MAX_GPU_MEMORY_UTILIZATION = 0.95
-#: vLLM's ``--quantization fp8`` needs compute capability 8.0 (``Fp8Config.get_min_capability``; weight-only
-#: Marlin kernels below 8.9): not offered on a T4 or V100.
-FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY = (8, 0)
-#: fp8 KV-cache kernels need 8.0 too, as ``recommend``'s search has it (capacity.kv_dtypes; hunt170 F2: a V100 / T4 was
-#: offered ``--kv-cache-dtype fp8``, which 0.11's FlexAttention and 0.24+'s Triton attention refuse there).
-FP8_KV_MIN_COMPUTE_CAPABILITY = (8, 0)
 TP_CHOICES = (2, 4, 8, 16)
 #: ``--enable-expert-parallel`` from 0.8.0 (arg_utils.py L439; not 0.7.3), ``--data-parallel-size`` 0.8.5 (L535).
 EXPERT_PARALLEL_FLAGS_SINCE = ((0, 8, 0), (0, 8, 5))
@@ -548,11 +546,6 @@ def search_suggestions(
         ):
             kept.append(s)
     return tuple(kept[:limit])
-
-
-def short_within_error(result: Plan) -> bool:
-    """A Tight plan that is short of KV by less than fitgate's error (verdict_rules): no fix to offer, keep looking."""
-    return any(r.code is ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR for r in result.reasons)
 
 
 def apply_suggestion(serving: ServingConfig, suggestion: Suggestion) -> ServingConfig:

@@ -24,11 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fitgate.sizing.advice import FP8_KV_MIN_COMPUTE_CAPABILITY, FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY, short_within_error
 from fitgate.sizing.cost import DEFAULT_UTILIZATION, Cost, GpuPrices, replica_cost
-from fitgate.sizing.dtypes import compute_capability_at_least
+from fitgate.sizing.dtypes import (
+    FP8_KV_MIN_COMPUTE_CAPABILITY,
+    FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY,
+    compute_capability_at_least,
+)
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.gpus import GpuModel
+from fitgate.sizing.load import steady_state
 from fitgate.sizing.performance import (
     MAX_TARGET_MS,
     Performance,
@@ -41,7 +45,8 @@ from fitgate.sizing.performance import (
 from fitgate.sizing.plan import ModelInput, Plan, ServingConfig, Verdict, Workload, plan
 from fitgate.sizing.quantization import moe_tp_split_refused
 from fitgate.sizing.reasons import ReasonCode
-from fitgate.sizing.step_time import calibration, steady_state
+from fitgate.sizing.step_time import calibration
+from fitgate.sizing.verdict_rules import short_within_error
 from fitgate.sizing.versions import accounting_for
 
 TP_SIZES = (1, 2, 4, 8)

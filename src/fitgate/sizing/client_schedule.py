@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.step_time import V0_MAX_NUM_SEQS, Constants, Work, step_seconds
+from fitgate.sizing.load import V0_MAX_NUM_SEQS
+from fitgate.sizing.step_time import Constants, Work, step_seconds
 
 #: How a serving benchmark's TTFT arises (issue 24, ``client_schedule``): the client and the scheduler, not a steady
 #: state. ``vllm bench serve`` (vLLM 0.24.0 ``vllm/benchmarks/serve.py``; ``benchmarks/benchmark_serving.py`` in the

@@ -193,3 +193,12 @@ def served_dtype(
         )
         raise SizingError("dtype", requested, "one of " + ", ".join(candidates) + " on this GPU", why)
     return dtype
+
+
+#: vLLM's ``--quantization fp8`` needs compute capability 8.0 (``Fp8Config.get_min_capability``; weight-only
+#: Marlin kernels below 8.9): not offered on a T4 or V100
+#: (advice's suggestions and capacity's search).
+FP8_WEIGHTS_MIN_COMPUTE_CAPABILITY = (8, 0)
+#: fp8 KV-cache kernels need 8.0 too, as ``recommend``'s search has it (capacity.kv_dtypes; hunt170 F2: a V100 / T4 was
+#: offered ``--kv-cache-dtype fp8``, which 0.11's FlexAttention and 0.24+'s Triton attention refuse there).
+FP8_KV_MIN_COMPUTE_CAPABILITY = (8, 0)

@@ -33,6 +33,7 @@ from fitgate.sizing.cudagraphs import V0_MAX_SEQ_LEN_TO_CAPTURE, graph_token_lim
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import one_request_bytes
 from fitgate.sizing.kv_specs import ServingShape
+from fitgate.sizing.load import SteadyState, steady_state
 from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import MLA, Attention, ModelArchitecture, MoE, Quantization
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
@@ -42,11 +43,9 @@ from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.step_time import (
     Band,
     Stage,
-    SteadyState,
     Work,
     calibration,
     expert_fraction_touched,
-    steady_state,
     step_seconds,
 )
 from fitgate.sizing.versions import accounting_for

@@ -23,8 +23,9 @@ from fitgate.sizing.parallel import (
     shared_experts_replicated,
 )
 from fitgate.sizing.quantization import moe_tp_split_refused
+from fitgate.sizing.reasons import ReasonCode
 from fitgate.sizing.resolve import graphs_in_budget
-from fitgate.sizing.results import ModelInput, PerGpu, RankPlan
+from fitgate.sizing.results import ModelInput, PerGpu, Plan, RankPlan
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import GiB, cdiv, fmt_gib
 from fitgate.sizing.versions import VllmAccounting, parse_version, release_note
@@ -299,3 +300,8 @@ def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, mo
         else:
             high = mid
     return low
+
+
+def short_within_error(result: Plan) -> bool:
+    """A Tight plan short of KV by less than fitgate's error: no fix to offer (advice, recommend), keep looking."""
+    return any(r.code is ReasonCode.SHORT_WITHIN_ESTIMATE_ERROR for r in result.reasons)
