@@ -762,15 +762,23 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
     h100["cloud.google.com/gke-gpu-partition-size"] = "3g.40gb"
     assert parse_node(node)[0].gpu.memory_bytes == int(card / 2 - 0.35 * GiB * 0.5 * 8 / 7)
     # hunt81 F1: the H200's 1g.18gb is 16.00 GiB (nvidia-smi mig -lgip; users' "16.0 GiB usable"), not the fraction's
-    # 139.81 / 8 - 0.35 = 17.13 nor the name's 18 x 10^9 B = 16.76: its slices are that many eighths of 16 GiB
+    # 139.81 / 8 - 0.35 = 17.13 nor the name's 18 x 10^9 B = 16.76
     h200 = {
         "cloud.google.com/gke-accelerator": "nvidia-h200-141gb",
         "cloud.google.com/gke-gpu-partition-size": "1g.18gb",
     }
     node = {"metadata": {"name": "g4", "labels": h200}, "status": {"allocatable": {"nvidia.com/gpu": "7"}}}
     assert parse_node(node)[0].gpu.memory_bytes == 16 * GiB
+    # hunt175 F1: its 3g.71gb is 74,625,056,768 B = 69.50 GiB (Hugging Face ZeroGPU's device total), not four 16 GiB
+    # eighths (64 GiB, which denied a Qwen3-30B-A3B at 40960 tokens that holds 8.27 GiB of KV at 69.5)
     h200["cloud.google.com/gke-gpu-partition-size"] = "3g.71gb"
-    assert parse_node(node)[0].gpu.memory_bytes == 4 * 16 * GiB
+    assert parse_node(node)[0].gpu.memory_bytes == 74_625_056_768
+    # no public figure for 2g.35gb: the card's quarter, less the shortfall x (1 - 1/4) x 8/7
+    card = parse_node(
+        {**node, "metadata": {"name": "g5", "labels": {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}}}
+    )
+    h200["cloud.google.com/gke-gpu-partition-size"] = "2g.35gb"
+    assert parse_node(node)[0].gpu.memory_bytes == int(card[0].gpu.memory_bytes / 4 - 0.35 * GiB * 0.75 * 8 / 7)
     # hunt77 F2: GKE's time-sharing and MPS labels are the node's share, as GFD's are
     shared = {
         "cloud.google.com/gke-accelerator": "nvidia-l4",

@@ -419,7 +419,8 @@ def test_recommend_with_targets_over_the_whole_catalog_takes_at_most_2_s(name: s
     # issue 24's must-show (hunt91 O14: no test guarded it): a 70B and a 671B MoE with latency targets over every
     # GPU of the catalog, 5 requests/s of 4000 in / 1000 out within TTFT 3 s, TPOT 60 ms (benchmarks/recommend.py
     # --targets: p50 1.12 s for the 70B on the 2-core dev machine, busy). The median of 3 searches, so one slow CI moment
-    # does not fail it.
+    # does not fail it; in CPU seconds of this process, which is wall time on an idle machine and, unlike wall time,
+    # not doubled by other processes sharing a loaded one (the 70B took 1.3 s idle, 2.0-2.8 s wall at load 15).
     import statistics  # noqa: PLC0415
     import time  # noqa: PLC0415
 
@@ -429,11 +430,11 @@ def test_recommend_with_targets_over_the_whole_catalog_takes_at_most_2_s(name: s
     m = model(name)
     times = []
     for _ in range(3):
-        start = time.perf_counter()
+        start = time.process_time()
         found = search(
             m, Workload(16, 32768), gpu_catalog(), max_gpus=16, prices=parse_gpu_prices("2.5"),
             speed_load=SpeedLoad(4000, 1000, 5.0), targets=LatencyTargets(3.0, 0.060),
         )  # fmt: skip
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
         assert found.options
     assert statistics.median(times) <= 2.0, times

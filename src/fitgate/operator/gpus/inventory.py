@@ -302,19 +302,22 @@ MIG_MEMORY_FRACTIONS = (1 / 8, 1 / 4, 1 / 2, 1.0)
 MIG_SLICE_SHORTFALL_BYTES = int(0.35 * GiB)
 
 
-#: An eighth of the card where a public ``nvidia-smi mig -lgip`` figure shows the shortfall above misses it: the H200's
+#: Slices whose CUDA memory a public figure shows away from the fraction rule below, by card and fraction: the H200's
 #: 1g.18gb is 16.00 GiB (an lgip line in a public parser, and two users' "16.0 GiB usable" / "visible 16 GiB" on H200
-#: MIG 1g.18gb; hunt81 F1), not 139.81 / 8 - 0.35 = 17.13. Its larger slices are that many eighths (the 7g is the card).
-MIG_EIGHTH_BYTES = {"H200": 16 * GiB}
+#: MIG 1g.18gb; hunt81 F1), not 139.81 / 8 - 0.35 = 17.13; its 3g.71gb / 4g.71gb half is 74,625,056,768 B = 69.50 GiB
+#: (Hugging Face ``spaces`` ZeroGPU, spaces/zero/config.py ``ZEROGPU_CUDA_TOTAL_MEMORY`` for "NVIDIA H200 MIG
+#: 3g.71gb"; hunt175 F1: four 16 GiB eighths, 64 GiB, denied what ran), the rule's 69.71 within 0.21. Others: the rule.
+MIG_MEASURED_BYTES = {("H200", 1 / 8): 16 * GiB, ("H200", 1 / 2): 74_625_056_768}
 
 
 def mig_slice_bytes(profile: str, card: GpuModel | None) -> int | None:
-    """The device memory of a MIG profile without a memory label: its fraction of the card (the H200's: its eighths).
+    """The device memory of a MIG profile without a memory label: its fraction of the card (or a measured figure).
 
     The name's GB (``1g.10gb``) read as 10^9 bytes is below every slice's real size (9.75 GiB), and far below the
     whole-card profiles (an H100's 7g.80gb was read as 74.5 GiB, 79.25 real: hunt79 F3); the card's memory times the
     profile's fraction of it (its GB against the card's, to the nearest of :data:`MIG_MEMORY_FRACTIONS`) is within a
-    quarter GiB on the A100 and H100, up to 1.2 GiB above on the H200's 1g.18gb. None for an unreadable profile.
+    quarter GiB on the A100 and H100 and the H200's half, 1.1 GiB above on its 1g.18gb (:data:`MIG_MEASURED_BYTES`).
+    None for an unreadable profile.
     """
     match = _MIG_PROFILE.match(profile)
     if not match:
@@ -325,9 +328,9 @@ def mig_slice_bytes(profile: str, card: GpuModel | None) -> int | None:
         return named
     share = nominal * GiB / card.memory_bytes
     fraction = min(MIG_MEMORY_FRACTIONS, key=lambda f: abs(math.log(share / f)))
-    eighth = MIG_EIGHTH_BYTES.get(card.name)
-    if eighth is not None and fraction < 1:
-        return int(eighth * fraction * 8)
+    measured = MIG_MEASURED_BYTES.get((card.name, fraction))
+    if measured is not None:
+        return measured
     return max(named, int(card.memory_bytes * fraction - MIG_SLICE_SHORTFALL_BYTES * (1 - fraction) * 8 / 7))
 
 
