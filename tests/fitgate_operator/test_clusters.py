@@ -848,3 +848,22 @@ def test_the_gpu_class_label_names_the_gpu(value: str, gpu: str | None) -> None:
     assert (got.gpu.name if got else None) == gpu
     assert (why is None) == (gpu is not None)
     assert names_a_gpu({"gpu.nvidia.com/class": value})
+
+
+def test_an_h20_is_sized_by_its_memory_label_and_is_either_board_without_one() -> None:
+    # hunt175 F2: ACK labels every GPU node with aliyun.accelerator/nvidia_mem beside nvidia_name (HAMi's docs:
+    # nvidia_mem=23028MiB on an A10); nvidia-smi names the 96 GB and the 141 GB H20 alike, so the figure decides:
+    # 143771 MiB less the driver's 470 MiB. A pool with no node yet (a bare selector) may be either board.
+    labels = {"aliyun.accelerator/nvidia_name": "NVIDIA-H20", "aliyun.accelerator/nvidia_mem": "143771MiB"}
+    got, _ = gpu_from_labels(labels)
+    assert got is not None and got.gpu.memory_bytes == (143771 - 470) * MiB
+    node = {"metadata": {"name": "ack1", "labels": {**labels, "aliyun.accelerator/nvidia_count": "8"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}}}  # fmt: skip
+    assert parse_node(node)[0].gpu.memory_bytes == (143771 - 470) * MiB
+    found = prospects(None, {"nvidia.com/gpu.product": "NVIDIA-H20"}, (), [])
+    assert sorted(p.gpu.gpu.name for p in found) == ["H20", "H20-141GB"]
+    labelled = prospects(None, {"nvidia.com/gpu.product": "NVIDIA-H20", "nvidia.com/gpu.memory": "97871"}, (), [])
+    assert [p.gpu.gpu.name for p in labelled] == ["H20"]
+    assert [p.gpu.gpu.name for p in prospects(None, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, (), [])] == [
+        "H100-SXM"
+    ]

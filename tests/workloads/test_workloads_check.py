@@ -1768,3 +1768,32 @@ def test_a_sagemaker_hyperpod_endpoint_config_is_read_on_its_instance_type(
     one = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "32768"]
     code, [r] = check(capsys, _endpoint_config(tmp_path, one))
     assert (code, r["verdict"]) == (1, "DoesNotFit"), r
+
+
+@pytest.mark.parametrize(
+    ("selector", "verdict", "card"),
+    [
+        ({"nvidia.com/gpu.product": "NVIDIA-H20"}, "Fits", "H20-141GB"),  # no memory label: either card
+        ({"aliyun.accelerator/nvidia_name": "NVIDIA-H20"}, "Fits", "H20-141GB"),
+        ({"machine.cluster.vke.volcengine.com/gpu-name": "NVIDIA-H20"}, "Fits", "H20-141GB"),
+        # ACK's memory label says the 141 GB board (143771 MiB, as GFD's nvidia.com/gpu.memory reads it)
+        ({"aliyun.accelerator/nvidia_name": "NVIDIA-H20", "aliyun.accelerator/nvidia_mem": "143771MiB"}, "Fits", "H20"),
+        # and here the 96 GB one (97871 MiB): 79.55 GiB of weights leave 2.62 GiB, under one request's 11.95 GiB
+        ({"nvidia.com/gpu.product": "NVIDIA-H20", "nvidia.com/gpu.memory": "97871"}, "DoesNotFit", "NVIDIA-H20"),
+    ],
+)
+def test_a_bare_h20_selector_is_either_board_unless_a_memory_label_says(
+    tmp_path: Path, selector: dict[str, str], verdict: str, card: str
+) -> None:
+    # hunt175 F2: DeepSeek-V3.2 at TP 8 ran its defaults on "8xH20" (vllm-project/recipes), which only the 141 GB board
+    # holds; nvidia-smi names both "NVIDIA H20", so a selector without a memory label was denied on the 96 GB one.
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                 "args": ["--model", "deepseek-ai/DeepSeek-V3.2", "--tensor-parallel-size", "8"],
+                 "resources": {"limits": {"nvidia.com/gpu": 8}}}  # fmt: skip
+    doc = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "dsv32"},
+           "spec": {"template": {"spec": {"nodeSelector": selector, "containers": [container]}}}}  # fmt: skip
+    path = tmp_path / "h20.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    (result,) = check_files([str(path)], None)
+    assert result.verdict == verdict, result.message
+    assert f": {card}:" in result.message, result.message

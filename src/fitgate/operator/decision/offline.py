@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import itertools
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -21,12 +22,13 @@ from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, decide
 from fitgate.operator.decision.status import performance_of, performance_text
 from fitgate.operator.decision.workloads import evaluate_reading, finish
-from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels
+from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels, memory_label_mib
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.gpus.sharing import node_share
 from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
+from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.instances import larger_namesake, named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml, too_many_digits
@@ -260,7 +262,7 @@ def check_document(source: str, doc: Any, gpu_name: str | None, gpus_per_node: i
     asks = spec.serving.tensor_parallel_size * spec.serving.pipeline_parallel_size * spec.placement.data_parallel_size
     size = per_node(gpus_per_node or (labelled.count if labelled is not None else None), -(-asks // nodes))
     pools = [NodeGPUs(f"offline-{i}", labels, product, gpu, size) for i in range(nodes)]
-    namesake = larger_namesake(product) if gpu_name is None else None  # --gpu's reading is check_files'
+    namesake = _namesake(product, labels) if gpu_name is None else None  # --gpu's reading is check_files'
     if namesake is not None:  # a bare A100 / V100 / H20 / GH200 placement: either card's nodes serve it (inventory)
         pools += [NodeGPUs(f"offline-{namesake.name}-{i}", labels, namesake.name, namesake, size) for i in range(nodes)]
     offline = {"gpu_product": None, "resource_claim_template_name": None}  # the pool is --gpu's, not the cluster's
@@ -332,6 +334,16 @@ def check_files(
                 _namesake_result(r, big, str(gpu_name), namesake.name) for r, big in zip(results, larger, strict=True)
             ]
     return unread + results
+
+
+def _namesake(product: str, labels: Mapping[str, str]) -> GpuModel | None:
+    """The larger card a selector's bare product name may also mean (``NVIDIA-H20``: 96 or 141 GB), else None.
+
+    None too where a memory label beside the name says which card it is.
+    """
+    if memory_label_mib(labels) is not None:
+        return None
+    return larger_namesake(re.sub(r"^((nvidia|tesla)[- _])+", "", product.strip(), flags=re.IGNORECASE))
 
 
 def _namesake_result(small: CheckResult, big: CheckResult, asked: str, larger: str) -> CheckResult:
@@ -517,11 +529,12 @@ def check_reading(
         return CheckResult(source, name, "Invalid", reading.invalid, admitted=False, kind=reading.kind)
     selector = amd_labels({**reading.affinity_gpu, **reading.node_selector})
     product = gpu_name or next((selector[k] for k in _PRODUCT_LABELS if k in selector), None)
-    label_note = None
+    label_note, labelled = None, None
     if not product:  # a cloud's GPU label: GKE accelerator, Karpenter GPU name, instance type (docs/clusters.md)
         named, label_note = gpu_from_labels(selector)
         if named is not None:
             product, gpus_per_node = named.product, named.count or gpus_per_node
+            labelled = named.gpu if named.scheme == "cloud-name" else None  # with its memory label read (hunt175 F2)
             if named.scheme == "gke" and selector.get(GKE_PARTITION, "").strip():
                 # hunt148 S1: GKE's MIG nodes offer one nvidia.com/gpu per slice of this size, as the inventory reads
                 # them (hunt77 F1): a pod selecting the partition gets a slice, not the whole card
@@ -530,7 +543,7 @@ def check_reading(
         product = "AMD-GPU-unnamed"  # hunt116 F3: the VRAM label alone, as the inventory sizes such a node
     gpu = None
     if product:
-        gpu = product_gpu(product, selector)[0] if gpu_name is None else named_gpu(product)
+        gpu = labelled or (product_gpu(product, selector)[0] if gpu_name is None else named_gpu(product))
     model = facts = None
     if reading.unknown is None and reading.gpu_shortfall() is None:
         if not product:
@@ -569,6 +582,12 @@ def check_reading(
         pools = [
             NodeGPUs(f"offline-{i}", labels, product, gpu, size, share=share) for i in range(reading.pods_per_replica)
         ]
+        namesake = _namesake(product, labels) if gpu_name is None else None
+        if namesake is not None:  # hunt175 F2: a selector's bare H20 / GH200 is either card, as the ModelDeployment's
+            pools += [
+                NodeGPUs(f"offline-{namesake.name}-{i}", labels, namesake.name, namesake, size, share=share)
+                for i in range(reading.pods_per_replica)
+            ]
     verdict = evaluate_reading(reading, model, pools, facts=facts)
     if verdict.invalid:
         return CheckResult(source, name, "Invalid", verdict.message, product, False, reading.kind)

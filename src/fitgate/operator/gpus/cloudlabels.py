@@ -34,16 +34,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from fitgate.sizing.gpus import GpuModel, find_gpu
+from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES
+from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.instances import (
     AMBIGUOUS_NAMES,
     gke_accelerator,
     instance_family_gpu,
     instance_gpus,
     karpenter_gpu,
+    larger_namesake,
 )
+from fitgate.sizing.units import MiB
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 AMD_PRODUCT = "amd.com/gpu.product-name"
@@ -63,6 +66,9 @@ NAME_LABELS = (
     ("machine.cluster.vke.volcengine.com/gpu-name", None),
     ("karpenter.azure.com/sku-gpu-name", "karpenter.azure.com/sku-gpu-count"),
 )
+#: The memory labels beside them, in MiB ("23028MiB": HAMi's ACK example, gpushare-device-plugin's gpuMemKey; VKE's
+#: twin): an H20 of 141 GB is named as the 96 GB one (hunt175 F2), so the figure decides, as GFD's does.
+MEMORY_LABELS = ("aliyun.accelerator/nvidia_mem", "machine.cluster.vke.volcengine.com/gpu-mem", "nvidia.com/gpu.memory")
 INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
 #: The extended resource each vendor's device plugin advertises (Intel: i915 or xe, the kernel driver's).
@@ -115,6 +121,15 @@ def _int(value: str | None) -> int | None:
     return int(text)
 
 
+def memory_label_mib(labels: Mapping[str, str]) -> int | None:
+    """A node's GPU memory in MiB from :data:`MEMORY_LABELS` (a number, or with a ``MiB`` / ``Mi`` unit), or None."""
+    for key in MEMORY_LABELS:
+        match = re.fullmatch(r"(\d{1,9})\s*(MiB|Mi)?", (labels.get(key) or "").strip())
+        if match:
+            return int(match.group(1))
+    return None
+
+
 def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | None]:
     """The GPU ``labels`` name, and a note when a GPU label is there but names nothing fitgate knows."""
     product = labels.get(GFD_PRODUCT)
@@ -156,6 +171,9 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
             if gpu is None:
                 return None, f"{key}={value[:64]} names no card of the GPU catalog (or not its memory size)"
             count = _int(labels.get(count_key)) if count_key else None
+            mib = memory_label_mib(labels)
+            if mib is not None:
+                gpu, _ = with_reported_memory(gpu, mib * MiB - DRIVER_RESERVED_BYTES, f"{key} memory", mib * MiB)
             return LabelGpu(gpu.name, gpu, count or _count_of_instance(labels), gpu.vendor, "cloud-name"), None
     for prefix in KARPENTER_PREFIXES:
         name = labels.get(f"{prefix}instance-gpu-name")
@@ -217,3 +235,16 @@ def _count_of_instance(labels: Mapping[str, str]) -> int | None:
 def names_a_gpu(selector: Mapping[str, str]) -> bool:
     """Whether a nodeSelector selects by a GPU label (product, accelerator, GPU name or instance type)."""
     return any(key in selector for key in GPU_KEYS)
+
+
+def namesakes(got: LabelGpu, labels: Mapping[str, str]) -> tuple[LabelGpu, ...]:
+    """``got``, and the larger card of its name where no memory label says which (a pool with no node yet).
+
+    NVIDIA's H20 ships with 96 GB and 141 GB and nvidia-smi names both "NVIDIA H20" (GH200: 96 / 144 GB); a node
+    labels its memory, a selector or an autoscaler template may not. Both are then the pool's prospects, as
+    ``--gpu H20`` plans both (hunt175 F2: a DeepSeek-V3.2 TP 8 that ran on 141 GB H20s was denied on the 96 GB).
+    """
+    larger, card = larger_namesake(got.gpu.name), find_gpu(got.gpu.name)
+    if larger is None or card is None or got.gpu.memory_bytes != card.memory_bytes or memory_label_mib(labels):
+        return (got,)
+    return got, replace(got, product=larger.name, gpu=larger)

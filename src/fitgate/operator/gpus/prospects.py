@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fitgate.operator.gpus.cloudlabels import FAMILY_KEYS, GPU_KEYS, LabelGpu, gpu_from_labels
+from fitgate.operator.gpus.cloudlabels import FAMILY_KEYS, GPU_KEYS, LabelGpu, gpu_from_labels, namesakes
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint
 from fitgate.sizing.gpus import GpuModel, find_gpu
 
@@ -233,7 +233,7 @@ def _from_template(t: NodeTemplate, selector: Mapping[str, str]) -> list[tuple[L
     merged = {**dict(t.labels), **selector}
     got, _ = gpu_from_labels(merged)
     if got is not None:
-        return [(got, got.count or t.gpu_count)]
+        return [(each, got.count or t.gpu_count) for each in namesakes(got, merged)]
     # hunt77 F11: an EKS Auto Mode / Karpenter NodePool may pin only the instance family (g6e: every instance of
     # it carries an L40S), which names the GPU as well as a GPU name would
     for key in (*GPU_KEYS, *FAMILY_KEYS):
@@ -281,5 +281,5 @@ def prospects(
         return (Prospect(LabelGpu(str(gpu_product), wanted, None, wanted.vendor, "placement"), None, "placement"),)
     named, _ = gpu_from_labels(node_selector)
     if named is not None:
-        return (Prospect(named, named.count, "placement"),)
+        return tuple(Prospect(each, named.count, "placement") for each in namesakes(named, node_selector))
     return ()
