@@ -841,6 +841,13 @@ def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:
         ("RTX_A6000", "RTX-A6000"),
         ("GH200_480GB", "GH200"),
         ("A100_NVLINK", None),  # 40 or 80 GB: not said, so not guessed
+        # hunt175 F3: Ori's MODEL[SXM]-GB (docs.ori.co/kubernetes/node-selector): H100SXM-80 the SXM card, H100-80 the
+        # PCIe one; the GB must be the card's (within 10 %)
+        ("H100SXM-80", "H100-SXM"),
+        ("H100-80", "H100-PCIe"),
+        ("H200SXM-141", "H200"),
+        ("A100SXM-80", "A100-80GB"),
+        ("H100SXM-40", None),
     ],
 )
 def test_the_gpu_class_label_names_the_gpu(value: str, gpu: str | None) -> None:

@@ -46,7 +46,7 @@ from fitgate.sizing.instances import (
     karpenter_gpu,
     larger_namesake,
 )
-from fitgate.sizing.units import MiB
+from fitgate.sizing.units import GiB, MiB
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 AMD_PRODUCT = "amd.com/gpu.product-name"
@@ -201,17 +201,32 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
     return None, None
 
 
+#: Ori's ``gpu.nvidia.com/class``: model, form factor (none: PCIe) and GB (docs.ori.co/kubernetes/node-selector).
+_ORI_CLASS = re.compile(r"([A-Za-z]+\d+[A-Za-z]?)(SXM|PCIe|NVL)?-(\d{2,3})", re.IGNORECASE)
+
+
 def class_gpu(value: str) -> GpuModel | None:
     """The GPU a ``gpu.nvidia.com/class`` value names, or None when it names no size.
 
     The product itself (``L40S``, ``RTX_A6000``, ``GH200_480GB``), or CoreWeave's ``MODEL[_NVLINK|_PCIE]_MEMORY``
-    (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``: the memory is the model's at that size; the link is not sized here).
+    (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``: the memory is the model's at that size; the link is not sized here), or
+    Ori's ``MODEL[SXM]-GB`` (``H100SXM-80``; without a form factor the PCIe card).
     """
     text = value.strip()[:64]
     for candidate in (text, text.replace("_", "-"), "NVIDIA-" + text.replace("_", "-")):
         gpu = find_gpu(candidate)
         if gpu is not None:
             return gpu
+    ori = _ORI_CLASS.fullmatch(text)
+    if (
+        ori is not None
+    ):  # hunt175 F3: Ori's H100SXM-80, H100-80 (the PCIe card), H200SXM-141 (docs.ori.co node-selector)
+        model, form, size = ori.group(1), ori.group(2), int(ori.group(3))
+        for candidate in (f"{model}-{form}" if form else f"{model}-PCIe", model, f"{model}-{size}GB"):
+            gpu = find_gpu(candidate)
+            if gpu is not None and abs(gpu.memory_bytes / GiB - size) <= 0.1 * size:
+                return gpu
+        return None
     parts = text.split("_")
     memory = next((p for p in parts[1:] if p.upper().endswith("GB")), None)
     if memory is None:
