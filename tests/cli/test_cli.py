@@ -786,7 +786,12 @@ def test_check_reads_a_bare_placement_gpu_as_both_cards(tmp_path: Path, capsys: 
     )
     code, out, _ = run(capsys, "check", str(manifest))
     assert code == 0 and ": Fits: H20-141GB:" in out
+    # nvidia-smi (and GFD's product label) names both boards NVIDIA-H20 (hunt175 F2): the memory label decides
     manifest.write_text(manifest.read_text().replace("gpuProduct: H20", "gpuProduct: NVIDIA-H20"))
+    code, out, _ = run(capsys, "check", str(manifest))
+    assert code == 0 and ": Fits: H20-141GB:" in out
+    memory = 'gpuProduct: NVIDIA-H20, nodeSelector: {"nvidia.com/gpu.memory": "97871"}'
+    manifest.write_text(manifest.read_text().replace("gpuProduct: NVIDIA-H20", memory))
     code, out, _ = run(capsys, "check", str(manifest))
     assert code == 1 and ": DoesNotFit:" in out
 
