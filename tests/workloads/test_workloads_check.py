@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fitgate.cli import main
-from fitgate.operator.decision import offline
+from fitgate.operator.decision import manifests
 from fitgate.operator.decision.offline import check_files
 from fitgate.sizing.versions import falls_back_to_v0
 from fitgate.workloads.kinds import KINDS
@@ -221,7 +221,7 @@ def test_a_manifest_past_the_size_limit_is_refused_after_reading_that_much(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # hunt83 F8: read_text() read /dev/zero until 3.8 GB and MemoryError; now at most MAX_MANIFEST_BYTES + 1 are read
-    monkeypatch.setattr(offline, "MAX_MANIFEST_BYTES", 1024)
+    monkeypatch.setattr(manifests, "MAX_MANIFEST_BYTES", 1024)
     path = tmp_path / "big.yaml"
     path.write_text("# x\n" * 300)  # 1200 bytes
     [result] = check_files([str(path)], "H100")
@@ -1797,3 +1797,16 @@ def test_a_bare_h20_selector_is_either_board_unless_a_memory_label_says(
     (result,) = check_files([str(path)], None)
     assert result.verdict == verdict, result.message
     assert f": {card}:" in result.message, result.message
+
+
+def test_an_unreadable_file_says_where_and_an_unrendered_template_how(tmp_path: Path) -> None:
+    # hunt173 F1: GKE samples with broken indentation and unrendered Helm templates were "cannot read YAML: while
+    # parsing a block mapping", with no line; PyYAML's mark gives it (1-based here)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: 1\n  b: [\n")
+    template = tmp_path / "template.yaml"
+    template.write_text('kind: ConfigMap\nmetadata:\n  labels: {{- include "x" . | nindent 4 }}\n')
+    first, second = check_files([str(broken), str(template)], "H100")
+    assert first.verdict == "Invalid" and first.message.endswith("(line 2, column 4)"), first.message
+    assert "(line 3, column 13)" in second.message and "helm template NAME CHART | fitgate check -" in second.message
+    assert "helm" not in first.message

@@ -6,13 +6,9 @@ Feature Discovery product string), as a pool of ``--gpus-per-node`` GPUs.
 
 from __future__ import annotations
 
-import codecs
-import itertools
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,6 +16,7 @@ import yaml
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.operator.decision.evaluate import evaluate, unknown
 from fitgate.operator.decision.logic import DENIED_INVALID, decide
+from fitgate.operator.decision.manifests import Unbuilt, documents, unreadable
 from fitgate.operator.decision.status import performance_of, performance_text
 from fitgate.operator.decision.workloads import evaluate_reading, finish
 from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels, memory_label_mib
@@ -31,7 +28,7 @@ from fitgate.sizing import ReasonCode, SizingError, Verdict
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.instances import larger_namesake, named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
-from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, budgets, check_yaml, too_many_digits
+from fitgate.workloads.bounds import BudgetError
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind, other_group
 from fitgate.workloads.kserve import runtimes_of
@@ -78,117 +75,6 @@ class CheckResult:
             "notes": list(self.notes),
             "performance": self.performance,
         }
-
-
-#: Most bytes of one manifest file (or stdin) ``fitgate check`` reads, as ``compare --log`` reads a log: the whole
-#: text is held and parsed (hunt83 F8: ``fitgate check /dev/zero`` grew to 3.8 GB, then MemoryError).
-MAX_MANIFEST_BYTES = 64 << 20
-
-
-def _read_manifest(path: str) -> str:
-    """The text of a manifest file (``-``: stdin), at most :data:`MAX_MANIFEST_BYTES` read."""
-    if path == "-":
-        data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
-    else:
-        with Path(path).open("rb") as fh:
-            data = fh.read(MAX_MANIFEST_BYTES + 1)
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise BudgetError(f"more than {MAX_MANIFEST_BYTES} bytes; fitgate check reads manifests of at most 64 MiB")
-    # YAML 1.2 5.2: UTF-8, UTF-16 or UTF-32, told by a byte order mark; kubectl applies them (kubernetes issue 39008)
-    # and Windows PowerShell's `>` writes UTF-16 (hunt100 F1: Invalid, exit 2)
-    boms = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"))
-    for bom, codec in (*boms, (codecs.BOM_UTF16_BE, "utf-16")):  # UTF-32 first: its LE mark begins as UTF-16's
-        if data.startswith(bom):
-            return data.decode(codec)
-    return data.decode("utf-8")
-
-
-def _documents(path: str) -> Iterable[tuple[str, Any]]:
-    text = _read_manifest(path)
-    # hardening (issue 22): aliases may not expand a manifest set past its own size (or the YAML budgets),
-    # nor nest it past their depth; checked on the parse events before anything is built
-    budget = budgets()
-    check_yaml(
-        text,
-        replace(
-            budget,
-            max_yaml_nodes=max(budget.max_yaml_nodes, len(text)),
-            max_yaml_expanded_bytes=max(budget.max_yaml_expanded_bytes, 2 * len(text)),
-            max_yaml_depth=max(budget.max_yaml_depth, 200),  # CRD schemas in a manifest set nest deeply
-        ),
-    )
-    loader = SAFE_LOADER(text)
-    try:
-        for i in itertools.count():
-            if not loader.check_node():
-                return
-            node = loader.get_node()  # the document's syntax: an error here is the file's (yaml.YAMLError)
-            try:
-                doc = loader.construct_document(node)
-            except ValueError:  # int() past its digit limit, not Python's advice (hunt83 F4 in check)
-                raise BudgetError(f"document {i} {too_many_digits()}") from None
-            except yaml.constructor.ConstructorError as exc:
-                # hunt104 F2: a document that parses but cannot be built (an unrendered `{{HF_TOKEN}}` in a Secret
-                # is a mapping used as a key) is that document's fault, not the others'
-                loader.constructed_objects, loader.recursive_objects, loader.state_generators = {}, {}, []
-                yield f"{path}#{i}", Unbuilt.of(node, exc)
-                continue
-            yield from _expanded(path, i, doc)
-    finally:
-        loader.dispose()
-
-
-@dataclass(frozen=True)
-class Unbuilt:
-    """A manifest document whose YAML parses but cannot be built into values.
-
-    Its kind and name, where its top-level nodes give them, and why it cannot be built.
-    """
-
-    kind: str
-    name: str
-    why: str
-
-    @staticmethod
-    def of(node: yaml.Node, exc: yaml.YAMLError) -> Unbuilt:
-        """The kind and name a document's top-level scalars give, and the error's first line and position."""
-
-        def scalar(mapping: yaml.Node, key: str) -> yaml.Node | None:
-            if isinstance(mapping, yaml.MappingNode):
-                for k, v in mapping.value[:200]:
-                    if isinstance(k, yaml.ScalarNode) and k.value == key:
-                        return v  # type: ignore[no-any-return]
-            return None
-
-        kind = scalar(node, "kind")
-        meta = scalar(node, "metadata")
-        name = scalar(meta, "name") if meta is not None else None
-        namespace = scalar(meta, "namespace") if meta is not None else None
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = str(getattr(exc, "problem", "") or str(exc).splitlines()[0])
-        return Unbuilt(
-            str(kind.value)[:63] if isinstance(kind, yaml.ScalarNode) else "",
-            f"{str(namespace.value)[:63] if isinstance(namespace, yaml.ScalarNode) else 'default'}/"
-            f"{str(name.value)[:63] if isinstance(name, yaml.ScalarNode) else '?'}",
-            f"cannot read YAML: {problem[:200]}{where}",
-        )
-
-
-def _expanded(path: str, i: int, doc: Any) -> Iterable[tuple[str, Any]]:
-    """A document, a ``kind: List``'s items or an OpenShift ``Template``'s objects, with their sources.
-
-    A List is ``kubectl get -o yaml`` of several objects; a Template (template.openshift.io/v1 ``objects``) is how
-    OpenShift AI ships its vLLM ServingRuntimes (hunt136 F2); its ``${PARAMETER}`` references stay as written.
-    """
-    if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-        for j, item in enumerate(doc["items"]):
-            yield f"{path}#{i}.items[{j}]", item
-    elif isinstance(doc, dict) and doc.get("kind") == "Template" and isinstance(doc.get("objects"), list):
-        for j, item in enumerate(doc["objects"]):
-            yield f"{path}#{i}.objects[{j}]", item
-    elif doc is not None:
-        yield f"{path}#{i}", doc
 
 
 #: GPUs a node of the offline pool has when neither ``--gpus-per-node`` nor a node label says: the common node of 8,
@@ -320,9 +206,9 @@ def check_files(
     read: list[tuple[str, Any]] = []
     for path in files:
         try:
-            read.extend(_documents(path))
+            read.extend(documents(path))
         except (OSError, yaml.YAMLError, BudgetError, ValueError, RecursionError) as exc:
-            unread.append(CheckResult(path, "-", "Invalid", f"cannot read YAML: {exc}".splitlines()[0]))
+            unread.append(CheckResult(path, "-", "Invalid", unreadable(exc, path)))
     results = _evaluate_documents(read, gpu_name, gpus_per_node)
     namesake = larger_namesake(gpu_name) if gpu_name else None
     if namesake is not None and any(r.verdict == "DoesNotFit" for r in results):
