@@ -874,3 +874,23 @@ def test_an_h20_is_sized_by_its_memory_label_and_is_either_board_without_one() -
     assert [p.gpu.gpu.name for p in prospects(None, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, (), [])] == [
         "H100-SXM"
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "gpu"),
+    [
+        # hunt173 F2: vllm-project/aibrix test/regression/v0.2.1 and v0.3.0 select VKE nodes by these names
+        ("Tesla-A100-80G", "A100-80GB"),
+        ("NVIDIA-H20-SXM5-96GB", "H20"),
+        ("Tesla-A100-SXM4-80GB", "A100-80GB"),
+        ("Tesla-A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA-H20-SXM5-141GB", "H20-141GB"),
+        ("Tesla-V100", None),  # 16 or 32 GB: not said
+    ],
+)
+def test_ack_and_vke_names_with_their_memory_name_the_card(value: str, gpu: str | None) -> None:
+    labels = {"machine.cluster.vke.volcengine.com/gpu-name": value}
+    got, _ = gpu_from_labels(labels)
+    assert (got.gpu.name if got else None) == gpu
+    if got is not None:  # a name that says its GB is one board: no second prospect for a pool with no node yet
+        assert [p.gpu.gpu.name for p in prospects(None, labels, (), [])] == [gpu]

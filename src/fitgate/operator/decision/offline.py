@@ -19,7 +19,7 @@ from fitgate.operator.decision.logic import DENIED_INVALID, decide
 from fitgate.operator.decision.manifests import Unbuilt, documents, unreadable
 from fitgate.operator.decision.status import performance_of, performance_text
 from fitgate.operator.decision.workloads import evaluate_reading, finish
-from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels, memory_label_mib
+from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels, says_memory
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.gpus.sharing import node_share
@@ -227,7 +227,7 @@ def _namesake(product: str, labels: Mapping[str, str]) -> GpuModel | None:
 
     None too where a memory label beside the name says which card it is.
     """
-    if memory_label_mib(labels) is not None:
+    if says_memory(labels):
         return None
     return larger_namesake(re.sub(r"^((nvidia|tesla)[- _])+", "", product.strip(), flags=re.IGNORECASE))
 

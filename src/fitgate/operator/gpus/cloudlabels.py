@@ -203,6 +203,11 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
 
 #: Ori's ``gpu.nvidia.com/class``: model, form factor (none: PCIe) and GB (docs.ori.co/kubernetes/node-selector).
 _ORI_CLASS = re.compile(r"([A-Za-z]+\d+[A-Za-z]?)(SXM|PCIe|NVL)?-(\d{2,3})", re.IGNORECASE)
+#: nvidia-smi-like names with the memory at the end, as ACK / VKE nodes carry them (AIBrix's regression manifests:
+#: ``Tesla-A100-80G``, ``NVIDIA-H20-SXM5-96GB``): vendor, model, form factor (SXMn: the SXM card), GB.
+_SIZED_NAME = re.compile(
+    r"(?:nvidia|tesla)[-_ ]([A-Za-z]+\d+[A-Za-z]?)(?:[-_ ](SXM|PCIe|NVL)\d?)?[-_ ](\d{2,3})GB?", re.IGNORECASE
+)
 
 
 def class_gpu(value: str) -> GpuModel | None:
@@ -217,11 +222,10 @@ def class_gpu(value: str) -> GpuModel | None:
         gpu = find_gpu(candidate)
         if gpu is not None:
             return gpu
-    ori = _ORI_CLASS.fullmatch(text)
-    if (
-        ori is not None
-    ):  # hunt175 F3: Ori's H100SXM-80, H100-80 (the PCIe card), H200SXM-141 (docs.ori.co node-selector)
-        model, form, size = ori.group(1), ori.group(2), int(ori.group(3))
+    # hunt175 F3: Ori's H100SXM-80, H100-80 (PCIe), H200SXM-141; hunt173 F2: ACK / VKE's Tesla-A100-80G
+    sized = _ORI_CLASS.fullmatch(text) or _SIZED_NAME.fullmatch(text)
+    if sized is not None:
+        model, form, size = sized.group(1), sized.group(2), int(sized.group(3))
         for candidate in (f"{model}-{form}" if form else f"{model}-PCIe", model, f"{model}-{size}GB"):
             gpu = find_gpu(candidate)
             if gpu is not None and abs(gpu.memory_bytes / GiB - size) <= 0.1 * size:
@@ -260,6 +264,13 @@ def namesakes(got: LabelGpu, labels: Mapping[str, str]) -> tuple[LabelGpu, ...]:
     ``--gpu H20`` plans both (hunt175 F2: a DeepSeek-V3.2 TP 8 that ran on 141 GB H20s was denied on the 96 GB).
     """
     larger, card = larger_namesake(got.gpu.name), find_gpu(got.gpu.name)
-    if larger is None or card is None or got.gpu.memory_bytes != card.memory_bytes or memory_label_mib(labels):
+    if larger is None or card is None or got.gpu.memory_bytes != card.memory_bytes or says_memory(labels):
         return (got,)
     return got, replace(got, product=larger.name, gpu=larger)
+
+
+def says_memory(labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` say which board a name shared by two is: a memory label, or a GPU name with its GB in it."""
+    if memory_label_mib(labels) is not None:
+        return True
+    return any(re.search(r"\d{2,3}\s*G", labels.get(key) or "", re.IGNORECASE) for key in GPU_KEYS)
