@@ -1810,3 +1810,26 @@ def test_an_unreadable_file_says_where_and_an_unrendered_template_how(tmp_path: 
     assert first.verdict == "Invalid" and first.message.endswith("(line 2, column 4)"), first.message
     assert "(line 3, column 13)" in second.message and "helm template NAME CHART | fitgate check -" in second.message
     assert "helm" not in first.message
+
+
+def test_a_dynamo_0_3_graph_is_skipped_saying_where_its_vllm_args_are(tmp_path: Path) -> None:
+    # hunt173 F3: vllm-project/aibrix test/regression/v0.4.0/dynamo/disagg_router.yaml (ai-dynamo/vllm-runtime:0.3.2)
+    # runs `dynamo serve graphs.disagg_router:VllmWorker`; its engine args live in DYN_DEPLOYMENT_CONFIG
+    worker = {
+        "dynamoNamespace": "d",
+        "componentType": "worker",
+        "resources": {"limits": {"gpu": "1"}},
+        "extraPodSpec": {
+            "mainContainer": {
+                "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.3.2",
+                "command": ["/bin/sh", "-c"],
+                "args": ["dynamo serve graphs.disagg_router:VllmWorker -f c.yaml"],
+            }
+        },
+    }
+    doc = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "disagg-router"},
+           "spec": {"services": {"VllmWorker": worker}}}  # fmt: skip
+    path = tmp_path / "dynamo.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    (result,) = check_files([str(path)], "H100")
+    assert result.verdict == "Skipped" and "DYN_DEPLOYMENT_CONFIG" in result.message, result

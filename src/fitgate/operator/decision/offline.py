@@ -6,6 +6,7 @@ Feature Discovery product string), as a pool of ``--gpus-per-node`` GPUs.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -278,11 +279,22 @@ def _evaluate_documents(
                 parts = [whole] if whole is not None else []
             results.extend(check_reading(source, r, gpu_name, gpus_per_node, templates) for r in parts)
             if not parts:
-                results.append(skipped(source, doc, "none of its workers or roles runs a vLLM server"))
+                results.append(skipped(source, doc, _no_vllm_part(doc)))
             continue
         result = check_workload(source, doc, gpu_name, gpus_per_node, configmaps, runtimes, templates)
         results.append(result if result is not None else skipped(source, doc))
     return results
+
+
+def _no_vllm_part(doc: Any) -> str:
+    """Why a multi-part object is skipped: no vLLM server, or a Dynamo 0.3 graph fitgate does not read (hunt173 F3)."""
+    text = json.dumps(doc, default=str)[: 1 << 20]
+    if re.search(r"dynamo serve graphs\.\w+:\w*(Vllm|Prefill)Worker", text):
+        return (
+            "a Dynamo 0.3 `dynamo serve graphs...:VllmWorker` graph: its vLLM engine args are in the "
+            "DYN_DEPLOYMENT_CONFIG environment JSON, which fitgate does not read (not sized)"
+        )
+    return "none of its workers or roles runs a vLLM server"
 
 
 def _unbuilt(source: str, doc: Unbuilt) -> CheckResult:
