@@ -54,15 +54,15 @@ from fitgate.workloads.images import image_release
         ("ghcr.io/vcave/rocm/llm-d/vllm:wide-ep-v0.2.0", {}, None, "not a vLLM image"),
         # Dynamo's runtime tag is a Dynamo release, not vLLM's: read through Dynamo's published table where it has one
         # (docs.nvidia.com/dynamo/v-0-9-1 support matrix: v0.7.x ships vLLM 0.11.0; v1.3.x 0.23.0), else unknown
-        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.1", {}, None, "not a vLLM image"),
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.1", {}, None, "table does not list"),
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0.post1", {}, "0.11.0", "ships vLLM 0.11.0"),
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1", {}, "0.23.0", "ships vLLM 0.23.0"),
-        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0-deepseek-dev.1", {}, None, "not a vLLM image"),  # early access
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0-deepseek-dev.1", {}, None, "table does not list"),  # early access
         # NGC's vLLM container: YY.MM (vllm-release-notes rel-26-05: "vLLM: 0.20.1"); a month not in the table: unknown
         ("nvcr.io/nvidia/vllm:26.05-py3", {}, "0.20.1", "ships vLLM 0.20.1"),
-        ("nvcr.io/nvidia/vllm:25.11-py3", {}, None, "not a vLLM image"),
+        ("nvcr.io/nvidia/vllm:25.11-py3", {}, None, "table does not list"),
         # an NGC month's .postN tag is a build of its own (26.05.post1 ships 0.21.0, second-hand): unknown, not 0.20.1
-        ("nvcr.io/nvidia/vllm:26.05.post1-py3", {}, None, "not a vLLM image"),
+        ("nvcr.io/nvidia/vllm:26.05.post1-py3", {}, None, "table does not list"),
         # Dynamo's patch build 0.7.0.post2 pins vLLM 0.11.2, not its line's 0.11.0 (release-artifacts.md @00552b23:
         # "vllm-runtime:0.7.0.post2 | v0.11.2 | Patch"); the 1.x lines the table gained (1.2.x: 0.20.1)
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0.post2", {}, "0.11.2", "ships vLLM 0.11.2"),
@@ -77,7 +77,14 @@ from fitgate.workloads.images import image_release
             "read",
         ),
         ("intel/vllm:0.10.2-xpu", {}, "0.10.2", "read as the release"),
-        ("vllm/vllm-openai:cu130-nightly", {}, "latest", "nightly"),
+        # hunt176 F3: cu130-nightly stopped at about 0.19 (vllm-project/vllm#42738); F2: a nightly pinned to a commit
+        # is a build of main between two releases, not the newest release
+        ("vllm/vllm-openai:cu130-nightly", {}, None, "not a release"),
+        ("vllm/vllm-openai:nightly-d00df624f313a6a5a7a6245b71448b068b080cd7", {}, None, "not a release"),
+        ("vllm/vllm-openai:nightly-d223c90", {}, None, "not a release"),
+        ("vllm/vllm-openai:nightly-aarch64", {}, "latest", "newest release"),
+        # hunt176 F1: Dynamo's v-prefixed tag of a line the table lacks is Dynamo's version, never vLLM 0.5.1 (a V0)
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:v0.5.1", {}, None, "table does not list"),
         # hunt82 F1: llm-d's router, sidecar, simulator and tokenizer images run no vLLM; its vLLM images do
         ("ghcr.io/llm-d/llm-d-routing-sidecar:0.0.7", {}, None, "not a vLLM image"),
         ("ghcr.io/llm-d/llm-d-inference-sim:latest", {}, None, "not a vLLM image"),

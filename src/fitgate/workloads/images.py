@@ -58,6 +58,11 @@ _ROCM_TAG = re.compile(r"vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)")  # vllm_0.8.5, and ro
 #: list); its vLLM images are every other llm-d-* (llm-d-cuda, -aws, -hpu, -rocm, -cuda-gb200 ...). hunt82 F1: a
 #: routing sidecar listed before the vLLM container was read as the server; hunt86 F2: an allow-list missed -gb200.
 _LLM_D_NOT_VLLM = re.compile(r"(router|sidecar|scheduler|inference-sim|tokenizer|kv-cache|benchmark|predictor|epp)")
+#: Nightly tags that do not move to the newest release: pinned to a commit of main (``nightly-d00df624...``, as a
+#: GLM-OCR worker and vLLM's Qwen3.5 GB200 blog pin them), and ``cuNNN-nightly``, which stopped at about 0.19 when
+#: cu130 became the default nightly (vllm-project/vllm#42738: "should be deprecated").
+_PINNED_NIGHTLY = re.compile(r"(^|[-_.])nightly[-_.][0-9a-f]{7,40}($|[-_.])|^cu\d{3}-nightly$", re.IGNORECASE)
+_NIGHTLY_WHY = "its vLLM is between two releases: sized with each V1-era release"
 #: A moving tag's word inside a longer tag (``cu130-nightly``, ``nightly-x86_64``).
 _MOVING_WORD = re.compile(r"(^|[-_.])(latest|nightly)([-_.]|$)", re.IGNORECASE)
 #: A vLLM release inside another image's tag: ``...-vllm0.7.0``, ``vllm-0.8.5``, ``vllm_v0.10.1``.
@@ -137,6 +142,8 @@ def _other_build(repo: str, tag: str | None, env: Mapping[str, str] | None, imag
     vendor = _vendor_release(repo, tag)
     if vendor is not None:
         return vendor
+    if repo in _vendor_tables():  # hunt176 F1: Dynamo's vllm-runtime:v0.5.1 is Dynamo 0.5.1, never vLLM 0.5.1 (a V0)
+        return _from_env(env, f"{repo}:{tag} is a release of its vendor's that fitgate's table does not list")
     name = repo.rsplit("/", 1)[-1].lower()
     # a vllm-openai rebuild's tag, or a v0.x tag of a repository named for vLLM (not Dynamo's vllm-runtime:0.4.1); a
     # repository named just vllm takes 0.x too (hunt82 F3: AWS's DLC vllm:0.11-gpu-py312-..., intel/vllm:0.10.2-xpu)
@@ -187,6 +194,8 @@ def image_release(image: str, env: Mapping[str, str] | None = None) -> ImageRele
         return _from_env(env, f"image {image} is pinned by digest only, which names no release")
     tag = tag or "latest"
     if name == "vllm/vllm-openai":
+        if _PINNED_NIGHTLY.search(tag):  # hunt176 F2 / F3: a build of main at a commit, or a nightly that stopped
+            return _from_env(env, f"tag {tag}: a nightly build of vLLM's main branch, not a release ({_NIGHTLY_WHY})")
         if _MOVING.match(tag):
             return ImageRelease("latest", f"tag {tag}: vLLM's newest release")
         m = _RELEASE.match(tag)
