@@ -177,6 +177,11 @@ AMBIGUOUS_NAMES = {"a100": ("A100-40GB", "A100-80GB"), "v100": ("V100-16GB", "V1
 NAMESAKES = {**AMBIGUOUS_NAMES, "h20": ("H20", "H20-141GB"), "gh200": ("GH200", "GH200-144GB")}
 
 
+def bare_gpu_name(name: str) -> str:
+    """A GPU name without its vendor words (``NVIDIA-H20``, ``Tesla-V100``: ``H20``, ``V100``), at most 64 chars."""
+    return re.sub(r"^((nvidia|tesla)[- _])+", "", name.strip()[:64], flags=re.IGNORECASE)
+
+
 def larger_namesake(name: str) -> GpuModel | None:
     """The larger card a bare ambiguous name (``A100``, ``V100``, ``H20``, ``GH200``) may also mean, else None."""
     pair = NAMESAKES.get(name.strip().lower())

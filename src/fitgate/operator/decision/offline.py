@@ -27,7 +27,7 @@ from fitgate.operator.gpus.sharing import node_share
 from fitgate.operator.schema.api import GROUP, KIND, MAX_NODES_PER_REPLICA, ModelDeploymentSpec, SpecError, parse_spec
 from fitgate.sizing import ReasonCode, SizingError, Verdict
 from fitgate.sizing.gpus import GpuModel
-from fitgate.sizing.instances import larger_namesake, named_gpu
+from fitgate.sizing.instances import bare_gpu_name, larger_namesake, named_gpu
 from fitgate.workloads import Reading, configmaps_of, cpu_backend, read_workload
 from fitgate.workloads.bounds import BudgetError
 from fitgate.workloads.crds import PARTS_READERS
@@ -230,7 +230,7 @@ def _namesake(product: str, labels: Mapping[str, str]) -> GpuModel | None:
     """
     if says_memory(labels):
         return None
-    return larger_namesake(re.sub(r"^((nvidia|tesla)[- _])+", "", product.strip(), flags=re.IGNORECASE))
+    return larger_namesake(bare_gpu_name(product))
 
 
 def _namesake_result(small: CheckResult, big: CheckResult, asked: str, larger: str) -> CheckResult:

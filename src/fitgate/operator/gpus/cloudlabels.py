@@ -40,6 +40,7 @@ from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES
 from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.instances import (
     AMBIGUOUS_NAMES,
+    bare_gpu_name,
     gke_accelerator,
     instance_family_gpu,
     instance_gpus,
@@ -166,7 +167,7 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
     for key, count_key in NAME_LABELS:
         value = labels.get(key)
         if value and _count_of_instance(labels) is None:  # a known instance type (AKS's sku-name) says more
-            bare = re.sub(r"^((nvidia|tesla)[- _])+", "", value.strip()[:64], flags=re.IGNORECASE)
+            bare = bare_gpu_name(value)
             gpu = None if bare.lower() in _BARE_AMBIGUOUS else class_gpu(value)
             if gpu is None:
                 return None, f"{key}={value[:64]} names no card of the GPU catalog (or not its memory size)"
