@@ -272,6 +272,25 @@ def test_quantization_configs(qc: dict[str, Any], method: str, bits: int) -> Non
     assert q is not None and q.method == method and q.weight_bits == bits
 
 
+@pytest.mark.parametrize("order", [("fp8", "nvfp4"), ("nvfp4", "fp8")])
+def test_compressed_tensors_mixed_precision_sizes_with_the_narrowest_group(order: tuple[str, str]) -> None:
+    # hunt177 F1: unsloth's Qwen3.6-27B-NVFP4 is compressed-tensors "mixed-precision", group_0 FP8 attention and
+    # group_1 NVFP4 MLP. Reading only group_0 sized every linear as FP8 (28.3 GiB of weights, DoesNotFit on an
+    # RTX 5090 where it ran). Whatever the order, the estimate takes the narrowest group: NVFP4, 4 bits with an
+    # fp8 scale per 16 values = 0.5625 bytes a weight against FP8's 1 byte (+ one fp32 scale per 4096).
+    schemes = {
+        "fp8": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}, "targets": ["re:.*self_attn.*"]},
+        "nvfp4": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}, "targets": ["re:.*mlp.*"]},
+    }
+    qc = {
+        "quant_method": "compressed-tensors",
+        "format": "mixed-precision",
+        "config_groups": {f"group_{i}": schemes[name] for i, name in enumerate(order)},
+    }
+    q = parse_quantization(qc)
+    assert q is not None and (q.weight_bits, q.group_size, q.scale_bytes) == (4, 16, 1.0)
+
+
 def test_unknown_architecture_suggests_close_names_in_one_short_line() -> None:
     with pytest.raises(UnknownArchitectureError) as err:
         parse_config({"architectures": ["Qwen3MoeForCausalLm"], "model_type": "qwen3_moe"})

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from fitgate.sizing.errors import NotModelledError, SizingError
+from fitgate.sizing.inventory import quantized_bytes
 from fitgate.sizing.model import ModelArchitecture, Quantization
 
 _FIELD = "config.json:quantization_config"
@@ -154,22 +155,7 @@ def _parse_quantization(qc: object) -> Quantization | None:
             group, shape = int(rows * cols), (int(rows), int(cols))
         return Quantization("fp8", 8, group, 4.0, block_shape=shape)
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        bits, group, kind = 8.0, 0, "int"
-        if not isinstance(groups, Mapping):
-            raise SizingError(f"{_FIELD}.config_groups", groups, "a JSON object of quantization groups")
-        for grp in groups.values():
-            weights = grp.get("weights") if isinstance(grp, Mapping) else None
-            if isinstance(weights, Mapping):
-                bits = _number(weights, "num_bits", 8, 1, 16, integer=True)
-                group = int(_number(weights, "group_size", 0, 0, 1 << 20, integer=True))
-                kind = str(weights.get("type", "int"))
-                break
-        if kind == "float" and bits == 4:
-            # NVFP4 / MXFP4 in compressed-tensors: fp8 (NVFP4, 16) or e8m0 (MXFP4, 32) group scales
-            return Quantization("compressed-tensors", 4, group or 16, 1.0)
-        scale = 2.0 if bits < 8 or kind == "int" else 4.0
-        return Quantization("compressed-tensors", bits, group, scale)
+        return _compressed_tensors(qc)
     if method in {"awq", "gptq", "awq_marlin", "gptq_marlin"}:
         bits = _number(qc, "bits" if "bits" in qc else "w_bit", 4, 2, 8, integer=True)
         key = "group_size" if "group_size" in qc else "q_group_size"
@@ -211,6 +197,38 @@ def _parse_quantization(qc: object) -> Quantization | None:
     # a method of a release fitgate does not know, or one it does not size (moe_wna16, experts_int8, w4afp8, hqq in
     # older releases ...): Unknown, never a usage error (hunt76)
     raise NotModelledError(f"{_FIELD}.quant_method", method[:64], f"its weights' bytes; {sized}")
+
+
+def _compressed_tensors(qc: Mapping[str, Any]) -> Quantization:
+    """compressed-tensors: each ``config_groups`` entry quantizes the modules its ``targets`` match.
+
+    vLLM gives every layer the scheme of the group its name matches (``compressed_tensors.py`` 0.24.0 L321-349 builds
+    the target map over every group; ``find_matched_target`` picks a layer's). A "mixed-precision" checkpoint (FP8
+    attention, NVFP4 MLP: unsloth's and llm-compressor's Qwen3.6 NVFP4 builds) has groups of different widths; the
+    config-only estimate sizes every quantized linear layer with the narrowest group, as ModelOpt's MIXED_PRECISION
+    is sized, so it stays on the low side (hunt177 F1: an FP8 group 0 sized a 4-bit Qwen3.6-27B as FP8, 28.3 GiB of
+    weights where about 18 load, and denied it on an RTX 5090 where it ran). Weights read from the checkpoint's own
+    safetensors headers are exact either way.
+    """
+    groups = qc.get("config_groups") or {}
+    if not isinstance(groups, Mapping):
+        raise SizingError(f"{_FIELD}.config_groups", groups, "a JSON object of quantization groups")
+    found: list[Quantization] = []
+    for grp in groups.values():
+        weights = grp.get("weights") if isinstance(grp, Mapping) else None
+        if not isinstance(weights, Mapping):
+            continue
+        bits = _number(weights, "num_bits", 8, 1, 16, integer=True)
+        group = int(_number(weights, "group_size", 0, 0, 1 << 20, integer=True))
+        kind = str(weights.get("type", "int"))
+        if kind == "float" and bits == 4:
+            # NVFP4 / MXFP4 in compressed-tensors: fp8 (NVFP4, 16) or e8m0 (MXFP4, 32) group scales
+            found.append(Quantization("compressed-tensors", 4, group or 16, 1.0))
+        else:
+            found.append(Quantization("compressed-tensors", bits, group, 2.0 if bits < 8 or kind == "int" else 4.0))
+    if not found:
+        return Quantization("compressed-tensors", 8, 0, 2.0)
+    return min(found, key=lambda q: quantized_bytes(1 << 20, q))
 
 
 def _quark(qc: Mapping[str, object]) -> Quantization:
