@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import Any
 
 from fitgate.sizing.errors import NotModelledError, SizingError
-from fitgate.sizing.inventory import quantized_bytes
 from fitgate.sizing.model import ModelArchitecture, Quantization
 
 _FIELD = "config.json:quantization_config"
@@ -228,7 +227,8 @@ def _compressed_tensors(qc: Mapping[str, Any]) -> Quantization:
             found.append(Quantization("compressed-tensors", bits, group, 2.0 if bits < 8 or kind == "int" else 4.0))
     if not found:
         return Quantization("compressed-tensors", 8, 0, 2.0)
-    return min(found, key=lambda q: quantized_bytes(1 << 20, q))
+    # bytes a weight, packed value plus its share of a scale (inventory.quantized_bytes' rule)
+    return min(found, key=lambda q: q.weight_bits / 8 + q.scale_bytes / (q.group_size or 4096))
 
 
 def _quark(qc: Mapping[str, object]) -> Quantization:
