@@ -801,11 +801,21 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
 def test_an_amd_node_with_a_vram_label_and_no_product_name_is_sized_by_it() -> None:
     # hunt77 F5: ROCm/k8s-device-plugin issue 112 (an AKS ND MI300X v5 node) and the OpenShift AMD docs show the
     # labeller's amd.com/gpu.vram: 191G and device id, no product name: the node was read as having no GPU (Unknown)
-    labels = {"amd.com/gpu.vram": "191G", "amd.com/gpu.device-id": "74b5", "amd.com/gpu.family": "AI"}
+    labels = {"amd.com/gpu.vram": "191G", "amd.com/gpu.device-id": "74ff", "amd.com/gpu.family": "AI"}
     node = {"metadata": {"name": "a0", "labels": labels}, "status": {"allocatable": {"amd.com/gpu": "8"}}}
     [g] = parse_node(node)
-    # 191 x 1024 MiB less the 16 MiB the AMD driver keeps = 195568 MiB
-    assert (g.product, g.vendor, g.count, g.gpu.memory_bytes) == ("AMD-GPU-74b5", "amd", 8, (191 * 1024 - 16) * MiB)
+    # 191 x 1024 MiB less the 16 MiB the AMD driver keeps = 195568 MiB (74ff: no card of amdgpu.ids)
+    assert (g.product, g.vendor, g.count, g.gpu.memory_bytes) == ("AMD-GPU-74ff", "amd", 8, (191 * 1024 - 16) * MiB)
+    # hunt179 F2: a device id amdgpu.ids gives one Instinct card names it (74B5: AMD Instinct MI300X VF), read as a
+    # product-name label is: the catalog's MI300X (the rounded-down 191G label within its error)
+    [g] = parse_node({**node, "metadata": {"name": "a2", "labels": {**labels, "amd.com/gpu.device-id": "74b5"}}})
+    mi300x = find_gpu("MI300X")
+    assert mi300x is not None
+    assert (g.product, g.gpu.name, g.gpu.memory_bytes) == ("AMD_Instinct_MI300X_VF", "MI300X", mi300x.memory_bytes)
+    # and without a VRAM label, the catalog's MI300X
+    no_vram = {k: v for k, v in labels.items() if k != "amd.com/gpu.vram"} | {"amd.com/gpu.device-id": "74b5"}
+    [g] = parse_node({**node, "metadata": {"name": "a3", "labels": no_vram}})
+    assert g.gpu.name == "MI300X" and g.count == 8
     # a vram label no card has is not read (hunt81 F5)
     assert (
         parse_node({**node, "metadata": {"name": "a1", "labels": {**labels, "amd.com/gpu.vram": "99999999999G"}}}) == []

@@ -1160,6 +1160,12 @@ def test_a_rocm_pod_without_a_gpu_resource_is_told_amds_resource(
         ({"beta.amd.com/gpu.family": "AI", "beta.amd.com/gpu.vram": "192G"}, None, "AMD-GPU-unnamed"),
         ({}, ["AMD_Instinct_MI300X_OAM", "AMD_Instinct_MI300X_VF"], "AMD_Instinct_MI300X_OAM"),
         ({}, ["AMD_Instinct_MI300X_OAM", "AMD_Instinct_MI325_OAM"], None),  # two products: a choice, Unknown
+        # hunt179 F1/F2: Azure's MI300X HF name, and a device-id selector alone (libdrm amdgpu.ids: 74A1 MI300X,
+        # 75B3 MI355X VF); 744C is the RX 7900 XTX, XT or GRE by revision, which the label does not carry: Unknown
+        ({"amd.com/gpu.product-name": "AMD_Instinct_MI300X_HF"}, None, "AMD_Instinct_MI300X_HF"),
+        ({"amd.com/gpu.device-id": "74a1"}, None, "AMD_Instinct_MI300X"),
+        ({"beta.amd.com/gpu.device-id": "0x75B3"}, None, "AMD_Instinct_MI355X_VF"),
+        ({"amd.com/gpu.device-id": "744c"}, None, None),
     ],
 )
 def test_amd_labels_name_the_gpu_offline(

@@ -20,7 +20,13 @@ from fitgate.operator.decision.logic import DENIED_INVALID, decide
 from fitgate.operator.decision.manifests import Unbuilt, documents, unreadable
 from fitgate.operator.decision.status import performance_of, performance_text
 from fitgate.operator.decision.workloads import evaluate_reading, finish
-from fitgate.operator.gpus.cloudlabels import GKE_PARTITION, gpu_from_labels, says_memory
+from fitgate.operator.gpus.cloudlabels import (
+    AMD_PRODUCT,
+    GKE_PARTITION,
+    amd_device_product,
+    gpu_from_labels,
+    says_memory,
+)
 from fitgate.operator.gpus.dra import ClaimError, claim_requests
 from fitgate.operator.gpus.inventory import NodeGPUs, product_gpu
 from fitgate.operator.gpus.sharing import node_share
@@ -341,6 +347,9 @@ def amd_labels(labels: Mapping[str, str]) -> dict[str, str]:
     for key, value in labels.items():
         if key.startswith("beta.amd.com/gpu."):
             out.setdefault(key.removeprefix("beta."), value)
+    product = amd_device_product(out)
+    if product is not None:  # hunt179 F2: a device-id selector names the card where no product-name label does
+        out.setdefault(AMD_PRODUCT, product)
     return out
 
 

@@ -70,6 +70,39 @@ NAME_LABELS = (
 #: The memory labels beside them, in MiB ("23028MiB": HAMi's ACK example, gpushare-device-plugin's gpuMemKey; VKE's
 #: twin): an H20 of 141 GB is named as the 96 GB one (hunt175 F2), so the figure decides, as GFD's does.
 MEMORY_LABELS = ("aliyun.accelerator/nvidia_mem", "machine.cluster.vke.volcengine.com/gpu-mem", "nvidia.com/gpu.memory")
+#: The AMD labeller's ``amd.com/gpu.device-id`` (hex, no revision) of the Instinct cards one device ID names, as
+#: libdrm's amdgpu.ids lists them (mesa/libdrm data/amdgpu.ids; AMD's amdgv marketing-name table), in the labeller's
+#: product-name form (hunt179 F2: exalsius's rendered pods select ``amd.com/gpu.device-id: 74a1`` alone). IDs
+#: whose revisions name different cards (744C: RX 7900 XTX / XT / GRE; 7551: R9700 / R9600D) and cards the catalog
+#: lacks (74A0, MI300A) are left out: such a selector stays unknown unless a VRAM label sizes it.
+AMD_DEVICE_IDS = {
+    "738c": "AMD_Instinct_MI100",
+    "740f": "AMD_Instinct_MI210",
+    "740c": "AMD_Instinct_MI250X_/_MI250",
+    "7408": "AMD_Instinct_MI250X",
+    "74a1": "AMD_Instinct_MI300X",
+    "74a2": "AMD_Instinct_MI308X",
+    "74a5": "AMD_Instinct_MI325X",
+    "74a8": "AMD_Instinct_MI308X_HF",
+    "74a9": "AMD_Instinct_MI300X_HF",
+    "74b5": "AMD_Instinct_MI300X_VF",
+    "74b6": "AMD_Instinct_MI308X",
+    "74bc": "AMD_Instinct_MI308X_VF",
+    "74bd": "AMD_Instinct_MI300X_HF",
+    "75a0": "AMD_Instinct_MI350X",
+    "75a3": "AMD_Instinct_MI355X",
+    "75b0": "AMD_Instinct_MI350X_VF",
+    "75b3": "AMD_Instinct_MI355X_VF",
+}
+AMD_DEVICE_ID = "amd.com/gpu.device-id"
+
+
+def amd_device_product(labels: Mapping[str, str]) -> str | None:
+    """The product name an AMD ``amd.com/gpu.device-id`` label (or its ``beta.`` twin) names, or None."""
+    raw = labels.get(AMD_DEVICE_ID) or labels.get(f"beta.{AMD_DEVICE_ID}") or ""
+    return AMD_DEVICE_IDS.get(raw.strip().lower().removeprefix("0x")[:8])
+
+
 INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
 #: The extended resource each vendor's device plugin advertises (Intel: i915 or xe, the kernel driver's).

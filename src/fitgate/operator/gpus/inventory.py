@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from fitgate.operator.gpus.cloudlabels import GFD_PRODUCT, GKE_PARTITION, gpu_from_labels
+from fitgate.operator.gpus.cloudlabels import GFD_PRODUCT, GKE_PARTITION, amd_device_product, gpu_from_labels
 from fitgate.operator.gpus.dra import DRIVER_RESERVED_BYTES, DraState
 from fitgate.operator.gpus.placement import Taint, Toleration, blocking_taint, node_taints
 from fitgate.operator.gpus.prospects import NodeTemplate
@@ -203,7 +203,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
                     NodeGPUs(name, labels, f"{product}-MIG-{profile}", gpu_mig, n, "nvidia", profile, mig_notes)
                 )
 
-    amd_product = labels.get("amd.com/gpu.product-name")
+    amd_product = labels.get("amd.com/gpu.product-name") or amd_device_product(labels)
     if (
         not product
         and not amd_product
