@@ -74,6 +74,43 @@ def test_a_workload_with_the_override_is_sized_not_refused(tmp_path: Path) -> No
     assert "--hf-overrides" in line and "not a JSON object" in line, line
 
 
+@pytest.mark.parametrize(
+    ("command", "script", "fits"),
+    [
+        # hunt178 F1: Qwen's model cards give `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ...`; a pod that writes it
+        # in its shell command sets the variable for vLLM's process as surely as `env:` does, so the length is allowed
+        (["sh", "-c"], "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve {args}", True),
+        (["sh", "-c"], "CUDA_VISIBLE_DEVICES=0 VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve {args}", True),
+        (["sh", "-c"], "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; vllm serve {args}", True),
+        (["bash", "-c"], "declare -x VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\nvllm serve {args}", True),
+        (["sh", "-c"], "env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve {args}", True),
+        (["env", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "vllm", "serve"], "{args}", True),
+        # a shell variable that is not exported does not reach the process: refused, as vLLM refuses it
+        (["sh", "-c"], "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; vllm serve {args}", False),
+        # the assignment of another command does not either
+        (["sh", "-c"], "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 true; vllm serve {args}", False),
+    ],
+)
+def test_the_process_env_set_on_the_command_line_is_read(
+    tmp_path: Path, command: list[str], script: str, fits: bool
+) -> None:
+    args = "Qwen/Qwen3-32B --tensor-parallel-size 2 --max-model-len 131072"
+    text = script.format(args=args)
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.24.0",
+        "command": command if command[0] == "env" else [*command, text],
+        "args": text.split() if command[0] == "env" else [],
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    doc = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "q"}}
+    doc["spec"] = {"template": {"spec": {"containers": [container]}}}
+    f = tmp_path / "d.yaml"
+    f.write_text(json.dumps(doc))
+    (result,) = check_files([str(f)], gpu_name="H100")
+    assert result.verdict == ("Fits" if fits else "Invalid"), result.line()
+
+
 def test_a_model_deployment_takes_hf_overrides(tmp_path: Path) -> None:
     spec = {
         "model": {"name": "Qwen/Qwen3-32B", "hfOverrides": YARN},

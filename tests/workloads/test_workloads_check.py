@@ -624,7 +624,7 @@ def test_a_gpu_outside_the_catalog_is_sized_by_its_memory_label_or_unknown(
     # webhook sizes the node by its memory label (operator/gpus/inventory.py). Now both read the same rule: the
     # product with nvidia.com/gpu.memory (16380 MiB less the driver's 470 = 15.54 GiB) is sized; without it, Unknown.
     # (The RTX 5060 Ti, 4070 Ti SUPER and RX 7900 XTX this test used are in the catalog now, and the RTX 5000 Ada
-    # since hunt128's review: the Quadro RTX 5000 and PRO W7800 are not.)
+    # since hunt128's review, the PRO W7800 since hunt179: the Quadro RTX 5000 and PRO V710 are not.)
     product = {"nvidia.com/gpu.product": "Quadro-RTX-5000"}
     path = tmp_path / "lab.yaml"
     path.write_text(yaml.safe_dump(_lab_deployment({**product, "nvidia.com/gpu.memory": "16380"})))
@@ -642,8 +642,8 @@ def test_a_gpu_outside_the_catalog_is_sized_by_its_memory_label_or_unknown(
             "model": {"name": "Qwen/Qwen3-8B", "source": "catalog"},
             "serving": {"maxModelLen": 8192},
             "placement": {
-                "gpuProduct": "Radeon_PRO_W7800",
-                "nodeSelector": {"amd.com/gpu.product-name": "Radeon_PRO_W7800", "amd.com/gpu.vram": "32G"},
+                "gpuProduct": "Radeon_PRO_V710",
+                "nodeSelector": {"amd.com/gpu.product-name": "Radeon_PRO_V710", "amd.com/gpu.vram": "28G"},
             },
         },
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -216,6 +216,9 @@ class EngineCommand:
     words: tuple[str, ...] = field(default_factory=tuple)  # the engine's argv after the subcommand
     undecided: tuple[str, ...] = ()  # variables its words use that a script branch fitgate cannot decide set
     unresolved: tuple[str, ...] = ()  # words after the model that hold references fitgate could not expand
+    #: Variables the server's process gets from its own command line, beyond the container's env (hunt178 F1):
+    #: ``NAME=v vllm serve``, ``env NAME=v vllm serve`` and a script's ``export NAME=v`` before it.
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,8 +390,12 @@ def find_engine_command(
         script, params, assigned = shell
         downloads: dict[str, str] = {}
         env = {**env, **assigned}  # `env MAX_LEN=16384 sh -c ...`: the script sees env's (hunt102 F2)
+        exported = dict(assigned)  # what the script's commands inherit beyond the container's env
         for command_words in split_script(script, env, budget):
             simple = _with_params(command_words, params) if params else command_words
+            if simple and simple[0] == "export":  # split_script's record of `export NAME=v`
+                exported.update(_assignments(simple[1:]))
+                continue
             downloaded = _hub_download(simple)
             if downloaded is not None:
                 downloads[downloaded[1].rstrip("/")] = downloaded[0]
@@ -396,16 +403,47 @@ def find_engine_command(
             if found is not None:
                 engine = parse_engine_argv(found[0], [shellwords.plain(w) for w in found[1]])
                 names = _deciding(found[1])
+                engine = replace(engine, env={**exported, **_prefix_env(simple)})
                 return _with_download(replace(engine, undecided=names) if names else engine, downloads)
         return None
     found = _find_invocation(words, script_server=script_server)
     if found is not None:
-        return parse_engine_argv(found[0], found[1])
+        return replace(parse_engine_argv(found[0], found[1]), env=_prefix_env(words))
     if not cmd and image_entrypoint:
         if arg and arg[0] == "serve":  # an image whose entrypoint is `vllm` alone
             arg = arg[1:]
         return parse_engine_argv("image entrypoint", arg)
     return None
+
+
+def _assignments(words: Iterable[str]) -> dict[str, str]:
+    """The ``NAME=value`` words among ``words``, as a mapping (quoting marks dropped)."""
+    out: dict[str, str] = {}
+    for word in words:
+        plain = shellwords.plain(word)
+        if ASSIGNMENT.match(plain):
+            name, _, value = plain.partition("=")
+            out[name] = value
+    return out
+
+
+def _prefix_env(words: Sequence[str]) -> dict[str, str]:
+    """The assignments in front of the server's program: ``A=1 B=2 vllm serve``, ``env A=1 vllm serve``.
+
+    The words before the invocation :func:`_find_invocation` finds, as long as each is an assignment or a wrapper
+    program (:data:`_WRAPPERS`) and its options; anything else in front (``cd /app &&`` is split off already) ends it.
+    """
+    out: dict[str, str] = {}
+    for word in words:
+        plain = shellwords.plain(word)
+        if ASSIGNMENT.match(plain):
+            name, _, value = plain.partition("=")
+            out[name] = value
+        elif _base(plain) in _WRAPPERS or plain.startswith("-"):
+            continue
+        else:
+            break
+    return out
 
 
 def _deciding(words: Sequence[str]) -> tuple[str, ...]:

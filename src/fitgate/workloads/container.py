@@ -288,7 +288,9 @@ def _engine_of(
     if engine is None:
         return None
     origins = _env_origins(command, args, env, is_vllm and entrypoint) if "$" in repr((command, args)) else {}
-    return _Found(container, pod, engine, env, origins, dict(platform_env or {}))
+    # the server's process env: the container's, plus what its command line sets (`VAR=1 vllm serve`, hunt178 F1)
+    process_env = {**env, **engine.env} if engine.env else env
+    return _Found(container, pod, engine, process_env, origins, dict(platform_env or {}))
 
 
 def _with_configmaps(found: _Found, configmaps: Mapping[str, Mapping[str, str]]) -> _Found:

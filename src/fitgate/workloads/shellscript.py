@@ -152,6 +152,7 @@ def _commands_of(
         targets = [w for w in words[1:] if not w.startswith("-")] if declared else words
         body = [w for w in expanded[1:] if not w.startswith("-")] if declared else expanded
         if body and all(ASSIGNMENT.match(w) or (declared and _NAME.fullmatch(w)) for w in targets):
+            exported: list[str] = []
             for word in body:  # NAME=value: known to the commands that follow; undecided in an undecided branch
                 name, eq, value = shellwords.unmark(word).partition("=")
                 if not eq:
@@ -160,6 +161,10 @@ def _commands_of(
                 if before.startswith(shellwords.ARRAY) and not undecided:
                     value = shellwords.array_value([value, *shellwords.array_elements(before)[1:]])
                 shell_env[name] = shellwords.undecided(name) if undecided else value
+                if not undecided and _exports(words):
+                    exported.append(f"{name}={value}")
+            if exported:  # hunt178 F1: recorded as the command it is, for the process env of a `vllm serve` after it
+                commands.append(["export", *exported])
             continue
         if _ELEMENT_ASSIGNMENT.match(words[0]):  # hunt101 F3: `A[3]=8`: elements fitgate does not follow, so the
             for word in expanded:  # array is undecided (a vLLM command using it Unknown, never sized on a stale value)
@@ -195,6 +200,13 @@ _ELEMENT_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\+?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The builtins whose ``NAME=value`` words are assignments (their ``-x`` / ``-a`` options aside).
 _DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+
+def _exports(words: Sequence[str]) -> bool:
+    """Whether a declaration puts its variables in the environment of later commands (``export``, ``declare -x``)."""
+    if words[0] == "export":
+        return True
+    return words[0] in ("declare", "typeset") and any(w.startswith("-") and "x" in w for w in words[1:])
 
 
 #: ``NAME=(`` / ``NAME+=(``: a bash array's assignment (bash(1), "Arrays"), which ``sh`` (dash) refuses.
