@@ -15,7 +15,7 @@ from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.config_reader import parse_vision
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import parse_limit_mm, parse_max_pixels
+from fitgate.sizing.multimodal import parse_limit_mm, parse_limit_mm_image_pixels, parse_max_pixels
 from tests.conftest import model
 
 H100 = lookup_gpu("H100")
@@ -96,6 +96,26 @@ def test_mm_processor_kwargs_max_pixels_sets_the_profiled_image() -> None:
     assert (enc.budget_tokens, enc.items) == (8192, 6)
     assert enc.forward_bytes == 6 * 1280 * 4 * 2 * 12_820
     assert small.per_gpu.activation_bytes < plan(m, H100, _serving()).per_gpu.activation_bytes
+
+
+def test_limit_mm_per_prompt_width_and_height_shrink_the_profiled_image_not_their_number() -> None:
+    # hunt178 F2: {"image": {"count": 1, "width": 512, "height": 512}} makes vLLM's dummy image 512 x 512
+    # (multimodal/processing/dummy_inputs.py 0.34.0 L84-110), while the items per batch follow the processor's
+    # largest image (encoder_budget.py L20-41, L193-217): one item of 512 x 512 // 28^2 = 334 tokens, not 16384
+    m = model(QWEN_VL)
+    text = '{"image": {"count": 1, "width": 512, "height": 512}, "video": 0}'
+    assert parse_limit_mm_image_pixels(text) == 262_144
+    capped = plan(m, H100, _serving(limit_mm_per_prompt=parse_limit_mm(text), mm_item_pixels=262_144))
+    enc = capped.ranks[0].encoder
+    assert enc is not None and (enc.budget_tokens, enc.items, enc.tokens_per_item) == (16384, 1, 334)
+    assert enc.forward_bytes == 334 * 4 * 2 * 12_820
+    # a cap no smaller than the largest image changes nothing; width alone is not read
+    full = plan(m, H100, _serving()).ranks[0].encoder
+    assert plan(m, H100, _serving(mm_item_pixels=1 << 30)).ranks[0].encoder == full
+    assert parse_limit_mm_image_pixels('{"image": {"count": 1, "width": 512}}') is None
+    assert parse_limit_mm_image_pixels('{"image": 2}') is None
+    with pytest.raises(SizingError, match=r"limit_mm_per_prompt\.image"):
+        parse_limit_mm_image_pixels('{"image": {"width": 0, "height": 512}}')
 
 
 @pytest.mark.parametrize(

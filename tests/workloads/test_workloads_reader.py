@@ -1027,6 +1027,23 @@ def test_hunt11_argument_spellings_vllm_reads() -> None:
     assert r is not None and "--max-num" in r.args and "--max-num-seqs" not in r.args
 
 
+def test_limit_mm_per_prompt_image_size_reaches_the_spec() -> None:
+    # hunt178 F2: the configurable form's width x height (vllm#25631) is the size the encoder is profiled at
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.34.0",
+        "args": [
+            "Qwen/Qwen3-VL-8B-Instruct",
+            '--limit-mm-per-prompt={"image": {"count": 1, "width": 512, "height": 384}, "video": 0}',
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    r = read_workload(deployment(container))
+    assert r is not None and r.invalid is None, r
+    mm = parse_spec(r.spec()).serving.multimodal
+    assert mm is not None and mm.profile_image_pixels == 512 * 384 and dict(mm.limit_per_prompt or {})["image"] == 1
+
+
 def test_a_rope_theta_that_is_no_base_is_noted_not_sized() -> None:
     container = {
         "name": "vllm",

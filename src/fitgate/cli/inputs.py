@@ -33,7 +33,7 @@ from fitgate.sizing import (
 from fitgate.sizing.capacity import load_costs
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.instances import MAX_GPU_NAME_CHARS, lookup_named_gpu, named_gpu
-from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
+from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_limit_mm_image_pixels, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import parse_eplb_config
 from fitgate.sizing.performance import speed_load
@@ -214,6 +214,7 @@ def _issue20_serving(args: argparse.Namespace) -> dict[str, Any]:
         if args.limit_mm_per_prompt
         else None,
         "mm_max_pixels": parse_max_pixels(args.mm_processor_kwargs) if args.mm_processor_kwargs else None,
+        "mm_item_pixels": parse_limit_mm_image_pixels(args.limit_mm_per_prompt) if args.limit_mm_per_prompt else None,
         "mm_encoder_tp_mode": args.mm_encoder_tp_mode,
         "mm_skip_profiling": bool(getattr(args, "skip_mm_profiling", False)),
         "mm_processor_cache_bytes": _gib_flag(args.mm_processor_cache_gb, "--mm-processor-cache-gb"),

@@ -66,6 +66,30 @@ def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(pairs))
 
 
+def parse_limit_mm_image_pixels(text: str) -> int | None:
+    """The pixels of the image the encoder is profiled with (``--limit-mm-per-prompt`` image width x height).
+
+    None where the image's ``width`` and ``height`` are not both given.
+
+    vLLM's configurable profiling (vllm#25631, the ``{"image": {"count": 1, "width": 512, "height": 512}}`` form of
+    config/multimodal.py 0.34.0 L227-231, L306-323) makes the dummy image no larger than that
+    (multimodal/processing/dummy_inputs.py L84-110 ``_get_dummy_images``); the number of items profiled still follows
+    the processor's largest image (multimodal/encoder_budget.py L20-41, L193-217). hunt178 F2: a Qwen3-VL-8B on an L4
+    capped at 512 x 512 was profiled at 16,384 tokens and denied.
+    """
+    if len(text) > MAX_LIMIT_MM_CHARS or not text.lstrip().startswith("{"):
+        return None
+    image = json_object(text, "limit_mm_per_prompt", MAX_LIMIT_MM_CHARS, '{"image": 2}').get("image")
+    if not isinstance(image, dict):
+        return None
+    width, height = whole_number(image.get("width")), whole_number(image.get("height"))
+    if width is None or height is None:
+        return None
+    if not (1 <= width <= 1 << 17 and 1 <= height <= 1 << 17):
+        raise SizingError("limit_mm_per_prompt.image", f"{width} x {height}", "a width and height from 1 to 131072")
+    return width * height
+
+
 def parse_max_pixels(text: str) -> int | None:
     """The largest image ``--mm-processor-kwargs`` lets the Qwen-VL processors make, in pixels (None: not set).
 
@@ -151,6 +175,7 @@ def encoder_profile(
     tp_mode: str,
     dtype_bytes: int,
     max_pixels: int | None = None,
+    item_pixels: int | None = None,
 ) -> EncoderProfile | None:
     """The encoder profile of a vision-language model fitgate knows (None: not multimodal, or unknown).
 
@@ -158,7 +183,9 @@ def encoder_profile(
     tensors of one vision block's MLP per patch (the residual stream and its norm, ``2 x hidden``,
     gate_up ``2 x I`` and its activation ``I``, sharded by TP in ``weights`` mode: qwen2_5_vl.py
     0.33.0 L346-350) and is a lower bound: attention workspaces and the patch embedding are not
-    counted, and no public log of a VLM with its config.json is in hand to fit more.
+    counted, and no public log of a VLM with its config.json is in hand to fit more. ``item_pixels`` (the
+    ``--limit-mm-per-prompt`` image's width x height, :func:`parse_limit_mm_image_pixels`) makes each profiled item
+    smaller, not their number.
     """
     vision = arch.vision
     family = FAMILIES.get(arch.architecture)
@@ -170,7 +197,7 @@ def encoder_profile(
         # hunt61 F3: the Qwen-VL processors take videos too, and vLLM profiles the modality of the most tokens that
         # is not disabled (multimodal/encoder_budget.py 0.34.0 L140-186): with images off it profiles a video, at
         # least as many tokens as the largest image (qwen2_vl.py 0.24.0 L1029-1065) -- sized as one, a lower bound
-        limit = given.get("video")
+        limit, item_pixels = given.get("video"), None  # the image's width x height does not size a video
     elif limit == 0:
         return EncoderProfile(0, 0, family.tokens_per_item, 0, 0)  # images disabled: no encoder profiling
     per_item = family.tokens_per_item
@@ -180,6 +207,8 @@ def encoder_profile(
     budget = max(max_num_batched_tokens, per_item)  # compute_mm_encoder_budget, scheduler.py L306-307
     per_prompt = max(1, min(limit if limit is not None else 999, max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
+    if item_pixels is not None and family.token_side_pixels:
+        per_item = max(1, min(per_item, item_pixels // family.token_side_pixels**2))  # the dummy image's tokens
     patches = items * per_item * family.patches_per_token
     inter = vision.intermediate_size
     if tp_mode == "data" and tp > 1:

@@ -185,6 +185,7 @@ def _rank(
             tp_mode=rs.mm_encoder_tp_mode,
             dtype_bytes=dtype_bytes,
             max_pixels=rs.mm_max_pixels,
+            item_pixels=rs.mm_item_pixels,
         )
     if encoder is not None and encoder.items:
         # the encoder runs first; its outputs stay in the encoder cache through the decoder's dummy

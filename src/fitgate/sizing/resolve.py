@@ -408,6 +408,7 @@ def resolve_serving(
         kv_buffer_device=serving.kv_buffer_device,
         limit_mm_per_prompt=serving.limit_mm_per_prompt,
         mm_max_pixels=serving.mm_max_pixels,
+        mm_item_pixels=serving.mm_item_pixels,
         mm_encoder_tp_mode=serving.mm_encoder_tp_mode,
         mm_skip_profiling=bool(serving.mm_skip_profiling),
         # no processor cache where the model takes no image or video (every limit 0, --language-model-only): vLLM

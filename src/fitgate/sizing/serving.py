@@ -95,6 +95,7 @@ class ServingConfig:
     #: ``--limit-mm-per-prompt`` as (modality, count) pairs; None: vLLM's default (the model's maximum)
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_max_pixels: int | None = None  # ``--mm-processor-kwargs`` ``max_pixels`` (multimodal.parse_max_pixels)
+    mm_item_pixels: int | None = None  # the profiled image's width x height (multimodal.parse_limit_mm_image_pixels)
     mm_encoder_tp_mode: str = "weights"  # ``--mm-encoder-tp-mode``: weights or data
     mm_skip_profiling: bool = False  # ``--skip-mm-profiling``: no encoder pass in the profile (hunt63 F1)
     mm_processor_cache_bytes: int | None = None  # ``--mm-processor-cache-gb`` x 2**30 (host; default 4 GiB)
@@ -191,6 +192,7 @@ class ResolvedServing:
     kv_buffer_device: str | None = None
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_max_pixels: int | None = None  # ``--mm-processor-kwargs`` ``max_pixels`` (multimodal.parse_max_pixels)
+    mm_item_pixels: int | None = None  # the profiled image's width x height (multimodal.parse_limit_mm_image_pixels)
     mm_encoder_tp_mode: str = "weights"
     mm_skip_profiling: bool = False
     mm_processor_cache_bytes: int = 0

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_max_pixels
+from fitgate.sizing.multimodal import MODALITIES, parse_limit_mm, parse_limit_mm_image_pixels, parse_max_pixels
 from fitgate.sizing.offload import parse_kv_transfer_config
 from fitgate.sizing.parallel import ALL2ALL_BACKENDS, parse_eplb_config
 from fitgate.sizing.quantization import RUNTIME_QUANTIZATION
@@ -374,8 +374,11 @@ def _issue20_serving(flags: Mapping[str, str], notes: list[str]) -> dict[str, An
     if text is not None:
         try:
             mm["limitPerPrompt"] = dict(parse_limit_mm(text))
+            image_pixels = parse_limit_mm_image_pixels(text)
         except SizingError as exc:
             raise WorkloadError(f"--limit-mm-per-prompt: {exc}") from None
+        if image_pixels is not None:
+            mm["profileImagePixels"] = image_pixels
         if not text.lstrip().startswith("{"):
             notes.append("--limit-mm-per-prompt key=value: vLLM before 0.10 reads it; 0.10+ takes JSON only")
     kwargs = _json_flag(flags, "--mm-processor-kwargs")

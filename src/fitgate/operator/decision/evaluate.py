@@ -318,6 +318,7 @@ def _serving_config(spec: ModelDeploymentSpec) -> ServingConfig:
         limit_mm_per_prompt=tuple(sorted(mm.limit_per_prompt.items())) if mm and mm.limit_per_prompt else None,
         mm_encoder_tp_mode=mm.encoder_tp_mode if mm else "weights",
         mm_max_pixels=mm.max_pixels if mm else None,
+        mm_item_pixels=mm.profile_image_pixels if mm else None,
         mm_skip_profiling=mm.skip_profiling if mm else False,
         mm_processor_cache_bytes=int(mm.processor_cache_gib * GiB)
         if mm and mm.processor_cache_gib is not None

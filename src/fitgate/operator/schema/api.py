@@ -261,6 +261,14 @@ class MultimodalSpec(_Spec):
         description="--mm-processor-kwargs max_pixels (or size.longest_edge): the largest image Qwen2/2.5/3-VL's "
         "processor makes, which the encoder is profiled at. Default: the checkpoint's (16384 tokens).",
     )
+    profile_image_pixels: int | None = Field(
+        default=None,
+        alias="profileImagePixels",
+        ge=1,
+        le=1 << 34,
+        description="--limit-mm-per-prompt's image width x height ({image: {count, width, height}}): the encoder is "
+        "profiled with images no larger (as many as at the largest size). Default: the processor's largest image.",
+    )
     skip_profiling: bool = Field(
         default=False,
         alias="skipProfiling",
