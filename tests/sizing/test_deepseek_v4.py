@@ -16,6 +16,7 @@ import pytest
 from fitgate.checkpoints.facts import to_model_input
 from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.advice import suggest
 from fitgate.sizing.architecture import parse_config
 from fitgate.sizing.errors import SizingError
 from fitgate.sizing.kv_layout import (
@@ -29,6 +30,7 @@ from fitgate.sizing.kv_layout import (
 )
 from fitgate.sizing.kv_specs import CompressedMLASpec, ServingShape, SlidingWindowMLASpec
 from fitgate.sizing.model import CompressedSparseMLA
+from fitgate.sizing.plan import Verdict
 from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import accounting_for
 
@@ -191,3 +193,27 @@ def test_a_request_that_fits_only_in_the_uncounted_workspaces_is_tight() -> None
     avail = p.ranks[p.binding_rank].available_kv_bytes
     assert avail - 5 * GiB < p.kv.one_request_bytes < 0.9 * avail
     assert p.verdict.value == "Tight" and "does not count" in p.reasons[0].message
+
+
+def test_a_smaller_step_is_suggested_where_in_flight_batches_hold_the_window() -> None:
+    # hunt180 F1: the recipe's DeepSeek-V4-Pro on 8 x H200 (DP 8 + EP, 200000 tokens, fp8 KV, 0.95, 16 sequences) at
+    # 0.28: each sliding-window page set holds 2 in-flight batches of max_num_batched_tokens (async scheduling,
+    # config/vllm.py 0.28.0 L550-571; v1/kv_cache_interface.py L546-582), so one request needs 9.98 GiB at 8192 where
+    # 8.34 GiB is left. The fixes offered only cut the context or added GPUs; a smaller step keeps both.
+    m = to_model_input(load_directory(CORPUS / "deepseek-ai__DeepSeek-V4-Pro"))
+    serving = ServingConfig(
+        vllm_version="0.28.0",
+        data_parallel_size=8,
+        enable_expert_parallel=True,
+        kv_cache_dtype="fp8",
+        block_size=256,
+        max_model_len=200000,
+        gpu_memory_utilization=0.95,
+        max_num_seqs=16,
+    )
+    h200 = lookup_gpu("H200")
+    current = plan(m, h200, serving)
+    assert current.verdict is Verdict.DOES_NOT_FIT
+    found = {s.changes: s for s in suggest(m, h200, serving, None, current)}
+    step = found.get((("--max-num-batched-tokens", "4096"),))
+    assert step is not None and step.gpus * step.replicas == 8 and step.verdict is not Verdict.DOES_NOT_FIT

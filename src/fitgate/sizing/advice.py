@@ -90,6 +90,7 @@ CHANGE_COST = {
     "--max-loras": 1,
     "--max-lora-rank": 2,
     "--max-num-seqs": 1,  # fewer sequences decoded at once (a hybrid Mamba model's blocks bound them anyway)
+    "--max-num-batched-tokens": 1,  # fewer prompt tokens a step: a longer time to first token (hunt180 F1)
 }
 _GMU_STEP = 0.01
 _MIN_GMU = 0.5
@@ -241,6 +242,23 @@ def _settings_moves(
     )
     if model.arch.is_moe:
         kinds.append(_expert_parallel_moves(serving, rs))
+    if model.arch.windowed_attention or model.arch.compressed_sparse_mla:
+        # hunt180 F1: from vLLM 0.26 a sliding-window page set holds every in-flight batch per request (two batches
+        # of max_num_batched_tokens with async scheduling: resolve.max_in_flight_tokens); a smaller step shrinks it.
+        # DeepSeek-V4-Pro at 200000 tokens on H200 DP 8 needs 9.98 GiB a request at 8192, 3.31 GiB at 2048.
+        kinds.append(
+            [
+                _Move(
+                    (("--max-num-batched-tokens", str(tokens)),),
+                    {"max_num_batched_tokens": tokens},
+                    None,
+                    f"each request's sliding-window pages hold {rs.max_in_flight_tokens // rs.max_num_batched_tokens}"
+                    f" in-flight batches of {tokens} tokens, not {rs.max_num_batched_tokens}",
+                )
+                for tokens in SMALL_STEP_TOKENS
+                if max(rs.max_num_seqs, 1) <= tokens < rs.max_num_batched_tokens
+            ]
+        )
     fp8_kv = compute_capability_at_least(gpu.compute_capability, FP8_KV_MIN_COMPUTE_CAPABILITY)
     if rs.kv_dtype_bytes > 1 and fp8_kv:
         kinds.append(
@@ -275,6 +293,10 @@ def _settings_moves(
 #: workload of a misfit tries the same moves, and building them (their words, a dozen budgets) was a tenth of a
 #: search (issue 23). The lists are never changed: :func:`_moves` copies the tuple into its own list.
 _SETTINGS_MOVES: IdentityMemo[tuple[list[_Move], ...]] = IdentityMemo(4096)
+
+
+#: The step budgets (``--max-num-batched-tokens``) a fix may lower to where windowed KV pages hold in-flight batches.
+SMALL_STEP_TOKENS = (4096, 2048)
 
 
 def _lora_moves(serving: ServingConfig, loras: int, rank: int) -> list[list[_Move]]:
