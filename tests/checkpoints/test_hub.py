@@ -17,7 +17,9 @@ from safetensors.numpy import save
 from fitgate.checkpoints import CheckpointError, resolve, to_model_input
 from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.hub import HubSettings, HubSource
+from fitgate.checkpoints.local import load_directory
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
+from fitgate.sizing.errors import NotModelledError
 from tests.conftest import catalog_config
 from tests.hub_server import HubRepo, HubServer, VirtualFile, sharded_checkpoint
 
@@ -83,6 +85,11 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
             {"main": SHA_MAIN},
         ),
         HubRepo("acme/huge-config", {SHA_MAIN: {"config.json": b" " * (9 << 20)}}, {"main": SHA_MAIN}),
+        HubRepo(
+            "acme/mistral-native",
+            {SHA_MAIN: {"params.json": b'{"dim": 4096}', "consolidated.safetensors": b"\0" * 64}},
+            {"main": SHA_MAIN},
+        ),
         HubRepo(
             "acme/st-embedder",
             {SHA_MAIN: {**tiny_files(), "modules.json": ST_MODULES, "sentence_bert_config.json": ST_CONFIG}},
@@ -195,6 +202,22 @@ def test_oversized_and_truncated_headers(hub: HubServer, tmp_path: Path) -> None
 def test_oversized_config_is_refused(hub: HubServer, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="more than the 8388608-byte limit"):
         source(hub, tmp_path).resolve("acme/huge-config")
+
+
+def test_a_mistral_format_checkpoint_is_not_modelled_not_refused(hub: HubServer, tmp_path: Path) -> None:
+    # hunt180 F2: mistralai/Mistral-Small-4-119B-2603-NVFP4 has params.json and consolidated safetensors, no
+    # config.json; vLLM reads params.json (transformers_utils/config.py 0.28.0 L687-716) and the recipe serves it.
+    # A missing config.json was a permanent checkpoint error; it is Unknown (NotModelledError), here and on disk.
+    with pytest.raises(NotModelledError, match="Mistral's native format"):
+        source(hub, tmp_path).resolve("acme/mistral-native")
+    local = tmp_path / "mistral"
+    local.mkdir()
+    (local / "params.json").write_text('{"dim": 4096}')
+    with pytest.raises(NotModelledError, match="Mistral's native format"):
+        load_directory(local)
+    (local / "params.json").unlink()  # no config.json and nothing else: still the checkpoint's error
+    with pytest.raises(CheckpointError, match=r"config\.json"):
+        load_directory(local)
 
 
 def test_non_safetensors_checkpoint_is_estimated(hub: HubServer, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitgate.sizing.architecture import parse_config
+from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.hf_config import apply_hf_overrides
 from fitgate.sizing.plan import ModelInput
 from fitgate.sizing.weights import (
@@ -198,6 +199,26 @@ def with_hf_quant_config(config: dict[str, Any], hf_quant: object, file: str) ->
 ST_POOLING_MODULE_TYPES = frozenset(
     {"sentence_transformers.models.Pooling", "sentence_transformers.sentence_transformer.modules.pooling.Pooling"}
 )
+
+
+#: Mistral's native checkpoint format: ``params.json`` and ``consolidated*.safetensors``, no config.json.
+MISTRAL_PARAMS = "params.json"
+
+
+def mistral_native(ref: str) -> NotModelledError:
+    """The Unknown answer for a checkpoint in Mistral's native format (no config.json; hunt180 F2).
+
+    vLLM reads ``params.json`` through its Mistral config parser (``config_format`` auto picks it for a repository of
+    ``consolidated*.safetensors``: transformers_utils/config.py 0.28.0 L687-716, repo_utils.py L210-222), so such a
+    checkpoint runs (vllm-project/recipes serves mistralai/Mistral-Small-4-119B-2603-NVFP4, which has no
+    config.json); fitgate does not read params.json, and says so rather than refusing the model.
+    """
+    exc = NotModelledError("model", ref[:200], "a Mistral-format checkpoint (params.json, no config.json)")
+    exc.args = (
+        f"model: {ref[:200]} is in Mistral's native format (params.json, no config.json), which vLLM reads and "
+        "fitgate does not size yet (Unknown)",
+    )
+    return exc
 
 
 def st_pooling(modules: Any) -> bool:

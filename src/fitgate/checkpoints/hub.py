@@ -51,10 +51,12 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from fitgate.checkpoints.cache import FactsCache
 from fitgate.checkpoints.facts import (
+    MISTRAL_PARAMS,
     ST_CONFIG_FILES,
     CheckpointError,
     ModelFacts,
     TensorTotals,
+    mistral_native,
     st_max_seq_length,
     st_pooling,
 )
@@ -239,6 +241,8 @@ class HubSource:
                 "",
                 problem=f"config.json is {sizes['config.json']} bytes, more than the {MAX_CONFIG_BYTES}-byte limit",
             )
+        if sizes and "config.json" not in sizes and MISTRAL_PARAMS in sizes:
+            raise mistral_native(ref)
         config = self._call(
             "config.json", ref, lambda: self._get_json(repo_id, "config.json", sha, ref, deadline), deadline
         )

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from fitgate.checkpoints.facts import (
+    MISTRAL_PARAMS,
     ST_CONFIG_FILES,
     CheckpointError,
     ModelFacts,
+    mistral_native,
     st_max_seq_length,
     st_pooling,
     with_hf_quant_config,
@@ -134,6 +136,8 @@ def load_directory(path: Path, ref: str | None = None, limits: HeaderLimits | No
     root = model_root(path)
     config_path = path / "config.json"
     if not config_path.exists() and not config_path.is_symlink():
+        if (path / MISTRAL_PARAMS).is_file():
+            raise mistral_native(str(path))
         raise CheckpointError("model", str(path), "a directory that contains config.json")
     config = read_json(config_path, MAX_CONFIG_BYTES, root)
     if not isinstance(config, dict):
