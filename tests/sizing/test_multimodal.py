@@ -23,12 +23,15 @@ QWEN_VL = "Qwen/Qwen2.5-VL-7B-Instruct"  # vision: 32 blocks, hidden 1280, MLP 3
 
 
 def _serving(**kw: Any) -> ServingConfig:
-    return ServingConfig(vllm_version="0.33.0", max_model_len=32768, **kw)
+    return ServingConfig(**{"vllm_version": "0.33.0", "max_model_len": 32768, **kw})
+
+
+IMAGES_ONLY = (("video", 0),)
 
 
 def test_qwen25_vl_encoder_profile_on_one_h100() -> None:
     m = model(QWEN_VL)
-    p = plan(m, H100, _serving())
+    p = plan(m, H100, _serving(limit_mm_per_prompt=IMAGES_ONLY))
     enc = p.ranks[0].encoder
     assert enc is not None
     # 16384 tokens an image; budget max(8192, 16384) = 16384; items max(1, min(16384 // 16384,
@@ -40,17 +43,43 @@ def test_qwen25_vl_encoder_profile_on_one_h100() -> None:
     assert enc.outputs_bytes == 117_440_512
     text = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0), ("video", 0))))
     assert text.ranks[0].encoder is not None and text.ranks[0].encoder.items == 0
-    # hunt61 F3: images off alone still profiles a video, of at least the largest image's tokens
-    video = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),)))
-    assert video.ranks[0].encoder == enc
+    # hunt61 F3: images off alone still profiles a video: the largest one, below
+    video = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),))).ranks[0].encoder
+    assert video is not None and video.modality == "video" and video.tokens_per_item >= enc.tokens_per_item
     assert p.per_gpu.activation_bytes == max(enc.forward_bytes, enc.outputs_bytes + text.per_gpu.activation_bytes)
     assert any("profiled with 1 image item(s) of 16384 tokens" in n for n in p.notes)
 
 
+def test_qwen25_vl_profiles_its_largest_video_where_videos_are_on() -> None:
+    # hunt181 F1: vLLM profiles the modality of the most tokens an item (encoder_budget.py 0.23.0 L87-92, L182-186).
+    # A Qwen2.5-VL video is the largest image's 16384 tokens a temporal group, as many groups as max_model_len holds,
+    # at most 14 frames / 2 = 7 (qwen2_vl.py 0.23.0 L1029-1087). The A100 log (0.23.0, max_model_len 128000) printed
+    # "budget of 114688 tokens, and profiled with 1 video items": min(7, 128000 // 16384 = 7) x 16384 = 114688.
+    m = model(QWEN_VL)
+    long = plan(m, H100, _serving(max_model_len=128000)).ranks[0].encoder
+    assert long is not None and long.modality == "video"
+    assert (long.budget_tokens, long.items, long.tokens_per_item) == (114_688, 1, 114_688)
+    # 114688 tokens x 4 patches x 2 B x (2 x 1280 + 3 x 3420) = 11,762,401,280 B (10.95 GiB; the log's peak ~15.5)
+    assert long.forward_bytes == 114_688 * 4 * 2 * 12_820
+    # at 32768 tokens: min(7, 2) = 2 groups, 32768 tokens, one item in a budget of max(8192, 32768)
+    short = plan(m, H100, _serving()).ranks[0].encoder
+    assert short is not None and (short.modality, short.budget_tokens, short.items) == ("video", 32_768, 1)
+    # below one image's tokens a video is one group, no larger than an image: images are profiled
+    tiny = plan(m, H100, _serving(max_model_len=8192)).ranks[0].encoder
+    assert tiny is not None and tiny.modality == "image"
+    # the V0 engine is not changed
+    v0 = plan(m, H100, ServingConfig(vllm_version="0.8.5", max_model_len=128000, use_v1=False)).ranks[0].encoder
+    assert v0 is not None and v0.modality == "image"
+
+
 def test_encoder_tensor_parallel_modes() -> None:
     m = model(QWEN_VL)
-    weights = plan(m, H100, _serving(tensor_parallel_size=2)).ranks[0].encoder
-    data = plan(m, H100, _serving(tensor_parallel_size=2, mm_encoder_tp_mode="data")).ranks[0].encoder
+    weights = plan(m, H100, _serving(tensor_parallel_size=2, limit_mm_per_prompt=IMAGES_ONLY)).ranks[0].encoder
+    data = (
+        plan(m, H100, _serving(tensor_parallel_size=2, mm_encoder_tp_mode="data", limit_mm_per_prompt=IMAGES_ONLY))
+        .ranks[0]
+        .encoder
+    )
     assert weights is not None and data is not None
     # weights mode: the MLP is sharded, 65,536 x 2 x (2560 + 3 x 1710)
     assert weights.forward_bytes == 65_536 * 2 * (2_560 + 5_130)
@@ -89,7 +118,7 @@ def test_mm_processor_kwargs_max_pixels_sets_the_profiled_image() -> None:
     # max_pixels (or size.longest_edge) sets it (models/qwen2_vl.py 0.34.0 L955-977, L1079-1113). olmOCR's 1003520
     # pixels are 1003520 // 28^2 = 1280 tokens, not 16384: fitgate profiled 16384 and over-counted ~1 GiB.
     m = model(QWEN_VL)
-    small = plan(m, H100, _serving(mm_max_pixels=1_003_520))
+    small = plan(m, H100, _serving(mm_max_pixels=1_003_520, limit_mm_per_prompt=IMAGES_ONLY))
     enc = small.ranks[0].encoder
     assert enc is not None and enc.tokens_per_item == 1280
     # budget max(8192, 1280) = 8192; items min(8192 // 1280, 1024 x min(999, 32768 // 1280)) = 6

@@ -101,8 +101,8 @@ def notes(
     enc = ranks[0].encoder
     if enc is not None and enc.items:
         notes.append(
-            f"multimodal: the encoder is profiled with {enc.items} image item(s) of {enc.tokens_per_item} tokens "
-            f"(budget {enc.budget_tokens}): vision activations of at least {fmt_gib(enc.forward_bytes)}, and "
+            f"multimodal: the encoder is profiled with {enc.items} {enc.modality} item(s) of {enc.tokens_per_item} "
+            f"tokens (budget {enc.budget_tokens}): vision activations of at least {fmt_gib(enc.forward_bytes)}, and "
             f"{fmt_gib(enc.outputs_bytes)} of encoder outputs held through the decoder pass"
         )
     elif arch.vision is not None and rs.mm_skip_profiling:

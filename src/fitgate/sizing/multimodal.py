@@ -127,6 +127,10 @@ class VisionFamily:
     #: Pixels on a side of one output token (patch x spatial merge) where ``max_pixels`` sets the largest item
     #: (0: the item's size is fixed).
     token_side_pixels: int = 0
+    #: Temporal groups of the largest dummy video (0: videos not sized). Qwen2-VL / Qwen2.5-VL:
+    #: ``_MAX_FRAMES_PER_VIDEO`` 14 frames over a temporal patch of 2, each group a largest image's tokens
+    #: (see :func:`video_tokens`).
+    video_groups: int = 0
 
 
 #: Vision-language families whose largest item fitgate knows from the source and the published
@@ -140,8 +144,8 @@ class VisionFamily:
 #: * Gemma 3: ``mm_tokens_per_image`` 256 tokens per image without pan-and-scan (models/gemma3_mm.py
 #:   0.33.0 L197-232, L713-732), pooled from SigLIP's 64 x 64 = 4096 patches (896 px / 14) -> 16.
 FAMILIES = {
-    "Qwen2VLForConditionalGeneration": VisionFamily(16384, 4, 28),
-    "Qwen2_5_VLForConditionalGeneration": VisionFamily(16384, 4, 28),
+    "Qwen2VLForConditionalGeneration": VisionFamily(16384, 4, 28, video_groups=7),
+    "Qwen2_5_VLForConditionalGeneration": VisionFamily(16384, 4, 28, video_groups=7),
     "Qwen3VLForConditionalGeneration": VisionFamily(16384, 4, 32),
     "Qwen3VLMoeForConditionalGeneration": VisionFamily(16384, 4, 32),
     # Qwen3.5 / 3.6: Qwen3-VL's processor (models/qwen3_5.py 0.34.0 L89-114, L466-467: Qwen3VLProcessingInfo and
@@ -153,6 +157,20 @@ FAMILIES = {
 }
 
 
+def video_tokens(family: VisionFamily, image_tokens: int, max_model_len: int) -> int:
+    """Tokens of the largest dummy video vLLM's Qwen2-VL processor makes (0 where the family's videos are not sized).
+
+    ``get_max_video_tokens`` (models/qwen2_vl.py 0.23.0 L1029-1087; 0.11.0 L82 the same 14 frames): the largest
+    image's size, as many frames as fit ``max_model_len`` (``_get_max_video_frames``: each two frames one temporal
+    group of ``image_tokens``) up to ``_MAX_FRAMES_PER_VIDEO`` = 14, at least one group. hunt181 F1: an A100 log of
+    Qwen2.5-VL-7B at 128000 tokens (0.23.0) printed "budget of 114688 tokens, and profiled with 1 video items"
+    (7 x 16384) and an activation peak near 15.5 GiB, where fitgate profiled one image of 16384 tokens.
+    """
+    if not family.video_groups:
+        return 0
+    return min(family.video_groups, max(1, max_model_len // image_tokens)) * image_tokens
+
+
 @dataclass(frozen=True)
 class EncoderProfile:
     """The encoder's share of the profiling pass on the first pipeline stage."""
@@ -162,6 +180,7 @@ class EncoderProfile:
     tokens_per_item: int
     forward_bytes: int  # the vision tower's live activations on those items (a lower bound, see below)
     outputs_bytes: int  # the encoder outputs kept in the encoder cache through the decoder's dummy pass
+    modality: str = "image"  # the modality profiled: the one of the most tokens an item
 
 
 def encoder_profile(
@@ -176,6 +195,7 @@ def encoder_profile(
     dtype_bytes: int,
     max_pixels: int | None = None,
     item_pixels: int | None = None,
+    videos: bool = True,
 ) -> EncoderProfile | None:
     """The encoder profile of a vision-language model fitgate knows (None: not multimodal, or unknown).
 
@@ -185,7 +205,9 @@ def encoder_profile(
     0.33.0 L346-350) and is a lower bound: attention workspaces and the patch embedding are not
     counted, and no public log of a VLM with its config.json is in hand to fit more. ``item_pixels`` (the
     ``--limit-mm-per-prompt`` image's width x height, :func:`parse_limit_mm_image_pixels`) makes each profiled item
-    smaller, not their number.
+    smaller, not their number. ``videos``: vLLM profiles the modality of the most tokens an item (the V1 engine's
+    ``MultiModalBudget.get_modality_with_max_tokens``, multimodal/encoder_budget.py 0.23.0 L87-92, L182-186;
+    v1/worker/utils.py 0.11.0 L75-79): a Qwen2 / 2.5-VL video where :func:`video_tokens` exceeds an image's.
     """
     vision = arch.vision
     family = FAMILIES.get(arch.architecture)
@@ -204,6 +226,11 @@ def encoder_profile(
     if max_pixels is not None and family.token_side_pixels:
         # --mm-processor-kwargs max_pixels: the largest image is max_pixels // (patch x merge)^2 tokens (hunt20 G4)
         per_item = max(1, max_pixels // family.token_side_pixels**2)
+    video = video_tokens(family, per_item, max_model_len) if videos and given.get("video") != 0 else 0
+    modality = "image"
+    if video > per_item or (video and given.get("image") == 0):
+        per_item, limit, item_pixels = video, given.get("video"), None  # one video profiled, not images
+        modality = "video"
     budget = max(max_num_batched_tokens, per_item)  # compute_mm_encoder_budget, scheduler.py L306-307
     per_prompt = max(1, min(limit if limit is not None else 999, max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
@@ -217,4 +244,4 @@ def encoder_profile(
         inter //= tp
     forward = patches * dtype_bytes * (2 * vision.hidden_size + 3 * inter)
     outputs = items * per_item * arch.hidden_size * dtype_bytes
-    return EncoderProfile(budget, items, per_item, forward, outputs)
+    return EncoderProfile(budget, items, per_item, forward, outputs, modality)

@@ -186,6 +186,7 @@ def _rank(
             dtype_bytes=dtype_bytes,
             max_pixels=rs.mm_max_pixels,
             item_pixels=rs.mm_item_pixels,
+            videos=rs.engine == "V1",
         )
     if encoder is not None and encoder.items:
         # the encoder runs first; its outputs stay in the encoder cache through the decoder's dummy
