@@ -454,6 +454,26 @@ def test_llama4_scout_long_context_on_8_h100_is_not_denied(context: int) -> None
     assert "OutsideBudgetTooSmall" not in {r.code for r in p.reasons}
 
 
+def test_llama4_chunked_layers_keep_their_group_on_0_10_0() -> None:
+    # hunt182 F1: vLLM 0.10.0 gave chunked local attention its own spec with the hybrid manager on
+    # (v1/worker/gpu_model_runner.py 0.10.0 L2794-2813; config.py L4655-4676: off only off-GPU, with KV transfer or
+    # events, or EAGLE); 0.10.1 turned it off by default (vllm#21761, VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
+    # "0") until 0.14.0. Scout at 1M on 4 x H100 was denied at 0.10.0: every layer was sized as full attention.
+    m = to_model_input(
+        load_directory(
+            REPO / "src" / "fitgate" / "checkpoints" / "catalog" / "meta-llama__Llama-4-Scout-17B-16E-Instruct"
+        )
+    )
+    got = {}
+    for version in ("0.9.2", "0.10.0", "0.10.1"):
+        p = plan(m, H100, ServingConfig(tensor_parallel_size=4, max_model_len=1_000_000, vllm_version=version))
+        got[version] = (p.kv.kinds, p.verdict.value, p.kv.max_concurrency)
+    assert got["0.9.2"][:2] == got["0.10.1"][:2] == (("full",), "DoesNotFit")
+    # the 36 chunked layers hold a chunk (8192) plus a batch each, not the request: 0.32 requests of 1M become 1.22
+    assert got["0.10.0"][0] == ("chunked_local", "full") and got["0.10.0"][1] != "DoesNotFit"
+    assert got["0.10.0"][2] > 1 > got["0.10.1"][2]
+
+
 def test_model_deployment_carries_the_extensible_switch() -> None:
     # serving.enableExtensibleKvCache: false -> 0.34 with the 0.33 budget (gmu default 0.92)
     spec = {"model": {"name": "m"}, "serving": {"enableExtensibleKvCache": False}}

@@ -28,7 +28,7 @@ from fitgate.sizing.resolve import graphs_in_budget
 from fitgate.sizing.results import ModelInput, PerGpu, Plan, RankPlan
 from fitgate.sizing.serving import ResolvedServing
 from fitgate.sizing.units import GiB, cdiv, fmt_gib
-from fitgate.sizing.versions import VllmAccounting, parse_version, release_note
+from fitgate.sizing.versions import CHUNKED_LOCAL_SPEC_SINCE, VllmAccounting, parse_version, release_note
 
 TIGHT_FRACTION = 0.90  # "Tight" when a requirement uses more than 90 % of what is there
 #: The real CUDA-graph pool beyond vLLM's estimate, as a fraction of it (see OutsideNeed; fitted).
@@ -117,6 +117,9 @@ def plan_notes(
         notes.append(
             f"chunked local attention is sized as full attention: vLLM {accounting.label} disables the hybrid KV "
             "cache manager for it unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (the default from 0.14)"
+            if accounting.version > CHUNKED_LOCAL_SPEC_SINCE and accounting.engine == "V1"
+            else f"chunked local attention is sized as full attention: vLLM {accounting.label} has no KV spec of its "
+            "own for it"
         )
     if model.arch.model_type == "deepseek_v4":
         notes.append(

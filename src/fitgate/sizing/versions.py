@@ -28,6 +28,9 @@ _NEWEST = (NEWEST_MODELLED[0], NEWEST_MODELLED[1], 99)
 #: The extensible KV cache (sized after warm-up and CUDA-graph capture) is on by default from 0.34.0
 #: on CUDA and ROCm (``VllmConfig._resolve_extensible_kv_cache``, config/vllm.py 0.34.0 L3180-3270).
 EXTENSIBLE_KV_CACHE_SINCE = (0, 34, 0)
+#: The release that gave chunked local attention its own KV spec, with the hybrid manager on (only in it, until
+#: 0.14.0 turned it on again; see VllmAccounting.chunked_local_hybrid).
+CHUNKED_LOCAL_SPEC_SINCE = (0, 10, 0)
 #: Releases whose V1 sampler uses FlashInfer's top-k/top-p kernels by default when FlashInfer is importable (vLLM's
 #: own image installs it: docker/Dockerfile's vllm-base stage, ``uv pip install ... ${FLASHINFER_WHEEL}`` on amd64).
 #: ``TopKTopPSampler.__init__`` (v1/sample/ops/topk_topp_sampler.py) takes ``forward_cuda`` when
@@ -146,10 +149,14 @@ class VllmAccounting:
         engine: ``V1`` (0.8+, default since 0.8) or ``V0``.
         hybrid_kv_manager: Sliding-window / chunked / Mamba layers get their own groups (0.10+);
             before, every attention layer is sized as full attention.
-        chunked_local_hybrid: Chunked local attention (Llama 4) keeps its own group. Up to 0.13
+        chunked_local_hybrid: Chunked local attention (Llama 4) keeps its own group. 0.10.0 gave it its
+            own spec with the hybrid manager on (v1/worker/gpu_model_runner.py 0.10.0 L2794-2813
+            ``ChunkedLocalAttentionSpec``; config.py L4655-4676 turns the manager off only off-GPU, with
+            KV transfer or events, or with EAGLE: vllm#19351; hunt182 F1). 0.10.1-0.13
             VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "0" and the hybrid manager
-            is disabled for it (chunked layers cost full-length KV; envs.py 0.13.0 L1432-1433); from
-            0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932, 0.34.0 L2040-2042).
+            is disabled for it (chunked layers cost full-length KV; vllm#21761, envs.py 0.13.0 L1432-1433);
+            from 0.14.0 the default is "1" (envs.py 0.14.0 L1469, 0.33.0 L1931-1932, 0.34.0 L2040-2042).
+            Before 0.10.0 there is no such spec (full attention).
         requested_ceil: ``requested = ceil(total * gmu)`` (0.19+) instead of a float product.
         cudagraph_in_budget: The CUDA-graph estimate is subtracted from the KV budget: envs.py
             ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" from 0.20.0 (envs.py 0.20.0
@@ -562,7 +569,7 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
         version=version,
         engine="V0" if v0 else "V1",
         hybrid_kv_manager=not v0 and version >= (0, 10, 0),
-        chunked_local_hybrid=not v0 and version >= (0, 14, 0),
+        chunked_local_hybrid=not v0 and (version == CHUNKED_LOCAL_SPEC_SINCE or version >= (0, 14, 0)),
         requested_ceil=version >= (0, 19, 0),
         cudagraph_in_budget=not v0 and version >= (0, 20, 0),
         tokens_report="blocks" if v0 or version < (0, 10, 0) else ("groups" if version < (0, 20, 1) else "derived"),
