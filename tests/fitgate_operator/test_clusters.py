@@ -15,7 +15,7 @@ from fitgate.operator.decision.evaluate import evaluate
 from fitgate.operator.decision.logic import SCHEDULABLE_ANNOTATION, decide
 from fitgate.operator.decision.status import status_of
 from fitgate.operator.decision.workloads import WorkloadVerdict
-from fitgate.operator.gpus.cloudlabels import gpu_from_labels, names_a_gpu
+from fitgate.operator.gpus.cloudlabels import gpu_from_labels, names_a_gpu, namesakes
 from fitgate.operator.gpus.gpuview import build_inventory
 from fitgate.operator.gpus.inventory import Inventory, parse_node, unlabeled_gpus
 from fitgate.operator.gpus.placement import Toleration
@@ -239,7 +239,7 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
             assert find_gpu(row["gpu"]) is not None, row
             assert len(row["source"]) > 20, row
     assert len(instance_types()) == len(raw["instance_types"])  # no instance type listed twice
-    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {"aws", "gcp", "azure", "oci"}
+    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {"aws", "gcp", "azure", "oci", "coreweave", "digitalocean"}
     assert gke_accelerator("NVIDIA-L4") is not None and karpenter_gpu("nope") is None
 
 
@@ -850,7 +850,8 @@ def test_a_karpenter_instance_family_with_one_gpu_names_it() -> None:
         ("A100_NVLINK_80GB", "A100-80GB"),
         ("RTX_A6000", "RTX-A6000"),
         ("GH200_480GB", "GH200"),
-        ("A100_NVLINK", None),  # 40 or 80 GB: not said, so not guessed
+        # 40 or 80 GB not said: the smaller card, with the larger as its namesake (hunt183 F1, the test below)
+        ("A100_NVLINK", "A100-40GB"),
         # hunt175 F3: Ori's MODEL[SXM]-GB (docs.ori.co/kubernetes/node-selector): H100SXM-80 the SXM card, H100-80 the
         # PCIe one; the GB must be the card's (within 10 %)
         ("H100SXM-80", "H100-SXM"),
@@ -904,3 +905,53 @@ def test_ack_and_vke_names_with_their_memory_name_the_card(value: str, gpu: str 
     assert (got.gpu.name if got else None) == gpu
     if got is not None:  # a name that says its GB is one board: no second prospect for a pool with no node yet
         assert [p.gpu.gpu.name for p in prospects(None, labels, (), [])] == [gpu]
+
+
+def test_a_bare_a100_class_is_either_card_unless_a_memory_label_says_which() -> None:
+    # hunt183 F1: CoreWeave's gpu.nvidia.com/model / class carry bare names (llm-d's WVA notes: model=H200; Kueue
+    # flavours model=A100) and its memory in gpu.nvidia.com/vram, whole GiB. A bare A100 was read as the 40 GB card
+    # whatever the vram label said, and a 32B model that an 80 GB A100 holds was denied.
+    got, _ = gpu_from_labels({"gpu.nvidia.com/model": "A100", "gpu.nvidia.com/vram": "80"})
+    assert got is not None and got.gpu.name == "A100-80GB"
+    got, _ = gpu_from_labels({"gpu.nvidia.com/class": "V100", "nvidia.com/gpu.memory": "16384"})
+    assert got is not None and got.gpu.name == "V100-16GB"
+    # no memory label: the smaller card, named by the bare name, and the larger as a second prospect
+    labels = {"gpu.nvidia.com/model": "A100"}
+    got, _ = gpu_from_labels(labels)
+    assert got is not None and (got.product, got.gpu.name) == ("A100", "A100-40GB")
+    assert [g.gpu.name for g in namesakes(got, labels)] == ["A100-40GB", "A100-80GB"]
+    # CoreWeave's classic A100_NVLINK / Tesla_V100_NVLINK name the link, not the size: the same two cards
+    got, _ = gpu_from_labels({"gpu.nvidia.com/class": "Tesla_V100_NVLINK"})
+    assert got is not None and got.product == "V100" and got.gpu.name == "V100-16GB"
+    # a sized name is one card, as before
+    got, _ = gpu_from_labels({"gpu.nvidia.com/class": "A100_PCIE_80GB"})
+    assert got is not None and got.gpu.name == "A100-80GB"
+    # ACK's bare A100 with its memory label is the card of that size (it was Unknown)
+    got, _ = gpu_from_labels({"aliyun.accelerator/nvidia_name": "A100", "aliyun.accelerator/nvidia_mem": "81920MiB"})
+    assert got is not None and got.gpu.name == "A100-80GB"
+
+
+@pytest.mark.parametrize(
+    ("labels", "gpu", "count"),
+    [
+        # hunt183 F2: CoreWeave CKS instance types (kubernetes/autoscaler coreweave_instance_types.go) and its
+        # node.coreweave.cloud/type twin; F3 DigitalOcean; F5 OCI shapes
+        ({"node.kubernetes.io/instance-type": "gd-8xh100ib-i128"}, "H100-SXM", 8),
+        ({"node.coreweave.cloud/type": "gd-8xh200ib-i128"}, "H200", 8),
+        ({"node.kubernetes.io/instance-type": "rtxp6000-8x"}, "RTX-PRO-6000", 8),
+        ({"node.kubernetes.io/instance-type": "gpu-mi300x8-1536gb"}, "MI300X", 8),
+        ({"node.kubernetes.io/instance-type": "gpu-h100x1-80gb"}, "H100-SXM", 1),
+        ({"node.kubernetes.io/instance-type": "BM.GPU.B4.8"}, "A100-40GB", 8),
+        ({"node.kubernetes.io/instance-type": "BM.GPU.MI355X.8"}, "MI355X", 8),
+        # F3 / F4: DOKS's and Nebius's GPU-name labels; their bare H100 is the 80 GB SXM card
+        ({"doks.digitalocean.com/gpu-model": "h100"}, "H100-SXM", None),
+        ({"doks.digitalocean.com/gpu-model": "mi300x"}, "MI300X", None),
+        ({"nebius.com/gpu-name": "H200"}, "H200", None),
+        ({"nebius.com/gpu-name": "H100"}, "H100-SXM", None),
+    ],
+)
+def test_more_clouds_name_their_gpus(labels: dict[str, str], gpu: str, count: int | None) -> None:
+    got, _ = gpu_from_labels(labels)
+    assert got is not None and (got.gpu.name, got.count) == (gpu, count)
+    # AKS's bare H100 stays unknown: the 80 GB ND or the 94 GB NC H100 v5
+    assert gpu_from_labels({"karpenter.azure.com/sku-gpu-name": "H100"})[0] is None

@@ -66,7 +66,14 @@ NAME_LABELS = (
     ("aliyun.accelerator/nvidia_name", "aliyun.accelerator/nvidia_count"),
     ("machine.cluster.vke.volcengine.com/gpu-name", None),
     ("karpenter.azure.com/sku-gpu-name", "karpenter.azure.com/sku-gpu-count"),
+    # hunt183 F3/F4: DigitalOcean DOKS (h100, mi300x; docs.digitalocean.com kubernetes GPU node labels) and Nebius
+    # mk8s (H100, H200, B200; a node's nebius.com/gpu-name beside nebius.com/resource-preset)
+    ("doks.digitalocean.com/gpu-model", None),
+    ("nebius.com/gpu-name", None),
 )
+#: Clouds whose bare ``H100`` is one card (DigitalOcean's and Nebius's H100s are the 80 GB SXM: their GPU Droplet and
+#: ``gpu-h100-sxm`` platforms), where AKS's may be the 94 GB NVL.
+_ONE_H100 = {"doks.digitalocean.com/gpu-model": "H100-SXM", "nebius.com/gpu-name": "H100-SXM"}
 #: The memory labels beside them, in MiB ("23028MiB": HAMi's ACK example, gpushare-device-plugin's gpuMemKey; VKE's
 #: twin): an H20 of 141 GB is named as the 96 GB one (hunt175 F2), so the figure decides, as GFD's does.
 MEMORY_LABELS = ("aliyun.accelerator/nvidia_mem", "machine.cluster.vke.volcengine.com/gpu-mem", "nvidia.com/gpu.memory")
@@ -103,7 +110,13 @@ def amd_device_product(labels: Mapping[str, str]) -> str | None:
     return AMD_DEVICE_IDS.get(raw.strip().lower().removeprefix("0x")[:8])
 
 
-INSTANCE_TYPE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+#: The instance type, and CoreWeave's own copy of it (``node.coreweave.cloud/type: gd-8xh100ib-i128``: coreweave
+#: reference-architecture arena/notebooks/lib/k8s.py; hunt183 F2).
+INSTANCE_TYPE_KEYS = (
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+    "node.coreweave.cloud/type",
+)
 
 #: The extended resource each vendor's device plugin advertises (Intel: i915 or xe, the kernel driver's).
 VENDOR_RESOURCES = {
@@ -193,6 +206,9 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
     for key in (GPU_CLASS, GPU_MODEL):
         gpu_class = labels.get(key)
         if gpu_class:
+            named = _two_sizes(gpu_class, labels, _count_of_instance(labels), "gpu-class")
+            if named is not None:
+                return named, None
             gpu = class_gpu(gpu_class)
             if gpu is None:
                 return None, f"{key}={gpu_class} is not in the GPU catalog"
@@ -200,11 +216,15 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
     for key, count_key in NAME_LABELS:
         value = labels.get(key)
         if value and _count_of_instance(labels) is None:  # a known instance type (AKS's sku-name) says more
+            count = _int(labels.get(count_key)) if count_key else None
+            named = _two_sizes(value, labels, count, "cloud-name") if says_memory(labels) else None
+            if named is not None:  # a bare A100 / V100 with its memory label: that card (without one: unknown)
+                return named, None
             bare = bare_gpu_name(value)
-            gpu = None if bare.lower() in _BARE_AMBIGUOUS else class_gpu(value)
+            own = _ONE_H100.get(key) if bare.lower() == "h100" else None
+            gpu = find_gpu(own) if own else None if bare.lower() in _BARE_AMBIGUOUS else class_gpu(value)
             if gpu is None:
                 return None, f"{key}={value[:64]} names no card of the GPU catalog (or not its memory size)"
-            count = _int(labels.get(count_key)) if count_key else None
             mib = memory_label_mib(labels)
             if mib is not None:
                 gpu, _ = with_reported_memory(gpu, mib * MiB - DRIVER_RESERVED_BYTES, f"{key} memory", mib * MiB)
@@ -233,6 +253,37 @@ def gpu_from_labels(labels: Mapping[str, str]) -> tuple[LabelGpu | None, str | N
                 return LabelGpu(found.gpu.name, found.gpu, found.count, found.gpu.vendor, "instance-type"), None
             return None, None  # most instance types have no GPU: nothing to say
     return None, None
+
+
+#: CoreWeave's GPU memory label, whole GiB (``gpu.nvidia.com/vram: "80"``; its docs: "GPU VRAM in Gigabytes").
+GPU_VRAM_GIB = "gpu.nvidia.com/vram"
+
+
+def _two_sizes(value: str, labels: Mapping[str, str], count: int | None, scheme: str) -> LabelGpu | None:
+    """A bare name of a card sold in two memory sizes (``A100``, ``V100``), or None for any other name.
+
+    A memory label beside it (:data:`MEMORY_LABELS` in MiB, CoreWeave's :data:`GPU_VRAM_GIB`) picks the size nearest;
+    without one the smaller card is named with the bare name as its product, so :func:`namesakes` (and the offline
+    check) try the larger too: hunt183 F1, CoreWeave's ``gpu.nvidia.com/model: A100`` beside ``gpu.nvidia.com/vram:
+    "80"`` was read as the 40 GB card and a 32B model that fits an 80 GB one was denied.
+    """
+    bare = bare_gpu_name(value)
+    # CoreWeave's classic classes name the link, not the size: A100_NVLINK, Tesla_V100_NVLINK (its table says 40 and
+    # 16 GB; read as either card, so never denied on the smaller where the larger would serve)
+    linkless = re.sub(r"[-_ ](NVLINK|PCIE|SXM\d?)$", "", bare, flags=re.IGNORECASE)
+    pair = AMBIGUOUS_NAMES.get(linkless.lower())
+    cards = [find_gpu(name) for name in pair] if pair else []
+    if not pair or any(card is None for card in cards):
+        return None
+    mib = memory_label_mib(labels)
+    gib = _int(labels.get(GPU_VRAM_GIB))
+    if mib is None and gib is not None:
+        mib = gib * 1024
+    sized = [card for card in cards if card is not None]
+    if mib is None:
+        return LabelGpu(linkless, sized[0], count, sized[0].vendor, scheme)
+    card = min(sized, key=lambda c: abs(c.memory_bytes - mib * MiB))
+    return LabelGpu(card.name, card, count, card.vendor, scheme)
 
 
 #: Ori's ``gpu.nvidia.com/class``: model, form factor (none: PCIe) and GB (docs.ori.co/kubernetes/node-selector).
@@ -297,7 +348,8 @@ def namesakes(got: LabelGpu, labels: Mapping[str, str]) -> tuple[LabelGpu, ...]:
     labels its memory, a selector or an autoscaler template may not. Both are then the pool's prospects, as
     ``--gpu H20`` plans both (hunt175 F2: a DeepSeek-V3.2 TP 8 that ran on 141 GB H20s was denied on the 96 GB).
     """
-    larger, card = larger_namesake(got.gpu.name), find_gpu(got.gpu.name)
+    larger = larger_namesake(got.gpu.name) or larger_namesake(bare_gpu_name(got.product))
+    card = find_gpu(got.gpu.name)
     if larger is None or card is None or got.gpu.memory_bytes != card.memory_bytes or says_memory(labels):
         return (got,)
     return got, replace(got, product=larger.name, gpu=larger)
@@ -305,6 +357,6 @@ def namesakes(got: LabelGpu, labels: Mapping[str, str]) -> tuple[LabelGpu, ...]:
 
 def says_memory(labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` say which board a name shared by two is: a memory label, or a GPU name with its GB in it."""
-    if memory_label_mib(labels) is not None:
+    if memory_label_mib(labels) is not None or _int(labels.get(GPU_VRAM_GIB)) is not None:
         return True
     return any(re.search(r"\d{2,3}\s*G", labels.get(key) or "", re.IGNORECASE) for key in GPU_KEYS)
