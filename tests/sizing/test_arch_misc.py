@@ -331,6 +331,21 @@ def test_latent_non_gated_moe_workspace() -> None:
     assert {r.profile.moe_workspace_bytes for r in p.ranks} == {8192 * 22 * 2 * (2048 + 640)} == {968_884_224}
 
 
+@pytest.mark.parametrize(("version", "rows"), [("0.11.0", 32768), ("0.17.0", 16384), ("0.18.0", 65536)])
+def test_moe_workspace_holds_one_chunk_of_tokens_where_the_release_chunks(version: str, rows: int) -> None:
+    # hunt182 F2: VLLM_FUSED_MOE_CHUNK_SIZE's default, 32768 up to 0.11 and 16384 in 0.12-0.17 (envs.py 0.11.1
+    # L778-780, 0.12.0 L789-791; fused_moe.py M = min(num_tokens, CHUNK_SIZE)); 0.18.0 sizes the workspace on every
+    # token (modular_kernel.py 0.18.0 L1189-1193). Qwen3-30B-A3B at TP 1 and 65536 batched tokens: top-k 8, n 768,
+    # K 2048, gated (2n = 1536): rows x 8 x 2 B x (max(1536, 2048) + 768) = rows x 45,056 B
+    qwen = model("Qwen/Qwen3-30B-A3B")
+    p = plan(
+        qwen,
+        lookup_gpu("H200"),
+        ServingConfig(vllm_version=version, max_num_batched_tokens=65536, max_model_len=32768),
+    )
+    assert p.ranks[0].profile.moe_workspace_bytes == rows * 8 * 2 * (2048 + 768)
+
+
 def test_encoder_only_attention_is_not_sized_never_refused() -> None:
     # hunt17 G5: gte-Qwen2-7B-instruct's card serves it with --hf-overrides '{"is_causal": false}': vLLM then builds
     # encoder-only attention with no KV cache (models/qwen2.py 0.34.0 L263-270); fitgate sized a causal cache and

@@ -162,7 +162,8 @@ def estimate_profile(
         # hunt15 O1: the hidden width and a gate over-counted Nemotron 3 Ultra by 1.6-6.9 GiB)
         width = 2 * n if moe.gated else n
         k = moe.latent_size or hidden
-        workspace = max_num_batched_tokens * moe.top_k * dtype_bytes * (max(width, k) + n)
+        rows = min(max_num_batched_tokens, fused_moe_chunk_tokens(accounting.version))
+        workspace = rows * moe.top_k * dtype_bytes * (max(width, k) + n)
     activation = max(forward, sampler) + workspace
     # Assumed, not stated: what the activation would grow by on PyTorch's sort (no FlashInfer in the image).
     assumed = flashinfer_sampler is None and sort_sampler > sampler
@@ -199,6 +200,24 @@ def estimate_profile(
 #: ``mem_get_info``: utils/mem_utils.py 0.27.0 L326, 0.34.0 L336); before, weights + the profile's torch peak increase
 #: + non-torch growth (0.26.0 L311-313), which leaves out tensors a runner allocates between loading and profiling.
 TOTAL_CONSUMED_SINCE = (0, 27, 0)
+
+
+#: ``VLLM_FUSED_MOE_CHUNK_SIZE``'s default by release: the fused-MoE kernel runs a step's tokens in chunks of at most
+#: this many and sizes its workspace on one chunk. 32768 up to 0.11.x (envs.py 0.8.5 L456-457, 0.10.0 L560-561,
+#: 0.11.1 L778-780; fused_moe.py 0.10.0 L1391-1392 ``M = min(num_tokens, CHUNK_SIZE)``), 16384 in 0.12-0.17 (envs.py
+#: 0.12.0 L789-791, 0.14.0 L821-823; modular_kernel.py 0.17.0 L1035-1050 ``_chunk_info``); 0.18.0 removed it and
+#: sizes the workspace on every token (modular_kernel.py 0.18.0 L1189-1193 ``M_full, M_full``). hunt182 F2: a
+#: Qwen3-Next TP 4 plan at max_num_batched_tokens 262144 (``--no-enable-chunked-prefill``) counted 10.6 GiB of
+#: workspace where 0.17 allocates 0.66.
+FUSED_MOE_CHUNKS = (((0, 12, 0), 32768), ((0, 18, 0), 16384))
+
+
+def fused_moe_chunk_tokens(version: tuple[int, int, int]) -> int:
+    """The most tokens the fused-MoE workspace holds in ``version`` (a very large number: not chunked)."""
+    for before, chunk in FUSED_MOE_CHUNKS:
+        if version < before:
+            return chunk
+    return 1 << 62
 
 
 def v2_sampler_state_bytes(
