@@ -239,7 +239,14 @@ def test_every_registry_row_names_a_catalog_gpu_and_a_source() -> None:
             assert find_gpu(row["gpu"]) is not None, row
             assert len(row["source"]) > 20, row
     assert len(instance_types()) == len(raw["instance_types"])  # no instance type listed twice
-    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {"aws", "gcp", "azure", "oci", "coreweave", "digitalocean"}
+    assert {c for row in raw["instance_types"] for c in [row["cloud"]]} == {
+        "aws",
+        "gcp",
+        "azure",
+        "oci",
+        "coreweave",
+        "digitalocean",
+    }
     assert gke_accelerator("NVIDIA-L4") is not None and karpenter_gpu("nope") is None
 
 

@@ -474,6 +474,29 @@ def test_llama4_chunked_layers_keep_their_group_on_0_10_0() -> None:
     assert got["0.10.0"][2] > 1 > got["0.10.1"][2]
 
 
+def test_a_shorter_context_paired_with_a_change_is_the_one_that_change_holds() -> None:
+    # hunt182 F3: Scout at 10M tokens on 8 x H200 (0.10.1): fp8 KV was offered with the bf16 pool's longest context
+    # (4,130,816) and a summary of the fp8 pool's 516,381 blocks (8.26M tokens); each change now gets its own pool's
+    from fitgate.sizing.advice import apply_suggestion, suggest  # noqa: PLC0415
+
+    m = to_model_input(
+        load_directory(
+            REPO / "src" / "fitgate" / "checkpoints" / "catalog" / "meta-llama__Llama-4-Scout-17B-16E-Instruct"
+        )
+    )
+    h200 = lookup_gpu("H200")
+    serving = ServingConfig(tensor_parallel_size=8, max_model_len=10_000_000, vllm_version="0.10.1")
+    current = plan(m, h200, serving)
+    found = suggest(m, h200, serving, None, current)
+    fp8 = [s for s in found if ("--kv-cache-dtype", "fp8") in s.changes]
+    assert fp8
+    for s in fp8:
+        length = int(dict(s.changes)["--max-model-len"])
+        redone = plan(m, h200, apply_suggestion(serving, s))
+        # the longest the fp8 pool holds, rounded down to 1024: within 1024 tokens of what it holds
+        assert 0 <= redone.max_model_len_that_fits - length < 1024, (s.changes, redone.max_model_len_that_fits)
+
+
 def test_model_deployment_carries_the_extensible_switch() -> None:
     # serving.enableExtensibleKvCache: false -> 0.34 with the 0.33 budget (gmu default 0.92)
     spec = {"model": {"name": "m"}, "serving": {"enableExtensibleKvCache": False}}

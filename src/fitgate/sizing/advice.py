@@ -242,7 +242,9 @@ def _settings_moves(
     )
     if model.arch.is_moe:
         kinds.append(_expert_parallel_moves(serving, rs))
-    if model.arch.windowed_attention or model.arch.compressed_sparse_mla:
+    if (model.arch.windowed_attention or model.arch.compressed_sparse_mla) and rs.max_in_flight_tokens > (
+        rs.max_num_batched_tokens
+    ):
         # hunt180 F1: from vLLM 0.26 a sliding-window page set holds every in-flight batch per request (two batches
         # of max_num_batched_tokens with async scheduling: resolve.max_in_flight_tokens); a smaller step shrinks it.
         # DeepSeek-V4-Pro at 200000 tokens on H200 DP 8 needs 9.98 GiB a request at 8192, 3.31 GiB at 2048.
@@ -252,7 +254,7 @@ def _settings_moves(
                     (("--max-num-batched-tokens", str(tokens)),),
                     {"max_num_batched_tokens": tokens},
                     None,
-                    f"each request's sliding-window pages hold {rs.max_in_flight_tokens // rs.max_num_batched_tokens}"
+                    f"each request's windowed pages hold {rs.max_in_flight_tokens // rs.max_num_batched_tokens}"
                     f" in-flight batches of {tokens} tokens, not {rs.max_num_batched_tokens}",
                 )
                 for tokens in SMALL_STEP_TOKENS
@@ -529,7 +531,9 @@ def search_suggestions(
         partial += tried
     for i, (k, move, result) in enumerate(partial):
         for k2, other, _ in partial[i + 1 :]:
-            if k2 != k and not dominated((move, other)):
+            # the current plan's shorter context is not paired: each change gets the one its own pool holds below
+            # (hunt182 F3: fp8 KV + the bf16 pool's 4,130,816 tokens was offered where fp8 holds 8,262,096)
+            if k2 != k and shorter not in (move, other) and not dominated((move, other)):
                 attempt((move, other))
         if move.changes[0][0] != "--max-model-len":
             combined = _shorter(serving, workload, result)  # the context this change's pool holds
