@@ -145,10 +145,13 @@ def test_missing_key_takes_the_transformers_default() -> None:
 def test_a_config_without_architectures_is_the_class_vllm_names() -> None:
     # hunt76 F2: vLLM 0.34 fills a missing (or empty) architectures with transformers' base class of the model type
     # (transformers_utils/config.py L984-994): LlamaModel, an embedding model in its registry. It was exit 2; the
-    # class is looked up as any other (fitgate does not size LlamaModel: Unknown), never a usage error.
+    # class is looked up as any other: since hunt181 F4 fitgate sizes LlamaModel, as vLLM serves it (pooling).
     for missing in (..., []):
-        with pytest.raises(UnknownArchitectureError, match=r"'LlamaModel' is an architecture fitgate does not size"):
-            parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", architectures=missing))
+        arch = parse_config(_broken("meta-llama/Llama-3.1-8B-Instruct", architectures=missing))
+        assert arch.architecture == "LlamaModel" and arch.pooling_architecture
+    # a base class fitgate does not size stays Unknown
+    with pytest.raises(UnknownArchitectureError, match=r"'PhiModel' is an architecture fitgate does not size"):
+        parse_config({"model_type": "phi", "hidden_size": 8})
     # a model type transformers maps to no class: vLLM wants --hf-overrides naming one
     with pytest.raises(
         UnknownArchitectureError, match=r"missing, and model_type .acme. maps to no transformers model class"
@@ -296,3 +299,27 @@ def test_unknown_architecture_suggests_close_names_in_one_short_line() -> None:
         parse_config({"architectures": ["Qwen3MoeForCausalLm"], "model_type": "qwen3_moe"})
     message = str(err.value)
     assert "Qwen3MoeForCausalLM" in message and "\n" not in message and len(message) < 300
+
+
+def test_registry_embedding_classes_are_sized_as_pooling_models() -> None:
+    # hunt181 F4: e5-mistral-7b-instruct's config names MistralModel, which vLLM registers as an embedding model built
+    # with LlamaForCausalLM (registry.py 0.34.0 _EMBEDDING_MODELS: LlamaModel, MistralModel, Qwen2Model, Gemma2Model)
+    # and serves pooling under --runner auto: it was Unknown (architecture not sized)
+    from fitgate.sizing.resolve import runner_of  # noqa: PLC0415
+
+    config = {
+        "architectures": ["MistralModel"],
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 32768,
+        "vocab_size": 32000,
+        "torch_dtype": "float16",
+    }
+    arch = parse_config(config)
+    assert arch.pooling_architecture and runner_of(arch, "auto", (0, 6, 3)) == "pooling"
+    assert runner_of(arch, "generate") == "generate"
+    assert not parse_config({**config, "architectures": ["MistralForCausalLM"]}).pooling_architecture

@@ -27,6 +27,7 @@ from fitgate.sizing.config_reader import (
 from fitgate.sizing.dtypes import normalize_model_dtype
 from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from fitgate.sizing.families import BY_ARCHITECTURE, MODEL_TYPES, ModelTypeTraits
+from fitgate.sizing.families.llama import EMBEDDING_ARCHITECTURES
 from fitgate.sizing.hf_config import base_model_class, normalize, with_attribute_names
 from fitgate.sizing.model import (
     MLA,
@@ -245,6 +246,7 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
             else None
         ),
         notes=normalize_notes,
+        pooling_architecture=arch in EMBEDDING_ARCHITECTURES,
     )
 
 

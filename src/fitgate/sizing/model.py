@@ -293,6 +293,9 @@ class ModelArchitecture:
     #: vLLM's default runner serves the checkpoint as a pooling model: it ships a Sentence Transformers pooling
     #: module (modules.json; checkpoints.facts.st_pooling), so ``--runner auto`` is ``pooling``.
     pooling_by_default: bool = False
+    #: The architecture is an embedding model of vLLM's registry (``LlamaModel``, ``MistralModel``: families.llama
+    #: EMBEDDING_ARCHITECTURES), which every release serves pooling under ``--runner auto``.
+    pooling_architecture: bool = False
     #: ``max_seq_length`` of its Sentence Transformers config: vLLM's derived length from 0.6.4 (checkpoints.facts.
     #: st_max_seq_length), the default and the longest ``--max-model-len`` it starts with.
     st_max_seq_length: int | None = None

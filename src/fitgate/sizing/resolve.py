@@ -63,7 +63,9 @@ def runner_of(arch: ModelArchitecture, runner: str, version: tuple[int, int, int
     """The runner vLLM uses: the one given, or for ``auto`` pooling where the checkpoint ships a pooling module."""
     if runner != "auto":
         return runner
-    pooling = arch.pooling_by_default and (version is None or version >= ST_POOLING_DEFAULT_SINCE)
+    pooling = arch.pooling_architecture or (
+        arch.pooling_by_default and (version is None or version >= ST_POOLING_DEFAULT_SINCE)
+    )
     return "pooling" if pooling else "generate"
 
 

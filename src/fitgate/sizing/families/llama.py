@@ -14,6 +14,8 @@ from fitgate.sizing.families.common import attention, dense_mlp, sliding_pattern
 from fitgate.sizing.model import Layer
 
 #: ``config.json:architectures[0]`` values read by the llama family (vllm/model_executor/models/registry.py).
+#: Base-model classes vLLM registers as embedding models (``--runner auto`` serves them pooling).
+EMBEDDING_ARCHITECTURES = ("LlamaModel", "MistralModel", "Qwen2Model", "Gemma2Model")
 ARCHITECTURES: tuple[str, ...] = (
     # dense decoders, sliding windows from layer_types or the global window
     "Ministral3ForCausalLM",
@@ -59,6 +61,10 @@ ARCHITECTURES: tuple[str, ...] = (
     # hunt76 F5)
     "LLaMAForCausalLM",
     "MistralForCausalLM",
+    # embedding models vLLM builds with the causal LM's class and serves pooling (registry.py 0.34.0
+    # ``_EMBEDDING_MODELS``: "LlamaModel" / "MistralModel" -> LlamaForCausalLM, "Qwen2Model" -> Qwen2ForCausalLM,
+    # "Gemma2Model" -> Gemma2ForCausalLM; e5-mistral-7b-instruct, gte-Qwen2, BGE-multilingual-gemma2; hunt181 F4)
+    *EMBEDDING_ARCHITECTURES,
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
     "Qwen2_5_VLForConditionalGeneration",
