@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
-from fitgate.sizing.advice import _moves
+from fitgate.sizing.advice_moves import moves_to_try
 from fitgate.sizing.capacity import search
 from fitgate.sizing.plan import Workload
 from fitgate.sizing.quantization import fp8_moe_tp_split_refused, moe_tp_split_refused
@@ -49,7 +49,7 @@ def test_the_plan_says_it_and_no_suggestion_or_option_offers_it() -> None:
     assert any("not a whole number of the checkpoint's 128 x 128 fp8 blocks" in n for n in p8.notes)
     # the moves the suggestion search tries from TP 2 (any one may end up among the suggestions)
     tp2 = ServingConfig(tensor_parallel_size=2, vllm_version="0.11.0", max_model_len=32768)
-    tried = {mv.changes for kind in _moves(m, H100, tp2, None, plan(m, H100, tp2)) for mv in kind}
+    tried = {mv.changes for kind in moves_to_try(m, H100, tp2, None, plan(m, H100, tp2)) for mv in kind}
     assert (("--tensor-parallel-size", "4"),) in tried  # 384 a GPU: whole blocks
     assert (("--tensor-parallel-size", "8"),) not in tried
     found = search(m, Workload(1, 8192), [H100], max_gpus=8, vllm_version="0.11.0", expert_parallel=False)

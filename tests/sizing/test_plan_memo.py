@@ -139,7 +139,7 @@ def test_suggestion_candidates_are_interned_and_planned_by_identity(monkeypatch:
     first_wl, second_wl = Workload(5, 3000), Workload(6, 3001)
     first = advice.search_suggestions(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))
     assert first and len(advice._CANDIDATES) > 3
-    moves = advice._moves(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))
+    moves = advice.moves_to_try(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))
     tp = next(kind for kind in moves if kind and kind[0].changes[0][0] == "--tensor-parallel-size")[0]
     again = advice.candidate(serving, (tp,))
     assert again is advice.candidate(serving, (tp,)) and again == dataclasses.replace(serving, tensor_parallel_size=2)
