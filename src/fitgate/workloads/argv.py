@@ -418,20 +418,15 @@ def find_engine_command(
 
 def _assignments(words: Iterable[str]) -> dict[str, str]:
     """The ``NAME=value`` words among ``words``, as a mapping (quoting marks dropped)."""
-    out: dict[str, str] = {}
-    for word in words:
-        plain = shellwords.plain(word)
-        if ASSIGNMENT.match(plain):
-            name, _, value = plain.partition("=")
-            out[name] = value
-    return out
+    return _prefix_env(words, leading_only=False)
 
 
-def _prefix_env(words: Sequence[str]) -> dict[str, str]:
+def _prefix_env(words: Iterable[str], *, leading_only: bool = True) -> dict[str, str]:
     """The assignments in front of the server's program: ``A=1 B=2 vllm serve``, ``env A=1 vllm serve``.
 
     The words before the invocation :func:`_find_invocation` finds, as long as each is an assignment or a wrapper
-    program (:data:`_WRAPPERS`) and its options; anything else in front (``cd /app &&`` is split off already) ends it.
+    program (:data:`_WRAPPERS`) and its options; anything else in front (``cd /app &&`` is split off already) ends it
+    (``leading_only`` False: every assignment among ``words``).
     """
     out: dict[str, str] = {}
     for word in words:
@@ -439,7 +434,7 @@ def _prefix_env(words: Sequence[str]) -> dict[str, str]:
         if ASSIGNMENT.match(plain):
             name, _, value = plain.partition("=")
             out[name] = value
-        elif _base(plain) in _WRAPPERS or plain.startswith("-"):
+        elif not leading_only or _base(plain) in _WRAPPERS or plain.startswith("-"):
             continue
         else:
             break
