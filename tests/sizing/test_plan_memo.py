@@ -136,7 +136,7 @@ def test_suggestion_candidates_are_interned_and_planned_by_identity(monkeypatch:
     monkeypatch.setattr(plan_module, "_RANKS_BY_ID", IdentityMemo())
     m, h100 = model("meta-llama/Llama-3.1-70B-Instruct"), lookup_gpu("H100")
     serving = ServingConfig(max_model_len=32768)
-    first_wl, second_wl = Workload(5, 3000), Workload(6, 3001)
+    first_wl, second_wl = Workload(20, 8000), Workload(21, 8001)  # busy enough that the suggestions name the workload
     first = advice.search_suggestions(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))
     assert first and len(advice._CANDIDATES) > 3
     moves = advice.moves_to_try(m, h100, serving, first_wl, plan(m, h100, serving, first_wl))

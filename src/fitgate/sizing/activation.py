@@ -29,7 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.cudagraphs import GraphCounts, capture_sizes, cuda_graph_estimate_bytes, graph_counts
+from fitgate.sizing.cudagraphs import (
+    V2_GRAPHS_SINCE,
+    GraphCounts,
+    capture_sizes,
+    cuda_graph_estimate_bytes,
+    graph_counts,
+)
 from fitgate.sizing.gpus import GpuModel
 from fitgate.sizing.memo import IdentityMemo
 from fitgate.sizing.model import DenseMLP, ModelArchitecture, MoE
@@ -318,7 +324,7 @@ def cuda_graph_bytes(
         counts = graph_counts(sizes, max_num_seqs, decode_query_len, cudagraph_mode)
         if graph_cases > 1:
             counts = GraphCounts(counts.piecewise * graph_cases, counts.full * graph_cases, counts.largest)
-        return cuda_graph_estimate_bytes(num_layers, arch.is_moe, counts)
+        return cuda_graph_estimate_bytes(num_layers, arch.is_moe, counts, v2=accounting.version >= V2_GRAPHS_SINCE)
     per_layer = 17 * MiB * (2 if arch.max_capture_size_override else 1)
     moe = int(0.25 * GiB) if arch.is_moe else 0
     return int(0.35 * GiB) + num_layers * per_layer * graph_cases + moe

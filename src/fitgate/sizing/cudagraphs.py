@@ -14,7 +14,7 @@ L6265) and ROCm's capture stream (0.26.0 L6576-6743), same arithmetic up to 0.33
 * From 0.29 every model runs on the V2 model runner (versions.py), whose estimate captures every
   PIECEWISE graph for real and extrapolates only FULL graphs from two samples the same way
   (v1/worker/gpu/cudagraph_utils.py 0.29.0 L718-800, 0.33.0 L922-1019; ``_MIN_PER_GRAPH_BYTES`` 1 MiB).
-  No log of 0.29+ in hand prints the estimate, so fitgate keeps the V1 runner's structure there.
+  fitgate keeps the V1 runner's structure there with a smaller cost per graph (:data:`V2_PER_GRAPH_SCALE`).
 
 How many graphs (config/vllm.py ``_set_cudagraph_sizes``; dispatcher ``initialize_cudagraph_keys``):
 
@@ -65,6 +65,15 @@ PER_GRAPH_LAYER_BYTES = 220 * 1024
 #: 0.43 GiB (vLLM 0.20, GB10), which is ``first`` alone.
 FIRST_CAPTURE_BYTES = 100 * MiB
 FIRST_CAPTURE_MOE_BYTES = 480 * MiB
+#: The V2 model runner's cost per extra graph relative to :data:`PER_GRAPH_LAYER_BYTES`, from 0.29 where every model
+#: runs on it. Fitted (the median) on the three estimates of 0.29-0.30 logs hunt184 found, each against fitgate's
+#: V1 figure: 0.69 of 1.23 GiB (Qwen3.6-27B, RTX PRO 6000, 0.29.0, 256 sequences: scale 0.53), 0.37 of 0.73 GiB
+#: (Qwen3-4B, RTX 5060 Ti, 0.29.0, vLLM's 0.7000 -> 0.6762 gmu line: 0.43), 0.55 of 0.77 GiB (Llama-3.1-8B, H100,
+#: 0.30.0, 1024 sequences: 0.67); 0.5 leaves the last 0.11 GiB low (the miss side, never a denial) and the others
+#: within 0.05 GiB. Where the pool is really smaller: the V2 runner captures the PIECEWISE graphs for real into one
+#: pool and extrapolates only FULL ones (v1/worker/gpu/cudagraph_utils.py 0.29.0 L718-800).
+V2_PER_GRAPH_SCALE = 0.5
+V2_GRAPHS_SINCE = (0, 29, 0)
 #: vLLM's floor per extrapolated graph ("at least 1 MiB per graph for driver overhead").
 MIN_PER_GRAPH_BYTES = MiB
 
@@ -142,15 +151,17 @@ def graph_counts(
     return GraphCounts(piecewise=piecewise, full=full, largest=max(sizes, default=0) if piecewise or full else 0)
 
 
-def cuda_graph_estimate_bytes(num_layers: int, moe: bool, counts: GraphCounts) -> int:
+def cuda_graph_estimate_bytes(num_layers: int, moe: bool, counts: GraphCounts, *, v2: bool = False) -> int:
     """What ``profile_cudagraph_memory`` returns: ``first + (graphs - 1) x per_graph`` summed over modes.
 
-    ``per_graph`` is :data:`PER_GRAPH_LAYER_BYTES` per layer (at least 1 MiB), ``first`` one of the
-    two fitted constants; a mode with no graph adds nothing, and no graph at all costs nothing.
+    ``per_graph`` is :data:`PER_GRAPH_LAYER_BYTES` per layer (at least 1 MiB; ``v2``: the V2 runner's share of it,
+    :data:`V2_PER_GRAPH_SCALE`), ``first`` one of the two fitted constants; a mode with no graph adds nothing, and
+    no graph at all costs nothing.
     """
     if counts.piecewise + counts.full == 0:
         return 0
-    per_graph = max(PER_GRAPH_LAYER_BYTES * num_layers, MIN_PER_GRAPH_BYTES)
+    layer_bytes = int(PER_GRAPH_LAYER_BYTES * (V2_PER_GRAPH_SCALE if v2 else 1.0))
+    per_graph = max(layer_bytes * num_layers, MIN_PER_GRAPH_BYTES)
     first = FIRST_CAPTURE_MOE_BYTES if moe else FIRST_CAPTURE_BYTES
     extra = sum(max(n - 1, 0) for n in (counts.piecewise, counts.full))
     return first + extra * per_graph
