@@ -82,6 +82,23 @@ def test_ampere_keeps_marlin() -> None:
     assert w.total_bytes / GiB == pytest.approx(13.72, abs=0.05)
 
 
+def test_the_launch_build_on_ampere_may_load_unpadded() -> None:
+    # hunt186 F1: vllm#22331, an RTX 3090 on vllm/vllm-openai:gptoss (0.10.1+gptoss): "Model loading took 12.8848
+    # GiB", the strided Triton layout's 12.84 where Marlin's is 13.69. At 0.10.1 on Ampere / Ada that layout is the
+    # possible smaller one (Tight where only it fits); from 0.10.2 Ampere is Marlin's alone
+    rtx3090 = lookup_gpu("RTX-3090")
+    assert mxfp4_layouts((0, 10, 1), rtx3090) == (MARLIN_LAYOUT, TRITON_STRIDED)
+    assert mxfp4_layouts((0, 10, 1), rtx3090, "triton") == (TRITON_STRIDED, None)  # --mxfp4-backend triton honoured
+    assert mxfp4_layouts((0, 10, 2), rtx3090) == (MARLIN_LAYOUT, None)
+    m = _model("openai__gpt-oss-20b")
+    # at gmu 0.72 Marlin's 13.69 GiB leave too little for one 131072-token request (vLLM's PyPI release refuses it)
+    tight = plan(m, rtx3090, ServingConfig(vllm_version="0.10.1", gpu_memory_utilization=0.72))
+    assert tight.verdict.value == "Tight" and tight.reasons[0].code == "Mxfp4NeedsTritonKernels"
+    assert "launch image" in tight.reasons[0].message
+    later = plan(m, rtx3090, ServingConfig(vllm_version="0.10.2", gpu_memory_utilization=0.72))
+    assert later.verdict.value == "DoesNotFit"
+
+
 def test_hopper_default_by_release() -> None:
     # before 0.12.0 vLLM's image has no triton_kernels: Marlin, with Triton possible; from 0.12.0 it is vendored
     assert mxfp4_layouts((0, 10, 2), H100) == (MARLIN_LAYOUT, TRITON_STRIDED)

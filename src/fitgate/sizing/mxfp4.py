@@ -20,8 +20,11 @@ On Hopper (SM90), with no FlashInfer opt-in (``VLLM_USE_FLASHINFER_MOE_MXFP4_BF1
   lists TRITON before FlashInfer CUTLASS and Marlin: fused_moe/oracle/mxfp4.py 0.19.0, 0.33.0, 0.34.0
   L421-458); Marlin only with ``VLLM_MXFP4_USE_MARLIN=1``. vllm#33155's 0.14.1 log loads 64.38 GiB.
 
-Other GPUs keep fitgate's earlier layout (Marlin's padding): Ampere runs Marlin in every release; Blackwell's
-FlashInfer and ROCm's layouts are not modelled here.
+Other GPUs keep fitgate's earlier layout (Marlin's padding): Ampere and Ada run Marlin in every PyPI release
+(0.10.1.1 ``_should_use_marlin`` L123-135: below SM90; 0.19.0 fused_moe/oracle/mxfp4.py L204-207: Triton needs
+9.0 <= cc < 11), but the gpt-oss launch build of 0.10.1 (``vllm/vllm-openai:gptoss``) loaded gpt-oss-20b unpadded on an
+RTX 3090, 12.88 GiB (vllm#22331), the strided Triton layout's 12.84 where Marlin's is 13.69: there, at 0.10.1, that
+layout is the possible smaller one (hunt186 F1). Blackwell's FlashInfer and ROCm's layouts are not modelled here.
 """
 
 from __future__ import annotations
@@ -139,6 +142,15 @@ def _hopper(gpu: GpuModel | None) -> bool:
     return gpu is not None and gpu.vendor == "nvidia" and gpu.compute_capability == "9.0"
 
 
+#: The gpt-oss launch build's release (0.10.1, 0.10.1.1): on Ampere / Ada its image may load the strided Triton layout.
+LAUNCH_BUILD = ((0, 10, 1), (0, 10, 2))
+
+
+def _ampere_or_ada_launch(gpu: GpuModel | None, version: tuple[int, int, int]) -> bool:
+    cc = (gpu.compute_capability or "") if gpu is not None and gpu.vendor == "nvidia" else ""
+    return cc.startswith("8.") and LAUNCH_BUILD[0] <= version < LAUNCH_BUILD[1]
+
+
 def mxfp4_layouts(
     version: tuple[int, int, int], gpu: GpuModel | None, stated: str | None = None
 ) -> tuple[Mxfp4Layout, Mxfp4Layout | None]:
@@ -146,9 +158,13 @@ def mxfp4_layouts(
 
     ``stated``: the backend the user names (``--mxfp4-backend``); then there is no other. The second layout is
     given only where fitgate cannot see which one runs (Hopper, 0.10.1 to 0.11.2: ``triton_kernels`` installed
-    by hand), so a start that fits only with it is Tight, not denied.
+    by hand; Ampere / Ada at 0.10.1: the launch build), so a start that fits only with it is Tight, not denied.
     """
     if not _hopper(gpu):
+        if _ampere_or_ada_launch(gpu, version):
+            if stated is not None:
+                return (TRITON_STRIDED if stated == TRITON else MARLIN_LAYOUT), None
+            return MARLIN_LAYOUT, TRITON_STRIDED
         return MARLIN_LAYOUT, None
     triton = triton_hopper_layout(version)
     if stated is not None:

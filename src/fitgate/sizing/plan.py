@@ -496,13 +496,19 @@ def _smaller_mxfp4_plan(
     if alt.verdict is Verdict.DOES_NOT_FIT:
         return None
     saved = weights_bytes - alt.ranks[alt.binding_rank].weights.total_bytes
+    hopper = gpu.compute_capability == "9.0"
+    picks = (
+        f"picks on this GPU when the triton_kernels package is installed (sized here); vLLM's own image has no "
+        f"triton_kernels and picks {default.backend.capitalize()}"
+        if hopper
+        else "of the gpt-oss launch image (vllm/vllm-openai:gptoss, which loaded gpt-oss-20b unpadded on an RTX 3090: "
+        f"vllm#22331; sized here); the PyPI release picks {default.backend.capitalize()}"
+    )
     reason = Reason(
         ReasonCode.MXFP4_NEEDS_TRITON_KERNELS,
-        f"fits with the {other.backend.capitalize()} MXFP4 MoE layout that vLLM {alt.serving.vllm_version} picks "
-        f"on this GPU when the triton_kernels package is installed (sized here); vLLM's own image has no "
-        f"triton_kernels and picks {default.backend.capitalize()}, whose padded experts take {fmt_gib(saved)} more "
-        f"per GPU ({fmt_gib(weights_bytes)} of weights): it would not fit (--mxfp4-backend "
-        f"{default.backend} sizes it)",
+        f"fits with the {other.backend.capitalize()} MXFP4 MoE layout that vLLM {alt.serving.vllm_version} {picks}, "
+        f"whose padded experts take {fmt_gib(saved)} more per GPU ({fmt_gib(weights_bytes)} of weights): it would "
+        f"not fit (--mxfp4-backend {default.backend} sizes it)",
     )
     kept = tuple(r for r in alt.reasons if r.code is not ReasonCode.FITS)
     return dataclasses.replace(alt, verdict=Verdict.TIGHT, reasons=(reason, *kept))
