@@ -87,7 +87,7 @@ MISFIT = {"model": {"name": "meta-llama/Llama-3.1-70B-Instruct"}, "serving": {"m
 TIGHT = {
     "model": {"name": "Qwen/Qwen3-30B-A3B"},
     "serving": {"maxModelLen": 8192, "gpuMemoryUtilization": 0.95},
-    "workload": {"concurrentRequests": 17, "contextTokens": 8192},
+    "workload": {"concurrentRequests": 18, "contextTokens": 8192},
     "placement": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"},
 }
 

@@ -120,14 +120,14 @@ def test_a_real_failed_start_with_a_header_is_still_read(tmp_path: Path, capsys:
 
 def test_suggestions_name_cli_flags_not_crd_fields(capsys: pytest.CaptureFixture[str]) -> None:
     # Llama-3.1-8B on an H100 at 16 x 32000 tokens with vLLM 0.33: 16 x 2000 blocks of 16 tokens > the
-    # 27,873-block pool (the V2 runner's penalty state, 1024 x 128,256 x 4 B, counted), so one suggestion is to serve
-    # fewer requests (13 x 2000 = 26,000 blocks)
+    # 28,045-block pool (the V2 runner's penalty state, 1024 x 128,256 x 4 B, counted; its graphs at half the V1 cost,
+    # hunt184 F1), so one suggestion is to serve fewer requests (14 x 2000 = 28,000 blocks)
     argv = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len", "32768"]
     argv += ["--vllm-version", "0.33.0"]
     code, out, _ = run(capsys, *argv, "--concurrency", "16", "--context-tokens", "32000")
     assert code == 1
     suggestions = out.split("changes that would fit", 1)[1].split("recommended vLLM args", 1)[0]
-    assert "--concurrency 13 " in suggestions
+    assert "--concurrency 14 " in suggestions
     assert "workload." not in out and "concurrentRequests" not in out
     # the JSON contract keeps the sizing core's name (docs/plan-json.md)
     code, out, _ = run(capsys, *argv, "--concurrency", "16", "--context-tokens", "32000", "--output", "json")

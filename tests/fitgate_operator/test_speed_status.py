@@ -116,10 +116,12 @@ def test_concurrent_requests_are_split_over_the_replicas_for_the_kv_pool_too() -
     # the fixes serve all 512: more replicas (spec.replicas), alone or with another change, before fewer requests
     spread = [s for s in one.suggestions if s.changes[-1][0] == "replicas"]
     alone = [s for s in spread if len(s.changes) == 1]
-    assert alone and one.suggestions.index(spread[0]) == 0, one.suggestions
-    # the first Fits suggestion as the message words it: its spec fields and every replica's GPUs
-    first = spread[0]
-    words = f"smallest change that fits: {edit_text(first)} ({first.replicas} GPUs: {first.replicas} replicas x 1)"
+    assert alone and not any(s.cuts_workload for s in one.suggestions), one.suggestions
+    # the first Fits suggestion (fewest GPUs: fp8 KV over 3 replicas) as the message words it: its spec fields and
+    # every replica's GPUs
+    first = next(s for s in one.suggestions if s.verdict is Verdict.FITS)
+    assert first in spread and first.replicas > 1
+    words = f"smallest change that fits: {edit_text(first)} ({first.total_gpus} GPUs: {first.replicas} replicas x 1)"
     assert words in one.message, one.message
     n = alone[0].replicas
     assert "spec.replicas: " + str(n) in edit_text(alone[0])
