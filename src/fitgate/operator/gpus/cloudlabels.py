@@ -271,19 +271,21 @@ def _two_sizes(value: str, labels: Mapping[str, str], count: int | None, scheme:
     # CoreWeave's classic classes name the link, not the size: A100_NVLINK, Tesla_V100_NVLINK (its table says 40 and
     # 16 GB; read as either card, so never denied on the smaller where the larger would serve)
     linkless = re.sub(r"[-_ ](NVLINK|PCIE|SXM\d?)$", "", bare, flags=re.IGNORECASE)
-    pair = AMBIGUOUS_NAMES.get(linkless.lower())
-    cards = [find_gpu(name) for name in pair] if pair else []
-    if not pair or any(card is None for card in cards):
+    cards = [card for name in AMBIGUOUS_NAMES.get(linkless.lower(), ()) if (card := find_gpu(name)) is not None]
+    if len(cards) != 2:
         return None
+    mib = _memory_mib(labels)
+    if mib is None:
+        return LabelGpu(linkless, cards[0], count, cards[0].vendor, scheme)
+    card = min(cards, key=lambda c: abs(c.memory_bytes - mib * MiB))
+    return LabelGpu(card.name, card, count, card.vendor, scheme)
+
+
+def _memory_mib(labels: Mapping[str, str]) -> int | None:
+    """A memory label's MiB: :func:`memory_label_mib`, else CoreWeave's :data:`GPU_VRAM_GIB` (whole GiB)."""
     mib = memory_label_mib(labels)
     gib = _int(labels.get(GPU_VRAM_GIB))
-    if mib is None and gib is not None:
-        mib = gib * 1024
-    sized = [card for card in cards if card is not None]
-    if mib is None:
-        return LabelGpu(linkless, sized[0], count, sized[0].vendor, scheme)
-    card = min(sized, key=lambda c: abs(c.memory_bytes - mib * MiB))
-    return LabelGpu(card.name, card, count, card.vendor, scheme)
+    return mib if mib is not None or gib is None else gib * 1024
 
 
 #: Ori's ``gpu.nvidia.com/class``: model, form factor (none: PCIe) and GB (docs.ori.co/kubernetes/node-selector).
@@ -357,6 +359,6 @@ def namesakes(got: LabelGpu, labels: Mapping[str, str]) -> tuple[LabelGpu, ...]:
 
 def says_memory(labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` say which board a name shared by two is: a memory label, or a GPU name with its GB in it."""
-    if memory_label_mib(labels) is not None or _int(labels.get(GPU_VRAM_GIB)) is not None:
+    if _memory_mib(labels) is not None:
         return True
     return any(re.search(r"\d{2,3}\s*G", labels.get(key) or "", re.IGNORECASE) for key in GPU_KEYS)
