@@ -114,12 +114,13 @@ def replicas_needed(
         return not s.saturated and targets.met_by(s.ttft_s, s.tpot_s)
 
     # More replicas only lower each one's load, so meets() is monotone. Each probe is a steady state (issue 24's
-    # <= 2 s search): one replica first, then whether any number will do, then up 2, 4, ... (most answers are a
-    # few replicas) and halve the last gap.
+    # <= 2 s search): whether any number will do first (the lightest load, the cheapest probe: most configurations
+    # of a catalog search miss there), then one replica, then up 2, 4, ... (most answers are a few replicas) and
+    # halve the last gap.
+    if not meets(MAX_REPLICAS):
+        return None
     low, high = 0, 1
     if not meets(1):
-        if not meets(MAX_REPLICAS):
-            return None
         low, high = 1, 2
         while high < MAX_REPLICAS and not meets(high):
             low, high = high, min(2 * high, MAX_REPLICAS)
@@ -257,7 +258,7 @@ def search(
     base = ServingConfig(max_model_len=max_model_len or workload.context_tokens, vllm_version=vllm_version)
     found: list[tuple[Option, Plan]] = []
     planned = missed = 0
-    floor = (math.inf, math.inf)  # the least TTFT and TPOT of one request alone among the configurations missed
+    misses: list[Plan] = []  # the configurations that miss the targets, while none is found
     last_refusal = ""
     release = accounting_for(vllm_version).version
     for gpu in gpus:
@@ -307,10 +308,8 @@ def search(
                         )
                         if needed is None:
                             missed += 1
-                            if speed_load.input_tokens is not None and speed_load.output_tokens is not None:
-                                alone = estimate(model, result, batch=1, input_tokens=speed_load.input_tokens,
-                                                 output_tokens=speed_load.output_tokens)  # fmt: skip
-                                floor = (min(floor[0], alone.ttft_seconds), min(floor[1], alone.tpot_seconds))
+                            if not found:  # the floor is named only when no configuration is found
+                                misses.append(result)
                             continue
                         replicas, perf = needed
                         if replicas < split:  # the concurrency split needs more replicas than the targets
@@ -334,6 +333,7 @@ def search(
                         data_parallel_size=dp, replicas=replicas,
                     )  # fmt: skip
                     found.append((option, result))
+                    misses.clear()
                     if fewest_gpus_only:
                         break
                     # deeper pipelines cost more GPUs for the same bytes per step
@@ -344,7 +344,8 @@ def search(
     if not options and missed:
         what = "meets the latency targets" if targets is not None else "absorbs the request rate"
         reason = f"{missed} configuration(s) hold the workload, but none {what} with at most {MAX_REPLICAS} replicas"
-        if targets is not None and math.isfinite(floor[0]):  # hunt91 O7: name the floor, as plan-pd does
+        floor = _alone_floor(model, misses, speed_load) if targets is not None else (math.inf, math.inf)
+        if math.isfinite(floor[0]):  # hunt91 O7: name the floor, as plan-pd does
             reason += (
                 f"; one request alone takes at least TTFT {floor[0] * 1000:.0f} ms and TPOT {floor[1] * 1000:.1f} ms "
                 "on any of them: targets below those cannot be met by adding replicas"
@@ -360,6 +361,17 @@ def search(
         elif planned == 0:
             reason += "; its weights alone exceed every set"
     return Search(tuple(options), reason, planned)
+
+
+def _alone_floor(model: ModelInput, misses: list[Plan], load: SpeedLoad | None) -> tuple[float, float]:
+    """The least TTFT and TPOT of one request alone among the configurations that miss the targets."""
+    floor = (math.inf, math.inf)
+    if load is None or load.input_tokens is None or load.output_tokens is None:
+        return floor
+    for result in misses:
+        alone = estimate(model, result, batch=1, input_tokens=load.input_tokens, output_tokens=load.output_tokens)
+        floor = (min(floor[0], alone.ttft_seconds), min(floor[1], alone.tpot_seconds))
+    return floor
 
 
 def _at_load(

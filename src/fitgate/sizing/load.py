@@ -78,19 +78,27 @@ def _steady_state(
         wait = (wanted - r.concurrency) / r.requests_per_s
         return dataclasses.replace(r, ttft_s=r.ttft_s + wait)
 
+    seen: dict[float, SteadyState] = {}  # the closed loops the root search ran (it ends on one it ran)
+
+    def at(c: float) -> SteadyState:
+        r = seen.get(c)
+        if r is None:
+            r = seen[c] = _closed_loop(work, c, input_tokens, output_tokens, k)
+        return r
+
     def excess(c: float) -> float:
-        r = _closed_loop(work, c, input_tokens, output_tokens, k)
+        r = at(c)
         return request_rate * (r.ttft_s + max(0, output_tokens - 1) * r.tpot_s) - c
 
     # Not saturated, the replica serves exactly the arrival rate (the root's tolerance, or a lone request finishing
     # before the next arrives, must not read as more or less: replicas x rate >= the target, hunt91 O2).
     low, f_low = 1.0, excess(1.0)
     if f_low <= 0:
-        return dataclasses.replace(_closed_loop(work, 1.0, input_tokens, output_tokens, k), requests_per_s=request_rate)
+        return _serving_rate(at(1.0), request_rate)
     high = min(max_concurrency, MAX_IN_FLIGHT)
     f_high = excess(high)
     if f_high > 0:
-        r = _closed_loop(work, high, input_tokens, output_tokens, k)
+        r = at(high)
         return SteadyState(
             r.concurrency, r.tpot_s, math.inf, r.decode_tokens_per_s, r.output_tokens_per_s, r.requests_per_s,
             r.roofline_decode_tokens_per_s, True,
@@ -112,7 +120,15 @@ def _steady_state(
             if side == -1:
                 f_low /= 2
             side = -1
-    return dataclasses.replace(_closed_loop(work, c, input_tokens, output_tokens, k), requests_per_s=request_rate)
+    return _serving_rate(at(c), request_rate)
+
+
+def _serving_rate(r: SteadyState, request_rate: float) -> SteadyState:
+    """``r`` serving exactly ``request_rate`` (dataclasses.replace's field walk costs more than the root search)."""
+    return SteadyState(
+        r.concurrency, r.tpot_s, r.ttft_s, r.decode_tokens_per_s, r.output_tokens_per_s, request_rate,
+        r.roofline_decode_tokens_per_s, r.saturated,
+    )  # fmt: skip
 
 
 #: Upper bound of requests in flight in the open-loop search when the pool sets none.

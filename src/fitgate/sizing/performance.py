@@ -220,7 +220,12 @@ def _compute_expert_and_embedding_bytes(
 
 
 def _moe(arch: ModelArchitecture) -> MoE | None:
-    return next((layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE)), None)
+    first = (layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE))
+    return _MOES.get((arch,), (), lambda: next(first, None))
+
+
+#: Each model's first MoE layer (a dense model's None), by the architecture's identity: the search asks per plan.
+_MOES: IdentityMemo[MoE | None] = IdentityMemo(256)
 
 
 #: How vLLM runs an MLA layer's attention (issue 24): two ways, chosen per token of the step
@@ -436,7 +441,7 @@ def _work(model: ModelInput, result: Plan, decode_context: int, prompt_tokens: i
         decode_attn = 4 * decode_context * attention_width(arch, r.layers, decode_context, decode=True) / tp
         half_prompt = max(1, prompt_tokens // 2)
         prefill_attn = 4 * half_prompt * attention_width(arch, r.layers, half_prompt) / tp
-        moe_layers = sum(1 for i in r.layers if isinstance(arch.layers[i].ffn, MoE))
+        moe_layers = sum(1 for i in r.layers if isinstance(arch.layers[i].ffn, MoE)) if moe is not None else 0
         stages.append(
             Stage(len(r.layers), dense, expert_bytes, kv, 2 * active * share / tp, decode_attn, prefill_attn,
                   2 * active_experts * share / tp, moe_layers)

@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -345,29 +347,36 @@ def step_seconds(work: Work, decode_tokens: float, prefill_tokens: float, k: Con
     tiles), so its coefficients (:func:`_stage_terms`) are computed once per work and constants.
     """
     tokens = decode_tokens + prefill_tokens
-    touched = expert_fraction_touched(work.num_experts, work.top_k, tokens) if work.num_experts else 0.0
-    tile = moe_tile_efficiency(work.num_experts, work.top_k, tokens)
+    experts = work.num_experts
+    touched = expert_fraction_touched(experts, work.top_k, tokens) if experts else 0.0
+    tile = moe_tile_efficiency(experts, work.top_k, tokens) if experts else 1.0
     # EAGER_STEP: no captured graph holds the step (per DP rank, a decode request with its draft tokens)
     rank_tokens = (decode_tokens * work.decode_query_len + prefill_tokens) / work.dp_ranks
     eager = rank_tokens > (work.graph_prompt_tokens if prefill_tokens > 0 else work.graph_decode_tokens)
     overlap = work.async_scheduling
-    total = roof = 0.0
-    for t in _stage_terms(work, k):
-        read = t.dense_bytes + t.expert_bytes * touched + decode_tokens * t.kv_bytes
-        compute_s = decode_tokens * t.decode_s + prefill_tokens * (t.prefill_s + t.prefill_expert_s / tile)
-        gpu_s = t.layers_s + max(read * t.s_per_byte, compute_s) + tokens * t.link_s_per_token
+    total = read_all = 0.0
+    prompt = prefill_tokens > 0
+    # each stage's coefficients unpacked (named in _Terms): the search's innermost loop
+    for n, (dense_b, expert_b, kv_b, s_per_byte, decode_s, prefill_s, expert_s, link_s, layers_s, host_s, eager_s,
+            eager_moe_s) in _stage_terms(work, k):  # fmt: skip
+        read = dense_b + expert_b * touched + decode_tokens * kv_b
+        compute_s = decode_tokens * decode_s + prefill_tokens * (prefill_s + expert_s / tile)
+        memory_s = read * s_per_byte
+        gpu_s = layers_s + (memory_s if memory_s > compute_s else compute_s) + tokens * link_s
         if eager:
             # EAGER_STEP: the quantized-MoE part only where a prompt is in the step (what the logs show)
-            gpu_s = max(gpu_s, t.eager_s) + (t.eager_moe_s if prefill_tokens > 0 else 0.0)
+            gpu_s = (gpu_s if gpu_s > eager_s else eager_s) + (eager_moe_s if prompt else 0.0)
         # async scheduling: the next step is scheduled (and the last one's output processed) while the GPU runs
-        total += max(t.host_s, gpu_s) if overlap else t.host_s + gpu_s
-        roof += read / work.bandwidth_bytes_per_s
-    return total, roof
+        total += n * ((host_s if host_s > gpu_s else gpu_s) if overlap else host_s + gpu_s)
+        read_all += n * read
+    return total, read_all / work.bandwidth_bytes_per_s
 
 
-@dataclass(frozen=True)
-class _Terms:
-    """One stage's step as coefficients of its tokens (seconds per token or byte, bytes, fixed seconds)."""
+class _Terms(NamedTuple):
+    """One stage's step as coefficients of its tokens (seconds per token or byte, bytes, fixed seconds).
+
+    A tuple, in this order, because :func:`step_seconds` unpacks it.
+    """
 
     dense_bytes: float
     expert_bytes: float  # read in the share of experts the step's tokens touch
@@ -383,16 +392,21 @@ class _Terms:
     eager_moe_s: float  # and its quantized fused-MoE part when a prompt is in the step
 
 
-_LAST_TERMS: tuple[Work, Constants, tuple[_Terms, ...]] | None = None
+_LAST_TERMS: tuple[Work, Constants, tuple[tuple[int, _Terms], ...]] | None = None
 
 
-def _stage_terms(work: Work, k: Constants) -> tuple[_Terms, ...]:
-    """The coefficients of every stage of ``work`` under ``k`` (the last pair's kept: a search asks in bursts)."""
+def _stage_terms(work: Work, k: Constants) -> tuple[tuple[int, _Terms], ...]:
+    """The coefficients of every stage of ``work`` under ``k``, equal stages once with their count.
+
+    A pipeline's middle stages hold the same layers (most of a PP 16 step's 16 stages are one), and a step is
+    their sum. The last pair's kept: a search asks in bursts.
+    """
     global _LAST_TERMS  # noqa: PLW0603 - one tuple, swapped whole: safe on the operator's worker threads
     last = _LAST_TERMS
     if last is not None and last[0] is work and last[1] is k:
         return last[2]
-    terms = tuple(_terms(work, s, k) for s in work.stages)
+    counts = Counter(_terms(work, s, k) for s in work.stages)
+    terms = tuple((n, t) for t, n in counts.items())
     _LAST_TERMS = (work, k, terms)
     return terms
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TypeVar
 
 from fitgate.sizing.errors import SizingError
@@ -340,19 +341,19 @@ def resolve_release(text: str, field: str = "vllm_version") -> Release:
     raw = str(text).strip()[: _MAX_VERSION_TEXT + 1]
     if len(raw) > _MAX_VERSION_TEXT:
         raise SizingError(field, raw[:32] + "...", f"a vLLM release of at most {_MAX_VERSION_TEXT} characters")
+    return _resolve(raw, field)
+
+
+@lru_cache(maxsize=512)  # bounded: a few hundred short texts (every plan of a search asks again)
+def _resolve(raw: str, field: str) -> Release:  # a stripped text within the length limit
     if _MOVING_TAGS.match(raw.lower()) and not _DATED.search(raw):
         return Release(NEWEST_MODELLED, NEWEST_MODELLED)
     match = _VERSION_RE.match(raw)
     if not match and _IMAGE_TAG.match(raw):
-        return Release(
-            NEWEST_MODELLED,
-            NEWEST_MODELLED,
-            f"vLLM {raw!r} names no release fitgate knows (an image tag?); sized with {DEFAULT_VLLM_VERSION}'s "
-            "accounting, the newest modelled",
-            named=False,
-        )
+        why = f"vLLM {raw!r} names no release fitgate knows (an image tag?); sized with {DEFAULT_VLLM_VERSION}'s"
+        return Release(NEWEST_MODELLED, NEWEST_MODELLED, why + " accounting, the newest modelled", named=False)
     if not match:
-        raise SizingError(field, text, "a vLLM release such as 0.34.0 (or an image tag like v0.34.0)")
+        raise SizingError(field, raw, "a vLLM release such as 0.34.0 (or an image tag like v0.34.0)")
     version = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     if version < _OLDEST:
         # hunt17 G1: 2024 tutorials pin 0.4.x; their V0 worker profiles and budgets memory as 0.5.0's does
@@ -562,9 +563,14 @@ def accounting_for(version_text: str | None = None, engine: str | None = None) -
     version = parse_version(version_text or DEFAULT_VLLM_VERSION)
     if engine not in (None, "V0", "V1"):
         raise SizingError("engine", engine, "V0 or V1")
-    v0 = engine == "V0" or version < (0, 8, 0)
-    if v0 and version >= (0, 11, 0):
-        raise SizingError("engine", engine, "V1 (the V0 engine was removed in vLLM 0.11)")
+    return _accounting(version, engine == "V0")
+
+
+@lru_cache(maxsize=256)  # bounded: one entry per release and engine (every plan of a search asks again)
+def _accounting(version: tuple[int, int, int], v0_asked: bool) -> VllmAccounting:
+    v0 = v0_asked or version < (0, 8, 0)
+    if v0 and version >= (0, 11, 0):  # only where V0 was asked for
+        raise SizingError("engine", "V0", "V1 (the V0 engine was removed in vLLM 0.11)")
     return VllmAccounting(
         version=version,
         engine="V0" if v0 else "V1",
