@@ -429,7 +429,10 @@ def test_a_gguf_file_or_quantization_is_unknown(capsys: pytest.CaptureFixture[st
     # per-tensor types, so the answer is Unknown (exit 0), not "a directory with config.json" / "not valid" (exit 2)
     gguf = tmp_path / "Qwen3-8B-Q4_K_M.gguf"
     gguf.write_bytes(b"GGUF")
-    for argv in (("--model", str(gguf)), ("--model", "Qwen/Qwen3-8B", "--quantization", "gguf")):
+    # hunt190 F2: a Hub GGUF as `repo:QUANT` (vllm#29137 served unsloth/Qwen3-0.6B-GGUF:IQ1_S on 0.11.2) was
+    # "not a Hugging Face repo id", exit 2; `check` already said Unknown
+    hub_gguf = ("--model", "unsloth/Qwen3-0.6B-GGUF:IQ1_S", "--vllm-version", "0.12.0")
+    for argv in (("--model", str(gguf)), ("--model", "Qwen/Qwen3-8B", "--quantization", "gguf"), hub_gguf):
         code, doc = plan_json(capsys, *argv, "--gpu", "L4")
         assert (code, doc["verdict"]) == (0, "Unknown"), doc
 

@@ -311,3 +311,21 @@ def test_gemma4_experts_beside_the_mlp_stay_quantized_when_the_mlp_is_excluded()
     saved = full.per_gpu.weights_bytes - quantized.per_gpu.weights_bytes
     assert saved >= experts * (2 - 0.5625) * 0.97, saved / 2**30
     assert quantized.verdict.value in ("Fits", "Tight")
+
+
+def test_modelopt_mxfp8_is_sized_and_an_unknown_algorithm_is_unknown_not_refused() -> None:
+    # hunt190 F1: tencent/Hy4-preview-FP8 ships {"quant_method": "modelopt", "quantization": {"quant_algo": "MXFP8"}},
+    # which vLLM 0.17+ loads (modelopt.py 0.17.0 L96-110, 0.34.0 L150-167: e4m3 weights, one e8m0 scale per 32);
+    # fitgate refused it as a usage error. 8 bits plus 1 B per 32 weights: 8 + 8 / 32 = 8.25 bits a weight.
+    mx = parse_quantization({"quant_method": "modelopt", "quantization": {"quant_algo": "MXFP8"}})
+    assert mx is not None and (mx.method, mx.weight_bits, mx.group_size, mx.scale_bytes) == (
+        "modelopt_mxfp8",
+        8,
+        32,
+        1.0,
+    )
+    flat = parse_quantization({"quant_method": "modelopt", "quant_algo": "mxfp8"})
+    assert flat == mx
+    # an algorithm fitgate does not size is Unknown (NotModelledError), never a usage error
+    with pytest.raises(NotModelledError, match=r"quant_algo: 'W4A16_AWQ'"):
+        parse_quantization({"quant_method": "modelopt", "quantization": {"quant_algo": "W4A16_AWQ"}})

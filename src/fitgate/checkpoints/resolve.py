@@ -27,6 +27,8 @@ from fitgate.checkpoints.catalog import find_entry, load_catalog
 from fitgate.checkpoints.facts import CheckpointError, ModelFacts
 from fitgate.checkpoints.local import load_directory
 from fitgate.settings import Settings, load
+from fitgate.sizing.errors import NotModelledError
+from fitgate.sizing.quantization import is_gguf
 
 if TYPE_CHECKING:
     from fitgate.checkpoints.cache import FactsCache
@@ -102,6 +104,8 @@ def resolve(
     if source == "path" or (source == "auto" and _is_path(text, probe=roots is None)):
         path = Path(text).expanduser() if roots is None else confine(text, roots, ref)
         return load_directory(path, ref, settings.limits if settings else None)
+    if is_gguf(text):  # hunt190 F2: `vllm serve unsloth/Qwen3-0.6B-GGUF:IQ1_S` (0.11.2 to 0.23), as a manifest's
+        raise NotModelledError("model", text[:200], "a GGUF repo's weights (each tensor's quantization type)")
     repo_id, rev = parse_repo_ref(text, revision)
     if source == "catalog":
         return load_catalog(repo_id, ref)

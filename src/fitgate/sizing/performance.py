@@ -220,12 +220,7 @@ def _compute_expert_and_embedding_bytes(
 
 
 def _moe(arch: ModelArchitecture) -> MoE | None:
-    first = (layer.ffn for layer in arch.layers if isinstance(layer.ffn, MoE))
-    return _MOES.get((arch,), (), lambda: next(first, None))
-
-
-#: Each model's first MoE layer (a dense model's None), by the architecture's identity: the search asks per plan.
-_MOES: IdentityMemo[MoE | None] = IdentityMemo(256)
+    return arch.first_moe
 
 
 #: How vLLM runs an MLA layer's attention (issue 24): two ways, chosen per token of the step

@@ -78,7 +78,14 @@ def _modelopt(qc: Mapping[str, Any]) -> Quantization:
         # are sized as NVFP4 throughout (weights from safetensors headers, when read, are exact).
         group = int(_number(source, "group_size", 16, 1, 1 << 20, integer=True))
         return Quantization("modelopt_fp4", 4, group, 1.0, kv_cache_dtype=kv)
-    raise SizingError(f"{_FIELD}.quant_algo", algo or None, "FP8, NVFP4 or MIXED_PRECISION (NVIDIA ModelOpt)")
+    if algo == "MXFP8":
+        # hunt190 F1: e4m3 weights with one e8m0 scale per 32 (``modelopt.py`` 0.17.0 L96-110 QUANT_ALGOS; 0.34.0
+        # L150-167 LINEAR_ALGOS "MXFP8": ("modelopt_mxfp8", ...); 0.14.0 L105-114 lacks it). Tencent's Hy4-preview
+        # and NVIDIA's Nemotron conversions ship it.
+        return Quantization("modelopt_mxfp8", 8, 32, 1.0, kv_cache_dtype=kv)
+    # an algorithm fitgate does not size (a newer ModelOpt's, or W4A16_AWQ, which vLLM 0.34 refuses): Unknown, never
+    # a denial for it alone (hunt190 F1: MXFP8 was a usage error where vLLM 0.17+ loads it)
+    raise NotModelledError(f"{_FIELD}.quant_algo", algo[:64] or None, "FP8, NVFP4, MXFP8 or MIXED_PRECISION (ModelOpt)")
 
 
 #: The keys under which quantization configs list the modules they leave unquantized (compressed-tensors ``ignore``,
@@ -163,7 +170,7 @@ def _parse_quantization(qc: object) -> Quantization | None:
         return Quantization(method.removesuffix("_marlin"), bits, max(group, 0), 2.0 + bits / 8)
     if method == "mxfp4":
         return Quantization("mxfp4", 4, 32, 1.0, experts_only=True)
-    if method in {"modelopt", "modelopt_fp4", "nvfp4", "modelopt_mixed"}:
+    if method in {"modelopt", "modelopt_fp4", "nvfp4", "modelopt_mixed", "modelopt_mxfp8"}:
         return _modelopt(qc)
     if method == "bitsandbytes":
         four_bit = qc.get("load_in_4bit", True)
@@ -350,3 +357,14 @@ def moe_tp_split_refused(
         return None
     width = moe.expert_intermediate_size
     return fp8_moe_tp_split_refused((q.experts or q).block_shape, width, arch.hidden_size, tp, version)
+
+
+def is_gguf(model: str) -> bool:
+    """Whether vLLM's ``--model`` names GGUF weights.
+
+    A ``.gguf`` file, or a Hub repo of GGUF files (``repo:QUANT`` from vLLM 0.11.2: ``unsloth/Qwen3-0.6B-GGUF:IQ1_S``;
+    such repos carry ``GGUF`` in their name).
+    """
+    text = model.strip().lower()
+    repo = text.split(":", 1)[0]
+    return text.endswith(".gguf") or ("/" in repo and "gguf" in repo.rsplit("/", 1)[-1] and "://" not in text)

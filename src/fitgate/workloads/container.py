@@ -21,7 +21,7 @@ import yaml
 
 from fitgate.sizing.cudagraphs import graph_flags
 from fitgate.sizing.hf_config import MAX_ROPE_THETA, OVERRIDES_EXPECTED, parse_hf_overrides
-from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED
+from fitgate.sizing.quantization import RUNTIME_QUANTIZATION_NOT_SIZED, is_gguf
 from fitgate.sizing.resolve import KV_CACHE_MEMORY_SINCE, PERFORMANCE_MODES
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, falls_back_to_v0
 from fitgate.workloads.argv import (
@@ -77,17 +77,6 @@ from fitgate.workloads.vllm_flags import OMNI_NOT_SIZED, unknown_flags
 
 #: The annotation (on the workload or its pod template) naming the Hub model a path, storageUri or modelcar holds.
 MODEL_ANNOTATION = "fitgate.io/model"
-
-
-def is_gguf(model: str) -> bool:
-    """Whether vLLM's ``--model`` names GGUF weights.
-
-    A ``.gguf`` file, or a Hub repo of GGUF files (``repo:QUANT`` from vLLM 0.11.2: ``unsloth/Qwen3-0.6B-GGUF:IQ1_S``;
-    such repos carry ``GGUF`` in their name).
-    """
-    text = model.strip().lower()
-    repo = text.split(":", 1)[0]
-    return text.endswith(".gguf") or ("/" in repo and "gguf" in repo.rsplit("/", 1)[-1] and "://" not in text)
 
 
 #: Where KServe mounts a storageUri's model in the serving container.
