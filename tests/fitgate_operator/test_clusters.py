@@ -76,6 +76,9 @@ def inventory(*nodes: dict[str, Any], templates: tuple[Any, ...] = ()) -> Invent
         ({"cloud.google.com/gke-accelerator": "nvidia-tesla-t4-vws"}, "T4", None, "gke"),
         ({"cloud.google.com/gke-accelerator": "nvidia-l4-vws"}, "L4", None, "gke"),
         ({"node.kubernetes.io/instance-type": "BM.GPU.L40S-NC.4"}, "L40S", 4, "instance-type"),
+        # hunt189 F2: OCI's -NC twins of the H100 / H200 shapes (sgl-project/ome instance_type_util.go L26-28)
+        ({"node.kubernetes.io/instance-type": "BM.GPU.H100-NC.8"}, "H100-SXM", 8, "instance-type"),
+        ({"node.kubernetes.io/instance-type": "BM.GPU.H200-NC.8"}, "H200", 8, "instance-type"),
         # Karpenter on AWS (instance-types.md: p5.48xlarge is h100 x 8, 81920 MiB each)
         (
             {
