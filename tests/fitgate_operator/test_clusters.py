@@ -632,9 +632,17 @@ def test_fitgate_check_reads_the_gpu_from_a_cloud_label(tmp_path: Path) -> None:
 
     # hunt111 F5: a required affinity `instance-type In [g6e.xlarge, g6e.2xlarge, g6e.4xlarge]` names one GPU product
     # (each an L40S): offline it is sized on it; values of two products stay a choice (Unknown, no GPU)
-    for values, gpu in ((["g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge"], "L40S"), (["g6e.xlarge", "p5.48xlarge"], None)):
+    # hunt189 F3: VKE's card names (AIBrix's regression manifests) the same way; a bare A100 names no size (no hint)
+    vke = "machine.cluster.vke.volcengine.com/gpu-name"
+    for key, values, gpu in (
+        ("node.kubernetes.io/instance-type", ["g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge"], "L40S"),
+        ("node.kubernetes.io/instance-type", ["g6e.xlarge", "p5.48xlarge"], None),
+        (vke, ["Tesla-A100-80G", "NVIDIA-A100-SXM4-80GB"], "A100-80GB"),
+        (vke, ["Tesla-A100-80G", "NVIDIA-H20-SXM5-96GB"], None),
+        (vke, ["Tesla-A100-80G", "A100"], None),
+    ):
         doc = manifest("aff", "meta-llama/Llama-3.1-8B-Instruct", {})
-        expr = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": values}
+        expr = {"key": key, "operator": "In", "values": values}
         doc["spec"]["template"]["spec"]["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [expr]}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitgate.sizing import SizingError
-from fitgate.sizing.instances import gke_accelerator, instance_gpus, karpenter_gpu, named_gpu
+from fitgate.sizing.instances import cloud_name_gpu, gke_accelerator, instance_gpus, karpenter_gpu, named_gpu
 from fitgate.sizing.units import parse_size
 from fitgate.sizing.versions import DEFAULT_VLLM_VERSION, Release, parse_version, resolve_release
 from fitgate.workloads.images import image_family, image_release, split_image
@@ -383,6 +383,12 @@ _GPU_VALUE_KEYS = {
     "eks.amazonaws.com/instance-gpu-name": "karpenter",
     "nvidia.com/gpu.product": "product",
     "amd.com/gpu.product-name": "product",  # hunt116 F3: AMD_Instinct_MI300X_OAM / _VF, both an MI300X
+    # hunt189 F3: clouds' card names (operator.gpus.cloudlabels.NAME_LABELS) read as the cluster reader reads them:
+    # AIBrix's VKE manifests pin several of these (Tesla-A100-80G, NVIDIA-H20-SXM5-96GB); a bare A100 / V100 names no
+    # size and is no hint
+    "machine.cluster.vke.volcengine.com/gpu-name": "cloud-name",
+    "aliyun.accelerator/nvidia_name": "cloud-name",
+    "karpenter.azure.com/sku-gpu-name": "cloud-name",
 }
 
 
@@ -396,6 +402,8 @@ def _gpu_of_value(key: str, value: str) -> tuple[str, int] | None:
         gpu = gke_accelerator(value)
     elif kind == "karpenter":
         gpu = karpenter_gpu(value)
+    elif kind == "cloud-name":
+        gpu = cloud_name_gpu(value)
     else:
         gpu = named_gpu(value) if kind == "product" else None
     return (gpu.name, 0) if gpu is not None else None

@@ -41,13 +41,14 @@ from fitgate.sizing.gpus import GpuModel, find_gpu, with_reported_memory
 from fitgate.sizing.instances import (
     AMBIGUOUS_NAMES,
     bare_gpu_name,
+    class_gpu,
     gke_accelerator,
     instance_family_gpu,
     instance_gpus,
     karpenter_gpu,
     larger_namesake,
 )
-from fitgate.sizing.units import GiB, MiB
+from fitgate.sizing.units import MiB
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 AMD_PRODUCT = "amd.com/gpu.product-name"
@@ -286,48 +287,6 @@ def _memory_mib(labels: Mapping[str, str]) -> int | None:
     mib = memory_label_mib(labels)
     gib = _int(labels.get(GPU_VRAM_GIB))
     return mib if mib is not None or gib is None else gib * 1024
-
-
-#: Ori's ``gpu.nvidia.com/class``: model, form factor (none: PCIe) and GB (docs.ori.co/kubernetes/node-selector).
-_ORI_CLASS = re.compile(r"([A-Za-z]+\d+[A-Za-z]?)(SXM|PCIe|NVL)?-(\d{2,3})", re.IGNORECASE)
-#: nvidia-smi-like names with the memory at the end, as ACK / VKE nodes carry them (AIBrix's regression manifests:
-#: ``Tesla-A100-80G``, ``NVIDIA-H20-SXM5-96GB``): vendor, model, form factor (SXMn: the SXM card), GB.
-_SIZED_NAME = re.compile(
-    r"(?:nvidia|tesla)[-_ ]([A-Za-z]+\d+[A-Za-z]?)(?:[-_ ](SXM|PCIe|NVL)\d?)?[-_ ](\d{2,3})GB?", re.IGNORECASE
-)
-
-
-def class_gpu(value: str) -> GpuModel | None:
-    """The GPU a ``gpu.nvidia.com/class`` value names, or None when it names no size.
-
-    The product itself (``L40S``, ``RTX_A6000``, ``GH200_480GB``), or CoreWeave's ``MODEL[_NVLINK|_PCIE]_MEMORY``
-    (``H100_NVLINK_80GB``, ``A100_PCIE_40GB``: the memory is the model's at that size; the link is not sized here), or
-    Ori's ``MODEL[SXM]-GB`` (``H100SXM-80``; without a form factor the PCIe card).
-    """
-    text = value.strip()[:64]
-    for candidate in (text, text.replace("_", "-"), "NVIDIA-" + text.replace("_", "-")):
-        gpu = find_gpu(candidate)
-        if gpu is not None:
-            return gpu
-    # hunt175 F3: Ori's H100SXM-80, H100-80 (PCIe), H200SXM-141; hunt173 F2: ACK / VKE's Tesla-A100-80G
-    sized = _ORI_CLASS.fullmatch(text) or _SIZED_NAME.fullmatch(text)
-    if sized is not None:
-        model, form, size = sized.group(1), sized.group(2), int(sized.group(3))
-        for candidate in (f"{model}-{form}" if form else f"{model}-PCIe", model, f"{model}-{size}GB"):
-            gpu = find_gpu(candidate)
-            if gpu is not None and abs(gpu.memory_bytes / GiB - size) <= 0.1 * size:
-                return gpu
-        return None
-    parts = text.split("_")
-    memory = next((p for p in parts[1:] if p.upper().endswith("GB")), None)
-    if memory is None:
-        return None  # A100_NVLINK: 40 or 80 GB, not said
-    link = "-PCIe" if "PCIE" in (p.upper() for p in parts) else ""
-    for candidate in (f"{parts[0]}{link}-{memory}", f"{parts[0]}-{memory}", f"{parts[0]} {memory}"):
-        gpu = find_gpu(candidate)
-        if gpu is not None:
-            return gpu
-    return None
 
 
 def _count_of_instance(labels: Mapping[str, str]) -> int | None:
