@@ -258,7 +258,7 @@ def search(
     base = ServingConfig(max_model_len=max_model_len or workload.context_tokens, vllm_version=vllm_version)
     found: list[tuple[Option, Plan]] = []
     planned = missed = 0
-    misses: list[Plan] = []  # the configurations that miss the targets, while none is found
+    floor = (math.inf, math.inf)  # the least TTFT and TPOT of one request alone among the configurations missed
     last_refusal = ""
     release = accounting_for(vllm_version).version
     for gpu in gpus:
@@ -309,7 +309,7 @@ def search(
                         if needed is None:
                             missed += 1
                             if not found:  # the floor is named only when no configuration is found
-                                misses.append(result)
+                                floor = _alone_floor(model, result, speed_load, floor)
                             continue
                         replicas, perf = needed
                         if replicas < split:  # the concurrency split needs more replicas than the targets
@@ -333,7 +333,6 @@ def search(
                         data_parallel_size=dp, replicas=replicas,
                     )  # fmt: skip
                     found.append((option, result))
-                    misses.clear()
                     if fewest_gpus_only:
                         break
                     # deeper pipelines cost more GPUs for the same bytes per step
@@ -344,8 +343,7 @@ def search(
     if not options and missed:
         what = "meets the latency targets" if targets is not None else "absorbs the request rate"
         reason = f"{missed} configuration(s) hold the workload, but none {what} with at most {MAX_REPLICAS} replicas"
-        floor = _alone_floor(model, misses, speed_load) if targets is not None else (math.inf, math.inf)
-        if math.isfinite(floor[0]):  # hunt91 O7: name the floor, as plan-pd does
+        if targets is not None and math.isfinite(floor[0]):  # hunt91 O7: name the floor, as plan-pd does
             reason += (
                 f"; one request alone takes at least TTFT {floor[0] * 1000:.0f} ms and TPOT {floor[1] * 1000:.1f} ms "
                 "on any of them: targets below those cannot be met by adding replicas"
@@ -363,15 +361,12 @@ def search(
     return Search(tuple(options), reason, planned)
 
 
-def _alone_floor(model: ModelInput, misses: list[Plan], load: SpeedLoad | None) -> tuple[float, float]:
-    """The least TTFT and TPOT of one request alone among the configurations that miss the targets."""
-    floor = (math.inf, math.inf)
-    if load is None or load.input_tokens is None or load.output_tokens is None:
+def _alone_floor(model: ModelInput, result: Plan, load: SpeedLoad, floor: tuple[float, float]) -> tuple[float, float]:
+    """``floor`` lowered to one request alone on ``result`` (TTFT, TPOT), where the load states ISL and OSL."""
+    if load.input_tokens is None or load.output_tokens is None:
         return floor
-    for result in misses:
-        alone = estimate(model, result, batch=1, input_tokens=load.input_tokens, output_tokens=load.output_tokens)
-        floor = (min(floor[0], alone.ttft_seconds), min(floor[1], alone.tpot_seconds))
-    return floor
+    alone = estimate(model, result, batch=1, input_tokens=load.input_tokens, output_tokens=load.output_tokens)
+    return min(floor[0], alone.ttft_seconds), min(floor[1], alone.tpot_seconds)
 
 
 def _at_load(
