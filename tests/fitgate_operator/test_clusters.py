@@ -763,12 +763,14 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
     }
     node = {"metadata": {"name": "g0", "labels": labels}, "status": {"allocatable": {"nvidia.com/gpu": "7"}}}
     [g] = parse_node(node)
-    # the slice from its profile's nominal 5 GB (5 x 1000^3 B = 4.66 GiB), as GFD's MIG names are read
-    assert (g.mig_profile, g.count, g.gpu.memory_bytes) == ("1g.5gb", 7, 5 * 1000**3)
+    # the slice's own size: an A100 40GB's 1g.5gb is 4864 MiB = 4.75 GiB (GFD's mig-1g.5gb.memory label; lgip's 4.75;
+    # hunt193 F2), above the nominal 5 x 1000^3 B = 4.66 GiB it was read as, and the rule's 39.39 / 8 - 0.35 = 4.57
+    assert (g.mig_profile, g.count, g.gpu.memory_bytes) == ("1g.5gb", 7, 4864 * MiB)
     raw = {"model": {"name": "Qwen/Qwen3-8B", "source": "catalog"}, "serving": {"maxModelLen": 4096}}
     assert evaluate(parse_spec(raw), model("Qwen/Qwen3-8B"), [g]).verdict is Verdict.DOES_NOT_FIT  # 15 GiB of weights
     # hunt79 F3: GKE writes no slice memory; the name's GB alone read an H100's 7g.80gb as 74.5 GiB (79.25 real). Its
-    # fraction of the card: 80 GB of 79.19 GiB is the whole card; 3g.40gb half of it less 0.35 x 7/8 x 8/7 x 1/2 GiB
+    # fraction of the card: 80 GB of 79.19 GiB is the whole card; 3g.40gb is half of it, lgip's 39.50 GiB (hunt193 F2;
+    # the rule, half the card less 0.35 x 1/2 x 8/7 GiB, gave 39.39)
     h100 = {
         "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
         "cloud.google.com/gke-gpu-partition-size": "7g.80gb",
@@ -778,7 +780,7 @@ def test_gkes_mig_and_shared_node_pools_are_read_as_slices_and_shares() -> None:
                        "status": {"allocatable": {"nvidia.com/gpu": "8"}}})[0].gpu.memory_bytes  # fmt: skip
     assert parse_node(node)[0].gpu.memory_bytes == card
     h100["cloud.google.com/gke-gpu-partition-size"] = "3g.40gb"
-    assert parse_node(node)[0].gpu.memory_bytes == int(card / 2 - 0.35 * GiB * 0.5 * 8 / 7)
+    assert parse_node(node)[0].gpu.memory_bytes == 40448 * MiB > int(card / 2 - 0.35 * GiB * 0.5 * 8 / 7)
     # hunt81 F1: the H200's 1g.18gb is 16.00 GiB (nvidia-smi mig -lgip; users' "16.0 GiB usable"), not the fraction's
     # 139.81 / 8 - 0.35 = 17.13 nor the name's 18 x 10^9 B = 16.76
     h200 = {

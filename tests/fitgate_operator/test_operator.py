@@ -179,6 +179,30 @@ def test_mig_single_and_mixed_strategies() -> None:
     assert {g.product: g.count for g in mixed} == {"NVIDIA-A100-SXM4-80GB": 6, "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb": 4}
 
 
+def test_mig_media_extension_and_compute_instance_names_are_slices() -> None:
+    """hunt193 F1: the device plugin names ``1g.10gb+me`` ``1g.10gb.me`` and a compute instance ``1c.3g.40gb``."""
+    h100 = "NVIDIA-H100-80GB-HBM3"
+    (me,) = gpus(
+        node(
+            "me",
+            {"nvidia.com/gpu.product": f"{h100}-MIG-1g.10gb.me", "nvidia.com/gpu.memory": "9984"},
+            {"nvidia.com/gpu": "1"},
+        )
+    )
+    # the label exactly (9984 MiB = 9.75 GiB), no driver reserve taken off as from an unknown whole card (0.46 GiB)
+    assert (me.mig_profile, me.gpu.memory_bytes, me.notes) == ("1g.10gb.me", 9984 * 2**20, ())
+    mixed = gpus(
+        node(
+            "ci", {"nvidia.com/gpu.product": h100}, {"nvidia.com/mig-1c.3g.40gb": "4", "nvidia.com/mig-1g.10gb.me": "1"}
+        )
+    )
+    # no memory labels: the GPU instance's size, an H100 SXM's half (lgip 39.50 GiB) and eighth (9.75 GiB)
+    assert {(g.mig_profile, g.count, g.gpu.memory_bytes / 2**30) for g in mixed} == {
+        ("1c.3g.40gb", 4, 39.5),
+        ("1g.10gb.me", 1, 9.75),
+    }
+
+
 def test_amd_labels() -> None:
     (g,) = gpus(MI300X)
     assert g.vendor == "amd" and g.gpu.name == "MI300X" and g.count == 8

@@ -42,9 +42,17 @@ from fitgate.sizing.memo import BoundedMemo
 from fitgate.sizing.units import GiB, MiB
 from fitgate.workloads.quantity import whole_quantity
 
-#: GPU Feature Discovery's product under MIG's single strategy: the card's, then ``-MIG-<profile>``.
-_MIG_PRODUCT = re.compile(r"-MIG-(\d+g\.\d+gb)$")
-_MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
+#: A MIG device's name as the device plugin writes it (k8s-device-plugin internal/resource/nvml-mig-device.go
+#: ``GetName``: the profile with "+" made "."): ``1g.10gb``, a media-extension profile ``1g.10gb.me`` (``+me``),
+#: ``.gfx`` / ``.me.all`` (``+gfx``, ``+me.all``), Blackwell's ``-me``, or a compute instance of a larger GPU instance,
+#: ``1c.3g.40gb`` (hunt193 F1: these were read as unknown cards, less the driver's reserve, or dropped). Its memory is
+#: the ``<n>g.<m>gb`` GPU instance's.
+_MIG_CI, _MIG_SUFFIX = r"(?:\d+c\.)?", r"(?:[.-](?:me|gfx)(?:\.all)?)?"
+_MIG_NAME = rf"{_MIG_CI}\d+g\.\d+gb{_MIG_SUFFIX}"
+#: GPU Feature Discovery's product under MIG's single strategy: the card's, then ``-MIG-<name>``.
+_MIG_PRODUCT = re.compile(rf"-MIG-({_MIG_NAME})$")
+_MIG_RESOURCE = re.compile(rf"nvidia\.com/mig-({_MIG_NAME})")
+_MIG_PROFILE = re.compile(rf"^{_MIG_CI}(\d+)g\.(\d+)gb{_MIG_SUFFIX}$")
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,7 @@ def parse_node(node: Mapping[str, Any]) -> list[NodeGPUs]:
             found.append(NodeGPUs(name, labels, product, gpu, count, "nvidia", mig_profile, notes))
         # MIG mixed strategy: nvidia.com/mig-<profile> resources next to (or instead of) whole GPUs
         for resource, value in allocatable.items():
-            m = re.fullmatch(r"nvidia\.com/mig-(\d+g\.\d+gb)", resource)
+            m = _MIG_RESOURCE.fullmatch(resource)
             n = whole_quantity(value)
             if not m or not n:
                 continue
@@ -306,8 +314,23 @@ MIG_SLICE_SHORTFALL_BYTES = int(0.35 * GiB)
 #: 1g.18gb is 16.00 GiB (an lgip line in a public parser, and two users' "16.0 GiB usable" / "visible 16 GiB" on H200
 #: MIG 1g.18gb; hunt81 F1), not 139.81 / 8 - 0.35 = 17.13; its 3g.71gb / 4g.71gb half is 74,625,056,768 B = 69.50 GiB
 #: (Hugging Face ``spaces`` ZeroGPU, spaces/zero/config.py ``ZEROGPU_CUDA_TOTAL_MEMORY`` for "NVIDIA H200 MIG
-#: 3g.71gb"; hunt175 F1: four 16 GiB eighths, 64 GiB, denied what ran), the rule's 69.71 within 0.21. Others: the rule.
-MIG_MEASURED_BYTES = {("H200", 1 / 8): 16 * GiB, ("H200", 1 / 2): 74_625_056_768}
+#: 3g.71gb"; hunt175 F1: four 16 GiB eighths, 64 GiB, denied what ran), the rule's 69.71 within 0.21. The H100 SXM's
+#: eighth, quarter and half are 9.75 / 19.62 / 39.50 GiB (``nvidia-smi mig -lgip`` of a 132-SM H100 in jbarrow.ai's
+#: field notes on MIG, 2026-06-11: 1g.10gb, 1g.10gb+me, 1g.20gb / 2g.20gb, 3g.40gb / 4g.40gb; the device plugin's
+#: memory labels 9984 / 20096 / 40448 MiB), and the A100 40GB's 4.75 / 9.75 / 19.62 GiB (GPU Feature Discovery's
+#: ``nvidia.com/mig-1g.5gb.memory=4864`` and ``mig-2g.10gb.memory=9984`` on an A100-PCIE-40GB and an A100-SXM4-40GB
+#: in public node listings; the 3g.20gb's 19.62 in NVIDIA's MIG user guide's lgip example), 0.11-0.20 GiB above the
+#: rule (hunt193 F2: a slice short by that much can deny at the line). Others: the rule.
+MIG_MEASURED_BYTES = {
+    ("H200", 1 / 8): 16 * GiB,
+    ("H200", 1 / 2): 74_625_056_768,
+    ("H100-SXM", 1 / 8): 9984 * MiB,
+    ("H100-SXM", 1 / 4): 20096 * MiB,
+    ("H100-SXM", 1 / 2): 40448 * MiB,
+    ("A100-40GB", 1 / 8): 4864 * MiB,
+    ("A100-40GB", 1 / 4): 9984 * MiB,
+    ("A100-40GB", 1 / 2): 20096 * MiB,
+}
 
 
 def mig_slice_bytes(profile: str, card: GpuModel | None) -> int | None:
