@@ -304,6 +304,22 @@ def test_longrope_default_is_the_original_context() -> None:
     }
     arch = parse_config(cfg)
     assert arch.derived_max_model_len == 131072 and arch.default_max_model_len((0, 34, 0)) == 4096
+    # hunt194 F1: from 0.11.1 (vllm#27431, config/model.py 0.11.1 L2112-2120); 0.11.0 took the derived 131072
+    assert arch.default_max_model_len((0, 11, 1)) == arch.default_max_model_len((0, 12, 0)) == 4096
+    assert arch.default_max_model_len((0, 11, 0)) == 131072
+
+
+def test_a_bare_phi_3_5_mini_on_an_l4_is_not_denied_from_0_11_1() -> None:
+    """hunt194 F1: ``vllm serve microsoft/Phi-3.5-mini-instruct`` starts at 4096 tokens on 0.11.1+, not 128k."""
+    from fitgate.checkpoints import resolve  # noqa: PLC0415
+
+    m = to_model_input(resolve("microsoft/Phi-3.5-mini-instruct", source="catalog"))
+    l4 = lookup_gpu("L4")
+    p = plan(m, l4, ServingConfig(vllm_version="0.12.0"))
+    # 4096 tokens x 32 layers x 2 (K, V) x 32 KV heads x 96 dims x 2 B = 1.5 GiB: one request fits the L4's pool
+    assert p.serving.max_model_len == 4096 and p.verdict.value != "DoesNotFit"
+    # before 0.11.1 the default is the 131,072 it accepts: 48 GiB for one request, more than the L4 holds
+    assert plan(m, l4, ServingConfig(vllm_version="0.11.0")).serving.max_model_len == 131072
 
 
 def test_model_max_length_wins_and_default_factor_applies() -> None:

@@ -13,6 +13,11 @@ from functools import cached_property
 #: The first release whose derived length is a Sentence Transformers config's ``max_seq_length`` (config.py 0.6.4
 #: L1959-1960; 0.6.3 reads no such file).
 ST_MAX_SEQ_LENGTH_SINCE = (0, 6, 4)
+#: The first release whose default ``max_model_len`` for a LongRoPE model (Phi-3 / 3.5 / 4-mini) is its
+#: ``original_max_position_embeddings``, not the 128k it accepts (vllm#27431; config/model.py 0.11.1 L2112-2120,
+#: 0.12.0 L2231-2241, 0.34.0 L2687-2695; 0.11.0 L1870 takes the derived length). hunt194 F1: read from 0.33 only, a
+#: bare ``vllm serve microsoft/Phi-3.5-mini-instruct`` on an L4 at 0.12-0.32 was sized at 131,072 tokens and denied.
+LONGROPE_DEFAULT_SINCE = (0, 11, 1)
 
 # --------------------------------------------------------------------------------------------
 # Token mixers
@@ -335,10 +340,10 @@ class ModelArchitecture:
         return max(self.legacy_max_model_len, self.derived_max_model_len)
 
     def default_max_model_len(self, version: tuple[int, int, int]) -> int:
-        """``max_model_len`` when none is given (LongRoPE from 0.33: ``original_max_position_embeddings``)."""
+        """``max_model_len`` when none is given (LongRoPE from 0.11.1: ``original_max_position_embeddings``)."""
         if self.st_max_seq_length and version >= ST_MAX_SEQ_LENGTH_SINCE:
             return self.st_max_seq_length
-        if version >= (0, 33, 0) and self.max_len_default:
+        if version >= LONGROPE_DEFAULT_SINCE and self.max_len_default:
             return self.max_len_default
         return self.max_model_len_limit(version)
 
