@@ -35,8 +35,12 @@ def test_one_expert_per_layout() -> None:
     # loaded scales stay (777,600) beside the swizzled copy, rows padded to 256: 5888 x 90 + 3072 x 90 = 806,400;
     # -> 14,025,600; fp32 biases 34,560.
     assert triton_hopper_layout((0, 14, 1)).expert_bytes(2880, 2880) == (14_025_600, 34_560)
-    # 0.34.0 keeps the scales once: 12,441,600 + 806,400 = 13,248,000.
+    # 0.25.0 deletes the loaded scales once swizzled (oracle/mxfp4.py 0.25.0 L1152-1155), 0.34.0 backs them by the
+    # swizzled tensors: once, 12,441,600 + 806,400 = 13,248,000; 0.24.0 deletes only the weights (L1147-1148).
     assert triton_hopper_layout((0, 34, 0)).expert_bytes(2880, 2880) == (13_248_000, 34_560)
+    assert triton_hopper_layout((0, 25, 0)).expert_bytes(2880, 2880) == (13_248_000, 34_560)
+    assert triton_hopper_layout((0, 33, 0)).expert_bytes(2880, 2880) == (13_248_000, 34_560)
+    assert triton_hopper_layout((0, 24, 0)).expert_bytes(2880, 2880) == (14_025_600, 34_560)
     # 0.17-0.21 pad the value bytes to 64: 1440 -> 1472: (5760 + 2880) x 1472 = 12,718,080 + 777,600 + 806,400.
     assert triton_hopper_layout((0, 19, 0)).expert_bytes(2880, 2880) == (14_302_080, 34_560)
 
@@ -137,3 +141,11 @@ def test_bad_backend_is_one_line() -> None:
     m = _model("openai__gpt-oss-120b")
     with pytest.raises(SizingError, match="mxfp4_backend"):
         plan(m, H100, ServingConfig(mxfp4_backend="flashinfer"))
+
+
+def test_gpt_oss_120b_on_one_h100_at_0_33_is_not_denied() -> None:
+    """hunt197 F1: with the scales counted twice at 0.25-0.33, the bare 131,072-token serve was DoesNotFit at 0.33."""
+    m = _model("openai__gpt-oss-120b")
+    p = plan(m, H100, ServingConfig(vllm_version="0.33.0"))
+    # 36 layers x 128 experts x (14,025,600 - 13,248,000) B = 3.34 GiB less than with the loaded scales kept
+    assert p.serving.max_model_len == 131072 and p.verdict.value != "DoesNotFit"

@@ -48,12 +48,15 @@ MXFP4_BACKENDS = (MARLIN, TRITON)
 TRITON_POSSIBLE_SINCE = (0, 10, 1)
 #: The first release whose wheel vendors ``triton_kernels`` (Triton becomes Hopper's default).
 TRITON_VENDORED_SINCE = (0, 12, 0)
-#: The first release whose Hopper Triton path keeps the scales once: ``store_params_in_triton`` backs the scale
-#: params by the swizzled tensors (fused_moe/oracle/mxfp4.py 0.34.0 L86-91, L1452-1461). Before it the loaded
-#: ``w13_weight_scale`` / ``w2_weight_scale`` params stay registered beside the swizzled copies the precision
-#: configs hold (quantization/mxfp4.py 0.11.0 L571-605: only the weights are deleted; 0.19.0-0.33.0
-#: ``self.w13_precision_config = w13_scale`` with no ``replace_parameter`` of the scales, 0.19.0 L297-308).
-TRITON_SCALES_ONCE_SINCE = (0, 34, 0)
+#: The first release whose Hopper Triton path keeps the scales once: its conversion deletes the loaded
+#: ``w13_weight_scale`` / ``w2_weight_scale`` params once they are swizzled into the precision configs ("drop the
+#: now-dead weight/scale Parameters to free their memory": fused_moe/oracle/mxfp4.py 0.25.0 L1152-1155, 0.33.0
+#: L1468-1471; 0.34.0's ``store_params_in_triton`` backs them by the swizzled tensors, L86-91). Before it they stay
+#: registered beside the swizzled copies (quantization/mxfp4.py 0.11.0 L571-605 and oracle/mxfp4.py 0.24.0
+#: L1147-1148 delete only the weights; gpt-oss-20b on an H100 at 0.19.0 loads 13.64 GiB, llm-d-planner's log).
+#: hunt197 F1: gated at 0.34, gpt-oss-120b on one H100 at 0.25-0.33 carried 3.34 GiB of scales twice and was
+#: denied at 0.33 (131,072 tokens).
+TRITON_SCALES_ONCE_SINCE = (0, 25, 0)
 #: The first release with torch 2.8.1 or newer pinned (0.11.1: torch==2.9.0 in its wheel's metadata; 0.10.2 and
 #: 0.11.0 pin 2.8.0): before it ``_swizzle_mxfp4`` keeps the strided layout on Hopper, no copy, no padding
 #: (mxfp4_utils.py 0.11.0 L28-37; ``StridedLayout.swizzle_data`` returns its input).
