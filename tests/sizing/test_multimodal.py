@@ -15,7 +15,7 @@ from fitgate.cli import main
 from fitgate.sizing import ServingConfig, lookup_gpu, plan
 from fitgate.sizing.config_reader import parse_vision
 from fitgate.sizing.errors import SizingError
-from fitgate.sizing.multimodal import parse_limit_mm, parse_limit_mm_image_pixels, parse_max_pixels
+from fitgate.sizing.multimodal import parse_limit_mm, parse_limit_mm_image_pixels, parse_max_pixels, tower_built
 from tests.conftest import model
 
 H100 = lookup_gpu("H100")
@@ -169,9 +169,9 @@ def test_bad_mm_processor_kwargs_name_the_field(text: str) -> None:
 
 
 def test_no_vision_tower_when_every_image_and_video_limit_is_zero() -> None:
-    # hunt22 G1: --language-model-only (the recipes' Qwen3.5 commands) sets every modality's limit to 0, and from 0.15.1
-    # vLLM then builds no vision tower (models/interfaces.py 0.15.1 L224-253 _mark_tower_model: StageMissingLayer);
-    # fitgate counted its weights whatever the limits. 0.14.0 keeps the tower in fitgate's count (model-specific then).
+    # hunt22 G1: --language-model-only (the recipes' Qwen3.5 commands) sets every modality's limit to 0, and from 0.15.0
+    # vLLM then builds no vision tower (models/interfaces.py 0.15.0 L217-256 _mark_tower_model: StageMissingLayer);
+    # fitgate counted its weights whatever the limits.
     m = model(QWEN_VL)
     vision = sum(e.numel for e in m.inventory.entries if e.role.value == "vision")
     assert vision > 600e6  # 32 blocks of a 1280-wide tower and the merger: ~0.67e9 weights
@@ -181,8 +181,26 @@ def test_no_vision_tower_when_every_image_and_video_limit_is_zero() -> None:
     assert full.per_gpu.weights_bytes - text.per_gpu.weights_bytes == pytest.approx(vision * 2, rel=1e-6)
     images_only_off = plan(m, H100, _serving(limit_mm_per_prompt=(("image", 0),)))
     assert images_only_off.per_gpu.weights_bytes == full.per_gpu.weights_bytes  # video still needs the tower
-    old = ServingConfig(vllm_version="0.14.0", max_model_len=32768, limit_mm_per_prompt=both)
-    assert plan(m, H100, old).per_gpu.weights_bytes > text.per_gpu.weights_bytes
+    # hunt197 F3: Qwen2.5-VL skipped its own tower from 0.10.1 (qwen2_5_vl.py 0.10.1 L846-856), before the generic
+    # rule (0.15.0); 0.10.0 builds it whatever the limits
+    for version, built in (("0.10.0", True), ("0.10.1", False), ("0.14.0", False)):
+        old = ServingConfig(vllm_version=version, max_model_len=32768, limit_mm_per_prompt=both)
+        assert (plan(m, H100, old).per_gpu.weights_bytes > text.per_gpu.weights_bytes) is built
+
+
+def test_tower_skips_by_release_and_architecture() -> None:
+    both, image = (("image", 0), ("video", 0)), (("image", 0),)
+    # hunt197 F2: the generic skip (_mark_tower_model) is in 0.15.0 (interfaces.py 0.15.0 L217-256), not first 0.15.1
+    assert not tower_built("Gemma3ForConditionalGeneration", (0, 15, 0), both)
+    assert tower_built("Gemma3ForConditionalGeneration", (0, 14, 0), both)
+    assert tower_built("Gemma3ForConditionalGeneration", (0, 15, 0), image)  # a video limit left: built
+    # LLaVA / Mistral 3 have no video tower: images at 0 are enough (llava.py 0.10.1 L537-551)
+    assert not tower_built("Mistral3ForConditionalGeneration", (0, 10, 1), image)
+    assert tower_built("Mistral3ForConditionalGeneration", (0, 10, 0), image)
+    # Qwen3-VL from 0.11.0 (qwen3_vl.py 0.11.0 L1129-1130), images and videos
+    assert not tower_built("Qwen3VLForConditionalGeneration", (0, 11, 0), both)
+    assert tower_built("Qwen3VLForConditionalGeneration", (0, 10, 2), both)
+    assert tower_built("Qwen3VLForConditionalGeneration", (0, 11, 0), image)
 
 
 def test_language_model_only_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,15 +47,9 @@ def host_memory(arch: ModelArchitecture, rs: ResolvedServing, ranks: tuple[RankP
     return host if host.total_bytes else None
 
 
-def _tower_built(rs: ResolvedServing) -> bool:
-    """Whether vLLM builds the vision tower (hunt42 F5).
-
-    Not where every image and video limit is 0 (``--language-model-only``), from 0.15.1
-    (multimodal.TOWER_SKIPPED_SINCE): there is no encoder pass to size then.
-    """
-    return parse_version(rs.vllm_version) < multimodal.TOWER_SKIPPED_SINCE or multimodal.vision_tower_built(
-        rs.limit_mm_per_prompt
-    )
+def _tower_built(arch: ModelArchitecture, rs: ResolvedServing) -> bool:
+    """Whether vLLM builds the vision tower (hunt42 F5; multimodal.tower_built): no encoder pass to size without it."""
+    return multimodal.tower_built(arch.architecture, parse_version(rs.vllm_version), rs.limit_mm_per_prompt)
 
 
 def notes(
@@ -107,7 +101,7 @@ def notes(
         )
     elif arch.vision is not None and rs.mm_skip_profiling:
         notes.append("--skip-mm-profiling: vLLM leaves the encoder out of its profile (not in the KV budget)")
-    elif arch.vision is not None and enc is None and _tower_built(rs):
+    elif arch.vision is not None and enc is None and _tower_built(arch, rs):
         notes.append(
             f"multimodal: the encoder profiling pass of {arch.architecture} is not sized (fitgate knows the item "
             "sizes of Qwen2/2.5/3-VL, Qwen3.5 / 3.6 and Gemma 3 only): the activation peak can be several GiB higher"

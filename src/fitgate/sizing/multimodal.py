@@ -23,15 +23,43 @@ from fitgate.sizing.model import ModelArchitecture
 
 #: The first release that builds no vision tower when every image and video limit is 0 (``--language-model-only``
 #: sets them all to 0, config/multimodal.py 0.34.0 L303-305, L699-706): ``SupportsMultiModal._mark_tower_model``
-#: swaps the tower for a ``StageMissingLayer`` (model_executor/models/interfaces.py 0.15.1 L224-253, 0.34.0
-#: L348-390). Some models did so before on their own (qwen2_5_vl.py 0.14.0 L1186-1197); fitgate counts the tower there.
-TOWER_SKIPPED_SINCE = (0, 15, 1)
+#: swaps the tower for a ``StageMissingLayer`` (model_executor/models/interfaces.py 0.15.0 L217-256, 0.15.1
+#: L224-253, 0.34.0 L348-390; 0.14.0 has no ``_mark_tower_model``). hunt197 F2: it was gated at 0.15.1.
+TOWER_SKIPPED_SINCE = (0, 15, 0)
+#: Models that skipped their tower on their own before that, from the release given, when the limits of the
+#: modalities given are all 0 (hunt197 F3: fitgate counted the tower there): Qwen2-VL / Qwen2.5-VL build no
+#: ``visual`` without images and videos, LLaVA / Mistral 3 no vision tower and projector without images
+#: (qwen2_vl.py 0.10.1 L1052-1053, qwen2_5_vl.py 0.10.1 L846-856, llava.py 0.10.1 L537-551, mistral3.py 0.10.1
+#: L431; llava.py 0.10.0 builds it always), Qwen3-VL / Qwen3-VL-MoE from 0.11.0 (qwen3_vl.py L1129-1130,
+#: qwen3_vl_moe.py L322-323). From :data:`TOWER_SKIPPED_SINCE` the image-only ones still need only images at 0
+#: (``_mark_tower_model(vllm_config, "image")``).
+EARLY_TOWER_SKIPS: dict[str, tuple[tuple[int, int, int], tuple[str, ...]]] = {
+    "Qwen2VLForConditionalGeneration": ((0, 10, 1), ("image", "video")),
+    "Qwen2_5_VLForConditionalGeneration": ((0, 10, 1), ("image", "video")),
+    "LlavaForConditionalGeneration": ((0, 10, 1), ("image",)),
+    "Mistral3ForConditionalGeneration": ((0, 10, 1), ("image",)),
+    "Qwen3VLForConditionalGeneration": ((0, 11, 0), ("image", "video")),
+    "Qwen3VLMoeForConditionalGeneration": ((0, 11, 0), ("image", "video")),
+}
 
 
-def vision_tower_built(limits: tuple[tuple[str, int], ...] | None) -> bool:
-    """Whether vLLM builds the vision tower under these ``--limit-mm-per-prompt`` limits (from 0.15.1)."""
+def vision_tower_built(
+    limits: tuple[tuple[str, int], ...] | None, modalities: tuple[str, ...] = ("image", "video")
+) -> bool:
+    """Whether vLLM builds the vision tower under these ``--limit-mm-per-prompt`` limits (from 0.15.0).
+
+    Built unless the limit of every one of ``modalities`` (the tower's) is 0.
+    """
     given = dict(limits or ())
-    return not (given.get("image") == 0 and given.get("video") == 0)
+    return not all(given.get(m) == 0 for m in modalities)
+
+
+def tower_built(architecture: str, version: tuple[int, int, int], limits: tuple[tuple[str, int], ...] | None) -> bool:
+    """Whether vLLM ``version`` builds ``architecture``'s vision tower under these limits (see EARLY_TOWER_SKIPS)."""
+    early = EARLY_TOWER_SKIPS.get(architecture)
+    if early is not None and version >= early[0]:
+        return vision_tower_built(limits, early[1])
+    return version < TOWER_SKIPPED_SINCE or vision_tower_built(limits)
 
 
 #: The most characters of a ``--limit-mm-per-prompt`` fitgate parses.

@@ -121,8 +121,7 @@ def _rank(
         redundant_experts=rs.parallel.redundant_experts,
         shared_experts_replicated=shared_experts_replicated(arch, rs.parallel),
         mxfp4_layout=mxfp4_layouts(accounting.version, gpu, rs.mxfp4_backend)[0],
-        vision=accounting.version < multimodal.TOWER_SKIPPED_SINCE
-        or multimodal.vision_tower_built(rs.limit_mm_per_prompt),
+        vision=multimodal.tower_built(arch.architecture, accounting.version, rs.limit_mm_per_prompt),
     )
     dtype_bytes = MODEL_DTYPES[rs.dtype]
     profile = estimate_profile(
