@@ -988,7 +988,7 @@ def test_the_cuda_graph_estimate_variable_is_sized() -> None:
 def test_hunt11_argument_spellings_vllm_reads() -> None:
     # hunt11 (2026-12-05), each read as vLLM's own parser does:
     # D1 --limit-mm-per-prompt image=1 (the key=value form before 0.10: arg_utils.py 0.9.2 L57-66, L86-92);
-    # D2 --rope-scaling JSON merged into the overrides (config.py 0.10.0 L501-513; gone in 0.12);
+    # D2 --rope-scaling JSON merged into the overrides (config.py 0.10.0 L501-513; gone in 0.11.1);
     # D3 a unique prefix of a long option (argparse's allow_abbrev, kept by vLLM: --tensor_parallel 2).
     # Runs they come from: D1 dstack's Llama-3.2-11B-Vision service (dstackai/dstack examples, vllm-openai of Nov 2024,
     # its README shows the running service answering) and vllm#15737 (0.8.2 printing image=5,video=5); D2 Qwen3's

@@ -98,8 +98,9 @@ FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"  # the sampler's profilin
 USE_V1_ENV = "VLLM_USE_V1"  # vLLM 0.8-0.10: "0" runs V0 (sizing.versions.engine_for)
 ATTENTION_BACKEND_ENV = "VLLM_ATTENTION_BACKEND"  # vLLM 0.8-0.10: a V0-only backend runs V0 (falls_back_to_v0)
 MAX_CONFIG_BYTES = 256 * 1024
-#: ``--rope-scaling`` / ``--rope-theta`` exist up to 0.11.x (engine/arg_utils.py 0.11.0 L371; none in 0.12.0).
-ROPE_FLAGS_UNTIL = (0, 12, 0)
+#: ``--rope-scaling`` / ``--rope-theta`` exist up to 0.11.0 (engine/arg_utils.py 0.11.0 L371-372; none in 0.11.1,
+#: 0.11.2 or 0.12.0: hunt197 F4).
+ROPE_FLAGS_UNTIL = (0, 11, 1)
 
 
 def _hf_overrides(text: str | None, notes: list[str]) -> dict[str, Any] | None:
@@ -434,7 +435,7 @@ def _reading(
         if rope:
             overrides = {**(overrides or {}), **rope}
             if version is not None and not release_before(version, ROPE_FLAGS_UNTIL):
-                more.append(f"--rope-scaling / --rope-theta: vLLM {version} has no such flags (gone in 0.12.0)")
+                more.append(f"--rope-scaling / --rope-theta: vLLM {version} has no such flags (gone in 0.11.1)")
         serving.update(_expert_parallel(flags, found.env, version, more))
         serving.update(_issue20_serving(flags, more))
         name = model or flags.get("--model") or found.engine.model
