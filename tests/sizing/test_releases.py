@@ -307,6 +307,17 @@ def test_longrope_default_is_the_original_context() -> None:
     # hunt194 F1: from 0.11.1 (vllm#27431, config/model.py 0.11.1 L2112-2120); 0.11.0 took the derived 131072
     assert arch.default_max_model_len((0, 11, 1)) == arch.default_max_model_len((0, 12, 0)) == 4096
     assert arch.default_max_model_len((0, 11, 0)) == 131072
+    # hunt196: that is LongRoPE's alone; a YaRN config whose max_position_embeddings (32768) is below original x factor
+    # (8192 x 16 = 131072) defaults to the product up to 0.29 (config/model.py 0.29.0 L2452-2458), the larger rule
+    # before 0.33, and to max_position_embeddings from 0.33
+    yarn = parse_config(
+        {
+            **base,
+            "max_position_embeddings": 32768,
+            "rope_scaling": {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 8192},
+        }
+    )
+    assert yarn.default_max_model_len((0, 12, 0)) == 131072 and yarn.default_max_model_len((0, 34, 0)) == 32768
 
 
 def test_a_bare_phi_3_5_mini_on_an_l4_is_not_denied_from_0_11_1() -> None:

@@ -512,9 +512,13 @@ def test_kv_cache_memory_bytes_is_sized_not_ignored(tmp_path: Path) -> None:
     assert _l4_deployment(tmp_path, "vllm/vllm-openai:v0.21.0", "").startswith("DoesNotFit")
     line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.21.0", ", --kv-cache-memory-bytes, 5200M")
     assert not line.startswith("DoesNotFit"), line
-    # a release without the flag (before 0.11) says so and sizes without it
+    # hunt196 F1: 0.10.2 has it (engine/arg_utils.py 0.10.2 L744-745; v1/worker/gpu_worker.py L235-252): sized
+    assert _l4_deployment(tmp_path, "vllm/vllm-openai:v0.10.2", "").startswith("DoesNotFit")
     line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.10.2", ", --kv-cache-memory-bytes, 5200M")
-    assert "has no such flag (from 0.11.0)" in line, line
+    assert not line.startswith("DoesNotFit"), line
+    # a release without the flag (before 0.10.2) says so and sizes without it
+    line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.10.1", ", --kv-cache-memory-bytes, 5200M")
+    assert "has no such flag (from 0.10.2)" in line, line
     # an empty value (a script's --kv-cache-memory-bytes=${VAR-}) is unset for vLLM's optional flags: the default
     line = _l4_deployment(tmp_path, "vllm/vllm-openai:v0.21.0", ", '--kv-cache-memory-bytes='")
     assert line.startswith("DoesNotFit") and "unset, vLLM's default" in line, line

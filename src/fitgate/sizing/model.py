@@ -343,7 +343,13 @@ class ModelArchitecture:
         """``max_model_len`` when none is given (LongRoPE from 0.11.1: ``original_max_position_embeddings``)."""
         if self.st_max_seq_length and version >= ST_MAX_SEQ_LENGTH_SINCE:
             return self.st_max_seq_length
-        if version >= LONGROPE_DEFAULT_SINCE and self.max_len_default:
+        # only LongRoPE's default is below the derived length (hunt196: a YaRN config's 0.33 default is not the
+        # original x factor that 0.11-0.29 default to; the larger rule stands there)
+        if (
+            version >= LONGROPE_DEFAULT_SINCE
+            and self.max_len_default
+            and self.max_len_default < self.derived_max_model_len
+        ):
             return self.max_len_default
         return self.max_model_len_limit(version)
 

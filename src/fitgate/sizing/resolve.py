@@ -36,8 +36,10 @@ from fitgate.sizing.units import GiB
 from fitgate.sizing.versions import VllmAccounting, accounting_for, engine_for, parse_version
 from fitgate.sizing.weights import pp_partition
 
-#: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on.
-KV_CACHE_MEMORY_SINCE = (0, 11, 0)
+#: ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``) exists from this release on: engine/arg_utils.py
+#: 0.10.2 L744-745, config/cache.py L116-122, and v1/worker/gpu_worker.py L235-252 reserves it without profiling; 0.10.1
+#: has no such flag (hunt196 F1: gated at 0.11.0, a 0.10.2 Deployment's flag was dropped and the plan denied).
+KV_CACHE_MEMORY_SINCE = (0, 10, 2)
 #: The first release that turns ``--kv-cache-dtype auto`` into a ModelOpt checkpoint's own KV cache dtype
 #: (``resolve_kv_cache_dtype_string``: 0.14.0 ``engine/arg_utils.py`` L1397-1400; absent from 0.13.0).
 CHECKPOINT_KV_DTYPE_SINCE = (0, 14, 0)

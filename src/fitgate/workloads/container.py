@@ -386,7 +386,7 @@ def _reading(
                 and version is not None
                 and release_before(version, KV_CACHE_MEMORY_SINCE)
             ):
-                more.append(f"--kv-cache-memory-bytes: vLLM {version} has no such flag (from 0.11.0); not sized")
+                more.append(f"--kv-cache-memory-bytes: vLLM {version} has no such flag (from 0.10.2); not sized")
                 continue
             if flag == "--max-model-len" and value.strip().lower() in ("-1", "auto"):
                 serving[fld] = "auto"  # vLLM 0.14+ lowers it to the longest that fits (fitgate.sizing.auto_fit)

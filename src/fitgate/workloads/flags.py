@@ -55,7 +55,7 @@ _SERVING_FLAGS: dict[str, tuple[str, str]] = {
     "--gpu-memory-utilization": ("gpuMemoryUtilization", "float"),
     "--max-num-seqs": ("maxNumSeqs", "int"),
     "--max-num-batched-tokens": ("maxNumBatchedTokens", "human_int"),
-    "--kv-cache-memory-bytes": ("kvCacheMemoryBytes", "human_int"),  # vLLM 0.11+ (sizing.resolve)
+    "--kv-cache-memory-bytes": ("kvCacheMemoryBytes", "human_int"),  # vLLM 0.10.2+ (sizing.resolve)
     "--enable-prefix-caching": ("enablePrefixCaching", "bool"),
     "--enable-chunked-prefill": ("enableChunkedPrefill", "bool"),  # hunt31 F4 (resolve.CHUNKED_PREFILL_OFF)
     # data / expert / decode-context parallelism (docs/parallelism.md)

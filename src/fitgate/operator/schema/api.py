@@ -323,7 +323,7 @@ class Serving(_Spec):
         alias="kvCacheMemoryBytes",
         ge=1,
         le=1 << 50,
-        description="--kv-cache-memory-bytes: the KV pool per GPU in bytes; vLLM (0.11+) then skips profiling and "
+        description="--kv-cache-memory-bytes: the KV pool per GPU in bytes; vLLM (0.10.2+) then skips profiling and "
         "ignores gpuMemoryUtilization. Default: sized from gpuMemoryUtilization.",
     )
     cudagraph_memory_estimate: bool | None = Field(
