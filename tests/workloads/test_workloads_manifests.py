@@ -594,6 +594,49 @@ def test_a_ray_clusters_head_runs_vllm_over_its_worker_groups_gpus() -> None:
     assert scaled is not None and scaled.gpu_shortfall() is None
 
 
+def _production_stack_pp_head(command: list[str]) -> dict[str, Any]:
+    """production-stack's pipeline-parallel RayCluster (helm/templates/ray-cluster.yaml L93-98, tutorial 15): the head
+    holds a GPU and starts vllm serve from the ConfigMap script it mounts at /entrypoint."""
+    head = {
+        "name": "vllm-ray-head",
+        "image": "lmcache/vllm-openai:latest",
+        "command": command,
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        "volumeMounts": [{"name": "vllm-script", "mountPath": "/entrypoint"}],
+    }
+    volume = {"name": "vllm-script", "configMap": {"name": "m-vllm-start-script"}}
+    group = {"replicas": 1, "template": {"spec": {"containers": [{**head, "name": "vllm-ray-worker"}]}}}
+    spec = {"headGroupSpec": {"template": {"spec": {"containers": [head], "volumes": [volume]}}}}
+    return {"kind": "RayCluster", "metadata": {"name": "ps"}, "spec": {**spec, "workerGroupSpecs": [group]}}
+
+
+def test_a_vllm_image_on_gpus_with_a_command_fitgate_cannot_follow_is_unknown_not_skipped() -> None:
+    # hunt195 F1: the chart's head copies the script and starts it in the background; fitgate does not follow `cp`, and
+    # the RayCluster was Skipped as "runs no vLLM server" (a published, running example)
+    rendered = (
+        '/bin/bash -c " cp /entrypoint/vllm-entrypoint.sh $HOME/x.sh && chmod +x $HOME/x.sh && $HOME/x.sh & echo"'
+    )
+    r = read_workload(_production_stack_pp_head([rendered]))
+    assert (
+        r is not None and r.unknown is not None and "cannot follow" in r.unknown and "lmcache/vllm-openai" in r.unknown
+    )
+    # a head that runs the mounted script itself is read from the ConfigMap (with_mounted_scripts, as for Deployments)
+    script = {"vllm-entrypoint.sh": "#!/bin/bash\nexec vllm serve distilbert/distilgpt2 --pipeline-parallel-size 2\n"}
+    direct = read_workload_with(_production_stack_pp_head(["/entrypoint/vllm-entrypoint.sh"]), script)
+    assert direct is not None and direct.unknown is None and direct.model == "distilbert/distilgpt2"
+    # the same image on no GPU running its own command (a client, a dev shell) runs no vLLM server fitgate sizes
+    pod = {"containers": [{"name": "c", "image": "vllm/vllm-openai:v0.19.0", "command": ["sleep", "infinity"]}]}
+    dep = {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": pod}}}
+    assert read_workload(dep) is None
+    pod["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    on_gpu = read_workload(dep)
+    assert on_gpu is not None and on_gpu.unknown is not None and "'sleep infinity'" in on_gpu.unknown
+
+
+def read_workload_with(obj: dict[str, Any], data: dict[str, str]) -> Any:
+    return read_workload(obj, {"m-vllm-start-script": data})
+
+
 def _kubeai_model(name: str, url: str, args: list[str], profile: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubeai.org/v1",

@@ -461,3 +461,31 @@ def built_on_vllm(container: dict[str, Any]) -> bool:
         return False
     words = [str(w).split("=", 1)[0].replace("_", "-") for w in as_list(container.get("args"))[:256]]
     return any(w in _VLLM_ONLY_FLAGS for w in words)
+
+
+def unfollowed_vllm(pod: dict[str, Any]) -> str | None:
+    """Why a pod with no vLLM command fitgate can follow still looks like a vLLM server, or None.
+
+    hunt195 F1: production-stack's pipeline-parallel RayCluster runs ``vllm serve`` from a ConfigMap script its head
+    copies and starts in the background (``/bin/bash -c "cp /entrypoint/vllm-entrypoint.sh $HOME/... && ... &"``),
+    which fitgate does not follow: it was Skipped as "runs no vLLM server". A container of a vLLM image that holds GPUs
+    and runs a command of its own is Unknown instead, naming the command (never a denial, never silently passed).
+    """
+    for container in (as_dict(c) for c in as_list(pod.get("containers"))[:64]):
+        command = as_list(container.get("command"))
+        if not command or not vllm_image(str(container.get("image") or ""))[0]:
+            continue
+        try:
+            _, gpus = gpu_limit_of(container)
+        except WorkloadError:
+            continue
+        if gpus <= 0:
+            continue
+        shown = " ".join(" ".join(str(w).split()) for w in command[:8])
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        name, repo = str(container.get("name"))[:63], image_repo_tag(str(container.get("image")))[0][:120]
+        return (
+            f"container {name} runs vLLM image {repo} on {gpus} GPU(s) with a command fitgate cannot follow to a "
+            f"vLLM server ({shown!r}): not sized"
+        )
+    return None

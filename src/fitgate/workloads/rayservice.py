@@ -15,7 +15,16 @@ import yaml
 from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
 from fitgate.workloads.container import _blank, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
-from fitgate.workloads.podspec import NOT_GPU_ACCELERATOR, as_dict, as_list, at_path, gpu_limit_of, other_gpu_request
+from fitgate.workloads.mounted_scripts import with_mounted_scripts
+from fitgate.workloads.podspec import (
+    NOT_GPU_ACCELERATOR,
+    as_dict,
+    as_list,
+    at_path,
+    gpu_limit_of,
+    other_gpu_request,
+    unfollowed_vllm,
+)
 from fitgate.workloads.reading import Reading, WorkloadError
 from fitgate.workloads.vllm_flags import vllm_flags
 
@@ -232,10 +241,13 @@ def read_ray_cluster(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, 
     replicas it may have (``maxReplicas`` with the in-tree autoscaler, else ``replicas``).
     """
     meta = as_dict(obj.get("metadata"))
-    head = as_dict(at_path(obj, "spec.headGroupSpec.template.spec"))
+    head = with_mounted_scripts(as_dict(at_path(obj, "spec.headGroupSpec.template.spec")), configmaps)
     found = _find_vllm(head)
     if found is None:
-        return None
+        # hunt195 F1: production-stack's pipeline-parallel head copies its ConfigMap script and starts it in the
+        # background; a vLLM image on GPUs with a command fitgate cannot follow is Unknown, not "no vLLM server"
+        why = unfollowed_vllm(head)
+        return _finish(_blank("RayCluster", meta), unknown=f"head: {why}") if why else None
     autoscaling = bool(at_path(obj, "spec.enableInTreeAutoscaling"))
     head_gpus = gpu_limit_of(found.container)[1]
     total, pods, worker = head_gpus, 1, None

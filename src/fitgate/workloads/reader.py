@@ -46,6 +46,7 @@ from fitgate.workloads.podspec import (
     as_list,
     at_path,
     gpu_limit_of,
+    unfollowed_vllm,
 )
 from fitgate.workloads.reading import Reading, WorkloadError
 
@@ -309,7 +310,8 @@ def _read_kind(
     except WorkloadError as exc:
         return _finish(_blank(kind, meta), invalid=str(exc))
     if found is None:
-        return None
+        why = unfollowed_vllm(pod)  # a vLLM image on GPUs running a command fitgate cannot follow (hunt195 F1)
+        return _finish(_blank(kind, meta), unknown=why) if why else None
     # the pod's own annotations (Run:ai's gpu-fraction): a Pod's metadata, else its template's
     pod_meta = meta if path == "spec" else as_dict(at_path(obj, path.rsplit(".", 1)[0] + ".metadata"))
     return _reading(kind, meta, found, cms, pod_annotations=as_dict(pod_meta.get("annotations")))
