@@ -707,3 +707,37 @@ def test_a_kubeai_profile_names_the_gpu_to_check_on_offline(tmp_path: Path) -> N
     assert (mi300x.verdict, mi300x.gpu) == ("Fits", "MI300X"), mi300x.message
     assert a100.gpu == "A100-80GB", a100.message  # a bare a100 is the larger of its two cards
     assert unknown.verdict == "Unknown" and "no GPU to check against" in unknown.message
+
+
+def _requester(patch: str) -> dict[str, Any]:
+    """llm-d-modelservice's requester Deployment (examples/values-requester.yaml, as helm renders it): the pod runs
+    llm-d-fast-model-actuation's requester on the GPU; the vLLM server comes from the dual-pod server patch."""
+    requester = {
+        "name": "inference-server",
+        "image": "ghcr.io/llm-d-incubation/llm-d-fast-model-actuation/requester:latest",
+        "command": ["/app/requester"],
+        "resources": {"limits": {"nvidia.com/gpu": 1}},
+    }
+    template = {
+        "metadata": {"annotations": {"dual-pod.llm-d.ai/server-patch": patch}},
+        "spec": {"containers": [requester]},
+    }
+    return {"kind": "Deployment", "metadata": {"name": "decode"}, "spec": {"template": template}}
+
+
+def test_an_llm_d_dual_pod_requester_is_sized_from_its_server_patch() -> None:
+    # hunt195 F4: it was Skipped as "runs no vLLM server"
+    patch = (
+        "spec:\n  containers:\n  - name: vllm\n    image: ghcr.io/llm-d/llm-d-cuda:latest\n"
+        "    command: [vllm, serve]\n    args: [facebook/opt-125m, --port, '8200', --enforce-eager]\n"
+        "    resources: {limits: {nvidia.com/gpu: '1'}}\n"
+    )
+    r = read_workload(_requester(patch))
+    assert r is not None and r.unknown is None and r.model == "facebook/opt-125m" and r.gpus_per_replica == 1
+    # a patch fitgate cannot read is the controller's to judge: Unknown, never Invalid
+    bad = read_workload(_requester("spec: [unclosed"))
+    assert bad is not None and bad.invalid is None and bad.unknown is not None and "dual-pod" in bad.unknown
+    # without the annotation the requester runs no vLLM server
+    plain = _requester(patch)
+    plain["spec"]["template"]["metadata"] = {}
+    assert read_workload(plain) is None

@@ -31,6 +31,7 @@ from fitgate.workloads.container import (
     config_ref,
     read_container,
 )
+from fitgate.workloads.dualpod import server_pod
 from fitgate.workloads.flags import MEMORY_ENV, data_parallel_ranks, runs_on_cpu
 from fitgate.workloads.kinds import KINDS as WORKLOAD_KINDS
 from fitgate.workloads.kinds import SELECTOR_KINDS, other_group, pod_template_paths
@@ -307,6 +308,14 @@ def _read_kind(
             return None
         pod = with_mounted_scripts(as_dict(at_path(obj, path)), cms)  # a ConfigMap script as the command
         found = _find_vllm(pod)
+        if found is None:  # llm-d's dual-pod requester: the vLLM server is in its pod's server-patch (hunt195 F4)
+            template_meta = meta if path == "spec" else as_dict(at_path(obj, path.rsplit(".", 1)[0] + ".metadata"))
+            served = server_pod(pod, as_dict(template_meta.get("annotations")))
+            if isinstance(served, str):
+                return _finish(_blank(kind, meta), unknown=f"llm-d dual-pod: {served}")
+            if served is not None:
+                pod = served
+                found = _find_vllm(with_mounted_scripts(served, cms))
     except WorkloadError as exc:
         return _finish(_blank(kind, meta), invalid=str(exc))
     if found is None:
