@@ -534,6 +534,16 @@ def test_a_workload_on_vllms_cpu_image_is_skipped_for_that_reason() -> None:
     assert "CPU backend" in skipped("f.yaml", dep).message
     pod["containers"][0]["image"] = "ghcr.io/acme/not-an-engine:1"
     assert "runs no vLLM server" in skipped("f.yaml", dep).message
+    # hunt195 F5: KubeAI's own TPU / CPU catalog entries (engine VLLM) said "runs no vLLM server"
+    tpu = {
+        "kind": "Model",
+        "metadata": {"name": "m"},
+        "spec": {"engine": "VLLM", "resourceProfile": "google-tpu-v5e-2x2:1"},
+    }
+    assert read_workload(tpu) is None
+    assert "resource profile google-tpu-v5e-2x2" in skipped("f.yaml", tpu).message
+    tpu["spec"]["engine"] = "OLlama"  # another engine: no vLLM server indeed
+    assert "runs no vLLM server" in skipped("f.yaml", tpu).message
 
 
 def _ray_cluster(workers: int, max_workers: int | None = None) -> dict[str, Any]:

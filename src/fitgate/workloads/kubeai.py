@@ -22,6 +22,20 @@ from fitgate.workloads.podspec import NOT_GPU_ACCELERATOR, as_dict, as_list
 from fitgate.workloads.reading import Reading
 
 
+def off_gpu_profile(obj: Mapping[str, Any]) -> str | None:
+    """Why a KubeAI vLLM Model is not sized: its profile names no NVIDIA or AMD GPU (a CPU, TPU, Gaudi, Intel one).
+
+    hunt195 F5: ``fitgate check`` said "runs no vLLM server" of KubeAI's own ``llama-3.1-8b-instruct-tpu``.
+    """
+    spec = as_dict(obj.get("spec"))
+    if str(obj.get("kind") or "") != "Model" or str(spec.get("engine") or "") != "VLLM":
+        return None
+    name = str(spec.get("resourceProfile") or "")[:253].partition(":")[0]
+    if ("gpu" in name and not NOT_GPU_ACCELERATOR.search(name)) or name.startswith("amd-"):
+        return None
+    return f"a KubeAI vLLM Model on resource profile {name or '(none)'}: an accelerator fitgate does not size (no GPU)"
+
+
 def read_kubeai_model(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> Reading | None:
     """The vLLM server of a KubeAI Model (None for another engine or a profile of no NVIDIA or AMD GPU)."""
     spec = as_dict(obj.get("spec"))

@@ -39,6 +39,7 @@ from fitgate.workloads.bounds import BudgetError
 from fitgate.workloads.crds import PARTS_READERS
 from fitgate.workloads.kinds import KINDS, MERGED_KINDS, find_kind, other_group
 from fitgate.workloads.kserve import runtimes_of
+from fitgate.workloads.kubeai import off_gpu_profile
 
 #: Node labels that name the GPU product (GPU Feature Discovery; the AMD GPU operator's labeller).
 _PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
@@ -378,6 +379,8 @@ def skipped(source: str, doc: Any, why: str | None = None) -> CheckResult:
             why = f"{kind} of group {group} is not one fitgate reads (it reads {entry.group or 'core'}'s)"
         elif cpu_backend(doc):  # hunt27 O1: the reason, not "no vLLM server"
             why = "runs vLLM's CPU backend (a vLLM CPU image or --device cpu): no GPU to size"
+        elif (off_gpu := off_gpu_profile(doc)) is not None:
+            why = off_gpu
         else:
             why = "runs no vLLM server (no container runs `vllm serve` or a vLLM image's entrypoint)"
     return CheckResult(source, name, "Skipped", why, kind=kind or "-")
