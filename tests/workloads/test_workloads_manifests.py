@@ -751,3 +751,24 @@ def test_an_llm_d_dual_pod_requester_is_sized_from_its_server_patch() -> None:
     plain = _requester(patch)
     plain["spec"]["template"]["metadata"] = {}
     assert read_workload(plain) is None
+
+
+def test_dynamos_own_worker_flags_do_not_make_a_misfit_unknown(tmp_path: Path) -> None:
+    # hunt199 F1: ai-dynamo/dynamo recipes/llama-3-70b/vllm/disagg-single-node's prefill worker passes
+    # --is-prefill-worker (Dynamo's, parsed before vLLM's own parser: components/src/dynamo/vllm/args.py), which read as
+    # a newer vLLM's unknown flag made every misfit Unknown. A 70B bf16 (~131 GiB of weights) on one L4 does not fit.
+    text = (MANIFESTS / "dynamo-vllm-disagg.yaml").read_text()
+    text = text.replace("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-70B-Instruct")
+    text = text.replace("            - prefill\n", "            - prefill\n            - --is-prefill-worker\n")
+    text = text.replace(
+        "            - decode\n", "            - decode\n            - --dyn-reasoning-parser\n            - x\n"
+    )
+    f = tmp_path / "dgd.yaml"
+    f.write_text(text)
+    results = [r for r in check_files([str(f)], gpu_name="L4") if r.kind == "DynamoGraphDeployment"]
+    assert [r.verdict for r in results] == ["DoesNotFit", "DoesNotFit"], [r.line() for r in results]
+    assert not any("not a flag of any vLLM release" in r.line() for r in results)
+    # a flag neither vLLM's nor Dynamo's still says so (a newer release's may change memory: a misfit is Unknown)
+    f.write_text(text.replace("--is-prefill-worker", "--some-future-vllm-flag"))
+    results = [r for r in check_files([str(f)], gpu_name="L4") if r.kind == "DynamoGraphDeployment"]
+    assert any("--some-future-vllm-flag: not a flag of any vLLM release" in r.line() for r in results)

@@ -257,7 +257,7 @@ def _find_invocation(words: Sequence[str], *, script_server: bool = False) -> tu
         if module in API_SERVER_MODULES:
             return f"python -m {module}", list(words[j + 2 :])
         if module == DYNAMO_VLLM_MODULE:  # vLLM's engine args plus Dynamo's own, in any pod (hunt114 F2)
-            return "vllm serve", list(words[j + 2 :])
+            return f"python -m {DYNAMO_VLLM_MODULE}", list(words[j + 2 :])
         if module in _CLI_MODULES and j + 2 < len(words) and words[j + 2] == "serve":
             return "vllm serve", list(words[j + 3 :])  # `python3 -m vllm.entrypoints.cli.main serve` is `vllm serve`
         if base.startswith("python") and i + 1 < len(words) and words[i + 1].endswith(KAITO_SERVER):

@@ -288,23 +288,6 @@ def read_kaito_inference_set(obj: dict[str, Any], configmaps: Mapping[str, Mappi
 # ---------------------------------------------------------------------------------------------
 # NVIDIA Dynamo DynamoGraphDeployment
 
-_DYNAMO_VLLM = re.compile(r"\bpython3?\s+-m\s+dynamo\.vllm\b")
-
-
-def _dynamo_container(container: dict[str, Any]) -> dict[str, Any]:
-    """``python3 -m dynamo.vllm ARGS`` (vLLM engine args plus Dynamo's) written as ``vllm serve ARGS``."""
-    command = [str(w) for w in as_list(container.get("command"))]
-    args = [str(w) for w in as_list(container.get("args"))]
-    if command[-3:] == ["python3", "-m", "dynamo.vllm"] or command[-3:] == ["python", "-m", "dynamo.vllm"]:
-        command = [*command[:-3], "vllm", "serve"]
-    command = [_DYNAMO_VLLM.sub("vllm serve", w) for w in command]
-    args = [_DYNAMO_VLLM.sub("vllm serve", w) for w in args]
-    if not command and args[:3] in (["python3", "-m", "dynamo.vllm"], ["python", "-m", "dynamo.vllm"]):
-        args = ["vllm", "serve", *args[3:]]
-    if command[-1:] in (["python3"], ["python"]) and args[:2] == ["-m", "dynamo.vllm"]:
-        command, args = [*command[:-1], "vllm", "serve"], args[2:]  # command: [python3], args: [-m, dynamo.vllm, ...]
-    return {**container, "command": command, "args": args}
-
 
 #: The component types Dynamo's operator runs as vLLM workers (hunt16 G11: ``prefill`` / ``decode`` services of
 #: disaggregated graphs were skipped; token-labs' api.tokenlabs.run runs them).
@@ -327,7 +310,7 @@ def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, 
         if kind not in DYNAMO_WORKER_TYPES:
             continue
         extra = as_dict(service.get("extraPodSpec"))
-        main = _dynamo_container(as_dict(extra.get("mainContainer")))
+        main = as_dict(extra.get("mainContainer"))  # python3 -m dynamo.vllm: argv.DYNAMO_VLLM_MODULE
         gpus = as_dict(as_dict(service.get("resources")).get("limits")).get("gpu")
         if gpus is not None and not as_dict(main.get("resources")):
             main = {**main, "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
@@ -349,7 +332,6 @@ def dynamo_workers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, 
         if kind not in DYNAMO_WORKER_TYPES:
             continue
         pod = as_dict(at_path(component, "podTemplate.spec"))
-        pod = {**pod, "containers": [_dynamo_container(as_dict(c)) for c in as_list(pod.get("containers"))]}
         nodes = as_dict(component.get("multinode")).get("nodeCount", 1)
         role = str(component.get("subComponentType") or component.get("subType") or ("" if kind == "worker" else kind))
         notes = as_dict(at_path(component, "podTemplate.metadata.annotations"))

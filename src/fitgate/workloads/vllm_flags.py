@@ -137,6 +137,25 @@ def _name(word: str) -> str:
     return word.split(" ", 1)[0].split("=", 1)[0]
 
 
+#: NVIDIA Dynamo's vLLM worker (``python -m dynamo.vllm``) and its own flags beside vLLM's engine args, which it
+#: parses first and hands the rest to vLLM's parser (ai-dynamo/dynamo components/src/dynamo/vllm/args.py
+#: ``parse_args``: ``parser.parse_known_args`` then ``vllm_parser.parse_args(unknown)``; the ``Config`` fields and
+#: ``DynamoRuntimeArgGroup`` / ``DynamoVllmArgGroup``); ``--dyn-*`` (``--dyn-reasoning-parser``,
+#: ``--dyn-tool-call-parser``) are Dynamo's too. hunt199 F1: a prefill worker's ``--is-prefill-worker`` made every
+#: misfit of Dynamo's disaggregated recipes Unknown, as a newer vLLM's flag would.
+DYNAMO_WORKER = "dynamo.vllm"
+DYNAMO_WORKER_FLAGS = frozenset(
+    {
+        "--is-prefill-worker", "--is-decode-worker", "--disaggregation-mode", "--endpoint", "--connector",
+        "--custom-jinja-template", "--discovery-backend", "--request-plane", "--event-plane", "--store-kv",
+        "--enable-local-indexer", "--use-kv-events", "--no-use-kv-events", "--namespace", "--migration-limit",
+        "--gms-shadow-mode", "--engine-config-json", "--embedding-worker", "--multimodal-worker",
+        "--multimodal-decode-worker", "--multimodal-encode-worker", "--multimodal-processor", "--fpm-trace",
+        "--enable-rl", "--benchmark-mode", "--benchmark-prefill-granularity", "--benchmark-prefill-kv-read-granularity",
+        "--benchmark-prefill-batch-granularity", "--benchmark-decode-length-granularity",
+    }
+)  # fmt: skip
+
 #: The KServe huggingface server's own flags, beside the vLLM engine flags it passes on (kserve/kserve@00397f1e
 #: python/huggingfaceserver/huggingfaceserver/__main__.py and kserve/model_server.py's parser), as fitgate spells them.
 KSERVE_HF_SERVER_FLAGS = frozenset(
@@ -175,6 +194,8 @@ def unknown_flags(flags: Iterable[str], how: str = "") -> list[str]:
     for word in flags:
         name = _name(word)
         if how == "KServe huggingface runtime" and name in KSERVE_HF_SERVER_FLAGS:
+            continue
+        if DYNAMO_WORKER in how and (name in DYNAMO_WORKER_FLAGS or name.startswith("--dyn-")):
             continue
         base = name.split(".", 1)[0]
         if not name.startswith("--") or base in known or (base.startswith("--no-") and f"--{base[5:]}" in known):
