@@ -270,3 +270,14 @@ def test_a_dra_pod_of_another_accelerator_is_unknown_without_its_claim_template(
     doc["spec"]["template"]["spec"]["containers"][0].update(image="vllm/vllm-openai:v0.11.0", env=[])
     plain = read_workload(doc)
     assert plain is not None and (plain.unknown is None or "accelerator fitgate does not size" not in plain.unknown)
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["nvcr.io/nvidia/ai-dynamo/vllm-runtime:${VERSION}", "vllm/vllm-openai:$(TAG)", "vllm/vllm-openai:{{.Values.tag}}"],
+)
+def test_an_unfilled_template_tag_is_said_so(image: str) -> None:
+    # hunt199 F4: Dynamo's recipes ship vllm-runtime:${VERSION}; it read as "a release of its vendor's that fitgate's
+    # table does not list"
+    read = image_release(image)
+    assert read.release is None and "unfilled template variable" in read.reason

@@ -72,6 +72,8 @@ _TAG_NAMES_VLLM = re.compile(r"(?<![a-z])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", re.IG
 _TAG_V0_WORD = re.compile(r"(?:^|[-_])v(0\.\d+(?:\.\d+)?)(?=$|[-_+])")
 #: A ``v0.x`` word of a build's tag older than this is the build's own version, not vLLM's (fitgate models 0.5+).
 _OLDEST_WORD_RELEASE = (0, 5)
+#: An unrendered template in a tag: ``${VERSION}`` (envsubst, Dynamo's recipes), ``$(TAG)``, ``{{ .Values.tag }}``.
+_TEMPLATE_TAG = re.compile(r"\$\{|\$\(|\{\{")
 #: The longest image reference read (the API server allows long names; nothing real is near this).
 MAX_IMAGE_CHARS = 1024
 
@@ -186,6 +188,9 @@ def image_release(image: str, env: Mapping[str, str] | None = None) -> ImageRele
     if not image:
         return _from_env(env, "the container names no image")
     repo, tag, digest = split_image(image)
+    if tag is not None and _TEMPLATE_TAG.search(tag):
+        # hunt199 F4: Dynamo's recipes ship `vllm-runtime:${VERSION}`, which read as a vendor release fitgate lacks
+        return _from_env(env, f"image {image[:200]}: its tag is an unfilled template variable, which names no release")
     family = image_family(repo)
     if family is None:
         return _other_build(repo, tag, env, image)
