@@ -496,7 +496,10 @@ def test_llama4_chunked_layers_keep_their_group_on_0_10_0() -> None:
     for version in ("0.9.2", "0.10.0", "0.10.1"):
         p = plan(m, H100, ServingConfig(tensor_parallel_size=4, max_model_len=1_000_000, vllm_version=version))
         got[version] = (p.kv.kinds, p.verdict.value, p.kv.max_concurrency)
-    assert got["0.9.2"][:2] == got["0.10.1"][:2] == (("full",), "DoesNotFit")
+    # 0.9.2 has no chunked spec (every layer full, in the start-up check too): denied. 0.10.1 sizes the pool at full
+    # attention but checks the chunked layers at their chunk first (kv_cache_utils.py 0.10.1 L1095-1097; hunt203 F1):
+    # it starts, and a 1M request fits 0.32 of the pool: Tight, not denied
+    assert got["0.9.2"][:2] == (("full",), "DoesNotFit") and got["0.10.1"][:2] == (("full",), "Tight")
     # the 36 chunked layers hold a chunk (8192) plus a batch each, not the request: 0.32 requests of 1M become 1.22
     assert got["0.10.0"][0] == ("chunked_local", "full") and got["0.10.0"][1] != "DoesNotFit"
     assert got["0.10.0"][2] > 1 > got["0.10.1"][2]
@@ -513,8 +516,11 @@ def test_a_shorter_context_paired_with_a_change_is_the_one_that_change_holds() -
         )
     )
     h200 = lookup_gpu("H200")
-    serving = ServingConfig(tensor_parallel_size=8, max_model_len=10_000_000, vllm_version="0.10.1")
+    # 0.9.2: chunked layers are full attention in the start-up check too (no ChunkedLocalAttentionSpec before 0.10); on
+    # 0.10.1-0.13 the check counts their chunk, so that shape starts (Tight: hunt203 F1)
+    serving = ServingConfig(tensor_parallel_size=8, max_model_len=10_000_000, vllm_version="0.9.2")
     current = plan(m, h200, serving)
+    assert current.verdict.value == "DoesNotFit"
     found = suggest(m, h200, serving, None, current)
     fp8 = [s for s in found if ("--kv-cache-dtype", "fp8") in s.changes]
     assert fp8
@@ -663,3 +669,26 @@ def test_the_v2_runner_by_release_follows_vllms_rule() -> None:
     assert v2("0.29.0", moe, moe=True) and not v2("0.31.0", llama, speculative="ngram")
     assert v2("0.32.0", llama, speculative="ngram") and not v2("0.33.0", llama, speculative="suffix")
     assert v2("0.34.0", llama, speculative="suffix")
+
+
+def test_0_9_to_0_13_check_one_request_at_the_layers_own_windows() -> None:
+    """hunt203 F1: vLLM 0.9-0.13 run the start-up check on each layer's own spec before unifying sliding-window and
+    chunked layers into full attention (kv_cache_utils.py 0.11.0 L1240-1257); 0.14 groups first (L1503, L1514)."""
+    scout = to_model_input(
+        load_directory(
+            REPO / "src" / "fitgate" / "checkpoints" / "catalog" / "meta-llama__Llama-4-Scout-17B-16E-Instruct"
+        )
+    )
+    # Scout at 3.6M on 8 x H100, 0.11.0 (chunked layers unified: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE 0).
+    # The check: 12 full layers x 3.6M x 512 B (1 KV head of 128 per GPU, K and V, bf16) = 20.60 GiB, plus 36 chunked
+    # layers x (8192 + 8192) x 512 B = 0.28 GiB: 20.88 GiB within the ~40 GiB pool. Counted at full length (48 layers:
+    # 82.40 GiB) it was denied; the pool holds the 48 layers at full length, so a 3.6M request cannot be scheduled.
+    p = plan(scout, H100, ServingConfig(tensor_parallel_size=8, max_model_len=3_600_000, vllm_version="0.11.0"))
+    assert p.verdict.value == "Tight" and 20.8 < p.kv.one_request_bytes / GiB < 21.0
+    assert any(r.code.value == "MaxModelLenNearKVCapacity" and "so it starts" in r.message for r in p.reasons)
+    # Gemma 3 27B at 128k on one H100, 0.9.2 (no hybrid manager in fitgate before 0.10): the check caps its 52
+    # sliding layers at their 1024-token window plus one batch of tokens: 13.66 GiB, as from 0.10 on; it was 62 GiB
+    gemma = to_model_input(load_directory(CORPUS / "google__gemma-3-27b-it"))
+    for version in ("0.9.2", "0.10.0"):
+        g = plan(gemma, H100, ServingConfig(max_model_len=131072, vllm_version=version))
+        assert g.verdict.value != "DoesNotFit" and round(g.kv.one_request_bytes / GiB, 2) == 13.66, version

@@ -115,12 +115,15 @@ def prejudge(
     outside: OutsideNeed | None = None,
     uncounted_bytes: int = 0,
     unified_memory: bool = False,
+    pool_request_bytes: int = 0,
 ) -> Prejudged:
     """The reasons of a plan that its workload leaves alone, from the worst worker's numbers.
 
     ``kv`` and ``g`` as they are without the workload: its blocks, its fraction and the headroom are not read.
     ``uncounted_bytes``: memory the model's vLLM class takes that fitgate does not size (verdict_rules.UNCOUNTED_BYTES):
-    one request that fits only in it is Tight.
+    one request that fits only in it is Tight. ``pool_request_bytes``: one request at full length where vLLM's start-up
+    check counted sliding-window / chunked layers at their window (verdict_rules.pool_request_bytes): Tight above 90 %
+    of the pool, never DoesNotFit (vLLM starts).
     """
     chain: list[Reason] = []
     budget, avail = g.budget_bytes, worst.available_kv_bytes
@@ -204,7 +207,7 @@ def prejudge(
             *((mamba_soft,) if mamba_soft else ()),
             *_before(rs, worst, kv, g),
         ),
-        _near_max_model_len(rs, worst, kv, uncounted_bytes),
+        _near_max_model_len(rs, worst, kv, uncounted_bytes, pool_request_bytes),
         (*_after(rs, g, outside), *_unified(rs, g, unified_memory)),
     )
 
@@ -319,10 +322,18 @@ def _before(rs: ResolvedServing, worst: RankPlan, kv: KVSummary, g: PerGpu) -> t
     return tuple(soft)
 
 
-def _near_max_model_len(rs: ResolvedServing, worst: RankPlan, kv: KVSummary, uncounted: int = 0) -> Reason | None:
+def _near_max_model_len(
+    rs: ResolvedServing, worst: RankPlan, kv: KVSummary, uncounted: int = 0, pool_request: int = 0
+) -> Reason | None:
     avail = worst.available_kv_bytes
     if avail <= 0:  # no KV at all is a hard reason, not this
         return None
+    if pool_request > TIGHT_FRACTION * avail:
+        return Reason(
+            ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY,
+            f"one {rs.max_model_len}-token request uses {pool_request / avail:.0%} of the KV pool, which holds the "
+            "sliding-window / chunked layers at full length (vLLM's start-up check counts their window, so it starts)",
+        )
     if kv.one_request_bytes <= TIGHT_FRACTION * avail and uncounted and kv.one_request_bytes > avail - uncounted:
         return Reason(
             ReasonCode.MAX_MODEL_LEN_NEAR_KV_CAPACITY,

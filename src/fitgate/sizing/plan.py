@@ -39,7 +39,6 @@ from fitgate.sizing.kv_layout import (
     layer_specs,
     max_concurrency,
     num_blocks,
-    one_request_bytes,
     reported_tokens,
 )
 from fitgate.sizing.kv_specs import ServingShape
@@ -59,13 +58,16 @@ from fitgate.sizing.results import KVSummary, ModelInput, PerGpu, Plan, RankPlan
 from fitgate.sizing.serving import MAX_REPLICAS, ResolvedServing, ServingConfig, Workload
 from fitgate.sizing.units import cdiv, fmt_gib
 from fitgate.sizing.verdict_rules import (
+    CHECK_BEFORE_UNIFY,
     UNCOUNTED_BYTES,
     OutsideNeed,
     max_model_len_that_fits,
     outside_need,
     plan_notes,
+    pool_request_bytes,
+    request_check_bytes,
 )
-from fitgate.sizing.versions import VllmAccounting
+from fitgate.sizing.versions import CHUNKED_LOCAL_SPEC_SINCE, VllmAccounting
 from fitgate.sizing.weights import RankWeights, WeightInventory, pp_layer_ranges, weights_per_rank
 
 __all__ = [
@@ -150,12 +152,15 @@ def _rank(
         v2_runner=rs.v2_runner,
         extensible=rs.extensible_kv_cache,
     )
-    kv_layers = [*layers, *drafter]  # the drafter's attention layers share the KV pool
-    num_spec = rs.draft_tokens  # conv states keep the draft tokens too
-    layout = _kv_layout(
-        arch, tuple(kv_layers), tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size, accounting, num_spec,
-        rs.mamba_ssm_dtype_bytes,
-    )  # fmt: skip
+    # the drafter's attention layers share the KV pool; conv states keep the draft tokens too
+    kv = (arch, (*layers, *drafter), tp, rs.kv_dtype_bytes, dtype_bytes, rs.block_size)
+    layout = _kv_layout(*kv, accounting, rs.draft_tokens, rs.mamba_ssm_dtype_bytes)
+    check = None
+    if accounting.engine == "V1" and CHECK_BEFORE_UNIFY[0] <= accounting.version < CHECK_BEFORE_UNIFY[1]:
+        chunked = accounting.version >= CHUNKED_LOCAL_SPEC_SINCE  # 0.9 emits chunked layers as full attention
+        own = dataclasses.replace(accounting, hybrid_kv_manager=True, chunked_local_hybrid=chunked)
+        check = _kv_layout(*kv, own, rs.draft_tokens, rs.mamba_ssm_dtype_bytes)
+        check = None if check.spec_counts == layout.spec_counts else check
     # --- LoRA slots and --cpu-offload-gb (issue 20; fitgate.sizing.lora, fitgate.sizing.offload) ---
     adapters = None
     if rs.lora is not None:
@@ -211,19 +216,9 @@ def _rank(
         requested = math.ceil(product) if accounting.requested_ceil else int(product)
         available = requested - non_kv
     return RankPlan(
-        pp_rank,
-        layers,
-        weights,
-        profile,
-        requested,
-        non_kv,
-        available,
-        layout,
-        num_blocks(layout, available),
-        lora=adapters,
-        offloaded_bytes=offloaded,
-        encoder=encoder,
-    )
+        pp_rank, layers, weights, profile, requested, non_kv, available, layout, num_blocks(layout, available),
+        lora=adapters, offloaded_bytes=offloaded, encoder=encoder, check_layout=check,
+    )  # fmt: skip
 
 
 def _extensible_rank(
@@ -543,7 +538,7 @@ def _base(
     per_gpu_len = cdiv(rs.max_model_len, dcp)
     shape = ServingShape(per_gpu_len, rs.in_flight_tokens, worst.layout.block_size)
     one_request = max(
-        one_request_bytes(r.layout, ServingShape(per_gpu_len, rs.in_flight_tokens, r.layout.block_size)) for r in ranks
+        request_check_bytes(r, ServingShape(per_gpu_len, rs.in_flight_tokens, r.layout.block_size)) for r in ranks
     )
     conc = max_concurrency(worst.layout, blocks, shape, accounting) if blocks else 0.0
     kv = KVSummary(
@@ -588,5 +583,6 @@ def _base(
         plan_notes(model, rs, per_gpu, accounting, serving.vllm_version)
         + extras.notes(model.arch, rs, ranks, worst, host),
         host,
-        prejudge(rs, worst, kv, per_gpu, need, UNCOUNTED_BYTES.get(model.arch.model_type, 0), gpu.unified_memory),
-    )
+        prejudge(rs, worst, kv, per_gpu, need, UNCOUNTED_BYTES.get(model.arch.model_type, 0), gpu.unified_memory,
+                 pool_request_bytes(ranks, rs, per_gpu_len)),
+    )  # fmt: skip

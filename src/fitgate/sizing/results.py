@@ -63,6 +63,9 @@ class RankPlan:
     # hunt98 F1: with the extensible cache (0.34) ``available_kv_bytes`` is floored at 0; how far below it the non-KV
     # memory went, so a shortfall is judged on the whole deficit, not on one request against 0
     kv_short_bytes: int = 0
+    # hunt203 F1: vLLM 0.9-0.13 check one request against each layer's own spec (sliding-window, chunked) before
+    # unifying them into full attention: that layout, where it differs from ``layout`` (request_check_bytes)
+    check_layout: KVLayout | None = None
 
     @property
     def loaded_weights_bytes(self) -> int:

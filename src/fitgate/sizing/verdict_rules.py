@@ -273,6 +273,38 @@ def outside_need(
     return OutsideNeed(rs.pre_snapshot_bytes, graphs, floor, fitted, excess, max(0, typical - rs.pre_snapshot_bytes))
 
 
+#: Releases whose start-up check runs on each layer's own KV spec before sliding-window and chunked-local layers are
+#: unified into full attention (hybrid manager off: no support, a KV connector, chunked layers before 0.14): the check
+#: caps those layers at their window while the pool holds them at full length (v1/core/kv_cache_utils.py 0.9.1
+#: L940-943, 0.10.2 L1110-1112, 0.11.0 L1240-1257, 0.13.0 L1340-1357; 0.14.0 groups first, L1503 then L1514).
+CHECK_BEFORE_UNIFY = ((0, 9, 0), (0, 14, 0))
+
+
+def request_check_bytes(rank: RankPlan, shape: ServingShape) -> int:
+    """The KV bytes vLLM's start-up check counts for one request on ``rank`` (``check_enough_kv_cache_memory``).
+
+    Where the release checks before unifying (:data:`CHECK_BEFORE_UNIFY`, ``rank.check_layout``): the plain sum of
+    each layer's ``max_memory_usage_bytes``, sliding-window and chunked layers capped (``max_memory_usage_bytes``,
+    kv_cache_utils.py 0.11.0 L625-633). hunt203 F1: counted at full length, Llama 4 Scout at 3.6M on 8 x H100 and
+    Gemma 3 27B at 128k on one H100 were denied on 0.9-0.13, which start them.
+    """
+    if rank.check_layout is not None:
+        return sum(n * s.max_memory_usage_bytes(shape) for s, n in rank.check_layout.spec_counts)
+    return one_request_bytes(rank.layout, shape)
+
+
+def pool_request_bytes(ranks: tuple[RankPlan, ...], rs: ResolvedServing, tokens: int) -> int:
+    """One request at full length in a pool whose start-up check counted windows (hunt203 F1), else 0."""
+    return max(
+        (
+            one_request_bytes(r.layout, ServingShape(tokens, rs.in_flight_tokens, r.layout.block_size))
+            for r in ranks
+            if r.check_layout is not None
+        ),
+        default=0,
+    )
+
+
 def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, model_max: int) -> int:
     """The largest max_model_len whose one-request KV fits every worker (0 if none).
 
@@ -286,7 +318,7 @@ def max_model_len_that_fits(ranks: tuple[RankPlan, ...], rs: ResolvedServing, mo
             shape = ServingShape(
                 cdiv(n, rs.parallel.decode_context_parallel_size), rs.in_flight_tokens, r.layout.block_size
             )
-            if r.available_kv_bytes <= 0 or one_request_bytes(r.layout, shape) > r.available_kv_bytes:
+            if r.available_kv_bytes <= 0 or request_check_bytes(r, shape) > r.available_kv_bytes:
                 return False
         return True
 
