@@ -393,3 +393,19 @@ def test_reported_tokens_derived_from_020_1_for_hybrid_models() -> None:
     assert old.num_blocks == new.num_blocks > 0
     assert old.reported_tokens == old.num_blocks // old.num_groups * old.block_size
     assert new.reported_tokens == int(new.max_concurrency * 262144) > 2 * old.reported_tokens
+
+
+def test_a_sliding_window_workload_holds_a_steps_batch_once_not_per_request() -> None:
+    """hunt203 F2: 256 requests of 8,192 tokens of gpt-oss-20b on one H100 (0.11.0) were denied: each sliding layer's
+    share was counted with a whole max_num_batched_tokens batch beyond its window, per request."""
+    from fitgate.sizing import Workload  # noqa: PLC0415
+
+    h100 = lookup_gpu("H100")
+    m = model("openai/gpt-oss-20b")
+    p = plan(m, h100, ServingConfig(max_model_len=131072, vllm_version="0.11.0"), Workload(256, 8192))
+    # per request: the full-attention group 8192 / 16 = 512 blocks, the sliding group cdiv(128 - 1 + 1, 16) + 1 = 9;
+    # once: the batch beyond the window, cdiv(min(127 + 8192, 8192), 16) + 1 - 9 = 513 - 9 = 504: 256 x 521 + 504
+    assert p.kv.workload_blocks == 256 * 521 + 504 and p.verdict.value != "DoesNotFit"
+    # full attention alone holds no in-flight term: N x cdiv(ctx, block), as before
+    llama = plan(model("meta-llama/Llama-3.1-8B-Instruct"), h100, ServingConfig(max_model_len=8192), Workload(64, 8192))
+    assert llama.kv.workload_blocks == 64 * 8192 // 16

@@ -432,8 +432,15 @@ def plan(
     if workload is not None:
         dcp = rs.parallel.decode_context_parallel_size
         wlen = cdiv(workload.context_tokens, dcp)
+        # hunt203 F2: a sliding-window / chunked layer holds its window per running request, a step's batch beyond it
+        # once (a step schedules max_num_batched_tokens in all; out-of-window blocks are freed: vLLM's in-flight
+        # term caps one request, single_type_kv_cache_manager.py 0.34.0 L218-232), not once per request
+        steady = ServingShape(wlen, 1 + rs.draft_tokens, worst.layout.block_size)
         wshape = ServingShape(wlen, rs.in_flight_tokens, worst.layout.block_size)
-        workload_blocks = workload.per_replica * blocks_per_request(worst.layout, wshape, accounting)
+        once = blocks_per_request(worst.layout, wshape, accounting) - blocks_per_request(
+            worst.layout, steady, accounting
+        )
+        workload_blocks = workload.per_replica * blocks_per_request(worst.layout, steady, accounting) + max(0, once)
         fraction = workload_blocks / kv.num_blocks if kv.num_blocks else None
         kv = copied(kv, {"workload_blocks": workload_blocks, "workload_fraction": fraction})
         required_kv = max(kv.one_request_bytes, workload_blocks * worst.layout.bytes_per_block)
