@@ -68,6 +68,7 @@ from fitgate.workloads.images import image_release
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0.post2", {}, "0.11.2", "ships vLLM 0.11.2"),
         ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.1", {}, "0.20.1", "ships vLLM 0.20.1"),
         ("ghcr.io/llm-d/llm-d-cuda:v0.9.0", {}, "0.26.0", "ships vLLM 0.26.0"),
+        ("ghcr.io/llm-d/llm-d-aws:v0.9.0", {}, "0.26.0", "ships vLLM 0.26.0"),  # hunt200 F3: llm-d v0.9.0 lists it
         # hunt82 F3: tags that name the release without the separators read before
         ("rocm/vllm:rocm6.3.1_instinct_vllm0.8.3_20250410", {}, "0.8.3", "tag"),
         (
