@@ -323,3 +323,18 @@ def test_registry_embedding_classes_are_sized_as_pooling_models() -> None:
     assert arch.pooling_architecture and runner_of(arch, "auto", (0, 6, 3)) == "pooling"
     assert runner_of(arch, "generate") == "generate"
     assert not parse_config({**config, "architectures": ["MistralForCausalLM"]}).pooling_architecture
+
+
+def test_index_cache_skips_follow_vllms_defaults() -> None:
+    """hunt198 F3: ``index_skip_topk_offset`` defaults to 2 (deepseek_v2.py 0.34.0 L1147), and a pattern decides alone."""
+    cfg = catalog_config("zai-org/GLM-5.2-FP8")
+    cfg.pop("index_skip_topk_offset")
+
+    def indexers(c: dict[str, Any]) -> list[int]:
+        return [i for i, layer in enumerate(parse_config(c).layers) if getattr(layer.mixer, "index_head_dim", 0)]
+
+    # 78 layers, freq 4, offset 2: max(i - 1, 0) % 4 == 0 -> layers 0, 1, 5, 9, ..., 77: 21 (offset 0 gave 19)
+    got = indexers(cfg)
+    assert got[:4] == [0, 1, 5, 9] and len(got) == 21
+    # a pattern, where given, decides: "F" keeps the indexer, "S" skips it, past its end kept (freq ignored)
+    assert indexers({**cfg, "index_topk_pattern": "FSSF"}) == [0, *range(3, 78)]

@@ -55,16 +55,19 @@ def _family_mla(text: ConfigReader, model_type: str) -> FamilyLayers:
     moe = moe_from(text, model_type) if has_experts else None
     placement = moe_layers(text, n)
     dense = dense_mlp(text)
+    # IndexCache (deepseek_v2.py 0.34.0 L1144-1160): a pattern, where given, decides alone (a layer past its end keeps
+    # its indexer); else every freq-th layer from the offset, whose default is 2 (hunt198 F3: it was read as 0)
     freq = text.int_("index_topk_freq", 1)
     pattern = text.data.get("index_topk_pattern")
-    offset = text.int_("index_skip_topk_offset", 0, minimum=0)
+    offset = text.int_("index_skip_topk_offset", 2, minimum=0)
     layers = []
     for i in range(n):
         layer_mla = mla
         if mla.index_head_dim:
-            skip = max(i - offset + 1, 0) % freq != 0 or (
-                isinstance(pattern, list | str) and i < len(pattern) and pattern[i] == "S"
-            )
+            if isinstance(pattern, list | str):
+                skip = i < len(pattern) and pattern[i] == "S"
+            else:
+                skip = max(i - offset + 1, 0) % freq != 0
             if skip:
                 layer_mla = replace(mla, index_head_dim=0)
         layers.append(Layer(layer_mla, moe if moe is not None and placement[i] else dense))
