@@ -204,8 +204,36 @@ def test_auto_round_and_quark_checkpoints_are_sized_not_refused() -> None:
     assert mx is not None and (mx.weight_bits, mx.group_size, mx.scale_bytes) == (4, 32, 1.0)
     fp8 = parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": [{"dtype": "fp8_e4m3"}]}})
     assert fp8 is not None and fp8.weight_bits == 8
-    with pytest.raises(SizingError, match=r"global_quant_config\.weight\.dtype"):
+    # hunt204 F3: OCP MX FP6 (vLLM 0.12+, ocp_mx_utils.py 0.34.0 L36-75): 6 bits and an e8m0 scale byte per 32
+    fp6 = parse_quantization(
+        {"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp6_e3m2", "group_size": 32}}}
+    )
+    assert fp6 is not None and (fp6.weight_bits, fp6.group_size, fp6.scale_bytes) == (6, 32, 1.0)
+    # a Quark dtype fitgate does not size is Unknown, never a refusal
+    with pytest.raises(NotModelledError, match=r"global_quant_config\.weight\.dtype"):
         parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "nf3"}}})
+
+
+def test_compressed_tensors_group_size_minus_one_is_channel_wise_not_refused() -> None:
+    # hunt204 F1: llm-compressor writes "group_size": -1 for per-tensor / per-channel schemes (vllm#38195, a Qwen3.5 FP8
+    # served on vLLM 0.17.1); compressed-tensors reads it as channel-wise (quant_args.py 0.10.2 L243-254)
+    weights = {"num_bits": 8, "type": "float", "strategy": "tensor", "group_size": -1, "dynamic": False}
+    q = parse_quantization(
+        {
+            "quant_method": "compressed-tensors",
+            "config_groups": {"group_0": {"weights": weights, "targets": ["Linear"]}},
+        }
+    )
+    assert q is not None and (q.weight_bits, q.group_size) == (8, 0)
+
+
+def test_a_checkpoint_stating_its_fp8_storage_dtype_is_served_in_bf16_not_refused() -> None:
+    # hunt204 F2: "torch_dtype": "float8_e4m3fn" (RedHatAI's FP8-dynamic Llama 4 Scout config); vLLM's auto dtype falls
+    # back to the platform's first (config/model.py 0.34.0 L2467-2508): bf16 here
+    cfg = {**catalog_config("meta-llama/Llama-3.1-8B-Instruct"), "torch_dtype": "float8_e4m3fn"}
+    assert parse_config(cfg).dtype == "bfloat16"
+    with pytest.raises(SizingError, match="torch_dtype"):
+        parse_config({**cfg, "torch_dtype": "banana"})
 
 
 def test_modules_a_quantization_config_leaves_unquantized() -> None:

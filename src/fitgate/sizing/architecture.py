@@ -24,7 +24,7 @@ from fitgate.sizing.config_reader import (
     rope_cache_positions,
     vllm_max_model_len,
 )
-from fitgate.sizing.dtypes import normalize_model_dtype
+from fitgate.sizing.dtypes import CHECKPOINT_STORAGE_DTYPES, normalize_model_dtype
 from fitgate.sizing.errors import NotModelledError, SizingError, UnknownArchitectureError
 from fitgate.sizing.families import BY_ARCHITECTURE, MODEL_TYPES, ModelTypeTraits
 from fitgate.sizing.families.llama import EMBEDDING_ARCHITECTURES
@@ -178,10 +178,12 @@ def parse_config(config: Mapping[str, Any]) -> ModelArchitecture:
         raise NotModelledError(
             f"{text.prefix}:is_causal", False, "encoder-only attention keeps no KV cache; the fit is not checked"
         )
-    dtype = normalize_model_dtype(
-        text.str_("torch_dtype", "") or text.str_("dtype", "") or top.str_("torch_dtype", "") or "bfloat16",
-        f"{text.prefix}:torch_dtype",
-    )
+    stated = text.str_("torch_dtype", "") or text.str_("dtype", "") or top.str_("torch_dtype", "") or "bfloat16"
+    # hunt204 F2: an FP8 checkpoint's config may state its storage dtype (float8_e4m3fn: RedHatAI's FP8-dynamic Llama 4
+    # Scout); vLLM's auto dtype then takes the platform's first (bf16, fp16 below SM80): _resolve_auto_dtype,
+    # config/model.py 0.11.0 L1666-1690, 0.34.0 L2467-2508 ("Falling back to"), as fitgate's bfloat16 does
+    stated = "bfloat16" if stated.lower() in CHECKPOINT_STORAGE_DTYPES else stated
+    dtype = normalize_model_dtype(stated, f"{text.prefix}:torch_dtype")
     layers, extras = family.read_layers(text, model_type)
     hidden = text.int_("hidden_size")
     heads = text.int_("num_attention_heads", 1) if text.has("num_attention_heads") else 1

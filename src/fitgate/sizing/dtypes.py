@@ -93,6 +93,14 @@ KV_CACHE_DTYPES_NOT_SIZED = frozenset(
 )
 
 
+#: torch dtypes a quantized checkpoint's config may state as its ``torch_dtype`` (its storage), which vLLM's auto dtype
+#: does not serve in: it falls back to the platform's first model dtype (architecture.parse_config).
+CHECKPOINT_STORAGE_DTYPES = frozenset(
+    {"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "int8", "uint8",
+     "float4_e2m1fn_x2", "torch.float8_e4m3fn", "torch.float8_e5m2", "torch.int8", "torch.uint8"}
+)  # fmt: skip
+
+
 def normalize_model_dtype(value: str, field: str = "dtype") -> str:
     """Return the canonical model dtype name (``bfloat16``, ``float16`` or ``float32``)."""
     canonical = _MODEL_DTYPE_ALIASES.get(str(value).lower())

@@ -225,7 +225,9 @@ def _compressed_tensors(qc: Mapping[str, Any]) -> Quantization:
         if not isinstance(weights, Mapping):
             continue
         bits = _number(weights, "num_bits", 8, 1, 16, integer=True)
-        group = int(_number(weights, "group_size", 0, 0, 1 << 20, integer=True))
+        # -1 (or 0, null) is no group: compressed-tensors reads group_size -1 as channel-wise (quant_args.py 0.10.2
+        # L243-254; llm-compressor writes it), which fitgate refused (hunt204 F1: a Qwen3.5 FP8 on vLLM 0.17.1)
+        group = max(0, int(_number(weights, "group_size", 0, -1, 1 << 20, integer=True)))
         kind = str(weights.get("type", "int"))
         if kind == "float" and bits == 4:
             # NVFP4 / MXFP4 in compressed-tensors: fp8 (NVFP4, 16) or e8m0 (MXFP4, 32) group scales
@@ -262,7 +264,12 @@ def _quark(qc: Mapping[str, object]) -> Quantization:
         return Quantization("quark", 4, max(group, 0), 2.5)
     if dtype in {"int8", "uint8"}:
         return Quantization("quark", 8, 0, 4.0)
-    raise SizingError(f"{where}.dtype", dtype or None, "fp8_e4m3, fp4, int4, uint4 or int8 (AMD Quark)")
+    if dtype in {"fp6_e3m2", "fp6_e2m3", "mxfp6_e3m2", "mxfp6_e2m3"}:
+        # OCP MX FP6: 6 bits and an e8m0 scale per 32 (quantization/utils/ocp_mx_utils.py 0.12.0 L13-19, 0.34.0
+        # L36-75; vLLM before 0.12 has no FP6, which fitgate does not check here); hunt204 F3: it was refused
+        return Quantization("quark", 6, 32, 1.0)
+    # a Quark dtype fitgate does not size is not a refusal: vLLM may take it (hunt204 F3)
+    raise NotModelledError(f"{where}.dtype", dtype or None, "fp8_e4m3, fp4, fp6, int4, uint4 or int8 (AMD Quark)")
 
 
 #: Runtime ``--quantization`` values fitgate can size, mapped to how weights end up stored.
