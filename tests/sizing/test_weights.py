@@ -209,6 +209,13 @@ def test_auto_round_and_quark_checkpoints_are_sized_not_refused() -> None:
         {"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp6_e3m2", "group_size": 32}}}
     )
     assert fp6 is not None and (fp6.weight_bits, fp6.group_size, fp6.scale_bytes) == (6, 32, 1.0)
+    # hunt204 F4: W4A8's [fp8 per tensor, int4 per channel] list stores int4 weights (quark.py 0.34.0 L440-470)
+    w4a8 = [
+        {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+        {"dtype": "int4", "qscheme": "per_channel", "group_size": -1},
+    ]
+    q = parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": w4a8}})
+    assert q is not None and (q.weight_bits, q.group_size) == (4, 0)
     # a Quark dtype fitgate does not size is Unknown, never a refusal
     with pytest.raises(NotModelledError, match=r"global_quant_config\.weight\.dtype"):
         parse_quantization({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "nf3"}}})

@@ -251,7 +251,10 @@ def _quark(qc: Mapping[str, object]) -> Quantization:
     glob = qc.get("global_quant_config")
     weight = glob.get("weight") if isinstance(glob, Mapping) else None
     if isinstance(weight, list):
-        weight = weight[0] if weight else None
+        # W4A8 (vLLM 0.14+ ``_is_fp8_w4a8``: [fp8_e4m3 per tensor, int4 per channel], quark.py 0.34.0 L440-470) stores
+        # the int4 weights; its fp8 entry was sized (hunt204 F4: 8.80 GiB of a Qwen3-8B where ~5.6 load)
+        int4 = [w for w in weight if isinstance(w, Mapping) and str(w.get("dtype") or "").lower() in {"int4", "uint4"}]
+        weight = int4[0] if int4 else weight[0] if weight else None
     if not isinstance(weight, Mapping):
         raise SizingError(where, weight, "an object with the weights' dtype (AMD Quark)")
     dtype = str(weight.get("dtype") or "").lower()
