@@ -100,6 +100,10 @@ def test_a_vlm_fitgate_cannot_size_gets_a_note_not_a_verdict() -> None:
     [
         ('{"image": 2, "video": 0}', (("image", 2), ("video", 0))),
         ('{"image": {"count": 3, "width": 512}}', (("image", 3),)),
+        # hunt205 F1 / F2: an object without a count is vLLM's default 999 (BaseDummyOptions.count, config/multimodal.py
+        # 0.34.0 L214), and vLLM sets no upper bound on a count (ge=0): both were Invalid
+        ('{"image": {"width": 512, "height": 512}}', (("image", 999),)),
+        ('{"image": 2000}', (("image", 2000),)),
     ],
 )
 def test_limit_mm_per_prompt_json(text: str, pairs: tuple[tuple[str, int], ...]) -> None:

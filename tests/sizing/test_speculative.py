@@ -128,6 +128,17 @@ def test_bad_settings_name_the_field(method: str, tokens: int | None, field: str
     assert str(info.value).startswith(field)
 
 
+def test_a_plugin_method_is_unknown_from_0_34_and_refused_before() -> None:
+    # hunt205 F3: 0.34 types the method SpeculativeMethod | str and takes a plugin's (config/speculative.py 0.34.0
+    # L461, L1623-1634); 0.33 takes its own names only (L419)
+    llama = parse_config(json.loads((CORPUS / "meta-llama__Llama-3.1-8B-Instruct" / "config.json").read_text()))
+    with pytest.raises(NotModelledError, match="plugin"):
+        resolve(llama, "my_plugin_method", 3, (0, 34, 0))
+    with pytest.raises(SizingError, match=r"a method of vLLM 0\.33") as info:
+        resolve(llama, "my_plugin_method", 3, (0, 33, 0))
+    assert not isinstance(info.value, NotModelledError)
+
+
 def test_more_draft_tokens_than_fitgate_sizes_is_not_modelled_not_invalid() -> None:
     # hunt144 F2: vLLM sets no upper bound on num_speculative_tokens (suffix decoding's forks run 128); past fitgate's
     # 64 the answer is Unknown (NotModelledError), not Invalid; 64 itself is sized

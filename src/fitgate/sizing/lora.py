@@ -158,7 +158,7 @@ def resolve_lora(
         raise SizingError("max_lora_rank", rank, "one of " + ", ".join(map(str, LORA_RANKS)) + " (vLLM's ranks)")
     cpu = loras if max_cpu_loras is None else max_cpu_loras
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not loras <= cpu <= 65536:
-        raise SizingError("max_cpu_loras", cpu, f"at least max_loras ({loras})")
+        raise SizingError("max_cpu_loras", cpu, f"an integer from max_loras ({loras}) to 65536")
     if lora_dtype == "auto":
         dtype_bytes = model_dtype_bytes
     elif lora_dtype in LORA_DTYPES:

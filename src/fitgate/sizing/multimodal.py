@@ -74,6 +74,12 @@ _KEY_VALUE = r"\s*[A-Za-z_][A-Za-z0-9_]{0,39}\s*=\s*\d{1,4}\s*"
 _KEY_VALUES = re.compile(f"{_KEY_VALUE}(?:,{_KEY_VALUE})*")
 
 
+#: ``BaseDummyOptions.count``'s default, for a modality's object that names no count.
+MM_DEFAULT_COUNT = 999
+#: The largest count read (vLLM has none; a bound on the input, far above any context's items).
+MAX_MM_COUNT = 1_000_000
+
+
 def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
     """``--limit-mm-per-prompt`` JSON (``{"image": 2}`` or ``{"image": {"count": 2, ...}}``) as pairs.
 
@@ -86,10 +92,13 @@ def parse_limit_mm(text: str) -> tuple[tuple[str, int], ...]:
     data = json_object(text, "limit_mm_per_prompt", MAX_LIMIT_MM_CHARS, '{"image": 2}')
     pairs: list[tuple[str, int]] = []
     for modality, value in data.items():
-        raw = value.get("count") if isinstance(value, dict) else value
+        # an object without "count" is vLLM's default 999 (BaseDummyOptions.count, config/multimodal.py 0.12.0 L19,
+        # 0.34.0 L214: the form that caps the profiled size alone); a count has no upper bound in vLLM (ge=0), and
+        # the items are capped by the context where they are sized. hunt205 F1 / F2: both were Invalid.
+        raw = value.get("count", MM_DEFAULT_COUNT) if isinstance(value, dict) else value
         count = whole_number(raw)
-        if count is None or not 0 <= count <= 1024:
-            raise SizingError(f"limit_mm_per_prompt.{modality}", raw, "a count from 0 to 1024")
+        if count is None or not 0 <= count <= MAX_MM_COUNT:
+            raise SizingError(f"limit_mm_per_prompt.{modality}", raw, f"a count from 0 to {MAX_MM_COUNT}")
         pairs.append((str(modality)[:40], count))
     return tuple(sorted(pairs))
 

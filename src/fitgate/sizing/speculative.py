@@ -97,6 +97,9 @@ _DEFAULT_TOKENS = {"suffix": 8, "extract_hidden_states": 1, **dict.fromkeys(DRAF
 #: (config/speculative.py 0.34.0 L904-945, ``_MIMO_V2_FLASH_NUM_MTP_LAYERS = 1``, models/mimo_v2_mtp.py L53-54).
 _MTP_FIXED_LAYERS = {"mimo_v2_flash": 1, "mimo_v2": 1, "mimo_v2_omni": 1}
 METHODS = MTP_METHODS | TOKEN_METHODS | DRAFT_CHECKPOINT_METHODS
+#: The first release whose ``method`` may be one a plugin registers (``SpeculativeMethod | str``, config/speculative.py
+#: 0.34.0 L461; ``_validate_method`` L1623-1634; 0.33.0 L419 takes vLLM's own only): another name is Unknown there.
+PLUGIN_METHODS_SINCE = (0, 34, 0)
 #: The methods a ModelDeployment names (``serving.speculativeConfig.method``): every ``*_mtp`` is ``mtp``.
 SPEC_METHODS = (
     "mtp", "ngram", "ngram_gpu", "suffix", "eagle", "eagle3", "draft_model", "dflash", "dspark",
@@ -179,6 +182,11 @@ def resolve(
     if method is None:
         # vLLM infers "draft_model" without a method, and refuses its missing model; fitgate's inputs name a method
         raise SizingError("speculative_config.method", None, "one of mtp, ngram, suffix, eagle, eagle3, draft_model")
+    if method not in METHODS and version is not None and version >= PLUGIN_METHODS_SINCE:
+        # hunt205 F3: 0.34 takes a method a plugin registers (config/speculative.py 0.34.0 L461, L1623-1634)
+        raise NotModelledError(
+            "speculative_config.method", method, "a method fitgate sizes (a plugin's drafter is not)"
+        )
     if method not in METHODS:
         raise SizingError(
             "speculative_config.method", method, "a method of vLLM 0.33 (mtp, ngram, suffix, eagle3, ...)"
