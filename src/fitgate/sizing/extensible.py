@@ -12,7 +12,7 @@ From the 0.34.0 wheel (``pip download --no-deps vllm==0.34.0``; file:line of tha
    is on (v1/worker/gpu/model_runner.py L1121-1125, "measures the capture footprint after warmup").
 3. ``compile_or_warm_up_model`` runs the warm-up steps, records their transient peak
    (``record_transient_peak``: max of the seed and ``peak - current`` allocated,
-   extensible_kv_cache.py L311-322), captures the CUDA graphs, warms up the sampler and calls
+   extensible_kv_cache.py L268-279), captures the CUDA graphs, warms up the sampler and calls
    ``measure_kv_cache_blocks`` (gpu_worker.py L1023-1244), min across ranks.
 4. ``measure_kv_cache_bytes`` (extensible_kv_cache.py L592-618)::
 
@@ -22,7 +22,7 @@ From the 0.34.0 wheel (``pip download --no-deps vllm==0.34.0``; file:line of tha
        available   = min(requested_memory - non_kv_used, headroom - margin)
        available  -= max(transient_peak_bytes, torch_reserve_growth_bytes)
 
-   and ``blocks_within`` (L343-348) keeps the most blocks whose granule-rounded footprint fits
+   and ``blocks_within`` (L313-318) keeps the most blocks whose granule-rounded footprint fits
    (each segment rounded up to the commit granule, at least 2 MiB: utils/extensible_tensor.py L28-31).
 5. ``finalize_extensible_kv_cache`` takes ``min(measured, capacity)`` (v1/core/kv_cache_planning.py
    L1878-1884) and ``shrink_kv_cache_configs`` re-checks one ``max_model_len`` request against
@@ -101,7 +101,7 @@ def measure_kv_bytes(
 
 
 def blocks_within(num_bytes: int, segment_strides: Sequence[int], capacity_blocks: int) -> int:
-    """``ExtensibleKVCache.blocks_within`` (extensible_kv_cache.py 0.34.0 L343-348).
+    """``ExtensibleKVCache.blocks_within`` (extensible_kv_cache.py 0.34.0 L313-318).
 
     The most blocks whose footprint, each segment's ``blocks x stride`` rounded up to the granule,
     fits in ``num_bytes``; never above the reserved capacity.
@@ -142,5 +142,5 @@ def _stride_counts(strides: Sequence[int]) -> tuple[tuple[int, int], ...]:
 
 
 def _footprint(blocks: int, strides: Sequence[tuple[int, int]]) -> int:
-    """``physical_bytes_for`` (extensible_kv_cache.py 0.34.0 L335-341), equal strides counted once."""
+    """``physical_bytes_for`` (extensible_kv_cache.py 0.34.0 L305-311), equal strides counted once."""
     return sum(count * (-(-blocks * stride // GRANULE_BYTES) * GRANULE_BYTES) for stride, count in strides)

@@ -276,7 +276,7 @@ def _extensible_rank(
 def _segment_strides(layout: KVLayout) -> tuple[int, ...]:
     """The extensible cache's segments: one per KV tensor of a layer-outermost layout (one when packed).
 
-    ``ExtensibleKVCache._segments`` (extensible_kv_cache.py 0.34.0 L127-172): block-compact
+    ``ExtensibleKVCache._segments`` (extensible_kv_cache.py 0.34.0 L134-181): block-compact
     layer-outermost layouts get one region per layer tensor, block-outermost ones a single segment.
     """
     if layout.packed:

@@ -87,12 +87,14 @@ NOT_MODELLED_LISTS = frozenset({"--lora-modules"})
 #: saying it was not modelled); a fit stays a fit. Prefill context parallelism (``-pcp``) adds ranks that hold 1/PCP
 #: of every request's KV (config/parallel.py 0.34.0 L636-670) and widen the fused-MoE group to TP x PCP x DP GPUs
 #: (flatten_tp_across_dp_and_pcp): fewer expert bytes and more tokens per GPU than the plan without it (hunt127 F2:
-#: DeepSeek-V3 at TP 8 x PCP 2 on H100s was denied at TP 8's 80 GiB of weights per GPU).
+#: DeepSeek-V3 at TP 8 x PCP 2 on H100s was denied at TP 8's 80 GiB of weights per GPU). Elastic EP turns 0.34's
+#: extensible KV cache off (config/vllm.py 0.34.0 L3213-3216), which fitgate keeps on: at a stated gmu near 1.0 the
+#: extensible plan holds less (hunt206 F2).
 NOT_MODELLED_MAY_SHRINK = frozenset(
     {
         "--offload-group-size", "--offload-num-in-group", "--offload-backend", "--offload-prefetch-step",
         "--offload-params", "--num-gpu-blocks-override", "--max-seq-len-to-capture", "--mamba-cache-dtype",
-        "--prefill-context-parallel-size",
+        "--prefill-context-parallel-size", "--enable-elastic-ep",
     }
 )  # fmt: skip
 
