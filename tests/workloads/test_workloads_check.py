@@ -344,11 +344,12 @@ def test_kind_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("container", "verdict", "code", "text"),
     [
-        (  # an unclosed quote: vLLM never starts
+        (  # an unclosed quote: fitgate's splitter fails, which it cannot tell from a script the shell runs and it
+            # cannot split (hunt207): Unknown, never a refusal
             {"command": ["sh", "-c", "vllm serve 'meta-llama/Llama-3.1-8B-Instruct"]},
-            "Invalid",
-            2,
-            "the shell script cannot be split into words (No closing quotation)",
+            "Unknown",
+            0,
+            "fitgate cannot split the shell script into words (No closing quotation)",
         ),
         (  # no GPU limit at all, TP 2: hunt27 F2, the node's default runtime may expose its GPUs (production-stack's
             # CI runs requestGPU 0.5, which drops the limit): Unknown, never "no GPU"

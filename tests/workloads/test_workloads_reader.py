@@ -322,7 +322,8 @@ def test_config_file_from_a_configmap_in_the_manifest_set() -> None:
     mapped["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"] = [{"key": "engine", "path": "config.yaml"}]
     assert read_workload(mapped, {}).config_map == ("vllm-config", "engine")  # type: ignore[union-attr]
     huge = read_workload(obj, {"vllm-config": {"config.yaml": "a: " + "x" * 300_000}})
-    assert huge is not None and huge.invalid is not None and "holds more than 262144 bytes" in huge.invalid
+    # past fitgate's bound, not vLLM's (load_config_file has none): Unknown, never Invalid (hunt207 F3)
+    assert huge is not None and huge.invalid is None and huge.unknown and "holds more than 262144 bytes" in huge.unknown
 
 
 def test_a_config_file_turns_a_switch_off_as_the_parser_reading_it_does() -> None:
@@ -394,12 +395,30 @@ def test_release_of_image(image: str, release: str | None) -> None:
 # Bad input: a clear verdict or error, never a crash
 
 
-def test_unclosed_quote_is_invalid() -> None:
-    r = read_workload(
-        deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "command": ["sh", "-c", "vllm serve 'm"]})
-    )
-    assert r is not None and r.invalid is not None
-    assert r.invalid.startswith("container vllm: the shell script cannot be split into words (No closing quotation)")
+def test_a_script_fitgate_cannot_split_is_unknown_not_invalid() -> None:
+    # hunt207 F1 / F2: fitgate's splitter (shlex) fails on scripts bash and dash run (a ")" quoted inside $( ... ),
+    # bash's $'...'), so a failure to split is fitgate's, never a refusal: Unknown, naming it. An unclosed quote
+    # (which the shell refuses too) reads the same: fitgate cannot tell the two apart.
+    for script in ("vllm serve 'm", 'X=$(echo ")"); vllm serve m', "SEP=$'it\\'s'; vllm serve m"):
+        r = read_workload(
+            deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "command": ["bash", "-c", script]})
+        )
+        assert r is not None and r.invalid is None and r.unknown is not None, script
+        assert "fitgate cannot split the shell script into words" in r.unknown, r.unknown
+
+
+def test_here_document_forms_the_shell_takes_are_read() -> None:
+    # hunt207 F1: <<\EOF and a delimiter with "-" were missed, so a Jinja chat template's body (quotes and all) was
+    # lexed as shell and the Deployment was Invalid; bash and dash run both
+    for opener, end in (("<<\\EOF", "EOF"), ("<<'END-TPL'", "END-TPL")):
+        script = (
+            f"cat > /tmp/t.jinja {opener}\n{{% if x %}}You're helpful{{% endif %}}\n{end}\n"
+            "vllm serve Qwen/Qwen3-8B --max-model-len 8192 --chat-template /tmp/t.jinja"
+        )
+        r = read_workload(
+            deployment({"name": "vllm", "image": "vllm/vllm-openai:v0.19.1", "command": ["bash", "-c", script]})
+        )
+        assert r is not None and r.invalid is None and r.unknown is None and r.model == "Qwen/Qwen3-8B", (opener, r)
 
 
 def test_no_model_is_vllms_default() -> None:

@@ -112,7 +112,9 @@ def test_non_vllm_and_controlled_objects_are_untouched() -> None:
     assert "fitgate_admission_requests_total{" not in state(m).metrics.exposition().decode()
 
 
-def test_unclosed_quote_is_denied_as_invalid_in_enforce() -> None:
+def test_a_script_fitgate_cannot_split_is_admitted_with_a_warning_in_enforce() -> None:
+    # hunt207: fitgate's splitter fails on scripts the shell runs ($'...', a ")" quoted in $( ... )); it cannot tell
+    # them from an unclosed quote, so neither is refused: Unknown, under the default Warn policy admitted with the reason
     pod = {
         "kind": "Pod",
         "metadata": {"name": "p", "namespace": "default"},
@@ -120,10 +122,8 @@ def test_unclosed_quote_is_denied_as_invalid_in_enforce() -> None:
             "containers": [{"name": "v", "image": "vllm/vllm-openai:v0.19.0", "command": ["sh", "-c", "vllm serve 'x"]}]
         },
     }
-    with pytest.raises(kopf.AdmissionError, match="No closing quotation") as exc:
-        review(pod, index(L4), memo())
-    assert exc.value.code == 400
-    assert review(pod, index(L4), memo(), mode="warn")  # warn: admitted with the reason
+    warnings = review(pod, index(L4), memo())
+    assert any("fitgate cannot split the shell script" in w and "No closing quotation" in w for w in warnings), warnings
 
 
 def test_webhook_never_patches_the_object() -> None:

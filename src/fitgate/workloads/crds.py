@@ -17,7 +17,7 @@ import yaml
 
 from fitgate.sizing.instances import instance_gpus
 from fitgate.sizing.units import parse_size
-from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
+from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, too_many_digits
 from fitgate.workloads.container import MAX_CONFIG_BYTES, _blank, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.kubeai import read_kubeai_model
@@ -142,7 +142,8 @@ def _kaito_config(name: str, configmaps: Mapping[str, Mapping[str, str]]) -> tup
     if text is None:
         return None, f"inference.config: ConfigMap {name} has no key {KAITO_CONFIG_KEY}"
     if len(text.encode()) > MAX_CONFIG_BYTES:
-        raise WorkloadError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} holds more than {MAX_CONFIG_BYTES} bytes")
+        # fitgate's bound, not KAITO's or vLLM's: Unknown (hunt207 F3)
+        raise BudgetError(f"ConfigMap {name} key {KAITO_CONFIG_KEY} holds more than {MAX_CONFIG_BYTES} bytes")
     try:
         loaded = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from fitgate.workloads.bounds import SAFE_LOADER, too_many_digits
+from fitgate.workloads.bounds import SAFE_LOADER, BudgetError, too_many_digits
 from fitgate.workloads.container import _blank, _find_vllm, _finish, _reading, first_of_parts
 from fitgate.workloads.flagvalues import config_file_flags
 from fitgate.workloads.mounted_scripts import with_mounted_scripts
@@ -44,7 +44,7 @@ def _serve_llm_configs(obj: dict[str, Any]) -> tuple[list[dict[str, Any]], str |
     if not isinstance(text, str) or not text.strip():
         return [], None
     if len(text) > MAX_SERVE_CONFIG_CHARS:
-        raise WorkloadError(f"spec.serveConfigV2: more than {MAX_SERVE_CONFIG_CHARS} characters")
+        raise BudgetError(f"spec.serveConfigV2: more than {MAX_SERVE_CONFIG_CHARS} characters")  # Unknown: hunt207 F3
     try:  # libyaml's safe loader when built in: a fifth of the time on a serve config (RayService admission)
         loaded = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from fitgate.workloads import shellmath, shellwords
-from fitgate.workloads.bounds import ExpansionBudget, check_script
+from fitgate.workloads.bounds import BudgetError, ExpansionBudget, check_script
 from fitgate.workloads.expansion import ARITH_MARK, ASSIGNMENT, expand_shell, with_arithmetic
 from fitgate.workloads.reading import WorkloadError
 
@@ -19,7 +19,15 @@ _SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
 
 
 class CommandError(WorkloadError):
-    """A command line that cannot be read (an unclosed quote in a shell script), or that vLLM's parser refuses."""
+    """A command line that vLLM's parser refuses (Invalid)."""
+
+
+class UnsplittableScriptError(BudgetError):
+    """A shell script fitgate's splitter (shlex) cannot read, which the shell may run: Unknown, never Invalid.
+
+    hunt207 F1 / F2: a ``)`` quoted inside ``$( ... )``, bash's ``$'...'`` and here-document forms shlex does not know
+    made scripts that bash and dash run Invalid.
+    """
 
 
 def split_script(script: str, env: Mapping[str, str], budget: ExpansionBudget | None = None) -> list[list[str]]:
@@ -78,7 +86,7 @@ def _body_commands(
         try:
             text = shellwords.without_substitutions(shellwords.strip_comments(line))
             commands += _commands_of(text, expressions, shell_env, budget, script, follow=False)
-        except CommandError:
+        except (CommandError, UnsplittableScriptError):
             continue
     return commands
 
@@ -122,7 +130,9 @@ def _commands_of(
             else:
                 raw[-1].append(token)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
-        raise CommandError(f"the shell script cannot be split into words ({exc}): {script[:200]!r}") from None
+        raise UnsplittableScriptError(
+            f"fitgate cannot split the shell script into words ({exc}): {script[:200]!r}"
+        ) from None
     commands: list[list[str]] = []
     branches = shellwords.Conditions()  # hunt74 F2: an assignment in an if branch not taken sets nothing
     status: bool | None = True  # the and-or list's status so far (True: exit 0), for a command after && / ||

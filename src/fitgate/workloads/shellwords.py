@@ -126,7 +126,14 @@ def _reference_end(text: str, i: int) -> int:
     return j
 
 
-_HEREDOC = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+#: A here-document's opener and its delimiter word as the shell takes it: ``\EOF``, quoted (``'END-TPL'``) or bare, any
+#: run of characters but blanks and ``;&|<>()`` (hunt207 F1: ``<<\EOF`` and ``<<'END-TPL'`` were missed, so a Jinja
+#: template's body was lexed as shell). Not ``<<<`` (a here-string), nor a shift (``$((1 << 4))``: a bare word
+#: starting with a digit or ``$`` is read as no delimiter).
+_HEREDOC = re.compile(
+    r"(?<!<)<<(?!<)-?[ \t]*"
+    r"(?:\\([^\s;&|<>()'\"]+)|(['\"])([^'\"\n]+)\2|([^\s;&|<>()'\"\\0-9$][^\s;&|<>()'\"\\]*))"
+)
 
 
 def split_heredocs(text: str) -> tuple[str, str]:
@@ -150,7 +157,7 @@ def split_heredocs(text: str) -> tuple[str, str]:
         main.append(line)
         m = _HEREDOC.search(line)
         if m is not None:
-            ending = m.group(2)
+            ending = m.group(1) or m.group(3) or m.group(4)
     return "\n".join(main), "\n".join(bodies)
 
 
