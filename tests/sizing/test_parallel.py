@@ -21,6 +21,7 @@ from fitgate.operator.decision.evaluate import serving_config as spec_serving
 from fitgate.operator.schema.api import parse_spec
 from fitgate.sizing import ModelInput, ServingConfig, SizingError, Verdict, lookup_gpu, plan, suggest
 from fitgate.sizing.capacity import search
+from fitgate.sizing.errors import NotModelledError
 from fitgate.sizing.parallel import (
     DEEPEP_BUFFER_BYTES,
     deepep_low_latency_rdma_bytes,
@@ -177,6 +178,12 @@ def test_removed_all2all_backends_fall_back_to_the_default() -> None:
 def test_eplb_config_json_is_bounded_and_named() -> None:
     assert parse_eplb_config('{"num_redundant_experts": 32, "window_size": 1000}') == 32
     assert parse_eplb_config("{}") == 0
+    # hunt207 F4: EPLBConfig is a lax pydantic model: 32.0 and "32" are 32; past fitgate's bound (vLLM sets none) the
+    # answer is Unknown, not a refusal
+    assert parse_eplb_config('{"num_redundant_experts": 32.0}') == parse_eplb_config('{"num_redundant_experts": "32"}')
+    assert parse_eplb_config('{"num_redundant_experts": 32.0}') == 32
+    with pytest.raises(NotModelledError):
+        parse_eplb_config('{"num_redundant_experts": 70000}')
     for bad in ("[1]", "{", '{"num_redundant_experts": -1}', "x" * 5000):
         with pytest.raises(SizingError):
             parse_eplb_config(bad)

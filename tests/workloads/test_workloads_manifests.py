@@ -263,6 +263,12 @@ def test_ray_serve_llm_engine_kwargs_are_vllm_flags() -> None:
     # engine_kwargs: dtype bfloat16, max_model_len 1024, gpu_memory_utilization 0.75
     assert reading.serving == {"dtype": "bfloat16", "maxModelLen": 1024, "gpuMemoryUtilization": 0.75}
     assert reading.gpus_per_replica == 4  # the worker group's nvidia.com/gpu
+    # hunt207: engine_kwargs skip argparse's choices and vLLM lowercases the method (config/model.py 0.34.0
+    # L1074-1078): quantization FP8 is fp8 (it was read as the checkpoint's own, bf16)
+    upper = {**ray, "spec": {**ray["spec"], "serveConfigV2": ray["spec"]["serveConfigV2"].replace(
+        "max_model_len: 1024", "max_model_len: 1024\n        quantization: FP8")}}  # fmt: skip
+    fp8 = read_workload(upper)
+    assert fp8 is not None and fp8.serving.get("quantization") == "fp8", fp8.serving if fp8 else None
     bad = {**ray, "spec": {**ray["spec"], "serveConfigV2": "applications: [unclosed"}}
     broken = read_workload(bad)
     assert broken is not None and broken.invalid is not None and broken.invalid.startswith("spec.serveConfigV2")

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitgate.sizing.errors import SizingError
-from fitgate.sizing.jsonflags import json_object
+from fitgate.sizing.errors import NotModelledError, SizingError
+from fitgate.sizing.jsonflags import json_object, whole_number
 from fitgate.sizing.model import ModelArchitecture, MoE
 from fitgate.sizing.units import MiB, cdiv, round_up
 
@@ -295,8 +295,11 @@ def parse_eplb_config(text: str) -> int:
     The other keys (window_size, step_interval, policy, ...) do not change memory; 0 when absent.
     """
     doc = json_object(text, "eplb_config", MAX_EPLB_CONFIG_CHARS, '{"num_redundant_experts": 32}')
-    value = doc.get("num_redundant_experts", 0)
-    if isinstance(value, str) and value.strip().isdigit() and len(value) <= 6:
-        # EPLBConfig is a pydantic model: "32" is read as 32 (llm-d's wide-EP manifests quote every value)
-        value = int(value)
+    raw = doc.get("num_redundant_experts", 0)
+    # EPLBConfig is a lax pydantic model: "32" (llm-d's wide-EP manifests quote every value) and 32.0 are 32
+    # (jsonflags.whole_number; hunt207 F4: 32.0 was Invalid); past fitgate's bound (vLLM sets none: ge=0,
+    # config/parallel.py 0.34.0 L78) is Unknown
+    value = whole_number(raw) if raw is not None else 0
+    if value is not None and value > 1 << 16:
+        raise NotModelledError("eplb_config.num_redundant_experts", value, f"at most {1 << 16} redundant experts")
     return _whole(value, "eplb_config.num_redundant_experts", 0, 1 << 16)

@@ -165,6 +165,8 @@ def read_ray_llm(obj: dict[str, Any], configmaps: Mapping[str, Mapping[str, str]
             source = source.get("bucket_uri")
         model = str(source or loading.get("model_id") or "")
         flags = config_file_flags(as_dict(config.get("engine_kwargs")), falses=True)  # kwargs: False is False
+        if "--quantization" in flags:  # kwargs skip argparse's choices; ModelConfig lowercases it (config/model.py
+            flags["--quantization"] = flags["--quantization"].lower()  # 0.34.0 L1074-1078; hunt207: FP8 sized bf16)
         tp = int(flags.get("--tensor-parallel-size", "1")) if flags.get("--tensor-parallel-size", "1").isdigit() else 1
         pp = (
             int(flags.get("--pipeline-parallel-size", "1"))
