@@ -224,3 +224,29 @@ def test_a_vllm_runtime_with_an_lmcache_image_is_admitted_with_the_release_warni
     ]
     warnings = review(runtime, index(H100), memo())
     assert any("VLLMRuntime default/vllmruntime-sample" in w and "LMCache release" in w for w in warnings), warnings
+
+
+def test_an_unknown_pool_is_not_outvoted_by_a_pool_that_cannot_host_it() -> None:
+    # hunt209 F3: an image of unknown release (a rocm/vllm-dev nightly) runs Qwen3-8B at a YaRN 131072 tokens on TP 2
+    # with no nodeSelector: Unknown on the H100 pool (only the newest release refuses that length); a one-GPU L4 node
+    # beside it is DoesNotFit (2 GPUs a replica), and ranked before Unknown it made the webhook deny (403) what the
+    # scheduler places on the H100 nodes
+    from tests.fitgate_operator.test_operator import H100  # noqa: PLC0415
+
+    yarn = '{"rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}'
+    args = ["Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", yarn, "--tensor-parallel-size", "2"]
+    container = {
+        "name": "vllm",
+        "image": "rocm/vllm-dev:nightly_main_20260211",
+        "command": ["vllm", "serve"],
+        "args": args,
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "qwen", "namespace": "default"},
+        "spec": {"template": {"spec": {"containers": [container]}}},
+    }
+    for nodes in ((H100,), (H100, L4)):
+        assert review(dep, index(*nodes), memo()) is not None  # admitted (with the Unknown's warning), not denied

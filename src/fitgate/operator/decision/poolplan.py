@@ -22,7 +22,10 @@ from fitgate.sizing.cost import GpuPrices
 from fitgate.sizing.units import MiB, fmt_gib
 from fitgate.sizing.versions import first_admitting
 
-_RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNKNOWN: 3}
+#: A pool that might run the deployment (Unknown) ranks before one that certainly cannot (DoesNotFit): with no pool
+#: chosen by placement the scheduler may take either (hunt209 F3: an unknown release's Unknown on the H100 pool lost
+#: to a one-GPU L4 pool's DoesNotFit, and the webhook denied what the H100 nodes run).
+_RANK = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.UNKNOWN: 2, Verdict.DOES_NOT_FIT: 3}
 
 
 @dataclass(frozen=True)
