@@ -250,3 +250,29 @@ def test_an_unknown_pool_is_not_outvoted_by_a_pool_that_cannot_host_it() -> None
     }
     for nodes in ((H100,), (H100, L4)):
         assert review(dep, index(*nodes), memo()) is not None  # admitted (with the Unknown's warning), not denied
+
+
+def test_an_unreadable_extra_args_word_makes_a_refusal_unknown_and_says_so() -> None:
+    # hunt209 F2: `vllm serve Qwen/Qwen3-8B --max-model-len 131072 $EXTRA_ARGS` with EXTRA_ARGS from a Secret: the
+    # word may hold the --hf-overrides (a YaRN rope) that makes vLLM take that length; it was denied 400 (Invalid).
+    # And an Unknown made so says why in its warnings (under the Warn policy it said nothing)
+    from tests.fitgate_operator.test_operator import H100  # noqa: PLC0415
+
+    def dep(script: str) -> dict[str, Any]:
+        container = {
+            "name": "vllm",
+            "image": "vllm/vllm-openai:v0.34.0",
+            "command": ["/bin/sh", "-c"],
+            "args": [script],
+            "env": [{"name": "EXTRA_ARGS", "valueFrom": {"secretKeyRef": {"name": "x", "key": "args"}}}],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        }
+        return {"kind": "Deployment", "metadata": {"name": "q", "namespace": "default"},
+                "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+
+    for script in (
+        "vllm serve Qwen/Qwen3-8B --max-model-len 131072 $EXTRA_ARGS",  # a refusal without the word
+        "vllm serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 131072 $EXTRA_ARGS",  # a misfit without it
+    ):
+        warnings = review(dep(script), index(H100), memo())
+        assert any("verdict Unknown" in w and "$EXTRA_ARGS" in w for w in warnings), (script, warnings)

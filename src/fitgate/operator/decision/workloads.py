@@ -154,6 +154,18 @@ def _host_memory_warning(reading: Reading, ev: Evaluation) -> str | None:
     return f"{reading.source}: {host_memory_note(plan.host, reading.memory_limit_bytes)}"
 
 
+def _unknown(ev: Evaluation, why: str) -> Evaluation:
+    """``ev`` made Unknown for ``why``, which the warnings carry (hunt209: under the Warn policy it said nothing)."""
+    warning = f"fitgate: verdict Unknown: {why}"
+    return replace(
+        ev,
+        verdict=Verdict.UNKNOWN,
+        reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN,
+        message=why,
+        warnings=(*ev.warnings, warning),
+    )
+
+
 def _widened(reading: Reading, ev: Evaluation) -> Evaluation:
     """An invalid setting that a flag fitgate takes without modelling makes valid in vLLM: Unknown (its rule, widened).
 
@@ -163,19 +175,23 @@ def _widened(reading: Reading, ev: Evaluation) -> Evaluation:
     for field in RULES_WIDENED_BY:
         word = rule_widened(field, words) if f"spec.serving: {field}:" in ev.message else None
         if word is not None:
-            why = f"{ev.message}; but {word}, which fitgate takes without modelling, widens vLLM's rule, which takes it"
-            return replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
+            return _unknown(
+                ev,
+                f"{ev.message}; but {word}, which fitgate takes without modelling, widens vLLM's rule, which takes it",
+            )
     return ev
 
 
 def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
     """The verdict in the workload's terms: its source, the numbers, and the fix in its args."""
-    if reading.unresolved and ev.verdict is Verdict.DOES_NOT_FIT:
+    if reading.unresolved and (ev.verdict is Verdict.DOES_NOT_FIT or ev.reason is ReasonCode.INVALID_SETTINGS):
         # hunt89 F4: `vllm serve M $EXTRA_ARGS` with EXTRA_ARGS from a Secret (or "${ARGS[@]}") may hold the very flags
-        # that make it fit (--max-model-len 8192): a misfit without them is not one fitgate can show
+        # that make it fit (--max-model-len 8192), or that vLLM needs to take a setting (--hf-overrides with a YaRN
+        # rope: hunt209 F2, a refusal was Invalid): neither is one fitgate can show
         words = " ".join(w[:60] for w in reading.unresolved[:3])
-        why = f"the vLLM command also holds {words}, whose value fitgate cannot read, and without it: {ev.message}"
-        ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
+        ev = _unknown(
+            ev, f"the vLLM command also holds {words}, whose value fitgate cannot read, and without it: {ev.message}"
+        )
     if ev.reason is ReasonCode.INVALID_SETTINGS and reading.invalid is None:
         ev = _widened(reading, ev)
     shrink = may_shrink(reading.args)
@@ -183,8 +199,9 @@ def finish(reading: Reading, ev: Evaluation) -> WorkloadVerdict:
         shrink = unknown_flags(reading.args, reading.how)  # hunt110 F2: a newer release's flag may change memory
     if shrink and ev.verdict is Verdict.DOES_NOT_FIT:
         # hunt107 F3: flags fitgate takes without modelling that can make it fit (prefetch weight offload ...)
-        why = f"{', '.join(shrink[:3])} may make it fit, which fitgate does not model; without them: {ev.message}"
-        ev = replace(ev, verdict=Verdict.UNKNOWN, reason=ReasonCode.WORKLOAD_SETTINGS_UNKNOWN, message=why)
+        ev = _unknown(
+            ev, f"{', '.join(shrink[:3])} may make it fit, which fitgate does not model; without them: {ev.message}"
+        )
     host = _host_memory_warning(reading, ev)
     if host is not None:  # a warning, never a denial: the kubelet, not vLLM, would stop it
         ev = replace(ev, warnings=(*ev.warnings, f"fitgate: {host}"))
