@@ -76,10 +76,6 @@ def test_tp_memory_held_before_the_snapshot_follows_symmetric_memory() -> None:
     assert pre_snapshot_bytes(2, "9.0") == pre_snapshot_bytes(8, "10.0") == TP_PRE_SNAPSHOT_BYTES
     assert pre_snapshot_bytes(2, "8.6") == pre_snapshot_bytes(4, "12.0") == TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES
     assert pre_snapshot_bytes(2, None) == TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES
-    # hunt203 F3: symmetric memory is on by default from 0.11.0 (envs.py 0.11.0 L1410-1411; "0" in 0.10.2): an H100
-    # at 0.10 holds the NCCL communicators only, and gmu 0.985 at TP 4 (78.00 of 79.19 GiB) is not refused there
-    assert pre_snapshot_bytes(4, "9.0", (0, 10, 2)) == TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES
-    assert pre_snapshot_bytes(4, "9.0", (0, 11, 0)) == TP_PRE_SNAPSHOT_BYTES
     assert pre_snapshot_bytes(1, "9.0") == pre_snapshot_bytes(1, "8.6") == CUDA_CONTEXT_BYTES
     assert CUDA_CONTEXT_BYTES < TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES < TP_PRE_SNAPSHOT_BYTES
 

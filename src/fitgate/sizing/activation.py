@@ -360,20 +360,13 @@ SYMM_MEM_CAPABILITIES = frozenset({"9.0", "10.0", "10.3", "10.7"})
 TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES = int(0.63 * GiB)
 
 
-#: The first release whose symmetric-memory all-reduce is on by default (``VLLM_ALLREDUCE_USE_SYMM_MEM`` "1": envs.py
-#: 0.11.0 L1410-1411; "0" in 0.10.2 L1220-1221, absent from 0.10.1). hunt203 F3: the 0.19 H100 figure was applied to
-#: 0.10, where only the NCCL communicators exist before the snapshot.
-SYMM_MEM_DEFAULT_SINCE = (0, 11, 0)
-
-
-def pre_snapshot_bytes(tp: int, compute_capability: str | None, version: tuple[int, int, int] = (0, 34, 0)) -> int:
+def pre_snapshot_bytes(tp: int, compute_capability: str | None) -> int:
     """Device memory in use before vLLM's start-up snapshot on one worker (see TP_PRE_SNAPSHOT_BYTES).
 
-    ``compute_capability`` None (AMD, a GPU given by its memory), or a release before
-    :data:`SYMM_MEM_DEFAULT_SINCE`: no symmetric memory, the smaller figure.
+    ``compute_capability`` None (AMD, a GPU given by its memory): no symmetric memory, the smaller figure.
     """
     if tp <= 1:
         return CUDA_CONTEXT_BYTES
-    if compute_capability in SYMM_MEM_CAPABILITIES and version >= SYMM_MEM_DEFAULT_SINCE:
+    if compute_capability in SYMM_MEM_CAPABILITIES:
         return TP_PRE_SNAPSHOT_BYTES
     return TP_PRE_SNAPSHOT_NO_SYMM_MEM_BYTES

@@ -395,7 +395,7 @@ def resolve_serving(
         engine_note=_engine(arch, gpu, serving)[1],
         v2_runner=runs_v2_runner(arch, accounting, runner, spec.method if spec else None),
         free_memory_check=accounting.free_memory_check,
-        pre_snapshot_bytes=pre_snapshot_bytes(tp, gpu.compute_capability, accounting.version),
+        pre_snapshot_bytes=pre_snapshot_bytes(tp, gpu.compute_capability),
         kv_cache_memory_bytes=kv_memory,
         interconnect=interconnect,
         runner=runner,
