@@ -317,7 +317,10 @@ def test_deferred_shorthand_before_0_30_and_unsized_shorthands_are_unknown() -> 
     # Before 0.30 `--quantization mxfp4` picks the checkpoint method (layers/quantization/__init__.py 0.29.0
     # L164-175), whose behaviour on an unquantized checkpoint fitgate does not size: Unknown, never a refusal.
     qwen = model("Qwen/Qwen3-8B")
-    for q, version in (("mxfp4", "0.29.0"), ("mxfp8", "0.27.0"), ("lut_b_moe", "0.34.0"), ("online", "0.34.0")):
+    # hunt208 F1: rtn (round-to-nearest while loading, vLLM 0.10.1+) was read as the checkpoint's own: bf16, denied
+    for q, version in (
+        ("mxfp4", "0.29.0"), ("mxfp8", "0.27.0"), ("lut_b_moe", "0.34.0"), ("online", "0.34.0"), ("rtn", "0.10.1"),
+    ):  # fmt: skip
         with pytest.raises(NotModelledError):
             plan(qwen, lookup_gpu("H100"), ServingConfig(max_model_len=8192, quantization=q, vllm_version=version))
 

@@ -322,6 +322,10 @@ RUNTIME_QUANTIZATION_NOT_SIZED = frozenset(
         # load-time methods of older releases and other devices (hunt36 F3): DeepSpeed's FP6/FP8 (0.4-0.6), TPU int8,
         # AWS Neuron's
         "deepspeedfp", "tpu_int8", "neuron_quant",
+        # round-to-nearest of a bf16 checkpoint while it loads (vllm#18768; quantization/__init__.py 0.10.1 L37,
+        # rtn.py 0.14.0 L44-48: int8 or int4 by RTN_NUM_BITS, groups of RTN_GROUP_SIZE): it was read as the
+        # checkpoint's own and sized in bf16 (hunt208 F1: Qwen3-14B on an L4 denied)
+        "rtn",
     }
 )  # fmt: skip
 

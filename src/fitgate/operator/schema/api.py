@@ -448,6 +448,7 @@ class Serving(_Spec):
             "deepspeedfp",
             "tpu_int8",
             "neuron_quant",
+            "rtn",  # hunt208 F1: round-to-nearest at load time (vLLM 0.10.1-0.14+), Unknown
             # a pre-quantized checkpoint's own method, which vLLM takes to pick the kernel (model cards pass
             # --quantization awq / modelopt_fp4; vLLM 0.34 QuantizationMethods): the checkpoint decides the bytes
             # (hunt37 F1); on an unquantized checkpoint vLLM refuses them, and so does fitgate
