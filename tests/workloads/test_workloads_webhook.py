@@ -276,3 +276,30 @@ def test_an_unreadable_extra_args_word_makes_a_refusal_unknown_and_says_so() -> 
     ):
         warnings = review(dep(script), index(H100), memo())
         assert any("verdict Unknown" in w and "$EXTRA_ARGS" in w for w in warnings), (script, warnings)
+
+
+def test_vllm_allow_long_max_model_len_from_a_reference_is_read_as_set() -> None:
+    # hunt209 F1: VLLM_ALLOW_LONG_MAX_MODEL_LEN from a Secret (or a ConfigMap the webhook does not read) was taken as
+    # unset, and Qwen3-8B at 65536 tokens (past its 40960) denied 400; vLLM takes the length with the switch on
+    from tests.fitgate_operator.test_operator import H100  # noqa: PLC0415
+
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.34.0",
+        "args": ["--model", "Qwen/Qwen3-8B", "--max-model-len", "65536"],
+        "env": [{"name": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    dep = {"kind": "Deployment", "metadata": {"name": "q", "namespace": "default"},
+           "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+    review(dep, index(H100), memo())  # admitted
+    from fitgate.workloads import read_workload  # noqa: PLC0415
+
+    reading = read_workload(dep)
+    assert reading is not None and reading.serving.get("allowLongMaxModelLen") is True
+    assert any("read as set" in n for n in reading.notes)
+    # without the switch vLLM refuses the length, and so does fitgate
+    container["env"] = []
+    with pytest.raises(kopf.AdmissionError) as exc:
+        review(dep, index(H100), memo())
+    assert exc.value.code == 400

@@ -33,7 +33,13 @@ from fitgate.workloads.argv import (
     unabbreviated,
 )
 from fitgate.workloads.bounds import BudgetError, ExpansionBudget, load_yaml
-from fitgate.workloads.expansion import configmap_refs, container_env, missing_configmap
+from fitgate.workloads.expansion import (
+    ALLOW_LONG_ENV,
+    ALLOW_LONG_FROM_REFERENCE,
+    configmap_refs,
+    container_env,
+    missing_configmap,
+)
 from fitgate.workloads.flags import (
     _RUNTIME_QUANTIZATIONS,
     _SERVING_FLAGS,
@@ -401,6 +407,8 @@ def _reading(
             if speculative is not None:
                 serving["speculativeConfig"] = speculative
         serving.update(env_serving(found.env))
+        if found.env.get(ALLOW_LONG_ENV) == ALLOW_LONG_FROM_REFERENCE:
+            more.append(f"{ALLOW_LONG_ENV} comes from a reference fitgate does not read: read as set (hunt209 F1)")
         sampler = found.env.get(FLASHINFER_SAMPLER_ENV, "").strip()
         if sampler in ("0", "1"):
             serving["flashinferSampler"] = sampler == "1"  # envs.py 0.10.2 L482-484: bool(int(...)), unset None

@@ -139,9 +139,17 @@ def container_env(
             value = maps[str(ref["name"])][str(ref["key"])]
             budget.spend(len(value), f"env {item['name']} from ConfigMap {ref['name']}")
             out[item["name"]] = value
+        elif item["name"] == ALLOW_LONG_ENV:
+            # hunt209 F1: set from a Secret or a ConfigMap fitgate did not read, it was taken as unset and the length
+            # vLLM then takes was refused (400); a switch someone sets from a reference is read as set, never denied
+            out[item["name"]] = ALLOW_LONG_FROM_REFERENCE
     return out
 
 
+#: vLLM's switch that takes a ``--max-model-len`` above the model's (envs.py); a reference to it reads as set.
+ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+#: Its value where a reference fitgate did not read sets it (read as "1": flags.env_serving).
+ALLOW_LONG_FROM_REFERENCE = "1\x04"
 _NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The operators of ``${NAME op word}`` fitgate expands: a default (``-``, ``=``) or an alternative (``+``), with ``:``
 #: also for an empty value (bash(1), "Parameter Expansion"); any other (``${#X}``, ``${X%y}``) stays as written.

@@ -267,7 +267,7 @@ def data_parallel_ranks(flags: Mapping[str, str], pods: int) -> int:
 def env_serving(env: Mapping[str, str]) -> dict[str, Any]:
     """The ModelDeployment serving fields vLLM's environment variables set."""
     out: dict[str, Any] = {}
-    if env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true"):
+    if env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().strip("\x04").lower() in ("1", "true"):
         out["allowLongMaxModelLen"] = True  # envs.py: "1"/"true" (vLLM then warns instead of refusing)
     partition = env.get("VLLM_PP_LAYER_PARTITION", "").strip()
     if partition:  # hunt54 F3: the layers per pipeline stage (vllm/distributed/utils.py 0.34.0 L227-238)
